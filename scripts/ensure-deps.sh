@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Makes sure the Debian packages a build step needs are present.
+# Usage: scripts/ensure-deps.sh PACKAGE:PROBE ...
+#   PROBE is a header to find (cmocka.h) or a command to find (cmd:initdb).
+# As root, missing packages are installed; otherwise the script prints the
+# exact command to run and fails.
+set -euo pipefail
+
+cc=${CC:-cc}
+missing=()
+for spec in "$@"; do
+    pkg=${spec%%:*}
+    probe=${spec#*:}
+    case "$probe" in
+        cmd:*) command -v "${probe#cmd:}" >/dev/null 2>&1 && continue ;;
+        *) printf '#include <%s>\n' "$probe" | "$cc" -E -x c - >/dev/null 2>&1 && continue ;;
+    esac
+    missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing missing packages: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq "${missing[@]}" >&2
+    exit 0
+fi
+echo "error: missing packages. Run:" >&2
+echo "    sudo apt-get install -y ${missing[*]}" >&2
+exit 1

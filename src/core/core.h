@@ -1,0 +1,30 @@
+/* Declarations shared by the core's files; none of this is exported. */
+#ifndef ADVLOCK_CORE_H
+#define ADVLOCK_CORE_H
+
+#include "advlock.h"
+
+/* The SQL function a statement calls, for messages ("pg_advisory_unlock"). */
+const char *advlock_sql_function(advlock_sql sql);
+
+/*
+ * Bounded text builder: appends into a fixed buffer that always holds a C
+ * string. Text that does not fit is cut at a UTF-8 character boundary and
+ * marked with "...", and everything appended after that is dropped.
+ */
+typedef struct advlock_text {
+    char *buf;
+    size_t size;
+    size_t len;
+    int cut;
+} advlock_text;
+
+void advlock_text_init(advlock_text *t, char *buf, size_t size);
+void advlock_text_putn(advlock_text *t, const char *s, size_t n);
+void advlock_text_put(advlock_text *t, const char *s);
+void advlock_text_put_seconds(advlock_text *t, int64_t ms);
+
+/* Appends a lock name, showing an embedded NUL byte as \0. */
+void advlock_text_put_key(advlock_text *t, const char *key, size_t len);
+
+#endif

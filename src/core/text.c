@@ -1,0 +1,153 @@
+/*
+ * Human-readable text: error and outcome names, and the bounded, locale-free
+ * formatting behind every message a machine produces.
+ */
+#include "core.h"
+
+#include <string.h>
+
+const char *advlock_strerror(int error)
+{
+    switch (error) {
+    case ADVLOCK_OK: return "success";
+    case ADVLOCK_EINVAL: return "invalid argument";
+    case ADVLOCK_EUTF8: return "lock key is not valid UTF-8";
+    case ADVLOCK_EMISUSE: return "call not allowed in the lock machine's current state";
+    case ADVLOCK_ECRYPTO: return "SHA-256 computation failed in libcrypto";
+    case ADVLOCK_ENULL: return "server returned NULL where a boolean was expected";
+    case ADVLOCK_ESERVER: return "server reported an error";
+    case ADVLOCK_ECONNLOST: return "connection to the server was lost";
+    default: return "unknown advlock error";
+    }
+}
+
+const char *advlock_outcome_name(advlock_outcome outcome)
+{
+    switch (outcome) {
+    case ADVLOCK_ACQUIRED: return "acquired";
+    case ADVLOCK_RELEASED: return "released";
+    case ADVLOCK_NOT_HELD: return "not held";
+    case ADVLOCK_TIMED_OUT: return "timed out";
+    case ADVLOCK_CANCELLED: return "cancelled";
+    case ADVLOCK_FAILED: return "failed";
+    default: return "unknown outcome";
+    }
+}
+
+static const char ellipsis[] = "...";
+
+void advlock_text_init(advlock_text *t, char *buf, size_t size)
+{
+    t->buf = buf;
+    t->size = size;
+    t->len = 0;
+    t->cut = 0;
+    if (size > 0)
+        buf[0] = '\0';
+}
+
+static int is_continuation(unsigned char c)
+{
+    return (c & 0xC0) == 0x80;
+}
+
+void advlock_text_putn(advlock_text *t, const char *s, size_t n)
+{
+    if (t->cut || t->size == 0)
+        return;
+    size_t room = t->size - 1 - t->len;
+    if (n <= room) {
+        memcpy(t->buf + t->len, s, n);
+        t->len += n;
+        t->buf[t->len] = '\0';
+        return;
+    }
+    /* Keep room for the ellipsis, then back up to a character boundary so
+     * the cut never splits a multi-byte character. Positions at or past
+     * t->len are still in s. */
+    t->cut = 1;
+    size_t end = t->size - 1 > sizeof ellipsis - 1 ? t->size - sizeof ellipsis : 0;
+    while (end > 0
+           && is_continuation((unsigned char)(end < t->len ? t->buf[end] : s[end - t->len])))
+        end--;
+    if (end > t->len)
+        memcpy(t->buf + t->len, s, end - t->len);
+    size_t tail = t->size - 1 - end;
+    if (tail > sizeof ellipsis - 1)
+        tail = sizeof ellipsis - 1;
+    memcpy(t->buf + end, ellipsis, tail);
+    t->len = end + tail;
+    t->buf[t->len] = '\0';
+}
+
+void advlock_text_put(advlock_text *t, const char *s)
+{
+    advlock_text_putn(t, s, strlen(s));
+}
+
+/* Decimal digits of v, most significant first; returns their count. */
+static size_t decimal(uint64_t v, char out[20])
+{
+    char rev[20];
+    size_t n = 0;
+    do {
+        rev[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    for (size_t i = 0; i < n; i++)
+        out[i] = rev[n - 1 - i];
+    return n;
+}
+
+/* Seconds as digits, with no locale: printf's %f would write "0,5" under a
+ * comma-decimal LC_NUMERIC, and the reference never does. */
+static size_t seconds_text(int64_t ms, char out[32])
+{
+    uint64_t v = (uint64_t)ms;
+    size_t n = decimal(v / 1000, out);
+    unsigned frac = (unsigned)(v % 1000);
+    if (frac != 0) {
+        char digits[3] = {(char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
+                          (char)('0' + frac % 10)};
+        size_t keep = 3;
+        while (digits[keep - 1] == '0')
+            keep--;
+        out[n++] = '.';
+        memcpy(out + n, digits, keep);
+        n += keep;
+    }
+    return n;
+}
+
+void advlock_text_put_seconds(advlock_text *t, int64_t ms)
+{
+    char out[32];
+    advlock_text_putn(t, out, seconds_text(ms < 0 ? 0 : ms, out));
+}
+
+int advlock_format_seconds(int64_t ms, char *buf, size_t size)
+{
+    if (ms < 0 || (buf == NULL && size > 0))
+        return ADVLOCK_EINVAL;
+    char out[32];
+    size_t n = seconds_text(ms, out);
+    if (size > 0) {
+        size_t copy = n < size - 1 ? n : size - 1;
+        memcpy(buf, out, copy);
+        buf[copy] = '\0';
+    }
+    return (int)n;
+}
+
+void advlock_text_put_key(advlock_text *t, const char *key, size_t len)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (key[i] != '\0')
+            continue;
+        advlock_text_putn(t, key + start, i - start);
+        advlock_text_putn(t, "\\0", 2);
+        start = i + 1;
+    }
+    advlock_text_putn(t, key + start, len - start);
+}
