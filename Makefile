@@ -15,7 +15,8 @@ CPPFLAGS  += -Iinclude -D_POSIX_C_SOURCE=200809L
 LIB_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS) -fPIC -fvisibility=hidden
 SANITIZE  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-CORE_SRC  := $(wildcard src/core/*.c)
+# libadvlock: the core plus the fake clock and database (no libpq, no I/O).
+CORE_SRC  := $(wildcard src/core/*.c src/adapters/fake/*.c)
 CORE_LIBS := -lcrypto -lpthread
 
 # Debian packages each step needs, as package:probe (see scripts/ensure-deps.sh).
@@ -116,5 +117,8 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD)
+
+# Each adapter's targets live in a fragment of its own; they add to `test`.
+include $(wildcard mk/*.mk)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
