@@ -16,8 +16,14 @@ enum op { ACQUIRE = 1, RELEASE = 2 };
 enum cancel { CANCEL_NONE, CANCEL_PENDING, CANCEL_UNDOING };
 
 /* The reference's schedule: Task.Delay(delayMs), then
- * delayMs = Math.Min(delayMs * 2, 1000), starting from 100. */
+ * delayMs = Math.Min(delayMs * 2, 1000), starting from 100.
+ * ADVLOCK_CANARY plants a wrong first delay so that tests can prove the
+ * simulation and fuzzing gates notice a broken schedule; never ship it. */
+#ifdef ADVLOCK_CANARY
+enum { FIRST_DELAY_MS = 150, MAX_DELAY_MS = 1000 };
+#else
 enum { FIRST_DELAY_MS = 100, MAX_DELAY_MS = 1000 };
+#endif
 
 static int64_t add_saturating(int64_t a, int64_t b)
 {
