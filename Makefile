@@ -23,7 +23,7 @@ CORE_LIBS := -lcrypto -lpthread
 DEPS_BUILD := libssl-dev:openssl/evp.h
 DEPS_TEST  := $(DEPS_BUILD) libcmocka-dev:cmocka.h locales:cmd:localedef
 
-.PHONY: all test unit-tests run install uninstall clean deps-build deps-test
+.PHONY: all test unit-tests core-imports run install uninstall clean deps-build deps-test
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so
@@ -39,6 +39,7 @@ $(BUILD)/san/obj/%.o: %.c | deps-build
 	$(CC) $(CPPFLAGS) $(LIB_CFLAGS) $(SANITIZE) -MMD -MP -c $< -o $@
 
 CORE_OBJ     := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+PURE_CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/core/*.c))
 CORE_SAN_OBJ := $(CORE_SRC:%.c=$(BUILD)/san/obj/%.o)
 
 # ---- libraries --------------------------------------------------------------
@@ -83,7 +84,10 @@ UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/san/tests/
 unit-tests: $(UNIT_BINS) $(BUILD)/locale/de_DE.UTF-8
 	@LOCPATH=$(CURDIR)/$(BUILD)/locale scripts/run-tests.sh $(UNIT_BINS)
 
-test: all unit-tests
+core-imports: $(PURE_CORE_OBJ)
+	@scripts/check-core-imports.sh $^
+
+test: all core-imports unit-tests
 
 # ---- the main job -----------------------------------------------------------
 
