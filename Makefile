@@ -21,9 +21,9 @@ CORE_LIBS := -lcrypto -lpthread
 
 # Debian packages each step needs, as package:probe (see scripts/ensure-deps.sh).
 DEPS_BUILD := libssl-dev:openssl/evp.h
-DEPS_TEST  := $(DEPS_BUILD) libcmocka-dev:cmocka.h locales:cmd:localedef
+DEPS_TEST  := $(DEPS_BUILD) libcmocka-dev:cmocka.h locales:cmd:localedef pkg-config:cmd:pkg-config
 
-.PHONY: all test unit-tests core-imports run install uninstall clean deps-build deps-test
+.PHONY: all test unit-tests core-imports install-check run FORCE install uninstall clean deps-build deps-test
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so
@@ -54,7 +54,9 @@ $(BUILD)/libadvlock.so: $(BUILD)/libadvlock.so.$(VERSION)
 	ln -sf libadvlock.so.$(VERSION) $(BUILD)/libadvlock.so.$(SOVERSION)
 	ln -sf libadvlock.so.$(SOVERSION) $@
 
-$(BUILD)/advlock.pc: advlock.pc.in
+# Regenerated on every run: PREFIX may differ from the last one.
+$(BUILD)/advlock.pc: advlock.pc.in FORCE
+	@mkdir -p $(@D)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
@@ -87,7 +89,10 @@ unit-tests: $(UNIT_BINS) $(BUILD)/locale/de_DE.UTF-8
 core-imports: $(PURE_CORE_OBJ)
 	@scripts/check-core-imports.sh $^
 
-test: all core-imports unit-tests
+install-check: all
+	@scripts/check-install.sh
+
+test: all core-imports unit-tests install-check
 
 # ---- the main job -----------------------------------------------------------
 
