@@ -1,0 +1,22 @@
+/* The advlock command: shared declarations of its subcommands. */
+#ifndef ADVLOCK_CLI_H
+#define ADVLOCK_CLI_H
+
+/* Exit statuses, documented in advlock(1). */
+enum {
+    EXIT_OK = 0,
+    EXIT_BUSY = 1,        /* run: timed out; status: a lock is held; key --lookup: no match */
+    EXIT_BAD_KEY = 2,     /* a key is not valid UTF-8 */
+    EXIT_USAGE = 64,      /* bad command line (sysexits EX_USAGE) */
+    EXIT_NO_SERVER = 69,  /* could not connect (EX_UNAVAILABLE) */
+    EXIT_LOCK_ERROR = 70, /* the server failed a lock query or the connection broke */
+    EXIT_IO = 74,         /* reading input or writing output failed (EX_IOERR) */
+    EXIT_NO_COMMAND = 127 /* run: the command could not be started */
+};
+
+int cmd_key(int argc, char **argv);
+
+/* Prints "advlock: " and the formatted message to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * advlock key: names to the bigint PostgreSQL locks on, and back. pg_locks
+ * shows a derived key as two opaque 32-bit halves; this is how an operator
+ * turns a row into a name again.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advlock.h"
+#include "cli.h"
+
+typedef struct key_job {
+    int lookup;           /* --lookup: print matching names instead of keys */
+    uint32_t classid;
+    uint32_t objid;
+    int bad_keys;
+    int matches;
+} key_job;
+
+/* Where a key came from, for error messages: "argument 3" or "line 12". */
+static void handle_key(key_job *job, const char *name, size_t len, const char *origin,
+                       unsigned long index)
+{
+    int64_t key;
+    int rc = advlock_derive_key(name, len, &key);
+    if (rc != 0) {
+        cli_error("%s %lu: %s", origin, index, advlock_strerror(rc));
+        job->bad_keys++;
+        return;
+    }
+    uint64_t bits = (uint64_t)key;
+    uint32_t classid = (uint32_t)(bits >> 32), objid = (uint32_t)bits;
+    if (!job->lookup) {
+        printf("%" PRId64 "\t0x%016" PRIx64 "\t%" PRIu32 "\t%" PRIu32 "\n", key, bits, classid,
+               objid);
+    } else if (classid == job->classid && objid == job->objid) {
+        fwrite(name, 1, len, stdout);
+        putchar('\n');
+        job->matches++;
+    }
+}
+
+/* One key per line; the newline ends the key and is not part of it. */
+static int keys_from_stdin(key_job *job)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    unsigned long number = 0;
+    while ((n = getline(&line, &cap, stdin)) >= 0) {
+        number++;
+        size_t len = (size_t)n;
+        if (len > 0 && line[len - 1] == '\n')
+            len--;
+        handle_key(job, line, len, "line", number);
+    }
+    int failed = ferror(stdin);
+    free(line);
+    if (failed) {
+        cli_error("reading standard input: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_u32(const char *text, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v > UINT32_MAX || text[0] == '-')
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static void usage(FILE *to)
+{
+    fputs("usage: advlock key KEY...              print bigint, hex, classid, objid per key\n"
+          "       advlock key -                   read keys from standard input, one per line\n"
+          "       advlock key --lookup CLASSID OBJID KEY...|-\n"
+          "                                       print the names that map to that pg_locks row\n",
+          to);
+}
+
+int cmd_key(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"lookup", no_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    key_job job = {0};
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+lh", options, NULL)) != -1) {
+        switch (opt) {
+        case 'l': job.lookup = 1; break;
+        case 'h': usage(stdout); return EXIT_OK;
+        default: usage(stderr); return EXIT_USAGE;
+        }
+    }
+    argv += optind;
+    argc -= optind;
+    if (job.lookup) {
+        if (argc < 2 || parse_u32(argv[0], &job.classid) != 0
+            || parse_u32(argv[1], &job.objid) != 0) {
+            cli_error("--lookup needs CLASSID and OBJID as pg_locks shows them "
+                      "(unsigned 32-bit decimals)");
+            return EXIT_USAGE;
+        }
+        argv += 2;
+        argc -= 2;
+    }
+    if (argc == 0) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-") == 0) {
+            if (keys_from_stdin(&job) != 0)
+                return EXIT_IO;
+        } else {
+            handle_key(&job, argv[i], strlen(argv[i]), "argument", (unsigned long)i + 1);
+        }
+    }
+    if (fflush(stdout) != 0) {
+        cli_error("writing standard output: %s", strerror(errno));
+        return EXIT_IO;
+    }
+    if (job.bad_keys > 0)
+        return EXIT_BAD_KEY;
+    if (job.lookup && job.matches == 0) {
+        cli_error("no candidate maps to classid %" PRIu32 ", objid %" PRIu32, job.classid,
+                  job.objid);
+        return EXIT_BUSY;
+    }
+    return EXIT_OK;
+}
