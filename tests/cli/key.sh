@@ -11,7 +11,7 @@ check "two keys, output" "$(printf '6330443736081384332\t0x57da4109afba438c\t147
 capture "$A" key "Straße" "$(printf '\xc3')" "日本語のキー"
 check "bad key, status" 2 "$RC"
 check "bad key, names the argument" "advlock: argument 2: lock key is not valid UTF-8" "$ERR"
-check "bad key, others still printed" "$(printf '1741376046945380858\t0x182a9e49da85c8fa\t405445705\t3666717178\n-6244129624372329093\t0xa95865307fcb457b\t2841142576\t2144028027')" "$OUT"
+check "bad key, others still printed" "$(printf '1741376046945380858\t0x182a9c49da8da9fa\t405445705\t3666717178\n-6244129624372329093\t0xa95865307fcb457b\t2841142576\t2144028027')" "$OUT"
 
 capture bash -c "printf 'a\n\xed\xa0\x80\n🔒lock\n' | '$A' key -"
 check "stdin, status" 2 "$RC"
