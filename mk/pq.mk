@@ -1,0 +1,98 @@
+# libadvlock_pq: the libpq adapters, the only part of advlock that links libpq.
+# Included by the top-level Makefile, whose variables and object rules it uses.
+
+PQ_SRC     := $(wildcard src/adapters/libpq/*.c)
+PQ_OBJ     := $(PQ_SRC:%.c=$(BUILD)/obj/%.o)
+PQ_SAN_OBJ := $(PQ_SRC:%.c=$(BUILD)/san/obj/%.o)
+# Recursive: asked only once the build dependencies are installed.
+PQ_CPPFLAGS = -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+PQ_LIBS    := -lpq
+
+# Debian packages, as package:probe (see scripts/ensure-deps.sh).
+DEPS_PQ      := libpq-dev:postgresql/libpq-fe.h
+DEPS_PQ_TEST := $(DEPS_PQ) libcmocka-dev:cmocka.h libuv1-dev:uv.h
+
+PQ_LIBS_BUILT := $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock_pq.so
+
+.PHONY: pq-libs pq-test examples deps-pq deps-pq-test install-pq uninstall-pq
+
+all: pq-libs
+pq-libs: $(PQ_LIBS_BUILT) $(BUILD)/advlock_pq.pc
+
+$(PQ_OBJ) $(PQ_SAN_OBJ): CPPFLAGS += $(PQ_CPPFLAGS)
+$(PQ_OBJ) $(PQ_SAN_OBJ): | deps-pq
+
+$(BUILD)/libadvlock_pq.a: $(PQ_OBJ)
+	$(AR) rcs $@ $^
+
+$(BUILD)/libadvlock_pq.so.$(VERSION): $(PQ_OBJ) $(BUILD)/libadvlock.so
+	$(CC) -shared -Wl,-soname,libadvlock_pq.so.$(SOVERSION) -Wl,--no-undefined -o $@ \
+	    $(PQ_OBJ) -L$(BUILD) -ladvlock $(PQ_LIBS)
+
+$(BUILD)/libadvlock_pq.so: $(BUILD)/libadvlock_pq.so.$(VERSION)
+	ln -sf libadvlock_pq.so.$(VERSION) $(BUILD)/libadvlock_pq.so.$(SOVERSION)
+	ln -sf libadvlock_pq.so.$(SOVERSION) $@
+
+$(BUILD)/advlock_pq.pc: advlock_pq.pc.in
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# ---- examples: one thread, many connections, on poll() and on libuv ----------
+
+PQ_EXAMPLES := $(BUILD)/examples/poll_locks $(BUILD)/examples/libuv_lock
+LIBS_poll_locks :=
+LIBS_libuv_lock := -luv
+
+examples: $(PQ_EXAMPLES)
+
+$(PQ_EXAMPLES): $(BUILD)/examples/%: examples/%.c $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a | deps-pq-test
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(PQ_CPPFLAGS) -std=c11 $(WARNINGS) $(CFLAGS) -o $@ $< \
+	    $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a $(PQ_LIBS) $(LIBS_$*) $(CORE_LIBS)
+
+# ---- integration tests (CMocka) against a throwaway PostgreSQL -------------
+# Built with ASan + UBSan. test_server_stop stops and restarts the server, so
+# it runs last.
+
+PQ_TEST_SUPPORT := $(filter-out tests/integration/test_%.c,$(wildcard tests/integration/*.c))
+PQ_TEST_NAMES := $(filter-out test_server_stop,\
+                   $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/test_*.c))) \
+                 test_server_stop
+PQ_TEST_BINS := $(PQ_TEST_NAMES:%=$(BUILD)/san/integration/%)
+# The core alone: the tests need nothing else from libadvlock.
+PQ_TEST_CORE_OBJ := $(filter $(BUILD)/san/obj/src/core/%,$(CORE_SAN_OBJ))
+
+$(BUILD)/san/integration/%: tests/integration/%.c $(PQ_TEST_SUPPORT) tests/integration/pg_test.h \
+                            $(PQ_SAN_OBJ) $(PQ_TEST_CORE_OBJ) | deps-pq-test
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(PQ_CPPFLAGS) $(TEST_CFLAGS) $(SANITIZE) -o $@ \
+	    $< $(PQ_TEST_SUPPORT) $(PQ_SAN_OBJ) $(PQ_TEST_CORE_OBJ) $(PQ_LIBS) $(TEST_LIBS)
+
+pq-test: $(PQ_TEST_BINS) $(PQ_EXAMPLES)
+	@tests/pg/with-postgres.sh scripts/run-tests.sh $(PQ_TEST_BINS) $(PQ_EXAMPLES)
+
+test: pq-test
+
+# ---- dependencies, install --------------------------------------------------
+
+deps-pq:
+	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_PQ)
+
+deps-pq-test:
+	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_PQ_TEST)
+
+install: install-pq
+install-pq: pq-libs
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 644 include/advlock_pq.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/libadvlock_pq.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libadvlock_pq.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libadvlock_pq.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libadvlock_pq.so.$(SOVERSION)
+	ln -sf libadvlock_pq.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libadvlock_pq.so
+	install -m 644 $(BUILD)/advlock_pq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+
+uninstall: uninstall-pq
+uninstall-pq:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/advlock_pq.h $(DESTDIR)$(LIBDIR)/libadvlock_pq.* \
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/advlock_pq.pc

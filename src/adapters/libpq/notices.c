@@ -1,0 +1,76 @@
+/*
+ * Keeping server notices (the WARNING of an unlock that found no lock) off
+ * stderr and in the caller's report, leaving the connection's hooks exactly
+ * as found. The policy is stated in advlock_pq.h under "Server notices".
+ *
+ * libpq's PQsetNoticeReceiver() returns the previous receiver but not its
+ * argument, so only a receiver whose argument does not matter can be swapped
+ * out and put back exactly: libpq's default one, which ignores its argument
+ * and hands the notice to the connection's notice processor. libpq does not
+ * export its defaults, so they are read once from a connection object that
+ * never connects.
+ */
+#include "pq.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static PQnoticeReceiver default_receiver;
+static PQnoticeProcessor default_processor;
+static pthread_once_t defaults_once = PTHREAD_ONCE_INIT;
+
+static void learn_defaults(void)
+{
+    /* An unknown option fails PQconnectStartParams() before any I/O, and
+     * still returns a fresh connection object with libpq's default hooks. */
+    static const char *const keywords[] = {"advlock_probe_no_such_option", NULL};
+    static const char *const values[] = {"", NULL};
+    PGconn *probe = PQconnectStartParams(keywords, values, 0);
+    if (probe == NULL)
+        return;
+    default_receiver = PQsetNoticeReceiver(probe, NULL, NULL);
+    default_processor = PQsetNoticeProcessor(probe, NULL, NULL);
+    PQfinish(probe);
+}
+
+static void receive_notice(void *arg, const PGresult *res)
+{
+    advlock_pq_notice_guard *g = arg;
+    advlock_pq_report *r = g->sink;
+    const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *text = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+    r->notices++;
+    advlock_pq_copy_line(r->notice, sizeof r->notice, text != NULL ? text : PQresultErrorMessage(res));
+    advlock_pq_copy_line(r->notice_sqlstate, sizeof r->notice_sqlstate,
+              sqlstate != NULL && strlen(sqlstate) == 5 ? sqlstate : "");
+    /* libpq's default receiver passes the notice to the processor the
+     * caller installed, with the caller's argument (the result carries
+     * both); it ignores its own argument. */
+    if (g->forward)
+        g->previous(NULL, res);
+}
+
+void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn,
+                               advlock_pq_report *sink)
+{
+    pthread_once(&defaults_once, learn_defaults);
+    g->conn = conn;
+    g->sink = sink;
+    g->previous = PQsetNoticeReceiver(conn, NULL, NULL); /* NULL: just ask */
+    g->diverted = g->previous != NULL && g->previous == default_receiver;
+    g->forward = 0;
+    if (!g->diverted)
+        return;
+    PQnoticeProcessor processor = PQsetNoticeProcessor(conn, NULL, NULL);
+    g->forward = processor != NULL && processor != default_processor;
+    PQsetNoticeReceiver(conn, receive_notice, g);
+}
+
+void advlock_pq_notices_restore(advlock_pq_notice_guard *g)
+{
+    /* The default receiver's argument is NULL on every new connection. */
+    if (g->diverted)
+        PQsetNoticeReceiver(g->conn, g->previous, NULL);
+    g->diverted = 0;
+}

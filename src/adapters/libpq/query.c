@@ -1,0 +1,148 @@
+/*
+ * Sending one of the machine's queries: which form it goes in (prepared
+ * under a name, or unnamed), how its one int8 parameter is encoded, and when
+ * a missing prepared statement may be prepared again. The rule is stated in
+ * advlock_pq.h under "Prepared statements".
+ */
+#include "pq.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+/* One bit per statement in the prepared-statement masks. */
+_Static_assert(ADVLOCK_SQL_COUNT <= 32, "prepared masks have 32 bits");
+
+enum { INT8_OID = 20, BINARY = 1 };
+
+/* "advlock_" + 16 hex digits + NUL */
+enum { NAME_SIZE = 8 + 16 + 1 };
+
+static char statement_names[ADVLOCK_SQL_COUNT][NAME_SIZE];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+/* The name is a hash (64-bit FNV-1a) of the statement's text: a changed text
+ * gets a new name, so statements of another advlock version prepared on the
+ * same (pooled) connection are never executed by mistake. */
+static void make_statement_names(void)
+{
+    for (int sql = 0; sql < ADVLOCK_SQL_COUNT; sql++) {
+        uint64_t hash = UINT64_C(0xcbf29ce484222325);
+        for (const char *c = advlock_sql_text((advlock_sql)sql); *c != '\0'; c++)
+            hash = (hash ^ (unsigned char)*c) * UINT64_C(0x100000001b3);
+        snprintf(statement_names[sql], NAME_SIZE, "advlock_%016llx", (unsigned long long)hash);
+    }
+}
+
+const char *advlock_pq_statement_name(advlock_sql sql)
+{
+    if ((int)sql < 0 || (int)sql >= ADVLOCK_SQL_COUNT)
+        return NULL;
+    pthread_once(&names_once, make_statement_names);
+    return statement_names[sql];
+}
+
+static uint32_t bit(int sql)
+{
+    return UINT32_C(1) << sql;
+}
+
+int advlock_pq_conn_free(PGconn *conn)
+{
+    if (PQstatus(conn) != CONNECTION_OK)
+        return 1;
+    return PQtransactionStatus(conn) != PQTRANS_ACTIVE && PQpipelineStatus(conn) == PQ_PIPELINE_OFF;
+}
+
+void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared,
+                            PGconn *conn)
+{
+    q->sql_ = sql;
+    q->reprepared_ = 0;
+    advlock_pq_answer_clear(q);
+    /* Inside a transaction a missing statement would abort the caller's
+     * transaction; a broken connection gets the simplest form to fail with. */
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+        q->form_ = ADVLOCK_PQ_EXECUTE_UNNAMED;
+    else if (prepared & bit(sql))
+        q->form_ = ADVLOCK_PQ_EXECUTE_NAMED;
+    else
+        q->form_ = ADVLOCK_PQ_PREPARE;
+}
+
+/* The parameter as a binary int8: eight bytes, most significant first. */
+typedef struct {
+    char bytes[8];
+    const char *values[1];
+    int lengths[1];
+    int formats[1];
+} int8_param;
+
+static void encode(int8_param *p, int64_t value)
+{
+    uint64_t v = (uint64_t)value;
+    for (int i = 7; i >= 0; i--) {
+        p->bytes[i] = (char)(v & 0xFF);
+        v >>= 8;
+    }
+    p->values[0] = p->bytes;
+    p->lengths[0] = 8;
+    p->formats[0] = BINARY;
+}
+
+static const Oid param_types[1] = {INT8_OID};
+
+int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, int64_t param)
+{
+    advlock_sql sql = (advlock_sql)q->sql_;
+    int8_param p;
+    encode(&p, param);
+    switch (q->form_) {
+    case ADVLOCK_PQ_PREPARE:
+        return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), 1,
+                             param_types);
+    case ADVLOCK_PQ_EXECUTE_NAMED:
+        return PQsendQueryPrepared(conn, advlock_pq_statement_name(sql), 1, p.values,
+                                   p.lengths, p.formats, BINARY);
+    default:
+        return PQsendQueryParams(conn, advlock_sql_text(sql), 1, param_types, p.values,
+                                 p.lengths, p.formats, BINARY);
+    }
+}
+
+static int sqlstate_is(const advlock_pq_query_ *q, const char *code)
+{
+    return strcmp(q->sqlstate_, code) == 0;
+}
+
+int advlock_pq_query_next(advlock_pq_query_ *q, uint32_t *prepared, PGconn *conn)
+{
+    switch (q->form_) {
+    case ADVLOCK_PQ_PREPARE:
+        if (q->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
+            return 0;
+        /* 42P05 duplicate_prepared_statement: someone (another session
+         * object on this connection) prepared it already. */
+        if (q->status_ == PGRES_COMMAND_OK || sqlstate_is(q, "42P05")) {
+            *prepared |= bit(q->sql_);
+            q->form_ = ADVLOCK_PQ_EXECUTE_NAMED;
+        } else {
+            q->form_ = ADVLOCK_PQ_EXECUTE_UNNAMED;
+        }
+        break;
+    case ADVLOCK_PQ_EXECUTE_NAMED:
+        /* 26000 invalid_sql_statement_name: the statement was dropped.
+         * Named statements only run outside transactions, so the failure
+         * aborted nothing; check anyway before sending more. */
+        if (!sqlstate_is(q, "26000") || q->reprepared_
+            || PQtransactionStatus(conn) != PQTRANS_IDLE)
+            return 0;
+        *prepared &= ~bit(q->sql_);
+        q->reprepared_ = 1;
+        q->form_ = ADVLOCK_PQ_PREPARE;
+        break;
+    default: return 0;
+    }
+    advlock_pq_answer_clear(q);
+    return 1;
+}

@@ -1,0 +1,503 @@
+/*
+ * The blocking adapter against a real PostgreSQL: what the server sees,
+ * mutual exclusion and the reference's timeout, release and its warning,
+ * re-entrancy, terminated sessions, prepared statements that vanish, open
+ * transactions, and misuse.
+ */
+#include "pg_test.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct fixture {
+    PGconn *a, *b, *observer;
+    advlock_pq_session sa, sb;
+    char key[160];
+    int64_t derived;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    f.a = pgt_connect();
+    f.b = pgt_connect();
+    f.observer = pgt_connect();
+    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
+    assert_int_equal(advlock_pq_session_init(&f.sb, f.b), 0);
+    pgt_unique_key(f.key, sizeof f.key, "blocking");
+    f.derived = pgt_key_of(f.key);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    PQfinish(f->a);
+    PQfinish(f->b);
+    PQfinish(f->observer);
+    return 0;
+}
+
+static int acquire(advlock_pq_session *s, const char *key, int64_t timeout_ms,
+                   advlock_pq_report *r)
+{
+    return advlock_pq_acquire(s, key, strlen(key), timeout_ms, r);
+}
+
+static int release(advlock_pq_session *s, const char *key, advlock_pq_report *r)
+{
+    return advlock_pq_release(s, key, strlen(key), r);
+}
+
+static void expect_outcome(const advlock_pq_report *r, advlock_outcome outcome)
+{
+    if (r->outcome != outcome)
+        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
+                 advlock_outcome_name(r->outcome), r->message);
+}
+
+/* ---- what the server sees ---- */
+
+static void test_lock_row_and_statement_text(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(r.attempts, 1);
+
+    char pid[16], key[32], buf[256];
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(f->a));
+    snprintf(key, sizeof key, "%lld", (long long)f->derived);
+    PGresult *res = PQexecParams(
+        f->observer,
+        "SELECT locktype, mode, granted, objsubid, pid FROM pg_locks"
+        " WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
+        1, NULL, (const char *const[]){key}, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(res), 1);
+    assert_string_equal(PQgetvalue(res, 0, 0), "advisory");
+    assert_string_equal(PQgetvalue(res, 0, 1), "ExclusiveLock");
+    assert_string_equal(PQgetvalue(res, 0, 2), "t");
+    assert_string_equal(PQgetvalue(res, 0, 3), "1");
+    assert_string_equal(PQgetvalue(res, 0, 4), pid);
+    PQclear(res);
+
+    /* The holder's last statement, as the server saw it: the single-bigint
+     * overload, a parameter rather than a literal, and no hashtext. */
+    pgt_query(f->observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
+              pid, NULL);
+    assert_string_equal(buf, "SELECT pg_try_advisory_lock($1)");
+    assert_null(strstr(buf, "hashtext"));
+
+    /* The holder prepared it with one bigint parameter. */
+    pgt_query(f->a, buf, sizeof buf,
+              "SELECT statement || ' ' || parameter_types::text FROM pg_prepared_statements"
+              " WHERE name = $1",
+              advlock_pq_statement_name(ADVLOCK_SQL_TRY_LOCK), NULL);
+    assert_string_equal(buf, "SELECT pg_try_advisory_lock($1) {bigint}");
+
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+/* ---- mutual exclusion ---- */
+
+static void test_timeout_message_and_attempts(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+
+    /* Tries at 0, 100, 300 and 700 ms; at 700 the timeout has passed. */
+    int64_t start = advlock_pq_now_ms();
+    assert_int_equal(acquire(&f->sb, f->key, 700, &r), 0);
+    int64_t took = advlock_pq_now_ms() - start;
+    expect_outcome(&r, ADVLOCK_TIMED_OUT);
+    assert_int_equal(r.error, 0);
+    assert_int_equal(r.attempts, 4);
+    assert_true(took >= 700);
+    char expected[256];
+    snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within 0.7s.",
+             f->key);
+    assert_string_equal(r.message, expected);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
+
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+}
+
+typedef struct waiter {
+    advlock_pq_session *session;
+    const char *key;
+    int64_t timeout_ms;
+    advlock_pq_report report;
+    int rc;
+    int64_t done_ms;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    w->rc = acquire(w->session, w->key, w->timeout_ms, &w->report);
+    w->done_ms = advlock_pq_now_ms();
+    return NULL;
+}
+
+/* The sleep before attempt n (n >= 2) in the reference schedule. */
+static int64_t sleep_before(uint64_t n)
+{
+    int64_t ms = 100;
+    for (uint64_t i = 2; i < n && ms < 1000; i++)
+        ms *= 2;
+    return ms < 1000 ? ms : 1000;
+}
+
+static void test_waiter_acquires_on_next_attempt(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+
+    waiter w = {.session = &f->sb, .key = f->key, .timeout_ms = 10000};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
+    pgt_sleep_ms(500); /* B tried at 0, 100, 300 and sleeps until 700 */
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    int64_t released = advlock_pq_now_ms();
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+
+    assert_int_equal(w.rc, 0);
+    expect_outcome(&w.report, ADVLOCK_ACQUIRED);
+    /* The try before the last one failed, so the lock was released during
+     * the last sleep: B got it on its first try after the release. */
+    assert_true(w.report.attempts >= 2);
+    assert_true(w.done_ms - released <= sleep_before(w.report.attempts) + 250);
+    assert_int_equal(release(&f->sb, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+}
+
+/* ---- release, the server's warning, and the connection's notice hooks ---- */
+
+static int notices_seen;
+static void *notice_arg_seen;
+static char notice_text[512];
+
+static void counting_receiver(void *arg, const PGresult *res)
+{
+    notices_seen++;
+    notice_arg_seen = arg;
+    snprintf(notice_text, sizeof notice_text, "%s", PQresultErrorMessage(res));
+}
+
+static void counting_processor(void *arg, const char *message)
+{
+    notices_seen++;
+    notice_arg_seen = arg;
+    snprintf(notice_text, sizeof notice_text, "%s", message);
+}
+
+static void test_second_release_not_held_and_quiet(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
+    PQnoticeReceiver before = PQsetNoticeReceiver(f->a, NULL, NULL);
+
+    pgt_stderr_capture capture;
+    char printed[512];
+    pgt_stderr_begin(&capture);
+    int first = release(&f->sa, f->key, &r);
+    advlock_pq_report second;
+    int again = release(&f->sa, f->key, &second);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+
+    assert_string_equal(printed, "");
+    assert_int_equal(first, 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(r.notices, 0);
+    assert_int_equal(again, 0);
+    expect_outcome(&second, ADVLOCK_NOT_HELD);
+    assert_int_equal(second.error, 0);
+    assert_int_equal(second.notices, 1);
+    assert_string_equal(second.notice_sqlstate, "01000");
+    assert_string_equal(second.notice, "you don't own a lock of type ExclusiveLock");
+
+    /* libpq's default receiver is back, still printing through the default
+     * processor. */
+    assert_ptr_equal(PQsetNoticeReceiver(f->a, NULL, NULL), before);
+    pgt_stderr_begin(&capture);
+    pgt_exec(f->a, "DO $$ BEGIN RAISE WARNING 'advlock-test-warning'; END $$");
+    pgt_stderr_end(&capture, printed, sizeof printed);
+    assert_non_null(strstr(printed, "advlock-test-warning"));
+}
+
+static void test_callers_receiver_left_in_place(void **state)
+{
+    fixture *f = *state;
+    int mine;
+    PQsetNoticeReceiver(f->a, counting_receiver, &mine);
+    notices_seen = 0;
+    notice_arg_seen = NULL;
+
+    advlock_pq_report r;
+    pgt_stderr_capture capture;
+    char printed[512];
+    pgt_stderr_begin(&capture);
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+
+    expect_outcome(&r, ADVLOCK_NOT_HELD);
+    assert_string_equal(printed, "");
+    /* The caller's receiver got the warning, with its own argument; the
+     * report stays empty because the adapter did not touch the hooks. */
+    assert_int_equal(notices_seen, 1);
+    assert_ptr_equal(notice_arg_seen, &mine);
+    assert_non_null(strstr(notice_text, "you don't own a lock"));
+    assert_int_equal(r.notices, 0);
+    assert_ptr_equal(PQsetNoticeReceiver(f->a, NULL, NULL), counting_receiver);
+
+    pgt_exec(f->a, "DO $$ BEGIN RAISE NOTICE 'after'; END $$");
+    assert_int_equal(notices_seen, 2);
+    assert_ptr_equal(notice_arg_seen, &mine);
+}
+
+static void test_callers_processor_gets_the_warning_too(void **state)
+{
+    fixture *f = *state;
+    int mine;
+    PQsetNoticeProcessor(f->a, counting_processor, &mine);
+    notices_seen = 0;
+    notice_arg_seen = NULL;
+
+    advlock_pq_report r;
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_NOT_HELD);
+    assert_int_equal(r.notices, 1);
+    assert_int_equal(notices_seen, 1);
+    assert_ptr_equal(notice_arg_seen, &mine);
+    assert_non_null(strstr(notice_text, "you don't own a lock"));
+    assert_ptr_equal(PQsetNoticeProcessor(f->a, NULL, NULL), counting_processor);
+
+    pgt_exec(f->a, "DO $$ BEGIN RAISE NOTICE 'after'; END $$");
+    assert_int_equal(notices_seen, 2);
+    assert_ptr_equal(notice_arg_seen, &mine);
+}
+
+/* ---- re-entrancy ---- */
+
+static void test_reentrant_holds_need_two_releases(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
+
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(acquire(&f->sb, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_TIMED_OUT); /* one hold left */
+
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_NOT_HELD);
+
+    assert_int_equal(acquire(&f->sb, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(release(&f->sb, f->key, &r), 0);
+}
+
+/* ---- terminated sessions ---- */
+
+/* libpq 14+ reports the server's SQLSTATE only when the session dies
+ * mid-statement; otherwise its reason arrives as text only. Either way the
+ * caller learns the server's reason. */
+static void expect_connection_lost(const advlock_pq_report *r, int rc, const char *function)
+{
+    assert_int_equal(rc, ADVLOCK_ECONNLOST);
+    expect_outcome(r, ADVLOCK_FAILED);
+    assert_int_equal(r->error, ADVLOCK_ECONNLOST);
+    if (r->sqlstate[0] != '\0')
+        assert_string_equal(r->sqlstate, "57P01");
+    assert_non_null(strstr(r->message, function));
+    assert_non_null(strstr(r->message, "connection lost"));
+    assert_non_null(strstr(r->message, "terminating connection due to administrator command"));
+}
+
+static void test_terminated_while_holding(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    pgt_terminate(f->observer, PQbackendPID(f->a));
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+
+    int rc = release(&f->sa, f->key, &r);
+    expect_connection_lost(&r, rc, "pg_advisory_unlock for '");
+
+    /* The connection stays dead: the next call fails at once, politely. */
+    rc = acquire(&f->sa, f->key, 5000, &r);
+    assert_int_equal(rc, ADVLOCK_ECONNLOST);
+    assert_int_equal(r.attempts, 1);
+}
+
+static void test_terminated_while_waiting(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+
+    waiter w = {.session = &f->sb, .key = f->key, .timeout_ms = 30000};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
+    pgt_sleep_ms(150);
+    int64_t terminated = advlock_pq_now_ms();
+    pgt_terminate(f->observer, PQbackendPID(f->b));
+    assert_int_equal(pthread_join(thread, NULL), 0);
+
+    expect_connection_lost(&w.report, w.rc, "pg_try_advisory_lock for '");
+    assert_true(w.done_ms - terminated < 1500); /* at its next try, not at the timeout */
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+}
+
+/* ---- prepared statements on connections the adapter did not open ---- */
+
+static long long prepared_count(PGconn *conn)
+{
+    return pgt_query_int(conn, "SELECT count(*) FROM pg_prepared_statements"
+                               " WHERE name LIKE 'advlock\\_%'", NULL);
+}
+
+static void test_statements_dropped_behind_its_back(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(prepared_count(f->a), 2);
+
+    pgt_exec(f->a, "DEALLOCATE ALL");
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(r.attempts, 1);
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(prepared_count(f->a), 2);
+}
+
+static void test_statements_prepared_by_someone_else(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_session other;
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_session_init(&other, f->a), 0);
+    assert_int_equal(acquire(&other, f->key, 0, &r), 0);
+    /* sa has not prepared anything yet: its PREPARE finds them (42P05). */
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(release(&other, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(PQtransactionStatus(f->a), PQTRANS_IDLE);
+}
+
+static void test_open_transaction_is_never_aborted(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    /* The session believes its statements exist; they do not. */
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    pgt_exec(f->a, "DEALLOCATE ALL");
+
+    pgt_exec(f->a, "BEGIN");
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
+    assert_int_equal(pgt_query_int(f->a, "SELECT 1", NULL), 1);
+    assert_int_equal(prepared_count(f->a), 0); /* sent unnamed */
+    pgt_exec(f->a, "COMMIT");
+
+    /* In a failed transaction the server's own error comes back. */
+    pgt_exec(f->a, "BEGIN");
+    PQclear(PQexec(f->a, "SELECT 1/0"));
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), ADVLOCK_ESERVER);
+    assert_string_equal(r.sqlstate, "25P02");
+    pgt_exec(f->a, "ROLLBACK");
+}
+
+/* ---- misuse ---- */
+
+static void test_misuse_is_refused_cleanly(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    advlock_pq_session unbound;
+    memset(&unbound, 0, sizeof unbound);
+
+    assert_int_equal(advlock_pq_session_init(NULL, f->a), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_session_init(&unbound, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(acquire(NULL, f->key, 0, &r), ADVLOCK_EINVAL);
+    assert_int_equal(r.error, ADVLOCK_EINVAL);
+    assert_int_equal(r.outcome, ADVLOCK_FAILED);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_release(&f->sa, f->key, strlen(f->key), NULL), ADVLOCK_EINVAL);
+    assert_int_equal(acquire(&f->sa, f->key, -1, &r), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_acquire(&f->sa, NULL, 3, 0, &r), ADVLOCK_EINVAL);
+    assert_int_equal(acquire(&unbound, f->key, 0, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(release(&unbound, f->key, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(acquire(&f->sa, "bad \xC3\x28 utf-8", 0, &r), ADVLOCK_EUTF8);
+    assert_string_equal(r.message, advlock_strerror(ADVLOCK_EUTF8));
+
+    /* A query of the caller's in flight: nothing is sent, its result stays
+     * the caller's to read. */
+    assert_int_equal(PQsendQuery(f->a, "SELECT 42"), 1);
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(release(&f->sa, f->key, &r), ADVLOCK_EMISUSE);
+    PGresult *res = PQgetResult(f->a);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(res, 0, 0), "42");
+    PQclear(res);
+    assert_null(PQgetResult(f->a));
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_lock_row_and_statement_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_message_and_attempts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_waiter_acquires_on_next_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_release_not_held_and_quiet, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_callers_receiver_left_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_callers_processor_gets_the_warning_too, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reentrant_holds_need_two_releases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminated_while_holding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminated_while_waiting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_statements_dropped_behind_its_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_statements_prepared_by_someone_else, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_open_transaction_is_never_aborted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_misuse_is_refused_cleanly, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("libpq blocking adapter", tests, NULL, NULL);
+}
