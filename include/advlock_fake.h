@@ -1,0 +1,635 @@
+/*
+ * advlock_fake — deterministic simulation for advlock: a seeded random
+ * generator, a virtual clock, an in-memory model of PostgreSQL's advisory
+ * lock manager, and a driver that runs many lock machines against them.
+ *
+ * Nothing here performs I/O, reads a real clock, sleeps or allocates: every
+ * object lives in memory the caller provides (the structures below have fixed
+ * sizes), and all randomness comes from one seed, so a seed replays a run
+ * exactly, on every platform and compiler.
+ *
+ * Three layers, each usable alone:
+ *   advlock_prng, advlock_fake_clock   the seeded stream and virtual time;
+ *   advlock_fake_db                    PostgreSQL's advisory locks, answering
+ *                                      the SQL text the core emits;
+ *   advlock_sim                        N clients, each with its own lock
+ *                                      machine, session and clock, driven by
+ *                                      one event queue with faults, checking
+ *                                      the lock's invariants after every event.
+ * docs/simulation.md shows how to write a deterministic lock test with them.
+ *
+ * Thread safety: objects are independent; one object belongs to one thread
+ * at a time.
+ */
+#ifndef ADVLOCK_FAKE_H
+#define ADVLOCK_FAKE_H
+
+#include "advlock.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================
+ * Seeded pseudo-random numbers: xoshiro256** seeded through splitmix64.
+ * Integer arithmetic only, so a seed gives the same stream everywhere.
+ * ====================================================================== */
+
+typedef struct advlock_prng {
+    uint64_t s_[4];
+} advlock_prng;
+
+/* Seeds the generator. Every seed, 0 included, gives a usable stream. */
+ADVLOCK_API void advlock_prng_seed(advlock_prng *p, uint64_t seed);
+
+/* Returns the next 64 random bits. */
+ADVLOCK_API uint64_t advlock_prng_next(advlock_prng *p);
+
+/* Returns a uniformly distributed value in [0, bound), without modulo bias;
+ * 0 when bound is 0. */
+ADVLOCK_API uint64_t advlock_prng_below(advlock_prng *p, uint64_t bound);
+
+/* Returns a uniformly distributed value in [lo, hi]; lo when hi <= lo. */
+ADVLOCK_API int64_t advlock_prng_between(advlock_prng *p, int64_t lo, int64_t hi);
+
+/* Returns 1 with probability ppm / 1,000,000 (ppm above a million counts as
+ * a million), else 0. Consumes one draw even for ppm 0, so that turning a
+ * fault on or off leaves the rest of the stream where it was. */
+ADVLOCK_API int advlock_prng_chance(advlock_prng *p, uint32_t ppm);
+
+/* ======================================================================
+ * Fake clock: virtual monotonic milliseconds.
+ *
+ * The driver owns virtual time and moves it forward, jumping to the next
+ * due event. What a program reading the clock sees (advlock_fake_clock_read)
+ * normally equals virtual time, but can be made to stall (stand still while
+ * virtual time passes) or jump forward, as a host's CLOCK_MONOTONIC can
+ * appear to do to a suspended or starved process. The reading never goes
+ * backwards.
+ * ====================================================================== */
+
+typedef struct advlock_fake_clock {
+    int64_t now_ms_;         /* virtual time */
+    int64_t skew_ms_;        /* reading minus virtual time, outside a stall */
+    int64_t stall_until_ms_; /* virtual time at which the current stall ends */
+    int64_t frozen_ms_;      /* the reading while stalled */
+    int64_t stalled_ms_;     /* total virtual time spent stalled */
+    int64_t jumped_ms_;      /* total of all forward jumps */
+} advlock_fake_clock;
+
+/* Starts virtual time and the reading at start_ms, with no stall. */
+ADVLOCK_API void advlock_fake_clock_init(advlock_fake_clock *c, int64_t start_ms);
+
+/* Virtual time: what the driver has advanced the clock to. */
+ADVLOCK_API int64_t advlock_fake_clock_now(const advlock_fake_clock *c);
+
+/* What a program reading this clock sees now. */
+ADVLOCK_API int64_t advlock_fake_clock_read(const advlock_fake_clock *c);
+
+/*
+ * Moves virtual time forward to now_ms (equal is allowed and changes nothing).
+ * Returns 0, or ADVLOCK_EINVAL for c NULL or now_ms earlier than virtual
+ * time (virtual time never goes back; nothing changes).
+ */
+ADVLOCK_API int advlock_fake_clock_advance_to(advlock_fake_clock *c, int64_t now_ms);
+
+/*
+ * Freezes the reading for the next ms milliseconds of virtual time; it then
+ * resumes from where it froze, so the clock ends ms behind. A stall that
+ * begins during another extends it. Returns 0, or ADVLOCK_EINVAL for c NULL
+ * or ms < 0.
+ */
+ADVLOCK_API int advlock_fake_clock_stall(advlock_fake_clock *c, int64_t ms);
+
+/*
+ * Moves the reading forward by ms at once (virtual time is unchanged).
+ * Returns 0, or ADVLOCK_EINVAL for c NULL or ms < 0. Saturates at INT64_MAX.
+ */
+ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
+
+/* ======================================================================
+ * Fake database: PostgreSQL's advisory locks, session by session.
+ *
+ * Faithful to PostgreSQL 15's lock manager for advisory locks: exclusive
+ * (ExclusiveLock) and shared (ShareLock) modes, where shared is compatible
+ * with shared and exclusive conflicts with both, and a session never
+ * conflicts with itself; session-level holds stack (n acquisitions need n
+ * unlocks); a session that already holds a lock in a mode gets it again at
+ * once, even while others wait; otherwise a request conflicting with what
+ * another session holds, or with what a waiting session asked for, is not
+ * granted (try forms answer false; waiting forms join the lock's queue,
+ * which is served in order as locks are released, with PostgreSQL's
+ * queue-jumping and immediate deadlock rules); transaction-level holds end
+ * with the transaction (COMMIT, ROLLBACK, an error inside BEGIN, or the end
+ * of the statement outside BEGIN); unlocking a lock not held answers false
+ * with the warning "you don't own a lock of type ExclusiveLock" (or
+ * ShareLock); ending a session releases everything it holds.
+ *
+ * It answers exactly these statements (the text must match byte for byte;
+ * $1 is one bigint parameter):
+ *   SELECT pg_try_advisory_lock($1)            SELECT pg_advisory_lock($1)
+ *   SELECT pg_try_advisory_lock_shared($1)     SELECT pg_advisory_lock_shared($1)
+ *   SELECT pg_try_advisory_xact_lock($1)       SELECT pg_advisory_xact_lock($1)
+ *   SELECT pg_try_advisory_xact_lock_shared($1) SELECT pg_advisory_xact_lock_shared($1)
+ *   SELECT pg_advisory_unlock($1)              SELECT pg_advisory_unlock_shared($1)
+ *   SELECT pg_advisory_unlock_all()            BEGIN   COMMIT   ROLLBACK
+ * and anything else with an error: 42883 (undefined function) for a call of
+ * an unknown function, 42601 (syntax error) otherwise, 08P01 for a wrong
+ * number of parameters; inside a failed transaction block, 25P02.
+ * ====================================================================== */
+
+#define ADVLOCK_FAKE_MAX_SESSIONS 256
+#define ADVLOCK_FAKE_MAX_LOCKS 1024
+#define ADVLOCK_FAKE_MAX_HOLDS 2048
+
+/* Lock modes, as pg_locks names them. */
+typedef enum advlock_fake_mode {
+    ADVLOCK_FAKE_EXCLUSIVE = 0, /* ExclusiveLock: pg_advisory_lock */
+    ADVLOCK_FAKE_SHARED = 1     /* ShareLock: pg_advisory_lock_shared */
+} advlock_fake_mode;
+
+/* What a statement produced. */
+typedef enum advlock_fake_status {
+    ADVLOCK_FAKE_ROW_TRUE = 0,     /* one row, boolean true */
+    ADVLOCK_FAKE_ROW_FALSE = 1,    /* one row, boolean false */
+    ADVLOCK_FAKE_ROW_NULL = 2,     /* one row, SQL NULL */
+    ADVLOCK_FAKE_ROW_VOID = 3,     /* one row of type void (pg_advisory_lock, unlock_all) */
+    ADVLOCK_FAKE_COMMAND_OK = 4,   /* BEGIN, COMMIT, ROLLBACK: no rows; see command_tag */
+    ADVLOCK_FAKE_SERVER_ERROR = 5, /* an ERROR: see sqlstate and message */
+    ADVLOCK_FAKE_CONNECTION_LOST = 6, /* the session no longer exists */
+    ADVLOCK_FAKE_WAITING = 7       /* queued behind a conflicting lock: poll for the result */
+} advlock_fake_status;
+
+#define ADVLOCK_FAKE_TEXT_MAX 160
+
+/* A statement's result, by value; it owns its text. */
+typedef struct advlock_fake_result {
+    advlock_fake_status status;
+    char command_tag[16];        /* "SELECT 1", "BEGIN", "COMMIT", "ROLLBACK", or "" */
+    char sqlstate[6];            /* the ERROR's SQLSTATE, or "" */
+    char message[ADVLOCK_FAKE_TEXT_MAX]; /* the ERROR's primary message, or "" */
+    char warning_sqlstate[6];    /* a WARNING the statement raised: SQLSTATE, or "" */
+    char warning[ADVLOCK_FAKE_TEXT_MAX]; /* ... and its message, or "" */
+} advlock_fake_result;
+
+/* One pg_locks row of locktype advisory (objsubid 1): which session holds,
+ * or waits for, a key in a mode. */
+typedef struct advlock_fake_lock_row {
+    int pid;
+    int64_t key;
+    advlock_fake_mode mode;
+    int granted; /* 0 for the mode a waiting session asked for */
+} advlock_fake_lock_row;
+
+/* Private parts of the database; use the functions below. */
+typedef struct advlock_fake_session_ {
+    int pid_;            /* 0 when the slot is free */
+    int txn_;            /* implicit, in a block, or in a failed block */
+    int wait_;           /* none, queued, or ended with a result to poll */
+    int wait_lock_;      /* lock object the session is queued on */
+    int wait_mode_;
+    int wait_scope_;
+    int wait_pos_;       /* place in that lock's queue, 0 = first */
+    int wait_result_;    /* how the wait ended */
+} advlock_fake_session_;
+
+typedef struct advlock_fake_lock_ {
+    int64_t key_;
+    int in_use_;
+    int granted_[2];     /* sessions holding each mode */
+    int waiting_[2];     /* sessions queued for each mode */
+    int holders_;        /* hold records pointing here */
+} advlock_fake_lock_;
+
+typedef struct advlock_fake_hold_ {
+    int session_;        /* slot, -1 when the record is free */
+    int lock_;
+    int count_[2][2];    /* [mode][scope]: session-level and transaction-level */
+} advlock_fake_hold_;
+
+typedef struct advlock_fake_db {
+    advlock_fake_session_ sessions_[ADVLOCK_FAKE_MAX_SESSIONS];
+    advlock_fake_lock_ locks_[ADVLOCK_FAKE_MAX_LOCKS];
+    advlock_fake_hold_ holds_[ADVLOCK_FAKE_MAX_HOLDS];
+    int next_pid_;
+    int sessions_used_;  /* slots below this may be in use */
+    int locks_used_;
+    int holds_used_;
+} advlock_fake_db;
+
+/* Empties the database: no sessions, no locks. It holds no pointers, so it
+ * may be copied (to explore "what if" without changing the original). */
+ADVLOCK_API void advlock_fake_db_init(advlock_fake_db *db);
+
+/*
+ * Opens a session. *pid_out receives its process id: unique for the
+ * database's lifetime, never reused. Returns 0, or ADVLOCK_EINVAL (a NULL
+ * argument) or ADVLOCK_ESERVER when ADVLOCK_FAKE_MAX_SESSIONS sessions are
+ * open (PostgreSQL's 53300, "sorry, too many clients already").
+ */
+ADVLOCK_API int advlock_fake_db_connect(advlock_fake_db *db, int *pid_out);
+
+/*
+ * Ends a session, as a client disconnecting, a backend noticing a dropped
+ * connection, or pg_terminate_backend: an open transaction is rolled back,
+ * every lock it holds at either level is released (waking whoever can now
+ * be granted), and a statement it is waiting in is abandoned. Returns 0, or
+ * ADVLOCK_EINVAL for db NULL or a pid that is not an open session.
+ */
+ADVLOCK_API int advlock_fake_db_close(advlock_fake_db *db, int pid);
+
+/* Returns 1 if pid is an open session, else 0. */
+ADVLOCK_API int advlock_fake_db_is_open(const advlock_fake_db *db, int pid);
+
+/*
+ * Runs one statement on a session, exactly as PostgreSQL would.
+ *
+ * sql: the statement text (see the list above); read during the call.
+ * param: the value of $1, or NULL when no parameter is sent.
+ * out: receives the result. A statement that must wait for a lock leaves
+ *     the session queued and answers ADVLOCK_FAKE_WAITING; collect its
+ *     result later with advlock_fake_db_poll(). A pid that is not an open
+ *     session answers ADVLOCK_FAKE_CONNECTION_LOST (what a client of a
+ *     terminated backend sees), with the rest of out empty.
+ *
+ * Returns 0 whatever the statement's outcome (errors are results), or:
+ *     ADVLOCK_EINVAL   db, sql or out NULL;
+ *     ADVLOCK_EMISUSE  the session is still in a waiting statement, or its
+ *                      result has not been polled (libpq: "another command
+ *                      is already in progress").
+ */
+ADVLOCK_API int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *sql,
+                                     const int64_t *param, advlock_fake_result *out);
+
+/*
+ * Collects the result of a session's waiting statement.
+ * Returns 1 and fills out when the wait has ended: granted (a void row),
+ * deadlock (40P01, "deadlock detected"), or cancelled (57014, "canceling
+ * statement due to user request"); returns 0 while it still waits (out is
+ * untouched). Errors: ADVLOCK_EINVAL (db or out NULL, or pid not open),
+ * ADVLOCK_EMISUSE (the session has no waiting statement).
+ */
+ADVLOCK_API int advlock_fake_db_poll(advlock_fake_db *db, int pid, advlock_fake_result *out);
+
+/* Returns 1 if pid is queued in a waiting statement (not yet granted or
+ * ended), else 0. */
+ADVLOCK_API int advlock_fake_db_is_waiting(const advlock_fake_db *db, int pid);
+
+/*
+ * Cancels a session's waiting statement, as pg_cancel_backend does: the
+ * session leaves the queue and its statement ends with 57014 (collect it
+ * with advlock_fake_db_poll()). Returns 1 if a waiting statement was
+ * cancelled, 0 if the session was not waiting (nothing changes), or
+ * ADVLOCK_EINVAL for db NULL or a pid that is not open.
+ */
+ADVLOCK_API int advlock_fake_db_cancel(advlock_fake_db *db, int pid);
+
+/*
+ * Runs the deadlock check PostgreSQL runs deadlock_timeout (1 s by default)
+ * after a session starts waiting: if the waiting session pid is part of a
+ * cycle of sessions waiting for each other, its statement ends with 40P01.
+ * Drivers call it when that time has passed. (PostgreSQL may first try to
+ * rearrange wait queues to break a cycle without an error; this model
+ * always reports it.) Returns 1 if a deadlock ended the wait, 0 if not, or
+ * ADVLOCK_EINVAL for db NULL or a pid that is not open.
+ */
+ADVLOCK_API int advlock_fake_db_check_deadlock(advlock_fake_db *db, int pid);
+
+/*
+ * How many times session pid holds key in mode, at session level and at
+ * transaction level; either pointer may be NULL. Returns 0, or
+ * ADVLOCK_EINVAL (db NULL, pid not open, mode invalid). A session that holds
+ * nothing gets 0 and 0.
+ */
+ADVLOCK_API int advlock_fake_db_holds(const advlock_fake_db *db, int pid, int64_t key,
+                                      advlock_fake_mode mode, int *session_level,
+                                      int *transaction_level);
+
+/*
+ * The pg_locks picture: one row per session, key and mode held (whatever the
+ * count or level), and one ungranted row per waiting session, ordered by
+ * pid, key, mode, then granted before waiting. Writes at most max rows to
+ * rows (which may be NULL when max is 0) and returns how many there are.
+ */
+ADVLOCK_API size_t advlock_fake_db_lock_rows(const advlock_fake_db *db,
+                                             advlock_fake_lock_row *rows, size_t max);
+
+/*
+ * Checks the database's internal consistency: grants never conflict between
+ * sessions, granted counts match the hold records, and no queued session
+ * could be granted now (no missed wake-up). Returns 0 if all hold; else
+ * ADVLOCK_EINVAL and, when why is not NULL, a one-line reason in why (cut to
+ * size bytes).
+ */
+ADVLOCK_API int advlock_fake_db_check(const advlock_fake_db *db, char *why, size_t size);
+
+/* ======================================================================
+ * Faults and latency, for the simulation driver.
+ * ====================================================================== */
+
+/*
+ * Round-trip time of one query, in virtual ms: uniform in [min_ms, max_ms],
+ * except that with probability tail_ppm / 1e6 it is uniform in
+ * [max_ms, tail_max_ms] instead (slow outliers). The request reaches the
+ * server after half of it (rounded down).
+ */
+typedef struct advlock_fake_latency {
+    int64_t min_ms;
+    int64_t max_ms;
+    uint32_t tail_ppm;
+    int64_t tail_max_ms;
+} advlock_fake_latency;
+
+/*
+ * Faults, each with a probability in parts per million. All zero: none.
+ * Per query, at most one of: the result is SQL NULL (the statement is not
+ * applied, as for a strict function given NULL); a server error, 57014,
+ * 40001 or XX000 in turn at random (not applied); the connection drops
+ * before the server applies the query, or right after it did. After a drop
+ * the client sees a lost connection, and the server notices within
+ * drop_detect_max_ms and ends the session, releasing its locks.
+ * Per lock a client acquires: the session is terminated (pg_terminate_backend)
+ * at a random moment within kill_within_ms while the client holds it.
+ * Per sleep a client starts: its clock stalls for up to stall_max_ms, or
+ * jumps forward by up to jump_max_ms, at a random moment within the sleep.
+ */
+typedef struct advlock_fake_faults {
+    uint32_t null_ppm;
+    uint32_t error_ppm;
+    uint32_t drop_before_ppm;
+    uint32_t drop_after_ppm;
+    int64_t drop_detect_max_ms;
+    uint32_t kill_ppm;
+    int64_t kill_within_ms;
+    uint32_t stall_ppm;
+    int64_t stall_max_ms;
+    uint32_t jump_ppm;
+    int64_t jump_max_ms;
+} advlock_fake_faults;
+
+/* ======================================================================
+ * Simulation driver.
+ *
+ * Clients run plans: sequences of steps (acquire, release, pause,
+ * reconnect) chosen by a script, by the built-in random cycler, or by your
+ * own function. Each client has its own lock machine, fake session and
+ * clock; one event queue ordered by (virtual time, sequence number) runs
+ * them all, so a seed determines the whole run. After every event the
+ * driver checks the invariants listed in docs/simulation.md and stops at
+ * the first violation.
+ * ====================================================================== */
+
+#define ADVLOCK_SIM_MAX_CLIENTS 64
+#define ADVLOCK_SIM_MAX_KEYS 16
+#define ADVLOCK_SIM_MAX_EVENTS (ADVLOCK_SIM_MAX_CLIENTS * 8 + ADVLOCK_FAKE_MAX_SESSIONS)
+#define ADVLOCK_SIM_VIOLATION_MAX 512
+
+/* advlock_sim_run() returns this (a positive value, not an advlock_error)
+ * when an invariant failed; advlock_sim_violation() says which. */
+#define ADVLOCK_SIM_VIOLATION 1
+
+typedef enum advlock_sim_step_kind {
+    ADVLOCK_SIM_STOP = 0,      /* the client's plan is over */
+    ADVLOCK_SIM_ACQUIRE = 1,   /* acquire lock_name within timeout_ms */
+    ADVLOCK_SIM_RELEASE = 2,   /* release one hold of lock_name */
+    ADVLOCK_SIM_PAUSE = 3,     /* do nothing for pause_ms (think, or hold) */
+    ADVLOCK_SIM_RECONNECT = 4  /* close the session (releasing its locks), open another */
+} advlock_sim_step_kind;
+
+/* One step of a plan. Designated initializers read well:
+ *     {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "migrations", .timeout_ms = 5000} */
+typedef struct advlock_sim_step {
+    advlock_sim_step_kind kind;
+    const char *lock_name;   /* ACQUIRE, RELEASE: a NUL-terminated name */
+    int64_t timeout_ms;      /* ACQUIRE */
+    int64_t cancel_after_ms; /* ACQUIRE: if > 0, cancel this long after the start */
+    int64_t pause_ms;        /* PAUSE */
+} advlock_sim_step;
+
+/* How a client's step ended, as its plan (or a script's record) sees it. */
+typedef struct advlock_sim_done {
+    advlock_sim_step step;     /* the step, as given */
+    int64_t key;               /* ACQUIRE, RELEASE: the derived key */
+    advlock_outcome outcome;   /* ACQUIRE, RELEASE: how it ended */
+    int error;                 /* 0, or the advlock_error when outcome is FAILED */
+    char sqlstate[6];          /* the server's SQLSTATE, or "" */
+    char message[ADVLOCK_MESSAGE_MAX]; /* the machine's message, or "" */
+    uint64_t attempts;         /* ACQUIRE: try-lock queries sent */
+    int cancel_sent;           /* ACQUIRE: the driver cancelled it */
+    int64_t started_ms;        /* virtual time the step began */
+    int64_t ended_ms;          /* ... and ended */
+} advlock_sim_done;
+
+struct advlock_sim;
+
+/*
+ * A plan: called when client starts (last NULL) and whenever its previous
+ * step ends; fills *next. It may draw randomness from advlock_sim_prng(sim)
+ * and look at the database through advlock_sim_db(sim); whatever it changes
+ * there behind the clients' backs, the invariants will judge.
+ */
+typedef void (*advlock_sim_plan_fn)(void *state, struct advlock_sim *sim, int client,
+                                    const advlock_sim_done *last, advlock_sim_step *next);
+
+/*
+ * The built-in random plan: `cycles` times, think, acquire a lock chosen
+ * uniformly from lock_names with a timeout uniform in [timeout_min_ms,
+ * timeout_max_ms] (cancelled with probability cancel_ppm after up to
+ * cancel_max_ms), hold it for a time uniform in [hold_min_ms, hold_max_ms],
+ * release it. It reconnects when a step leaves it unsure what its session
+ * holds, and retries a release that failed with a server error (the lock is
+ * still held) up to 3 times. lock_names must outlive the run.
+ */
+typedef struct advlock_sim_cycler {
+    const char *const *lock_names;
+    size_t lock_count;
+    unsigned cycles;
+    int64_t think_min_ms, think_max_ms;
+    int64_t hold_min_ms, hold_max_ms;
+    int64_t timeout_min_ms, timeout_max_ms;
+    uint32_t cancel_ppm;
+    int64_t cancel_max_ms;
+} advlock_sim_cycler;
+
+/*
+ * The trace: one JSON object per line, handed to write() as it happens.
+ * line is not NUL-terminated, ends with '\n', and is valid during the call.
+ */
+typedef void (*advlock_sim_trace_fn)(void *user, const char *line, size_t len);
+
+typedef struct advlock_sim_config {
+    uint64_t seed;               /* the whole run follows from it */
+    int64_t start_ms;            /* virtual time at the start */
+    advlock_fake_latency latency;
+    advlock_fake_faults faults;
+    int64_t max_virtual_ms;      /* a run still busy after this long fails (progress) */
+    advlock_sim_trace_fn trace;  /* NULL: no trace */
+    void *trace_user;
+} advlock_sim_config;
+
+/* Counters of a run. */
+typedef struct advlock_sim_stats {
+    uint64_t events;     /* events processed */
+    uint64_t queries;    /* queries sent */
+    uint64_t outcomes[ADVLOCK_FAILED + 1]; /* DONE outcomes by advlock_outcome */
+    uint64_t faults;     /* faults injected (query faults, kills, stalls, jumps) */
+    int64_t end_ms;      /* virtual time when the run ended */
+} advlock_sim_stats;
+
+/* Private per-client state; see advlock_sim. */
+typedef struct advlock_sim_client_ {
+    /* plan */
+    advlock_sim_plan_fn plan_;
+    void *plan_state_;
+    const advlock_sim_step *script_;
+    size_t script_len_, script_pos_;
+    advlock_sim_done *script_done_;
+    advlock_sim_cycler cycler_;
+    unsigned cycles_done_;
+    int cycler_phase_, cycler_key_, release_tries_;
+    /* session and time */
+    int pid_;
+    int session_;        /* open, killed (client not told yet), or lost */
+    advlock_fake_clock clock_;
+    advlock_machine machine_;
+    /* the step under way */
+    int busy_;
+    uint64_t op_serial_;
+    advlock_sim_step step_;
+    int key_index_;
+    int64_t key_;
+    int64_t started_ms_;
+    int cancel_sent_;
+    uint64_t timer_serial_;
+    int64_t next_step_ms_;
+    /* the query in flight */
+    int query_;          /* none, on its way to the server, on its way back */
+    advlock_sql query_sql_;
+    int64_t query_sent_ms_;
+    int64_t query_back_ms_;
+    advlock_result result_;
+    char result_sqlstate_[6];
+    char result_message_[ADVLOCK_FAKE_TEXT_MAX];
+    const char *result_fault_;
+    int transit_delta_;
+    /* what the invariants know */
+    int belief_[ADVLOCK_SIM_MAX_KEYS];      /* ACQUIRED minus RELEASED */
+    int client_view_[ADVLOCK_SIM_MAX_KEYS]; /* holds per results delivered */
+    int server_view_[ADVLOCK_SIM_MAX_KEYS]; /* holds per queries applied */
+    int unsure_;         /* may hold what it does not know about, until it reconnects */
+    int lost_;           /* believes it holds a lock its dead session lost */
+    int64_t policy_start_, policy_reading_, policy_wake_, policy_deadline_;
+    uint64_t policy_sleeps_, policy_attempts_;
+    int policy_state_, policy_cancel_, policy_undo_;
+    int64_t progress_deadline_;
+    uint64_t progress_grants_;
+    advlock_sim_done last_;
+} advlock_sim_client_;
+
+typedef struct advlock_sim_event_ {
+    int64_t at_ms_;
+    uint64_t seq_;
+    int kind_;
+    int client_;
+    uint64_t serial_;
+    int64_t arg_;
+} advlock_sim_event_;
+
+/*
+ * A simulation. About 300 KB: declare it static or allocate it, rather than
+ * put it on a small stack. It holds pointers only to what the caller passed
+ * (plans' states, scripts, lock names, the trace callback).
+ */
+typedef struct advlock_sim {
+    advlock_sim_config config_;
+    advlock_prng prng_;
+    advlock_fake_db db_;
+    advlock_sim_client_ clients_[ADVLOCK_SIM_MAX_CLIENTS];
+    int nclients_;
+    int64_t keys_[ADVLOCK_SIM_MAX_KEYS];
+    uint64_t grants_[ADVLOCK_SIM_MAX_KEYS];
+    int nkeys_;
+    advlock_sim_event_ events_[ADVLOCK_SIM_MAX_EVENTS];
+    int nevents_;
+    uint64_t next_seq_;
+    int64_t now_ms_;
+    int orphans_[ADVLOCK_FAKE_MAX_SESSIONS];     /* dropped sessions not yet reaped */
+    int64_t orphan_deadline_[ADVLOCK_FAKE_MAX_SESSIONS];
+    int norphans_;
+    int ran_;
+    advlock_sim_stats stats_;
+    char violation_[ADVLOCK_SIM_VIOLATION_MAX];
+} advlock_sim;
+
+/*
+ * Fills a configuration with the defaults: seed 1, start at 0 ms, zero
+ * latency, no faults, max_virtual_ms one day, no trace.
+ */
+ADVLOCK_API void advlock_sim_config_default(advlock_sim_config *cfg);
+
+/*
+ * Prepares a simulation with no clients. config NULL means the defaults;
+ * it is copied. Returns 0, or ADVLOCK_EINVAL for sim NULL or a config with
+ * negative durations, a latency range with max < min, or max_virtual_ms <= 0.
+ */
+ADVLOCK_API int advlock_sim_init(advlock_sim *sim, const advlock_sim_config *config);
+
+/*
+ * Adds a client that follows plan(state, ...). Returns the client's index
+ * (0, 1, ...), or ADVLOCK_EINVAL (sim or plan NULL, ADVLOCK_SIM_MAX_CLIENTS
+ * reached) or ADVLOCK_EMISUSE (the simulation has already run).
+ */
+ADVLOCK_API int advlock_sim_add_client(advlock_sim *sim, advlock_sim_plan_fn plan, void *state);
+
+/*
+ * Adds a client that runs steps[0..count) in order, then stops. When done
+ * is not NULL, done[i] records how step i ended. steps, the names they
+ * point to, and done must outlive the run. Returns as advlock_sim_add_client.
+ */
+ADVLOCK_API int advlock_sim_add_script(advlock_sim *sim, const advlock_sim_step *steps,
+                                       size_t count, advlock_sim_done *done);
+
+/*
+ * Adds a client that follows the random cycler (copied). Returns as
+ * advlock_sim_add_client, also ADVLOCK_EINVAL for no lock names, a NULL name,
+ * or inverted ranges.
+ */
+ADVLOCK_API int advlock_sim_add_cycler(advlock_sim *sim, const advlock_sim_cycler *cycler);
+
+/*
+ * Runs the simulation until every plan has stopped and every event has been
+ * handled, checking the invariants after every event; then closes every
+ * session. Returns 0 when all held, ADVLOCK_SIM_VIOLATION at the first that
+ * did not (see advlock_sim_violation), or ADVLOCK_EINVAL (sim NULL),
+ * ADVLOCK_EMISUSE (it has already run).
+ */
+ADVLOCK_API int advlock_sim_run(advlock_sim *sim);
+
+/* The violation that stopped the run, one line starting "seed <seed>: ",
+ * or "" if none. Valid as long as sim. */
+ADVLOCK_API const char *advlock_sim_violation(const advlock_sim *sim);
+
+/* The run's counters so far. */
+ADVLOCK_API advlock_sim_stats advlock_sim_get_stats(const advlock_sim *sim);
+
+/* The seeded stream plans draw from; NULL for sim NULL. */
+ADVLOCK_API advlock_prng *advlock_sim_prng(advlock_sim *sim);
+
+/* The fake database the clients' sessions live in; NULL for sim NULL. */
+ADVLOCK_API advlock_fake_db *advlock_sim_db(advlock_sim *sim);
+
+/* The process id of client's current session, or ADVLOCK_EINVAL for an
+ * unknown client. */
+ADVLOCK_API int advlock_sim_client_pid(const advlock_sim *sim, int client);
+
+/* Virtual time now; during a plan call, the time its previous step ended. */
+ADVLOCK_API int64_t advlock_sim_now(const advlock_sim *sim);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ADVLOCK_FAKE_H */

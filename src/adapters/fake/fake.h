@@ -1,0 +1,91 @@
+/* Declarations shared by the fake database's and simulation's files; none
+ * of this is exported. */
+#ifndef ADVLOCK_FAKE_INTERNAL_H
+#define ADVLOCK_FAKE_INTERNAL_H
+
+#include "advlock_fake.h"
+
+/* ---- lock manager (lock_table.c, lock_queue.c, deadlock.c) ---- */
+
+enum { SCOPE_SESSION = 0, SCOPE_XACT = 1 };
+enum { MODE_BIT_EXCLUSIVE = 1, MODE_BIT_SHARED = 2 };
+
+/* Modes (as bits) that conflict with a request in `mode`: PostgreSQL's
+ * conflict table restricted to the two advisory modes. */
+int lt_conflicts(int mode);
+int lt_mode_bit(int mode);
+
+enum lt_outcome { LT_GRANTED, LT_BUSY, LT_QUEUED, LT_DEADLOCK, LT_FULL };
+
+/* LockAcquire for one session slot: grant, refuse (wait 0), or queue. */
+enum lt_outcome lt_request(advlock_fake_db *db, int slot, int64_t key, int mode, int scope,
+                           int wait);
+/* LockRelease of one hold at one level; 1 if there was one to release. */
+int lt_release(advlock_fake_db *db, int slot, int64_t key, int mode, int scope);
+/* Drops every hold the session has at one level (unlock_all, end of a
+ * transaction), waking whoever can then be granted. */
+void lt_release_level(advlock_fake_db *db, int slot, int scope);
+/* Takes a queued session out of its queue, without a grant. */
+void lt_leave_queue(advlock_fake_db *db, int slot);
+
+int lt_find_lock(const advlock_fake_db *db, int64_t key);
+int lt_find_hold(const advlock_fake_db *db, int slot, int lock);
+int lt_hold_total(const advlock_fake_hold_ *h, int mode);
+/* Modes (as bits) the session holds on the lock at any level. */
+int lt_held_mask(const advlock_fake_db *db, int slot, int lock);
+/* Does a request by slot in mode conflict with what other sessions hold? */
+int lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode);
+int lt_wait_mask(const advlock_fake_db *db, int lock);
+/* Fills order[] with the slots queued on lock, first first; returns how many. */
+int lt_queue_order(const advlock_fake_db *db, int lock, int order[ADVLOCK_FAKE_MAX_SESSIONS]);
+/* Grants queued sessions that can now be granted (ProcLockWakeup), and
+ * finishes the statements of those that were outside a transaction block. */
+void lt_wake(advlock_fake_db *db, int lock);
+void lt_free_lock_if_unused(advlock_fake_db *db, int lock);
+
+/* Is the queued session part of a cycle of sessions waiting for each other? */
+int lt_in_deadlock(const advlock_fake_db *db, int slot);
+
+/* ---- sessions (db.c) ---- */
+
+enum { TXN_IMPLICIT = 0, TXN_BLOCK = 1, TXN_FAILED = 2 };
+enum { WAIT_NONE = 0, WAIT_QUEUED = 1, WAIT_ENDED = 2 };
+enum { WAIT_GRANTED = 0, WAIT_DEADLOCK = 1, WAIT_CANCELLED = 2 };
+
+/* A statement ended with an error: a transaction block becomes failed, and
+ * the transaction's locks are released (PostgreSQL's AbortTransaction). */
+void db_statement_failed(advlock_fake_db *db, int slot);
+/* A waiting statement ended, in one of the WAIT_ ways. */
+void db_wait_ended(advlock_fake_db *db, int slot, int how);
+
+/* ---- SQL (statements.c) ---- */
+
+enum stmt_kind { ST_TRY, ST_LOCK, ST_UNLOCK, ST_UNLOCK_ALL, ST_BEGIN, ST_COMMIT, ST_ROLLBACK };
+
+typedef struct fake_statement {
+    const char *text;
+    enum stmt_kind kind;
+    int mode;
+    int scope;
+    int params;
+} fake_statement;
+
+/* The statement with exactly this text, or NULL. */
+const fake_statement *fake_statement_find(const char *sql);
+/* Is the text a statement PostgreSQL could parse (a call we might not know)? */
+int fake_statement_parses(const char *sql);
+/* Fills out with PostgreSQL's error for text that is not a known statement:
+ * 42883 for "SELECT name(...)", 42601 otherwise. */
+void fake_statement_reject(const char *sql, int have_param, advlock_fake_result *out);
+
+/* ---- results (result.c) ---- */
+
+void fake_result_clear(advlock_fake_result *out);
+void fake_result_error(advlock_fake_result *out, const char *sqlstate, const char *message);
+void fake_result_warning(advlock_fake_result *out, const char *sqlstate, const char *message);
+void fake_result_row(advlock_fake_result *out, advlock_fake_status status);
+void fake_result_command(advlock_fake_result *out, const char *tag);
+/* Bounded copy that always terminates (cutting at size - 1 bytes). */
+void fake_copy(char *dst, size_t size, const char *src);
+
+#endif
