@@ -1,15 +1,19 @@
-# The advlock command.
+# The advlock command. It drives the libpq adapters and the fake database.
 
 CLI_SRC := $(wildcard src/cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
-$(BUILD)/advlock: $(CLI_OBJ) $(BUILD)/libadvlock.a
-	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libadvlock.a $(CORE_LIBS)
+$(CLI_OBJ): CPPFLAGS += $(PQ_CPPFLAGS)
+$(CLI_OBJ): | deps-pq
+
+$(BUILD)/advlock: $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a
+	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a $(PQ_LIBS) $(CORE_LIBS)
 
 all: $(BUILD)/advlock
 
 .PHONY: cli-test
 cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock tests/cli/key.sh
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh tests/cli/status.sh
 
 test: cli-test

@@ -14,7 +14,17 @@ enum {
     EXIT_NO_COMMAND = 127 /* run: the command could not be started */
 };
 
+#include <libpq-fe.h>
+
 int cmd_key(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+/*
+ * Connects with libpq: conninfo may be NULL (then PG* variables and service
+ * files decide), application_name NULL for the default "advlock". Sets TCP
+ * keepalives. Prints why on stderr and returns NULL on failure.
+ */
+PGconn *cli_connect(const char *conninfo, const char *application_name);
 
 /* Prints "advlock: " and the formatted message to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

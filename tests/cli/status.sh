@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# advlock status against a real server: free, held (holder and waiter listed),
+# free again; exit statuses. Runs under tests/pg/with-postgres.sh.
+set -u
+. "$(dirname "$0")/lib.sh"
+A=${ADVLOCK:?set ADVLOCK to the advlock binary}
+name="status-test-Straße"
+key=$("$A" key "$name" | cut -f1)
+
+capture "$A" status "$name"
+check "free: status" 0 "$RC"
+check "free: output" "$(printf '%s\tfree\tkey %s' "$name" "$key")" "$OUT"
+
+# A holder sleeping inside its session, and a second session queued behind it.
+psql -X -q -v ON_ERROR_STOP=1 -c "SET application_name = 'status-holder'" \
+     -c "SELECT pg_advisory_lock($key)" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" = 1 ] && break
+    sleep 0.1
+done
+psql -X -q -c "SET application_name = 'status-waiter'" -c "SELECT pg_advisory_lock($key)" >/dev/null 2>&1 &
+waiter=$!
+for _ in $(seq 100); do
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")" = 1 ] && break
+    sleep 0.1
+done
+
+capture "$A" status "$name" "another-free-lock"
+check "held: status" 1 "$RC"
+check "held: first line" "$(printf '%s\theld\tkey %s' "$name" "$key")" "$(sed -n 1p <<<"$OUT")"
+holder_line=$(sed -n 2p <<<"$OUT")
+waiter_line=$(sed -n 3p <<<"$OUT")
+holder_pid=$(psql -X -At -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'status-holder'")
+case "$holder_line" in
+    *"holder	pid $holder_pid	mode ExclusiveLock	application 'status-holder'	client local	state active	backend start 20"*"held for 0:00:0"*) pass ;;
+    *) fail "holder line: [$holder_line]" ;;
+esac
+case "$waiter_line" in
+    *"waiter	pid "*"application 'status-waiter'"*"waiting for 0:00:0"*) pass ;;
+    *) fail "waiter line: [$waiter_line]" ;;
+esac
+check "held: the free key" "$(printf 'another-free-lock\tfree\tkey %s' "$("$A" key another-free-lock | cut -f1)")" "$(sed -n 4p <<<"$OUT")"
+
+psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name IN ('status-holder', 'status-waiter')" >/dev/null
+wait "$holder" "$waiter" 2>/dev/null
+for _ in $(seq 100); do
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")" = 0 ] && break
+    sleep 0.1
+done
+capture "$A" status "$name"
+check "free again: status" 0 "$RC"
+
+capture "$A" status -d "host=/nonexistent-dir" "$name"
+check "no server: status" 69 "$RC"
+case "$ERR" in "advlock: cannot connect: "*) pass ;; *) fail "no server: message [$ERR]" ;; esac
+capture "$A" status "$(printf 'bad\xff')"
+check "bad key: status" 2 "$RC"
+capture "$A" status
+check "no keys: status" 64 "$RC"
+
+finish
