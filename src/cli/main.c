@@ -24,6 +24,7 @@ static const struct {
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"key", cmd_key},
+    {"run", cmd_run},
     {"status", cmd_status},
 };
 
@@ -35,6 +36,7 @@ static void usage(FILE *to)
           "\n"
           "commands:\n"
           "  key KEY...      print each name's bigint, hex, and pg_locks classid/objid\n"
+          "  run KEY -- CMD  run CMD while holding the lock, like flock(1)\n"
           "  status KEY...   say whether each lock is held, by whom, and who waits\n"
           "\n"
           "Run 'advlock COMMAND --help' for a command's options; see advlock(1).\n",

@@ -1,0 +1,420 @@
+/*
+ * advlock run: flock(1) for PostgreSQL. Takes the lock on its own session,
+ * runs the command while holding it, releases, and exits with the command's
+ * status. The wait and the release go through the nonblocking adapter so the
+ * one loop below can also watch for signals and, while the command runs, for
+ * the server closing the session (which drops the lock).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "advlock_pq.h"
+#include "cli.h"
+
+typedef struct run_options {
+    const char *conninfo;
+    const char *application_name;
+    int64_t timeout_ms;
+    int conflict_exit_code;
+    int quiet;
+    int keep_running;
+    const char *key;
+    char **command;
+} run_options;
+
+/* ---- signals: a self-pipe turns them into poll() events ------------------ */
+
+static int signal_pipe[2] = {-1, -1};
+
+/* Each signal becomes two bytes: its number, and whether another process
+ * sent it to us alone (kill) rather than the terminal to the whole process
+ * group, which the child then got as well and must not get twice. */
+static void on_signal(int sig, siginfo_t *info, void *context)
+{
+    (void)context;
+    int saved = errno;
+    unsigned char msg[2] = {(unsigned char)sig,
+                            (unsigned char)(info != NULL && info->si_code <= 0)};
+    ssize_t ignored = write(signal_pipe[1], msg, sizeof msg);
+    (void)ignored;
+    errno = saved;
+}
+
+static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static int install_signal_handlers(void)
+{
+    if (pipe(signal_pipe) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        fcntl(signal_pipe[i], F_SETFD, FD_CLOEXEC);
+        fcntl(signal_pipe[i], F_SETFL, O_NONBLOCK);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof forwarded_signals / sizeof forwarded_signals[0]; i++)
+        sigaction(forwarded_signals[i], &sa, NULL);
+    sigaction(SIGCHLD, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static void restore_default_signals(void)
+{
+    for (size_t i = 0; i < sizeof forwarded_signals / sizeof forwarded_signals[0]; i++)
+        signal(forwarded_signals[i], SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+}
+
+/* Reads one pending signal; returns its number (0 if none) and whether it
+ * was sent to this process alone. */
+static int next_signal(int *sent_to_us)
+{
+    unsigned char msg[2];
+    if (read(signal_pipe[0], msg, sizeof msg) != (ssize_t)sizeof msg)
+        return 0;
+    *sent_to_us = msg[1];
+    return msg[0];
+}
+
+/* ---- progress on a terminal ----------------------------------------------- */
+
+static void show_progress(const run_options *o, const advlock_pq_async *a, int64_t started,
+                          int64_t now)
+{
+    const advlock_machine *m = advlock_pq_async_machine(a);
+    advlock_action next = advlock_next_action(m);
+    if (next.kind != ADVLOCK_ACTION_SLEEP)
+        return;
+    char elapsed[32], retry[32];
+    advlock_format_seconds(now - started, elapsed, sizeof elapsed);
+    advlock_format_seconds(next.wake_at_ms > now ? next.wake_at_ms - now : 0, retry,
+                           sizeof retry);
+    fprintf(stderr, "\r\033[Kadvlock: waiting for '%s': attempt %" PRIu64 ", %ss elapsed, "
+                    "next retry in %ss",
+            o->key, advlock_attempts(m), elapsed, retry);
+}
+
+static void clear_progress(void)
+{
+    fputs("\r\033[K", stderr);
+}
+
+/* ---- one lock operation, driven to its end -------------------------------- */
+
+/* Runs the adapter's operation to its end, cancelling an acquire if a
+ * forwarded signal arrives; returns that signal's number, or 0. */
+static int drive(advlock_pq_async *a, const run_options *o, int progress)
+{
+    int64_t started = advlock_pq_now_ms();
+    int interrupted = 0;
+    while (advlock_pq_async_busy(a)) {
+        struct pollfd fds[2] = {{.fd = signal_pipe[0], .events = POLLIN}, {.fd = -1}};
+        unsigned wants = advlock_pq_async_wants(a);
+        if (wants != 0) {
+            fds[1].fd = advlock_pq_async_socket(a);
+            fds[1].events = (short)(((wants & ADVLOCK_PQ_READ) ? POLLIN : 0)
+                                    | ((wants & ADVLOCK_PQ_WRITE) ? POLLOUT : 0));
+        }
+        int64_t at, now = advlock_pq_now_ms();
+        int timeout = -1;
+        if (advlock_pq_async_deadline(a, &at))
+            timeout = at <= now ? 0 : at - now > 1000 ? 1000 : (int)(at - now);
+        if (progress)
+            show_progress(o, a, started, now);
+        if (progress && timeout < 0)
+            timeout = 1000; /* keep the elapsed time ticking */
+
+        if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+            break;
+        int sent_to_us;
+        int sig;
+        while ((sig = next_signal(&sent_to_us)) != 0)
+            if (sig != SIGCHLD && !interrupted) {
+                interrupted = sig;
+                advlock_pq_async_cancel(a, advlock_pq_now_ms());
+            }
+        unsigned ready = 0;
+        if (fds[1].revents & (POLLIN | POLLERR | POLLHUP))
+            ready |= ADVLOCK_PQ_READ;
+        if (fds[1].revents & POLLOUT)
+            ready |= ADVLOCK_PQ_WRITE;
+        if (advlock_pq_async_busy(a))
+            advlock_pq_async_process(a, ready, advlock_pq_now_ms());
+    }
+    if (progress)
+        clear_progress();
+    return interrupted;
+}
+
+/* ---- the command, while the lock is held ------------------------------------ */
+
+static pid_t start_command(char **command)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    restore_default_signals();
+    execvp(command[0], command);
+    int code = errno == ENOENT ? EXIT_NO_COMMAND : 126;
+    fprintf(stderr, "advlock: cannot run '%s': %s\n", command[0], strerror(errno));
+    _exit(code);
+}
+
+/* The session's socket stays quiet while the command runs; anything readable
+ * is the server ending the session (or a notice). */
+static int connection_lost(PGconn *conn)
+{
+    return PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD;
+}
+
+/* Waits for the command, forwarding signals and watching the session.
+ * Returns its wait status; *lost says whether the lock was lost meanwhile. */
+static int supervise(pid_t child, PGconn *conn, const run_options *o, int *lost)
+{
+    *lost = 0;
+    for (;;) {
+        int status;
+        pid_t done = waitpid(child, &status, WNOHANG);
+        if (done == child)
+            return status;
+        if (done < 0 && errno != EINTR)
+            return -1;
+
+        struct pollfd fds[2] = {{.fd = signal_pipe[0], .events = POLLIN},
+                                {.fd = *lost ? -1 : PQsocket(conn), .events = POLLIN}};
+        if (poll(fds, 2, -1) < 0 && errno != EINTR)
+            return -1;
+        int sent_to_us, sig;
+        while ((sig = next_signal(&sent_to_us)) != 0)
+            if (sig != SIGCHLD && sent_to_us)
+                kill(child, sig);
+        if (fds[1].revents != 0 && connection_lost(conn)) {
+            *lost = 1;
+            cli_error("connection to the server lost while the command ran: lock '%s' is no "
+                      "longer held%s",
+                      o->key, o->keep_running ? " (command left running: --keep-running)"
+                                              : "; terminating the command");
+            if (!o->keep_running)
+                kill(child, SIGTERM);
+        }
+    }
+}
+
+static int exit_status_of(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return EXIT_LOCK_ERROR;
+}
+
+/* ---- options ------------------------------------------------------------------ */
+
+/* Seconds with up to three decimals ("30", "0.5", "1.25") to milliseconds. */
+static int parse_seconds(const char *text, int64_t *ms)
+{
+    int64_t whole = 0, frac = 0;
+    const char *p = text;
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (whole > (INT64_MAX / 1000 - 9) / 10)
+            return -1;
+        whole = whole * 10 + (*p - '0');
+    }
+    if (*p == '.') {
+        int digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+            if (digits == 3)
+                return -1; /* finer than a millisecond */
+            frac = frac * 10 + (*p - '0');
+        }
+        if (digits == 0)
+            return -1;
+        for (; digits < 3; digits++)
+            frac *= 10;
+    }
+    if (*p != '\0')
+        return -1;
+    *ms = whole * 1000 + frac;
+    return 0;
+}
+
+static int parse_exit_code(const char *text, int *code)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < 0 || v > 255)
+        return -1;
+    *code = (int)v;
+    return 0;
+}
+
+static void usage(FILE *to)
+{
+    fputs("usage: advlock run [OPTIONS] KEY [--] COMMAND [ARGS...]\n"
+          "  Run COMMAND while holding the advisory lock named KEY, like flock(1).\n"
+          "\n"
+          "  -d, --dbname CONNINFO        connection string or URI (default: PG* variables)\n"
+          "  -w, --timeout SECONDS        give up after this long (default: wait forever);\n"
+          "                               0 tries once\n"
+          "  -E, --conflict-exit-code N   exit status when the lock stays busy (default 1)\n"
+          "  -q, --quiet                  no progress line while waiting\n"
+          "      --keep-running           if the connection is lost, let COMMAND go on\n"
+          "      --application-name NAME  application_name of the session (default advlock)\n",
+          to);
+}
+
+static int parse_run_options(int argc, char **argv, run_options *o)
+{
+    enum { OPT_KEEP_RUNNING = 256, OPT_APPLICATION_NAME };
+    static const struct option options[] = {
+        {"dbname", required_argument, NULL, 'd'},
+        {"timeout", required_argument, NULL, 'w'},
+        {"conflict-exit-code", required_argument, NULL, 'E'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"keep-running", no_argument, NULL, OPT_KEEP_RUNNING},
+        {"application-name", required_argument, NULL, OPT_APPLICATION_NAME},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(o, 0, sizeof *o);
+    o->timeout_ms = INT64_MAX;
+    o->conflict_exit_code = EXIT_BUSY;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+d:w:E:qh", options, NULL)) != -1) {
+        switch (opt) {
+        case 'd': o->conninfo = optarg; break;
+        case 'w':
+            if (parse_seconds(optarg, &o->timeout_ms) != 0) {
+                cli_error("--timeout wants seconds, such as 30 or 0.5 (at most 3 decimals)");
+                return -1;
+            }
+            break;
+        case 'E':
+            if (parse_exit_code(optarg, &o->conflict_exit_code) != 0) {
+                cli_error("--conflict-exit-code wants a number from 0 to 255");
+                return -1;
+            }
+            break;
+        case 'q': o->quiet = 1; break;
+        case OPT_KEEP_RUNNING: o->keep_running = 1; break;
+        case OPT_APPLICATION_NAME: o->application_name = optarg; break;
+        case 'h': usage(stdout); exit(EXIT_OK);
+        default: usage(stderr); return -1;
+        }
+    }
+    if (optind < argc)
+        o->key = argv[optind++];
+    if (optind < argc && strcmp(argv[optind], "--") == 0)
+        optind++;
+    if (o->key == NULL || optind == argc) {
+        usage(stderr);
+        return -1;
+    }
+    o->command = argv + optind;
+    return 0;
+}
+
+/* ---- the whole run -------------------------------------------------------------- */
+
+static int report_failure(const advlock_pq_report *r)
+{
+    if (r->outcome == ADVLOCK_TIMED_OUT) {
+        cli_error("%s", r->message);
+        return -1;
+    }
+    cli_error("%s", r->message[0] ? r->message : advlock_strerror(r->error));
+    return EXIT_LOCK_ERROR;
+}
+
+static int release(advlock_pq_async *a, const run_options *o)
+{
+    if (advlock_pq_async_start_release(a, o->key, strlen(o->key), advlock_pq_now_ms()) != 0) {
+        cli_error("could not release lock '%s'; closing the session releases it", o->key);
+        return -1;
+    }
+    drive(a, o, 0);
+    const advlock_pq_report *r = advlock_pq_async_report(a);
+    if (r->outcome != ADVLOCK_RELEASED) {
+        cli_error("releasing lock '%s': %s", o->key, r->message);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_options o;
+    if (parse_run_options(argc, argv, &o) != 0)
+        return EXIT_USAGE;
+    int64_t key;
+    int rc = advlock_derive_key(o.key, strlen(o.key), &key);
+    if (rc != 0) {
+        cli_error("lock key '%s': %s", o.key, advlock_strerror(rc));
+        return EXIT_BAD_KEY;
+    }
+    if (install_signal_handlers() != 0) {
+        cli_error("cannot set up signal handling: %s", strerror(errno));
+        return EXIT_LOCK_ERROR;
+    }
+    PGconn *conn = cli_connect(o.conninfo, o.application_name);
+    if (conn == NULL)
+        return EXIT_NO_SERVER;
+
+    advlock_pq_async a;
+    int exit_code;
+    if (advlock_pq_async_init(&a, conn) != 0
+        || advlock_pq_async_start_acquire(&a, o.key, strlen(o.key), o.timeout_ms,
+                                          advlock_pq_now_ms())
+               != 0) {
+        cli_error("cannot start acquiring '%s': %s", o.key, PQerrorMessage(conn));
+        PQfinish(conn);
+        return EXIT_LOCK_ERROR;
+    }
+    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO));
+    const advlock_pq_report *r = advlock_pq_async_report(&a);
+    if (r->outcome == ADVLOCK_CANCELLED) {
+        PQfinish(conn);
+        return 128 + interrupted;
+    }
+    if (r->outcome != ADVLOCK_ACQUIRED) {
+        exit_code = report_failure(r);
+        PQfinish(conn);
+        return exit_code < 0 ? o.conflict_exit_code : exit_code;
+    }
+
+    pid_t child = start_command(o.command);
+    if (child < 0) {
+        cli_error("cannot start '%s': %s", o.command[0], strerror(errno));
+        release(&a, &o);
+        PQfinish(conn);
+        return EXIT_LOCK_ERROR;
+    }
+    int lost;
+    int status = supervise(child, conn, &o, &lost);
+    exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
+    if (lost)
+        exit_code = EXIT_LOCK_ERROR;
+    else
+        release(&a, &o);
+    PQfinish(conn);
+    return exit_code;
+}
