@@ -14,6 +14,6 @@ all: $(BUILD)/advlock
 .PHONY: cli-test
 cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock tests/cli/key.sh
-	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh bash -c "tests/cli/status.sh && tests/cli/run.sh"
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh
 
 test: cli-test
