@@ -17,3 +17,13 @@ cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh
 
 test: cli-test
+
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+
+.PHONY: install-cli
+install: install-cli
+install-cli: $(BUILD)/advlock
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(BUILD)/advlock $(DESTDIR)$(BINDIR)/
+	install -m 644 docs/advlock.1 $(DESTDIR)$(MANDIR)/man1/
