@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct fixture {
     PGconn *a, *b, *observer;
@@ -482,6 +483,7 @@ static void test_misuse_is_refused_cleanly(void **state)
 
 int main(void)
 {
+    alarm(120); /* a hang fails the program instead of the whole run */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lock_row_and_statement_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout_message_and_attempts, setup, teardown),

@@ -108,8 +108,12 @@ void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, const PGresult *
     keep_sqlstate(q, res);
 
     /* Whatever the result said, a broken connection took the session and its
-     * locks with it (a row that arrived just before the break included). */
-    if (lost) {
+     * locks with it (a row that arrived just before the break included).
+     * Errors the server reports always carry an SQLSTATE; an error without
+     * one is libpq's own failure to complete the exchange ("server closed
+     * the connection unexpectedly", seen before libpq marks the connection
+     * bad when a write to a closed socket fails). */
+    if (lost || (q->status_ == PGRES_FATAL_ERROR && q->sqlstate_[0] == '\0')) {
         q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
         keep_error_message(q, conn, res);
         return;
@@ -136,6 +140,12 @@ void advlock_pq_answer_end(advlock_pq_query_ *q, PGconn *conn)
     }
     if (PQstatus(conn) == CONNECTION_BAD)
         q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
+    /* Read what a failing server said last (its goodbye notice) while the
+     * adapter still diverts notices, rather than let libpq print it when
+     * the caller next touches the connection. Never blocks. */
+    if (q->result_ == ADVLOCK_RESULT_CONNECTION_LOST && PQstatus(conn) == CONNECTION_OK
+        && PQconsumeInput(conn))
+        (void)PQisBusy(conn);
 }
 
 void advlock_pq_answer_feed(const advlock_pq_query_ *q, advlock_machine *m, int64_t now_ms)

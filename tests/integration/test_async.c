@@ -1,0 +1,565 @@
+/*
+ * The nonblocking adapter against a real PostgreSQL, driven by a poll()
+ * loop in one thread: what the server sees, mutual exclusion and the
+ * reference's timeout, release and its warning, hand-off on the next
+ * attempt, re-entrancy, cancel, terminated sessions, many adapters at once,
+ * prepared statements, and misuse.
+ */
+#include "pg_test.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { LIMIT_MS = 10000 };
+
+typedef struct fixture {
+    PGconn *a, *b, *observer;
+    advlock_pq_async aa, ab;
+    advlock_pq_session sa; /* blocking, on a */
+    char key[160];
+    int64_t derived;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    f.a = pgt_connect();
+    f.b = pgt_connect();
+    f.observer = pgt_connect();
+    assert_int_equal(advlock_pq_async_init(&f.aa, f.a), 0);
+    assert_int_equal(advlock_pq_async_init(&f.ab, f.b), 0);
+    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
+    pgt_unique_key(f.key, sizeof f.key, "async");
+    f.derived = pgt_key_of(f.key);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    PQfinish(f->a);
+    PQfinish(f->b);
+    PQfinish(f->observer);
+    return 0;
+}
+
+static int64_t deadline(void)
+{
+    return advlock_pq_now_ms() + LIMIT_MS;
+}
+
+static void run(advlock_pq_async *a)
+{
+    advlock_pq_async *const one[1] = {a};
+    pgt_loop_until_idle(one, 1, deadline());
+}
+
+static const advlock_pq_report *expect_outcome(advlock_pq_async *a, advlock_outcome outcome)
+{
+    const advlock_pq_report *r = advlock_pq_async_report(a);
+    assert_non_null(r);
+    if (r->outcome != outcome)
+        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
+                 advlock_outcome_name(r->outcome), r->message);
+    return r;
+}
+
+static void acquire(advlock_pq_async *a, const char *key, int64_t timeout_ms)
+{
+    assert_int_equal(advlock_pq_async_start_acquire(a, key, strlen(key), timeout_ms,
+                                                    advlock_pq_now_ms()),
+                     0);
+    run(a);
+}
+
+static void release(advlock_pq_async *a, const char *key)
+{
+    assert_int_equal(advlock_pq_async_start_release(a, key, strlen(key), advlock_pq_now_ms()), 0);
+    run(a);
+}
+
+/* ---- what the server sees ---- */
+
+static void test_lock_row_and_statement_text(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 1000);
+    assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->attempts, 1);
+
+    char pid[16], key[32], buf[256];
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(f->a));
+    snprintf(key, sizeof key, "%lld", (long long)f->derived);
+    PGresult *res = PQexecParams(
+        f->observer,
+        "SELECT locktype, mode, granted, objsubid, pid FROM pg_locks"
+        " WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
+        1, NULL, (const char *const[]){key}, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(res), 1);
+    assert_string_equal(PQgetvalue(res, 0, 0), "advisory");
+    assert_string_equal(PQgetvalue(res, 0, 1), "ExclusiveLock");
+    assert_string_equal(PQgetvalue(res, 0, 2), "t");
+    assert_string_equal(PQgetvalue(res, 0, 3), "1");
+    assert_string_equal(PQgetvalue(res, 0, 4), pid);
+    PQclear(res);
+
+    pgt_query(f->observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
+              pid, NULL);
+    assert_string_equal(buf, "SELECT pg_try_advisory_lock($1)");
+    assert_null(strstr(buf, "hashtext"));
+    /* Prepared asynchronously (PQsendPrepare), with one bigint parameter. */
+    pgt_query(f->a, buf, sizeof buf,
+              "SELECT statement || ' ' || parameter_types::text FROM pg_prepared_statements"
+              " WHERE name = $1",
+              advlock_pq_statement_name(ADVLOCK_SQL_TRY_LOCK), NULL);
+    assert_string_equal(buf, "SELECT pg_try_advisory_lock($1) {bigint}");
+
+    release(&f->aa, f->key);
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+/* ---- mutual exclusion ---- */
+
+static void test_timeout_message_and_attempts(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 0);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+
+    int64_t start = advlock_pq_now_ms();
+    acquire(&f->ab, f->key, 700);
+    const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_TIMED_OUT);
+    assert_true(advlock_pq_now_ms() - start >= 700);
+    assert_int_equal(r->error, 0);
+    assert_int_equal(r->attempts, 4); /* at 0, 100, 300 and 700 ms */
+    char expected[256];
+    snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within 0.7s.",
+             f->key);
+    assert_string_equal(r->message, expected);
+
+    release(&f->aa, f->key);
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+}
+
+static void test_waiter_acquires_on_next_attempt(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+    uint64_t tried = advlock_attempts(advlock_pq_async_machine(&f->ab));
+    int64_t wake_at;
+    assert_int_equal(advlock_pq_async_deadline(&f->ab, &wake_at), 1);
+
+    release(&f->aa, f->key); /* while B sleeps: nothing else needs the loop */
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+    run(&f->ab);
+    const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_ACQUIRED);
+    assert_int_equal(r->attempts, tried + 1);
+    assert_true(advlock_pq_now_ms() - wake_at < 1000);
+    release(&f->ab, f->key);
+}
+
+/* ---- release and its warning ---- */
+
+static void test_second_release_not_held_and_quiet(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 0);
+    PQnoticeReceiver before = PQsetNoticeReceiver(f->a, NULL, NULL);
+
+    pgt_stderr_capture capture;
+    char printed[512];
+    pgt_stderr_begin(&capture);
+    release(&f->aa, f->key);
+    const advlock_pq_report *first = expect_outcome(&f->aa, ADVLOCK_RELEASED);
+    assert_int_equal(first->notices, 0);
+    release(&f->aa, f->key);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+
+    assert_string_equal(printed, "");
+    const advlock_pq_report *r = expect_outcome(&f->aa, ADVLOCK_NOT_HELD);
+    assert_int_equal(r->error, 0);
+    assert_int_equal(r->notices, 1);
+    assert_string_equal(r->notice_sqlstate, "01000");
+    assert_string_equal(r->notice, "you don't own a lock of type ExclusiveLock");
+    assert_ptr_equal(PQsetNoticeReceiver(f->a, NULL, NULL), before);
+}
+
+/* ---- re-entrancy ---- */
+
+static void test_reentrant_holds_need_two_releases(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 0);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+    acquire(&f->aa, f->key, 0);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+    release(&f->aa, f->key);
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+    acquire(&f->ab, f->key, 0);
+    expect_outcome(&f->ab, ADVLOCK_TIMED_OUT);
+    release(&f->aa, f->key);
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    release(&f->aa, f->key);
+    expect_outcome(&f->aa, ADVLOCK_NOT_HELD);
+}
+
+/* ---- cancel ---- */
+
+static void test_cancel_during_sleep(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+
+    assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_busy(&f->ab), 0); /* at once */
+    assert_int_equal(advlock_pq_async_wants(&f->ab), 0);
+    int64_t at;
+    assert_int_equal(advlock_pq_async_deadline(&f->ab, &at), 0);
+    const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_CANCELLED);
+    char expected[256];
+    snprintf(expected, sizeof expected, "Acquire of lock '%s' was cancelled.", f->key);
+    assert_string_equal(r->message, expected);
+
+    /* Only A's lock is there, and B's connection is idle and usable. */
+    char pid[16], buf[16];
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(f->a));
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)f->derived);
+    pgt_query(f->observer, buf, sizeof buf,
+              "SELECT pid FROM pg_locks WHERE locktype = 'advisory'"
+              " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
+              key, NULL);
+    assert_string_equal(buf, pid);
+    assert_int_equal(PQtransactionStatus(f->b), PQTRANS_IDLE);
+
+    release(&f->aa, f->key);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+static void test_cancel_while_the_lock_is_being_granted(void **state)
+{
+    fixture *f = *state;
+    /* The lock is free: the try-lock in flight will be granted, and the
+     * adapter must give it back before reporting CANCELLED. */
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    assert_int_equal(advlock_pq_async_busy(&f->ab), 1);
+    assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
+    run(&f->ab);
+    expect_outcome(&f->ab, ADVLOCK_CANCELLED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    /* Granted, then given back: B's last statement was the unlock. */
+    char pid[16], buf[64];
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(f->b));
+    pgt_query(f->observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
+              pid, NULL);
+    assert_string_equal(buf, "SELECT pg_advisory_unlock($1)");
+}
+
+/* ---- terminated sessions ---- */
+
+static void expect_connection_lost(advlock_pq_async *a, const char *function)
+{
+    const advlock_pq_report *r = expect_outcome(a, ADVLOCK_FAILED);
+    assert_int_equal(r->error, ADVLOCK_ECONNLOST);
+    if (r->sqlstate[0] != '\0')
+        assert_string_equal(r->sqlstate, "57P01");
+    assert_non_null(strstr(r->message, function));
+    assert_non_null(strstr(r->message, "terminating connection due to administrator command"));
+}
+
+static void test_terminated_while_waiting(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+    pgt_terminate(f->observer, PQbackendPID(f->b));
+    int64_t terminated = advlock_pq_now_ms();
+    run(&f->ab);
+    expect_connection_lost(&f->ab, "pg_try_advisory_lock for '");
+    assert_true(advlock_pq_now_ms() - terminated < 1500);
+    assert_int_equal(advlock_pq_async_socket(&f->ab), -1);
+
+    /* The dead connection makes the next operation end at once. */
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    assert_int_equal(advlock_pq_async_busy(&f->ab), 0);
+    assert_int_equal(expect_outcome(&f->ab, ADVLOCK_FAILED)->error, ADVLOCK_ECONNLOST);
+    release(&f->aa, f->key);
+}
+
+static void test_terminated_while_holding(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 0);
+    pgt_terminate(f->observer, PQbackendPID(f->a));
+    release(&f->aa, f->key);
+    expect_connection_lost(&f->aa, "pg_advisory_unlock for '");
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+/* ---- many adapters, one thread ---- */
+
+enum { CLIENTS = 6 };
+
+static void test_many_adapters_one_key(void **state)
+{
+    fixture *f = *state;
+    PGconn *conns[CLIENTS];
+    advlock_pq_async adapters[CLIENTS];
+    advlock_pq_async *list[CLIENTS];
+    int acquired[CLIENTS] = {0};
+    for (int i = 0; i < CLIENTS; i++) {
+        conns[i] = pgt_connect();
+        assert_int_equal(advlock_pq_async_init(&adapters[i], conns[i]), 0);
+        list[i] = &adapters[i];
+        assert_int_equal(advlock_pq_async_start_acquire(list[i], f->key, strlen(f->key), 20000,
+                                                        advlock_pq_now_ms()),
+                         0);
+    }
+    int64_t limit = advlock_pq_now_ms() + 30000;
+    int finished = 0;
+    while (finished < CLIENTS) {
+        assert_true(advlock_pq_now_ms() < limit);
+        pgt_loop_turn(list, CLIENTS, limit);
+        for (int i = 0; i < CLIENTS; i++) {
+            const advlock_pq_report *r = advlock_pq_async_report(list[i]);
+            if (r == NULL || acquired[i] == 2)
+                continue;
+            if (acquired[i] == 0) {
+                if (r->outcome != ADVLOCK_ACQUIRED)
+                    fail_msg("client %d: %s: %s", i, advlock_outcome_name(r->outcome), r->message);
+                /* Mutual exclusion, as the server sees it: one holder, this one. */
+                char key[32], buf[16], pid[16];
+                snprintf(key, sizeof key, "%lld", (long long)f->derived);
+                snprintf(pid, sizeof pid, "%d", PQbackendPID(conns[i]));
+                assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
+                pgt_query(f->observer, buf, sizeof buf,
+                          "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                          " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
+                          key, NULL);
+                assert_string_equal(buf, pid);
+                acquired[i] = 1;
+                assert_int_equal(advlock_pq_async_start_release(list[i], f->key, strlen(f->key),
+                                                                advlock_pq_now_ms()),
+                                 0);
+            } else {
+                assert_int_equal(r->outcome, ADVLOCK_RELEASED);
+                acquired[i] = 2;
+                finished++;
+            }
+        }
+    }
+    for (int i = 0; i < CLIENTS; i++)
+        PQfinish(conns[i]);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+/* ---- prepared statements ---- */
+
+static void test_statements_dropped_and_open_transaction(void **state)
+{
+    fixture *f = *state;
+    acquire(&f->aa, f->key, 0);
+    release(&f->aa, f->key);
+    /* Dropped while idle: prepared again on the fly. */
+    pgt_exec(f->a, "DEALLOCATE ALL");
+    acquire(&f->aa, f->key, 0);
+    assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->attempts, 1);
+    release(&f->aa, f->key);
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+
+    /* Dropped, then a transaction: the statements go unnamed, and the
+     * caller's transaction survives. */
+    pgt_exec(f->a, "DEALLOCATE ALL");
+    pgt_exec(f->a, "BEGIN");
+    acquire(&f->aa, f->key, 0);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+    release(&f->aa, f->key);
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+    assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
+    assert_int_equal(pgt_query_int(f->a, "SELECT 1", NULL), 1);
+    pgt_exec(f->a, "COMMIT");
+}
+
+/* ---- one connection, both adapters ---- */
+
+static void test_blocking_calls_on_a_nonblocking_connection(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(PQisnonblocking(f->a), 1);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, &r), 0);
+    assert_int_equal(r.outcome, ADVLOCK_ACQUIRED);
+    release(&f->aa, f->key);
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+    acquire(&f->aa, f->key, 0);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_release(&f->sa, f->key, strlen(f->key), &r), 0);
+    assert_int_equal(r.outcome, ADVLOCK_RELEASED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+
+    /* Busy with the adapter's query: the blocking call sends nothing. */
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, strlen(f->key), 0,
+                                                    advlock_pq_now_ms()),
+                     0);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, &r), ADVLOCK_EMISUSE);
+    run(&f->aa);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+    release(&f->aa, f->key);
+}
+
+/* ---- misuse ---- */
+
+static void test_null_and_unbound(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_async unbound;
+    memset(&unbound, 0, sizeof unbound);
+    int64_t now = advlock_pq_now_ms(), at = 0;
+
+    assert_int_equal(advlock_pq_async_init(NULL, f->a), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_init(&unbound, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_start_acquire(NULL, "k", 1, 0, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_start_release(NULL, "k", 1, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_cancel(NULL, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_process(NULL, 0, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_socket(NULL), -1);
+    assert_int_equal(advlock_pq_async_wants(NULL), 0);
+    assert_int_equal(advlock_pq_async_deadline(NULL, &at), 0);
+    assert_int_equal(advlock_pq_async_deadline(&f->aa, NULL), 0);
+    assert_int_equal(advlock_pq_async_busy(NULL), 0);
+    assert_null(advlock_pq_async_report(NULL));
+    assert_null(advlock_pq_async_machine(NULL));
+
+    /* A zeroed adapter is unbound: everything is refused. */
+    assert_int_equal(advlock_pq_async_start_acquire(&unbound, "k", 1, 0, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_release(&unbound, "k", 1, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_process(&unbound, ADVLOCK_PQ_READ, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_cancel(&unbound, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_socket(&unbound), -1);
+
+    /* A broken connection cannot be bound, and leaves the adapter unbound. */
+    PGconn *bad = PQconnectdb("host=/nonexistent/advlock-test port=1");
+    assert_int_equal(PQstatus(bad), CONNECTION_BAD);
+    assert_int_equal(advlock_pq_async_init(&unbound, bad), ADVLOCK_ECONNLOST);
+    assert_int_equal(advlock_pq_async_start_acquire(&unbound, "k", 1, 0, now), ADVLOCK_EMISUSE);
+    PQfinish(bad);
+}
+
+static void test_wrong_order(void **state)
+{
+    fixture *f = *state;
+    int64_t now = advlock_pq_now_ms();
+    size_t len = strlen(f->key);
+
+    /* Nothing started yet. */
+    assert_int_equal(advlock_pq_async_process(&f->aa, ADVLOCK_PQ_READ, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_cancel(&f->aa, now), ADVLOCK_EMISUSE);
+    assert_null(advlock_pq_async_report(&f->aa));
+    assert_int_equal(advlock_pq_async_process(&f->aa, 4, now), ADVLOCK_EINVAL);
+
+    /* Bad arguments to start change nothing. */
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, -5, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, "\xFF", 1, 0, now), ADVLOCK_EUTF8);
+    assert_int_equal(advlock_pq_async_busy(&f->aa), 0);
+
+    /* Busy: a second start is refused and the first carries on. Readiness
+     * that was not asked for, and early timer calls, are harmless. */
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 0, now), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 0, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_release(&f->aa, f->key, len, now), ADVLOCK_EMISUSE);
+    assert_null(advlock_pq_async_report(&f->aa));
+    assert_int_equal(advlock_pq_async_process(&f->aa, ADVLOCK_PQ_WRITE, now), 0);
+    assert_int_equal(advlock_pq_async_process(&f->aa, 0, now), 0);
+    assert_int_equal(advlock_pq_async_process(&f->aa, 4, now), ADVLOCK_EINVAL);
+    run(&f->aa);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_async_process(&f->aa, ADVLOCK_PQ_READ, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_cancel(&f->aa, now), ADVLOCK_EMISUSE);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED); /* the report is unchanged */
+
+    /* A release cannot be cancelled. */
+    assert_int_equal(advlock_pq_async_start_release(&f->aa, f->key, len, now), 0);
+    assert_int_equal(advlock_pq_async_cancel(&f->aa, now), ADVLOCK_EMISUSE);
+    run(&f->aa);
+    expect_outcome(&f->aa, ADVLOCK_RELEASED);
+
+    /* A query of the caller's in flight: nothing is sent, its result stays
+     * the caller's to read. */
+    assert_int_equal(PQsendQuery(f->a, "SELECT 42"), 1);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 0, now), ADVLOCK_EMISUSE);
+    while (PQflush(f->a) == 1)
+        continue;
+    PGresult *res;
+    int rows = 0;
+    while ((res = PQgetResult(f->a)) != NULL) {
+        rows += PQntuples(res);
+        PQclear(res);
+    }
+    assert_int_equal(rows, 1);
+
+    /* A sleeping adapter ignores readiness and early deadlines. */
+    acquire(&f->ab, f->key, 0);
+    expect_outcome(&f->ab, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 5000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    pgt_loop_until_sleeping(&f->aa, 1, deadline());
+    uint64_t tried = advlock_attempts(advlock_pq_async_machine(&f->aa));
+    int64_t wake_at;
+    assert_int_equal(advlock_pq_async_deadline(&f->aa, &wake_at), 1);
+    assert_int_equal(advlock_pq_async_process(&f->aa, ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE,
+                                              wake_at - 1),
+                     0);
+    assert_int_equal(advlock_attempts(advlock_pq_async_machine(&f->aa)), tried);
+    assert_int_equal(advlock_pq_async_busy(&f->aa), 1);
+    assert_int_equal(advlock_pq_async_cancel(&f->aa, advlock_pq_now_ms()), 0);
+    expect_outcome(&f->aa, ADVLOCK_CANCELLED);
+    release(&f->ab, f->key);
+}
+
+int main(void)
+{
+    alarm(120); /* a hang fails the program instead of the whole run */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_lock_row_and_statement_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_message_and_attempts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_waiter_acquires_on_next_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_release_not_held_and_quiet, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reentrant_holds_need_two_releases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_during_sleep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_while_the_lock_is_being_granted, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_terminated_while_waiting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminated_while_holding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_adapters_one_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_statements_dropped_and_open_transaction, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_blocking_calls_on_a_nonblocking_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_null_and_unbound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_order, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("libpq nonblocking adapter", tests, NULL, NULL);
+}
