@@ -490,9 +490,10 @@ typedef struct advlock_sim_client_ {
     advlock_sim_cycler cycler_;
     unsigned cycles_done_;
     int cycler_phase_, cycler_key_, release_tries_;
+    int started_, stopped_;
     /* session and time */
     int pid_;
-    int session_;        /* open, killed (client not told yet), or lost */
+    int session_;        /* open, killed (the client not told yet), or lost */
     advlock_fake_clock clock_;
     advlock_machine machine_;
     /* the step under way */
@@ -502,14 +503,13 @@ typedef struct advlock_sim_client_ {
     int key_index_;
     int64_t key_;
     int64_t started_ms_;
+    int64_t jumped_at_start_;
     int cancel_sent_;
     uint64_t timer_serial_;
-    int64_t next_step_ms_;
     /* the query in flight */
     int query_;          /* none, on its way to the server, on its way back */
     advlock_sql query_sql_;
-    int64_t query_sent_ms_;
-    int64_t query_back_ms_;
+    int64_t arrive_ms_, deliver_ms_;
     advlock_result result_;
     char result_sqlstate_[6];
     char result_message_[ADVLOCK_FAKE_TEXT_MAX];
@@ -520,12 +520,9 @@ typedef struct advlock_sim_client_ {
     int client_view_[ADVLOCK_SIM_MAX_KEYS]; /* holds per results delivered */
     int server_view_[ADVLOCK_SIM_MAX_KEYS]; /* holds per queries applied */
     int unsure_;         /* may hold what it does not know about, until it reconnects */
-    int lost_;           /* believes it holds a lock its dead session lost */
-    int64_t policy_start_, policy_reading_, policy_wake_, policy_deadline_;
+    int policy_state_, policy_cancel_;
+    int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_;
     uint64_t policy_sleeps_, policy_attempts_;
-    int policy_state_, policy_cancel_, policy_undo_;
-    int64_t progress_deadline_;
-    uint64_t progress_grants_;
     advlock_sim_done last_;
 } advlock_sim_client_;
 
@@ -550,15 +547,13 @@ typedef struct advlock_sim {
     advlock_sim_client_ clients_[ADVLOCK_SIM_MAX_CLIENTS];
     int nclients_;
     int64_t keys_[ADVLOCK_SIM_MAX_KEYS];
-    uint64_t grants_[ADVLOCK_SIM_MAX_KEYS];
     int nkeys_;
     advlock_sim_event_ events_[ADVLOCK_SIM_MAX_EVENTS];
     int nevents_;
     uint64_t next_seq_;
     int64_t now_ms_;
-    int orphans_[ADVLOCK_FAKE_MAX_SESSIONS];     /* dropped sessions not yet reaped */
-    int64_t orphan_deadline_[ADVLOCK_FAKE_MAX_SESSIONS];
-    int norphans_;
+    int slot_owner_[ADVLOCK_FAKE_MAX_SESSIONS];  /* client per session slot; see sim.c */
+    int64_t slot_reap_ms_[ADVLOCK_FAKE_MAX_SESSIONS]; /* when a dropped one is reaped */
     int ran_;
     advlock_sim_stats stats_;
     char violation_[ADVLOCK_SIM_VIOLATION_MAX];

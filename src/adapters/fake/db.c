@@ -16,7 +16,7 @@ void advlock_fake_db_init(advlock_fake_db *db)
     db->next_pid_ = 1000;
 }
 
-static int slot_of(const advlock_fake_db *db, int pid)
+int fake_db_slot(const advlock_fake_db *db, int pid)
 {
     if (db == NULL || pid <= 0)
         return -1;
@@ -28,7 +28,7 @@ static int slot_of(const advlock_fake_db *db, int pid)
 
 int advlock_fake_db_is_open(const advlock_fake_db *db, int pid)
 {
-    return slot_of(db, pid) >= 0;
+    return fake_db_slot(db, pid) >= 0;
 }
 
 int advlock_fake_db_connect(advlock_fake_db *db, int *pid_out)
@@ -51,7 +51,7 @@ int advlock_fake_db_connect(advlock_fake_db *db, int *pid_out)
 
 int advlock_fake_db_close(advlock_fake_db *db, int pid)
 {
-    int slot = slot_of(db, pid);
+    int slot = fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
     lt_leave_queue(db, slot);
@@ -208,7 +208,7 @@ int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *sql, const in
 {
     if (db == NULL || sql == NULL || out == NULL)
         return ADVLOCK_EINVAL;
-    int slot = slot_of(db, pid);
+    int slot = fake_db_slot(db, pid);
     if (slot >= 0 && db->sessions_[slot].wait_ != WAIT_NONE)
         return ADVLOCK_EMISUSE;
     fake_result_clear(out);
@@ -222,7 +222,7 @@ int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *sql, const in
 
 int advlock_fake_db_poll(advlock_fake_db *db, int pid, advlock_fake_result *out)
 {
-    int slot = slot_of(db, pid);
+    int slot = fake_db_slot(db, pid);
     if (slot < 0 || out == NULL)
         return ADVLOCK_EINVAL;
     advlock_fake_session_ *s = &db->sessions_[slot];
@@ -243,13 +243,13 @@ int advlock_fake_db_poll(advlock_fake_db *db, int pid, advlock_fake_result *out)
 
 int advlock_fake_db_is_waiting(const advlock_fake_db *db, int pid)
 {
-    int slot = slot_of(db, pid);
+    int slot = fake_db_slot(db, pid);
     return slot >= 0 && db->sessions_[slot].wait_ == WAIT_QUEUED;
 }
 
 int advlock_fake_db_cancel(advlock_fake_db *db, int pid)
 {
-    int slot = slot_of(db, pid);
+    int slot = fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
     if (db->sessions_[slot].wait_ != WAIT_QUEUED)
@@ -260,7 +260,7 @@ int advlock_fake_db_cancel(advlock_fake_db *db, int pid)
 
 int advlock_fake_db_check_deadlock(advlock_fake_db *db, int pid)
 {
-    int slot = slot_of(db, pid);
+    int slot = fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
     if (!lt_in_deadlock(db, slot))
@@ -272,7 +272,7 @@ int advlock_fake_db_check_deadlock(advlock_fake_db *db, int pid)
 int advlock_fake_db_holds(const advlock_fake_db *db, int pid, int64_t key, advlock_fake_mode mode,
                           int *session_level, int *transaction_level)
 {
-    int slot = slot_of(db, pid);
+    int slot = fake_db_slot(db, pid);
     if (slot < 0 || (mode != ADVLOCK_FAKE_EXCLUSIVE && mode != ADVLOCK_FAKE_SHARED))
         return ADVLOCK_EINVAL;
     int lock = lt_find_lock(db, key);

@@ -48,6 +48,9 @@ int lt_in_deadlock(const advlock_fake_db *db, int slot);
 
 /* ---- sessions (db.c) ---- */
 
+/* The slot of an open session, or -1. */
+int fake_db_slot(const advlock_fake_db *db, int pid);
+
 enum { TXN_IMPLICIT = 0, TXN_BLOCK = 1, TXN_FAILED = 2 };
 enum { WAIT_NONE = 0, WAIT_QUEUED = 1, WAIT_ENDED = 2 };
 enum { WAIT_GRANTED = 0, WAIT_DEADLOCK = 1, WAIT_CANCELLED = 2 };

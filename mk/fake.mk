@@ -1,0 +1,59 @@
+# The simulation: campaigns of seeded runs against the fake database (part of
+# libadvlock), the canary that proves a campaign catches a planted bug, the
+# example from docs/simulation.md, and the fake database's fidelity to a real
+# PostgreSQL. Included by the top-level Makefile, whose variables it uses.
+
+SIM_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS)
+# Seeds `make test` runs; `make sim` runs SEEDS seeds from START.
+SIM_TEST_SEEDS := 20000
+SIM_SAN_SEEDS  := 400
+SEEDS ?= 100000
+START ?= 1
+
+.PHONY: sim sim-test sim-san-test sim-canary-test sim-doc-test fidelity-test
+
+$(BUILD)/sim/campaign: tests/sim/campaign.c $(CORE_OBJ) | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
+
+$(BUILD)/san/sim/campaign: tests/sim/campaign.c $(CORE_SAN_OBJ) | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) $(SANITIZE) -o $@ $^ $(CORE_LIBS)
+
+# The canary: the same library with a wrong first backoff delay planted.
+CANARY_OBJ := $(CORE_SRC:%.c=$(BUILD)/canary/obj/%.o)
+
+$(BUILD)/canary/obj/%.o: %.c | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -DADVLOCK_CANARY $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/sim/campaign-canary: tests/sim/campaign.c $(CANARY_OBJ) | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
+
+sim: $(BUILD)/sim/campaign
+	$(BUILD)/sim/campaign --seeds $(SEEDS) --start $(START)
+
+sim-test: $(BUILD)/sim/campaign
+	$(BUILD)/sim/campaign --seeds $(SIM_TEST_SEEDS) --start 1
+
+sim-san-test: $(BUILD)/san/sim/campaign
+	$(BUILD)/san/sim/campaign --seeds $(SIM_SAN_SEEDS) --start 1
+
+sim-canary-test: $(BUILD)/sim/campaign-canary
+	tests/sim/expect-canary-caught.sh $(BUILD)/sim/campaign-canary
+
+# The example in docs/simulation.md, compiled and run exactly as printed.
+$(BUILD)/sim/doc_example.c: docs/simulation.md
+	@mkdir -p $(@D)
+	awk '/<!-- tested: doc_example.c -->/ {armed = 1; next} \
+	     armed && /^```c/ {inside = 1; next} inside && /^```/ {exit} inside {print}' $< > $@
+	@test -s $@ || { echo "docs/simulation.md: the tested example is missing" >&2; exit 1; }
+
+$(BUILD)/sim/doc_example: $(BUILD)/sim/doc_example.c $(BUILD)/libadvlock.a
+	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $< $(BUILD)/libadvlock.a $(CORE_LIBS)
+
+sim-doc-test: $(BUILD)/sim/doc_example
+	$(BUILD)/sim/doc_example
+
+test: sim-test sim-san-test sim-canary-test sim-doc-test

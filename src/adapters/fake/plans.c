@@ -1,0 +1,109 @@
+/*
+ * The built-in plans: a script (a fixed list of steps) and the random
+ * cycler the campaigns run (think, acquire, hold, release, again).
+ */
+#include "sim.h"
+
+void sim_script_plan(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
+                     advlock_sim_step *next)
+{
+    (void)state;
+    advlock_sim_client_ *cl = &sim->clients_[client];
+    if (last != NULL && cl->script_done_ != NULL && cl->script_pos_ > 0)
+        cl->script_done_[cl->script_pos_ - 1] = *last;
+    if (cl->script_pos_ < cl->script_len_)
+        *next = cl->script_[cl->script_pos_++];
+    else
+        next->kind = ADVLOCK_SIM_STOP;
+}
+
+enum { CY_THINKING, CY_ACQUIRING, CY_HOLDING, CY_RELEASING, CY_RESETTING };
+
+static void think(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+{
+    if (cl->cycles_done_ >= cl->cycler_.cycles) {
+        next->kind = ADVLOCK_SIM_STOP;
+        return;
+    }
+    cl->cycler_phase_ = CY_THINKING;
+    next->kind = ADVLOCK_SIM_PAUSE;
+    next->pause_ms = advlock_prng_between(p, cl->cycler_.think_min_ms, cl->cycler_.think_max_ms);
+}
+
+static void end_cycle(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+{
+    cl->cycles_done_++;
+    think(cl, p, next);
+}
+
+/* Closing the session is the one sure way back to a known state when a
+ * step left the client unsure what the session holds. */
+static void reset(advlock_sim_client_ *cl, advlock_sim_step *next)
+{
+    cl->cycler_phase_ = CY_RESETTING;
+    next->kind = ADVLOCK_SIM_RECONNECT;
+}
+
+static void release(advlock_sim_client_ *cl, advlock_sim_step *next)
+{
+    cl->cycler_phase_ = CY_RELEASING;
+    next->kind = ADVLOCK_SIM_RELEASE;
+    next->lock_name = cl->cycler_.lock_names[cl->cycler_key_];
+}
+
+static void after_pause(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+{
+    const advlock_sim_cycler *cy = &cl->cycler_;
+    if (cl->cycler_phase_ == CY_HOLDING) {
+        cl->release_tries_ = 0;
+        release(cl, next);
+        return;
+    }
+    cl->cycler_phase_ = CY_ACQUIRING;
+    cl->cycler_key_ = (int)advlock_prng_below(p, cy->lock_count);
+    next->kind = ADVLOCK_SIM_ACQUIRE;
+    next->lock_name = cy->lock_names[cl->cycler_key_];
+    next->timeout_ms = advlock_prng_between(p, cy->timeout_min_ms, cy->timeout_max_ms);
+    int cancel = advlock_prng_chance(p, cy->cancel_ppm);
+    int64_t after = advlock_prng_between(p, 1, cy->cancel_max_ms > 0 ? cy->cancel_max_ms : 1);
+    next->cancel_after_ms = cancel ? after : 0;
+}
+
+void sim_cycler_plan(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
+                     advlock_sim_step *next)
+{
+    (void)state;
+    advlock_sim_client_ *cl = &sim->clients_[client];
+    advlock_prng *p = &sim->prng_;
+    if (last == NULL) {
+        think(cl, p, next);
+        return;
+    }
+    switch (last->step.kind) {
+    case ADVLOCK_SIM_PAUSE: after_pause(cl, p, next); return;
+    case ADVLOCK_SIM_ACQUIRE:
+        if (last->outcome == ADVLOCK_ACQUIRED) {
+            cl->cycler_phase_ = CY_HOLDING;
+            next->kind = ADVLOCK_SIM_PAUSE;
+            next->pause_ms = advlock_prng_between(p, cl->cycler_.hold_min_ms, cl->cycler_.hold_max_ms);
+        } else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
+                   && last->cancel_sent) {
+            reset(cl, next); /* undoing the cancel failed: the lock may still be held */
+        } else {
+            end_cycle(cl, p, next);
+        }
+        return;
+    case ADVLOCK_SIM_RELEASE:
+        if (last->outcome == ADVLOCK_NOT_HELD)
+            reset(cl, next); /* NULL read as "not held": the hold may remain */
+        else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
+                 && ++cl->release_tries_ < 3)
+            release(cl, next); /* the unlock was not applied: the lock is still held */
+        else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER)
+            reset(cl, next);
+        else
+            end_cycle(cl, p, next);
+        return;
+    default: end_cycle(cl, p, next); return;
+    }
+}

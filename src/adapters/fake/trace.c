@@ -1,0 +1,122 @@
+/*
+ * The JSON-lines trace: one object per client event, written into a fixed
+ * buffer and handed to the caller's callback. Fields always come in the
+ * same order, numbers are plain decimals, keys are decimal strings (int64
+ * does not fit a JSON number exactly), and text is escaped per RFC 8259.
+ */
+#include "sim.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Worst case: every byte of a 1 KB message escaped as \u00XX. */
+enum { LINE_MAX_BYTES = 8192 };
+
+typedef struct line {
+    char buf[LINE_MAX_BYTES];
+    size_t len;
+} line;
+
+static void put(line *l, const char *s, size_t n)
+{
+    if (n > sizeof l->buf - l->len)
+        n = sizeof l->buf - l->len;
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+}
+
+static void put_str(line *l, const char *s)
+{
+    put(l, s, strlen(s));
+}
+
+static void put_int(line *l, const char *name, int64_t v)
+{
+    char num[48];
+    int n = snprintf(num, sizeof num, ",\"%s\":%lld", name, (long long)v);
+    put(l, num, (size_t)n);
+}
+
+static void put_escaped(line *l, const char *s)
+{
+    put_str(l, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            put(l, esc, 2);
+        } else if (*p < 0x20) {
+            int n = snprintf(esc, sizeof esc, "\\u%04x", *p);
+            put(l, esc, (size_t)n);
+        } else {
+            put(l, (const char *)p, 1);
+        }
+    }
+    put_str(l, "\"");
+}
+
+static void put_text(line *l, const char *name, const char *value)
+{
+    if (value == NULL)
+        return;
+    put_str(l, ",\"");
+    put_str(l, name);
+    put_str(l, "\":");
+    put_escaped(l, value);
+}
+
+void sim_trace(advlock_sim *sim, int client, const char *event, const sim_trace_extra *extra)
+{
+    if (sim->config_.trace == NULL)
+        return;
+    const advlock_sim_client_ *cl = &sim->clients_[client];
+    line l;
+    l.len = 0;
+    char head[160];
+    int n = snprintf(head, sizeof head, "{\"t\":%lld,\"clock\":%lld,\"client\":%d,\"event\":\"%s\","
+                     "\"key\":\"%lld\"",
+                     (long long)sim->now_ms_, (long long)advlock_fake_clock_read(&cl->clock_), client,
+                     event, (long long)cl->key_);
+    put(&l, head, (size_t)n);
+    put_text(&l, "sql", extra->sql);
+    if (extra->attempt > 0)
+        put_int(&l, "attempt", (int64_t)extra->attempt);
+    put_text(&l, "result", extra->result);
+    put_text(&l, "sqlstate", extra->sqlstate);
+    put_text(&l, "fault", extra->fault);
+    if (strcmp(event, "sleep") == 0) {
+        put_int(&l, "ms", extra->ms);
+        put_int(&l, "wake", extra->wake);
+    }
+    put_text(&l, "error", extra->error);
+    put_text(&l, "message", extra->message);
+    /* Room for the closing brace is kept even when a message filled the line. */
+    if (l.len > sizeof l.buf - 2)
+        l.len = sizeof l.buf - 2;
+    put(&l, "}\n", 2);
+    sim->config_.trace(sim->config_.trace_user, l.buf, l.len);
+}
+
+const char *sim_result_name(advlock_result r)
+{
+    switch (r) {
+    case ADVLOCK_RESULT_TRUE: return "true";
+    case ADVLOCK_RESULT_FALSE: return "false";
+    case ADVLOCK_RESULT_NULL: return "null";
+    case ADVLOCK_RESULT_SERVER_ERROR: return "error";
+    default: return "lost";
+    }
+}
+
+const char *sim_outcome_event(advlock_outcome o)
+{
+    switch (o) {
+    case ADVLOCK_ACQUIRED: return "acquired";
+    case ADVLOCK_RELEASED: return "released";
+    case ADVLOCK_NOT_HELD: return "not_held";
+    case ADVLOCK_TIMED_OUT: return "timed_out";
+    case ADVLOCK_CANCELLED: return "cancelled";
+    default: return "error";
+    }
+}

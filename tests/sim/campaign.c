@@ -1,0 +1,233 @@
+/*
+ * Simulation campaign: runs many seeds of the random cycler against the
+ * fake database, each seed choosing its own world (1-50 clients, 1-4 keys,
+ * timeouts, holds, latency; faults on for odd seeds), and reports every
+ * violated invariant with a command that replays it.
+ *
+ *   campaign [--seeds N] [--start S] [--jobs J]   run seeds S .. S+N-1
+ *   campaign --seed S [--trace]                   replay one seed (trace on stdout)
+ *
+ * Exit status: 0 all seeds held, 1 some seed failed, 2 usage error.
+ */
+#include "advlock_fake.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const names[] = {"campaign-0", "campaign-1", "campaign-2", "campaign-3"};
+
+typedef struct world {
+    advlock_sim_config config;
+    advlock_sim_cycler cycler;
+    int clients;
+} world;
+
+/* Everything about a seed's run follows from the seed. */
+static void choose_world(uint64_t seed, world *w)
+{
+    advlock_prng p;
+    advlock_prng_seed(&p, seed ^ UINT64_C(0x5EED5EED5EED5EED));
+    advlock_sim_config_default(&w->config);
+    w->config.seed = seed;
+    w->clients = 1 + (int)advlock_prng_below(&p, 50);
+    int faults = seed % 2 == 1;
+
+    advlock_sim_cycler *cy = &w->cycler;
+    memset(cy, 0, sizeof *cy);
+    cy->lock_names = names;
+    cy->lock_count = 1 + advlock_prng_below(&p, 4);
+    cy->cycles = 1 + (unsigned)advlock_prng_below(&p, 3);
+    cy->think_max_ms = advlock_prng_between(&p, 0, 300);
+    cy->hold_max_ms = advlock_prng_between(&p, 0, 500);
+    cy->timeout_min_ms = advlock_prng_chance(&p, 200000) ? 0 : advlock_prng_between(&p, 0, 1000);
+    cy->timeout_max_ms = cy->timeout_min_ms + advlock_prng_between(&p, 0, 3000);
+    cy->cancel_ppm = 50000;
+    cy->cancel_max_ms = 3000;
+
+    advlock_fake_latency *lat = &w->config.latency;
+    lat->min_ms = faults ? advlock_prng_between(&p, 0, 2) : 0;
+    lat->max_ms = faults ? advlock_prng_between(&p, 2, 40) : advlock_prng_between(&p, 0, 5);
+    lat->tail_ppm = faults ? 10000 : 0;
+    lat->tail_max_ms = faults ? 400 : 0;
+
+    if (faults) {
+        advlock_fake_faults *f = &w->config.faults;
+        f->null_ppm = 3000;
+        f->error_ppm = 5000;
+        f->drop_before_ppm = 3000;
+        f->drop_after_ppm = 3000;
+        f->drop_detect_max_ms = 2000;
+        f->kill_ppm = 30000;
+        f->kill_within_ms = 1000;
+        f->stall_ppm = 20000;
+        f->stall_max_ms = 2000;
+        f->jump_ppm = 10000;
+        f->jump_max_ms = 3600 * 1000;
+    }
+}
+
+static void write_line(void *user, const char *line, size_t len)
+{
+    fwrite(line, 1, len, user);
+}
+
+typedef struct job {
+    uint64_t first, count, stride;
+    int trace;
+    uint64_t events, failures, faulty, faults;
+    uint64_t outcomes[ADVLOCK_FAILED + 1];
+    uint64_t failed_seed[8];
+    char failed_why[8][ADVLOCK_SIM_VIOLATION_MAX];
+    int failed_clients[8];
+    int error;
+} job;
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    advlock_sim *sim = malloc(sizeof *sim);
+    if (sim == NULL) {
+        j->error = 1;
+        return NULL;
+    }
+    for (uint64_t seed = j->first; seed < j->first + j->count; seed += j->stride) {
+        world w;
+        choose_world(seed, &w);
+        if (j->trace) {
+            w.config.trace = write_line;
+            w.config.trace_user = stdout;
+        }
+        if (advlock_sim_init(sim, &w.config) != 0) {
+            j->error = 1;
+            break;
+        }
+        for (int c = 0; c < w.clients; c++)
+            if (advlock_sim_add_cycler(sim, &w.cycler) < 0)
+                j->error = 1;
+        int rc = advlock_sim_run(sim);
+        advlock_sim_stats st = advlock_sim_get_stats(sim);
+        j->events += st.events;
+        j->faults += st.faults;
+        for (int o = 0; o <= ADVLOCK_FAILED; o++)
+            j->outcomes[o] += st.outcomes[o];
+        j->faulty += seed % 2;
+        if (rc == ADVLOCK_SIM_VIOLATION) {
+            if (j->failures < 8) {
+                j->failed_seed[j->failures] = seed;
+                j->failed_clients[j->failures] = w.clients;
+                snprintf(j->failed_why[j->failures], ADVLOCK_SIM_VIOLATION_MAX, "%s",
+                         advlock_sim_violation(sim));
+            }
+            j->failures++;
+        } else if (rc != 0) {
+            j->error = 1;
+        }
+    }
+    free(sim);
+    return NULL;
+}
+
+static int usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [--seeds N] [--start S] [--jobs J]\n       %s --seed S [--trace]\n",
+            argv0, argv0);
+    return 2;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seeds = 10000, start = 1;
+    long jobs = sysconf(_SC_NPROCESSORS_ONLN);
+    int trace = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--trace") == 0) {
+            trace = 1;
+        } else if (v != NULL && strcmp(argv[i], "--seeds") == 0) {
+            seeds = strtoull(v, NULL, 10), i++;
+        } else if (v != NULL && strcmp(argv[i], "--start") == 0) {
+            start = strtoull(v, NULL, 10), i++;
+        } else if (v != NULL && strcmp(argv[i], "--seed") == 0) {
+            start = strtoull(v, NULL, 10), seeds = 1, i++;
+        } else if (v != NULL && strcmp(argv[i], "--jobs") == 0) {
+            jobs = strtol(v, NULL, 10), i++;
+        } else {
+            return usage(argv[0]);
+        }
+    }
+    if (jobs < 1 || trace)
+        jobs = 1;
+    if (jobs > 64)
+        jobs = 64;
+    if ((uint64_t)jobs > seeds)
+        jobs = seeds > 0 ? (long)seeds : 1;
+
+    job *js = calloc((size_t)jobs, sizeof *js);
+    pthread_t threads[64];
+    if (js == NULL)
+        return 2;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long j = 0; j < jobs; j++) {
+        js[j].first = start + (uint64_t)j;
+        js[j].count = seeds > (uint64_t)j ? seeds - (uint64_t)j : 0;
+        js[j].stride = (uint64_t)jobs;
+        js[j].trace = trace;
+        if (pthread_create(&threads[j], NULL, run_job, &js[j]) != 0)
+            return 2;
+    }
+    uint64_t events = 0, failures = 0, faulty = 0, faults = 0, outcomes[ADVLOCK_FAILED + 1] = {0};
+    int error = 0;
+    for (long j = 0; j < jobs; j++) {
+        pthread_join(threads[j], NULL);
+        events += js[j].events;
+        failures += js[j].failures;
+        faulty += js[j].faulty;
+        faults += js[j].faults;
+        for (int o = 0; o <= ADVLOCK_FAILED; o++)
+            outcomes[o] += js[j].outcomes[o];
+        error |= js[j].error;
+    }
+    double secs = seconds_since(&t0);
+    FILE *out = trace ? stderr : stdout;
+    for (long j = 0; j < jobs; j++) {
+        for (uint64_t f = 0; f < js[j].failures && f < 8; f++) {
+            uint64_t s = js[j].failed_seed[f];
+            fprintf(out, "FAIL seed %" PRIu64 " (%d clients, faults %s): %s\n", s,
+                    js[j].failed_clients[f], s % 2 ? "on" : "off", js[j].failed_why[f]);
+            fprintf(out, "  replay: make sim SEEDS=1 START=%" PRIu64 "   trace: %s --seed %" PRIu64
+                         " --trace\n",
+                    s, argv[0], s);
+        }
+    }
+    fprintf(out,
+            "sim campaign: seeds %" PRIu64 "..%" PRIu64 " (%" PRIu64 " seeds, %" PRIu64
+            " with faults; 1-50 clients), %ld jobs: %.2f s, %.0f seeds/s, %" PRIu64
+            " events, %" PRIu64 " failed\n",
+            start, start + seeds - 1, seeds, faulty, jobs, secs, secs > 0 ? (double)seeds / secs : 0.0,
+            events, failures);
+    fprintf(out,
+            "sim campaign: outcomes: %" PRIu64 " acquired, %" PRIu64 " released, %" PRIu64
+            " not held, %" PRIu64 " timed out, %" PRIu64 " cancelled, %" PRIu64 " failed; %" PRIu64
+            " faults injected\n",
+            outcomes[ADVLOCK_ACQUIRED], outcomes[ADVLOCK_RELEASED], outcomes[ADVLOCK_NOT_HELD],
+            outcomes[ADVLOCK_TIMED_OUT], outcomes[ADVLOCK_CANCELLED], outcomes[ADVLOCK_FAILED], faults);
+    free(js);
+    if (error) {
+        fprintf(stderr, "campaign: a simulation could not be set up\n");
+        return 2;
+    }
+    return failures > 0 ? 1 : 0;
+}
