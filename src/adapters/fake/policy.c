@@ -167,8 +167,15 @@ int sim_policy_check(advlock_sim_client_ *cl, enum policy_input input, advlock_r
                      uint64_t attempts, char *why, size_t size)
 {
     expected e = advance(cl, input, result, reading);
-    if (a->kind != e.kind)
-        return mismatch(why, size, "next action kind (1 query, 2 sleep, 3 done)", e.kind, a->kind);
+    if (a->kind != e.kind) {
+        static const char *const kinds[] = {"nothing", "query", "sleep", "done"};
+        snprintf(why, size, "after %lld ms of timeout %lld ms, attempt %llu: the reference policy "
+                 "says %s, the machine did %s",
+                 (long long)(cl->policy_reading_ - cl->policy_start_), (long long)cl->step_.timeout_ms,
+                 (unsigned long long)cl->policy_attempts_, kinds[e.kind],
+                 (unsigned)a->kind < 4 ? kinds[a->kind] : "?");
+        return -1;
+    }
     if (e.kind == ADVLOCK_ACTION_QUERY) {
         if (a->sql != e.sql)
             return mismatch(why, size, "statement (0 try-lock, 1 unlock)", e.sql, a->sql);
