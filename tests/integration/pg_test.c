@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,21 @@ void pgt_terminate(PGconn *observer, int pid)
     assert_string_equal(pgt_query(observer, buf, sizeof buf,
                                   "SELECT pg_terminate_backend($1::int, 10000)", text, NULL),
                         "t");
+}
+
+void pgt_freeze(int pid)
+{
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+}
+
+void pgt_terminate_frozen(PGconn *observer, int pid)
+{
+    char text[16], buf[8];
+    snprintf(text, sizeof text, "%d", pid);
+    assert_string_equal(
+        pgt_query(observer, buf, sizeof buf, "SELECT pg_terminate_backend($1::int)", text, NULL),
+        "t");
+    assert_int_equal(kill(pid, SIGCONT), 0);
 }
 
 void pgt_stderr_begin(pgt_stderr_capture *c)

@@ -45,6 +45,15 @@ long long pgt_lock_count(PGconn *observer, int64_t key);
 /* pg_terminate_backend(pid), waiting until the backend is gone. */
 void pgt_terminate(PGconn *observer, int pid);
 
+/*
+ * Terminates backend pid in the middle of a statement: call with the backend
+ * frozen (pgt_freeze) and a statement sent to it; the backend wakes to the
+ * termination request and dies before executing the statement, so the client
+ * gets the server's FATAL as the statement's answer.
+ */
+void pgt_freeze(int pid);
+void pgt_terminate_frozen(PGconn *observer, int pid);
+
 /* ---- stderr ---- */
 
 typedef struct pgt_stderr_capture {

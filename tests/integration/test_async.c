@@ -318,6 +318,22 @@ static void test_terminated_while_holding(void **state)
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
 }
 
+static void test_terminated_mid_statement(void **state)
+{
+    fixture *f = *state;
+    int pid = PQbackendPID(f->b);
+    pgt_freeze(pid);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    pgt_terminate_frozen(f->observer, pid);
+    run(&f->ab);
+    /* The server's FATAL answered the statement: its SQLSTATE is kept, not
+     * replaced by libpq's "server closed the connection" that follows. */
+    expect_connection_lost(&f->ab, "pg_try_advisory_lock for '");
+    assert_string_equal(advlock_pq_async_report(&f->ab)->sqlstate, "57P01");
+}
+
 /* ---- many adapters, one thread ---- */
 
 enum { CLIENTS = 6 };
@@ -553,6 +569,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_terminated_while_waiting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminated_while_holding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminated_mid_statement, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_adapters_one_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_statements_dropped_and_open_transaction, setup,
                                         teardown),

@@ -375,6 +375,23 @@ static void test_terminated_while_waiting(void **state)
     expect_outcome(&r, ADVLOCK_RELEASED);
 }
 
+static void test_terminated_mid_statement(void **state)
+{
+    fixture *f = *state;
+    int pid = PQbackendPID(f->b);
+    pgt_freeze(pid);
+    waiter w = {.session = &f->sb, .key = f->key, .timeout_ms = 30000};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
+    pgt_sleep_ms(100); /* the statement is on its way to the frozen backend */
+    pgt_terminate_frozen(f->observer, pid);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    /* The server's FATAL answered the statement: its SQLSTATE is kept, not
+     * replaced by libpq's "server closed the connection" that follows. */
+    expect_connection_lost(&w.report, w.rc, "pg_try_advisory_lock for '");
+    assert_string_equal(w.report.sqlstate, "57P01");
+}
+
 /* ---- prepared statements on connections the adapter did not open ---- */
 
 static long long prepared_count(PGconn *conn)
@@ -495,6 +512,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reentrant_holds_need_two_releases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminated_while_holding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminated_while_waiting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminated_mid_statement, setup, teardown),
         cmocka_unit_test_setup_teardown(test_statements_dropped_behind_its_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_statements_prepared_by_someone_else, setup,
                                         teardown),
