@@ -57,3 +57,20 @@ sim-doc-test: $(BUILD)/sim/doc_example
 	$(BUILD)/sim/doc_example
 
 test: sim-test sim-san-test sim-canary-test sim-doc-test
+
+# Fidelity: the fake against a throwaway PostgreSQL (tests/pg/with-postgres.sh).
+FIDELITY_CPPFLAGS = -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+DEPS_FIDELITY := libpq-dev:postgresql/libpq-fe.h
+
+.PHONY: deps-fidelity
+deps-fidelity:
+	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_FIDELITY)
+
+$(BUILD)/tests/test_fidelity: tests/integration/test_fidelity.c $(CORE_OBJ) | deps-test deps-fidelity
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(FIDELITY_CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ -lpq $(CORE_LIBS)
+
+fidelity-test: $(BUILD)/tests/test_fidelity
+	tests/pg/with-postgres.sh $(BUILD)/tests/test_fidelity
+
+test: fidelity-test
