@@ -44,7 +44,7 @@
  *   - Inside a transaction (PQTRANS_INTRANS or PQTRANS_INERROR) the adapter
  *     never relies on a named statement, whose absence would abort the
  *     caller's transaction: it sends the statement unnamed
- *     (PQexecParams / PQsendQueryParams), one parse per call.
+ *     (PQsendQueryParams), one parse per call.
  *   - A failure to prepare for any other reason falls back to the unnamed
  *     form, which then reports the real error.
  * The statements stay prepared on the connection after the adapter is done
@@ -71,6 +71,21 @@
  * Either way nothing is printed on stderr unless the caller's own hooks
  * print it, and the connection's hooks are as found whenever control
  * returns to the caller.
+ *
+ * Lost connections
+ * ----------------
+ * An operation ends FAILED with ADVLOCK_ECONNLOST when the connection is
+ * broken (PQstatus() is CONNECTION_BAD), when a statement yields no result,
+ * or when it fails with an error libpq made itself (errors from the server
+ * always carry an SQLSTATE; "server closed the connection unexpectedly" does
+ * not, and may come before libpq marks the connection bad). The session and
+ * every lock it held are then gone on the server. The report's message ends
+ * with the server's last words when it sent any ("terminating connection due
+ * to administrator command"), else libpq's; its sqlstate is set when libpq
+ * reports one, which libpq 14 and later do only when the session dies in the
+ * middle of a statement (57P01 for pg_terminate_backend). A loss is noticed
+ * when the adapter next talks to the server: at once while a statement is in
+ * flight, at the next try while an acquire sleeps.
  *
  * Re-entrancy. PostgreSQL counts session advisory locks: acquiring a lock
  * the session already holds succeeds at once (ACQUIRED) and adds a hold; each
@@ -133,7 +148,7 @@ ADVLOCK_API const char *advlock_pq_statement_name(advlock_sql sql);
 /*
  * Private to the adapters (declared here only so that their objects can live
  * in the caller's memory): one of the machine's queries on its way through
- * libpq, which form it is sent in, and the last answer read for it.
+ * libpq, which form it is sent in, and what its results said so far.
  */
 typedef struct advlock_pq_query_ {
     int sql_;

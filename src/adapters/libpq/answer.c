@@ -113,20 +113,19 @@ void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, const PGresult *
      * one is libpq's own failure to complete the exchange ("server closed
      * the connection unexpectedly", seen before libpq marks the connection
      * bad when a write to a closed socket fails). */
-    if (lost || (q->status_ == PGRES_FATAL_ERROR && q->sqlstate_[0] == '\0')) {
+    int failed = q->status_ == PGRES_FATAL_ERROR || q->status_ == PGRES_NONFATAL_ERROR
+                 || q->status_ == PGRES_BAD_RESPONSE;
+    if (lost || (failed && q->sqlstate_[0] == '\0')) {
         q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
         keep_error_message(q, conn, res);
-        return;
-    }
-    switch (q->status_) {
-    case PGRES_TUPLES_OK: read_boolean(q, res); break;
-    case PGRES_FATAL_ERROR:
-    case PGRES_NONFATAL_ERROR:
-    case PGRES_BAD_RESPONSE:
+    } else if (failed) {
         q->result_ = ADVLOCK_RESULT_SERVER_ERROR;
         keep_error_message(q, conn, res);
-        break;
-    default: unexpected(q, PQresStatus((ExecStatusType)q->status_)); break;
+    } else if (q->status_ == PGRES_TUPLES_OK) {
+        read_boolean(q, res);
+    } else {
+        /* PGRES_COMMAND_OK is what a PREPARE answers; see query.c. */
+        unexpected(q, PQresStatus((ExecStatusType)q->status_));
     }
 }
 

@@ -132,7 +132,7 @@ static int check_can_start(const advlock_pq_async *a)
 }
 
 /* Runs the first action of a machine that has just started. */
-static int begin(advlock_pq_async *a, int64_t now_ms)
+static void begin(advlock_pq_async *a, int64_t now_ms)
 {
     advlock_pq_notice_guard notices;
     advlock_pq_report_begin(&a->report_);
@@ -140,7 +140,6 @@ static int begin(advlock_pq_async *a, int64_t now_ms)
     follow_machine(a);
     drive(a, now_ms);
     advlock_pq_notices_restore(&notices);
-    return 0;
 }
 
 int advlock_pq_async_start_acquire(advlock_pq_async *a, const char *lock_key, size_t len,
@@ -149,7 +148,9 @@ int advlock_pq_async_start_acquire(advlock_pq_async *a, const char *lock_key, si
     int rc = check_can_start(a);
     if (rc == 0)
         rc = advlock_start_acquire(&a->machine_, lock_key, len, timeout_ms, now_ms);
-    return rc != 0 ? rc : begin(a, now_ms);
+    if (rc == 0)
+        begin(a, now_ms);
+    return rc;
 }
 
 int advlock_pq_async_start_release(advlock_pq_async *a, const char *lock_key, size_t len,
@@ -158,7 +159,9 @@ int advlock_pq_async_start_release(advlock_pq_async *a, const char *lock_key, si
     int rc = check_can_start(a);
     if (rc == 0)
         rc = advlock_start_release(&a->machine_, lock_key, len, now_ms);
-    return rc != 0 ? rc : begin(a, now_ms);
+    if (rc == 0)
+        begin(a, now_ms);
+    return rc;
 }
 
 int advlock_pq_async_cancel(advlock_pq_async *a, int64_t now_ms)
