@@ -6,7 +6,7 @@
 SIM_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS)
 # Seeds `make test` runs; `make sim` runs SEEDS seeds from START.
 SIM_TEST_SEEDS := 20000
-SIM_SAN_SEEDS  := 400
+SIM_SAN_SEEDS  := 2000
 SEEDS ?= 100000
 START ?= 1
 
