@@ -102,6 +102,47 @@ long long pgt_lock_count(PGconn *observer, int64_t key)
                          text, NULL);
 }
 
+void pgt_expect_lock_row(PGconn *observer, int64_t key, PGconn *holder)
+{
+    char key_text[32], pid[16];
+    snprintf(key_text, sizeof key_text, "%lld", (long long)key);
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(holder));
+    const char *params[1] = {key_text};
+    PGresult *res = PQexecParams(
+        observer,
+        "SELECT locktype, mode, granted, objsubid, pid FROM pg_locks"
+        " WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
+        1, NULL, params, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(res), 1);
+    assert_string_equal(PQgetvalue(res, 0, 0), "advisory");
+    assert_string_equal(PQgetvalue(res, 0, 1), "ExclusiveLock");
+    assert_string_equal(PQgetvalue(res, 0, 2), "t");
+    assert_string_equal(PQgetvalue(res, 0, 3), "1");
+    assert_string_equal(PQgetvalue(res, 0, 4), pid);
+    PQclear(res);
+}
+
+void pgt_expect_try_lock_statement(PGconn *observer, PGconn *holder)
+{
+    const char *text = advlock_sql_text(ADVLOCK_SQL_TRY_LOCK);
+    char pid[16], buf[256];
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(holder));
+    pgt_query(observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
+              pid, NULL);
+    assert_string_equal(buf, text);
+    assert_non_null(strstr(buf, "pg_try_advisory_lock("));
+    assert_non_null(strstr(buf, "$1"));
+    assert_null(strstr(buf, "$2"));
+    assert_null(strstr(buf, "hashtext"));
+
+    pgt_query(holder, buf, sizeof buf,
+              "SELECT parameter_types::text FROM pg_prepared_statements"
+              " WHERE name = $1 AND statement = $2",
+              advlock_pq_statement_name(ADVLOCK_SQL_TRY_LOCK), text, NULL);
+    assert_string_equal(buf, "{bigint}");
+}
+
 void pgt_terminate(PGconn *observer, int pid)
 {
     char text[16];

@@ -42,6 +42,21 @@ int64_t pgt_key_of(const char *name);
 /* Granted advisory locks on key seen from observer (any session). */
 long long pgt_lock_count(PGconn *observer, int64_t key);
 
+/*
+ * What a second session sees after holder acquired the lock named by key:
+ * exactly one pg_locks row for it, advisory, ExclusiveLock, granted,
+ * objsubid 1 (the single-bigint overload), held by holder's backend.
+ */
+void pgt_expect_lock_row(PGconn *observer, int64_t key, PGconn *holder);
+
+/*
+ * The statement the holder's session ran last, as the server saw it: the
+ * core's try-lock text with one parameter, no hashtext; and, prepared on the
+ * holder's session, the same text with one bigint parameter. (Runs a query
+ * on holder, so check pg_stat_activity-dependent things before.)
+ */
+void pgt_expect_try_lock_statement(PGconn *observer, PGconn *holder);
+
 /* pg_terminate_backend(pid), waiting until the backend is gone. */
 void pgt_terminate(PGconn *observer, int pid);
 

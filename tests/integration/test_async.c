@@ -89,33 +89,8 @@ static void test_lock_row_and_statement_text(void **state)
     acquire(&f->aa, f->key, 1000);
     assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->attempts, 1);
 
-    char pid[16], key[32], buf[256];
-    snprintf(pid, sizeof pid, "%d", PQbackendPID(f->a));
-    snprintf(key, sizeof key, "%lld", (long long)f->derived);
-    PGresult *res = PQexecParams(
-        f->observer,
-        "SELECT locktype, mode, granted, objsubid, pid FROM pg_locks"
-        " WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
-        1, NULL, (const char *const[]){key}, NULL, NULL, 0);
-    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
-    assert_int_equal(PQntuples(res), 1);
-    assert_string_equal(PQgetvalue(res, 0, 0), "advisory");
-    assert_string_equal(PQgetvalue(res, 0, 1), "ExclusiveLock");
-    assert_string_equal(PQgetvalue(res, 0, 2), "t");
-    assert_string_equal(PQgetvalue(res, 0, 3), "1");
-    assert_string_equal(PQgetvalue(res, 0, 4), pid);
-    PQclear(res);
-
-    pgt_query(f->observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
-              pid, NULL);
-    assert_string_equal(buf, "SELECT pg_try_advisory_lock($1)");
-    assert_null(strstr(buf, "hashtext"));
-    /* Prepared asynchronously (PQsendPrepare), with one bigint parameter. */
-    pgt_query(f->a, buf, sizeof buf,
-              "SELECT statement || ' ' || parameter_types::text FROM pg_prepared_statements"
-              " WHERE name = $1",
-              advlock_pq_statement_name(ADVLOCK_SQL_TRY_LOCK), NULL);
-    assert_string_equal(buf, "SELECT pg_try_advisory_lock($1) {bigint}");
+    pgt_expect_lock_row(f->observer, f->derived, f->a);
+    pgt_expect_try_lock_statement(f->observer, f->a);
 
     release(&f->aa, f->key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
@@ -234,16 +209,7 @@ static void test_cancel_during_sleep(void **state)
     assert_string_equal(r->message, expected);
 
     /* Only A's lock is there, and B's connection is idle and usable. */
-    char pid[16], buf[16];
-    snprintf(pid, sizeof pid, "%d", PQbackendPID(f->a));
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
-    char key[32];
-    snprintf(key, sizeof key, "%lld", (long long)f->derived);
-    pgt_query(f->observer, buf, sizeof buf,
-              "SELECT pid FROM pg_locks WHERE locktype = 'advisory'"
-              " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
-              key, NULL);
-    assert_string_equal(buf, pid);
+    pgt_expect_lock_row(f->observer, f->derived, f->a);
     assert_int_equal(PQtransactionStatus(f->b), PQTRANS_IDLE);
 
     release(&f->aa, f->key);
@@ -269,7 +235,7 @@ static void test_cancel_while_the_lock_is_being_granted(void **state)
     snprintf(pid, sizeof pid, "%d", PQbackendPID(f->b));
     pgt_query(f->observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
               pid, NULL);
-    assert_string_equal(buf, "SELECT pg_advisory_unlock($1)");
+    assert_string_equal(buf, advlock_sql_text(ADVLOCK_SQL_UNLOCK));
 }
 
 /* ---- terminated sessions ---- */
@@ -366,15 +332,7 @@ static void test_many_adapters_one_key(void **state)
                 if (r->outcome != ADVLOCK_ACQUIRED)
                     fail_msg("client %d: %s: %s", i, advlock_outcome_name(r->outcome), r->message);
                 /* Mutual exclusion, as the server sees it: one holder, this one. */
-                char key[32], buf[16], pid[16];
-                snprintf(key, sizeof key, "%lld", (long long)f->derived);
-                snprintf(pid, sizeof pid, "%d", PQbackendPID(conns[i]));
-                assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
-                pgt_query(f->observer, buf, sizeof buf,
-                          "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                          " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
-                          key, NULL);
-                assert_string_equal(buf, pid);
+                pgt_expect_lock_row(f->observer, f->derived, conns[i]);
                 acquired[i] = 1;
                 assert_int_equal(advlock_pq_async_start_release(list[i], f->key, strlen(f->key),
                                                                 advlock_pq_now_ms()),

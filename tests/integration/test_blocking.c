@@ -70,36 +70,8 @@ static void test_lock_row_and_statement_text(void **state)
     expect_outcome(&r, ADVLOCK_ACQUIRED);
     assert_int_equal(r.attempts, 1);
 
-    char pid[16], key[32], buf[256];
-    snprintf(pid, sizeof pid, "%d", PQbackendPID(f->a));
-    snprintf(key, sizeof key, "%lld", (long long)f->derived);
-    PGresult *res = PQexecParams(
-        f->observer,
-        "SELECT locktype, mode, granted, objsubid, pid FROM pg_locks"
-        " WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
-        1, NULL, (const char *const[]){key}, NULL, NULL, 0);
-    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
-    assert_int_equal(PQntuples(res), 1);
-    assert_string_equal(PQgetvalue(res, 0, 0), "advisory");
-    assert_string_equal(PQgetvalue(res, 0, 1), "ExclusiveLock");
-    assert_string_equal(PQgetvalue(res, 0, 2), "t");
-    assert_string_equal(PQgetvalue(res, 0, 3), "1");
-    assert_string_equal(PQgetvalue(res, 0, 4), pid);
-    PQclear(res);
-
-    /* The holder's last statement, as the server saw it: the single-bigint
-     * overload, a parameter rather than a literal, and no hashtext. */
-    pgt_query(f->observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
-              pid, NULL);
-    assert_string_equal(buf, "SELECT pg_try_advisory_lock($1)");
-    assert_null(strstr(buf, "hashtext"));
-
-    /* The holder prepared it with one bigint parameter. */
-    pgt_query(f->a, buf, sizeof buf,
-              "SELECT statement || ' ' || parameter_types::text FROM pg_prepared_statements"
-              " WHERE name = $1",
-              advlock_pq_statement_name(ADVLOCK_SQL_TRY_LOCK), NULL);
-    assert_string_equal(buf, "SELECT pg_try_advisory_lock($1) {bigint}");
+    pgt_expect_lock_row(f->observer, f->derived, f->a);
+    pgt_expect_try_lock_statement(f->observer, f->a);
 
     assert_int_equal(release(&f->sa, f->key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
