@@ -536,7 +536,7 @@ typedef struct advlock_sim_event_ {
 } advlock_sim_event_;
 
 /*
- * A simulation. About 300 KB: declare it static or allocate it, rather than
+ * A simulation. About 350 KB: declare it static or allocate it, rather than
  * put it on a small stack. It holds pointers only to what the caller passed
  * (plans' states, scripts, lock names, the trace callback).
  */

@@ -234,6 +234,36 @@ static void a_lock_lost_behind_a_clients_back_is_caught(void **state)
                            "t=50 ms, client 1: the lock table says client 0's session holds key"));
 }
 
+/* Takes the key on a session of its own, which no client of the simulation owns. */
+static void intruder_plan(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
+                          advlock_sim_step *next)
+{
+    (void)state;
+    (void)client;
+    (void)last;
+    int pid;
+    int64_t key;
+    advlock_derive_key("m", 1, &key);
+    advlock_fake_result res;
+    assert_int_equal(advlock_fake_db_connect(advlock_sim_db(sim), &pid), 0);
+    advlock_fake_db_exec(advlock_sim_db(sim), pid, "SELECT pg_try_advisory_lock($1)", &key, &res);
+    next->kind = ADVLOCK_SIM_STOP;
+}
+
+static void a_lock_held_by_a_session_nobody_owns_is_caught(void **state)
+{
+    advlock_sim *sim = *state;
+    const advlock_sim_step user[] = {
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
+    };
+    assert_int_equal(advlock_sim_init(sim, NULL), 0);
+    advlock_sim_add_script(sim, user, 2, NULL);
+    advlock_sim_add_client(sim, intruder_plan, NULL);
+    assert_int_equal(advlock_sim_run(sim), ADVLOCK_SIM_VIOLATION);
+    assert_non_null(strstr(advlock_sim_violation(sim), "but belongs to no client"));
+}
+
 typedef struct digest {
     EVP_MD_CTX *ctx;
     unsigned long lines;
@@ -402,6 +432,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cancel_ends_a_sleep_and_leaves_nothing_held, setup, teardown),
         cmocka_unit_test_setup_teardown(a_script_that_keeps_its_lock_is_a_leak, setup, teardown),
         cmocka_unit_test_setup_teardown(a_lock_lost_behind_a_clients_back_is_caught, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_lock_held_by_a_session_nobody_owns_is_caught, setup, teardown),
         cmocka_unit_test_setup_teardown(the_same_seed_gives_a_byte_identical_trace, setup, teardown),
         cmocka_unit_test_setup_teardown(every_fault_happens_and_the_invariants_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(

@@ -17,7 +17,8 @@ void sim_script_plan(void *state, advlock_sim *sim, int client, const advlock_si
         next->kind = ADVLOCK_SIM_STOP;
 }
 
-enum { CY_THINKING, CY_ACQUIRING, CY_HOLDING, CY_RELEASING, CY_RESETTING };
+/* What the cycler's current PAUSE is for. */
+enum { CY_THINKING, CY_HOLDING };
 
 static void think(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
 {
@@ -38,15 +39,13 @@ static void end_cycle(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step
 
 /* Closing the session is the one sure way back to a known state when a
  * step left the client unsure what the session holds. */
-static void reset(advlock_sim_client_ *cl, advlock_sim_step *next)
+static void reset(advlock_sim_step *next)
 {
-    cl->cycler_phase_ = CY_RESETTING;
     next->kind = ADVLOCK_SIM_RECONNECT;
 }
 
 static void release(advlock_sim_client_ *cl, advlock_sim_step *next)
 {
-    cl->cycler_phase_ = CY_RELEASING;
     next->kind = ADVLOCK_SIM_RELEASE;
     next->lock_name = cl->cycler_.lock_names[cl->cycler_key_];
 }
@@ -59,7 +58,6 @@ static void after_pause(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_st
         release(cl, next);
         return;
     }
-    cl->cycler_phase_ = CY_ACQUIRING;
     cl->cycler_key_ = (int)advlock_prng_below(p, cy->lock_count);
     next->kind = ADVLOCK_SIM_ACQUIRE;
     next->lock_name = cy->lock_names[cl->cycler_key_];
@@ -88,19 +86,19 @@ void sim_cycler_plan(void *state, advlock_sim *sim, int client, const advlock_si
             next->pause_ms = advlock_prng_between(p, cl->cycler_.hold_min_ms, cl->cycler_.hold_max_ms);
         } else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
                    && last->cancel_sent) {
-            reset(cl, next); /* undoing the cancel failed: the lock may still be held */
+            reset(next); /* undoing the cancel failed: the lock may still be held */
         } else {
             end_cycle(cl, p, next);
         }
         return;
     case ADVLOCK_SIM_RELEASE:
         if (last->outcome == ADVLOCK_NOT_HELD)
-            reset(cl, next); /* NULL read as "not held": the hold may remain */
+            reset(next); /* NULL read as "not held": the hold may remain */
         else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
                  && ++cl->release_tries_ < 3)
             release(cl, next); /* the unlock was not applied: the lock is still held */
         else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER)
-            reset(cl, next);
+            reset(next);
         else
             end_cycle(cl, p, next);
         return;
