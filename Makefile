@@ -100,8 +100,10 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libadvlock.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -std=c11 $(WARNINGS) $(CFLAGS) -o $@ $< $(BUILD)/libadvlock.a $(CORE_LIBS)
 
-run: $(BUILD)/examples/contended_acquire
-	$(BUILD)/examples/contended_acquire
+# Eight clients racing for one migration lock on the fake database: the lock
+# at work in virtual time, with no server to set up.
+run: all
+	$(BUILD)/advlock simulate --clients 8 --hold 250
 
 # ---- dependencies, install --------------------------------------------------
 

@@ -13,7 +13,7 @@ all: $(BUILD)/advlock
 
 .PHONY: cli-test
 cli-test: $(BUILD)/advlock
-	@ADVLOCK=$(BUILD)/advlock tests/cli/key.sh
+	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh
 
 test: cli-test

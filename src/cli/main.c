@@ -26,6 +26,7 @@ static const struct {
     {"key", cmd_key},
     {"run", cmd_run},
     {"status", cmd_status},
+    {"simulate", cmd_simulate},
 };
 
 static void usage(FILE *to)
@@ -38,6 +39,7 @@ static void usage(FILE *to)
           "  key KEY...      print each name's bigint, hex, and pg_locks classid/objid\n"
           "  run KEY -- CMD  run CMD while holding the lock, like flock(1)\n"
           "  status KEY...   say whether each lock is held, by whom, and who waits\n"
+          "  simulate        clients racing for locks on the fake database, no server\n"
           "\n"
           "Run 'advlock COMMAND --help' for a command's options; see advlock(1).\n",
           to);

@@ -1,0 +1,306 @@
+/*
+ * advlock simulate: clients racing for locks on the fake database, in
+ * virtual time, with no server. Prints who tried, slept, acquired and timed
+ * out, then a summary. The timeline is read from the simulation's own
+ * JSON-lines trace, so what is printed is exactly what --trace records.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advlock_fake.h"
+#include "cli.h"
+
+enum { MAX_WAITS = 4096 };
+
+typedef struct sim_view {
+    int quiet;
+    FILE *trace_file;
+    const char *const *names;
+    int64_t keys[ADVLOCK_SIM_MAX_KEYS];
+    int nkeys;
+    int64_t acquire_started[ADVLOCK_SIM_MAX_CLIENTS];
+    int64_t waits[MAX_WAITS];
+    size_t nwaits;
+    uint64_t attempts;
+} sim_view;
+
+/* ---- reading back our own trace lines ------------------------------------- */
+
+/* The text after "field": in a trace line, or NULL. */
+static const char *field(const char *line, const char *name)
+{
+    char pattern[32];
+    snprintf(pattern, sizeof pattern, "\"%s\":", name);
+    const char *p = strstr(line, pattern);
+    return p != NULL ? p + strlen(pattern) : NULL;
+}
+
+static long long number(const char *line, const char *name)
+{
+    const char *p = field(line, name);
+    if (p != NULL && *p == '"')
+        p++;
+    return p != NULL ? strtoll(p, NULL, 10) : -1;
+}
+
+/* Copies a string field (without unescaping, for display only). */
+static void text(const char *line, const char *name, char *out, size_t size)
+{
+    out[0] = '\0';
+    const char *p = field(line, name);
+    if (p == NULL || *p != '"')
+        return;
+    p++;
+    size_t n = 0;
+    while (p[n] != '\0' && !(p[n] == '"' && (n == 0 || p[n - 1] != '\\')))
+        n++;
+    if (n >= size)
+        n = size - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
+static const char *name_of(const sim_view *v, int64_t key)
+{
+    for (int i = 0; i < v->nkeys; i++)
+        if (v->keys[i] == key)
+            return v->names[i];
+    return "?";
+}
+
+static void on_trace(void *user, const char *line, size_t len)
+{
+    sim_view *v = user;
+    if (v->trace_file != NULL)
+        fwrite(line, 1, len, v->trace_file);
+
+    char event[32], extra[ADVLOCK_MESSAGE_MAX];
+    text(line, "event", event, sizeof event);
+    long long t = number(line, "t");
+    int client = (int)number(line, "client");
+    const char *name = name_of(v, (int64_t)number(line, "key"));
+    if (client < 0 || client >= ADVLOCK_SIM_MAX_CLIENTS)
+        return;
+
+    char sql[128];
+    text(line, "sql", sql, sizeof sql);
+    int is_try = strstr(sql, "try_advisory_lock") != NULL;
+    if (strcmp(event, "query") == 0 && is_try) {
+        v->attempts++;
+        if (number(line, "attempt") == 1)
+            v->acquire_started[client] = t;
+    } else if (strcmp(event, "acquired") == 0 && v->nwaits < MAX_WAITS) {
+        v->waits[v->nwaits++] = t - v->acquire_started[client];
+    }
+    if (v->quiet)
+        return;
+
+    if (strcmp(event, "query") == 0 && is_try)
+        printf("%8lld ms  client %-2d  tries '%s' (attempt %lld)\n", t, client, name,
+               number(line, "attempt"));
+    else if (strcmp(event, "sleep") == 0)
+        printf("%8lld ms  client %-2d  sleeps %lld ms\n", t, client, number(line, "ms"));
+    else if (strcmp(event, "acquired") == 0)
+        printf("%8lld ms  client %-2d  ACQUIRED '%s' after waiting %lld ms\n", t, client, name,
+               t - v->acquire_started[client]);
+    else if (strcmp(event, "released") == 0)
+        printf("%8lld ms  client %-2d  released '%s'\n", t, client, name);
+    else if (strcmp(event, "query") != 0 && strcmp(event, "result") != 0) {
+        text(line, "message", extra, sizeof extra);
+        printf("%8lld ms  client %-2d  %s%s%s\n", t, client, event, extra[0] ? ": " : "",
+               extra);
+    }
+}
+
+/* ---- summary ------------------------------------------------------------------ */
+
+static int compare_ms(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted values. */
+static int64_t percentile(const int64_t *sorted, size_t n, unsigned pct)
+{
+    if (n == 0)
+        return 0;
+    size_t rank = (n * pct + 99) / 100;
+    return sorted[rank == 0 ? 0 : rank - 1];
+}
+
+static void print_summary(sim_view *v, const advlock_sim_stats *st, int clients)
+{
+    qsort(v->waits, v->nwaits, sizeof v->waits[0], compare_ms);
+    printf("\n%d clients: %" PRIu64 " acquired, %" PRIu64 " timed out, %" PRIu64
+           " released, %" PRIu64 " cancelled, %" PRIu64 " failed; %" PRIu64
+           " attempts; wait p50 %" PRId64 " ms, p99 %" PRId64 " ms; %" PRIu64
+           " faults injected; ended at %" PRId64 " ms virtual time\n",
+           clients, st->outcomes[ADVLOCK_ACQUIRED], st->outcomes[ADVLOCK_TIMED_OUT],
+           st->outcomes[ADVLOCK_RELEASED], st->outcomes[ADVLOCK_CANCELLED],
+           st->outcomes[ADVLOCK_FAILED], v->attempts, percentile(v->waits, v->nwaits, 50),
+           percentile(v->waits, v->nwaits, 99), st->faults, st->end_ms);
+}
+
+/* ---- options ------------------------------------------------------------------- */
+
+static int parse_count(const char *text, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: advlock simulate [OPTIONS]\n"
+            "  Clients race for locks on the fake database in virtual time; no server.\n"
+            "\n"
+            "  --clients N     clients (1-%d, default 8)\n"
+            "  --keys K        lock names they pick from (1-%d, default 1)\n"
+            "  --timeout MS    each acquire's timeout (default 10000)\n"
+            "  --hold MS       how long a client holds the lock (default 50)\n"
+            "  --cycles N      acquire/hold/release cycles per client (default 1)\n"
+            "  --think MS      longest pause before each cycle (default 0: all start at once)\n"
+            "  --seed S        the run follows from it (default 1)\n"
+            "  --faults        inject latency spikes, NULLs, server errors, dropped and\n"
+            "                  killed sessions, stalled and jumping clocks\n"
+            "  --trace FILE    write the JSON-lines trace to FILE\n"
+            "  --quiet         print the summary only\n",
+            ADVLOCK_SIM_MAX_CLIENTS, ADVLOCK_SIM_MAX_KEYS);
+}
+
+static const char *const lock_names[ADVLOCK_SIM_MAX_KEYS] = {
+    "BrighterMigration_public.Outbox", "BrighterMigration_public.Inbox",
+    "BrighterMigration_sales.Outbox",  "BrighterMigration_sales.Inbox",
+    "BrighterMigration_billing.Outbox", "BrighterMigration_billing.Inbox",
+    "BrighterMigration_orders.Outbox", "BrighterMigration_orders.Inbox",
+    "BrighterMigration_users.Outbox",  "BrighterMigration_users.Inbox",
+    "BrighterMigration_audit.Outbox",  "BrighterMigration_audit.Inbox",
+    "BrighterMigration_stock.Outbox",  "BrighterMigration_stock.Inbox",
+    "BrighterMigration_mail.Outbox",   "BrighterMigration_mail.Inbox",
+};
+
+/* Faults often enough that a few dozen clients meet every kind. */
+static void enable_faults(advlock_sim_config *cfg)
+{
+    cfg->latency = (advlock_fake_latency){.min_ms = 1, .max_ms = 20, .tail_ppm = 20000,
+                                          .tail_max_ms = 400};
+    cfg->faults = (advlock_fake_faults){
+        .null_ppm = 5000, .error_ppm = 10000, .drop_before_ppm = 5000,
+        .drop_after_ppm = 5000, .drop_detect_max_ms = 2000, .kill_ppm = 50000,
+        .kill_within_ms = 1000, .stall_ppm = 20000, .stall_max_ms = 2000,
+        .jump_ppm = 10000, .jump_max_ms = 60000,
+    };
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+    enum { O_CLIENTS = 256, O_KEYS, O_TIMEOUT, O_HOLD, O_CYCLES, O_THINK, O_SEED, O_FAULTS,
+           O_TRACE, O_QUIET };
+    static const struct option options[] = {
+        {"clients", required_argument, NULL, O_CLIENTS},
+        {"keys", required_argument, NULL, O_KEYS},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"hold", required_argument, NULL, O_HOLD},
+        {"cycles", required_argument, NULL, O_CYCLES},
+        {"think", required_argument, NULL, O_THINK},
+        {"seed", required_argument, NULL, O_SEED},
+        {"faults", no_argument, NULL, O_FAULTS},
+        {"trace", required_argument, NULL, O_TRACE},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    long long clients = 8, keys = 1, timeout = 10000, hold = 50, cycles = 1, think = 0;
+    long long seed = 1;
+    int faults = 0;
+    const char *trace_path = NULL;
+    static sim_view view; /* large; one per process */
+    memset(&view, 0, sizeof view);
+
+    int opt, bad = 0;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case O_CLIENTS: bad |= parse_count(optarg, 1, ADVLOCK_SIM_MAX_CLIENTS, &clients); break;
+        case O_KEYS: bad |= parse_count(optarg, 1, ADVLOCK_SIM_MAX_KEYS, &keys); break;
+        case O_TIMEOUT: bad |= parse_count(optarg, 0, INT64_MAX / 4, &timeout); break;
+        case O_HOLD: bad |= parse_count(optarg, 0, INT64_MAX / 4, &hold); break;
+        case O_CYCLES: bad |= parse_count(optarg, 1, 1000000, &cycles); break;
+        case O_THINK: bad |= parse_count(optarg, 0, INT64_MAX / 4, &think); break;
+        case O_SEED: bad |= parse_count(optarg, 0, INT64_MAX, &seed); break;
+        case O_FAULTS: faults = 1; break;
+        case O_TRACE: trace_path = optarg; break;
+        case O_QUIET: view.quiet = 1; break;
+        case 'h': usage(stdout); return EXIT_OK;
+        default: usage(stderr); return EXIT_USAGE;
+        }
+        if (bad) {
+            cli_error("bad value '%s' for an option; see advlock simulate --help", optarg);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (trace_path != NULL && (view.trace_file = fopen(trace_path, "w")) == NULL) {
+        cli_error("cannot write trace '%s': %s", trace_path, strerror(errno));
+        return EXIT_IO;
+    }
+
+    view.names = lock_names;
+    view.nkeys = (int)keys;
+    for (int i = 0; i < view.nkeys; i++)
+        advlock_derive_key(lock_names[i], strlen(lock_names[i]), &view.keys[i]);
+
+    advlock_sim_config cfg;
+    advlock_sim_config_default(&cfg);
+    cfg.seed = (uint64_t)seed;
+    cfg.latency = (advlock_fake_latency){.min_ms = 1, .max_ms = 3};
+    if (faults)
+        enable_faults(&cfg);
+    cfg.trace = on_trace;
+    cfg.trace_user = &view;
+
+    advlock_sim_cycler cycler = {
+        .lock_names = lock_names, .lock_count = (size_t)keys, .cycles = (unsigned)cycles,
+        .think_min_ms = 0, .think_max_ms = think, .hold_min_ms = hold, .hold_max_ms = hold,
+        .timeout_min_ms = timeout, .timeout_max_ms = timeout,
+    };
+    static advlock_sim sim; /* about 350 KB */
+    if (advlock_sim_init(&sim, &cfg) != 0) {
+        cli_error("invalid simulation settings");
+        return EXIT_USAGE;
+    }
+    for (long long c = 0; c < clients; c++)
+        advlock_sim_add_cycler(&sim, &cycler);
+
+    if (!view.quiet)
+        printf("%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed %lld%s\n\n",
+               clients, keys, keys == 1 ? "" : "s", timeout, hold, seed,
+               faults ? ", with faults" : "");
+    int rc = advlock_sim_run(&sim);
+    advlock_sim_stats st = advlock_sim_get_stats(&sim);
+    print_summary(&view, &st, (int)clients);
+    int write_failed = view.trace_file != NULL && fclose(view.trace_file) != 0;
+    if (rc == ADVLOCK_SIM_VIOLATION) {
+        cli_error("invariant violated: %s", advlock_sim_violation(&sim));
+        return EXIT_LOCK_ERROR;
+    }
+    if (write_failed) {
+        cli_error("writing trace '%s' failed", trace_path);
+        return EXIT_IO;
+    }
+    return rc == 0 ? EXIT_OK : EXIT_LOCK_ERROR;
+}
