@@ -36,6 +36,8 @@ extern "C" {
 /* ======================================================================
  * Seeded pseudo-random numbers: xoshiro256** seeded through splitmix64.
  * Integer arithmetic only, so a seed gives the same stream everywhere.
+ * The generator is a plain value (copy it to fork a stream); these
+ * functions cannot fail and take a non-NULL pointer to a seeded generator.
  * ====================================================================== */
 
 typedef struct advlock_prng {
@@ -68,7 +70,8 @@ ADVLOCK_API int advlock_prng_chance(advlock_prng *p, uint32_t ppm);
  * normally equals virtual time, but can be made to stall (stand still while
  * virtual time passes) or jump forward, as a host's CLOCK_MONOTONIC can
  * appear to do to a suspended or starved process. The reading never goes
- * backwards.
+ * backwards. A clock is a plain value; init, now and read take a non-NULL
+ * pointer and cannot fail.
  * ====================================================================== */
 
 typedef struct advlock_fake_clock {
