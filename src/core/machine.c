@@ -125,9 +125,11 @@ static void finish_failed(advlock_machine *m, int error, const char *server_mess
             advlock_text_put(&t, ": ");
             advlock_text_putn(&t, server_message, trimmed_length(server_message));
         }
-        if (m->cancel_ == CANCEL_UNDOING && error == ADVLOCK_ESERVER)
-            advlock_text_put(&t, " (undoing a cancelled acquire: the lock may still be held)");
     }
+    /* The server dropped the lock with a lost session; any other failure of
+     * the undo leaves the grant in doubt. */
+    if (m->cancel_ == CANCEL_UNDOING && error != ADVLOCK_ECONNLOST)
+        advlock_text_put(&t, " (undoing a cancelled acquire: the lock may still be held)");
     finish(m, ADVLOCK_FAILED, error);
 }
 
@@ -193,12 +195,18 @@ int advlock_start_release(advlock_machine *m, const char *lock_key, size_t len, 
     return start(m, RELEASE, lock_key, len, 0, now_ms);
 }
 
+/* Only a boolean answer proves the unlock ran; NULL (which PostgreSQL never
+ * sends here, but a proxy or driver might) leaves the grant in doubt. */
 static void on_undo_result(advlock_machine *m, advlock_result result, const char *message)
 {
     switch (result) {
+    case ADVLOCK_RESULT_TRUE:
+    case ADVLOCK_RESULT_FALSE:
+        finish_with(m, ADVLOCK_CANCELLED, "Acquire of lock ", " was cancelled.");
+        break;
+    case ADVLOCK_RESULT_NULL: finish_failed(m, ADVLOCK_ENULL, NULL); break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER, message); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST, message); break;
-    default: finish_with(m, ADVLOCK_CANCELLED, "Acquire of lock ", " was cancelled."); break;
     }
 }
 

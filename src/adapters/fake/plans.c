@@ -84,9 +84,9 @@ void sim_cycler_plan(void *state, advlock_sim *sim, int client, const advlock_si
             cl->cycler_phase_ = CY_HOLDING;
             next->kind = ADVLOCK_SIM_PAUSE;
             next->pause_ms = advlock_prng_between(p, cl->cycler_.hold_min_ms, cl->cycler_.hold_max_ms);
-        } else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
+        } else if (last->outcome == ADVLOCK_FAILED && last->error != ADVLOCK_ECONNLOST
                    && last->cancel_sent) {
-            reset(next); /* undoing the cancel failed: the lock may still be held */
+            reset(next); /* undoing the cancel failed or got NULL: the lock may still be held */
         } else {
             end_cycle(cl, p, next);
         }

@@ -91,9 +91,10 @@ static expected after_result(advlock_sim_client_ *cl, advlock_result r)
     switch (cl->policy_state_) {
     case P_TRY: return after_try(cl, r);
     case P_UNDO:
-        if (r == ADVLOCK_RESULT_SERVER_ERROR || r == ADVLOCK_RESULT_CONNECTION_LOST)
-            return failure(r);
-        return done(ADVLOCK_CANCELLED, 0);
+        /* Only a boolean proves the undoing unlock ran. */
+        if (r == ADVLOCK_RESULT_TRUE || r == ADVLOCK_RESULT_FALSE)
+            return done(ADVLOCK_CANCELLED, 0);
+        return failure(r);
     default: /* P_UNLOCK */
         if (r == ADVLOCK_RESULT_TRUE)
             return done(ADVLOCK_RELEASED, 0);

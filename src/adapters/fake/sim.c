@@ -273,9 +273,8 @@ static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
     case ADVLOCK_FAILED:
         if (a->error == ADVLOCK_ECONNLOST)
             forget_holds(cl);
-        else if (a->error == ADVLOCK_ESERVER && cl->cancel_sent_
-                 && cl->client_view_[k] > cl->belief_[k])
-            cl->unsure_ = 1; /* undoing a cancelled acquire failed: documented */
+        else if (cl->cancel_sent_ && cl->client_view_[k] > cl->belief_[k])
+            cl->unsure_ = 1; /* undoing a cancelled acquire failed (error or NULL): documented */
         break;
     default: break;
     }
