@@ -13,5 +13,5 @@ for t in "$@"; do
 done
 echo
 [ $failed -eq 0 ] || printf 'FAILED: %s\n' "${names[@]}"
-echo "test programs: $passed passed, $failed failed"
+echo "programs: $passed passed, $failed failed"
 [ $failed -eq 0 ]
