@@ -103,21 +103,56 @@ ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
 
 /*
  * Every SQL statement a machine can emit. Each takes exactly one parameter,
- * $1, of type bigint (int8, type OID 20), and returns one row with one
- * boolean column. Drivers may prepare each statement once per connection,
- * indexed by this identifier.
+ * $1, of type bigint (int8, type OID 20). advlock_sql_answer() says what it
+ * returns. Drivers may prepare each statement once per connection, indexed
+ * by this identifier.
  */
 typedef enum advlock_sql {
-    ADVLOCK_SQL_TRY_LOCK = 0, /* SELECT pg_try_advisory_lock($1) */
-    ADVLOCK_SQL_UNLOCK = 1,   /* SELECT pg_advisory_unlock($1) */
-    ADVLOCK_SQL_COUNT = 2
+    ADVLOCK_SQL_TRY_LOCK = 0,              /* SELECT pg_try_advisory_lock($1) */
+    ADVLOCK_SQL_UNLOCK = 1,                /* SELECT pg_advisory_unlock($1) */
+    ADVLOCK_SQL_TRY_LOCK_SHARED = 2,       /* SELECT pg_try_advisory_lock_shared($1) */
+    ADVLOCK_SQL_UNLOCK_SHARED = 3,         /* SELECT pg_advisory_unlock_shared($1) */
+    ADVLOCK_SQL_TRY_XACT_LOCK = 4,         /* SELECT pg_try_advisory_xact_lock($1) */
+    ADVLOCK_SQL_TRY_XACT_LOCK_SHARED = 5,  /* SELECT pg_try_advisory_xact_lock_shared($1) */
+    ADVLOCK_SQL_LOCK = 6,                  /* SELECT pg_advisory_lock($1) */
+    ADVLOCK_SQL_LOCK_SHARED = 7,           /* SELECT pg_advisory_lock_shared($1) */
+    ADVLOCK_SQL_XACT_LOCK = 8,             /* SELECT pg_advisory_xact_lock($1) */
+    ADVLOCK_SQL_XACT_LOCK_SHARED = 9,      /* SELECT pg_advisory_xact_lock_shared($1) */
+    ADVLOCK_SQL_HOLDERS = 10,              /* who holds and waits for key $1 */
+    ADVLOCK_SQL_COUNT = 11
 } advlock_sql;
+
+/* What a statement returns, and so which input reports its answer. */
+typedef enum advlock_sql_answer_kind {
+    /* One row, one boolean column: advlock_on_result() TRUE, FALSE or NULL. */
+    ADVLOCK_ANSWER_BOOLEAN = 0,
+    /* One row, one void column (the waiting lock functions): success is
+     * reported as advlock_on_result() TRUE. */
+    ADVLOCK_ANSWER_VOID = 1,
+    /* Rows of advlock_holder columns, in this order: pid int4, granted bool,
+     * mode text, application_name text, client text, state text,
+     * backend_start text, seconds int8 (held for a holder, waited for a
+     * waiter); reported with advlock_on_holders(). */
+    ADVLOCK_ANSWER_HOLDERS = 2
+} advlock_sql_answer_kind;
 
 /*
  * Returns the constant SQL text of a statement, or NULL for an identifier
  * outside [0, ADVLOCK_SQL_COUNT). The text has static storage duration.
  */
 ADVLOCK_API const char *advlock_sql_text(advlock_sql sql);
+
+/* Returns what a statement returns (BOOLEAN for an unknown identifier). */
+ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
+
+/* The result of the outstanding query, as reported to advlock_on_result(). */
+typedef enum advlock_result {
+    ADVLOCK_RESULT_TRUE = 0,
+    ADVLOCK_RESULT_FALSE = 1,
+    ADVLOCK_RESULT_NULL = 2,            /* one row, one SQL NULL value */
+    ADVLOCK_RESULT_SERVER_ERROR = 3,    /* the server rejected the query */
+    ADVLOCK_RESULT_CONNECTION_LOST = 4  /* no answer will ever come */
+} advlock_result;
 
 /* What the driver must do next. */
 typedef enum advlock_action_kind {
@@ -128,7 +163,11 @@ typedef enum advlock_action_kind {
     /* Wait until wake_at_ms, then call advlock_on_timer(). */
     ADVLOCK_ACTION_SLEEP = 2,
     /* The operation ended; outcome says how. Start another or stop. */
-    ADVLOCK_ACTION_DONE = 3
+    ADVLOCK_ACTION_DONE = 3,
+    /* Ask the server to cancel the query in flight (libpq: PQcancel or
+     * PQcancelStart), call advlock_on_cancel_sent(), then keep waiting for
+     * the query's result as before. Only with ADVLOCK_WAIT_SERVER. */
+    ADVLOCK_ACTION_CANCEL_QUERY = 4
 } advlock_action_kind;
 
 /* How an operation ended. */
@@ -138,7 +177,11 @@ typedef enum advlock_outcome {
     ADVLOCK_NOT_HELD = 2,  /* release found no hold to release (not an error) */
     ADVLOCK_TIMED_OUT = 3, /* the lock stayed busy until the timeout */
     ADVLOCK_CANCELLED = 4, /* the caller cancelled; no lock is held */
-    ADVLOCK_FAILED = 5     /* error says why; the message has the details */
+    ADVLOCK_FAILED = 5,    /* error says why; the message has the details */
+    /* Release of a transaction-scoped lock: nothing was sent; the lock is
+     * released when the caller's transaction commits or rolls back. */
+    ADVLOCK_ENDS_WITH_TRANSACTION = 6,
+    ADVLOCK_OUTCOME_COUNT = 7
 } advlock_outcome;
 
 /* Returns a static name for an outcome ("acquired", "timed out", ...). */
@@ -152,21 +195,135 @@ ADVLOCK_API const char *advlock_outcome_name(advlock_outcome outcome);
 typedef struct advlock_action {
     advlock_action_kind kind;
 
-    /* QUERY */
+    /* QUERY (and CANCEL_QUERY: the query in flight) */
     advlock_sql sql;     /* which statement, for drivers that prepare them */
     const char *sql_text; /* its text, as advlock_sql_text(sql) */
     int64_t param;       /* the value of $1 */
 
-    /* SLEEP */
+    /* SLEEP: when to call advlock_on_timer(). QUERY: when to call it if the
+     * query has not answered by then (INT64_MAX: no such deadline; only a
+     * server-side wait has one). */
     int64_t wake_at_ms;  /* absolute deadline on the caller's clock */
-    int64_t sleep_ms;    /* the length the schedule chose */
+    int64_t sleep_ms;    /* SLEEP: the length the schedule chose */
 
     /* DONE */
     advlock_outcome outcome;
     int error;           /* 0, or an advlock_error when outcome is FAILED */
     const char *sqlstate; /* the server's 5-character SQLSTATE, or "" */
     const char *message; /* a sentence naming the lock key, or "" */
+    /* TIMED_OUT with holder diagnostics: the first holder, or pid 0. */
+    int holder_pid;
+    int64_t holder_seconds;          /* how long it has held the lock */
+    const char *holder_application;  /* its application_name, or "" */
+    const char *holder_state;        /* its pg_stat_activity state, or "" */
 } advlock_action;
+
+/* ---- options ------------------------------------------------------------- */
+
+/* Sleep schedules between polling attempts. */
+typedef enum advlock_backoff {
+    /* The reference: 100, 200, 400, 800, 1000, 1000, ... ms. */
+    ADVLOCK_BACKOFF_REFERENCE = 0,
+    /* Full jitter: sleep n (from 0) is drawn uniformly from
+     * [0, min(1000, 100 * 2^n)] ms, so clients that started together stop
+     * retrying in lockstep. Always clipped to the deadline. */
+    ADVLOCK_BACKOFF_FULL_JITTER = 1
+} advlock_backoff;
+
+/* How an acquire waits for a busy lock. */
+typedef enum advlock_wait {
+    /* Poll with pg_try_advisory_lock and sleep between tries (the reference). */
+    ADVLOCK_WAIT_POLL = 0,
+    /* Send pg_advisory_lock once and let the server queue the session: the
+     * lock is handed over in one round trip. At the deadline the machine asks
+     * for the query to be cancelled (CANCEL_QUERY). A session waiting inside
+     * pg_advisory_lock can deadlock with CREATE INDEX CONCURRENTLY and holds
+     * a backend busy while it waits; see docs/design.md. */
+    ADVLOCK_WAIT_SERVER = 1
+} advlock_wait;
+
+typedef enum advlock_mode {
+    ADVLOCK_EXCLUSIVE = 0, /* conflicts with every other session's hold */
+    ADVLOCK_SHARED = 1     /* conflicts only with exclusive holds */
+} advlock_mode;
+
+typedef enum advlock_scope {
+    /* Held until released or until the session ends (the reference). */
+    ADVLOCK_SESSION = 0,
+    /* Held until the caller's transaction ends; cannot be released earlier.
+     * Take it inside a transaction block, or it ends with the statement. */
+    ADVLOCK_TRANSACTION = 1
+} advlock_scope;
+
+/* What an event reports. */
+typedef enum advlock_event_kind {
+    ADVLOCK_EVENT_ATTEMPT = 0,      /* a lock query goes out: attempt */
+    ADVLOCK_EVENT_RESULT = 1,       /* its answer came: result */
+    ADVLOCK_EVENT_SLEEP = 2,        /* a sleep starts: sleep_ms */
+    ADVLOCK_EVENT_CANCEL_QUERY = 3, /* the machine asks to cancel the query */
+    ADVLOCK_EVENT_DONE = 4,         /* the operation ended: outcome, message */
+    ADVLOCK_EVENT_LOST = 5,         /* drivers: the session holding locks is gone */
+    ADVLOCK_EVENT_WARNING = 6       /* drivers: the server sent a warning: message */
+} advlock_event_kind;
+
+typedef struct advlock_event {
+    advlock_event_kind kind;
+    int64_t now_ms;
+    int64_t key;
+    uint64_t attempt;        /* try-lock queries so far in this acquire */
+    advlock_result result;   /* RESULT */
+    int64_t sleep_ms;        /* SLEEP */
+    advlock_outcome outcome; /* DONE */
+    const char *message;     /* DONE, LOST, WARNING; "" otherwise; valid during the call */
+} advlock_event;
+
+/*
+ * Receives events as they happen. Called from inside the machine's input
+ * functions (or a driver's calls): it must not call back into the machine.
+ */
+typedef void (*advlock_event_fn)(void *user, const advlock_event *event);
+
+/*
+ * Options for the operations a machine runs. advlock_options_init() gives
+ * the reference behaviour; every other value is something a user turns on.
+ */
+typedef struct advlock_options {
+    advlock_mode mode;
+    advlock_scope scope;
+    advlock_wait wait;
+    advlock_backoff backoff;
+    /* Reference schedule only (jitter always clips): make the last sleep end
+     * at the deadline, so the final attempt happens at the timeout rather
+     * than up to a second after it. Off by default, as in the reference. */
+    int clip_to_deadline;
+    /* Randomness for jitter: random(random_user) if random is set, else the
+     * machine's own generator (splitmix64) seeded with jitter_seed, so a
+     * seed replays the same sleeps. */
+    uint64_t jitter_seed;
+    uint64_t (*random)(void *random_user);
+    void *random_user;
+    /* After TIMED_OUT, one more query (ADVLOCK_SQL_HOLDERS) finds who holds
+     * the lock; the outcome then names the holder. */
+    int diagnose;
+    /* Optional; see advlock_event_fn. */
+    advlock_event_fn on_event;
+    void *event_user;
+} advlock_options;
+
+/* Fills o with the reference behaviour (all zero). No-op for NULL. */
+ADVLOCK_API void advlock_options_init(advlock_options *o);
+
+/* One row of ADVLOCK_SQL_HOLDERS, as a driver read it. Strings may be NULL. */
+typedef struct advlock_holder {
+    int pid;
+    int granted;                  /* 1: holds the lock; 0: waits for it */
+    const char *mode;             /* "ExclusiveLock", "ShareLock" */
+    const char *application_name;
+    const char *client;           /* address, or "local" */
+    const char *state;            /* "idle", "active", ... */
+    const char *backend_start;
+    int64_t seconds;              /* held (holder) or waited (waiter) */
+} advlock_holder;
 
 /*
  * Message buffers. A lock key longer than ADVLOCK_KEY_ECHO_MAX bytes appears
@@ -180,13 +337,18 @@ typedef struct advlock_action {
 
 /*
  * A lock machine. Allocate it anywhere (stack, static, inside your own
- * struct); it holds no pointers, so it may be copied or moved at any time.
- * Its fields are private: use the functions below.
+ * struct); it holds no pointers into itself, so it may be copied or moved at
+ * any time (the copy shares the options' callbacks). Its fields are private:
+ * use the functions below.
  */
 typedef struct advlock_machine {
+    advlock_options options_;
+    uint64_t jitter_state_;
     int state_;
     int op_;
+    int step_;
     int cancel_;
+    int deadline_passed_;
     int64_t key_;
     int64_t timeout_ms_;
     int64_t start_ms_;
@@ -199,18 +361,36 @@ typedef struct advlock_machine {
     int outcome_;
     int error_;
     char sqlstate_[6];
+    int holder_pid_;
+    int64_t holder_seconds_;
+    char holder_application_[64];
+    char holder_state_[32];
     char key_echo_[ADVLOCK_KEY_ECHO_MAX + 4];
     char message_[ADVLOCK_MESSAGE_MAX];
 } advlock_machine;
 
-/* Puts a machine into its initial state (action NONE). Cannot fail. */
+/* Puts a machine into its initial state (action NONE) with the reference
+ * options. Cannot fail. */
 ADVLOCK_API void advlock_machine_init(advlock_machine *m);
+
+/*
+ * Sets the options for the operations started from now on; o is copied.
+ * Returns 0, or ADVLOCK_EINVAL (m or o NULL, a value outside its enum) or
+ * ADVLOCK_EMISUSE (an operation is under way: options apply from its start
+ * to its end).
+ */
+ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o);
 
 /*
  * Starts acquiring a lock, exactly as the reference does: try at once; on
  * false, if at least timeout_ms has passed since the start, end TIMED_OUT;
  * otherwise sleep 100, 200, 400, 800, 1000, 1000, ... ms and try again.
- * timeout_ms 0 means exactly one attempt.
+ * timeout_ms 0 means exactly one attempt. The options (advlock_set_options)
+ * choose the mode, scope, schedule and waiting strategy; with
+ * ADVLOCK_WAIT_SERVER the one query waits on the server, and at the
+ * deadline the action becomes CANCEL_QUERY (a 57014 answer then ends
+ * TIMED_OUT with the same message; a grant that won the race is released
+ * first for session scope).
  *
  * lock_key, len: as for advlock_derive_key(); read during the call only
  *     (the key is derived once here and the name copied for messages).
@@ -226,21 +406,14 @@ ADVLOCK_API int advlock_start_acquire(advlock_machine *m, const char *lock_key, 
                           int64_t timeout_ms, int64_t now_ms);
 
 /*
- * Starts releasing one hold of a lock: QUERY unlock; true ends RELEASED,
- * false or NULL ends NOT_HELD. Arguments and errors as for
- * advlock_start_acquire() (without the timeout).
+ * Starts releasing one hold of a lock: QUERY unlock (pg_advisory_unlock, or
+ * pg_advisory_unlock_shared for ADVLOCK_SHARED); true ends RELEASED, false or
+ * NULL ends NOT_HELD. For ADVLOCK_TRANSACTION scope nothing can be unlocked:
+ * the operation ends at once ENDS_WITH_TRANSACTION. Arguments and errors as
+ * for advlock_start_acquire() (without the timeout).
  */
 ADVLOCK_API int advlock_start_release(advlock_machine *m, const char *lock_key, size_t len,
                           int64_t now_ms);
-
-/* The result of the outstanding query, as reported to advlock_on_result(). */
-typedef enum advlock_result {
-    ADVLOCK_RESULT_TRUE = 0,
-    ADVLOCK_RESULT_FALSE = 1,
-    ADVLOCK_RESULT_NULL = 2,            /* one row, one SQL NULL value */
-    ADVLOCK_RESULT_SERVER_ERROR = 3,    /* the server rejected the query */
-    ADVLOCK_RESULT_CONNECTION_LOST = 4  /* no answer will ever come */
-} advlock_result;
 
 /*
  * Reports the result of the outstanding query.
@@ -259,9 +432,41 @@ ADVLOCK_API int advlock_on_result(advlock_machine *m, advlock_result result,
                       int64_t now_ms);
 
 /*
+ * Reports that the cancel request asked for by a CANCEL_QUERY action was
+ * sent (or could not be: the query's answer will come either way). The
+ * action goes back to QUERY, waiting for the answer.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (the action is
+ * not CANCEL_QUERY).
+ */
+ADVLOCK_API int advlock_on_cancel_sent(advlock_machine *m, int64_t now_ms);
+
+/*
+ * Reports the rows of an ADVLOCK_SQL_HOLDERS query (any order; n may be 0).
+ * The strings are read during the call only. A failed holders query is
+ * reported with advlock_on_result() as usual: the operation still ends
+ * TIMED_OUT, its message saying the diagnosis failed.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (m NULL, rows NULL with n > 0) or
+ * ADVLOCK_EMISUSE (the outstanding query is not ADVLOCK_SQL_HOLDERS).
+ */
+ADVLOCK_API int advlock_on_holders(advlock_machine *m, const advlock_holder *rows, size_t n,
+                                   int64_t now_ms);
+
+/*
+ * For drivers: reports an event the machine cannot see (ADVLOCK_EVENT_LOST,
+ * ADVLOCK_EVENT_WARNING) to the machine's event callback, with the key of
+ * its current or last operation. message may be NULL. No-op without a
+ * callback or for m NULL.
+ */
+ADVLOCK_API void advlock_notify(const advlock_machine *m, advlock_event_kind kind,
+                                const char *message, int64_t now_ms);
+
+/*
  * Tells the machine its timer may have expired. During a SLEEP whose
- * wake_at_ms has come, the next action becomes QUERY; an early call, or a
- * call while a query is outstanding, changes nothing and returns 0.
+ * wake_at_ms has come, the next action becomes QUERY; during a server-side
+ * wait whose deadline has come, CANCEL_QUERY. An early call, or a call while
+ * any other query is outstanding, changes nothing and returns 0.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (no operation is
  * under way: action NONE or DONE).
@@ -270,13 +475,16 @@ ADVLOCK_API int advlock_on_timer(advlock_machine *m, int64_t now_ms);
 
 /*
  * Cancels an acquire. During a SLEEP it ends CANCELLED at once. While the
- * try-lock query is outstanding the machine waits for its result: if the
- * server granted the lock, the next action is an unlock query, and the
- * operation ends CANCELLED once that answers, so a cancelled acquire never
- * leaves the session holding a lock nobody knows about. (The reference
- * implementation, cancelled at that moment, keeps the lock.) A server error
- * or lost connection in the meantime still ends FAILED, with its error.
- * Cancelling twice is harmless.
+ * try-lock query is outstanding the machine waits for its result (during a
+ * server-side wait it first asks for the query to be cancelled:
+ * CANCEL_QUERY): if the server granted the lock, the next action is an
+ * unlock query, and the operation ends CANCELLED once that answers, so a
+ * cancelled acquire never leaves the session holding a lock nobody knows
+ * about. (The reference implementation, cancelled at that moment, keeps the
+ * lock.) A transaction-scoped grant cannot be undone: it ends ACQUIRED, its
+ * message saying the cancel came too late. A server error or lost connection
+ * in the meantime still ends FAILED, with its error. Cancelling twice is
+ * harmless.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (no acquire is
  * under way: action NONE or DONE, or a release, which is a single query that

@@ -477,7 +477,7 @@ typedef struct advlock_sim_config {
 typedef struct advlock_sim_stats {
     uint64_t events;     /* events processed */
     uint64_t queries;    /* queries sent */
-    uint64_t outcomes[ADVLOCK_FAILED + 1]; /* DONE outcomes by advlock_outcome */
+    uint64_t outcomes[ADVLOCK_OUTCOME_COUNT]; /* DONE outcomes by advlock_outcome */
     uint64_t faults;     /* faults injected (query faults, kills, stalls, jumps) */
     int64_t end_ms;      /* virtual time when the run ended */
 } advlock_sim_stats;

@@ -7,6 +7,12 @@
 /* The SQL function a statement calls, for messages ("pg_advisory_unlock"). */
 const char *advlock_sql_function(advlock_sql sql);
 
+/* The row that takes (or waits for) a lock of this mode and scope. */
+advlock_sql advlock_sql_for_lock(advlock_mode mode, advlock_scope scope, int wait);
+
+/* The row that releases a session lock of this mode. */
+advlock_sql advlock_sql_for_unlock(advlock_mode mode);
+
 /*
  * Bounded text builder: appends into a fixed buffer that always holds a C
  * string. Text that does not fit is cut at a UTF-8 character boundary and
@@ -23,6 +29,7 @@ void advlock_text_init(advlock_text *t, char *buf, size_t size);
 void advlock_text_putn(advlock_text *t, const char *s, size_t n);
 void advlock_text_put(advlock_text *t, const char *s);
 void advlock_text_put_seconds(advlock_text *t, int64_t ms);
+void advlock_text_put_int(advlock_text *t, int64_t v);
 
 /* Appends a lock name, showing an embedded NUL byte as \0. */
 void advlock_text_put_key(advlock_text *t, const char *key, size_t len);

@@ -1,19 +1,24 @@
 /*
  * The lock state machine: the reference's acquire loop and release, turned
- * inside out so that the caller performs every query and every sleep.
+ * inside out so that the caller performs every query, sleep and cancel.
  *
- *   IDLE --start--> QUERYING --true------------------------------> DONE
+ *   IDLE --start--> QUERYING --granted-----------------------------> DONE
  *                     ^   |--false, time left--> SLEEPING --timer--^ (query)
- *                     |   |--false, timeout / null / error / lost-> DONE
- *                     +-- cancel while querying + true: unlock, then DONE
+ *                     |   |--false at the timeout, NULL, error, lost--> DONE
+ *                     |   |--server-side wait reaches its deadline, or the
+ *                     |   |  caller cancels it--> CANCELLING --sent--> (waits on)
+ *                     +-- a grant nobody wants any more: unlock, then DONE
+ *   After a timeout, diagnostics (if asked for) run one holders query first.
  */
 #include "core.h"
 
 #include <string.h>
 
-enum state { IDLE, QUERYING, SLEEPING, DONE };
+enum state { IDLE, QUERYING, SLEEPING, DONE, CANCELLING };
 enum op { ACQUIRE = 1, RELEASE = 2 };
-enum cancel { CANCEL_NONE, CANCEL_PENDING, CANCEL_UNDOING };
+/* What the outstanding query is for. */
+enum step { STEP_LOCK, STEP_RELEASE, STEP_UNDO, STEP_DIAGNOSE };
+enum cancel { CANCEL_NONE, CANCEL_PENDING };
 
 /* The reference's schedule: Task.Delay(delayMs), then
  * delayMs = Math.Min(delayMs * 2, 1000), starting from 100.
@@ -24,6 +29,8 @@ enum { FIRST_DELAY_MS = 150, MAX_DELAY_MS = 1000 };
 #else
 enum { FIRST_DELAY_MS = 100, MAX_DELAY_MS = 1000 };
 #endif
+
+static const char query_canceled[] = "57014";
 
 static int64_t add_saturating(int64_t a, int64_t b)
 {
@@ -44,20 +51,117 @@ static void observe_time(advlock_machine *m, int64_t now_ms)
         m->now_ms_ = now_ms;
 }
 
-static void issue_query(advlock_machine *m, advlock_sql sql)
+static void emit(const advlock_machine *m, advlock_event *e)
+{
+    if (m->options_.on_event == NULL)
+        return;
+    e->now_ms = m->now_ms_;
+    e->key = m->key_;
+    e->attempt = m->attempts_;
+    if (e->message == NULL)
+        e->message = "";
+    m->options_.on_event(m->options_.event_user, e);
+}
+
+static void emit_kind(const advlock_machine *m, advlock_event_kind kind)
+{
+    advlock_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = kind;
+    emit(m, &e);
+}
+
+void advlock_notify(const advlock_machine *m, advlock_event_kind kind, const char *message,
+                    int64_t now_ms)
+{
+    if (m == NULL || m->options_.on_event == NULL)
+        return;
+    advlock_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = kind;
+    e.now_ms = now_ms;
+    e.key = m->key_;
+    e.attempt = m->attempts_;
+    e.message = message != NULL ? message : "";
+    m->options_.on_event(m->options_.event_user, &e);
+}
+
+static int waits_on_server(const advlock_machine *m)
+{
+    return advlock_sql_answer((advlock_sql)m->sql_) == ADVLOCK_ANSWER_VOID;
+}
+
+/* deadline: when to call on_timer if no answer has come (INT64_MAX: never). */
+static void issue_query(advlock_machine *m, enum step step, advlock_sql sql, int64_t deadline)
 {
     m->state_ = QUERYING;
+    m->step_ = step;
     m->sql_ = sql;
-    if (sql == ADVLOCK_SQL_TRY_LOCK)
+    m->wake_at_ms_ = deadline;
+    if (step == STEP_LOCK) {
         m->attempts_++;
+        emit_kind(m, ADVLOCK_EVENT_ATTEMPT);
+    }
+}
+
+static void issue_lock_query(advlock_machine *m)
+{
+    /* A zero timeout is one try, whatever the strategy. */
+    int wait = m->options_.wait == ADVLOCK_WAIT_SERVER && m->timeout_ms_ > 0;
+    issue_query(m, STEP_LOCK, advlock_sql_for_lock(m->options_.mode, m->options_.scope, wait),
+                wait ? add_saturating(m->start_ms_, m->timeout_ms_) : INT64_MAX);
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static int64_t next_sleep(advlock_machine *m)
+{
+    int64_t ceiling = m->next_delay_ms_;
+    int64_t sleep = ceiling;
+    int jitter = m->options_.backoff == ADVLOCK_BACKOFF_FULL_JITTER;
+    if (jitter) {
+        uint64_t r = m->options_.random != NULL ? m->options_.random(m->options_.random_user)
+                                                : splitmix64(&m->jitter_state_);
+        sleep = (int64_t)(r % (uint64_t)(ceiling + 1)); /* bias below 1e-15 */
+    }
+    if (jitter || m->options_.clip_to_deadline) {
+        int64_t remaining = m->timeout_ms_ - elapsed_ms(m); /* > 0: not timed out yet */
+        if (sleep > remaining)
+            sleep = remaining;
+    }
+    m->next_delay_ms_ = ceiling * 2 < MAX_DELAY_MS ? ceiling * 2 : MAX_DELAY_MS;
+    return sleep;
 }
 
 static void sleep_then_retry(advlock_machine *m)
 {
     m->state_ = SLEEPING;
-    m->sleep_ms_ = m->next_delay_ms_;
+    m->sleep_ms_ = next_sleep(m);
     m->wake_at_ms_ = add_saturating(m->now_ms_, m->sleep_ms_);
-    m->next_delay_ms_ = m->next_delay_ms_ * 2 < MAX_DELAY_MS ? m->next_delay_ms_ * 2 : MAX_DELAY_MS;
+    advlock_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = ADVLOCK_EVENT_SLEEP;
+    e.sleep_ms = m->sleep_ms_;
+    emit(m, &e);
+}
+
+static void finish(advlock_machine *m, advlock_outcome outcome, int error)
+{
+    m->state_ = DONE;
+    m->outcome_ = outcome;
+    m->error_ = error;
+    advlock_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = ADVLOCK_EVENT_DONE;
+    e.outcome = outcome;
+    e.message = m->message_;
+    emit(m, &e);
 }
 
 /* Starts a message with "<prefix>'<key>'". */
@@ -70,13 +174,6 @@ static void begin_message(advlock_machine *m, advlock_text *t, const char *prefi
     advlock_text_put(t, "'");
 }
 
-static void finish(advlock_machine *m, advlock_outcome outcome, int error)
-{
-    m->state_ = DONE;
-    m->outcome_ = outcome;
-    m->error_ = error;
-}
-
 static void finish_with(advlock_machine *m, advlock_outcome outcome, const char *prefix,
                         const char *suffix)
 {
@@ -86,13 +183,28 @@ static void finish_with(advlock_machine *m, advlock_outcome outcome, const char 
     finish(m, outcome, 0);
 }
 
-static void finish_timed_out(advlock_machine *m)
+static void finish_cancelled(advlock_machine *m)
 {
+    finish_with(m, ADVLOCK_CANCELLED, "Acquire of lock ", " was cancelled.");
+}
+
+static void timeout_message(advlock_machine *m, advlock_text *t)
+{
+    begin_message(m, t, "Could not acquire migration lock for ");
+    advlock_text_put(t, " within ");
+    advlock_text_put_seconds(t, m->timeout_ms_);
+    advlock_text_put(t, "s.");
+}
+
+static void timed_out(advlock_machine *m)
+{
+    m->sqlstate_[0] = '\0';
+    if (m->options_.diagnose) {
+        issue_query(m, STEP_DIAGNOSE, ADVLOCK_SQL_HOLDERS, INT64_MAX);
+        return;
+    }
     advlock_text t;
-    begin_message(m, &t, "Could not acquire migration lock for ");
-    advlock_text_put(&t, " within ");
-    advlock_text_put_seconds(&t, m->timeout_ms_);
-    advlock_text_put(&t, "s.");
+    timeout_message(m, &t);
     finish(m, ADVLOCK_TIMED_OUT, 0);
 }
 
@@ -104,12 +216,21 @@ static size_t trimmed_length(const char *s)
     return n;
 }
 
+/* ": <message>" when there is one. */
+static void put_server_message(advlock_text *t, const char *message)
+{
+    if (message != NULL && trimmed_length(message) > 0) {
+        advlock_text_put(t, ": ");
+        advlock_text_putn(t, message, trimmed_length(message));
+    }
+}
+
 /* "<function> for '<key>' <what went wrong>", for every FAILED outcome. */
 static void finish_failed(advlock_machine *m, int error, const char *server_message)
 {
     advlock_text t;
     advlock_text_init(&t, m->message_, sizeof m->message_);
-    advlock_text_put(&t, advlock_sql_function(m->sql_));
+    advlock_text_put(&t, advlock_sql_function((advlock_sql)m->sql_));
     advlock_text_put(&t, " for '");
     advlock_text_put(&t, m->key_echo_);
     advlock_text_put(&t, "' ");
@@ -121,14 +242,11 @@ static void finish_failed(advlock_machine *m, int error, const char *server_mess
             advlock_text_put(&t, " with SQLSTATE ");
             advlock_text_put(&t, m->sqlstate_);
         }
-        if (server_message != NULL && trimmed_length(server_message) > 0) {
-            advlock_text_put(&t, ": ");
-            advlock_text_putn(&t, server_message, trimmed_length(server_message));
-        }
+        put_server_message(&t, server_message);
     }
     /* The server dropped the lock with a lost session; any other failure of
      * the undo leaves the grant in doubt. */
-    if (m->cancel_ == CANCEL_UNDOING && error != ADVLOCK_ECONNLOST)
+    if (m->step_ == STEP_UNDO && error != ADVLOCK_ECONNLOST)
         advlock_text_put(&t, " (undoing a cancelled acquire: the lock may still be held)");
     finish(m, ADVLOCK_FAILED, error);
 }
@@ -148,10 +266,34 @@ static void keep_sqlstate(advlock_machine *m, const char *sqlstate)
     memcpy(m->sqlstate_, sqlstate, 6);
 }
 
+void advlock_options_init(advlock_options *o)
+{
+    if (o != NULL)
+        memset(o, 0, sizeof *o);
+}
+
 void advlock_machine_init(advlock_machine *m)
 {
     if (m != NULL)
         memset(m, 0, sizeof *m);
+}
+
+static int busy(const advlock_machine *m)
+{
+    return m->state_ == QUERYING || m->state_ == SLEEPING || m->state_ == CANCELLING;
+}
+
+int advlock_set_options(advlock_machine *m, const advlock_options *o)
+{
+    if (m == NULL || o == NULL || (unsigned)o->mode > ADVLOCK_SHARED
+        || (unsigned)o->scope > ADVLOCK_TRANSACTION || (unsigned)o->wait > ADVLOCK_WAIT_SERVER
+        || (unsigned)o->backoff > ADVLOCK_BACKOFF_FULL_JITTER)
+        return ADVLOCK_EINVAL;
+    if (busy(m))
+        return ADVLOCK_EMISUSE;
+    m->options_ = *o;
+    m->jitter_state_ = o->jitter_seed;
+    return 0;
 }
 
 static int start(advlock_machine *m, enum op op, const char *lock_key, size_t len,
@@ -159,7 +301,7 @@ static int start(advlock_machine *m, enum op op, const char *lock_key, size_t le
 {
     if (m == NULL || (lock_key == NULL && len > 0) || timeout_ms < 0)
         return ADVLOCK_EINVAL;
-    if (m->state_ == QUERYING || m->state_ == SLEEPING)
+    if (busy(m))
         return ADVLOCK_EMISUSE;
     int64_t key;
     int rc = advlock_derive_key(lock_key, len, &key);
@@ -174,13 +316,24 @@ static int start(advlock_machine *m, enum op op, const char *lock_key, size_t le
     m->next_delay_ms_ = FIRST_DELAY_MS;
     m->attempts_ = 0;
     m->cancel_ = CANCEL_NONE;
+    m->deadline_passed_ = 0;
     m->error_ = 0;
     m->sqlstate_[0] = '\0';
     m->message_[0] = '\0';
+    m->holder_pid_ = 0;
+    m->holder_seconds_ = 0;
+    m->holder_application_[0] = '\0';
+    m->holder_state_[0] = '\0';
     advlock_text echo;
     advlock_text_init(&echo, m->key_echo_, sizeof m->key_echo_);
     advlock_text_put_key(&echo, lock_key, len);
-    issue_query(m, op == ACQUIRE ? ADVLOCK_SQL_TRY_LOCK : ADVLOCK_SQL_UNLOCK);
+    if (op == ACQUIRE)
+        issue_lock_query(m);
+    else if (m->options_.scope == ADVLOCK_TRANSACTION)
+        finish_with(m, ADVLOCK_ENDS_WITH_TRANSACTION, "Lock ",
+                    " is transaction-scoped: it is released when the transaction ends.");
+    else
+        issue_query(m, STEP_RELEASE, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
     return 0;
 }
 
@@ -195,48 +348,74 @@ int advlock_start_release(advlock_machine *m, const char *lock_key, size_t len, 
     return start(m, RELEASE, lock_key, len, 0, now_ms);
 }
 
-/* Only a boolean answer proves the unlock ran; NULL (which PostgreSQL never
+/* The acquire is over without the lock: why, the caller or the clock? */
+static void end_unwanted(advlock_machine *m)
+{
+    if (m->cancel_ == CANCEL_PENDING)
+        finish_cancelled(m);
+    else
+        timed_out(m);
+}
+
+/* A grant arrived after the caller cancelled or the deadline passed. */
+static void on_unwanted_grant(advlock_machine *m)
+{
+    if (m->options_.scope == ADVLOCK_TRANSACTION) {
+        /* Transaction locks cannot be unlocked: say so rather than pretend. */
+        if (m->cancel_ == CANCEL_PENDING)
+            finish_with(m, ADVLOCK_ACQUIRED, "Cancel came too late for lock ",
+                        ": it was granted and is held until the transaction ends.");
+        else
+            finish(m, ADVLOCK_ACQUIRED, 0);
+        return;
+    }
+    issue_query(m, STEP_UNDO, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
+}
+
+/* Only a boolean proves the undoing unlock ran; NULL (which PostgreSQL never
  * sends here, but a proxy or driver might) leaves the grant in doubt. */
 static void on_undo_result(advlock_machine *m, advlock_result result, const char *message)
 {
     switch (result) {
     case ADVLOCK_RESULT_TRUE:
-    case ADVLOCK_RESULT_FALSE:
-        finish_with(m, ADVLOCK_CANCELLED, "Acquire of lock ", " was cancelled.");
-        break;
+    case ADVLOCK_RESULT_FALSE: end_unwanted(m); break;
     case ADVLOCK_RESULT_NULL: finish_failed(m, ADVLOCK_ENULL, NULL); break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER, message); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST, message); break;
     }
 }
 
-static void on_try_lock_result(advlock_machine *m, advlock_result result, const char *message)
+static void on_lock_result(advlock_machine *m, advlock_result result, const char *message)
 {
-    int cancelling = m->cancel_ == CANCEL_PENDING;
+    int unwanted = m->cancel_ == CANCEL_PENDING || m->deadline_passed_;
     switch (result) {
     case ADVLOCK_RESULT_TRUE:
-        if (cancelling) {
-            m->cancel_ = CANCEL_UNDOING;
-            issue_query(m, ADVLOCK_SQL_UNLOCK);
-        } else {
+        if (unwanted)
+            on_unwanted_grant(m);
+        else
             finish(m, ADVLOCK_ACQUIRED, 0);
-        }
         break;
     case ADVLOCK_RESULT_FALSE:
-        if (cancelling)
-            finish_with(m, ADVLOCK_CANCELLED, "Acquire of lock ", " was cancelled.");
+        if (m->cancel_ == CANCEL_PENDING)
+            finish_cancelled(m);
         else if (elapsed_ms(m) >= m->timeout_ms_)
-            finish_timed_out(m);
+            timed_out(m);
         else
             sleep_then_retry(m);
         break;
     case ADVLOCK_RESULT_NULL:
-        if (cancelling)
-            finish_with(m, ADVLOCK_CANCELLED, "Acquire of lock ", " was cancelled.");
+        if (m->cancel_ == CANCEL_PENDING)
+            finish_cancelled(m);
         else
             finish_failed(m, ADVLOCK_ENULL, NULL);
         break;
-    case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER, message); break;
+    case ADVLOCK_RESULT_SERVER_ERROR:
+        /* The cancel we asked for: the wait ended without the lock. */
+        if (unwanted && waits_on_server(m) && strcmp(m->sqlstate_, query_canceled) == 0)
+            end_unwanted(m);
+        else
+            finish_failed(m, ADVLOCK_ESERVER, message);
+        break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST, message); break;
     }
 }
@@ -254,34 +433,131 @@ static void on_unlock_result(advlock_machine *m, advlock_result result, const ch
     }
 }
 
+/* Diagnostics are a courtesy: their failure never hides the timeout. */
+static void on_diagnose_failed(advlock_machine *m, const char *message)
+{
+    advlock_text t;
+    timeout_message(m, &t);
+    advlock_text_put(&t, " (holder diagnostics failed");
+    put_server_message(&t, message);
+    advlock_text_put(&t, ")");
+    m->sqlstate_[0] = '\0';
+    finish(m, ADVLOCK_TIMED_OUT, 0);
+}
+
 int advlock_on_result(advlock_machine *m, advlock_result result, const char *sqlstate,
                       const char *message, int64_t now_ms)
 {
     if (m == NULL || (int)result < ADVLOCK_RESULT_TRUE
         || (int)result > ADVLOCK_RESULT_CONNECTION_LOST)
         return ADVLOCK_EINVAL;
-    if (m->state_ != QUERYING)
+    if (m->state_ != QUERYING && m->state_ != CANCELLING)
+        return ADVLOCK_EMISUSE;
+    /* A holders query answers with rows (advlock_on_holders) or fails. */
+    if (m->step_ == STEP_DIAGNOSE && result < ADVLOCK_RESULT_SERVER_ERROR)
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
     keep_sqlstate(m, result >= ADVLOCK_RESULT_SERVER_ERROR ? sqlstate : NULL);
-    if (m->cancel_ == CANCEL_UNDOING)
-        on_undo_result(m, result, message);
-    else if (m->op_ == ACQUIRE)
-        on_try_lock_result(m, result, message);
-    else
-        on_unlock_result(m, result, message);
+    advlock_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = ADVLOCK_EVENT_RESULT;
+    e.result = result;
+    e.message = message;
+    emit(m, &e);
+    switch (m->step_) {
+    case STEP_LOCK: on_lock_result(m, result, message); break;
+    case STEP_UNDO: on_undo_result(m, result, message); break;
+    case STEP_RELEASE: on_unlock_result(m, result, message); break;
+    default: on_diagnose_failed(m, message); break;
+    }
     return 0;
+}
+
+static void copy_field(char *out, size_t size, const char *value)
+{
+    advlock_text t;
+    advlock_text_init(&t, out, size);
+    if (value != NULL)
+        advlock_text_put(&t, value);
+}
+
+int advlock_on_holders(advlock_machine *m, const advlock_holder *rows, size_t n, int64_t now_ms)
+{
+    if (m == NULL || (rows == NULL && n > 0))
+        return ADVLOCK_EINVAL;
+    if (m->state_ != QUERYING || m->step_ != STEP_DIAGNOSE)
+        return ADVLOCK_EMISUSE;
+    observe_time(m, now_ms);
+    const advlock_holder *first = NULL;
+    size_t holders = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].granted && holders++ == 0)
+            first = &rows[i];
+
+    advlock_text t;
+    timeout_message(m, &t);
+    if (first == NULL) {
+        advlock_text_put(&t, " No session holds it now.");
+    } else {
+        m->holder_pid_ = first->pid;
+        m->holder_seconds_ = first->seconds < 0 ? 0 : first->seconds;
+        copy_field(m->holder_application_, sizeof m->holder_application_,
+                   first->application_name);
+        copy_field(m->holder_state_, sizeof m->holder_state_, first->state);
+        advlock_text_put(&t, " Held by pid ");
+        advlock_text_put_int(&t, first->pid);
+        advlock_text_put(&t, " (application '");
+        advlock_text_put(&t, m->holder_application_);
+        advlock_text_put(&t, "', state ");
+        advlock_text_put(&t, m->holder_state_[0] ? m->holder_state_ : "unknown");
+        advlock_text_put(&t, ") for ");
+        advlock_text_put_seconds(&t, m->holder_seconds_ * 1000);
+        advlock_text_put(&t, "s");
+        if (holders > 1) {
+            advlock_text_put(&t, " and by ");
+            advlock_text_put_int(&t, (int64_t)(holders - 1));
+            advlock_text_put(&t, holders == 2 ? " other session" : " other sessions");
+        }
+        advlock_text_put(&t, ".");
+    }
+    finish(m, ADVLOCK_TIMED_OUT, 0);
+    return 0;
+}
+
+static void request_cancel(advlock_machine *m)
+{
+    m->state_ = CANCELLING;
+    emit_kind(m, ADVLOCK_EVENT_CANCEL_QUERY);
 }
 
 int advlock_on_timer(advlock_machine *m, int64_t now_ms)
 {
     if (m == NULL)
         return ADVLOCK_EINVAL;
-    if (m->state_ != QUERYING && m->state_ != SLEEPING)
+    if (!busy(m))
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
-    if (m->state_ == SLEEPING && m->now_ms_ >= m->wake_at_ms_)
-        issue_query(m, ADVLOCK_SQL_TRY_LOCK);
+    if (m->now_ms_ < m->wake_at_ms_)
+        return 0;
+    if (m->state_ == SLEEPING) {
+        issue_lock_query(m);
+    } else if (m->state_ == QUERYING && m->step_ == STEP_LOCK && waits_on_server(m)
+               && !m->deadline_passed_) {
+        m->deadline_passed_ = 1;
+        request_cancel(m);
+    }
+    return 0;
+}
+
+int advlock_on_cancel_sent(advlock_machine *m, int64_t now_ms)
+{
+    if (m == NULL)
+        return ADVLOCK_EINVAL;
+    if (m->state_ != CANCELLING)
+        return ADVLOCK_EMISUSE;
+    observe_time(m, now_ms);
+    m->state_ = QUERYING;
+    m->wake_at_ms_ = INT64_MAX;
     return 0;
 }
 
@@ -289,13 +565,21 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
 {
     if (m == NULL)
         return ADVLOCK_EINVAL;
-    if ((m->state_ != QUERYING && m->state_ != SLEEPING) || m->op_ != ACQUIRE)
+    if (!busy(m) || m->op_ != ACQUIRE)
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
-    if (m->state_ == SLEEPING)
-        finish_with(m, ADVLOCK_CANCELLED, "Acquire of lock ", " was cancelled.");
-    else if (m->cancel_ == CANCEL_NONE)
-        m->cancel_ = CANCEL_PENDING;
+    if (m->state_ == SLEEPING) {
+        finish_cancelled(m);
+        return 0;
+    }
+    if (m->step_ != STEP_LOCK || m->cancel_ == CANCEL_PENDING)
+        return 0; /* already on its way out */
+    m->cancel_ = CANCEL_PENDING;
+    /* A server-side wait could last forever: ask for it to stop, once. */
+    if (m->state_ == QUERYING && waits_on_server(m) && !m->deadline_passed_) {
+        m->deadline_passed_ = 1;
+        request_cancel(m);
+    }
     return 0;
 }
 
@@ -305,14 +589,18 @@ advlock_action advlock_next_action(const advlock_machine *m)
     memset(&a, 0, sizeof a);
     a.sqlstate = "";
     a.message = "";
+    a.holder_application = "";
+    a.holder_state = "";
     if (m == NULL)
         return a;
     switch (m->state_) {
     case QUERYING:
-        a.kind = ADVLOCK_ACTION_QUERY;
+    case CANCELLING:
+        a.kind = m->state_ == QUERYING ? ADVLOCK_ACTION_QUERY : ADVLOCK_ACTION_CANCEL_QUERY;
         a.sql = (advlock_sql)m->sql_;
         a.sql_text = advlock_sql_text(a.sql);
         a.param = m->key_;
+        a.wake_at_ms = m->wake_at_ms_;
         break;
     case SLEEPING:
         a.kind = ADVLOCK_ACTION_SLEEP;
@@ -325,6 +613,10 @@ advlock_action advlock_next_action(const advlock_machine *m)
         a.error = m->error_;
         a.sqlstate = m->sqlstate_;
         a.message = m->message_;
+        a.holder_pid = m->holder_pid_;
+        a.holder_seconds = m->holder_seconds_;
+        a.holder_application = m->holder_application_;
+        a.holder_state = m->holder_state_;
         break;
     default: a.kind = ADVLOCK_ACTION_NONE; break;
     }

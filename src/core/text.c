@@ -30,6 +30,7 @@ const char *advlock_outcome_name(advlock_outcome outcome)
     case ADVLOCK_TIMED_OUT: return "timed out";
     case ADVLOCK_CANCELLED: return "cancelled";
     case ADVLOCK_FAILED: return "failed";
+    case ADVLOCK_ENDS_WITH_TRANSACTION: return "ends with transaction";
     default: return "unknown outcome";
     }
 }
@@ -117,6 +118,19 @@ static size_t seconds_text(int64_t ms, char out[32])
         n += keep;
     }
     return n;
+}
+
+void advlock_text_put_int(advlock_text *t, int64_t v)
+{
+    char out[24];
+    size_t n = 0;
+    if (v < 0) {
+        out[n++] = '-';
+        n += decimal((uint64_t)0 - (uint64_t)v, out + n);
+    } else {
+        n += decimal((uint64_t)v, out + n);
+    }
+    advlock_text_putn(t, out, n);
 }
 
 void advlock_text_put_seconds(advlock_text *t, int64_t ms)

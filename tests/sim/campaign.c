@@ -80,7 +80,7 @@ typedef struct job {
     uint64_t first, count, stride;
     int trace;
     uint64_t events, failures, faulty, faults;
-    uint64_t outcomes[ADVLOCK_FAILED + 1];
+    uint64_t outcomes[ADVLOCK_OUTCOME_COUNT];
     uint64_t failed_seed[8];
     char failed_why[8][ADVLOCK_SIM_VIOLATION_MAX];
     int failed_clients[8];
@@ -113,7 +113,7 @@ static void *run_job(void *arg)
         advlock_sim_stats st = advlock_sim_get_stats(sim);
         j->events += st.events;
         j->faults += st.faults;
-        for (int o = 0; o <= ADVLOCK_FAILED; o++)
+        for (int o = 0; o < ADVLOCK_OUTCOME_COUNT; o++)
             j->outcomes[o] += st.outcomes[o];
         j->faulty += seed % 2;
         if (rc == ADVLOCK_SIM_VIOLATION) {
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
         if (pthread_create(&threads[j], NULL, run_job, &js[j]) != 0)
             return 2;
     }
-    uint64_t events = 0, failures = 0, faulty = 0, faults = 0, outcomes[ADVLOCK_FAILED + 1] = {0};
+    uint64_t events = 0, failures = 0, faulty = 0, faults = 0, outcomes[ADVLOCK_OUTCOME_COUNT] = {0};
     int error = 0;
     for (long j = 0; j < jobs; j++) {
         pthread_join(threads[j], NULL);
@@ -196,7 +196,7 @@ int main(int argc, char **argv)
         failures += js[j].failures;
         faulty += js[j].faulty;
         faults += js[j].faults;
-        for (int o = 0; o <= ADVLOCK_FAILED; o++)
+        for (int o = 0; o < ADVLOCK_OUTCOME_COUNT; o++)
             outcomes[o] += js[j].outcomes[o];
         error |= js[j].error;
     }

@@ -132,6 +132,8 @@ static void names_for_every_code(void **state)
     assert_string_equal(advlock_outcome_name(ADVLOCK_TIMED_OUT), "timed out");
     assert_string_equal(advlock_outcome_name(ADVLOCK_CANCELLED), "cancelled");
     assert_string_equal(advlock_outcome_name(ADVLOCK_FAILED), "failed");
+    assert_string_equal(advlock_outcome_name(ADVLOCK_ENDS_WITH_TRANSACTION),
+                        "ends with transaction");
     assert_string_equal(advlock_outcome_name((advlock_outcome)77), "unknown outcome");
 }
 
@@ -145,9 +147,19 @@ static void sql_table(void **state)
     for (int i = 0; i < ADVLOCK_SQL_COUNT; i++) {
         const char *sql = advlock_sql_text((advlock_sql)i);
         assert_null(strstr(sql, "hashtext"));
-        assert_null(strstr(sql, ","));   /* one argument: no namespace */
+        if (advlock_sql_answer((advlock_sql)i) == ADVLOCK_ANSWER_HOLDERS)
+            continue;
+        /* One bigint argument, no namespace: "SELECT pg_<function>($1)". */
+        assert_true(strncmp(sql, "SELECT pg_", 10) == 0);
+        assert_null(strstr(sql, ","));
         assert_non_null(strstr(sql, "($1)"));
+        int waits = strstr(sql, "_try_") == NULL && strstr(sql, "unlock") == NULL;
+        assert_int_equal(advlock_sql_answer((advlock_sql)i),
+                         waits ? ADVLOCK_ANSWER_VOID : ADVLOCK_ANSWER_BOOLEAN);
     }
+    assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_HOLDERS), ADVLOCK_ANSWER_HOLDERS);
+    assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_HOLDERS), "$1::bigint"));
+    assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_COUNT), ADVLOCK_ANSWER_BOOLEAN);
 }
 
 int main(void)
