@@ -511,7 +511,7 @@ int advlock_on_holders(advlock_machine *m, const advlock_holder *rows, size_t n,
         advlock_text_put(&t, "', state ");
         advlock_text_put(&t, m->holder_state_[0] ? m->holder_state_ : "unknown");
         advlock_text_put(&t, ") for ");
-        advlock_text_put_seconds(&t, m->holder_seconds_ * 1000);
+        advlock_text_put_int(&t, m->holder_seconds_);
         advlock_text_put(&t, "s");
         if (holders > 1) {
             advlock_text_put(&t, " and by ");

@@ -422,6 +422,14 @@ static void diagnostics_name_the_holder(void **state)
                         "Could not acquire migration lock for 'jobs' within 0s. Held by pid 1 "
                         "(application '', state unknown) for 0s and by 2 other sessions.");
 
+    /* Found by fuzzing: seconds near INT64_MAX must not overflow. */
+    time_out_with_diagnostics(m);
+    const advlock_holder ancient[] = {{.pid = -1, .granted = 1, .seconds = INT64_MAX}};
+    assert_int_equal(advlock_on_holders(m, ancient, 1, 2), 0);
+    assert_string_equal(act(m).message,
+                        "Could not acquire migration lock for 'jobs' within 0s. Held by pid -1 "
+                        "(application '', state unknown) for 9223372036854775807s.");
+
     time_out_with_diagnostics(m);
     assert_int_equal(advlock_on_holders(m, NULL, 0, 2), 0);
     assert_string_equal(act(m).message, "Could not acquire migration lock for 'jobs' within 0s. "

@@ -1,0 +1,72 @@
+/*
+ * Fuzzes key derivation and the UTF-8 check against independent
+ * computations: a one-shot EVP digest of the same bytes, and a validator
+ * that decodes each sequence and then judges the code point.
+ */
+#include <openssl/evp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advlock.h"
+
+static int plain_utf8_valid(const uint8_t *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        uint32_t c = s[i], cp, min;
+        size_t n;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; min = 0x80; }
+        else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; min = 0x800; }
+        else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; min = 0x10000; }
+        else return 0;
+        if (i + n >= len)
+            return 0;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += n + 1;
+    }
+    return 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    int valid = plain_utf8_valid(data, size);
+    if (advlock_utf8_valid((const char *)data, size) != valid)
+        abort();
+    int64_t key = 0;
+    int rc = advlock_derive_key((const char *)data, size, &key);
+    if (!valid) {
+        if (rc != ADVLOCK_EUTF8)
+            abort();
+        return 0;
+    }
+    unsigned char *buf = malloc(size + 6);
+    if (buf == NULL)
+        return 0;
+    memcpy(buf, "74726:", 6);
+    if (size > 0)
+        memcpy(buf + 6, data, size);
+    unsigned char digest[32];
+    unsigned int digest_len = 0;
+    if (EVP_Digest(buf, size + 6, digest, &digest_len, EVP_sha256(), NULL) != 1)
+        abort();
+    free(buf);
+    uint64_t expected = 0;
+    for (int i = 0; i < 8; i++)
+        expected = expected << 8 | digest[i];
+    if (rc != 0 || (uint64_t)key != expected)
+        abort();
+    return 0;
+}
