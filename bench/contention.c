@@ -1,0 +1,422 @@
+/*
+ * Question 5: when several clients want one lock, how often does it change
+ * hands, how long does it lie free between holders, and who times out?
+ *
+ * C clients (default 8), each on its own connection, loop: acquire one lock
+ * (timeout T), hold it H ms (10), release it, think K ms (0), again; for S
+ * seconds (20) split into rounds. Between rounds, with the clients idle, the
+ * round trip of one prepared statement is measured on its own connection:
+ * the limit for a hand-off, since a release must reach the server and the
+ * grant must come back. All clients run in one thread on nonblocking
+ * adapters, so the end of a round can cancel acquires that are asleep.
+ *
+ * Per acquisition: the hand-off, from the moment the previous holder began
+ * its release to the moment this acquire returned (the lock's idle time,
+ * as a waiting client sees it), whether the lock changed hands (a client
+ * other than the last holder got it), and the wait since the acquire began
+ * (an acquire that timed out counts with its whole wait, and one still
+ * under way when a round ends with its wait so far: leaving them out would
+ * hide exactly the clients that starve).
+ * The first acquisition of a round has no hand-off. Rates and percentiles
+ * are per round; the figures are medians of the rounds.
+ *
+ * The program also checks the lock: two clients holding it at once ends the
+ * run with status 1.
+ *
+ *     contention [--policy reference] [--seconds 20] [--rounds 5] [--clients 8]
+ *                [--hold-ms 10] [--think-ms 0] [--timeout-ms 2000]
+ *
+ * The default timeout, 2 s, is half a default round, so that a client that
+ * cannot get the lock shows up as timeouts within a round.
+ */
+#define _GNU_SOURCE /* ppoll: holds of 10 ms want better than poll()'s ms */
+
+#include <math.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advlock_pq.h"
+#include "bench.h"
+#include "bench_pq.h"
+
+#ifndef BENCH_CORE_MENTIONS_JITTER
+#define BENCH_CORE_MENTIONS_JITTER 0
+#endif
+#ifndef BENCH_CORE_MENTIONS_WAIT
+#define BENCH_CORE_MENTIONS_WAIT 0
+#endif
+
+static const char lock_name[] = "bench-contention";
+
+/* ---- policies ---------------------------------------------------------------- */
+
+enum policy { POLICY_REFERENCE, POLICY_FULL_JITTER, POLICY_SERVER_WAIT };
+
+static const char *const policy_names[] = {"reference", "full-jitter", "server-wait"};
+
+static enum policy parse_policy(const char *name)
+{
+    for (int p = 0; p < 3; p++)
+        if (strcmp(name, policy_names[p]) == 0)
+            return (enum policy)p;
+    bench_fail("--policy: reference, full-jitter or server-wait, not '%s'", name);
+}
+
+/*
+ * PENDING (issue 6): backoff jitter and server-side waiting are being added
+ * to the core as options, and the nonblocking adapter has no way to take
+ * them yet. When it does, set them here on each client's adapter before its
+ * first acquire:
+ *   POLICY_FULL_JITTER  the full-jitter backoff, seeded per client (client)
+ *                       so that a run can be replayed;
+ *   POLICY_SERVER_WAIT  server-side waiting (pg_advisory_lock, cancelled at
+ *                       the deadline); cancelling at the end of a round then
+ *                       goes through the adapter's cancel, as now.
+ * Returns 1 when the policy is in force, 0 when it cannot be set yet.
+ */
+static int apply_policy(advlock_pq_async *adapter, enum policy policy, int client)
+{
+    (void)adapter;
+    (void)client;
+    return policy == POLICY_REFERENCE;
+}
+
+/* ---- clients ----------------------------------------------------------------- */
+
+enum { MAX_CLIENTS = 64, MAX_SAMPLES = 1 << 20 };
+
+enum step { THINKING, ACQUIRING, HOLDING, RELEASING, STOPPED };
+
+typedef struct client {
+    PGconn *conn;
+    advlock_pq_async adapter;
+    enum step step;
+    int64_t step_at_ns;   /* THINKING, HOLDING: when the step ends */
+    int64_t acquire_start_ns;
+} client;
+
+static client clients[MAX_CLIENTS];
+static int client_count;
+static int64_t hold_ns, think_ns, timeout_ms;
+
+/* What a round saw. */
+typedef struct round_stats {
+    long acquisitions, changed_hands, timeouts;
+    size_t handoffs, waits;
+    int64_t last_release_ns; /* 0: none yet this round */
+    int last_holder;
+} round_stats;
+
+static double *handoff_ms, *wait_ms; /* samples of the current round */
+static round_stats now_stats;
+
+static void start_acquire(int i, int64_t now_ns)
+{
+    client *c = &clients[i];
+    if (advlock_pq_async_start_acquire(&c->adapter, lock_name, sizeof lock_name - 1, timeout_ms,
+                                       advlock_pq_now_ms()) != 0)
+        bench_fail("client %d: cannot start an acquire", i);
+    c->step = ACQUIRING;
+    c->acquire_start_ns = now_ns;
+}
+
+static void start_release(int i, int64_t now_ns)
+{
+    client *c = &clients[i];
+    now_stats.last_release_ns = now_ns;
+    now_stats.last_holder = i;
+    if (advlock_pq_async_start_release(&c->adapter, lock_name, sizeof lock_name - 1,
+                                       advlock_pq_now_ms()) != 0)
+        bench_fail("client %d: cannot start a release", i);
+    c->step = RELEASING;
+}
+
+static void acquired(int i, int64_t now_ns)
+{
+    for (int k = 0; k < client_count; k++)
+        if (clients[k].step == HOLDING)
+            bench_fail("client %d acquired the lock while client %d held it", i, k);
+    round_stats *s = &now_stats;
+    s->acquisitions++;
+    if (s->last_release_ns != 0 && s->handoffs < MAX_SAMPLES) {
+        handoff_ms[s->handoffs++] = (double)(now_ns - s->last_release_ns) / 1e6;
+        s->changed_hands += s->last_holder != i;
+    }
+    if (s->waits < MAX_SAMPLES)
+        wait_ms[s->waits++] = (double)(now_ns - clients[i].acquire_start_ns) / 1e6;
+    clients[i].step = HOLDING;
+    clients[i].step_at_ns = now_ns + hold_ns;
+}
+
+/* Moves a client on after its adapter finished an operation. */
+static void finished(int i, int64_t now_ns, int stopping)
+{
+    client *c = &clients[i];
+    const advlock_pq_report *r = advlock_pq_async_report(&c->adapter);
+    if (c->step == ACQUIRING) {
+        if (r->outcome == ADVLOCK_ACQUIRED) {
+            acquired(i, now_ns);
+        } else if (r->outcome == ADVLOCK_TIMED_OUT && !stopping) {
+            now_stats.timeouts++;
+            if (now_stats.waits < MAX_SAMPLES)
+                wait_ms[now_stats.waits++] = (double)(now_ns - c->acquire_start_ns) / 1e6;
+            start_acquire(i, now_ns);
+        } else if (r->outcome == ADVLOCK_CANCELLED || r->outcome == ADVLOCK_TIMED_OUT) {
+            c->step = STOPPED;
+        } else {
+            bench_fail("client %d: acquire: %s", i, r->message);
+        }
+    } else if (c->step == RELEASING) {
+        if (r->outcome != ADVLOCK_RELEASED)
+            bench_fail("client %d: release: %s", i, r->message);
+        c->step = stopping ? STOPPED : THINKING;
+        c->step_at_ns = now_ns + think_ns;
+    }
+}
+
+/* Timers of the clients' own steps (hold, think) that are due. */
+static void run_due_steps(int64_t now_ns, int stopping)
+{
+    for (int i = 0; i < client_count; i++) {
+        client *c = &clients[i];
+        if (c->step == HOLDING && now_ns >= c->step_at_ns)
+            start_release(i, now_ns);
+        else if (c->step == THINKING && (stopping || now_ns >= c->step_at_ns))
+            stopping ? (void)(c->step = STOPPED) : start_acquire(i, now_ns);
+    }
+}
+
+static int64_t next_timer_ns(void)
+{
+    int64_t next = INT64_MAX;
+    for (int i = 0; i < client_count; i++) {
+        client *c = &clients[i];
+        int64_t at_ms;
+        if ((c->step == HOLDING || c->step == THINKING) && c->step_at_ns < next)
+            next = c->step_at_ns;
+        if (c->step == ACQUIRING || c->step == RELEASING)
+            if (advlock_pq_async_deadline(&c->adapter, &at_ms) && at_ms * 1000000 < next)
+                next = at_ms * 1000000;
+    }
+    return next;
+}
+
+/* One turn of the loop: wait for sockets or the next timer, then serve. */
+static void turn(int stopping)
+{
+    struct pollfd fds[MAX_CLIENTS];
+    int owner[MAX_CLIENTS], n = 0;
+    for (int i = 0; i < client_count; i++) {
+        unsigned wants = advlock_pq_async_wants(&clients[i].adapter);
+        if ((clients[i].step != ACQUIRING && clients[i].step != RELEASING) || wants == 0)
+            continue;
+        fds[n] = (struct pollfd){.fd = advlock_pq_async_socket(&clients[i].adapter),
+                                 .events = (short)((wants & ADVLOCK_PQ_READ ? POLLIN : 0)
+                                                   | (wants & ADVLOCK_PQ_WRITE ? POLLOUT : 0))};
+        owner[n++] = i;
+    }
+    int64_t next = next_timer_ns(), now_ns = bench_now_ns();
+    struct timespec timeout = {0, 0};
+    if (next != INT64_MAX && next > now_ns)
+        timeout = (struct timespec){(time_t)((next - now_ns) / 1000000000),
+                                    (long)((next - now_ns) % 1000000000)};
+    if (ppoll(fds, (nfds_t)n, next == INT64_MAX ? NULL : &timeout, NULL) < 0)
+        bench_fail("ppoll failed");
+
+    now_ns = bench_now_ns();
+    int64_t now_ms = advlock_pq_now_ms();
+    for (int k = 0; k < n; k++) {
+        int i = owner[k];
+        unsigned ready = (fds[k].revents & (POLLIN | POLLERR | POLLHUP) ? ADVLOCK_PQ_READ : 0)
+                         | (fds[k].revents & POLLOUT ? ADVLOCK_PQ_WRITE : 0);
+        if (ready != 0 && advlock_pq_async_busy(&clients[i].adapter)) {
+            advlock_pq_async_process(&clients[i].adapter, ready, now_ms);
+            if (!advlock_pq_async_busy(&clients[i].adapter))
+                finished(i, now_ns, stopping);
+        }
+    }
+    for (int i = 0; i < client_count; i++) {
+        int64_t at_ms;
+        client *c = &clients[i];
+        if ((c->step == ACQUIRING || c->step == RELEASING)
+            && advlock_pq_async_deadline(&c->adapter, &at_ms) && at_ms <= now_ms) {
+            advlock_pq_async_process(&c->adapter, 0, now_ms);
+            if (!advlock_pq_async_busy(&c->adapter))
+                finished(i, now_ns, stopping);
+        }
+    }
+    run_due_steps(now_ns, stopping);
+}
+
+/* ---- rounds -------------------------------------------------------------------- */
+
+static double round_seconds;
+static int round_index;
+static double per_round[4][BENCH_MAX_ROUNDS]; /* handoff p50, p99, wait p99, changed % */
+static long total_timeouts;
+
+static double round_of_contention(void *arg)
+{
+    (void)arg;
+    memset(&now_stats, 0, sizeof now_stats);
+    int64_t start = bench_now_ns(), end = start + (int64_t)(round_seconds * 1e9);
+    for (int i = 0; i < client_count; i++)
+        start_acquire(i, start);
+    while (bench_now_ns() < end)
+        turn(0);
+    /* Stop: asleep acquires end at once; holders release; nothing starts.
+     * A client still waiting has waited at least this long. */
+    int64_t stop_ns = bench_now_ns();
+    for (int i = 0; i < client_count; i++)
+        if (clients[i].step == ACQUIRING) {
+            if (now_stats.waits < MAX_SAMPLES)
+                wait_ms[now_stats.waits++] = (double)(stop_ns - clients[i].acquire_start_ns) / 1e6;
+            (void)advlock_pq_async_cancel(&clients[i].adapter, advlock_pq_now_ms());
+        }
+    for (int i = 0; i < client_count; i++)
+        if (clients[i].step == ACQUIRING && !advlock_pq_async_busy(&clients[i].adapter))
+            finished(i, bench_now_ns(), 1);
+    for (;;) {
+        int active = 0;
+        for (int i = 0; i < client_count; i++)
+            active += clients[i].step != STOPPED;
+        if (active == 0)
+            break;
+        turn(1);
+    }
+    double seconds = (double)(bench_now_ns() - start) / 1e9;
+
+    round_stats *s = &now_stats;
+    int r = round_index++;
+    per_round[0][r] = s->handoffs > 0 ? bench_percentile(handoff_ms, s->handoffs, 50) : NAN;
+    per_round[1][r] = s->handoffs > 0 ? bench_percentile(handoff_ms, s->handoffs, 99) : NAN;
+    per_round[2][r] = s->waits > 0 ? bench_percentile(wait_ms, s->waits, 99) : NAN;
+    per_round[3][r] = s->handoffs > 0 ? 100.0 * (double)s->changed_hands / (double)s->handoffs : NAN;
+    total_timeouts += s->timeouts;
+    return (double)s->acquisitions / seconds;
+}
+
+/*
+ * The limit: one round trip of a prepared statement. A releasing client has
+ * just idled for a whole hold, and so has its server process, and waking
+ * from that costs more than a round trip in a tight loop; so each timed
+ * statement follows an idle pause as long as a hold. The statement right
+ * after it, with everything awake, gives the tight-loop figure for the note.
+ */
+static PGconn *probe;
+static int64_t probe_key;
+static double hot_round_trip[BENCH_MAX_ROUNDS];
+static int probe_round;
+
+static double round_trip_ms(void *arg)
+{
+    (void)arg;
+    enum { SAMPLES = 40 };
+    double after_idle[SAMPLES], hot[SAMPLES];
+    for (int i = 0; i < SAMPLES; i++) {
+        bench_sleep_until_ns(bench_now_ns() + hold_ns);
+        int64_t t0 = bench_now_ns();
+        bench_pq_exec_true(probe, BENCH_PQ_TRY_LOCK, probe_key);
+        int64_t t1 = bench_now_ns();
+        bench_pq_exec_true(probe, BENCH_PQ_UNLOCK, probe_key);
+        after_idle[i] = (double)(t1 - t0) / 1e6;
+        hot[i] = (double)(bench_now_ns() - t1) / 1e6;
+    }
+    hot_round_trip[probe_round++] = bench_median(hot, SAMPLES);
+    return bench_median(after_idle, SAMPLES);
+}
+
+static double median_of_rounds(const double *values, int rounds)
+{
+    double copy[BENCH_MAX_ROUNDS];
+    int n = 0;
+    for (int r = 0; r < rounds; r++)
+        if (!isnan(values[r]))
+            copy[n++] = values[r];
+    return n > 0 ? bench_median(copy, (size_t)n) : NAN;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const options[] = {"--policy", "--seconds", "--rounds", "--clients",
+                                          "--hold-ms", "--think-ms", "--timeout-ms", NULL};
+    bench_check_options(argc, argv, options);
+    enum policy policy = parse_policy(bench_option_text(argc, argv, "--policy", "reference"));
+    double seconds = bench_option(argc, argv, "--seconds", 20);
+    int rounds = (int)bench_option(argc, argv, "--rounds", 5);
+    client_count = (int)bench_option(argc, argv, "--clients", 8);
+    hold_ns = (int64_t)(bench_option(argc, argv, "--hold-ms", 10) * 1e6);
+    think_ns = (int64_t)(bench_option(argc, argv, "--think-ms", 0) * 1e6);
+    timeout_ms = (int64_t)bench_option(argc, argv, "--timeout-ms", 2000);
+    if (seconds <= 0 || rounds < 1 || rounds > BENCH_MAX_ROUNDS || client_count < 2
+        || client_count > MAX_CLIENTS || hold_ns < 0 || think_ns < 0 || timeout_ms < 0)
+        bench_fail("contention: a parameter is out of range");
+    round_seconds = seconds / rounds;
+    const char *policy_name = policy_names[policy];
+
+    for (int i = 0; i < client_count; i++) {
+        clients[i].conn = bench_pq_connect();
+        if (advlock_pq_async_init(&clients[i].adapter, clients[i].conn) != 0)
+            bench_fail("cannot bind an adapter");
+        if (!apply_policy(&clients[i].adapter, policy, i)) {
+            bench_note("contention, %s: pending; this build of bench/contention.c cannot set the "
+                       "policy yet (issue 6; advlock.h mentions jitter: %s, server-side "
+                       "waiting: %s; see PENDING in bench/contention.c)",
+                       policy_name, BENCH_CORE_MENTIONS_JITTER ? "yes" : "no",
+                       BENCH_CORE_MENTIONS_WAIT ? "yes" : "no");
+            return 0;
+        }
+    }
+    probe = bench_pq_connect();
+    bench_pq_prepare(probe);
+    probe_key = bench_pq_key("bench-round-trip");
+    handoff_ms = malloc(MAX_SAMPLES * sizeof *handoff_ms);
+    wait_ms = malloc(MAX_SAMPLES * sizeof *wait_ms);
+    if (handoff_ms == NULL || wait_ms == NULL)
+        bench_fail("out of memory");
+
+    bench_contestant c[] = {
+        {.name = "round trip", .run_round = round_trip_ms},
+        {.name = "contention", .run_round = round_of_contention},
+    };
+    bench_interleave(c, 2, rounds);
+
+    double rtt = bench_median_of(&c[0], rounds);
+    double rate = bench_median_of(&c[1], rounds);
+    double p50 = median_of_rounds(per_round[0], rounds), p99 = median_of_rounds(per_round[1], rounds);
+    double ideal_rate = 1000.0 / ((double)hold_ns / 1e6 + rtt);
+    char name[96], limit[96];
+
+    snprintf(name, sizeof name, "contention_%s_acquisitions_per_s", policy_name);
+    snprintf(limit, sizeof limit, "1 / (hold + 1 round trip): %.1f/s", ideal_rate);
+    bench_emit(&(bench_figure){name, rate, "acquisitions/s", limit, rate / ideal_rate, NULL, -1});
+    snprintf(limit, sizeof limit, "1 round trip: %.3f ms", rtt);
+    snprintf(name, sizeof name, "contention_%s_handoff_p50_ms", policy_name);
+    bench_emit(&(bench_figure){name, p50, "ms", limit, p50 / rtt, NULL, -1});
+    snprintf(name, sizeof name, "contention_%s_handoff_p99_ms", policy_name);
+    bench_emit(&(bench_figure){name, p99, "ms", limit, p99 / rtt, NULL, -1});
+    snprintf(name, sizeof name, "contention_%s_changed_hands", policy_name);
+    bench_emit(&(bench_figure){name, median_of_rounds(per_round[3], rounds), "% of hand-offs",
+                               NULL, NAN, NULL, -1});
+    snprintf(name, sizeof name, "contention_%s_acquire_wait_p99_ms", policy_name);
+    bench_emit(&(bench_figure){name, median_of_rounds(per_round[2], rounds), "ms", NULL, NAN, NULL,
+                               -1});
+    snprintf(name, sizeof name, "contention_%s_timeouts", policy_name);
+    bench_emit(&(bench_figure){name, (double)total_timeouts, "timeouts", NULL, NAN, NULL, -1});
+    snprintf(name, sizeof name, "contention_%s_round_trip_ms", policy_name);
+    bench_emit(&(bench_figure){name, rtt, "ms", NULL, NAN, NULL, -1});
+    bench_note("contention, %s: %d clients, one lock, hold %.0f ms, think %.0f ms, timeout %lld "
+               "ms, %.0f s in %d rounds; timeouts counted over the whole run; round trip after "
+               "%.0f ms idle %.3f ms, in a tight loop %.3f ms",
+               policy_name, client_count, (double)hold_ns / 1e6, (double)think_ns / 1e6,
+               (long long)timeout_ms, seconds, rounds, (double)hold_ns / 1e6, rtt,
+               bench_median(hot_round_trip, (size_t)probe_round));
+
+    for (int i = 0; i < client_count; i++)
+        PQfinish(clients[i].conn);
+    PQfinish(probe);
+    free(handoff_ms);
+    free(wait_ms);
+    return 0;
+}

@@ -1,0 +1,429 @@
+/*
+ * Question 2: what does the sans-I/O core itself cost per operation, and
+ * does it touch the heap?
+ *
+ * Instructions, not nanoseconds: on a shared machine a count of executed
+ * instructions from valgrind's callgrind is the same run after run. The core
+ * is driven against the project's fake database in-process (a real lock
+ * table, no I/O); only the core's own calls are counted, because every call
+ * into the core goes through a function named measured_<phase>_..., and
+ * callgrind collects only inside those (--toggle-collect). The SHA-256 is
+ * then taken out: callgrind's inclusive cost of EVP_DigestInit_ex2,
+ * EVP_DigestUpdate and EVP_DigestFinal_ex, which only key derivation calls.
+ *
+ * Phases, each N operations:
+ *   acquire  start_acquire + the try-lock's TRUE answer: an uncontended
+ *            acquire, i.e. a first attempt, key derivation included
+ *   release  start_release + the unlock's answer
+ *   retry    a further attempt of a contended acquire: the FALSE answer,
+ *            the sleep, the timer, the next try-lock (no key derivation)
+ *   derive   advlock_derive_key() alone
+ *
+ * Heap allocations are counted natively by interposing malloc, calloc and
+ * realloc: a call whose return address lies in this executable's code (the
+ * project's code, linked in statically) counts as the project's; any other
+ * (libcrypto's) is counted apart.
+ *
+ *     core_cost [--iterations 20000] [--valgrind 1]
+ *     core_cost --phase acquire|release|retry|derive --iterations N   (under callgrind)
+ */
+#include <math.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "advlock.h"
+#include "advlock_fake.h"
+#include "bench.h"
+
+extern char **environ;
+
+static const char lock_name[] = "BrighterMigration_public.Outbox";
+#define NAME lock_name, sizeof lock_name - 1
+
+/* ---- heap allocations ---------------------------------------------------- */
+
+/* glibc's own entry points, which the interposed functions forward to. */
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t size);
+/* The bounds of this executable's code, from the default linker script. */
+extern char __executable_start[], etext[];
+
+static volatile int counting;
+static volatile long project_allocations, library_allocations;
+
+static void count_allocation(const void *caller)
+{
+    if (!counting)
+        return;
+    if ((const char *)caller >= __executable_start && (const char *)caller < etext)
+        project_allocations++;
+    else
+        library_allocations++;
+}
+
+void *malloc(size_t size)
+{
+    count_allocation(__builtin_return_address(0));
+    return __libc_malloc(size);
+}
+
+void *calloc(size_t n, size_t size)
+{
+    count_allocation(__builtin_return_address(0));
+    return __libc_calloc(n, size);
+}
+
+void *realloc(void *p, size_t size)
+{
+    count_allocation(__builtin_return_address(0));
+    return __libc_realloc(p, size);
+}
+
+/* ---- the fake server ------------------------------------------------------ */
+
+static advlock_fake_db db; /* large: static */
+static int my_pid, other_pid;
+
+/* Runs a query of the machine's on the fake database: what a driver does. */
+static advlock_result serve(int pid, advlock_action query)
+{
+    advlock_fake_result r;
+    if (advlock_fake_db_exec(&db, pid, query.sql_text, &query.param, &r) != 0)
+        bench_fail("the fake database refused a statement");
+    switch (r.status) {
+    case ADVLOCK_FAKE_ROW_TRUE: return ADVLOCK_RESULT_TRUE;
+    case ADVLOCK_FAKE_ROW_FALSE: return ADVLOCK_RESULT_FALSE;
+    case ADVLOCK_FAKE_ROW_NULL: return ADVLOCK_RESULT_NULL;
+    default: bench_fail("unexpected fake result %d", (int)r.status);
+    }
+}
+
+/* ---- the measured calls: everything callgrind counts ---------------------- */
+
+/* noinline: callgrind must see each as a function of its own. External
+ * linkage: a static one could be renamed by the optimiser. */
+#define MEASURED __attribute__((noinline))
+
+MEASURED advlock_action measured_acquire_start(advlock_machine *m, int64_t timeout,
+                                               int64_t now);
+MEASURED advlock_action measured_acquire_answer(advlock_machine *m, advlock_result r, int64_t now);
+MEASURED advlock_action measured_release_start(advlock_machine *m, int64_t now);
+MEASURED advlock_action measured_release_answer(advlock_machine *m, advlock_result r, int64_t now);
+MEASURED advlock_action measured_retry_answer(advlock_machine *m, advlock_result r, int64_t now);
+MEASURED advlock_action measured_retry_wake(advlock_machine *m, int64_t now);
+MEASURED int64_t measured_derive_key(void);
+
+advlock_action measured_acquire_start(advlock_machine *m, int64_t timeout, int64_t now)
+{
+    if (advlock_start_acquire(m, NAME, timeout, now) != 0)
+        bench_fail("advlock_start_acquire failed");
+    return advlock_next_action(m);
+}
+
+advlock_action measured_acquire_answer(advlock_machine *m, advlock_result r, int64_t now)
+{
+    (void)advlock_on_result(m, r, NULL, NULL, now);
+    return advlock_next_action(m);
+}
+
+advlock_action measured_release_start(advlock_machine *m, int64_t now)
+{
+    if (advlock_start_release(m, NAME, now) != 0)
+        bench_fail("advlock_start_release failed");
+    return advlock_next_action(m);
+}
+
+advlock_action measured_release_answer(advlock_machine *m, advlock_result r, int64_t now)
+{
+    (void)advlock_on_result(m, r, NULL, NULL, now);
+    return advlock_next_action(m);
+}
+
+advlock_action measured_retry_answer(advlock_machine *m, advlock_result r, int64_t now)
+{
+    (void)advlock_on_result(m, r, NULL, NULL, now);
+    return advlock_next_action(m);
+}
+
+advlock_action measured_retry_wake(advlock_machine *m, int64_t now)
+{
+    (void)advlock_on_timer(m, now);
+    return advlock_next_action(m);
+}
+
+int64_t measured_derive_key(void)
+{
+    int64_t key;
+    if (advlock_derive_key(NAME, &key) != 0)
+        bench_fail("advlock_derive_key failed");
+    return key;
+}
+
+/* ---- the phases ------------------------------------------------------------ */
+
+static volatile int64_t sink;
+
+static void expect(advlock_action a, advlock_action_kind kind, advlock_outcome outcome)
+{
+    if (a.kind != kind || (kind == ADVLOCK_ACTION_DONE && a.outcome != outcome))
+        bench_fail("the core did not do what the phase expects (action %d, outcome %d)",
+                   (int)a.kind, (int)a.outcome);
+}
+
+/* One uncontended acquire and its release; which half is measured depends
+ * only on which functions callgrind is told to collect. */
+static void acquire_and_release(advlock_machine *m, int64_t now)
+{
+    advlock_action a = measured_acquire_start(m, 30000, now);
+    expect(a, ADVLOCK_ACTION_QUERY, 0);
+    a = measured_acquire_answer(m, serve(my_pid, a), now);
+    expect(a, ADVLOCK_ACTION_DONE, ADVLOCK_ACQUIRED);
+    a = measured_release_start(m, now);
+    expect(a, ADVLOCK_ACTION_QUERY, 0);
+    a = measured_release_answer(m, serve(my_pid, a), now);
+    expect(a, ADVLOCK_ACTION_DONE, ADVLOCK_RELEASED);
+}
+
+static void run_cycles(long n)
+{
+    advlock_machine m;
+    advlock_machine_init(&m);
+    for (long i = 0; i < n; i++)
+        acquire_and_release(&m, i);
+}
+
+/* A contended acquire that never times out: each iteration is one more
+ * attempt (FALSE, sleep, timer, try again), answered by the fake database
+ * while another session holds the lock. */
+static void run_retries(long n)
+{
+    advlock_machine m;
+    advlock_machine_init(&m);
+    int64_t now = 0;
+    advlock_action a = measured_acquire_start(&m, INT64_MAX, now);
+    if (serve(other_pid, a) != ADVLOCK_RESULT_TRUE)
+        bench_fail("the other session could not take the lock");
+    for (long i = 0; i < n; i++) {
+        a = measured_retry_answer(&m, serve(my_pid, a), now);
+        expect(a, ADVLOCK_ACTION_SLEEP, 0);
+        now = a.wake_at_ms;
+        a = measured_retry_wake(&m, now);
+        expect(a, ADVLOCK_ACTION_QUERY, 0);
+    }
+    /* End the acquire and free the lock for the next phase. */
+    a = measured_retry_answer(&m, ADVLOCK_RESULT_TRUE, now);
+    expect(a, ADVLOCK_ACTION_DONE, ADVLOCK_ACQUIRED);
+    advlock_fake_db_init(&db);
+}
+
+static void run_derivations(long n)
+{
+    for (long i = 0; i < n; i++)
+        sink = measured_derive_key();
+}
+
+static void setup_database(void)
+{
+    advlock_fake_db_init(&db);
+    if (advlock_fake_db_connect(&db, &my_pid) != 0 || advlock_fake_db_connect(&db, &other_pid) != 0)
+        bench_fail("the fake database would not connect");
+}
+
+/* The first derivation in a process fetches the digest and the first on a
+ * thread makes its context; the first query makes the fake database's lock
+ * entry. None of that is what is asked, so it happens here, through direct
+ * calls that callgrind does not collect. (The program is linked with
+ * -z now, so no lazy symbol binding happens in a measured call either.) */
+static void warm_up(void)
+{
+    advlock_machine m;
+    advlock_machine_init(&m);
+    for (int i = 0; i < 2; i++) {
+        if (advlock_start_acquire(&m, NAME, 0, 0) != 0
+            || advlock_on_result(&m, serve(my_pid, advlock_next_action(&m)), NULL, NULL, 0) != 0
+            || advlock_start_release(&m, NAME, 0) != 0
+            || advlock_on_result(&m, serve(my_pid, advlock_next_action(&m)), NULL, NULL, 0) != 0)
+            bench_fail("the warm-up failed");
+    }
+}
+
+static void run_phase(const char *phase, long n)
+{
+    setup_database();
+    warm_up();
+    if (strcmp(phase, "acquire") == 0 || strcmp(phase, "release") == 0)
+        run_cycles(n);
+    else if (strcmp(phase, "retry") == 0)
+        run_retries(n);
+    else if (strcmp(phase, "derive") == 0)
+        run_derivations(n);
+    else
+        bench_fail("unknown phase %s", phase);
+}
+
+/* ---- counting allocations natively ---------------------------------------- */
+
+static void count_allocations(long n)
+{
+    setup_database();
+    warm_up();
+    counting = 1;
+    run_cycles(n);
+    run_retries(n);
+    counting = 0;
+    /* Per operation: n acquires, n releases, n further attempts. */
+    double project = (double)project_allocations / (3.0 * (double)n);
+    bench_emit(&(bench_figure){"core_heap_allocations_per_operation", project, "allocations",
+                               NULL, NAN, "= 0 (project's code)", project_allocations == 0});
+    bench_emit(&(bench_figure){"core_libcrypto_allocations_per_derivation",
+                               (double)library_allocations / (2.0 * (double)n), "allocations",
+                               NULL, NAN, NULL, -1});
+}
+
+/* ---- callgrind ------------------------------------------------------------ */
+
+typedef struct phase_cost {
+    double total;  /* instructions collected */
+    double sha256; /* of which inside the digest calls */
+    double utf8;   /* of which in advlock_utf8_valid */
+} phase_cost;
+
+static int run_program(char *const argv[])
+{
+    pid_t child;
+    if (posix_spawnp(&child, argv[0], NULL, NULL, argv, environ) != 0)
+        return -1;
+    int status;
+    if (waitpid(child, &status, 0) != child)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* "1,234,567 (12.34%)  ???:EVP_DigestUpdate [/usr/lib/...]" -> 1234567 */
+static double leading_count(const char *line)
+{
+    double v = 0;
+    for (; *line == ' '; line++)
+        continue;
+    for (; (*line >= '0' && *line <= '9') || *line == ','; line++)
+        if (*line != ',')
+            v = v * 10 + (*line - '0');
+    return v;
+}
+
+/* Whether the annotated line names function exactly ("file:function [obj]"). */
+static int names_function(const char *line, const char *function)
+{
+    const char *at = strstr(line, function);
+    if (at == NULL || at == line || at[-1] != ':')
+        return 0;
+    char after = at[strlen(function)];
+    return after == ' ' || after == '\n' || after == '\0';
+}
+
+static phase_cost measure_phase(const char *self, const char *phase, long n)
+{
+    char out_file[] = "/tmp/advlock-bench-callgrind.XXXXXX";
+    int fd = mkstemp(out_file);
+    if (fd < 0)
+        bench_fail("cannot create a temporary file");
+    close(fd);
+    char toggle[64], out_option[96], iterations[32];
+    snprintf(toggle, sizeof toggle, "--toggle-collect=measured_%s_*", phase);
+    snprintf(out_option, sizeof out_option, "--callgrind-out-file=%s", out_file);
+    snprintf(iterations, sizeof iterations, "%ld", n);
+    char *const valgrind[] = {"valgrind", "--tool=callgrind", "--quiet", "--collect-atstart=no",
+                              toggle, out_option, (char *)self, "--phase", (char *)phase,
+                              "--iterations", iterations, NULL};
+    if (run_program(valgrind) != 0)
+        bench_fail("valgrind --tool=callgrind failed on phase %s", phase);
+
+    char command[256];
+    snprintf(command, sizeof command, "callgrind_annotate --inclusive=yes --threshold=100 --auto=no %s",
+             out_file);
+    FILE *annotated = popen(command, "r");
+    if (annotated == NULL)
+        bench_fail("cannot run callgrind_annotate");
+    phase_cost cost = {0, 0, 0};
+    char line[1024];
+    while (fgets(line, sizeof line, annotated) != NULL) {
+        if (strstr(line, "PROGRAM TOTALS") != NULL)
+            cost.total = leading_count(line);
+        else if (names_function(line, "EVP_DigestInit_ex2") || names_function(line, "EVP_DigestUpdate")
+                 || names_function(line, "EVP_DigestFinal_ex"))
+            cost.sha256 += leading_count(line);
+        else if (names_function(line, "advlock_utf8_valid"))
+            cost.utf8 = leading_count(line);
+    }
+    if (pclose(annotated) != 0 || cost.total == 0)
+        bench_fail("callgrind_annotate gave no totals for phase %s", phase);
+    unlink(out_file);
+    cost.total /= (double)n;
+    cost.sha256 /= (double)n;
+    cost.utf8 /= (double)n;
+    return cost;
+}
+
+static void count_instructions(const char *self, long n)
+{
+    phase_cost acquire = measure_phase(self, "acquire", n);
+    phase_cost release = measure_phase(self, "release", n);
+    phase_cost retry = measure_phase(self, "retry", n);
+    phase_cost derive = measure_phase(self, "derive", n);
+
+    double acquire_core = acquire.total - acquire.sha256;
+    double release_core = release.total - release.sha256;
+    double retry_core = retry.total - retry.sha256;
+    double sha = derive.sha256;
+    char limit[96];
+
+    bench_emit(&(bench_figure){"core_acquire_attempt_instructions", acquire_core, "instructions",
+                               NULL, NAN, "< 1000 excl. SHA-256", acquire_core < 1000});
+    bench_emit(&(bench_figure){"core_retry_attempt_instructions", retry_core, "instructions",
+                               NULL, NAN, "< 1000 excl. SHA-256", retry_core < 1000});
+    bench_emit(&(bench_figure){"core_release_instructions", release_core, "instructions", NULL,
+                               NAN, NULL, -1});
+    snprintf(limit, sizeof limit, "2 SHA-256 (%.0f instructions)", 2 * sha);
+    double cycle = acquire.total + release.total;
+    bench_emit(&(bench_figure){"core_acquire_release_instructions", cycle, "instructions", limit,
+                               cycle / (2 * sha), NULL, -1});
+    bench_emit(&(bench_figure){"core_sha256_instructions", sha, "instructions", NULL, NAN, NULL,
+                               -1});
+    bench_emit(&(bench_figure){"core_derive_key_overhead_instructions", derive.total - sha,
+                               "instructions", NULL, NAN, NULL, -1});
+    bench_note("core cost: acquire excl. SHA-256 %.0f = derive-key overhead %.0f (UTF-8 check "
+               "%.0f) + machine %.0f; release %.0f; acquire+release %.0f excl. SHA-256 "
+               "(callgrind, %ld operations per phase)",
+               acquire_core, derive.total - sha, derive.utf8, acquire_core - (derive.total - sha),
+               release_core, acquire_core + release_core, n);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const options[] = {"--iterations", "--valgrind", "--phase", NULL};
+    bench_check_options(argc, argv, options);
+    long n = (long)bench_option(argc, argv, "--iterations", 20000);
+    if (n < 1)
+        bench_fail("--iterations must be positive");
+    const char *phase = bench_option_text(argc, argv, "--phase", NULL);
+    if (phase != NULL) {
+        run_phase(phase, n);
+        return 0;
+    }
+    count_allocations(n);
+    if (bench_option(argc, argv, "--valgrind", 1) != 0) {
+        /* valgrind must be given this program's real path: /proc/self/exe
+         * would name valgrind itself once it runs. */
+        char self[4096];
+        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (len <= 0)
+            bench_fail("cannot find this program's path");
+        self[len] = '\0';
+        count_instructions(self, n);
+    }
+    return 0;
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs every benchmark program against the server tests/pg/with-postgres.sh
+# started, prints the table and writes the JSON (see mk/bench.mk).
+#
+# Usage: bench/run.sh [--smoke] BENCH_DIR OUT.json
+#   --smoke  tiny sizes, table not shown: only proves every program still
+#            runs to its end (make test); the figures mean nothing.
+# BENCH_CONTENTION_SECONDS sets the contention run's length (default 20).
+set -euo pipefail
+
+smoke=0
+if [ "${1:-}" = --smoke ]; then
+    smoke=1
+    shift
+fi
+if [ $# -ne 2 ]; then
+    echo "usage: $0 [--smoke] BENCH_DIR OUT.json" >&2
+    exit 2
+fi
+dir=$1 json=$2
+results=$dir/results$([ $smoke -eq 1 ] && echo -smoke).tsv
+: >"$results"
+
+note() { printf '#\t%s\n' "$*" >>"$results"; }
+
+# Runs one program, appending its records; says on stderr how long it took.
+step() {
+    local what=$1 started=$SECONDS
+    shift
+    [ $smoke -eq 1 ] || echo "bench: $what ..." >&2
+    "$@" >>"$results"
+    [ $smoke -eq 1 ] || echo "bench: $what: $((SECONDS - started)) s" >&2
+}
+
+server=$("$ADVLOCK_PG_BIN/postgres" --version)
+note "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $server; $(openssl version 2>/dev/null || echo 'OpenSSL ?'); one connection per client over a Unix socket"
+
+if [ $smoke -eq 1 ]; then
+    step "key derivation" "$dir/key_derivation" --rounds 1 --iterations 1000
+    step "core cost" "$dir/core_cost" --iterations 100 --valgrind 0
+    step "uncontended cycles" "$dir/uncontended_cycles" --rounds 1 --cycles 20
+    step "event-loop scale" "$dir/event_loop_scale" --rounds 1 --seconds 0.05
+    for policy in reference full-jitter server-wait; do
+        step "contention ($policy)" "$dir/contention" --policy $policy --seconds 0.3 --rounds 1 \
+            --timeout-ms 100
+    done
+    "$dir/report" "$results" "$json" >/dev/null
+    echo "bench-smoke: every benchmark program ran ($(grep -vc '^#' "$results") figures, not checked)"
+    exit 0
+fi
+
+seconds=${BENCH_CONTENTION_SECONDS:-20}
+step "key derivation" "$dir/key_derivation"
+step "core cost (callgrind)" "$dir/core_cost"
+step "uncontended cycles" "$dir/uncontended_cycles"
+step "event-loop scale" "$dir/event_loop_scale"
+for policy in reference full-jitter server-wait; do
+    step "contention ($policy, ${seconds} s)" "$dir/contention" --policy $policy --seconds "$seconds"
+done
+echo >&2
+"$dir/report" "$results" "$json"
+echo
+echo "figures: $json"

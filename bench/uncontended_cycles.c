@@ -1,0 +1,165 @@
+/*
+ * Question 3: how many uncontended acquire + release cycles per second does
+ * the blocking adapter do, next to raw libpq doing the same two round trips?
+ *
+ * Three contestants on one connection to the same server, interleaved:
+ *   adapter   advlock_pq_acquire() + advlock_pq_release()
+ *   raw       PQexecPrepared(try-lock) + PQexecPrepared(unlock), prepared
+ *             once, binary int8 in, binary boolean out: the same two round
+ *             trips with nothing around them
+ *   pipeline  both statements sent at once in libpq pipeline mode and one
+ *             sync: one round trip, the floor for any two-statement cycle
+ * and, per round, the client's CPU time per cycle (getrusage), which shows
+ * what the adapter adds without the round trips hiding it.
+ *
+ *     uncontended_cycles [--rounds 7] [--cycles 2000]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "advlock_pq.h"
+#include "bench.h"
+#include "bench_pq.h"
+
+static const char lock_name[] = "BrighterMigration_public.Outbox";
+
+static PGconn *conn;
+static advlock_pq_session session;
+static int64_t key;
+static long cycles;
+
+typedef struct contestant_state {
+    void (*cycle)(void);
+    double cpu_us_per_cycle[BENCH_MAX_ROUNDS];
+    int round;
+} contestant_state;
+
+static void adapter_cycle(void)
+{
+    advlock_pq_report r;
+    if (advlock_pq_acquire(&session, lock_name, sizeof lock_name - 1, 30000, &r) != 0
+        || r.outcome != ADVLOCK_ACQUIRED)
+        bench_fail("adapter acquire: %s", r.message);
+    if (advlock_pq_release(&session, lock_name, sizeof lock_name - 1, &r) != 0
+        || r.outcome != ADVLOCK_RELEASED)
+        bench_fail("adapter release: %s", r.message);
+}
+
+static void raw_cycle(void)
+{
+    bench_pq_exec_true(conn, BENCH_PQ_TRY_LOCK, key);
+    bench_pq_exec_true(conn, BENCH_PQ_UNLOCK, key);
+}
+
+/* Results of one statement in a pipeline end with a NULL. */
+static void read_pipelined_true(const char *what)
+{
+    PGresult *res = PQgetResult(conn);
+    if (res == NULL)
+        bench_fail("%s: no result: %s", what, PQerrorMessage(conn));
+    bench_pq_expect_true(res, what);
+    if ((res = PQgetResult(conn)) != NULL)
+        bench_fail("%s: more than one result", what);
+}
+
+static void pipeline_cycle(void)
+{
+    bench_pq_send(conn, BENCH_PQ_TRY_LOCK, key);
+    bench_pq_send(conn, BENCH_PQ_UNLOCK, key);
+    if (!PQpipelineSync(conn))
+        bench_fail("PQpipelineSync: %s", PQerrorMessage(conn));
+    read_pipelined_true("pipelined try-lock");
+    read_pipelined_true("pipelined unlock");
+    PGresult *sync = PQgetResult(conn);
+    if (PQresultStatus(sync) != PGRES_PIPELINE_SYNC)
+        bench_fail("pipeline: no sync result");
+    PQclear(sync);
+}
+
+static void run_cycles(contestant_state *s, long n)
+{
+    int pipelined = s->cycle == pipeline_cycle;
+    if (pipelined && !PQenterPipelineMode(conn))
+        bench_fail("PQenterPipelineMode: %s", PQerrorMessage(conn));
+    for (long i = 0; i < n; i++)
+        s->cycle();
+    if (pipelined && !PQexitPipelineMode(conn))
+        bench_fail("PQexitPipelineMode: %s", PQerrorMessage(conn));
+}
+
+/* One round: cycles/s, and the client's CPU time per cycle on the side. */
+static double round_of_cycles(void *arg)
+{
+    contestant_state *s = arg;
+    double cpu = bench_cpu_seconds();
+    int64_t start = bench_now_ns();
+    run_cycles(s, cycles);
+    double seconds = (double)(bench_now_ns() - start) / 1e9;
+    s->cpu_us_per_cycle[s->round++] = (bench_cpu_seconds() - cpu) * 1e6 / (double)cycles;
+    return (double)cycles / seconds;
+}
+
+static double median_cpu(contestant_state *s)
+{
+    return bench_median(s->cpu_us_per_cycle, (size_t)s->round);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const options[] = {"--rounds", "--cycles", NULL};
+    bench_check_options(argc, argv, options);
+    int rounds = (int)bench_option(argc, argv, "--rounds", 7);
+    cycles = (long)bench_option(argc, argv, "--cycles", 2000);
+    if (rounds < 1 || cycles < 1)
+        bench_fail("--rounds and --cycles must be positive");
+
+    conn = bench_pq_connect();
+    bench_pq_prepare(conn);
+    advlock_pq_session_init(&session, conn);
+    key = bench_pq_key(lock_name);
+
+    contestant_state adapter = {.cycle = adapter_cycle};
+    contestant_state raw = {.cycle = raw_cycle};
+    contestant_state pipeline = {.cycle = pipeline_cycle};
+    /* Warm up: the adapter prepares its statements, the server's caches
+     * and the CPU's settle. */
+    for (contestant_state *s = &adapter; s != NULL;
+         s = s == &adapter ? &raw : s == &raw ? &pipeline : NULL)
+        run_cycles(s, cycles / 4 + 1);
+
+    bench_contestant c[] = {
+        {.name = "adapter", .run_round = round_of_cycles, .arg = &adapter},
+        {.name = "raw prepared", .run_round = round_of_cycles, .arg = &raw},
+        {.name = "pipeline", .run_round = round_of_cycles, .arg = &pipeline},
+    };
+    bench_interleave(c, 3, rounds);
+
+    double adapter_rate = bench_median_of(&c[0], rounds);
+    double raw_rate = bench_median_of(&c[1], rounds);
+    double pipeline_rate = bench_median_of(&c[2], rounds);
+    double vs_raw = bench_median_ratio(&c[0], &c[1], rounds);
+    char limit[96];
+
+    snprintf(limit, sizeof limit, "raw libpq PQexecPrepared x2: %.0f/s", raw_rate);
+    bench_emit(&(bench_figure){"uncontended_cycles_per_s", adapter_rate, "cycles/s", limit, vs_raw,
+                               "ratio >= 0.95", vs_raw >= 0.95});
+    snprintf(limit, sizeof limit, "libpq pipeline, 1 round trip: %.0f/s", pipeline_rate);
+    bench_emit(&(bench_figure){"uncontended_cycles_vs_pipeline", adapter_rate, "cycles/s", limit,
+                               bench_median_ratio(&c[0], &c[2], rounds), NULL, -1});
+    bench_emit(&(bench_figure){"uncontended_raw_prepared_cycles_per_s", raw_rate, "cycles/s", NULL,
+                               NAN, NULL, -1});
+    bench_emit(&(bench_figure){"uncontended_pipeline_cycles_per_s", pipeline_rate, "cycles/s", NULL,
+                               NAN, NULL, -1});
+
+    double adapter_cpu = median_cpu(&adapter), raw_cpu = median_cpu(&raw);
+    snprintf(limit, sizeof limit, "raw libpq: %.2f us", raw_cpu);
+    bench_emit(&(bench_figure){"uncontended_client_cpu_us_per_cycle", adapter_cpu, "us", limit,
+                               adapter_cpu / raw_cpu, NULL, -1});
+    bench_note("uncontended: %ld cycles per round, %d rounds; server %d; the adapter's extra "
+               "client CPU is %.2f us per cycle",
+               cycles, rounds, PQserverVersion(conn), adapter_cpu - raw_cpu);
+
+    PQfinish(conn);
+    return 0;
+}
