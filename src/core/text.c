@@ -111,7 +111,7 @@ static size_t seconds_text(int64_t ms, char out[32])
         char digits[3] = {(char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
                           (char)('0' + frac % 10)};
         size_t keep = 3;
-        while (digits[keep - 1] == '0')
+        while (keep > 1 && digits[keep - 1] == '0') /* frac != 0: one digit stays */
             keep--;
         out[n++] = '.';
         memcpy(out + n, digits, keep);

@@ -1,0 +1,30 @@
+# Static analysis and formatting: `make lint` checks, `make format` fixes.
+# clang-tidy's checks are chosen in .clang-tidy, the style in .clang-format.
+
+LINT_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+LINT_DEFINES := -std=c11 -Iinclude -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) \
+                -D_POSIX_C_SOURCE=200809L -DVECTOR_DIR='"tests/vectors"'
+
+.PHONY: lint lint-cppcheck lint-tidy lint-format format deps-lint
+
+deps-lint:
+	@scripts/ensure-deps.sh cppcheck:cmd:cppcheck clang-tidy:cmd:clang-tidy clang-format:cmd:clang-format
+
+lint: lint-format lint-cppcheck lint-tidy
+
+lint-cppcheck: | deps-lint deps-pq-test
+	cppcheck --enable=warning,performance,portability --error-exitcode=1 --quiet \
+	    --inline-suppr $(LINT_DEFINES) $(filter %.c,$(LINT_SOURCES))
+	@echo "cppcheck: clean"
+
+lint-tidy: | deps-lint deps-pq-test
+	@clang-tidy --quiet $(filter %.c,$(LINT_SOURCES)) -- $(LINT_DEFINES) 2>/dev/null \
+	    | grep -E 'warning:|error:' && exit 1 || echo "clang-tidy: clean"
+
+lint-format: | deps-lint
+	@bad=$$(for f in $(LINT_SOURCES); do clang-format "$$f" | cmp -s - "$$f" || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "not formatted (run make format):"; echo "$$bad"; exit 1; fi; \
+	echo "clang-format: clean"
+
+format: | deps-lint
+	clang-format -i $(LINT_SOURCES)
