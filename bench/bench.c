@@ -3,11 +3,16 @@
 
 #include <errno.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+
+extern char **environ;
 
 int64_t bench_now_ns(void)
 {
@@ -174,4 +179,96 @@ void bench_check_options(int argc, char **argv, const char *const *known)
             exit(2);
         }
     }
+}
+
+/* ---- callgrind ------------------------------------------------------------ */
+
+static int run_program(char *const argv[])
+{
+    pid_t child;
+    if (posix_spawnp(&child, argv[0], NULL, NULL, argv, environ) != 0)
+        return -1;
+    int status;
+    if (waitpid(child, &status, 0) != child)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* "1,234,567 (12.34%)  ???:EVP_DigestUpdate [/usr/lib/...]" -> 1234567 */
+static double leading_count(const char *line)
+{
+    double v = 0;
+    for (; *line == ' '; line++)
+        continue;
+    for (; (*line >= '0' && *line <= '9') || *line == ','; line++)
+        if (*line != ',')
+            v = v * 10 + (*line - '0');
+    return v;
+}
+
+/* Whether an annotated line names function exactly ("file:function [obj]"). */
+static int names_function(const char *line, const char *function)
+{
+    const char *at = strstr(line, function);
+    if (at == NULL || at == line || at[-1] != ':')
+        return 0;
+    char after = at[strlen(function)];
+    return after == ' ' || after == '\n' || after == '\0';
+}
+
+double bench_callgrind(const char *toggle, const char *const *args, const char *const *functions,
+                       double *inclusive)
+{
+    /* valgrind needs this program's real path: /proc/self/exe would name
+     * valgrind itself once it runs. */
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        bench_fail("cannot find this program's path");
+    self[len] = '\0';
+
+    char out_file[] = "/tmp/advlock-bench-callgrind.XXXXXX";
+    int fd = mkstemp(out_file);
+    if (fd < 0)
+        bench_fail("cannot create a temporary file");
+    close(fd);
+
+    enum { MAX_ARGS = 32 };
+    char toggle_option[256], out_option[96];
+    snprintf(toggle_option, sizeof toggle_option, "--toggle-collect=%s", toggle);
+    snprintf(out_option, sizeof out_option, "--callgrind-out-file=%s", out_file);
+    const char *argv[MAX_ARGS] = {"valgrind", "--tool=callgrind", "--quiet",
+                                  "--collect-atstart=no", toggle_option, out_option, self};
+    int argc = 7;
+    for (; *args != NULL; args++) {
+        if (argc == MAX_ARGS - 1)
+            bench_fail("too many arguments for callgrind");
+        argv[argc++] = *args;
+    }
+    argv[argc] = NULL;
+    /* posix_spawn's argv is not const for historical reasons only. */
+    if (run_program((char *const *)argv) != 0)
+        bench_fail("valgrind --tool=callgrind %s failed", toggle);
+
+    char command[256];
+    snprintf(command, sizeof command,
+             "callgrind_annotate --inclusive=yes --threshold=100 --auto=no %s", out_file);
+    FILE *annotated = popen(command, "r");
+    if (annotated == NULL)
+        bench_fail("cannot run callgrind_annotate");
+    double total = 0;
+    for (size_t i = 0; functions != NULL && functions[i] != NULL; i++)
+        inclusive[i] = 0;
+    char line[2048];
+    while (fgets(line, sizeof line, annotated) != NULL) {
+        if (strstr(line, "PROGRAM TOTALS") != NULL)
+            total = leading_count(line);
+        for (size_t i = 0; functions != NULL && functions[i] != NULL; i++)
+            if (names_function(line, functions[i]))
+                inclusive[i] = leading_count(line);
+    }
+    if (pclose(annotated) != 0 || total == 0)
+        bench_fail("callgrind_annotate found nothing collected in %s", toggle);
+    unlink(out_file);
+    return total;
 }

@@ -88,6 +88,22 @@ void bench_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
  * measured misbehaving, never for it being slow. */
 void bench_fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/*
+ * Counts instructions with valgrind's callgrind: runs this program again
+ * under `valgrind --tool=callgrind`, with args (NULL-terminated) as its
+ * arguments, collecting only while inside a function matching toggle (a
+ * --toggle-collect pattern such as "measured_acquire_*"). Returns the
+ * instructions collected, and stores in inclusive[i] the inclusive count of
+ * each function named in functions (NULL-terminated; may be NULL): what was
+ * spent inside that function and its callees, within the collected part.
+ * Exits the program if valgrind or callgrind_annotate fails.
+ *
+ * Link programs that use it with -z now: lazy symbol binding would
+ * otherwise land in the first measured call.
+ */
+double bench_callgrind(const char *toggle, const char *const *args, const char *const *functions,
+                       double *inclusive);
+
 /* Writes s to out as a JSON string literal, quotes and escapes included. */
 void bench_json_string(FILE *out, const char *s);
 

@@ -28,17 +28,12 @@
  *     core_cost --phase acquire|release|retry|derive --iterations N   (under callgrind)
  */
 #include <math.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "advlock.h"
 #include "advlock_fake.h"
 #include "bench.h"
-
-extern char **environ;
 
 static const char lock_name[] = "BrighterMigration_public.Outbox";
 #define NAME lock_name, sizeof lock_name - 1
@@ -287,93 +282,31 @@ static void count_allocations(long n)
 /* ---- callgrind ------------------------------------------------------------ */
 
 typedef struct phase_cost {
-    double total;  /* instructions collected */
+    double total;  /* instructions collected, per operation */
     double sha256; /* of which inside the digest calls */
     double utf8;   /* of which in advlock_utf8_valid */
 } phase_cost;
 
-static int run_program(char *const argv[])
+static phase_cost measure_phase(const char *phase, long n)
 {
-    pid_t child;
-    if (posix_spawnp(&child, argv[0], NULL, NULL, argv, environ) != 0)
-        return -1;
-    int status;
-    if (waitpid(child, &status, 0) != child)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-/* "1,234,567 (12.34%)  ???:EVP_DigestUpdate [/usr/lib/...]" -> 1234567 */
-static double leading_count(const char *line)
-{
-    double v = 0;
-    for (; *line == ' '; line++)
-        continue;
-    for (; (*line >= '0' && *line <= '9') || *line == ','; line++)
-        if (*line != ',')
-            v = v * 10 + (*line - '0');
-    return v;
-}
-
-/* Whether the annotated line names function exactly ("file:function [obj]"). */
-static int names_function(const char *line, const char *function)
-{
-    const char *at = strstr(line, function);
-    if (at == NULL || at == line || at[-1] != ':')
-        return 0;
-    char after = at[strlen(function)];
-    return after == ' ' || after == '\n' || after == '\0';
-}
-
-static phase_cost measure_phase(const char *self, const char *phase, long n)
-{
-    char out_file[] = "/tmp/advlock-bench-callgrind.XXXXXX";
-    int fd = mkstemp(out_file);
-    if (fd < 0)
-        bench_fail("cannot create a temporary file");
-    close(fd);
-    char toggle[64], out_option[96], iterations[32];
-    snprintf(toggle, sizeof toggle, "--toggle-collect=measured_%s_*", phase);
-    snprintf(out_option, sizeof out_option, "--callgrind-out-file=%s", out_file);
+    static const char *const functions[] = {"EVP_DigestInit_ex2", "EVP_DigestUpdate",
+                                            "EVP_DigestFinal_ex", "advlock_utf8_valid", NULL};
+    char toggle[64], iterations[32];
+    snprintf(toggle, sizeof toggle, "measured_%s_*", phase);
     snprintf(iterations, sizeof iterations, "%ld", n);
-    char *const valgrind[] = {"valgrind", "--tool=callgrind", "--quiet", "--collect-atstart=no",
-                              toggle, out_option, (char *)self, "--phase", (char *)phase,
-                              "--iterations", iterations, NULL};
-    if (run_program(valgrind) != 0)
-        bench_fail("valgrind --tool=callgrind failed on phase %s", phase);
-
-    char command[256];
-    snprintf(command, sizeof command, "callgrind_annotate --inclusive=yes --threshold=100 --auto=no %s",
-             out_file);
-    FILE *annotated = popen(command, "r");
-    if (annotated == NULL)
-        bench_fail("cannot run callgrind_annotate");
-    phase_cost cost = {0, 0, 0};
-    char line[1024];
-    while (fgets(line, sizeof line, annotated) != NULL) {
-        if (strstr(line, "PROGRAM TOTALS") != NULL)
-            cost.total = leading_count(line);
-        else if (names_function(line, "EVP_DigestInit_ex2") || names_function(line, "EVP_DigestUpdate")
-                 || names_function(line, "EVP_DigestFinal_ex"))
-            cost.sha256 += leading_count(line);
-        else if (names_function(line, "advlock_utf8_valid"))
-            cost.utf8 = leading_count(line);
-    }
-    if (pclose(annotated) != 0 || cost.total == 0)
-        bench_fail("callgrind_annotate gave no totals for phase %s", phase);
-    unlink(out_file);
-    cost.total /= (double)n;
-    cost.sha256 /= (double)n;
-    cost.utf8 /= (double)n;
-    return cost;
+    const char *const args[] = {"--phase", phase, "--iterations", iterations, NULL};
+    double inclusive[4];
+    double total = bench_callgrind(toggle, args, functions, inclusive);
+    return (phase_cost){total / (double)n, (inclusive[0] + inclusive[1] + inclusive[2]) / (double)n,
+                        inclusive[3] / (double)n};
 }
 
-static void count_instructions(const char *self, long n)
+static void count_instructions(long n)
 {
-    phase_cost acquire = measure_phase(self, "acquire", n);
-    phase_cost release = measure_phase(self, "release", n);
-    phase_cost retry = measure_phase(self, "retry", n);
-    phase_cost derive = measure_phase(self, "derive", n);
+    phase_cost acquire = measure_phase("acquire", n);
+    phase_cost release = measure_phase("release", n);
+    phase_cost retry = measure_phase("retry", n);
+    phase_cost derive = measure_phase("derive", n);
 
     double acquire_core = acquire.total - acquire.sha256;
     double release_core = release.total - release.sha256;
@@ -415,15 +348,7 @@ int main(int argc, char **argv)
         return 0;
     }
     count_allocations(n);
-    if (bench_option(argc, argv, "--valgrind", 1) != 0) {
-        /* valgrind must be given this program's real path: /proc/self/exe
-         * would name valgrind itself once it runs. */
-        char self[4096];
-        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (len <= 0)
-            bench_fail("cannot find this program's path");
-        self[len] = '\0';
-        count_instructions(self, n);
-    }
+    if (bench_option(argc, argv, "--valgrind", 1) != 0)
+        count_instructions(n);
     return 0;
 }

@@ -18,7 +18,8 @@ if [ $# -ne 2 ]; then
     exit 2
 fi
 dir=$1 json=$2
-results=$dir/results$([ $smoke -eq 1 ] && echo -smoke).tsv
+results=$dir/results.tsv
+[ $smoke -eq 0 ] || results=$dir/results-smoke.tsv
 : >"$results"
 
 note() { printf '#\t%s\n' "$*" >>"$results"; }

@@ -10,9 +10,13 @@
  *   pipeline  both statements sent at once in libpq pipeline mode and one
  *             sync: one round trip, the floor for any two-statement cycle
  * and, per round, the client's CPU time per cycle (getrusage), which shows
- * what the adapter adds without the round trips hiding it.
+ * what the adapter adds without the round trips hiding it. Last, the same
+ * comparison in instructions, which the noise of a shared machine cannot
+ * blur: the adapter's and raw libpq's cycles run again under callgrind,
+ * counting the client's own instructions (the server runs natively; system
+ * calls are not instructions of the client and are not counted).
  *
- *     uncontended_cycles [--rounds 7] [--cycles 2000]
+ *     uncontended_cycles [--rounds 9] [--cycles 3000] [--instructions 1]
  */
 #include <math.h>
 #include <stdio.h>
@@ -88,6 +92,14 @@ static void run_cycles(contestant_state *s, long n)
         bench_fail("PQexitPipelineMode: %s", PQerrorMessage(conn));
 }
 
+/* The one function callgrind collects in (external, so never renamed). */
+__attribute__((noinline)) void measured_cycles(contestant_state *s, long n);
+
+void measured_cycles(contestant_state *s, long n)
+{
+    run_cycles(s, n);
+}
+
 /* One round: cycles/s, and the client's CPU time per cycle on the side. */
 static double round_of_cycles(void *arg)
 {
@@ -105,12 +117,28 @@ static double median_cpu(contestant_state *s)
     return bench_median(s->cpu_us_per_cycle, (size_t)s->round);
 }
 
+/* Client instructions per cycle of one way ("adapter" or "raw"), and in
+ * *sha256 those spent hashing lock names. */
+static double instructions_per_cycle(const char *way, long n, double *sha256)
+{
+    static const char *const digest[] = {"EVP_DigestInit_ex2", "EVP_DigestUpdate",
+                                         "EVP_DigestFinal_ex", NULL};
+    char count[32];
+    snprintf(count, sizeof count, "%ld", n);
+    const char *const args[] = {"--callgrind-only", way, "--cycles", count, NULL};
+    double inclusive[3];
+    double total = bench_callgrind("measured_cycles", args, digest, inclusive);
+    *sha256 = (inclusive[0] + inclusive[1] + inclusive[2]) / (double)n;
+    return total / (double)n;
+}
+
 int main(int argc, char **argv)
 {
-    static const char *const options[] = {"--rounds", "--cycles", NULL};
+    static const char *const options[] = {"--rounds", "--cycles", "--instructions",
+                                          "--callgrind-only", NULL};
     bench_check_options(argc, argv, options);
-    int rounds = (int)bench_option(argc, argv, "--rounds", 7);
-    cycles = (long)bench_option(argc, argv, "--cycles", 2000);
+    int rounds = (int)bench_option(argc, argv, "--rounds", 9);
+    cycles = (long)bench_option(argc, argv, "--cycles", 3000);
     if (rounds < 1 || cycles < 1)
         bench_fail("--rounds and --cycles must be positive");
 
@@ -122,6 +150,17 @@ int main(int argc, char **argv)
     contestant_state adapter = {.cycle = adapter_cycle};
     contestant_state raw = {.cycle = raw_cycle};
     contestant_state pipeline = {.cycle = pipeline_cycle};
+
+    /* Under callgrind (see instructions_per_cycle): warm up uncounted,
+     * then the counted cycles, and nothing printed. */
+    const char *only = bench_option_text(argc, argv, "--callgrind-only", NULL);
+    if (only != NULL) {
+        contestant_state *s = strcmp(only, "adapter") == 0 ? &adapter : &raw;
+        run_cycles(s, cycles / 4 + 1);
+        measured_cycles(s, cycles);
+        PQfinish(conn);
+        return 0;
+    }
     /* Warm up: the adapter prepares its statements, the server's caches
      * and the CPU's settle. */
     for (contestant_state *s = &adapter; s != NULL;
@@ -156,9 +195,24 @@ int main(int argc, char **argv)
     snprintf(limit, sizeof limit, "raw libpq: %.2f us", raw_cpu);
     bench_emit(&(bench_figure){"uncontended_client_cpu_us_per_cycle", adapter_cpu, "us", limit,
                                adapter_cpu / raw_cpu, NULL, -1});
-    bench_note("uncontended: %ld cycles per round, %d rounds; server %d; the adapter's extra "
-               "client CPU is %.2f us per cycle",
-               cycles, rounds, PQserverVersion(conn), adapter_cpu - raw_cpu);
+    bench_note("uncontended: %ld cycles per round, %d rounds; the adapter's extra client CPU is "
+               "%.2f us per cycle",
+               cycles, rounds, adapter_cpu - raw_cpu);
+
+    if (bench_option(argc, argv, "--instructions", 1) != 0) {
+        double adapter_sha, raw_sha;
+        double adapter_instructions = instructions_per_cycle("adapter", 500, &adapter_sha);
+        double raw_instructions = instructions_per_cycle("raw", 500, &raw_sha);
+        snprintf(limit, sizeof limit, "raw libpq: %.0f instructions", raw_instructions);
+        bench_emit(&(bench_figure){"uncontended_client_instructions_per_cycle",
+                                   adapter_instructions, "instructions", limit,
+                                   adapter_instructions / raw_instructions, NULL, -1});
+        bench_note("uncontended, callgrind: the adapter's cycle runs %.0f client instructions to raw "
+                   "libpq's %.0f; %.0f of the %.0f extra hash the lock name (twice per cycle: "
+                   "acquire and release each derive the key)",
+                   adapter_instructions, raw_instructions, adapter_sha - raw_sha,
+                   adapter_instructions - raw_instructions);
+    }
 
     PQfinish(conn);
     return 0;
