@@ -58,6 +58,8 @@ static const char lock_name[] = "bench-contention";
 enum policy { POLICY_REFERENCE, POLICY_FULL_JITTER, POLICY_SERVER_WAIT };
 
 static const char *const policy_names[] = {"reference", "full-jitter", "server-wait"};
+/* The same in figure names, which are JSON keys. */
+static const char *const policy_keys[] = {"reference", "full_jitter", "server_wait"};
 
 static enum policy parse_policy(const char *name)
 {
@@ -362,6 +364,13 @@ int main(int argc, char **argv)
         bench_fail("contention: a parameter is out of range");
     round_seconds = seconds / rounds;
     const char *policy_name = policy_names[policy];
+    /* Figures are named contention_<policy>[_think<K>ms]_<what>. */
+    char label[64];
+    if (think_ns > 0)
+        snprintf(label, sizeof label, "contention_%s_think%gms", policy_keys[policy],
+                 (double)think_ns / 1e6);
+    else
+        snprintf(label, sizeof label, "contention_%s", policy_keys[policy]);
 
     for (int i = 0; i < client_count; i++) {
         clients[i].conn = bench_pq_connect();
@@ -397,28 +406,28 @@ int main(int argc, char **argv)
     double ideal_rate = 1000.0 / ((double)hold_ns / 1e6 + rtt);
     char name[96], limit[96];
 
-    snprintf(name, sizeof name, "contention_%s_acquisitions_per_s", policy_name);
+    snprintf(name, sizeof name, "%s_acquisitions_per_s", label);
     snprintf(limit, sizeof limit, "1 / (hold + 1 round trip): %.1f/s", ideal_rate);
     bench_emit(&(bench_figure){name, rate, "acquisitions/s", limit, rate / ideal_rate, NULL, -1});
     snprintf(limit, sizeof limit, "1 round trip: %.3f ms", rtt);
-    snprintf(name, sizeof name, "contention_%s_handoff_p50_ms", policy_name);
+    snprintf(name, sizeof name, "%s_handoff_p50_ms", label);
     bench_emit(&(bench_figure){name, p50, "ms", limit, p50 / rtt, NULL, -1});
-    snprintf(name, sizeof name, "contention_%s_handoff_p99_ms", policy_name);
+    snprintf(name, sizeof name, "%s_handoff_p99_ms", label);
     bench_emit(&(bench_figure){name, p99, "ms", limit, p99 / rtt, NULL, -1});
-    snprintf(name, sizeof name, "contention_%s_changed_hands", policy_name);
+    snprintf(name, sizeof name, "%s_changed_hands", label);
     bench_emit(&(bench_figure){name, median_of_rounds(per_round[3], rounds), "% of hand-offs",
                                NULL, NAN, NULL, -1});
-    snprintf(name, sizeof name, "contention_%s_acquire_wait_p99_ms", policy_name);
+    snprintf(name, sizeof name, "%s_acquire_wait_p99_ms", label);
     bench_emit(&(bench_figure){name, median_of_rounds(per_round[2], rounds), "ms", NULL, NAN, NULL,
                                -1});
-    snprintf(name, sizeof name, "contention_%s_timeouts", policy_name);
+    snprintf(name, sizeof name, "%s_timeouts", label);
     bench_emit(&(bench_figure){name, (double)total_timeouts, "timeouts", NULL, NAN, NULL, -1});
-    snprintf(name, sizeof name, "contention_%s_round_trip_ms", policy_name);
+    snprintf(name, sizeof name, "%s_round_trip_ms", label);
     bench_emit(&(bench_figure){name, rtt, "ms", NULL, NAN, NULL, -1});
-    bench_note("contention, %s: %d clients, one lock, hold %.0f ms, think %.0f ms, timeout %lld "
-               "ms, %.0f s in %d rounds; timeouts counted over the whole run; round trip after "
+    bench_note("%s: policy %s, %d clients, one lock, hold %.0f ms, think %.0f ms, timeout %lld "
+               "ms, %g s in %d rounds; timeouts counted over the whole run; round trip after "
                "%.0f ms idle %.3f ms, in a tight loop %.3f ms",
-               policy_name, client_count, (double)hold_ns / 1e6, (double)think_ns / 1e6,
+               label, policy_name, client_count, (double)hold_ns / 1e6, (double)think_ns / 1e6,
                (long long)timeout_ms, seconds, rounds, (double)hold_ns / 1e6, rtt,
                bench_median(hot_round_trip, (size_t)probe_round));
 

@@ -47,7 +47,11 @@ static void read_records(const char *path)
         if (line[0] == '\0')
             continue;
         if (strncmp(line, "#\t", 2) == 0) {
-            if (note_count < MAX_NOTES)
+            /* A note two runs both made (a policy still pending) once. */
+            int seen = 0;
+            for (size_t i = 0; i < note_count; i++)
+                seen |= strcmp(notes[i], line + 2) == 0;
+            if (!seen && note_count < MAX_NOTES)
                 notes[note_count++] = copy(line + 2);
             continue;
         }

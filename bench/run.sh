@@ -45,6 +45,7 @@ if [ $smoke -eq 1 ]; then
         step "contention ($policy)" "$dir/contention" --policy $policy --seconds 0.3 --rounds 1 \
             --timeout-ms 100
     done
+    step "contention (think)" "$dir/contention" --seconds 0.3 --rounds 1 --think-ms 20
     "$dir/report" "$results" "$json" >/dev/null
     echo "bench-smoke: every benchmark program ran ($(grep -vc '^#' "$results") figures, not checked)"
     exit 0
@@ -55,8 +56,14 @@ step "key derivation" "$dir/key_derivation"
 step "core cost (callgrind)" "$dir/core_cost"
 step "uncontended cycles" "$dir/uncontended_cycles"
 step "event-loop scale" "$dir/event_loop_scale"
+# Two workloads per policy: clients that want the lock again at once (who
+# gets it: fairness, starvation) and clients that pause 20 ms between holds
+# (how long the lock lies free while others wait).
 for policy in reference full-jitter server-wait; do
-    step "contention ($policy, ${seconds} s)" "$dir/contention" --policy $policy --seconds "$seconds"
+    for think in 0 20; do
+        step "contention ($policy, think $think ms, ${seconds} s)" \
+            "$dir/contention" --policy $policy --think-ms $think --seconds "$seconds"
+    done
 done
 echo >&2
 "$dir/report" "$results" "$json"
