@@ -6,14 +6,15 @@
 # exact command to run and fails.
 set -euo pipefail
 
-cc=${CC:-cc}
+# CC may carry flags ("gcc --coverage"): split it into words.
+read -r -a cc <<<"${CC:-cc}"
 missing=()
 for spec in "$@"; do
     pkg=${spec%%:*}
     probe=${spec#*:}
     case "$probe" in
         cmd:*) command -v "${probe#cmd:}" >/dev/null 2>&1 && continue ;;
-        *) printf '#include <%s>\n' "$probe" | "$cc" -E -x c - >/dev/null 2>&1 && continue ;;
+        *) printf '#include <%s>\n' "$probe" | "${cc[@]}" -E -x c - >/dev/null 2>&1 && continue ;;
     esac
     missing+=("$pkg")
 done
