@@ -16,7 +16,7 @@
  * counting the client's own instructions (the server runs natively; system
  * calls are not instructions of the client and are not counted).
  *
- *     uncontended_cycles [--rounds 9] [--cycles 3000] [--instructions 1]
+ *     uncontended_cycles [--rounds 21] [--cycles 1000] [--instructions 1]
  */
 #include <math.h>
 #include <stdio.h>
@@ -137,8 +137,8 @@ int main(int argc, char **argv)
     static const char *const options[] = {"--rounds", "--cycles", "--instructions",
                                           "--callgrind-only", NULL};
     bench_check_options(argc, argv, options);
-    int rounds = (int)bench_option(argc, argv, "--rounds", 9);
-    cycles = (long)bench_option(argc, argv, "--cycles", 3000);
+    int rounds = (int)bench_option(argc, argv, "--rounds", 21);
+    cycles = (long)bench_option(argc, argv, "--cycles", 1000);
     if (rounds < 1 || cycles < 1)
         bench_fail("--rounds and --cycles must be positive");
 
