@@ -11,7 +11,8 @@
  *                it waits for, and the next deadline. It never blocks.
  *
  * The drivers contain no lock logic: the core decides every query, sleep
- * and outcome; the drivers move bytes and time. Link with -ladvlock_pq
+ * and outcome; the drivers move bytes and time. Both run one engine: the
+ * blocking calls drive it under a poll() loop of their own. Link with -ladvlock_pq
  * -ladvlock -lpq (pkg-config advlock_pq).
  *
  * Times are milliseconds of a monotonic clock. The blocking calls read
@@ -70,7 +71,11 @@
  *     could not be restored exactly; leaving it alone is exact.)
  * Either way nothing is printed on stderr unless the caller's own hooks
  * print it, and the connection's hooks are as found whenever control
- * returns to the caller.
+ * returns to the caller. Each notice the adapter diverts is also an
+ * ADVLOCK_EVENT_WARNING for the event callback (see "Events"); notices a
+ * caller's own receiver gets are the caller's alone. Notices that arrive
+ * while a lock is held (see "While a lock is held") are counted in the
+ * acquire's report too.
  *
  * Lost connections
  * ----------------
@@ -99,6 +104,89 @@
  * acquire and the release may run on different server sessions, and the lock
  * protects nothing. Use a session-pooled or direct connection.
  *
+ * Options
+ * -------
+ * Both adapters run the reference's behaviour until given an advlock_options
+ * (advlock.h) with advlock_pq_session_set_options() or
+ * advlock_pq_async_set_options(); init puts the reference back. The options
+ * choose the mode (exclusive or shared), the scope (session or transaction),
+ * the schedule (reference or full jitter, clipping), the waiting strategy
+ * (polling or server-side), holder diagnostics and an event callback. The
+ * core picks every statement from its one table; the adapters run it and
+ * read its answer by the kind the table gives (advlock_sql_answer()).
+ *
+ * Transaction scope. pg_try_advisory_xact_lock holds the lock until the
+ * caller's transaction ends, so an acquire must run inside a transaction
+ * block the caller opened (BEGIN): outside one (PQTRANS_IDLE) the lock would
+ * be released when its own statement ends, and the adapters refuse the
+ * acquire with ADVLOCK_EMISUSE before sending anything. A release sends
+ * nothing and ends ADVLOCK_ENDS_WITH_TRANSACTION: COMMIT or ROLLBACK
+ * releases the lock. Inside a transaction statements go unnamed, as always.
+ *
+ * Server-side waiting (ADVLOCK_WAIT_SERVER)
+ * ----------------------------------------
+ * The acquire sends pg_advisory_lock($1) (or its shared or transaction
+ * form) once and the server queues the session: when the holder releases,
+ * the lock is handed over in one round trip instead of at the next poll (up
+ * to a second later). The statement's deadline is the acquire's timeout: if
+ * no answer has come by then, the adapter asks the server to cancel it (a
+ * cancel request, on a connection of its own: libpq's PQcancel(), which
+ * blocks the calling thread for one connection to the server, about a
+ * millisecond on a local socket; libpq 17's nonblocking cancel would need
+ * the loop to watch a second socket, which this interface does not have).
+ * The server's "canceling statement" (57014) then ends the acquire
+ * TIMED_OUT with the reference's message; a grant that won the race with
+ * the cancel is released first (session scope). advlock_pq_async_cancel()
+ * stops a server-side wait the same way and ends CANCELLED. A cancel
+ * request that reaches the server before it has read the statement is
+ * ignored there, so until the statement answers the request is repeated
+ * every 250 ms. A 57014 nobody asked for (statement_timeout) is an error.
+ *
+ * When not to use it, and why polling is the default:
+ *   - a session waiting inside pg_advisory_lock is running a statement with
+ *     a snapshot, and CREATE INDEX CONCURRENTLY (like REINDEX CONCURRENTLY)
+ *     waits for every transaction with an older snapshot: if the lock's
+ *     holder runs such a command (a migration under the lock, typically),
+ *     each waits for the other, until the server's deadlock check fails one
+ *     of them (which can leave an invalid index behind) or the waiter's
+ *     timeout cancels its wait; a polling waiter holds no snapshot between
+ *     tries, so it never blocks the command;
+ *   - each waiter pins a server backend busy for the whole wait, where a
+ *     polling waiter holds an idle one;
+ *   - a cancel (timeout or caller's) that arrives while the caller's own
+ *     transaction is open aborts that transaction (the statement fails
+ *     inside it), so a transaction-scoped server-side wait that times out
+ *     leaves the caller to ROLLBACK.
+ *
+ * Holder diagnostics (options.diagnose). After a timeout the adapters run
+ * the core's holders query (pg_locks joined with pg_stat_activity; needs
+ * PostgreSQL 14 or later) and the report names the first holder:
+ * holder_pid, holder_seconds, holder_application, holder_state, and the
+ * message says the same. A failed diagnosis still ends TIMED_OUT.
+ *
+ * While a lock is held
+ * --------------------
+ * The server tells a session nothing while it holds a lock, so anything
+ * readable on an idle session's socket is a notice, a notification, or the
+ * end: a terminated session's FATAL and the connection closing. The
+ * nonblocking adapter keeps watching after an acquire ends ACQUIRED, until
+ * the next operation starts: wants is ADVLOCK_PQ_READ with no query in
+ * flight, and advlock_pq_async_process() reads what came (notices are routed
+ * as below; notifications and the results of the caller's own statements
+ * are left in libpq for the caller). If the connection closed or failed,
+ * advlock_pq_async_lost() turns 1 within that call, the report becomes the
+ * loss's (FAILED, ADVLOCK_ECONNLOST) and ADVLOCK_EVENT_LOST goes to the
+ * event callback. The blocking adapter offers advlock_pq_check() for the
+ * same, without blocking.
+ *
+ * Events. options.on_event receives the machine's events (attempts, results,
+ * sleeps, cancel requests, the outcome) and, from the adapters,
+ * ADVLOCK_EVENT_WARNING for every server notice the adapter diverts (see
+ * "Server notices") and for a cancel request that could not be sent, and
+ * ADVLOCK_EVENT_LOST. The callback runs inside the adapter's calls; it must
+ * not call the adapter or its machine. The library itself never writes to
+ * stdout or stderr.
+ *
  * Thread safety: an advlock_pq_session or advlock_pq_async, and its PGconn,
  * belong to one thread at a time. Different connections may be used from
  * different threads.
@@ -120,11 +208,20 @@ extern "C" {
  * owns it (the nonblocking adapter owns the one it hands out).
  */
 typedef struct advlock_pq_report {
-    advlock_outcome outcome; /* ACQUIRED, RELEASED, NOT_HELD, TIMED_OUT, CANCELLED, FAILED */
+    advlock_outcome outcome; /* any advlock_outcome: ACQUIRED, RELEASED, NOT_HELD,
+                                TIMED_OUT, CANCELLED, FAILED, ENDS_WITH_TRANSACTION */
     int error;               /* 0, or the advlock_error when outcome is FAILED */
     char sqlstate[6];        /* the server's SQLSTATE for a failure ("57P01"), or "" */
     char message[ADVLOCK_MESSAGE_MAX]; /* the core's sentence naming the lock key, or "" */
-    uint64_t attempts;       /* try-lock queries the acquire sent (0 for a release) */
+    uint64_t attempts;       /* lock queries the acquire sent (0 for a release) */
+
+    /* TIMED_OUT with holder diagnostics (options.diagnose): the first session
+     * holding the lock, as the message names it; pid 0 when none was found
+     * (or diagnostics were off or failed). */
+    int holder_pid;
+    int64_t holder_seconds;       /* how long it has held the lock (see docs/operators.md) */
+    char holder_application[64];  /* its application_name, or "" */
+    char holder_state[32];        /* its pg_stat_activity state ("idle", ...), or "" */
 
     /* Server notices diverted during the operation (see "Server notices"). */
     unsigned notices;        /* how many arrived */
@@ -159,36 +256,87 @@ typedef struct advlock_pq_query_ {
     int result_;
     char sqlstate_[6];
     char message_[ADVLOCK_MESSAGE_MAX];
+    PGresult *rows_; /* a holders query's rows, from arrival until fed */
 } advlock_pq_query_;
+
+/*
+ * A nonblocking adapter: one connection, one lock machine, one operation at
+ * a time; also the engine inside a blocking session. Allocate it anywhere
+ * (it is a few kilobytes); between operations it holds no heap memory, so
+ * dropping it needs no call, though an operation under way should be driven
+ * to its end first (or the connection closed) so that no query is left in
+ * flight (a holders query's rows are held in libpq's memory from their
+ * arrival until the operation moves on). Its fields are private: use the
+ * functions below.
+ *
+ * The loop's side of the contract, after every call that can change it
+ * (init, start, process, cancel):
+ *     fd       = advlock_pq_async_socket(a);     watch this socket
+ *     wants    = advlock_pq_async_wants(a);      for these readiness bits
+ *     deadline = advlock_pq_async_deadline(a, &at_ms);  and this time
+ * and when any of them happens, call advlock_pq_async_process() with what
+ * was seen. While busy, wants or a deadline is always set; when
+ * advlock_pq_async_busy() turns 0 the operation has ended and
+ * advlock_pq_async_report() says how. After ACQUIRED, wants stays
+ * ADVLOCK_PQ_READ (busy 0) while the adapter watches the session that holds
+ * the lock; advlock_pq_async_lost() turns 1 if it is lost. Many adapters,
+ * one per connection, can run in one thread. See docs/event-loops.md.
+ */
+typedef struct advlock_pq_async {
+    PGconn *conn_;
+    uint32_t prepared_;
+    int phase_;
+    int scope_;
+    int64_t cancel_resend_at_;
+    advlock_pq_query_ query_;
+    advlock_machine machine_;
+    advlock_pq_report report_;
+} advlock_pq_async;
 
 /* ---- blocking ------------------------------------------------------------ */
 
 /*
- * A connection used by the blocking calls: the PGconn and which statements
- * the session has prepared on it. Allocate it anywhere; it owns nothing, so
- * dropping it needs no call. Its fields are private.
+ * A connection used by the blocking calls: the PGconn, which statements the
+ * session has prepared on it, its options, and the engine that runs its
+ * operations. Allocate it anywhere (a few kilobytes); it holds no heap memory
+ * between calls, so dropping it needs no call. Its fields are private.
  */
 typedef struct advlock_pq_session {
-    PGconn *conn_;
-    uint32_t prepared_;
+    advlock_pq_async engine_;
 } advlock_pq_session;
 
 /*
- * Binds a session to a connection, forgetting what it knew of any other.
- * The caller keeps owning conn and must keep it open while the session is in
- * use; the connection may be in any state (a dead one makes the operations
- * end FAILED with ADVLOCK_ECONNLOST).
+ * Binds a session to a connection, forgetting what it knew of any other,
+ * options included (the reference's behaviour again). The caller keeps
+ * owning conn and must keep it open while the session is in use; the
+ * connection may be in any state (a dead one makes the operations end
+ * FAILED with ADVLOCK_ECONNLOST), and its blocking mode is left as it is.
  *
  * Returns 0, or ADVLOCK_EINVAL (s or conn NULL; s is then untouched).
  */
 ADVLOCK_API int advlock_pq_session_init(advlock_pq_session *s, PGconn *conn);
 
 /*
+ * Sets the options (advlock.h) for the session's operations from now on; o
+ * is copied, its callbacks and their user pointers must stay valid while the
+ * session runs operations. Without this call, or after
+ * advlock_pq_session_init(), a session behaves as the reference does.
+ *
+ * Returns 0, or:
+ *     ADVLOCK_EINVAL    s or o NULL, or a value outside its enum;
+ *     ADVLOCK_EMISUSE   s is not bound to a connection.
+ */
+ADVLOCK_API int advlock_pq_session_set_options(advlock_pq_session *s, const advlock_options *o);
+
+/*
  * Acquires a lock, blocking until the core's schedule ends: try at once,
  * then sleep 100, 200, 400, 800, 1000, 1000, ... ms between tries until the
- * lock is granted or timeout_ms has passed (0: one try only). Sleeps use
- * clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) and resume after signals,
- * so the call cannot be interrupted; use the nonblocking adapter to cancel.
+ * lock is granted or timeout_ms has passed (0: one try only); or, as the
+ * session's options say, another schedule, mode, scope, or a server-side
+ * wait that is cancelled at the timeout. The call waits in poll() on the
+ * connection's socket with CLOCK_MONOTONIC deadlines and resumes after
+ * signals, so it cannot be interrupted; use the nonblocking adapter to
+ * cancel.
  *
  * lock_key, len: the lock's name (UTF-8; len bytes, NUL allowed), read during
  *     the call only.
@@ -196,14 +344,17 @@ ADVLOCK_API int advlock_pq_session_init(advlock_pq_session *s, PGconn *conn);
  *     error, and advlock_strerror()'s text as the message).
  *
  * Returns 0 when the operation ended ACQUIRED or TIMED_OUT (see
- * report->outcome), or a negative advlock_error, also in report->error:
+ * report->outcome; with diagnostics, a TIMED_OUT report names the holder),
+ * or a negative advlock_error, also in report->error:
  *     ADVLOCK_EINVAL    s or report NULL, lock_key NULL with len > 0,
  *                       timeout_ms < 0;
  *     ADVLOCK_EUTF8     the name is not well-formed UTF-8;
  *     ADVLOCK_ECRYPTO   the key could not be derived;
  *     ADVLOCK_EMISUSE   s is not bound to a connection, or the connection is
  *                       busy (a query of the caller's in progress, or
- *                       pipeline mode): nothing was sent;
+ *                       pipeline mode), or the options ask for transaction
+ *                       scope and no transaction block is open: nothing was
+ *                       sent;
  *     ADVLOCK_ESERVER   the server rejected a statement (report->sqlstate);
  *     ADVLOCK_ENULL     the server answered NULL;
  *     ADVLOCK_ECONNLOST the connection broke (report->sqlstate is, for
@@ -217,13 +368,35 @@ ADVLOCK_API int advlock_pq_acquire(advlock_pq_session *s, const char *lock_key, 
 /*
  * Releases one hold of a lock: one statement, no sleeping. Ends RELEASED, or
  * NOT_HELD when the session held no such lock; the server's WARNING about
- * that is in report->notice (see "Server notices"), not on stderr.
+ * that is in report->notice (see "Server notices"), not on stderr. With
+ * transaction scope nothing is sent: ENDS_WITH_TRANSACTION.
  *
  * Arguments and errors as for advlock_pq_acquire() (without the timeout);
- * returns 0 when the operation ended RELEASED or NOT_HELD.
+ * returns 0 when the operation ended RELEASED, NOT_HELD or
+ * ENDS_WITH_TRANSACTION.
  */
 ADVLOCK_API int advlock_pq_release(advlock_pq_session *s, const char *lock_key, size_t len,
                                    advlock_pq_report *report);
+
+/*
+ * Checks, without blocking, that the session's connection is still there:
+ * reads whatever the server sent (poll with no wait, PQconsumeInput), so a
+ * terminated session or a closed connection is noticed now rather than at
+ * the next statement. Call it as often as suits (every second while a lock
+ * guards work, say). Server notices read on the way are routed as during an
+ * operation; notifications and the results of the caller's own statements
+ * stay in libpq for the caller. If an acquire of this session ended
+ * ACQUIRED and no operation has run since, a loss is also reported to the
+ * event callback as ADVLOCK_EVENT_LOST. Sends nothing.
+ *
+ * Returns 0 (the connection is alive as far as can be told without a round
+ * trip), or:
+ *     ADVLOCK_EINVAL    s NULL;
+ *     ADVLOCK_EMISUSE   s is not bound to a connection;
+ *     ADVLOCK_ECONNLOST the connection is closed or failed: the session and
+ *                       every lock it held are gone.
+ */
+ADVLOCK_API int advlock_pq_check(advlock_pq_session *s);
 
 /* ---- nonblocking --------------------------------------------------------- */
 
@@ -231,32 +404,7 @@ ADVLOCK_API int advlock_pq_release(advlock_pq_session *s, const char *lock_key, 
 #define ADVLOCK_PQ_READ 1u
 #define ADVLOCK_PQ_WRITE 2u
 
-/*
- * A nonblocking adapter: one connection, one lock machine, one operation at
- * a time. Allocate it anywhere (it is a few kilobytes); it holds no heap
- * memory, so dropping it needs no call, though an operation under way should
- * be driven to its end first (or the connection closed) so that no query is
- * left in flight. Its fields are private: use the functions below.
- *
- * The loop's side of the contract, after every call that can change it
- * (init, start, process, cancel):
- *     fd       = advlock_pq_async_socket(a);     watch this socket
- *     wants    = advlock_pq_async_wants(a);      for these readiness bits
- *     deadline = advlock_pq_async_deadline(a, &at_ms);  and this time
- * and when any of them happens, call advlock_pq_async_process() with what
- * was seen. While busy, wants or a deadline is always set; when
- * advlock_pq_async_busy() turns 0 the operation has ended and
- * advlock_pq_async_report() says how. Many adapters, one per connection,
- * can run in one thread. See docs/event-loops.md.
- */
-typedef struct advlock_pq_async {
-    PGconn *conn_;
-    uint32_t prepared_;
-    int phase_;
-    advlock_pq_query_ query_;
-    advlock_machine machine_;
-    advlock_pq_report report_;
-} advlock_pq_async;
+/* advlock_pq_async is declared above, with the contract its loop keeps. */
 
 /*
  * Binds an adapter to a connected PGconn and puts the connection in
@@ -265,6 +413,8 @@ typedef struct advlock_pq_async {
  * the adapter may send on it while an operation is under way. Overwrites
  * whatever a was (do not re-initialise an adapter in the middle of an
  * operation: its query would be left in flight).
+ *
+ * The adapter starts with the reference's behaviour (no options).
  *
  * Returns 0, or:
  *     ADVLOCK_EINVAL    a or conn NULL (a untouched);
@@ -276,10 +426,23 @@ typedef struct advlock_pq_async {
 ADVLOCK_API int advlock_pq_async_init(advlock_pq_async *a, PGconn *conn);
 
 /*
- * Starts acquiring a lock with the reference schedule (see
- * advlock_pq_acquire()); sends the first try-lock query at once, without
- * blocking. The operation may already have ended when this returns (a
- * broken connection); check advlock_pq_async_busy().
+ * Sets the options (advlock.h) for the adapter's operations from now on; o
+ * is copied, its callbacks and their user pointers must stay valid while the
+ * adapter runs operations or watches a held lock. Not allowed while an
+ * operation is under way (options hold from an operation's start to its end).
+ *
+ * Returns 0, or:
+ *     ADVLOCK_EINVAL    a or o NULL, or a value outside its enum;
+ *     ADVLOCK_EMISUSE   a unbound, or an operation is under way.
+ */
+ADVLOCK_API int advlock_pq_async_set_options(advlock_pq_async *a, const advlock_options *o);
+
+/*
+ * Starts acquiring a lock with the reference schedule, or as the options say
+ * (see advlock_pq_acquire()); sends the first lock query at once, without
+ * blocking. Ends the watch of a lock held from before. The operation may
+ * already have ended when this returns (a broken connection); check
+ * advlock_pq_async_busy().
  *
  * lock_key, len: as for advlock_pq_acquire(), read during the call only.
  * now_ms: the caller's monotonic time.
@@ -287,17 +450,19 @@ ADVLOCK_API int advlock_pq_async_init(advlock_pq_async *a, PGconn *conn);
  * Returns 0, or (nothing started, nothing sent):
  *     ADVLOCK_EINVAL    a NULL, lock_key NULL with len > 0, timeout_ms < 0;
  *     ADVLOCK_EUTF8, ADVLOCK_ECRYPTO  as for advlock_derive_key();
- *     ADVLOCK_EMISUSE   a unbound, an operation already under way, or the
+ *     ADVLOCK_EMISUSE   a unbound, an operation already under way, the
  *                       connection busy with a query of the caller's or in
- *                       pipeline mode.
+ *                       pipeline mode, or transaction scope asked for with
+ *                       no transaction block open.
  */
 ADVLOCK_API int advlock_pq_async_start_acquire(advlock_pq_async *a, const char *lock_key,
                                                size_t len, int64_t timeout_ms, int64_t now_ms);
 
 /*
- * Starts releasing one hold of a lock (see advlock_pq_release()). Arguments,
- * behaviour and errors as for advlock_pq_async_start_acquire(), without the
- * timeout.
+ * Starts releasing one hold of a lock (see advlock_pq_release()); ends the
+ * watch of the held lock. Arguments, behaviour and errors as for
+ * advlock_pq_async_start_acquire(), without the timeout (and transaction
+ * scope is no error: the release ends ENDS_WITH_TRANSACTION at once).
  */
 ADVLOCK_API int advlock_pq_async_start_release(advlock_pq_async *a, const char *lock_key,
                                                size_t len, int64_t now_ms);
@@ -306,8 +471,11 @@ ADVLOCK_API int advlock_pq_async_start_release(advlock_pq_async *a, const char *
  * Cancels an acquire. During a sleep it ends CANCELLED at once (busy turns
  * 0). While a try-lock query is in flight the adapter waits for its answer;
  * if the server granted the lock it is released before the operation ends
- * CANCELLED, so a cancelled acquire never leaves a lock behind. Cancelling
- * twice is harmless. Sends nothing itself.
+ * CANCELLED, so a cancelled acquire never leaves a lock behind. During a
+ * server-side wait it first sends the server a cancel request (PQcancel(),
+ * which blocks for one connection to the server; see "Server-side waiting"),
+ * at once, or as soon as the statement is all sent. Cancelling twice is
+ * harmless.
  *
  * Returns 0, or ADVLOCK_EINVAL (a NULL) or ADVLOCK_EMISUSE (a unbound, or no
  * acquire under way: idle, ended, or a release, which always ends on its own).
@@ -322,16 +490,20 @@ ADVLOCK_API int advlock_pq_async_cancel(advlock_pq_async *a, int64_t now_ms);
 ADVLOCK_API int advlock_pq_async_socket(const advlock_pq_async *a);
 
 /*
- * Returns the readiness the adapter waits for: ADVLOCK_PQ_READ,
- * ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE (a query is still being sent), or 0
- * (sleeping, idle, ended, a NULL).
+ * Returns the readiness the adapter waits for: ADVLOCK_PQ_READ (a query's
+ * results, or, with busy 0, the watch of a held lock), ADVLOCK_PQ_READ |
+ * ADVLOCK_PQ_WRITE (a query is still being sent), or 0 (sleeping, idle,
+ * ended without a lock, lost, a NULL).
  */
 ADVLOCK_API unsigned advlock_pq_async_wants(const advlock_pq_async *a);
 
 /*
  * Returns 1 and stores in *at_ms the absolute time (the caller's clock) at
  * which advlock_pq_async_process() must be called even if the socket stays
- * quiet; returns 0 when there is no deadline (or a or at_ms is NULL).
+ * quiet: the end of a sleep, a server-side wait's deadline (the acquire's
+ * timeout, when the adapter asks the server to cancel the statement), or
+ * the next repeat of a cancel request. Returns 0 when there is no deadline
+ * (or a or at_ms is NULL).
  */
 ADVLOCK_API int advlock_pq_async_deadline(const advlock_pq_async *a, int64_t *at_ms);
 
@@ -341,14 +513,18 @@ ADVLOCK_API int advlock_pq_async_deadline(const advlock_pq_async *a, int64_t *at
  * ADVLOCK_PQ_WRITE, both; errors and hang-ups count as READ) or when the
  * deadline has come (ready = 0). Readiness it did not ask for and early
  * calls are harmless. It sends, flushes, reads, collects results, feeds the
- * core and starts the next query or sleep, never blocking. When this
- * returns, ask again for socket, wants and deadline; if busy is 0, the
- * operation has ended.
+ * core and starts the next query or sleep, never blocking on the socket
+ * (a cancel request the machine asks for blocks for one connection to the
+ * server; see "Server-side waiting"). While a lock is held (busy 0, wants
+ * READ) it reads what the server sent and notices a lost connection
+ * (advlock_pq_async_lost()). When this returns, ask again for socket, wants
+ * and deadline; if busy is 0, the operation has ended.
  *
  * Returns 0, or:
  *     ADVLOCK_EINVAL    a NULL, or ready has bits other than READ and WRITE;
- *     ADVLOCK_EMISUSE   a unbound, or no operation under way (never
- *                       started, or already ended): nothing changes.
+ *     ADVLOCK_EMISUSE   a unbound, or no operation under way and no lock
+ *                       watched (never started, ended without a lock, or
+ *                       lost): nothing changes.
  * Failures of the connection or the server are not errors of this call:
  * they end the operation FAILED, with the details in the report.
  */
@@ -358,9 +534,23 @@ ADVLOCK_API int advlock_pq_async_process(advlock_pq_async *a, unsigned ready, in
 ADVLOCK_API int advlock_pq_async_busy(const advlock_pq_async *a);
 
 /*
+ * Returns 1 if the lock the last acquire took was lost: the connection
+ * closed or failed (a terminated session, a server stopped) while the
+ * adapter watched it, before any other operation started. The report then
+ * describes the loss (outcome FAILED, error ADVLOCK_ECONNLOST, sqlstate
+ * "57P01" when the server said it terminated the session, a message with
+ * the server's or libpq's words), and ADVLOCK_EVENT_LOST has gone to the
+ * event callback. Returns 0 otherwise (also for a NULL). Stop watching the
+ * socket: libpq has closed it.
+ */
+ADVLOCK_API int advlock_pq_async_lost(const advlock_pq_async *a);
+
+/*
  * Returns the report of the operation that ended last, or NULL while one is
  * under way, before the first has ended, or for a NULL. The report belongs to
- * the adapter and stays valid and unchanged until the next start or init.
+ * the adapter and stays valid until the next start or init; it changes only
+ * while a held lock is watched: notices that arrive are counted in it, and a
+ * lost lock turns it into the loss's report (advlock_pq_async_lost()).
  */
 ADVLOCK_API const advlock_pq_report *advlock_pq_async_report(const advlock_pq_async *a);
 

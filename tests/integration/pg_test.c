@@ -15,7 +15,14 @@
 
 PGconn *pgt_connect(void)
 {
-    PGconn *conn = PQconnectdb("application_name=advlock_integration");
+    return pgt_connect_as("advlock_integration");
+}
+
+PGconn *pgt_connect_as(const char *application_name)
+{
+    const char *const keywords[] = {"application_name", NULL};
+    const char *const values[] = {application_name, NULL};
+    PGconn *conn = PQconnectdbParams(keywords, values, 1);
     if (PQstatus(conn) != CONNECTION_OK)
         fail_msg("cannot connect (run under tests/pg/with-postgres.sh): %s", PQerrorMessage(conn));
     return conn;
@@ -100,6 +107,66 @@ long long pgt_lock_count(PGconn *observer, int64_t key)
                          " AND objsubid = 1 AND granted"
                          " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
                          text, NULL);
+}
+
+long long pgt_lock_rows(PGconn *observer, int64_t key, const char *mode, int granted,
+                        PGconn *session)
+{
+    char key_text[32], granted_text[8], pid[16];
+    snprintf(key_text, sizeof key_text, "%lld", (long long)key);
+    snprintf(granted_text, sizeof granted_text, "%d", granted);
+    snprintf(pid, sizeof pid, "%d", session != NULL ? PQbackendPID(session) : 0);
+    return pgt_query_int(observer,
+                         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                         " AND objsubid = 1"
+                         " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint"
+                         " AND ($2 = '' OR mode = $2)"
+                         " AND ($3::int < 0 OR granted = ($3::int = 1))"
+                         " AND ($4::int = 0 OR pid = $4::int)",
+                         key_text, mode != NULL ? mode : "", granted_text, pid, NULL);
+}
+
+void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session,
+                            advlock_pq_async *a)
+{
+    int64_t limit = advlock_pq_now_ms() + 5000;
+    while (pgt_lock_rows(observer, key, NULL, 0, session) == 0) {
+        if (advlock_pq_now_ms() > limit)
+            fail_msg("the session never waited for the lock");
+        if (a != NULL) {
+            advlock_pq_async *const one[1] = {a};
+            pgt_loop_turn(one, 1, advlock_pq_now_ms() + 5);
+        } else {
+            pgt_sleep_ms(5);
+        }
+    }
+}
+
+const char *pgt_last_statement(PGconn *observer, PGconn *session, char *buf, size_t size)
+{
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(session));
+    return pgt_query(observer, buf, size, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
+                     pid, NULL);
+}
+
+void pgt_record_event(void *user, const advlock_event *event)
+{
+    pgt_events *r = user;
+    if (r->n >= PGT_MAX_EVENTS)
+        return;
+    r->events[r->n] = *event;
+    snprintf(r->messages[r->n], sizeof r->messages[0], "%s", event->message);
+    r->events[r->n].message = r->messages[r->n];
+    r->n++;
+}
+
+int pgt_find_event(const pgt_events *r, advlock_event_kind kind, int from)
+{
+    for (int i = from < 0 ? 0 : from; i < r->n; i++)
+        if (r->events[i].kind == kind)
+            return i;
+    return -1;
 }
 
 void pgt_expect_lock_row(PGconn *observer, int64_t key, PGconn *holder)
@@ -263,13 +330,19 @@ void pgt_server_start(void)
 
 enum { MAX_ADAPTERS = 64 };
 
+/* An adapter the loop must serve: one busy, or one watching a held lock. */
+static int active(const advlock_pq_async *a)
+{
+    return advlock_pq_async_busy(a) || advlock_pq_async_wants(a) != 0;
+}
+
 size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_ms)
 {
     struct pollfd fds[MAX_ADAPTERS];
     assert_true(n <= MAX_ADAPTERS);
     int64_t now = advlock_pq_now_ms();
     int64_t wake = limit_ms;
-    size_t busy = 0;
+    size_t serving = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned wants = advlock_pq_async_wants(adapters[i]);
         int64_t at;
@@ -279,15 +352,15 @@ size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_
         fds[i].revents = 0;
         if (advlock_pq_async_deadline(adapters[i], &at) && at < wake)
             wake = at;
-        busy += (size_t)advlock_pq_async_busy(adapters[i]);
+        serving += (size_t)active(adapters[i]);
     }
-    if (busy == 0)
+    if (serving == 0)
         return 0;
     int timeout = wake > now ? (int)(wake - now) : 0;
     assert_true(poll(fds, n, timeout) >= 0);
 
     now = advlock_pq_now_ms();
-    busy = 0;
+    size_t busy = 0;
     for (size_t i = 0; i < n; i++) {
         advlock_pq_async *a = adapters[i];
         unsigned ready = 0;
@@ -297,7 +370,7 @@ size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_
             ready |= ADVLOCK_PQ_WRITE;
         int64_t at;
         int due = advlock_pq_async_deadline(a, &at) && now >= at;
-        if (advlock_pq_async_busy(a) && (ready != 0 || due))
+        if (active(a) && (ready != 0 || due))
             assert_int_equal(advlock_pq_async_process(a, ready, now), 0);
         busy += (size_t)advlock_pq_async_busy(a);
     }
@@ -306,9 +379,17 @@ size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_
 
 void pgt_loop_until_idle(advlock_pq_async *const *adapters, size_t n, int64_t limit_ms)
 {
-    while (pgt_loop_turn(adapters, n, limit_ms) > 0)
+    for (;;) {
+        size_t busy = 0;
+        for (size_t i = 0; i < n; i++)
+            busy += (size_t)advlock_pq_async_busy(adapters[i]);
+        /* Adapters watching held locks alone do not keep the loop going. */
+        if (busy == 0)
+            return;
         if (advlock_pq_now_ms() > limit_ms)
             fail_msg("adapters still busy at the time limit");
+        pgt_loop_turn(adapters, n, limit_ms);
+    }
 }
 
 void pgt_loop_until_sleeping(advlock_pq_async *a, uint64_t attempts, int64_t limit_ms)

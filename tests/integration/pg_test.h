@@ -19,6 +19,9 @@
 /* A new connection from the environment; fails the test if it cannot. */
 PGconn *pgt_connect(void);
 
+/* The same, with this application_name. */
+PGconn *pgt_connect_as(const char *application_name);
+
 /* Runs sql with text parameters (NULL-terminated list) and returns the
  * first column of the first row in buf ("" for no row); fails the test on
  * an error. */
@@ -41,6 +44,19 @@ int64_t pgt_key_of(const char *name);
 
 /* Granted advisory locks on key seen from observer (any session). */
 long long pgt_lock_count(PGconn *observer, int64_t key);
+
+/* pg_locks rows for key: mode NULL for any; granted 1 (held), 0 (waiting)
+ * or -1 (either); of session's backend, or of any when session is NULL. */
+long long pgt_lock_rows(PGconn *observer, int64_t key, const char *mode, int granted,
+                        PGconn *session);
+
+/* Waits (up to 5 s) until session's backend waits for key in pg_locks,
+ * turning the loop for adapter a meanwhile when it is not NULL. */
+void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session,
+                            advlock_pq_async *a);
+
+/* The last statement session's backend ran, as pg_stat_activity shows it. */
+const char *pgt_last_statement(PGconn *observer, PGconn *session, char *buf, size_t size);
 
 /*
  * What a second session sees after holder acquired the lock named by key:
@@ -69,6 +85,23 @@ void pgt_terminate(PGconn *observer, int pid);
 void pgt_freeze(int pid);
 void pgt_terminate_frozen(PGconn *observer, int pid);
 
+/* ---- events ---- */
+
+enum { PGT_MAX_EVENTS = 64 };
+
+/* What an event callback saw, messages copied. */
+typedef struct pgt_events {
+    advlock_event events[PGT_MAX_EVENTS];
+    char messages[PGT_MAX_EVENTS][256];
+    int n;
+} pgt_events;
+
+/* An advlock_event_fn recording into the pgt_events at user. */
+void pgt_record_event(void *user, const advlock_event *event);
+
+/* The index of the first event of kind at or after from, or -1. */
+int pgt_find_event(const pgt_events *r, advlock_event_kind kind, int from);
+
 /* ---- stderr ---- */
 
 typedef struct pgt_stderr_capture {
@@ -90,9 +123,10 @@ void pgt_server_start(void);
 /* ---- a poll() loop for nonblocking adapters ---- */
 
 /*
- * One turn of the loop over the busy adapters: waits for the first socket
- * readiness or deadline (no later than limit_ms) and lets each adapter
- * process what happened to it. Returns how many are still busy.
+ * One turn of the loop over the adapters: waits for the first socket
+ * readiness or deadline (no later than limit_ms) and lets each adapter that
+ * is busy or watching a held lock process what happened to it. Returns how
+ * many are still busy (0 at once when none is busy or watching).
  */
 size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_ms);
 

@@ -1,16 +1,28 @@
 /*
- * What a statement's results mean for the lock machine: one boolean row
- * becomes TRUE, FALSE or NULL; a server error becomes SERVER_ERROR with its
- * SQLSTATE and primary message; a broken connection, or no result at all,
- * becomes CONNECTION_LOST. Written once, for both adapters. Results are read
- * in binary format only, so no locale or text format is involved.
+ * What a statement's results mean for the lock machine. The statement's row
+ * in the core's table says what it returns (advlock_sql_answer):
+ *   BOOLEAN  one row, one boolean column: TRUE, FALSE or NULL;
+ *   VOID     one row, one void column (the waiting lock functions): TRUE;
+ *   HOLDERS  rows of advlock_holder columns, fed with advlock_on_holders().
+ * A server error becomes SERVER_ERROR with its SQLSTATE and primary message;
+ * a broken connection, or no result at all, becomes CONNECTION_LOST. Written
+ * once, for both adapters. Results are read in binary format only, so no
+ * locale or text format is involved.
  */
 #include "pq.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-enum { BOOL_OID = 16, BINARY = 1 };
+enum {
+    BOOL_OID = 16,
+    INT8_OID = 20,
+    INT4_OID = 23,
+    TEXT_OID = 25,
+    VOID_OID = 2278,
+    BINARY = 1
+};
 
 void advlock_pq_answer_clear(advlock_pq_query_ *q)
 {
@@ -19,6 +31,8 @@ void advlock_pq_answer_clear(advlock_pq_query_ *q)
     q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
     q->sqlstate_[0] = '\0';
     q->message_[0] = '\0';
+    PQclear(q->rows_); /* PQclear(NULL) does nothing */
+    q->rows_ = NULL;
 }
 
 void advlock_pq_copy_line(char *out, size_t size, const char *text)
@@ -63,18 +77,30 @@ static void unexpected(advlock_pq_query_ *q, const char *what)
     snprintf(q->message_, sizeof q->message_, "unexpected result: %s", what);
 }
 
-/* One row, one binary boolean column: 1 byte, 0 or 1. */
-static void read_boolean(advlock_pq_query_ *q, const PGresult *res)
+/* Checks that a result has the rows and binary columns a statement returns
+ * (rows < 0: any number); otherwise the answer says what came instead. */
+static int has_shape(advlock_pq_query_ *q, const PGresult *res, int rows, const Oid *types,
+                     int ncolumns)
 {
-    char shape[96];
-    if (PQntuples(res) != 1 || PQnfields(res) != 1 || PQftype(res, 0) != BOOL_OID
-        || PQfformat(res, 0) != BINARY) {
+    int ok = (rows < 0 || PQntuples(res) == rows) && PQnfields(res) == ncolumns;
+    for (int i = 0; ok && i < ncolumns; i++)
+        ok = PQftype(res, i) == types[i] && PQfformat(res, i) == BINARY;
+    if (!ok) {
+        char shape[96];
         snprintf(shape, sizeof shape, "%d rows, %d columns, first of type OID %u (format %d)",
                  PQntuples(res), PQnfields(res), PQnfields(res) > 0 ? PQftype(res, 0) : 0,
                  PQnfields(res) > 0 ? PQfformat(res, 0) : -1);
         unexpected(q, shape);
-        return;
     }
+    return ok;
+}
+
+/* One row, one binary boolean column: 1 byte, 0 or 1. */
+static void read_boolean(advlock_pq_query_ *q, const PGresult *res)
+{
+    static const Oid types[1] = {BOOL_OID};
+    if (!has_shape(q, res, 1, types, 1))
+        return;
     if (PQgetisnull(res, 0, 0)) {
         q->result_ = ADVLOCK_RESULT_NULL;
         return;
@@ -86,12 +112,38 @@ static void read_boolean(advlock_pq_query_ *q, const PGresult *res)
         unexpected(q, "a boolean that is neither true nor false");
 }
 
+/* One row, one void column: the function returned, so the lock is held.
+ * (Its value, an empty binary datum, carries nothing.) */
+static void read_void(advlock_pq_query_ *q, const PGresult *res)
+{
+    static const Oid types[1] = {VOID_OID};
+    if (has_shape(q, res, 1, types, 1))
+        q->result_ = ADVLOCK_RESULT_TRUE;
+}
+
+/* The columns of ADVLOCK_SQL_HOLDERS, in advlock_holder's order. */
+static const Oid holder_types[] = {INT4_OID, BOOL_OID, TEXT_OID, TEXT_OID,
+                                   TEXT_OID, TEXT_OID, TEXT_OID, INT8_OID};
+enum { HOLDER_COLUMNS = sizeof holder_types / sizeof holder_types[0] };
+
+/* Any number of rows: the result is kept (its values are the holders'
+ * strings) until the answer is fed to the machine. */
+static int read_holders(advlock_pq_query_ *q, PGresult *res)
+{
+    if (!has_shape(q, res, -1, holder_types, HOLDER_COLUMNS))
+        return 0;
+    q->result_ = ADVLOCK_RESULT_TRUE; /* rows are in q->rows_ */
+    q->rows_ = res;
+    return 1;
+}
+
 static int is_failure(int result)
 {
     return result == ADVLOCK_RESULT_SERVER_ERROR || result == ADVLOCK_RESULT_CONNECTION_LOST;
 }
 
-void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, const PGresult *res)
+/* Reads res into q; returns 1 if q keeps it. */
+static int read_result(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
 {
     int lost = PQstatus(conn) == CONNECTION_BAD;
     /* The first failure says why: a session terminated mid-statement yields
@@ -100,8 +152,12 @@ void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, const PGresult *
     if (q->answered_ && is_failure(q->result_)) {
         if (lost)
             q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
-        return;
+        return 0;
     }
+    /* A result after the rows (there is none in the protocol, but a failure
+     * would say more than the rows) replaces them. */
+    PQclear(q->rows_);
+    q->rows_ = NULL;
     q->answered_ = 1;
     q->status_ = PQresultStatus(res);
     q->message_[0] = '\0';
@@ -122,11 +178,22 @@ void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, const PGresult *
         q->result_ = ADVLOCK_RESULT_SERVER_ERROR;
         keep_error_message(q, conn, res);
     } else if (q->status_ == PGRES_TUPLES_OK) {
-        read_boolean(q, res);
+        switch (advlock_sql_answer((advlock_sql)q->sql_)) {
+        case ADVLOCK_ANSWER_VOID: read_void(q, res); break;
+        case ADVLOCK_ANSWER_HOLDERS: return read_holders(q, res);
+        default: read_boolean(q, res); break;
+        }
     } else {
         /* PGRES_COMMAND_OK is what a PREPARE answers; see query.c. */
         unexpected(q, PQresStatus((ExecStatusType)q->status_));
     }
+    return 0;
+}
+
+void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
+{
+    if (!read_result(q, conn, res))
+        PQclear(res);
 }
 
 void advlock_pq_answer_end(advlock_pq_query_ *q, PGconn *conn)
@@ -147,9 +214,68 @@ void advlock_pq_answer_end(advlock_pq_query_ *q, PGconn *conn)
         (void)PQisBusy(conn);
 }
 
-void advlock_pq_answer_feed(const advlock_pq_query_ *q, advlock_machine *m, int64_t now_ms)
+/* Binary integers arrive most significant byte first. */
+static int64_t big_endian(const char *bytes, int length)
 {
-    const char *sqlstate = q->sqlstate_[0] != '\0' ? q->sqlstate_ : NULL;
-    /* The machine is QUERYING whenever an answer is fed: it cannot refuse. */
-    (void)advlock_on_result(m, (advlock_result)q->result_, sqlstate, q->message_, now_ms);
+    uint64_t v = 0;
+    for (int i = 0; i < length; i++)
+        v = v << 8 | (unsigned char)bytes[i];
+    if (length == 4)
+        return (int32_t)(uint32_t)v;
+    return (int64_t)v;
+}
+
+/* A column's integer, or 0 for NULL (a prepared transaction's lock has no
+ * pid) or a value of the wrong width. */
+static int64_t integer(const PGresult *res, int row, int column, int width)
+{
+    if (PQgetisnull(res, row, column) || PQgetlength(res, row, column) != width)
+        return 0;
+    return big_endian(PQgetvalue(res, row, column), width);
+}
+
+/* libpq ends every value, binary text included, with a NUL byte. */
+static const char *text(const PGresult *res, int row, int column)
+{
+    return PQgetisnull(res, row, column) ? NULL : PQgetvalue(res, row, column);
+}
+
+/* Hands the kept rows to the machine; the strings point into the result,
+ * which lives until the call returns. */
+static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, int64_t now_ms)
+{
+    const PGresult *res = q->rows_;
+    int n = PQntuples(res);
+    advlock_holder *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+    if (n > 0 && rows == NULL) {
+        /* Diagnostics are optional: their failure still ends TIMED_OUT. */
+        (void)advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, NULL, "out of memory", now_ms);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        rows[i].pid = (int)integer(res, i, 0, 4);
+        rows[i].granted = !PQgetisnull(res, i, 1) && PQgetlength(res, i, 1) == 1
+                          && PQgetvalue(res, i, 1)[0] == 1;
+        rows[i].mode = text(res, i, 2);
+        rows[i].application_name = text(res, i, 3);
+        rows[i].client = text(res, i, 4);
+        rows[i].state = text(res, i, 5);
+        rows[i].backend_start = text(res, i, 6);
+        rows[i].seconds = integer(res, i, 7, 8);
+    }
+    (void)advlock_on_holders(m, rows, (size_t)n, now_ms);
+    free(rows);
+}
+
+void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, int64_t now_ms)
+{
+    if (q->rows_ != NULL && q->result_ == ADVLOCK_RESULT_TRUE) {
+        feed_holders(q, m, now_ms);
+    } else {
+        const char *sqlstate = q->sqlstate_[0] != '\0' ? q->sqlstate_ : NULL;
+        /* The machine is QUERYING whenever an answer is fed: it cannot refuse. */
+        (void)advlock_on_result(m, (advlock_result)q->result_, sqlstate, q->message_, now_ms);
+    }
+    PQclear(q->rows_);
+    q->rows_ = NULL;
 }

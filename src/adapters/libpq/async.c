@@ -1,19 +1,27 @@
 /*
- * The nonblocking adapter: the lock machine driven from any event loop.
+ * The engine both adapters drive: the lock machine on a libpq connection,
+ * never blocking on the server's socket. The nonblocking adapter hands its
+ * socket, wants and deadline to the caller's event loop; the blocking
+ * adapter (blocking.c) runs the same engine under a poll() loop of its own.
  *
  * libpq's nonblocking discipline, one statement in flight at a time:
  *   send (PQsend*) -> SENDING: PQflush until 0, wanting write readiness, and
  *                     consuming input when readable meanwhile
  *                  -> AWAITING: PQconsumeInput when readable; PQgetResult
- *                     only while !PQisBusy, every result PQclear()ed, until
- *                     it returns NULL
+ *                     only while !PQisBusy, until it returns NULL; the
+ *                     query's deadline (a server-side wait) and cancel
+ *                     requests are tended here
  *                  -> ANSWERED: another form of the same query (prepare,
  *                     re-prepare) or the answer goes to the machine, whose
  *                     next action starts the next query, a sleep, or ends.
+ * After ACQUIRED the engine watches the idle session (HOLDING) until the
+ * next operation starts, and reports LOST if the connection goes.
  * Nothing here decides anything about locks: the machine does.
  */
 #include "pq.h"
 
+#include <poll.h>
+#include <stdio.h>
 #include <string.h>
 
 enum phase {
@@ -22,21 +30,42 @@ enum phase {
     AWAITING, /* a statement is sent; its results are not all in */
     ANSWERED, /* within one call only: the statement's results are all in */
     SLEEPING, /* the machine waits for its deadline */
-    DONE      /* the operation ended; the report says how */
+    DONE,     /* the operation ended; the report says how */
+    HOLDING,  /* DONE with ACQUIRED: watching the session that holds the lock */
+    LOST      /* the session holding the lock is gone; the report says how */
 };
+
+/* A cancel request that reaches the server before it has read the statement
+ * is ignored there (PostgreSQL drops cancels while it waits for a command),
+ * and the statement would then wait on. Until the statement answers, the
+ * request is repeated this often. Repeating is harmless: the engine sends
+ * nothing else meanwhile, so a late request can only meet the same statement
+ * or an idle session, which ignores it. */
+enum { CANCEL_RESEND_MS = 250 };
+
+/* An idle session's socket is read at most this many times per call, so a
+ * caller's own statement streaming a large result cannot hold the loop. */
+enum { MAX_IDLE_READS = 16 };
 
 static int busy(const advlock_pq_async *a)
 {
     return a->phase_ == SENDING || a->phase_ == AWAITING || a->phase_ == SLEEPING;
 }
 
+void advlock_pq_engine_bind(advlock_pq_async *a, PGconn *conn)
+{
+    memset(a, 0, sizeof *a);
+    advlock_machine_init(&a->machine_);
+    a->conn_ = conn;
+    a->phase_ = IDLE;
+    a->cancel_resend_at_ = INT64_MAX;
+}
+
 int advlock_pq_async_init(advlock_pq_async *a, PGconn *conn)
 {
     if (a == NULL || conn == NULL)
         return ADVLOCK_EINVAL;
-    memset(a, 0, sizeof *a);
-    advlock_machine_init(&a->machine_);
-    a->phase_ = IDLE;
+    advlock_pq_engine_bind(a, NULL);
     if (PQstatus(conn) == CONNECTION_BAD)
         return ADVLOCK_ECONNLOST;
     if (PQstatus(conn) != CONNECTION_OK)
@@ -45,6 +74,18 @@ int advlock_pq_async_init(advlock_pq_async *a, PGconn *conn)
         return ADVLOCK_ECONNLOST;
     a->conn_ = conn;
     return 0;
+}
+
+int advlock_pq_async_set_options(advlock_pq_async *a, const advlock_options *o)
+{
+    if (a == NULL)
+        return ADVLOCK_EINVAL;
+    if (a->conn_ == NULL || busy(a))
+        return ADVLOCK_EMISUSE;
+    int rc = advlock_set_options(&a->machine_, o);
+    if (rc == 0)
+        a->scope_ = o->scope;
+    return rc;
 }
 
 /* Hands the current form of the query in flight to libpq. A statement libpq
@@ -61,13 +102,16 @@ static void follow_machine(advlock_pq_async *a)
     advlock_action next = advlock_next_action(&a->machine_);
     switch (next.kind) {
     case ADVLOCK_ACTION_QUERY:
+        a->cancel_resend_at_ = INT64_MAX;
         advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->conn_);
         send_form(a);
         break;
     case ADVLOCK_ACTION_SLEEP: a->phase_ = SLEEPING; break;
     default:
-        a->phase_ = DONE;
+        /* DONE: a new answer or a timer never leaves the machine asking
+         * for a cancel, so nothing else arrives here. */
         advlock_pq_report_finish(&a->report_, &a->machine_);
+        a->phase_ = next.outcome == ADVLOCK_ACQUIRED ? HOLDING : DONE;
         break;
     }
 }
@@ -80,9 +124,42 @@ static int collect_results(advlock_pq_async *a)
         if (res == NULL)
             return 1;
         advlock_pq_answer_read(&a->query_, a->conn_, res);
-        PQclear(res);
     }
     return 0;
+}
+
+static void send_cancel(advlock_pq_async *a, int64_t now_ms)
+{
+    char error[256];
+    if (!advlock_pq_cancel_send(a->conn_, error, sizeof error)) {
+        char message[320];
+        snprintf(message, sizeof message, "could not send a cancel request: %s", error);
+        advlock_notify(&a->machine_, ADVLOCK_EVENT_WARNING, message, now_ms);
+    }
+    a->cancel_resend_at_ = now_ms > INT64_MAX - CANCEL_RESEND_MS ? INT64_MAX
+                                                                 : now_ms + CANCEL_RESEND_MS;
+}
+
+/* A server-side wait that has passed its deadline: tell the machine, which
+ * then asks for the statement to be cancelled. */
+static void check_deadline(advlock_pq_async *a, int64_t now_ms)
+{
+    advlock_action next = advlock_next_action(&a->machine_);
+    if (next.kind == ADVLOCK_ACTION_QUERY && now_ms >= next.wake_at_ms)
+        (void)advlock_on_timer(&a->machine_, now_ms);
+}
+
+/* With the statement wholly sent and unanswered: sends the cancel the
+ * machine asks for, or repeats one that may have been dropped. */
+static void tend_cancel(advlock_pq_async *a, int64_t now_ms)
+{
+    check_deadline(a, now_ms);
+    if (advlock_next_action(&a->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY) {
+        send_cancel(a, now_ms);
+        (void)advlock_on_cancel_sent(&a->machine_, now_ms);
+    } else if (now_ms >= a->cancel_resend_at_ && !a->query_.answered_) {
+        send_cancel(a, now_ms);
+    }
 }
 
 /* Moves on as far as possible without waiting for the socket or the clock. */
@@ -91,14 +168,19 @@ static void drive(advlock_pq_async *a, int64_t now_ms)
     for (;;) {
         switch (a->phase_) {
         case SENDING:
-            /* -1 (a write error) leaves the error to be read as a result. */
-            if (PQflush(a->conn_) == 1)
+            /* -1 (a write error) leaves the error to be read as a result.
+             * A cancel waits until the server has the whole statement. */
+            if (PQflush(a->conn_) == 1) {
+                check_deadline(a, now_ms);
                 return;
+            }
             a->phase_ = AWAITING;
             break;
         case AWAITING:
-            if (!collect_results(a))
+            if (!collect_results(a)) {
+                tend_cancel(a, now_ms);
                 return;
+            }
             a->phase_ = ANSWERED;
             break;
         case ANSWERED:
@@ -122,11 +204,16 @@ static void drive(advlock_pq_async *a, int64_t now_ms)
     }
 }
 
-static int check_can_start(const advlock_pq_async *a)
+static int check_can_start(const advlock_pq_async *a, int acquire)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
     if (a->conn_ == NULL || busy(a) || !advlock_pq_conn_free(a->conn_))
+        return ADVLOCK_EMISUSE;
+    /* A transaction-scoped lock taken outside a transaction block would be
+     * released as soon as its own statement ends. */
+    if (acquire && a->scope_ == ADVLOCK_TRANSACTION && PQstatus(a->conn_) == CONNECTION_OK
+        && PQtransactionStatus(a->conn_) == PQTRANS_IDLE)
         return ADVLOCK_EMISUSE;
     return 0;
 }
@@ -136,7 +223,7 @@ static void begin(advlock_pq_async *a, int64_t now_ms)
 {
     advlock_pq_notice_guard notices;
     advlock_pq_report_begin(&a->report_);
-    advlock_pq_notices_divert(&notices, a->conn_, &a->report_);
+    advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
     follow_machine(a);
     drive(a, now_ms);
     advlock_pq_notices_restore(&notices);
@@ -145,7 +232,7 @@ static void begin(advlock_pq_async *a, int64_t now_ms)
 int advlock_pq_async_start_acquire(advlock_pq_async *a, const char *lock_key, size_t len,
                                    int64_t timeout_ms, int64_t now_ms)
 {
-    int rc = check_can_start(a);
+    int rc = check_can_start(a, 1);
     if (rc == 0)
         rc = advlock_start_acquire(&a->machine_, lock_key, len, timeout_ms, now_ms);
     if (rc == 0)
@@ -156,7 +243,7 @@ int advlock_pq_async_start_acquire(advlock_pq_async *a, const char *lock_key, si
 int advlock_pq_async_start_release(advlock_pq_async *a, const char *lock_key, size_t len,
                                    int64_t now_ms)
 {
-    int rc = check_can_start(a);
+    int rc = check_can_start(a, 0);
     if (rc == 0)
         rc = advlock_start_release(&a->machine_, lock_key, len, now_ms);
     if (rc == 0)
@@ -174,20 +261,83 @@ int advlock_pq_async_cancel(advlock_pq_async *a, int64_t now_ms)
     if (rc != 0)
         return rc;
     /* Asleep, the machine ends at once; with a query in flight it waits for
-     * the answer (and undoes a granted lock), which process() delivers. */
+     * the answer (and undoes a granted lock), which process() delivers. A
+     * server-side wait is asked to stop first: at once if the statement is
+     * all sent, else as soon as it is. */
     if (a->phase_ == SLEEPING)
         follow_machine(a);
+    else if (a->phase_ == AWAITING)
+        tend_cancel(a, now_ms);
     return 0;
+}
+
+/* 1 if fd has input waiting (or an error or hang-up to report) right now. */
+static int readable_now(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return fd >= 0 && poll(&p, 1, 0) > 0 && p.revents != 0;
+}
+
+/* Reads what an idle session's socket holds; returns 1 if the connection
+ * is gone. The server's last words and the end of the connection often
+ * arrive together, so the socket is read until it has nothing more. */
+static int read_idle(PGconn *conn)
+{
+    for (int reads = 0; reads < MAX_IDLE_READS; reads++) {
+        if (PQstatus(conn) == CONNECTION_BAD || !PQconsumeInput(conn))
+            break;
+        /* Parses what arrived: notices go to the receiver; a caller's own
+         * statement's results wait in libpq for the caller. */
+        (void)PQisBusy(conn);
+        if (!readable_now(PQsocket(conn)))
+            break;
+    }
+    return PQstatus(conn) == CONNECTION_BAD;
+}
+
+/* The session that held the lock is gone: the report says so, once. */
+static void become_lost(advlock_pq_async *a, int fatal, int64_t now_ms)
+{
+    advlock_pq_report *r = &a->report_;
+    /* The server's FATAL says why better than libpq's "server closed the
+     * connection unexpectedly". Sized so that the sentence always fits. */
+    char reason[ADVLOCK_MESSAGE_MAX - 64];
+    advlock_pq_copy_line(reason, sizeof reason, fatal ? r->notice : PQerrorMessage(a->conn_));
+    r->outcome = ADVLOCK_FAILED;
+    r->error = ADVLOCK_ECONNLOST;
+    advlock_pq_copy_line(r->sqlstate, sizeof r->sqlstate, fatal ? r->notice_sqlstate : "");
+    snprintf(r->message, sizeof r->message, "Lock lost: the connection holding it closed%s%s",
+             reason[0] != '\0' ? ": " : "", reason);
+    a->phase_ = LOST;
+    advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->message, now_ms);
+}
+
+int advlock_pq_engine_watch(advlock_pq_async *a, int64_t now_ms)
+{
+    advlock_pq_notice_guard notices;
+    advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
+    int gone = read_idle(a->conn_) || notices.fatal;
+    advlock_pq_notices_restore(&notices);
+    if (gone && a->phase_ == HOLDING)
+        become_lost(a, notices.fatal, now_ms);
+    return gone;
 }
 
 int advlock_pq_async_process(advlock_pq_async *a, unsigned ready, int64_t now_ms)
 {
     if (a == NULL || (ready & ~(ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE)) != 0)
         return ADVLOCK_EINVAL;
-    if (a->conn_ == NULL || !busy(a))
+    if (a->conn_ == NULL)
+        return ADVLOCK_EMISUSE;
+    if (a->phase_ == HOLDING) {
+        if ((ready & ADVLOCK_PQ_READ) || PQstatus(a->conn_) == CONNECTION_BAD)
+            (void)advlock_pq_engine_watch(a, now_ms);
+        return 0;
+    }
+    if (!busy(a))
         return ADVLOCK_EMISUSE;
     advlock_pq_notice_guard notices;
-    advlock_pq_notices_divert(&notices, a->conn_, &a->report_);
+    advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
     /* A failure here breaks the connection, which the results then report. */
     if ((ready & ADVLOCK_PQ_READ) && (a->phase_ == SENDING || a->phase_ == AWAITING))
         (void)PQconsumeInput(a->conn_);
@@ -207,14 +357,28 @@ unsigned advlock_pq_async_wants(const advlock_pq_async *a)
         return 0;
     if (a->phase_ == SENDING)
         return ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE;
-    return a->phase_ == AWAITING ? ADVLOCK_PQ_READ : 0;
+    return a->phase_ == AWAITING || a->phase_ == HOLDING ? ADVLOCK_PQ_READ : 0;
 }
 
 int advlock_pq_async_deadline(const advlock_pq_async *a, int64_t *at_ms)
 {
-    if (a == NULL || at_ms == NULL || a->phase_ != SLEEPING)
+    if (a == NULL || at_ms == NULL)
         return 0;
-    *at_ms = advlock_next_action(&a->machine_).wake_at_ms;
+    advlock_action next = advlock_next_action(&a->machine_);
+    int64_t at = INT64_MAX;
+    if (a->phase_ == SLEEPING) {
+        at = next.wake_at_ms;
+    } else if (a->phase_ == SENDING || a->phase_ == AWAITING) {
+        /* A server-side wait's deadline (INT64_MAX for every other query),
+         * and the next repeat of a cancel request. */
+        if (next.kind == ADVLOCK_ACTION_QUERY)
+            at = next.wake_at_ms;
+        if (a->phase_ == AWAITING && !a->query_.answered_ && a->cancel_resend_at_ < at)
+            at = a->cancel_resend_at_;
+    }
+    if (at == INT64_MAX)
+        return 0;
+    *at_ms = at;
     return 1;
 }
 
@@ -223,9 +387,16 @@ int advlock_pq_async_busy(const advlock_pq_async *a)
     return a != NULL && busy(a);
 }
 
+int advlock_pq_async_lost(const advlock_pq_async *a)
+{
+    return a != NULL && a->phase_ == LOST;
+}
+
 const advlock_pq_report *advlock_pq_async_report(const advlock_pq_async *a)
 {
-    return a != NULL && a->phase_ == DONE ? &a->report_ : NULL;
+    return a != NULL && (a->phase_ == DONE || a->phase_ == HOLDING || a->phase_ == LOST)
+               ? &a->report_
+               : NULL;
 }
 
 const advlock_machine *advlock_pq_async_machine(const advlock_pq_async *a)

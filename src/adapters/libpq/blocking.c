@@ -1,76 +1,72 @@
 /*
- * The blocking adapter: runs the lock machine to DONE on the caller's
- * thread, executing each QUERY with PQsend* and a blocking PQgetResult loop
- * (PQexec* would keep only the last result, losing the server's reason when
- * a session is terminated mid-statement) and each SLEEP with an absolute
- * monotonic sleep. Every decision is the machine's.
+ * The blocking adapter: the engine of async.c run to the end of each
+ * operation on the caller's thread, under a poll() loop that waits for
+ * exactly what the engine asks for (its socket's readiness, its deadline).
+ * So both adapters share every line that talks to libpq or to the machine,
+ * and a server-side wait blocks in poll() only until its deadline, where the
+ * engine asks the server to cancel it. Every decision is the machine's.
  */
 #include "pq.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
 
 int advlock_pq_session_init(advlock_pq_session *s, PGconn *conn)
 {
     if (s == NULL || conn == NULL)
         return ADVLOCK_EINVAL;
-    s->conn_ = conn;
-    s->prepared_ = 0;
+    advlock_pq_engine_bind(&s->engine_, conn);
     return 0;
 }
 
-/* Runs one of the machine's queries through as many forms as it takes
- * (prepare, execute, re-prepare) and feeds the final answer back. */
-static void run_query(advlock_pq_session *s, advlock_machine *m, advlock_action query)
+int advlock_pq_session_set_options(advlock_pq_session *s, const advlock_options *o)
 {
-    advlock_pq_query_ q;
-    advlock_pq_query_begin(&q, query.sql, s->prepared_, s->conn_);
-    do {
-        if (advlock_pq_query_send(&q, s->conn_, query.param)) {
-            PGresult *res;
-            while ((res = PQgetResult(s->conn_)) != NULL) {
-                advlock_pq_answer_read(&q, s->conn_, res);
-                PQclear(res);
-            }
-        }
-        advlock_pq_answer_end(&q, s->conn_);
-    } while (advlock_pq_query_next(&q, &s->prepared_, s->conn_));
-    advlock_pq_answer_feed(&q, m, advlock_pq_now_ms());
+    return s != NULL ? advlock_pq_async_set_options(&s->engine_, o) : ADVLOCK_EINVAL;
 }
 
-static int run(advlock_pq_session *s, advlock_machine *m, advlock_pq_report *report)
+/* Waits once for what the engine wants, then lets it process what came. */
+static void wait_and_process(advlock_pq_async *e)
 {
-    advlock_pq_notice_guard notices;
-    advlock_pq_report_begin(report);
-    advlock_pq_notices_divert(&notices, s->conn_, report);
-    for (;;) {
-        advlock_action next = advlock_next_action(m);
-        if (next.kind == ADVLOCK_ACTION_QUERY) {
-            run_query(s, m, next);
-        } else if (next.kind == ADVLOCK_ACTION_SLEEP) {
-            advlock_pq_sleep_until(next.wake_at_ms);
-            (void)advlock_on_timer(m, advlock_pq_now_ms());
-        } else {
-            break;
-        }
+    unsigned wants = advlock_pq_async_wants(e);
+    struct pollfd p = {.fd = advlock_pq_async_socket(e), .events = 0, .revents = 0};
+    p.events = (short)(((wants & ADVLOCK_PQ_READ) ? POLLIN : 0)
+                       | ((wants & ADVLOCK_PQ_WRITE) ? POLLOUT : 0));
+    nfds_t n = wants != 0 && p.fd >= 0 ? 1 : 0;
+    int64_t at, now = advlock_pq_now_ms();
+    int timeout = -1;
+    if (advlock_pq_async_deadline(e, &at))
+        timeout = at <= now ? 0 : at - now > INT_MAX ? INT_MAX : (int)(at - now);
+
+    unsigned ready = 0;
+    if (n == 0 && timeout < 0) {
+        /* Nothing to wait for (no socket any more): let libpq say why. */
+        ready = ADVLOCK_PQ_READ;
+    } else if (poll(&p, n, timeout) < 0) {
+        if (errno == EINTR)
+            return; /* a signal: wait again, for the time left */
+        ready = ADVLOCK_PQ_READ;
+    } else {
+        if (p.revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL))
+            ready |= ADVLOCK_PQ_READ;
+        if (p.revents & POLLOUT)
+            ready |= ADVLOCK_PQ_WRITE;
     }
-    advlock_pq_notices_restore(&notices);
-    advlock_pq_report_finish(report, m);
+    (void)advlock_pq_async_process(e, ready, advlock_pq_now_ms());
+}
+
+/* Runs an operation that start_rc says started to its end; a refused call
+ * sent nothing. */
+static int run(advlock_pq_session *s, int start_rc, advlock_pq_report *report)
+{
+    if (start_rc != 0) {
+        advlock_pq_report_refuse(report, start_rc);
+        return start_rc;
+    }
+    while (advlock_pq_async_busy(&s->engine_))
+        wait_and_process(&s->engine_);
+    *report = *advlock_pq_async_report(&s->engine_);
     return report->error;
-}
-
-/* Runs a machine that start_rc says started, unless the session cannot
- * take it; refused calls send nothing. */
-static int run_started(advlock_pq_session *s, advlock_machine *m, int start_rc,
-                       advlock_pq_report *report)
-{
-    int rc = start_rc;
-    if (rc == 0 && s == NULL)
-        rc = ADVLOCK_EINVAL;
-    else if (rc == 0 && (s->conn_ == NULL || !advlock_pq_conn_free(s->conn_)))
-        rc = ADVLOCK_EMISUSE;
-    if (rc != 0) {
-        advlock_pq_report_refuse(report, rc);
-        return rc;
-    }
-    return run(s, m, report);
 }
 
 int advlock_pq_acquire(advlock_pq_session *s, const char *lock_key, size_t len,
@@ -78,11 +74,12 @@ int advlock_pq_acquire(advlock_pq_session *s, const char *lock_key, size_t len,
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    advlock_machine m;
-    advlock_machine_init(&m);
-    return run_started(s, &m,
-                       advlock_start_acquire(&m, lock_key, len, timeout_ms, advlock_pq_now_ms()),
-                       report);
+    if (s == NULL)
+        return run(s, ADVLOCK_EINVAL, report);
+    return run(s,
+               advlock_pq_async_start_acquire(&s->engine_, lock_key, len, timeout_ms,
+                                              advlock_pq_now_ms()),
+               report);
 }
 
 int advlock_pq_release(advlock_pq_session *s, const char *lock_key, size_t len,
@@ -90,8 +87,17 @@ int advlock_pq_release(advlock_pq_session *s, const char *lock_key, size_t len,
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    advlock_machine m;
-    advlock_machine_init(&m);
-    return run_started(s, &m, advlock_start_release(&m, lock_key, len, advlock_pq_now_ms()),
-                       report);
+    if (s == NULL)
+        return run(s, ADVLOCK_EINVAL, report);
+    return run(s, advlock_pq_async_start_release(&s->engine_, lock_key, len, advlock_pq_now_ms()),
+               report);
+}
+
+int advlock_pq_check(advlock_pq_session *s)
+{
+    if (s == NULL)
+        return ADVLOCK_EINVAL;
+    if (s->engine_.conn_ == NULL)
+        return ADVLOCK_EMISUSE;
+    return advlock_pq_engine_watch(&s->engine_, advlock_pq_now_ms()) ? ADVLOCK_ECONNLOST : 0;
 }

@@ -1,7 +1,8 @@
 /*
  * Keeping server notices (the WARNING of an unlock that found no lock) off
- * stderr and in the caller's report, leaving the connection's hooks exactly
- * as found. The policy is stated in advlock_pq.h under "Server notices".
+ * stderr and in the caller's report, and telling the event callback about
+ * them, leaving the connection's hooks exactly as found. The policy is
+ * stated in advlock_pq.h under "Server notices".
  *
  * libpq's PQsetNoticeReceiver() returns the previous receiver but not its
  * argument, so only a receiver whose argument does not matter can be swapped
@@ -40,10 +41,17 @@ static void receive_notice(void *arg, const PGresult *res)
     const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     const char *text = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 
+    const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+
     r->notices++;
     advlock_pq_copy_line(r->notice, sizeof r->notice, text != NULL ? text : PQresultErrorMessage(res));
     advlock_pq_copy_line(r->notice_sqlstate, sizeof r->notice_sqlstate,
-              sqlstate != NULL && strlen(sqlstate) == 5 ? sqlstate : "");
+                         sqlstate != NULL && strlen(sqlstate) == 5 ? sqlstate : "");
+    /* An idle session's FATAL ("terminating connection due to administrator
+     * command") reaches libpq as a notice: the server is ending the session. */
+    if (severity != NULL && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0))
+        g->fatal = 1;
+    advlock_notify(g->events, ADVLOCK_EVENT_WARNING, r->notice, g->now_ms);
     /* libpq's default receiver passes the notice to the processor the
      * caller installed, with the caller's argument (the result carries
      * both); it ignores its own argument. */
@@ -52,11 +60,15 @@ static void receive_notice(void *arg, const PGresult *res)
 }
 
 void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn,
-                               advlock_pq_report *sink)
+                               advlock_pq_report *sink, const advlock_machine *events,
+                               int64_t now_ms)
 {
     pthread_once(&defaults_once, learn_defaults);
     g->conn = conn;
     g->sink = sink;
+    g->events = events;
+    g->now_ms = now_ms;
+    g->fatal = 0;
     g->previous = PQsetNoticeReceiver(conn, NULL, NULL); /* NULL: just ask */
     g->diverted = g->previous != NULL && g->previous == default_receiver;
     g->forward = 0;

@@ -1,4 +1,5 @@
-/* The caller's view of an operation: the machine's outcome plus notices. */
+/* The caller's view of an operation: the machine's outcome (with the
+ * holder diagnostics found) plus notices. */
 #include "pq.h"
 
 #include <string.h>
@@ -17,6 +18,11 @@ void advlock_pq_report_finish(advlock_pq_report *r, const advlock_machine *m)
     advlock_pq_copy_line(r->sqlstate, sizeof r->sqlstate, done.sqlstate);
     advlock_pq_copy_line(r->message, sizeof r->message, done.message);
     r->attempts = advlock_attempts(m);
+    r->holder_pid = done.holder_pid;
+    r->holder_seconds = done.holder_seconds;
+    advlock_pq_copy_line(r->holder_application, sizeof r->holder_application,
+                         done.holder_application);
+    advlock_pq_copy_line(r->holder_state, sizeof r->holder_state, done.holder_state);
 }
 
 void advlock_pq_report_refuse(advlock_pq_report *r, int error)

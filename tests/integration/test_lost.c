@@ -1,0 +1,256 @@
+/*
+ * Watching a held lock against a real PostgreSQL: the nonblocking adapter
+ * reports a terminated session as LOST within one loop turn, and the
+ * blocking check call says ECONNLOST; neither mistakes a notification, a
+ * notice or the caller's own statement on a healthy connection for a loss,
+ * and neither prints anything.
+ */
+#include "pg_test.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { LIMIT_MS = 10000 };
+
+typedef struct fixture {
+    PGconn *a, *c, *observer;
+    advlock_pq_session sa; /* blocking, on a */
+    advlock_pq_async ac;   /* nonblocking, on c */
+    pgt_events seen;
+    char key[160];
+    size_t len;
+    int64_t derived;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    f.a = pgt_connect();
+    f.c = pgt_connect();
+    f.observer = pgt_connect();
+    advlock_options o;
+    advlock_options_init(&o);
+    o.on_event = pgt_record_event;
+    o.event_user = &f.seen;
+    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
+    assert_int_equal(advlock_pq_session_set_options(&f.sa, &o), 0);
+    assert_int_equal(advlock_pq_async_init(&f.ac, f.c), 0);
+    assert_int_equal(advlock_pq_async_set_options(&f.ac, &o), 0);
+    pgt_unique_key(f.key, sizeof f.key, "lost");
+    f.len = strlen(f.key);
+    f.derived = pgt_key_of(f.key);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    PQfinish(f->a);
+    PQfinish(f->c);
+    PQfinish(f->observer);
+    return 0;
+}
+
+static void expect(const advlock_pq_report *r, advlock_outcome outcome)
+{
+    assert_non_null(r);
+    if (r->outcome != outcome)
+        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
+                 advlock_outcome_name(r->outcome), r->message);
+}
+
+static void async_acquire(fixture *f)
+{
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ac, f->key, f->len, 0, advlock_pq_now_ms()), 0);
+    advlock_pq_async *const one[1] = {&f->ac};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+    expect(advlock_pq_async_report(&f->ac), ADVLOCK_ACQUIRED);
+}
+
+/* One turn of the loop for the adapter alone, waiting at most limit_ms. */
+static void one_turn(fixture *f, int64_t limit_ms)
+{
+    advlock_pq_async *const one[1] = {&f->ac};
+    assert_int_equal(pgt_loop_turn(one, 1, advlock_pq_now_ms() + limit_ms), 0);
+}
+
+static void expect_watching(fixture *f)
+{
+    assert_int_equal(advlock_pq_async_busy(&f->ac), 0);
+    assert_int_equal(advlock_pq_async_lost(&f->ac), 0);
+    assert_int_equal(advlock_pq_async_wants(&f->ac), ADVLOCK_PQ_READ);
+    int64_t at;
+    assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 0);
+    expect(advlock_pq_async_report(&f->ac), ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0), -1);
+}
+
+/* ---- the nonblocking adapter ---- */
+
+static void test_async_reports_lost_within_one_turn(void **state)
+{
+    fixture *f = *state;
+    async_acquire(f);
+    expect_watching(f);
+    assert_int_equal(advlock_pq_async_process(&f->ac, ADVLOCK_PQ_READ, advlock_pq_now_ms()), 0);
+    expect_watching(f); /* a spurious wake-up reads nothing */
+
+    pgt_stderr_capture capture;
+    char printed[512];
+    pgt_stderr_begin(&capture);
+    pgt_terminate(f->observer, PQbackendPID(f->c));
+    one_turn(f, 2000);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+    assert_string_equal(printed, "");
+
+    assert_int_equal(advlock_pq_async_lost(&f->ac), 1);
+    assert_int_equal(advlock_pq_async_wants(&f->ac), 0);
+    assert_int_equal(advlock_pq_async_busy(&f->ac), 0);
+    const advlock_pq_report *r = advlock_pq_async_report(&f->ac);
+    expect(r, ADVLOCK_FAILED);
+    assert_int_equal(r->error, ADVLOCK_ECONNLOST);
+    assert_string_equal(r->sqlstate, "57P01");
+    assert_string_equal(r->message, "Lock lost: the connection holding it closed: terminating "
+                                    "connection due to administrator command");
+    int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
+    assert_true(lost >= 0);
+    assert_string_equal(f->seen.messages[lost], r->message);
+    assert_int_equal(f->seen.events[lost].key, f->derived);
+    /* The server's FATAL came as a notice first: a warning, then the loss. */
+    int warning = pgt_find_event(&f->seen, ADVLOCK_EVENT_WARNING, 0);
+    assert_true(warning >= 0 && warning < lost);
+    assert_string_equal(f->seen.messages[warning],
+                        "terminating connection due to administrator command");
+
+    /* Lost is final: nothing to process, and the next operation fails. */
+    assert_int_equal(advlock_pq_async_process(&f->ac, ADVLOCK_PQ_READ, advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(
+        advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_lost(&f->ac), 0);
+    advlock_pq_async *const one[1] = {&f->ac};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+    expect(advlock_pq_async_report(&f->ac), ADVLOCK_FAILED);
+    assert_int_equal(advlock_pq_async_report(&f->ac)->error, ADVLOCK_ECONNLOST);
+}
+
+static void test_async_no_false_loss(void **state)
+{
+    fixture *f = *state;
+    pgt_exec(f->c, "LISTEN advlock_it");
+    async_acquire(f);
+
+    /* A notification makes the idle session's socket readable. */
+    pgt_exec(f->observer, "NOTIFY advlock_it, 'hello'");
+    one_turn(f, 2000);
+    expect_watching(f);
+    PGnotify *n = PQnotifies(f->c); /* left in libpq for the caller */
+    assert_non_null(n);
+    assert_string_equal(n->relname, "advlock_it");
+    assert_string_equal(n->extra, "hello");
+    PQfreemem(n);
+
+    /* The caller's own statement while the lock is held: its notice goes to
+     * the report and the callback, its result stays the caller's. */
+    pgt_stderr_capture capture;
+    char printed[512];
+    unsigned notices = advlock_pq_async_report(&f->ac)->notices;
+    pgt_stderr_begin(&capture);
+    assert_int_equal(PQsendQuery(f->c, "DO $$ BEGIN RAISE NOTICE 'while-holding'; END $$"), 1);
+    while (PQflush(f->c) == 1)
+        continue;
+    pgt_sleep_ms(100); /* the answer is in the socket */
+    one_turn(f, 2000);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+    assert_string_equal(printed, "");
+    expect_watching(f);
+    assert_int_equal(advlock_pq_async_report(&f->ac)->notices, notices + 1);
+    assert_string_equal(advlock_pq_async_report(&f->ac)->notice, "while-holding");
+    int warning = pgt_find_event(&f->seen, ADVLOCK_EVENT_WARNING, 0);
+    assert_true(warning >= 0);
+    assert_string_equal(f->seen.messages[warning], "while-holding");
+    PGresult *res;
+    int results = 0;
+    while ((res = PQgetResult(f->c)) != NULL) {
+        assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+        results++;
+        PQclear(res);
+    }
+    assert_int_equal(results, 1);
+
+    /* Still held, still watched; the release ends the watch. */
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    assert_int_equal(
+        advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()), 0);
+    advlock_pq_async *const one[1] = {&f->ac};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+    expect(advlock_pq_async_report(&f->ac), ADVLOCK_RELEASED);
+    assert_int_equal(advlock_pq_async_wants(&f->ac), 0);
+    pgt_exec(f->c, "UNLISTEN *");
+}
+
+/* ---- the blocking check ---- */
+
+static void test_blocking_check(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_session unbound;
+    memset(&unbound, 0, sizeof unbound);
+    assert_int_equal(advlock_pq_check(NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_check(&unbound), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_check(&f->sa), 0); /* nothing held: still a check */
+
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), 0);
+    expect(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_check(&f->sa), 0);
+
+    /* Healthy: a notification is left for the caller. */
+    pgt_exec(f->a, "LISTEN advlock_it");
+    pgt_exec(f->observer, "NOTIFY advlock_it, 'still here'");
+    pgt_sleep_ms(50);
+    assert_int_equal(advlock_pq_check(&f->sa), 0);
+    PGnotify *n = PQnotifies(f->a);
+    assert_non_null(n);
+    assert_string_equal(n->extra, "still here");
+    PQfreemem(n);
+    assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0), -1);
+
+    pgt_stderr_capture capture;
+    char printed[512];
+    pgt_stderr_begin(&capture);
+    pgt_terminate(f->observer, PQbackendPID(f->a));
+    int64_t checking = advlock_pq_now_ms();
+    int rc = advlock_pq_check(&f->sa);
+    int64_t took = advlock_pq_now_ms() - checking;
+    int again = advlock_pq_check(&f->sa);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+    assert_string_equal(printed, "");
+    assert_int_equal(rc, ADVLOCK_ECONNLOST);
+    assert_int_equal(again, ADVLOCK_ECONNLOST);
+    assert_in_range(took, 0, 100); /* never waits */
+    int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
+    assert_true(lost >= 0);
+    assert_non_null(strstr(f->seen.messages[lost],
+                           "terminating connection due to administrator command"));
+    assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, lost + 1), -1); /* once */
+
+    /* The next operation fails as on any lost connection. */
+    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), ADVLOCK_ECONNLOST);
+}
+
+int main(void)
+{
+    alarm(120); /* a hang fails the program instead of the whole run */
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_async_reports_lost_within_one_turn),
+        T(test_async_no_false_loss),
+        T(test_blocking_check),
+    };
+    return cmocka_run_group_tests_name("libpq adapters: watching a held lock", tests, NULL, NULL);
+}

@@ -1,0 +1,504 @@
+/*
+ * Options through both libpq adapters against a real PostgreSQL: the
+ * default options are the reference; shared locks (ShareLock in pg_locks,
+ * holders coexist, an exclusive acquire waits for them); transaction scope
+ * (pg_try_advisory_xact_lock inside BEGIN, released by COMMIT, refused
+ * outside a transaction block); holder diagnostics after a timeout; events.
+ */
+#include "pg_test.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { LIMIT_MS = 10000 };
+
+typedef struct fixture {
+    PGconn *a, *b, *c, *observer; /* blocking sessions */
+    PGconn *d, *e;                /* nonblocking adapters */
+    advlock_pq_session sa, sb, sc;
+    advlock_pq_async ad, ae;
+    char key[160];
+    size_t len;
+    int64_t derived;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    f.a = pgt_connect_as("holder-app");
+    f.b = pgt_connect();
+    f.c = pgt_connect();
+    f.d = pgt_connect();
+    f.e = pgt_connect();
+    f.observer = pgt_connect();
+    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
+    assert_int_equal(advlock_pq_session_init(&f.sb, f.b), 0);
+    assert_int_equal(advlock_pq_session_init(&f.sc, f.c), 0);
+    assert_int_equal(advlock_pq_async_init(&f.ad, f.d), 0);
+    assert_int_equal(advlock_pq_async_init(&f.ae, f.e), 0);
+    pgt_unique_key(f.key, sizeof f.key, "modes");
+    f.len = strlen(f.key);
+    f.derived = pgt_key_of(f.key);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    PQfinish(f->a);
+    PQfinish(f->b);
+    PQfinish(f->c);
+    PQfinish(f->d);
+    PQfinish(f->e);
+    PQfinish(f->observer);
+    return 0;
+}
+
+static advlock_options options(advlock_mode mode, advlock_scope scope)
+{
+    advlock_options o;
+    advlock_options_init(&o);
+    o.mode = mode;
+    o.scope = scope;
+    return o;
+}
+
+static void expect(const advlock_pq_report *r, advlock_outcome outcome)
+{
+    assert_non_null(r);
+    if (r->outcome != outcome)
+        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
+                 advlock_outcome_name(r->outcome), r->message);
+}
+
+static void blocking_acquire(fixture *f, advlock_pq_session *s, int64_t timeout_ms,
+                             advlock_outcome outcome)
+{
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(s, f->key, f->len, timeout_ms, &r), 0);
+    expect(&r, outcome);
+}
+
+static void blocking_release(fixture *f, advlock_pq_session *s, advlock_outcome outcome)
+{
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_release(s, f->key, f->len, &r), 0);
+    expect(&r, outcome);
+}
+
+static void run(advlock_pq_async *a)
+{
+    advlock_pq_async *const one[1] = {a};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+}
+
+static void async_acquire(fixture *f, advlock_pq_async *a, int64_t timeout_ms,
+                          advlock_outcome outcome)
+{
+    assert_int_equal(
+        advlock_pq_async_start_acquire(a, f->key, f->len, timeout_ms, advlock_pq_now_ms()), 0);
+    run(a);
+    expect(advlock_pq_async_report(a), outcome);
+}
+
+static void async_release(fixture *f, advlock_pq_async *a, advlock_outcome outcome)
+{
+    assert_int_equal(advlock_pq_async_start_release(a, f->key, f->len, advlock_pq_now_ms()), 0);
+    run(a);
+    expect(advlock_pq_async_report(a), outcome);
+}
+
+/* ---- the options' plumbing ---- */
+
+static void test_default_options_are_the_reference(void **state)
+{
+    fixture *f = *state;
+    advlock_options o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
+    assert_int_equal(advlock_pq_session_set_options(&f->sa, &o), 0);
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), 0);
+
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    pgt_expect_lock_row(f->observer, f->derived, f->a);
+    pgt_expect_try_lock_statement(f->observer, f->a);
+    blocking_release(f, &f->sa, ADVLOCK_RELEASED);
+
+    async_acquire(f, &f->ad, 0, ADVLOCK_ACQUIRED);
+    pgt_expect_lock_row(f->observer, f->derived, f->d);
+    pgt_expect_try_lock_statement(f->observer, f->d);
+    async_release(f, &f->ad, ADVLOCK_RELEASED);
+}
+
+static void test_set_options_misuse(void **state)
+{
+    fixture *f = *state;
+    advlock_options o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    advlock_pq_session unbound_session;
+    advlock_pq_async unbound_async;
+    memset(&unbound_session, 0, sizeof unbound_session);
+    memset(&unbound_async, 0, sizeof unbound_async);
+
+    assert_int_equal(advlock_pq_session_set_options(NULL, &o), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_session_set_options(&f->sa, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_session_set_options(&unbound_session, &o), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_set_options(NULL, &o), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_set_options(&unbound_async, &o), ADVLOCK_EMISUSE);
+    o.mode = (advlock_mode)9;
+    assert_int_equal(advlock_pq_session_set_options(&f->sa, &o), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), ADVLOCK_EINVAL);
+
+    /* Fixed from an operation's start to its end. */
+    o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), ADVLOCK_EMISUSE);
+    run(&f->ad);
+    expect(advlock_pq_async_report(&f->ad), ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->d), 1);
+    /* Holding is no operation: options may change (for the next one). */
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), 0);
+    o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), 0);
+    async_release(f, &f->ad, ADVLOCK_RELEASED);
+
+    /* init puts the reference back. */
+    o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    assert_int_equal(advlock_pq_session_set_options(&f->sa, &o), 0);
+    assert_int_equal(advlock_pq_session_init(&f->sa, f->a), 0);
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
+    blocking_release(f, &f->sa, ADVLOCK_RELEASED);
+}
+
+/* ---- shared locks ---- */
+
+typedef struct waiter {
+    fixture *f;
+    advlock_pq_session *session;
+    int64_t timeout_ms;
+    advlock_pq_report report;
+    int rc;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    w->rc = advlock_pq_acquire(w->session, w->f->key, w->f->len, w->timeout_ms, &w->report);
+    return NULL;
+}
+
+static void test_shared_holders_coexist_blocking(void **state)
+{
+    fixture *f = *state;
+    advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    assert_int_equal(advlock_pq_session_set_options(&f->sa, &shared), 0);
+    assert_int_equal(advlock_pq_session_set_options(&f->sb, &shared), 0);
+
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, NULL), 2);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->a), 1);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->b), 1);
+    char buf[128];
+    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_TRY_LOCK_SHARED));
+
+    /* An exclusive acquire waits for both: refused while they hold... */
+    blocking_acquire(f, &f->sc, 0, ADVLOCK_TIMED_OUT);
+    /* ...and granted once both have released. */
+    waiter w = {.f = f, .session = &f->sc, .timeout_ms = 5000};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
+    pgt_sleep_ms(150);
+    blocking_release(f, &f->sa, ADVLOCK_RELEASED);
+    pgt_sleep_ms(150);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, NULL), 0);
+    blocking_release(f, &f->sb, ADVLOCK_RELEASED);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_int_equal(w.rc, 0);
+    expect(&w.report, ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, 1, NULL), 1);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    /* A shared release of a lock not held shared: the server's own words. */
+    blocking_release(f, &f->sa, ADVLOCK_NOT_HELD);
+    blocking_release(f, &f->sc, ADVLOCK_RELEASED);
+}
+
+static void test_shared_holders_and_a_server_waiter_async(void **state)
+{
+    fixture *f = *state;
+    advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    assert_int_equal(advlock_pq_session_set_options(&f->sa, &shared), 0);
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &shared), 0);
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    async_acquire(f, &f->ad, 0, ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, NULL), 2);
+
+    /* An exclusive server-side waiter queues behind both shared holders. */
+    advlock_options wait = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
+    wait.wait = ADVLOCK_WAIT_SERVER;
+    assert_int_equal(advlock_pq_async_set_options(&f->ae, &wait), 0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ae, f->key, f->len, 10000, advlock_pq_now_ms()), 0);
+    pgt_wait_until_waiting(f->observer, f->derived, f->e, &f->ae);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 0, f->e), 1);
+
+    blocking_release(f, &f->sa, ADVLOCK_RELEASED);
+    async_release(f, &f->ad, ADVLOCK_RELEASED);
+    run(&f->ae);
+    expect(advlock_pq_async_report(&f->ae), ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_async_report(&f->ae)->attempts, 1);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->e), 1);
+    async_release(f, &f->ae, ADVLOCK_RELEASED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+/* ---- transaction scope ---- */
+
+static void test_transaction_scope_blocking(void **state)
+{
+    fixture *f = *state;
+    advlock_options xact = options(ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION);
+    assert_int_equal(advlock_pq_session_set_options(&f->sa, &xact), 0);
+    char before[256], buf[256];
+    pgt_last_statement(f->observer, f->a, before, sizeof before);
+
+    /* Outside a transaction block the lock would end with its statement:
+     * refused, nothing sent. */
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(r.outcome, ADVLOCK_FAILED);
+    assert_int_equal(r.error, ADVLOCK_EMISUSE);
+    assert_string_equal(pgt_last_statement(f->observer, f->a, buf, sizeof buf), before);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+
+    pgt_exec(f->a, "BEGIN");
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
+    assert_string_equal(pgt_last_statement(f->observer, f->a, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK));
+    blocking_acquire(f, &f->sb, 0, ADVLOCK_TIMED_OUT);
+
+    /* Release sends nothing: the transaction's end releases the lock. */
+    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_ENDS_WITH_TRANSACTION);
+    char expected[256];
+    snprintf(expected, sizeof expected,
+             "Lock '%s' is transaction-scoped: it is released when the transaction ends.", f->key);
+    assert_string_equal(r.message, expected);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
+    assert_string_equal(pgt_last_statement(f->observer, f->a, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK));
+    assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
+    pgt_exec(f->a, "COMMIT");
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    /* Sent unnamed, inside the transaction. */
+    assert_int_equal(pgt_query_int(f->a, "SELECT count(*) FROM pg_prepared_statements"
+                                         " WHERE statement LIKE '%xact%'", NULL),
+                     0);
+    blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
+    blocking_release(f, &f->sb, ADVLOCK_RELEASED);
+}
+
+static void test_transaction_scope_shared_async(void **state)
+{
+    fixture *f = *state;
+    advlock_options xact = options(ADVLOCK_SHARED, ADVLOCK_TRANSACTION);
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &xact), 0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()),
+        ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_busy(&f->ad), 0);
+
+    pgt_exec(f->d, "BEGIN");
+    async_acquire(f, &f->ad, 0, ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->d), 1);
+    char buf[256];
+    assert_string_equal(pgt_last_statement(f->observer, f->d, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK_SHARED));
+    /* Another shared holder coexists; an exclusive one does not. */
+    advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    assert_int_equal(advlock_pq_session_set_options(&f->sb, &shared), 0);
+    blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
+    blocking_acquire(f, &f->sc, 0, ADVLOCK_TIMED_OUT);
+    blocking_release(f, &f->sb, ADVLOCK_RELEASED);
+
+    /* The release ends at once, with nothing sent. */
+    assert_int_equal(
+        advlock_pq_async_start_release(&f->ad, f->key, f->len, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_busy(&f->ad), 0);
+    expect(advlock_pq_async_report(&f->ad), ADVLOCK_ENDS_WITH_TRANSACTION);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->d), 1);
+    pgt_exec(f->d, "ROLLBACK");
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+/* ---- holder diagnostics ---- */
+
+static void expect_holder(const fixture *f, const advlock_pq_report *r, const char *timeout)
+{
+    expect(r, ADVLOCK_TIMED_OUT);
+    assert_int_equal(r->error, 0);
+    assert_int_equal(r->holder_pid, PQbackendPID(f->a));
+    assert_string_equal(r->holder_application, "holder-app");
+    assert_string_equal(r->holder_state, "idle");
+    assert_in_range(r->holder_seconds, 0, 60);
+    char expected[512];
+    snprintf(expected, sizeof expected,
+             "Could not acquire migration lock for '%s' within %ss. Held by pid %d (application "
+             "'holder-app', state idle) for %llds.",
+             f->key, timeout, PQbackendPID(f->a), (long long)r->holder_seconds);
+    assert_string_equal(r->message, expected);
+}
+
+static void test_diagnostics_name_the_holder(void **state)
+{
+    fixture *f = *state;
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    advlock_options diagnose = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
+    diagnose.diagnose = 1;
+
+    /* Blocking, polling. */
+    assert_int_equal(advlock_pq_session_set_options(&f->sb, &diagnose), 0);
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 150, &r), 0);
+    expect_holder(f, &r, "0.15");
+
+    /* Nonblocking, waiting on the server. */
+    diagnose.wait = ADVLOCK_WAIT_SERVER;
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &diagnose), 0);
+    async_acquire(f, &f->ad, 200, ADVLOCK_TIMED_OUT);
+    expect_holder(f, advlock_pq_async_report(&f->ad), "0.2");
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, 0, NULL), 0); /* no waiter */
+
+    /* Nobody holds it any more: said so. */
+    blocking_release(f, &f->sa, ADVLOCK_RELEASED);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 0, &r), 0);
+    expect(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(r.holder_pid, 0);
+    blocking_release(f, &f->sb, ADVLOCK_RELEASED);
+}
+
+static void test_diagnostics_count_shared_holders(void **state)
+{
+    fixture *f = *state;
+    advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    assert_int_equal(advlock_pq_session_set_options(&f->sa, &shared), 0);
+    assert_int_equal(advlock_pq_session_set_options(&f->sb, &shared), 0);
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
+
+    advlock_options diagnose = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
+    diagnose.diagnose = 1;
+    assert_int_equal(advlock_pq_session_set_options(&f->sc, &diagnose), 0);
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sc, f->key, f->len, 0, &r), 0);
+    expect(&r, ADVLOCK_TIMED_OUT);
+    int first = PQbackendPID(f->a) < PQbackendPID(f->b) ? PQbackendPID(f->a)
+                                                        : PQbackendPID(f->b);
+    assert_int_equal(r.holder_pid, first); /* holders come in pid order */
+    assert_non_null(strstr(r.message, " and by 1 other session."));
+    blocking_release(f, &f->sa, ADVLOCK_RELEASED);
+    blocking_release(f, &f->sb, ADVLOCK_RELEASED);
+}
+
+/* ---- events ---- */
+
+static void test_events_of_a_contended_acquire(void **state)
+{
+    fixture *f = *state;
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    static pgt_events seen;
+    memset(&seen, 0, sizeof seen);
+    advlock_options o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
+    o.on_event = pgt_record_event;
+    o.event_user = &seen;
+    assert_int_equal(advlock_pq_session_set_options(&f->sb, &o), 0);
+
+    pgt_stderr_capture capture;
+    char printed[512];
+    pgt_stderr_begin(&capture);
+    /* Tries at 0, 100 and 300 ms; at 300 the 250 ms timeout has passed. */
+    blocking_acquire(f, &f->sb, 250, ADVLOCK_TIMED_OUT);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+    assert_string_equal(printed, "");
+
+    static const advlock_event_kind story[] = {
+        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT, ADVLOCK_EVENT_SLEEP,
+        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT, ADVLOCK_EVENT_SLEEP,
+        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT, ADVLOCK_EVENT_DONE,
+    };
+    assert_int_equal(seen.n, sizeof story / sizeof story[0]);
+    for (int i = 0; i < seen.n; i++) {
+        assert_int_equal(seen.events[i].kind, story[i]);
+        assert_int_equal(seen.events[i].key, f->derived);
+    }
+    assert_int_equal(seen.events[1].result, ADVLOCK_RESULT_FALSE);
+    assert_int_equal(seen.events[2].sleep_ms, 100);
+    assert_int_equal(seen.events[5].sleep_ms, 200);
+    assert_int_equal(seen.events[6].attempt, 3);
+    assert_int_equal(seen.events[8].outcome, ADVLOCK_TIMED_OUT);
+    /* Times on the adapter's clock, in order, spanning the schedule. */
+    for (int i = 1; i < seen.n; i++)
+        assert_true(seen.events[i].now_ms >= seen.events[i - 1].now_ms);
+    assert_true(seen.events[8].now_ms - seen.events[0].now_ms >= 300);
+
+    /* Releasing a lock not held: the server's WARNING is an event too. */
+    memset(&seen, 0, sizeof seen);
+    pgt_stderr_begin(&capture);
+    blocking_release(f, &f->sb, ADVLOCK_NOT_HELD);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+    assert_string_equal(printed, "");
+    int warning = pgt_find_event(&seen, ADVLOCK_EVENT_WARNING, 0);
+    assert_true(warning >= 0);
+    assert_string_equal(seen.messages[warning], "you don't own a lock of type ExclusiveLock");
+    assert_int_equal(seen.events[warning].key, f->derived);
+    int result = pgt_find_event(&seen, ADVLOCK_EVENT_RESULT, 0);
+    assert_true(warning < result);
+    assert_int_equal(seen.events[result].result, ADVLOCK_RESULT_FALSE);
+    assert_int_equal(pgt_find_event(&seen, ADVLOCK_EVENT_DONE, result), seen.n - 1);
+    assert_int_equal(seen.events[seen.n - 1].outcome, ADVLOCK_NOT_HELD);
+
+    blocking_release(f, &f->sa, ADVLOCK_RELEASED);
+}
+
+static void test_warning_event_nonblocking(void **state)
+{
+    fixture *f = *state;
+    static pgt_events seen;
+    memset(&seen, 0, sizeof seen);
+    advlock_options o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    o.on_event = pgt_record_event;
+    o.event_user = &seen;
+    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), 0);
+    async_release(f, &f->ad, ADVLOCK_NOT_HELD);
+    int warning = pgt_find_event(&seen, ADVLOCK_EVENT_WARNING, 0);
+    assert_true(warning >= 0);
+    assert_string_equal(seen.messages[warning], "you don't own a lock of type ShareLock");
+    assert_string_equal(advlock_pq_async_report(&f->ad)->notice,
+                        "you don't own a lock of type ShareLock");
+}
+
+int main(void)
+{
+    alarm(120); /* a hang fails the program instead of the whole run */
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_default_options_are_the_reference),
+        T(test_set_options_misuse),
+        T(test_shared_holders_coexist_blocking),
+        T(test_shared_holders_and_a_server_waiter_async),
+        T(test_transaction_scope_blocking),
+        T(test_transaction_scope_shared_async),
+        T(test_diagnostics_name_the_holder),
+        T(test_diagnostics_count_shared_holders),
+        T(test_events_of_a_contended_acquire),
+        T(test_warning_event_nonblocking),
+    };
+    return cmocka_run_group_tests_name("libpq adapters: modes, scopes, diagnostics, events",
+                                       tests, NULL, NULL);
+}

@@ -1,0 +1,447 @@
+/*
+ * Server-side waiting (ADVLOCK_WAIT_SERVER) through both libpq adapters
+ * against a real PostgreSQL: the hand-off in one round trip, the timeout at
+ * the deadline by a cancel request (nothing left in pg_locks, no waiter),
+ * a grant that beats the cancel (given back), the caller's cancel, a
+ * statement_timeout nobody asked for (an error), and a transaction-scoped
+ * wait whose cancel aborts the caller's transaction.
+ */
+#include "pg_test.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { LIMIT_MS = 10000 };
+
+typedef struct fixture {
+    PGconn *a, *b, *c, *observer;
+    advlock_pq_session sa, sb; /* blocking, on a and b */
+    advlock_pq_async ac;       /* nonblocking, on c */
+    char key[160];
+    size_t len;
+    int64_t derived;
+} fixture;
+
+static advlock_options server_wait(void)
+{
+    advlock_options o;
+    advlock_options_init(&o);
+    o.wait = ADVLOCK_WAIT_SERVER;
+    return o;
+}
+
+static int setup(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    f.a = pgt_connect();
+    f.b = pgt_connect();
+    f.c = pgt_connect();
+    f.observer = pgt_connect();
+    advlock_options o = server_wait();
+    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
+    assert_int_equal(advlock_pq_session_init(&f.sb, f.b), 0);
+    assert_int_equal(advlock_pq_session_set_options(&f.sb, &o), 0);
+    assert_int_equal(advlock_pq_async_init(&f.ac, f.c), 0);
+    assert_int_equal(advlock_pq_async_set_options(&f.ac, &o), 0);
+    pgt_unique_key(f.key, sizeof f.key, "server-wait");
+    f.len = strlen(f.key);
+    f.derived = pgt_key_of(f.key);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    PQfinish(f->a);
+    PQfinish(f->b);
+    PQfinish(f->c);
+    PQfinish(f->observer);
+    return 0;
+}
+
+static void expect(const advlock_pq_report *r, advlock_outcome outcome)
+{
+    assert_non_null(r);
+    if (r->outcome != outcome)
+        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
+                 advlock_outcome_name(r->outcome), r->message);
+}
+
+static void hold(fixture *f)
+{
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), 0);
+    expect(&r, ADVLOCK_ACQUIRED);
+}
+
+static void let_go(fixture *f)
+{
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_RELEASED);
+}
+
+static void run(advlock_pq_async *a)
+{
+    advlock_pq_async *const one[1] = {a};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+}
+
+static void start(fixture *f, int64_t timeout_ms)
+{
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ac, f->key, f->len, timeout_ms,
+                                                    advlock_pq_now_ms()),
+                     0);
+}
+
+/* Nothing of session's in pg_locks for the key, held or awaited, and its
+ * connection is idle and usable. */
+static void expect_nothing_left(fixture *f, PGconn *session)
+{
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, -1, session), 0);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, 0, NULL), 0);
+    assert_int_equal(PQtransactionStatus(session), PQTRANS_IDLE);
+    assert_int_equal(pgt_query_int(session, "SELECT 1", NULL), 1);
+}
+
+static void expect_timeout_message(const fixture *f, const advlock_pq_report *r,
+                                   const char *seconds)
+{
+    char expected[256];
+    snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within %ss.",
+             f->key, seconds);
+    expect(r, ADVLOCK_TIMED_OUT);
+    assert_int_equal(r->error, 0);
+    assert_string_equal(r->sqlstate, "");
+    assert_string_equal(r->message, expected);
+    assert_int_equal(r->attempts, 1);
+}
+
+/* ---- the hand-off ---- */
+
+/* Hand-off latencies are printed in microseconds. */
+static int64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+typedef struct waiter {
+    fixture *f;
+    int64_t timeout_ms;
+    advlock_pq_report report;
+    int rc;
+    int64_t done_us;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    w->rc = advlock_pq_acquire(&w->f->sb, w->f->key, w->f->len, w->timeout_ms, &w->report);
+    w->done_us = now_us();
+    return NULL;
+}
+
+/* The lock goes to the waiter as the holder releases it: measured from the
+ * start of the release to the waiter's ACQUIRED, typically a millisecond or
+ * two (polling would take up to a second). The bound is generous, for a
+ * loaded machine; the figure is printed. */
+enum { HANDOFF_BOUND_MS = 500 };
+
+static void test_blocking_handoff_in_one_round_trip(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    waiter w = {.f = f, .timeout_ms = LIMIT_MS};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
+    pgt_wait_until_waiting(f->observer, f->derived, f->b, NULL);
+    char buf[128];
+    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_LOCK));
+
+    int64_t releasing = now_us();
+    let_go(f);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_int_equal(w.rc, 0);
+    expect(&w.report, ADVLOCK_ACQUIRED);
+    assert_int_equal(w.report.attempts, 1);
+    int64_t latency = w.done_us - releasing;
+    print_message("      blocking server-side hand-off: %lld us after the release began\n",
+                  (long long)latency);
+    assert_in_range(latency, 0, HANDOFF_BOUND_MS * 1000);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->b), 1);
+
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_release(&f->sb, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_RELEASED);
+}
+
+static void test_async_handoff_in_one_round_trip(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    int64_t started = advlock_pq_now_ms();
+    start(f, LIMIT_MS);
+    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+    /* Waiting on the server: the socket, and the deadline at the timeout. */
+    assert_int_equal(advlock_pq_async_busy(&f->ac), 1);
+    assert_int_equal(advlock_pq_async_wants(&f->ac), ADVLOCK_PQ_READ);
+    int64_t at;
+    assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
+    assert_in_range(at - started, LIMIT_MS, LIMIT_MS + 50);
+
+    int64_t releasing = now_us();
+    let_go(f);
+    run(&f->ac);
+    int64_t latency = now_us() - releasing;
+    expect(advlock_pq_async_report(&f->ac), ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_async_report(&f->ac)->attempts, 1);
+    print_message("      nonblocking server-side hand-off: %lld us after the release began\n",
+                  (long long)latency);
+    assert_in_range(latency, 0, HANDOFF_BOUND_MS * 1000);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+}
+
+static void test_free_lock_granted_at_once(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 1000, &r), 0);
+    expect(&r, ADVLOCK_ACQUIRED);
+    char buf[128];
+    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_LOCK));
+    assert_int_equal(advlock_pq_release(&f->sb, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_RELEASED);
+    /* A zero timeout is one try, whatever the strategy. */
+    hold(f);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 0, &r), 0);
+    expect(&r, ADVLOCK_TIMED_OUT);
+    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_TRY_LOCK));
+    let_go(f);
+}
+
+/* ---- the deadline ---- */
+
+static void test_blocking_times_out_at_the_deadline(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    int64_t begun = advlock_pq_now_ms();
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 300, &r), 0);
+    int64_t took = advlock_pq_now_ms() - begun;
+    expect_timeout_message(f, &r, "0.3");
+    assert_in_range(took, 300, 300 + 1000);
+    expect_nothing_left(f, f->b);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
+    let_go(f);
+}
+
+static void test_async_times_out_at_the_deadline(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    static pgt_events seen;
+    memset(&seen, 0, sizeof seen);
+    advlock_options o = server_wait();
+    o.on_event = pgt_record_event;
+    o.event_user = &seen;
+    assert_int_equal(advlock_pq_async_set_options(&f->ac, &o), 0);
+
+    int64_t begun = advlock_pq_now_ms();
+    start(f, 250);
+    int64_t at;
+    assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
+    assert_in_range(at - begun, 250, 260);
+    run(&f->ac);
+    int64_t took = advlock_pq_now_ms() - begun;
+    expect_timeout_message(f, advlock_pq_async_report(&f->ac), "0.25");
+    assert_in_range(took, 250, 250 + 1000);
+    expect_nothing_left(f, f->c);
+
+    /* The story: one attempt, the cancel at the deadline, its 57014. */
+    static const advlock_event_kind story[] = {
+        ADVLOCK_EVENT_ATTEMPT,
+        ADVLOCK_EVENT_CANCEL_QUERY,
+        ADVLOCK_EVENT_RESULT,
+        ADVLOCK_EVENT_DONE,
+    };
+    assert_int_equal(seen.n, sizeof story / sizeof story[0]);
+    for (int i = 0; i < seen.n; i++)
+        assert_int_equal(seen.events[i].kind, story[i]);
+    assert_in_range(seen.events[1].now_ms - begun, 250, 250 + 1000);
+    assert_int_equal(seen.events[2].result, ADVLOCK_RESULT_SERVER_ERROR);
+    assert_string_equal(seen.messages[2], "canceling statement due to user request");
+    let_go(f);
+}
+
+/* The holder releases just before the deadline and the waiter's loop is
+ * late: the grant is in the waiter's socket, unread, when the deadline's
+ * cancel goes out (to an idle backend, which ignores it). The grant is then
+ * given back, and the acquire still ends TIMED_OUT. */
+static void test_grant_racing_the_cancel_is_given_back(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    int64_t begun = advlock_pq_now_ms();
+    start(f, 300);
+    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+    let_go(f);
+    /* The server granted it to c's backend at once. */
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    int64_t at;
+    assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
+    assert_int_equal(at, begun + 300);
+    pgt_sleep_ms(at + 20 - advlock_pq_now_ms());
+
+    /* The deadline, before the socket was read: the cancel goes out. */
+    assert_int_equal(advlock_pq_async_process(&f->ac, 0, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_busy(&f->ac), 1);
+    assert_int_equal(advlock_next_action(advlock_pq_async_machine(&f->ac)).kind,
+                     ADVLOCK_ACTION_QUERY);
+    run(&f->ac);
+    expect_timeout_message(f, advlock_pq_async_report(&f->ac), "0.3");
+    char buf[128];
+    assert_string_equal(pgt_last_statement(f->observer, f->c, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_UNLOCK));
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    expect_nothing_left(f, f->c);
+}
+
+/* ---- the caller's cancel ---- */
+
+static void test_cancel_during_a_server_wait(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    start(f, 60000);
+    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+
+    int64_t cancelling = advlock_pq_now_ms(), cancelling_us = now_us();
+    assert_int_equal(advlock_pq_async_cancel(&f->ac, cancelling), 0);
+    int64_t blocked = now_us() - cancelling_us;
+    /* PQcancel blocked for one local connection: print what it cost. */
+    print_message("      cancel request (PQcancel) blocked the loop for %lld us\n",
+                  (long long)blocked);
+    assert_int_equal(advlock_pq_async_busy(&f->ac), 1); /* the answer is on its way */
+    assert_int_equal(advlock_pq_async_cancel(&f->ac, advlock_pq_now_ms()), 0); /* harmless */
+    run(&f->ac);
+    assert_in_range(advlock_pq_now_ms() - cancelling, 0, 1000);
+    const advlock_pq_report *r = advlock_pq_async_report(&f->ac);
+    expect(r, ADVLOCK_CANCELLED);
+    char expected[256];
+    snprintf(expected, sizeof expected, "Acquire of lock '%s' was cancelled.", f->key);
+    assert_string_equal(r->message, expected);
+    expect_nothing_left(f, f->c);
+    let_go(f);
+}
+
+/* Cancelled before the server has read the statement: the first request
+ * may be ignored there, and is repeated until the statement answers. */
+static void test_cancel_right_after_the_start(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    for (int round = 0; round < 5; round++) {
+        start(f, 60000);
+        int64_t cancelling = advlock_pq_now_ms();
+        assert_int_equal(advlock_pq_async_cancel(&f->ac, cancelling), 0);
+        run(&f->ac);
+        expect(advlock_pq_async_report(&f->ac), ADVLOCK_CANCELLED);
+        assert_in_range(advlock_pq_now_ms() - cancelling, 0, 3000);
+        expect_nothing_left(f, f->c);
+    }
+    let_go(f);
+}
+
+/* ---- errors ---- */
+
+static void test_statement_timeout_is_an_error(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    char expected[256];
+    snprintf(expected, sizeof expected,
+             "pg_advisory_lock for '%s' failed with SQLSTATE 57014: canceling statement due to "
+             "statement timeout",
+             f->key);
+
+    pgt_exec(f->b, "SET statement_timeout = 150");
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 30000, &r), ADVLOCK_ESERVER);
+    expect(&r, ADVLOCK_FAILED);
+    assert_string_equal(r.sqlstate, "57014");
+    assert_string_equal(r.message, expected);
+    pgt_exec(f->b, "RESET statement_timeout");
+    expect_nothing_left(f, f->b);
+
+    pgt_exec(f->c, "SET statement_timeout = 150");
+    start(f, 30000);
+    run(&f->ac);
+    const advlock_pq_report *ar = advlock_pq_async_report(&f->ac);
+    expect(ar, ADVLOCK_FAILED);
+    assert_int_equal(ar->error, ADVLOCK_ESERVER);
+    assert_string_equal(ar->sqlstate, "57014");
+    assert_string_equal(ar->message, expected);
+    pgt_exec(f->c, "RESET statement_timeout");
+    expect_nothing_left(f, f->c);
+    let_go(f);
+}
+
+/* The cancel at the deadline fails the statement inside the caller's
+ * transaction, which is then aborted: documented, and shown here. */
+static void test_transaction_scoped_wait_aborts_the_transaction(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    advlock_options o = server_wait();
+    o.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_pq_session_set_options(&f->sb, &o), 0);
+    pgt_exec(f->b, "BEGIN");
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 200, &r), 0);
+    expect_timeout_message(f, &r, "0.2");
+    assert_int_equal(PQtransactionStatus(f->b), PQTRANS_INERROR);
+    pgt_exec(f->b, "ROLLBACK");
+    expect_nothing_left(f, f->b);
+
+    /* Granted inside the transaction: held until COMMIT. */
+    let_go(f);
+    pgt_exec(f->b, "BEGIN");
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 1000, &r), 0);
+    expect(&r, ADVLOCK_ACQUIRED);
+    char buf[128];
+    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+                        advlock_sql_text(ADVLOCK_SQL_XACT_LOCK));
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->b), 1);
+    pgt_exec(f->b, "COMMIT");
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+int main(void)
+{
+    alarm(120); /* a hang fails the program instead of the whole run */
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_blocking_handoff_in_one_round_trip),
+        T(test_async_handoff_in_one_round_trip),
+        T(test_free_lock_granted_at_once),
+        T(test_blocking_times_out_at_the_deadline),
+        T(test_async_times_out_at_the_deadline),
+        T(test_grant_racing_the_cancel_is_given_back),
+        T(test_cancel_during_a_server_wait),
+        T(test_cancel_right_after_the_start),
+        T(test_statement_timeout_is_an_error),
+        T(test_transaction_scoped_wait_aborts_the_transaction),
+    };
+    return cmocka_run_group_tests_name("libpq adapters: server-side waiting", tests, NULL, NULL);
+}
