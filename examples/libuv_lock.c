@@ -3,9 +3,11 @@
  *
  * The glue is the first half: per adapter, a uv_poll_t for its socket and a
  * uv_timer_t for its deadline, and update_watchers() to tell libuv what the
- * adapter wants after every call. The second half is the program: "first"
- * acquires the lock and holds it for 300 ms while "second" waits for it;
- * second gets it on its first try after first releases it.
+ * adapter wants after every call, including while a lock is held (the
+ * adapter then watches the session, to notice a lost connection at once).
+ * The second half is the program: "first" acquires the lock and holds it for
+ * 300 ms while "second" waits for it on the server (server-side waiting);
+ * second gets it as soon as first releases it.
  *
  *     make examples && PGHOST=... build/examples/libuv_lock
  */
@@ -24,14 +26,17 @@ struct uv_lock {
     advlock_pq_async lock;
     uv_poll_t poll;
     uv_timer_t timer;
-    done_fn *on_done;
+    int running;      /* an operation is under way: on_done is due at its end */
+    done_fn *on_done; /* the operation ended */
+    done_fn *on_lost; /* the session holding the lock is gone */
     const char *name;
 };
 
 static void on_socket(uv_poll_t *poll, int status, int events);
 static void on_timer(uv_timer_t *timer);
 
-/* Tells libuv what the adapter wants now; reports the end of an operation. */
+/* Tells libuv what the adapter wants now (the socket stays watched while a
+ * lock is held); reports the end of an operation, or a lost lock, once. */
 static void update_watchers(uv_lock *l)
 {
     unsigned wants = advlock_pq_async_wants(&l->lock);
@@ -48,8 +53,14 @@ static void update_watchers(uv_lock *l)
     else
         uv_timer_stop(&l->timer);
 
-    if (!advlock_pq_async_busy(&l->lock))
+    if (l->running && !advlock_pq_async_busy(&l->lock)) {
+        l->running = 0;
         l->on_done(l, advlock_pq_async_report(&l->lock));
+    } else if (!l->running && advlock_pq_async_lost(&l->lock) && l->on_lost != NULL) {
+        done_fn *lost = l->on_lost;
+        l->on_lost = NULL;
+        lost(l, advlock_pq_async_report(&l->lock));
+    }
 }
 
 static void on_socket(uv_poll_t *poll, int status, int events)
@@ -68,13 +79,20 @@ static void on_timer(uv_timer_t *timer)
     update_watchers(l);
 }
 
-static int uv_lock_init(uv_loop_t *loop, uv_lock *l, PGconn *conn)
+static int uv_lock_init(uv_loop_t *loop, uv_lock *l, PGconn *conn, const advlock_options *o)
 {
-    if (advlock_pq_async_init(&l->lock, conn) != 0
+    if (advlock_pq_async_init(&l->lock, conn) != 0 || advlock_pq_async_set_options(&l->lock, o) != 0
         || uv_poll_init(loop, &l->poll, PQsocket(conn)) != 0 || uv_timer_init(loop, &l->timer) != 0)
         return -1;
     l->poll.data = l->timer.data = l;
     return 0;
+}
+
+/* Starts an operation (start returned 0) and hands it to the loop. */
+static void uv_lock_started(uv_lock *l, int rc)
+{
+    l->running = rc == 0;
+    update_watchers(l);
 }
 
 /* ---- the program ---- */
@@ -92,14 +110,18 @@ static void finished(uv_lock *l, const advlock_pq_report *r)
     released += r->outcome == ADVLOCK_RELEASED;
 }
 
+static void lost(uv_lock *l, const advlock_pq_report *r)
+{
+    printf("%-6s %s\n", l->name, r->message);
+}
+
 static void acquire(uv_lock *l, const char *name);
 
 static void release(uv_lock *l)
 {
     l->on_done = finished;
-    advlock_pq_async_start_release(&l->lock, LOCK_NAME, strlen(LOCK_NAME),
-                                   (int64_t)uv_now(l->timer.loop));
-    update_watchers(l);
+    uv_lock_started(l, advlock_pq_async_start_release(&l->lock, LOCK_NAME, strlen(LOCK_NAME),
+                                                      (int64_t)uv_now(l->timer.loop)));
 }
 
 static void release_first(uv_timer_t *timer)
@@ -127,9 +149,9 @@ static void acquire(uv_lock *l, const char *name)
 {
     l->name = name;
     l->on_done = got_it;
-    advlock_pq_async_start_acquire(&l->lock, LOCK_NAME, strlen(LOCK_NAME), 10000,
-                                   (int64_t)uv_now(l->timer.loop));
-    update_watchers(l);
+    l->on_lost = lost;
+    uv_lock_started(l, advlock_pq_async_start_acquire(&l->lock, LOCK_NAME, strlen(LOCK_NAME),
+                                                      10000, (int64_t)uv_now(l->timer.loop)));
 }
 
 int main(void)
@@ -137,8 +159,11 @@ int main(void)
     uv_loop_t *loop = uv_default_loop();
     PGconn *a = PQconnectdb("application_name=libuv_lock");
     PGconn *b = PQconnectdb("application_name=libuv_lock");
+    advlock_options o;
+    advlock_options_init(&o);
+    o.wait = ADVLOCK_WAIT_SERVER; /* the lock is handed over as soon as it is free */
     if (PQstatus(a) != CONNECTION_OK || PQstatus(b) != CONNECTION_OK
-        || uv_lock_init(loop, &first, a) != 0 || uv_lock_init(loop, &second, b) != 0) {
+        || uv_lock_init(loop, &first, a, &o) != 0 || uv_lock_init(loop, &second, b, &o) != 0) {
         fprintf(stderr, "libuv_lock: cannot connect: %s", PQerrorMessage(a));
         return 1;
     }

@@ -7,7 +7,9 @@
  * patient; a fourth arrives late with a short timeout and gives up. Every
  * connection gets a nonblocking adapter, and the loop below does for each
  * exactly what the adapter asks: watch its socket for the readiness it
- * wants, wake it at its deadline, and hand it what happened.
+ * wants, wake it at its deadline, and hand it what happened. That includes
+ * the time a client holds the lock, when the adapter watches the session so
+ * that a lost connection is noticed at once.
  *
  *     make examples && PGHOST=... build/examples/poll_locks
  *
@@ -97,6 +99,11 @@ static void advance(client *c, int64_t now)
             c->ok = r->outcome == ADVLOCK_TIMED_OUT && c->may_time_out;
             c->step = FINISHED;
         }
+    }
+    if (c->step == HOLDING && advlock_pq_async_lost(&c->lock)) {
+        say(c, "LOST", advlock_pq_async_report(&c->lock)->message);
+        c->step = FINISHED;
+        return;
     }
     if (c->step == HOLDING && now >= c->release_at) {
         if (advlock_pq_async_start_release(&c->lock, LOCK_NAME, len, now) != 0) {
