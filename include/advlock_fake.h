@@ -139,6 +139,7 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  *   SELECT pg_try_advisory_xact_lock_shared($1) SELECT pg_advisory_xact_lock_shared($1)
  *   SELECT pg_advisory_unlock($1)              SELECT pg_advisory_unlock_shared($1)
  *   SELECT pg_advisory_unlock_all()            BEGIN   COMMIT   ROLLBACK
+ *   advlock_sql_text(ADVLOCK_SQL_HOLDERS)      (rows: advlock_fake_db_holders)
  * and anything else with an error: 42883 (undefined function) for a call of
  * an unknown function, 42601 (syntax error) otherwise, 08P01 for a wrong
  * number of parameters; inside a failed transaction block, 25P02.
@@ -163,7 +164,8 @@ typedef enum advlock_fake_status {
     ADVLOCK_FAKE_COMMAND_OK = 4,   /* BEGIN, COMMIT, ROLLBACK: no rows; see command_tag */
     ADVLOCK_FAKE_SERVER_ERROR = 5, /* an ERROR: see sqlstate and message */
     ADVLOCK_FAKE_CONNECTION_LOST = 6, /* the session no longer exists */
-    ADVLOCK_FAKE_WAITING = 7       /* queued behind a conflicting lock: poll for the result */
+    ADVLOCK_FAKE_WAITING = 7,      /* queued behind a conflicting lock: poll for the result */
+    ADVLOCK_FAKE_ROWS = 8          /* the holders query's rows: advlock_fake_db_holders() */
 } advlock_fake_status;
 
 #define ADVLOCK_FAKE_TEXT_MAX 160
@@ -171,7 +173,8 @@ typedef enum advlock_fake_status {
 /* A statement's result, by value; it owns its text. */
 typedef struct advlock_fake_result {
     advlock_fake_status status;
-    char command_tag[16];        /* "SELECT 1", "BEGIN", "COMMIT", "ROLLBACK", or "" */
+    char command_tag[16];        /* "SELECT 1", "SELECT n" (rows), "BEGIN", "COMMIT",
+                                    "ROLLBACK", or "" */
     char sqlstate[6];            /* the ERROR's SQLSTATE, or "" */
     char message[ADVLOCK_FAKE_TEXT_MAX]; /* the ERROR's primary message, or "" */
     char warning_sqlstate[6];    /* a WARNING the statement raised: SQLSTATE, or "" */
@@ -197,6 +200,10 @@ typedef struct advlock_fake_session_ {
     int wait_scope_;
     int wait_pos_;       /* place in that lock's queue, 0 = first */
     int wait_result_;    /* how the wait ended */
+    /* For the holders query, on the database's clock: */
+    int64_t state_change_ms_; /* start of the running statement, else end of the last */
+    int64_t xact_start_ms_;   /* BEGIN of the block, else start of the last statement */
+    int64_t wait_start_ms_;   /* when the waiting statement began to wait */
 } advlock_fake_session_;
 
 typedef struct advlock_fake_lock_ {
@@ -218,14 +225,26 @@ typedef struct advlock_fake_db {
     advlock_fake_lock_ locks_[ADVLOCK_FAKE_MAX_LOCKS];
     advlock_fake_hold_ holds_[ADVLOCK_FAKE_MAX_HOLDS];
     int next_pid_;
+    int64_t now_ms_;     /* the clock advlock_fake_db_set_time() moves */
     int sessions_used_;  /* slots below this may be in use */
     int locks_used_;
     int holds_used_;
 } advlock_fake_db;
 
-/* Empties the database: no sessions, no locks. It holds no pointers, so it
- * may be copied (to explore "what if" without changing the original). */
+/* Empties the database: no sessions, no locks, its clock at 0. It holds no
+ * pointers, so it may be copied (to explore "what if" without changing the
+ * original). */
 ADVLOCK_API void advlock_fake_db_init(advlock_fake_db *db);
+
+/*
+ * Sets the database's clock, in ms. Only the holders query reads it: it
+ * stamps each session's statement and transaction starts, grants and waits,
+ * as pg_stat_activity and pg_locks record them. Set it before each call that
+ * can change the lock table (exec, poll, cancel, close, check_deadlock). A
+ * time earlier than the clock's is ignored: the clock never goes back.
+ * No-op for db NULL.
+ */
+ADVLOCK_API void advlock_fake_db_set_time(advlock_fake_db *db, int64_t now_ms);
 
 /*
  * Opens a session. *pid_out receives its process id: unique for the
@@ -321,6 +340,31 @@ ADVLOCK_API size_t advlock_fake_db_lock_rows(const advlock_fake_db *db,
                                              advlock_fake_lock_row *rows, size_t max);
 
 /*
+ * The rows of the holders query (advlock_sql_text(ADVLOCK_SQL_HOLDERS)) for
+ * key, as session pid gets them when it runs that query now: one granted row
+ * per session and mode held, then one ungranted row per waiting session,
+ * ordered by granted (first), pid, mode. Call it right after
+ * advlock_fake_db_exec() ran the query on pid (which answered
+ * ADVLOCK_FAKE_ROWS, "SELECT n"), before anything else changes.
+ *
+ * Columns as PostgreSQL fills them: pid; granted; mode "ExclusiveLock" or
+ * "ShareLock"; application_name ""; client "local"; state "active" (pid
+ * itself, and sessions waiting in a statement), "idle", "idle in
+ * transaction" or "idle in transaction (aborted)"; backend_start ""; seconds
+ * = floor((now() - since) / 1 s), where now() is the start of pid's
+ * transaction (its BEGIN inside a block, so it can be negative) and since is
+ * the session's state_change for a holder (the end of its last statement,
+ * the start of a running one) and the wait's start for a waiter. The strings
+ * are static. pid may be 0 or a closed session: an outside observer, whose
+ * now() is the clock.
+ *
+ * Writes at most max rows to rows (NULL when max is 0) and returns how many
+ * there are; 0 for db NULL.
+ */
+ADVLOCK_API size_t advlock_fake_db_holders(const advlock_fake_db *db, int pid, int64_t key,
+                                           advlock_holder *rows, size_t max);
+
+/*
  * Checks the database's internal consistency: grants never conflict between
  * sessions, granted counts match the hold records, and no queued session
  * could be granted now (no missed wake-up). Returns 0 if all hold; else
@@ -350,14 +394,18 @@ typedef struct advlock_fake_latency {
  * Faults, each with a probability in parts per million. All zero: none.
  * Per query, at most one of: the result is SQL NULL (the statement is not
  * applied, as for a strict function given NULL); a server error, 57014,
- * 40001 or XX000 in turn at random (not applied); the connection drops
- * before the server applies the query, or right after it did. After a drop
- * the client sees a lost connection, and the server notices within
- * drop_detect_max_ms and ends the session, releasing its locks.
+ * 40001 or XX000 in turn at random (not applied; inside a transaction block
+ * it aborts the block, as any error does); the connection drops before the
+ * server applies the query, or right after it did. NULL applies only to the
+ * machine's lock and unlock statements, errors also to the holders query;
+ * BEGIN, COMMIT and ROLLBACK only meet drops. After a drop the client sees a
+ * lost connection, and the server notices within drop_detect_max_ms and ends
+ * the session then, releasing its locks.
  * Per lock a client acquires: the session is terminated (pg_terminate_backend)
  * at a random moment within kill_within_ms while the client holds it.
- * Per sleep a client starts: its clock stalls for up to stall_max_ms, or
- * jumps forward by up to jump_max_ms, at a random moment within the sleep.
+ * Per sleep a client starts, and per server-side wait (its deadline timer):
+ * its clock stalls for up to stall_max_ms, or jumps forward by up to
+ * jump_max_ms, at a random moment within the sleep (or before the deadline).
  */
 typedef struct advlock_fake_faults {
     uint32_t null_ppm;
@@ -377,12 +425,21 @@ typedef struct advlock_fake_faults {
  * Simulation driver.
  *
  * Clients run plans: sequences of steps (acquire, release, pause,
- * reconnect) chosen by a script, by the built-in random cycler, or by your
- * own function. Each client has its own lock machine, fake session and
- * clock; one event queue ordered by (virtual time, sequence number) runs
- * them all, so a seed determines the whole run. After every event the
- * driver checks the invariants listed in docs/simulation.md and stops at
- * the first violation.
+ * reconnect, BEGIN, COMMIT, ROLLBACK) chosen by a script, by the built-in
+ * random cycler, or by your own function. Each client has its own lock
+ * machine (with its own advlock_options: advlock_sim_set_options), fake
+ * session and clock; one event queue ordered by (virtual time, sequence
+ * number) runs them all, so a seed determines the whole run. The driver
+ * does what a real one does for every action: queries with latency,
+ * sleeps on the client's clock, server-side waits (the answer comes when
+ * the server grants the lock; PostgreSQL's deadlock check runs after
+ * deadlock_timeout, 1 s), cancel requests at a wait's deadline (they reach
+ * the server one and a half round trips later, over a new connection, and
+ * cancel whatever the session is waiting in then, as pg_cancel_backend
+ * does; one that arrives before the query is ignored, as PostgreSQL ignores
+ * a cancel for an idle session), and holder diagnostics answered from the
+ * fake's lock table. After every event the driver checks the invariants
+ * listed in docs/simulation.md and stops at the first violation.
  * ====================================================================== */
 
 #define ADVLOCK_SIM_MAX_CLIENTS 64
@@ -399,7 +456,10 @@ typedef enum advlock_sim_step_kind {
     ADVLOCK_SIM_ACQUIRE = 1,   /* acquire lock_name within timeout_ms */
     ADVLOCK_SIM_RELEASE = 2,   /* release one hold of lock_name */
     ADVLOCK_SIM_PAUSE = 3,     /* do nothing for pause_ms (think, or hold) */
-    ADVLOCK_SIM_RECONNECT = 4  /* close the session (releasing its locks), open another */
+    ADVLOCK_SIM_RECONNECT = 4, /* close the session (releasing its locks), open another */
+    ADVLOCK_SIM_BEGIN = 5,     /* send BEGIN: transaction-scoped locks last until its end */
+    ADVLOCK_SIM_COMMIT = 6,    /* send COMMIT, releasing the transaction's locks */
+    ADVLOCK_SIM_ROLLBACK = 7   /* send ROLLBACK, likewise */
 } advlock_sim_step_kind;
 
 /* One step of a plan. Designated initializers read well:
@@ -416,8 +476,12 @@ typedef struct advlock_sim_step {
 typedef struct advlock_sim_done {
     advlock_sim_step step;     /* the step, as given */
     int64_t key;               /* ACQUIRE, RELEASE: the derived key */
-    advlock_outcome outcome;   /* ACQUIRE, RELEASE: how it ended */
+    /* ACQUIRE, RELEASE: how it ended. BEGIN, COMMIT, ROLLBACK: FAILED when
+     * the statement failed (error, sqlstate, message say how), else 0. */
+    advlock_outcome outcome;
     int error;                 /* 0, or the advlock_error when outcome is FAILED */
+    char command_tag[16];      /* BEGIN, COMMIT, ROLLBACK: the server's tag (a COMMIT
+                                  of a failed block answers "ROLLBACK"), else "" */
     char sqlstate[6];          /* the server's SQLSTATE, or "" */
     char message[ADVLOCK_MESSAGE_MAX]; /* the machine's message, or "" */
     uint64_t attempts;         /* ACQUIRE: try-lock queries sent */
@@ -444,7 +508,10 @@ typedef void (*advlock_sim_plan_fn)(void *state, struct advlock_sim *sim, int cl
  * cancel_max_ms), hold it for a time uniform in [hold_min_ms, hold_max_ms],
  * release it. It reconnects when a step leaves it unsure what its session
  * holds, and retries a release that failed with a server error (the lock is
- * still held) up to 3 times. lock_names must outlive the run.
+ * still held) up to 3 times. When the client's options are
+ * transaction-scoped, each cycle runs inside BEGIN ... COMMIT (ROLLBACK when
+ * the acquire did not succeed), since such a lock lasts only as long as its
+ * transaction. lock_names must outlive the run.
  */
 typedef struct advlock_sim_cycler {
     const char *const *lock_names;
@@ -479,6 +546,8 @@ typedef struct advlock_sim_stats {
     uint64_t queries;    /* queries sent */
     uint64_t outcomes[ADVLOCK_OUTCOME_COUNT]; /* DONE outcomes by advlock_outcome */
     uint64_t faults;     /* faults injected (query faults, kills, stalls, jumps) */
+    uint64_t waits;      /* lock statements that waited at the server */
+    uint64_t cancels;    /* cancel requests sent (a server-side wait's deadline, or cancel) */
     int64_t end_ms;      /* virtual time when the run ended */
 } advlock_sim_stats;
 
@@ -499,33 +568,51 @@ typedef struct advlock_sim_client_ {
     int session_;        /* open, killed (the client not told yet), or lost */
     advlock_fake_clock clock_;
     advlock_machine machine_;
+    advlock_options options_; /* as the machine has them (derived jitter seed) */
     /* the step under way */
-    int busy_;
+    int busy_;           /* an operation or a transaction statement */
     uint64_t op_serial_;
     advlock_sim_step step_;
     int key_index_;
     int64_t key_;
+    int op_kind_;        /* the operation's lock kind: mode * 2 + scope */
     int64_t started_ms_;
+    int64_t started_reading_;
     int64_t jumped_at_start_;
     int cancel_sent_;
     uint64_t timer_serial_;
     /* the query in flight */
-    int query_;          /* none, on its way to the server, on its way back */
-    advlock_sql query_sql_;
-    int64_t arrive_ms_, deliver_ms_;
+    int query_;          /* none, on its way to the server, waiting there, on its way back */
+    const char *query_text_;
+    int query_is_lock_;  /* one of the machine's lock statements */
+    int64_t arrive_ms_, deliver_ms_, return_ms_;
+    uint64_t wait_serial_;
     advlock_result result_;
     char result_sqlstate_[6];
     char result_message_[ADVLOCK_FAKE_TEXT_MAX];
+    char result_tag_[16];
     const char *result_fault_;
-    int transit_delta_;
-    /* what the invariants know */
-    int belief_[ADVLOCK_SIM_MAX_KEYS];      /* ACQUIRED minus RELEASED */
-    int client_view_[ADVLOCK_SIM_MAX_KEYS]; /* holds per results delivered */
-    int server_view_[ADVLOCK_SIM_MAX_KEYS]; /* holds per queries applied */
+    int transit_delta_;  /* what the answer on its way back changes, of op_kind_ */
+    int txn_end_in_flight_; /* the answer tells of a transaction the server ended */
+    int outside_block_;  /* the answer grants a transaction lock already gone */
+    struct {
+        int pid;
+        unsigned char granted, mode, state;
+        int64_t seconds;
+    } rows_[ADVLOCK_SIM_MAX_CLIENTS]; /* a holders answer on its way back */
+    size_t nrows_;
+    /* what the invariants know, per key and lock kind (mode * 2 + scope);
+     * 16 bits, so that the four kinds of a key compare as one word */
+    int16_t belief_[ADVLOCK_SIM_MAX_KEYS][4];      /* ACQUIRED minus RELEASED */
+    int16_t client_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per results delivered */
+    int16_t server_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per queries applied */
+    int server_in_block_; /* per the statements applied: inside BEGIN ... */
     int unsure_;         /* may hold what it does not know about, until it reconnects */
-    int policy_state_, policy_cancel_;
-    int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_;
-    uint64_t policy_sleeps_, policy_attempts_;
+    /* the independent policy model (policy.c) */
+    int policy_state_, policy_cancel_, policy_deadline_passed_, policy_cancelling_;
+    advlock_sql policy_sql_;
+    int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_, policy_deadline_;
+    uint64_t policy_sleeps_, policy_attempts_, policy_jitter_;
     advlock_sim_done last_;
 } advlock_sim_client_;
 
@@ -539,7 +626,7 @@ typedef struct advlock_sim_event_ {
 } advlock_sim_event_;
 
 /*
- * A simulation. About 350 KB: declare it static or allocate it, rather than
+ * A simulation. About 550 KB: declare it static or allocate it, rather than
  * put it on a small stack. It holds pointers only to what the caller passed
  * (plans' states, scripts, lock names, the trace callback).
  */
@@ -557,6 +644,7 @@ typedef struct advlock_sim {
     int64_t now_ms_;
     int slot_owner_[ADVLOCK_FAKE_MAX_SESSIONS];  /* client per session slot; see sim.c */
     int64_t slot_reap_ms_[ADVLOCK_FAKE_MAX_SESSIONS]; /* when a dropped one is reaped */
+    int waiting_;        /* clients whose query waits at the server */
     int ran_;
     advlock_sim_stats stats_;
     char violation_[ADVLOCK_SIM_VIOLATION_MAX];
@@ -596,6 +684,21 @@ ADVLOCK_API int advlock_sim_add_script(advlock_sim *sim, const advlock_sim_step 
  * or inverted ranges.
  */
 ADVLOCK_API int advlock_sim_add_cycler(advlock_sim *sim, const advlock_sim_cycler *cycler);
+
+/*
+ * Sets the options of client's lock machine (see advlock_set_options) for
+ * its operations from now on; o is copied. To keep the run a function of its
+ * seed, the machine's jitter generator is seeded from the run's seed, the
+ * client's index and o->jitter_seed together; a random callback in o is
+ * used as given (the schedule invariant then checks each sleep's range
+ * rather than its exact value). o->on_event is called as usual. Call it
+ * before the run, or from the client's plan (between steps).
+ *
+ * Returns 0, or ADVLOCK_EINVAL (sim or o NULL, an unknown client, a value
+ * outside its enum) or ADVLOCK_EMISUSE (the client is in the middle of a
+ * step).
+ */
+ADVLOCK_API int advlock_sim_set_options(advlock_sim *sim, int client, const advlock_options *o);
 
 /*
  * Runs the simulation until every plan has stopped and every event has been

@@ -16,6 +16,12 @@ void advlock_fake_db_init(advlock_fake_db *db)
     db->next_pid_ = 1000;
 }
 
+void advlock_fake_db_set_time(advlock_fake_db *db, int64_t now_ms)
+{
+    if (db != NULL && now_ms > db->now_ms_)
+        db->now_ms_ = now_ms;
+}
+
 int fake_db_slot(const advlock_fake_db *db, int pid)
 {
     if (db == NULL || pid <= 0)
@@ -45,6 +51,7 @@ int advlock_fake_db_connect(advlock_fake_db *db, int *pid_out)
     advlock_fake_session_ *s = &db->sessions_[i];
     memset(s, 0, sizeof *s);
     s->pid_ = db->next_pid_++;
+    s->state_change_ms_ = s->xact_start_ms_ = db->now_ms_; /* idle since it connected */
     *pid_out = s->pid_;
     return 0;
 }
@@ -84,6 +91,7 @@ void db_wait_ended(advlock_fake_db *db, int slot, int how)
     lt_leave_queue(db, slot);
     s->wait_ = WAIT_ENDED;
     s->wait_result_ = how;
+    s->state_change_ms_ = db->now_ms_; /* the statement ends now: idle */
     if (how == WAIT_GRANTED)
         statement_succeeded(db, slot);
     else
@@ -115,7 +123,10 @@ static void run_lock(advlock_fake_db *db, int slot, const fake_statement *st, in
 {
     switch (lt_request(db, slot, key, st->mode, st->scope, 1)) {
     case LT_GRANTED: fake_result_row(out, ADVLOCK_FAKE_ROW_VOID); break;
-    case LT_QUEUED: out->status = ADVLOCK_FAKE_WAITING; break;
+    case LT_QUEUED:
+        out->status = ADVLOCK_FAKE_WAITING;
+        db->sessions_[slot].wait_start_ms_ = db->now_ms_;
+        break;
     case LT_DEADLOCK: fake_result_error(out, "40P01", "deadlock detected"); break;
     default: lock_table_full(out); break;
     }
@@ -154,12 +165,24 @@ static void run_transaction_control(advlock_fake_db *db, int slot, enum stmt_kin
     fake_result_command(out, rolled_back ? "ROLLBACK" : "COMMIT");
 }
 
+static void run_holders(advlock_fake_db *db, int slot, int64_t key, advlock_fake_result *out)
+{
+    size_t n = advlock_fake_db_holders(db, db->sessions_[slot].pid_, key, NULL, 0);
+    fake_result_row(out, ADVLOCK_FAKE_ROWS);
+    snprintf(out->command_tag, sizeof out->command_tag, "SELECT %u", (unsigned)n);
+}
+
 /* PostgreSQL's order of checks: parse (42601), refuse work in a failed
  * block (25P02), look the function up (42883), bind the parameters (08P01). */
 static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *param,
                 advlock_fake_result *out)
 {
     advlock_fake_session_ *s = &db->sessions_[slot];
+    /* The statement starts now; outside a block it is its own transaction.
+     * It runs in no time, so it also ends now. */
+    s->state_change_ms_ = db->now_ms_;
+    if (s->txn_ == TXN_IMPLICIT)
+        s->xact_start_ms_ = db->now_ms_;
     const fake_statement *st = fake_statement_find(sql);
     if (st == NULL && !fake_statement_parses(sql)) {
         fake_statement_reject(sql, param != NULL, out);
@@ -191,6 +214,7 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     case ST_TRY: run_try(db, slot, st, *param, out); break;
     case ST_LOCK: run_lock(db, slot, st, *param, out); break;
     case ST_UNLOCK: run_unlock(db, slot, st, *param, out); break;
+    case ST_HOLDERS: run_holders(db, slot, *param, out); break;
     case ST_UNLOCK_ALL:
         lt_release_level(db, slot, SCOPE_SESSION);
         fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);

@@ -1,9 +1,10 @@
 /*
  * The invariants the simulation checks after every event, over the whole
- * world: the fake database against what each client knows, mutual
- * exclusion, bounded windows for dropped sessions, progress, and, at the
- * end, that nothing is left held. (The per-machine schedule and outcome
- * rules are policy.c's.)
+ * world: the fake database against what each client knows, per key and lock
+ * kind (mode and scope), mutual exclusion (shared holders may be many, an
+ * exclusive one is alone), bounded windows for dropped sessions, progress,
+ * and, at the end, that nothing is left held. (The per-machine schedule and
+ * outcome rules are policy.c's.)
  */
 #include "sim.h"
 
@@ -11,7 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { SLOT_NONE = -1, SLOT_ORPHAN = -2 };
+/* Holds per client, key and kind, as the lock table has them. */
+typedef int16_t counts_t[ADVLOCK_SIM_MAX_CLIENTS][ADVLOCK_SIM_MAX_KEYS][KINDS];
 
 __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t size, const char *fmt, ...)
 {
@@ -22,17 +24,16 @@ __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t size, co
     return -1;
 }
 
-/* Sums each open client session's exclusive session-level holds per key,
- * and marks which keys anyone holds. Holds of anything else, or by a
- * session nobody owns, or by a dropped session past its detection
- * deadline, are violations. */
-static int tally(const advlock_sim *sim, int counts[ADVLOCK_SIM_MAX_CLIENTS][ADVLOCK_SIM_MAX_KEYS],
-                 int held[ADVLOCK_SIM_MAX_KEYS], char *why, size_t size)
+/* Sums each open client session's holds per key and kind, and marks which
+ * keys anyone holds. Holds by a session nobody owns, or by a dropped session
+ * past its detection deadline, are violations. */
+static int tally(const advlock_sim *sim, counts_t counts, int held[ADVLOCK_SIM_MAX_KEYS], char *why,
+                 size_t size)
 {
     const advlock_fake_db *db = &sim->db_;
     for (int i = 0; i < db->holds_used_; i++) {
         const advlock_fake_hold_ *h = &db->holds_[i];
-        if (h->session_ < 0)
+        if (h->session_ < 0 || lt_hold_total(h, 0) + lt_hold_total(h, 1) == 0)
             continue;
         int64_t key = db->locks_[h->lock_].key_;
         int pid = db->sessions_[h->session_].pid_;
@@ -40,12 +41,6 @@ static int tally(const advlock_sim *sim, int counts[ADVLOCK_SIM_MAX_CLIENTS][ADV
         if (k < 0)
             return fail(why, size, "session %d holds key %lld, which no client asked for", pid,
                         (long long)key);
-        if (h->count_[ADVLOCK_FAKE_SHARED][0] + h->count_[ADVLOCK_FAKE_SHARED][1]
-                + h->count_[ADVLOCK_FAKE_EXCLUSIVE][SCOPE_XACT]
-            > 0)
-            return fail(why, size, "session %d holds key %lld in a mode or level the core never "
-                                   "asks for",
-                        pid, (long long)key);
         held[k] = 1;
         int owner = sim->slot_owner_[h->session_];
         if (owner == SLOT_ORPHAN) {
@@ -58,63 +53,124 @@ static int tally(const advlock_sim *sim, int counts[ADVLOCK_SIM_MAX_CLIENTS][ADV
         if (owner < 0)
             return fail(why, size, "session %d holds key %lld but belongs to no client", pid,
                         (long long)key);
-        counts[owner][k] += h->count_[ADVLOCK_FAKE_EXCLUSIVE][SCOPE_SESSION];
+        for (int mode = 0; mode < 2; mode++)
+            for (int scope = 0; scope < 2; scope++)
+                counts[owner][k][sim_kind((advlock_mode)mode, (advlock_scope)scope)] +=
+                    (int16_t)h->count_[mode][scope];
     }
     return 0;
 }
 
+static const char *kind_name(int kind)
+{
+    static const char *const names[KINDS] = {"exclusive, session", "exclusive, transaction",
+                                             "shared, session", "shared, transaction"};
+    return names[kind];
+}
+
 /* The lock table, the results each client applied, and the results each
- * client received agree, up to the one result still on its way back. */
-static int check_agreement(const advlock_sim *sim, int counts[][ADVLOCK_SIM_MAX_KEYS], char *why,
-                           size_t size)
+ * client received agree, up to the one result still on its way back (which
+ * may also tell of a transaction the server has ended). */
+static int check_agreement(const advlock_sim *sim, counts_t counts, char *why, size_t size)
 {
     for (int c = 0; c < sim->nclients_; c++) {
         const advlock_sim_client_ *cl = &sim->clients_[c];
         if (cl->session_ != SESSION_OPEN)
             continue;
+        int settled = (cl->query_ != QUERY_TO_CLIENT || cl->transit_delta_ == 0)
+                      && !cl->txn_end_in_flight_;
+        int same = settled;
+        for (int k = 0; same && k < sim->nkeys_; k++)
+            same = sim_same_holds(counts[c][k], cl->server_view_[k])
+                   && sim_same_holds(cl->server_view_[k], cl->client_view_[k]);
+        if (same)
+            continue; /* the common case, kept cheap: this runs after every event */
         for (int k = 0; k < sim->nkeys_; k++) {
-            if (counts[c][k] != cl->server_view_[k])
-                return fail(why, size, "the lock table says client %d's session holds key %lld %d "
-                                       "time(s), the queries it ran say %d",
-                            c, (long long)sim->keys_[k], counts[c][k], cl->server_view_[k]);
-            int in_flight = cl->query_ == QUERY_TO_CLIENT && k == cl->key_index_ ? cl->transit_delta_ : 0;
-            if (cl->server_view_[k] - cl->client_view_[k] != in_flight)
-                return fail(why, size, "key %lld: client %d's session holds it %d time(s), the "
-                                       "client has been told %d",
-                            (long long)sim->keys_[k], c, cl->server_view_[k], cl->client_view_[k]);
+            for (int j = 0; j < KINDS; j++) {
+                if (counts[c][k][j] != cl->server_view_[k][j])
+                    return fail(why, size, "the lock table says client %d's session holds key %lld "
+                                           "(%s) %d time(s), the queries it ran say %d",
+                                c, (long long)sim->keys_[k], kind_name(j), counts[c][k][j],
+                                cl->server_view_[k][j]);
+                if (cl->txn_end_in_flight_ && sim_kind_is_xact(j))
+                    continue;
+                int in_flight = cl->query_ == QUERY_TO_CLIENT && k == cl->key_index_
+                                        && j == cl->op_kind_
+                                    ? cl->transit_delta_
+                                    : 0;
+                if (cl->server_view_[k][j] - cl->client_view_[k][j] != in_flight)
+                    return fail(why, size, "key %lld (%s): client %d's session holds it %d time(s), "
+                                           "the client has been told %d",
+                                (long long)sim->keys_[k], kind_name(j), c, cl->server_view_[k][j],
+                                cl->client_view_[k][j]);
+            }
         }
     }
     return 0;
 }
 
-/* No two clients with live sessions believe they hold the same key. A
- * client leaves its critical section when it starts a release (the server
- * may free the lock before the answer is back), and a client whose session
- * died believes in vain until its next query tells it the connection was
- * lost; neither is counted. */
+/* How many holds of key k in kind j the client counts itself inside its
+ * critical section for. It leaves a hold when it sends its release (or, for
+ * transaction locks, COMMIT or ROLLBACK), since the server may free the lock
+ * before the answer is back; and a transaction lock the server has already
+ * ended with its transaction counts no more. A client whose session died
+ * believes in vain until its next query tells it the connection was lost;
+ * it is not counted at all. */
+static int inside(const advlock_sim_client_ *cl, int k, int j)
+{
+    if (cl->session_ != SESSION_OPEN)
+        return 0;
+    int n = cl->belief_[k][j];
+    if (cl->busy_ && cl->step_.kind == ADVLOCK_SIM_RELEASE && cl->key_index_ == k && cl->op_kind_ == j)
+        n--;
+    int ending = cl->txn_end_in_flight_
+                 || (cl->busy_ && (cl->step_.kind == ADVLOCK_SIM_COMMIT
+                                   || cl->step_.kind == ADVLOCK_SIM_ROLLBACK));
+    if (ending && sim_kind_is_xact(j))
+        n = 0;
+    return n > 0 ? n : 0;
+}
+
+/* Mutual exclusion: no client that believes it holds a key exclusively
+ * shares it with any other client that believes it holds it in any mode;
+ * shared holders may be many. */
 static int check_exclusion(const advlock_sim *sim, char *why, size_t size)
 {
-    for (int k = 0; k < sim->nkeys_; k++) {
-        int holder = -1;
-        for (int c = 0; c < sim->nclients_; c++) {
-            const advlock_sim_client_ *cl = &sim->clients_[c];
-            int releasing = cl->busy_ && cl->step_.kind == ADVLOCK_SIM_RELEASE && cl->key_index_ == k;
-            if (cl->belief_[k] - releasing <= 0 || cl->session_ != SESSION_OPEN)
+    int holders[ADVLOCK_SIM_MAX_KEYS] = {0};
+    int exclusive[ADVLOCK_SIM_MAX_KEYS], other[ADVLOCK_SIM_MAX_KEYS];
+    for (int k = 0; k < sim->nkeys_; k++)
+        exclusive[k] = other[k] = -1;
+    for (int c = 0; c < sim->nclients_; c++) {
+        const advlock_sim_client_ *cl = &sim->clients_[c];
+        if (cl->session_ != SESSION_OPEN)
+            continue;
+        for (int k = 0; k < sim->nkeys_; k++) {
+            if (sim_no_holds(cl->belief_[k]))
+                continue; /* the common case, kept cheap: this runs after every event */
+            int excl = inside(cl, k, 0) + inside(cl, k, 1);
+            if (excl + inside(cl, k, 2) + inside(cl, k, 3) == 0)
                 continue;
-            if (holder >= 0)
-                return fail(why, size, "mutual exclusion: clients %d and %d both believe they hold "
-                                       "key %lld",
-                            holder, c, (long long)sim->keys_[k]);
-            holder = c;
+            holders[k]++;
+            if (excl > 0 && exclusive[k] < 0)
+                exclusive[k] = c;
+            else if (other[k] < 0)
+                other[k] = c;
+            if (exclusive[k] >= 0 && holders[k] > 1)
+                return fail(why, size, "mutual exclusion: client %d believes it holds key %lld "
+                                       "exclusively while client %d believes it holds it too",
+                            exclusive[k], (long long)sim->keys_[k], other[k]);
         }
     }
     return 0;
 }
 
 /* With faults off, a waiting client tries again at the wake-up time its
- * schedule set, so a key free at that moment is taken by then (by it or by
- * someone faster). Without stalls or jumps, a client's clock reads virtual
- * time. */
+ * schedule set (the sleep's ceiling bounds it for jitter and clipping), and
+ * a lock statement on its way to the server tries (or queues) when it
+ * arrives; so a key free at that moment is taken by then (by it or by
+ * someone faster). A client queued at the server is handed a freed key at
+ * once: the fake's own check (no missed wake-up) covers it. Without stalls
+ * or jumps, a client's clock reads virtual time. */
 static int check_progress(const advlock_sim *sim, const int held[ADVLOCK_SIM_MAX_KEYS], char *why,
                           size_t size)
 {
@@ -131,6 +187,8 @@ static int check_progress(const advlock_sim *sim, const int held[ADVLOCK_SIM_MAX
         } else if (cl->query_ == QUERY_TO_CLIENT && cl->result_ == ADVLOCK_RESULT_FALSE
                    && cl->deliver_ms_ - cl->policy_start_ < cl->step_.timeout_ms) {
             next_try = cl->deliver_ms_ + sim_policy_sleep(cl->policy_sleeps_ + 1);
+        } else if (cl->query_ == QUERY_TO_SERVER && cl->query_is_lock_) {
+            next_try = cl->arrive_ms_;
         } else {
             continue;
         }
@@ -142,10 +200,24 @@ static int check_progress(const advlock_sim *sim, const int held[ADVLOCK_SIM_MAX
     return 0;
 }
 
-/* Every operation ends: an acquire within its timeout, one more sleep and
- * a few round trips; a release within a round trip. Measured on the
- * client's own clock, less its jumps: what the machine can see of time
- * (a stalled clock holds a machine back; that is not the machine's fault). */
+/* How long a step may run on the client's clock. An acquire: its timeout,
+ * then with the reference's unclipped schedule up to one more sleep (1 s),
+ * and round trips to finish: the last attempt's (or, waiting on the server,
+ * the cancel's one and a half and the answer's half), an undo's, and the
+ * holders query's when diagnosing. A release, BEGIN, COMMIT: one. */
+static int64_t step_limit(const advlock_sim_client_ *cl, int64_t rtt)
+{
+    const advlock_options *o = &cl->options_;
+    if (cl->step_.kind != ADVLOCK_SIM_ACQUIRE)
+        return rtt;
+    int overshoot = o->wait == ADVLOCK_WAIT_POLL && o->backoff == ADVLOCK_BACKOFF_REFERENCE
+                    && !o->clip_to_deadline;
+    return cl->step_.timeout_ms + (overshoot ? 1000 : 0) + 3 * rtt + (o->diagnose ? rtt : 0);
+}
+
+/* Every step ends in time. Measured on the client's own clock, less its
+ * jumps: what the machine can see of time (a stalled clock holds a machine
+ * back; that is not the machine's fault). */
 static int check_durations(const advlock_sim *sim, char *why, size_t size)
 {
     int64_t rtt = sim_latency_bound(&sim->config_.latency);
@@ -155,12 +227,11 @@ static int check_durations(const advlock_sim *sim, char *why, size_t size)
             continue;
         advlock_fake_clock now = cl->clock_;
         advlock_fake_clock_advance_to(&now, sim->now_ms_);
-        int64_t seen = advlock_fake_clock_read(&now) - cl->policy_start_
+        int64_t seen = advlock_fake_clock_read(&now) - cl->started_reading_
                        - (now.jumped_ms_ - cl->jumped_at_start_);
-        int64_t limit = cl->step_.kind == ADVLOCK_SIM_ACQUIRE ? cl->step_.timeout_ms + 1000 + 3 * rtt
-                                                              : rtt;
+        int64_t limit = step_limit(cl, rtt);
         if (seen > limit)
-            return fail(why, size, "progress: an operation started at %lld ms has run for %lld ms "
+            return fail(why, size, "progress: a step started at %lld ms has run for %lld ms "
                                    "of its clock, more than %lld ms",
                         (long long)cl->started_ms_, (long long)seen, (long long)limit);
     }
@@ -171,10 +242,11 @@ int sim_check_world(advlock_sim *sim, char *why, size_t size)
 {
     if (advlock_fake_db_check(&sim->db_, why, size) != 0)
         return -1;
-    int counts[ADVLOCK_SIM_MAX_CLIENTS][ADVLOCK_SIM_MAX_KEYS];
+    counts_t counts;
     int held[ADVLOCK_SIM_MAX_KEYS] = {0};
     for (int c = 0; c < sim->nclients_; c++)
-        memset(counts[c], 0, sizeof counts[c][0] * (size_t)sim->nkeys_);
+        for (int k = 0; k < sim->nkeys_; k++)
+            memset(counts[c][k], 0, sizeof counts[c][k]);
     if (tally(sim, counts, held, why, size) != 0 || check_agreement(sim, counts, why, size) != 0
         || check_exclusion(sim, why, size) != 0 || check_durations(sim, why, size) != 0)
         return -1;
@@ -192,10 +264,11 @@ int sim_check_end(advlock_sim *sim, char *why, size_t size)
                                    "not stopped",
                         c);
         for (int k = 0; k < sim->nkeys_; k++)
-            if (cl->belief_[k] != 0)
-                return fail(why, size, "leak: at the end client %d still believes it holds key "
-                                       "%lld",
-                            c, (long long)sim->keys_[k]);
+            for (int j = 0; j < KINDS; j++)
+                if (cl->belief_[k][j] != 0)
+                    return fail(why, size, "leak: at the end client %d still believes it holds "
+                                           "key %lld (%s)",
+                                c, (long long)sim->keys_[k], kind_name(j));
     }
     advlock_fake_lock_row row;
     if (advlock_fake_db_lock_rows(&sim->db_, &row, 1) > 0)

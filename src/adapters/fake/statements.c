@@ -27,11 +27,17 @@ static const fake_statement statements[] = {
     {"ROLLBACK", ST_ROLLBACK, EX, SES, 0},
 };
 
+/* The holders query's text lives in the core's table; the fake answers
+ * whatever the core sends. */
+static const fake_statement holders = {NULL, ST_HOLDERS, EX, SES, 1};
+
 const fake_statement *fake_statement_find(const char *sql)
 {
     for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++)
         if (strcmp(sql, statements[i].text) == 0)
             return &statements[i];
+    if (strcmp(sql, advlock_sql_text(ADVLOCK_SQL_HOLDERS)) == 0)
+        return &holders;
     return NULL;
 }
 

@@ -66,6 +66,14 @@ static void put_text(line *l, const char *name, const char *value)
     put_escaped(l, value);
 }
 
+sim_trace_extra sim_trace_none(void)
+{
+    sim_trace_extra x;
+    memset(&x, 0, sizeof x);
+    x.rows = -1;
+    return x;
+}
+
 void sim_trace(advlock_sim *sim, int client, const char *event, const sim_trace_extra *extra)
 {
     if (sim->config_.trace == NULL)
@@ -85,6 +93,8 @@ void sim_trace(advlock_sim *sim, int client, const char *event, const sim_trace_
     put_text(&l, "result", extra->result);
     put_text(&l, "sqlstate", extra->sqlstate);
     put_text(&l, "fault", extra->fault);
+    if (extra->rows >= 0)
+        put_int(&l, "rows", extra->rows);
     if (strcmp(event, "sleep") == 0) {
         put_int(&l, "ms", extra->ms);
         put_int(&l, "wake", extra->wake);
@@ -117,6 +127,7 @@ const char *sim_outcome_event(advlock_outcome o)
     case ADVLOCK_NOT_HELD: return "not_held";
     case ADVLOCK_TIMED_OUT: return "timed_out";
     case ADVLOCK_CANCELLED: return "cancelled";
+    case ADVLOCK_ENDS_WITH_TRANSACTION: return "ends_with_transaction";
     default: return "error";
     }
 }

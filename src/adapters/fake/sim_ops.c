@@ -1,0 +1,379 @@
+/*
+ * The client's side of the driver: it starts the machine's operations and
+ * does what each action asks, as a real event loop would: a QUERY goes out
+ * on the session (with a deadline timer when it waits on the server), a
+ * SLEEP waits on the client's own clock (which may stall or jump: an early
+ * timer gets "not yet" and the loop sleeps again), a CANCEL_QUERY sends a
+ * cancel request and reports it sent, and DONE settles what the client
+ * believes it holds. Every input is judged against the policy model.
+ */
+#include "sim.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int act(advlock_sim *sim, int c);
+
+/* Compares the machine's action after an input with the policy model. */
+static int judge(advlock_sim *sim, int c, enum policy_input input, advlock_result result,
+                 int64_t now_reading)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    advlock_action a = advlock_next_action(&cl->machine_);
+    char why[ADVLOCK_SIM_VIOLATION_MAX];
+    if (sim_policy_check(cl, input, result, cl->result_sqlstate_, cl->result_message_, now_reading,
+                         &a, advlock_attempts(&cl->machine_), why, sizeof why)
+        != 0)
+        return sim_violation(sim, c, why);
+    return 0;
+}
+
+static int is_lock_statement(advlock_sql sql)
+{
+    return sql != ADVLOCK_SQL_UNLOCK && sql != ADVLOCK_SQL_UNLOCK_SHARED && sql != ADVLOCK_SQL_HOLDERS;
+}
+
+int sim_send(advlock_sim *sim, int c, const char *sql, int is_lock)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    if (cl->session_ == SESSION_LOST && sim_open_session(sim, c) != 0)
+        return ADVLOCK_SIM_VIOLATION;
+    sim_reading(sim, cl);
+    sim_trace_extra x = sim_trace_none();
+    x.sql = sql;
+    x.attempt = is_lock ? advlock_attempts(&cl->machine_) : 0;
+    sim_trace(sim, c, "query", &x);
+    int64_t rtt = sim_draw_latency(&sim->prng_, &sim->config_.latency);
+    cl->query_ = QUERY_TO_SERVER;
+    cl->query_text_ = sql;
+    cl->query_is_lock_ = is_lock;
+    cl->arrive_ms_ = sim->now_ms_ + rtt / 2;
+    cl->return_ms_ = rtt - rtt / 2;
+    cl->deliver_ms_ = cl->arrive_ms_ + cl->return_ms_;
+    sim->stats_.queries++;
+    return sim_must_schedule(sim, cl->arrive_ms_, EV_ARRIVE, c, cl->op_serial_, 0);
+}
+
+/* Clock faults strike at a random moment within the next span ms. */
+static void clock_faults(advlock_sim *sim, int c, int64_t span)
+{
+    const advlock_fake_faults *f = &sim->config_.faults;
+    advlock_prng *p = &sim->prng_;
+    if (advlock_prng_chance(p, f->stall_ppm)) {
+        int64_t at = sim->now_ms_ + (int64_t)advlock_prng_below(p, (uint64_t)span + 1);
+        sim_schedule(sim, at, EV_STALL, c, 0, advlock_prng_between(p, 1, f->stall_max_ms));
+    }
+    if (advlock_prng_chance(p, f->jump_ppm)) {
+        int64_t at = sim->now_ms_ + (int64_t)advlock_prng_below(p, (uint64_t)span + 1);
+        sim_schedule(sim, at, EV_JUMP, c, 0, advlock_prng_between(p, 1, f->jump_max_ms));
+    }
+}
+
+/* Waits the way an event loop does: for the time left on the client's own
+ * clock until wake_at, then asks the machine again. A fresh timer (a new
+ * sleep, a new wait's deadline) is where clock faults may strike. */
+static int arm_timer(advlock_sim *sim, int c, int64_t wake_at, int fresh)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    int64_t left = wake_at - sim_reading(sim, cl);
+    if (left < 0)
+        left = 0;
+    cl->timer_serial_++;
+    int rc = sim_must_schedule(sim, sim->now_ms_ + left, EV_WAKE, c, cl->timer_serial_, 0);
+    if (rc == 0 && fresh && sim_faults_on(&sim->config_.faults))
+        clock_faults(sim, c, left);
+    return rc;
+}
+
+static int start_sleep(advlock_sim *sim, int c, const advlock_action *a)
+{
+    sim_trace_extra x = sim_trace_none();
+    x.ms = a->sleep_ms;
+    x.wake = a->wake_at_ms;
+    sim_trace(sim, c, "sleep", &x);
+    return arm_timer(sim, c, a->wake_at_ms, 1);
+}
+
+/* A QUERY action: a new statement to send, or the one still in flight (after
+ * a cancel was sent, or an early timer), whose deadline may need a timer. */
+static int query(advlock_sim *sim, int c, const advlock_action *a)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    int deadline = a->wake_at_ms != INT64_MAX;
+    if (cl->query_ != QUERY_NONE)
+        return deadline ? arm_timer(sim, c, a->wake_at_ms, 0) : 0;
+    int rc = sim_send(sim, c, a->sql_text, is_lock_statement(a->sql));
+    return rc == 0 && deadline ? arm_timer(sim, c, a->wake_at_ms, 1) : rc;
+}
+
+/* PQcancel: a new connection to the server carries the request, so it
+ * lands a round trip and a half later; the machine is told at once that it
+ * was sent, and goes on waiting for the query's answer. */
+static int send_cancel(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    int64_t now_reading = sim_reading(sim, cl);
+    sim_trace_extra x = sim_trace_none();
+    sim_trace(sim, c, "cancel_query", &x);
+    sim->stats_.cancels++;
+    int64_t rtt = sim_draw_latency(&sim->prng_, &sim->config_.latency);
+    int rc = sim_must_schedule(sim, sim->now_ms_ + rtt + rtt / 2, EV_CANCEL_LAND, c, 0, cl->pid_);
+    if (rc != 0)
+        return rc;
+    if (advlock_on_cancel_sent(&cl->machine_, now_reading) != 0)
+        return sim_violation(sim, c, "the machine refused advlock_on_cancel_sent after CANCEL_QUERY");
+    rc = judge(sim, c, IN_CANCEL_SENT, ADVLOCK_RESULT_TRUE, now_reading);
+    return rc != 0 ? rc : act(sim, c);
+}
+
+static void record_done(advlock_sim_client_ *cl, const advlock_action *a, int64_t now)
+{
+    advlock_sim_done *d = &cl->last_;
+    d->key = cl->key_;
+    d->outcome = a->outcome;
+    d->error = a->error;
+    fake_copy(d->sqlstate, sizeof d->sqlstate, a->sqlstate);
+    fake_copy(d->message, sizeof d->message, a->message);
+    d->attempts = advlock_attempts(&cl->machine_);
+    d->cancel_sent = cl->cancel_sent_;
+    d->ended_ms = now;
+}
+
+/* What the outcome tells the client about its holds, and whether a
+ * finished operation left a hold the client does not know about. */
+static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    int k = cl->key_index_, kind = cl->op_kind_;
+    char why[ADVLOCK_SIM_VIOLATION_MAX];
+    switch (a->outcome) {
+    case ADVLOCK_ACQUIRED:
+        if (cl->outside_block_)
+            return sim_violation(sim, c, "a transaction-scoped lock was acquired outside a "
+                                         "transaction block: it ended with its statement, so "
+                                         "nothing is held (send BEGIN first)");
+        cl->belief_[k][kind]++;
+        break;
+    case ADVLOCK_RELEASED:
+        if (cl->belief_[k][kind] == 0)
+            return sim_violation(sim, c, "released a lock the client did not know it held");
+        cl->belief_[k][kind]--;
+        break;
+    case ADVLOCK_NOT_HELD:
+        if (cl->belief_[k][kind] > 0) {
+            /* The reference reads an unlock's NULL as "not held"; the hold
+             * may remain. A false, though, contradicts what the client knew. */
+            if (cl->result_ != ADVLOCK_RESULT_NULL)
+                return sim_violation(sim, c, "release said not held, but the client held the lock");
+            cl->belief_[k][kind]--;
+            cl->unsure_ = 1;
+        }
+        break;
+    case ADVLOCK_FAILED:
+        if (a->error == ADVLOCK_ECONNLOST)
+            sim_forget_holds(cl);
+        else if (cl->cancel_sent_ && cl->client_view_[k][kind] > cl->belief_[k][kind])
+            cl->unsure_ = 1; /* undoing a cancelled acquire failed (error or NULL): documented */
+        break;
+    default: break; /* TIMED_OUT, CANCELLED hold nothing new; ENDS_WITH_TRANSACTION keeps it */
+    }
+    if (cl->unsure_)
+        return 0;
+    for (int i = 0; i < sim->nkeys_; i++) {
+        for (int j = 0; j < KINDS && !sim_same_holds(cl->belief_[i], cl->client_view_[i]); j++) {
+            if (cl->belief_[i][j] == cl->client_view_[i][j])
+                continue;
+            snprintf(why, sizeof why,
+                     "leak: after %s the session holds key %lld (%s, %s) %d time(s) per the results "
+                     "it got, but the client knows of %d",
+                     advlock_outcome_name(a->outcome), (long long)sim->keys_[i],
+                     sim_kind_is_shared(j) ? "shared" : "exclusive",
+                     sim_kind_is_xact(j) ? "transaction" : "session", cl->client_view_[i][j],
+                     cl->belief_[i][j]);
+            return sim_violation(sim, c, why);
+        }
+    }
+    return 0;
+}
+
+static int finish_op(advlock_sim *sim, int c, const advlock_action *a)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    cl->busy_ = 0;
+    cl->timer_serial_++;
+    sim_reading(sim, cl);
+    record_done(cl, a, sim->now_ms_);
+    sim->stats_.outcomes[a->outcome]++;
+    sim_trace_extra x = sim_trace_none();
+    x.attempt = cl->last_.attempts;
+    x.message = a->message[0] != '\0' ? a->message : NULL;
+    x.sqlstate = a->sqlstate[0] != '\0' ? a->sqlstate : NULL;
+    x.error = a->outcome == ADVLOCK_FAILED ? advlock_strerror(a->error) : NULL;
+    sim_trace(sim, c, sim_outcome_event(a->outcome), &x);
+    int rc = settle_beliefs(sim, c, a);
+    if (rc != 0)
+        return rc;
+    const advlock_fake_faults *f = &sim->config_.faults;
+    if (a->outcome == ADVLOCK_ACQUIRED && sim_faults_on(f)
+        && advlock_prng_chance(&sim->prng_, f->kill_ppm))
+        sim_schedule(sim, sim->now_ms_ + advlock_prng_between(&sim->prng_, 0, f->kill_within_ms),
+                     EV_KILL, c, 0, 0);
+    return sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
+}
+
+static int act(advlock_sim *sim, int c)
+{
+    advlock_action a = advlock_next_action(&sim->clients_[c].machine_);
+    switch (a.kind) {
+    case ADVLOCK_ACTION_QUERY: return query(sim, c, &a);
+    case ADVLOCK_ACTION_SLEEP: return start_sleep(sim, c, &a);
+    case ADVLOCK_ACTION_CANCEL_QUERY: return send_cancel(sim, c);
+    case ADVLOCK_ACTION_DONE: return finish_op(sim, c, &a);
+    default: return sim_violation(sim, c, "the machine has no action during an operation");
+    }
+}
+
+int sim_start_operation(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    const advlock_sim_step *s = &cl->step_;
+    if (s->lock_name == NULL)
+        return ADVLOCK_EINVAL;
+    size_t len = strlen(s->lock_name);
+    int64_t key;
+    int rc = advlock_derive_key(s->lock_name, len, &key);
+    if (rc != 0)
+        return rc;
+    int k = sim_key_index(sim, key);
+    if (k < 0) {
+        if (sim->nkeys_ == ADVLOCK_SIM_MAX_KEYS)
+            return sim_violation(sim, c, "more distinct lock names than ADVLOCK_SIM_MAX_KEYS");
+        k = sim->nkeys_++;
+        sim->keys_[k] = key;
+    }
+    int acquire = s->kind == ADVLOCK_SIM_ACQUIRE;
+    int64_t now_reading = sim_reading(sim, cl);
+    rc = acquire ? advlock_start_acquire(&cl->machine_, s->lock_name, len, s->timeout_ms, now_reading)
+                 : advlock_start_release(&cl->machine_, s->lock_name, len, now_reading);
+    if (rc != 0)
+        return rc;
+    cl->key_ = key;
+    cl->key_index_ = k;
+    cl->op_kind_ = sim_kind(cl->options_.mode, cl->options_.scope);
+    cl->busy_ = 1;
+    cl->op_serial_++;
+    cl->started_ms_ = sim->now_ms_;
+    cl->started_reading_ = now_reading;
+    cl->jumped_at_start_ = cl->clock_.jumped_ms_;
+    cl->cancel_sent_ = 0;
+    cl->result_sqlstate_[0] = '\0';
+    cl->result_message_[0] = '\0';
+    rc = judge(sim, c, acquire ? IN_START_ACQUIRE : IN_START_RELEASE, ADVLOCK_RESULT_TRUE,
+               now_reading);
+    if (rc != 0)
+        return rc;
+    if (acquire && s->cancel_after_ms > 0) {
+        rc = sim_must_schedule(sim, sim->now_ms_ + s->cancel_after_ms, EV_CANCEL, c, cl->op_serial_, 0);
+        if (rc != 0)
+            return rc;
+    }
+    return act(sim, c);
+}
+
+static int is_holders(const char *sql)
+{
+    return sql == advlock_sql_text(ADVLOCK_SQL_HOLDERS);
+}
+
+/* Feeds the answer to the machine: rows of the holders query, or a result. */
+static int answer_machine(advlock_sim *sim, int c, int64_t now_reading)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    if (is_holders(cl->query_text_) && cl->result_ == ADVLOCK_RESULT_TRUE) {
+        advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
+        for (size_t i = 0; i < cl->nrows_; i++)
+            rows[i] = (advlock_holder){cl->rows_[i].pid, cl->rows_[i].granted,
+                                       cl->rows_[i].mode ? "ShareLock" : "ExclusiveLock", "", "local",
+                                       sim_state_names[cl->rows_[i].state], "", cl->rows_[i].seconds};
+        if (advlock_on_holders(&cl->machine_, rows, cl->nrows_, now_reading) != 0)
+            return sim_violation(sim, c, "the machine refused the holders it had asked for");
+        return judge(sim, c, IN_HOLDERS, ADVLOCK_RESULT_TRUE, now_reading);
+    }
+    int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
+    if (advlock_on_result(&cl->machine_, cl->result_, failed ? cl->result_sqlstate_ : NULL,
+                          failed ? cl->result_message_ : NULL, now_reading)
+        != 0)
+        return sim_violation(sim, c, "the machine refused a result it had asked for");
+    return judge(sim, c, IN_RESULT, cl->result_, now_reading);
+}
+
+int sim_on_deliver(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    cl->query_ = QUERY_NONE;
+    cl->timer_serial_++; /* an answer makes a pending deadline timer moot */
+    if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
+        memset(cl->client_view_, 0, sizeof cl->client_view_);
+    else if (cl->transit_delta_ != 0)
+        cl->client_view_[cl->key_index_][cl->op_kind_] += cl->transit_delta_;
+    /* COMMIT, ROLLBACK, or an error inside a block: the client learns that
+     * its transaction and the locks it held are over. */
+    if (cl->txn_end_in_flight_) {
+        for (int k = 0; k < sim->nkeys_; k++)
+            for (int j = 0; j < KINDS; j++)
+                if (sim_kind_is_xact(j))
+                    cl->client_view_[k][j] = cl->belief_[k][j] = 0;
+        cl->txn_end_in_flight_ = 0;
+    }
+    cl->transit_delta_ = 0;
+    int64_t now_reading = sim_reading(sim, cl);
+    int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
+    sim_trace_extra x = sim_trace_none();
+    int rows = is_holders(cl->query_text_) && !failed;
+    x.result = cl->result_tag_[0] != '\0' && !failed ? cl->result_tag_
+               : rows                                 ? "rows"
+                                                      : sim_result_name(cl->result_);
+    x.rows = rows ? (int64_t)cl->nrows_ : -1;
+    x.sqlstate = failed && cl->result_sqlstate_[0] != '\0' ? cl->result_sqlstate_ : NULL;
+    x.fault = cl->result_fault_;
+    sim_trace(sim, c, "result", &x);
+    if (cl->step_.kind >= ADVLOCK_SIM_BEGIN)
+        return sim_command_done(sim, c);
+    int rc = answer_machine(sim, c, now_reading);
+    return rc != 0 ? rc : act(sim, c);
+}
+
+/* ---- timers and the plan's cancel ------------------------------------------- */
+
+int sim_on_wake(advlock_sim *sim, int c, uint64_t serial)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    if (!cl->busy_ || serial != cl->timer_serial_)
+        return 0;
+    int64_t now_reading = sim_reading(sim, cl);
+    if (advlock_on_timer(&cl->machine_, now_reading) != 0)
+        return sim_violation(sim, c, "the machine refused a timer during an operation");
+    int rc = judge(sim, c, IN_TIMER, ADVLOCK_RESULT_TRUE, now_reading);
+    if (rc != 0)
+        return rc;
+    advlock_action a = advlock_next_action(&cl->machine_);
+    return a.kind == ADVLOCK_ACTION_SLEEP ? arm_timer(sim, c, a.wake_at_ms, 0) : act(sim, c);
+}
+
+int sim_on_cancel(advlock_sim *sim, int c, uint64_t serial)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    if (!cl->busy_ || serial != cl->op_serial_)
+        return 0;
+    int64_t now_reading = sim_reading(sim, cl);
+    if (advlock_cancel(&cl->machine_, now_reading) != 0)
+        return sim_violation(sim, c, "the machine refused a cancel during an acquire");
+    cl->cancel_sent_ = 1;
+    int rc = judge(sim, c, IN_CANCEL, ADVLOCK_RESULT_TRUE, now_reading);
+    if (rc != 0)
+        return rc;
+    advlock_action a = advlock_next_action(&cl->machine_);
+    if (a.kind == ADVLOCK_ACTION_DONE)
+        return finish_op(sim, c, &a);
+    return a.kind == ADVLOCK_ACTION_CANCEL_QUERY ? send_cancel(sim, c) : 0;
+}

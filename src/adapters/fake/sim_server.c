@@ -1,0 +1,304 @@
+/*
+ * The server's side of the driver: a query arriving at the client's fake
+ * session (or meeting an injected fault), its effect on what the lock table
+ * holds for the client (server_view_), waits in the server's queue and how
+ * they end (a grant handed over when a holder lets go, a cancel request
+ * landing, the deadlock check after deadlock_timeout, the session
+ * terminated), and dropped sessions.
+ */
+#include "sim.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *const sim_state_names[4] = {"idle", "active", "idle in transaction",
+                                        "idle in transaction (aborted)"};
+
+/* PostgreSQL's default deadlock_timeout. */
+enum { DEADLOCK_TIMEOUT_MS = 1000 };
+
+static void set_result(advlock_sim_client_ *cl, advlock_result r, const char *sqlstate,
+                       const char *message)
+{
+    cl->result_ = r;
+    fake_copy(cl->result_sqlstate_, sizeof cl->result_sqlstate_, sqlstate);
+    fake_copy(cl->result_message_, sizeof cl->result_message_, message);
+}
+
+static int is_command(const advlock_sim_client_ *cl)
+{
+    return cl->step_.kind >= ADVLOCK_SIM_BEGIN;
+}
+
+/* The session's transaction ended at the server: its transaction-level
+ * holds are gone; the client learns with this query's answer. */
+static void transaction_ended(advlock_sim *sim, advlock_sim_client_ *cl)
+{
+    for (int k = 0; k < sim->nkeys_; k++)
+        for (int j = 0; j < KINDS; j++)
+            if (sim_kind_is_xact(j))
+                cl->server_view_[k][j] = 0;
+    cl->txn_end_in_flight_ = 1;
+}
+
+/* The server granted the client's lock statement. Outside a block, a
+ * transaction-level grant ends with its own statement: nothing is held. */
+static void granted(advlock_sim_client_ *cl)
+{
+    if (sim_kind_is_xact(cl->op_kind_) && !cl->server_in_block_) {
+        cl->outside_block_ = 1;
+        return;
+    }
+    cl->transit_delta_ = 1;
+    cl->server_view_[cl->key_index_][cl->op_kind_]++;
+}
+
+/* Any error inside a transaction block aborts it (PostgreSQL's
+ * AbortTransaction), releasing its transaction-level locks. */
+static void failed_at_server(advlock_sim *sim, advlock_sim_client_ *cl)
+{
+    if (cl->server_in_block_)
+        transaction_ended(sim, cl);
+}
+
+static int keep_rows(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
+    size_t n = advlock_fake_db_holders(&sim->db_, cl->pid_, cl->key_, rows, ADVLOCK_SIM_MAX_CLIENTS);
+    if (n > ADVLOCK_SIM_MAX_CLIENTS)
+        return sim_violation(sim, c, "the holders answer has more rows than a client can keep");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char state = 0;
+        while (state < 3 && strcmp(sim_state_names[state], rows[i].state) != 0)
+            state++;
+        cl->rows_[i].pid = rows[i].pid;
+        cl->rows_[i].granted = (unsigned char)rows[i].granted;
+        cl->rows_[i].mode = strcmp(rows[i].mode, "ShareLock") == 0;
+        cl->rows_[i].state = state;
+        cl->rows_[i].seconds = rows[i].seconds;
+    }
+    cl->nrows_ = n;
+    set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
+    return 0;
+}
+
+static void command_applied(advlock_sim *sim, advlock_sim_client_ *cl, const advlock_fake_result *r)
+{
+    fake_copy(cl->result_tag_, sizeof cl->result_tag_, r->command_tag);
+    set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
+    if (cl->step_.kind == ADVLOCK_SIM_BEGIN) {
+        cl->server_in_block_ = 1;
+        return;
+    }
+    cl->server_in_block_ = 0;
+    transaction_ended(sim, cl);
+}
+
+/* The query runs on the client's session; *waiting is set when it queues. */
+static int apply(advlock_sim *sim, int c, int *waiting)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    advlock_fake_result r;
+    const int64_t *param = is_command(cl) ? NULL : &cl->key_;
+    if (advlock_fake_db_exec(&sim->db_, cl->pid_, cl->query_text_, param, &r) != 0)
+        return sim_violation(sim, c, "the fake database refused the query");
+    switch (r.status) {
+    case ADVLOCK_FAKE_ROW_TRUE:
+    case ADVLOCK_FAKE_ROW_VOID:
+        if (cl->query_is_lock_) {
+            granted(cl);
+        } else {
+            cl->transit_delta_ = -1;
+            cl->server_view_[cl->key_index_][cl->op_kind_]--;
+        }
+        set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
+        return 0;
+    case ADVLOCK_FAKE_ROW_FALSE: set_result(cl, ADVLOCK_RESULT_FALSE, "", ""); return 0;
+    case ADVLOCK_FAKE_ROW_NULL: set_result(cl, ADVLOCK_RESULT_NULL, "", ""); return 0;
+    case ADVLOCK_FAKE_WAITING: *waiting = 1; return 0;
+    case ADVLOCK_FAKE_ROWS: return keep_rows(sim, c);
+    case ADVLOCK_FAKE_COMMAND_OK: command_applied(sim, cl, &r); return 0;
+    case ADVLOCK_FAKE_SERVER_ERROR:
+        set_result(cl, ADVLOCK_RESULT_SERVER_ERROR, r.sqlstate, r.message);
+        failed_at_server(sim, cl);
+        return 0;
+    default: {
+        char why[160];
+        snprintf(why, sizeof why, "the fake database answered \"%.60s\" with status %d",
+                 cl->query_text_, (int)r.status);
+        return sim_violation(sim, c, why);
+    }
+    }
+}
+
+/* The server side of the client's session is gone: it holds nothing. An
+ * answer already on its way back still reaches the client. */
+static void server_forgets(advlock_sim_client_ *cl)
+{
+    memset(cl->server_view_, 0, sizeof cl->server_view_);
+    cl->server_in_block_ = 0;
+}
+
+/* The connection breaks: the client will see it lost; the server notices
+ * within drop_detect_max_ms and ends the session then. */
+static int drop(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    int slot = fake_db_slot(&sim->db_, cl->pid_);
+    int64_t reap = sim->now_ms_
+                   + advlock_prng_between(&sim->prng_, 0, sim->config_.faults.drop_detect_max_ms);
+    sim->slot_owner_[slot] = SLOT_ORPHAN;
+    sim->slot_reap_ms_[slot] = reap;
+    cl->session_ = SESSION_LOST;
+    server_forgets(cl);
+    set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "", "server closed the connection unexpectedly");
+    return sim_must_schedule(sim, reap, EV_REAP, c, 0, cl->pid_);
+}
+
+/* NULL means something only for the machine's boolean statements, an
+ * injected error also for the holders query; transaction commands meet
+ * only dropped connections. */
+static enum query_fault applicable(const advlock_sim_client_ *cl, enum query_fault f)
+{
+    if (f == FAULT_NULL && (is_command(cl) || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_HOLDERS)))
+        return FAULT_NONE;
+    if (f == FAULT_ERROR && is_command(cl))
+        return FAULT_NONE;
+    return f;
+}
+
+static int begin_wait(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    cl->query_ = QUERY_WAITING;
+    sim->waiting_++;
+    sim->stats_.waits++;
+    cl->wait_serial_++;
+    sim_trace_extra x = sim_trace_none();
+    sim_trace(sim, c, "waiting", &x);
+    return sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c, cl->wait_serial_, 0);
+}
+
+int sim_on_arrive(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    cl->query_ = QUERY_TO_CLIENT;
+    cl->transit_delta_ = 0;
+    cl->outside_block_ = 0;
+    cl->result_fault_ = NULL;
+    cl->result_tag_[0] = '\0';
+    cl->nrows_ = 0;
+    int rc = 0;
+    if (cl->session_ == SESSION_KILLED) {
+        cl->session_ = SESSION_LOST;
+        set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
+                   "terminating connection due to administrator command");
+    } else {
+        enum query_fault fault = sim_faults_on(&sim->config_.faults)
+                                     ? sim_draw_query_fault(&sim->prng_, &sim->config_.faults)
+                                     : FAULT_NONE;
+        fault = applicable(cl, fault);
+        cl->result_fault_ = sim_fault_name(fault);
+        if (fault != FAULT_NONE)
+            sim->stats_.faults++;
+        if (fault == FAULT_NULL) {
+            set_result(cl, ADVLOCK_RESULT_NULL, "", "");
+        } else if (fault == FAULT_ERROR) {
+            const char *sqlstate, *message;
+            sim_draw_server_error(&sim->prng_, &sqlstate, &message);
+            set_result(cl, ADVLOCK_RESULT_SERVER_ERROR, sqlstate, message);
+            db_statement_failed(&sim->db_, fake_db_slot(&sim->db_, cl->pid_));
+            failed_at_server(sim, cl);
+        } else {
+            int waiting = 0;
+            if (fault != FAULT_DROP_BEFORE)
+                rc = apply(sim, c, &waiting);
+            if (rc == 0 && (fault == FAULT_DROP_BEFORE || fault == FAULT_DROP_AFTER))
+                rc = drop(sim, c);
+            else if (rc == 0 && waiting)
+                return begin_wait(sim, c);
+        }
+    }
+    return rc != 0 ? rc : sim_must_schedule(sim, cl->deliver_ms_, EV_DELIVER, c, cl->op_serial_, 0);
+}
+
+/* ---- how waits end ------------------------------------------------------------ */
+
+/* The answer of an ended wait leaves the server now and takes the rest of
+ * the query's round trip to reach the client. */
+static int send_back(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim->waiting_--;
+    cl->query_ = QUERY_TO_CLIENT;
+    cl->deliver_ms_ = sim->now_ms_ + cl->return_ms_;
+    return sim_must_schedule(sim, cl->deliver_ms_, EV_DELIVER, c, cl->op_serial_, 0);
+}
+
+int sim_collect_waits(advlock_sim *sim)
+{
+    for (int c = 0; c < sim->nclients_; c++) {
+        advlock_sim_client_ *cl = &sim->clients_[c];
+        if (cl->query_ != QUERY_WAITING)
+            continue;
+        advlock_fake_result r;
+        int rc = advlock_fake_db_poll(&sim->db_, cl->pid_, &r);
+        if (rc == 0)
+            continue;
+        if (rc != 1)
+            return sim_violation(sim, c, "a waiting client's session vanished behind its back");
+        if (r.status == ADVLOCK_FAKE_ROW_VOID) {
+            granted(cl);
+            set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
+        } else {
+            set_result(cl, ADVLOCK_RESULT_SERVER_ERROR, r.sqlstate, r.message);
+            failed_at_server(sim, cl);
+        }
+        rc = send_back(sim, c);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* pg_cancel_backend: it cancels whatever the session is waiting in when the
+ * request lands (a later statement, even), and nothing if it waits in none. */
+int sim_on_cancel_land(advlock_sim *sim, int pid)
+{
+    if (advlock_fake_db_is_waiting(&sim->db_, pid))
+        advlock_fake_db_cancel(&sim->db_, pid);
+    return 0;
+}
+
+int sim_on_deadlock_check(advlock_sim *sim, int c, uint64_t serial)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    if (cl->query_ == QUERY_WAITING && serial == cl->wait_serial_)
+        advlock_fake_db_check_deadlock(&sim->db_, cl->pid_);
+    return 0;
+}
+
+/* pg_terminate_backend while the client believes it holds a lock: the
+ * server releases everything now; the client learns at its next query, or
+ * at once if it is waiting in one. */
+int sim_on_kill(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    int holding = 0;
+    for (int k = 0; k < sim->nkeys_; k++)
+        for (int j = 0; j < KINDS; j++)
+            holding |= cl->belief_[k][j] > 0;
+    if (cl->session_ != SESSION_OPEN || !holding)
+        return 0;
+    sim_close_session(sim, cl->pid_);
+    cl->session_ = SESSION_KILLED;
+    server_forgets(cl);
+    sim->stats_.faults++;
+    if (cl->query_ != QUERY_WAITING)
+        return 0;
+    cl->session_ = SESSION_LOST;
+    set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
+               "terminating connection due to administrator command");
+    return send_back(sim, c);
+}
