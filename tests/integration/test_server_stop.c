@@ -1,8 +1,9 @@
 /*
  * The server stopped with pg_ctl stop -m immediate while a session waits for
  * a lock: both adapters end FAILED with ADVLOCK_ECONNLOST within a second
- * (at the waiter's next try), never hang. Each test restarts the server, and
- * this program runs last of the suite.
+ * (at the waiter's next try), never hang; and while a session holds a lock,
+ * the nonblocking adapter reports it LOST within one loop turn. Each test
+ * restarts the server, and this program runs last of the suite.
  */
 #include "pg_test.h"
 
@@ -120,12 +121,42 @@ static void test_nonblocking_waiter(void **state)
     assert_true(advlock_pq_now_ms() - stopping < 1000);
 }
 
+static void test_nonblocking_holder(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_async adapter;
+    assert_int_equal(advlock_pq_async_init(&adapter, f->b), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&adapter, f->key, strlen(f->key), 0,
+                                                    advlock_pq_now_ms()),
+                     0);
+    advlock_pq_async *const one[1] = {&adapter};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + 5000);
+    assert_int_equal(advlock_pq_async_report(&adapter)->outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_async_wants(&adapter), ADVLOCK_PQ_READ);
+
+    pgt_stderr_capture capture;
+    char printed[512];
+    pgt_stderr_begin(&capture);
+    pgt_server_stop_immediate();
+    assert_int_equal(pgt_loop_turn(one, 1, advlock_pq_now_ms() + 2000), 0);
+    pgt_stderr_end(&capture, printed, sizeof printed);
+    assert_string_equal(printed, "");
+
+    assert_int_equal(advlock_pq_async_lost(&adapter), 1);
+    const advlock_pq_report *r = advlock_pq_async_report(&adapter);
+    assert_int_equal(r->outcome, ADVLOCK_FAILED);
+    assert_int_equal(r->error, ADVLOCK_ECONNLOST);
+    assert_non_null(strstr(r->message, "Lock lost: the connection holding it closed"));
+    assert_int_equal(advlock_pq_async_socket(&adapter), -1);
+}
+
 int main(void)
 {
     alarm(120); /* a hang fails the program instead of the whole run */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_blocking_waiter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonblocking_waiter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nonblocking_holder, setup, teardown),
     };
     return cmocka_run_group_tests_name("server stopped during a wait", tests, NULL, NULL);
 }
