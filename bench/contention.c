@@ -70,26 +70,34 @@ static enum policy parse_policy(const char *name)
 }
 
 /*
- * PENDING (issue 6): backoff jitter and server-side waiting. The core has
- * them (advlock_options: backoff ADVLOCK_BACKOFF_FULL_JITTER, wait
- * ADVLOCK_WAIT_SERVER, set with advlock_set_options()), but the nonblocking
- * adapter driven here owns its machine and has no way yet to take options.
- * When it has, set them here on each client's adapter before its first
- * acquire:
- *   POLICY_FULL_JITTER  backoff full jitter, jitter_seed = client + 1, so a
- *                       run can be replayed;
- *   POLICY_SERVER_WAIT  wait on the server (pg_advisory_lock, cancelled at
- *                       the deadline); the end of a round then cancels a
- *                       waiting acquire through advlock_pq_async_cancel(),
- *                       as it does a sleeping one now.
- * Returns 1 when the policy is in force, 0 when it cannot be set yet (the
- * run then reports the policy as pending and measures nothing).
+ * The policy on one client's adapter, before its first acquire:
+ *   POLICY_REFERENCE    the adapter's default: polling, 100 -> 1000 ms;
+ *   POLICY_FULL_JITTER  polling, each sleep drawn from [0, min(1000,
+ *                       100 * 2^n)] ms, seeded per client so a run replays;
+ *   POLICY_SERVER_WAIT  one pg_advisory_lock per acquire, queued by the
+ *                       server, cancelled at the timeout (and at the end of
+ *                       a round, through advlock_pq_async_cancel()).
+ * Built against headers without the options (mk/bench.mk looks), only the
+ * reference can be set. Returns 1 when the policy is in force, 0 when not
+ * (the run then reports the policy as pending and measures nothing).
  */
 static int apply_policy(advlock_pq_async *adapter, enum policy policy, int client)
 {
+#if BENCH_PQ_TAKES_OPTIONS && BENCH_CORE_HAS_JITTER && BENCH_CORE_HAS_SERVER_WAIT
+    advlock_options options;
+    advlock_options_init(&options);
+    if (policy == POLICY_FULL_JITTER) {
+        options.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
+        options.jitter_seed = (uint64_t)client + 1;
+    } else if (policy == POLICY_SERVER_WAIT) {
+        options.wait = ADVLOCK_WAIT_SERVER;
+    }
+    return advlock_pq_async_set_options(adapter, &options) == 0;
+#else
     (void)adapter;
     (void)client;
     return policy == POLICY_REFERENCE;
+#endif
 }
 
 /* ---- clients ----------------------------------------------------------------- */
@@ -377,9 +385,9 @@ int main(int argc, char **argv)
         if (advlock_pq_async_init(&clients[i].adapter, clients[i].conn) != 0)
             bench_fail("cannot bind an adapter");
         if (!apply_policy(&clients[i].adapter, policy, i)) {
-            bench_note("contention, %s: pending, not measured (issue 6): the core has jitter: %s, "
-                       "server-side waiting: %s; the nonblocking adapter takes options: %s; "
-                       "see PENDING in bench/contention.c",
+            bench_note("contention, %s: not measured: built against headers where the core has "
+                       "jitter: %s, server-side waiting: %s; the nonblocking adapter takes "
+                       "options: %s (see apply_policy() in bench/contention.c)",
                        policy_name, BENCH_CORE_HAS_JITTER ? "yes" : "no",
                        BENCH_CORE_HAS_SERVER_WAIT ? "yes" : "no",
                        BENCH_PQ_TAKES_OPTIONS ? "yes" : "no");
