@@ -1,8 +1,9 @@
 /*
  * advlock simulate: clients racing for locks on the fake database, in
- * virtual time, with no server. Prints who tried, slept, acquired and timed
- * out, then a summary. The timeline is read from the simulation's own
- * JSON-lines trace, so what is printed is exactly what --trace records.
+ * virtual time, with no server. Prints who tried, slept, waited, acquired
+ * and timed out, then a summary. The timeline is read from the simulation's
+ * own JSON-lines trace, so what is printed is exactly what --trace records.
+ * --jitter, --clip, --wait and --diagnose give every client those options.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -89,8 +90,10 @@ static void on_trace(void *user, const char *line, size_t len)
 
     char sql[128];
     text(line, "sql", sql, sizeof sql);
-    int is_try = strstr(sql, "try_advisory_lock") != NULL;
-    if (strcmp(event, "query") == 0 && is_try) {
+    /* pg_try_advisory_lock, pg_advisory_lock and their shared and xact forms */
+    int is_lock = strstr(sql, "advisory_lock") != NULL || strstr(sql, "advisory_xact_lock") != NULL;
+    int is_try = strstr(sql, "try_advisory") != NULL;
+    if (strcmp(event, "query") == 0 && is_lock) {
         v->attempts++;
         if (number(line, "attempt") == 1)
             v->acquire_started[client] = t;
@@ -103,6 +106,10 @@ static void on_trace(void *user, const char *line, size_t len)
     if (strcmp(event, "query") == 0 && is_try)
         printf("%8lld ms  client %-2d  tries '%s' (attempt %lld)\n", t, client, name,
                number(line, "attempt"));
+    else if (strcmp(event, "query") == 0 && is_lock)
+        printf("%8lld ms  client %-2d  asks the server for '%s' and waits\n", t, client, name);
+    else if (strcmp(event, "cancel_query") == 0)
+        printf("%8lld ms  client %-2d  cancels its wait\n", t, client);
     else if (strcmp(event, "sleep") == 0)
         printf("%8lld ms  client %-2d  sleeps %lld ms\n", t, client, number(line, "ms"));
     else if (strcmp(event, "acquired") == 0)
@@ -110,7 +117,8 @@ static void on_trace(void *user, const char *line, size_t len)
                t - v->acquire_started[client]);
     else if (strcmp(event, "released") == 0)
         printf("%8lld ms  client %-2d  released '%s'\n", t, client, name);
-    else if (strcmp(event, "query") != 0 && strcmp(event, "result") != 0) {
+    else if (strcmp(event, "query") != 0 && strcmp(event, "result") != 0
+             && strcmp(event, "waiting") != 0) {
         text(line, "message", extra, sizeof extra);
         printf("%8lld ms  client %-2d  %s%s%s\n", t, client, event, extra[0] ? ": " : "",
                extra);
@@ -173,6 +181,10 @@ static void usage(FILE *to)
             "  --cycles N      acquire/hold/release cycles per client (default 1)\n"
             "  --think MS      longest pause before each cycle (default 0: all start at once)\n"
             "  --seed S        the run follows from it (default 1)\n"
+            "  --jitter        full jitter: each sleep drawn from [0, min(1000, 100*2^n)] ms\n"
+            "  --clip          reference sleeps, the last one cut to end at the deadline\n"
+            "  --wait          wait on the server (pg_advisory_lock), cancelled at the deadline\n"
+            "  --diagnose      after a timeout, name the holder\n"
             "  --faults        inject latency spikes, NULLs, server errors, dropped and\n"
             "                  killed sessions, stalled and jumping clocks\n"
             "  --trace FILE    write the JSON-lines trace to FILE\n"
@@ -207,7 +219,7 @@ static void enable_faults(advlock_sim_config *cfg)
 int cmd_simulate(int argc, char **argv)
 {
     enum { O_CLIENTS = 256, O_KEYS, O_TIMEOUT, O_HOLD, O_CYCLES, O_THINK, O_SEED, O_FAULTS,
-           O_TRACE, O_QUIET };
+           O_TRACE, O_QUIET, O_JITTER, O_CLIP, O_WAIT, O_DIAGNOSE };
     static const struct option options[] = {
         {"clients", required_argument, NULL, O_CLIENTS},
         {"keys", required_argument, NULL, O_KEYS},
@@ -217,6 +229,10 @@ int cmd_simulate(int argc, char **argv)
         {"think", required_argument, NULL, O_THINK},
         {"seed", required_argument, NULL, O_SEED},
         {"faults", no_argument, NULL, O_FAULTS},
+        {"jitter", no_argument, NULL, O_JITTER},
+        {"clip", no_argument, NULL, O_CLIP},
+        {"wait", no_argument, NULL, O_WAIT},
+        {"diagnose", no_argument, NULL, O_DIAGNOSE},
         {"trace", required_argument, NULL, O_TRACE},
         {"quiet", no_argument, NULL, O_QUIET},
         {"help", no_argument, NULL, 'h'},
@@ -225,6 +241,8 @@ int cmd_simulate(int argc, char **argv)
     long long clients = 8, keys = 1, timeout = 10000, hold = 50, cycles = 1, think = 0;
     long long seed = 1;
     int faults = 0;
+    advlock_options lock_options;
+    advlock_options_init(&lock_options);
     const char *trace_path = NULL;
     static sim_view view; /* large; one per process */
     memset(&view, 0, sizeof view);
@@ -240,6 +258,10 @@ int cmd_simulate(int argc, char **argv)
         case O_THINK: bad |= parse_count(optarg, 0, INT64_MAX / 4, &think); break;
         case O_SEED: bad |= parse_count(optarg, 0, INT64_MAX, &seed); break;
         case O_FAULTS: faults = 1; break;
+        case O_JITTER: lock_options.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
+        case O_CLIP: lock_options.clip_to_deadline = 1; break;
+        case O_WAIT: lock_options.wait = ADVLOCK_WAIT_SERVER; break;
+        case O_DIAGNOSE: lock_options.diagnose = 1; break;
         case O_TRACE: trace_path = optarg; break;
         case O_QUIET: view.quiet = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
@@ -283,13 +305,18 @@ int cmd_simulate(int argc, char **argv)
         cli_error("invalid simulation settings");
         return EXIT_USAGE;
     }
+    /* Each client's jitter follows from the seed and its index (the driver
+     * derives it), so a seed still replays the whole run. */
     for (long long c = 0; c < clients; c++)
-        advlock_sim_add_cycler(&sim, &cycler);
+        advlock_sim_set_options(&sim, advlock_sim_add_cycler(&sim, &cycler), &lock_options);
 
     if (!view.quiet)
-        printf("%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed %lld%s\n\n",
+        printf("%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed %lld%s%s%s%s%s\n\n",
                clients, keys, keys == 1 ? "" : "s", timeout, hold, seed,
-               faults ? ", with faults" : "");
+               lock_options.wait == ADVLOCK_WAIT_SERVER ? ", waiting on the server" : "",
+               lock_options.backoff == ADVLOCK_BACKOFF_FULL_JITTER ? ", full jitter" : "",
+               lock_options.clip_to_deadline ? ", clipped" : "",
+               lock_options.diagnose ? ", diagnosing" : "", faults ? ", with faults" : "");
     int rc = advlock_sim_run(&sim);
     advlock_sim_stats st = advlock_sim_get_stats(&sim);
     print_summary(&view, &st, (int)clients);

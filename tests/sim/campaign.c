@@ -1,7 +1,9 @@
 /*
  * Simulation campaign: runs many seeds of the random cycler against the
  * fake database, each seed choosing its own world (1-50 clients, 1-4 keys,
- * timeouts, holds, latency; faults on for odd seeds), and reports every
+ * timeouts, holds, latency; faults on for odd seeds; how clients lock: the
+ * reference, clipped, full jitter or server-side waiting, for all or per
+ * client, some shared, transaction-scoped, diagnosing), and reports every
  * violated invariant with a command that replays it.
  *
  *   campaign [--seeds N] [--start S] [--jobs J]   run seeds S .. S+N-1
@@ -21,11 +23,58 @@
 
 static const char *const names[] = {"campaign-0", "campaign-1", "campaign-2", "campaign-3"};
 
+enum { REFERENCE, CLIPPED, JITTER, SERVER_WAIT, POLICIES };
+static const char *const policy_names[POLICIES] = {"reference", "clipped", "jitter", "server wait"};
+
 typedef struct world {
     advlock_sim_config config;
     advlock_sim_cycler cycler;
     int clients;
+    int policy;  /* for every client, or -1: each its own */
+    int shared;  /* some clients take shared locks */
+    int transaction, diagnose;
+    advlock_options options[50];
 } world;
+
+static advlock_options options_for(int policy)
+{
+    advlock_options o;
+    advlock_options_init(&o);
+    o.clip_to_deadline = policy == CLIPPED;
+    o.backoff = policy == JITTER ? ADVLOCK_BACKOFF_FULL_JITTER : ADVLOCK_BACKOFF_REFERENCE;
+    o.wait = policy == SERVER_WAIT ? ADVLOCK_WAIT_SERVER : ADVLOCK_WAIT_POLL;
+    return o;
+}
+
+/* Most worlds use one policy (the reference in 40 %, so that a broken
+ * reference schedule shows up in a few seeds); a quarter mix them. */
+static void choose_options(advlock_prng *p, world *w)
+{
+    static const unsigned shares[POLICIES] = {40, 15, 20, 25};
+    unsigned r = (unsigned)advlock_prng_below(p, 100), edge = 0;
+    w->policy = POLICIES - 1;
+    for (int i = 0; i < POLICIES; i++) {
+        edge += shares[i];
+        if (r < edge) {
+            w->policy = i;
+            break;
+        }
+    }
+    if (advlock_prng_chance(p, 250000))
+        w->policy = -1;
+    uint32_t shared_ppm = advlock_prng_chance(p, 330000) ? (uint32_t)advlock_prng_below(p, 1000001) : 0;
+    w->transaction = advlock_prng_chance(p, 200000);
+    w->diagnose = advlock_prng_chance(p, 300000);
+    w->shared = 0;
+    for (int c = 0; c < w->clients; c++) {
+        advlock_options *o = &w->options[c];
+        *o = options_for(w->policy >= 0 ? w->policy : (int)advlock_prng_below(p, POLICIES));
+        o->mode = advlock_prng_chance(p, shared_ppm) ? ADVLOCK_SHARED : ADVLOCK_EXCLUSIVE;
+        o->scope = w->transaction ? ADVLOCK_TRANSACTION : ADVLOCK_SESSION;
+        o->diagnose = w->diagnose;
+        w->shared += o->mode == ADVLOCK_SHARED;
+    }
+}
 
 /* Everything about a seed's run follows from the seed. */
 static void choose_world(uint64_t seed, world *w)
@@ -69,6 +118,20 @@ static void choose_world(uint64_t seed, world *w)
         f->jump_ppm = 10000;
         f->jump_max_ms = 3600 * 1000;
     }
+    choose_options(&p, w);
+}
+
+/* "faults on, jitter, 3 shared, transaction, diagnose" */
+static void describe(const world *w, char *out, size_t size)
+{
+    int n = snprintf(out, size, "faults %s, %s", w->config.seed % 2 ? "on" : "off",
+                     w->policy >= 0 ? policy_names[w->policy] : "mixed policies");
+    if (w->shared > 0)
+        n += snprintf(out + n, size - (size_t)n, ", %d shared", w->shared);
+    if (w->transaction)
+        n += snprintf(out + n, size - (size_t)n, ", transaction");
+    if (w->diagnose)
+        snprintf(out + n, size - (size_t)n, ", diagnose");
 }
 
 static void write_line(void *user, const char *line, size_t len)
@@ -83,7 +146,9 @@ typedef struct job {
     uint64_t outcomes[ADVLOCK_OUTCOME_COUNT];
     uint64_t failed_seed[8];
     char failed_why[8][ADVLOCK_SIM_VIOLATION_MAX];
+    char failed_world[8][96];
     int failed_clients[8];
+    uint64_t policies[POLICIES + 1], waits, cancels; /* [POLICIES]: mixed */
     int error;
 } job;
 
@@ -107,12 +172,16 @@ static void *run_job(void *arg)
             break;
         }
         for (int c = 0; c < w.clients; c++)
-            if (advlock_sim_add_cycler(sim, &w.cycler) < 0)
+            if (advlock_sim_add_cycler(sim, &w.cycler) < 0
+                || advlock_sim_set_options(sim, c, &w.options[c]) != 0)
                 j->error = 1;
+        j->policies[w.policy >= 0 ? w.policy : POLICIES]++;
         int rc = advlock_sim_run(sim);
         advlock_sim_stats st = advlock_sim_get_stats(sim);
         j->events += st.events;
         j->faults += st.faults;
+        j->waits += st.waits;
+        j->cancels += st.cancels;
         for (int o = 0; o < ADVLOCK_OUTCOME_COUNT; o++)
             j->outcomes[o] += st.outcomes[o];
         j->faulty += seed % 2;
@@ -120,6 +189,7 @@ static void *run_job(void *arg)
             if (j->failures < 8) {
                 j->failed_seed[j->failures] = seed;
                 j->failed_clients[j->failures] = w.clients;
+                describe(&w, j->failed_world[j->failures], sizeof j->failed_world[0]);
                 snprintf(j->failed_why[j->failures], ADVLOCK_SIM_VIOLATION_MAX, "%s",
                          advlock_sim_violation(sim));
             }
@@ -189,6 +259,7 @@ int main(int argc, char **argv)
             return 2;
     }
     uint64_t events = 0, failures = 0, faulty = 0, faults = 0, outcomes[ADVLOCK_OUTCOME_COUNT] = {0};
+    uint64_t policies[POLICIES + 1] = {0}, waits = 0, cancels = 0;
     int error = 0;
     for (long j = 0; j < jobs; j++) {
         pthread_join(threads[j], NULL);
@@ -198,6 +269,10 @@ int main(int argc, char **argv)
         faults += js[j].faults;
         for (int o = 0; o < ADVLOCK_OUTCOME_COUNT; o++)
             outcomes[o] += js[j].outcomes[o];
+        for (int i = 0; i <= POLICIES; i++)
+            policies[i] += js[j].policies[i];
+        waits += js[j].waits;
+        cancels += js[j].cancels;
         error |= js[j].error;
     }
     double secs = seconds_since(&t0);
@@ -205,8 +280,8 @@ int main(int argc, char **argv)
     for (long j = 0; j < jobs; j++) {
         for (uint64_t f = 0; f < js[j].failures && f < 8; f++) {
             uint64_t s = js[j].failed_seed[f];
-            fprintf(out, "FAIL seed %" PRIu64 " (%d clients, faults %s): %s\n", s,
-                    js[j].failed_clients[f], s % 2 ? "on" : "off", js[j].failed_why[f]);
+            fprintf(out, "FAIL seed %" PRIu64 " (%d clients, %s): %s\n", s, js[j].failed_clients[f],
+                    js[j].failed_world[f], js[j].failed_why[f]);
             fprintf(out, "  replay: make sim SEEDS=1 START=%" PRIu64 "   trace: %s --seed %" PRIu64
                          " --trace\n",
                     s, argv[0], s);
@@ -220,10 +295,17 @@ int main(int argc, char **argv)
             events, failures);
     fprintf(out,
             "sim campaign: outcomes: %" PRIu64 " acquired, %" PRIu64 " released, %" PRIu64
-            " not held, %" PRIu64 " timed out, %" PRIu64 " cancelled, %" PRIu64 " failed; %" PRIu64
-            " faults injected\n",
+            " not held, %" PRIu64 " timed out, %" PRIu64 " cancelled, %" PRIu64 " failed, %" PRIu64
+            " ended with their transaction; %" PRIu64 " faults injected\n",
             outcomes[ADVLOCK_ACQUIRED], outcomes[ADVLOCK_RELEASED], outcomes[ADVLOCK_NOT_HELD],
-            outcomes[ADVLOCK_TIMED_OUT], outcomes[ADVLOCK_CANCELLED], outcomes[ADVLOCK_FAILED], faults);
+            outcomes[ADVLOCK_TIMED_OUT], outcomes[ADVLOCK_CANCELLED], outcomes[ADVLOCK_FAILED],
+            outcomes[ADVLOCK_ENDS_WITH_TRANSACTION], faults);
+    fprintf(out,
+            "sim campaign: worlds: %" PRIu64 " reference, %" PRIu64 " clipped, %" PRIu64
+            " jitter, %" PRIu64 " server wait, %" PRIu64 " mixed; %" PRIu64
+            " server-side waits, %" PRIu64 " cancel requests\n",
+            policies[REFERENCE], policies[CLIPPED], policies[JITTER], policies[SERVER_WAIT],
+            policies[POLICIES], waits, cancels);
     free(js);
     if (error) {
         fprintf(stderr, "campaign: a simulation could not be set up\n");

@@ -393,6 +393,69 @@ static void lock_rows_are_ordered_and_bounded(void **state)
     assert_int_equal(rows[1].mode, ADVLOCK_FAKE_SHARED);
 }
 
+/* The holders query (ADVLOCK_SQL_HOLDERS) as PostgreSQL answers it: pg_locks
+ * rows joined with pg_stat_activity, times from the database's clock and
+ * now() the start of the querying transaction. */
+static void the_holders_query_answers_from_the_lock_table(void **state)
+{
+    fixture *f = *state;
+    const char *holders = advlock_sql_text(ADVLOCK_SQL_HOLDERS);
+    advlock_holder rows[4];
+    advlock_fake_db_set_time(&f->db, 1000);
+    assert_int_equal(st(f, f->a, TRY, K), ADVLOCK_FAKE_ROW_TRUE);
+    advlock_fake_db_set_time(&f->db, 2500);
+    assert_int_equal(st(f, f->b, LOCK, K), ADVLOCK_FAKE_WAITING);
+    assert_int_equal(run0(f, f->c, "BEGIN").status, ADVLOCK_FAKE_COMMAND_OK);
+    advlock_fake_db_set_time(&f->db, 4200);
+    advlock_fake_db_set_time(&f->db, 100); /* the clock never goes back */
+
+    advlock_fake_result r = run(f, f->c, holders, K);
+    assert_int_equal(r.status, ADVLOCK_FAKE_ROWS);
+    assert_string_equal(r.command_tag, "SELECT 2");
+    assert_int_equal(advlock_fake_db_holders(&f->db, f->c, K, rows, 4), 2);
+    /* now() is c's BEGIN, 2500: a has held since 1000 (its statement's end). */
+    assert_int_equal(rows[0].pid, f->a);
+    assert_int_equal(rows[0].granted, 1);
+    assert_string_equal(rows[0].mode, "ExclusiveLock");
+    assert_string_equal(rows[0].application_name, "");
+    assert_string_equal(rows[0].client, "local");
+    assert_string_equal(rows[0].state, "idle");
+    assert_string_equal(rows[0].backend_start, "");
+    assert_int_equal(rows[0].seconds, 1);
+    assert_int_equal(rows[1].pid, f->b);
+    assert_int_equal(rows[1].granted, 0);
+    assert_string_equal(rows[1].state, "active"); /* waiting in its statement */
+    assert_int_equal(rows[1].seconds, 0);
+
+    /* An observer of its own sees now() = the clock, 4200. */
+    assert_int_equal(advlock_fake_db_holders(&f->db, 0, K, rows, 1), 2); /* bounded */
+    assert_int_equal(rows[0].seconds, 3);
+    assert_int_equal(advlock_fake_db_holders(&f->db, 0, K, rows, 4), 2);
+    assert_int_equal(rows[1].seconds, 1);
+
+    /* Inside its block, the querying session's own hold is younger than
+     * now(): floor of a negative interval. It shows as active. */
+    assert_int_equal(st(f, f->c, TRY_SH, K2), ADVLOCK_FAKE_ROW_TRUE);
+    advlock_fake_db_set_time(&f->db, 4300);
+    assert_int_equal(run(f, f->c, holders, K2).status, ADVLOCK_FAKE_ROWS);
+    assert_int_equal(advlock_fake_db_holders(&f->db, f->c, K2, rows, 4), 1);
+    assert_string_equal(rows[0].mode, "ShareLock");
+    assert_string_equal(rows[0].state, "active");
+    assert_int_equal(rows[0].seconds, -2);
+    assert_int_equal(advlock_fake_db_holders(&f->db, f->d, K2, rows, 4), 1);
+    assert_string_equal(rows[0].state, "idle in transaction");
+
+    /* A failed block shows as aborted, and refuses the query itself. */
+    assert_int_equal(run0(f, f->a, "BEGIN").status, ADVLOCK_FAKE_COMMAND_OK);
+    assert_int_equal(run0(f, f->a, "SELEC 1").status, ADVLOCK_FAKE_SERVER_ERROR);
+    assert_int_equal(advlock_fake_db_holders(&f->db, f->d, K, rows, 4), 2);
+    assert_string_equal(rows[0].state, "idle in transaction (aborted)");
+    r = run(f, f->a, holders, K);
+    assert_string_equal(r.sqlstate, "25P02");
+    assert_int_equal(advlock_fake_db_holders(&f->db, f->d, 12345, rows, 4), 0);
+    assert_int_equal(advlock_fake_db_holders(NULL, f->d, K, rows, 4), 0);
+}
+
 static void the_consistency_check_can_fail(void **state)
 {
     fixture *f = *state;
@@ -448,6 +511,8 @@ int main(void)
             waiting_transaction_lock_outside_a_block_ends_with_its_statement, setup, teardown),
         cmocka_unit_test_setup_teardown(closing_a_waiting_session_leaves_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(lock_rows_are_ordered_and_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_holders_query_answers_from_the_lock_table, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(the_consistency_check_can_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(argument_errors, setup, teardown),
     };

@@ -1,6 +1,8 @@
-/* The simulation's model of the reference policy accepts the reference's
- * behaviour and rejects each way of departing from it; and its event queue
- * runs events in (time, sequence) order. */
+/* The simulation's model of the lock policy accepts the reference's
+ * behaviour and every option's, driven in lockstep with a real machine, and
+ * rejects each way of departing from them; the mutual-exclusion invariant
+ * allows shared holders together and nothing else; and the event queue runs
+ * events in (time, sequence) order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,6 +146,265 @@ static void a_wrong_outcome_or_count_fails(void **state)
     assert_int_equal(result(ADVLOCK_RESULT_NULL, 1000, failed, 1), -1);
 }
 
+/* ---- options: the model in lockstep with a real machine ------------------------- */
+
+static advlock_machine m;
+
+/* Starts an acquire of "m" on both the machine and the model. */
+static int shadow_start(advlock_options o, int64_t timeout_ms, int64_t now)
+{
+    memset(&cl, 0, sizeof cl);
+    cl.step_ = (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
+    advlock_derive_key("m", 1, &cl.key_);
+    cl.options_ = o;
+    sim_policy_seed(&cl, o.jitter_seed);
+    advlock_machine_init(&m);
+    assert_int_equal(advlock_set_options(&m, &o), 0);
+    assert_int_equal(advlock_start_acquire(&m, "m", 1, timeout_ms, now), 0);
+    advlock_action a = advlock_next_action(&m);
+    return sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", now, &a, advlock_attempts(&m), why,
+                            sizeof why);
+}
+
+/* Feeds an input to the machine, then the model; tamper may alter the
+ * machine's action before the model sees it. */
+static int shadow(enum policy_input in, advlock_result r, const char *sqlstate, int64_t now,
+                  void (*tamper)(advlock_action *))
+{
+    if (in == IN_RESULT)
+        assert_int_equal(advlock_on_result(&m, r, sqlstate, NULL, now), 0);
+    else if (in == IN_TIMER)
+        assert_int_equal(advlock_on_timer(&m, now), 0);
+    else if (in == IN_CANCEL_SENT)
+        assert_int_equal(advlock_on_cancel_sent(&m, now), 0);
+    advlock_action a = advlock_next_action(&m);
+    if (tamper != NULL)
+        tamper(&a);
+    return sim_policy_check(&cl, in, r, sqlstate != NULL ? sqlstate : "", "", now, &a,
+                            advlock_attempts(&m), why, sizeof why);
+}
+
+/* Refused until the end, waking on time; returns the model's verdict and
+ * the time of the last answer. tamper_at: which sleep (from 1) to alter. */
+static int refused_to_the_end(int64_t now, int tamper_at, void (*tamper)(advlock_action *),
+                              int64_t *ended)
+{
+    for (int sleep = 1;; sleep++) {
+        int rc = shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, now, sleep == tamper_at ? tamper : NULL);
+        advlock_action a = advlock_next_action(&m);
+        if (rc != 0 || a.kind == ADVLOCK_ACTION_DONE) {
+            *ended = now;
+            return rc;
+        }
+        now = a.wake_at_ms;
+        if (shadow(IN_TIMER, 0, NULL, now, NULL) != 0)
+            return -1;
+    }
+}
+
+static void one_ms_longer(advlock_action *a)
+{
+    a->sleep_ms += 1;
+    a->wake_at_ms += 1;
+}
+
+static void full_jitter_is_replayed_exactly(void **state)
+{
+    (void)state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
+    o.jitter_seed = 99;
+    int64_t ended;
+    assert_int_equal(shadow_start(o, 5000, 1000), 0);
+    assert_int_equal(refused_to_the_end(1000, 0, NULL, &ended), 0);
+    assert_int_equal(ended, 6000); /* the last try at the deadline */
+    assert_true(cl.policy_sleeps_ > 5);
+    /* The model draws from its own splitmix64: one sleep 1 ms off is caught. */
+    assert_int_equal(shadow_start(o, 5000, 1000), 0);
+    assert_int_equal(refused_to_the_end(1000, 3, one_ms_longer, &ended), -1);
+    assert_non_null(strstr(why, "schedule: sleep 3 lasted"));
+    assert_non_null(strstr(why, "the full-jitter policy says"));
+}
+
+static uint64_t fixed_random(void *user)
+{
+    return *(uint64_t *)user;
+}
+
+static void jitter_from_a_callback_is_checked_against_its_range(void **state)
+{
+    (void)state;
+    uint64_t value = 350;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
+    o.random = fixed_random;
+    o.random_user = &value;
+    int64_t ended;
+    assert_int_equal(shadow_start(o, 5000, 0), 0);
+    assert_int_equal(refused_to_the_end(0, 0, NULL, &ended), 0);
+    assert_int_equal(ended, 5000);
+    /* 350 mod 101 = 47 lies in [0, 100]; 101 does not. */
+    value = 100;
+    assert_int_equal(shadow_start(o, 5000, 0), 0);
+    assert_int_equal(refused_to_the_end(0, 1, one_ms_longer, &ended), -1);
+    assert_non_null(strstr(why, "the full-jitter policy allows 0..100 ms"));
+}
+
+static void unclipped(advlock_action *a)
+{
+    a->wake_at_ms += 800 - a->sleep_ms;
+    a->sleep_ms = 800;
+}
+
+static void clipping_is_checked(void **state)
+{
+    (void)state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.clip_to_deadline = 1;
+    int64_t ended;
+    assert_int_equal(shadow_start(o, 1250, 0), 0);
+    assert_int_equal(refused_to_the_end(0, 0, NULL, &ended), 0);
+    assert_int_equal(ended, 1250);
+    assert_int_equal(shadow_start(o, 1250, 0), 0);
+    assert_int_equal(refused_to_the_end(0, 4, unclipped, &ended), -1);
+    assert_string_equal(why, "schedule: sleep 4 lasted 800 ms; the clipped reference policy says 550 ms");
+}
+
+static void no_deadline(advlock_action *a)
+{
+    a->wake_at_ms = INT64_MAX;
+}
+
+static void no_cancel(advlock_action *a)
+{
+    a->kind = ADVLOCK_ACTION_QUERY;
+}
+
+static void server_wait_is_checked(void **state)
+{
+    (void)state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.wait = ADVLOCK_WAIT_SERVER;
+    /* Deadline, cancel, 57014: TIMED_OUT. */
+    assert_int_equal(shadow_start(o, 2000, 100), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2099, NULL), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, NULL), 0);
+    assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
+    assert_int_equal(shadow(IN_CANCEL_SENT, 0, NULL, 2100, NULL), 0);
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_SERVER_ERROR, "57014", 2110, NULL), 0);
+    assert_int_equal(advlock_next_action(&m).outcome, ADVLOCK_TIMED_OUT);
+    /* A grant after the deadline is given back before TIMED_OUT. */
+    assert_int_equal(shadow_start(o, 2000, 100), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, NULL), 0);
+    assert_int_equal(shadow(IN_CANCEL_SENT, 0, NULL, 2100, NULL), 0);
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_TRUE, NULL, 2105, NULL), 0);
+    assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_UNLOCK);
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_TRUE, NULL, 2110, NULL), 0);
+    /* A wait without its deadline, or a deadline without a cancel, fails. */
+    memset(&cl, 0, sizeof cl);
+    assert_int_equal(shadow_start(o, 2000, 100), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 50, no_deadline), -1);
+    assert_non_null(strstr(why, "the query's deadline"));
+    assert_int_equal(shadow_start(o, 2000, 100), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, no_cancel), -1);
+    assert_non_null(strstr(why, "the server-wait policy says cancel the query, the machine did query"));
+}
+
+static void shared_transaction_release_ends_with_the_transaction(void **state)
+{
+    (void)state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.mode = ADVLOCK_SHARED;
+    o.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(shadow_start(o, 0, 0), 0);
+    assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED);
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_TRUE, NULL, 1, NULL), 0);
+    cl.step_.kind = ADVLOCK_SIM_RELEASE;
+    assert_int_equal(advlock_start_release(&m, "m", 1, 2), 0);
+    advlock_action a = advlock_next_action(&m);
+    assert_int_equal(sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why), 0);
+    a.outcome = ADVLOCK_RELEASED;
+    assert_int_equal(sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why), -1);
+}
+
+static void wrong_pid(advlock_action *a)
+{
+    a->holder_pid = 43;
+}
+
+static void diagnostics_are_checked_against_the_rows(void **state)
+{
+    (void)state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.diagnose = 1;
+    const advlock_holder rows[] = {
+        {.pid = 7, .granted = 0, .mode = "ExclusiveLock", .state = "active", .seconds = 3},
+        {.pid = 42, .granted = 1, .mode = "ShareLock", .state = "idle in transaction", .seconds = 75},
+        {.pid = 44, .granted = 1, .mode = "ShareLock", .state = "idle", .seconds = 1},
+    };
+    for (int pass = 0; pass < 2; pass++) {
+        assert_int_equal(shadow_start(o, 0, 0), 0);
+        assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, 0, NULL), 0);
+        assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_HOLDERS);
+        /* The rows as the driver keeps them (state: an index into sim_state_names). */
+        static const unsigned char states[3] = {1, 2, 0};
+        cl.nrows_ = 3;
+        for (int i = 0; i < 3; i++) {
+            cl.rows_[i].pid = rows[i].pid;
+            cl.rows_[i].granted = (unsigned char)rows[i].granted;
+            cl.rows_[i].mode = strcmp(rows[i].mode, "ShareLock") == 0;
+            cl.rows_[i].state = states[i];
+            cl.rows_[i].seconds = rows[i].seconds;
+        }
+        assert_int_equal(advlock_on_holders(&m, rows, 3, 1), 0);
+        advlock_action a = advlock_next_action(&m);
+        if (pass == 1)
+            wrong_pid(&a);
+        int rc = sim_policy_check(&cl, IN_HOLDERS, 0, "", "", 1, &a, 1, why, sizeof why);
+        assert_int_equal(rc, pass == 0 ? 0 : -1);
+    }
+    assert_non_null(strstr(why, "holder fields (pid 43"));
+    assert_non_null(strstr(why, "Held by pid 42 (application '', state idle in transaction) for "
+                                "75s and by 1 other session."));
+}
+
+/* ---- the mutual-exclusion invariant ------------------------------------------------ */
+
+static void shared_holders_may_share_and_nothing_else(void **state)
+{
+    (void)state;
+    static advlock_sim sim;
+    char text[ADVLOCK_SIM_VIOLATION_MAX];
+    const advlock_sim_step idle[] = {{.kind = ADVLOCK_SIM_PAUSE}};
+    advlock_sim_init(&sim, NULL);
+    for (int c = 0; c < 3; c++)
+        advlock_sim_add_script(&sim, idle, 1, NULL);
+    sim.nkeys_ = 1;
+    /* Beliefs alone: with an empty lock table and no views the other
+     * invariants hold, so only mutual exclusion judges. */
+    const int kinds[3] = {sim_kind(ADVLOCK_SHARED, ADVLOCK_SESSION),
+                          sim_kind(ADVLOCK_SHARED, ADVLOCK_TRANSACTION),
+                          sim_kind(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION)};
+    for (int c = 0; c < 2; c++)
+        sim.clients_[c].belief_[0][kinds[c]] = 1;
+    assert_int_equal(sim_check_world(&sim, text, sizeof text), 0);
+    sim.clients_[2].belief_[0][kinds[2]] = 1;
+    assert_int_equal(sim_check_world(&sim, text, sizeof text), -1);
+    assert_string_equal(text, "mutual exclusion: client 2 believes it holds key 0 exclusively while "
+                              "client 0 believes it holds it too");
+    /* A client whose COMMIT is on its way has left its transaction lock. */
+    sim.clients_[0].belief_[0][kinds[0]] = 0;
+    sim.clients_[1].busy_ = 1;
+    sim.clients_[1].step_.kind = ADVLOCK_SIM_COMMIT;
+    assert_int_equal(sim_check_world(&sim, text, sizeof text), 0);
+}
+
 static void events_run_in_time_then_sequence_order(void **state)
 {
     (void)state;
@@ -176,7 +437,14 @@ int main(void)
         cmocka_unit_test(timing_out_late_fails),
         cmocka_unit_test(a_wrong_message_fails),
         cmocka_unit_test(a_wrong_outcome_or_count_fails),
+        cmocka_unit_test(full_jitter_is_replayed_exactly),
+        cmocka_unit_test(jitter_from_a_callback_is_checked_against_its_range),
+        cmocka_unit_test(clipping_is_checked),
+        cmocka_unit_test(server_wait_is_checked),
+        cmocka_unit_test(shared_transaction_release_ends_with_the_transaction),
+        cmocka_unit_test(diagnostics_are_checked_against_the_rows),
+        cmocka_unit_test(shared_holders_may_share_and_nothing_else),
         cmocka_unit_test(events_run_in_time_then_sequence_order),
     };
-    return cmocka_run_group_tests_name("simulation policy model", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("simulation policy model and invariants", tests, NULL, NULL);
 }

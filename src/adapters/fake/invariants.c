@@ -231,9 +231,9 @@ static int check_durations(const advlock_sim *sim, char *why, size_t size)
                        - (now.jumped_ms_ - cl->jumped_at_start_);
         int64_t limit = step_limit(cl, rtt);
         if (seen > limit)
-            return fail(why, size, "progress: a step started at %lld ms has run for %lld ms "
-                                   "of its clock, more than %lld ms",
-                        (long long)cl->started_ms_, (long long)seen, (long long)limit);
+            return fail(why, size, "progress: client %d's step started at %lld ms has run for "
+                                   "%lld ms of its clock, more than %lld ms",
+                        c, (long long)cl->started_ms_, (long long)seen, (long long)limit);
     }
     return 0;
 }

@@ -1,6 +1,7 @@
 /*
  * The built-in plans: a script (a fixed list of steps) and the random
- * cycler the campaigns run (think, acquire, hold, release, again).
+ * cycler the campaigns run (think, acquire, hold, release, again; inside
+ * BEGIN ... COMMIT when the client's locks are transaction-scoped).
  */
 #include "sim.h"
 
@@ -50,14 +51,9 @@ static void release(advlock_sim_client_ *cl, advlock_sim_step *next)
     next->lock_name = cl->cycler_.lock_names[cl->cycler_key_];
 }
 
-static void after_pause(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+static void acquire(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
 {
     const advlock_sim_cycler *cy = &cl->cycler_;
-    if (cl->cycler_phase_ == CY_HOLDING) {
-        cl->release_tries_ = 0;
-        release(cl, next);
-        return;
-    }
     cl->cycler_key_ = (int)advlock_prng_below(p, cy->lock_count);
     next->kind = ADVLOCK_SIM_ACQUIRE;
     next->lock_name = cy->lock_names[cl->cycler_key_];
@@ -65,6 +61,58 @@ static void after_pause(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_st
     int cancel = advlock_prng_chance(p, cy->cancel_ppm);
     int64_t after = advlock_prng_between(p, 1, cy->cancel_max_ms > 0 ? cy->cancel_max_ms : 1);
     next->cancel_after_ms = cancel ? after : 0;
+}
+
+static int transactional(const advlock_sim_client_ *cl)
+{
+    return cl->options_.scope == ADVLOCK_TRANSACTION;
+}
+
+static void after_pause(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+{
+    if (cl->cycler_phase_ == CY_HOLDING) {
+        cl->release_tries_ = 0;
+        release(cl, next);
+    } else if (transactional(cl)) {
+        next->kind = ADVLOCK_SIM_BEGIN; /* a transaction lock lasts as long as its block */
+    } else {
+        acquire(cl, p, next);
+    }
+}
+
+static void after_acquire(advlock_sim_client_ *cl, advlock_prng *p, const advlock_sim_done *last,
+                          advlock_sim_step *next)
+{
+    if (last->outcome == ADVLOCK_ACQUIRED) {
+        cl->cycler_phase_ = CY_HOLDING;
+        next->kind = ADVLOCK_SIM_PAUSE;
+        next->pause_ms = advlock_prng_between(p, cl->cycler_.hold_min_ms, cl->cycler_.hold_max_ms);
+    } else if (transactional(cl)) {
+        next->kind = ADVLOCK_SIM_ROLLBACK; /* whatever went wrong, end the block */
+    } else if (last->outcome == ADVLOCK_FAILED && last->error != ADVLOCK_ECONNLOST
+               && (last->cancel_sent || cl->options_.wait == ADVLOCK_WAIT_SERVER)) {
+        /* Undoing a grant that came after the cancel or the deadline may
+         * have failed or got NULL: the lock may still be held. */
+        reset(next);
+    } else {
+        end_cycle(cl, p, next);
+    }
+}
+
+static void after_release(advlock_sim_client_ *cl, advlock_prng *p, const advlock_sim_done *last,
+                          advlock_sim_step *next)
+{
+    if (last->outcome == ADVLOCK_ENDS_WITH_TRANSACTION)
+        next->kind = ADVLOCK_SIM_COMMIT;
+    else if (last->outcome == ADVLOCK_NOT_HELD)
+        reset(next); /* NULL read as "not held": the hold may remain */
+    else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
+             && ++cl->release_tries_ < 3)
+        release(cl, next); /* the unlock was not applied: the lock is still held */
+    else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER)
+        reset(next);
+    else
+        end_cycle(cl, p, next);
 }
 
 void sim_cycler_plan(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
@@ -79,29 +127,14 @@ void sim_cycler_plan(void *state, advlock_sim *sim, int client, const advlock_si
     }
     switch (last->step.kind) {
     case ADVLOCK_SIM_PAUSE: after_pause(cl, p, next); return;
-    case ADVLOCK_SIM_ACQUIRE:
-        if (last->outcome == ADVLOCK_ACQUIRED) {
-            cl->cycler_phase_ = CY_HOLDING;
-            next->kind = ADVLOCK_SIM_PAUSE;
-            next->pause_ms = advlock_prng_between(p, cl->cycler_.hold_min_ms, cl->cycler_.hold_max_ms);
-        } else if (last->outcome == ADVLOCK_FAILED && last->error != ADVLOCK_ECONNLOST
-                   && last->cancel_sent) {
-            reset(next); /* undoing the cancel failed or got NULL: the lock may still be held */
-        } else {
+    case ADVLOCK_SIM_ACQUIRE: after_acquire(cl, p, last, next); return;
+    case ADVLOCK_SIM_RELEASE: after_release(cl, p, last, next); return;
+    case ADVLOCK_SIM_BEGIN:
+        if (last->outcome == ADVLOCK_FAILED)
             end_cycle(cl, p, next);
-        }
-        return;
-    case ADVLOCK_SIM_RELEASE:
-        if (last->outcome == ADVLOCK_NOT_HELD)
-            reset(next); /* NULL read as "not held": the hold may remain */
-        else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
-                 && ++cl->release_tries_ < 3)
-            release(cl, next); /* the unlock was not applied: the lock is still held */
-        else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER)
-            reset(next);
         else
-            end_cycle(cl, p, next);
+            acquire(cl, p, next);
         return;
-    default: end_cycle(cl, p, next); return;
+    default: end_cycle(cl, p, next); return; /* RECONNECT, COMMIT, ROLLBACK */
     }
 }

@@ -237,6 +237,21 @@ static int handle(advlock_sim *sim, const advlock_sim_event_ *ev)
     }
 }
 
+/* A timer, cancel or deadlock check whose moment has passed it by (the
+ * operation or wait it was for is over) does nothing; it must not move
+ * virtual time either, or a long timeout's deadline timer would keep a run
+ * going long after its last client stopped. */
+static int stale(const advlock_sim *sim, const advlock_sim_event_ *ev)
+{
+    const advlock_sim_client_ *cl = &sim->clients_[ev->client_];
+    switch (ev->kind_) {
+    case EV_WAKE: return !cl->busy_ || ev->serial_ != cl->timer_serial_;
+    case EV_CANCEL: return !cl->busy_ || ev->serial_ != cl->op_serial_;
+    case EV_DEADLOCK: return cl->query_ != QUERY_WAITING || ev->serial_ != cl->wait_serial_;
+    default: return 0;
+    }
+}
+
 int advlock_sim_run(advlock_sim *sim)
 {
     if (sim == NULL)
@@ -250,6 +265,8 @@ int advlock_sim_run(advlock_sim *sim)
         rc = sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
     advlock_sim_event_ ev;
     while (rc == 0 && sim_next_event(sim, &ev)) {
+        if (stale(sim, &ev))
+            continue;
         sim->now_ms_ = ev.at_ms_;
         advlock_fake_db_set_time(&sim->db_, sim->now_ms_);
         if (sim->now_ms_ - sim->config_.start_ms > sim->config_.max_virtual_ms) {

@@ -108,7 +108,10 @@ static int query(advlock_sim *sim, int c, const advlock_action *a)
 
 /* PQcancel: a new connection to the server carries the request, so it
  * lands a round trip and a half later; the machine is told at once that it
- * was sent, and goes on waiting for the query's answer. */
+ * was sent, and goes on waiting for the query's answer. The request never
+ * lands before the query it cancels: PostgreSQL would ignore it (the
+ * session is idle), and the machine would then wait without a deadline;
+ * docs/simulation.md (known issues) has that case. */
 static int send_cancel(advlock_sim *sim, int c)
 {
     advlock_sim_client_ *cl = &sim->clients_[c];
@@ -117,7 +120,10 @@ static int send_cancel(advlock_sim *sim, int c)
     sim_trace(sim, c, "cancel_query", &x);
     sim->stats_.cancels++;
     int64_t rtt = sim_draw_latency(&sim->prng_, &sim->config_.latency);
-    int rc = sim_must_schedule(sim, sim->now_ms_ + rtt + rtt / 2, EV_CANCEL_LAND, c, 0, cl->pid_);
+    int64_t land = sim->now_ms_ + rtt + rtt / 2;
+    if (cl->query_ == QUERY_TO_SERVER && land < cl->arrive_ms_)
+        land = cl->arrive_ms_; /* after the query: it was scheduled first */
+    int rc = sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
     if (rc != 0)
         return rc;
     if (advlock_on_cancel_sent(&cl->machine_, now_reading) != 0)
@@ -172,8 +178,8 @@ static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
     case ADVLOCK_FAILED:
         if (a->error == ADVLOCK_ECONNLOST)
             sim_forget_holds(cl);
-        else if (cl->cancel_sent_ && cl->client_view_[k][kind] > cl->belief_[k][kind])
-            cl->unsure_ = 1; /* undoing a cancelled acquire failed (error or NULL): documented */
+        else if (cl->client_view_[k][kind] > cl->belief_[k][kind])
+            cl->unsure_ = 1; /* undoing an unwanted grant failed (error or NULL): documented */
         break;
     default: break; /* TIMED_OUT, CANCELLED hold nothing new; ENDS_WITH_TRANSACTION keeps it */
     }
