@@ -16,13 +16,51 @@ grep -q "sleeps 200 ms" <<<"$OUT" && pass || fail "no 200 ms sleep"
 check "acquisitions" 3 "$(grep -c ACQUIRED <<<"$OUT")"
 check "summary" "3 clients: 3 acquired, 0 timed out, 3 released," "$(tail -n 1 <<<"$OUT" | cut -d" " -f1-9)"
 
-# 50 clients starting together with the reference schedule retry in lockstep:
-# each wave grants one lock, and most time out.
-capture "$A" simulate --clients 50 --timeout 10000 --hold 50 --quiet
-timed_out=$(grep -o '[0-9]* timed out' <<<"$OUT" | cut -d' ' -f1)
+# The herd figure (issue 6): 50 clients starting together with the reference
+# schedule retry in lockstep: each wave grants one lock, and most time out.
+# Full jitter spreads the retries and server-side waiting hands the lock
+# over in turn: none time out. Clipping keeps the lockstep but ends every
+# timeout at the deadline (plus the last try's round trip, 1-3 ms).
+herd() {
+    capture "$A" simulate --clients 50 --timeout 10000 --hold 50 --quiet "$@"
+    timed_out=$(grep -o '[0-9]* timed out' <<<"$OUT" | cut -d' ' -f1)
+}
+herd
 [ "${timed_out:-0}" -ge 30 ] && pass || fail "herd: only [$timed_out] of 50 timed out: $OUT"
 grep -q "Could not acquire" <<<"$("$A" simulate --clients 50 --hold 50 | grep timed_out)" && pass ||
     fail "timeline shows no timeout message"
+herd --jitter
+check "herd with full jitter: none time out" "0" "$timed_out"
+check "herd with full jitter: all acquire" 1 "$(grep -c '50 acquired' <<<"$OUT")"
+herd --wait
+check "herd waiting on the server: none time out" "0" "$timed_out"
+check "herd waiting on the server: one query each" 1 "$(grep -c '; 50 attempts;' <<<"$OUT")"
+herd --clip
+[ "${timed_out:-0}" -ge 30 ] && pass || fail "clipped herd: only [$timed_out] timed out: $OUT"
+last=$("$A" simulate --clients 50 --hold 50 --clip | grep timed_out | tail -n 1 | awk '{ print $1 }')
+[ "${last:-99999}" -le 10003 ] && pass || fail "clipped: a timeout at [$last] ms, past 10003"
+last=$("$A" simulate --clients 50 --hold 50 | grep timed_out | tail -n 1 | awk '{ print $1 }')
+[ "${last:-0}" -gt 10003 ] && pass || fail "unclipped: the last timeout at [$last] ms, expected later"
+for seed in 2 3; do
+    herd --jitter --seed "$seed"
+    check "herd with full jitter, seed $seed" "0" "$timed_out"
+done
+
+# Waiting on the server: the timeline shows the wait, the cancel at the
+# deadline, and (with --diagnose) who held the lock.
+capture "$A" simulate --clients 3 --hold 250 --timeout 400 --wait --diagnose
+check "wait: status" 0 "$RC"
+check "wait: header" "3 clients, 1 lock name, timeout 400 ms, hold 250 ms, seed 1, waiting on the server, diagnosing" \
+    "$(sed -n 1p <<<"$OUT")"
+check "wait: every client asks once" 3 "$(grep -c "asks the server for 'BrighterMigration_public.Outbox' and waits" <<<"$OUT")"
+grep -q "  400 ms  client [0-9]   cancels its wait" <<<"$OUT" && pass || fail "no cancel at the deadline: $OUT"
+grep -q "timed_out: Could not acquire migration lock for 'BrighterMigration_public.Outbox' within 0.4s. Held by pid 10[0-9][0-9] (application '', state idle) for 0s." <<<"$OUT" &&
+    pass || fail "no diagnosed timeout: $OUT"
+"$A" simulate --clients 8 --jitter --seed 5 --trace "$dir/j1" --quiet >/dev/null
+"$A" simulate --clients 8 --jitter --seed 5 --trace "$dir/j2" --quiet >/dev/null
+check "jitter: same seed, same trace" "$(sha256sum <"$dir/j1")" "$(sha256sum <"$dir/j2")"
+capture "$A" simulate --clients 30 --keys 3 --cycles 3 --faults --wait --diagnose --seed 11 --quiet
+check "wait with faults: invariants hold" 0 "$RC"
 
 # The same seed writes the same trace, byte for byte; another seed does not.
 "$A" simulate --clients 12 --keys 3 --faults --seed 42 --trace "$dir/a" --quiet >/dev/null
