@@ -6,7 +6,11 @@
  *     and primary message),
  *   - the warning it raised, if any (SQLSTATE and message),
  *   - the pg_locks picture of every session (key, mode, granted),
- *   - whether a waiting statement is still waiting, and how it ended.
+ *   - whether a waiting statement is still waiting, and how it ended,
+ *   - the rows of the core's holders query (ADVLOCK_SQL_HOLDERS), run by
+ *     an observer session: which session, granted, mode, state, and the
+ *     seconds held or waited (whole seconds, on the fake's clock fed with
+ *     real time; a rare 1.5 s pause makes them count).
  *
  * Waiting statements (pg_advisory_lock and friends) are sent asynchronously
  * when the fake predicts they wait and no other session is waiting: with one
@@ -82,6 +86,7 @@ typedef struct lock_row {
 
 typedef struct world {
     PGconn *observer;
+    int fake_observer; /* the observer's twin in the fake, for the holders query */
     session s[SESSIONS];
     advlock_fake_db fake;
     int waiting; /* the session in a waiting statement, or -1 */
@@ -96,6 +101,7 @@ static world w;
 /* How often the interesting cases came up, for the summary. */
 static struct {
     int waits, granted_after_wait, deadlocks, cancels, warnings, errors, reconnects;
+    int holders_queries, holder_rows, rows_held_a_second, pauses;
 } seen;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -169,8 +175,17 @@ static int observe_count(const char *sql, int pid)
 
 static void pause_ms(long ms)
 {
-    struct timespec t = {0, ms * 1000000L};
+    struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
     nanosleep(&t, NULL);
+}
+
+/* The fake's clock follows real time, so that the seconds in its holders
+ * rows can be compared with the server's. */
+static void fake_clock_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    advlock_fake_db_set_time(&w.fake, (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000);
 }
 
 /* Reads one statement's result, waiting at most WAIT_LIMIT_MS; returns 0
@@ -387,9 +402,128 @@ static answer fake_answer(const advlock_fake_result *r)
     return a;
 }
 
-/* ---- steps ------------------------------------------------------------- */
-
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- the holders query ------------------------------------------------------ */
+
+typedef struct holder_row {
+    int session;
+    int granted;
+    int mode;
+    char state[32];
+    long long seconds;
+} holder_row;
+
+static int holder_order(const void *pa, const void *pb)
+{
+    const holder_row *a = pa, *b = pb;
+    if (a->session != b->session)
+        return a->session - b->session;
+    if (a->granted != b->granted)
+        return b->granted - a->granted;
+    return a->mode - b->mode;
+}
+
+static int mode_of(const char *mode)
+{
+    return strcmp(mode, "ExclusiveLock") == 0 ? ADVLOCK_FAKE_EXCLUSIVE
+           : strcmp(mode, "ShareLock") == 0   ? ADVLOCK_FAKE_SHARED
+                                              : -1;
+}
+
+static int pg_holders(int64_t key, holder_row *rows)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%" PRId64, key);
+    const char *values[1] = {text};
+    const unsigned int types[1] = {20};
+    PGresult *r = PQexecParams(w.observer, advlock_sql_text(ADVLOCK_SQL_HOLDERS), 1, types, values,
+                               NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQnfields(r) != 8)
+        die("holders query failed: %s", PQerrorMessage(w.observer));
+    int n = PQntuples(r);
+    if (n > MAX_ROWS)
+        die("too many holders rows");
+    for (int i = 0; i < n; i++) {
+        rows[i].session = session_of(atoi(PQgetvalue(r, i, 0)), 0);
+        rows[i].granted = strcmp(PQgetvalue(r, i, 1), "t") == 0;
+        rows[i].mode = mode_of(PQgetvalue(r, i, 2));
+        /* Unix-socket sessions with no application_name, as the fake says. */
+        if (strcmp(PQgetvalue(r, i, 3), "") != 0 || strcmp(PQgetvalue(r, i, 4), "local") != 0)
+            rows[i].mode = -2;
+        copy(rows[i].state, sizeof rows[i].state, PQgetvalue(r, i, 5));
+        rows[i].seconds = strtoll(PQgetvalue(r, i, 7), NULL, 10);
+    }
+    PQclear(r);
+    qsort(rows, (size_t)n, sizeof *rows, holder_order);
+    return n;
+}
+
+static int fake_holders(int64_t key, holder_row *rows)
+{
+    advlock_fake_result r;
+    fake_clock_now();
+    if (advlock_fake_db_exec(&w.fake, w.fake_observer, advlock_sql_text(ADVLOCK_SQL_HOLDERS), &key, &r)
+            != 0
+        || r.status != ADVLOCK_FAKE_ROWS)
+        die("the fake refused the holders query");
+    advlock_holder h[MAX_ROWS];
+    size_t n = advlock_fake_db_holders(&w.fake, w.fake_observer, key, h, MAX_ROWS);
+    if (n > MAX_ROWS)
+        die("too many fake holders rows");
+    char tag[16];
+    snprintf(tag, sizeof tag, "SELECT %u", (unsigned)n);
+    if (strcmp(tag, r.command_tag) != 0)
+        die("the fake's holders tag %s disagrees with its %u rows", r.command_tag, (unsigned)n);
+    for (size_t i = 0; i < n; i++) {
+        rows[i] = (holder_row){session_of(h[i].pid, 1), h[i].granted, mode_of(h[i].mode), "",
+                               (long long)h[i].seconds};
+        copy(rows[i].state, sizeof rows[i].state, h[i].state);
+    }
+    qsort(rows, n, sizeof *rows, holder_order);
+    return (int)n;
+}
+
+static void print_holders(const char *side, const holder_row *rows, int n)
+{
+    fprintf(stderr, "    %s holders:", side);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, " [s%d %s %d '%s' %llds]", rows[i].session, rows[i].granted ? "holds" : "waits",
+                rows[i].mode, rows[i].state, rows[i].seconds);
+    fputc('\n', stderr);
+}
+
+/* Whole seconds on two clocks a few milliseconds apart may differ by one
+ * across a boundary; 0 against 1 may not (the pauses keep ages far from it). */
+static int same_seconds(long long fake, long long pg)
+{
+    return (fake == pg || fake - pg == 1 || pg - fake == 1) && (fake >= 1) == (pg >= 1);
+}
+
+static void compare_holders(uint64_t seq, int k)
+{
+    holder_row f[MAX_ROWS], p[MAX_ROWS];
+    note("observer: holders of k%d", k);
+    seen.holders_queries++;
+    int nf = fake_holders(w.keys[k], f), np = pg_holders(w.keys[k], p);
+    int same = nf == np;
+    for (int i = 0; same && i < nf; i++) {
+        same = f[i].session >= 0 && f[i].session == p[i].session && f[i].granted == p[i].granted
+               && f[i].mode == p[i].mode && strcmp(f[i].state, p[i].state) == 0
+               && same_seconds(f[i].seconds, p[i].seconds);
+        seen.rows_held_a_second += p[i].seconds >= 1;
+    }
+    seen.holder_rows += nf;
+    if (w.verbose)
+        print_holders("", p, np);
+    if (same)
+        return;
+    print_holders("fake", f, nf);
+    print_holders("postgres", p, np);
+    mismatch(seq, "the holders query's rows differ");
+}
+
+/* ---- steps ------------------------------------------------------------- */
 
 static void note(const char *fmt, ...)
 {
@@ -470,6 +604,7 @@ static void reconnect(int i)
     seen.reconnects++;
     int old = w.s[i].pg_pid;
     PQfinish(w.s[i].conn);
+    fake_clock_now();
     advlock_fake_db_close(&w.fake, w.s[i].fake_pid);
     for (int waited = 0;; waited += 2) {
         if (observe_count("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", old) == 0
@@ -491,6 +626,7 @@ static void cancel_waiter(void)
     if (c == NULL || !PQcancel(c, err, sizeof err))
         die("cancel failed: %s", err);
     PQfreeCancel(c);
+    fake_clock_now();
     if (advlock_fake_db_cancel(&w.fake, w.s[w.waiting].fake_pid) != 1)
         die("the fake had no waiting statement to cancel");
 }
@@ -510,8 +646,8 @@ static int pick_statement(advlock_prng *p)
 }
 
 /* One step: a statement on a session not waiting, or a close, or a cancel
- * of the waiting session. Statements whose wait the fake predicts while
- * another session waits are drawn again. */
+ * of the waiting session, or the observer's holders query. Statements whose
+ * wait the fake predicts while another session waits are drawn again. */
 static void step(uint64_t seq, advlock_prng *p)
 {
     static advlock_fake_db trial;
@@ -522,6 +658,10 @@ static void step(uint64_t seq, advlock_prng *p)
             cancel_waiter();
             return;
         }
+        if (r >= 95) {
+            compare_holders(seq, (int)advlock_prng_below(p, KEYS));
+            return;
+        }
         if (i == w.waiting)
             continue;
         if (r < 8) {
@@ -530,6 +670,7 @@ static void step(uint64_t seq, advlock_prng *p)
         }
         const statement *st = &statements[pick_statement(p)];
         int k = (int)advlock_prng_below(p, KEYS);
+        fake_clock_now();
         trial = w.fake;
         advlock_fake_result fr;
         if (advlock_fake_db_exec(&trial, w.s[i].fake_pid, st->sql, st->keyed ? &w.keys[k] : NULL, &fr) != 0)
@@ -556,9 +697,12 @@ static void reset(void)
         PQclear(PQexec(w.s[i].conn, "SELECT pg_advisory_unlock_all()"));
     }
     advlock_fake_db_init(&w.fake);
+    fake_clock_now();
     for (int i = 0; i < SESSIONS; i++)
         if (advlock_fake_db_connect(&w.fake, &w.s[i].fake_pid) != 0)
             die("the fake database has no free session");
+    if (advlock_fake_db_connect(&w.fake, &w.fake_observer) != 0)
+        die("the fake database has no free session");
     w.logged = 0;
 }
 
@@ -586,7 +730,17 @@ static void run_sequence(uint64_t seq, int *steps)
     choose_keys(&p);
     compare_locks(seq);
     int n = 20 + (int)advlock_prng_below(&p, 21);
+    /* About one sequence in 75 pauses 1.5 s once, so that holders have held
+     * (and waiters waited) whole seconds, far from a second's boundary. */
+    int pause_at = advlock_prng_chance(&p, 13333) ? (int)advlock_prng_below(&p, (uint64_t)n) : -1;
     for (int s = 0; s < n; s++) {
+        if (s == pause_at) {
+            note("pause 1.5 s");
+            seen.pauses++;
+            pause_ms(1500);
+            for (int k = 0; k < KEYS; k++)
+                compare_holders(seq, k);
+        }
         step(seq, &p);
         settle_waiter(seq);
         compare_locks(seq);
@@ -626,6 +780,9 @@ int main(int argc, char **argv)
            "errors, %d warnings, %d reconnects\n",
            seen.waits, seen.granted_after_wait, seen.cancels, seen.deadlocks,
            seen.errors - seen.deadlocks, seen.warnings, seen.reconnects);
+    printf("fidelity: %d holders queries agreed on %d rows (%d held or waited a second or more, "
+           "after %d pauses)\n",
+           seen.holders_queries, seen.holder_rows, seen.rows_held_a_second, seen.pauses);
     for (int i = 0; i < SESSIONS; i++)
         PQfinish(w.s[i].conn);
     PQfinish(w.observer);
