@@ -8,12 +8,14 @@
  *                operation to its end, sleeping between attempts.
  *   nonblocking  advlock_pq_async binds a connection to a lock machine and
  *                tells any event loop three things: the socket, the readiness
- *                it waits for, and the next deadline. It never blocks.
+ *                it waits for, and the next deadline. It never waits for the
+ *                socket (a cancel request is the one short blocking step;
+ *                see "Server-side waiting").
  *
  * The drivers contain no lock logic: the core decides every query, sleep
  * and outcome; the drivers move bytes and time. Both run one engine: the
- * blocking calls drive it under a poll() loop of their own. Link with -ladvlock_pq
- * -ladvlock -lpq (pkg-config advlock_pq).
+ * blocking calls drive it under a poll() loop of their own. Link with
+ * -ladvlock_pq -ladvlock -lpq (pkg-config advlock_pq).
  *
  * Times are milliseconds of a monotonic clock. The blocking calls read
  * CLOCK_MONOTONIC themselves; the nonblocking calls take the caller's "now",
@@ -90,7 +92,8 @@
  * reports one, which libpq 14 and later do only when the session dies in the
  * middle of a statement (57P01 for pg_terminate_backend). A loss is noticed
  * when the adapter next talks to the server: at once while a statement is in
- * flight, at the next try while an acquire sleeps.
+ * flight, at the next try while an acquire sleeps, and at once while a lock
+ * is held and watched (see "While a lock is held").
  *
  * Re-entrancy. PostgreSQL counts session advisory locks: acquiring a lock
  * the session already holds succeeds at once (ACQUIRED) and adds a hold; each
@@ -131,9 +134,10 @@
  * to a second later). The statement's deadline is the acquire's timeout: if
  * no answer has come by then, the adapter asks the server to cancel it (a
  * cancel request, on a connection of its own: libpq's PQcancel(), which
- * blocks the calling thread for one connection to the server, about a
- * millisecond on a local socket; libpq 17's nonblocking cancel would need
- * the loop to watch a second socket, which this interface does not have).
+ * blocks the calling thread for one connection to the server: a few
+ * milliseconds on a local socket (the tests print it); libpq 17's
+ * nonblocking cancel would need the loop to watch a second socket, which
+ * this interface does not have).
  * The server's "canceling statement" (57014) then ends the acquire
  * TIMED_OUT with the reference's message; a grant that won the race with
  * the cancel is released first (session scope). advlock_pq_async_cancel()
@@ -219,7 +223,9 @@ typedef struct advlock_pq_report {
      * holding the lock, as the message names it; pid 0 when none was found
      * (or diagnostics were off or failed). */
     int holder_pid;
-    int64_t holder_seconds;       /* how long it has held the lock (see docs/operators.md) */
+    int64_t holder_seconds;       /* how long it has held the lock, as far as the
+                                     server knows: for an idle holder, since its
+                                     last statement ended */
     char holder_application[64];  /* its application_name, or "" */
     char holder_state[32];        /* its pg_stat_activity state ("idle", ...), or "" */
 

@@ -64,8 +64,8 @@ static void expect(const advlock_pq_report *r, advlock_outcome outcome)
 
 static void async_acquire(fixture *f)
 {
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ac, f->key, f->len, 0, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ac, f->key, f->len, 0, advlock_pq_now_ms()),
+                     0);
     advlock_pq_async *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_ACQUIRED);
@@ -129,8 +129,8 @@ static void test_async_reports_lost_within_one_turn(void **state)
     /* Lost is final: nothing to process, and the next operation fails. */
     assert_int_equal(advlock_pq_async_process(&f->ac, ADVLOCK_PQ_READ, advlock_pq_now_ms()),
                      ADVLOCK_EMISUSE);
-    assert_int_equal(
-        advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()),
+                     0);
     assert_int_equal(advlock_pq_async_lost(&f->ac), 0);
     advlock_pq_async *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
@@ -184,8 +184,8 @@ static void test_async_no_false_loss(void **state)
 
     /* Still held, still watched; the release ends the watch. */
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
-    assert_int_equal(
-        advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()),
+                     0);
     advlock_pq_async *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_RELEASED);
@@ -235,8 +235,8 @@ static void test_blocking_check(void **state)
     assert_in_range(took, 0, 100); /* never waits */
     int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
     assert_true(lost >= 0);
-    assert_non_null(strstr(f->seen.messages[lost],
-                           "terminating connection due to administrator command"));
+    assert_non_null(
+        strstr(f->seen.messages[lost], "terminating connection due to administrator command"));
     assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, lost + 1), -1); /* once */
 
     /* The next operation fails as on any lost connection. */

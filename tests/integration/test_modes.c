@@ -153,8 +153,8 @@ static void test_set_options_misuse(void **state)
 
     /* Fixed from an operation's start to its end. */
     o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()),
+                     0);
     assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), ADVLOCK_EMISUSE);
     run(&f->ad);
     expect(advlock_pq_async_report(&f->ad), ADVLOCK_ACQUIRED);
@@ -297,8 +297,10 @@ static void test_transaction_scope_blocking(void **state)
     pgt_exec(f->a, "COMMIT");
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
     /* Sent unnamed, inside the transaction. */
-    assert_int_equal(pgt_query_int(f->a, "SELECT count(*) FROM pg_prepared_statements"
-                                         " WHERE statement LIKE '%xact%'", NULL),
+    assert_int_equal(pgt_query_int(f->a,
+                                   "SELECT count(*) FROM pg_prepared_statements"
+                                   " WHERE statement LIKE '%xact%'",
+                                   NULL),
                      0);
     blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
@@ -309,9 +311,8 @@ static void test_transaction_scope_shared_async(void **state)
     fixture *f = *state;
     advlock_options xact = options(ADVLOCK_SHARED, ADVLOCK_TRANSACTION);
     assert_int_equal(advlock_pq_async_set_options(&f->ad, &xact), 0);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()),
-        ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_async_busy(&f->ad), 0);
 
     pgt_exec(f->d, "BEGIN");
@@ -328,8 +329,8 @@ static void test_transaction_scope_shared_async(void **state)
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
 
     /* The release ends at once, with nothing sent. */
-    assert_int_equal(
-        advlock_pq_async_start_release(&f->ad, f->key, f->len, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_release(&f->ad, f->key, f->len, advlock_pq_now_ms()),
+                     0);
     assert_int_equal(advlock_pq_async_busy(&f->ad), 0);
     expect(advlock_pq_async_report(&f->ad), ADVLOCK_ENDS_WITH_TRANSACTION);
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->d), 1);
@@ -398,8 +399,7 @@ static void test_diagnostics_count_shared_holders(void **state)
     advlock_pq_report r;
     assert_int_equal(advlock_pq_acquire(&f->sc, f->key, f->len, 0, &r), 0);
     expect(&r, ADVLOCK_TIMED_OUT);
-    int first = PQbackendPID(f->a) < PQbackendPID(f->b) ? PQbackendPID(f->a)
-                                                        : PQbackendPID(f->b);
+    int first = PQbackendPID(f->a) < PQbackendPID(f->b) ? PQbackendPID(f->a) : PQbackendPID(f->b);
     assert_int_equal(r.holder_pid, first); /* holders come in pid order */
     assert_non_null(strstr(r.message, " and by 1 other session."));
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
@@ -488,17 +488,12 @@ int main(void)
     alarm(120); /* a hang fails the program instead of the whole run */
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_default_options_are_the_reference),
-        T(test_set_options_misuse),
-        T(test_shared_holders_coexist_blocking),
-        T(test_shared_holders_and_a_server_waiter_async),
-        T(test_transaction_scope_blocking),
-        T(test_transaction_scope_shared_async),
-        T(test_diagnostics_name_the_holder),
-        T(test_diagnostics_count_shared_holders),
-        T(test_events_of_a_contended_acquire),
-        T(test_warning_event_nonblocking),
+        T(test_default_options_are_the_reference), T(test_set_options_misuse),
+        T(test_shared_holders_coexist_blocking),   T(test_shared_holders_and_a_server_waiter_async),
+        T(test_transaction_scope_blocking),        T(test_transaction_scope_shared_async),
+        T(test_diagnostics_name_the_holder),       T(test_diagnostics_count_shared_holders),
+        T(test_events_of_a_contended_acquire),     T(test_warning_event_nonblocking),
     };
-    return cmocka_run_group_tests_name("libpq adapters: modes, scopes, diagnostics, events",
-                                       tests, NULL, NULL);
+    return cmocka_run_group_tests_name("libpq adapters: modes, scopes, diagnostics, events", tests,
+                                       NULL, NULL);
 }

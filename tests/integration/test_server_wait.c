@@ -95,9 +95,8 @@ static void run(advlock_pq_async *a)
 
 static void start(fixture *f, int64_t timeout_ms)
 {
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ac, f->key, f->len, timeout_ms,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ac, f->key, f->len, timeout_ms, advlock_pq_now_ms()), 0);
 }
 
 /* Nothing of session's in pg_locks for the key, held or awaited, and its

@@ -15,14 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    BOOL_OID = 16,
-    INT8_OID = 20,
-    INT4_OID = 23,
-    TEXT_OID = 25,
-    VOID_OID = 2278,
-    BINARY = 1
-};
+enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 2278, BINARY = 1 };
 
 void advlock_pq_answer_clear(advlock_pq_query_ *q)
 {
@@ -254,8 +247,8 @@ static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, int64_t
     }
     for (int i = 0; i < n; i++) {
         rows[i].pid = (int)integer(res, i, 0, 4);
-        rows[i].granted = !PQgetisnull(res, i, 1) && PQgetlength(res, i, 1) == 1
-                          && PQgetvalue(res, i, 1)[0] == 1;
+        rows[i].granted =
+            !PQgetisnull(res, i, 1) && PQgetlength(res, i, 1) == 1 && PQgetvalue(res, i, 1)[0] == 1;
         rows[i].mode = text(res, i, 2);
         rows[i].application_name = text(res, i, 3);
         rows[i].client = text(res, i, 4);

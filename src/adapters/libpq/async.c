@@ -136,8 +136,8 @@ static void send_cancel(advlock_pq_async *a, int64_t now_ms)
         snprintf(message, sizeof message, "could not send a cancel request: %s", error);
         advlock_notify(&a->machine_, ADVLOCK_EVENT_WARNING, message, now_ms);
     }
-    a->cancel_resend_at_ = now_ms > INT64_MAX - CANCEL_RESEND_MS ? INT64_MAX
-                                                                 : now_ms + CANCEL_RESEND_MS;
+    a->cancel_resend_at_ =
+        now_ms > INT64_MAX - CANCEL_RESEND_MS ? INT64_MAX : now_ms + CANCEL_RESEND_MS;
 }
 
 /* A server-side wait that has passed its deadline: tell the machine, which

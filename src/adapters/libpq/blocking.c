@@ -69,17 +69,17 @@ static int run(advlock_pq_session *s, int start_rc, advlock_pq_report *report)
     return report->error;
 }
 
-int advlock_pq_acquire(advlock_pq_session *s, const char *lock_key, size_t len,
-                       int64_t timeout_ms, advlock_pq_report *report)
+int advlock_pq_acquire(advlock_pq_session *s, const char *lock_key, size_t len, int64_t timeout_ms,
+                       advlock_pq_report *report)
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
     if (s == NULL)
         return run(s, ADVLOCK_EINVAL, report);
-    return run(s,
-               advlock_pq_async_start_acquire(&s->engine_, lock_key, len, timeout_ms,
-                                              advlock_pq_now_ms()),
-               report);
+    return run(
+        s,
+        advlock_pq_async_start_acquire(&s->engine_, lock_key, len, timeout_ms, advlock_pq_now_ms()),
+        report);
 }
 
 int advlock_pq_release(advlock_pq_session *s, const char *lock_key, size_t len,
