@@ -21,7 +21,8 @@
  * are per round; the figures are medians of the rounds.
  *
  * The program also checks the lock: two clients holding it at once ends the
- * run with status 1.
+ * run with status 1, and a session holding it when its client does not know
+ * counts as a leaked lock (see "leaked locks" below).
  *
  *     contention [--policy reference] [--seconds 20] [--rounds 5] [--clients 8]
  *                [--hold-ms 10] [--think-ms 0] [--timeout-ms 2000]
@@ -129,6 +130,91 @@ typedef struct round_stats {
 static double *handoff_ms, *wait_ms; /* samples of the current round */
 static round_stats now_stats;
 
+/* ---- leaked locks ----------------------------------------------------------------- */
+
+/*
+ * A lock the library lost track of: the session holds it, its client does
+ * not know. Every later acquire by that session then succeeds at once while
+ * its release takes back only the newer hold, so the lock never changes
+ * hands again. Two checks find such locks, count them and drop them
+ * (pg_advisory_unlock_all() on the holder's own connection), so that a leak
+ * shows as a figure rather than as starvation for the rest of the run:
+ *   - right after an acquire ends TIMED_OUT or CANCELLED, its session must
+ *     not hold the lock (costs one query, on the failure path only);
+ *   - when a round has stopped, no session may hold it.
+ */
+static PGconn *probe;
+static int64_t contention_key;
+static long leaked_locks;
+/* How the acquire that left the lock behind ended; ADVLOCK_FAILED + 1 is
+ * "found only when the round stopped". */
+static long leaked_after[ADVLOCK_FAILED + 2];
+
+/* The pids of the sessions holding the lock (only pid's, if pid > 0). */
+static int lock_holders(int pid, int *pids, int max)
+{
+    char classid[16], objid[16], pid_text[16];
+    uint64_t k = (uint64_t)contention_key;
+    /* pg_locks shows a bigint key as classid (high half), objid (low half),
+     * objsubid 1. */
+    snprintf(classid, sizeof classid, "%u", (unsigned)(k >> 32));
+    snprintf(objid, sizeof objid, "%u", (unsigned)(k & 0xFFFFFFFFu));
+    snprintf(pid_text, sizeof pid_text, "%d", pid);
+    const char *const params[3] = {classid, objid, pid_text};
+    PGresult *res = PQexecParams(probe,
+                                 "SELECT pid FROM pg_locks WHERE locktype = 'advisory' "
+                                 "AND granted AND objsubid = 1 AND classid = $1::oid "
+                                 "AND objid = $2::oid AND ($3::int = 0 OR pid = $3::int)",
+                                 3, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        bench_fail("pg_locks: %s", PQerrorMessage(probe));
+    int n = 0;
+    for (int row = 0; row < PQntuples(res) && n < max; row++)
+        pids[n++] = atoi(PQgetvalue(res, row, 0));
+    PQclear(res);
+    return n;
+}
+
+static void drop_locks_of(int i)
+{
+    PGconn *conn = clients[i].conn;
+    PQsetnonblocking(conn, 0);
+    PGresult *unlock = PQexec(conn, "SELECT pg_advisory_unlock_all()");
+    if (PQresultStatus(unlock) != PGRES_TUPLES_OK)
+        bench_fail("pg_advisory_unlock_all: %s", PQerrorMessage(conn));
+    PQclear(unlock);
+    PQsetnonblocking(conn, 1);
+}
+
+/* After an acquire of client i ended TIMED_OUT or CANCELLED. */
+static void check_failed_acquire(int i, advlock_outcome outcome)
+{
+    int pid;
+    if (lock_holders(PQbackendPID(clients[i].conn), &pid, 1) == 0)
+        return;
+    leaked_locks++;
+    leaked_after[outcome]++;
+    drop_locks_of(i);
+}
+
+/* After a round has stopped. */
+static void check_stopped_round(void)
+{
+    int pids[MAX_CLIENTS];
+    int n = lock_holders(0, pids, MAX_CLIENTS);
+    for (int k = 0; k < n; k++) {
+        int owner = -1;
+        for (int i = 0; i < client_count; i++)
+            if (PQbackendPID(clients[i].conn) == pids[k])
+                owner = i;
+        if (owner < 0)
+            bench_fail("a session that is no client's (pid %d) holds the lock", pids[k]);
+        leaked_locks++;
+        leaked_after[ADVLOCK_FAILED + 1]++;
+        drop_locks_of(owner);
+    }
+}
+
 static void start_acquire(int i, int64_t now_ns)
 {
     client *c = &clients[i];
@@ -176,11 +262,13 @@ static void finished(int i, int64_t now_ns, int stopping)
         if (r->outcome == ADVLOCK_ACQUIRED) {
             acquired(i, now_ns);
         } else if (r->outcome == ADVLOCK_TIMED_OUT && !stopping) {
+            check_failed_acquire(i, ADVLOCK_TIMED_OUT);
             now_stats.timeouts++;
             if (now_stats.waits < MAX_SAMPLES)
                 wait_ms[now_stats.waits++] = (double)(now_ns - c->acquire_start_ns) / 1e6;
             start_acquire(i, now_ns);
         } else if (r->outcome == ADVLOCK_CANCELLED || r->outcome == ADVLOCK_TIMED_OUT) {
+            check_failed_acquire(i, r->outcome);
             c->step = STOPPED;
         } else {
             bench_fail("client %d: acquire: %s", i, r->message);
@@ -304,6 +392,7 @@ static double round_of_contention(void *arg)
         turn(1);
     }
     double seconds = (double)(bench_now_ns() - start) / 1e9;
+    check_stopped_round();
 
     round_stats *s = &now_stats;
     int r = round_index++;
@@ -322,7 +411,6 @@ static double round_of_contention(void *arg)
  * statement follows an idle pause as long as a hold. The statement right
  * after it, with everything awake, gives the tight-loop figure for the note.
  */
-static PGconn *probe;
 static int64_t probe_key;
 static double hot_round_trip[BENCH_MAX_ROUNDS];
 static int probe_round;
@@ -397,6 +485,7 @@ int main(int argc, char **argv)
     probe = bench_pq_connect();
     bench_pq_prepare(probe);
     probe_key = bench_pq_key("bench-round-trip");
+    contention_key = bench_pq_key(lock_name);
     handoff_ms = malloc(MAX_SAMPLES * sizeof *handoff_ms);
     wait_ms = malloc(MAX_SAMPLES * sizeof *wait_ms);
     if (handoff_ms == NULL || wait_ms == NULL)
@@ -430,6 +519,16 @@ int main(int argc, char **argv)
                                -1});
     snprintf(name, sizeof name, "%s_timeouts", label);
     bench_emit(&(bench_figure){name, (double)total_timeouts, "timeouts", NULL, NAN, NULL, -1});
+    snprintf(name, sizeof name, "%s_leaked_locks", label);
+    bench_emit(&(bench_figure){name, (double)leaked_locks, "sessions", NULL, NAN,
+                               "= 0", leaked_locks == 0});
+    if (leaked_locks > 0)
+        bench_note("%s: LEAK: %ld times a session held the lock while its client did not know "
+                   "it: after %ld acquires that ended timed out, %ld that ended cancelled, and "
+                   "%ld found only when a round stopped (each dropped with "
+                   "pg_advisory_unlock_all at once)",
+                   label, leaked_locks, leaked_after[ADVLOCK_TIMED_OUT],
+                   leaked_after[ADVLOCK_CANCELLED], leaked_after[ADVLOCK_FAILED + 1]);
     snprintf(name, sizeof name, "%s_round_trip_ms", label);
     bench_emit(&(bench_figure){name, rtt, "ms", NULL, NAN, NULL, -1});
     bench_note("%s: policy %s, %d clients, one lock, hold %.0f ms, think %.0f ms, timeout %lld "
