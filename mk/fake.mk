@@ -1,6 +1,6 @@
 # The simulation: campaigns of seeded runs against the fake database (part of
 # libadvlock), the canary that proves a campaign catches a planted bug, the
-# example from docs/simulation.md, and the fake database's fidelity to a real
+# examples from docs/simulation.md, and the fake database's fidelity to a real
 # PostgreSQL. Included by the top-level Makefile, whose variables it uses.
 
 SIM_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS)
@@ -43,18 +43,21 @@ sim-san-test: $(BUILD)/san/sim/campaign
 sim-canary-test: $(BUILD)/sim/campaign-canary
 	tests/sim/expect-canary-caught.sh $(BUILD)/sim/campaign-canary
 
-# The example in docs/simulation.md, compiled and run exactly as printed.
-$(BUILD)/sim/doc_example.c: docs/simulation.md
-	@mkdir -p $(@D)
-	awk '/<!-- tested: doc_example.c -->/ {armed = 1; next} \
-	     armed && /^```c/ {inside = 1; next} inside && /^```/ {exit} inside {print}' $< > $@
-	@test -s $@ || { echo "docs/simulation.md: the tested example is missing" >&2; exit 1; }
+# The examples in docs/simulation.md, compiled and run exactly as printed:
+# each follows a "<!-- tested: doc_NAME.c -->" marker.
+DOC_EXAMPLES := $(BUILD)/sim/doc_example $(BUILD)/sim/doc_options
 
-$(BUILD)/sim/doc_example: $(BUILD)/sim/doc_example.c $(BUILD)/libadvlock.a
+$(BUILD)/sim/doc_%.c: docs/simulation.md
+	@mkdir -p $(@D)
+	awk '/<!-- tested: doc_$*.c -->/ {armed = 1; next} \
+	     armed && /^```c/ {inside = 1; next} inside && /^```/ {exit} inside {print}' $< > $@
+	@test -s $@ || { echo "docs/simulation.md: the tested example doc_$*.c is missing" >&2; exit 1; }
+
+$(BUILD)/sim/doc_%: $(BUILD)/sim/doc_%.c $(BUILD)/libadvlock.a
 	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $< $(BUILD)/libadvlock.a $(CORE_LIBS)
 
-sim-doc-test: $(BUILD)/sim/doc_example
-	$(BUILD)/sim/doc_example
+sim-doc-test: $(DOC_EXAMPLES)
+	@for example in $^; do $$example || exit 1; done
 
 test: sim-test sim-san-test sim-canary-test sim-doc-test
 
