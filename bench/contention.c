@@ -82,11 +82,23 @@ static enum policy parse_policy(const char *name)
  * reference can be set. Returns 1 when the policy is in force, 0 when not
  * (the run then reports the policy as pending and measures nothing).
  */
-static int apply_policy(advlock_pq_async *adapter, enum policy policy, int client)
+#if BENCH_PQ_TAKES_OPTIONS && BENCH_CORE_HAS_JITTER && BENCH_CORE_HAS_SERVER_WAIT
+/* Keeps the answer to each lock query, for the diagnosis of a leaked lock. */
+static void remember_result(void *last_result, const advlock_event *e)
+{
+    if (e->kind == ADVLOCK_EVENT_RESULT)
+        *(int *)last_result = (int)e->result;
+}
+#endif
+
+static int apply_policy(advlock_pq_async *adapter, enum policy policy, int client,
+                        int *last_result)
 {
 #if BENCH_PQ_TAKES_OPTIONS && BENCH_CORE_HAS_JITTER && BENCH_CORE_HAS_SERVER_WAIT
     advlock_options options;
     advlock_options_init(&options);
+    options.on_event = remember_result;
+    options.event_user = last_result;
     if (policy == POLICY_FULL_JITTER) {
         options.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
         options.jitter_seed = (uint64_t)client + 1;
@@ -97,13 +109,14 @@ static int apply_policy(advlock_pq_async *adapter, enum policy policy, int clien
 #else
     (void)adapter;
     (void)client;
+    (void)last_result;
     return policy == POLICY_REFERENCE;
 #endif
 }
 
 /* ---- clients ----------------------------------------------------------------- */
 
-enum { MAX_CLIENTS = 64, MAX_SAMPLES = 1 << 20 };
+enum { MAX_CLIENTS = 64, MAX_SAMPLES = 1 << 20, DEFAULT_TIMEOUT_MS = 2000 };
 
 enum step { THINKING, ACQUIRING, HOLDING, RELEASING, STOPPED };
 
@@ -113,6 +126,7 @@ typedef struct client {
     enum step step;
     int64_t step_at_ns;   /* THINKING, HOLDING: when the step ends */
     int64_t acquire_start_ns;
+    int last_result; /* the last lock query's answer in this acquire, or -1 */
 } client;
 
 static client clients[MAX_CLIENTS];
@@ -146,6 +160,7 @@ static round_stats now_stats;
 static PGconn *probe;
 static int64_t contention_key;
 static long leaked_locks;
+static long failed_acquires; /* ended TIMED_OUT or CANCELLED: each checked */
 /* How the acquire that left the lock behind ended; ADVLOCK_FAILED + 1 is
  * "found only when the round stopped". */
 static long leaked_after[ADVLOCK_FAILED + 2];
@@ -186,14 +201,23 @@ static void drop_locks_of(int i)
     PQsetnonblocking(conn, 1);
 }
 
+/* Of the leaks after a failed acquire: how its last lock query had been
+ * answered (by advlock_result; the last slot: no answer seen). */
+static long leak_answer[ADVLOCK_RESULT_CONNECTION_LOST + 2];
+
 /* After an acquire of client i ended TIMED_OUT or CANCELLED. */
 static void check_failed_acquire(int i, advlock_outcome outcome)
 {
     int pid;
+    failed_acquires++;
     if (lock_holders(PQbackendPID(clients[i].conn), &pid, 1) == 0)
         return;
     leaked_locks++;
     leaked_after[outcome]++;
+    int answer = clients[i].last_result;
+    leak_answer[answer >= 0 && answer <= ADVLOCK_RESULT_CONNECTION_LOST
+                    ? answer
+                    : ADVLOCK_RESULT_CONNECTION_LOST + 1]++;
     drop_locks_of(i);
 }
 
@@ -223,6 +247,7 @@ static void start_acquire(int i, int64_t now_ns)
         bench_fail("client %d: cannot start an acquire", i);
     c->step = ACQUIRING;
     c->acquire_start_ns = now_ns;
+    c->last_result = -1;
 }
 
 static void start_release(int i, int64_t now_ns)
@@ -454,25 +479,28 @@ int main(int argc, char **argv)
     client_count = (int)bench_option(argc, argv, "--clients", 8);
     hold_ns = (int64_t)(bench_option(argc, argv, "--hold-ms", 10) * 1e6);
     think_ns = (int64_t)(bench_option(argc, argv, "--think-ms", 0) * 1e6);
-    timeout_ms = (int64_t)bench_option(argc, argv, "--timeout-ms", 2000);
+    timeout_ms = (int64_t)bench_option(argc, argv, "--timeout-ms", DEFAULT_TIMEOUT_MS);
     if (seconds <= 0 || rounds < 1 || rounds > BENCH_MAX_ROUNDS || client_count < 2
         || client_count > MAX_CLIENTS || hold_ns < 0 || think_ns < 0 || timeout_ms < 0)
         bench_fail("contention: a parameter is out of range");
     round_seconds = seconds / rounds;
     const char *policy_name = policy_names[policy];
     /* Figures are named contention_<policy>[_think<K>ms]_<what>. */
-    char label[64];
+    /* Figures are named contention_<policy>[_think<K>ms][_timeout<T>ms]_<what>,
+     * the parts in brackets only when not the defaults. */
+    char label[96];
+    int used = snprintf(label, sizeof label, "contention_%s", policy_keys[policy]);
     if (think_ns > 0)
-        snprintf(label, sizeof label, "contention_%s_think%gms", policy_keys[policy],
-                 (double)think_ns / 1e6);
-    else
-        snprintf(label, sizeof label, "contention_%s", policy_keys[policy]);
+        used += snprintf(label + used, sizeof label - (size_t)used, "_think%gms",
+                         (double)think_ns / 1e6);
+    if (timeout_ms != DEFAULT_TIMEOUT_MS)
+        snprintf(label + used, sizeof label - (size_t)used, "_timeout%lldms", (long long)timeout_ms);
 
     for (int i = 0; i < client_count; i++) {
         clients[i].conn = bench_pq_connect();
         if (advlock_pq_async_init(&clients[i].adapter, clients[i].conn) != 0)
             bench_fail("cannot bind an adapter");
-        if (!apply_policy(&clients[i].adapter, policy, i)) {
+        if (!apply_policy(&clients[i].adapter, policy, i, &clients[i].last_result)) {
             bench_note("contention, %s: not measured: built against headers where the core has "
                        "jitter: %s, server-side waiting: %s; the nonblocking adapter takes "
                        "options: %s (see apply_policy() in bench/contention.c)",
@@ -501,7 +529,7 @@ int main(int argc, char **argv)
     double rate = bench_median_of(&c[1], rounds);
     double p50 = median_of_rounds(per_round[0], rounds), p99 = median_of_rounds(per_round[1], rounds);
     double ideal_rate = 1000.0 / ((double)hold_ns / 1e6 + rtt);
-    char name[96], limit[96];
+    char name[160], limit[96];
 
     snprintf(name, sizeof name, "%s_acquisitions_per_s", label);
     snprintf(limit, sizeof limit, "1 / (hold + 1 round trip): %.1f/s", ideal_rate);
@@ -520,15 +548,23 @@ int main(int argc, char **argv)
     snprintf(name, sizeof name, "%s_timeouts", label);
     bench_emit(&(bench_figure){name, (double)total_timeouts, "timeouts", NULL, NAN, NULL, -1});
     snprintf(name, sizeof name, "%s_leaked_locks", label);
-    bench_emit(&(bench_figure){name, (double)leaked_locks, "sessions", NULL, NAN,
+    snprintf(limit, sizeof limit, "%ld timed-out or cancelled acquires", failed_acquires);
+    bench_emit(&(bench_figure){name, (double)leaked_locks, "locks", limit,
+                               failed_acquires > 0
+                                   ? (double)leaked_locks / (double)failed_acquires
+                                   : NAN,
                                "= 0", leaked_locks == 0});
     if (leaked_locks > 0)
         bench_note("%s: LEAK: %ld times a session held the lock while its client did not know "
-                   "it: after %ld acquires that ended timed out, %ld that ended cancelled, and "
-                   "%ld found only when a round stopped (each dropped with "
-                   "pg_advisory_unlock_all at once)",
+                   "it: after %ld acquires that ended timed out and %ld that ended cancelled, "
+                   "whose lock query had been answered with a server error (the cancel's "
+                   "57014) %ld times, true %ld, false %ld, not at all %ld; and %ld found only "
+                   "when a round stopped; each dropped with pg_advisory_unlock_all at once",
                    label, leaked_locks, leaked_after[ADVLOCK_TIMED_OUT],
-                   leaked_after[ADVLOCK_CANCELLED], leaked_after[ADVLOCK_FAILED + 1]);
+                   leaked_after[ADVLOCK_CANCELLED], leak_answer[ADVLOCK_RESULT_SERVER_ERROR],
+                   leak_answer[ADVLOCK_RESULT_TRUE], leak_answer[ADVLOCK_RESULT_FALSE],
+                   leak_answer[ADVLOCK_RESULT_CONNECTION_LOST + 1],
+                   leaked_after[ADVLOCK_FAILED + 1]);
     snprintf(name, sizeof name, "%s_round_trip_ms", label);
     bench_emit(&(bench_figure){name, rtt, "ms", NULL, NAN, NULL, -1});
     bench_note("%s: policy %s, %d clients, one lock, hold %.0f ms, think %.0f ms, timeout %lld "

@@ -65,6 +65,12 @@ for policy in reference full-jitter server-wait; do
             "$dir/contention" --policy $policy --think-ms $think --seconds "$seconds"
     done
 done
+# A timeout shorter than a hold makes most acquires time out: how often does
+# a timed-out or cancelled acquire leave the lock held (leaked_locks)?
+for policy in reference server-wait; do
+    step "contention ($policy, timeout 15 ms, 10 s)" \
+        "$dir/contention" --policy $policy --timeout-ms 15 --seconds 10
+done
 echo >&2
 "$dir/report" "$results" "$json"
 echo
