@@ -81,7 +81,7 @@ static void format_value(char *out, size_t size, const char *text)
 {
     double v = strtod(text, NULL);
     double a = fabs(v);
-    if (a >= 100 || a == 0)
+    if (a >= 100 || v == floor(v)) /* counts, and large values */
         snprintf(out, size, "%.0f", v);
     else if (a >= 10)
         snprintf(out, size, "%.1f", v);
