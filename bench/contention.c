@@ -8,7 +8,9 @@
  * round trip of one prepared statement is measured on its own connection:
  * the limit for a hand-off, since a release must reach the server and the
  * grant must come back. All clients run in one thread on nonblocking
- * adapters, so the end of a round can cancel acquires that are asleep.
+ * adapters, so the end of a round can cancel the acquires under way. The
+ * waiting policy is a parameter: the reference's polling (the default),
+ * polling with full jitter, or server-side waiting (see apply_policy()).
  *
  * Per acquisition: the hand-off, from the moment the previous holder began
  * its release to the moment this acquire returned (the lock's idle time,
@@ -24,8 +26,9 @@
  * run with status 1, and a session holding it when its client does not know
  * counts as a leaked lock (see "leaked locks" below).
  *
- *     contention [--policy reference] [--seconds 20] [--rounds 5] [--clients 8]
- *                [--hold-ms 10] [--think-ms 0] [--timeout-ms 2000]
+ *     contention [--policy reference|full-jitter|server-wait] [--seconds 20]
+ *                [--rounds 5] [--clients 8] [--hold-ms 10] [--think-ms 0]
+ *                [--timeout-ms 2000]
  *
  * The default timeout, 2 s, is half a default round, so that a client that
  * cannot get the lock shows up as timeouts within a round.
@@ -70,6 +73,15 @@ static enum policy parse_policy(const char *name)
     bench_fail("--policy: reference, full-jitter or server-wait, not '%s'", name);
 }
 
+#if BENCH_PQ_TAKES_OPTIONS && BENCH_CORE_HAS_JITTER && BENCH_CORE_HAS_SERVER_WAIT
+/* Keeps the answer to each lock query, for the diagnosis of a leaked lock. */
+static void remember_result(void *last_result, const advlock_event *e)
+{
+    if (e->kind == ADVLOCK_EVENT_RESULT)
+        *(int *)last_result = (int)e->result;
+}
+#endif
+
 /*
  * The policy on one client's adapter, before its first acquire:
  *   POLICY_REFERENCE    the adapter's default: polling, 100 -> 1000 ms;
@@ -82,15 +94,6 @@ static enum policy parse_policy(const char *name)
  * reference can be set. Returns 1 when the policy is in force, 0 when not
  * (the run then reports the policy as pending and measures nothing).
  */
-#if BENCH_PQ_TAKES_OPTIONS && BENCH_CORE_HAS_JITTER && BENCH_CORE_HAS_SERVER_WAIT
-/* Keeps the answer to each lock query, for the diagnosis of a leaked lock. */
-static void remember_result(void *last_result, const advlock_event *e)
-{
-    if (e->kind == ADVLOCK_EVENT_RESULT)
-        *(int *)last_result = (int)e->result;
-}
-#endif
-
 static int apply_policy(advlock_pq_async *adapter, enum policy policy, int client,
                         int *last_result)
 {
@@ -313,8 +316,10 @@ static void run_due_steps(int64_t now_ns, int stopping)
         client *c = &clients[i];
         if (c->step == HOLDING && now_ns >= c->step_at_ns)
             start_release(i, now_ns);
-        else if (c->step == THINKING && (stopping || now_ns >= c->step_at_ns))
-            stopping ? (void)(c->step = STOPPED) : start_acquire(i, now_ns);
+        else if (c->step == THINKING && stopping)
+            c->step = STOPPED;
+        else if (c->step == THINKING && now_ns >= c->step_at_ns)
+            start_acquire(i, now_ns);
     }
 }
 
