@@ -4,42 +4,55 @@
  * OpenSSL 3's implicit fetch (EVP_sha256() handed to EVP_Digest) looks the
  * algorithm up in the provider registry on every call, which costs several
  * times the hash of a short name. The digest is therefore fetched once per
- * process and each thread keeps one digest context for reuse.
+ * process and each thread keeps one digest context for reuse (freed by a
+ * thread-specific-data destructor when the thread exits).
  */
 #include "advlock.h"
 
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* The reference's namespace, "BRIG" in ASCII, folded into the hashed text. */
 static const char namespace_prefix[] = "74726:";
 
-static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
-static EVP_MD *sha256;
+/* The digest is fetched on first use and kept for the process. A failed
+ * fetch (out of memory, say) is retried by the next call rather than
+ * remembered, so one bad moment cannot disable key derivation for good. */
+static _Atomic(EVP_MD *) sha256;
+static pthread_mutex_t fetch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t thread_ctx;
-static int setup_ok;
+static int key_ok;
 
 static void free_thread_ctx(void *ctx)
 {
     EVP_MD_CTX_free(ctx);
 }
 
-static void setup(void)
+static void create_thread_key(void)
 {
-    sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-    if (sha256 == NULL)
-        return;
-    if (pthread_key_create(&thread_ctx, free_thread_ctx) != 0) {
-        EVP_MD_free(sha256);
-        sha256 = NULL;
-        return;
+    key_ok = pthread_key_create(&thread_ctx, free_thread_ctx) == 0;
+}
+
+static EVP_MD *fetched_sha256(void)
+{
+    EVP_MD *md = atomic_load_explicit(&sha256, memory_order_acquire);
+    if (md != NULL)
+        return md;
+    pthread_mutex_lock(&fetch_lock);
+    md = atomic_load_explicit(&sha256, memory_order_relaxed);
+    if (md == NULL) {
+        md = EVP_MD_fetch(NULL, "SHA256", NULL);
+        atomic_store_explicit(&sha256, md, memory_order_release);
     }
-    setup_ok = 1;
+    pthread_mutex_unlock(&fetch_lock);
+    return md;
 }
 
 static EVP_MD_CTX *digest_context(void)
 {
-    if (pthread_once(&setup_once, setup) != 0 || !setup_ok)
+    if (pthread_once(&key_once, create_thread_key) != 0 || !key_ok)
         return NULL;
     EVP_MD_CTX *ctx = pthread_getspecific(thread_ctx);
     if (ctx != NULL)
@@ -54,11 +67,12 @@ static EVP_MD_CTX *digest_context(void)
 
 static int sha256_prefixed(const char *name, size_t len, unsigned char digest[32])
 {
-    EVP_MD_CTX *ctx = digest_context();
+    EVP_MD *md = fetched_sha256();
+    EVP_MD_CTX *ctx = md != NULL ? digest_context() : NULL;
     if (ctx == NULL)
         return ADVLOCK_ECRYPTO;
     unsigned int digest_len = 0;
-    if (EVP_DigestInit_ex2(ctx, sha256, NULL) != 1
+    if (EVP_DigestInit_ex2(ctx, md, NULL) != 1
         || EVP_DigestUpdate(ctx, namespace_prefix, sizeof namespace_prefix - 1) != 1
         || (len > 0 && EVP_DigestUpdate(ctx, name, len) != 1)
         || EVP_DigestFinal_ex(ctx, digest, &digest_len) != 1 || digest_len != 32)
