@@ -372,6 +372,21 @@ static void on_unwanted_grant(advlock_machine *m)
     issue_query(m, STEP_UNDO, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
 }
 
+/* The cancel we asked for ended the wait. PostgreSQL can grant the lock
+ * while the cancelled statement is still unwinding and then report 57014
+ * all the same, leaving the session holding it; a session lock is therefore
+ * unlocked once more (answering false, with a harmless WARNING, when the
+ * grant did not happen). Such a hold can only come from this statement: a
+ * session that already held the lock would have been granted at once. A
+ * transaction lock ends with the transaction the cancel has aborted. */
+static void on_cancelled_wait(advlock_machine *m)
+{
+    if (m->options_.scope == ADVLOCK_TRANSACTION)
+        end_unwanted(m);
+    else
+        issue_query(m, STEP_UNDO, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
+}
+
 /* Only a boolean proves the undoing unlock ran; NULL (which PostgreSQL never
  * sends here, but a proxy or driver might) leaves the grant in doubt. */
 static void on_undo_result(advlock_machine *m, advlock_result result, const char *message)
@@ -410,9 +425,8 @@ static void on_lock_result(advlock_machine *m, advlock_result result, const char
             finish_failed(m, ADVLOCK_ENULL, NULL);
         break;
     case ADVLOCK_RESULT_SERVER_ERROR:
-        /* The cancel we asked for: the wait ended without the lock. */
         if (unwanted && waits_on_server(m) && strcmp(m->sqlstate_, query_canceled) == 0)
-            end_unwanted(m);
+            on_cancelled_wait(m);
         else
             finish_failed(m, ADVLOCK_ESERVER, message);
         break;

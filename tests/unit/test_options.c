@@ -283,9 +283,27 @@ static void server_wait_times_out_with_the_references_message(void **state)
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014",
                                        "canceling statement due to user request", 3502),
                      0);
+    /* The server may have granted the lock inside the cancelled statement:
+     * one unlock makes sure, before the timeout is reported. */
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_FALSE, 3503);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
     assert_string_equal(act(m).message, "Could not acquire migration lock for 'jobs' within 2.5s.");
     assert_string_equal(act(m).sqlstate, "");
+
+    /* It had been granted: the unlock gives it back, still a timeout. */
+    start_waiting(m, ADVLOCK_SESSION, 2500);
+    reach_deadline(m, 3500);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 3502), 0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_TRUE, 3503);
+    expect_done(m, ADVLOCK_TIMED_OUT, 0);
+
+    /* A transaction lock needs no unlock: the cancel aborted its transaction. */
+    start_waiting(m, ADVLOCK_TRANSACTION, 2500);
+    reach_deadline(m, 3500);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 3502), 0);
+    expect_done(m, ADVLOCK_TIMED_OUT, 0);
 }
 
 static void server_wait_grant_racing_the_cancel_is_given_back(void **state)
@@ -317,6 +335,8 @@ static void server_wait_cancelled_by_the_caller(void **state)
     assert_int_equal(advlock_on_timer(m, 99999), 0); /* the deadline no longer matters */
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 1203), 0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_FALSE, 1204);
     expect_done(m, ADVLOCK_CANCELLED, 0);
 
     /* The answer may overtake the cancel request. */
