@@ -626,7 +626,7 @@ typedef struct advlock_sim_event_ {
 } advlock_sim_event_;
 
 /*
- * A simulation. About 550 KB: declare it static or allocate it, rather than
+ * A simulation. About 490 KB: declare it static or allocate it, rather than
  * put it on a small stack. It holds pointers only to what the caller passed
  * (plans' states, scripts, lock names, the trace callback).
  */
