@@ -28,6 +28,7 @@ typedef struct run_options {
     int conflict_exit_code;
     int quiet;
     int keep_running;
+    advlock_options lock; /* --shared, --wait, --jitter, --diagnose */
     const char *key;
     char **command;
 } run_options;
@@ -91,22 +92,41 @@ static int next_signal(int *sent_to_us)
     return msg[0];
 }
 
-/* ---- progress on a terminal ----------------------------------------------- */
+/* ---- progress on a terminal, from the machine's events ------------------- */
 
-static void show_progress(const run_options *o, const advlock_pq_async *a, int64_t started,
-                          int64_t now)
+typedef struct progress {
+    uint64_t attempt;
+    int64_t retry_at_ms; /* 0: no sleep under way */
+    int server_wait;
+} progress;
+
+static void on_lock_event(void *user, const advlock_event *e)
 {
-    const advlock_machine *m = advlock_pq_async_machine(a);
-    advlock_action next = advlock_next_action(m);
-    if (next.kind != ADVLOCK_ACTION_SLEEP)
-        return;
+    progress *p = user;
+    if (e->kind == ADVLOCK_EVENT_ATTEMPT) {
+        p->attempt = e->attempt;
+        p->retry_at_ms = 0;
+    } else if (e->kind == ADVLOCK_EVENT_SLEEP) {
+        p->retry_at_ms = e->now_ms + e->sleep_ms;
+    }
+}
+
+static void show_progress(const run_options *o, const progress *p, int64_t started, int64_t now)
+{
     char elapsed[32], retry[32];
     advlock_format_seconds(now - started, elapsed, sizeof elapsed);
-    advlock_format_seconds(next.wake_at_ms > now ? next.wake_at_ms - now : 0, retry,
+    if (p->server_wait) {
+        fprintf(stderr, "\r\033[Kadvlock: waiting for '%s' in the server's queue, %ss elapsed",
+                o->key, elapsed);
+        return;
+    }
+    if (p->retry_at_ms == 0)
+        return; /* a try is in flight: the line stays as it was */
+    advlock_format_seconds(p->retry_at_ms > now ? p->retry_at_ms - now : 0, retry,
                            sizeof retry);
     fprintf(stderr, "\r\033[Kadvlock: waiting for '%s': attempt %" PRIu64 ", %ss elapsed, "
                     "next retry in %ss",
-            o->key, advlock_attempts(m), elapsed, retry);
+            o->key, p->attempt, elapsed, retry);
 }
 
 static void clear_progress(void)
@@ -118,7 +138,7 @@ static void clear_progress(void)
 
 /* Runs the adapter's operation to its end, cancelling an acquire if a
  * forwarded signal arrives; returns that signal's number, or 0. */
-static int drive(advlock_pq_async *a, const run_options *o, int progress)
+static int drive(advlock_pq_async *a, const run_options *o, const progress *shown)
 {
     int64_t started = advlock_pq_now_ms();
     int interrupted = 0;
@@ -134,10 +154,11 @@ static int drive(advlock_pq_async *a, const run_options *o, int progress)
         int timeout = -1;
         if (advlock_pq_async_deadline(a, &at))
             timeout = at <= now ? 0 : at - now > 1000 ? 1000 : (int)(at - now);
-        if (progress)
-            show_progress(o, a, started, now);
-        if (progress && timeout < 0)
-            timeout = 1000; /* keep the elapsed time ticking */
+        if (shown != NULL) {
+            show_progress(o, shown, started, now);
+            if (timeout < 0 || timeout > 100)
+                timeout = 100; /* keep the elapsed time ticking */
+        }
 
         if (poll(fds, 2, timeout) < 0 && errno != EINTR)
             break;
@@ -156,7 +177,7 @@ static int drive(advlock_pq_async *a, const run_options *o, int progress)
         if (advlock_pq_async_busy(a))
             advlock_pq_async_process(a, ready, advlock_pq_now_ms());
     }
-    if (progress)
+    if (shown != NULL)
         clear_progress();
     return interrupted;
 }
@@ -175,16 +196,10 @@ static pid_t start_command(char **command)
     _exit(code);
 }
 
-/* The session's socket stays quiet while the command runs; anything readable
- * is the server ending the session (or a notice). */
-static int connection_lost(PGconn *conn)
-{
-    return PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD;
-}
-
-/* Waits for the command, forwarding signals and watching the session.
- * Returns its wait status; *lost says whether the lock was lost meanwhile. */
-static int supervise(pid_t child, PGconn *conn, const run_options *o, int *lost)
+/* Waits for the command, forwarding signals, while the adapter watches the
+ * session that holds the lock. Returns the command's wait status; *lost says
+ * whether the lock was lost meanwhile. */
+static int supervise(pid_t child, advlock_pq_async *a, const run_options *o, int *lost)
 {
     *lost = 0;
     for (;;) {
@@ -195,15 +210,20 @@ static int supervise(pid_t child, PGconn *conn, const run_options *o, int *lost)
         if (done < 0 && errno != EINTR)
             return -1;
 
+        unsigned wants = *lost ? 0 : advlock_pq_async_wants(a);
         struct pollfd fds[2] = {{.fd = signal_pipe[0], .events = POLLIN},
-                                {.fd = *lost ? -1 : PQsocket(conn), .events = POLLIN}};
+                                {.fd = wants ? advlock_pq_async_socket(a) : -1,
+                                 .events = POLLIN}};
         if (poll(fds, 2, -1) < 0 && errno != EINTR)
             return -1;
         int sent_to_us, sig;
         while ((sig = next_signal(&sent_to_us)) != 0)
             if (sig != SIGCHLD && sent_to_us)
                 kill(child, sig);
-        if (fds[1].revents != 0 && connection_lost(conn)) {
+        if (fds[1].revents == 0)
+            continue;
+        advlock_pq_async_process(a, ADVLOCK_PQ_READ, advlock_pq_now_ms());
+        if (advlock_pq_async_lost(a)) {
             *lost = 1;
             cli_error("connection to the server lost while the command ran: lock '%s' is no "
                       "longer held%s",
@@ -278,13 +298,19 @@ static void usage(FILE *to)
           "  -E, --conflict-exit-code N   exit status when the lock stays busy (default 1)\n"
           "  -q, --quiet                  no progress line while waiting\n"
           "      --keep-running           if the connection is lost, let COMMAND go on\n"
-          "      --application-name NAME  application_name of the session (default advlock)\n",
+          "      --application-name NAME  application_name of the session (default advlock)\n"
+          "      --shared                 a shared lock: other --shared runs may hold it too\n"
+          "      --wait                   wait in the server's queue (pg_advisory_lock) instead\n"
+          "                               of polling: the lock is handed over at once\n"
+          "      --jitter                 randomise the sleeps between polls (full jitter)\n"
+          "      --diagnose               on timeout, say who holds the lock\n",
           to);
 }
 
 static int parse_run_options(int argc, char **argv, run_options *o)
 {
-    enum { OPT_KEEP_RUNNING = 256, OPT_APPLICATION_NAME };
+    enum { OPT_KEEP_RUNNING = 256, OPT_APPLICATION_NAME, OPT_SHARED, OPT_WAIT, OPT_JITTER,
+           OPT_DIAGNOSE };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
         {"timeout", required_argument, NULL, 'w'},
@@ -292,10 +318,15 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"quiet", no_argument, NULL, 'q'},
         {"keep-running", no_argument, NULL, OPT_KEEP_RUNNING},
         {"application-name", required_argument, NULL, OPT_APPLICATION_NAME},
+        {"shared", no_argument, NULL, OPT_SHARED},
+        {"wait", no_argument, NULL, OPT_WAIT},
+        {"jitter", no_argument, NULL, OPT_JITTER},
+        {"diagnose", no_argument, NULL, OPT_DIAGNOSE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
+    advlock_options_init(&o->lock);
     o->timeout_ms = INT64_MAX;
     o->conflict_exit_code = EXIT_BUSY;
     int opt;
@@ -317,6 +348,10 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         case 'q': o->quiet = 1; break;
         case OPT_KEEP_RUNNING: o->keep_running = 1; break;
         case OPT_APPLICATION_NAME: o->application_name = optarg; break;
+        case OPT_SHARED: o->lock.mode = ADVLOCK_SHARED; break;
+        case OPT_WAIT: o->lock.wait = ADVLOCK_WAIT_SERVER; break;
+        case OPT_JITTER: o->lock.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
+        case OPT_DIAGNOSE: o->lock.diagnose = 1; break;
         case 'h': usage(stdout); exit(EXIT_OK);
         default: usage(stderr); return -1;
         }
@@ -351,7 +386,7 @@ static int release(advlock_pq_async *a, const run_options *o)
         cli_error("could not release lock '%s'; closing the session releases it", o->key);
         return -1;
     }
-    drive(a, o, 0);
+    drive(a, o, NULL);
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->outcome != ADVLOCK_RELEASED) {
         cli_error("releasing lock '%s': %s", o->key, r->message);
@@ -379,9 +414,15 @@ int cmd_run(int argc, char **argv)
     if (conn == NULL)
         return EXIT_NO_SERVER;
 
-    advlock_pq_async a;
+    static advlock_pq_async a; /* a few kilobytes: off the stack */
+    progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
+    o.lock.on_event = on_lock_event;
+    o.lock.event_user = &shown;
+    /* Jitter needs randomness that differs between the runs racing for a
+     * lock; the time and pid are enough to break their lockstep. */
+    o.lock.jitter_seed = (uint64_t)advlock_pq_now_ms() * 1000003u ^ (uint64_t)getpid();
     int exit_code;
-    if (advlock_pq_async_init(&a, conn) != 0
+    if (advlock_pq_async_init(&a, conn) != 0 || advlock_pq_async_set_options(&a, &o.lock) != 0
         || advlock_pq_async_start_acquire(&a, o.key, strlen(o.key), o.timeout_ms,
                                           advlock_pq_now_ms())
                != 0) {
@@ -389,7 +430,7 @@ int cmd_run(int argc, char **argv)
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
-    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO));
+    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL);
     const advlock_pq_report *r = advlock_pq_async_report(&a);
     if (r->outcome == ADVLOCK_CANCELLED) {
         PQfinish(conn);
@@ -409,7 +450,7 @@ int cmd_run(int argc, char **argv)
         return EXIT_LOCK_ERROR;
     }
     int lost;
-    int status = supervise(child, conn, &o, &lost);
+    int status = supervise(child, &a, &o, &lost);
     exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (lost)
         exit_code = EXIT_LOCK_ERROR;

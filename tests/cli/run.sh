@@ -11,6 +11,8 @@ held_sql="SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
           AND classid = $classid AND objid = $objid AND objsubid = 1 AND mode = 'ExclusiveLock'"
 held() { psql -X -At -c "$held_sql"; }
 export held_sql
+TMPDIR_RUN=$(mktemp -d)
+trap 'rm -rf "$TMPDIR_RUN"' EXIT
 
 wait_for_holder() {
     for _ in $(seq 100); do [ "$(held)" = 1 ] && return 0; sleep 0.05; done
@@ -91,6 +93,61 @@ check "session killed: message" "advlock: connection to the server lost while th
 capture "$A" run --keep-running "$name" -- sh -c "psql -X -q -c \"$kill_me\" >/dev/null; sleep 1; echo survived"
 check "--keep-running: command finished" "survived" "$OUT"
 check "--keep-running: status" 70 "$RC"
+
+# --shared: shared holders coexist; an exclusive run waits for them.
+"$A" run -q --shared "$name" -- sleep 2 &
+first=$!
+for _ in $(seq 100); do
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock'")" = 1 ] && break
+    sleep 0.05
+done
+capture "$A" run -q --shared -w 0 "$name" -- psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock' AND granted"
+check "--shared: two shared holders" 2 "$OUT"
+capture "$A" run -q -w 0 "$name" -- echo never
+check "--shared: an exclusive run times out" 1 "$RC"
+wait "$first"
+
+# --diagnose: the timeout names the holder.
+"$A" run -q --application-name nightly-job "$name" -- sleep 2 &
+first=$!
+wait_for_holder
+holder_pid=$(psql -X -At -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'nightly-job'")
+capture "$A" run -q --diagnose -w 0.3 "$name" -- echo never
+check "--diagnose: status" 1 "$RC"
+case "$ERR" in
+    "advlock: Could not acquire migration lock for '$name' within 0.3s. Held by pid $holder_pid (application 'nightly-job', state idle) for "*s.) pass ;;
+    *) fail "--diagnose message: [$ERR]" ;;
+esac
+
+# --wait: the waiter sits in the server's queue (not polling), and gets the
+# lock when the holder lets go.
+"$A" run -q --wait --application-name queued "$name" -- echo got it >"$TMPDIR_RUN/queued.out" &
+waiter=$!
+for _ in $(seq 100); do
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")" = 1 ] && break
+    sleep 0.05
+done
+check "--wait: the statement waiting in the queue" "SELECT pg_advisory_lock(\$1)" \
+    "$(psql -X -At -c "SELECT query FROM pg_stat_activity WHERE application_name = 'queued'")"
+wait "$first"
+wait "$waiter"
+check "--wait: acquired after the holder" "got it" "$(cat "$TMPDIR_RUN/queued.out")"
+
+# --wait with a timeout: cancelled at the deadline, nothing left queued or held.
+"$A" run -q "$name" -- sleep 2 &
+first=$!
+wait_for_holder
+capture "$A" run -q --wait -w 0.5 "$name" -- echo never
+check "--wait timeout: status" 1 "$RC"
+check "--wait timeout: message" "advlock: Could not acquire migration lock for '$name' within 0.5s." "$ERR"
+check "--wait timeout: no waiter left" 0 "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")"
+tty_out=$(script -qec "'$A' run --wait -w 0.5 '$name' -- true" /dev/null)
+case "$tty_out" in *"waiting for '$name' in the server's queue"*) pass ;; *) fail "--wait progress: [$tty_out]" ;; esac
+# --jitter: still bounded by the timeout, with the same message.
+capture "$A" run -q --jitter -w 0.4 "$name" -- echo never
+check "--jitter timeout: message" "advlock: Could not acquire migration lock for '$name' within 0.4s." "$ERR"
+wait "$first"
+check "options: nothing held at the end" 0 "$(held)"
 
 # Errors before anything runs.
 capture "$A" run -d "host=/nonexistent-dir" "$name" -- echo never
