@@ -76,7 +76,7 @@ double bench_median_of(const bench_contestant *c, int rounds)
 
 double bench_median_ratio(const bench_contestant *a, const bench_contestant *b, int rounds)
 {
-    double ratios[BENCH_MAX_ROUNDS];
+    double ratios[BENCH_MAX_ROUNDS] = {0};
     for (int r = 0; r < rounds; r++)
         ratios[r] = a->rounds[r] / b->rounds[r];
     return bench_median(ratios, (size_t)rounds);

@@ -62,8 +62,9 @@ static void read_pipelined_true(const char *what)
     PGresult *res = PQgetResult(conn);
     if (res == NULL)
         bench_fail("%s: no result: %s", what, PQerrorMessage(conn));
-    bench_pq_expect_true(res, what);
-    if ((res = PQgetResult(conn)) != NULL)
+    bench_pq_expect_true(res, what); /* clears res */
+    res = PQgetResult(conn);
+    if (res != NULL)
         bench_fail("%s: more than one result", what);
 }
 

@@ -2,7 +2,7 @@
 # clang-tidy's checks are chosen in .clang-tidy, the style in .clang-format.
 
 LINT_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
-LINT_DEFINES := -std=c11 -Iinclude -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) \
+LINT_DEFINES := -Iinclude -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) \
                 -D_POSIX_C_SOURCE=200809L -DVECTOR_DIR='"tests/vectors"'
 
 .PHONY: lint lint-cppcheck lint-tidy lint-format format deps-lint
@@ -14,11 +14,11 @@ lint: lint-format lint-cppcheck lint-tidy
 
 lint-cppcheck: | deps-lint deps-pq-test
 	cppcheck --enable=warning,performance,portability --error-exitcode=1 --quiet \
-	    --inline-suppr $(LINT_DEFINES) $(filter %.c,$(LINT_SOURCES))
+	    --inline-suppr --std=c11 $(LINT_DEFINES) $(filter %.c,$(LINT_SOURCES))
 	@echo "cppcheck: clean"
 
 lint-tidy: | deps-lint deps-pq-test
-	@clang-tidy --quiet $(filter %.c,$(LINT_SOURCES)) -- $(LINT_DEFINES) 2>/dev/null \
+	@clang-tidy --quiet $(filter %.c,$(LINT_SOURCES)) -- -std=c11 $(LINT_DEFINES) 2>/dev/null \
 	    | grep -E 'warning:|error:' && exit 1 || echo "clang-tidy: clean"
 
 lint-format: | deps-lint

@@ -230,8 +230,9 @@ static void jitter_from_the_callers_randomness(void **state)
     o.random = always;
     o.random_user = &value;
     use(m, o);
-    int64_t sleeps[64], at[64];
+    int64_t sleeps[64] = {0}, at[64] = {0};
     size_t n = refused_until_done(m, 5000, sleeps, at, 64);
+    assert_true(n >= 5);
     /* 350 mod (ceiling + 1): 100 -> 47, 200 -> 149, 400 -> 350, 800 -> 350, 1000 -> 350. */
     static const int64_t expected[] = {47, 149, 350, 350, 350};
     for (size_t i = 0; i < 5; i++)

@@ -62,7 +62,7 @@ static void long_keys_are_cut_in_messages(void **state)
     char expected[ADVLOCK_MESSAGE_MAX];
     memcpy(expected, "Could not acquire migration lock for '", 38);
     memset(expected + 38, 'x', ADVLOCK_KEY_ECHO_MAX);
-    strcpy(expected + 38 + ADVLOCK_KEY_ECHO_MAX, "...' within 1s.");
+    memcpy(expected + 38 + ADVLOCK_KEY_ECHO_MAX, "...' within 1s.", sizeof "...' within 1s.");
     assert_string_equal(msg, expected);
     free(key);
 }
