@@ -234,7 +234,7 @@ static void test_cancel_while_the_lock_is_being_granted(void **state)
     char pid[16], buf[64];
     snprintf(pid, sizeof pid, "%d", PQbackendPID(f->b));
     pgt_query(f->observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
-              pid, NULL);
+              pid, (char *)NULL);
     assert_string_equal(buf, advlock_sql_text(ADVLOCK_SQL_UNLOCK));
 }
 
@@ -372,7 +372,7 @@ static void test_statements_dropped_and_open_transaction(void **state)
     release(&f->aa, f->key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
     assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
-    assert_int_equal(pgt_query_int(f->a, "SELECT 1", NULL), 1);
+    assert_int_equal(pgt_query_int(f->a, "SELECT 1", (char *)NULL), 1);
     pgt_exec(f->a, "COMMIT");
 }
 

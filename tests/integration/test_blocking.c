@@ -369,7 +369,7 @@ static void test_terminated_mid_statement(void **state)
 static long long prepared_count(PGconn *conn)
 {
     return pgt_query_int(conn, "SELECT count(*) FROM pg_prepared_statements"
-                               " WHERE name LIKE 'advlock\\_%'", NULL);
+                               " WHERE name LIKE 'advlock\\_%'", (char *)NULL);
 }
 
 static void test_statements_dropped_behind_its_back(void **state)
@@ -422,7 +422,7 @@ static void test_open_transaction_is_never_aborted(void **state)
     assert_int_equal(release(&f->sa, f->key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
     assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
-    assert_int_equal(pgt_query_int(f->a, "SELECT 1", NULL), 1);
+    assert_int_equal(pgt_query_int(f->a, "SELECT 1", (char *)NULL), 1);
     assert_int_equal(prepared_count(f->a), 0); /* sent unnamed */
     pgt_exec(f->a, "COMMIT");
 

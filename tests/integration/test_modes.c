@@ -300,7 +300,7 @@ static void test_transaction_scope_blocking(void **state)
     assert_int_equal(pgt_query_int(f->a,
                                    "SELECT count(*) FROM pg_prepared_statements"
                                    " WHERE statement LIKE '%xact%'",
-                                   NULL),
+                                   (char *)NULL),
                      0);
     blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);

@@ -106,7 +106,7 @@ static void expect_nothing_left(fixture *f, PGconn *session)
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, -1, session), 0);
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, 0, NULL), 0);
     assert_int_equal(PQtransactionStatus(session), PQTRANS_IDLE);
-    assert_int_equal(pgt_query_int(session, "SELECT 1", NULL), 1);
+    assert_int_equal(pgt_query_int(session, "SELECT 1", (char *)NULL), 1);
 }
 
 static void expect_timeout_message(const fixture *f, const advlock_pq_report *r,
