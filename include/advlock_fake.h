@@ -303,9 +303,14 @@ ADVLOCK_API int advlock_fake_db_is_waiting(const advlock_fake_db *db, int pid);
 /*
  * Cancels a session's waiting statement, as pg_cancel_backend does: the
  * session leaves the queue and its statement ends with 57014 (collect it
- * with advlock_fake_db_poll()). Returns 1 if a waiting statement was
- * cancelled, 0 if the session was not waiting (nothing changes), or
- * ADVLOCK_EINVAL for db NULL or a pid that is not open.
+ * with advlock_fake_db_poll()). A statement whose wait was granted but whose
+ * result has not been collected yet is still running on the server (its
+ * backend has not returned from the lock wait): the cancel ends it with
+ * 57014 all the same, as PostgreSQL does, and the lock stays granted (a
+ * session-level one; a transaction-level one ends with the transaction the
+ * error aborts). Returns 1 if a statement was cancelled, 0 if the session
+ * was in none (nothing changes), or ADVLOCK_EINVAL for db NULL or a pid
+ * that is not open.
  */
 ADVLOCK_API int advlock_fake_db_cancel(advlock_fake_db *db, int pid);
 

@@ -393,6 +393,38 @@ static void lock_rows_are_ordered_and_bounded(void **state)
     assert_int_equal(rows[1].mode, ADVLOCK_FAKE_SHARED);
 }
 
+/* A cancel that reaches a waiter after the grant, before its statement has
+ * finished, ends the statement with 57014; the session keeps the lock (a
+ * transaction-level one goes with the aborted transaction). */
+static void a_cancel_after_the_grant_still_ends_the_statement(void **state)
+{
+    fixture *f = *state;
+    advlock_fake_result r;
+    assert_int_equal(st(f, f->a, TRY, K), ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(st(f, f->b, LOCK, K), ADVLOCK_FAKE_WAITING);
+    assert_int_equal(st(f, f->a, UNLOCK, K), ADVLOCK_FAKE_ROW_TRUE); /* grants b */
+    assert_int_equal(advlock_fake_db_is_waiting(&f->db, f->b), 0);
+    assert_int_equal(advlock_fake_db_cancel(&f->db, f->b), 1);
+    assert_int_equal(advlock_fake_db_poll(&f->db, f->b, &r), 1);
+    assert_string_equal(r.sqlstate, "57014");
+    assert_string_equal(r.message, "canceling statement due to user request");
+    assert_int_equal(held(f, f->b, K, ADVLOCK_FAKE_EXCLUSIVE, 0), 1);
+    assert_int_equal(advlock_fake_db_cancel(&f->db, f->b), 0); /* idle now: nothing */
+
+    /* Inside a block the error aborts it: the transaction lock is gone. */
+    assert_int_equal(run0(f, f->c, "BEGIN").status, ADVLOCK_FAKE_COMMAND_OK);
+    assert_int_equal(st(f, f->c, XLOCK, K2), ADVLOCK_FAKE_ROW_VOID);
+    assert_int_equal(run0(f, f->d, "BEGIN").status, ADVLOCK_FAKE_COMMAND_OK);
+    assert_int_equal(st(f, f->d, XLOCK, K2), ADVLOCK_FAKE_WAITING);
+    assert_int_equal(run0(f, f->c, "COMMIT").status, ADVLOCK_FAKE_COMMAND_OK); /* grants d */
+    assert_int_equal(held(f, f->d, K2, ADVLOCK_FAKE_EXCLUSIVE, 1), 1);
+    assert_int_equal(advlock_fake_db_cancel(&f->db, f->d), 1);
+    assert_int_equal(held(f, f->d, K2, ADVLOCK_FAKE_EXCLUSIVE, 1), 0);
+    assert_int_equal(advlock_fake_db_poll(&f->db, f->d, &r), 1);
+    assert_string_equal(r.sqlstate, "57014");
+    assert_string_equal(run(f, f->d, TRY, K2).sqlstate, "25P02");
+}
+
 /* The holders query (ADVLOCK_SQL_HOLDERS) as PostgreSQL answers it: pg_locks
  * rows joined with pg_stat_activity, times from the database's clock and
  * now() the start of the querying transaction. */
@@ -511,6 +543,8 @@ int main(void)
             waiting_transaction_lock_outside_a_block_ends_with_its_statement, setup, teardown),
         cmocka_unit_test_setup_teardown(closing_a_waiting_session_leaves_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(lock_rows_are_ordered_and_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_cancel_after_the_grant_still_ends_the_statement, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(the_holders_query_answers_from_the_lock_table, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(the_consistency_check_can_fail, setup, teardown),

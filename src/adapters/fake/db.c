@@ -276,7 +276,16 @@ int advlock_fake_db_cancel(advlock_fake_db *db, int pid)
     int slot = fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
-    if (db->sessions_[slot].wait_ != WAIT_QUEUED)
+    advlock_fake_session_ *s = &db->sessions_[slot];
+    if (s->wait_ == WAIT_ENDED && s->wait_result_ == WAIT_GRANTED) {
+        /* ProcSleep's CHECK_FOR_INTERRUPTS after the wake-up: the grant is
+         * in the lock table already, and the error only aborts the
+         * transaction. */
+        s->wait_result_ = WAIT_CANCELLED;
+        db_statement_failed(db, slot);
+        return 1;
+    }
+    if (s->wait_ != WAIT_QUEUED)
         return 0;
     db_wait_ended(db, slot, WAIT_CANCELLED);
     return 1;

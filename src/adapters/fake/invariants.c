@@ -77,8 +77,8 @@ static int check_agreement(const advlock_sim *sim, counts_t counts, char *why, s
         const advlock_sim_client_ *cl = &sim->clients_[c];
         if (cl->session_ != SESSION_OPEN)
             continue;
-        int settled = (cl->query_ != QUERY_TO_CLIENT || cl->transit_delta_ == 0)
-                      && !cl->txn_end_in_flight_;
+        int answering = cl->query_ == QUERY_TO_CLIENT || cl->query_ == QUERY_RETURNING;
+        int settled = (!answering || cl->transit_delta_ == 0) && !cl->txn_end_in_flight_;
         int same = settled;
         for (int k = 0; same && k < sim->nkeys_; k++)
             same = sim_same_holds(counts[c][k], cl->server_view_[k])
@@ -94,8 +94,7 @@ static int check_agreement(const advlock_sim *sim, counts_t counts, char *why, s
                                 cl->server_view_[k][j]);
                 if (cl->txn_end_in_flight_ && sim_kind_is_xact(j))
                     continue;
-                int in_flight = cl->query_ == QUERY_TO_CLIENT && k == cl->key_index_
-                                        && j == cl->op_kind_
+                int in_flight = answering && k == cl->key_index_ && j == cl->op_kind_
                                     ? cl->transit_delta_
                                     : 0;
                 if (cl->server_view_[k][j] - cl->client_view_[k][j] != in_flight)

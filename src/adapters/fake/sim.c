@@ -224,6 +224,7 @@ static int handle(advlock_sim *sim, const advlock_sim_event_ *ev)
     case EV_REAP: return on_reap(sim, (int)ev->arg_);
     case EV_CANCEL_LAND: return sim_on_cancel_land(sim, (int)ev->arg_);
     case EV_DEADLOCK: return sim_on_deadlock_check(sim, c, ev->serial_);
+    case EV_RETURN: return sim_on_return(sim, c, ev->serial_);
     case EV_STALL:
         sim_reading(sim, cl);
         advlock_fake_clock_stall(&cl->clock_, ev->arg_);
@@ -248,6 +249,7 @@ static int stale(const advlock_sim *sim, const advlock_sim_event_ *ev)
     case EV_WAKE: return !cl->busy_ || ev->serial_ != cl->timer_serial_;
     case EV_CANCEL: return !cl->busy_ || ev->serial_ != cl->op_serial_;
     case EV_DEADLOCK: return cl->query_ != QUERY_WAITING || ev->serial_ != cl->wait_serial_;
+    case EV_RETURN: return cl->query_ != QUERY_RETURNING || ev->serial_ != cl->wait_serial_;
     default: return 0;
     }
 }

@@ -20,7 +20,8 @@ enum sim_event_kind {
     EV_STALL,       /* the client's clock stalls (arg: ms) */
     EV_JUMP,        /* the client's clock jumps (arg: ms) */
     EV_CANCEL_LAND, /* a cancel request reaches the server (arg: pid) */
-    EV_DEADLOCK     /* deadlock_timeout after a wait began (serial: wait) */
+    EV_DEADLOCK,    /* deadlock_timeout after a wait began (serial: wait) */
+    EV_RETURN       /* a granted waiter's statement finishes (serial: wait) */
 };
 
 /* Schedules an event at at_ms (never before now); 0, or -1 when full. */
@@ -32,7 +33,9 @@ int sim_next_event(advlock_sim *sim, advlock_sim_event_ *out);
 /* ---- client session and query states ---- */
 
 enum { SESSION_OPEN, SESSION_KILLED, SESSION_LOST };
-enum { QUERY_NONE, QUERY_TO_SERVER, QUERY_WAITING, QUERY_TO_CLIENT };
+/* A granted wait is QUERY_RETURNING until its statement finishes (later in
+ * the same millisecond): a cancel landing first still ends it with 57014. */
+enum { QUERY_NONE, QUERY_TO_SERVER, QUERY_WAITING, QUERY_RETURNING, QUERY_TO_CLIENT };
 enum { SLOT_NONE = -1, SLOT_ORPHAN = -2 };
 
 /* pg_stat_activity states a holders row can show; rows_[].state indexes it. */
@@ -170,6 +173,8 @@ int sim_send(advlock_sim *sim, int c, const char *sql, int is_lock);
 int sim_on_arrive(advlock_sim *sim, int c);
 /* Collects the answers of waits that ended (granted, cancelled, deadlocked). */
 int sim_collect_waits(advlock_sim *sim);
+/* A granted waiter's statement finishes: its answer leaves the server. */
+int sim_on_return(advlock_sim *sim, int c, uint64_t serial);
 int sim_on_cancel_land(advlock_sim *sim, int pid);
 int sim_on_deadlock_check(advlock_sim *sim, int c, uint64_t serial);
 int sim_on_kill(advlock_sim *sim, int c);

@@ -178,7 +178,7 @@ static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
     case ADVLOCK_FAILED:
         if (a->error == ADVLOCK_ECONNLOST)
             sim_forget_holds(cl);
-        else if (cl->client_view_[k][kind] > cl->belief_[k][kind])
+        else if (cl->step_.kind == ADVLOCK_SIM_ACQUIRE && !cl->query_is_lock_)
             cl->unsure_ = 1; /* undoing an unwanted grant failed (error or NULL): documented */
         break;
     default: break; /* TIMED_OUT, CANCELLED hold nothing new; ENDS_WITH_TRANSACTION keeps it */

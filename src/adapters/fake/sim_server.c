@@ -230,44 +230,77 @@ int sim_on_arrive(advlock_sim *sim, int c)
 static int send_back(advlock_sim *sim, int c)
 {
     advlock_sim_client_ *cl = &sim->clients_[c];
-    sim->waiting_--;
     cl->query_ = QUERY_TO_CLIENT;
     cl->deliver_ms_ = sim->now_ms_ + cl->return_ms_;
     return sim_must_schedule(sim, cl->deliver_ms_, EV_DELIVER, c, cl->op_serial_, 0);
 }
 
+/* How the statement ended, now that it has: granted (TRUE), or an error. */
+static int collect(advlock_sim *sim, int c)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    advlock_fake_result r;
+    if (advlock_fake_db_poll(&sim->db_, cl->pid_, &r) != 1)
+        return sim_violation(sim, c, "a waiting client's session vanished behind its back");
+    if (r.status == ADVLOCK_FAKE_ROW_VOID) {
+        set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
+    } else {
+        set_result(cl, ADVLOCK_RESULT_SERVER_ERROR, r.sqlstate, r.message);
+        failed_at_server(sim, cl);
+    }
+    return send_back(sim, c);
+}
+
+/* A grant is in the lock table the moment a holder lets go; the waiter's
+ * backend then wakes and finishes its statement, later in the same
+ * millisecond. A cancel that lands first still ends the statement with
+ * 57014, the lock granted all the same (PostgreSQL's ProcSleep checks for
+ * interrupts after waking): the race the machine's undo after a 57014 is
+ * for. Cancels and deadlocks end the statement at once. */
 int sim_collect_waits(advlock_sim *sim)
 {
     for (int c = 0; c < sim->nclients_; c++) {
         advlock_sim_client_ *cl = &sim->clients_[c];
-        if (cl->query_ != QUERY_WAITING)
+        if (cl->query_ != QUERY_WAITING || advlock_fake_db_is_waiting(&sim->db_, cl->pid_))
             continue;
-        advlock_fake_result r;
-        int rc = advlock_fake_db_poll(&sim->db_, cl->pid_, &r);
-        if (rc == 0)
-            continue;
-        if (rc != 1)
+        sim->waiting_--;
+        int slot = fake_db_slot(&sim->db_, cl->pid_), rc;
+        if (slot < 0)
             return sim_violation(sim, c, "a waiting client's session vanished behind its back");
-        if (r.status == ADVLOCK_FAKE_ROW_VOID) {
+        const advlock_fake_session_ *s = &sim->db_.sessions_[slot];
+        if (s->wait_ == WAIT_ENDED && s->wait_result_ == WAIT_GRANTED) {
             granted(cl);
-            set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
+            cl->query_ = QUERY_RETURNING;
+            rc = sim_must_schedule(sim, sim->now_ms_, EV_RETURN, c, cl->wait_serial_, 0);
         } else {
-            set_result(cl, ADVLOCK_RESULT_SERVER_ERROR, r.sqlstate, r.message);
-            failed_at_server(sim, cl);
+            rc = collect(sim, c);
         }
-        rc = send_back(sim, c);
         if (rc != 0)
             return rc;
     }
     return 0;
 }
 
-/* pg_cancel_backend: it cancels whatever the session is waiting in when the
- * request lands (a later statement, even), and nothing if it waits in none. */
+int sim_on_return(advlock_sim *sim, int c, uint64_t serial)
+{
+    advlock_sim_client_ *cl = &sim->clients_[c];
+    if (cl->query_ != QUERY_RETURNING || serial != cl->wait_serial_)
+        return 0;
+    return collect(sim, c);
+}
+
+/* pg_cancel_backend: it cancels whatever statement the session is in when
+ * the request lands (a later one, even), and nothing if it is idle. */
 int sim_on_cancel_land(advlock_sim *sim, int pid)
 {
-    if (advlock_fake_db_is_waiting(&sim->db_, pid))
-        advlock_fake_db_cancel(&sim->db_, pid);
+    int slot = fake_db_slot(&sim->db_, pid);
+    if (slot < 0 || advlock_fake_db_cancel(&sim->db_, pid) != 1)
+        return 0;
+    /* A statement granted but not yet finished: its error aborts the
+     * transaction block now, and the transaction's locks with it. */
+    int c = sim->slot_owner_[slot];
+    if (c >= 0 && sim->clients_[c].query_ == QUERY_RETURNING)
+        failed_at_server(sim, &sim->clients_[c]);
     return 0;
 }
 
@@ -295,8 +328,11 @@ int sim_on_kill(advlock_sim *sim, int c)
     cl->session_ = SESSION_KILLED;
     server_forgets(cl);
     sim->stats_.faults++;
-    if (cl->query_ != QUERY_WAITING)
+    if (cl->query_ != QUERY_WAITING && cl->query_ != QUERY_RETURNING)
         return 0;
+    if (cl->query_ == QUERY_WAITING)
+        sim->waiting_--;
+    cl->transit_delta_ = 0;
     cl->session_ = SESSION_LOST;
     set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
                "terminating connection due to administrator command");
