@@ -25,8 +25,8 @@ double bench_cpu_seconds(void)
 {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6
-           + (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec / 1e6;
+    return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec
+           + (double)u.ru_stime.tv_usec / 1e6;
 }
 
 void bench_sleep_until_ns(int64_t at_ns)
@@ -237,8 +237,9 @@ double bench_callgrind(const char *toggle, const char *const *args, const char *
     char toggle_option[256], out_option[96];
     snprintf(toggle_option, sizeof toggle_option, "--toggle-collect=%s", toggle);
     snprintf(out_option, sizeof out_option, "--callgrind-out-file=%s", out_file);
-    const char *argv[MAX_ARGS] = {"valgrind", "--tool=callgrind", "--quiet",
-                                  "--collect-atstart=no", toggle_option, out_option, self};
+    const char *argv[MAX_ARGS] = {
+        "valgrind",    "--tool=callgrind", "--quiet", "--collect-atstart=no",
+        toggle_option, out_option,         self};
     int argc = 7;
     for (; *args != NULL; args++) {
         if (argc == MAX_ARGS - 1)

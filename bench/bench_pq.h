@@ -17,7 +17,7 @@ PGconn *bench_pq_connect(void);
 
 /* Raw statement names, distinct from the adapters' "advlock_..." ones. */
 #define BENCH_PQ_TRY_LOCK "bench_try_lock"
-#define BENCH_PQ_UNLOCK "bench_unlock"
+#define BENCH_PQ_UNLOCK   "bench_unlock"
 
 /* Prepares BENCH_PQ_TRY_LOCK and BENCH_PQ_UNLOCK on conn, each with one
  * int8 parameter; exits on failure. */

@@ -94,8 +94,7 @@ static void remember_result(void *last_result, const advlock_event *e)
  * reference can be set. Returns 1 when the policy is in force, 0 when not
  * (the run then reports the policy as pending and measures nothing).
  */
-static int apply_policy(advlock_pq_async *adapter, enum policy policy, int client,
-                        int *last_result)
+static int apply_policy(advlock_pq_async *adapter, enum policy policy, int client, int *last_result)
 {
 #if BENCH_PQ_TAKES_OPTIONS && BENCH_CORE_HAS_JITTER && BENCH_CORE_HAS_SERVER_WAIT
     advlock_options options;
@@ -127,7 +126,7 @@ typedef struct client {
     PGconn *conn;
     advlock_pq_async adapter;
     enum step step;
-    int64_t step_at_ns;   /* THINKING, HOLDING: when the step ends */
+    int64_t step_at_ns; /* THINKING, HOLDING: when the step ends */
     int64_t acquire_start_ns;
     int last_result; /* the last lock query's answer in this acquire, or -1 */
 } client;
@@ -246,7 +245,8 @@ static void start_acquire(int i, int64_t now_ns)
 {
     client *c = &clients[i];
     if (advlock_pq_async_start_acquire(&c->adapter, lock_name, sizeof lock_name - 1, timeout_ms,
-                                       advlock_pq_now_ms()) != 0)
+                                       advlock_pq_now_ms())
+        != 0)
         bench_fail("client %d: cannot start an acquire", i);
     c->step = ACQUIRING;
     c->acquire_start_ns = now_ns;
@@ -259,7 +259,8 @@ static void start_release(int i, int64_t now_ns)
     now_stats.last_release_ns = now_ns;
     now_stats.last_holder = i;
     if (advlock_pq_async_start_release(&c->adapter, lock_name, sizeof lock_name - 1,
-                                       advlock_pq_now_ms()) != 0)
+                                       advlock_pq_now_ms())
+        != 0)
         bench_fail("client %d: cannot start a release", i);
     c->step = RELEASING;
 }
@@ -429,7 +430,8 @@ static double round_of_contention(void *arg)
     per_round[0][r] = s->handoffs > 0 ? bench_percentile(handoff_ms, s->handoffs, 50) : NAN;
     per_round[1][r] = s->handoffs > 0 ? bench_percentile(handoff_ms, s->handoffs, 99) : NAN;
     per_round[2][r] = s->waits > 0 ? bench_percentile(wait_ms, s->waits, 99) : NAN;
-    per_round[3][r] = s->handoffs > 0 ? 100.0 * (double)s->changed_hands / (double)s->handoffs : NAN;
+    per_round[3][r] =
+        s->handoffs > 0 ? 100.0 * (double)s->changed_hands / (double)s->handoffs : NAN;
     total_timeouts += s->timeouts;
     return (double)s->acquisitions / seconds;
 }
@@ -475,7 +477,7 @@ static double median_of_rounds(const double *values, int rounds)
 
 int main(int argc, char **argv)
 {
-    static const char *const options[] = {"--policy", "--seconds", "--rounds", "--clients",
+    static const char *const options[] = {"--policy",  "--seconds",  "--rounds",     "--clients",
                                           "--hold-ms", "--think-ms", "--timeout-ms", NULL};
     bench_check_options(argc, argv, options);
     enum policy policy = parse_policy(bench_option_text(argc, argv, "--policy", "reference"));
@@ -499,7 +501,8 @@ int main(int argc, char **argv)
         used += snprintf(label + used, sizeof label - (size_t)used, "_think%gms",
                          (double)think_ns / 1e6);
     if (timeout_ms != DEFAULT_TIMEOUT_MS)
-        snprintf(label + used, sizeof label - (size_t)used, "_timeout%lldms", (long long)timeout_ms);
+        snprintf(label + used, sizeof label - (size_t)used, "_timeout%lldms",
+                 (long long)timeout_ms);
 
     for (int i = 0; i < client_count; i++) {
         clients[i].conn = bench_pq_connect();
@@ -532,7 +535,8 @@ int main(int argc, char **argv)
 
     double rtt = bench_median_of(&c[0], rounds);
     double rate = bench_median_of(&c[1], rounds);
-    double p50 = median_of_rounds(per_round[0], rounds), p99 = median_of_rounds(per_round[1], rounds);
+    double p50 = median_of_rounds(per_round[0], rounds),
+           p99 = median_of_rounds(per_round[1], rounds);
     double ideal_rate = 1000.0 / ((double)hold_ns / 1e6 + rtt);
     char name[160], limit[96];
 
@@ -545,20 +549,19 @@ int main(int argc, char **argv)
     snprintf(name, sizeof name, "%s_handoff_p99_ms", label);
     bench_emit(&(bench_figure){name, p99, "ms", limit, p99 / rtt, NULL, -1});
     snprintf(name, sizeof name, "%s_changed_hands", label);
-    bench_emit(&(bench_figure){name, median_of_rounds(per_round[3], rounds), "% of hand-offs",
-                               NULL, NAN, NULL, -1});
+    bench_emit(&(bench_figure){name, median_of_rounds(per_round[3], rounds), "% of hand-offs", NULL,
+                               NAN, NULL, -1});
     snprintf(name, sizeof name, "%s_acquire_wait_p99_ms", label);
-    bench_emit(&(bench_figure){name, median_of_rounds(per_round[2], rounds), "ms", NULL, NAN, NULL,
-                               -1});
+    bench_emit(
+        &(bench_figure){name, median_of_rounds(per_round[2], rounds), "ms", NULL, NAN, NULL, -1});
     snprintf(name, sizeof name, "%s_timeouts", label);
     bench_emit(&(bench_figure){name, (double)total_timeouts, "timeouts", NULL, NAN, NULL, -1});
     snprintf(name, sizeof name, "%s_leaked_locks", label);
     snprintf(limit, sizeof limit, "%ld timed-out or cancelled acquires", failed_acquires);
-    bench_emit(&(bench_figure){name, (double)leaked_locks, "locks", limit,
-                               failed_acquires > 0
-                                   ? (double)leaked_locks / (double)failed_acquires
-                                   : NAN,
-                               "= 0", leaked_locks == 0});
+    bench_emit(
+        &(bench_figure){name, (double)leaked_locks, "locks", limit,
+                        failed_acquires > 0 ? (double)leaked_locks / (double)failed_acquires : NAN,
+                        "= 0", leaked_locks == 0});
     if (leaked_locks > 0)
         bench_note("%s: LEAK: %ld times a session held the lock while its client did not know "
                    "it: after %ld acquires that ended timed out and %ld that ended cancelled, "

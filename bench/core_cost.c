@@ -103,8 +103,7 @@ static advlock_result serve(int pid, advlock_action query)
  * linkage: a static one could be renamed by the optimiser. */
 #define MEASURED __attribute__((noinline))
 
-MEASURED advlock_action measured_acquire_start(advlock_machine *m, int64_t timeout,
-                                               int64_t now);
+MEASURED advlock_action measured_acquire_start(advlock_machine *m, int64_t timeout, int64_t now);
 MEASURED advlock_action measured_acquire_answer(advlock_machine *m, advlock_result r, int64_t now);
 MEASURED advlock_action measured_release_start(advlock_machine *m, int64_t now);
 MEASURED advlock_action measured_release_answer(advlock_machine *m, advlock_result r, int64_t now);
@@ -272,11 +271,11 @@ static void count_allocations(long n)
     counting = 0;
     /* Per operation: n acquires, n releases, n further attempts. */
     double project = (double)project_allocations / (3.0 * (double)n);
-    bench_emit(&(bench_figure){"core_heap_allocations_per_operation", project, "allocations",
-                               NULL, NAN, "= 0 (project's code)", project_allocations == 0});
+    bench_emit(&(bench_figure){"core_heap_allocations_per_operation", project, "allocations", NULL,
+                               NAN, "= 0 (project's code)", project_allocations == 0});
     bench_emit(&(bench_figure){"core_libcrypto_allocations_per_derivation",
-                               (double)library_allocations / (2.0 * (double)n), "allocations",
-                               NULL, NAN, NULL, -1});
+                               (double)library_allocations / (2.0 * (double)n), "allocations", NULL,
+                               NAN, NULL, -1});
 }
 
 /* ---- callgrind ------------------------------------------------------------ */
@@ -316,16 +315,16 @@ static void count_instructions(long n)
 
     bench_emit(&(bench_figure){"core_acquire_attempt_instructions", acquire_core, "instructions",
                                NULL, NAN, "< 1000 excl. SHA-256", acquire_core < 1000});
-    bench_emit(&(bench_figure){"core_retry_attempt_instructions", retry_core, "instructions",
-                               NULL, NAN, "< 1000 excl. SHA-256", retry_core < 1000});
-    bench_emit(&(bench_figure){"core_release_instructions", release_core, "instructions", NULL,
-                               NAN, NULL, -1});
+    bench_emit(&(bench_figure){"core_retry_attempt_instructions", retry_core, "instructions", NULL,
+                               NAN, "< 1000 excl. SHA-256", retry_core < 1000});
+    bench_emit(&(bench_figure){"core_release_instructions", release_core, "instructions", NULL, NAN,
+                               NULL, -1});
     snprintf(limit, sizeof limit, "2 SHA-256 (%.0f instructions)", 2 * sha);
     double cycle = acquire.total + release.total;
     bench_emit(&(bench_figure){"core_acquire_release_instructions", cycle, "instructions", limit,
                                cycle / (2 * sha), NULL, -1});
-    bench_emit(&(bench_figure){"core_sha256_instructions", sha, "instructions", NULL, NAN, NULL,
-                               -1});
+    bench_emit(
+        &(bench_figure){"core_sha256_instructions", sha, "instructions", NULL, NAN, NULL, -1});
     bench_emit(&(bench_figure){"core_derive_key_overhead_instructions", derive.total - sha,
                                "instructions", NULL, NAN, NULL, -1});
     bench_note("core cost: acquire excl. SHA-256 %.0f = derive-key overhead %.0f (UTF-8 check "

@@ -60,8 +60,9 @@ static cpu_ticks machine_ticks(void)
     unsigned long long v[8] = {0};
     if (f == NULL)
         return t;
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) == 8) {
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7])
+        == 8) {
         for (int i = 0; i < 8; i++)
             t.total += v[i];
         t.busy = t.total - v[3] - v[4]; /* not idle, not waiting for I/O */
@@ -76,9 +77,10 @@ enum step { ACQUIRING, RELEASING, STOPPED };
 
 static void start(int i, enum step *step, int64_t now)
 {
-    int rc = *step == ACQUIRING
-                 ? advlock_pq_async_start_acquire(&adapters[i], names[i], strlen(names[i]), 10000, now)
-                 : advlock_pq_async_start_release(&adapters[i], names[i], strlen(names[i]), now);
+    int rc =
+        *step == ACQUIRING
+            ? advlock_pq_async_start_acquire(&adapters[i], names[i], strlen(names[i]), 10000, now)
+            : advlock_pq_async_start_release(&adapters[i], names[i], strlen(names[i]), now);
     if (rc != 0)
         bench_fail("connection %d: cannot start: %s", i, advlock_strerror(rc));
 }
@@ -230,8 +232,7 @@ static double round_of_way(void *arg)
         cycles = thread_cycles(w->connections, &start_ns);
         set_blocking(w->connections, 0);
     } else {
-        cycles = loop_cycles(w->connections,
-                             advlock_pq_now_ms() + (int64_t)(round_seconds * 1000));
+        cycles = loop_cycles(w->connections, advlock_pq_now_ms() + (int64_t)(round_seconds * 1000));
     }
     double seconds = (double)(bench_now_ns() - start_ns) / 1e9;
     double cpu_used = bench_cpu_seconds() - cpu;
@@ -271,8 +272,8 @@ int main(int argc, char **argv)
         for (int t = 0; t < 2; t++) {
             way *w = &ways[2 * s + t];
             *w = (way){.threaded = t, .connections = sizes[s]};
-            c[2 * s + t] = (bench_contestant){.name = t ? "threads" : "loop",
-                                              .run_round = round_of_way, .arg = w};
+            c[2 * s + t] = (bench_contestant){
+                .name = t ? "threads" : "loop", .run_round = round_of_way, .arg = w};
         }
     /* Warm up both ways on every connection (statements get prepared). */
     double saved = round_seconds;
@@ -293,8 +294,7 @@ int main(int argc, char **argv)
         snprintf(limit, sizeof limit, "%d threads, blocking: %.0f/s", sizes[s],
                  bench_median_of(&c[2 * s + 1], rounds));
         bench_emit(&(bench_figure){name, bench_median_of(&c[2 * s], rounds), "cycles/s", limit,
-                                   ratio, last ? "ratio >= 0.9" : NULL,
-                                   last ? ratio >= 0.9 : -1});
+                                   ratio, last ? "ratio >= 0.9" : NULL, last ? ratio >= 0.9 : -1});
         double loop_cpu = bench_median(loop->cpu_us_per_cycle, (size_t)rounds);
         double threads_cpu = bench_median(threads->cpu_us_per_cycle, (size_t)rounds);
         snprintf(name, sizeof name, "event_loop_c%d_client_cpu_us_per_cycle", sizes[s]);

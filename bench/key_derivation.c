@@ -98,14 +98,14 @@ static int64_t library(void)
 }
 
 /* Each round times `iterations` calls and returns ns per call. */
-#define TIMED_ROUND(function_name, call)                                    \
-    static double function_name(void *arg)                                  \
-    {                                                                       \
-        (void)arg;                                                          \
-        int64_t start = bench_now_ns();                                     \
-        for (long i = 0; i < iterations; i++)                               \
-            sink = (call);                                                  \
-        return (double)(bench_now_ns() - start) / (double)iterations;       \
+#define TIMED_ROUND(function_name, call)                              \
+    static double function_name(void *arg)                            \
+    {                                                                 \
+        (void)arg;                                                    \
+        int64_t start = bench_now_ns();                               \
+        for (long i = 0; i < iterations; i++)                         \
+            sink = (call);                                            \
+        return (double)(bench_now_ns() - start) / (double)iterations; \
     }
 
 TIMED_ROUND(round_library, library())
@@ -133,8 +133,8 @@ int main(int argc, char **argv)
      * each path's one-time setup (the library's per-thread context) before
      * any round is timed. */
     int64_t expected = raw_one_update();
-    if (library() != expected || raw_two_updates() != expected
-        || checked_one_update() != expected || raw_implicit_fetch() != expected)
+    if (library() != expected || raw_two_updates() != expected || checked_one_update() != expected
+        || raw_implicit_fetch() != expected)
         bench_fail("the derivations disagree on the key");
 
     bench_contestant c[] = {

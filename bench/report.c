@@ -109,15 +109,15 @@ static void pad(const char *s, int w)
 
 static void print_table(void)
 {
-    static const char *const heading[] = {"figure", "value", "unit", "compared with",
-                                          "ratio", "goal"};
+    static const char *const heading[] = {"figure",        "value", "unit",
+                                          "compared with", "ratio", "goal"};
     char values[MAX_FIGURES][32];
     int w[6];
     for (int c = 0; c < 6; c++)
         w[c] = width(heading[c]);
     for (size_t i = 0; i < row_count; i++) {
         format_value(values[i], sizeof values[i], rows[i].field[1]);
-        const char *cell[6] = {rows[i].field[0], values[i], rows[i].field[2],
+        const char *cell[6] = {rows[i].field[0], values[i],        rows[i].field[2],
                                rows[i].field[3], rows[i].field[4], rows[i].field[5]};
         for (int c = 0; c < 6; c++)
             if (width(cell[c]) > w[c])
@@ -128,7 +128,7 @@ static void print_table(void)
     }
     printf("\n");
     for (size_t i = 0; i < row_count; i++) {
-        const char *cell[6] = {rows[i].field[0], values[i], rows[i].field[2],
+        const char *cell[6] = {rows[i].field[0], values[i],        rows[i].field[2],
                                rows[i].field[3], rows[i].field[4], rows[i].field[5]};
         for (int c = 0; c < 6; c++)
             pad(cell[c], w[c] + 2);

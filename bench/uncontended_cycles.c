@@ -164,8 +164,9 @@ int main(int argc, char **argv)
     }
     /* Warm up: the adapter prepares its statements, the server's caches
      * and the CPU's settle. */
-    for (contestant_state *s = &adapter; s != NULL;
-         s = s == &adapter ? &raw : s == &raw ? &pipeline : NULL)
+    for (contestant_state *s = &adapter; s != NULL; s = s == &adapter ? &raw
+                                                        : s == &raw   ? &pipeline
+                                                                      : NULL)
         run_cycles(s, cycles / 4 + 1);
 
     bench_contestant c[] = {
@@ -208,11 +209,12 @@ int main(int argc, char **argv)
         bench_emit(&(bench_figure){"uncontended_client_instructions_per_cycle",
                                    adapter_instructions, "instructions", limit,
                                    adapter_instructions / raw_instructions, NULL, -1});
-        bench_note("uncontended, callgrind: the adapter's cycle runs %.0f client instructions to raw "
-                   "libpq's %.0f; %.0f of the %.0f extra hash the lock name (twice per cycle: "
-                   "acquire and release each derive the key)",
-                   adapter_instructions, raw_instructions, adapter_sha - raw_sha,
-                   adapter_instructions - raw_instructions);
+        bench_note(
+            "uncontended, callgrind: the adapter's cycle runs %.0f client instructions to raw "
+            "libpq's %.0f; %.0f of the %.0f extra hash the lock name (twice per cycle: "
+            "acquire and release each derive the key)",
+            adapter_instructions, raw_instructions, adapter_sha - raw_sha,
+            adapter_instructions - raw_instructions);
     }
 
     PQfinish(conn);

@@ -24,7 +24,8 @@ static void acquire(const char *name, int64_t timeout_ms, int64_t held_until_ms)
     int64_t now = 0;
 
     printf("\nacquire '%s', timeout %" PRId64 " ms; another session holds it until t=%" PRId64
-           " ms\n", name, timeout_ms, held_until_ms);
+           " ms\n",
+           name, timeout_ms, held_until_ms);
     int rc = advlock_start_acquire(&m, name, strlen(name), timeout_ms, now);
     if (rc != 0) {
         printf("  cannot start: %s\n", advlock_strerror(rc));
@@ -44,8 +45,8 @@ static void acquire(const char *name, int64_t timeout_ms, int64_t held_until_ms)
             advlock_on_timer(&m, now);
         } else {
             printf("  t=%5" PRId64 "  DONE   %s after %" PRIu64 " attempts%s%s\n", now,
-                   advlock_outcome_name(a.outcome), advlock_attempts(&m),
-                   a.message[0] ? ": " : "", a.message);
+                   advlock_outcome_name(a.outcome), advlock_attempts(&m), a.message[0] ? ": " : "",
+                   a.message);
             return;
         }
     }
@@ -56,8 +57,8 @@ int main(void)
     const char *name = "BrighterMigration_public.Outbox";
     int64_t key = 0;
     advlock_derive_key(name, strlen(name), &key);
-    printf("lock '%s' -> key %" PRId64 " (pg_locks classid %" PRIu32 ", objid %" PRIu32 ")\n",
-           name, key, (uint32_t)((uint64_t)key >> 32), (uint32_t)(uint64_t)key);
+    printf("lock '%s' -> key %" PRId64 " (pg_locks classid %" PRIu32 ", objid %" PRIu32 ")\n", name,
+           key, (uint32_t)((uint64_t)key >> 32), (uint32_t)(uint64_t)key);
 
     acquire(name, 30000, 2345); /* the holder finishes: acquired on a retry */
     acquire(name, 1250, 60000); /* the holder stays: timed out */

@@ -150,8 +150,8 @@ static void acquire(uv_lock *l, const char *name)
     l->name = name;
     l->on_done = got_it;
     l->on_lost = lost;
-    uv_lock_started(l, advlock_pq_async_start_acquire(&l->lock, LOCK_NAME, strlen(LOCK_NAME),
-                                                      10000, (int64_t)uv_now(l->timer.loop)));
+    uv_lock_started(l, advlock_pq_async_start_acquire(&l->lock, LOCK_NAME, strlen(LOCK_NAME), 10000,
+                                                      (int64_t)uv_now(l->timer.loop)));
 }
 
 int main(void)

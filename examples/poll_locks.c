@@ -29,7 +29,7 @@ enum step { NOT_STARTED, ACQUIRING, HOLDING, RELEASING, FINISHED };
 
 typedef struct client {
     const char *name;
-    int64_t start_ms;   /* when it starts acquiring, from the program's start */
+    int64_t start_ms; /* when it starts acquiring, from the program's start */
     int64_t timeout_ms;
     int may_time_out;
     PGconn *conn;
@@ -153,10 +153,8 @@ int main(void)
     for (int i = 0; i < CLIENTS; i++) {
         client *c = &clients[i];
         c->conn = PQconnectdb("application_name=poll_locks");
-        if (PQstatus(c->conn) != CONNECTION_OK
-            || advlock_pq_async_init(&c->lock, c->conn) != 0) {
-            fprintf(stderr, "poll_locks: %s: cannot connect: %s", c->name,
-                    PQerrorMessage(c->conn));
+        if (PQstatus(c->conn) != CONNECTION_OK || advlock_pq_async_init(&c->lock, c->conn) != 0) {
+            fprintf(stderr, "poll_locks: %s: cannot connect: %s", c->name, PQerrorMessage(c->conn));
             return 1;
         }
     }

@@ -44,10 +44,10 @@ static int64_t number(input *in)
     }
 }
 
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond))                                                                         \
-            abort();                                                                         \
+#define CHECK(cond)  \
+    do {             \
+        if (!(cond)) \
+            abort(); \
     } while (0)
 
 typedef struct model {
@@ -55,11 +55,11 @@ typedef struct model {
     advlock_options options;
     int64_t now;
     int64_t key;
-    int acquiring;       /* the operation under way is an acquire */
-    int granted_in_op;   /* the server said TRUE to a lock query in this op */
-    int server_holds;    /* holds of the key the server's table has */
-    int caller_holds;    /* holds the caller was told about */
-    int in_doubt;        /* a NULL or failed unlock: the caller cannot know */
+    int acquiring;     /* the operation under way is an acquire */
+    int granted_in_op; /* the server said TRUE to a lock query in this op */
+    int server_holds;  /* holds of the key the server's table has */
+    int caller_holds;  /* holds the caller was told about */
+    int in_doubt;      /* a NULL or failed unlock: the caller cannot know */
     int done_seen;
     int64_t expected_sleep; /* reference schedule */
 } model;
@@ -86,9 +86,7 @@ static void on_done(model *s)
         if (strstr(a.message, "may still be held") != NULL)
             s->in_doubt = 1;
         break;
-    case ADVLOCK_ENDS_WITH_TRANSACTION:
-        CHECK(s->options.scope == ADVLOCK_TRANSACTION);
-        break;
+    case ADVLOCK_ENDS_WITH_TRANSACTION: CHECK(s->options.scope == ADVLOCK_TRANSACTION); break;
     default: break;
     }
     CHECK(a.message != NULL && a.sqlstate != NULL);
@@ -217,9 +215,11 @@ static void holders(model *s, input *in)
     advlock_holder rows[3];
     size_t n = byte(in) % 4;
     for (size_t i = 0; i < n; i++) {
-        rows[i] = (advlock_holder){.pid = (int)number(in), .granted = byte(in) & 1,
+        rows[i] = (advlock_holder){.pid = (int)number(in),
+                                   .granted = byte(in) & 1,
                                    .application_name = byte(in) & 1 ? "app" : NULL,
-                                   .state = "idle", .seconds = number(in)};
+                                   .state = "idle",
+                                   .seconds = number(in)};
     }
     advlock_machine before = s->m;
     int rc = advlock_on_holders(&s->m, rows, n, s->now);

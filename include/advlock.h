@@ -108,17 +108,17 @@ ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
  * by this identifier.
  */
 typedef enum advlock_sql {
-    ADVLOCK_SQL_TRY_LOCK = 0,              /* SELECT pg_try_advisory_lock($1) */
-    ADVLOCK_SQL_UNLOCK = 1,                /* SELECT pg_advisory_unlock($1) */
-    ADVLOCK_SQL_TRY_LOCK_SHARED = 2,       /* SELECT pg_try_advisory_lock_shared($1) */
-    ADVLOCK_SQL_UNLOCK_SHARED = 3,         /* SELECT pg_advisory_unlock_shared($1) */
-    ADVLOCK_SQL_TRY_XACT_LOCK = 4,         /* SELECT pg_try_advisory_xact_lock($1) */
-    ADVLOCK_SQL_TRY_XACT_LOCK_SHARED = 5,  /* SELECT pg_try_advisory_xact_lock_shared($1) */
-    ADVLOCK_SQL_LOCK = 6,                  /* SELECT pg_advisory_lock($1) */
-    ADVLOCK_SQL_LOCK_SHARED = 7,           /* SELECT pg_advisory_lock_shared($1) */
-    ADVLOCK_SQL_XACT_LOCK = 8,             /* SELECT pg_advisory_xact_lock($1) */
-    ADVLOCK_SQL_XACT_LOCK_SHARED = 9,      /* SELECT pg_advisory_xact_lock_shared($1) */
-    ADVLOCK_SQL_HOLDERS = 10,              /* who holds and waits for key $1 */
+    ADVLOCK_SQL_TRY_LOCK = 0,             /* SELECT pg_try_advisory_lock($1) */
+    ADVLOCK_SQL_UNLOCK = 1,               /* SELECT pg_advisory_unlock($1) */
+    ADVLOCK_SQL_TRY_LOCK_SHARED = 2,      /* SELECT pg_try_advisory_lock_shared($1) */
+    ADVLOCK_SQL_UNLOCK_SHARED = 3,        /* SELECT pg_advisory_unlock_shared($1) */
+    ADVLOCK_SQL_TRY_XACT_LOCK = 4,        /* SELECT pg_try_advisory_xact_lock($1) */
+    ADVLOCK_SQL_TRY_XACT_LOCK_SHARED = 5, /* SELECT pg_try_advisory_xact_lock_shared($1) */
+    ADVLOCK_SQL_LOCK = 6,                 /* SELECT pg_advisory_lock($1) */
+    ADVLOCK_SQL_LOCK_SHARED = 7,          /* SELECT pg_advisory_lock_shared($1) */
+    ADVLOCK_SQL_XACT_LOCK = 8,            /* SELECT pg_advisory_xact_lock($1) */
+    ADVLOCK_SQL_XACT_LOCK_SHARED = 9,     /* SELECT pg_advisory_xact_lock_shared($1) */
+    ADVLOCK_SQL_HOLDERS = 10,             /* who holds and waits for key $1 */
     ADVLOCK_SQL_COUNT = 11
 } advlock_sql;
 
@@ -149,9 +149,9 @@ ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
 typedef enum advlock_result {
     ADVLOCK_RESULT_TRUE = 0,
     ADVLOCK_RESULT_FALSE = 1,
-    ADVLOCK_RESULT_NULL = 2,            /* one row, one SQL NULL value */
-    ADVLOCK_RESULT_SERVER_ERROR = 3,    /* the server rejected the query */
-    ADVLOCK_RESULT_CONNECTION_LOST = 4  /* no answer will ever come */
+    ADVLOCK_RESULT_NULL = 2,           /* one row, one SQL NULL value */
+    ADVLOCK_RESULT_SERVER_ERROR = 3,   /* the server rejected the query */
+    ADVLOCK_RESULT_CONNECTION_LOST = 4 /* no answer will ever come */
 } advlock_result;
 
 /* What the driver must do next. */
@@ -196,26 +196,26 @@ typedef struct advlock_action {
     advlock_action_kind kind;
 
     /* QUERY (and CANCEL_QUERY: the query in flight) */
-    advlock_sql sql;     /* which statement, for drivers that prepare them */
+    advlock_sql sql;      /* which statement, for drivers that prepare them */
     const char *sql_text; /* its text, as advlock_sql_text(sql) */
-    int64_t param;       /* the value of $1 */
+    int64_t param;        /* the value of $1 */
 
     /* SLEEP: when to call advlock_on_timer(). QUERY: when to call it if the
      * query has not answered by then (INT64_MAX: no such deadline; only a
      * server-side wait has one). */
-    int64_t wake_at_ms;  /* absolute deadline on the caller's clock */
-    int64_t sleep_ms;    /* SLEEP: the length the schedule chose */
+    int64_t wake_at_ms; /* absolute deadline on the caller's clock */
+    int64_t sleep_ms;   /* SLEEP: the length the schedule chose */
 
     /* DONE */
     advlock_outcome outcome;
-    int error;           /* 0, or an advlock_error when outcome is FAILED */
+    int error;            /* 0, or an advlock_error when outcome is FAILED */
     const char *sqlstate; /* the server's 5-character SQLSTATE, or "" */
-    const char *message; /* a sentence naming the lock key, or "" */
+    const char *message;  /* a sentence naming the lock key, or "" */
     /* TIMED_OUT with holder diagnostics: the first holder, or pid 0. */
     int holder_pid;
-    int64_t holder_seconds;          /* how long it has held the lock */
-    const char *holder_application;  /* its application_name, or "" */
-    const char *holder_state;        /* its pg_stat_activity state, or "" */
+    int64_t holder_seconds;         /* how long it has held the lock */
+    const char *holder_application; /* its application_name, or "" */
+    const char *holder_state;       /* its pg_stat_activity state, or "" */
 } advlock_action;
 
 /* ---- options ------------------------------------------------------------- */
@@ -316,13 +316,13 @@ ADVLOCK_API void advlock_options_init(advlock_options *o);
 /* One row of ADVLOCK_SQL_HOLDERS, as a driver read it. Strings may be NULL. */
 typedef struct advlock_holder {
     int pid;
-    int granted;                  /* 1: holds the lock; 0: waits for it */
-    const char *mode;             /* "ExclusiveLock", "ShareLock" */
+    int granted;      /* 1: holds the lock; 0: waits for it */
+    const char *mode; /* "ExclusiveLock", "ShareLock" */
     const char *application_name;
-    const char *client;           /* address, or "local" */
-    const char *state;            /* "idle", "active", ... */
+    const char *client; /* address, or "local" */
+    const char *state;  /* "idle", "active", ... */
     const char *backend_start;
-    int64_t seconds;              /* held (holder) or waited (waiter) */
+    int64_t seconds; /* held (holder) or waited (waiter) */
 } advlock_holder;
 
 /*
@@ -333,7 +333,7 @@ typedef struct advlock_holder {
  * of a key appears as the two characters \0 so a message stays one C string.
  */
 #define ADVLOCK_KEY_ECHO_MAX 512
-#define ADVLOCK_MESSAGE_MAX 1024
+#define ADVLOCK_MESSAGE_MAX  1024
 
 /*
  * A lock machine. Allocate it anywhere (stack, static, inside your own
@@ -403,7 +403,7 @@ ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o
  *     ADVLOCK_EMISUSE  an operation is under way (action QUERY or SLEEP).
  */
 ADVLOCK_API int advlock_start_acquire(advlock_machine *m, const char *lock_key, size_t len,
-                          int64_t timeout_ms, int64_t now_ms);
+                                      int64_t timeout_ms, int64_t now_ms);
 
 /*
  * Starts releasing one hold of a lock: QUERY unlock (pg_advisory_unlock, or
@@ -413,7 +413,7 @@ ADVLOCK_API int advlock_start_acquire(advlock_machine *m, const char *lock_key, 
  * for advlock_start_acquire() (without the timeout).
  */
 ADVLOCK_API int advlock_start_release(advlock_machine *m, const char *lock_key, size_t len,
-                          int64_t now_ms);
+                                      int64_t now_ms);
 
 /*
  * Reports the result of the outstanding query.
@@ -427,9 +427,8 @@ ADVLOCK_API int advlock_start_release(advlock_machine *m, const char *lock_key, 
  *     ADVLOCK_EINVAL   m NULL or result not an advlock_result value;
  *     ADVLOCK_EMISUSE  no query is outstanding (action is not QUERY).
  */
-ADVLOCK_API int advlock_on_result(advlock_machine *m, advlock_result result,
-                      const char *sqlstate, const char *message,
-                      int64_t now_ms);
+ADVLOCK_API int advlock_on_result(advlock_machine *m, advlock_result result, const char *sqlstate,
+                                  const char *message, int64_t now_ms);
 
 /*
  * Reports that the cancel request asked for by a CANCEL_QUERY action was

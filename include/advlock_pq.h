@@ -212,26 +212,26 @@ extern "C" {
  * owns it (the nonblocking adapter owns the one it hands out).
  */
 typedef struct advlock_pq_report {
-    advlock_outcome outcome; /* any advlock_outcome: ACQUIRED, RELEASED, NOT_HELD,
-                                TIMED_OUT, CANCELLED, FAILED, ENDS_WITH_TRANSACTION */
-    int error;               /* 0, or the advlock_error when outcome is FAILED */
-    char sqlstate[6];        /* the server's SQLSTATE for a failure ("57P01"), or "" */
+    advlock_outcome outcome;           /* any advlock_outcome: ACQUIRED, RELEASED, NOT_HELD,
+                                          TIMED_OUT, CANCELLED, FAILED, ENDS_WITH_TRANSACTION */
+    int error;                         /* 0, or the advlock_error when outcome is FAILED */
+    char sqlstate[6];                  /* the server's SQLSTATE for a failure ("57P01"), or "" */
     char message[ADVLOCK_MESSAGE_MAX]; /* the core's sentence naming the lock key, or "" */
-    uint64_t attempts;       /* lock queries the acquire sent (0 for a release) */
+    uint64_t attempts;                 /* lock queries the acquire sent (0 for a release) */
 
     /* TIMED_OUT with holder diagnostics (options.diagnose): the first session
      * holding the lock, as the message names it; pid 0 when none was found
      * (or diagnostics were off or failed). */
     int holder_pid;
-    int64_t holder_seconds;       /* how long it has held the lock, as far as the
-                                     server knows: for an idle holder, since its
-                                     last statement ended */
-    char holder_application[64];  /* its application_name, or "" */
-    char holder_state[32];        /* its pg_stat_activity state ("idle", ...), or "" */
+    int64_t holder_seconds;      /* how long it has held the lock, as far as the
+                                    server knows: for an idle holder, since its
+                                    last statement ended */
+    char holder_application[64]; /* its application_name, or "" */
+    char holder_state[32];       /* its pg_stat_activity state ("idle", ...), or "" */
 
     /* Server notices diverted during the operation (see "Server notices"). */
-    unsigned notices;        /* how many arrived */
-    char notice_sqlstate[6]; /* the last one's SQLSTATE ("01000" for a WARNING), or "" */
+    unsigned notices;                 /* how many arrived */
+    char notice_sqlstate[6];          /* the last one's SQLSTATE ("01000" for a WARNING), or "" */
     char notice[ADVLOCK_MESSAGE_MAX]; /* the last one's primary message, or "" */
 } advlock_pq_report;
 
@@ -407,7 +407,7 @@ ADVLOCK_API int advlock_pq_check(advlock_pq_session *s);
 /* ---- nonblocking --------------------------------------------------------- */
 
 /* Socket readiness, both what the adapter waits for and what the loop saw. */
-#define ADVLOCK_PQ_READ 1u
+#define ADVLOCK_PQ_READ  1u
 #define ADVLOCK_PQ_WRITE 2u
 
 /* advlock_pq_async is declared above, with the contract its loop keeps. */

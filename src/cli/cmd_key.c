@@ -15,7 +15,7 @@
 #include "cli.h"
 
 typedef struct key_job {
-    int lookup;           /* --lookup: print matching names instead of keys */
+    int lookup; /* --lookup: print matching names instead of keys */
     uint32_t classid;
     uint32_t objid;
     int bad_keys;

@@ -122,10 +122,10 @@ static void show_progress(const run_options *o, const progress *p, int64_t start
     }
     if (p->retry_at_ms == 0)
         return; /* a try is in flight: the line stays as it was */
-    advlock_format_seconds(p->retry_at_ms > now ? p->retry_at_ms - now : 0, retry,
-                           sizeof retry);
-    fprintf(stderr, "\r\033[Kadvlock: waiting for '%s': attempt %" PRIu64 ", %ss elapsed, "
-                    "next retry in %ss",
+    advlock_format_seconds(p->retry_at_ms > now ? p->retry_at_ms - now : 0, retry, sizeof retry);
+    fprintf(stderr,
+            "\r\033[Kadvlock: waiting for '%s': attempt %" PRIu64 ", %ss elapsed, "
+            "next retry in %ss",
             o->key, p->attempt, elapsed, retry);
 }
 
@@ -212,8 +212,7 @@ static int supervise(pid_t child, advlock_pq_async *a, const run_options *o, int
 
         unsigned wants = *lost ? 0 : advlock_pq_async_wants(a);
         struct pollfd fds[2] = {{.fd = signal_pipe[0], .events = POLLIN},
-                                {.fd = wants ? advlock_pq_async_socket(a) : -1,
-                                 .events = POLLIN}};
+                                {.fd = wants ? advlock_pq_async_socket(a) : -1, .events = POLLIN}};
         if (poll(fds, 2, -1) < 0 && errno != EINTR)
             return -1;
         int sent_to_us, sig;
@@ -227,8 +226,9 @@ static int supervise(pid_t child, advlock_pq_async *a, const run_options *o, int
             *lost = 1;
             cli_error("connection to the server lost while the command ran: lock '%s' is no "
                       "longer held%s",
-                      o->key, o->keep_running ? " (command left running: --keep-running)"
-                                              : "; terminating the command");
+                      o->key,
+                      o->keep_running ? " (command left running: --keep-running)"
+                                      : "; terminating the command");
             if (!o->keep_running)
                 kill(child, SIGTERM);
         }
@@ -309,8 +309,14 @@ static void usage(FILE *to)
 
 static int parse_run_options(int argc, char **argv, run_options *o)
 {
-    enum { OPT_KEEP_RUNNING = 256, OPT_APPLICATION_NAME, OPT_SHARED, OPT_WAIT, OPT_JITTER,
-           OPT_DIAGNOSE };
+    enum {
+        OPT_KEEP_RUNNING = 256,
+        OPT_APPLICATION_NAME,
+        OPT_SHARED,
+        OPT_WAIT,
+        OPT_JITTER,
+        OPT_DIAGNOSE
+    };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
         {"timeout", required_argument, NULL, 'w'},

@@ -17,16 +17,16 @@
  * try-lock succeeded; for a session that ran statements since, it is a lower
  * bound. Waiters have had waitstart since PostgreSQL 14. */
 #define HOLDERS_SQL(waitstart)                                                                 \
-    "SELECT l.granted, l.mode, l.pid, coalesce(a.application_name, '')," \
-    "       coalesce(host(a.client_addr), CASE WHEN a.pid IS NULL THEN '' ELSE 'local' END)," \
-    "       coalesce(a.state, '')," \
-    "       coalesce(to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ'), '')," \
+    "SELECT l.granted, l.mode, l.pid, coalesce(a.application_name, ''),"                       \
+    "       coalesce(host(a.client_addr), CASE WHEN a.pid IS NULL THEN '' ELSE 'local' END),"  \
+    "       coalesce(a.state, ''),"                                                            \
+    "       coalesce(to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ'), ''),"               \
     "       coalesce(floor(extract(epoch FROM now() - CASE WHEN l.granted THEN a.state_change" \
     "                                                    ELSE " waitstart " END))::bigint, 0)" \
-    "  FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid" \
-    " WHERE l.locktype = 'advisory' AND l.objsubid = 1" \
-    "   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())" \
-    "   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint" \
+    "  FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"                          \
+    " WHERE l.locktype = 'advisory' AND l.objsubid = 1"                                        \
+    "   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"     \
+    "   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint"                        \
     " ORDER BY l.granted DESC, l.pid"
 
 static void format_duration(long long seconds, char *buf, size_t size)
@@ -56,7 +56,10 @@ static int show_key(PGconn *conn, const char *sql, const char *name)
     }
     int rows = PQntuples(res);
     int held = rows > 0 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-    printf("%s\t%s\tkey %s\n", name, held ? "held" : rows > 0 ? "free, with waiters" : "free",
+    printf("%s\t%s\tkey %s\n", name,
+           held       ? "held"
+           : rows > 0 ? "free, with waiters"
+                      : "free",
            key_text);
     for (int i = 0; i < rows; i++) {
         int granted = strcmp(PQgetvalue(res, i, 0), "t") == 0;

@@ -12,9 +12,9 @@ PGconn *cli_connect(const char *conninfo, const char *application_name)
     /* Keepalives let the server notice a dead holder within about a minute
      * and release its locks; without them a lost client can keep a lock
      * for hours. (No effect on Unix-domain sockets, which need none.) */
-    const char *keys[] = {"dbname", "application_name", "fallback_application_name",
-                          "keepalives", "keepalives_idle", "keepalives_interval",
-                          "keepalives_count", NULL};
+    const char *keys[] = {
+        "dbname",          "application_name",    "fallback_application_name", "keepalives",
+        "keepalives_idle", "keepalives_interval", "keepalives_count",          NULL};
     const char *values[] = {conninfo, application_name, "advlock", "1", "30", "10", "3", NULL};
     /* A NULL value is skipped, so an unset conninfo means "from the environment". */
     PGconn *conn = PQconnectdbParams(keys, values, 1);

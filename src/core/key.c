@@ -122,7 +122,7 @@ int advlock_derive_key(const char *lock_key, size_t len, int64_t *key_out)
         big_endian = (big_endian << 8) | digest[i];
     /* Two's-complement reinterpretation, well defined unlike a signed cast
      * of an out-of-range value. */
-    *key_out = big_endian <= INT64_MAX ? (int64_t)big_endian
-                                       : -(int64_t)(UINT64_MAX - big_endian) - 1;
+    *key_out =
+        big_endian <= INT64_MAX ? (int64_t)big_endian : -(int64_t)(UINT64_MAX - big_endian) - 1;
     return 0;
 }

@@ -337,8 +337,8 @@ static int start(advlock_machine *m, enum op op, const char *lock_key, size_t le
     return 0;
 }
 
-int advlock_start_acquire(advlock_machine *m, const char *lock_key, size_t len,
-                          int64_t timeout_ms, int64_t now_ms)
+int advlock_start_acquire(advlock_machine *m, const char *lock_key, size_t len, int64_t timeout_ms,
+                          int64_t now_ms)
 {
     return start(m, ACQUIRE, lock_key, len, timeout_ms, now_ms);
 }
@@ -515,8 +515,7 @@ int advlock_on_holders(advlock_machine *m, const advlock_holder *rows, size_t n,
     } else {
         m->holder_pid_ = first->pid;
         m->holder_seconds_ = first->seconds < 0 ? 0 : first->seconds;
-        copy_field(m->holder_application_, sizeof m->holder_application_,
-                   first->application_name);
+        copy_field(m->holder_application_, sizeof m->holder_application_, first->application_name);
         copy_field(m->holder_state_, sizeof m->holder_state_, first->state);
         advlock_text_put(&t, " Held by pid ");
         advlock_text_put_int(&t, first->pid);

@@ -9,18 +9,18 @@
  * session that ran statements since, it is a lower bound. Waiters have had
  * pg_locks.waitstart since PostgreSQL 14; the query needs 14 or later.
  * Advisory locks are per database, hence the filter. */
-#define HOLDERS_SQL                                                                            \
-    "SELECT l.pid, l.granted, l.mode, coalesce(a.application_name, ''),"                      \
-    " coalesce(host(a.client_addr), CASE WHEN a.pid IS NULL THEN '' ELSE 'local' END),"       \
-    " coalesce(a.state, ''),"                                                                 \
-    " coalesce(to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ'), ''),"                    \
-    " coalesce(floor(extract(epoch FROM now() - CASE WHEN l.granted THEN a.state_change"      \
-    " ELSE l.waitstart END))::bigint, 0)"                                                     \
-    " FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid"    \
-    " WHERE l.locktype = 'advisory' AND l.objsubid = 1"                                       \
-    " AND l.database = (SELECT oid FROM pg_catalog.pg_database"                               \
-    " WHERE datname = pg_catalog.current_database())"                                         \
-    " AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint"                          \
+#define HOLDERS_SQL                                                                        \
+    "SELECT l.pid, l.granted, l.mode, coalesce(a.application_name, ''),"                   \
+    " coalesce(host(a.client_addr), CASE WHEN a.pid IS NULL THEN '' ELSE 'local' END),"    \
+    " coalesce(a.state, ''),"                                                              \
+    " coalesce(to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ'), ''),"                 \
+    " coalesce(floor(extract(epoch FROM now() - CASE WHEN l.granted THEN a.state_change"   \
+    " ELSE l.waitstart END))::bigint, 0)"                                                  \
+    " FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid" \
+    " WHERE l.locktype = 'advisory' AND l.objsubid = 1"                                    \
+    " AND l.database = (SELECT oid FROM pg_catalog.pg_database"                            \
+    " WHERE datname = pg_catalog.current_database())"                                      \
+    " AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint"                      \
     " ORDER BY l.granted DESC, l.pid"
 
 static const struct {

@@ -126,8 +126,7 @@ long long pgt_lock_rows(PGconn *observer, int64_t key, const char *mode, int gra
                          key_text, mode != NULL ? mode : "", granted_text, pid, (char *)NULL);
 }
 
-void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session,
-                            advlock_pq_async *a)
+void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session, advlock_pq_async *a)
 {
     int64_t limit = advlock_pq_now_ms() + 5000;
     while (pgt_lock_rows(observer, key, NULL, 0, session) == 0) {
@@ -217,7 +216,8 @@ void pgt_terminate(PGconn *observer, int pid)
     /* The timeout makes the call wait until the backend has exited. */
     char buf[8];
     assert_string_equal(pgt_query(observer, buf, sizeof buf,
-                                  "SELECT pg_terminate_backend($1::int, 10000)", text, (char *)NULL),
+                                  "SELECT pg_terminate_backend($1::int, 10000)", text,
+                                  (char *)NULL),
                         "t");
 }
 
@@ -230,9 +230,9 @@ void pgt_terminate_frozen(PGconn *observer, int pid)
 {
     char text[16], buf[8];
     snprintf(text, sizeof text, "%d", pid);
-    assert_string_equal(
-        pgt_query(observer, buf, sizeof buf, "SELECT pg_terminate_backend($1::int)", text, (char *)NULL),
-        "t");
+    assert_string_equal(pgt_query(observer, buf, sizeof buf, "SELECT pg_terminate_backend($1::int)",
+                                  text, (char *)NULL),
+                        "t");
     assert_int_equal(kill(pid, SIGCONT), 0);
 }
 

@@ -52,8 +52,7 @@ long long pgt_lock_rows(PGconn *observer, int64_t key, const char *mode, int gra
 
 /* Waits (up to 5 s) until session's backend waits for key in pg_locks,
  * turning the loop for adapter a meanwhile when it is not NULL. */
-void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session,
-                            advlock_pq_async *a);
+void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session, advlock_pq_async *a);
 
 /* The last statement session's backend ran, as pg_stat_activity shows it. */
 const char *pgt_last_statement(PGconn *observer, PGconn *session, char *buf, size_t size);

@@ -69,9 +69,8 @@ static const advlock_pq_report *expect_outcome(advlock_pq_async *a, advlock_outc
 
 static void acquire(advlock_pq_async *a, const char *key, int64_t timeout_ms)
 {
-    assert_int_equal(advlock_pq_async_start_acquire(a, key, strlen(key), timeout_ms,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(a, key, strlen(key), timeout_ms, advlock_pq_now_ms()), 0);
     run(a);
 }
 
@@ -124,9 +123,9 @@ static void test_waiter_acquires_on_next_attempt(void **state)
 {
     fixture *f = *state;
     acquire(&f->aa, f->key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000, advlock_pq_now_ms()),
+        0);
     pgt_loop_until_sleeping(&f->ab, 2, deadline());
     uint64_t tried = advlock_attempts(advlock_pq_async_machine(&f->ab));
     int64_t wake_at;
@@ -193,9 +192,9 @@ static void test_cancel_during_sleep(void **state)
 {
     fixture *f = *state;
     acquire(&f->aa, f->key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000, advlock_pq_now_ms()),
+        0);
     pgt_loop_until_sleeping(&f->ab, 2, deadline());
 
     assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
@@ -221,9 +220,9 @@ static void test_cancel_while_the_lock_is_being_granted(void **state)
     fixture *f = *state;
     /* The lock is free: the try-lock in flight will be granted, and the
      * adapter must give it back before reporting CANCELLED. */
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000, advlock_pq_now_ms()),
+        0);
     assert_int_equal(advlock_pq_async_busy(&f->ab), 1);
     assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
     assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
@@ -233,8 +232,8 @@ static void test_cancel_while_the_lock_is_being_granted(void **state)
     /* Granted, then given back: B's last statement was the unlock. */
     char pid[16], buf[64];
     snprintf(pid, sizeof pid, "%d", PQbackendPID(f->b));
-    pgt_query(f->observer, buf, sizeof buf, "SELECT query FROM pg_stat_activity WHERE pid = $1::int",
-              pid, (char *)NULL);
+    pgt_query(f->observer, buf, sizeof buf,
+              "SELECT query FROM pg_stat_activity WHERE pid = $1::int", pid, (char *)NULL);
     assert_string_equal(buf, advlock_sql_text(ADVLOCK_SQL_UNLOCK));
 }
 
@@ -254,9 +253,9 @@ static void test_terminated_while_waiting(void **state)
 {
     fixture *f = *state;
     acquire(&f->aa, f->key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000, advlock_pq_now_ms()),
+        0);
     pgt_loop_until_sleeping(&f->ab, 2, deadline());
     pgt_terminate(f->observer, PQbackendPID(f->b));
     int64_t terminated = advlock_pq_now_ms();
@@ -266,9 +265,9 @@ static void test_terminated_while_waiting(void **state)
     assert_int_equal(advlock_pq_async_socket(&f->ab), -1);
 
     /* The dead connection makes the next operation end at once. */
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000, advlock_pq_now_ms()),
+        0);
     assert_int_equal(advlock_pq_async_busy(&f->ab), 0);
     assert_int_equal(expect_outcome(&f->ab, ADVLOCK_FAILED)->error, ADVLOCK_ECONNLOST);
     release(&f->aa, f->key);
@@ -289,9 +288,9 @@ static void test_terminated_mid_statement(void **state)
     fixture *f = *state;
     int pid = PQbackendPID(f->b);
     pgt_freeze(pid);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000, advlock_pq_now_ms()),
+        0);
     pgt_terminate_frozen(f->observer, pid);
     run(&f->ab);
     /* The server's FATAL answered the statement: its SQLSTATE is kept, not
@@ -394,9 +393,8 @@ static void test_blocking_calls_on_a_nonblocking_connection(void **state)
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
 
     /* Busy with the adapter's query: the blocking call sends nothing. */
-    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, strlen(f->key), 0,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->aa, f->key, strlen(f->key), 0, advlock_pq_now_ms()), 0);
     assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, &r), ADVLOCK_EMISUSE);
     run(&f->aa);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
@@ -500,16 +498,14 @@ static void test_wrong_order(void **state)
     /* A sleeping adapter ignores readiness and early deadlines. */
     acquire(&f->ab, f->key, 0);
     expect_outcome(&f->ab, ADVLOCK_ACQUIRED);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 5000,
-                                                    advlock_pq_now_ms()),
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 5000, advlock_pq_now_ms()),
                      0);
     pgt_loop_until_sleeping(&f->aa, 1, deadline());
     uint64_t tried = advlock_attempts(advlock_pq_async_machine(&f->aa));
     int64_t wake_at;
     assert_int_equal(advlock_pq_async_deadline(&f->aa, &wake_at), 1);
-    assert_int_equal(advlock_pq_async_process(&f->aa, ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE,
-                                              wake_at - 1),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_process(&f->aa, ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE, wake_at - 1), 0);
     assert_int_equal(advlock_attempts(advlock_pq_async_machine(&f->aa)), tried);
     assert_int_equal(advlock_pq_async_busy(&f->aa), 1);
     assert_int_equal(advlock_pq_async_cancel(&f->aa, advlock_pq_now_ms()), 0);

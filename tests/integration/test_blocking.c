@@ -42,8 +42,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static int acquire(advlock_pq_session *s, const char *key, int64_t timeout_ms,
-                   advlock_pq_report *r)
+static int acquire(advlock_pq_session *s, const char *key, int64_t timeout_ms, advlock_pq_report *r)
 {
     return advlock_pq_acquire(s, key, strlen(key), timeout_ms, r);
 }
@@ -368,8 +367,10 @@ static void test_terminated_mid_statement(void **state)
 
 static long long prepared_count(PGconn *conn)
 {
-    return pgt_query_int(conn, "SELECT count(*) FROM pg_prepared_statements"
-                               " WHERE name LIKE 'advlock\\_%'", (char *)NULL);
+    return pgt_query_int(conn,
+                         "SELECT count(*) FROM pg_prepared_statements"
+                         " WHERE name LIKE 'advlock\\_%'",
+                         (char *)NULL);
 }
 
 static void test_statements_dropped_behind_its_back(void **state)
@@ -486,8 +487,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_terminated_while_waiting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminated_mid_statement, setup, teardown),
         cmocka_unit_test_setup_teardown(test_statements_dropped_behind_its_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_statements_prepared_by_someone_else, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_statements_prepared_by_someone_else, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_transaction_is_never_aborted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_misuse_is_refused_cleanly, setup, teardown),
     };

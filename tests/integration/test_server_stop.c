@@ -126,9 +126,9 @@ static void test_nonblocking_holder(void **state)
     fixture *f = *state;
     advlock_pq_async adapter;
     assert_int_equal(advlock_pq_async_init(&adapter, f->b), 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&adapter, f->key, strlen(f->key), 0,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&adapter, f->key, strlen(f->key), 0, advlock_pq_now_ms()),
+        0);
     advlock_pq_async *const one[1] = {&adapter};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + 5000);
     assert_int_equal(advlock_pq_async_report(&adapter)->outcome, ADVLOCK_ACQUIRED);

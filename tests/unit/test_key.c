@@ -61,12 +61,30 @@ static size_t json_string(const char **p, char *out)
         }
         s++;
         switch (*s) {
-        case 'n': out[n++] = '\n'; s++; break;
-        case 't': out[n++] = '\t'; s++; break;
-        case 'r': out[n++] = '\r'; s++; break;
-        case '"': out[n++] = '"'; s++; break;
-        case '\\': out[n++] = '\\'; s++; break;
-        case '/': out[n++] = '/'; s++; break;
+        case 'n':
+            out[n++] = '\n';
+            s++;
+            break;
+        case 't':
+            out[n++] = '\t';
+            s++;
+            break;
+        case 'r':
+            out[n++] = '\r';
+            s++;
+            break;
+        case '"':
+            out[n++] = '"';
+            s++;
+            break;
+        case '\\':
+            out[n++] = '\\';
+            s++;
+            break;
+        case '/':
+            out[n++] = '/';
+            s++;
+            break;
         case 'u': {
             uint32_t cp = hex4(s + 1);
             s += 5;
@@ -106,8 +124,8 @@ static int check_vector_file(const char *name)
         int64_t got = 0;
         assert_int_equal(advlock_derive_key(key, len, &got), 0);
         if (got != expected)
-            fail_msg("%s row %d (%s): derived %lld, expected %lld", name, rows + 1,
-                     line, (long long)got, expected);
+            fail_msg("%s row %d (%s): derived %lld, expected %lld", name, rows + 1, line,
+                     (long long)got, expected);
         /* pg_locks splits the key into two unsigned 32-bit halves. */
         uint64_t bits = (uint64_t)got;
         assert_int_equal(bits >> 32, (uint64_t)classid);

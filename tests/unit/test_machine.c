@@ -112,8 +112,8 @@ static void backoff_schedule_is_the_references(void **state)
     advlock_machine *m = *state;
     int64_t sleeps[64];
     size_t n = run_contended(m, 10000, sleeps, 64);
-    static const int64_t expected[] = {100, 200, 400, 800, 1000, 1000, 1000, 1000,
-                                       1000, 1000, 1000, 1000, 1000};
+    static const int64_t expected[] = {100,  200,  400,  800,  1000, 1000, 1000,
+                                       1000, 1000, 1000, 1000, 1000, 1000};
     assert_int_equal(n, sizeof expected / sizeof expected[0]);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(sleeps[i], expected[i]);
@@ -168,8 +168,16 @@ static const struct {
     int64_t ms;
     const char *text;
 } timeout_texts[] = {
-    {30000, "30"}, {500, "0.5"}, {1250, "1.25"}, {1, "0.001"}, {10, "0.01"},
-    {100, "0.1"}, {1001, "1.001"}, {1010, "1.01"}, {60000, "60"}, {86400000, "86400"},
+    {30000, "30"},
+    {500, "0.5"},
+    {1250, "1.25"},
+    {1, "0.001"},
+    {10, "0.01"},
+    {100, "0.1"},
+    {1001, "1.001"},
+    {1010, "1.01"},
+    {60000, "60"},
+    {86400000, "86400"},
     {INT64_MAX, "9223372036854775.807"},
 };
 
@@ -240,8 +248,7 @@ static void connection_lost_is_an_error(void **state)
     advlock_machine *m = *state;
     start_acquire(m, 1000, 0);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
-                                       "terminating connection due to administrator command",
-                                       5),
+                                       "terminating connection due to administrator command", 5),
                      0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST);
     assert_string_equal(act(m).sqlstate, "57P01");
@@ -326,7 +333,7 @@ static void cancel_while_querying_waits_for_the_answer(void **state)
     for (size_t i = 0; i < 2; i++) {
         start_acquire(m, 10000, 0);
         assert_int_equal(advlock_cancel(m, 1), 0);
-        expect_query(m, ADVLOCK_SQL_TRY_LOCK); /* still waiting for the answer */
+        expect_query(m, ADVLOCK_SQL_TRY_LOCK);     /* still waiting for the answer */
         assert_int_equal(advlock_cancel(m, 2), 0); /* twice is harmless */
         answer(m, not_granted[i], 3);
         expect_done(m, ADVLOCK_CANCELLED, 0);

@@ -259,7 +259,7 @@ static void reach_deadline(advlock_machine *m, int64_t deadline)
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
     assert_int_equal(advlock_on_timer(m, deadline), 0);
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
-    assert_int_equal(act(m).param, act(m).param); /* the query in flight */
+    assert_int_equal(act(m).param, act(m).param);           /* the query in flight */
     assert_int_equal(advlock_on_timer(m, deadline + 5), 0); /* twice: still one cancel */
     assert_int_equal(advlock_on_cancel_sent(m, deadline + 1), 0);
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
@@ -416,10 +416,20 @@ static void diagnostics_name_the_holder(void **state)
     advlock_machine *m = *state;
     time_out_with_diagnostics(m);
     const advlock_holder rows[] = {
-        {.pid = 4242, .granted = 1, .mode = "ExclusiveLock", .application_name = "nightly",
-         .client = "local", .state = "idle", .backend_start = "2026-11-30", .seconds = 75},
-        {.pid = 77, .granted = 0, .mode = "ExclusiveLock", .application_name = "other",
-         .state = "active", .seconds = 3},
+        {.pid = 4242,
+         .granted = 1,
+         .mode = "ExclusiveLock",
+         .application_name = "nightly",
+         .client = "local",
+         .state = "idle",
+         .backend_start = "2026-11-30",
+         .seconds = 75},
+        {.pid = 77,
+         .granted = 0,
+         .mode = "ExclusiveLock",
+         .application_name = "other",
+         .state = "active",
+         .seconds = 3},
     };
     assert_int_equal(advlock_on_holders(m, rows, 2, 2), 0);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
@@ -462,9 +472,8 @@ static void failed_diagnostics_still_time_out(void **state)
 {
     advlock_machine *m = *state;
     time_out_with_diagnostics(m);
-    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "42501",
-                                       "permission denied", 2),
-                     0);
+    assert_int_equal(
+        advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "42501", "permission denied", 2), 0);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
     assert_string_equal(act(m).message, "Could not acquire migration lock for 'jobs' within 0s. "
                                         "(holder diagnostics failed: permission denied)");
@@ -515,10 +524,9 @@ static void events_tell_the_story(void **state)
     advlock_notify(NULL, ADVLOCK_EVENT_LOST, NULL, 401);
 
     static const advlock_event_kind kinds[] = {
-        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT, ADVLOCK_EVENT_SLEEP,
-        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT, ADVLOCK_EVENT_SLEEP,
-        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT, ADVLOCK_EVENT_DONE,
-        ADVLOCK_EVENT_WARNING, ADVLOCK_EVENT_LOST,
+        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT,  ADVLOCK_EVENT_SLEEP,   ADVLOCK_EVENT_ATTEMPT,
+        ADVLOCK_EVENT_RESULT,  ADVLOCK_EVENT_SLEEP,   ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT,
+        ADVLOCK_EVENT_DONE,    ADVLOCK_EVENT_WARNING, ADVLOCK_EVENT_LOST,
     };
     assert_int_equal(r.n, sizeof kinds / sizeof kinds[0]);
     for (int i = 0; i < r.n; i++) {

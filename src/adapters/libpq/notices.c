@@ -44,7 +44,8 @@ static void receive_notice(void *arg, const PGresult *res)
     const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
 
     r->notices++;
-    advlock_pq_copy_line(r->notice, sizeof r->notice, text != NULL ? text : PQresultErrorMessage(res));
+    advlock_pq_copy_line(r->notice, sizeof r->notice,
+                         text != NULL ? text : PQresultErrorMessage(res));
     advlock_pq_copy_line(r->notice_sqlstate, sizeof r->notice_sqlstate,
                          sqlstate != NULL && strlen(sqlstate) == 5 ? sqlstate : "");
     /* An idle session's FATAL ("terminating connection due to administrator
@@ -59,9 +60,8 @@ static void receive_notice(void *arg, const PGresult *res)
         g->previous(NULL, res);
 }
 
-void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn,
-                               advlock_pq_report *sink, const advlock_machine *events,
-                               int64_t now_ms)
+void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock_pq_report *sink,
+                               const advlock_machine *events, int64_t now_ms)
 {
     pthread_once(&defaults_once, learn_defaults);
     g->conn = conn;

@@ -8,14 +8,13 @@
 
 /* The form a statement goes in; see "Prepared statements" in advlock_pq.h. */
 enum advlock_pq_form {
-    ADVLOCK_PQ_PREPARE = 1,      /* prepare it under its name, then execute */
-    ADVLOCK_PQ_EXECUTE_NAMED,    /* execute the prepared statement */
-    ADVLOCK_PQ_EXECUTE_UNNAMED   /* parse, bind and execute in one go */
+    ADVLOCK_PQ_PREPARE = 1,    /* prepare it under its name, then execute */
+    ADVLOCK_PQ_EXECUTE_NAMED,  /* execute the prepared statement */
+    ADVLOCK_PQ_EXECUTE_UNNAMED /* parse, bind and execute in one go */
 };
 
 /* Chooses the first form for the machine's query sql on conn. */
-void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared,
-                            PGconn *conn);
+void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, PGconn *conn);
 
 /* Sends the current form (PQsend*); returns libpq's 1 or 0. Both adapters
  * send this way, so both read results one by one (see answer.c). */
@@ -79,9 +78,8 @@ typedef struct advlock_pq_notice_guard {
  * events, at now_ms (see "Server notices" in advlock_pq.h). g must stay in
  * place until then.
  */
-void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn,
-                               advlock_pq_report *sink, const advlock_machine *events,
-                               int64_t now_ms);
+void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock_pq_report *sink,
+                               const advlock_machine *events, int64_t now_ms);
 void advlock_pq_notices_restore(advlock_pq_notice_guard *g);
 
 /* ---- report.c: the caller's view of an operation -------------------------- */

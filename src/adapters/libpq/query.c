@@ -54,8 +54,7 @@ int advlock_pq_conn_free(PGconn *conn)
     return PQtransactionStatus(conn) != PQTRANS_ACTIVE && PQpipelineStatus(conn) == PQ_PIPELINE_OFF;
 }
 
-void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared,
-                            PGconn *conn)
+void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, PGconn *conn)
 {
     q->sql_ = sql;
     q->reprepared_ = 0;
@@ -102,11 +101,11 @@ int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, int64_t para
         return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), 1,
                              param_types);
     case ADVLOCK_PQ_EXECUTE_NAMED:
-        return PQsendQueryPrepared(conn, advlock_pq_statement_name(sql), 1, p.values,
-                                   p.lengths, p.formats, BINARY);
+        return PQsendQueryPrepared(conn, advlock_pq_statement_name(sql), 1, p.values, p.lengths,
+                                   p.formats, BINARY);
     default:
-        return PQsendQueryParams(conn, advlock_sql_text(sql), 1, param_types, p.values,
-                                 p.lengths, p.formats, BINARY);
+        return PQsendQueryParams(conn, advlock_sql_text(sql), 1, param_types, p.values, p.lengths,
+                                 p.formats, BINARY);
     }
 }
 
@@ -134,8 +133,7 @@ int advlock_pq_query_next(advlock_pq_query_ *q, uint32_t *prepared, PGconn *conn
         /* 26000 invalid_sql_statement_name: the statement was dropped.
          * Named statements only run outside transactions, so the failure
          * aborted nothing; check anyway before sending more. */
-        if (!sqlstate_is(q, "26000") || q->reprepared_
-            || PQtransactionStatus(conn) != PQTRANS_IDLE)
+        if (!sqlstate_is(q, "26000") || q->reprepared_ || PQtransactionStatus(conn) != PQTRANS_IDLE)
             return 0;
         *prepared &= ~bit(q->sql_);
         q->reprepared_ = 1;
