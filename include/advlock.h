@@ -349,6 +349,8 @@ typedef struct advlock_machine {
     int step_;
     int cancel_;
     int deadline_passed_;
+    int fail_after_undo_;
+    int undo_reason_;
     int64_t key_;
     int64_t timeout_ms_;
     int64_t start_ms_;
@@ -433,7 +435,9 @@ ADVLOCK_API int advlock_on_result(advlock_machine *m, advlock_result result, con
 /*
  * Reports that the cancel request asked for by a CANCEL_QUERY action was
  * sent (or could not be: the query's answer will come either way). The
- * action goes back to QUERY, waiting for the answer.
+ * action goes back to QUERY, waiting for the answer, with wake_at_ms 250 ms
+ * ahead: PostgreSQL ignores a cancel that overtakes its statement, so until
+ * the answer comes, the timer asks for the cancel again.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (the action is
  * not CANCEL_QUERY).

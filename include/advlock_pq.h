@@ -293,7 +293,6 @@ typedef struct advlock_pq_async {
     uint32_t prepared_;
     int phase_;
     int scope_;
-    int64_t cancel_resend_at_;
     advlock_pq_query_ query_;
     advlock_machine machine_;
     advlock_pq_report report_;

@@ -32,6 +32,15 @@ enum { FIRST_DELAY_MS = 100, MAX_DELAY_MS = 1000 };
 
 static const char query_canceled[] = "57014";
 
+/* PostgreSQL ignores a cancel request that arrives before the backend has
+ * read the statement (it drops cancels while idle), so until the statement
+ * answers the request is repeated this often. A repeat can only meet the
+ * same statement or an idle session: the driver sends nothing else meanwhile. */
+enum { CANCEL_RESEND_MS = 250 };
+
+/* Why an unlock follows a lock query, for the message if it fails. */
+enum undo_reason { UNDO_CANCELLED, UNDO_AFTER_DEADLINE, UNDO_AFTER_57014 };
+
 static int64_t add_saturating(int64_t a, int64_t b)
 {
     return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
@@ -153,6 +162,8 @@ static void sleep_then_retry(advlock_machine *m)
 
 static void finish(advlock_machine *m, advlock_outcome outcome, int error)
 {
+    if (outcome != ADVLOCK_FAILED)
+        m->sqlstate_[0] = '\0';
     m->state_ = DONE;
     m->outcome_ = outcome;
     m->error_ = error;
@@ -226,7 +237,7 @@ static void put_server_message(advlock_text *t, const char *message)
 }
 
 /* "<function> for '<key>' <what went wrong>", for every FAILED outcome. */
-static void finish_failed(advlock_machine *m, int error, const char *server_message)
+static void compose_failure(advlock_machine *m, int error, const char *server_message)
 {
     advlock_text t;
     advlock_text_init(&t, m->message_, sizeof m->message_);
@@ -235,7 +246,9 @@ static void finish_failed(advlock_machine *m, int error, const char *server_mess
     advlock_text_put(&t, m->key_echo_);
     advlock_text_put(&t, "' ");
     if (error == ADVLOCK_ENULL) {
-        advlock_text_put(&t, "returned null (expected boolean).");
+        advlock_text_put(&t, advlock_sql_answer((advlock_sql)m->sql_) == ADVLOCK_ANSWER_VOID
+                                 ? "returned null (expected void)."
+                                 : "returned null (expected boolean).");
     } else {
         advlock_text_put(&t, error == ADVLOCK_ECONNLOST ? "failed: connection lost" : "failed");
         if (m->sqlstate_[0] != '\0') {
@@ -246,8 +259,21 @@ static void finish_failed(advlock_machine *m, int error, const char *server_mess
     }
     /* The server dropped the lock with a lost session; any other failure of
      * the undo leaves the grant in doubt. */
-    if (m->step_ == STEP_UNDO && error != ADVLOCK_ECONNLOST)
-        advlock_text_put(&t, " (undoing a cancelled acquire: the lock may still be held)");
+    if (m->step_ == STEP_UNDO && error != ADVLOCK_ECONNLOST) {
+        static const char *const why[] = {
+            [UNDO_CANCELLED] = " (undoing a cancelled acquire: the lock may still be held)",
+            [UNDO_AFTER_DEADLINE] = " (giving back a grant that came after the deadline: the "
+                                    "lock may still be held)",
+            [UNDO_AFTER_57014] = " (giving back a grant the cancelled statement may have made: "
+                                 "the lock may still be held)",
+        };
+        advlock_text_put(&t, why[m->undo_reason_]);
+    }
+}
+
+static void finish_failed(advlock_machine *m, int error, const char *server_message)
+{
+    compose_failure(m, error, server_message);
     finish(m, ADVLOCK_FAILED, error);
 }
 
@@ -317,6 +343,8 @@ static int start(advlock_machine *m, enum op op, const char *lock_key, size_t le
     m->attempts_ = 0;
     m->cancel_ = CANCEL_NONE;
     m->deadline_passed_ = 0;
+    m->fail_after_undo_ = 0;
+    m->undo_reason_ = UNDO_CANCELLED;
     m->error_ = 0;
     m->sqlstate_[0] = '\0';
     m->message_[0] = '\0';
@@ -358,6 +386,12 @@ static void end_unwanted(advlock_machine *m)
 }
 
 /* A grant arrived after the caller cancelled or the deadline passed. */
+static void undo(advlock_machine *m, enum undo_reason reason)
+{
+    m->undo_reason_ = reason;
+    issue_query(m, STEP_UNDO, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
+}
+
 static void on_unwanted_grant(advlock_machine *m)
 {
     if (m->options_.scope == ADVLOCK_TRANSACTION) {
@@ -369,7 +403,7 @@ static void on_unwanted_grant(advlock_machine *m)
             finish(m, ADVLOCK_ACQUIRED, 0);
         return;
     }
-    issue_query(m, STEP_UNDO, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
+    undo(m, m->cancel_ == CANCEL_PENDING ? UNDO_CANCELLED : UNDO_AFTER_DEADLINE);
 }
 
 /* The cancel we asked for ended the wait. PostgreSQL can grant the lock
@@ -384,16 +418,38 @@ static void on_cancelled_wait(advlock_machine *m)
     if (m->options_.scope == ADVLOCK_TRANSACTION)
         end_unwanted(m);
     else
-        issue_query(m, STEP_UNDO, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
+        undo(m, UNDO_AFTER_57014);
+}
+
+/* A 57014 nobody asked for (statement_timeout, a stray cancel) can hide a
+ * grant just as a requested one can: the failure is reported, but only after
+ * the grant, if any, is given back. The message is composed now, while the
+ * server's words are at hand. */
+static void on_unrequested_57014(advlock_machine *m, const char *message)
+{
+    if (m->options_.scope == ADVLOCK_TRANSACTION) {
+        /* The error aborted the transaction, and the lock with it. */
+        finish_failed(m, ADVLOCK_ESERVER, message);
+        return;
+    }
+    compose_failure(m, ADVLOCK_ESERVER, message);
+    m->fail_after_undo_ = 1;
+    undo(m, UNDO_AFTER_57014);
 }
 
 /* Only a boolean proves the undoing unlock ran; NULL (which PostgreSQL never
- * sends here, but a proxy or driver might) leaves the grant in doubt. */
+ * sends here, but a proxy or driver might) leaves the grant in doubt. After
+ * a 57014 nobody asked for, the failure composed then is the outcome. */
 static void on_undo_result(advlock_machine *m, advlock_result result, const char *message)
 {
     switch (result) {
     case ADVLOCK_RESULT_TRUE:
-    case ADVLOCK_RESULT_FALSE: end_unwanted(m); break;
+    case ADVLOCK_RESULT_FALSE:
+        if (m->fail_after_undo_)
+            finish(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+        else
+            end_unwanted(m);
+        break;
     case ADVLOCK_RESULT_NULL: finish_failed(m, ADVLOCK_ENULL, NULL); break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER, message); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST, message); break;
@@ -425,10 +481,12 @@ static void on_lock_result(advlock_machine *m, advlock_result result, const char
             finish_failed(m, ADVLOCK_ENULL, NULL);
         break;
     case ADVLOCK_RESULT_SERVER_ERROR:
-        if (unwanted && waits_on_server(m) && strcmp(m->sqlstate_, query_canceled) == 0)
+        if (!waits_on_server(m) || strcmp(m->sqlstate_, query_canceled) != 0)
+            finish_failed(m, ADVLOCK_ESERVER, message);
+        else if (unwanted)
             on_cancelled_wait(m);
         else
-            finish_failed(m, ADVLOCK_ESERVER, message);
+            on_unrequested_57014(m, message);
         break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST, message); break;
     }
@@ -471,7 +529,10 @@ int advlock_on_result(advlock_machine *m, advlock_result result, const char *sql
     if (m->step_ == STEP_DIAGNOSE && result < ADVLOCK_RESULT_SERVER_ERROR)
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
-    keep_sqlstate(m, result >= ADVLOCK_RESULT_SERVER_ERROR ? sqlstate : NULL);
+    /* Only errors carry a SQLSTATE; a boolean answer to the unlock after a
+     * 57014 keeps that 57014 for the failure it will report. */
+    if (result >= ADVLOCK_RESULT_SERVER_ERROR)
+        keep_sqlstate(m, sqlstate);
     advlock_event e;
     memset(&e, 0, sizeof e);
     e.kind = ADVLOCK_EVENT_RESULT;
@@ -550,13 +611,14 @@ int advlock_on_timer(advlock_machine *m, int64_t now_ms)
     if (!busy(m))
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
-    if (m->now_ms_ < m->wake_at_ms_)
+    /* Early; or a query with no deadline at all (a sleep's INT64_MAX is a
+     * deadline that saturated, and does come). */
+    if (m->now_ms_ < m->wake_at_ms_ || (m->state_ != SLEEPING && m->wake_at_ms_ == INT64_MAX))
         return 0;
     if (m->state_ == SLEEPING) {
         issue_lock_query(m);
-    } else if (m->state_ == QUERYING && m->step_ == STEP_LOCK && waits_on_server(m)
-               && !m->deadline_passed_) {
-        m->deadline_passed_ = 1;
+    } else if (m->state_ == QUERYING && m->step_ == STEP_LOCK && waits_on_server(m)) {
+        m->deadline_passed_ = 1; /* the deadline, or a cancel to repeat */
         request_cancel(m);
     }
     return 0;
@@ -570,7 +632,7 @@ int advlock_on_cancel_sent(advlock_machine *m, int64_t now_ms)
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
     m->state_ = QUERYING;
-    m->wake_at_ms_ = INT64_MAX;
+    m->wake_at_ms_ = add_saturating(m->now_ms_, CANCEL_RESEND_MS);
     return 0;
 }
 

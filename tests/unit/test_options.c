@@ -263,8 +263,15 @@ static void reach_deadline(advlock_machine *m, int64_t deadline)
     assert_int_equal(advlock_on_timer(m, deadline + 5), 0); /* twice: still one cancel */
     assert_int_equal(advlock_on_cancel_sent(m, deadline + 1), 0);
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
-    assert_int_equal(act(m).wake_at_ms, INT64_MAX);
+    /* PostgreSQL drops a cancel that overtakes its statement: until the
+     * answer comes, the cancel is asked for again every 250 ms. */
+    assert_int_equal(act(m).wake_at_ms, deadline + 5 + 250);
     assert_int_equal(advlock_on_cancel_sent(m, deadline + 1), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_on_timer(m, deadline + 5 + 249), 0);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
+    assert_int_equal(advlock_on_timer(m, deadline + 5 + 250), 0);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
+    assert_int_equal(advlock_on_cancel_sent(m, deadline + 256), 0);
 }
 
 static void server_wait_granted_in_one_round_trip(void **state)
@@ -333,7 +340,7 @@ static void server_wait_cancelled_by_the_caller(void **state)
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
     assert_int_equal(advlock_cancel(m, 1201), 0); /* twice: harmless */
     assert_int_equal(advlock_on_cancel_sent(m, 1202), 0);
-    assert_int_equal(advlock_on_timer(m, 99999), 0); /* the deadline no longer matters */
+    assert_int_equal(advlock_on_timer(m, 1300), 0); /* not yet time to repeat it */
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 1203), 0);
     expect_query(m, ADVLOCK_SQL_UNLOCK);
@@ -359,14 +366,37 @@ static void server_wait_cancelled_by_the_caller(void **state)
 static void server_wait_errors(void **state)
 {
     advlock_machine *m = *state;
-    /* 57014 nobody asked for (statement_timeout) is an error. */
+    /* 57014 nobody asked for (statement_timeout) is an error, reported once
+     * a grant it may hide has been given back. */
     start_waiting(m, ADVLOCK_SESSION, 60000);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014",
                                        "canceling statement due to statement timeout", 2000),
                      0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_TRUE, 2001);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    assert_string_equal(act(m).sqlstate, "57014");
     assert_string_equal(act(m).message, "pg_advisory_lock for 'jobs' failed with SQLSTATE 57014: "
                                         "canceling statement due to statement timeout");
+    /* If giving it back fails too, the message says the lock may be held. */
+    start_waiting(m, ADVLOCK_SESSION, 60000);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "timeout", 2000),
+                     0);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "XX000", "boom", 2001), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    assert_string_equal(act(m).message, "pg_advisory_unlock for 'jobs' failed with SQLSTATE "
+                                        "XX000: boom (giving back a grant the cancelled "
+                                        "statement may have made: the lock may still be held)");
+    /* In a transaction the error has aborted it: nothing to give back. */
+    start_waiting(m, ADVLOCK_TRANSACTION, 60000);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "timeout", 2000),
+                     0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    /* NULL from a function that returns void is named as such. */
+    start_waiting(m, ADVLOCK_SESSION, 60000);
+    answer(m, ADVLOCK_RESULT_NULL, 2000);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ENULL);
+    assert_string_equal(act(m).message, "pg_advisory_lock for 'jobs' returned null (expected void).");
     /* A deadlock is an error. */
     start_waiting(m, ADVLOCK_SESSION, 60000);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "40P01", "deadlock", 2000),

@@ -35,14 +35,6 @@ enum phase {
     LOST      /* the session holding the lock is gone; the report says how */
 };
 
-/* A cancel request that reaches the server before it has read the statement
- * is ignored there (PostgreSQL drops cancels while it waits for a command),
- * and the statement would then wait on. Until the statement answers, the
- * request is repeated this often. Repeating is harmless: the engine sends
- * nothing else meanwhile, so a late request can only meet the same statement
- * or an idle session, which ignores it. */
-enum { CANCEL_RESEND_MS = 250 };
-
 /* An idle session's socket is read at most this many times per call, so a
  * caller's own statement streaming a large result cannot hold the loop. */
 enum { MAX_IDLE_READS = 16 };
@@ -58,7 +50,6 @@ void advlock_pq_engine_bind(advlock_pq_async *a, PGconn *conn)
     advlock_machine_init(&a->machine_);
     a->conn_ = conn;
     a->phase_ = IDLE;
-    a->cancel_resend_at_ = INT64_MAX;
 }
 
 int advlock_pq_async_init(advlock_pq_async *a, PGconn *conn)
@@ -102,8 +93,7 @@ static void follow_machine(advlock_pq_async *a)
     advlock_action next = advlock_next_action(&a->machine_);
     switch (next.kind) {
     case ADVLOCK_ACTION_QUERY:
-        a->cancel_resend_at_ = INT64_MAX;
-        advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->conn_);
+            advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->conn_);
         send_form(a);
         break;
     case ADVLOCK_ACTION_SLEEP: a->phase_ = SLEEPING; break;
@@ -136,8 +126,6 @@ static void send_cancel(advlock_pq_async *a, int64_t now_ms)
         snprintf(message, sizeof message, "could not send a cancel request: %s", error);
         advlock_notify(&a->machine_, ADVLOCK_EVENT_WARNING, message, now_ms);
     }
-    a->cancel_resend_at_ =
-        now_ms > INT64_MAX - CANCEL_RESEND_MS ? INT64_MAX : now_ms + CANCEL_RESEND_MS;
 }
 
 /* A server-side wait that has passed its deadline: tell the machine, which
@@ -150,15 +138,14 @@ static void check_deadline(advlock_pq_async *a, int64_t now_ms)
 }
 
 /* With the statement wholly sent and unanswered: sends the cancel the
- * machine asks for, or repeats one that may have been dropped. */
+ * machine asks for (it asks again while the answer is late, since the server
+ * drops a cancel that overtakes its statement). */
 static void tend_cancel(advlock_pq_async *a, int64_t now_ms)
 {
     check_deadline(a, now_ms);
     if (advlock_next_action(&a->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY) {
         send_cancel(a, now_ms);
         (void)advlock_on_cancel_sent(&a->machine_, now_ms);
-    } else if (now_ms >= a->cancel_resend_at_ && !a->query_.answered_) {
-        send_cancel(a, now_ms);
     }
 }
 
@@ -369,12 +356,10 @@ int advlock_pq_async_deadline(const advlock_pq_async *a, int64_t *at_ms)
     if (a->phase_ == SLEEPING) {
         at = next.wake_at_ms;
     } else if (a->phase_ == SENDING || a->phase_ == AWAITING) {
-        /* A server-side wait's deadline (INT64_MAX for every other query),
-         * and the next repeat of a cancel request. */
+        /* A server-side wait's deadline or its next cancel repeat
+         * (INT64_MAX for every other query). */
         if (next.kind == ADVLOCK_ACTION_QUERY)
             at = next.wake_at_ms;
-        if (a->phase_ == AWAITING && !a->query_.answered_ && a->cancel_resend_at_ < at)
-            at = a->cancel_resend_at_;
     }
     if (at == INT64_MAX)
         return 0;
