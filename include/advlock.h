@@ -238,7 +238,12 @@ typedef enum advlock_wait {
      * lock is handed over in one round trip. At the deadline the machine asks
      * for the query to be cancelled (CANCEL_QUERY). A session waiting inside
      * pg_advisory_lock can deadlock with CREATE INDEX CONCURRENTLY and holds
-     * a backend busy while it waits; see docs/design.md. */
+     * a backend busy while it waits; see docs/design.md. PostgreSQL can
+     * grant the lock inside a statement it then reports cancelled (57014),
+     * so after a 57014 the machine unlocks once; that unlock cannot tell
+     * such a grant from a hold the session already had, so do not use a
+     * server-side wait to take again, on the same session, a lock that
+     * session already holds (re-entrant acquires): poll for those. */
     ADVLOCK_WAIT_SERVER = 1
 } advlock_wait;
 
