@@ -146,8 +146,8 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  * ====================================================================== */
 
 #define ADVLOCK_FAKE_MAX_SESSIONS 256
-#define ADVLOCK_FAKE_MAX_LOCKS 1024
-#define ADVLOCK_FAKE_MAX_HOLDS 2048
+#define ADVLOCK_FAKE_MAX_LOCKS    1024
+#define ADVLOCK_FAKE_MAX_HOLDS    2048
 
 /* Lock modes, as pg_locks names them. */
 typedef enum advlock_fake_mode {
@@ -157,15 +157,15 @@ typedef enum advlock_fake_mode {
 
 /* What a statement produced. */
 typedef enum advlock_fake_status {
-    ADVLOCK_FAKE_ROW_TRUE = 0,     /* one row, boolean true */
-    ADVLOCK_FAKE_ROW_FALSE = 1,    /* one row, boolean false */
-    ADVLOCK_FAKE_ROW_NULL = 2,     /* one row, SQL NULL */
-    ADVLOCK_FAKE_ROW_VOID = 3,     /* one row of type void (pg_advisory_lock, unlock_all) */
-    ADVLOCK_FAKE_COMMAND_OK = 4,   /* BEGIN, COMMIT, ROLLBACK: no rows; see command_tag */
-    ADVLOCK_FAKE_SERVER_ERROR = 5, /* an ERROR: see sqlstate and message */
+    ADVLOCK_FAKE_ROW_TRUE = 0,        /* one row, boolean true */
+    ADVLOCK_FAKE_ROW_FALSE = 1,       /* one row, boolean false */
+    ADVLOCK_FAKE_ROW_NULL = 2,        /* one row, SQL NULL */
+    ADVLOCK_FAKE_ROW_VOID = 3,        /* one row of type void (pg_advisory_lock, unlock_all) */
+    ADVLOCK_FAKE_COMMAND_OK = 4,      /* BEGIN, COMMIT, ROLLBACK: no rows; see command_tag */
+    ADVLOCK_FAKE_SERVER_ERROR = 5,    /* an ERROR: see sqlstate and message */
     ADVLOCK_FAKE_CONNECTION_LOST = 6, /* the session no longer exists */
-    ADVLOCK_FAKE_WAITING = 7,      /* queued behind a conflicting lock: poll for the result */
-    ADVLOCK_FAKE_ROWS = 8          /* the holders query's rows: advlock_fake_db_holders() */
+    ADVLOCK_FAKE_WAITING = 7,         /* queued behind a conflicting lock: poll for the result */
+    ADVLOCK_FAKE_ROWS = 8             /* the holders query's rows: advlock_fake_db_holders() */
 } advlock_fake_status;
 
 #define ADVLOCK_FAKE_TEXT_MAX 160
@@ -173,11 +173,11 @@ typedef enum advlock_fake_status {
 /* A statement's result, by value; it owns its text. */
 typedef struct advlock_fake_result {
     advlock_fake_status status;
-    char command_tag[16];        /* "SELECT 1", "SELECT n" (rows), "BEGIN", "COMMIT",
-                                    "ROLLBACK", or "" */
-    char sqlstate[6];            /* the ERROR's SQLSTATE, or "" */
+    char command_tag[16];                /* "SELECT 1", "SELECT n" (rows), "BEGIN", "COMMIT",
+                                            "ROLLBACK", or "" */
+    char sqlstate[6];                    /* the ERROR's SQLSTATE, or "" */
     char message[ADVLOCK_FAKE_TEXT_MAX]; /* the ERROR's primary message, or "" */
-    char warning_sqlstate[6];    /* a WARNING the statement raised: SQLSTATE, or "" */
+    char warning_sqlstate[6];            /* a WARNING the statement raised: SQLSTATE, or "" */
     char warning[ADVLOCK_FAKE_TEXT_MAX]; /* ... and its message, or "" */
 } advlock_fake_result;
 
@@ -192,14 +192,14 @@ typedef struct advlock_fake_lock_row {
 
 /* Private parts of the database; use the functions below. */
 typedef struct advlock_fake_session_ {
-    int pid_;            /* 0 when the slot is free */
-    int txn_;            /* implicit, in a block, or in a failed block */
-    int wait_;           /* none, queued, or ended with a result to poll */
-    int wait_lock_;      /* lock object the session is queued on */
+    int pid_;       /* 0 when the slot is free */
+    int txn_;       /* implicit, in a block, or in a failed block */
+    int wait_;      /* none, queued, or ended with a result to poll */
+    int wait_lock_; /* lock object the session is queued on */
     int wait_mode_;
     int wait_scope_;
-    int wait_pos_;       /* place in that lock's queue, 0 = first */
-    int wait_result_;    /* how the wait ended */
+    int wait_pos_;    /* place in that lock's queue, 0 = first */
+    int wait_result_; /* how the wait ended */
     /* For the holders query, on the database's clock: */
     int64_t state_change_ms_; /* start of the running statement, else end of the last */
     int64_t xact_start_ms_;   /* BEGIN of the block, else start of the last statement */
@@ -209,15 +209,15 @@ typedef struct advlock_fake_session_ {
 typedef struct advlock_fake_lock_ {
     int64_t key_;
     int in_use_;
-    int granted_[2];     /* sessions holding each mode */
-    int waiting_[2];     /* sessions queued for each mode */
-    int holders_;        /* hold records pointing here */
+    int granted_[2]; /* sessions holding each mode */
+    int waiting_[2]; /* sessions queued for each mode */
+    int holders_;    /* hold records pointing here */
 } advlock_fake_lock_;
 
 typedef struct advlock_fake_hold_ {
-    int session_;        /* slot, -1 when the record is free */
+    int session_; /* slot, -1 when the record is free */
     int lock_;
-    int count_[2][2];    /* [mode][scope]: session-level and transaction-level */
+    int count_[2][2]; /* [mode][scope]: session-level and transaction-level */
 } advlock_fake_hold_;
 
 typedef struct advlock_fake_db {
@@ -225,8 +225,8 @@ typedef struct advlock_fake_db {
     advlock_fake_lock_ locks_[ADVLOCK_FAKE_MAX_LOCKS];
     advlock_fake_hold_ holds_[ADVLOCK_FAKE_MAX_HOLDS];
     int next_pid_;
-    int64_t now_ms_;     /* the clock advlock_fake_db_set_time() moves */
-    int sessions_used_;  /* slots below this may be in use */
+    int64_t now_ms_;    /* the clock advlock_fake_db_set_time() moves */
+    int sessions_used_; /* slots below this may be in use */
     int locks_used_;
     int holds_used_;
 } advlock_fake_db;
@@ -341,8 +341,8 @@ ADVLOCK_API int advlock_fake_db_holds(const advlock_fake_db *db, int pid, int64_
  * pid, key, mode, then granted before waiting. Writes at most max rows to
  * rows (which may be NULL when max is 0) and returns how many there are.
  */
-ADVLOCK_API size_t advlock_fake_db_lock_rows(const advlock_fake_db *db,
-                                             advlock_fake_lock_row *rows, size_t max);
+ADVLOCK_API size_t advlock_fake_db_lock_rows(const advlock_fake_db *db, advlock_fake_lock_row *rows,
+                                             size_t max);
 
 /*
  * The rows of the holders query (advlock_sql_text(ADVLOCK_SQL_HOLDERS)) for
@@ -447,9 +447,9 @@ typedef struct advlock_fake_faults {
  * listed in docs/simulation.md and stops at the first violation.
  * ====================================================================== */
 
-#define ADVLOCK_SIM_MAX_CLIENTS 64
-#define ADVLOCK_SIM_MAX_KEYS 16
-#define ADVLOCK_SIM_MAX_EVENTS (ADVLOCK_SIM_MAX_CLIENTS * 8 + ADVLOCK_FAKE_MAX_SESSIONS)
+#define ADVLOCK_SIM_MAX_CLIENTS   64
+#define ADVLOCK_SIM_MAX_KEYS      16
+#define ADVLOCK_SIM_MAX_EVENTS    (ADVLOCK_SIM_MAX_CLIENTS * 8 + ADVLOCK_FAKE_MAX_SESSIONS)
 #define ADVLOCK_SIM_VIOLATION_MAX 512
 
 /* advlock_sim_run() returns this (a positive value, not an advlock_error)
@@ -479,20 +479,20 @@ typedef struct advlock_sim_step {
 
 /* How a client's step ended, as its plan (or a script's record) sees it. */
 typedef struct advlock_sim_done {
-    advlock_sim_step step;     /* the step, as given */
-    int64_t key;               /* ACQUIRE, RELEASE: the derived key */
+    advlock_sim_step step; /* the step, as given */
+    int64_t key;           /* ACQUIRE, RELEASE: the derived key */
     /* ACQUIRE, RELEASE: how it ended. BEGIN, COMMIT, ROLLBACK: FAILED when
      * the statement failed (error, sqlstate, message say how), else 0. */
     advlock_outcome outcome;
-    int error;                 /* 0, or the advlock_error when outcome is FAILED */
-    char command_tag[16];      /* BEGIN, COMMIT, ROLLBACK: the server's tag (a COMMIT
-                                  of a failed block answers "ROLLBACK"), else "" */
-    char sqlstate[6];          /* the server's SQLSTATE, or "" */
+    int error;                         /* 0, or the advlock_error when outcome is FAILED */
+    char command_tag[16];              /* BEGIN, COMMIT, ROLLBACK: the server's tag (a COMMIT
+                                          of a failed block answers "ROLLBACK"), else "" */
+    char sqlstate[6];                  /* the server's SQLSTATE, or "" */
     char message[ADVLOCK_MESSAGE_MAX]; /* the machine's message, or "" */
-    uint64_t attempts;         /* ACQUIRE: try-lock queries sent */
-    int cancel_sent;           /* ACQUIRE: the driver cancelled it */
-    int64_t started_ms;        /* virtual time the step began */
-    int64_t ended_ms;          /* ... and ended */
+    uint64_t attempts;                 /* ACQUIRE: try-lock queries sent */
+    int cancel_sent;                   /* ACQUIRE: the driver cancelled it */
+    int64_t started_ms;                /* virtual time the step began */
+    int64_t ended_ms;                  /* ... and ended */
 } advlock_sim_done;
 
 struct advlock_sim;
@@ -536,24 +536,24 @@ typedef struct advlock_sim_cycler {
 typedef void (*advlock_sim_trace_fn)(void *user, const char *line, size_t len);
 
 typedef struct advlock_sim_config {
-    uint64_t seed;               /* the whole run follows from it */
-    int64_t start_ms;            /* virtual time at the start */
+    uint64_t seed;    /* the whole run follows from it */
+    int64_t start_ms; /* virtual time at the start */
     advlock_fake_latency latency;
     advlock_fake_faults faults;
-    int64_t max_virtual_ms;      /* a run still busy after this long fails (progress) */
-    advlock_sim_trace_fn trace;  /* NULL: no trace */
+    int64_t max_virtual_ms;     /* a run still busy after this long fails (progress) */
+    advlock_sim_trace_fn trace; /* NULL: no trace */
     void *trace_user;
 } advlock_sim_config;
 
 /* Counters of a run. */
 typedef struct advlock_sim_stats {
-    uint64_t events;     /* events processed */
-    uint64_t queries;    /* queries sent */
+    uint64_t events;                          /* events processed */
+    uint64_t queries;                         /* queries sent */
     uint64_t outcomes[ADVLOCK_OUTCOME_COUNT]; /* DONE outcomes by advlock_outcome */
-    uint64_t faults;     /* faults injected (query faults, kills, stalls, jumps) */
-    uint64_t waits;      /* lock statements that waited at the server */
-    uint64_t cancels;    /* cancel requests sent (a server-side wait's deadline, or cancel) */
-    int64_t end_ms;      /* virtual time when the run ended */
+    uint64_t faults;  /* faults injected (query faults, kills, stalls, jumps) */
+    uint64_t waits;   /* lock statements that waited at the server */
+    uint64_t cancels; /* cancel requests sent (a server-side wait's deadline, or cancel) */
+    int64_t end_ms;   /* virtual time when the run ended */
 } advlock_sim_stats;
 
 /* Private per-client state; see advlock_sim. */
@@ -570,26 +570,26 @@ typedef struct advlock_sim_client_ {
     int started_, stopped_;
     /* session and time */
     int pid_;
-    int session_;        /* open, killed (the client not told yet), or lost */
+    int session_; /* open, killed (the client not told yet), or lost */
     advlock_fake_clock clock_;
     advlock_machine machine_;
     advlock_options options_; /* as the machine has them (derived jitter seed) */
     /* the step under way */
-    int busy_;           /* an operation or a transaction statement */
+    int busy_; /* an operation or a transaction statement */
     uint64_t op_serial_;
     advlock_sim_step step_;
     int key_index_;
     int64_t key_;
-    int op_kind_;        /* the operation's lock kind: mode * 2 + scope */
+    int op_kind_; /* the operation's lock kind: mode * 2 + scope */
     int64_t started_ms_;
     int64_t started_reading_;
     int64_t jumped_at_start_;
     int cancel_sent_;
     uint64_t timer_serial_;
     /* the query in flight */
-    int query_;          /* none, on its way to the server, waiting there, on its way back */
+    int query_; /* none, on its way to the server, waiting there, on its way back */
     const char *query_text_;
-    int query_is_lock_;  /* one of the machine's lock statements */
+    int query_is_lock_; /* one of the machine's lock statements */
     int64_t arrive_ms_, deliver_ms_, return_ms_;
     uint64_t wait_serial_;
     advlock_result result_;
@@ -597,9 +597,9 @@ typedef struct advlock_sim_client_ {
     char result_message_[ADVLOCK_FAKE_TEXT_MAX];
     char result_tag_[16];
     const char *result_fault_;
-    int transit_delta_;  /* what the answer on its way back changes, of op_kind_ */
+    int transit_delta_;     /* what the answer on its way back changes, of op_kind_ */
     int txn_end_in_flight_; /* the answer tells of a transaction the server ended */
-    int outside_block_;  /* the answer grants a transaction lock already gone */
+    int outside_block_;     /* the answer grants a transaction lock already gone */
     struct {
         int pid;
         unsigned char granted, mode, state;
@@ -612,11 +612,15 @@ typedef struct advlock_sim_client_ {
     int16_t client_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per results delivered */
     int16_t server_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per queries applied */
     int server_in_block_; /* per the statements applied: inside BEGIN ... */
-    int unsure_;         /* may hold what it does not know about, until it reconnects */
+    int unsure_;          /* may hold what it does not know about, until it reconnects */
     /* the independent policy model (policy.c) */
     int policy_state_, policy_cancel_, policy_deadline_passed_, policy_cancelling_;
+    int policy_fail_after_undo_, policy_undo_reason_;
     advlock_sql policy_sql_;
     int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_, policy_deadline_;
+    int64_t policy_resend_;                      /* when a sent cancel is asked for again */
+    char policy_sqlstate_[6];                    /* the last error's SQLSTATE in this operation */
+    char policy_failure_[ADVLOCK_FAKE_TEXT_MAX]; /* an unrequested 57014's message */
     uint64_t policy_sleeps_, policy_attempts_, policy_jitter_;
     advlock_sim_done last_;
 } advlock_sim_client_;
@@ -647,9 +651,9 @@ typedef struct advlock_sim {
     int nevents_;
     uint64_t next_seq_;
     int64_t now_ms_;
-    int slot_owner_[ADVLOCK_FAKE_MAX_SESSIONS];  /* client per session slot; see sim.c */
+    int slot_owner_[ADVLOCK_FAKE_MAX_SESSIONS];       /* client per session slot; see sim.c */
     int64_t slot_reap_ms_[ADVLOCK_FAKE_MAX_SESSIONS]; /* when a dropped one is reaped */
-    int waiting_;        /* clients whose query waits at the server */
+    int waiting_;                                     /* clients whose query waits at the server */
     int ran_;
     advlock_sim_stats stats_;
     char violation_[ADVLOCK_SIM_VIOLATION_MAX];

@@ -131,7 +131,8 @@ static void on_notice(void *arg, const PGresult *res)
     if (severity == NULL || strcmp(severity, "WARNING") != 0)
         return;
     n->warnings++;
-    copy(n->r.warning_sqlstate, sizeof n->r.warning_sqlstate, PQresultErrorField(res, PG_DIAG_SQLSTATE));
+    copy(n->r.warning_sqlstate, sizeof n->r.warning_sqlstate,
+         PQresultErrorField(res, PG_DIAG_SQLSTATE));
     copy(n->r.warning, sizeof n->r.warning, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
 }
 
@@ -158,8 +159,8 @@ static PGresult *observe(const char *sql, int pid)
     char text[16];
     snprintf(text, sizeof text, "%d", pid);
     const char *values[1] = {text};
-    PGresult *r = PQexecParams(w.observer, sql, pid != 0 ? 1 : 0, NULL, pid != 0 ? values : NULL, NULL,
-                               NULL, 0);
+    PGresult *r = PQexecParams(w.observer, sql, pid != 0 ? 1 : 0, NULL, pid != 0 ? values : NULL,
+                               NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         die("observer query failed: %s", PQerrorMessage(w.observer));
     return r;
@@ -216,17 +217,16 @@ done:
     switch (PQresultStatus(first)) {
     case PGRES_TUPLES_OK:
         copy(a->r.command_tag, sizeof a->r.command_tag, PQcmdStatus(first));
+        a->r.status = (advlock_fake_status)-1; /* unless it is one of these */
         if (PQntuples(first) != 1 || PQnfields(first) != 1)
-            a->r.status = (advlock_fake_status)-1;
-        else if (PQgetisnull(first, 0, 0))
+            break;
+        if (PQgetisnull(first, 0, 0))
             a->r.status = ADVLOCK_FAKE_ROW_NULL;
         else if (PQftype(first, 0) == BOOLOID)
             a->r.status = strcmp(PQgetvalue(first, 0, 0), "t") == 0 ? ADVLOCK_FAKE_ROW_TRUE
                                                                     : ADVLOCK_FAKE_ROW_FALSE;
         else if (PQftype(first, 0) == VOIDOID)
             a->r.status = ADVLOCK_FAKE_ROW_VOID;
-        else
-            a->r.status = (advlock_fake_status)-1;
         break;
     case PGRES_COMMAND_OK:
         a->r.status = ADVLOCK_FAKE_COMMAND_OK;
@@ -283,10 +283,11 @@ static int session_of(int pid, int fake)
 
 static int pg_rows(lock_row *rows)
 {
-    PGresult *r = observe("SELECT pid, ((classid::bigint << 32) | objid::bigint)::text, mode, granted, "
-                          "objsubid FROM pg_locks WHERE locktype = 'advisory' AND database = "
-                          "(SELECT oid FROM pg_database WHERE datname = current_database())",
-                          0);
+    PGresult *r =
+        observe("SELECT pid, ((classid::bigint << 32) | objid::bigint)::text, mode, granted, "
+                "objsubid FROM pg_locks WHERE locktype = 'advisory' AND database = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database())",
+                0);
     int n = PQntuples(r);
     if (n > MAX_ROWS)
         die("too many pg_locks rows");
@@ -319,7 +320,7 @@ static int fake_rows(lock_row *rows)
 
 static const char *status_name(int status)
 {
-    static const char *const names[] = {"true", "false", "NULL", "void", "command",
+    static const char *const names[] = {"true",  "false",           "NULL",   "void", "command",
                                         "error", "connection lost", "waiting"};
     return status >= 0 && status < 8 ? names[status] : "unexpected result shape";
 }
@@ -341,7 +342,9 @@ static void print_rows(const char *side, const lock_row *rows, int n)
     fprintf(stderr, "    %s pg_locks:", side);
     for (int i = 0; i < n; i++)
         fprintf(stderr, " [s%d %" PRId64 " %s%s]", rows[i].session, rows[i].key,
-                rows[i].mode == 0 ? "Exclusive" : rows[i].mode == 1 ? "Share" : "other",
+                rows[i].mode == 0   ? "Exclusive"
+                : rows[i].mode == 1 ? "Share"
+                                    : "other",
                 rows[i].granted ? "" : " waiting");
     fputc('\n', stderr);
 }
@@ -356,8 +359,9 @@ static void mismatch(uint64_t seq, const char *what)
     fprintf(stderr, "\n  steps so far:\n");
     for (int i = 0; i < w.logged; i++)
         fprintf(stderr, "    %s\n", w.log[i]);
-    fprintf(stderr, "  replay: tests/pg/with-postgres.sh build/tests/test_fidelity --sequence %" PRIu64
-                    "\n",
+    fprintf(stderr,
+            "  replay: tests/pg/with-postgres.sh build/tests/test_fidelity --sequence %" PRIu64
+            "\n",
             seq);
     exit(1);
 }
@@ -463,7 +467,8 @@ static int fake_holders(int64_t key, holder_row *rows)
 {
     advlock_fake_result r;
     fake_clock_now();
-    if (advlock_fake_db_exec(&w.fake, w.fake_observer, advlock_sql_text(ADVLOCK_SQL_HOLDERS), &key, &r)
+    if (advlock_fake_db_exec(&w.fake, w.fake_observer, advlock_sql_text(ADVLOCK_SQL_HOLDERS), &key,
+                             &r)
             != 0
         || r.status != ADVLOCK_FAKE_ROWS)
         die("the fake refused the holders query");
@@ -488,8 +493,8 @@ static void print_holders(const char *side, const holder_row *rows, int n)
 {
     fprintf(stderr, "    %s holders:", side);
     for (int i = 0; i < n; i++)
-        fprintf(stderr, " [s%d %s %d '%s' %llds]", rows[i].session, rows[i].granted ? "holds" : "waits",
-                rows[i].mode, rows[i].state, rows[i].seconds);
+        fprintf(stderr, " [s%d %s %d '%s' %llds]", rows[i].session,
+                rows[i].granted ? "holds" : "waits", rows[i].mode, rows[i].state, rows[i].seconds);
     fputc('\n', stderr);
 }
 
@@ -547,7 +552,9 @@ static void expect_waiting_on_server(uint64_t seq, int i)
     for (int waited = 0; waited < WAIT_LIMIT_MS; waited += 2) {
         if (PQconsumeInput(w.s[i].conn) == 0 || !PQisBusy(w.s[i].conn))
             mismatch(seq, "the fake waits, but PostgreSQL answered at once");
-        if (observe_count("SELECT count(*) FROM pg_locks WHERE pid = $1 AND NOT granted", w.s[i].pg_pid) > 0)
+        if (observe_count("SELECT count(*) FROM pg_locks WHERE pid = $1 AND NOT granted",
+                          w.s[i].pg_pid)
+            > 0)
             return;
         pause_ms(2);
     }
@@ -566,7 +573,8 @@ static void settle_waiter(uint64_t seq)
         return;
     if (rc != 1)
         die("fake poll failed: %d", rc);
-    note("  s%d's waiting statement ended: %s %s", w.waiting, status_name((int)fr.status), fr.sqlstate);
+    note("  s%d's waiting statement ended: %s %s", w.waiting, status_name((int)fr.status),
+         fr.sqlstate);
     seen.granted_after_wait += fr.status == ADVLOCK_FAKE_ROW_VOID;
     answer pg, fake = fake_answer(&fr);
     if (await_result(s->conn, &pg, &s->notices) != 0)
@@ -575,8 +583,8 @@ static void settle_waiter(uint64_t seq)
     w.waiting = -1;
 }
 
-static void run_statement(uint64_t seq, int i, const statement *st, int k, const advlock_fake_db *after,
-                          const advlock_fake_result *fr)
+static void run_statement(uint64_t seq, int i, const statement *st, int k,
+                          const advlock_fake_db *after, const advlock_fake_result *fr)
 {
     char with[16] = "";
     if (st->keyed)
@@ -673,7 +681,9 @@ static void step(uint64_t seq, advlock_prng *p)
         fake_clock_now();
         trial = w.fake;
         advlock_fake_result fr;
-        if (advlock_fake_db_exec(&trial, w.s[i].fake_pid, st->sql, st->keyed ? &w.keys[k] : NULL, &fr) != 0)
+        if (advlock_fake_db_exec(&trial, w.s[i].fake_pid, st->sql, st->keyed ? &w.keys[k] : NULL,
+                                 &fr)
+            != 0)
             die("the fake refused a statement");
         if (fr.status == ADVLOCK_FAKE_WAITING && w.waiting >= 0)
             continue;

@@ -19,12 +19,16 @@ static char why[ADVLOCK_SIM_VIOLATION_MAX];
 static void start(int64_t timeout_ms)
 {
     memset(&cl, 0, sizeof cl);
-    cl.step_ = (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
+    cl.step_ =
+        (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
     cl.key_ = 77;
-    advlock_action q = {.kind = ADVLOCK_ACTION_QUERY, .sql = ADVLOCK_SQL_TRY_LOCK,
-                        .sql_text = "SELECT pg_try_advisory_lock($1)", .param = 77,
+    advlock_action q = {.kind = ADVLOCK_ACTION_QUERY,
+                        .sql = ADVLOCK_SQL_TRY_LOCK,
+                        .sql_text = "SELECT pg_try_advisory_lock($1)",
+                        .param = 77,
                         .wake_at_ms = INT64_MAX};
-    assert_int_equal(sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", 1000, &q, 1, why, sizeof why), 0);
+    assert_int_equal(
+        sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", 1000, &q, 1, why, sizeof why), 0);
 }
 
 static int result(advlock_result r, int64_t at, advlock_action a, uint64_t attempts)
@@ -44,14 +48,17 @@ static advlock_action sleep_for(int64_t ms, int64_t wake)
 
 static advlock_action try_lock(void)
 {
-    return (advlock_action){.kind = ADVLOCK_ACTION_QUERY, .sql = ADVLOCK_SQL_TRY_LOCK,
-                            .sql_text = "SELECT pg_try_advisory_lock($1)", .param = 77,
+    return (advlock_action){.kind = ADVLOCK_ACTION_QUERY,
+                            .sql = ADVLOCK_SQL_TRY_LOCK,
+                            .sql_text = "SELECT pg_try_advisory_lock($1)",
+                            .param = 77,
                             .wake_at_ms = INT64_MAX};
 }
 
 static advlock_action done(advlock_outcome o, const char *message)
 {
-    return (advlock_action){.kind = ADVLOCK_ACTION_DONE, .outcome = o, .sqlstate = "", .message = message};
+    return (advlock_action){
+        .kind = ADVLOCK_ACTION_DONE, .outcome = o, .sqlstate = "", .message = message};
 }
 
 static const char *const timed_out_msg = "Could not acquire migration lock for 'm' within 1.5s.";
@@ -63,8 +70,11 @@ static void the_reference_passes(void **state)
     const int64_t sleeps[] = {100, 200, 400, 800};
     int64_t t = 1000;
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(result(ADVLOCK_RESULT_FALSE, t, sleep_for(sleeps[i], t + sleeps[i]), (uint64_t)i + 1), 0);
-        assert_int_equal(timer(t + sleeps[i] - 1, sleep_for(sleeps[i], t + sleeps[i]), (uint64_t)i + 1), 0);
+        assert_int_equal(
+            result(ADVLOCK_RESULT_FALSE, t, sleep_for(sleeps[i], t + sleeps[i]), (uint64_t)i + 1),
+            0);
+        assert_int_equal(
+            timer(t + sleeps[i] - 1, sleep_for(sleeps[i], t + sleeps[i]), (uint64_t)i + 1), 0);
         t += sleeps[i];
         assert_int_equal(timer(t, try_lock(), (uint64_t)i + 2), 0);
     }
@@ -110,7 +120,8 @@ static void timing_out_early_fails(void **state)
 {
     (void)state;
     start(1500);
-    assert_int_equal(result(ADVLOCK_RESULT_FALSE, 2499, done(ADVLOCK_TIMED_OUT, timed_out_msg), 1), -1);
+    assert_int_equal(result(ADVLOCK_RESULT_FALSE, 2499, done(ADVLOCK_TIMED_OUT, timed_out_msg), 1),
+                     -1);
     assert_non_null(strstr(why, "the reference policy says sleep"));
 }
 
@@ -154,7 +165,8 @@ static advlock_machine m;
 static int shadow_start(advlock_options o, int64_t timeout_ms, int64_t now)
 {
     memset(&cl, 0, sizeof cl);
-    cl.step_ = (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
+    cl.step_ =
+        (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
     advlock_derive_key("m", 1, &cl.key_);
     cl.options_ = o;
     sim_policy_seed(&cl, o.jitter_seed);
@@ -190,7 +202,8 @@ static int refused_to_the_end(int64_t now, int tamper_at, void (*tamper)(advlock
                               int64_t *ended)
 {
     for (int sleep = 1;; sleep++) {
-        int rc = shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, now, sleep == tamper_at ? tamper : NULL);
+        int rc =
+            shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, now, sleep == tamper_at ? tamper : NULL);
         advlock_action a = advlock_next_action(&m);
         if (rc != 0 || a.kind == ADVLOCK_ACTION_DONE) {
             *ended = now;
@@ -264,13 +277,14 @@ static void clipping_is_checked(void **state)
     advlock_options o;
     advlock_options_init(&o);
     o.clip_to_deadline = 1;
-    int64_t ended;
+    int64_t ended = 0;
     assert_int_equal(shadow_start(o, 1250, 0), 0);
     assert_int_equal(refused_to_the_end(0, 0, NULL, &ended), 0);
     assert_int_equal(ended, 1250);
     assert_int_equal(shadow_start(o, 1250, 0), 0);
     assert_int_equal(refused_to_the_end(0, 4, unclipped, &ended), -1);
-    assert_string_equal(why, "schedule: sleep 4 lasted 800 ms; the clipped reference policy says 550 ms");
+    assert_string_equal(
+        why, "schedule: sleep 4 lasted 800 ms; the clipped reference policy says 550 ms");
 }
 
 static void no_deadline(advlock_action *a)
@@ -314,7 +328,8 @@ static void server_wait_is_checked(void **state)
     assert_non_null(strstr(why, "the query's deadline"));
     assert_int_equal(shadow_start(o, 2000, 100), 0);
     assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, no_cancel), -1);
-    assert_non_null(strstr(why, "the server-wait policy says cancel the query, the machine did query"));
+    assert_non_null(
+        strstr(why, "the server-wait policy says cancel the query, the machine did query"));
 }
 
 static void shared_transaction_release_ends_with_the_transaction(void **state)
@@ -330,9 +345,11 @@ static void shared_transaction_release_ends_with_the_transaction(void **state)
     cl.step_.kind = ADVLOCK_SIM_RELEASE;
     assert_int_equal(advlock_start_release(&m, "m", 1, 2), 0);
     advlock_action a = advlock_next_action(&m);
-    assert_int_equal(sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why), 0);
+    assert_int_equal(sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why),
+                     0);
     a.outcome = ADVLOCK_RELEASED;
-    assert_int_equal(sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why), -1);
+    assert_int_equal(sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why),
+                     -1);
 }
 
 static void wrong_pid(advlock_action *a)
@@ -348,7 +365,11 @@ static void diagnostics_are_checked_against_the_rows(void **state)
     o.diagnose = 1;
     const advlock_holder rows[] = {
         {.pid = 7, .granted = 0, .mode = "ExclusiveLock", .state = "active", .seconds = 3},
-        {.pid = 42, .granted = 1, .mode = "ShareLock", .state = "idle in transaction", .seconds = 75},
+        {.pid = 42,
+         .granted = 1,
+         .mode = "ShareLock",
+         .state = "idle in transaction",
+         .seconds = 75},
         {.pid = 44, .granted = 1, .mode = "ShareLock", .state = "idle", .seconds = 1},
     };
     for (int pass = 0; pass < 2; pass++) {
@@ -399,8 +420,9 @@ static void shared_holders_may_share_and_nothing_else(void **state)
     assert_int_equal(sim_check_world(&sim, text, sizeof text), 0);
     sim.clients_[2].belief_[0][kinds[2]] = 1;
     assert_int_equal(sim_check_world(&sim, text, sizeof text), -1);
-    assert_string_equal(text, "mutual exclusion: client 2 believes it holds key 0 exclusively while "
-                              "client 0 believes it holds it too");
+    assert_string_equal(text,
+                        "mutual exclusion: client 2 believes it holds key 0 exclusively while "
+                        "client 0 believes it holds it too");
     /* A client whose COMMIT is on its way has left its transaction lock. */
     sim.clients_[0].belief_[0][kinds[0]] = 0;
     sim.clients_[1].busy_ = 1;

@@ -72,7 +72,7 @@ static void a_waiter_gets_the_lock_within_its_next_backoff(void **state)
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 30000},
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
     };
-    advlock_sim_done seen[3];
+    advlock_sim_done seen[3] = {0};
     assert_int_equal(advlock_sim_init(sim, NULL), 0);
     assert_int_equal(advlock_sim_add_script(sim, holder, 3, NULL), 0);
     assert_int_equal(advlock_sim_add_script(sim, waiter, 3, seen), 1);
@@ -96,8 +96,8 @@ typedef struct service {
 
 /* A service's own policy around the lock: try for 2 s; after a timeout
  * wait 3 s and try again, at most three times; release what it gets. */
-static void retrying_service(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
-                             advlock_sim_step *next)
+static void retrying_service(void *state, advlock_sim *sim, int client,
+                             const advlock_sim_done *last, advlock_sim_step *next)
 {
     (void)sim;
     (void)client;
@@ -106,7 +106,8 @@ static void retrying_service(void *state, advlock_sim *sim, int client, const ad
         s->log[s->logged++] = *last;
     if (last == NULL || (last->step.kind == ADVLOCK_SIM_PAUSE)) {
         s->tries++;
-        *next = (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000};
+        *next =
+            (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000};
     } else if (last->step.kind == ADVLOCK_SIM_ACQUIRE && last->outcome == ADVLOCK_TIMED_OUT
                && s->tries < 3) {
         *next = (advlock_sim_step){.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 3000};
@@ -160,12 +161,15 @@ static void cancel_ends_a_sleep_and_leaves_nothing_held(void **state)
     };
     const advlock_sim_step waiter[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 30000, .cancel_after_ms = 250},
+        {.kind = ADVLOCK_SIM_ACQUIRE,
+         .lock_name = "m",
+         .timeout_ms = 30000,
+         .cancel_after_ms = 250},
         /* The lock is free from 5000; cancel while the first try is on the wire. */
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 5000},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 0, .cancel_after_ms = 1},
     };
-    advlock_sim_done seen[4];
+    advlock_sim_done seen[4] = {0};
     advlock_sim_config cfg;
     advlock_sim_config_default(&cfg);
     cfg.latency = (advlock_fake_latency){4, 4, 0, 0};
@@ -270,7 +274,7 @@ typedef struct digest {
     int malformed;
 } digest;
 
-static const char *const events[] = {"query", "result", "sleep", "acquired", "timed_out",
+static const char *const events[] = {"query",    "result",   "sleep", "acquired", "timed_out",
                                      "released", "not_held", "error", "cancelled"};
 
 static void hash_line(void *user, const char *line, size_t len)
@@ -355,7 +359,8 @@ static void every_fault_happens_and_the_invariants_hold(void **state)
     assert_true(f.killed > 0);
     assert_true(f.skewed);
     advlock_sim_stats st = advlock_sim_get_stats(sim);
-    assert_true(st.faults > 0 && st.outcomes[ADVLOCK_FAILED] > 0 && st.outcomes[ADVLOCK_ACQUIRED] > 0);
+    assert_true(st.faults > 0 && st.outcomes[ADVLOCK_FAILED] > 0
+                && st.outcomes[ADVLOCK_ACQUIRED] > 0);
 }
 
 /*
@@ -427,11 +432,12 @@ static void server_wait_hands_over_within_one_round_trip(void **state)
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 30000},
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
     };
-    advlock_sim_done seen[3];
+    advlock_sim_done seen[3] = {0};
     advlock_options o = with_wait();
     fixed_latency(sim, 10); /* 5 ms each way */
     advlock_sim_add_script(sim, holder, 3, NULL);
-    assert_int_equal(advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 3, seen), &o), 0);
+    assert_int_equal(advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 3, seen), &o),
+                     0);
     assert_int_equal(advlock_sim_run(sim), 0);
     /* The holder's unlock reaches the server at 1015 and the server hands
      * the lock over there and then: the waiter knows 5 ms later, with one
@@ -456,7 +462,7 @@ static void server_wait_times_out_at_its_deadline_after_the_cancel(void **state)
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000},
     };
-    advlock_sim_done seen[2];
+    advlock_sim_done seen[2] = {0};
     advlock_options o = with_wait();
     fixed_latency(sim, 10);
     advlock_sim_add_script(sim, holder, 3, NULL);
@@ -492,7 +498,7 @@ static void server_wait_grant_racing_the_cancel_is_given_back(void **state)
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
     };
-    advlock_sim_done seen[2], late[3];
+    advlock_sim_done seen[2] = {0}, late[3] = {0};
     advlock_options o = with_wait();
     fixed_latency(sim, 10);
     advlock_sim_add_script(sim, holder, 3, NULL);
@@ -635,7 +641,7 @@ static void diagnostics_name_the_holder_from_the_lock_table(void **state)
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000},
     };
-    advlock_sim_done seen[2];
+    advlock_sim_done seen[2] = {0};
     advlock_options o;
     advlock_options_init(&o);
     o.diagnose = 1;
@@ -644,8 +650,9 @@ static void diagnostics_name_the_holder_from_the_lock_table(void **state)
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
     assert_int_equal(advlock_sim_run(sim), 0);
     char want[160];
-    snprintf(want, sizeof want, "Could not acquire migration lock for 'm' within 2s. Held by pid %d "
-                                "(application '', state idle) for 2s.",
+    snprintf(want, sizeof want,
+             "Could not acquire migration lock for 'm' within 2s. Held by pid %d "
+             "(application '', state idle) for 2s.",
              advlock_sim_client_pid(sim, 0));
     assert_int_equal(seen[1].outcome, ADVLOCK_TIMED_OUT);
     assert_int_equal(seen[1].ended_ms, 2501); /* the last try at 2501 ms, held since 0 */
@@ -771,17 +778,15 @@ static void options_are_checked_and_fixed_during_a_step(void **state)
 }
 
 /*
- * Known core issue (docs/simulation.md): a cancel request that reaches the
- * server before the query it is meant to cancel finds the session idle, and
- * PostgreSQL ignores it (a cancel for an idle backend is discarded). The
- * machine sent its one cancel and now waits with no deadline at all, for as
- * long as the holder keeps the lock. A query delayed in the network (a
- * retransmission) and a short timeout are enough. The simulation's driver
- * never lets a cancel overtake its query, so that campaigns can run; this
- * test shows the case directly and fails once the machine re-sends its
- * cancel (or otherwise keeps a deadline) while the answer is outstanding.
+ * A cancel request that reaches the server before the query it is meant to
+ * cancel finds the session idle, and PostgreSQL ignores it (a cancel for an
+ * idle backend is discarded). A query delayed in the network and a short
+ * timeout are enough. The machine keeps a deadline 250 ms after each cancel
+ * it sent and asks again while the answer is outstanding: the second
+ * request meets the waiting statement and ends it; the unlock after the
+ * 57014 finds nothing granted, and the acquire times out.
  */
-static void known_core_issue_a_cancel_that_overtakes_its_query_leaves_the_wait_unbounded(void **state)
+static void a_cancel_that_overtakes_its_query_is_asked_for_again(void **state)
 {
     (void)state;
     static advlock_fake_db db;
@@ -805,10 +810,28 @@ static void known_core_issue_a_cancel_that_overtakes_its_query_leaves_the_wait_u
     advlock_on_cancel_sent(&m, 11);
     advlock_fake_db_exec(&db, waiter, advlock_next_action(&m).sql_text, &key, &r);
     assert_int_equal(r.status, ADVLOCK_FAKE_WAITING); /* the query arrives, and waits */
-    advlock_on_timer(&m, 3600000);
     advlock_action a = advlock_next_action(&m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_QUERY);
-    assert_true(a.wake_at_ms == INT64_MAX); /* the issue: no deadline any more */
+    assert_int_equal(a.wake_at_ms, 11 + 250); /* still a deadline: the repeat */
+    advlock_on_timer(&m, 260);
+    assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_QUERY); /* not yet */
+    advlock_on_timer(&m, 261);
+    assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
+    assert_int_equal(advlock_fake_db_cancel(&db, waiter), 1); /* this one lands on the wait */
+    advlock_on_cancel_sent(&m, 262);
+    assert_int_equal(advlock_fake_db_poll(&db, waiter, &r), 1);
+    assert_string_equal(r.sqlstate, "57014");
+    advlock_on_result(&m, ADVLOCK_RESULT_SERVER_ERROR, r.sqlstate, r.message, 270);
+    a = advlock_next_action(&m);
+    assert_int_equal(a.kind, ADVLOCK_ACTION_QUERY);
+    assert_int_equal(a.sql, ADVLOCK_SQL_UNLOCK);
+    advlock_fake_db_exec(&db, waiter, a.sql_text, &key, &r);
+    assert_int_equal(r.status, ADVLOCK_FAKE_ROW_FALSE); /* nothing was granted */
+    advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 271);
+    a = advlock_next_action(&m);
+    assert_int_equal(a.kind, ADVLOCK_ACTION_DONE);
+    assert_int_equal(a.outcome, ADVLOCK_TIMED_OUT);
+    assert_string_equal(a.sqlstate, "");
 }
 
 typedef struct lines {
@@ -848,7 +871,7 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 999},
     };
-    advlock_sim_done seen[2];
+    advlock_sim_done seen[2] = {0};
     static lines l;
     memset(&l, 0, sizeof l);
     advlock_sim_config cfg;
@@ -861,7 +884,7 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
     assert_int_equal(advlock_sim_run(sim), 0);
     static const char *const story[] = {
-        "query  pg_advisory_lock", "waiting  ", "cancel_query  ", "result error ",
+        "query  pg_advisory_lock",   "waiting  ",    "cancel_query  ", "result error ",
         "query  pg_advisory_unlock", "result true ", "timed_out  ",
     };
     assert_int_equal(l.n, 7);
@@ -872,15 +895,14 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
 }
 
 /*
- * Known core issue (docs/simulation.md): a 57014 the machine did not ask for
- * (statement_timeout, or a cancel request of an earlier operation landing
- * late) can hide a grant just as the machine's own cancel can: PostgreSQL
- * grants the waiting pg_advisory_lock, then the interrupt ends the statement
- * with 57014. The machine reports FAILED and sends nothing, and its message
- * does not say the lock may be held; the session holds it. Fails once the
- * core unlocks (or warns) after any 57014 of a session-scoped wait.
+ * A 57014 the machine did not ask for (statement_timeout, or a cancel
+ * request of an earlier operation landing late) can hide a grant just as the
+ * machine's own cancel can: PostgreSQL grants the waiting pg_advisory_lock,
+ * then the interrupt ends the statement with 57014. In session scope the
+ * machine unlocks once, giving the grant back, and only then reports the
+ * failure, with the 57014 and the server's words.
  */
-static void known_core_issue_an_unrequested_57014_can_hide_a_grant(void **state)
+static void an_unrequested_57014_gives_back_the_grant_it_hid(void **state)
 {
     (void)state;
     static advlock_fake_db db;
@@ -904,22 +926,30 @@ static void known_core_issue_an_unrequested_57014_can_hide_a_grant(void **state)
     assert_int_equal(advlock_fake_db_cancel(&db, waiter), 1); /* statement_timeout, now */
     assert_int_equal(advlock_fake_db_poll(&db, waiter, &r), 1);
     assert_string_equal(r.sqlstate, "57014");
+    advlock_fake_db_holds(&db, waiter, key, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
+    assert_int_equal(held, 1); /* the grant the 57014 hides */
     advlock_on_result(&m, ADVLOCK_RESULT_SERVER_ERROR, "57014",
                       "canceling statement due to statement timeout", 100);
     advlock_action a = advlock_next_action(&m);
+    assert_int_equal(a.kind, ADVLOCK_ACTION_QUERY);
+    assert_int_equal(a.sql, ADVLOCK_SQL_UNLOCK);
+    advlock_fake_db_exec(&db, waiter, a.sql_text, &key, &r);
+    assert_int_equal(r.status, ADVLOCK_FAKE_ROW_TRUE);
+    advlock_fake_db_holds(&db, waiter, key, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
+    assert_int_equal(held, 0); /* given back */
+    advlock_on_result(&m, ADVLOCK_RESULT_TRUE, NULL, NULL, 101);
+    a = advlock_next_action(&m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_DONE);
     assert_int_equal(a.outcome, ADVLOCK_FAILED);
-    assert_null(strstr(a.message, "may")); /* the issue: no word of the doubt... */
-    advlock_fake_db_holds(&db, waiter, key, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
-    assert_int_equal(held, 1); /* ... and the session holds the lock */
+    assert_int_equal(a.error, ADVLOCK_ESERVER);
+    assert_string_equal(a.sqlstate, "57014");
+    assert_string_equal(a.message, "pg_advisory_lock for 'm' failed with SQLSTATE 57014: "
+                                   "canceling statement due to statement timeout");
 }
 
-/* Known core issue (docs/simulation.md): the caller's cancel of a
- * transaction-scoped server-side wait ends CANCELLED but keeps the 57014 it
- * asked for as the outcome's SQLSTATE, where a session-scoped one (whose
- * unlock answers a boolean) and a timeout clear it. Fails once the core
- * clears it; then assert "" here. */
-static void known_core_issue_a_cancelled_transaction_wait_keeps_its_57014(void **state)
+/* The caller's cancel of a server-side wait ends CANCELLED with no SQLSTATE,
+ * in either scope: the 57014 it asked for is no error. */
+static void a_cancelled_wait_carries_no_sqlstate(void **state)
 {
     (void)state;
     advlock_machine m;
@@ -937,7 +967,7 @@ static void known_core_issue_a_cancelled_transaction_wait_keeps_its_57014(void *
             advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 10);
         advlock_action a = advlock_next_action(&m);
         assert_int_equal(a.outcome, ADVLOCK_CANCELLED);
-        assert_string_equal(a.sqlstate, scope == ADVLOCK_SESSION ? "" : "57014");
+        assert_string_equal(a.sqlstate, "");
     }
 }
 
@@ -960,11 +990,11 @@ static void misuse_and_bad_arguments(void **state)
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "\xff"},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = -1},
     };
-    advlock_sim_done seen[2];
+    advlock_sim_done seen[2] = {0};
     for (int i = 0; i < ADVLOCK_SIM_MAX_CLIENTS; i++)
-        assert_int_equal(advlock_sim_add_script(sim, i == 0 ? bad : NULL, i == 0 ? 2 : 0,
-                                                i == 0 ? seen : NULL),
-                         i);
+        assert_int_equal(
+            advlock_sim_add_script(sim, i == 0 ? bad : NULL, i == 0 ? 2 : 0, i == 0 ? seen : NULL),
+            i);
     assert_int_equal(advlock_sim_add_script(sim, NULL, 0, NULL), ADVLOCK_EINVAL);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(seen[0].outcome, ADVLOCK_FAILED);
@@ -978,37 +1008,46 @@ static void misuse_and_bad_arguments(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(a_waiter_gets_the_lock_within_its_next_backoff, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_plan_decides_what_to_do_after_a_timeout, setup, teardown),
-        cmocka_unit_test_setup_teardown(cancel_ends_a_sleep_and_leaves_nothing_held, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_script_that_keeps_its_lock_is_a_leak, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_lock_lost_behind_a_clients_back_is_caught, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_lock_held_by_a_session_nobody_owns_is_caught, setup, teardown),
-        cmocka_unit_test_setup_teardown(the_same_seed_gives_a_byte_identical_trace, setup, teardown),
-        cmocka_unit_test_setup_teardown(every_fault_happens_and_the_invariants_hold, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            null_while_undoing_a_cancel_reports_the_doubt, setup, teardown),
-        cmocka_unit_test_setup_teardown(server_wait_hands_over_within_one_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(server_wait_times_out_at_its_deadline_after_the_cancel, setup,
+        cmocka_unit_test_setup_teardown(a_waiter_gets_the_lock_within_its_next_backoff, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_plan_decides_what_to_do_after_a_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_ends_a_sleep_and_leaves_nothing_held, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_script_that_keeps_its_lock_is_a_leak, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_lock_lost_behind_a_clients_back_is_caught, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_lock_held_by_a_session_nobody_owns_is_caught, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(the_same_seed_gives_a_byte_identical_trace, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(every_fault_happens_and_the_invariants_hold, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(null_while_undoing_a_cancel_reports_the_doubt, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(server_wait_hands_over_within_one_round_trip, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(server_wait_times_out_at_its_deadline_after_the_cancel,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(server_wait_grant_racing_the_cancel_is_given_back, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(server_waits_that_deadlock_end_after_deadlock_timeout, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(server_waits_that_deadlock_end_after_deadlock_timeout,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(shared_holders_coexist_and_exclusive_waits_for_both, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_transaction_lock_lasts_until_commit, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_transaction_lock_outside_a_block_is_caught, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_transaction_lock_outside_a_block_is_caught, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(diagnostics_name_the_holder_from_the_lock_table, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(full_jitter_is_seeded_per_client_and_ends_at_the_deadline,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(options_are_checked_and_fixed_during_a_step, setup, teardown),
-        cmocka_unit_test(known_core_issue_a_cancel_that_overtakes_its_query_leaves_the_wait_unbounded),
+        cmocka_unit_test_setup_teardown(options_are_checked_and_fixed_during_a_step, setup,
+                                        teardown),
+        cmocka_unit_test(a_cancel_that_overtakes_its_query_is_asked_for_again),
         cmocka_unit_test_setup_teardown(a_grant_hidden_by_the_cancels_57014_is_given_back, setup,
                                         teardown),
-        cmocka_unit_test(known_core_issue_an_unrequested_57014_can_hide_a_grant),
-        cmocka_unit_test(known_core_issue_a_cancelled_transaction_wait_keeps_its_57014),
+        cmocka_unit_test(an_unrequested_57014_gives_back_the_grant_it_hid),
+        cmocka_unit_test(a_cancelled_wait_carries_no_sqlstate),
         cmocka_unit_test_setup_teardown(misuse_and_bad_arguments, setup, teardown),
     };
     return cmocka_run_group_tests_name("simulation", tests, NULL, NULL);

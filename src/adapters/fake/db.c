@@ -189,7 +189,8 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         db_statement_failed(db, slot);
         return;
     }
-    if (s->txn_ == TXN_FAILED && (st == NULL || (st->kind != ST_COMMIT && st->kind != ST_ROLLBACK))) {
+    if (s->txn_ == TXN_FAILED
+        && (st == NULL || (st->kind != ST_COMMIT && st->kind != ST_ROLLBACK))) {
         fake_result_error(out, "25P02",
                           "current transaction is aborted, commands ignored until end of "
                           "transaction block");
@@ -210,11 +211,12 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         db_statement_failed(db, slot);
         return;
     }
+    int64_t key = param != NULL ? *param : 0; /* the statements that take one have it */
     switch (st->kind) {
-    case ST_TRY: run_try(db, slot, st, *param, out); break;
-    case ST_LOCK: run_lock(db, slot, st, *param, out); break;
-    case ST_UNLOCK: run_unlock(db, slot, st, *param, out); break;
-    case ST_HOLDERS: run_holders(db, slot, *param, out); break;
+    case ST_TRY: run_try(db, slot, st, key, out); break;
+    case ST_LOCK: run_lock(db, slot, st, key, out); break;
+    case ST_UNLOCK: run_unlock(db, slot, st, key, out); break;
+    case ST_HOLDERS: run_holders(db, slot, key, out); break;
     case ST_UNLOCK_ALL:
         lt_release_level(db, slot, SCOPE_SESSION);
         fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);

@@ -45,8 +45,9 @@ static int tally(const advlock_sim *sim, counts_t counts, int held[ADVLOCK_SIM_M
         int owner = sim->slot_owner_[h->session_];
         if (owner == SLOT_ORPHAN) {
             if (sim->now_ms_ > sim->slot_reap_ms_[h->session_])
-                return fail(why, size, "dropped session %d still holds key %lld past its detection "
-                                       "deadline %lld ms",
+                return fail(why, size,
+                            "dropped session %d still holds key %lld past its detection "
+                            "deadline %lld ms",
                             pid, (long long)key, (long long)sim->slot_reap_ms_[h->session_]);
             continue;
         }
@@ -88,18 +89,19 @@ static int check_agreement(const advlock_sim *sim, counts_t counts, char *why, s
         for (int k = 0; k < sim->nkeys_; k++) {
             for (int j = 0; j < KINDS; j++) {
                 if (counts[c][k][j] != cl->server_view_[k][j])
-                    return fail(why, size, "the lock table says client %d's session holds key %lld "
-                                           "(%s) %d time(s), the queries it ran say %d",
+                    return fail(why, size,
+                                "the lock table says client %d's session holds key %lld "
+                                "(%s) %d time(s), the queries it ran say %d",
                                 c, (long long)sim->keys_[k], kind_name(j), counts[c][k][j],
                                 cl->server_view_[k][j]);
                 if (cl->txn_end_in_flight_ && sim_kind_is_xact(j))
                     continue;
-                int in_flight = answering && k == cl->key_index_ && j == cl->op_kind_
-                                    ? cl->transit_delta_
-                                    : 0;
+                int in_flight =
+                    answering && k == cl->key_index_ && j == cl->op_kind_ ? cl->transit_delta_ : 0;
                 if (cl->server_view_[k][j] - cl->client_view_[k][j] != in_flight)
-                    return fail(why, size, "key %lld (%s): client %d's session holds it %d time(s), "
-                                           "the client has been told %d",
+                    return fail(why, size,
+                                "key %lld (%s): client %d's session holds it %d time(s), "
+                                "the client has been told %d",
                                 (long long)sim->keys_[k], kind_name(j), c, cl->server_view_[k][j],
                                 cl->client_view_[k][j]);
             }
@@ -120,11 +122,13 @@ static int inside(const advlock_sim_client_ *cl, int k, int j)
     if (cl->session_ != SESSION_OPEN)
         return 0;
     int n = cl->belief_[k][j];
-    if (cl->busy_ && cl->step_.kind == ADVLOCK_SIM_RELEASE && cl->key_index_ == k && cl->op_kind_ == j)
+    if (cl->busy_ && cl->step_.kind == ADVLOCK_SIM_RELEASE && cl->key_index_ == k
+        && cl->op_kind_ == j)
         n--;
-    int ending = cl->txn_end_in_flight_
-                 || (cl->busy_ && (cl->step_.kind == ADVLOCK_SIM_COMMIT
-                                   || cl->step_.kind == ADVLOCK_SIM_ROLLBACK));
+    int ending =
+        cl->txn_end_in_flight_
+        || (cl->busy_
+            && (cl->step_.kind == ADVLOCK_SIM_COMMIT || cl->step_.kind == ADVLOCK_SIM_ROLLBACK));
     if (ending && sim_kind_is_xact(j))
         n = 0;
     return n > 0 ? n : 0;
@@ -155,8 +159,9 @@ static int check_exclusion(const advlock_sim *sim, char *why, size_t size)
             else if (other[k] < 0)
                 other[k] = c;
             if (exclusive[k] >= 0 && holders[k] > 1)
-                return fail(why, size, "mutual exclusion: client %d believes it holds key %lld "
-                                       "exclusively while client %d believes it holds it too",
+                return fail(why, size,
+                            "mutual exclusion: client %d believes it holds key %lld "
+                            "exclusively while client %d believes it holds it too",
                             exclusive[k], (long long)sim->keys_[k], other[k]);
         }
     }
@@ -192,8 +197,9 @@ static int check_progress(const advlock_sim *sim, const int held[ADVLOCK_SIM_MAX
             continue;
         }
         if (sim->now_ms_ > next_try + rtt)
-            return fail(why, size, "progress: key %lld is free, but the client waiting for it has not "
-                                   "taken it by its next attempt at %lld ms (+ %lld ms latency)",
+            return fail(why, size,
+                        "progress: key %lld is free, but the client waiting for it has not "
+                        "taken it by its next attempt at %lld ms (+ %lld ms latency)",
                         (long long)sim->keys_[cl->key_index_], (long long)next_try, (long long)rtt);
     }
     return 0;
@@ -203,15 +209,26 @@ static int check_progress(const advlock_sim *sim, const int held[ADVLOCK_SIM_MAX
  * then with the reference's unclipped schedule up to one more sleep (1 s),
  * and round trips to finish: the last attempt's (or, waiting on the server,
  * the cancel's one and a half and the answer's half), an undo's, and the
- * holders query's when diagnosing. A release, BEGIN, COMMIT: one. */
+ * holders query's when diagnosing. Waiting on the server, a cancel may
+ * overtake its query (which arrives at most half a round trip after it was
+ * sent, and no later than the first cancel was sent) and be dropped; the
+ * machine asks again every 250 ms, so the first repeat sent half a round
+ * trip or more after the first cancel meets the statement. A release,
+ * BEGIN, COMMIT: one round trip. */
 static int64_t step_limit(const advlock_sim_client_ *cl, int64_t rtt)
 {
+    enum { CANCEL_REPEAT_MS = 250 };
     const advlock_options *o = &cl->options_;
     if (cl->step_.kind != ADVLOCK_SIM_ACQUIRE)
         return rtt;
     int overshoot = o->wait == ADVLOCK_WAIT_POLL && o->backoff == ADVLOCK_BACKOFF_REFERENCE
                     && !o->clip_to_deadline;
-    return cl->step_.timeout_ms + (overshoot ? 1000 : 0) + 3 * rtt + (o->diagnose ? rtt : 0);
+    int64_t half = rtt / 2 + rtt % 2;
+    int64_t repeats = o->wait == ADVLOCK_WAIT_SERVER
+                          ? (half + CANCEL_REPEAT_MS - 1) / CANCEL_REPEAT_MS * CANCEL_REPEAT_MS
+                          : 0;
+    return cl->step_.timeout_ms + (overshoot ? 1000 : 0) + repeats + 3 * rtt
+           + (o->diagnose ? rtt : 0);
 }
 
 /* Every step ends in time. Measured on the client's own clock, less its
@@ -230,8 +247,9 @@ static int check_durations(const advlock_sim *sim, char *why, size_t size)
                        - (now.jumped_ms_ - cl->jumped_at_start_);
         int64_t limit = step_limit(cl, rtt);
         if (seen > limit)
-            return fail(why, size, "progress: client %d's step started at %lld ms has run for "
-                                   "%lld ms of its clock, more than %lld ms",
+            return fail(why, size,
+                        "progress: client %d's step started at %lld ms has run for "
+                        "%lld ms of its clock, more than %lld ms",
                         c, (long long)cl->started_ms_, (long long)seen, (long long)limit);
     }
     return 0;
@@ -259,14 +277,16 @@ int sim_check_end(advlock_sim *sim, char *why, size_t size)
     for (int c = 0; c < sim->nclients_; c++) {
         const advlock_sim_client_ *cl = &sim->clients_[c];
         if (!cl->stopped_ || cl->busy_)
-            return fail(why, size, "progress: client %d has nothing left to run but its plan has "
-                                   "not stopped",
+            return fail(why, size,
+                        "progress: client %d has nothing left to run but its plan has "
+                        "not stopped",
                         c);
         for (int k = 0; k < sim->nkeys_; k++)
             for (int j = 0; j < KINDS; j++)
                 if (cl->belief_[k][j] != 0)
-                    return fail(why, size, "leak: at the end client %d still believes it holds "
-                                           "key %lld (%s)",
+                    return fail(why, size,
+                                "leak: at the end client %d still believes it holds "
+                                "key %lld (%s)",
                                 c, (long long)sim->keys_[k], kind_name(j));
     }
     advlock_fake_lock_row row;

@@ -23,7 +23,8 @@ static void dequeue(advlock_fake_db *db, int slot)
     advlock_fake_session_ *s = &db->sessions_[slot];
     for (int i = 0; i < db->sessions_used_; i++) {
         advlock_fake_session_ *o = &db->sessions_[i];
-        if (o->wait_ == WAIT_QUEUED && o->wait_lock_ == s->wait_lock_ && o->wait_pos_ > s->wait_pos_)
+        if (o->wait_ == WAIT_QUEUED && o->wait_lock_ == s->wait_lock_
+            && o->wait_pos_ > s->wait_pos_)
             o->wait_pos_--;
     }
     db->locks_[s->wait_lock_].waiting_[s->wait_mode_]--;
@@ -37,8 +38,8 @@ static void dequeue(advlock_fake_db *db, int slot)
  * hold and wakes this queue again. */
 void lt_wake(advlock_fake_db *db, int lock)
 {
-    int order[ADVLOCK_FAKE_MAX_SESSIONS];
-    int granted[ADVLOCK_FAKE_MAX_SESSIONS];
+    int order[ADVLOCK_FAKE_MAX_SESSIONS] = {0};
+    int granted[ADVLOCK_FAKE_MAX_SESSIONS] = {0};
     int n = lt_queue_order(db, lock, order);
     int ngranted = 0;
     int ahead = 0;

@@ -104,13 +104,12 @@ static void after_release(advlock_sim_client_ *cl, advlock_prng *p, const advloc
 {
     if (last->outcome == ADVLOCK_ENDS_WITH_TRANSACTION)
         next->kind = ADVLOCK_SIM_COMMIT;
-    else if (last->outcome == ADVLOCK_NOT_HELD)
-        reset(next); /* NULL read as "not held": the hold may remain */
     else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
              && ++cl->release_tries_ < 3)
         release(cl, next); /* the unlock was not applied: the lock is still held */
-    else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER)
-        reset(next);
+    else if (last->outcome == ADVLOCK_NOT_HELD
+             || (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER))
+        reset(next); /* NULL read as "not held", or tries spent: the hold may remain */
     else
         end_cycle(cl, p, next);
 }

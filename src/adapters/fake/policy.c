@@ -7,9 +7,11 @@
  * deadline; with full jitter, each drawn from its own splitmix64 stream over
  * the client's jitter seed as r mod (ceiling + 1), then clipped), the timeout
  * rule (TIMED_OUT at the first failed attempt whose elapsed time reaches the
- * timeout), a server-side wait's deadline and cancel, the undo of a grant
- * nobody wants (also after the cancel's 57014, which may hide one), holder
- * diagnostics, and every outcome's message. Written
+ * timeout), a server-side wait's deadline and cancel (asked for again every
+ * 250 ms until the answer comes: PostgreSQL drops a cancel that overtakes its
+ * statement), the undo of a grant nobody wants (also after a 57014, asked
+ * for or not, which may hide one), holder diagnostics, and every outcome's
+ * message and SQLSTATE. Written
  * from the design record and the header's contract, not from the core's
  * code, so that a wrong core shows up as a disagreement.
  */
@@ -22,8 +24,16 @@ enum { P_IDLE, P_LOCK, P_SLEEP, P_UNLOCK, P_UNDO, P_DIAGNOSE };
 
 /* Which message an outcome must carry. */
 enum message {
-    M_ANY, M_EMPTY, M_TIMEOUT, M_DIAGNOSED, M_DIAGNOSIS_FAILED, M_CANCELLED, M_TOO_LATE,
-    M_ENDS_WITH_TRANSACTION, M_NOT_HELD
+    M_ANY,
+    M_EMPTY,
+    M_FAILED,
+    M_TIMEOUT,
+    M_DIAGNOSED,
+    M_DIAGNOSIS_FAILED,
+    M_CANCELLED,
+    M_TOO_LATE,
+    M_ENDS_WITH_TRANSACTION,
+    M_NOT_HELD
 };
 
 int64_t sim_policy_sleep(uint64_t n)
@@ -56,23 +66,31 @@ static void seconds(int64_t ms, char *out, size_t size)
         snprintf(out, size, "%lld", (long long)(ms / 1000));
         return;
     }
-    char digits[4] = {(char)('0' + frac / 100), (char)('0' + frac / 10 % 10), (char)('0' + frac % 10),
-                      '\0'};
+    char digits[4] = {(char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
+                      (char)('0' + frac % 10), '\0'};
     size_t keep = 3;
-    while (digits[keep - 1] == '0')
+    while (keep > 1 && digits[keep - 1] == '0')
         keep--;
     digits[keep] = '\0';
     snprintf(out, size, "%lld.%s", (long long)(ms / 1000), digits);
 }
 
+/* Why an unlock follows a lock statement: said when that unlock fails. */
+enum undo_reason { U_CANCELLED, U_AFTER_DEADLINE, U_AFTER_57014 };
+
+/* A cancel asked for is asked for again this long after it was sent. */
+enum { CANCEL_REPEAT_MS = 250 };
+
 typedef struct expected {
     advlock_action_kind kind;
-    advlock_sql sql;
+    advlock_sql sql;            /* QUERY; FAILED: the statement the message names */
     int64_t wake_at_ms;         /* QUERY: its deadline (INT64_MAX: none); SLEEP: wake-up */
     int64_t sleep_lo, sleep_hi; /* SLEEP: the allowed lengths (one, unless a callback draws) */
     advlock_outcome outcome;
     int error;
     enum message message;
+    const char *server_message; /* FAILED: the server's words the message quotes */
+    int undo_note;              /* FAILED: the undo_reason the message ends with, or -1 */
 } expected;
 
 /* ---- the statements the options choose ---------------------------------- */
@@ -132,21 +150,30 @@ static const char *policy_name(const advlock_sim_client_ *cl)
 
 static expected query(advlock_sql sql, int64_t deadline)
 {
-    return (expected){ADVLOCK_ACTION_QUERY, sql, deadline, 0, 0, 0, 0, M_ANY};
+    return (expected){ADVLOCK_ACTION_QUERY, sql, deadline, 0, 0, 0, 0, M_ANY, NULL, -1};
 }
 
 static expected done(advlock_outcome outcome, int error, enum message message)
 {
-    return (expected){ADVLOCK_ACTION_DONE, 0, 0, 0, 0, outcome, error, message};
+    return (expected){ADVLOCK_ACTION_DONE, 0, 0, 0, 0, outcome, error, message, NULL, -1};
 }
 
-static expected failure(advlock_result r)
+/* The statement in flight failed: r says how, message is the server's. */
+static expected failure(const advlock_sim_client_ *cl, advlock_sql sql, advlock_result r,
+                        const char *message)
 {
-    return done(ADVLOCK_FAILED,
-                r == ADVLOCK_RESULT_SERVER_ERROR      ? ADVLOCK_ESERVER
-                : r == ADVLOCK_RESULT_CONNECTION_LOST ? ADVLOCK_ECONNLOST
-                                                      : ADVLOCK_ENULL,
-                M_ANY);
+    expected e = done(ADVLOCK_FAILED,
+                      r == ADVLOCK_RESULT_SERVER_ERROR      ? ADVLOCK_ESERVER
+                      : r == ADVLOCK_RESULT_CONNECTION_LOST ? ADVLOCK_ECONNLOST
+                                                            : ADVLOCK_ENULL,
+                      M_FAILED);
+    e.sql = sql;
+    e.server_message = message;
+    /* A failed undo leaves the grant in doubt, unless the session (and the
+     * lock with it) is gone. */
+    if (cl->policy_state_ == P_UNDO && r != ADVLOCK_RESULT_CONNECTION_LOST)
+        e.undo_note = cl->policy_undo_reason_;
+    return e;
 }
 
 /* What the model expects in the state it is in, with no new input. */
@@ -155,14 +182,25 @@ static expected current(const advlock_sim_client_ *cl)
     switch (cl->policy_state_) {
     case P_LOCK:
         if (cl->policy_cancelling_)
-            return (expected){ADVLOCK_ACTION_CANCEL_QUERY, cl->policy_sql_, 0, 0, 0, 0, 0, M_ANY};
-        /* Only a server-side wait has a deadline, until it has passed. */
-        return query(cl->policy_sql_, waits_on_server(cl) && !cl->policy_deadline_passed_
-                                          ? cl->policy_deadline_
-                                          : INT64_MAX);
+            return (expected){
+                ADVLOCK_ACTION_CANCEL_QUERY, cl->policy_sql_, 0, 0, 0, 0, 0, M_ANY, NULL, -1};
+        /* Only a server-side wait has a deadline; once its cancel is sent,
+         * the moment to ask for it again. */
+        if (!waits_on_server(cl))
+            return query(cl->policy_sql_, INT64_MAX);
+        return query(cl->policy_sql_,
+                     cl->policy_deadline_passed_ ? cl->policy_resend_ : cl->policy_deadline_);
     case P_SLEEP:
-        return (expected){ADVLOCK_ACTION_SLEEP, 0, cl->policy_wake_, cl->policy_sleep_,
-                          cl->policy_sleep_, 0, 0, M_ANY};
+        return (expected){ADVLOCK_ACTION_SLEEP,
+                          0,
+                          cl->policy_wake_,
+                          cl->policy_sleep_,
+                          cl->policy_sleep_,
+                          0,
+                          0,
+                          M_ANY,
+                          NULL,
+                          -1};
     case P_UNLOCK:
     case P_UNDO: return query(unlock_statement(cl), INT64_MAX);
     case P_DIAGNOSE: return query(ADVLOCK_SQL_HOLDERS, INT64_MAX);
@@ -183,6 +221,14 @@ static expected timed_out(advlock_sim_client_ *cl)
     if (!opts(cl)->diagnose)
         return done(ADVLOCK_TIMED_OUT, 0, M_TIMEOUT);
     cl->policy_state_ = P_DIAGNOSE;
+    return current(cl);
+}
+
+/* An unlock gives back a grant the lock statement may have made. */
+static expected undo(advlock_sim_client_ *cl, enum undo_reason reason)
+{
+    cl->policy_state_ = P_UNDO;
+    cl->policy_undo_reason_ = reason;
     return current(cl);
 }
 
@@ -212,10 +258,11 @@ static expected sleep_next(advlock_sim_client_ *cl)
     cl->policy_state_ = P_SLEEP;
     cl->policy_sleep_ = lo;
     cl->policy_wake_ = cl->policy_reading_ + lo;
-    return (expected){ADVLOCK_ACTION_SLEEP, 0, cl->policy_wake_, lo, hi, 0, 0, M_ANY};
+    return (expected){ADVLOCK_ACTION_SLEEP, 0, cl->policy_wake_, lo, hi, 0, 0, M_ANY, NULL, -1};
 }
 
-static expected after_lock(advlock_sim_client_ *cl, advlock_result r, const char *sqlstate)
+static expected after_lock(advlock_sim_client_ *cl, advlock_result r, const char *sqlstate,
+                           const char *message)
 {
     int unwanted = cl->policy_cancel_ || cl->policy_deadline_passed_;
     switch (r) {
@@ -224,8 +271,7 @@ static expected after_lock(advlock_sim_client_ *cl, advlock_result r, const char
             return done(ADVLOCK_ACQUIRED, 0, M_EMPTY);
         if (xact(cl)) /* cannot be given back before the transaction ends */
             return done(ADVLOCK_ACQUIRED, 0, cl->policy_cancel_ ? M_TOO_LATE : M_EMPTY);
-        cl->policy_state_ = P_UNDO;
-        return current(cl);
+        return undo(cl, cl->policy_cancel_ ? U_CANCELLED : U_AFTER_DEADLINE);
     case ADVLOCK_RESULT_FALSE:
         if (cl->policy_cancel_)
             return done(ADVLOCK_CANCELLED, 0, M_CANCELLED);
@@ -233,34 +279,64 @@ static expected after_lock(advlock_sim_client_ *cl, advlock_result r, const char
             return timed_out(cl);
         return sleep_next(cl);
     case ADVLOCK_RESULT_NULL:
-        return cl->policy_cancel_ ? done(ADVLOCK_CANCELLED, 0, M_CANCELLED) : failure(r);
+        return cl->policy_cancel_ ? done(ADVLOCK_CANCELLED, 0, M_CANCELLED)
+                                  : failure(cl, cl->policy_sql_, r, message);
     case ADVLOCK_RESULT_SERVER_ERROR:
-        /* 57014 after the cancel this machine asked for is the timeout (or
-         * the caller's cancel); any other error, or one nobody asked for,
-         * fails. PostgreSQL may have granted the lock just before the cancel
-         * ended the statement, so a session lock is unlocked once first; a
-         * transaction lock went with the transaction the error aborted. */
-        if (unwanted && waits_on_server(cl) && strcmp(sqlstate, "57014") == 0) {
-            if (xact(cl))
-                return end_unwanted(cl);
-            cl->policy_state_ = P_UNDO;
-            return current(cl);
-        }
-        return failure(r);
-    default: return failure(r);
+        /* A waiting statement's 57014: after the cancel this machine asked
+         * for, the timeout (or the caller's cancel); nobody's (a
+         * statement_timeout, a stray cancel), a failure. Either way
+         * PostgreSQL may have granted the lock just before the cancel ended
+         * the statement, so a session lock is unlocked once first (and the
+         * failure reported after it); a transaction lock went with the
+         * transaction the error aborted. Any other error fails. */
+        if (!waits_on_server(cl) || strcmp(sqlstate, "57014") != 0)
+            return failure(cl, cl->policy_sql_, r, message);
+        if (unwanted)
+            return xact(cl) ? end_unwanted(cl) : undo(cl, U_AFTER_57014);
+        if (xact(cl))
+            return failure(cl, cl->policy_sql_, r, message);
+        cl->policy_fail_after_undo_ = 1;
+        snprintf(cl->policy_failure_, sizeof cl->policy_failure_, "%s", message);
+        return undo(cl, U_AFTER_57014);
+    default: return failure(cl, cl->policy_sql_, r, message);
     }
 }
 
-static expected after_result(advlock_sim_client_ *cl, advlock_result r, const char *sqlstate)
+/* The SQLSTATE an outcome reports: an error's, kept (if well formed) until
+ * another error replaces it or the operation ends. */
+static void keep_sqlstate(advlock_sim_client_ *cl, advlock_result r, const char *sqlstate)
+{
+    if (r != ADVLOCK_RESULT_SERVER_ERROR && r != ADVLOCK_RESULT_CONNECTION_LOST)
+        return;
+    cl->policy_sqlstate_[0] = '\0';
+    for (int i = 0; i < 5; i++)
+        if (!((sqlstate[i] >= '0' && sqlstate[i] <= '9')
+              || (sqlstate[i] >= 'A' && sqlstate[i] <= 'Z')))
+            return;
+    if (sqlstate[5] == '\0')
+        memcpy(cl->policy_sqlstate_, sqlstate, 6);
+}
+
+static expected after_result(advlock_sim_client_ *cl, advlock_result r, const char *sqlstate,
+                             const char *message)
 {
     cl->policy_cancelling_ = 0;
+    keep_sqlstate(cl, r, sqlstate);
     switch (cl->policy_state_) {
-    case P_LOCK: return after_lock(cl, r, sqlstate);
+    case P_LOCK: return after_lock(cl, r, sqlstate, message);
     case P_UNDO:
-        /* Only a boolean proves the undoing unlock ran. */
+        /* Only a boolean proves the undoing unlock ran. After a 57014
+         * nobody asked for, that 57014 is the outcome then. */
+        if ((r == ADVLOCK_RESULT_TRUE || r == ADVLOCK_RESULT_FALSE)
+            && cl->policy_fail_after_undo_) {
+            expected e =
+                failure(cl, cl->policy_sql_, ADVLOCK_RESULT_SERVER_ERROR, cl->policy_failure_);
+            e.undo_note = -1; /* the lock statement's failure, not the undo's */
+            return e;
+        }
         if (r == ADVLOCK_RESULT_TRUE || r == ADVLOCK_RESULT_FALSE)
             return end_unwanted(cl);
-        return failure(r);
+        return failure(cl, unlock_statement(cl), r, message);
     case P_DIAGNOSE:
         /* Rows come through on_holders; a failed query still times out. */
         return done(ADVLOCK_TIMED_OUT, 0, M_DIAGNOSIS_FAILED);
@@ -269,7 +345,7 @@ static expected after_result(advlock_sim_client_ *cl, advlock_result r, const ch
             return done(ADVLOCK_RELEASED, 0, M_EMPTY);
         if (r == ADVLOCK_RESULT_FALSE || r == ADVLOCK_RESULT_NULL)
             return done(ADVLOCK_NOT_HELD, 0, M_NOT_HELD);
-        return failure(r);
+        return failure(cl, unlock_statement(cl), r, message);
     }
 }
 
@@ -277,10 +353,15 @@ static expected on_timer(advlock_sim_client_ *cl)
 {
     if (cl->policy_state_ == P_SLEEP)
         return cl->policy_reading_ < cl->policy_wake_ ? current(cl) : attempt(cl);
-    if (cl->policy_state_ == P_LOCK && waits_on_server(cl) && !cl->policy_deadline_passed_
-        && cl->policy_reading_ >= cl->policy_deadline_) {
-        cl->policy_deadline_passed_ = 1;
-        cl->policy_cancelling_ = 1;
+    /* The deadline, or the moment to ask again for a cancel sent (a request
+     * that overtook its statement was dropped). A request not yet sent is
+     * not asked for twice; INT64_MAX is no deadline at all. */
+    if (cl->policy_state_ == P_LOCK && waits_on_server(cl) && !cl->policy_cancelling_) {
+        int64_t due = cl->policy_deadline_passed_ ? cl->policy_resend_ : cl->policy_deadline_;
+        if (due != INT64_MAX && cl->policy_reading_ >= due) {
+            cl->policy_deadline_passed_ = 1;
+            cl->policy_cancelling_ = 1;
+        }
     }
     return current(cl);
 }
@@ -306,13 +387,16 @@ static expected start_acquire(advlock_sim_client_ *cl, int64_t reading)
     cl->policy_sleeps_ = 0;
     cl->policy_attempts_ = 0;
     cl->policy_cancel_ = cl->policy_deadline_passed_ = cl->policy_cancelling_ = 0;
-    cl->policy_deadline_ = reading > INT64_MAX - cl->step_.timeout_ms ? INT64_MAX
-                                                                       : reading + cl->step_.timeout_ms;
+    cl->policy_fail_after_undo_ = 0;
+    cl->policy_resend_ = INT64_MAX;
+    cl->policy_sqlstate_[0] = '\0';
+    cl->policy_deadline_ =
+        reading > INT64_MAX - cl->step_.timeout_ms ? INT64_MAX : reading + cl->step_.timeout_ms;
     return attempt(cl);
 }
 
 static expected advance(advlock_sim_client_ *cl, enum policy_input input, advlock_result r,
-                        const char *sqlstate, int64_t reading)
+                        const char *sqlstate, const char *message, int64_t reading)
 {
     if (reading > cl->policy_reading_)
         cl->policy_reading_ = reading;
@@ -321,18 +405,21 @@ static expected advance(advlock_sim_client_ *cl, enum policy_input input, advloc
     case IN_START_RELEASE:
         cl->policy_start_ = cl->policy_reading_ = reading;
         cl->policy_attempts_ = 0;
+        cl->policy_sqlstate_[0] = '\0';
         if (xact(cl))
             return done(ADVLOCK_ENDS_WITH_TRANSACTION, 0, M_ENDS_WITH_TRANSACTION);
         cl->policy_state_ = P_UNLOCK;
         return current(cl);
-    case IN_RESULT: return after_result(cl, r, sqlstate);
+    case IN_RESULT: return after_result(cl, r, sqlstate, message);
     case IN_TIMER: return on_timer(cl);
     case IN_CANCEL: return on_cancel(cl);
     case IN_CANCEL_SENT:
         cl->policy_cancelling_ = 0;
+        cl->policy_resend_ = cl->policy_reading_ > INT64_MAX - CANCEL_REPEAT_MS
+                                 ? INT64_MAX
+                                 : cl->policy_reading_ + CANCEL_REPEAT_MS;
         return current(cl);
-    default: /* IN_HOLDERS */
-        return done(ADVLOCK_TIMED_OUT, 0, M_DIAGNOSED);
+    default: /* IN_HOLDERS */ return done(ADVLOCK_TIMED_OUT, 0, M_DIAGNOSED);
     }
 }
 
@@ -354,7 +441,8 @@ static void append(char *out, size_t size, const char *text)
 /* " Held by pid P (application 'A', state S) for Ns[ and by n other
  * session(s)]." from the first granted row, or " No session holds it now.";
  * and whether the action's holder fields name that row. */
-static int diagnosis(const advlock_sim_client_ *cl, const advlock_action *a, char *want, size_t size)
+static int diagnosis(const advlock_sim_client_ *cl, const advlock_action *a, char *want,
+                     size_t size)
 {
     size_t first = cl->nrows_, holders = 0;
     for (size_t i = 0; i < cl->nrows_; i++)
@@ -368,8 +456,8 @@ static int diagnosis(const advlock_sim_client_ *cl, const advlock_action *a, cha
     int64_t held = cl->rows_[first].seconds > 0 ? cl->rows_[first].seconds : 0;
     const char *state = sim_state_names[cl->rows_[first].state];
     seconds(held * 1000, secs, sizeof secs);
-    snprintf(text, sizeof text, " Held by pid %d (application '', state %s) for %ss", cl->rows_[first].pid,
-             state, secs);
+    snprintf(text, sizeof text, " Held by pid %d (application '', state %s) for %ss",
+             cl->rows_[first].pid, state, secs);
     append(want, size, text);
     if (holders > 1) {
         snprintf(text, sizeof text, " and by %u other session%s", (unsigned)(holders - 1),
@@ -389,10 +477,62 @@ static size_t trimmed(const char *s)
     return n;
 }
 
-/* The sentence an outcome must carry, written from the header's contract. */
-static int expected_message(const advlock_sim_client_ *cl, enum message m, const advlock_action *a,
-                            const char *server_message, char *want, size_t size)
+/* "<function> for '<key>' <what went wrong>[ (<why the undo ran>...)]". */
+static void failed_message(const advlock_sim_client_ *cl, const expected *e, char *want,
+                           size_t size)
 {
+    static const char *const notes[] = {
+        [U_CANCELLED] = " (undoing a cancelled acquire: the lock may still be held)",
+        [U_AFTER_DEADLINE] = " (giving back a grant that came after the deadline: the lock may "
+                             "still be held)",
+        [U_AFTER_57014] = " (giving back a grant the cancelled statement may have made: the lock "
+                          "may still be held)",
+    };
+    /* PostgreSQL's function names; the waiting lock functions return void,
+     * every other one boolean. */
+    static const char *const functions[ADVLOCK_SQL_COUNT] = {
+        [ADVLOCK_SQL_TRY_LOCK] = "pg_try_advisory_lock",
+        [ADVLOCK_SQL_UNLOCK] = "pg_advisory_unlock",
+        [ADVLOCK_SQL_TRY_LOCK_SHARED] = "pg_try_advisory_lock_shared",
+        [ADVLOCK_SQL_UNLOCK_SHARED] = "pg_advisory_unlock_shared",
+        [ADVLOCK_SQL_TRY_XACT_LOCK] = "pg_try_advisory_xact_lock",
+        [ADVLOCK_SQL_TRY_XACT_LOCK_SHARED] = "pg_try_advisory_xact_lock_shared",
+        [ADVLOCK_SQL_LOCK] = "pg_advisory_lock",
+        [ADVLOCK_SQL_LOCK_SHARED] = "pg_advisory_lock_shared",
+        [ADVLOCK_SQL_XACT_LOCK] = "pg_advisory_xact_lock",
+        [ADVLOCK_SQL_XACT_LOCK_SHARED] = "pg_advisory_xact_lock_shared",
+        [ADVLOCK_SQL_HOLDERS] = "holders",
+    };
+    int is_void = e->sql == ADVLOCK_SQL_LOCK || e->sql == ADVLOCK_SQL_LOCK_SHARED
+                  || e->sql == ADVLOCK_SQL_XACT_LOCK || e->sql == ADVLOCK_SQL_XACT_LOCK_SHARED;
+    const char *function = (unsigned)e->sql < ADVLOCK_SQL_COUNT ? functions[e->sql] : "?";
+    snprintf(want, size, "%s for '%s' ", function, cl->step_.lock_name);
+    if (e->error == ADVLOCK_ENULL) {
+        append(want, size,
+               is_void ? "returned null (expected void)." : "returned null (expected boolean).");
+    } else {
+        append(want, size, e->error == ADVLOCK_ECONNLOST ? "failed: connection lost" : "failed");
+        if (cl->policy_sqlstate_[0] != '\0') {
+            append(want, size, " with SQLSTATE ");
+            append(want, size, cl->policy_sqlstate_);
+        }
+        const char *said = e->server_message != NULL ? e->server_message : "";
+        if (trimmed(said) > 0) {
+            char text[ADVLOCK_FAKE_TEXT_MAX + 4];
+            snprintf(text, sizeof text, ": %.*s", (int)trimmed(said), said);
+            append(want, size, text);
+        }
+    }
+    if (e->undo_note >= 0)
+        append(want, size, notes[e->undo_note]);
+}
+
+/* The sentence an outcome must carry, written from the header's contract. */
+static int expected_message(const advlock_sim_client_ *cl, const expected *e,
+                            const advlock_action *a, const char *server_message, char *want,
+                            size_t size)
+{
+    enum message m = e->message;
     const char *name = cl->step_.lock_name;
     char secs[32];
     seconds(cl->step_.timeout_ms, secs, sizeof secs);
@@ -414,14 +554,21 @@ static int expected_message(const advlock_sim_client_ *cl, enum message m, const
         break;
     case M_CANCELLED: snprintf(want, size, "Acquire of lock '%s' was cancelled.", name); break;
     case M_TOO_LATE:
-        snprintf(want, size, "Cancel came too late for lock '%s': it was granted and is held until "
-                 "the transaction ends.", name);
+        snprintf(want, size,
+                 "Cancel came too late for lock '%s': it was granted and is held until "
+                 "the transaction ends.",
+                 name);
         break;
     case M_ENDS_WITH_TRANSACTION:
-        snprintf(want, size, "Lock '%s' is transaction-scoped: it is released when the transaction "
-                 "ends.", name);
+        snprintf(want, size,
+                 "Lock '%s' is transaction-scoped: it is released when the transaction "
+                 "ends.",
+                 name);
         break;
-    case M_NOT_HELD: snprintf(want, size, "This session held no lock '%s' to release.", name); break;
+    case M_NOT_HELD:
+        snprintf(want, size, "This session held no lock '%s' to release.", name);
+        break;
+    case M_FAILED: failed_message(cl, e, want, size); break;
     default: break; /* M_EMPTY */
     }
     return a->holder_pid == 0;
@@ -433,33 +580,34 @@ static int check_message(const advlock_sim_client_ *cl, const expected *e, const
     if (e->message == M_ANY || strlen(cl->step_.lock_name) > ADVLOCK_KEY_ECHO_MAX / 2)
         return 0; /* long names are cut in messages; the core's own tests cover that */
     char want[ADVLOCK_MESSAGE_MAX];
-    int holder_ok = expected_message(cl, e->message, a, server_message, want, sizeof want);
+    int holder_ok = expected_message(cl, e, a, server_message, want, sizeof want);
     if (strcmp(want, a->message) != 0) {
         snprintf(why, size, "message is \"%.200s\", expected \"%.200s\"", a->message, want);
         return -1;
     }
     if (!holder_ok) {
-        snprintf(why, size, "holder fields (pid %d, %lld s, '%.40s', '%.40s') disagree with the "
+        snprintf(why, size,
+                 "holder fields (pid %d, %lld s, '%.40s', '%.40s') disagree with the "
                  "message \"%.200s\"",
-                 a->holder_pid, (long long)a->holder_seconds, a->holder_application, a->holder_state,
-                 want);
+                 a->holder_pid, (long long)a->holder_seconds, a->holder_application,
+                 a->holder_state, want);
         return -1;
     }
     return 0;
 }
 
-static int check_sleep(advlock_sim_client_ *cl, const expected *e, const advlock_action *a, char *why,
-                       size_t size)
+static int check_sleep(advlock_sim_client_ *cl, const expected *e, const advlock_action *a,
+                       char *why, size_t size)
 {
     if (a->sleep_ms < e->sleep_lo || a->sleep_ms > e->sleep_hi) {
         if (e->sleep_lo == e->sleep_hi)
             snprintf(why, size, "schedule: sleep %llu lasted %lld ms; the %s says %lld ms",
-                     (unsigned long long)cl->policy_sleeps_, (long long)a->sleep_ms, policy_name(cl),
-                     (long long)e->sleep_lo);
+                     (unsigned long long)cl->policy_sleeps_, (long long)a->sleep_ms,
+                     policy_name(cl), (long long)e->sleep_lo);
         else
             snprintf(why, size, "schedule: sleep %llu lasted %lld ms; the %s allows %lld..%lld ms",
-                     (unsigned long long)cl->policy_sleeps_, (long long)a->sleep_ms, policy_name(cl),
-                     (long long)e->sleep_lo, (long long)e->sleep_hi);
+                     (unsigned long long)cl->policy_sleeps_, (long long)a->sleep_ms,
+                     policy_name(cl), (long long)e->sleep_lo, (long long)e->sleep_hi);
         return -1;
     }
     /* Within a range (a new sleep drawn by the caller's callback), the
@@ -474,27 +622,33 @@ static int check_sleep(advlock_sim_client_ *cl, const expected *e, const advlock
 }
 
 static int check_done(advlock_sim_client_ *cl, const expected *e, const advlock_action *a,
-                      const char *sqlstate, const char *message, char *why, size_t size)
+                      const char *message, char *why, size_t size)
 {
     cl->policy_state_ = P_IDLE;
     if (a->outcome != e->outcome) {
-        snprintf(why, size, "outcome after %lld ms and %llu attempts of timeout %lld ms: "
+        snprintf(why, size,
+                 "outcome after %lld ms and %llu attempts of timeout %lld ms: "
                  "the %s says %s, the machine said %s",
                  (long long)(cl->policy_reading_ - cl->policy_start_),
                  (unsigned long long)cl->policy_attempts_, (long long)cl->step_.timeout_ms,
-                 policy_name(cl), advlock_outcome_name(e->outcome), advlock_outcome_name(a->outcome));
+                 policy_name(cl), advlock_outcome_name(e->outcome),
+                 advlock_outcome_name(a->outcome));
         return -1;
     }
     if (a->error != e->error)
         return mismatch(why, size, "error code", e->error, a->error);
-    if (e->error == ADVLOCK_ESERVER && strcmp(a->sqlstate, sqlstate) != 0)
-        return mismatch(why, size, "SQLSTATE kept from the server (as text)", 0, 1);
-    /* Known core issue (docs/simulation.md): the caller's cancel of a
-     * transaction-scoped server-side wait ends CANCELLED but keeps the 57014. */
-    int known_issue = e->outcome == ADVLOCK_CANCELLED && xact(cl) && strcmp(sqlstate, "57014") == 0
-                      && strcmp(a->sqlstate, "57014") == 0;
-    if (e->outcome != ADVLOCK_FAILED && a->sqlstate[0] != '\0' && !known_issue)
-        return mismatch(why, size, "SQLSTATE of an outcome that is not an error (1: set)", 0, 1);
+    /* A failure carries the last error's SQLSTATE (after an unrequested
+     * 57014, that 57014 even when the undo answered); nothing else any. */
+    if (e->outcome == ADVLOCK_FAILED && strcmp(a->sqlstate, cl->policy_sqlstate_) != 0) {
+        snprintf(why, size, "SQLSTATE of the failure is \"%.5s\", expected \"%.5s\"", a->sqlstate,
+                 cl->policy_sqlstate_);
+        return -1;
+    }
+    if (e->outcome != ADVLOCK_FAILED && a->sqlstate[0] != '\0') {
+        snprintf(why, size, "%s carries SQLSTATE \"%.5s\": only a failure may",
+                 advlock_outcome_name(a->outcome), a->sqlstate);
+        return -1;
+    }
     return check_message(cl, e, a, message, why, size);
 }
 
@@ -502,14 +656,16 @@ int sim_policy_check(advlock_sim_client_ *cl, enum policy_input input, advlock_r
                      const char *sqlstate, const char *message, int64_t reading,
                      const advlock_action *a, uint64_t attempts, char *why, size_t size)
 {
-    expected e = advance(cl, input, result, sqlstate, reading);
+    expected e = advance(cl, input, result, sqlstate, message, reading);
     if (a->kind != e.kind) {
-        static const char *const kinds[] = {"nothing", "query", "sleep", "done", "cancel the query"};
-        snprintf(why, size, "after %lld ms of timeout %lld ms, attempt %llu: the %s says %s, the "
+        static const char *const kinds[] = {"nothing", "query", "sleep", "done",
+                                            "cancel the query"};
+        snprintf(why, size,
+                 "after %lld ms of timeout %lld ms, attempt %llu: the %s says %s, the "
                  "machine did %s",
-                 (long long)(cl->policy_reading_ - cl->policy_start_), (long long)cl->step_.timeout_ms,
-                 (unsigned long long)cl->policy_attempts_, policy_name(cl), kinds[e.kind],
-                 (unsigned)a->kind < 5 ? kinds[a->kind] : "?");
+                 (long long)(cl->policy_reading_ - cl->policy_start_),
+                 (long long)cl->step_.timeout_ms, (unsigned long long)cl->policy_attempts_,
+                 policy_name(cl), kinds[e.kind], (unsigned)a->kind < 5 ? kinds[a->kind] : "?");
         return -1;
     }
     if (e.kind == ADVLOCK_ACTION_QUERY || e.kind == ADVLOCK_ACTION_CANCEL_QUERY) {
@@ -520,14 +676,16 @@ int sim_policy_check(advlock_sim_client_ *cl, enum policy_input input, advlock_r
         if (a->sql_text == NULL || strcmp(a->sql_text, advlock_sql_text(e.sql)) != 0)
             return mismatch(why, size, "SQL text differs from the statement table", 0, 1);
         if (e.kind == ADVLOCK_ACTION_QUERY && a->wake_at_ms != e.wake_at_ms)
-            return mismatch(why, size, "the query's deadline (wake_at_ms)", e.wake_at_ms, a->wake_at_ms);
+            return mismatch(why, size, "the query's deadline (wake_at_ms)", e.wake_at_ms,
+                            a->wake_at_ms);
     } else if (e.kind == ADVLOCK_ACTION_SLEEP) {
         if (check_sleep(cl, &e, a, why, size) != 0)
             return -1;
-    } else if (check_done(cl, &e, a, sqlstate, message, why, size) != 0) {
+    } else if (check_done(cl, &e, a, message, why, size) != 0) {
         return -1;
     }
     if (attempts != cl->policy_attempts_)
-        return mismatch(why, size, "lock attempts", (long long)cl->policy_attempts_, (long long)attempts);
+        return mismatch(why, size, "lock attempts", (long long)cl->policy_attempts_,
+                        (long long)attempts);
     return 0;
 }

@@ -30,7 +30,8 @@ static int judge(advlock_sim *sim, int c, enum policy_input input, advlock_resul
 
 static int is_lock_statement(advlock_sql sql)
 {
-    return sql != ADVLOCK_SQL_UNLOCK && sql != ADVLOCK_SQL_UNLOCK_SHARED && sql != ADVLOCK_SQL_HOLDERS;
+    return sql != ADVLOCK_SQL_UNLOCK && sql != ADVLOCK_SQL_UNLOCK_SHARED
+           && sql != ADVLOCK_SQL_HOLDERS;
 }
 
 int sim_send(advlock_sim *sim, int c, const char *sql, int is_lock)
@@ -108,10 +109,9 @@ static int query(advlock_sim *sim, int c, const advlock_action *a)
 
 /* PQcancel: a new connection to the server carries the request, so it
  * lands a round trip and a half later; the machine is told at once that it
- * was sent, and goes on waiting for the query's answer. The request never
- * lands before the query it cancels: PostgreSQL would ignore it (the
- * session is idle), and the machine would then wait without a deadline;
- * docs/simulation.md (known issues) has that case. */
+ * was sent, and goes on waiting for the query's answer. A request drawn
+ * faster than the query itself lands first and is ignored (the session is
+ * idle): the machine's repeat, 250 ms on, is what ends the wait then. */
 static int send_cancel(advlock_sim *sim, int c)
 {
     advlock_sim_client_ *cl = &sim->clients_[c];
@@ -121,13 +121,12 @@ static int send_cancel(advlock_sim *sim, int c)
     sim->stats_.cancels++;
     int64_t rtt = sim_draw_latency(&sim->prng_, &sim->config_.latency);
     int64_t land = sim->now_ms_ + rtt + rtt / 2;
-    if (cl->query_ == QUERY_TO_SERVER && land < cl->arrive_ms_)
-        land = cl->arrive_ms_; /* after the query: it was scheduled first */
     int rc = sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
     if (rc != 0)
         return rc;
     if (advlock_on_cancel_sent(&cl->machine_, now_reading) != 0)
-        return sim_violation(sim, c, "the machine refused advlock_on_cancel_sent after CANCEL_QUERY");
+        return sim_violation(sim, c,
+                             "the machine refused advlock_on_cancel_sent after CANCEL_QUERY");
     rc = judge(sim, c, IN_CANCEL_SENT, ADVLOCK_RESULT_TRUE, now_reading);
     return rc != 0 ? rc : act(sim, c);
 }
@@ -155,9 +154,10 @@ static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
     switch (a->outcome) {
     case ADVLOCK_ACQUIRED:
         if (cl->outside_block_)
-            return sim_violation(sim, c, "a transaction-scoped lock was acquired outside a "
-                                         "transaction block: it ended with its statement, so "
-                                         "nothing is held (send BEGIN first)");
+            return sim_violation(sim, c,
+                                 "a transaction-scoped lock was acquired outside a "
+                                 "transaction block: it ended with its statement, so "
+                                 "nothing is held (send BEGIN first)");
         cl->belief_[k][kind]++;
         break;
     case ADVLOCK_RELEASED:
@@ -189,13 +189,14 @@ static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
         for (int j = 0; j < KINDS && !sim_same_holds(cl->belief_[i], cl->client_view_[i]); j++) {
             if (cl->belief_[i][j] == cl->client_view_[i][j])
                 continue;
-            snprintf(why, sizeof why,
-                     "leak: after %s the session holds key %lld (%s, %s) %d time(s) per the results "
-                     "it got, but the client knows of %d",
-                     advlock_outcome_name(a->outcome), (long long)sim->keys_[i],
-                     sim_kind_is_shared(j) ? "shared" : "exclusive",
-                     sim_kind_is_xact(j) ? "transaction" : "session", cl->client_view_[i][j],
-                     cl->belief_[i][j]);
+            snprintf(
+                why, sizeof why,
+                "leak: after %s the session holds key %lld (%s, %s) %d time(s) per the results "
+                "it got, but the client knows of %d",
+                advlock_outcome_name(a->outcome), (long long)sim->keys_[i],
+                sim_kind_is_shared(j) ? "shared" : "exclusive",
+                sim_kind_is_xact(j) ? "transaction" : "session", cl->client_view_[i][j],
+                cl->belief_[i][j]);
             return sim_violation(sim, c, why);
         }
     }
@@ -259,8 +260,9 @@ int sim_start_operation(advlock_sim *sim, int c)
     }
     int acquire = s->kind == ADVLOCK_SIM_ACQUIRE;
     int64_t now_reading = sim_reading(sim, cl);
-    rc = acquire ? advlock_start_acquire(&cl->machine_, s->lock_name, len, s->timeout_ms, now_reading)
-                 : advlock_start_release(&cl->machine_, s->lock_name, len, now_reading);
+    rc = acquire
+             ? advlock_start_acquire(&cl->machine_, s->lock_name, len, s->timeout_ms, now_reading)
+             : advlock_start_release(&cl->machine_, s->lock_name, len, now_reading);
     if (rc != 0)
         return rc;
     cl->key_ = key;
@@ -279,7 +281,8 @@ int sim_start_operation(advlock_sim *sim, int c)
     if (rc != 0)
         return rc;
     if (acquire && s->cancel_after_ms > 0) {
-        rc = sim_must_schedule(sim, sim->now_ms_ + s->cancel_after_ms, EV_CANCEL, c, cl->op_serial_, 0);
+        rc = sim_must_schedule(sim, sim->now_ms_ + s->cancel_after_ms, EV_CANCEL, c, cl->op_serial_,
+                               0);
         if (rc != 0)
             return rc;
     }
@@ -298,9 +301,14 @@ static int answer_machine(advlock_sim *sim, int c, int64_t now_reading)
     if (is_holders(cl->query_text_) && cl->result_ == ADVLOCK_RESULT_TRUE) {
         advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
         for (size_t i = 0; i < cl->nrows_; i++)
-            rows[i] = (advlock_holder){cl->rows_[i].pid, cl->rows_[i].granted,
-                                       cl->rows_[i].mode ? "ShareLock" : "ExclusiveLock", "", "local",
-                                       sim_state_names[cl->rows_[i].state], "", cl->rows_[i].seconds};
+            rows[i] = (advlock_holder){cl->rows_[i].pid,
+                                       cl->rows_[i].granted,
+                                       cl->rows_[i].mode ? "ShareLock" : "ExclusiveLock",
+                                       "",
+                                       "local",
+                                       sim_state_names[cl->rows_[i].state],
+                                       "",
+                                       cl->rows_[i].seconds};
         if (advlock_on_holders(&cl->machine_, rows, cl->nrows_, now_reading) != 0)
             return sim_violation(sim, c, "the machine refused the holders it had asked for");
         return judge(sim, c, IN_HOLDERS, ADVLOCK_RESULT_TRUE, now_reading);
@@ -337,8 +345,8 @@ int sim_on_deliver(advlock_sim *sim, int c)
     sim_trace_extra x = sim_trace_none();
     int rows = is_holders(cl->query_text_) && !failed;
     x.result = cl->result_tag_[0] != '\0' && !failed ? cl->result_tag_
-               : rows                                 ? "rows"
-                                                      : sim_result_name(cl->result_);
+               : rows                                ? "rows"
+                                                     : sim_result_name(cl->result_);
     x.rows = rows ? (int64_t)cl->nrows_ : -1;
     x.sqlstate = failed && cl->result_sqlstate_[0] != '\0' ? cl->result_sqlstate_ : NULL;
     x.fault = cl->result_fault_;
