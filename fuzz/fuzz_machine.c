@@ -61,7 +61,7 @@ typedef struct model {
     int caller_holds;  /* holds the caller was told about */
     int in_doubt;      /* a NULL or failed unlock: the caller cannot know */
     int done_seen;
-    int reentrant_wait;  /* a server-side wait for a lock the session holds */
+    int reentrant_wait;     /* a server-side wait for a lock the session holds */
     int64_t expected_sleep; /* reference schedule */
 } model;
 

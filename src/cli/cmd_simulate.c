@@ -120,8 +120,7 @@ static void on_trace(void *user, const char *line, size_t len)
     else if (strcmp(event, "query") != 0 && strcmp(event, "result") != 0
              && strcmp(event, "waiting") != 0) {
         text(line, "message", extra, sizeof extra);
-        printf("%8lld ms  client %-2d  %s%s%s\n", t, client, event, extra[0] ? ": " : "",
-               extra);
+        printf("%8lld ms  client %-2d  %s%s%s\n", t, client, event, extra[0] ? ": " : "", extra);
     }
 }
 
@@ -193,33 +192,54 @@ static void usage(FILE *to)
 }
 
 static const char *const lock_names[ADVLOCK_SIM_MAX_KEYS] = {
-    "BrighterMigration_public.Outbox", "BrighterMigration_public.Inbox",
-    "BrighterMigration_sales.Outbox",  "BrighterMigration_sales.Inbox",
+    "BrighterMigration_public.Outbox",  "BrighterMigration_public.Inbox",
+    "BrighterMigration_sales.Outbox",   "BrighterMigration_sales.Inbox",
     "BrighterMigration_billing.Outbox", "BrighterMigration_billing.Inbox",
-    "BrighterMigration_orders.Outbox", "BrighterMigration_orders.Inbox",
-    "BrighterMigration_users.Outbox",  "BrighterMigration_users.Inbox",
-    "BrighterMigration_audit.Outbox",  "BrighterMigration_audit.Inbox",
-    "BrighterMigration_stock.Outbox",  "BrighterMigration_stock.Inbox",
-    "BrighterMigration_mail.Outbox",   "BrighterMigration_mail.Inbox",
+    "BrighterMigration_orders.Outbox",  "BrighterMigration_orders.Inbox",
+    "BrighterMigration_users.Outbox",   "BrighterMigration_users.Inbox",
+    "BrighterMigration_audit.Outbox",   "BrighterMigration_audit.Inbox",
+    "BrighterMigration_stock.Outbox",   "BrighterMigration_stock.Inbox",
+    "BrighterMigration_mail.Outbox",    "BrighterMigration_mail.Inbox",
 };
 
 /* Faults often enough that a few dozen clients meet every kind. */
 static void enable_faults(advlock_sim_config *cfg)
 {
-    cfg->latency = (advlock_fake_latency){.min_ms = 1, .max_ms = 20, .tail_ppm = 20000,
-                                          .tail_max_ms = 400};
+    cfg->latency =
+        (advlock_fake_latency){.min_ms = 1, .max_ms = 20, .tail_ppm = 20000, .tail_max_ms = 400};
     cfg->faults = (advlock_fake_faults){
-        .null_ppm = 5000, .error_ppm = 10000, .drop_before_ppm = 5000,
-        .drop_after_ppm = 5000, .drop_detect_max_ms = 2000, .kill_ppm = 50000,
-        .kill_within_ms = 1000, .stall_ppm = 20000, .stall_max_ms = 2000,
-        .jump_ppm = 10000, .jump_max_ms = 60000,
+        .null_ppm = 5000,
+        .error_ppm = 10000,
+        .drop_before_ppm = 5000,
+        .drop_after_ppm = 5000,
+        .drop_detect_max_ms = 2000,
+        .kill_ppm = 50000,
+        .kill_within_ms = 1000,
+        .stall_ppm = 20000,
+        .stall_max_ms = 2000,
+        .jump_ppm = 10000,
+        .jump_max_ms = 60000,
     };
 }
 
 int cmd_simulate(int argc, char **argv)
 {
-    enum { O_CLIENTS = 256, O_KEYS, O_TIMEOUT, O_HOLD, O_CYCLES, O_THINK, O_SEED, O_FAULTS,
-           O_TRACE, O_QUIET, O_JITTER, O_CLIP, O_WAIT, O_DIAGNOSE };
+    enum {
+        O_CLIENTS = 256,
+        O_KEYS,
+        O_TIMEOUT,
+        O_HOLD,
+        O_CYCLES,
+        O_THINK,
+        O_SEED,
+        O_FAULTS,
+        O_TRACE,
+        O_QUIET,
+        O_JITTER,
+        O_CLIP,
+        O_WAIT,
+        O_DIAGNOSE
+    };
     static const struct option options[] = {
         {"clients", required_argument, NULL, O_CLIENTS},
         {"keys", required_argument, NULL, O_KEYS},
@@ -296,9 +316,15 @@ int cmd_simulate(int argc, char **argv)
     cfg.trace_user = &view;
 
     advlock_sim_cycler cycler = {
-        .lock_names = lock_names, .lock_count = (size_t)keys, .cycles = (unsigned)cycles,
-        .think_min_ms = 0, .think_max_ms = think, .hold_min_ms = hold, .hold_max_ms = hold,
-        .timeout_min_ms = timeout, .timeout_max_ms = timeout,
+        .lock_names = lock_names,
+        .lock_count = (size_t)keys,
+        .cycles = (unsigned)cycles,
+        .think_min_ms = 0,
+        .think_max_ms = think,
+        .hold_min_ms = hold,
+        .hold_max_ms = hold,
+        .timeout_min_ms = timeout,
+        .timeout_max_ms = timeout,
     };
     static advlock_sim sim; /* about 350 KB */
     if (advlock_sim_init(&sim, &cfg) != 0) {
@@ -311,7 +337,8 @@ int cmd_simulate(int argc, char **argv)
         advlock_sim_set_options(&sim, advlock_sim_add_cycler(&sim, &cycler), &lock_options);
 
     if (!view.quiet)
-        printf("%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed %lld%s%s%s%s%s\n\n",
+        printf("%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed "
+               "%lld%s%s%s%s%s\n\n",
                clients, keys, keys == 1 ? "" : "s", timeout, hold, seed,
                lock_options.wait == ADVLOCK_WAIT_SERVER ? ", waiting on the server" : "",
                lock_options.backoff == ADVLOCK_BACKOFF_FULL_JITTER ? ", full jitter" : "",

@@ -30,8 +30,8 @@ typedef struct world {
     advlock_sim_config config;
     advlock_sim_cycler cycler;
     int clients;
-    int policy;  /* for every client, or -1: each its own */
-    int shared;  /* some clients take shared locks */
+    int policy; /* for every client, or -1: each its own */
+    int shared; /* some clients take shared locks */
     int transaction, diagnose;
     advlock_options options[50];
 } world;
@@ -62,7 +62,8 @@ static void choose_options(advlock_prng *p, world *w)
     }
     if (advlock_prng_chance(p, 250000))
         w->policy = -1;
-    uint32_t shared_ppm = advlock_prng_chance(p, 330000) ? (uint32_t)advlock_prng_below(p, 1000001) : 0;
+    uint32_t shared_ppm =
+        advlock_prng_chance(p, 330000) ? (uint32_t)advlock_prng_below(p, 1000001) : 0;
     w->transaction = advlock_prng_chance(p, 200000);
     w->diagnose = advlock_prng_chance(p, 300000);
     w->shared = 0;
@@ -258,7 +259,8 @@ int main(int argc, char **argv)
         if (pthread_create(&threads[j], NULL, run_job, &js[j]) != 0)
             return 2;
     }
-    uint64_t events = 0, failures = 0, faulty = 0, faults = 0, outcomes[ADVLOCK_OUTCOME_COUNT] = {0};
+    uint64_t events = 0, failures = 0, faulty = 0, faults = 0,
+             outcomes[ADVLOCK_OUTCOME_COUNT] = {0};
     uint64_t policies[POLICIES + 1] = {0}, waits = 0, cancels = 0;
     int error = 0;
     for (long j = 0; j < jobs; j++) {
@@ -282,8 +284,9 @@ int main(int argc, char **argv)
             uint64_t s = js[j].failed_seed[f];
             fprintf(out, "FAIL seed %" PRIu64 " (%d clients, %s): %s\n", s, js[j].failed_clients[f],
                     js[j].failed_world[f], js[j].failed_why[f]);
-            fprintf(out, "  replay: make sim SEEDS=1 START=%" PRIu64 "   trace: %s --seed %" PRIu64
-                         " --trace\n",
+            fprintf(out,
+                    "  replay: make sim SEEDS=1 START=%" PRIu64 "   trace: %s --seed %" PRIu64
+                    " --trace\n",
                     s, argv[0], s);
         }
     }
@@ -291,8 +294,8 @@ int main(int argc, char **argv)
             "sim campaign: seeds %" PRIu64 "..%" PRIu64 " (%" PRIu64 " seeds, %" PRIu64
             " with faults; 1-50 clients), %ld jobs: %.2f s, %.0f seeds/s, %" PRIu64
             " events, %" PRIu64 " failed\n",
-            start, start + seeds - 1, seeds, faulty, jobs, secs, secs > 0 ? (double)seeds / secs : 0.0,
-            events, failures);
+            start, start + seeds - 1, seeds, faulty, jobs, secs,
+            secs > 0 ? (double)seeds / secs : 0.0, events, failures);
     fprintf(out,
             "sim campaign: outcomes: %" PRIu64 " acquired, %" PRIu64 " released, %" PRIu64
             " not held, %" PRIu64 " timed out, %" PRIu64 " cancelled, %" PRIu64 " failed, %" PRIu64

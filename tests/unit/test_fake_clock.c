@@ -74,7 +74,8 @@ static void the_reading_never_goes_back(void **state)
         case 0: advlock_fake_clock_stall(&c, advlock_prng_between(&p, 0, 300)); break;
         case 1: advlock_fake_clock_jump(&c, advlock_prng_between(&p, 0, 300)); break;
         default:
-            advlock_fake_clock_advance_to(&c, advlock_fake_clock_now(&c) + advlock_prng_between(&p, 0, 100));
+            advlock_fake_clock_advance_to(&c, advlock_fake_clock_now(&c)
+                                                  + advlock_prng_between(&p, 0, 100));
         }
         int64_t r = advlock_fake_clock_read(&c);
         assert_true(r >= last);

@@ -11,13 +11,13 @@
 
 #include "advlock_fake.h"
 
-#define TRY "SELECT pg_try_advisory_lock($1)"
-#define TRY_SH "SELECT pg_try_advisory_lock_shared($1)"
-#define TRY_X "SELECT pg_try_advisory_xact_lock($1)"
-#define LOCK "SELECT pg_advisory_lock($1)"
-#define LOCK_SH "SELECT pg_advisory_lock_shared($1)"
-#define XLOCK "SELECT pg_advisory_xact_lock($1)"
-#define UNLOCK "SELECT pg_advisory_unlock($1)"
+#define TRY       "SELECT pg_try_advisory_lock($1)"
+#define TRY_SH    "SELECT pg_try_advisory_lock_shared($1)"
+#define TRY_X     "SELECT pg_try_advisory_xact_lock($1)"
+#define LOCK      "SELECT pg_advisory_lock($1)"
+#define LOCK_SH   "SELECT pg_advisory_lock_shared($1)"
+#define XLOCK     "SELECT pg_advisory_xact_lock($1)"
+#define UNLOCK    "SELECT pg_advisory_unlock($1)"
 #define UNLOCK_SH "SELECT pg_advisory_unlock_shared($1)"
 
 static const int64_t K = 42, K2 = -7;
@@ -145,7 +145,8 @@ static void transaction_locks_end_with_the_transaction(void **state)
     advlock_fake_result r = run(f, f->a, UNLOCK, K);
     assert_int_equal(r.status, ADVLOCK_FAKE_ROW_FALSE);
     assert_string_equal(r.warning_sqlstate, "01000");
-    assert_int_equal(run0(f, f->a, "SELECT pg_advisory_unlock_all()").status, ADVLOCK_FAKE_ROW_VOID);
+    assert_int_equal(run0(f, f->a, "SELECT pg_advisory_unlock_all()").status,
+                     ADVLOCK_FAKE_ROW_VOID);
     assert_int_equal(held(f, f->a, K, ADVLOCK_FAKE_EXCLUSIVE, 1), 2);
     assert_string_equal(run0(f, f->a, "COMMIT").command_tag, "COMMIT");
     assert_int_equal(held(f, f->a, K, ADVLOCK_FAKE_EXCLUSIVE, 1), 0);
@@ -186,8 +187,8 @@ static void errors_abort_a_block(void **state)
     assert_string_equal(r.message, "syntax error at or near \"SELEC\"");
     r = run0(f, f->a, TRY);
     assert_string_equal(r.sqlstate, "08P01");
-    assert_string_equal(r.message,
-                        "bind message supplies 0 parameters, but prepared statement \"\" requires 1");
+    assert_string_equal(
+        r.message, "bind message supplies 0 parameters, but prepared statement \"\" requires 1");
     r = run0(f, f->a, "select pg_try_advisory_lock($1)"); /* exact text only */
     assert_int_equal(r.status, ADVLOCK_FAKE_SERVER_ERROR);
 
@@ -200,8 +201,9 @@ static void errors_abort_a_block(void **state)
     assert_int_equal(st(f, f->b, TRY, K2), ADVLOCK_FAKE_ROW_TRUE);
     r = run(f, f->a, UNLOCK, K);
     assert_string_equal(r.sqlstate, "25P02");
-    assert_string_equal(r.message,
-                        "current transaction is aborted, commands ignored until end of transaction block");
+    assert_string_equal(
+        r.message,
+        "current transaction is aborted, commands ignored until end of transaction block");
     assert_string_equal(run0(f, f->a, "SELEC").sqlstate, "42601"); /* parse errors come first */
     r = run0(f, f->a, "COMMIT");
     assert_int_equal(r.status, ADVLOCK_FAKE_COMMAND_OK);
@@ -526,7 +528,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(exclusive_conflicts_and_stacks, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_is_compatible_with_shared_only, setup, teardown),
         cmocka_unit_test_setup_teardown(a_session_never_conflicts_with_itself, setup, teardown),
-        cmocka_unit_test_setup_teardown(transaction_locks_end_with_the_transaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(transaction_locks_end_with_the_transaction, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(session_locks_survive_rollback_and_unlock_all_keeps_xact,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(errors_abort_a_block, setup, teardown),
@@ -541,7 +544,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(deadlock_check_and_cancel_end_a_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(
             waiting_transaction_lock_outside_a_block_ends_with_its_statement, setup, teardown),
-        cmocka_unit_test_setup_teardown(closing_a_waiting_session_leaves_the_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(closing_a_waiting_session_leaves_the_queue, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(lock_rows_are_ordered_and_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(a_cancel_after_the_grant_still_ends_the_statement, setup,
                                         teardown),

@@ -396,7 +396,8 @@ static void server_wait_errors(void **state)
     start_waiting(m, ADVLOCK_SESSION, 60000);
     answer(m, ADVLOCK_RESULT_NULL, 2000);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ENULL);
-    assert_string_equal(act(m).message, "pg_advisory_lock for 'jobs' returned null (expected void).");
+    assert_string_equal(act(m).message,
+                        "pg_advisory_lock for 'jobs' returned null (expected void).");
     /* A deadlock is an error. */
     start_waiting(m, ADVLOCK_SESSION, 60000);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "40P01", "deadlock", 2000),

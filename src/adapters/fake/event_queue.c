@@ -25,8 +25,12 @@ int sim_schedule(advlock_sim *sim, int64_t at_ms, enum sim_event_kind kind, int 
         return -1;
     advlock_sim_event_ *ev = sim->events_;
     int i = sim->nevents_++;
-    ev[i] = (advlock_sim_event_){at_ms < sim->now_ms_ ? sim->now_ms_ : at_ms, sim->next_seq_++,
-                                 (int)kind, client, serial, arg};
+    ev[i] = (advlock_sim_event_){at_ms < sim->now_ms_ ? sim->now_ms_ : at_ms,
+                                 sim->next_seq_++,
+                                 (int)kind,
+                                 client,
+                                 serial,
+                                 arg};
     while (i > 0 && earlier(&ev[i], &ev[(i - 1) / 2])) {
         swap(&ev[i], &ev[(i - 1) / 2]);
         i = (i - 1) / 2;

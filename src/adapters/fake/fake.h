@@ -64,7 +64,14 @@ void db_wait_ended(advlock_fake_db *db, int slot, int how);
 /* ---- SQL (statements.c) ---- */
 
 enum stmt_kind {
-    ST_TRY, ST_LOCK, ST_UNLOCK, ST_UNLOCK_ALL, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_HOLDERS
+    ST_TRY,
+    ST_LOCK,
+    ST_UNLOCK,
+    ST_UNLOCK_ALL,
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_HOLDERS
 };
 
 typedef struct fake_statement {

@@ -214,7 +214,8 @@ enum lt_outcome lt_request(advlock_fake_db *db, int slot, int64_t key, int mode,
     }
     /* A request that conflicts with a waiter's request queues behind it,
      * even if the lock itself is free: no barging past waiters. */
-    if (!(lt_conflicts(mode) & lt_wait_mask(db, lock)) && !lt_others_conflict(db, slot, lock, mode)) {
+    if (!(lt_conflicts(mode) & lt_wait_mask(db, lock))
+        && !lt_others_conflict(db, slot, lock, mode)) {
         grant(db, hold, mode, scope);
         return LT_GRANTED;
     }

@@ -20,7 +20,7 @@ void advlock_sim_config_default(advlock_sim_config *cfg)
         return;
     memset(cfg, 0, sizeof *cfg);
     cfg->seed = 1;
-    cfg->max_virtual_ms = 24 * 3600 * 1000;
+    cfg->max_virtual_ms = INT64_C(24) * 3600 * 1000;
 }
 
 static int valid_config(const advlock_sim_config *c)
@@ -54,8 +54,9 @@ int advlock_sim_init(advlock_sim *sim, const advlock_sim_config *config)
 
 int sim_violation(advlock_sim *sim, int client, const char *what)
 {
-    int n = snprintf(sim->violation_, sizeof sim->violation_, "seed %llu: t=%lld ms, client %d: ",
-                     (unsigned long long)sim->config_.seed, (long long)sim->now_ms_, client);
+    int n = snprintf(sim->violation_, sizeof sim->violation_,
+                     "seed %llu: t=%lld ms, client %d: ", (unsigned long long)sim->config_.seed,
+                     (long long)sim->now_ms_, client);
     fake_copy(sim->violation_ + n, sizeof sim->violation_ - (size_t)n, what);
     return ADVLOCK_SIM_VIOLATION;
 }
@@ -272,7 +273,8 @@ int advlock_sim_run(advlock_sim *sim)
         sim->now_ms_ = ev.at_ms_;
         advlock_fake_db_set_time(&sim->db_, sim->now_ms_);
         if (sim->now_ms_ - sim->config_.start_ms > sim->config_.max_virtual_ms) {
-            rc = sim_violation(sim, ev.client_, "progress: the run is still going after max_virtual_ms");
+            rc = sim_violation(sim, ev.client_,
+                               "progress: the run is still going after max_virtual_ms");
             break;
         }
         if (++sim->stats_.events > MAX_EVENTS) {

@@ -87,7 +87,12 @@ const char *sim_fault_name(enum query_fault fault);
 /* ---- the policy, as an independent model (policy.c) ---- */
 
 enum policy_input {
-    IN_START_ACQUIRE, IN_START_RELEASE, IN_RESULT, IN_TIMER, IN_CANCEL, IN_CANCEL_SENT,
+    IN_START_ACQUIRE,
+    IN_START_RELEASE,
+    IN_RESULT,
+    IN_TIMER,
+    IN_CANCEL,
+    IN_CANCEL_SENT,
     IN_HOLDERS
 };
 
@@ -117,15 +122,15 @@ int sim_check_end(advlock_sim *sim, char *why, size_t size);
 /* ---- trace (trace.c) ---- */
 
 typedef struct sim_trace_extra {
-    const char *sql;       /* query */
-    uint64_t attempt;      /* query of a lock statement, done of an acquire */
-    const char *result;    /* result */
-    const char *sqlstate;  /* result, error */
-    const char *fault;     /* result */
-    int64_t rows;          /* result of the holders query: how many rows, else -1 */
-    int64_t ms, wake;      /* sleep; wait (wake: the deadline, -1 for none) */
-    const char *message;   /* done events */
-    const char *error;     /* error */
+    const char *sql;      /* query */
+    uint64_t attempt;     /* query of a lock statement, done of an acquire */
+    const char *result;   /* result */
+    const char *sqlstate; /* result, error */
+    const char *fault;    /* result */
+    int64_t rows;         /* result of the holders query: how many rows, else -1 */
+    int64_t ms, wake;     /* sleep; wait (wake: the deadline, -1 for none) */
+    const char *message;  /* done events */
+    const char *error;    /* error */
 } sim_trace_extra;
 
 /* An extra with nothing set. */

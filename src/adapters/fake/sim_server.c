@@ -65,7 +65,8 @@ static int keep_rows(advlock_sim *sim, int c)
 {
     advlock_sim_client_ *cl = &sim->clients_[c];
     advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
-    size_t n = advlock_fake_db_holders(&sim->db_, cl->pid_, cl->key_, rows, ADVLOCK_SIM_MAX_CLIENTS);
+    size_t n =
+        advlock_fake_db_holders(&sim->db_, cl->pid_, cl->key_, rows, ADVLOCK_SIM_MAX_CLIENTS);
     if (n > ADVLOCK_SIM_MAX_CLIENTS)
         return sim_violation(sim, c, "the holders answer has more rows than a client can keep");
     for (size_t i = 0; i < n; i++) {
@@ -146,8 +147,8 @@ static int drop(advlock_sim *sim, int c)
 {
     advlock_sim_client_ *cl = &sim->clients_[c];
     int slot = fake_db_slot(&sim->db_, cl->pid_);
-    int64_t reap = sim->now_ms_
-                   + advlock_prng_between(&sim->prng_, 0, sim->config_.faults.drop_detect_max_ms);
+    int64_t reap =
+        sim->now_ms_ + advlock_prng_between(&sim->prng_, 0, sim->config_.faults.drop_detect_max_ms);
     sim->slot_owner_[slot] = SLOT_ORPHAN;
     sim->slot_reap_ms_[slot] = reap;
     cl->session_ = SESSION_LOST;
@@ -161,7 +162,8 @@ static int drop(advlock_sim *sim, int c)
  * only dropped connections. */
 static enum query_fault applicable(const advlock_sim_client_ *cl, enum query_fault f)
 {
-    if (f == FAULT_NULL && (is_command(cl) || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_HOLDERS)))
+    if (f == FAULT_NULL
+        && (is_command(cl) || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_HOLDERS)))
         return FAULT_NONE;
     if (f == FAULT_ERROR && is_command(cl))
         return FAULT_NONE;
@@ -177,7 +179,8 @@ static int begin_wait(advlock_sim *sim, int c)
     cl->wait_serial_++;
     sim_trace_extra x = sim_trace_none();
     sim_trace(sim, c, "waiting", &x);
-    return sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c, cl->wait_serial_, 0);
+    return sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c,
+                             cl->wait_serial_, 0);
 }
 
 int sim_on_arrive(advlock_sim *sim, int c)

@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { EX = ADVLOCK_FAKE_EXCLUSIVE, SH = ADVLOCK_FAKE_SHARED, SES = SCOPE_SESSION, XACT = SCOPE_XACT };
+enum {
+    EX = ADVLOCK_FAKE_EXCLUSIVE,
+    SH = ADVLOCK_FAKE_SHARED,
+    SES = SCOPE_SESSION,
+    XACT = SCOPE_XACT
+};
 
 static const fake_statement statements[] = {
     {"SELECT pg_try_advisory_lock($1)", ST_TRY, EX, SES, 1},

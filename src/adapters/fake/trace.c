@@ -82,10 +82,11 @@ void sim_trace(advlock_sim *sim, int client, const char *event, const sim_trace_
     line l;
     l.len = 0;
     char head[160];
-    int n = snprintf(head, sizeof head, "{\"t\":%lld,\"clock\":%lld,\"client\":%d,\"event\":\"%s\","
+    int n = snprintf(head, sizeof head,
+                     "{\"t\":%lld,\"clock\":%lld,\"client\":%d,\"event\":\"%s\","
                      "\"key\":\"%lld\"",
-                     (long long)sim->now_ms_, (long long)advlock_fake_clock_read(&cl->clock_), client,
-                     event, (long long)cl->key_);
+                     (long long)sim->now_ms_, (long long)advlock_fake_clock_read(&cl->clock_),
+                     client, event, (long long)cl->key_);
     put(&l, head, (size_t)n);
     put_text(&l, "sql", extra->sql);
     if (extra->attempt > 0)

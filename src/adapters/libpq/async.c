@@ -93,7 +93,7 @@ static void follow_machine(advlock_pq_async *a)
     advlock_action next = advlock_next_action(&a->machine_);
     switch (next.kind) {
     case ADVLOCK_ACTION_QUERY:
-            advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->conn_);
+        advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->conn_);
         send_form(a);
         break;
     case ADVLOCK_ACTION_SLEEP: a->phase_ = SLEEPING; break;
