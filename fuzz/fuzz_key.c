@@ -9,44 +9,7 @@
 #include <string.h>
 
 #include "advlock.h"
-
-static int plain_utf8_valid(const uint8_t *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        uint32_t c = s[i], cp, min;
-        size_t n;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if ((c & 0xE0) == 0xC0) {
-            n = 1;
-            cp = c & 0x1F;
-            min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2;
-            cp = c & 0x0F;
-            min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3;
-            cp = c & 0x07;
-            min = 0x10000;
-        } else
-            return 0;
-        if (i + n >= len)
-            return 0;
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        i += n + 1;
-    }
-    return 1;
-}
+#include "../tests/unit/plain_utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
