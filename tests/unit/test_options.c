@@ -11,35 +11,10 @@
 #include <string.h>
 
 #include "advlock.h"
+#include "machine_fixture.h"
 
 static const char KEY[] = "jobs";
 #define KEY_LEN (sizeof KEY - 1)
-
-static int setup(void **state)
-{
-    advlock_machine *m = calloc(1, sizeof *m);
-    if (m == NULL)
-        return -1;
-    advlock_machine_init(m);
-    *state = m;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    free(*state);
-    return 0;
-}
-
-static advlock_action act(const advlock_machine *m)
-{
-    return advlock_next_action(m);
-}
-
-static void answer(advlock_machine *m, advlock_result r, int64_t now)
-{
-    assert_int_equal(advlock_on_result(m, r, NULL, NULL, now), 0);
-}
 
 static void use(advlock_machine *m, advlock_options o)
 {
