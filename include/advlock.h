@@ -19,7 +19,9 @@
  *                                                  then advlock_on_result(...)
  *         else if (a.kind == ADVLOCK_ACTION_SLEEP) wait until a.wake_at_ms,
  *                                                  then advlock_on_timer(...)
- *         else break;                              a.outcome says how it ended
+ *         else break;                              a.report->outcome says how;
+ *                                                  advlock_describe() says it
+ *                                                  in words
  *     }
  *
  * Thread safety: a machine belongs to one thread at a time; different
@@ -36,7 +38,7 @@
 extern "C" {
 #endif
 
-#define ADVLOCK_VERSION "0.1.0"
+#define ADVLOCK_VERSION "0.2.0"
 
 /* Marks the exported API; everything else in the libraries is hidden. */
 #if defined(__GNUC__) && !defined(ADVLOCK_STATIC_ONLY)
@@ -46,8 +48,10 @@ extern "C" {
 #endif
 
 /*
- * Error codes. Every function that can fail returns 0 or one of these
- * negative values; a failed call changes nothing.
+ * Call errors. Every function that can refuse a call returns 0 or one of
+ * these negative values, and a refused call changes nothing. They say what
+ * was wrong with the call, never how an operation ended (see
+ * advlock_failure).
  */
 typedef enum advlock_error {
     ADVLOCK_OK = 0,
@@ -58,18 +62,29 @@ typedef enum advlock_error {
     /* The call is not allowed in the machine's current state. */
     ADVLOCK_EMISUSE = -3,
     /* libcrypto failed to compute SHA-256 (for example, out of memory). */
-    ADVLOCK_ECRYPTO = -4,
+    ADVLOCK_ECRYPTO = -4
+} advlock_error;
+
+/*
+ * Why an operation ended ADVLOCK_FAILED (advlock_report.failure). These are
+ * facts about the server and the connection, reported in an operation's
+ * report; no function returns them. Their values never collide with
+ * advlock_error's, so advlock_strerror() describes both.
+ */
+typedef enum advlock_failure {
+    ADVLOCK_FAILURE_NONE = 0,
     /* The server answered SQL NULL where a boolean was required. */
     ADVLOCK_ENULL = -5,
     /* The server reported an error; the SQLSTATE says which. */
     ADVLOCK_ESERVER = -6,
     /* The connection to the server was lost; the session's locks are gone. */
     ADVLOCK_ECONNLOST = -7
-} advlock_error;
+} advlock_failure;
 
 /*
- * Returns a static, human-readable description of an advlock_error value
- * (or of 0). Unknown values give "unknown advlock error". Never NULL.
+ * Returns a static, human-readable description of an advlock_error or
+ * advlock_failure value (or of 0). Unknown values give "unknown advlock
+ * error". Never NULL.
  */
 ADVLOCK_API const char *advlock_strerror(int error);
 
@@ -154,22 +169,6 @@ typedef enum advlock_result {
     ADVLOCK_RESULT_CONNECTION_LOST = 4 /* no answer will ever come */
 } advlock_result;
 
-/* What the driver must do next. */
-typedef enum advlock_action_kind {
-    /* No operation: the machine is new; start one. */
-    ADVLOCK_ACTION_NONE = 0,
-    /* Run sql with param, then report its result with advlock_on_result(). */
-    ADVLOCK_ACTION_QUERY = 1,
-    /* Wait until wake_at_ms, then call advlock_on_timer(). */
-    ADVLOCK_ACTION_SLEEP = 2,
-    /* The operation ended; outcome says how. Start another or stop. */
-    ADVLOCK_ACTION_DONE = 3,
-    /* Ask the server to cancel the query in flight (libpq: PQcancel or
-     * PQcancelStart), call advlock_on_cancel_sent(), then keep waiting for
-     * the query's result as before. Only with ADVLOCK_WAIT_SERVER. */
-    ADVLOCK_ACTION_CANCEL_QUERY = 4
-} advlock_action_kind;
-
 /* How an operation ended. */
 typedef enum advlock_outcome {
     ADVLOCK_ACQUIRED = 0,  /* the session now holds the lock */
@@ -177,7 +176,7 @@ typedef enum advlock_outcome {
     ADVLOCK_NOT_HELD = 2,  /* release found no hold to release (not an error) */
     ADVLOCK_TIMED_OUT = 3, /* the lock stayed busy until the timeout */
     ADVLOCK_CANCELLED = 4, /* the caller cancelled; no lock is held */
-    ADVLOCK_FAILED = 5,    /* error says why; the message has the details */
+    ADVLOCK_FAILED = 5,    /* failure says why */
     /* Release of a transaction-scoped lock: nothing was sent; the lock is
      * released when the caller's transaction commits or rolls back. */
     ADVLOCK_ENDS_WITH_TRANSACTION = 6,
@@ -187,10 +186,125 @@ typedef enum advlock_outcome {
 /* Returns a static name for an outcome ("acquired", "timed out", ...). */
 ADVLOCK_API const char *advlock_outcome_name(advlock_outcome outcome);
 
+/* What an outcome adds to its plain meaning; advlock_describe() renders it. */
+typedef enum advlock_detail {
+    ADVLOCK_DETAIL_NONE = 0,
+    /* ACQUIRED: the caller cancelled, but a transaction-scoped grant had
+     * come; it is held until the transaction ends. */
+    ADVLOCK_DETAIL_CANCEL_TOO_LATE = 1,
+    /* FAILED while giving back a grant nobody wanted (the lock may still be
+     * held): after the caller cancelled, */
+    ADVLOCK_DETAIL_UNDO_CANCELLED = 2,
+    /* after the deadline had passed, */
+    ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE = 3,
+    /* or after a 57014 that may hide a grant. */
+    ADVLOCK_DETAIL_UNDO_AFTER_57014 = 4,
+    /* TIMED_OUT with holder diagnostics: the holders query answered; the
+     * report's holder fields say who holds the lock (pid 0: nobody now). */
+    ADVLOCK_DETAIL_DIAGNOSED = 5,
+    /* TIMED_OUT: the holders query failed (the timeout stands). */
+    ADVLOCK_DETAIL_DIAGNOSIS_FAILED = 6,
+    /* FAILED, set by drivers in their copy of an ACQUIRED report: the
+     * session that held the lock is gone, and the lock with it. */
+    ADVLOCK_DETAIL_LOST = 7
+} advlock_detail;
+
+/* A holder's pg_stat_activity.state. */
+typedef enum advlock_backend_state {
+    ADVLOCK_BACKEND_UNKNOWN = 0, /* none, or a value this version does not know */
+    ADVLOCK_BACKEND_ACTIVE = 1,
+    ADVLOCK_BACKEND_IDLE = 2,
+    ADVLOCK_BACKEND_IDLE_IN_TRANSACTION = 3,
+    ADVLOCK_BACKEND_IDLE_IN_TRANSACTION_ABORTED = 4,
+    ADVLOCK_BACKEND_FASTPATH = 5,
+    ADVLOCK_BACKEND_DISABLED = 6
+} advlock_backend_state;
+
+/* Returns pg_stat_activity's word for a state ("idle", "idle in
+ * transaction", ...), or "unknown". Static storage. */
+ADVLOCK_API const char *advlock_backend_state_name(advlock_backend_state state);
+
+/* Reads pg_stat_activity's word for a state (NULL: UNKNOWN). */
+ADVLOCK_API advlock_backend_state advlock_backend_state_parse(const char *state);
+
+/*
+ * What an operation did and how it ended: facts, no sentences (render them
+ * with advlock_describe()). A machine keeps one for its current or last
+ * operation; it is live while the operation runs (key, timeout_ms and
+ * attempts are set from the start) and final once the action is DONE.
+ */
+typedef struct advlock_report {
+    advlock_outcome outcome; /* meaningful once the operation is DONE */
+    int failure;             /* 0, or an advlock_failure when outcome is FAILED */
+    advlock_sql sql;         /* the statement that failed (FAILED), else the last sent */
+    advlock_detail detail;   /* what the outcome adds, or ADVLOCK_DETAIL_NONE */
+    char sqlstate[6];        /* FAILED: the server's SQLSTATE ("57P01"), or "" */
+    int64_t key;             /* the lock's key */
+    int64_t timeout_ms;      /* the acquire's timeout (0 for a release) */
+    int64_t elapsed_ms;      /* DONE: from the start to the end, on the caller's clock */
+    uint64_t attempts;       /* lock queries sent so far (0 for a release) */
+    /* DETAIL_DIAGNOSED: the first session holding the lock (pid 0: none). */
+    int holder_pid;
+    int other_holders;                  /* sessions holding it besides that one */
+    int64_t holder_seconds;             /* how long it has held it, as far as the
+                                           server knows: for an idle holder, since
+                                           its last statement ended */
+    advlock_backend_state holder_state; /* its pg_stat_activity state */
+    char holder_application[64];        /* its application_name (cut), or "" */
+} advlock_report;
+
+/*
+ * Renders a report as a sentence: the reference's exact messages where it
+ * has them ("Could not acquire migration lock for '<name>' within 30s.",
+ * "pg_try_advisory_lock for '<name>' returned null (expected boolean)."),
+ * and sentences in the same style for everything else. ACQUIRED and
+ * RELEASED render as "" (nothing to explain), unless a detail says more.
+ * Seconds are written as the reference prints them, whatever the locale.
+ *
+ * name, len: the lock name the operation was started with (its key is the
+ *     report's; a key-started operation's caller passes the name it knows).
+ *     A name longer than ADVLOCK_KEY_ECHO_MAX bytes is cut at the last whole
+ *     UTF-8 character that fits, followed by "..."; an embedded NUL byte
+ *     appears as the two characters \0; a newline as \n. name may be NULL
+ *     only when len is 0.
+ * server_message: the server's or driver's words about a failure (the
+ *     message given with the failing result), or NULL; its first line is
+ *     quoted after the failure.
+ * buf, size: where to write, like snprintf: at most size bytes including the
+ *     terminating NUL; text that does not fit is cut at a UTF-8 character
+ *     boundary and ends with "...". ADVLOCK_MESSAGE_MAX bytes always hold
+ *     a whole message with a server message of up to 256 bytes.
+ *
+ * Returns the length written (not counting the NUL), or ADVLOCK_EINVAL (r
+ * NULL, name NULL with len > 0, buf NULL with size > 0).
+ */
+ADVLOCK_API int advlock_describe(const advlock_report *r, const char *name, size_t len,
+                                 const char *server_message, char *buf, size_t size);
+
+/* Message sizes: see advlock_describe(). */
+#define ADVLOCK_KEY_ECHO_MAX 512
+#define ADVLOCK_MESSAGE_MAX  1024
+
+/* What the driver must do next. */
+typedef enum advlock_action_kind {
+    /* No operation: the machine is new; start one. */
+    ADVLOCK_ACTION_NONE = 0,
+    /* Run sql with param, then report its result with advlock_on_result(). */
+    ADVLOCK_ACTION_QUERY = 1,
+    /* Wait until wake_at_ms, then call advlock_on_timer(). */
+    ADVLOCK_ACTION_SLEEP = 2,
+    /* The operation ended; report says how. Start another or stop. */
+    ADVLOCK_ACTION_DONE = 3,
+    /* Ask the server to cancel the query in flight (libpq: PQcancel or
+     * PQcancelStart), call advlock_on_cancel_sent(), then keep waiting for
+     * the query's result as before. Only with ADVLOCK_WAIT_SERVER. */
+    ADVLOCK_ACTION_CANCEL_QUERY = 4
+} advlock_action_kind;
+
 /*
  * The next action. Fields are meaningful only for the kind that names them.
- * Pointers point into the machine or to static storage: they stay valid until
- * the machine next changes (any successful input, or init) or is freed.
+ * The report pointer points into the machine: it stays valid until the
+ * machine next changes (any successful input, or init) or is freed.
  */
 typedef struct advlock_action {
     advlock_action_kind kind;
@@ -206,16 +320,9 @@ typedef struct advlock_action {
     int64_t wake_at_ms; /* absolute deadline on the caller's clock */
     int64_t sleep_ms;   /* SLEEP: the length the schedule chose */
 
-    /* DONE */
-    advlock_outcome outcome;
-    int error;            /* 0, or an advlock_error when outcome is FAILED */
-    const char *sqlstate; /* the server's 5-character SQLSTATE, or "" */
-    const char *message;  /* a sentence naming the lock key, or "" */
-    /* TIMED_OUT with holder diagnostics: the first holder, or pid 0. */
-    int holder_pid;
-    int64_t holder_seconds;         /* how long it has held the lock */
-    const char *holder_application; /* its application_name, or "" */
-    const char *holder_state;       /* its pg_stat_activity state, or "" */
+    /* Every kind but NONE: the operation's report, final when DONE (the one
+     * place an outcome is read). NULL for NONE. */
+    const advlock_report *report;
 } advlock_action;
 
 /* ---- options ------------------------------------------------------------- */
@@ -262,11 +369,11 @@ typedef enum advlock_scope {
 
 /* What an event reports. */
 typedef enum advlock_event_kind {
-    ADVLOCK_EVENT_ATTEMPT = 0,      /* a lock query goes out: attempt */
+    ADVLOCK_EVENT_ATTEMPT = 0,      /* a lock query goes out (report->attempts) */
     ADVLOCK_EVENT_RESULT = 1,       /* its answer came: result */
     ADVLOCK_EVENT_SLEEP = 2,        /* a sleep starts: sleep_ms */
     ADVLOCK_EVENT_CANCEL_QUERY = 3, /* the machine asks to cancel the query */
-    ADVLOCK_EVENT_DONE = 4,         /* the operation ended: outcome, message */
+    ADVLOCK_EVENT_DONE = 4,         /* the operation ended: report */
     ADVLOCK_EVENT_LOST = 5,         /* drivers: the session holding locks is gone */
     ADVLOCK_EVENT_WARNING = 6       /* drivers: the server sent a warning: message */
 } advlock_event_kind;
@@ -274,12 +381,14 @@ typedef enum advlock_event_kind {
 typedef struct advlock_event {
     advlock_event_kind kind;
     int64_t now_ms;
-    int64_t key;
-    uint64_t attempt;        /* try-lock queries so far in this acquire */
-    advlock_result result;   /* RESULT */
-    int64_t sleep_ms;        /* SLEEP */
-    advlock_outcome outcome; /* DONE */
-    const char *message;     /* DONE, LOST, WARNING; "" otherwise; valid during the call */
+    /* The operation's report (key, attempts so far; final for DONE). Valid
+     * during the call. */
+    const advlock_report *report;
+    advlock_result result; /* RESULT */
+    int64_t sleep_ms;      /* SLEEP */
+    /* RESULT: the server's words with a failing result; LOST, WARNING: the
+     * driver's or server's words; "" otherwise. Valid during the call. */
+    const char *message;
 } advlock_event;
 
 /*
@@ -301,15 +410,15 @@ typedef struct advlock_options {
      * at the deadline, so the final attempt happens at the timeout rather
      * than up to a second after it. Off by default, as in the reference. */
     int clip_to_deadline;
+    /* After TIMED_OUT, one more query (ADVLOCK_SQL_HOLDERS) finds who holds
+     * the lock; the report then names the holder. */
+    int diagnose;
     /* Randomness for jitter: random(random_user) if random is set, else the
      * machine's own generator (splitmix64) seeded with jitter_seed, so a
      * seed replays the same sleeps. */
     uint64_t jitter_seed;
     uint64_t (*random)(void *random_user);
     void *random_user;
-    /* After TIMED_OUT, one more query (ADVLOCK_SQL_HOLDERS) finds who holds
-     * the lock; the outcome then names the holder. */
-    int diagnose;
     /* Optional; see advlock_event_fn. */
     advlock_event_fn on_event;
     void *event_user;
@@ -331,49 +440,26 @@ typedef struct advlock_holder {
 } advlock_holder;
 
 /*
- * Message buffers. A lock key longer than ADVLOCK_KEY_ECHO_MAX bytes appears
- * in messages cut at the last whole UTF-8 character that fits, followed by
- * "..."; the lock itself always uses the whole key. A message longer than
- * ADVLOCK_MESSAGE_MAX - 1 bytes is cut the same way. An embedded NUL byte
- * of a key appears as the two characters \0 so a message stays one C string.
- */
-#define ADVLOCK_KEY_ECHO_MAX 512
-#define ADVLOCK_MESSAGE_MAX  1024
-
-/*
- * A lock machine. Allocate it anywhere (stack, static, inside your own
- * struct); it holds no pointers into itself, so it may be copied or moved at
- * any time (the copy shares the options' callbacks). Its fields are private:
- * use the functions below.
+ * A lock machine: 256 bytes. Allocate it anywhere (stack, static, inside
+ * your own struct); it holds no pointers into itself, so it may be copied or
+ * moved at any time (the copy shares the options' callbacks). It keeps facts
+ * only: no name, no text. Its fields are private: use the functions below.
  */
 typedef struct advlock_machine {
     advlock_options options_;
     uint64_t jitter_state_;
-    int state_;
-    int op_;
-    int step_;
-    int cancel_;
-    int deadline_passed_;
-    int fail_after_undo_;
-    int undo_reason_;
-    int64_t key_;
-    int64_t timeout_ms_;
+    advlock_report report_;
     int64_t start_ms_;
     int64_t now_ms_;
-    int64_t next_delay_ms_;
-    uint64_t attempts_;
     int64_t wake_at_ms_;
-    int64_t sleep_ms_;
-    int sql_;
-    int outcome_;
-    int error_;
-    char sqlstate_[6];
-    int holder_pid_;
-    int64_t holder_seconds_;
-    char holder_application_[64];
-    char holder_state_[32];
-    char key_echo_[ADVLOCK_KEY_ECHO_MAX + 4];
-    char message_[ADVLOCK_MESSAGE_MAX];
+    int32_t sleep_ms_;
+    int32_t next_delay_ms_;
+    uint8_t state_;
+    uint8_t op_;
+    uint8_t step_;
+    uint8_t cancel_;
+    uint8_t deadline_passed_;
+    uint8_t fail_after_undo_;
 } advlock_machine;
 
 /* Puts a machine into its initial state (action NONE) with the reference
@@ -396,11 +482,11 @@ ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o
  * choose the mode, scope, schedule and waiting strategy; with
  * ADVLOCK_WAIT_SERVER the one query waits on the server, and at the
  * deadline the action becomes CANCEL_QUERY (a 57014 answer then ends
- * TIMED_OUT with the same message; a grant that won the race is released
- * first for session scope).
+ * TIMED_OUT; a grant that won the race is released first for session
+ * scope).
  *
  * lock_key, len: as for advlock_derive_key(); read during the call only
- *     (the key is derived once here and the name copied for messages).
+ *     (the key is derived here; the machine keeps no copy of the name).
  * now_ms: the caller's monotonic time in milliseconds.
  *
  * On success the next action is QUERY (try-lock). Returns 0, or:
@@ -413,6 +499,14 @@ ADVLOCK_API int advlock_start_acquire(advlock_machine *m, const char *lock_key, 
                                       int64_t timeout_ms, int64_t now_ms);
 
 /*
+ * As advlock_start_acquire(), for a key already derived (advlock_derive_key()
+ * or a report's key): no hashing. Returns 0, or ADVLOCK_EINVAL (m NULL,
+ * timeout_ms < 0) or ADVLOCK_EMISUSE.
+ */
+ADVLOCK_API int advlock_start_acquire_key(advlock_machine *m, int64_t key, int64_t timeout_ms,
+                                          int64_t now_ms);
+
+/*
  * Starts releasing one hold of a lock: QUERY unlock (pg_advisory_unlock, or
  * pg_advisory_unlock_shared for ADVLOCK_SHARED); true ends RELEASED, false or
  * NULL ends NOT_HELD. For ADVLOCK_TRANSACTION scope nothing can be unlocked:
@@ -423,16 +517,26 @@ ADVLOCK_API int advlock_start_release(advlock_machine *m, const char *lock_key, 
                                       int64_t now_ms);
 
 /*
+ * As advlock_start_release(), for a key already derived: releasing what an
+ * acquire took costs no second hash (pass its report's key). Returns 0, or
+ * ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE.
+ */
+ADVLOCK_API int advlock_start_release_key(advlock_machine *m, int64_t key, int64_t now_ms);
+
+/*
  * Reports the result of the outstanding query.
  *
  * sqlstate: the server's SQLSTATE for SERVER_ERROR or CONNECTION_LOST, or
  *     NULL; only a 5-character code of digits and capital letters is kept.
- * message: the server's or driver's message, or NULL. Both are copied
- *     during the call (cut to fit the message buffer).
+ * message: the server's or driver's words, or NULL: passed on to the event
+ *     callback (RESULT) and not kept; a driver keeps them to give
+ *     advlock_describe() if the operation fails.
  *
  * Returns 0, or:
  *     ADVLOCK_EINVAL   m NULL or result not an advlock_result value;
- *     ADVLOCK_EMISUSE  no query is outstanding (action is not QUERY).
+ *     ADVLOCK_EMISUSE  no query is outstanding (action is not QUERY), or
+ *                      the holders query's rows must come with
+ *                      advlock_on_holders().
  */
 ADVLOCK_API int advlock_on_result(advlock_machine *m, advlock_result result, const char *sqlstate,
                                   const char *message, int64_t now_ms);
@@ -453,7 +557,7 @@ ADVLOCK_API int advlock_on_cancel_sent(advlock_machine *m, int64_t now_ms);
  * Reports the rows of an ADVLOCK_SQL_HOLDERS query (any order; n may be 0).
  * The strings are read during the call only. A failed holders query is
  * reported with advlock_on_result() as usual: the operation still ends
- * TIMED_OUT, its message saying the diagnosis failed.
+ * TIMED_OUT, with ADVLOCK_DETAIL_DIAGNOSIS_FAILED.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL, rows NULL with n > 0) or
  * ADVLOCK_EMISUSE (the outstanding query is not ADVLOCK_SQL_HOLDERS).
@@ -463,7 +567,7 @@ ADVLOCK_API int advlock_on_holders(advlock_machine *m, const advlock_holder *row
 
 /*
  * For drivers: reports an event the machine cannot see (ADVLOCK_EVENT_LOST,
- * ADVLOCK_EVENT_WARNING) to the machine's event callback, with the key of
+ * ADVLOCK_EVENT_WARNING) to the machine's event callback, with the report of
  * its current or last operation. message may be NULL. No-op without a
  * callback or for m NULL.
  */
@@ -489,10 +593,9 @@ ADVLOCK_API int advlock_on_timer(advlock_machine *m, int64_t now_ms);
  * unlock query, and the operation ends CANCELLED once that answers, so a
  * cancelled acquire never leaves the session holding a lock nobody knows
  * about. (The reference implementation, cancelled at that moment, keeps the
- * lock.) A transaction-scoped grant cannot be undone: it ends ACQUIRED, its
- * message saying the cancel came too late. A server error or lost connection
- * in the meantime still ends FAILED, with its error. Cancelling twice is
- * harmless.
+ * lock.) A transaction-scoped grant cannot be undone: it ends ACQUIRED with
+ * ADVLOCK_DETAIL_CANCEL_TOO_LATE. A server error or lost connection in the
+ * meantime still ends FAILED. Cancelling twice is harmless.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (no acquire is
  * under way: action NONE or DONE, or a release, which is a single query that
@@ -501,17 +604,10 @@ ADVLOCK_API int advlock_on_timer(advlock_machine *m, int64_t now_ms);
 ADVLOCK_API int advlock_cancel(advlock_machine *m, int64_t now_ms);
 
 /*
- * Returns the machine's next action, by value. Its strings belong to the
- * machine (or are static) and stay valid until the machine next changes.
- * For m NULL, returns an action of kind NONE.
+ * Returns the machine's next action, by value (its report pointer points
+ * into the machine). For m NULL, returns an action of kind NONE.
  */
 ADVLOCK_API advlock_action advlock_next_action(const advlock_machine *m);
-
-/*
- * Returns how many try-lock queries the current or last acquire has issued
- * (0 before the first acquire, for m NULL, or after a release).
- */
-ADVLOCK_API uint64_t advlock_attempts(const advlock_machine *m);
 
 /*
  * Writes a millisecond duration as seconds the way the reference prints a

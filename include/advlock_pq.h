@@ -1,16 +1,19 @@
 /*
  * advlock_pq — advisory locks on a libpq connection (PGconn).
  *
- * Two drivers for the core's lock machine (advlock.h), both on a PGconn the
- * caller opened and keeps owning:
+ * One object, advlock_pq, binds a PGconn the caller opened and keeps owning
+ * to a lock machine (advlock.h). It is driven in one of two ways:
  *
  *   blocking     advlock_pq_acquire() / advlock_pq_release() run one
  *                operation to its end, sleeping between attempts.
- *   nonblocking  advlock_pq_async binds a connection to a lock machine and
- *                tells any event loop three things: the socket, the readiness
- *                it waits for, and the next deadline. It never waits for the
- *                socket (a cancel request is the one short blocking step;
- *                see "Server-side waiting").
+ *   nonblocking  advlock_pq_async_*() tell any event loop three things: the
+ *                socket, the readiness it waits for, and the next deadline.
+ *                They never wait for the socket (a cancel request is the one
+ *                short blocking step; see "Server-side waiting").
+ *
+ * Every operation ends with an advlock_pq_report: the machine's facts
+ * (advlock_report) plus what the server said. Render it as a sentence with
+ * advlock_pq_describe(), on demand.
  *
  * The drivers contain no lock logic: the core decides every query, sleep
  * and outcome; the drivers move bytes and time. Both run one engine: the
@@ -37,7 +40,7 @@
  *
  *   - Only when the connection is idle (PQtransactionStatus() is
  *     PQTRANS_IDLE, no transaction open) are named statements used. The
- *     adapter remembers, per advlock_pq_session or advlock_pq_async, which
+ *     adapter remembers, per advlock_pq, which
  *     statements it has prepared. A statement it has not prepared is
  *     prepared first; "already exists" (SQLSTATE 42P05) counts as prepared.
  *     An EXECUTE that finds the statement gone (SQLSTATE 26000, after
@@ -110,8 +113,7 @@
  * Options
  * -------
  * Both adapters run the reference's behaviour until given an advlock_options
- * (advlock.h) with advlock_pq_session_set_options() or
- * advlock_pq_async_set_options(); init puts the reference back. The options
+ * (advlock.h) with advlock_pq_set_options(); init puts the reference back. The options
  * choose the mode (exclusive or shared), the scope (session or transaction),
  * the schedule (reference or full jitter, clipping), the waiting strategy
  * (polling or server-side), holder diagnostics and an event callback. The
@@ -191,7 +193,7 @@
  * not call the adapter or its machine. The library itself never writes to
  * stdout or stderr.
  *
- * Thread safety: an advlock_pq_session or advlock_pq_async, and its PGconn,
+ * Thread safety: an advlock_pq, and its PGconn,
  * belong to one thread at a time. Different connections may be used from
  * different threads.
  */
@@ -206,34 +208,43 @@
 extern "C" {
 #endif
 
+/* Size of the text fields of a report (server message, notice): a first
+ * line longer than this is cut at a UTF-8 character boundary with "...". */
+#define ADVLOCK_PQ_TEXT_MAX 256
+
 /*
- * How an operation ended, with everything the server said on the way.
- * Filled by the blocking calls and by the nonblocking adapter; the caller
- * owns it (the nonblocking adapter owns the one it hands out).
+ * How an operation ended: the machine's facts and what the server said.
+ * Filled by the blocking calls (into the caller's report) and by the
+ * nonblocking adapter (advlock_pq_async_report()).
  */
 typedef struct advlock_pq_report {
-    advlock_outcome outcome;           /* any advlock_outcome: ACQUIRED, RELEASED, NOT_HELD,
-                                          TIMED_OUT, CANCELLED, FAILED, ENDS_WITH_TRANSACTION */
-    int error;                         /* 0, or the advlock_error when outcome is FAILED */
-    char sqlstate[6];                  /* the server's SQLSTATE for a failure ("57P01"), or "" */
-    char message[ADVLOCK_MESSAGE_MAX]; /* the core's sentence naming the lock key, or "" */
-    uint64_t attempts;                 /* lock queries the acquire sent (0 for a release) */
-
-    /* TIMED_OUT with holder diagnostics (options.diagnose): the first session
-     * holding the lock, as the message names it; pid 0 when none was found
-     * (or diagnostics were off or failed). */
-    int holder_pid;
-    int64_t holder_seconds;      /* how long it has held the lock, as far as the
-                                    server knows: for an idle holder, since its
-                                    last statement ended */
-    char holder_application[64]; /* its application_name, or "" */
-    char holder_state[32];       /* its pg_stat_activity state ("idle", ...), or "" */
+    /* The machine's report: outcome, failure, SQLSTATE, attempts, elapsed
+     * time, holder facts. A call refused before anything was sent gives
+     * outcome FAILED with failure 0 (the call's error is its return value). */
+    advlock_report lock;
+    /* FAILED: the first line of the server's or libpq's words about the
+     * failure ("terminating connection due to administrator command"), or "". */
+    char server_message[ADVLOCK_PQ_TEXT_MAX];
 
     /* Server notices diverted during the operation (see "Server notices"). */
-    unsigned notices;                 /* how many arrived */
-    char notice_sqlstate[6];          /* the last one's SQLSTATE ("01000" for a WARNING), or "" */
-    char notice[ADVLOCK_MESSAGE_MAX]; /* the last one's primary message, or "" */
+    unsigned notices;                     /* how many arrived */
+    char notice_sqlstate[6];              /* the last one's SQLSTATE ("01000"), or "" */
+    char notice[ADVLOCK_PQ_TEXT_MAX];     /* the last one's primary message, or "" */
 } advlock_pq_report;
+
+/*
+ * Renders a report as the core's sentence (advlock_describe()) with the
+ * server's words: name and len are the lock name the operation was started
+ * with; buf and size as for snprintf (ADVLOCK_MESSAGE_MAX always holds the
+ * whole sentence). A lost lock (advlock_pq_async_lost(): failure
+ * ADVLOCK_ECONNLOST, detail ADVLOCK_DETAIL_LOST) renders as "Lock '<name>'
+ * lost: the connection holding it closed: <words>".
+ *
+ * Returns the length written, or ADVLOCK_EINVAL (r NULL, name NULL with
+ * len > 0, buf NULL with size > 0).
+ */
+ADVLOCK_API int advlock_pq_describe(const advlock_pq_report *r, const char *name, size_t len,
+                                    char *buf, size_t size);
 
 /*
  * Returns CLOCK_MONOTONIC in milliseconds: the clock the blocking calls use,
@@ -249,9 +260,9 @@ ADVLOCK_API int64_t advlock_pq_now_ms(void);
 ADVLOCK_API const char *advlock_pq_statement_name(advlock_sql sql);
 
 /*
- * Private to the adapters (declared here only so that their objects can live
- * in the caller's memory): one of the machine's queries on its way through
- * libpq, which form it is sent in, and what its results said so far.
+ * Private to the adapter (declared here only so that it can live in the
+ * caller's memory): one of the machine's queries on its way through libpq,
+ * which form it is sent in, and what its results said so far.
  */
 typedef struct advlock_pq_query_ {
     int sql_;
@@ -261,22 +272,19 @@ typedef struct advlock_pq_query_ {
     int status_;
     int result_;
     char sqlstate_[6];
-    char message_[ADVLOCK_MESSAGE_MAX];
     PGresult *rows_; /* a holders query's rows, from arrival until fed */
 } advlock_pq_query_;
 
 /*
- * A nonblocking adapter: one connection, one lock machine, one operation at
- * a time; also the engine inside a blocking session. Allocate it anywhere
- * (it is a few kilobytes); between operations it holds no heap memory, so
- * dropping it needs no call, though an operation under way should be driven
- * to its end first (or the connection closed) so that no query is left in
- * flight (a holders query's rows are held in libpq's memory from their
- * arrival until the operation moves on). Its fields are private: use the
- * functions below.
+ * A connection's lock adapter: one PGconn, one lock machine, one operation
+ * at a time, driven blocking or nonblocking. Allocate it anywhere (under
+ * 1 KB); between operations it holds no heap memory, so dropping it needs
+ * no call, though an operation under way should be driven to its end first
+ * (or the connection closed) so that no query is left in flight. Its fields
+ * are private: use the functions below.
  *
- * The loop's side of the contract, after every call that can change it
- * (init, start, process, cancel):
+ * The loop's side of the nonblocking contract, after every call that can
+ * change it (init, start, process, cancel):
  *     fd       = advlock_pq_async_socket(a);     watch this socket
  *     wants    = advlock_pq_async_wants(a);      for these readiness bits
  *     deadline = advlock_pq_async_deadline(a, &at_ms);  and this time
@@ -288,7 +296,7 @@ typedef struct advlock_pq_query_ {
  * the lock; advlock_pq_async_lost() turns 1 if it is lost. Many adapters,
  * one per connection, can run in one thread. See docs/event-loops.md.
  */
-typedef struct advlock_pq_async {
+typedef struct advlock_pq {
     PGconn *conn_;
     uint32_t prepared_;
     int phase_;
@@ -296,79 +304,67 @@ typedef struct advlock_pq_async {
     advlock_pq_query_ query_;
     advlock_machine machine_;
     advlock_pq_report report_;
-} advlock_pq_async;
-
-/* ---- blocking ------------------------------------------------------------ */
+} advlock_pq;
 
 /*
- * A connection used by the blocking calls: the PGconn, which statements the
- * session has prepared on it, its options, and the engine that runs its
- * operations. Allocate it anywhere (a few kilobytes); it holds no heap memory
- * between calls, so dropping it needs no call. Its fields are private.
- */
-typedef struct advlock_pq_session {
-    advlock_pq_async engine_;
-} advlock_pq_session;
-
-/*
- * Binds a session to a connection, forgetting what it knew of any other,
- * options included (the reference's behaviour again). The caller keeps
- * owning conn and must keep it open while the session is in use; the
- * connection may be in any state (a dead one makes the operations end
- * FAILED with ADVLOCK_ECONNLOST), and its blocking mode is left as it is.
+ * Binds an adapter to a connection for blocking use, forgetting what it knew
+ * of any other, options included (the reference's behaviour again). The
+ * caller keeps owning conn and must keep it open while the adapter is in
+ * use; the connection may be in any state (a dead one makes the operations
+ * end FAILED with ADVLOCK_ECONNLOST), and its blocking mode is left as it is.
  *
- * Returns 0, or ADVLOCK_EINVAL (s or conn NULL; s is then untouched).
+ * Returns 0, or ADVLOCK_EINVAL (a or conn NULL; a is then untouched).
  */
-ADVLOCK_API int advlock_pq_session_init(advlock_pq_session *s, PGconn *conn);
+ADVLOCK_API int advlock_pq_init(advlock_pq *a, PGconn *conn);
 
 /*
- * Sets the options (advlock.h) for the session's operations from now on; o
+ * Sets the options (advlock.h) for the adapter's operations from now on; o
  * is copied, its callbacks and their user pointers must stay valid while the
- * session runs operations. Without this call, or after
- * advlock_pq_session_init(), a session behaves as the reference does.
+ * adapter runs operations or watches a held lock. Without this call, or
+ * after an init, the adapter behaves as the reference does. Not allowed while
+ * an operation is under way (options hold from an operation's start to its
+ * end).
  *
  * Returns 0, or:
- *     ADVLOCK_EINVAL    s or o NULL, or a value outside its enum;
- *     ADVLOCK_EMISUSE   s is not bound to a connection.
+ *     ADVLOCK_EINVAL    a or o NULL, or a value outside its enum;
+ *     ADVLOCK_EMISUSE   a unbound, or an operation is under way.
  */
-ADVLOCK_API int advlock_pq_session_set_options(advlock_pq_session *s, const advlock_options *o);
+ADVLOCK_API int advlock_pq_set_options(advlock_pq *a, const advlock_options *o);
+
+/* ---- blocking ------------------------------------------------------------ */
 
 /*
  * Acquires a lock, blocking until the core's schedule ends: try at once,
  * then sleep 100, 200, 400, 800, 1000, 1000, ... ms between tries until the
  * lock is granted or timeout_ms has passed (0: one try only); or, as the
- * session's options say, another schedule, mode, scope, or a server-side
- * wait that is cancelled at the timeout. The call waits in poll() on the
- * connection's socket with CLOCK_MONOTONIC deadlines and resumes after
- * signals, so it cannot be interrupted; use the nonblocking adapter to
- * cancel.
+ * options say, another schedule, mode, scope, or a server-side wait that is
+ * cancelled at the timeout. The call waits in poll() on the connection's
+ * socket with CLOCK_MONOTONIC deadlines and resumes after signals, so it
+ * cannot be interrupted; use the nonblocking calls to cancel.
  *
  * lock_key, len: the lock's name (UTF-8; len bytes, NUL allowed), read during
  *     the call only.
- * report: filled whatever happens (for a refused call: outcome FAILED, the
- *     error, and advlock_strerror()'s text as the message).
+ * report: receives how the operation ended (report->lock.outcome: ACQUIRED,
+ *     TIMED_OUT, FAILED with report->lock.failure, ...). For a refused call
+ *     it is filled as described at advlock_pq_report.
  *
- * Returns 0 when the operation ended ACQUIRED or TIMED_OUT (see
- * report->outcome; with diagnostics, a TIMED_OUT report names the holder),
- * or a negative advlock_error, also in report->error:
- *     ADVLOCK_EINVAL    s or report NULL, lock_key NULL with len > 0,
+ * Returns 0 when the operation ran (whatever its outcome), or a call error,
+ * nothing sent:
+ *     ADVLOCK_EINVAL    a or report NULL, lock_key NULL with len > 0,
  *                       timeout_ms < 0;
  *     ADVLOCK_EUTF8     the name is not well-formed UTF-8;
  *     ADVLOCK_ECRYPTO   the key could not be derived;
- *     ADVLOCK_EMISUSE   s is not bound to a connection, or the connection is
+ *     ADVLOCK_EMISUSE   a is not bound to a connection, or the connection is
  *                       busy (a query of the caller's in progress, or
  *                       pipeline mode), or the options ask for transaction
- *                       scope and no transaction block is open: nothing was
- *                       sent;
- *     ADVLOCK_ESERVER   the server rejected a statement (report->sqlstate);
- *     ADVLOCK_ENULL     the server answered NULL;
- *     ADVLOCK_ECONNLOST the connection broke (report->sqlstate is, for
- *                       example, 57P01 when the session was terminated and
- *                       libpq read the server's last message); the session
- *                       and its locks are gone.
+ *                       scope and no transaction block is open.
  */
-ADVLOCK_API int advlock_pq_acquire(advlock_pq_session *s, const char *lock_key, size_t len,
+ADVLOCK_API int advlock_pq_acquire(advlock_pq *a, const char *lock_key, size_t len,
                                    int64_t timeout_ms, advlock_pq_report *report);
+
+/* As advlock_pq_acquire(), for a key already derived (advlock_derive_key()). */
+ADVLOCK_API int advlock_pq_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
+                                       advlock_pq_report *report);
 
 /*
  * Releases one hold of a lock: one statement, no sleeping. Ends RELEASED, or
@@ -376,32 +372,32 @@ ADVLOCK_API int advlock_pq_acquire(advlock_pq_session *s, const char *lock_key, 
  * that is in report->notice (see "Server notices"), not on stderr. With
  * transaction scope nothing is sent: ENDS_WITH_TRANSACTION.
  *
- * Arguments and errors as for advlock_pq_acquire() (without the timeout);
- * returns 0 when the operation ended RELEASED, NOT_HELD or
- * ENDS_WITH_TRANSACTION.
+ * Arguments and errors as for advlock_pq_acquire() (without the timeout).
  */
-ADVLOCK_API int advlock_pq_release(advlock_pq_session *s, const char *lock_key, size_t len,
+ADVLOCK_API int advlock_pq_release(advlock_pq *a, const char *lock_key, size_t len,
                                    advlock_pq_report *report);
 
+/* As advlock_pq_release(), for a key already derived: pass the acquire's
+ * report->lock.key to release what it took without hashing the name again. */
+ADVLOCK_API int advlock_pq_release_key(advlock_pq *a, int64_t key, advlock_pq_report *report);
+
 /*
- * Checks, without blocking, that the session's connection is still there:
+ * Checks, without blocking, that the adapter's connection is still there:
  * reads whatever the server sent (poll with no wait, PQconsumeInput), so a
  * terminated session or a closed connection is noticed now rather than at
  * the next statement. Call it as often as suits (every second while a lock
  * guards work, say). Server notices read on the way are routed as during an
  * operation; notifications and the results of the caller's own statements
- * stay in libpq for the caller. If an acquire of this session ended
- * ACQUIRED and no operation has run since, a loss is also reported to the
- * event callback as ADVLOCK_EVENT_LOST. Sends nothing.
+ * stay in libpq for the caller. If an acquire ended ACQUIRED and no
+ * operation has run since, a loss is also reported to the event callback as
+ * ADVLOCK_EVENT_LOST and the report becomes the loss's. Sends nothing.
  *
- * Returns 0 (the connection is alive as far as can be told without a round
- * trip), or:
- *     ADVLOCK_EINVAL    s NULL;
- *     ADVLOCK_EMISUSE   s is not bound to a connection;
- *     ADVLOCK_ECONNLOST the connection is closed or failed: the session and
- *                       every lock it held are gone.
+ * Returns 0 (alive as far as can be told without a round trip, or lost:
+ * see advlock_pq_async_lost()), or ADVLOCK_EINVAL (a NULL) or
+ * ADVLOCK_EMISUSE (a is not bound to a connection, or an operation is under
+ * way).
  */
-ADVLOCK_API int advlock_pq_check(advlock_pq_session *s);
+ADVLOCK_API int advlock_pq_check(advlock_pq *a);
 
 /* ---- nonblocking --------------------------------------------------------- */
 
@@ -409,45 +405,26 @@ ADVLOCK_API int advlock_pq_check(advlock_pq_session *s);
 #define ADVLOCK_PQ_READ  1u
 #define ADVLOCK_PQ_WRITE 2u
 
-/* advlock_pq_async is declared above, with the contract its loop keeps. */
-
 /*
- * Binds an adapter to a connected PGconn and puts the connection in
- * nonblocking mode (PQsetnonblocking(conn, 1)), where it stays. The caller
- * keeps owning conn: it must stay open while the adapter is in use, and only
- * the adapter may send on it while an operation is under way. Overwrites
- * whatever a was (do not re-initialise an adapter in the middle of an
- * operation: its query would be left in flight).
- *
- * The adapter starts with the reference's behaviour (no options).
+ * Binds an adapter to a connected PGconn for nonblocking use and puts the
+ * connection in nonblocking mode (PQsetnonblocking(conn, 1)), where it
+ * stays. As advlock_pq_init() otherwise; only the adapter may send on conn
+ * while an operation is under way.
  *
  * Returns 0, or:
  *     ADVLOCK_EINVAL    a or conn NULL (a untouched);
- *     ADVLOCK_EMISUSE   the connection is not ready (still connecting);
- *     ADVLOCK_ECONNLOST the connection is broken (CONNECTION_BAD) or could
- *                       not be made nonblocking.
+ *     ADVLOCK_EMISUSE   the connection is not ready (still connecting), or
+ *                       is broken (CONNECTION_BAD) or could not be made
+ *                       nonblocking.
  * On error, a is left unbound: every other call then returns EMISUSE.
  */
-ADVLOCK_API int advlock_pq_async_init(advlock_pq_async *a, PGconn *conn);
+ADVLOCK_API int advlock_pq_async_init(advlock_pq *a, PGconn *conn);
 
 /*
- * Sets the options (advlock.h) for the adapter's operations from now on; o
- * is copied, its callbacks and their user pointers must stay valid while the
- * adapter runs operations or watches a held lock. Not allowed while an
- * operation is under way (options hold from an operation's start to its end).
- *
- * Returns 0, or:
- *     ADVLOCK_EINVAL    a or o NULL, or a value outside its enum;
- *     ADVLOCK_EMISUSE   a unbound, or an operation is under way.
- */
-ADVLOCK_API int advlock_pq_async_set_options(advlock_pq_async *a, const advlock_options *o);
-
-/*
- * Starts acquiring a lock with the reference schedule, or as the options say
- * (see advlock_pq_acquire()); sends the first lock query at once, without
- * blocking. Ends the watch of a lock held from before. The operation may
- * already have ended when this returns (a broken connection); check
- * advlock_pq_async_busy().
+ * Starts acquiring a lock (see advlock_pq_acquire()); sends the first lock
+ * query at once, without blocking. Ends the watch of a lock held from
+ * before. The operation may already have ended when this returns (a broken
+ * connection); check advlock_pq_async_busy().
  *
  * lock_key, len: as for advlock_pq_acquire(), read during the call only.
  * now_ms: the caller's monotonic time.
@@ -460,8 +437,12 @@ ADVLOCK_API int advlock_pq_async_set_options(advlock_pq_async *a, const advlock_
  *                       pipeline mode, or transaction scope asked for with
  *                       no transaction block open.
  */
-ADVLOCK_API int advlock_pq_async_start_acquire(advlock_pq_async *a, const char *lock_key,
-                                               size_t len, int64_t timeout_ms, int64_t now_ms);
+ADVLOCK_API int advlock_pq_async_start_acquire(advlock_pq *a, const char *lock_key, size_t len,
+                                               int64_t timeout_ms, int64_t now_ms);
+
+/* As advlock_pq_async_start_acquire(), for a key already derived. */
+ADVLOCK_API int advlock_pq_async_start_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
+                                                   int64_t now_ms);
 
 /*
  * Starts releasing one hold of a lock (see advlock_pq_release()); ends the
@@ -469,8 +450,11 @@ ADVLOCK_API int advlock_pq_async_start_acquire(advlock_pq_async *a, const char *
  * advlock_pq_async_start_acquire(), without the timeout (and transaction
  * scope is no error: the release ends ENDS_WITH_TRANSACTION at once).
  */
-ADVLOCK_API int advlock_pq_async_start_release(advlock_pq_async *a, const char *lock_key,
-                                               size_t len, int64_t now_ms);
+ADVLOCK_API int advlock_pq_async_start_release(advlock_pq *a, const char *lock_key, size_t len,
+                                               int64_t now_ms);
+
+/* As advlock_pq_async_start_release(), for a key already derived. */
+ADVLOCK_API int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_ms);
 
 /*
  * Cancels an acquire. During a sleep it ends CANCELLED at once (busy turns
@@ -485,14 +469,14 @@ ADVLOCK_API int advlock_pq_async_start_release(advlock_pq_async *a, const char *
  * Returns 0, or ADVLOCK_EINVAL (a NULL) or ADVLOCK_EMISUSE (a unbound, or no
  * acquire under way: idle, ended, or a release, which always ends on its own).
  */
-ADVLOCK_API int advlock_pq_async_cancel(advlock_pq_async *a, int64_t now_ms);
+ADVLOCK_API int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms);
 
 /*
  * Returns the socket to watch (PQsocket()), or -1 when a is NULL or unbound
  * or the connection has none (it is closed once libpq sees it broken, so
  * stop watching the old descriptor when an operation ends).
  */
-ADVLOCK_API int advlock_pq_async_socket(const advlock_pq_async *a);
+ADVLOCK_API int advlock_pq_async_socket(const advlock_pq *a);
 
 /*
  * Returns the readiness the adapter waits for: ADVLOCK_PQ_READ (a query's
@@ -500,7 +484,7 @@ ADVLOCK_API int advlock_pq_async_socket(const advlock_pq_async *a);
  * ADVLOCK_PQ_WRITE (a query is still being sent), or 0 (sleeping, idle,
  * ended without a lock, lost, a NULL).
  */
-ADVLOCK_API unsigned advlock_pq_async_wants(const advlock_pq_async *a);
+ADVLOCK_API unsigned advlock_pq_async_wants(const advlock_pq *a);
 
 /*
  * Returns 1 and stores in *at_ms the absolute time (the caller's clock) at
@@ -510,7 +494,7 @@ ADVLOCK_API unsigned advlock_pq_async_wants(const advlock_pq_async *a);
  * the next repeat of a cancel request. Returns 0 when there is no deadline
  * (or a or at_ms is NULL).
  */
-ADVLOCK_API int advlock_pq_async_deadline(const advlock_pq_async *a, int64_t *at_ms);
+ADVLOCK_API int advlock_pq_async_deadline(const advlock_pq *a, int64_t *at_ms);
 
 /*
  * Lets the adapter make progress: call it when the socket showed the
@@ -533,22 +517,22 @@ ADVLOCK_API int advlock_pq_async_deadline(const advlock_pq_async *a, int64_t *at
  * Failures of the connection or the server are not errors of this call:
  * they end the operation FAILED, with the details in the report.
  */
-ADVLOCK_API int advlock_pq_async_process(advlock_pq_async *a, unsigned ready, int64_t now_ms);
+ADVLOCK_API int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms);
 
 /* Returns 1 while an operation is under way, else 0 (also for a NULL). */
-ADVLOCK_API int advlock_pq_async_busy(const advlock_pq_async *a);
+ADVLOCK_API int advlock_pq_async_busy(const advlock_pq *a);
 
 /*
  * Returns 1 if the lock the last acquire took was lost: the connection
  * closed or failed (a terminated session, a server stopped) while the
  * adapter watched it, before any other operation started. The report then
- * describes the loss (outcome FAILED, error ADVLOCK_ECONNLOST, sqlstate
- * "57P01" when the server said it terminated the session, a message with
- * the server's or libpq's words), and ADVLOCK_EVENT_LOST has gone to the
- * event callback. Returns 0 otherwise (also for a NULL). Stop watching the
- * socket: libpq has closed it.
+ * describes the loss (outcome FAILED, failure ADVLOCK_ECONNLOST, sqlstate
+ * "57P01" when the server said it terminated the session, server_message
+ * with the server's or libpq's words), and ADVLOCK_EVENT_LOST has gone to
+ * the event callback. Returns 0 otherwise (also for a NULL). Stop watching
+ * the socket: libpq has closed it.
  */
-ADVLOCK_API int advlock_pq_async_lost(const advlock_pq_async *a);
+ADVLOCK_API int advlock_pq_async_lost(const advlock_pq *a);
 
 /*
  * Returns the report of the operation that ended last, or NULL while one is
@@ -557,14 +541,15 @@ ADVLOCK_API int advlock_pq_async_lost(const advlock_pq_async *a);
  * while a held lock is watched: notices that arrive are counted in it, and a
  * lost lock turns it into the loss's report (advlock_pq_async_lost()).
  */
-ADVLOCK_API const advlock_pq_report *advlock_pq_async_report(const advlock_pq_async *a);
+ADVLOCK_API const advlock_pq_report *advlock_pq_async_report(const advlock_pq *a);
 
 /*
  * Returns the adapter's lock machine, read-only, for inspection with
- * advlock_next_action() (a SLEEP's length, for progress displays) and
- * advlock_attempts(); NULL for a NULL. Drive the adapter, never the machine.
+ * advlock_next_action() (a SLEEP's length, the attempts so far in its
+ * report, for progress displays); NULL for a NULL. Drive the adapter, never
+ * the machine.
  */
-ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq_async *a);
+ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq *a);
 
 #ifdef __cplusplus
 }
