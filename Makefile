@@ -16,7 +16,7 @@ LIB_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS) -fPIC -fvisibility=hidden
 SANITIZE  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 # libadvlock: the core plus the fake clock and database (no libpq, no I/O).
-CORE_SRC  := $(wildcard src/core/*.c src/adapters/fake/*.c)
+CORE_SRC  := $(wildcard src/core/*.c src/adapters/fake/*.c src/sim/*.c)
 CORE_LIBS := -lcrypto -lpthread
 
 # Debian packages each step needs, as package:probe (see scripts/ensure-deps.sh).

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "../../src/adapters/fake/sim.h"
+#include "../../src/sim/sim.h"
 
 static advlock_sim_client_ cl;
 static char why[ADVLOCK_SIM_VIOLATION_MAX];

@@ -3,7 +3,7 @@
 #ifndef ADVLOCK_SIM_INTERNAL_H
 #define ADVLOCK_SIM_INTERNAL_H
 
-#include "fake.h"
+#include "../adapters/fake/fake.h"
 
 #include <string.h>
 
