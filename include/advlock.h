@@ -265,7 +265,7 @@ typedef struct advlock_report {
  *     report's; a key-started operation's caller passes the name it knows).
  *     A name longer than ADVLOCK_KEY_ECHO_MAX bytes is cut at the last whole
  *     UTF-8 character that fits, followed by "..."; an embedded NUL byte
- *     appears as the two characters \0; a newline as \n. name may be NULL
+ *     appears as the two characters \0. name may be NULL
  *     only when len is 0.
  * server_message: the server's or driver's words about a failure (the
  *     message given with the failing result), or NULL; its first line is
@@ -460,6 +460,7 @@ typedef struct advlock_machine {
     uint8_t cancel_;
     uint8_t deadline_passed_;
     uint8_t fail_after_undo_;
+    uint8_t undo_reason_; /* the advlock_detail an undo that fails in doubt reports */
 } advlock_machine;
 
 /* Puts a machine into its initial state (action NONE) with the reference

@@ -38,9 +38,6 @@ static const char query_canceled[] = "57014";
  * same statement or an idle session: the driver sends nothing else meanwhile. */
 enum { CANCEL_RESEND_MS = 250 };
 
-/* Why an unlock follows a lock query, for the message if it fails. */
-enum undo_reason { UNDO_CANCELLED, UNDO_AFTER_DEADLINE, UNDO_AFTER_57014 };
-
 static int64_t add_saturating(int64_t a, int64_t b)
 {
     return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
@@ -65,8 +62,7 @@ static void emit(const advlock_machine *m, advlock_event *e)
     if (m->options_.on_event == NULL)
         return;
     e->now_ms = m->now_ms_;
-    e->key = m->key_;
-    e->attempt = m->attempts_;
+    e->report = &m->report_;
     if (e->message == NULL)
         e->message = "";
     m->options_.on_event(m->options_.event_user, e);
@@ -89,36 +85,45 @@ void advlock_notify(const advlock_machine *m, advlock_event_kind kind, const cha
     memset(&e, 0, sizeof e);
     e.kind = kind;
     e.now_ms = now_ms;
-    e.key = m->key_;
-    e.attempt = m->attempts_;
+    e.report = &m->report_;
     e.message = message != NULL ? message : "";
     m->options_.on_event(m->options_.event_user, &e);
 }
 
 static int waits_on_server(const advlock_machine *m)
 {
-    return advlock_sql_answer((advlock_sql)m->sql_) == ADVLOCK_ANSWER_VOID;
+    return advlock_sql_answer(m->report_.sql) == ADVLOCK_ANSWER_VOID;
 }
 
 /* deadline: when to call on_timer if no answer has come (INT64_MAX: never). */
 static void issue_query(advlock_machine *m, enum step step, advlock_sql sql, int64_t deadline)
 {
     m->state_ = QUERYING;
-    m->step_ = step;
-    m->sql_ = sql;
+    m->step_ = (uint8_t)step;
+    m->report_.sql = sql;
     m->wake_at_ms_ = deadline;
     if (step == STEP_LOCK) {
-        m->attempts_++;
+        m->report_.attempts++;
         emit_kind(m, ADVLOCK_EVENT_ATTEMPT);
     }
 }
 
+/* A zero timeout is one try, whatever the strategy. */
+static int waits_for_grant(const advlock_machine *m)
+{
+    return m->options_.wait == ADVLOCK_WAIT_SERVER && m->report_.timeout_ms > 0;
+}
+
+static advlock_sql lock_statement(const advlock_machine *m)
+{
+    return advlock_sql_for_lock(m->options_.mode, m->options_.scope, waits_for_grant(m));
+}
+
 static void issue_lock_query(advlock_machine *m)
 {
-    /* A zero timeout is one try, whatever the strategy. */
-    int wait = m->options_.wait == ADVLOCK_WAIT_SERVER && m->timeout_ms_ > 0;
-    issue_query(m, STEP_LOCK, advlock_sql_for_lock(m->options_.mode, m->options_.scope, wait),
-                wait ? add_saturating(m->start_ms_, m->timeout_ms_) : INT64_MAX);
+    issue_query(m, STEP_LOCK, lock_statement(m),
+                waits_for_grant(m) ? add_saturating(m->start_ms_, m->report_.timeout_ms)
+                                   : INT64_MAX);
 }
 
 static uint64_t splitmix64(uint64_t *state)
@@ -129,10 +134,10 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static int64_t next_sleep(advlock_machine *m)
+static int32_t next_sleep(advlock_machine *m)
 {
-    int64_t ceiling = m->next_delay_ms_;
-    int64_t sleep = ceiling;
+    int32_t ceiling = m->next_delay_ms_;
+    int64_t sleep = ceiling; /* never above MAX_DELAY_MS */
     int jitter = m->options_.backoff == ADVLOCK_BACKOFF_FULL_JITTER;
     if (jitter) {
         uint64_t r = m->options_.random != NULL ? m->options_.random(m->options_.random_user)
@@ -140,12 +145,12 @@ static int64_t next_sleep(advlock_machine *m)
         sleep = (int64_t)(r % (uint64_t)(ceiling + 1)); /* bias below 1e-15 */
     }
     if (jitter || m->options_.clip_to_deadline) {
-        int64_t remaining = m->timeout_ms_ - elapsed_ms(m); /* > 0: not timed out yet */
+        int64_t remaining = m->report_.timeout_ms - elapsed_ms(m); /* > 0: not timed out yet */
         if (sleep > remaining)
             sleep = remaining;
     }
     m->next_delay_ms_ = ceiling * 2 < MAX_DELAY_MS ? ceiling * 2 : MAX_DELAY_MS;
-    return sleep;
+    return (int32_t)sleep;
 }
 
 static void sleep_then_retry(advlock_machine *m)
@@ -160,126 +165,45 @@ static void sleep_then_retry(advlock_machine *m)
     emit(m, &e);
 }
 
-static void finish(advlock_machine *m, advlock_outcome outcome, int error)
+static void finish(advlock_machine *m, advlock_outcome outcome, int failure, advlock_detail detail)
 {
+    advlock_report *r = &m->report_;
     if (outcome != ADVLOCK_FAILED)
-        m->sqlstate_[0] = '\0';
+        r->sqlstate[0] = '\0';
     m->state_ = DONE;
-    m->outcome_ = outcome;
-    m->error_ = error;
+    r->outcome = outcome;
+    r->failure = failure;
+    r->detail = detail;
+    r->elapsed_ms = elapsed_ms(m);
     advlock_event e;
     memset(&e, 0, sizeof e);
     e.kind = ADVLOCK_EVENT_DONE;
-    e.outcome = outcome;
-    e.message = m->message_;
     emit(m, &e);
-}
-
-/* Starts a message with "<prefix>'<key>'". */
-static void begin_message(advlock_machine *m, advlock_text *t, const char *prefix)
-{
-    advlock_text_init(t, m->message_, sizeof m->message_);
-    advlock_text_put(t, prefix);
-    advlock_text_put(t, "'");
-    advlock_text_put(t, m->key_echo_);
-    advlock_text_put(t, "'");
-}
-
-static void finish_with(advlock_machine *m, advlock_outcome outcome, const char *prefix,
-                        const char *suffix)
-{
-    advlock_text t;
-    begin_message(m, &t, prefix);
-    advlock_text_put(&t, suffix);
-    finish(m, outcome, 0);
-}
-
-static void finish_cancelled(advlock_machine *m)
-{
-    finish_with(m, ADVLOCK_CANCELLED, "Acquire of lock ", " was cancelled.");
-}
-
-static void timeout_message(advlock_machine *m, advlock_text *t)
-{
-    begin_message(m, t, "Could not acquire migration lock for ");
-    advlock_text_put(t, " within ");
-    advlock_text_put_seconds(t, m->timeout_ms_);
-    advlock_text_put(t, "s.");
 }
 
 static void timed_out(advlock_machine *m)
 {
-    m->sqlstate_[0] = '\0';
+    m->report_.sqlstate[0] = '\0';
     if (m->options_.diagnose) {
         issue_query(m, STEP_DIAGNOSE, ADVLOCK_SQL_HOLDERS, INT64_MAX);
         return;
     }
-    advlock_text t;
-    timeout_message(m, &t);
-    finish(m, ADVLOCK_TIMED_OUT, 0);
+    finish(m, ADVLOCK_TIMED_OUT, 0, ADVLOCK_DETAIL_NONE);
 }
 
-static size_t trimmed_length(const char *s)
+/* The statement in flight failed. The server dropped the lock with a lost
+ * session; any other failure of an undo leaves the grant in doubt. */
+static void finish_failed(advlock_machine *m, int failure)
 {
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
-        n--;
-    return n;
-}
-
-/* ": <message>" when there is one. */
-static void put_server_message(advlock_text *t, const char *message)
-{
-    if (message != NULL && trimmed_length(message) > 0) {
-        advlock_text_put(t, ": ");
-        advlock_text_putn(t, message, trimmed_length(message));
-    }
-}
-
-/* "<function> for '<key>' <what went wrong>", for every FAILED outcome. */
-static void compose_failure(advlock_machine *m, int error, const char *server_message)
-{
-    advlock_text t;
-    advlock_text_init(&t, m->message_, sizeof m->message_);
-    advlock_text_put(&t, advlock_sql_function((advlock_sql)m->sql_));
-    advlock_text_put(&t, " for '");
-    advlock_text_put(&t, m->key_echo_);
-    advlock_text_put(&t, "' ");
-    if (error == ADVLOCK_ENULL) {
-        advlock_text_put(&t, advlock_sql_answer((advlock_sql)m->sql_) == ADVLOCK_ANSWER_VOID
-                                 ? "returned null (expected void)."
-                                 : "returned null (expected boolean).");
-    } else {
-        advlock_text_put(&t, error == ADVLOCK_ECONNLOST ? "failed: connection lost" : "failed");
-        if (m->sqlstate_[0] != '\0') {
-            advlock_text_put(&t, " with SQLSTATE ");
-            advlock_text_put(&t, m->sqlstate_);
-        }
-        put_server_message(&t, server_message);
-    }
-    /* The server dropped the lock with a lost session; any other failure of
-     * the undo leaves the grant in doubt. */
-    if (m->step_ == STEP_UNDO && error != ADVLOCK_ECONNLOST) {
-        static const char *const why[] = {
-            [UNDO_CANCELLED] = " (undoing a cancelled acquire: the lock may still be held)",
-            [UNDO_AFTER_DEADLINE] = " (giving back a grant that came after the deadline: the "
-                                    "lock may still be held)",
-            [UNDO_AFTER_57014] = " (giving back a grant the cancelled statement may have made: "
-                                 "the lock may still be held)",
-        };
-        advlock_text_put(&t, why[m->undo_reason_]);
-    }
-}
-
-static void finish_failed(advlock_machine *m, int error, const char *server_message)
-{
-    compose_failure(m, error, server_message);
-    finish(m, ADVLOCK_FAILED, error);
+    int in_doubt = m->step_ == STEP_UNDO && failure != ADVLOCK_ECONNLOST;
+    finish(m, ADVLOCK_FAILED, failure,
+           in_doubt ? (advlock_detail)m->undo_reason_ : ADVLOCK_DETAIL_NONE);
 }
 
 static void keep_sqlstate(advlock_machine *m, const char *sqlstate)
 {
-    m->sqlstate_[0] = '\0';
+    char *kept = m->report_.sqlstate;
+    kept[0] = '\0';
     if (sqlstate == NULL)
         return;
     for (int i = 0; i < 5; i++) {
@@ -289,7 +213,7 @@ static void keep_sqlstate(advlock_machine *m, const char *sqlstate)
     }
     if (sqlstate[5] != '\0')
         return;
-    memcpy(m->sqlstate_, sqlstate, 6);
+    memcpy(kept, sqlstate, 6);
 }
 
 void advlock_options_init(advlock_options *o)
@@ -322,8 +246,46 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
     return 0;
 }
 
-static int start(advlock_machine *m, enum op op, const char *lock_key, size_t len,
-                 int64_t timeout_ms, int64_t now_ms)
+static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms, int64_t now_ms)
+{
+    if (m == NULL || timeout_ms < 0)
+        return ADVLOCK_EINVAL;
+    if (busy(m))
+        return ADVLOCK_EMISUSE;
+    m->op_ = (uint8_t)op;
+    m->start_ms_ = now_ms;
+    m->now_ms_ = now_ms;
+    m->next_delay_ms_ = FIRST_DELAY_MS;
+    m->cancel_ = CANCEL_NONE;
+    m->deadline_passed_ = 0;
+    m->fail_after_undo_ = 0;
+    m->undo_reason_ = ADVLOCK_DETAIL_UNDO_CANCELLED;
+    advlock_report *r = &m->report_;
+    /* Field by field: the holder's name is cleared by its first byte. */
+    r->failure = 0;
+    r->detail = ADVLOCK_DETAIL_NONE;
+    r->sqlstate[0] = '\0';
+    r->key = key;
+    r->timeout_ms = timeout_ms;
+    r->elapsed_ms = 0;
+    r->attempts = 0;
+    r->holder_pid = 0;
+    r->other_holders = 0;
+    r->holder_seconds = 0;
+    r->holder_state = ADVLOCK_BACKEND_UNKNOWN;
+    r->holder_application[0] = '\0';
+    if (op == ACQUIRE)
+        issue_lock_query(m);
+    else if (m->options_.scope == ADVLOCK_TRANSACTION)
+        finish(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0, ADVLOCK_DETAIL_NONE);
+    else
+        issue_query(m, STEP_RELEASE, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
+    return 0;
+}
+
+/* Checks the arguments a start refuses before hashing anything. */
+static int start_named(advlock_machine *m, enum op op, const char *lock_key, size_t len,
+                       int64_t timeout_ms, int64_t now_ms)
 {
     if (m == NULL || (lock_key == NULL && len > 0) || timeout_ms < 0)
         return ADVLOCK_EINVAL;
@@ -331,64 +293,43 @@ static int start(advlock_machine *m, enum op op, const char *lock_key, size_t le
         return ADVLOCK_EMISUSE;
     int64_t key;
     int rc = advlock_derive_key(lock_key, len, &key);
-    if (rc != 0)
-        return rc;
-
-    m->op_ = op;
-    m->key_ = key;
-    m->timeout_ms_ = timeout_ms;
-    m->start_ms_ = now_ms;
-    m->now_ms_ = now_ms;
-    m->next_delay_ms_ = FIRST_DELAY_MS;
-    m->attempts_ = 0;
-    m->cancel_ = CANCEL_NONE;
-    m->deadline_passed_ = 0;
-    m->fail_after_undo_ = 0;
-    m->undo_reason_ = UNDO_CANCELLED;
-    m->error_ = 0;
-    m->sqlstate_[0] = '\0';
-    m->message_[0] = '\0';
-    m->holder_pid_ = 0;
-    m->holder_seconds_ = 0;
-    m->holder_application_[0] = '\0';
-    m->holder_state_[0] = '\0';
-    advlock_text echo;
-    advlock_text_init(&echo, m->key_echo_, sizeof m->key_echo_);
-    advlock_text_put_key(&echo, lock_key, len);
-    if (op == ACQUIRE)
-        issue_lock_query(m);
-    else if (m->options_.scope == ADVLOCK_TRANSACTION)
-        finish_with(m, ADVLOCK_ENDS_WITH_TRANSACTION, "Lock ",
-                    " is transaction-scoped: it is released when the transaction ends.");
-    else
-        issue_query(m, STEP_RELEASE, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
-    return 0;
+    return rc != 0 ? rc : start(m, op, key, timeout_ms, now_ms);
 }
 
 int advlock_start_acquire(advlock_machine *m, const char *lock_key, size_t len, int64_t timeout_ms,
                           int64_t now_ms)
 {
-    return start(m, ACQUIRE, lock_key, len, timeout_ms, now_ms);
+    return start_named(m, ACQUIRE, lock_key, len, timeout_ms, now_ms);
 }
 
 int advlock_start_release(advlock_machine *m, const char *lock_key, size_t len, int64_t now_ms)
 {
-    return start(m, RELEASE, lock_key, len, 0, now_ms);
+    return start_named(m, RELEASE, lock_key, len, 0, now_ms);
+}
+
+int advlock_start_acquire_key(advlock_machine *m, int64_t key, int64_t timeout_ms, int64_t now_ms)
+{
+    return start(m, ACQUIRE, key, timeout_ms, now_ms);
+}
+
+int advlock_start_release_key(advlock_machine *m, int64_t key, int64_t now_ms)
+{
+    return start(m, RELEASE, key, 0, now_ms);
 }
 
 /* The acquire is over without the lock: why, the caller or the clock? */
 static void end_unwanted(advlock_machine *m)
 {
     if (m->cancel_ == CANCEL_PENDING)
-        finish_cancelled(m);
+        finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
     else
         timed_out(m);
 }
 
 /* A grant arrived after the caller cancelled or the deadline passed. */
-static void undo(advlock_machine *m, enum undo_reason reason)
+static void undo(advlock_machine *m, advlock_detail reason)
 {
-    m->undo_reason_ = reason;
+    m->undo_reason_ = (uint8_t)reason;
     issue_query(m, STEP_UNDO, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
 }
 
@@ -396,14 +337,12 @@ static void on_unwanted_grant(advlock_machine *m)
 {
     if (m->options_.scope == ADVLOCK_TRANSACTION) {
         /* Transaction locks cannot be unlocked: say so rather than pretend. */
-        if (m->cancel_ == CANCEL_PENDING)
-            finish_with(m, ADVLOCK_ACQUIRED, "Cancel came too late for lock ",
-                        ": it was granted and is held until the transaction ends.");
-        else
-            finish(m, ADVLOCK_ACQUIRED, 0);
+        finish(m, ADVLOCK_ACQUIRED, 0,
+               m->cancel_ == CANCEL_PENDING ? ADVLOCK_DETAIL_CANCEL_TOO_LATE : ADVLOCK_DETAIL_NONE);
         return;
     }
-    undo(m, m->cancel_ == CANCEL_PENDING ? UNDO_CANCELLED : UNDO_AFTER_DEADLINE);
+    undo(m, m->cancel_ == CANCEL_PENDING ? ADVLOCK_DETAIL_UNDO_CANCELLED
+                                         : ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE);
 }
 
 /* The cancel we asked for ended the wait. PostgreSQL can grant the lock
@@ -418,45 +357,46 @@ static void on_cancelled_wait(advlock_machine *m)
     if (m->options_.scope == ADVLOCK_TRANSACTION)
         end_unwanted(m);
     else
-        undo(m, UNDO_AFTER_57014);
+        undo(m, ADVLOCK_DETAIL_UNDO_AFTER_57014);
 }
 
 /* A 57014 nobody asked for (statement_timeout, a stray cancel) can hide a
  * grant just as a requested one can: the failure is reported, but only after
- * the grant, if any, is given back. The message is composed now, while the
- * server's words are at hand. */
-static void on_unrequested_57014(advlock_machine *m, const char *message)
+ * the grant, if any, is given back. */
+static void on_unrequested_57014(advlock_machine *m)
 {
     if (m->options_.scope == ADVLOCK_TRANSACTION) {
         /* The error aborted the transaction, and the lock with it. */
-        finish_failed(m, ADVLOCK_ESERVER, message);
+        finish_failed(m, ADVLOCK_ESERVER);
         return;
     }
-    compose_failure(m, ADVLOCK_ESERVER, message);
     m->fail_after_undo_ = 1;
-    undo(m, UNDO_AFTER_57014);
+    undo(m, ADVLOCK_DETAIL_UNDO_AFTER_57014);
 }
 
 /* Only a boolean proves the undoing unlock ran; NULL (which PostgreSQL never
  * sends here, but a proxy or driver might) leaves the grant in doubt. After
  * a 57014 nobody asked for, the failure composed then is the outcome. */
-static void on_undo_result(advlock_machine *m, advlock_result result, const char *message)
+static void on_undo_result(advlock_machine *m, advlock_result result)
 {
     switch (result) {
     case ADVLOCK_RESULT_TRUE:
     case ADVLOCK_RESULT_FALSE:
-        if (m->fail_after_undo_)
-            finish(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
-        else
+        if (m->fail_after_undo_) {
+            /* The failure to report is the lock statement's 57014. */
+            m->report_.sql = lock_statement(m);
+            finish(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
+        } else {
             end_unwanted(m);
+        }
         break;
-    case ADVLOCK_RESULT_NULL: finish_failed(m, ADVLOCK_ENULL, NULL); break;
-    case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER, message); break;
-    case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST, message); break;
+    case ADVLOCK_RESULT_NULL: finish_failed(m, ADVLOCK_ENULL); break;
+    case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
+    case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
 }
 
-static void on_lock_result(advlock_machine *m, advlock_result result, const char *message)
+static void on_lock_result(advlock_machine *m, advlock_result result)
 {
     int unwanted = m->cancel_ == CANCEL_PENDING || m->deadline_passed_;
     switch (result) {
@@ -464,57 +404,50 @@ static void on_lock_result(advlock_machine *m, advlock_result result, const char
         if (unwanted)
             on_unwanted_grant(m);
         else
-            finish(m, ADVLOCK_ACQUIRED, 0);
+            finish(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
         break;
     case ADVLOCK_RESULT_FALSE:
         if (m->cancel_ == CANCEL_PENDING)
-            finish_cancelled(m);
-        else if (elapsed_ms(m) >= m->timeout_ms_)
+            finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
+        else if (elapsed_ms(m) >= m->report_.timeout_ms)
             timed_out(m);
         else
             sleep_then_retry(m);
         break;
     case ADVLOCK_RESULT_NULL:
         if (m->cancel_ == CANCEL_PENDING)
-            finish_cancelled(m);
+            finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         else
-            finish_failed(m, ADVLOCK_ENULL, NULL);
+            finish_failed(m, ADVLOCK_ENULL);
         break;
     case ADVLOCK_RESULT_SERVER_ERROR:
-        if (!waits_on_server(m) || strcmp(m->sqlstate_, query_canceled) != 0)
-            finish_failed(m, ADVLOCK_ESERVER, message);
+        if (!waits_on_server(m) || strcmp(m->report_.sqlstate, query_canceled) != 0)
+            finish_failed(m, ADVLOCK_ESERVER);
         else if (unwanted)
             on_cancelled_wait(m);
         else
-            on_unrequested_57014(m, message);
+            on_unrequested_57014(m);
         break;
-    case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST, message); break;
+    case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
 }
 
-static void on_unlock_result(advlock_machine *m, advlock_result result, const char *message)
+static void on_unlock_result(advlock_machine *m, advlock_result result)
 {
     switch (result) {
-    case ADVLOCK_RESULT_TRUE: finish(m, ADVLOCK_RELEASED, 0); break;
+    case ADVLOCK_RESULT_TRUE: finish(m, ADVLOCK_RELEASED, 0, ADVLOCK_DETAIL_NONE); break;
     case ADVLOCK_RESULT_FALSE:
-    case ADVLOCK_RESULT_NULL:
-        finish_with(m, ADVLOCK_NOT_HELD, "This session held no lock ", " to release.");
-        break;
-    case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER, message); break;
-    case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST, message); break;
+    case ADVLOCK_RESULT_NULL: finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE); break;
+    case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
+    case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
 }
 
 /* Diagnostics are a courtesy: their failure never hides the timeout. */
-static void on_diagnose_failed(advlock_machine *m, const char *message)
+static void on_diagnose_failed(advlock_machine *m)
 {
-    advlock_text t;
-    timeout_message(m, &t);
-    advlock_text_put(&t, " (holder diagnostics failed");
-    put_server_message(&t, message);
-    advlock_text_put(&t, ")");
-    m->sqlstate_[0] = '\0';
-    finish(m, ADVLOCK_TIMED_OUT, 0);
+    m->report_.sqlstate[0] = '\0';
+    finish(m, ADVLOCK_TIMED_OUT, 0, ADVLOCK_DETAIL_DIAGNOSIS_FAILED);
 }
 
 int advlock_on_result(advlock_machine *m, advlock_result result, const char *sqlstate,
@@ -540,20 +473,12 @@ int advlock_on_result(advlock_machine *m, advlock_result result, const char *sql
     e.message = message;
     emit(m, &e);
     switch (m->step_) {
-    case STEP_LOCK: on_lock_result(m, result, message); break;
-    case STEP_UNDO: on_undo_result(m, result, message); break;
-    case STEP_RELEASE: on_unlock_result(m, result, message); break;
-    default: on_diagnose_failed(m, message); break;
+    case STEP_LOCK: on_lock_result(m, result); break;
+    case STEP_UNDO: on_undo_result(m, result); break;
+    case STEP_RELEASE: on_unlock_result(m, result); break;
+    default: on_diagnose_failed(m); break;
     }
     return 0;
-}
-
-static void copy_field(char *out, size_t size, const char *value)
-{
-    advlock_text t;
-    advlock_text_init(&t, out, size);
-    if (value != NULL)
-        advlock_text_put(&t, value);
 }
 
 int advlock_on_holders(advlock_machine *m, const advlock_holder *rows, size_t n, int64_t now_ms)
@@ -563,38 +488,26 @@ int advlock_on_holders(advlock_machine *m, const advlock_holder *rows, size_t n,
     if (m->state_ != QUERYING || m->step_ != STEP_DIAGNOSE)
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
+    advlock_report *r = &m->report_;
     const advlock_holder *first = NULL;
-    size_t holders = 0;
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].granted && holders++ == 0)
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].granted)
+            continue;
+        if (first == NULL)
             first = &rows[i];
-
-    advlock_text t;
-    timeout_message(m, &t);
-    if (first == NULL) {
-        advlock_text_put(&t, " No session holds it now.");
-    } else {
-        m->holder_pid_ = first->pid;
-        m->holder_seconds_ = first->seconds < 0 ? 0 : first->seconds;
-        copy_field(m->holder_application_, sizeof m->holder_application_, first->application_name);
-        copy_field(m->holder_state_, sizeof m->holder_state_, first->state);
-        advlock_text_put(&t, " Held by pid ");
-        advlock_text_put_int(&t, first->pid);
-        advlock_text_put(&t, " (application '");
-        advlock_text_put(&t, m->holder_application_);
-        advlock_text_put(&t, "', state ");
-        advlock_text_put(&t, m->holder_state_[0] ? m->holder_state_ : "unknown");
-        advlock_text_put(&t, ") for ");
-        advlock_text_put_int(&t, m->holder_seconds_);
-        advlock_text_put(&t, "s");
-        if (holders > 1) {
-            advlock_text_put(&t, " and by ");
-            advlock_text_put_int(&t, (int64_t)(holders - 1));
-            advlock_text_put(&t, holders == 2 ? " other session" : " other sessions");
-        }
-        advlock_text_put(&t, ".");
+        else if (r->other_holders < INT32_MAX)
+            r->other_holders++;
     }
-    finish(m, ADVLOCK_TIMED_OUT, 0);
+    if (first != NULL) {
+        r->holder_pid = first->pid;
+        r->holder_seconds = first->seconds < 0 ? 0 : first->seconds;
+        r->holder_state = advlock_backend_state_parse(first->state);
+        advlock_text t;
+        advlock_text_init(&t, r->holder_application, sizeof r->holder_application);
+        if (first->application_name != NULL)
+            advlock_text_put(&t, first->application_name);
+    }
+    finish(m, ADVLOCK_TIMED_OUT, 0, ADVLOCK_DETAIL_DIAGNOSED);
     return 0;
 }
 
@@ -644,7 +557,7 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
     if (m->state_ == SLEEPING) {
-        finish_cancelled(m);
+        finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         return 0;
     }
     if (m->step_ != STEP_LOCK || m->cancel_ == CANCEL_PENDING)
@@ -662,19 +575,16 @@ advlock_action advlock_next_action(const advlock_machine *m)
 {
     advlock_action a;
     memset(&a, 0, sizeof a);
-    a.sqlstate = "";
-    a.message = "";
-    a.holder_application = "";
-    a.holder_state = "";
-    if (m == NULL)
+    if (m == NULL || m->state_ == IDLE)
         return a;
+    a.report = &m->report_;
     switch (m->state_) {
     case QUERYING:
     case CANCELLING:
         a.kind = m->state_ == QUERYING ? ADVLOCK_ACTION_QUERY : ADVLOCK_ACTION_CANCEL_QUERY;
-        a.sql = (advlock_sql)m->sql_;
+        a.sql = m->report_.sql;
         a.sql_text = advlock_sql_text(a.sql);
-        a.param = m->key_;
+        a.param = m->report_.key;
         a.wake_at_ms = m->wake_at_ms_;
         break;
     case SLEEPING:
@@ -682,23 +592,7 @@ advlock_action advlock_next_action(const advlock_machine *m)
         a.wake_at_ms = m->wake_at_ms_;
         a.sleep_ms = m->sleep_ms_;
         break;
-    case DONE:
-        a.kind = ADVLOCK_ACTION_DONE;
-        a.outcome = (advlock_outcome)m->outcome_;
-        a.error = m->error_;
-        a.sqlstate = m->sqlstate_;
-        a.message = m->message_;
-        a.holder_pid = m->holder_pid_;
-        a.holder_seconds = m->holder_seconds_;
-        a.holder_application = m->holder_application_;
-        a.holder_state = m->holder_state_;
-        break;
-    default: a.kind = ADVLOCK_ACTION_NONE; break;
+    default: a.kind = ADVLOCK_ACTION_DONE; break;
     }
     return a;
-}
-
-uint64_t advlock_attempts(const advlock_machine *m)
-{
-    return m != NULL && m->op_ == ACQUIRE ? m->attempts_ : 0;
 }

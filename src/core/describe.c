@@ -1,0 +1,188 @@
+/*
+ * Reports in words. The machine keeps facts only; the sentences a user
+ * reads are rendered here, on request, into the caller's buffer. The
+ * reference's messages are reproduced byte for byte (its timeout and NULL
+ * texts); every other outcome is worded in the same style: a sentence that
+ * names the lock.
+ */
+#include "core.h"
+
+#include <string.h>
+
+static const char *const backend_states[] = {
+    [ADVLOCK_BACKEND_UNKNOWN] = "unknown",
+    [ADVLOCK_BACKEND_ACTIVE] = "active",
+    [ADVLOCK_BACKEND_IDLE] = "idle",
+    [ADVLOCK_BACKEND_IDLE_IN_TRANSACTION] = "idle in transaction",
+    [ADVLOCK_BACKEND_IDLE_IN_TRANSACTION_ABORTED] = "idle in transaction (aborted)",
+    [ADVLOCK_BACKEND_FASTPATH] = "fastpath function call",
+    [ADVLOCK_BACKEND_DISABLED] = "disabled",
+};
+
+enum { BACKEND_STATE_COUNT = sizeof backend_states / sizeof backend_states[0] };
+
+const char *advlock_backend_state_name(advlock_backend_state state)
+{
+    return (unsigned)state < BACKEND_STATE_COUNT ? backend_states[state] : backend_states[0];
+}
+
+advlock_backend_state advlock_backend_state_parse(const char *state)
+{
+    if (state != NULL)
+        for (int i = 1; i < BACKEND_STATE_COUNT; i++)
+            if (strcmp(state, backend_states[i]) == 0)
+                return (advlock_backend_state)i;
+    return ADVLOCK_BACKEND_UNKNOWN;
+}
+
+/* "'<name>'", the name cut where the reference's echo would be too long. */
+static void put_quoted_name(advlock_text *t, const char *name, size_t len)
+{
+    char echo[ADVLOCK_KEY_ECHO_MAX + 4];
+    advlock_text e;
+    advlock_text_init(&e, echo, sizeof echo);
+    advlock_text_put_key(&e, name, len);
+    advlock_text_put(t, "'");
+    advlock_text_putn(t, echo, e.len);
+    advlock_text_put(t, "'");
+}
+
+/* The length of the first line of s, without trailing blanks. */
+static size_t first_line_length(const char *s)
+{
+    size_t n = strcspn(s, "\r\n");
+    while (n > 0 && s[n - 1] == ' ')
+        n--;
+    return n;
+}
+
+/* ": <words>" when there are any. */
+static void put_server_message(advlock_text *t, const char *words)
+{
+    if (words != NULL && first_line_length(words) > 0) {
+        advlock_text_put(t, ": ");
+        advlock_text_putn(t, words, first_line_length(words));
+    }
+}
+
+static void put_timeout(advlock_text *t, const advlock_report *r, const char *name, size_t len)
+{
+    advlock_text_put(t, "Could not acquire migration lock for ");
+    put_quoted_name(t, name, len);
+    advlock_text_put(t, " within ");
+    advlock_text_put_seconds(t, r->timeout_ms);
+    advlock_text_put(t, "s.");
+}
+
+static void put_holders(advlock_text *t, const advlock_report *r)
+{
+    if (r->holder_pid == 0) {
+        advlock_text_put(t, " No session holds it now.");
+        return;
+    }
+    advlock_text_put(t, " Held by pid ");
+    advlock_text_put_int(t, r->holder_pid);
+    advlock_text_put(t, " (application '");
+    advlock_text_putn(t, r->holder_application,
+                      strnlen(r->holder_application, sizeof r->holder_application));
+    advlock_text_put(t, "', state ");
+    advlock_text_put(t, advlock_backend_state_name(r->holder_state));
+    advlock_text_put(t, ") for ");
+    advlock_text_put_int(t, r->holder_seconds);
+    advlock_text_put(t, "s");
+    if (r->other_holders > 0) {
+        advlock_text_put(t, " and by ");
+        advlock_text_put_int(t, r->other_holders);
+        advlock_text_put(t, r->other_holders == 1 ? " other session" : " other sessions");
+    }
+    advlock_text_put(t, ".");
+}
+
+/* "<function> for '<name>' <what went wrong>", for every FAILED outcome. */
+static void put_failure(advlock_text *t, const advlock_report *r, const char *name, size_t len,
+                        const char *words)
+{
+    if (r->detail == ADVLOCK_DETAIL_LOST) {
+        advlock_text_put(t, "Lock ");
+        put_quoted_name(t, name, len);
+        advlock_text_put(t, " lost: the connection holding it closed");
+        put_server_message(t, words);
+        return;
+    }
+    advlock_text_put(t, advlock_sql_function(r->sql));
+    advlock_text_put(t, " for ");
+    put_quoted_name(t, name, len);
+    advlock_text_put(t, " ");
+    if (r->failure == ADVLOCK_ENULL) {
+        advlock_text_put(t, advlock_sql_answer(r->sql) == ADVLOCK_ANSWER_VOID
+                                ? "returned null (expected void)."
+                                : "returned null (expected boolean).");
+    } else {
+        advlock_text_put(t, r->failure == ADVLOCK_ECONNLOST ? "failed: connection lost" : "failed");
+        if (r->sqlstate[0] != '\0') {
+            advlock_text_put(t, " with SQLSTATE ");
+            advlock_text_putn(t, r->sqlstate, strnlen(r->sqlstate, sizeof r->sqlstate));
+        }
+        put_server_message(t, words);
+    }
+    switch (r->detail) {
+    case ADVLOCK_DETAIL_UNDO_CANCELLED:
+        advlock_text_put(t, " (undoing a cancelled acquire: the lock may still be held)");
+        break;
+    case ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE:
+        advlock_text_put(t, " (giving back a grant that came after the deadline: the lock may "
+                            "still be held)");
+        break;
+    case ADVLOCK_DETAIL_UNDO_AFTER_57014:
+        advlock_text_put(t, " (giving back a grant the cancelled statement may have made: the "
+                            "lock may still be held)");
+        break;
+    default: break;
+    }
+}
+
+int advlock_describe(const advlock_report *r, const char *name, size_t len,
+                     const char *server_message, char *buf, size_t size)
+{
+    if (r == NULL || (name == NULL && len > 0) || (buf == NULL && size > 0))
+        return ADVLOCK_EINVAL;
+    advlock_text t;
+    advlock_text_init(&t, buf, size);
+    switch (r->outcome) {
+    case ADVLOCK_ACQUIRED:
+        if (r->detail == ADVLOCK_DETAIL_CANCEL_TOO_LATE) {
+            advlock_text_put(&t, "Cancel came too late for lock ");
+            put_quoted_name(&t, name, len);
+            advlock_text_put(&t, ": it was granted and is held until the transaction ends.");
+        }
+        break;
+    case ADVLOCK_NOT_HELD:
+        advlock_text_put(&t, "This session held no lock ");
+        put_quoted_name(&t, name, len);
+        advlock_text_put(&t, " to release.");
+        break;
+    case ADVLOCK_TIMED_OUT:
+        put_timeout(&t, r, name, len);
+        if (r->detail == ADVLOCK_DETAIL_DIAGNOSED) {
+            put_holders(&t, r);
+        } else if (r->detail == ADVLOCK_DETAIL_DIAGNOSIS_FAILED) {
+            advlock_text_put(&t, " (holder diagnostics failed");
+            put_server_message(&t, server_message);
+            advlock_text_put(&t, ")");
+        }
+        break;
+    case ADVLOCK_CANCELLED:
+        advlock_text_put(&t, "Acquire of lock ");
+        put_quoted_name(&t, name, len);
+        advlock_text_put(&t, " was cancelled.");
+        break;
+    case ADVLOCK_FAILED: put_failure(&t, r, name, len, server_message); break;
+    case ADVLOCK_ENDS_WITH_TRANSACTION:
+        advlock_text_put(&t, "Lock ");
+        put_quoted_name(&t, name, len);
+        advlock_text_put(&t, " is transaction-scoped: it is released when the transaction ends.");
+        break;
+    default: break; /* RELEASED, and values from no machine: nothing to say */
+    }
+    return (int)t.len;
+}
