@@ -31,8 +31,18 @@ static void expect_done(const advlock_machine *m, advlock_outcome outcome, int e
 {
     advlock_action a = act(m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_DONE);
-    assert_int_equal(a.outcome, outcome);
-    assert_int_equal(a.error, error);
+    assert_int_equal(a.report->outcome, outcome);
+    assert_int_equal(a.report->failure, error);
+}
+
+static const char *said_with(const advlock_machine *m, const char *words)
+{
+    return described(m, KEY, KEY_LEN, words);
+}
+
+static const char *said(const advlock_machine *m)
+{
+    return said_with(m, NULL);
 }
 
 static void start_acquire(advlock_machine *m, int64_t timeout, int64_t now)
@@ -69,7 +79,7 @@ static void first_action_tries_the_derived_key(void **state)
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_NONE);
     start_acquire(m, 1000, 0);
     assert_string_equal(act(m).sql_text, "SELECT pg_try_advisory_lock($1)");
-    assert_int_equal(advlock_attempts(m), 1);
+    assert_int_equal(report_of(m)->attempts, 1);
 }
 
 static void true_acquires(void **state)
@@ -78,8 +88,8 @@ static void true_acquires(void **state)
     start_acquire(m, 1000, 0);
     answer(m, ADVLOCK_RESULT_TRUE, 3);
     expect_done(m, ADVLOCK_ACQUIRED, 0);
-    assert_string_equal(act(m).message, "");
-    assert_string_equal(act(m).sqlstate, "");
+    assert_string_equal(said(m), "");
+    assert_string_equal(report_of(m)->sqlstate, "");
 }
 
 static void backoff_schedule_is_the_references(void **state)
@@ -93,7 +103,7 @@ static void backoff_schedule_is_the_references(void **state)
     for (size_t i = 0; i < n; i++)
         assert_int_equal(sleeps[i], expected[i]);
     /* Attempts at 0, 100, 300, 700, 1500, 2500, ..., 9500, 10500. */
-    assert_int_equal(advlock_attempts(m), 14);
+    assert_int_equal(report_of(m)->attempts, 14);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
 }
 
@@ -102,9 +112,9 @@ static void timeout_zero_is_one_attempt(void **state)
     advlock_machine *m = *state;
     int64_t sleeps[4];
     assert_int_equal(run_contended(m, 0, sleeps, 4), 0);
-    assert_int_equal(advlock_attempts(m), 1);
+    assert_int_equal(report_of(m)->attempts, 1);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
-    assert_string_equal(act(m).message,
+    assert_string_equal(said(m),
                         "Could not acquire migration lock for 'BrighterMigration_public.Outbox' "
                         "within 0s.");
 }
@@ -128,7 +138,7 @@ static void timeout_boundary(void **state)
     assert_int_equal(advlock_on_timer(m, 100), 0);
     answer(m, ADVLOCK_RESULT_FALSE, 100);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
-    assert_int_equal(advlock_attempts(m), 2);
+    assert_int_equal(report_of(m)->attempts, 2);
 
     advlock_machine_init(m);
     start_acquire(m, 101, 0);
@@ -166,7 +176,7 @@ static void timeout_message(advlock_machine *m, int64_t timeout, const char *sec
     start_acquire(m, timeout, 0);
     answer(m, ADVLOCK_RESULT_FALSE, INT64_MAX);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
-    assert_string_equal(act(m).message, expected);
+    assert_string_equal(said(m), expected);
 }
 
 static void timeout_messages(void **state)
@@ -197,9 +207,9 @@ static void null_is_an_error_with_the_references_message(void **state)
     start_acquire(m, 1000, 0);
     answer(m, ADVLOCK_RESULT_NULL, 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ENULL);
-    assert_string_equal(act(m).message, "pg_try_advisory_lock for "
-                                        "'BrighterMigration_public.Outbox' returned null "
-                                        "(expected boolean).");
+    assert_string_equal(said(m), "pg_try_advisory_lock for "
+                                 "'BrighterMigration_public.Outbox' returned null "
+                                 "(expected boolean).");
 }
 
 static void server_error_carries_sqlstate_and_message(void **state)
@@ -212,8 +222,8 @@ static void server_error_carries_sqlstate_and_message(void **state)
                                        "canceling statement due to user request\n", 120),
                      0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
-    assert_string_equal(act(m).sqlstate, "57014");
-    assert_string_equal(act(m).message,
+    assert_string_equal(report_of(m)->sqlstate, "57014");
+    assert_string_equal(said_with(m, "canceling statement due to user request\n"),
                         "pg_try_advisory_lock for 'BrighterMigration_public.Outbox' failed "
                         "with SQLSTATE 57014: canceling statement due to user request");
 }
@@ -226,8 +236,8 @@ static void connection_lost_is_an_error(void **state)
                                        "terminating connection due to administrator command", 5),
                      0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST);
-    assert_string_equal(act(m).sqlstate, "57P01");
-    assert_string_equal(act(m).message,
+    assert_string_equal(report_of(m)->sqlstate, "57P01");
+    assert_string_equal(said_with(m, "terminating connection due to administrator command"),
                         "pg_try_advisory_lock for 'BrighterMigration_public.Outbox' failed: "
                         "connection lost with SQLSTATE 57P01: terminating connection due to "
                         "administrator command");
@@ -235,10 +245,10 @@ static void connection_lost_is_an_error(void **state)
     start_acquire(m, 1000, 0);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_CONNECTION_LOST, NULL, NULL, 5), 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST);
-    assert_string_equal(act(m).sqlstate, "");
-    assert_string_equal(act(m).message, "pg_try_advisory_lock for "
-                                        "'BrighterMigration_public.Outbox' failed: "
-                                        "connection lost");
+    assert_string_equal(report_of(m)->sqlstate, "");
+    assert_string_equal(said(m), "pg_try_advisory_lock for "
+                                 "'BrighterMigration_public.Outbox' failed: "
+                                 "connection lost");
 }
 
 static void malformed_sqlstates_are_dropped(void **state)
@@ -249,7 +259,7 @@ static void malformed_sqlstates_are_dropped(void **state)
         start_acquire(m, 1000, 0);
         assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, bad[i], "x", 0), 0);
         expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
-        assert_string_equal(act(m).sqlstate, "");
+        assert_string_equal(report_of(m)->sqlstate, "");
     }
 }
 
@@ -270,7 +280,7 @@ static void release_outcomes(void **state)
     start_release(m);
     answer(m, ADVLOCK_RESULT_FALSE, 0);
     expect_done(m, ADVLOCK_NOT_HELD, 0);
-    assert_string_equal(act(m).message,
+    assert_string_equal(said(m),
                         "This session held no lock 'BrighterMigration_public.Outbox' to release.");
 
     start_release(m);
@@ -280,14 +290,14 @@ static void release_outcomes(void **state)
     start_release(m);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "XX000", "boom", 0), 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
-    assert_string_equal(act(m).message, "pg_advisory_unlock for "
-                                        "'BrighterMigration_public.Outbox' failed with "
-                                        "SQLSTATE XX000: boom");
+    assert_string_equal(said_with(m, "boom"), "pg_advisory_unlock for "
+                                              "'BrighterMigration_public.Outbox' failed with "
+                                              "SQLSTATE XX000: boom");
 
     start_release(m);
     answer(m, ADVLOCK_RESULT_CONNECTION_LOST, 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST);
-    assert_int_equal(advlock_attempts(m), 0);
+    assert_int_equal(report_of(m)->attempts, 0);
 }
 
 static void cancel_during_sleep_ends_at_once(void **state)
@@ -297,7 +307,7 @@ static void cancel_during_sleep_ends_at_once(void **state)
     answer(m, ADVLOCK_RESULT_FALSE, 0);
     assert_int_equal(advlock_cancel(m, 50), 0);
     expect_done(m, ADVLOCK_CANCELLED, 0);
-    assert_string_equal(act(m).message,
+    assert_string_equal(said(m),
                         "Acquire of lock 'BrighterMigration_public.Outbox' was cancelled.");
 }
 
@@ -331,7 +341,7 @@ static void cancel_racing_a_grant_unlocks_first(void **state)
         expect_query(m, ADVLOCK_SQL_UNLOCK);
         answer(m, unlock_answers[i], 5);
         expect_done(m, ADVLOCK_CANCELLED, 0);
-        assert_int_equal(advlock_attempts(m), 1);
+        assert_int_equal(report_of(m)->attempts, 1);
     }
 
     start_acquire(m, 10000, 0);
@@ -339,8 +349,8 @@ static void cancel_racing_a_grant_unlocks_first(void **state)
     answer(m, ADVLOCK_RESULT_TRUE, 2);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "XX000", "oops", 3), 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
-    assert_non_null(strstr(act(m).message, "pg_advisory_unlock for"));
-    assert_non_null(strstr(act(m).message, "the lock may still be held"));
+    assert_non_null(strstr(said(m), "pg_advisory_unlock for"));
+    assert_non_null(strstr(said(m), "the lock may still be held"));
 
     /* NULL does not prove the unlock ran: the lock may still be held. */
     start_acquire(m, 10000, 0);
@@ -348,7 +358,7 @@ static void cancel_racing_a_grant_unlocks_first(void **state)
     answer(m, ADVLOCK_RESULT_TRUE, 2);
     answer(m, ADVLOCK_RESULT_NULL, 3);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ENULL);
-    assert_string_equal(act(m).message,
+    assert_string_equal(said(m),
                         "pg_advisory_unlock for 'BrighterMigration_public.Outbox' returned null "
                         "(expected boolean). (undoing a cancelled acquire: the lock may still "
                         "be held)");
@@ -359,7 +369,7 @@ static void cancel_racing_a_grant_unlocks_first(void **state)
     answer(m, ADVLOCK_RESULT_TRUE, 2);
     answer(m, ADVLOCK_RESULT_CONNECTION_LOST, 3);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST);
-    assert_null(strstr(act(m).message, "may still be held"));
+    assert_null(strstr(said(m), "may still be held"));
 }
 
 static void errors_win_over_a_pending_cancel(void **state)
@@ -455,7 +465,6 @@ static void null_machine(void **state)
     assert_int_equal(advlock_on_timer(NULL, 0), ADVLOCK_EINVAL);
     assert_int_equal(advlock_cancel(NULL, 0), ADVLOCK_EINVAL);
     assert_int_equal(advlock_next_action(NULL).kind, ADVLOCK_ACTION_NONE);
-    assert_int_equal(advlock_attempts(NULL), 0);
     advlock_machine_init(NULL);
 }
 
@@ -473,7 +482,7 @@ static void timer_early_late_and_twice(void **state)
     expect_query(m, ADVLOCK_SQL_TRY_LOCK);
     assert_int_equal(advlock_on_timer(m, 5000), 0); /* twice */
     expect_query(m, ADVLOCK_SQL_TRY_LOCK);
-    assert_int_equal(advlock_attempts(m), 2);
+    assert_int_equal(report_of(m)->attempts, 2);
     answer(m, ADVLOCK_RESULT_FALSE, 5001);
     assert_int_equal(act(m).sleep_ms, 200);
     assert_int_equal(act(m).wake_at_ms, 5201); /* from the time of the answer */
@@ -544,7 +553,7 @@ static void long_waits_stay_capped(void **state)
         now = a.wake_at_ms;
         assert_int_equal(advlock_on_timer(m, now), 0);
     }
-    assert_int_equal(advlock_attempts(m), 100001);
+    assert_int_equal(report_of(m)->attempts, 100001);
 }
 
 static void a_new_operation_after_done(void **state)
@@ -554,9 +563,10 @@ static void a_new_operation_after_done(void **state)
     answer(m, ADVLOCK_RESULT_FALSE, 0);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
     start_acquire(m, 1000, 10);
-    assert_int_equal(advlock_attempts(m), 1);
-    assert_string_equal(act(m).message, "");
+    assert_int_equal(report_of(m)->attempts, 1);
+    assert_int_equal(report_of(m)->timeout_ms, 1000);
     answer(m, ADVLOCK_RESULT_TRUE, 11);
+    assert_string_equal(said(m), "");
     expect_done(m, ADVLOCK_ACQUIRED, 0);
     start_release(m);
     answer(m, ADVLOCK_RESULT_TRUE, 12);
@@ -573,9 +583,60 @@ static void machines_can_be_copied(void **state)
     memcpy(&copy, m, sizeof copy);
     advlock_machine_init(m);
     assert_int_equal(act(&copy).kind, ADVLOCK_ACTION_DONE);
-    assert_true(strncmp(act(&copy).message, "Could not acquire", 17) == 0);
-    assert_true(act(&copy).message >= (const char *)&copy
-                && act(&copy).message < (const char *)(&copy + 1));
+    assert_int_equal(report_of(&copy)->outcome, ADVLOCK_TIMED_OUT);
+    assert_true(strncmp(described(&copy, KEY, KEY_LEN, NULL), "Could not acquire", 17) == 0);
+    assert_true((const char *)report_of(&copy) >= (const char *)&copy
+                && (const char *)report_of(&copy) < (const char *)(&copy + 1));
+}
+
+/* A key-started operation is the named one without the hash: same
+ * queries, same report. */
+static void key_taking_starts(void **state)
+{
+    advlock_machine *m = *state;
+    assert_int_equal(advlock_start_acquire_key(m, KEY_VALUE, 1000, 0), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK);
+    assert_int_equal(report_of(m)->key, KEY_VALUE);
+    assert_int_equal(report_of(m)->timeout_ms, 1000);
+    answer(m, ADVLOCK_RESULT_TRUE, 7);
+    expect_done(m, ADVLOCK_ACQUIRED, 0);
+    assert_int_equal(report_of(m)->elapsed_ms, 7);
+    assert_int_equal(advlock_start_release_key(m, report_of(m)->key, 8), 0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_FALSE, 9);
+    expect_done(m, ADVLOCK_NOT_HELD, 0);
+    assert_string_equal(said(m),
+                        "This session held no lock 'BrighterMigration_public.Outbox' to release.");
+
+    assert_int_equal(advlock_start_acquire_key(NULL, 1, 0, 0), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_start_acquire_key(m, 1, -1, 0), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_start_release_key(NULL, 1, 0), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_start_acquire_key(m, 1, 10, 0), 0);
+    assert_int_equal(advlock_start_release_key(m, 1, 0), ADVLOCK_EMISUSE);
+}
+
+/* The machine is small enough to keep per lock, and keeps no text. */
+static void the_machine_is_256_bytes(void **state)
+{
+    (void)state;
+    assert_true(sizeof(advlock_machine) <= 256);
+}
+
+static void describe_refuses_bad_arguments(void **state)
+{
+    advlock_machine *m = *state;
+    start_acquire(m, 0, 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 0);
+    char buf[8];
+    assert_int_equal(advlock_describe(NULL, KEY, KEY_LEN, NULL, buf, sizeof buf), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_describe(report_of(m), NULL, 1, NULL, buf, sizeof buf),
+                     ADVLOCK_EINVAL);
+    assert_int_equal(advlock_describe(report_of(m), KEY, KEY_LEN, NULL, NULL, 1), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_describe(report_of(m), KEY, KEY_LEN, NULL, NULL, 0), 0);
+    /* Too small: cut, still a C string. */
+    int n = advlock_describe(report_of(m), KEY, KEY_LEN, NULL, buf, sizeof buf);
+    assert_int_equal(n, (int)strlen(buf));
+    assert_string_equal(buf, "Coul...");
 }
 
 int main(void)
@@ -607,6 +668,9 @@ int main(void)
         T(long_waits_stay_capped),
         T(a_new_operation_after_done),
         T(machines_can_be_copied),
+        T(key_taking_starts),
+        T(the_machine_is_256_bytes),
+        T(describe_refuses_bad_arguments),
     };
     return cmocka_run_group_tests_name("lock machine", tests, NULL, NULL);
 }

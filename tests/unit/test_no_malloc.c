@@ -83,7 +83,11 @@ static void whole_operations_allocate_nothing(void **state)
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_SERVER_ERROR, "XX000", "e", now), 0);
     assert_int_equal(advlock_start_release(&m, key, sizeof key - 1, now), 0);
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_CONNECTION_LOST, NULL, NULL, now), 0);
-    assert_int_equal(advlock_next_action(&m).outcome, ADVLOCK_FAILED);
+    assert_int_equal(advlock_next_action(&m).report->outcome, ADVLOCK_FAILED);
+    char text[ADVLOCK_MESSAGE_MAX];
+    assert_true(advlock_describe(advlock_next_action(&m).report, key, sizeof key - 1, "e", text,
+                                 sizeof text)
+                > 0);
     assert_int_equal(allocations - before, 0);
 }
 

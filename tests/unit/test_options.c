@@ -39,8 +39,18 @@ static void expect_query(const advlock_machine *m, advlock_sql sql)
 static void expect_done(const advlock_machine *m, advlock_outcome outcome, int error)
 {
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_DONE);
-    assert_int_equal(act(m).outcome, outcome);
-    assert_int_equal(act(m).error, error);
+    assert_int_equal(report_of(m)->outcome, outcome);
+    assert_int_equal(report_of(m)->failure, error);
+}
+
+static const char *said_with(const advlock_machine *m, const char *words)
+{
+    return described(m, KEY, KEY_LEN, words);
+}
+
+static const char *said(const advlock_machine *m)
+{
+    return said_with(m, NULL);
 }
 
 /* ---- modes and scopes ---------------------------------------------------- */
@@ -76,8 +86,8 @@ static void modes_and_scopes_pick_their_statements(void **state)
         assert_int_equal(advlock_start_release(m, KEY, KEY_LEN, 2), 0);
         if (cases[i].scope == ADVLOCK_TRANSACTION) {
             expect_done(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0);
-            assert_string_equal(act(m).message, "Lock 'jobs' is transaction-scoped: it is "
-                                                "released when the transaction ends.");
+            assert_string_equal(said(m), "Lock 'jobs' is transaction-scoped: it is "
+                                         "released when the transaction ends.");
         } else {
             expect_query(m, cases[i].mode == ADVLOCK_SHARED ? ADVLOCK_SQL_UNLOCK_SHARED
                                                             : ADVLOCK_SQL_UNLOCK);
@@ -154,8 +164,7 @@ static void clipping_puts_the_last_attempt_at_the_deadline(void **state)
         assert_int_equal(sleeps[i], clipped[i]);
     assert_int_equal(at[n] - 1000, 1250); /* the final attempt, at the deadline */
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
-    assert_string_equal(act(m).message,
-                        "Could not acquire migration lock for 'jobs' within 1.25s.");
+    assert_string_equal(said(m), "Could not acquire migration lock for 'jobs' within 1.25s.");
 }
 
 static void full_jitter_stays_within_its_ceilings(void **state)
@@ -255,7 +264,7 @@ static void server_wait_granted_in_one_round_trip(void **state)
     start_waiting(m, ADVLOCK_SESSION, 30000);
     answer(m, ADVLOCK_RESULT_TRUE, 5000);
     expect_done(m, ADVLOCK_ACQUIRED, 0);
-    assert_int_equal(advlock_attempts(m), 1);
+    assert_int_equal(report_of(m)->attempts, 1);
 }
 
 static void server_wait_times_out_with_the_references_message(void **state)
@@ -271,8 +280,8 @@ static void server_wait_times_out_with_the_references_message(void **state)
     expect_query(m, ADVLOCK_SQL_UNLOCK);
     answer(m, ADVLOCK_RESULT_FALSE, 3503);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
-    assert_string_equal(act(m).message, "Could not acquire migration lock for 'jobs' within 2.5s.");
-    assert_string_equal(act(m).sqlstate, "");
+    assert_string_equal(said(m), "Could not acquire migration lock for 'jobs' within 2.5s.");
+    assert_string_equal(report_of(m)->sqlstate, "");
 
     /* It had been granted: the unlock gives it back, still a timeout. */
     start_waiting(m, ADVLOCK_SESSION, 2500);
@@ -298,7 +307,7 @@ static void server_wait_grant_racing_the_cancel_is_given_back(void **state)
     expect_query(m, ADVLOCK_SQL_UNLOCK);
     answer(m, ADVLOCK_RESULT_TRUE, 3502);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
-    assert_string_equal(act(m).message, "Could not acquire migration lock for 'jobs' within 2.5s.");
+    assert_string_equal(said(m), "Could not acquire migration lock for 'jobs' within 2.5s.");
 
     /* A transaction lock cannot be given back: it counts as acquired. */
     start_waiting(m, ADVLOCK_TRANSACTION, 2500);
@@ -334,8 +343,8 @@ static void server_wait_cancelled_by_the_caller(void **state)
     assert_int_equal(advlock_cancel(m, 1200), 0);
     answer(m, ADVLOCK_RESULT_TRUE, 1201);
     expect_done(m, ADVLOCK_ACQUIRED, 0);
-    assert_string_equal(act(m).message, "Cancel came too late for lock 'jobs': it was granted "
-                                        "and is held until the transaction ends.");
+    assert_string_equal(said(m), "Cancel came too late for lock 'jobs': it was granted "
+                                 "and is held until the transaction ends.");
 }
 
 static void server_wait_errors(void **state)
@@ -350,18 +359,20 @@ static void server_wait_errors(void **state)
     expect_query(m, ADVLOCK_SQL_UNLOCK);
     answer(m, ADVLOCK_RESULT_TRUE, 2001);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
-    assert_string_equal(act(m).sqlstate, "57014");
-    assert_string_equal(act(m).message, "pg_advisory_lock for 'jobs' failed with SQLSTATE 57014: "
-                                        "canceling statement due to statement timeout");
+    assert_string_equal(report_of(m)->sqlstate, "57014");
+    assert_string_equal(said_with(m, "canceling statement due to statement timeout"),
+                        "pg_advisory_lock for 'jobs' failed with SQLSTATE 57014: "
+                        "canceling statement due to statement timeout");
     /* If giving it back fails too, the message says the lock may be held. */
     start_waiting(m, ADVLOCK_SESSION, 60000);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "timeout", 2000),
                      0);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "XX000", "boom", 2001), 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
-    assert_string_equal(act(m).message, "pg_advisory_unlock for 'jobs' failed with SQLSTATE "
-                                        "XX000: boom (giving back a grant the cancelled "
-                                        "statement may have made: the lock may still be held)");
+    assert_string_equal(said_with(m, "boom"),
+                        "pg_advisory_unlock for 'jobs' failed with SQLSTATE "
+                        "XX000: boom (giving back a grant the cancelled "
+                        "statement may have made: the lock may still be held)");
     /* In a transaction the error has aborted it: nothing to give back. */
     start_waiting(m, ADVLOCK_TRANSACTION, 60000);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "timeout", 2000),
@@ -371,8 +382,7 @@ static void server_wait_errors(void **state)
     start_waiting(m, ADVLOCK_SESSION, 60000);
     answer(m, ADVLOCK_RESULT_NULL, 2000);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ENULL);
-    assert_string_equal(act(m).message,
-                        "pg_advisory_lock for 'jobs' returned null (expected void).");
+    assert_string_equal(said(m), "pg_advisory_lock for 'jobs' returned null (expected void).");
     /* A deadlock is an error. */
     start_waiting(m, ADVLOCK_SESSION, 60000);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "40P01", "deadlock", 2000),
@@ -439,13 +449,15 @@ static void diagnostics_name_the_holder(void **state)
     };
     assert_int_equal(advlock_on_holders(m, rows, 2, 2), 0);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
-    assert_string_equal(act(m).message,
+    assert_string_equal(said(m),
                         "Could not acquire migration lock for 'jobs' within 0s. Held by pid 4242 "
                         "(application 'nightly', state idle) for 75s.");
-    assert_int_equal(act(m).holder_pid, 4242);
-    assert_int_equal(act(m).holder_seconds, 75);
-    assert_string_equal(act(m).holder_application, "nightly");
-    assert_string_equal(act(m).holder_state, "idle");
+    assert_int_equal(report_of(m)->holder_pid, 4242);
+    assert_int_equal(report_of(m)->holder_seconds, 75);
+    assert_string_equal(report_of(m)->holder_application, "nightly");
+    assert_int_equal(report_of(m)->holder_state, ADVLOCK_BACKEND_IDLE);
+    assert_int_equal(report_of(m)->other_holders, 0);
+    assert_int_equal(report_of(m)->detail, ADVLOCK_DETAIL_DIAGNOSED);
 
     /* Shared holders: the first is named, the rest counted. */
     time_out_with_diagnostics(m);
@@ -455,7 +467,7 @@ static void diagnostics_name_the_holder(void **state)
         {.pid = 3, .granted = 1},
     };
     assert_int_equal(advlock_on_holders(m, shared, 3, 2), 0);
-    assert_string_equal(act(m).message,
+    assert_string_equal(said(m),
                         "Could not acquire migration lock for 'jobs' within 0s. Held by pid 1 "
                         "(application '', state unknown) for 0s and by 2 other sessions.");
 
@@ -463,15 +475,15 @@ static void diagnostics_name_the_holder(void **state)
     time_out_with_diagnostics(m);
     const advlock_holder ancient[] = {{.pid = -1, .granted = 1, .seconds = INT64_MAX}};
     assert_int_equal(advlock_on_holders(m, ancient, 1, 2), 0);
-    assert_string_equal(act(m).message,
+    assert_string_equal(said(m),
                         "Could not acquire migration lock for 'jobs' within 0s. Held by pid -1 "
                         "(application '', state unknown) for 9223372036854775807s.");
 
     time_out_with_diagnostics(m);
     assert_int_equal(advlock_on_holders(m, NULL, 0, 2), 0);
-    assert_string_equal(act(m).message, "Could not acquire migration lock for 'jobs' within 0s. "
-                                        "No session holds it now.");
-    assert_int_equal(act(m).holder_pid, 0);
+    assert_string_equal(said(m), "Could not acquire migration lock for 'jobs' within 0s. "
+                                 "No session holds it now.");
+    assert_int_equal(report_of(m)->holder_pid, 0);
 }
 
 static void failed_diagnostics_still_time_out(void **state)
@@ -481,9 +493,10 @@ static void failed_diagnostics_still_time_out(void **state)
     assert_int_equal(
         advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "42501", "permission denied", 2), 0);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
-    assert_string_equal(act(m).message, "Could not acquire migration lock for 'jobs' within 0s. "
-                                        "(holder diagnostics failed: permission denied)");
-    assert_string_equal(act(m).sqlstate, "");
+    assert_string_equal(said_with(m, "permission denied"),
+                        "Could not acquire migration lock for 'jobs' within 0s. "
+                        "(holder diagnostics failed: permission denied)");
+    assert_string_equal(report_of(m)->sqlstate, "");
 
     assert_int_equal(advlock_on_holders(m, NULL, 0, 3), ADVLOCK_EMISUSE); /* done already */
     assert_int_equal(advlock_on_holders(NULL, NULL, 0, 3), ADVLOCK_EINVAL);
@@ -494,8 +507,11 @@ static void failed_diagnostics_still_time_out(void **state)
 
 /* ---- events ----------------------------------------------------------------------- */
 
+/* What each event said at the time: its report changes as the operation
+ * goes on, so the facts are copied as they arrive. */
 typedef struct recorder {
     advlock_event events[32];
+    advlock_report reports[32];
     char messages[32][160];
     int n;
 } recorder;
@@ -505,7 +521,12 @@ static void record(void *user, const advlock_event *e)
     recorder *r = user;
     if (r->n < 32) {
         r->events[r->n] = *e;
-        strncpy(r->messages[r->n], e->message, sizeof r->messages[0] - 1);
+        r->reports[r->n] = *e->report;
+        if (e->kind == ADVLOCK_EVENT_DONE)
+            advlock_describe(e->report, KEY, KEY_LEN, NULL, r->messages[r->n],
+                             sizeof r->messages[0]);
+        else
+            strncpy(r->messages[r->n], e->message, sizeof r->messages[0] - 1);
         r->n++;
     }
 }
@@ -537,15 +558,16 @@ static void events_tell_the_story(void **state)
     assert_int_equal(r.n, sizeof kinds / sizeof kinds[0]);
     for (int i = 0; i < r.n; i++) {
         assert_int_equal(r.events[i].kind, kinds[i]);
-        assert_int_equal(r.events[i].key, r.events[0].key);
+        assert_int_equal(r.reports[i].key, r.reports[0].key);
     }
-    assert_int_equal(r.events[0].attempt, 1);
-    assert_int_equal(r.events[6].attempt, 3);
+    assert_int_equal(r.reports[0].attempts, 1);
+    assert_int_equal(r.reports[6].attempts, 3);
     assert_int_equal(r.events[1].result, ADVLOCK_RESULT_FALSE);
     assert_int_equal(r.events[2].sleep_ms, 100);
     assert_int_equal(r.events[5].sleep_ms, 200);
     assert_int_equal(r.events[5].now_ms, 102);
-    assert_int_equal(r.events[8].outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(r.reports[8].outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(r.reports[8].elapsed_ms, 303);
     assert_string_equal(r.messages[8], "Could not acquire migration lock for 'jobs' within 0.25s.");
     assert_string_equal(r.messages[9], "you don't own a lock");
     assert_string_equal(r.messages[10], "");

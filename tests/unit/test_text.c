@@ -40,14 +40,24 @@ static void seconds_buffer_handling(void **state)
     assert_int_equal(advlock_format_seconds(1, NULL, 5), ADVLOCK_EINVAL);
 }
 
+/* The operation's report in words, into a buffer of ADVLOCK_MESSAGE_MAX. */
+static const char *describe(const advlock_machine *m, const char *key, size_t len,
+                            const char *words)
+{
+    static char text[ADVLOCK_MESSAGE_MAX];
+    int n = advlock_describe(advlock_next_action(m).report, key, len, words, text, sizeof text);
+    assert_int_equal(n, (int)strlen(text));
+    return text;
+}
+
 /* Times out at once and returns the machine's message. */
 static const char *timeout_message(advlock_machine *m, const char *key, size_t len)
 {
     advlock_machine_init(m);
     assert_int_equal(advlock_start_acquire(m, key, len, 1000, 0), 0);
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_FALSE, NULL, NULL, 1000), 0);
-    assert_int_equal(advlock_next_action(m).outcome, ADVLOCK_TIMED_OUT);
-    return advlock_next_action(m).message;
+    assert_int_equal(advlock_next_action(m).report->outcome, ADVLOCK_TIMED_OUT);
+    return describe(m, key, len, NULL);
 }
 
 static void long_keys_are_cut_in_messages(void **state)
@@ -92,7 +102,7 @@ static void long_server_messages_are_cut(void **state)
     advlock_machine_init(&m);
     assert_int_equal(advlock_start_acquire(&m, "k", 1, 0, 0), 0);
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_SERVER_ERROR, "XX000", server, 0), 0);
-    const char *msg = advlock_next_action(&m).message;
+    const char *msg = describe(&m, "k", 1, server);
     assert_int_equal(strlen(msg), ADVLOCK_MESSAGE_MAX - 1);
     assert_string_equal(msg + ADVLOCK_MESSAGE_MAX - 4, "...");
     assert_true(strncmp(msg, "pg_try_advisory_lock for 'k' failed with SQLSTATE XX000: eee", 60)
@@ -162,6 +172,40 @@ static void sql_table(void **state)
     assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_COUNT), ADVLOCK_ANSWER_BOOLEAN);
 }
 
+/* Reports a driver fills in itself render too: a lost lock, and a report
+ * that no machine would make (unknown outcome) renders as nothing. */
+static void driver_reports_render(void **state)
+{
+    (void)state;
+    advlock_report r;
+    memset(&r, 0, sizeof r);
+    r.outcome = ADVLOCK_FAILED;
+    r.failure = ADVLOCK_ECONNLOST;
+    r.detail = ADVLOCK_DETAIL_LOST;
+    char text[ADVLOCK_MESSAGE_MAX];
+    advlock_describe(&r, "jobs", 4, "terminating connection due to administrator command\n", text,
+                     sizeof text);
+    assert_string_equal(text, "Lock 'jobs' lost: the connection holding it closed: terminating "
+                              "connection due to administrator command");
+    advlock_describe(&r, "jobs", 4, NULL, text, sizeof text);
+    assert_string_equal(text, "Lock 'jobs' lost: the connection holding it closed");
+    r.outcome = ADVLOCK_OUTCOME_COUNT;
+    assert_int_equal(advlock_describe(&r, "jobs", 4, NULL, text, sizeof text), 0);
+    assert_string_equal(text, "");
+}
+
+static void backend_states_round_trip(void **state)
+{
+    (void)state;
+    for (int i = 0; i <= ADVLOCK_BACKEND_DISABLED; i++)
+        assert_int_equal(advlock_backend_state_parse(advlock_backend_state_name(i)), i);
+    assert_int_equal(advlock_backend_state_parse("starting"), ADVLOCK_BACKEND_UNKNOWN);
+    assert_int_equal(advlock_backend_state_parse(NULL), ADVLOCK_BACKEND_UNKNOWN);
+    assert_string_equal(advlock_backend_state_name((advlock_backend_state)99), "unknown");
+    assert_string_equal(advlock_backend_state_name(ADVLOCK_BACKEND_IDLE_IN_TRANSACTION),
+                        "idle in transaction");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +215,8 @@ int main(void)
         cmocka_unit_test(cuts_fall_between_characters),
         cmocka_unit_test(long_server_messages_are_cut),
         cmocka_unit_test(nul_bytes_are_shown_escaped),
+        cmocka_unit_test(driver_reports_render),
+        cmocka_unit_test(backend_states_round_trip),
         cmocka_unit_test(names_for_every_code),
         cmocka_unit_test(sql_table),
     };
