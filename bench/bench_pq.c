@@ -3,7 +3,6 @@
 
 #include <string.h>
 
-#include "advlock.h"
 #include "bench.h"
 
 enum { INT8_OID = 20, BOOL_OID = 16, BINARY = 1 };
@@ -72,6 +71,17 @@ void bench_pq_exec_true(PGconn *conn, const char *statement, int64_t key)
     encode(&p, key);
     bench_pq_expect_true(PQexecPrepared(conn, statement, 1, p.values, p.lengths, p.formats, BINARY),
                          statement);
+}
+
+void bench_pq_expect_outcome(const advlock_pq_report *r, advlock_outcome outcome, const char *name,
+                             const char *what)
+{
+    if (r->lock.outcome == outcome)
+        return;
+    char message[ADVLOCK_MESSAGE_MAX];
+    advlock_pq_describe(r, name, strlen(name), message, sizeof message);
+    bench_fail("%s: %s, not %s: %s", what, advlock_outcome_name(r->lock.outcome),
+               advlock_outcome_name(outcome), message);
 }
 
 int64_t bench_pq_key(const char *name)

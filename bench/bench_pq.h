@@ -12,6 +12,8 @@
 #include <libpq-fe.h>
 #include <stdint.h>
 
+#include "advlock_pq.h"
+
 /* A connection from the PG* environment; exits the program if none. */
 PGconn *bench_pq_connect(void);
 
@@ -34,6 +36,11 @@ void bench_pq_expect_true(PGresult *res, const char *what);
 /* PQexecPrepared of statement with key (binary in and out); expects true.
  * One round trip. */
 void bench_pq_exec_true(PGconn *conn, const char *statement, int64_t key);
+
+/* Exits with the report's sentence (advlock_pq_describe() for the lock
+ * named name), prefixed by what, unless the operation ended with outcome. */
+void bench_pq_expect_outcome(const advlock_pq_report *r, advlock_outcome outcome, const char *name,
+                             const char *what);
 
 /* The advisory-lock key of a name, as the library derives it. */
 int64_t bench_pq_key(const char *name);

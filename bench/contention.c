@@ -44,17 +44,6 @@
 #include "bench.h"
 #include "bench_pq.h"
 
-/* What mk/bench.mk found in the headers (1: present). */
-#ifndef BENCH_CORE_HAS_JITTER
-#define BENCH_CORE_HAS_JITTER 0
-#endif
-#ifndef BENCH_CORE_HAS_SERVER_WAIT
-#define BENCH_CORE_HAS_SERVER_WAIT 0
-#endif
-#ifndef BENCH_PQ_TAKES_OPTIONS
-#define BENCH_PQ_TAKES_OPTIONS 0
-#endif
-
 static const char lock_name[] = "bench-contention";
 
 /* ---- policies ---------------------------------------------------------------- */
@@ -73,14 +62,12 @@ static enum policy parse_policy(const char *name)
     bench_fail("--policy: reference, full-jitter or server-wait, not '%s'", name);
 }
 
-#if BENCH_PQ_TAKES_OPTIONS && BENCH_CORE_HAS_JITTER && BENCH_CORE_HAS_SERVER_WAIT
 /* Keeps the answer to each lock query, for the diagnosis of a leaked lock. */
 static void remember_result(void *last_result, const advlock_event *e)
 {
     if (e->kind == ADVLOCK_EVENT_RESULT)
         *(int *)last_result = (int)e->result;
 }
-#endif
 
 /*
  * The policy on one client's adapter, before its first acquire:
@@ -90,13 +77,9 @@ static void remember_result(void *last_result, const advlock_event *e)
  *   POLICY_SERVER_WAIT  one pg_advisory_lock per acquire, queued by the
  *                       server, cancelled at the timeout (and at the end of
  *                       a round, through advlock_pq_async_cancel()).
- * Built against headers without the options (mk/bench.mk looks), only the
- * reference can be set. Returns 1 when the policy is in force, 0 when not
- * (the run then reports the policy as pending and measures nothing).
  */
-static int apply_policy(advlock_pq_async *adapter, enum policy policy, int client, int *last_result)
+static void apply_policy(advlock_pq *adapter, enum policy policy, int client, int *last_result)
 {
-#if BENCH_PQ_TAKES_OPTIONS && BENCH_CORE_HAS_JITTER && BENCH_CORE_HAS_SERVER_WAIT
     advlock_options options;
     advlock_options_init(&options);
     options.on_event = remember_result;
@@ -107,13 +90,8 @@ static int apply_policy(advlock_pq_async *adapter, enum policy policy, int clien
     } else if (policy == POLICY_SERVER_WAIT) {
         options.wait = ADVLOCK_WAIT_SERVER;
     }
-    return advlock_pq_async_set_options(adapter, &options) == 0;
-#else
-    (void)adapter;
-    (void)client;
-    (void)last_result;
-    return policy == POLICY_REFERENCE;
-#endif
+    if (advlock_pq_set_options(adapter, &options) != 0)
+        bench_fail("client %d: the adapter refused the %s options", client, policy_names[policy]);
 }
 
 /* ---- clients ----------------------------------------------------------------- */
@@ -124,7 +102,7 @@ enum step { THINKING, ACQUIRING, HOLDING, RELEASING, STOPPED };
 
 typedef struct client {
     PGconn *conn;
-    advlock_pq_async adapter;
+    advlock_pq adapter;
     enum step step;
     int64_t step_at_ns; /* THINKING, HOLDING: when the step ends */
     int64_t acquire_start_ns;
@@ -258,9 +236,9 @@ static void start_release(int i, int64_t now_ns)
     client *c = &clients[i];
     now_stats.last_release_ns = now_ns;
     now_stats.last_holder = i;
-    if (advlock_pq_async_start_release(&c->adapter, lock_name, sizeof lock_name - 1,
-                                       advlock_pq_now_ms())
-        != 0)
+    /* What the acquire took, by the key it reported: no second hash. */
+    int64_t key = advlock_pq_async_report(&c->adapter)->lock.key;
+    if (advlock_pq_async_start_release_key(&c->adapter, key, advlock_pq_now_ms()) != 0)
         bench_fail("client %d: cannot start a release", i);
     c->step = RELEASING;
 }
@@ -287,24 +265,24 @@ static void finished(int i, int64_t now_ns, int stopping)
 {
     client *c = &clients[i];
     const advlock_pq_report *r = advlock_pq_async_report(&c->adapter);
+    advlock_outcome outcome = r->lock.outcome;
     if (c->step == ACQUIRING) {
-        if (r->outcome == ADVLOCK_ACQUIRED) {
+        if (outcome == ADVLOCK_ACQUIRED) {
             acquired(i, now_ns);
-        } else if (r->outcome == ADVLOCK_TIMED_OUT && !stopping) {
+        } else if (outcome == ADVLOCK_TIMED_OUT && !stopping) {
             check_failed_acquire(i, ADVLOCK_TIMED_OUT);
             now_stats.timeouts++;
             if (now_stats.waits < MAX_SAMPLES)
                 wait_ms[now_stats.waits++] = (double)(now_ns - c->acquire_start_ns) / 1e6;
             start_acquire(i, now_ns);
-        } else if (r->outcome == ADVLOCK_CANCELLED || r->outcome == ADVLOCK_TIMED_OUT) {
-            check_failed_acquire(i, r->outcome);
+        } else if (outcome == ADVLOCK_CANCELLED || outcome == ADVLOCK_TIMED_OUT) {
+            check_failed_acquire(i, outcome);
             c->step = STOPPED;
         } else {
-            bench_fail("client %d: acquire: %s", i, r->message);
+            bench_pq_expect_outcome(r, ADVLOCK_ACQUIRED, lock_name, "acquire");
         }
     } else if (c->step == RELEASING) {
-        if (r->outcome != ADVLOCK_RELEASED)
-            bench_fail("client %d: release: %s", i, r->message);
+        bench_pq_expect_outcome(r, ADVLOCK_RELEASED, lock_name, "release");
         c->step = stopping ? STOPPED : THINKING;
         c->step_at_ns = now_ns + think_ns;
     }
@@ -508,15 +486,7 @@ int main(int argc, char **argv)
         clients[i].conn = bench_pq_connect();
         if (advlock_pq_async_init(&clients[i].adapter, clients[i].conn) != 0)
             bench_fail("cannot bind an adapter");
-        if (!apply_policy(&clients[i].adapter, policy, i, &clients[i].last_result)) {
-            bench_note("contention, %s: not measured: built against headers where the core has "
-                       "jitter: %s, server-side waiting: %s; the nonblocking adapter takes "
-                       "options: %s (see apply_policy() in bench/contention.c)",
-                       policy_name, BENCH_CORE_HAS_JITTER ? "yes" : "no",
-                       BENCH_CORE_HAS_SERVER_WAIT ? "yes" : "no",
-                       BENCH_PQ_TAKES_OPTIONS ? "yes" : "no");
-            return 0;
-        }
+        apply_policy(&clients[i].adapter, policy, i, &clients[i].last_result);
     }
     probe = bench_pq_connect();
     bench_pq_prepare(probe);

@@ -5,15 +5,17 @@
  * C = 1, 8, 64 connections, each cycling acquire + release on a lock of its
  * own (no contention: this measures the drivers, not the lock), for a fixed
  * time per round:
- *   loop     one thread, poll(), one advlock_pq_async per connection
- *   threads  C threads, each advlock_pq_acquire/advlock_pq_release
+ *   loop     one thread, poll(), one nonblocking advlock_pq per connection
+ *   threads  C threads, each advlock_pq_acquire/advlock_pq_release_key
  * All six (2 ways x 3 sizes) are interleaved round by round; per round, the
  * client's CPU time per cycle (getrusage, all threads) and how busy the
  * whole machine was (/proc/stat), which shows who the bottleneck is.
  *
- * The same C connections serve both ways: each keeps its nonblocking
- * adapter and its blocking session (and so its prepared statements) for the
- * whole run, and is switched to blocking mode for the threads' rounds only.
+ * Both ways acquire by name and release with the key the acquire reported,
+ * as a caller who takes and gives back one lock does. The same C connections
+ * serve both ways: each keeps a nonblocking and a blocking adapter (and so
+ * its prepared statements) for the whole run, and is switched to blocking
+ * mode for the threads' rounds only.
  *
  *     event_loop_scale [--rounds 5] [--seconds 0.5]
  */
@@ -32,8 +34,8 @@ enum { MAX_CONNECTIONS = 64, SIZES = 3 };
 static const int sizes[SIZES] = {1, 8, 64};
 
 static PGconn *conns[MAX_CONNECTIONS];
-static advlock_pq_async adapters[MAX_CONNECTIONS];
-static advlock_pq_session sessions[MAX_CONNECTIONS];
+static advlock_pq adapters[MAX_CONNECTIONS]; /* nonblocking */
+static advlock_pq blocking_adapters[MAX_CONNECTIONS];
 static char names[MAX_CONNECTIONS][32];
 static double round_seconds;
 
@@ -75,12 +77,13 @@ static cpu_ticks machine_ticks(void)
 
 enum step { ACQUIRING, RELEASING, STOPPED };
 
-static void start(int i, enum step *step, int64_t now)
+/* Starts the step's operation; a release gives back the key the acquire
+ * just reported. */
+static void start(int i, enum step *step, int64_t key, int64_t now)
 {
-    int rc =
-        *step == ACQUIRING
-            ? advlock_pq_async_start_acquire(&adapters[i], names[i], strlen(names[i]), 10000, now)
-            : advlock_pq_async_start_release(&adapters[i], names[i], strlen(names[i]), now);
+    int rc = *step == ACQUIRING ? advlock_pq_async_start_acquire(&adapters[i], names[i],
+                                                                 strlen(names[i]), 10000, now)
+                                : advlock_pq_async_start_release_key(&adapters[i], key, now);
     if (rc != 0)
         bench_fail("connection %d: cannot start: %s", i, advlock_strerror(rc));
 }
@@ -91,12 +94,10 @@ static void follow(int i, enum step *step, int64_t now, int64_t end, long *cycle
     while (*step != STOPPED && !advlock_pq_async_busy(&adapters[i])) {
         const advlock_pq_report *r = advlock_pq_async_report(&adapters[i]);
         if (*step == ACQUIRING) {
-            if (r->outcome != ADVLOCK_ACQUIRED)
-                bench_fail("connection %d: acquire: %s", i, r->message);
+            bench_pq_expect_outcome(r, ADVLOCK_ACQUIRED, names[i], "acquire");
             *step = RELEASING;
         } else {
-            if (r->outcome != ADVLOCK_RELEASED)
-                bench_fail("connection %d: release: %s", i, r->message);
+            bench_pq_expect_outcome(r, ADVLOCK_RELEASED, names[i], "release");
             ++*cycles;
             if (now >= end) {
                 *step = STOPPED;
@@ -104,7 +105,7 @@ static void follow(int i, enum step *step, int64_t now, int64_t end, long *cycle
             }
             *step = ACQUIRING;
         }
-        start(i, step, now);
+        start(i, step, r->lock.key, now);
     }
 }
 
@@ -118,7 +119,7 @@ static long loop_cycles(int connections, int64_t end_ms)
     int64_t now = advlock_pq_now_ms();
     for (int i = 0; i < connections; i++) {
         steps[i] = ACQUIRING;
-        start(i, &steps[i], now);
+        start(i, &steps[i], 0, now); /* an acquire takes the name, not a key */
     }
     for (;;) {
         int n = 0;
@@ -169,16 +170,17 @@ typedef struct worker {
 static void *work(void *arg)
 {
     worker *w = arg;
-    advlock_pq_report r;
+    advlock_pq_report acquired, released;
+    advlock_pq *a = &blocking_adapters[w->index];
     const char *name = names[w->index];
     pthread_barrier_wait(w->go);
     while (!__atomic_load_n(w->stop, __ATOMIC_RELAXED)) {
-        if (advlock_pq_acquire(&sessions[w->index], name, strlen(name), 10000, &r) != 0
-            || r.outcome != ADVLOCK_ACQUIRED)
-            bench_fail("thread %d: acquire: %s", w->index, r.message);
-        if (advlock_pq_release(&sessions[w->index], name, strlen(name), &r) != 0
-            || r.outcome != ADVLOCK_RELEASED)
-            bench_fail("thread %d: release: %s", w->index, r.message);
+        if (advlock_pq_acquire(a, name, strlen(name), 10000, &acquired) != 0)
+            bench_fail("thread %d: acquire refused", w->index);
+        bench_pq_expect_outcome(&acquired, ADVLOCK_ACQUIRED, name, "thread acquire");
+        if (advlock_pq_release_key(a, acquired.lock.key, &released) != 0)
+            bench_fail("thread %d: release refused", w->index);
+        bench_pq_expect_outcome(&released, ADVLOCK_RELEASED, name, "thread release");
         w->cycles++;
     }
     return NULL;
@@ -262,7 +264,7 @@ int main(int argc, char **argv)
         conns[i] = bench_pq_connect();
         snprintf(names[i], sizeof names[i], "bench-scale-%d", i);
         if (advlock_pq_async_init(&adapters[i], conns[i]) != 0
-            || advlock_pq_session_init(&sessions[i], conns[i]) != 0)
+            || advlock_pq_init(&blocking_adapters[i], conns[i]) != 0)
             bench_fail("cannot bind the adapters");
     }
 

@@ -37,6 +37,7 @@ server=$("$ADVLOCK_PG_BIN/postgres" --version)
 note "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $server; $(openssl version 2>/dev/null || echo 'OpenSSL ?'); one connection per client over a Unix socket"
 
 if [ $smoke -eq 1 ]; then
+    step "sizes" "$dir/sizes"
     step "key derivation" "$dir/key_derivation" --rounds 1 --iterations 1000
     step "core cost" "$dir/core_cost" --iterations 100 --valgrind 0
     step "uncontended cycles" "$dir/uncontended_cycles" --rounds 1 --cycles 20
@@ -52,6 +53,7 @@ if [ $smoke -eq 1 ]; then
 fi
 
 seconds=${BENCH_CONTENTION_SECONDS:-20}
+step "sizes" "$dir/sizes"
 step "key derivation" "$dir/key_derivation"
 step "core cost (callgrind)" "$dir/core_cost"
 step "uncontended cycles" "$dir/uncontended_cycles"

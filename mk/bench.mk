@@ -20,20 +20,10 @@ BENCH_LDFLAGS := -Wl,-z,now
 BENCH_CONTENTION_SECONDS ?= 20
 
 BENCH_CORE_PROGRAMS := key_derivation core_cost
-BENCH_PQ_PROGRAMS   := uncontended_cycles event_loop_scale contention
+# sizes includes advlock_pq.h (sizeof advlock_pq) but calls nothing.
+BENCH_PQ_PROGRAMS   := uncontended_cycles event_loop_scale contention sizes
 BENCH_PROGRAMS := $(BENCH_CORE_PROGRAMS:%=$(BENCH_DIR)/%) $(BENCH_PQ_PROGRAMS:%=$(BENCH_DIR)/%) \
                   $(BENCH_DIR)/report
-
-# Issue 6 added backoff jitter and server-side waiting as options of the
-# core (advlock_options) and of the adapters (advlock_pq_async_set_options).
-# bench/contention.c sets them only where the headers it is built against
-# have them, and otherwise reports the policy as pending, so that it builds
-# against the library before and after.
-bench_header_has = $(if $(shell grep -lw '$(1)' $(2) 2>/dev/null),1,0)
-BENCH_DETECTED := \
-    -DBENCH_CORE_HAS_JITTER=$(call bench_header_has,ADVLOCK_BACKOFF_FULL_JITTER,include/advlock.h) \
-    -DBENCH_CORE_HAS_SERVER_WAIT=$(call bench_header_has,ADVLOCK_WAIT_SERVER,include/advlock.h) \
-    -DBENCH_PQ_TAKES_OPTIONS=$(call bench_header_has,advlock_pq_async_set_options,include/advlock_pq.h)
 
 DEPS_BENCH := valgrind:cmd:valgrind valgrind:cmd:callgrind_annotate
 
@@ -45,11 +35,11 @@ $(BENCH_DIR)/obj/%.o: bench/%.c bench/bench.h | deps-build
 
 $(BENCH_PQ_PROGRAMS:%=$(BENCH_DIR)/obj/%.o) $(BENCH_DIR)/obj/bench_pq.o: CPPFLAGS += $(PQ_CPPFLAGS)
 $(BENCH_PQ_PROGRAMS:%=$(BENCH_DIR)/obj/%.o) $(BENCH_DIR)/obj/bench_pq.o: | deps-pq
-$(BENCH_DIR)/obj/contention.o: CPPFLAGS += $(BENCH_DETECTED)
 
 # The two programs that run under callgrind link the library's sources
 # compiled exactly as for the libraries (LIB_CFLAGS), plus DWARF 4 debug
-# information (see BENCH_CFLAGS). The others link the libraries themselves.
+# information (see BENCH_CFLAGS). The others link the libraries themselves;
+# core_cost's fake database comes from libadvlock_fake (it is not measured).
 BENCH_LIB_CORE_OBJ := $(CORE_SRC:%.c=$(BENCH_DIR)/lib/%.o)
 BENCH_LIB_PQ_OBJ   := $(patsubst %.c,$(BENCH_DIR)/lib/%.o,$(wildcard src/adapters/libpq/*.c))
 
@@ -64,12 +54,13 @@ $(BENCH_DIR)/key_derivation: $(BENCH_DIR)/obj/key_derivation.o $(BENCH_DIR)/obj/
         $(BUILD)/libadvlock.a
 	$(CC) -o $@ $^ $(CORE_LIBS) -lm
 
-$(BENCH_DIR)/core_cost: $(BENCH_DIR)/obj/core_cost.o $(BENCH_DIR)/obj/bench.o $(BENCH_LIB_CORE_OBJ)
+$(BENCH_DIR)/core_cost: $(BENCH_DIR)/obj/core_cost.o $(BENCH_DIR)/obj/bench.o $(BENCH_LIB_CORE_OBJ) \
+        $(BUILD)/libadvlock_fake.a
 	$(CC) $(BENCH_LDFLAGS) -o $@ $^ $(CORE_LIBS) -lm
 
 $(BENCH_DIR)/uncontended_cycles: $(BENCH_DIR)/obj/uncontended_cycles.o \
         $(BENCH_DIR)/obj/bench_pq.o $(BENCH_DIR)/obj/bench.o $(BENCH_LIB_PQ_OBJ) \
-        $(filter $(BENCH_DIR)/lib/src/core/%,$(BENCH_LIB_CORE_OBJ))
+        $(BENCH_LIB_CORE_OBJ)
 	$(CC) $(BENCH_LDFLAGS) -o $@ $^ $(PQ_LIBS) $(CORE_LIBS) -lm
 
 $(BENCH_DIR)/event_loop_scale $(BENCH_DIR)/contention: $(BENCH_DIR)/%: $(BENCH_DIR)/obj/%.o \
@@ -77,7 +68,7 @@ $(BENCH_DIR)/event_loop_scale $(BENCH_DIR)/contention: $(BENCH_DIR)/%: $(BENCH_D
         $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a
 	$(CC) -o $@ $^ $(PQ_LIBS) $(CORE_LIBS) -lm
 
-$(BENCH_DIR)/report: $(BENCH_DIR)/obj/report.o $(BENCH_DIR)/obj/bench.o
+$(BENCH_DIR)/report $(BENCH_DIR)/sizes: $(BENCH_DIR)/%: $(BENCH_DIR)/obj/%.o $(BENCH_DIR)/obj/bench.o
 	$(CC) -o $@ $^ -lm
 
 bench-programs: $(BENCH_PROGRAMS)

@@ -6,8 +6,10 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 $(CLI_OBJ): CPPFLAGS += $(PQ_CPPFLAGS)
 $(CLI_OBJ): | deps-pq
 
-$(BUILD)/advlock: $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a
-	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a $(PQ_LIBS) $(CORE_LIBS)
+# simulate runs the fake database and simulator (libadvlock_fake).
+$(BUILD)/advlock: $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock.a
+	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock.a \
+	    $(PQ_LIBS) $(CORE_LIBS)
 
 all: $(BUILD)/advlock
 

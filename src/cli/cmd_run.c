@@ -1,16 +1,16 @@
 /*
  * advlock run: flock(1) for PostgreSQL. Takes the lock on its own session,
  * runs the command while holding it, releases, and exits with the command's
- * status. The wait and the release go through the nonblocking adapter so the
- * one loop below can also watch for signals and, while the command runs, for
- * the server closing the session (which drops the lock).
+ * status. The wait and the release go through the nonblocking adapter, and
+ * every wait is the adapter's (advlock_pq_wait) with a signal self-pipe
+ * beside its socket, so signals are seen at once and, while the command
+ * runs, so is the server closing the session (which drops the lock).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +104,7 @@ static void on_lock_event(void *user, const advlock_event *e)
 {
     progress *p = user;
     if (e->kind == ADVLOCK_EVENT_ATTEMPT) {
-        p->attempt = e->attempt;
+        p->attempt = e->report->attempts;
         p->retry_at_ms = 0;
     } else if (e->kind == ADVLOCK_EVENT_SLEEP) {
         p->retry_at_ms = e->now_ms + e->sleep_ms;
@@ -137,45 +137,24 @@ static void clear_progress(void)
 /* ---- one lock operation, driven to its end -------------------------------- */
 
 /* Runs the adapter's operation to its end, cancelling an acquire if a
- * forwarded signal arrives; returns that signal's number, or 0. */
-static int drive(advlock_pq_async *a, const run_options *o, const progress *shown)
+ * forwarded signal arrives; returns that signal's number, or 0. The waiting
+ * is the adapter's own (advlock_pq_wait), with the signal pipe beside it. */
+static int drive(advlock_pq *a, const run_options *o, const progress *shown)
 {
     int64_t started = advlock_pq_now_ms();
     int interrupted = 0;
     while (advlock_pq_async_busy(a)) {
-        struct pollfd fds[2] = {{.fd = signal_pipe[0], .events = POLLIN}, {.fd = -1}};
-        unsigned wants = advlock_pq_async_wants(a);
-        if (wants != 0) {
-            fds[1].fd = advlock_pq_async_socket(a);
-            fds[1].events = (short)(((wants & ADVLOCK_PQ_READ) ? POLLIN : 0)
-                                    | ((wants & ADVLOCK_PQ_WRITE) ? POLLOUT : 0));
-        }
-        int64_t at, now = advlock_pq_now_ms();
-        int timeout = -1;
-        if (advlock_pq_async_deadline(a, &at))
-            timeout = at <= now ? 0 : at - now > 1000 ? 1000 : (int)(at - now);
-        if (shown != NULL) {
-            show_progress(o, shown, started, now);
-            if (timeout < 0 || timeout > 100)
-                timeout = 100; /* keep the elapsed time ticking */
-        }
-
-        if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+        if (shown != NULL)
+            show_progress(o, shown, started, advlock_pq_now_ms());
+        /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
+        if (advlock_pq_wait(a, signal_pipe[0], shown != NULL ? 100 : -1) < 0)
             break;
-        int sent_to_us;
-        int sig;
+        int sent_to_us, sig;
         while ((sig = next_signal(&sent_to_us)) != 0)
             if (sig != SIGCHLD && !interrupted) {
                 interrupted = sig;
                 advlock_pq_async_cancel(a, advlock_pq_now_ms());
             }
-        unsigned ready = 0;
-        if (fds[1].revents & (POLLIN | POLLERR | POLLHUP))
-            ready |= ADVLOCK_PQ_READ;
-        if (fds[1].revents & POLLOUT)
-            ready |= ADVLOCK_PQ_WRITE;
-        if (advlock_pq_async_busy(a))
-            advlock_pq_async_process(a, ready, advlock_pq_now_ms());
     }
     if (shown != NULL)
         clear_progress();
@@ -199,7 +178,7 @@ static pid_t start_command(char **command)
 /* Waits for the command, forwarding signals, while the adapter watches the
  * session that holds the lock. Returns the command's wait status; *lost says
  * whether the lock was lost meanwhile. */
-static int supervise(pid_t child, advlock_pq_async *a, const run_options *o, int *lost)
+static int supervise(pid_t child, advlock_pq *a, const run_options *o, int *lost)
 {
     *lost = 0;
     for (;;) {
@@ -210,19 +189,15 @@ static int supervise(pid_t child, advlock_pq_async *a, const run_options *o, int
         if (done < 0 && errno != EINTR)
             return -1;
 
-        unsigned wants = *lost ? 0 : advlock_pq_async_wants(a);
-        struct pollfd fds[2] = {{.fd = signal_pipe[0], .events = POLLIN},
-                                {.fd = wants ? advlock_pq_async_socket(a) : -1, .events = POLLIN}};
-        if (poll(fds, 2, -1) < 0 && errno != EINTR)
+        /* SIGCHLD comes through the pipe too, so the command's end wakes
+         * this wait; once the lock is lost, the pipe is all it waits for. */
+        if (advlock_pq_wait(a, signal_pipe[0], -1) < 0)
             return -1;
         int sent_to_us, sig;
         while ((sig = next_signal(&sent_to_us)) != 0)
             if (sig != SIGCHLD && sent_to_us)
                 kill(child, sig);
-        if (fds[1].revents == 0)
-            continue;
-        advlock_pq_async_process(a, ADVLOCK_PQ_READ, advlock_pq_now_ms());
-        if (advlock_pq_async_lost(a)) {
+        if (!*lost && advlock_pq_async_lost(a)) {
             *lost = 1;
             cli_error("connection to the server lost while the command ran: lock '%s' is no "
                       "longer held%s",
@@ -376,26 +351,26 @@ static int parse_run_options(int argc, char **argv, run_options *o)
 
 /* ---- the whole run -------------------------------------------------------------- */
 
-static int report_failure(const advlock_pq_report *r)
+/* An operation's outcome in the core's words (the reference's sentences). */
+static const char *describe(const advlock_pq_report *r, const char *key, char *buf, size_t size)
 {
-    if (r->outcome == ADVLOCK_TIMED_OUT) {
-        cli_error("%s", r->message);
-        return -1;
-    }
-    cli_error("%s", r->message[0] ? r->message : advlock_strerror(r->error));
-    return EXIT_LOCK_ERROR;
+    if (advlock_pq_describe(r, key, strlen(key), buf, size) <= 0)
+        return advlock_strerror(r->lock.failure);
+    return buf;
 }
 
-static int release(advlock_pq_async *a, const run_options *o)
+/* Releases what the acquire took, by its key: no second hash. */
+static int release(advlock_pq *a, const run_options *o, int64_t key)
 {
-    if (advlock_pq_async_start_release(a, o->key, strlen(o->key), advlock_pq_now_ms()) != 0) {
+    if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) != 0) {
         cli_error("could not release lock '%s'; closing the session releases it", o->key);
         return -1;
     }
     drive(a, o, NULL);
     const advlock_pq_report *r = advlock_pq_async_report(a);
-    if (r->outcome != ADVLOCK_RELEASED) {
-        cli_error("releasing lock '%s': %s", o->key, r->message);
+    if (r->lock.outcome != ADVLOCK_RELEASED) {
+        char message[ADVLOCK_MESSAGE_MAX];
+        cli_error("releasing lock '%s': %s", o->key, describe(r, o->key, message, sizeof message));
         return -1;
     }
     return 0;
@@ -420,48 +395,49 @@ int cmd_run(int argc, char **argv)
     if (conn == NULL)
         return EXIT_NO_SERVER;
 
-    static advlock_pq_async a; /* a few kilobytes: off the stack */
+    advlock_pq a;
     progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
     o.lock.on_event = on_lock_event;
     o.lock.event_user = &shown;
     /* Jitter needs randomness that differs between the runs racing for a
      * lock; the time and pid are enough to break their lockstep. */
     o.lock.jitter_seed = (uint64_t)advlock_pq_now_ms() * 1000003u ^ (uint64_t)getpid();
-    int exit_code;
-    if (advlock_pq_async_init(&a, conn) != 0 || advlock_pq_async_set_options(&a, &o.lock) != 0
-        || advlock_pq_async_start_acquire(&a, o.key, strlen(o.key), o.timeout_ms,
-                                          advlock_pq_now_ms())
+    if ((rc = advlock_pq_async_init(&a, conn)) != 0
+        || (rc = advlock_pq_set_options(&a, &o.lock)) != 0
+        || (rc = advlock_pq_async_start_acquire_key(&a, key, o.timeout_ms, advlock_pq_now_ms()))
                != 0) {
-        cli_error("cannot start acquiring '%s': %s", o.key, PQerrorMessage(conn));
+        cli_error("cannot start acquiring '%s': %s: %s", o.key, advlock_strerror(rc),
+                  PQerrorMessage(conn));
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
     int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL);
     const advlock_pq_report *r = advlock_pq_async_report(&a);
-    if (r->outcome == ADVLOCK_CANCELLED) {
+    if (r->lock.outcome == ADVLOCK_CANCELLED) {
         PQfinish(conn);
         return 128 + interrupted;
     }
-    if (r->outcome != ADVLOCK_ACQUIRED) {
-        exit_code = report_failure(r);
+    if (r->lock.outcome != ADVLOCK_ACQUIRED) {
+        char message[ADVLOCK_MESSAGE_MAX];
+        cli_error("%s", describe(r, o.key, message, sizeof message));
         PQfinish(conn);
-        return exit_code < 0 ? o.conflict_exit_code : exit_code;
+        return r->lock.outcome == ADVLOCK_TIMED_OUT ? o.conflict_exit_code : EXIT_LOCK_ERROR;
     }
 
     pid_t child = start_command(o.command);
     if (child < 0) {
         cli_error("cannot start '%s': %s", o.command[0], strerror(errno));
-        release(&a, &o);
+        release(&a, &o, key);
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
     int lost;
     int status = supervise(child, &a, &o, &lost);
-    exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
+    int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (lost)
         exit_code = EXIT_LOCK_ERROR;
     else
-        release(&a, &o);
+        release(&a, &o, key);
     PQfinish(conn);
     return exit_code;
 }

@@ -1,7 +1,8 @@
 /*
  * advlock status: is a lock free, and if not, who holds it and who waits.
- * Reads pg_locks joined with pg_stat_activity for the current database
- * (advisory locks are per database).
+ * Runs the core's own holders statement (ADVLOCK_SQL_HOLDERS, the one that
+ * `run --diagnose` runs), so the two can never disagree about a holder. That
+ * statement needs PostgreSQL 14 or later (pg_locks.waitstart).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -12,22 +13,19 @@
 #include "advlock.h"
 #include "cli.h"
 
-/* PostgreSQL does not record when a lock was granted. For an idle holder
- * the end of its last statement (state_change) is the moment advlock's
- * try-lock succeeded; for a session that ran statements since, it is a lower
- * bound. Waiters have had waitstart since PostgreSQL 14. */
-#define HOLDERS_SQL(waitstart)                                                                 \
-    "SELECT l.granted, l.mode, l.pid, coalesce(a.application_name, ''),"                       \
-    "       coalesce(host(a.client_addr), CASE WHEN a.pid IS NULL THEN '' ELSE 'local' END),"  \
-    "       coalesce(a.state, ''),"                                                            \
-    "       coalesce(to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ'), ''),"               \
-    "       coalesce(floor(extract(epoch FROM now() - CASE WHEN l.granted THEN a.state_change" \
-    "                                                    ELSE " waitstart " END))::bigint, 0)" \
-    "  FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"                          \
-    " WHERE l.locktype = 'advisory' AND l.objsubid = 1"                                        \
-    "   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"     \
-    "   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint"                        \
-    " ORDER BY l.granted DESC, l.pid"
+/* The statement's columns, in the order advlock_sql_answer() documents. */
+enum {
+    COL_PID,
+    COL_GRANTED,
+    COL_MODE,
+    COL_APPLICATION,
+    COL_CLIENT,
+    COL_STATE,
+    COL_START,
+    COL_SECONDS
+};
+
+enum { INT8_OID = 20 };
 
 static void format_duration(long long seconds, char *buf, size_t size)
 {
@@ -36,8 +34,31 @@ static void format_duration(long long seconds, char *buf, size_t size)
     snprintf(buf, size, "%lld:%02lld:%02lld", seconds / 3600, seconds / 60 % 60, seconds % 60);
 }
 
-/* Prints one key's holders and waiters; returns 1 if held, 0 if free, -1 on error. */
-static int show_key(PGconn *conn, const char *sql, const char *name)
+/* Runs the holders statement for key, its parameter a binary int8 as the
+ * adapters send it; rows come back as text. */
+static PGresult *query_holders(PGconn *conn, int64_t key)
+{
+    char param[8];
+    uint64_t v = (uint64_t)key;
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        param[i] = (char)(v & 0xFF);
+    const Oid types[] = {INT8_OID};
+    const char *values[] = {param};
+    const int lengths[] = {sizeof param}, formats[] = {1};
+    return PQexecParams(conn, advlock_sql_text(ADVLOCK_SQL_HOLDERS), 1, types, values, lengths,
+                        formats, 0);
+}
+
+/* An empty column as "?": the session has left pg_stat_activity. */
+static const char *or_unknown(const PGresult *res, int row, int col)
+{
+    const char *v = PQgetvalue(res, row, col);
+    return v[0] != '\0' ? v : "?";
+}
+
+/* Prints one key's holders and waiters; returns 1 if held, 0 if free, -1 on
+ * a failed query, -2 for a name that is not a lock name. */
+static int show_key(PGconn *conn, const char *name)
 {
     int64_t key;
     int rc = advlock_derive_key(name, strlen(name), &key);
@@ -45,32 +66,31 @@ static int show_key(PGconn *conn, const char *sql, const char *name)
         cli_error("'%s': %s", name, advlock_strerror(rc));
         return -2;
     }
-    char key_text[24];
-    snprintf(key_text, sizeof key_text, "%" PRId64, key);
-    const char *params[] = {key_text};
-    PGresult *res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+    PGresult *res = query_holders(conn, key);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         cli_error("status of '%s': %s", name, PQerrorMessage(conn));
         PQclear(res);
         return -1;
     }
     int rows = PQntuples(res);
-    int held = rows > 0 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-    printf("%s\t%s\tkey %s\n", name,
+    /* Holders come first (ORDER BY granted DESC). */
+    int held = rows > 0 && strcmp(PQgetvalue(res, 0, COL_GRANTED), "t") == 0;
+    printf("%s\t%s\tkey %" PRId64 "\n", name,
            held       ? "held"
            : rows > 0 ? "free, with waiters"
                       : "free",
-           key_text);
+           key);
     for (int i = 0; i < rows; i++) {
-        int granted = strcmp(PQgetvalue(res, i, 0), "t") == 0;
+        int granted = strcmp(PQgetvalue(res, i, COL_GRANTED), "t") == 0;
         char duration[32];
-        format_duration(strtoll(PQgetvalue(res, i, 7), NULL, 10), duration, sizeof duration);
+        format_duration(strtoll(PQgetvalue(res, i, COL_SECONDS), NULL, 10), duration,
+                        sizeof duration);
         printf("  %s\tpid %s\tmode %s\tapplication '%s'\tclient %s\tstate %s\t"
                "backend start %s\t%s %s\n",
-               granted ? "holder" : "waiter", PQgetvalue(res, i, 2), PQgetvalue(res, i, 1),
-               PQgetvalue(res, i, 3), PQgetvalue(res, i, 4)[0] ? PQgetvalue(res, i, 4) : "?",
-               PQgetvalue(res, i, 5)[0] ? PQgetvalue(res, i, 5) : "?", PQgetvalue(res, i, 6),
-               granted ? "held for" : "waiting for", duration);
+               granted ? "holder" : "waiter", PQgetvalue(res, i, COL_PID),
+               PQgetvalue(res, i, COL_MODE), PQgetvalue(res, i, COL_APPLICATION),
+               or_unknown(res, i, COL_CLIENT), or_unknown(res, i, COL_STATE),
+               PQgetvalue(res, i, COL_START), granted ? "held for" : "waiting for", duration);
     }
     PQclear(res);
     return held;
@@ -80,7 +100,8 @@ static void usage(FILE *to)
 {
     fputs("usage: advlock status [-d CONNINFO] KEY...\n"
           "  For each key: free or held, and every holder and waiter (pid, application,\n"
-          "  client, state, backend start, how long). Exit 0 if all free, 1 if any held.\n",
+          "  client, state, backend start, how long). Exit 0 if all free, 1 if any held.\n"
+          "  Needs PostgreSQL 14 or later.\n",
           to);
 }
 
@@ -108,11 +129,9 @@ int cmd_status(int argc, char **argv)
     if (conn == NULL)
         return EXIT_NO_SERVER;
 
-    const char *sql = PQserverVersion(conn) >= 140000 ? HOLDERS_SQL("l.waitstart")
-                                                      : HOLDERS_SQL("NULL::timestamptz");
     int any_held = 0, failed = 0, bad_key = 0;
     for (int i = optind; i < argc; i++) {
-        int held = show_key(conn, sql, argv[i]);
+        int held = show_key(conn, argv[i]);
         if (held == -2)
             bad_key = 1;
         else if (held < 0)

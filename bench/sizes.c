@@ -1,0 +1,31 @@
+/*
+ * Question 6: how much memory does a lock cost its caller? The lock machine
+ * and the nonblocking adapter live in the caller's memory, one per lock in
+ * flight, so their sizes are what ten thousand locks in one process cost.
+ * Issue 13's goals: a machine of at most 256 bytes (it was 1,848 when it
+ * kept its messages) and an adapter of at most 1 KB (5,136). The report a
+ * blocking call fills is shown beside them; it lives only as long as the
+ * caller keeps it.
+ *
+ *     sizes
+ */
+#include <math.h>
+
+#include "advlock_pq.h"
+#include "bench.h"
+
+static void emit_size(const char *name, size_t size, const char *goal, size_t most)
+{
+    bench_emit(&(bench_figure){name, (double)size, "bytes", NULL, NAN, goal,
+                               goal != NULL ? size <= most : -1});
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const options[] = {NULL};
+    bench_check_options(argc, argv, options);
+    emit_size("sizeof_advlock_machine", sizeof(advlock_machine), "<= 256", 256);
+    emit_size("sizeof_advlock_pq", sizeof(advlock_pq), "<= 1024", 1024);
+    emit_size("sizeof_advlock_pq_report", sizeof(advlock_pq_report), NULL, 0);
+    return 0;
+}
