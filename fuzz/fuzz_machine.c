@@ -63,6 +63,8 @@ typedef struct model {
     int done_seen;
     int reentrant_wait;     /* a server-side wait for a lock the session holds */
     int64_t expected_sleep; /* reference schedule */
+    char name[16];          /* the name of the operation under way */
+    size_t name_len;
 } model;
 
 static void check_unchanged_on_error(const advlock_machine *before, const advlock_machine *after,
@@ -77,25 +79,35 @@ static void on_done(model *s)
     advlock_action a = advlock_next_action(&s->m);
     CHECK(!s->done_seen);
     s->done_seen = 1;
-    switch (a.outcome) {
+    const advlock_report *r = a.report;
+    CHECK(r != NULL && r->key == s->key);
+    switch (r->outcome) {
     case ADVLOCK_ACQUIRED:
         CHECK(s->acquiring && s->granted_in_op);
         s->caller_holds++;
         break;
     case ADVLOCK_RELEASED: s->caller_holds = s->caller_holds > 0 ? s->caller_holds - 1 : 0; break;
     case ADVLOCK_FAILED:
-        if (strstr(a.message, "may still be held") != NULL)
+        CHECK(r->failure == ADVLOCK_ENULL || r->failure == ADVLOCK_ESERVER
+              || r->failure == ADVLOCK_ECONNLOST);
+        if (r->detail >= ADVLOCK_DETAIL_UNDO_CANCELLED
+            && r->detail <= ADVLOCK_DETAIL_UNDO_AFTER_57014)
             s->in_doubt = 1;
         break;
     case ADVLOCK_ENDS_WITH_TRANSACTION: CHECK(s->options.scope == ADVLOCK_TRANSACTION); break;
     default: break;
     }
-    CHECK(a.message != NULL && a.sqlstate != NULL);
+    CHECK(r->outcome == ADVLOCK_FAILED || (r->failure == 0 && r->sqlstate[0] == '\0'));
+    /* Every report renders, whole, as one valid UTF-8 string (the names
+     * the model starts with are bytes: only valid ones get this far). */
+    char text[ADVLOCK_MESSAGE_MAX];
+    int n = advlock_describe(r, s->name, s->name_len, "server words", text, sizeof text);
+    CHECK(n >= 0 && (size_t)n == strlen(text) && advlock_utf8_valid(text, (size_t)n));
     /* Documented limit (advlock.h, ADVLOCK_WAIT_SERVER): the unlock after a
      * 57014 cannot tell a grant the cancel hid from a hold the session had
      * before, so a re-entrant server-side wait that does not succeed may
      * give back the older hold. */
-    if (s->reentrant_wait && a.outcome != ADVLOCK_ACQUIRED)
+    if (s->reentrant_wait && r->outcome != ADVLOCK_ACQUIRED)
         s->in_doubt = 1;
     /* The core of it: an acquire that did not succeed leaves nothing behind. */
     if (!s->in_doubt && s->options.scope == ADVLOCK_SESSION)
@@ -176,14 +188,24 @@ static void start(model *s, input *in, int acquire)
     for (size_t i = 0; i < len; i++)
         key[i] = (char)byte(in);
     int64_t timeout = number(in);
+    int by_key = byte(in) & 1;
+    int64_t k = 0;
+    if (by_key && advlock_derive_key(key, len, &k) != 0)
+        by_key = 0; /* let the named start refuse the name */
     advlock_machine before = s->m;
-    int rc = acquire ? advlock_start_acquire(&s->m, key, len, timeout, s->now)
-                     : advlock_start_release(&s->m, key, len, s->now);
+    int rc;
+    if (acquire)
+        rc = by_key ? advlock_start_acquire_key(&s->m, k, timeout, s->now)
+                    : advlock_start_acquire(&s->m, key, len, timeout, s->now);
+    else
+        rc = by_key ? advlock_start_release_key(&s->m, k, s->now)
+                    : advlock_start_release(&s->m, key, len, s->now);
     check_unchanged_on_error(&before, &s->m, rc);
     if (rc != 0)
         return;
-    int64_t k;
     CHECK(advlock_derive_key(key, len, &k) == 0);
+    memcpy(s->name, key, len);
+    s->name_len = len;
     if (k != s->key) { /* another lock: the model follows one key at a time */
         s->key = k;
         s->server_holds = s->caller_holds = 0;
