@@ -222,14 +222,15 @@ typedef struct advlock_pq_report {
      * time, holder facts. A call refused before anything was sent gives
      * outcome FAILED with failure 0 (the call's error is its return value). */
     advlock_report lock;
-    /* FAILED: the first line of the server's or libpq's words about the
-     * failure ("terminating connection due to administrator command"), or "". */
+    /* FAILED (and TIMED_OUT with ADVLOCK_DETAIL_DIAGNOSIS_FAILED): the first
+     * line of the server's or libpq's words about the failure ("terminating
+     * connection due to administrator command"), or "". */
     char server_message[ADVLOCK_PQ_TEXT_MAX];
 
     /* Server notices diverted during the operation (see "Server notices"). */
-    unsigned notices;                     /* how many arrived */
-    char notice_sqlstate[6];              /* the last one's SQLSTATE ("01000"), or "" */
-    char notice[ADVLOCK_PQ_TEXT_MAX];     /* the last one's primary message, or "" */
+    unsigned notices;                 /* how many arrived */
+    char notice_sqlstate[6];          /* the last one's SQLSTATE ("01000"), or "" */
+    char notice[ADVLOCK_PQ_TEXT_MAX]; /* the last one's primary message, or "" */
 } advlock_pq_report;
 
 /*
@@ -262,17 +263,20 @@ ADVLOCK_API const char *advlock_pq_statement_name(advlock_sql sql);
 /*
  * Private to the adapter (declared here only so that it can live in the
  * caller's memory): one of the machine's queries on its way through libpq,
- * which form it is sent in, and what its results said so far.
+ * which form it is sent in, and what its results said so far. Its words
+ * stay in libpq's result until the answer is final; only then are they
+ * copied, once, into the report's server_message.
  */
 typedef struct advlock_pq_query_ {
-    int sql_;
-    int form_;
-    int reprepared_;
-    int answered_;
-    int status_;
-    int result_;
+    uint8_t sql_;
+    uint8_t form_;
+    uint8_t reprepared_;
+    uint8_t answered_;
+    uint8_t status_;
+    uint8_t result_;
+    uint8_t unexpected_;
     char sqlstate_[6];
-    PGresult *rows_; /* a holders query's rows, from arrival until fed */
+    PGresult *kept_; /* the result that says the answer, from arrival until fed */
 } advlock_pq_query_;
 
 /*
@@ -550,6 +554,43 @@ ADVLOCK_API const advlock_pq_report *advlock_pq_async_report(const advlock_pq *a
  * the machine.
  */
 ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq *a);
+
+/* ---- waiting without an event loop -------------------------------------- */
+
+/*
+ * One turn of a poll() loop for one adapter, for programs without an event
+ * loop of their own: waits once for what the adapter waits for, then lets
+ * it process what came. The blocking calls are exactly
+ *     while (advlock_pq_async_busy(a)) advlock_pq_wait(a, -1, -1);
+ * and a program that must also react to signals (advlock run) passes the
+ * read end of a self-pipe its handlers write to as extra_fd, then cancels
+ * or forwards as it sees fit before the next turn.
+ *
+ * The wait is one poll() on the adapter's socket for the readiness it wants
+ * (advlock_pq_async_wants()) and on extra_fd for input, up to the adapter's
+ * deadline (advlock_pq_async_deadline()) and no longer than max_wait_ms. It
+ * ends at the first of these or at a signal (EINTR). Then, if the socket
+ * showed readiness or the deadline has come, advlock_pq_async_process()
+ * runs with what was seen; otherwise nothing else happens. Times are read
+ * from advlock_pq_now_ms(), so an adapter waited on this way must be driven
+ * with that clock throughout.
+ *
+ * a: an adapter, busy, watching a held lock, or neither; one with nothing
+ *     to wait for (idle, ended without a lock, lost) waits only for
+ *     extra_fd and max_wait_ms, and returns at once without either. A busy
+ *     adapter whose socket libpq has closed is processed at once (libpq then
+ *     says why: the operation ends FAILED).
+ * extra_fd: a descriptor to wake for when it is readable (or has an error or
+ *     hang-up), or -1. It is polled only, never read.
+ * max_wait_ms: the longest wait in milliseconds (0: only look), or -1 for no
+ *     limit but the adapter's own deadline (a progress display that must
+ *     tick passes its interval).
+ *
+ * Returns 1 if extra_fd is readable, else 0 (the adapter may or may not
+ * have moved on: ask it), or ADVLOCK_EINVAL (a NULL) or ADVLOCK_EMISUSE (a
+ * unbound).
+ */
+ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
 
 #ifdef __cplusplus
 }

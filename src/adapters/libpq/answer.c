@@ -8,6 +8,11 @@
  * a broken connection, or no result at all, becomes CONNECTION_LOST. Written
  * once, for both adapters. Results are read in binary format only, so no
  * locale or text format is involved.
+ *
+ * Words are not copied while results arrive: the result that says the
+ * answer is kept, and only a final failure's words are written, once, into
+ * the report (a failed PREPARE that the unnamed form replaces never costs a
+ * copy, and never hides the words of an earlier failure).
  */
 #include "pq.h"
 
@@ -17,27 +22,42 @@
 
 enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 2278, BINARY = 1 };
 
+/* Why a result that came is not the answer its statement gives; the words
+ * saying so are written only if it is the final answer. */
+enum unexpected {
+    EXPECTED = 0,      /* the kept result's own words, if any, say it */
+    UNEXPECTED_STATUS, /* a status no statement of ours answers */
+    UNEXPECTED_SHAPE,  /* other rows or columns than the statement returns */
+    UNEXPECTED_BOOLEAN /* a boolean that is neither true nor false */
+};
+
 void advlock_pq_answer_clear(advlock_pq_query_ *q)
 {
     q->answered_ = 0;
     q->status_ = PGRES_EMPTY_QUERY;
     q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
+    q->unexpected_ = EXPECTED;
     q->sqlstate_[0] = '\0';
-    q->message_[0] = '\0';
-    PQclear(q->rows_); /* PQclear(NULL) does nothing */
-    q->rows_ = NULL;
+    PQclear(q->kept_); /* PQclear(NULL) does nothing */
+    q->kept_ = NULL;
 }
 
 void advlock_pq_copy_line(char *out, size_t size, const char *text)
 {
+    static const char ellipsis[] = "...";
     size_t n = text != NULL ? strcspn(text, "\n") : 0;
-    if (n >= size) {
-        n = size - 1;
+    int cut = n >= size;
+    if (cut) {
+        n = size - sizeof ellipsis;
         while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
             n--;
     }
     if (n > 0)
         memcpy(out, text, n);
+    if (cut) {
+        memcpy(out + n, ellipsis, sizeof ellipsis);
+        return;
+    }
     out[n] = '\0';
 }
 
@@ -54,37 +74,52 @@ static void keep_sqlstate(advlock_pq_query_ *q, const PGresult *res)
  * fields), the first line of the connection's error text, which begins with
  * the server's last words when it sent any ("FATAL:  terminating connection
  * due to administrator command"), then libpq's view of it. */
-static void keep_error_message(advlock_pq_query_ *q, PGconn *conn, const PGresult *res)
+static void write_error_words(char *out, size_t size, PGconn *conn, const PGresult *res)
 {
     const char *text = res != NULL ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     if (text == NULL && PQerrorMessage(conn)[0] != '\0')
         text = PQerrorMessage(conn);
     if (text == NULL && res != NULL)
         text = PQresultErrorMessage(res);
-    advlock_pq_copy_line(q->message_, sizeof q->message_, text);
+    advlock_pq_copy_line(out, size, text);
 }
 
-static void unexpected(advlock_pq_query_ *q, const char *what)
+/* What came instead of the answer, in words. */
+static void write_unexpected_words(char *out, size_t size, const advlock_pq_query_ *q)
+{
+    const PGresult *res = q->kept_;
+    switch (q->unexpected_) {
+    case UNEXPECTED_STATUS:
+        snprintf(out, size, "unexpected result: %s", PQresStatus((ExecStatusType)q->status_));
+        break;
+    case UNEXPECTED_SHAPE:
+        snprintf(out, size,
+                 "unexpected result: %d rows, %d columns, first of type OID %u (format %d)",
+                 PQntuples(res), PQnfields(res), PQnfields(res) > 0 ? PQftype(res, 0) : 0,
+                 PQnfields(res) > 0 ? PQfformat(res, 0) : -1);
+        break;
+    default:
+        snprintf(out, size, "unexpected result: a boolean that is neither true nor false");
+        break;
+    }
+}
+
+static void unexpected(advlock_pq_query_ *q, enum unexpected why)
 {
     q->result_ = ADVLOCK_RESULT_SERVER_ERROR;
-    snprintf(q->message_, sizeof q->message_, "unexpected result: %s", what);
+    q->unexpected_ = (uint8_t)why;
 }
 
 /* Checks that a result has the rows and binary columns a statement returns
- * (rows < 0: any number); otherwise the answer says what came instead. */
+ * (rows < 0: any number); otherwise the answer is that something else came. */
 static int has_shape(advlock_pq_query_ *q, const PGresult *res, int rows, const Oid *types,
                      int ncolumns)
 {
     int ok = (rows < 0 || PQntuples(res) == rows) && PQnfields(res) == ncolumns;
     for (int i = 0; ok && i < ncolumns; i++)
         ok = PQftype(res, i) == types[i] && PQfformat(res, i) == BINARY;
-    if (!ok) {
-        char shape[96];
-        snprintf(shape, sizeof shape, "%d rows, %d columns, first of type OID %u (format %d)",
-                 PQntuples(res), PQnfields(res), PQnfields(res) > 0 ? PQftype(res, 0) : 0,
-                 PQnfields(res) > 0 ? PQfformat(res, 0) : -1);
-        unexpected(q, shape);
-    }
+    if (!ok)
+        unexpected(q, UNEXPECTED_SHAPE);
     return ok;
 }
 
@@ -102,7 +137,7 @@ static void read_boolean(advlock_pq_query_ *q, const PGresult *res)
     if (PQgetlength(res, 0, 0) == 1 && (value[0] == 0 || value[0] == 1))
         q->result_ = value[0] == 1 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
     else
-        unexpected(q, "a boolean that is neither true nor false");
+        unexpected(q, UNEXPECTED_BOOLEAN);
 }
 
 /* One row, one void column: the function returned, so the lock is held.
@@ -119,20 +154,25 @@ static const Oid holder_types[] = {INT4_OID, BOOL_OID, TEXT_OID, TEXT_OID,
                                    TEXT_OID, TEXT_OID, TEXT_OID, INT8_OID};
 enum { HOLDER_COLUMNS = sizeof holder_types / sizeof holder_types[0] };
 
-/* Any number of rows: the result is kept (its values are the holders'
- * strings) until the answer is fed to the machine. */
-static int read_holders(advlock_pq_query_ *q, PGresult *res)
+/* Any number of rows: the kept result's values are the holders' strings,
+ * fed to the machine with the answer. */
+static void read_holders(advlock_pq_query_ *q, const PGresult *res)
 {
-    if (!has_shape(q, res, -1, holder_types, HOLDER_COLUMNS))
-        return 0;
-    q->result_ = ADVLOCK_RESULT_TRUE; /* rows are in q->rows_ */
-    q->rows_ = res;
-    return 1;
+    if (has_shape(q, res, -1, holder_types, HOLDER_COLUMNS))
+        q->result_ = ADVLOCK_RESULT_TRUE;
 }
 
 static int is_failure(int result)
 {
     return result == ADVLOCK_RESULT_SERVER_ERROR || result == ADVLOCK_RESULT_CONNECTION_LOST;
+}
+
+/* The connection broke: that, in libpq's or the server's words, is the
+ * answer, whatever came before it. */
+static void connection_lost(advlock_pq_query_ *q)
+{
+    q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
+    q->unexpected_ = EXPECTED;
 }
 
 /* Reads res into q; returns 1 if q keeps it. */
@@ -144,16 +184,16 @@ static int read_result(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
      * connection", which adds only that the connection is gone. */
     if (q->answered_ && is_failure(q->result_)) {
         if (lost)
-            q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
+            connection_lost(q);
         return 0;
     }
     /* A result after the rows (there is none in the protocol, but a failure
      * would say more than the rows) replaces them. */
-    PQclear(q->rows_);
-    q->rows_ = NULL;
+    PQclear(q->kept_);
+    q->kept_ = res;
     q->answered_ = 1;
-    q->status_ = PQresultStatus(res);
-    q->message_[0] = '\0';
+    q->status_ = (uint8_t)PQresultStatus(res);
+    q->unexpected_ = EXPECTED;
     keep_sqlstate(q, res);
 
     /* Whatever the result said, a broken connection took the session and its
@@ -165,22 +205,20 @@ static int read_result(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
     int failed = q->status_ == PGRES_FATAL_ERROR || q->status_ == PGRES_NONFATAL_ERROR
                  || q->status_ == PGRES_BAD_RESPONSE;
     if (lost || (failed && q->sqlstate_[0] == '\0')) {
-        q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
-        keep_error_message(q, conn, res);
+        connection_lost(q);
     } else if (failed) {
         q->result_ = ADVLOCK_RESULT_SERVER_ERROR;
-        keep_error_message(q, conn, res);
     } else if (q->status_ == PGRES_TUPLES_OK) {
         switch (advlock_sql_answer((advlock_sql)q->sql_)) {
         case ADVLOCK_ANSWER_VOID: read_void(q, res); break;
-        case ADVLOCK_ANSWER_HOLDERS: return read_holders(q, res);
+        case ADVLOCK_ANSWER_HOLDERS: read_holders(q, res); break;
         default: read_boolean(q, res); break;
         }
     } else {
         /* PGRES_COMMAND_OK is what a PREPARE answers; see query.c. */
-        unexpected(q, PQresStatus((ExecStatusType)q->status_));
+        unexpected(q, UNEXPECTED_STATUS);
     }
-    return 0;
+    return 1;
 }
 
 void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
@@ -193,12 +231,11 @@ void advlock_pq_answer_end(advlock_pq_query_ *q, PGconn *conn)
 {
     if (!q->answered_) {
         q->answered_ = 1;
-        q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
         q->sqlstate_[0] = '\0';
-        keep_error_message(q, conn, NULL);
+        connection_lost(q);
     }
     if (PQstatus(conn) == CONNECTION_BAD)
-        q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
+        connection_lost(q);
     /* Read what a failing server said last (its goodbye notice) while the
      * adapter still diverts notices, rather than let libpq print it when
      * the caller next touches the connection. Never blocks. */
@@ -235,14 +272,16 @@ static const char *text(const PGresult *res, int row, int column)
 
 /* Hands the kept rows to the machine; the strings point into the result,
  * which lives until the call returns. */
-static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, int64_t now_ms)
+static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *words, size_t size,
+                         int64_t now_ms)
 {
-    const PGresult *res = q->rows_;
+    const PGresult *res = q->kept_;
     int n = PQntuples(res);
     advlock_holder *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
     if (n > 0 && rows == NULL) {
         /* Diagnostics are optional: their failure still ends TIMED_OUT. */
-        (void)advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, NULL, "out of memory", now_ms);
+        advlock_pq_copy_line(words, size, "out of memory");
+        (void)advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, NULL, words, now_ms);
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -260,15 +299,25 @@ static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, int64_t
     free(rows);
 }
 
-void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, int64_t now_ms)
+void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
+                            size_t size, int64_t now_ms)
 {
-    if (q->rows_ != NULL && q->result_ == ADVLOCK_RESULT_TRUE) {
-        feed_holders(q, m, now_ms);
+    if (q->result_ == ADVLOCK_RESULT_TRUE
+        && advlock_sql_answer((advlock_sql)q->sql_) == ADVLOCK_ANSWER_HOLDERS) {
+        feed_holders(q, m, words, size, now_ms);
     } else {
+        const char *message = "";
+        if (is_failure(q->result_)) {
+            if (q->unexpected_ != EXPECTED)
+                write_unexpected_words(words, size, q);
+            else
+                write_error_words(words, size, conn, q->kept_);
+            message = words;
+        }
         const char *sqlstate = q->sqlstate_[0] != '\0' ? q->sqlstate_ : NULL;
         /* The machine is QUERYING whenever an answer is fed: it cannot refuse. */
-        (void)advlock_on_result(m, (advlock_result)q->result_, sqlstate, q->message_, now_ms);
+        (void)advlock_on_result(m, (advlock_result)q->result_, sqlstate, message, now_ms);
     }
-    PQclear(q->rows_);
-    q->rows_ = NULL;
+    PQclear(q->kept_);
+    q->kept_ = NULL;
 }

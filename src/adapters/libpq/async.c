@@ -39,35 +39,37 @@ enum phase {
  * caller's own statement streaming a large result cannot hold the loop. */
 enum { MAX_IDLE_READS = 16 };
 
-static int busy(const advlock_pq_async *a)
+static int busy(const advlock_pq *a)
 {
     return a->phase_ == SENDING || a->phase_ == AWAITING || a->phase_ == SLEEPING;
 }
 
-void advlock_pq_engine_bind(advlock_pq_async *a, PGconn *conn)
+/* Binding sets only what is read before it is written: the query is
+ * started with each statement, the report's facts with each ending. */
+void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
 {
-    memset(a, 0, sizeof *a);
-    advlock_machine_init(&a->machine_);
     a->conn_ = conn;
+    a->prepared_ = 0;
     a->phase_ = IDLE;
+    a->scope_ = ADVLOCK_SESSION;
+    a->query_.kept_ = NULL;
+    advlock_machine_init(&a->machine_);
+    /* Notices read while nothing runs (advlock_pq_check) count here. */
+    advlock_pq_report_begin(&a->report_);
 }
 
-int advlock_pq_async_init(advlock_pq_async *a, PGconn *conn)
+int advlock_pq_async_init(advlock_pq *a, PGconn *conn)
 {
     if (a == NULL || conn == NULL)
         return ADVLOCK_EINVAL;
     advlock_pq_engine_bind(a, NULL);
-    if (PQstatus(conn) == CONNECTION_BAD)
-        return ADVLOCK_ECONNLOST;
-    if (PQstatus(conn) != CONNECTION_OK)
+    if (PQstatus(conn) != CONNECTION_OK || PQsetnonblocking(conn, 1) != 0)
         return ADVLOCK_EMISUSE;
-    if (PQsetnonblocking(conn, 1) != 0)
-        return ADVLOCK_ECONNLOST;
     a->conn_ = conn;
     return 0;
 }
 
-int advlock_pq_async_set_options(advlock_pq_async *a, const advlock_options *o)
+int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
@@ -81,14 +83,14 @@ int advlock_pq_async_set_options(advlock_pq_async *a, const advlock_options *o)
 
 /* Hands the current form of the query in flight to libpq. A statement libpq
  * refuses to send is over at once; its answer is libpq's message. */
-static void send_form(advlock_pq_async *a)
+static void send_form(advlock_pq *a)
 {
     int64_t param = advlock_next_action(&a->machine_).param;
     a->phase_ = advlock_pq_query_send(&a->query_, a->conn_, param) ? SENDING : ANSWERED;
 }
 
 /* Takes up the machine's next action. */
-static void follow_machine(advlock_pq_async *a)
+static void follow_machine(advlock_pq *a)
 {
     advlock_action next = advlock_next_action(&a->machine_);
     switch (next.kind) {
@@ -100,14 +102,14 @@ static void follow_machine(advlock_pq_async *a)
     default:
         /* DONE: a new answer or a timer never leaves the machine asking
          * for a cancel, so nothing else arrives here. */
-        advlock_pq_report_finish(&a->report_, &a->machine_);
-        a->phase_ = next.outcome == ADVLOCK_ACQUIRED ? HOLDING : DONE;
+        advlock_pq_report_finish(&a->report_, next.report);
+        a->phase_ = next.report->outcome == ADVLOCK_ACQUIRED ? HOLDING : DONE;
         break;
     }
 }
 
 /* Reads the results that have arrived; returns 1 once all are in. */
-static int collect_results(advlock_pq_async *a)
+static int collect_results(advlock_pq *a)
 {
     while (!PQisBusy(a->conn_)) {
         PGresult *res = PQgetResult(a->conn_);
@@ -118,7 +120,7 @@ static int collect_results(advlock_pq_async *a)
     return 0;
 }
 
-static void send_cancel(advlock_pq_async *a, int64_t now_ms)
+static void send_cancel(advlock_pq *a, int64_t now_ms)
 {
     char error[256];
     if (!advlock_pq_cancel_send(a->conn_, error, sizeof error)) {
@@ -130,7 +132,7 @@ static void send_cancel(advlock_pq_async *a, int64_t now_ms)
 
 /* A server-side wait that has passed its deadline: tell the machine, which
  * then asks for the statement to be cancelled. */
-static void check_deadline(advlock_pq_async *a, int64_t now_ms)
+static void check_deadline(advlock_pq *a, int64_t now_ms)
 {
     advlock_action next = advlock_next_action(&a->machine_);
     if (next.kind == ADVLOCK_ACTION_QUERY && now_ms >= next.wake_at_ms)
@@ -140,7 +142,7 @@ static void check_deadline(advlock_pq_async *a, int64_t now_ms)
 /* With the statement wholly sent and unanswered: sends the cancel the
  * machine asks for (it asks again while the answer is late, since the server
  * drops a cancel that overtakes its statement). */
-static void tend_cancel(advlock_pq_async *a, int64_t now_ms)
+static void tend_cancel(advlock_pq *a, int64_t now_ms)
 {
     check_deadline(a, now_ms);
     if (advlock_next_action(&a->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY) {
@@ -150,7 +152,7 @@ static void tend_cancel(advlock_pq_async *a, int64_t now_ms)
 }
 
 /* Moves on as far as possible without waiting for the socket or the clock. */
-static void drive(advlock_pq_async *a, int64_t now_ms)
+static void drive(advlock_pq *a, int64_t now_ms)
 {
     for (;;) {
         switch (a->phase_) {
@@ -175,7 +177,9 @@ static void drive(advlock_pq_async *a, int64_t now_ms)
             if (advlock_pq_query_next(&a->query_, &a->prepared_, a->conn_)) {
                 send_form(a);
             } else {
-                advlock_pq_answer_feed(&a->query_, &a->machine_, now_ms);
+                advlock_pq_answer_feed(&a->query_, &a->machine_, a->conn_,
+                                       a->report_.server_message, sizeof a->report_.server_message,
+                                       now_ms);
                 follow_machine(a);
             }
             break;
@@ -191,7 +195,7 @@ static void drive(advlock_pq_async *a, int64_t now_ms)
     }
 }
 
-static int check_can_start(const advlock_pq_async *a, int acquire)
+static int check_can_start(const advlock_pq *a, int acquire)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
@@ -206,7 +210,7 @@ static int check_can_start(const advlock_pq_async *a, int acquire)
 }
 
 /* Runs the first action of a machine that has just started. */
-static void begin(advlock_pq_async *a, int64_t now_ms)
+static void begin(advlock_pq *a, int64_t now_ms)
 {
     advlock_pq_notice_guard notices;
     advlock_pq_report_begin(&a->report_);
@@ -216,29 +220,51 @@ static void begin(advlock_pq_async *a, int64_t now_ms)
     advlock_pq_notices_restore(&notices);
 }
 
-int advlock_pq_async_start_acquire(advlock_pq_async *a, const char *lock_key, size_t len,
+/* Starts what start_rc says the machine started; a refused start sent
+ * nothing and changed nothing. */
+static int started(advlock_pq *a, int start_rc, int64_t now_ms)
+{
+    if (start_rc == 0)
+        begin(a, now_ms);
+    return start_rc;
+}
+
+int advlock_pq_async_start_acquire(advlock_pq *a, const char *lock_key, size_t len,
                                    int64_t timeout_ms, int64_t now_ms)
 {
     int rc = check_can_start(a, 1);
-    if (rc == 0)
-        rc = advlock_start_acquire(&a->machine_, lock_key, len, timeout_ms, now_ms);
-    if (rc == 0)
-        begin(a, now_ms);
-    return rc;
+    if (rc != 0)
+        return rc;
+    return started(a, advlock_start_acquire(&a->machine_, lock_key, len, timeout_ms, now_ms),
+                   now_ms);
 }
 
-int advlock_pq_async_start_release(advlock_pq_async *a, const char *lock_key, size_t len,
-                                   int64_t now_ms)
+int advlock_pq_async_start_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
+                                       int64_t now_ms)
+{
+    int rc = check_can_start(a, 1);
+    if (rc != 0)
+        return rc;
+    return started(a, advlock_start_acquire_key(&a->machine_, key, timeout_ms, now_ms), now_ms);
+}
+
+int advlock_pq_async_start_release(advlock_pq *a, const char *lock_key, size_t len, int64_t now_ms)
 {
     int rc = check_can_start(a, 0);
-    if (rc == 0)
-        rc = advlock_start_release(&a->machine_, lock_key, len, now_ms);
-    if (rc == 0)
-        begin(a, now_ms);
-    return rc;
+    if (rc != 0)
+        return rc;
+    return started(a, advlock_start_release(&a->machine_, lock_key, len, now_ms), now_ms);
 }
 
-int advlock_pq_async_cancel(advlock_pq_async *a, int64_t now_ms)
+int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_ms)
+{
+    int rc = check_can_start(a, 0);
+    if (rc != 0)
+        return rc;
+    return started(a, advlock_start_release_key(&a->machine_, key, now_ms), now_ms);
+}
+
+int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
@@ -282,24 +308,26 @@ static int read_idle(PGconn *conn)
     return PQstatus(conn) == CONNECTION_BAD;
 }
 
-/* The session that held the lock is gone: the report says so, once. */
-static void become_lost(advlock_pq_async *a, int fatal, int64_t now_ms)
+/* The session that held the lock is gone: the report says so, once. The
+ * server's FATAL says why better than libpq's "server closed the
+ * connection unexpectedly". */
+static void become_lost(advlock_pq *a, int fatal, int64_t now_ms)
 {
     advlock_pq_report *r = &a->report_;
-    /* The server's FATAL says why better than libpq's "server closed the
-     * connection unexpectedly". Sized so that the sentence always fits. */
-    char reason[ADVLOCK_MESSAGE_MAX - 64];
-    advlock_pq_copy_line(reason, sizeof reason, fatal ? r->notice : PQerrorMessage(a->conn_));
-    r->outcome = ADVLOCK_FAILED;
-    r->error = ADVLOCK_ECONNLOST;
-    advlock_pq_copy_line(r->sqlstate, sizeof r->sqlstate, fatal ? r->notice_sqlstate : "");
-    snprintf(r->message, sizeof r->message, "Lock lost: the connection holding it closed%s%s",
-             reason[0] != '\0' ? ": " : "", reason);
+    r->lock.outcome = ADVLOCK_FAILED;
+    r->lock.failure = ADVLOCK_ECONNLOST;
+    r->lock.detail = ADVLOCK_DETAIL_LOST;
+    if (fatal)
+        memcpy(r->lock.sqlstate, r->notice_sqlstate, sizeof r->lock.sqlstate);
+    else
+        r->lock.sqlstate[0] = '\0';
+    advlock_pq_copy_line(r->server_message, sizeof r->server_message,
+                         fatal ? r->notice : PQerrorMessage(a->conn_));
     a->phase_ = LOST;
-    advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->message, now_ms);
+    advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->server_message, now_ms);
 }
 
-int advlock_pq_engine_watch(advlock_pq_async *a, int64_t now_ms)
+void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms)
 {
     advlock_pq_notice_guard notices;
     advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
@@ -307,10 +335,9 @@ int advlock_pq_engine_watch(advlock_pq_async *a, int64_t now_ms)
     advlock_pq_notices_restore(&notices);
     if (gone && a->phase_ == HOLDING)
         become_lost(a, notices.fatal, now_ms);
-    return gone;
 }
 
-int advlock_pq_async_process(advlock_pq_async *a, unsigned ready, int64_t now_ms)
+int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
 {
     if (a == NULL || (ready & ~(ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE)) != 0)
         return ADVLOCK_EINVAL;
@@ -318,7 +345,7 @@ int advlock_pq_async_process(advlock_pq_async *a, unsigned ready, int64_t now_ms
         return ADVLOCK_EMISUSE;
     if (a->phase_ == HOLDING) {
         if ((ready & ADVLOCK_PQ_READ) || PQstatus(a->conn_) == CONNECTION_BAD)
-            (void)advlock_pq_engine_watch(a, now_ms);
+            advlock_pq_engine_watch(a, now_ms);
         return 0;
     }
     if (!busy(a))
@@ -333,12 +360,12 @@ int advlock_pq_async_process(advlock_pq_async *a, unsigned ready, int64_t now_ms
     return 0;
 }
 
-int advlock_pq_async_socket(const advlock_pq_async *a)
+int advlock_pq_async_socket(const advlock_pq *a)
 {
     return a != NULL && a->conn_ != NULL ? PQsocket(a->conn_) : -1;
 }
 
-unsigned advlock_pq_async_wants(const advlock_pq_async *a)
+unsigned advlock_pq_async_wants(const advlock_pq *a)
 {
     if (a == NULL)
         return 0;
@@ -347,7 +374,7 @@ unsigned advlock_pq_async_wants(const advlock_pq_async *a)
     return a->phase_ == AWAITING || a->phase_ == HOLDING ? ADVLOCK_PQ_READ : 0;
 }
 
-int advlock_pq_async_deadline(const advlock_pq_async *a, int64_t *at_ms)
+int advlock_pq_async_deadline(const advlock_pq *a, int64_t *at_ms)
 {
     if (a == NULL || at_ms == NULL)
         return 0;
@@ -367,24 +394,24 @@ int advlock_pq_async_deadline(const advlock_pq_async *a, int64_t *at_ms)
     return 1;
 }
 
-int advlock_pq_async_busy(const advlock_pq_async *a)
+int advlock_pq_async_busy(const advlock_pq *a)
 {
     return a != NULL && busy(a);
 }
 
-int advlock_pq_async_lost(const advlock_pq_async *a)
+int advlock_pq_async_lost(const advlock_pq *a)
 {
     return a != NULL && a->phase_ == LOST;
 }
 
-const advlock_pq_report *advlock_pq_async_report(const advlock_pq_async *a)
+const advlock_pq_report *advlock_pq_async_report(const advlock_pq *a)
 {
     return a != NULL && (a->phase_ == DONE || a->phase_ == HOLDING || a->phase_ == LOST)
                ? &a->report_
                : NULL;
 }
 
-const advlock_machine *advlock_pq_async_machine(const advlock_pq_async *a)
+const advlock_machine *advlock_pq_async_machine(const advlock_pq *a)
 {
     return a != NULL ? &a->machine_ : NULL;
 }

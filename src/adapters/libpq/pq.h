@@ -34,10 +34,11 @@ void advlock_pq_answer_clear(advlock_pq_query_ *q);
 
 /*
  * Reads one PGresult (not NULL) of the current statement into q's answer,
- * taking ownership of res: it is cleared, or kept in q (the rows of a
- * holders query) until advlock_pq_answer_feed() or advlock_pq_answer_clear().
- * The first failure is kept (it says why), and a lost connection wins over
- * whatever the results say.
+ * taking ownership of res: q keeps the result that says the answer (its
+ * words, a holders query's rows) until advlock_pq_answer_feed() or
+ * advlock_pq_answer_clear(), and clears the others. The first failure is
+ * kept (it says why), and a lost connection wins over whatever the results
+ * say.
  */
 void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, PGresult *res);
 
@@ -49,15 +50,22 @@ void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, PGresult *res);
 void advlock_pq_answer_end(advlock_pq_query_ *q, PGconn *conn);
 
 /*
- * Copies the first line of text (NULL: none) into out, cut at a UTF-8
- * character boundary if it does not fit: libpq's own messages continue with
- * hints on further lines, and a report's fields are one line each.
+ * Copies the first line of text (NULL: none) into out (size > 3), cut at a
+ * UTF-8 character boundary and ended with "..." if it does not fit: libpq's
+ * own messages continue with hints on further lines, and a report's fields
+ * are one line each.
  */
 void advlock_pq_copy_line(char *out, size_t size, const char *text);
 
-/* Feeds the final answer to the machine (a result, or a holders query's
- * rows) and lets go of any result q kept. */
-void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, int64_t now_ms);
+/*
+ * Feeds the final answer to the machine (a result, or a holders query's
+ * rows) and lets go of the result q kept. A failure's words are written
+ * into words (size bytes: the report's server_message) and passed on with
+ * it; a success leaves words as they are (an earlier failure of the same
+ * operation may still be the one the report gives).
+ */
+void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
+                            size_t size, int64_t now_ms);
 
 /* ---- notices.c: keeping server notices off stderr ------------------------- */
 
@@ -84,14 +92,19 @@ void advlock_pq_notices_restore(advlock_pq_notice_guard *g);
 
 /* ---- report.c: the caller's view of an operation -------------------------- */
 
-/* Clears a report at the start of an operation. */
+/* Empties a report's text and notices at the start of an operation; its
+ * lock facts are the machine's, copied when the operation ends. */
 void advlock_pq_report_begin(advlock_pq_report *r);
 
-/* Fills the outcome fields from a machine whose action is DONE. */
-void advlock_pq_report_finish(advlock_pq_report *r, const advlock_machine *m);
+/* Copies the final report of a machine whose action is DONE. The server's
+ * words stay only where the outcome quotes them. */
+void advlock_pq_report_finish(advlock_pq_report *r, const advlock_report *lock);
 
-/* Fills a report for a call refused with error (nothing was sent). */
-void advlock_pq_report_refuse(advlock_pq_report *r, int error);
+/* Fills a report for a refused call: outcome FAILED, failure 0, no text. */
+void advlock_pq_report_refuse(advlock_pq_report *r);
+
+/* Copies a report, its strings only as far as they go. */
+void advlock_pq_report_copy(advlock_pq_report *to, const advlock_pq_report *from);
 
 /* ---- cancel.c: asking the server to cancel the statement in flight --------- */
 
@@ -106,15 +119,14 @@ int advlock_pq_cancel_send(PGconn *conn, char *error, size_t size);
 
 /* Binds an engine to conn, whatever its state, without changing the
  * connection's blocking mode (the blocking adapter's init). */
-void advlock_pq_engine_bind(advlock_pq_async *a, PGconn *conn);
+void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn);
 
 /*
  * Reads whatever the server sent to a session with no statement of the
  * engine's in flight, without blocking: notices are routed as usual, and a
  * connection found closed or failed ends a held lock's watch with LOST.
- * Returns 1 if the connection is gone, else 0.
  */
-int advlock_pq_engine_watch(advlock_pq_async *a, int64_t now_ms);
+void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms);
 
 /* ---- shared checks ------------------------------------------------------- */
 

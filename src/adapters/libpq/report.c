@@ -1,33 +1,63 @@
-/* The caller's view of an operation: the machine's outcome (with the
- * holder diagnostics found) plus notices. */
+/*
+ * The caller's view of an operation: the machine's facts plus the server's
+ * words and notices. A report is most of an adapter's size, and reports are
+ * started, finished and copied once per operation, so each of these touches
+ * only the bytes that carry something: the facts, and the strings as far as
+ * they go, never the unused rest of their buffers.
+ */
 #include "pq.h"
 
 #include <string.h>
 
 void advlock_pq_report_begin(advlock_pq_report *r)
 {
-    memset(r, 0, sizeof *r);
-    r->outcome = ADVLOCK_FAILED;
+    r->server_message[0] = '\0';
+    r->notices = 0;
+    r->notice_sqlstate[0] = '\0';
+    r->notice[0] = '\0';
 }
 
-void advlock_pq_report_finish(advlock_pq_report *r, const advlock_machine *m)
+/* Whether an outcome's sentence quotes the server's words. */
+static int quotes_server(const advlock_report *lock)
 {
-    advlock_action done = advlock_next_action(m);
-    r->outcome = done.outcome;
-    r->error = done.error;
-    advlock_pq_copy_line(r->sqlstate, sizeof r->sqlstate, done.sqlstate);
-    advlock_pq_copy_line(r->message, sizeof r->message, done.message);
-    r->attempts = advlock_attempts(m);
-    r->holder_pid = done.holder_pid;
-    r->holder_seconds = done.holder_seconds;
-    advlock_pq_copy_line(r->holder_application, sizeof r->holder_application,
-                         done.holder_application);
-    advlock_pq_copy_line(r->holder_state, sizeof r->holder_state, done.holder_state);
+    return lock->outcome == ADVLOCK_FAILED || lock->detail == ADVLOCK_DETAIL_DIAGNOSIS_FAILED;
 }
 
-void advlock_pq_report_refuse(advlock_pq_report *r, int error)
+void advlock_pq_report_finish(advlock_pq_report *r, const advlock_report *lock)
 {
+    r->lock = *lock;
+    /* A failure the operation got past (the 57014 of a cancel it asked
+     * for) is not what the report says. */
+    if (!quotes_server(&r->lock))
+        r->server_message[0] = '\0';
+}
+
+void advlock_pq_report_refuse(advlock_pq_report *r)
+{
+    memset(&r->lock, 0, sizeof r->lock);
+    r->lock.outcome = ADVLOCK_FAILED;
     advlock_pq_report_begin(r);
-    r->error = error;
-    advlock_pq_copy_line(r->message, sizeof r->message, advlock_strerror(error));
+}
+
+static void copy_string(char *to, const char *from)
+{
+    memcpy(to, from, strlen(from) + 1);
+}
+
+void advlock_pq_report_copy(advlock_pq_report *to, const advlock_pq_report *from)
+{
+    to->lock = from->lock;
+    copy_string(to->server_message, from->server_message);
+    to->notices = from->notices;
+    memcpy(to->notice_sqlstate, from->notice_sqlstate, sizeof to->notice_sqlstate);
+    copy_string(to->notice, from->notice);
+}
+
+int advlock_pq_describe(const advlock_pq_report *r, const char *name, size_t len, char *buf,
+                        size_t size)
+{
+    if (r == NULL)
+        return ADVLOCK_EINVAL;
+    const char *words = r->server_message[0] != '\0' ? r->server_message : NULL;
+    return advlock_describe(&r->lock, name, len, words, buf, size);
 }
