@@ -126,14 +126,14 @@ long long pgt_lock_rows(PGconn *observer, int64_t key, const char *mode, int gra
                          key_text, mode != NULL ? mode : "", granted_text, pid, (char *)NULL);
 }
 
-void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session, advlock_pq_async *a)
+void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session, advlock_pq *a)
 {
     int64_t limit = advlock_pq_now_ms() + 5000;
     while (pgt_lock_rows(observer, key, NULL, 0, session) == 0) {
         if (advlock_pq_now_ms() > limit)
             fail_msg("the session never waited for the lock");
         if (a != NULL) {
-            advlock_pq_async *const one[1] = {a};
+            advlock_pq *const one[1] = {a};
             pgt_loop_turn(one, 1, advlock_pq_now_ms() + 5);
         } else {
             pgt_sleep_ms(5);
@@ -149,6 +149,23 @@ const char *pgt_last_statement(PGconn *observer, PGconn *session, char *buf, siz
                      pid, (char *)NULL);
 }
 
+const char *pgt_describe(const advlock_pq_report *r, const char *name)
+{
+    static char sentence[ADVLOCK_MESSAGE_MAX];
+    int len = advlock_pq_describe(r, name, strlen(name), sentence, sizeof sentence);
+    assert_true(len >= 0 && (size_t)len < sizeof sentence);
+    return sentence;
+}
+
+void pgt_expect_outcome(const advlock_pq_report *r, advlock_outcome outcome)
+{
+    assert_non_null(r);
+    if (r->lock.outcome != outcome)
+        fail_msg("expected %s, got %s (%s, SQLSTATE '%s'): %s", advlock_outcome_name(outcome),
+                 advlock_outcome_name(r->lock.outcome), advlock_strerror(r->lock.failure),
+                 r->lock.sqlstate, r->server_message);
+}
+
 void pgt_record_event(void *user, const advlock_event *event)
 {
     pgt_events *r = user;
@@ -157,6 +174,9 @@ void pgt_record_event(void *user, const advlock_event *event)
     r->events[r->n] = *event;
     snprintf(r->messages[r->n], sizeof r->messages[0], "%s", event->message);
     r->events[r->n].message = r->messages[r->n];
+    if (event->report != NULL)
+        r->reports[r->n] = *event->report;
+    r->events[r->n].report = event->report != NULL ? &r->reports[r->n] : NULL;
     r->n++;
 }
 
@@ -333,12 +353,12 @@ void pgt_server_start(void)
 enum { MAX_ADAPTERS = 64 };
 
 /* An adapter the loop must serve: one busy, or one watching a held lock. */
-static int active(const advlock_pq_async *a)
+static int active(const advlock_pq *a)
 {
     return advlock_pq_async_busy(a) || advlock_pq_async_wants(a) != 0;
 }
 
-size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_ms)
+size_t pgt_loop_turn(advlock_pq *const *adapters, size_t n, int64_t limit_ms)
 {
     struct pollfd fds[MAX_ADAPTERS];
     assert_true(n <= MAX_ADAPTERS);
@@ -364,7 +384,7 @@ size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_
     now = advlock_pq_now_ms();
     size_t busy = 0;
     for (size_t i = 0; i < n; i++) {
-        advlock_pq_async *a = adapters[i];
+        advlock_pq *a = adapters[i];
         unsigned ready = 0;
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
             ready |= ADVLOCK_PQ_READ;
@@ -379,7 +399,7 @@ size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_
     return busy;
 }
 
-void pgt_loop_until_idle(advlock_pq_async *const *adapters, size_t n, int64_t limit_ms)
+void pgt_loop_until_idle(advlock_pq *const *adapters, size_t n, int64_t limit_ms)
 {
     for (;;) {
         size_t busy = 0;
@@ -394,17 +414,16 @@ void pgt_loop_until_idle(advlock_pq_async *const *adapters, size_t n, int64_t li
     }
 }
 
-void pgt_loop_until_sleeping(advlock_pq_async *a, uint64_t attempts, int64_t limit_ms)
+void pgt_loop_until_sleeping(advlock_pq *a, uint64_t attempts, int64_t limit_ms)
 {
-    advlock_pq_async *const one[1] = {a};
+    advlock_pq *const one[1] = {a};
     for (;;) {
         advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
-        if (next.kind == ADVLOCK_ACTION_SLEEP
-            && advlock_attempts(advlock_pq_async_machine(a)) >= attempts)
+        if (next.kind == ADVLOCK_ACTION_SLEEP && next.report->attempts >= attempts)
             return;
         if (!advlock_pq_async_busy(a))
             fail_msg("adapter ended (%s) before sleeping after %llu attempts",
-                     advlock_outcome_name(next.outcome), (unsigned long long)attempts);
+                     advlock_outcome_name(next.report->outcome), (unsigned long long)attempts);
         if (advlock_pq_now_ms() > limit_ms)
             fail_msg("adapter not sleeping at the time limit");
         pgt_loop_turn(one, 1, limit_ms);

@@ -52,7 +52,7 @@ long long pgt_lock_rows(PGconn *observer, int64_t key, const char *mode, int gra
 
 /* Waits (up to 5 s) until session's backend waits for key in pg_locks,
  * turning the loop for adapter a meanwhile when it is not NULL. */
-void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session, advlock_pq_async *a);
+void pgt_wait_until_waiting(PGconn *observer, int64_t key, PGconn *session, advlock_pq *a);
 
 /* The last statement session's backend ran, as pg_stat_activity shows it. */
 const char *pgt_last_statement(PGconn *observer, PGconn *session, char *buf, size_t size);
@@ -84,13 +84,25 @@ void pgt_terminate(PGconn *observer, int pid);
 void pgt_freeze(int pid);
 void pgt_terminate_frozen(PGconn *observer, int pid);
 
+/* ---- reports ---- */
+
+/* The report's sentence for the lock named name (advlock_pq_describe), in
+ * a buffer that stays valid until the next call. */
+const char *pgt_describe(const advlock_pq_report *r, const char *name);
+
+/* Fails the test, saying what happened instead, unless r ended outcome. */
+void pgt_expect_outcome(const advlock_pq_report *r, advlock_outcome outcome);
+
 /* ---- events ---- */
 
 enum { PGT_MAX_EVENTS = 64 };
 
-/* What an event callback saw, messages copied. */
+/* What an event callback saw, reports and messages copied (the event's
+ * pointers are valid only during the call): events[i].report points to
+ * reports[i]. */
 typedef struct pgt_events {
     advlock_event events[PGT_MAX_EVENTS];
+    advlock_report reports[PGT_MAX_EVENTS];
     char messages[PGT_MAX_EVENTS][256];
     int n;
 } pgt_events;
@@ -127,12 +139,12 @@ void pgt_server_start(void);
  * is busy or watching a held lock process what happened to it. Returns how
  * many are still busy (0 at once when none is busy or watching).
  */
-size_t pgt_loop_turn(advlock_pq_async *const *adapters, size_t n, int64_t limit_ms);
+size_t pgt_loop_turn(advlock_pq *const *adapters, size_t n, int64_t limit_ms);
 
 /* Turns until no adapter is busy; fails the test after limit_ms. */
-void pgt_loop_until_idle(advlock_pq_async *const *adapters, size_t n, int64_t limit_ms);
+void pgt_loop_until_idle(advlock_pq *const *adapters, size_t n, int64_t limit_ms);
 
 /* Turns until adapter a sleeps having sent at least attempts tries. */
-void pgt_loop_until_sleeping(advlock_pq_async *a, uint64_t attempts, int64_t limit_ms);
+void pgt_loop_until_sleeping(advlock_pq *a, uint64_t attempts, int64_t limit_ms);
 
 #endif

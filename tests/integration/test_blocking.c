@@ -13,7 +13,7 @@
 
 typedef struct fixture {
     PGconn *a, *b, *observer;
-    advlock_pq_session sa, sb;
+    advlock_pq sa, sb;
     char key[160];
     int64_t derived;
 } fixture;
@@ -25,8 +25,8 @@ static int setup(void **state)
     f.a = pgt_connect();
     f.b = pgt_connect();
     f.observer = pgt_connect();
-    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
-    assert_int_equal(advlock_pq_session_init(&f.sb, f.b), 0);
+    assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
+    assert_int_equal(advlock_pq_init(&f.sb, f.b), 0);
     pgt_unique_key(f.key, sizeof f.key, "blocking");
     f.derived = pgt_key_of(f.key);
     *state = &f;
@@ -42,21 +42,19 @@ static int teardown(void **state)
     return 0;
 }
 
-static int acquire(advlock_pq_session *s, const char *key, int64_t timeout_ms, advlock_pq_report *r)
+static int acquire(advlock_pq *s, const char *key, int64_t timeout_ms, advlock_pq_report *r)
 {
     return advlock_pq_acquire(s, key, strlen(key), timeout_ms, r);
 }
 
-static int release(advlock_pq_session *s, const char *key, advlock_pq_report *r)
+static int release(advlock_pq *s, const char *key, advlock_pq_report *r)
 {
     return advlock_pq_release(s, key, strlen(key), r);
 }
 
 static void expect_outcome(const advlock_pq_report *r, advlock_outcome outcome)
 {
-    if (r->outcome != outcome)
-        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
-                 advlock_outcome_name(r->outcome), r->message);
+    pgt_expect_outcome(r, outcome);
 }
 
 /* ---- what the server sees ---- */
@@ -67,7 +65,7 @@ static void test_lock_row_and_statement_text(void **state)
     advlock_pq_report r;
     assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(r.attempts, 1);
+    assert_int_equal(r.lock.attempts, 1);
 
     pgt_expect_lock_row(f->observer, f->derived, f->a);
     pgt_expect_try_lock_statement(f->observer, f->a);
@@ -91,13 +89,13 @@ static void test_timeout_message_and_attempts(void **state)
     assert_int_equal(acquire(&f->sb, f->key, 700, &r), 0);
     int64_t took = advlock_pq_now_ms() - start;
     expect_outcome(&r, ADVLOCK_TIMED_OUT);
-    assert_int_equal(r.error, 0);
-    assert_int_equal(r.attempts, 4);
+    assert_int_equal(r.lock.failure, 0);
+    assert_int_equal(r.lock.attempts, 4);
     assert_true(took >= 700);
     char expected[256];
     snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within 0.7s.",
              f->key);
-    assert_string_equal(r.message, expected);
+    assert_string_equal(pgt_describe(&r, f->key), expected);
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
 
     assert_int_equal(release(&f->sa, f->key, &r), 0);
@@ -105,7 +103,7 @@ static void test_timeout_message_and_attempts(void **state)
 }
 
 typedef struct waiter {
-    advlock_pq_session *session;
+    advlock_pq *session;
     const char *key;
     int64_t timeout_ms;
     advlock_pq_report report;
@@ -150,10 +148,108 @@ static void test_waiter_acquires_on_next_attempt(void **state)
     expect_outcome(&w.report, ADVLOCK_ACQUIRED);
     /* The try before the last one failed, so the lock was released during
      * the last sleep: B got it on its first try after the release. */
-    assert_true(w.report.attempts >= 2);
-    assert_true(w.done_ms - released <= sleep_before(w.report.attempts) + 250);
+    assert_true(w.report.lock.attempts >= 2);
+    assert_true(w.done_ms - released <= sleep_before(w.report.lock.attempts) + 250);
     assert_int_equal(release(&f->sb, f->key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
+}
+
+/* ---- the key: derived once, passed back ---- */
+
+static void test_release_by_the_acquires_key(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_true(r.lock.key == f->derived);
+
+    /* The acquire's report carries the key: releasing by it unlocks the
+     * same lock, without hashing the name again. */
+    assert_int_equal(advlock_pq_release_key(&f->sa, r.lock.key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_true(r.lock.key == f->derived);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(advlock_pq_release_key(&f->sa, f->derived, &r), 0);
+    expect_outcome(&r, ADVLOCK_NOT_HELD);
+    char expected[256];
+    snprintf(expected, sizeof expected, "This session held no lock '%s' to release.", f->key);
+    assert_string_equal(pgt_describe(&r, f->key), expected);
+}
+
+static void test_acquire_by_key(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->derived, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_true(r.lock.key == f->derived);
+    assert_int_equal(r.lock.attempts, 1);
+    pgt_expect_lock_row(f->observer, f->derived, f->a);
+    pgt_expect_try_lock_statement(f->observer, f->a);
+
+    /* The same lock as the name's: another session waits for it, and the
+     * sentence names the lock by the name its caller knows. */
+    assert_int_equal(advlock_pq_acquire_key(&f->sb, f->derived, 250, &r), 0);
+    expect_outcome(&r, ADVLOCK_TIMED_OUT);
+    char expected[256];
+    snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within 0.25s.",
+             f->key);
+    assert_string_equal(pgt_describe(&r, f->key), expected);
+
+    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->derived, -1, &r), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_acquire_key(NULL, f->derived, 0, &r), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->derived, 0, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_release_key(NULL, f->derived, &r), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_release_key(&f->sa, f->derived, NULL), ADVLOCK_EINVAL);
+}
+
+/* Times out on the lock named by len bytes of name, which b holds, and
+ * returns the sentence. */
+static const char *timeout_sentence(fixture *f, const char *name, size_t len)
+{
+    advlock_pq_report held, r;
+    assert_int_equal(advlock_pq_acquire(&f->sb, name, len, 0, &held), 0);
+    expect_outcome(&held, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_acquire(&f->sa, name, len, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_TIMED_OUT);
+    static char sentence[ADVLOCK_MESSAGE_MAX];
+    int n = advlock_pq_describe(&r, name, len, sentence, sizeof sentence);
+    assert_int_equal((size_t)n, strlen(sentence));
+    assert_int_equal(advlock_pq_release_key(&f->sb, held.lock.key, &r), 0);
+    expect_outcome(&r, ADVLOCK_RELEASED);
+    return sentence;
+}
+
+static void test_describe_a_name_with_nul_bytes(void **state)
+{
+    fixture *f = *state;
+    char name[200];
+    int len = snprintf(name, sizeof name, "%s", f->key);
+    memcpy(name + len, "\0tail\0", 6); /* two NUL bytes around "tail" */
+    len += 6;
+    char expected[300];
+    snprintf(expected, sizeof expected,
+             "Could not acquire migration lock for '%s\\0tail\\0' within 0s.", f->key);
+    assert_string_equal(timeout_sentence(f, name, (size_t)len), expected);
+}
+
+static void test_describe_a_name_longer_than_the_echo(void **state)
+{
+    fixture *f = *state;
+    /* "x" and two-byte characters: the 512th byte of the name is the first
+     * half of one, so the echo stops one byte short, at 511. */
+    char name[1 + 2 * 400];
+    name[0] = 'x';
+    for (int i = 0; i < 400; i++)
+        memcpy(name + 1 + 2 * i, "\xD1\x8F", 2); /* я */
+    char expected[ADVLOCK_MESSAGE_MAX];
+    snprintf(expected, sizeof expected, "Could not acquire migration lock for '%.*s...' within 0s.",
+             511, name);
+    assert_true(ADVLOCK_KEY_ECHO_MAX == 512);
+    assert_string_equal(timeout_sentence(f, name, sizeof name), expected);
 }
 
 /* ---- release, the server's warning, and the connection's notice hooks ---- */
@@ -197,7 +293,7 @@ static void test_second_release_not_held_and_quiet(void **state)
     assert_int_equal(r.notices, 0);
     assert_int_equal(again, 0);
     expect_outcome(&second, ADVLOCK_NOT_HELD);
-    assert_int_equal(second.error, 0);
+    assert_int_equal(second.lock.failure, 0);
     assert_int_equal(second.notices, 1);
     assert_string_equal(second.notice_sqlstate, "01000");
     assert_string_equal(second.notice, "you don't own a lock of type ExclusiveLock");
@@ -296,16 +392,18 @@ static void test_reentrant_holds_need_two_releases(void **state)
 /* libpq 14+ reports the server's SQLSTATE only when the session dies
  * mid-statement; otherwise its reason arrives as text only. Either way the
  * caller learns the server's reason. */
-static void expect_connection_lost(const advlock_pq_report *r, int rc, const char *function)
+static void expect_connection_lost(const advlock_pq_report *r, int rc, const char *key,
+                                   const char *function)
 {
-    assert_int_equal(rc, ADVLOCK_ECONNLOST);
+    assert_int_equal(rc, 0);
     expect_outcome(r, ADVLOCK_FAILED);
-    assert_int_equal(r->error, ADVLOCK_ECONNLOST);
-    if (r->sqlstate[0] != '\0')
-        assert_string_equal(r->sqlstate, "57P01");
-    assert_non_null(strstr(r->message, function));
-    assert_non_null(strstr(r->message, "connection lost"));
-    assert_non_null(strstr(r->message, "terminating connection due to administrator command"));
+    assert_int_equal(r->lock.failure, ADVLOCK_ECONNLOST);
+    if (r->lock.sqlstate[0] != '\0')
+        assert_string_equal(r->lock.sqlstate, "57P01");
+    const char *message = pgt_describe(r, key);
+    assert_non_null(strstr(message, function));
+    assert_non_null(strstr(message, "connection lost"));
+    assert_non_null(strstr(message, "terminating connection due to administrator command"));
 }
 
 static void test_terminated_while_holding(void **state)
@@ -318,12 +416,14 @@ static void test_terminated_while_holding(void **state)
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
 
     int rc = release(&f->sa, f->key, &r);
-    expect_connection_lost(&r, rc, "pg_advisory_unlock for '");
+    expect_connection_lost(&r, rc, f->key, "pg_advisory_unlock for '");
 
     /* The connection stays dead: the next call fails at once, politely. */
     rc = acquire(&f->sa, f->key, 5000, &r);
-    assert_int_equal(rc, ADVLOCK_ECONNLOST);
-    assert_int_equal(r.attempts, 1);
+    assert_int_equal(rc, 0);
+    expect_outcome(&r, ADVLOCK_FAILED);
+    assert_int_equal(r.lock.failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(r.lock.attempts, 1);
 }
 
 static void test_terminated_while_waiting(void **state)
@@ -340,7 +440,7 @@ static void test_terminated_while_waiting(void **state)
     pgt_terminate(f->observer, PQbackendPID(f->b));
     assert_int_equal(pthread_join(thread, NULL), 0);
 
-    expect_connection_lost(&w.report, w.rc, "pg_try_advisory_lock for '");
+    expect_connection_lost(&w.report, w.rc, f->key, "pg_try_advisory_lock for '");
     assert_true(w.done_ms - terminated < 1500); /* at its next try, not at the timeout */
     assert_int_equal(release(&f->sa, f->key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
@@ -359,8 +459,8 @@ static void test_terminated_mid_statement(void **state)
     assert_int_equal(pthread_join(thread, NULL), 0);
     /* The server's FATAL answered the statement: its SQLSTATE is kept, not
      * replaced by libpq's "server closed the connection" that follows. */
-    expect_connection_lost(&w.report, w.rc, "pg_try_advisory_lock for '");
-    assert_string_equal(w.report.sqlstate, "57P01");
+    expect_connection_lost(&w.report, w.rc, f->key, "pg_try_advisory_lock for '");
+    assert_string_equal(w.report.lock.sqlstate, "57P01");
 }
 
 /* ---- prepared statements on connections the adapter did not open ---- */
@@ -384,7 +484,7 @@ static void test_statements_dropped_behind_its_back(void **state)
     pgt_exec(f->a, "DEALLOCATE ALL");
     assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(r.attempts, 1);
+    assert_int_equal(r.lock.attempts, 1);
     assert_int_equal(release(&f->sa, f->key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
     assert_int_equal(prepared_count(f->a), 2);
@@ -393,9 +493,9 @@ static void test_statements_dropped_behind_its_back(void **state)
 static void test_statements_prepared_by_someone_else(void **state)
 {
     fixture *f = *state;
-    advlock_pq_session other;
+    advlock_pq other;
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_session_init(&other, f->a), 0);
+    assert_int_equal(advlock_pq_init(&other, f->a), 0);
     assert_int_equal(acquire(&other, f->key, 0, &r), 0);
     /* sa has not prepared anything yet: its PREPARE finds them (42P05). */
     assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
@@ -430,25 +530,36 @@ static void test_open_transaction_is_never_aborted(void **state)
     /* In a failed transaction the server's own error comes back. */
     pgt_exec(f->a, "BEGIN");
     PQclear(PQexec(f->a, "SELECT 1/0"));
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), ADVLOCK_ESERVER);
-    assert_string_equal(r.sqlstate, "25P02");
+    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    expect_outcome(&r, ADVLOCK_FAILED);
+    assert_int_equal(r.lock.failure, ADVLOCK_ESERVER);
+    assert_string_equal(r.lock.sqlstate, "25P02");
     pgt_exec(f->a, "ROLLBACK");
 }
 
 /* ---- misuse ---- */
 
+/* A refused call's report: FAILED, no failure (the return value says what
+ * was wrong), no words. */
+static void expect_refused(const advlock_pq_report *r)
+{
+    assert_int_equal(r->lock.outcome, ADVLOCK_FAILED);
+    assert_int_equal(r->lock.failure, 0);
+    assert_string_equal(r->server_message, "");
+    assert_int_equal(r->notices, 0);
+}
+
 static void test_misuse_is_refused_cleanly(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    advlock_pq_session unbound;
+    advlock_pq unbound;
     memset(&unbound, 0, sizeof unbound);
 
-    assert_int_equal(advlock_pq_session_init(NULL, f->a), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_session_init(&unbound, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_init(NULL, f->a), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_init(&unbound, NULL), ADVLOCK_EINVAL);
     assert_int_equal(acquire(NULL, f->key, 0, &r), ADVLOCK_EINVAL);
-    assert_int_equal(r.error, ADVLOCK_EINVAL);
-    assert_int_equal(r.outcome, ADVLOCK_FAILED);
+    expect_refused(&r);
     assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, NULL), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_release(&f->sa, f->key, strlen(f->key), NULL), ADVLOCK_EINVAL);
     assert_int_equal(acquire(&f->sa, f->key, -1, &r), ADVLOCK_EINVAL);
@@ -456,13 +567,17 @@ static void test_misuse_is_refused_cleanly(void **state)
     assert_int_equal(acquire(&unbound, f->key, 0, &r), ADVLOCK_EMISUSE);
     assert_int_equal(release(&unbound, f->key, &r), ADVLOCK_EMISUSE);
     assert_int_equal(acquire(&f->sa, "bad \xC3\x28 utf-8", 0, &r), ADVLOCK_EUTF8);
-    assert_string_equal(r.message, advlock_strerror(ADVLOCK_EUTF8));
+    expect_refused(&r);
 
     /* A query of the caller's in flight: nothing is sent, its result stays
      * the caller's to read. */
     assert_int_equal(PQsendQuery(f->a, "SELECT 42"), 1);
     assert_int_equal(acquire(&f->sa, f->key, 0, &r), ADVLOCK_EMISUSE);
+    expect_refused(&r);
     assert_int_equal(release(&f->sa, f->key, &r), ADVLOCK_EMISUSE);
+    expect_refused(&r);
+    assert_int_equal(advlock_pq_release_key(&f->sa, f->derived, &r), ADVLOCK_EMISUSE);
+    expect_refused(&r);
     PGresult *res = PQgetResult(f->a);
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
     assert_string_equal(PQgetvalue(res, 0, 0), "42");
@@ -478,6 +593,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lock_row_and_statement_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout_message_and_attempts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waiter_acquires_on_next_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release_by_the_acquires_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acquire_by_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_describe_a_name_with_nul_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_describe_a_name_longer_than_the_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_release_not_held_and_quiet, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callers_receiver_left_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callers_processor_gets_the_warning_too, setup,
