@@ -15,8 +15,8 @@ enum { LIMIT_MS = 10000 };
 
 typedef struct fixture {
     PGconn *a, *b, *observer;
-    advlock_pq_async aa, ab;
-    advlock_pq_session sa; /* blocking, on a */
+    advlock_pq aa, ab;
+    advlock_pq sa; /* driven blocking, on a */
     char key[160];
     int64_t derived;
 } fixture;
@@ -30,7 +30,7 @@ static int setup(void **state)
     f.observer = pgt_connect();
     assert_int_equal(advlock_pq_async_init(&f.aa, f.a), 0);
     assert_int_equal(advlock_pq_async_init(&f.ab, f.b), 0);
-    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
+    assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
     pgt_unique_key(f.key, sizeof f.key, "async");
     f.derived = pgt_key_of(f.key);
     *state = &f;
@@ -51,30 +51,27 @@ static int64_t deadline(void)
     return advlock_pq_now_ms() + LIMIT_MS;
 }
 
-static void run(advlock_pq_async *a)
+static void run(advlock_pq *a)
 {
-    advlock_pq_async *const one[1] = {a};
+    advlock_pq *const one[1] = {a};
     pgt_loop_until_idle(one, 1, deadline());
 }
 
-static const advlock_pq_report *expect_outcome(advlock_pq_async *a, advlock_outcome outcome)
+static const advlock_pq_report *expect_outcome(advlock_pq *a, advlock_outcome outcome)
 {
     const advlock_pq_report *r = advlock_pq_async_report(a);
-    assert_non_null(r);
-    if (r->outcome != outcome)
-        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
-                 advlock_outcome_name(r->outcome), r->message);
+    pgt_expect_outcome(r, outcome);
     return r;
 }
 
-static void acquire(advlock_pq_async *a, const char *key, int64_t timeout_ms)
+static void acquire(advlock_pq *a, const char *key, int64_t timeout_ms)
 {
     assert_int_equal(
         advlock_pq_async_start_acquire(a, key, strlen(key), timeout_ms, advlock_pq_now_ms()), 0);
     run(a);
 }
 
-static void release(advlock_pq_async *a, const char *key)
+static void release(advlock_pq *a, const char *key)
 {
     assert_int_equal(advlock_pq_async_start_release(a, key, strlen(key), advlock_pq_now_ms()), 0);
     run(a);
@@ -86,7 +83,7 @@ static void test_lock_row_and_statement_text(void **state)
 {
     fixture *f = *state;
     acquire(&f->aa, f->key, 1000);
-    assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->attempts, 1);
+    assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->lock.attempts, 1);
 
     pgt_expect_lock_row(f->observer, f->derived, f->a);
     pgt_expect_try_lock_statement(f->observer, f->a);
@@ -108,12 +105,12 @@ static void test_timeout_message_and_attempts(void **state)
     acquire(&f->ab, f->key, 700);
     const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_TIMED_OUT);
     assert_true(advlock_pq_now_ms() - start >= 700);
-    assert_int_equal(r->error, 0);
-    assert_int_equal(r->attempts, 4); /* at 0, 100, 300 and 700 ms */
+    assert_int_equal(r->lock.failure, 0);
+    assert_int_equal(r->lock.attempts, 4); /* at 0, 100, 300 and 700 ms */
     char expected[256];
     snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within 0.7s.",
              f->key);
-    assert_string_equal(r->message, expected);
+    assert_string_equal(pgt_describe(r, f->key), expected);
 
     release(&f->aa, f->key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
@@ -127,7 +124,7 @@ static void test_waiter_acquires_on_next_attempt(void **state)
         advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000, advlock_pq_now_ms()),
         0);
     pgt_loop_until_sleeping(&f->ab, 2, deadline());
-    uint64_t tried = advlock_attempts(advlock_pq_async_machine(&f->ab));
+    uint64_t tried = advlock_next_action(advlock_pq_async_machine(&f->ab)).report->attempts;
     int64_t wake_at;
     assert_int_equal(advlock_pq_async_deadline(&f->ab, &wake_at), 1);
 
@@ -135,7 +132,7 @@ static void test_waiter_acquires_on_next_attempt(void **state)
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
     run(&f->ab);
     const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_ACQUIRED);
-    assert_int_equal(r->attempts, tried + 1);
+    assert_int_equal(r->lock.attempts, tried + 1);
     assert_true(advlock_pq_now_ms() - wake_at < 1000);
     release(&f->ab, f->key);
 }
@@ -159,7 +156,7 @@ static void test_second_release_not_held_and_quiet(void **state)
 
     assert_string_equal(printed, "");
     const advlock_pq_report *r = expect_outcome(&f->aa, ADVLOCK_NOT_HELD);
-    assert_int_equal(r->error, 0);
+    assert_int_equal(r->lock.failure, 0);
     assert_int_equal(r->notices, 1);
     assert_string_equal(r->notice_sqlstate, "01000");
     assert_string_equal(r->notice, "you don't own a lock of type ExclusiveLock");
@@ -205,7 +202,7 @@ static void test_cancel_during_sleep(void **state)
     const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_CANCELLED);
     char expected[256];
     snprintf(expected, sizeof expected, "Acquire of lock '%s' was cancelled.", f->key);
-    assert_string_equal(r->message, expected);
+    assert_string_equal(pgt_describe(r, f->key), expected);
 
     /* Only A's lock is there, and B's connection is idle and usable. */
     pgt_expect_lock_row(f->observer, f->derived, f->a);
@@ -239,14 +236,15 @@ static void test_cancel_while_the_lock_is_being_granted(void **state)
 
 /* ---- terminated sessions ---- */
 
-static void expect_connection_lost(advlock_pq_async *a, const char *function)
+static void expect_connection_lost(advlock_pq *a, const char *key, const char *function)
 {
     const advlock_pq_report *r = expect_outcome(a, ADVLOCK_FAILED);
-    assert_int_equal(r->error, ADVLOCK_ECONNLOST);
-    if (r->sqlstate[0] != '\0')
-        assert_string_equal(r->sqlstate, "57P01");
-    assert_non_null(strstr(r->message, function));
-    assert_non_null(strstr(r->message, "terminating connection due to administrator command"));
+    assert_int_equal(r->lock.failure, ADVLOCK_ECONNLOST);
+    if (r->lock.sqlstate[0] != '\0')
+        assert_string_equal(r->lock.sqlstate, "57P01");
+    const char *message = pgt_describe(r, key);
+    assert_non_null(strstr(message, function));
+    assert_non_null(strstr(message, "terminating connection due to administrator command"));
 }
 
 static void test_terminated_while_waiting(void **state)
@@ -260,7 +258,7 @@ static void test_terminated_while_waiting(void **state)
     pgt_terminate(f->observer, PQbackendPID(f->b));
     int64_t terminated = advlock_pq_now_ms();
     run(&f->ab);
-    expect_connection_lost(&f->ab, "pg_try_advisory_lock for '");
+    expect_connection_lost(&f->ab, f->key, "pg_try_advisory_lock for '");
     assert_true(advlock_pq_now_ms() - terminated < 1500);
     assert_int_equal(advlock_pq_async_socket(&f->ab), -1);
 
@@ -269,7 +267,7 @@ static void test_terminated_while_waiting(void **state)
         advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000, advlock_pq_now_ms()),
         0);
     assert_int_equal(advlock_pq_async_busy(&f->ab), 0);
-    assert_int_equal(expect_outcome(&f->ab, ADVLOCK_FAILED)->error, ADVLOCK_ECONNLOST);
+    assert_int_equal(expect_outcome(&f->ab, ADVLOCK_FAILED)->lock.failure, ADVLOCK_ECONNLOST);
     release(&f->aa, f->key);
 }
 
@@ -279,7 +277,7 @@ static void test_terminated_while_holding(void **state)
     acquire(&f->aa, f->key, 0);
     pgt_terminate(f->observer, PQbackendPID(f->a));
     release(&f->aa, f->key);
-    expect_connection_lost(&f->aa, "pg_advisory_unlock for '");
+    expect_connection_lost(&f->aa, f->key, "pg_advisory_unlock for '");
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
 }
 
@@ -295,8 +293,8 @@ static void test_terminated_mid_statement(void **state)
     run(&f->ab);
     /* The server's FATAL answered the statement: its SQLSTATE is kept, not
      * replaced by libpq's "server closed the connection" that follows. */
-    expect_connection_lost(&f->ab, "pg_try_advisory_lock for '");
-    assert_string_equal(advlock_pq_async_report(&f->ab)->sqlstate, "57P01");
+    expect_connection_lost(&f->ab, f->key, "pg_try_advisory_lock for '");
+    assert_string_equal(advlock_pq_async_report(&f->ab)->lock.sqlstate, "57P01");
 }
 
 /* ---- many adapters, one thread ---- */
@@ -307,8 +305,8 @@ static void test_many_adapters_one_key(void **state)
 {
     fixture *f = *state;
     PGconn *conns[CLIENTS];
-    advlock_pq_async adapters[CLIENTS];
-    advlock_pq_async *list[CLIENTS];
+    advlock_pq adapters[CLIENTS];
+    advlock_pq *list[CLIENTS];
     int acquired[CLIENTS] = {0};
     for (int i = 0; i < CLIENTS; i++) {
         conns[i] = pgt_connect();
@@ -328,8 +326,7 @@ static void test_many_adapters_one_key(void **state)
             if (r == NULL || acquired[i] == 2)
                 continue;
             if (acquired[i] == 0) {
-                if (r->outcome != ADVLOCK_ACQUIRED)
-                    fail_msg("client %d: %s: %s", i, advlock_outcome_name(r->outcome), r->message);
+                pgt_expect_outcome(r, ADVLOCK_ACQUIRED);
                 /* Mutual exclusion, as the server sees it: one holder, this one. */
                 pgt_expect_lock_row(f->observer, f->derived, conns[i]);
                 acquired[i] = 1;
@@ -337,7 +334,7 @@ static void test_many_adapters_one_key(void **state)
                                                                 advlock_pq_now_ms()),
                                  0);
             } else {
-                assert_int_equal(r->outcome, ADVLOCK_RELEASED);
+                assert_int_equal(r->lock.outcome, ADVLOCK_RELEASED);
                 acquired[i] = 2;
                 finished++;
             }
@@ -358,7 +355,7 @@ static void test_statements_dropped_and_open_transaction(void **state)
     /* Dropped while idle: prepared again on the fly. */
     pgt_exec(f->a, "DEALLOCATE ALL");
     acquire(&f->aa, f->key, 0);
-    assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->attempts, 1);
+    assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->lock.attempts, 1);
     release(&f->aa, f->key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
 
@@ -383,13 +380,13 @@ static void test_blocking_calls_on_a_nonblocking_connection(void **state)
     advlock_pq_report r;
     assert_int_equal(PQisnonblocking(f->a), 1);
     assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, &r), 0);
-    assert_int_equal(r.outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(r.lock.outcome, ADVLOCK_ACQUIRED);
     release(&f->aa, f->key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
     acquire(&f->aa, f->key, 0);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
     assert_int_equal(advlock_pq_release(&f->sa, f->key, strlen(f->key), &r), 0);
-    assert_int_equal(r.outcome, ADVLOCK_RELEASED);
+    assert_int_equal(r.lock.outcome, ADVLOCK_RELEASED);
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
 
     /* Busy with the adapter's query: the blocking call sends nothing. */
@@ -401,12 +398,98 @@ static void test_blocking_calls_on_a_nonblocking_connection(void **state)
     release(&f->aa, f->key);
 }
 
+/* ---- the key: derived once, passed back ---- */
+
+static void test_acquire_and_release_by_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(advlock_pq_async_start_acquire_key(&f->aa, f->derived, 0, advlock_pq_now_ms()),
+                     0);
+    run(&f->aa);
+    const advlock_pq_report *r = expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+    assert_true(r->lock.key == f->derived);
+    pgt_expect_lock_row(f->observer, f->derived, f->a);
+
+    /* A name's acquire and the key's release meet on one lock. */
+    acquire(&f->ab, f->key, 0);
+    expect_outcome(&f->ab, ADVLOCK_TIMED_OUT);
+    int64_t key = advlock_pq_async_report(&f->ab)->lock.key;
+    assert_true(key == f->derived);
+    assert_int_equal(advlock_pq_async_start_release_key(&f->aa, key, advlock_pq_now_ms()), 0);
+    run(&f->aa);
+    assert_true(expect_outcome(&f->aa, ADVLOCK_RELEASED)->lock.key == f->derived);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(advlock_pq_async_start_acquire_key(&f->aa, key, -1, advlock_pq_now_ms()),
+                     ADVLOCK_EINVAL);
+}
+
+/* ---- one turn of a loop: advlock_pq_wait ---- */
+
+static void test_wait_drives_an_operation_and_watches_a_pipe(void **state)
+{
+    fixture *f = *state;
+    int pipe_fds[2];
+    assert_int_equal(pipe(pipe_fds), 0);
+
+    /* Nothing to wait for: back at once, whatever the limit. */
+    int64_t start = advlock_pq_now_ms();
+    assert_int_equal(advlock_pq_wait(&f->aa, -1, -1), 0);
+    assert_int_equal(advlock_pq_wait(&f->aa, pipe_fds[0], 30), 0); /* the limit */
+    assert_true(advlock_pq_now_ms() - start >= 30);
+
+    /* Turns run an acquire to its end, through its sleeps. */
+    acquire(&f->ab, f->key, 0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->aa, f->key, strlen(f->key), 250, advlock_pq_now_ms()),
+        0);
+    int turns = 0;
+    while (advlock_pq_async_busy(&f->aa)) {
+        assert_int_equal(advlock_pq_wait(&f->aa, pipe_fds[0], -1), 0);
+        assert_true(++turns < 100);
+    }
+    expect_outcome(&f->aa, ADVLOCK_TIMED_OUT);
+    assert_int_equal(advlock_pq_async_report(&f->aa)->lock.attempts, 3); /* 0, 100, 300 ms */
+
+    /* Holding a lock, the adapter watches its socket; the pipe wakes the
+     * wait, and is left unread for the caller. */
+    release(&f->ab, f->key);
+    acquire(&f->aa, f->key, 0);
+    expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_async_wants(&f->aa), ADVLOCK_PQ_READ);
+    assert_int_equal(write(pipe_fds[1], "!", 1), 1);
+    assert_int_equal(advlock_pq_wait(&f->aa, pipe_fds[0], -1), 1);
+    assert_int_equal(advlock_pq_wait(&f->aa, pipe_fds[0], -1), 1);
+    char byte;
+    assert_int_equal(read(pipe_fds[0], &byte, 1), 1);
+    assert_int_equal(advlock_pq_wait(&f->aa, pipe_fds[0], 0), 0);
+    assert_int_equal(advlock_pq_async_lost(&f->aa), 0);
+
+    /* The session's end wakes it too: the lock is reported lost. */
+    pgt_terminate(f->observer, PQbackendPID(f->a));
+    while (!advlock_pq_async_lost(&f->aa))
+        assert_int_equal(advlock_pq_wait(&f->aa, pipe_fds[0], 5000), 0);
+    const advlock_pq_report *r = expect_outcome(&f->aa, ADVLOCK_FAILED);
+    assert_int_equal(r->lock.detail, ADVLOCK_DETAIL_LOST);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+}
+
+/* ---- size: an adapter per lock in flight ---- */
+
+static void test_adapter_fits_in_a_kilobyte(void **state)
+{
+    (void)state;
+    print_message("      sizeof(advlock_pq) = %zu, sizeof(advlock_pq_report) = %zu\n",
+                  sizeof(advlock_pq), sizeof(advlock_pq_report));
+    assert_true(sizeof(advlock_pq) <= 1024);
+}
+
 /* ---- misuse ---- */
 
 static void test_null_and_unbound(void **state)
 {
     fixture *f = *state;
-    advlock_pq_async unbound;
+    advlock_pq unbound;
     memset(&unbound, 0, sizeof unbound);
     int64_t now = advlock_pq_now_ms(), at = 0;
 
@@ -414,6 +497,11 @@ static void test_null_and_unbound(void **state)
     assert_int_equal(advlock_pq_async_init(&unbound, NULL), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_async_start_acquire(NULL, "k", 1, 0, now), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_async_start_release(NULL, "k", 1, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_start_acquire_key(NULL, 1, 0, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_start_release_key(NULL, 1, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_set_options(NULL, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_check(NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_wait(NULL, -1, 0), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_async_cancel(NULL, now), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_async_process(NULL, 0, now), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_async_socket(NULL), -1);
@@ -427,14 +515,18 @@ static void test_null_and_unbound(void **state)
     /* A zeroed adapter is unbound: everything is refused. */
     assert_int_equal(advlock_pq_async_start_acquire(&unbound, "k", 1, 0, now), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_async_start_release(&unbound, "k", 1, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_acquire_key(&unbound, 1, 0, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_release_key(&unbound, 1, now), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_async_process(&unbound, ADVLOCK_PQ_READ, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_check(&unbound), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_wait(&unbound, -1, 0), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_async_cancel(&unbound, now), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_async_socket(&unbound), -1);
 
     /* A broken connection cannot be bound, and leaves the adapter unbound. */
     PGconn *bad = PQconnectdb("host=/nonexistent/advlock-test port=1");
     assert_int_equal(PQstatus(bad), CONNECTION_BAD);
-    assert_int_equal(advlock_pq_async_init(&unbound, bad), ADVLOCK_ECONNLOST);
+    assert_int_equal(advlock_pq_async_init(&unbound, bad), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_async_start_acquire(&unbound, "k", 1, 0, now), ADVLOCK_EMISUSE);
     PQfinish(bad);
 }
@@ -501,12 +593,12 @@ static void test_wrong_order(void **state)
     assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 5000, advlock_pq_now_ms()),
                      0);
     pgt_loop_until_sleeping(&f->aa, 1, deadline());
-    uint64_t tried = advlock_attempts(advlock_pq_async_machine(&f->aa));
+    uint64_t tried = advlock_next_action(advlock_pq_async_machine(&f->aa)).report->attempts;
     int64_t wake_at;
     assert_int_equal(advlock_pq_async_deadline(&f->aa, &wake_at), 1);
     assert_int_equal(
         advlock_pq_async_process(&f->aa, ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE, wake_at - 1), 0);
-    assert_int_equal(advlock_attempts(advlock_pq_async_machine(&f->aa)), tried);
+    assert_int_equal(advlock_next_action(advlock_pq_async_machine(&f->aa)).report->attempts, tried);
     assert_int_equal(advlock_pq_async_busy(&f->aa), 1);
     assert_int_equal(advlock_pq_async_cancel(&f->aa, advlock_pq_now_ms()), 0);
     expect_outcome(&f->aa, ADVLOCK_CANCELLED);
@@ -533,6 +625,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_blocking_calls_on_a_nonblocking_connection, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_acquire_and_release_by_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_drives_an_operation_and_watches_a_pipe, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_adapter_fits_in_a_kilobyte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_null_and_unbound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_order, setup, teardown),
     };
