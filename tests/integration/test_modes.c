@@ -17,8 +17,8 @@ enum { LIMIT_MS = 10000 };
 typedef struct fixture {
     PGconn *a, *b, *c, *observer; /* blocking sessions */
     PGconn *d, *e;                /* nonblocking adapters */
-    advlock_pq_session sa, sb, sc;
-    advlock_pq_async ad, ae;
+    advlock_pq sa, sb, sc;
+    advlock_pq ad, ae;
     char key[160];
     size_t len;
     int64_t derived;
@@ -34,9 +34,9 @@ static int setup(void **state)
     f.d = pgt_connect();
     f.e = pgt_connect();
     f.observer = pgt_connect();
-    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
-    assert_int_equal(advlock_pq_session_init(&f.sb, f.b), 0);
-    assert_int_equal(advlock_pq_session_init(&f.sc, f.c), 0);
+    assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
+    assert_int_equal(advlock_pq_init(&f.sb, f.b), 0);
+    assert_int_equal(advlock_pq_init(&f.sc, f.c), 0);
     assert_int_equal(advlock_pq_async_init(&f.ad, f.d), 0);
     assert_int_equal(advlock_pq_async_init(&f.ae, f.e), 0);
     pgt_unique_key(f.key, sizeof f.key, "modes");
@@ -69,35 +69,30 @@ static advlock_options options(advlock_mode mode, advlock_scope scope)
 
 static void expect(const advlock_pq_report *r, advlock_outcome outcome)
 {
-    assert_non_null(r);
-    if (r->outcome != outcome)
-        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
-                 advlock_outcome_name(r->outcome), r->message);
+    pgt_expect_outcome(r, outcome);
 }
 
-static void blocking_acquire(fixture *f, advlock_pq_session *s, int64_t timeout_ms,
-                             advlock_outcome outcome)
+static void blocking_acquire(fixture *f, advlock_pq *s, int64_t timeout_ms, advlock_outcome outcome)
 {
     advlock_pq_report r;
     assert_int_equal(advlock_pq_acquire(s, f->key, f->len, timeout_ms, &r), 0);
     expect(&r, outcome);
 }
 
-static void blocking_release(fixture *f, advlock_pq_session *s, advlock_outcome outcome)
+static void blocking_release(fixture *f, advlock_pq *s, advlock_outcome outcome)
 {
     advlock_pq_report r;
     assert_int_equal(advlock_pq_release(s, f->key, f->len, &r), 0);
     expect(&r, outcome);
 }
 
-static void run(advlock_pq_async *a)
+static void run(advlock_pq *a)
 {
-    advlock_pq_async *const one[1] = {a};
+    advlock_pq *const one[1] = {a};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
 }
 
-static void async_acquire(fixture *f, advlock_pq_async *a, int64_t timeout_ms,
-                          advlock_outcome outcome)
+static void async_acquire(fixture *f, advlock_pq *a, int64_t timeout_ms, advlock_outcome outcome)
 {
     assert_int_equal(
         advlock_pq_async_start_acquire(a, f->key, f->len, timeout_ms, advlock_pq_now_ms()), 0);
@@ -105,7 +100,7 @@ static void async_acquire(fixture *f, advlock_pq_async *a, int64_t timeout_ms,
     expect(advlock_pq_async_report(a), outcome);
 }
 
-static void async_release(fixture *f, advlock_pq_async *a, advlock_outcome outcome)
+static void async_release(fixture *f, advlock_pq *a, advlock_outcome outcome)
 {
     assert_int_equal(advlock_pq_async_start_release(a, f->key, f->len, advlock_pq_now_ms()), 0);
     run(a);
@@ -118,8 +113,8 @@ static void test_default_options_are_the_reference(void **state)
 {
     fixture *f = *state;
     advlock_options o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_session_set_options(&f->sa, &o), 0);
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sa, &o), 0);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
 
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     pgt_expect_lock_row(f->observer, f->derived, f->a);
@@ -136,39 +131,39 @@ static void test_set_options_misuse(void **state)
 {
     fixture *f = *state;
     advlock_options o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    advlock_pq_session unbound_session;
-    advlock_pq_async unbound_async;
+    advlock_pq unbound_session;
+    advlock_pq unbound_async;
     memset(&unbound_session, 0, sizeof unbound_session);
     memset(&unbound_async, 0, sizeof unbound_async);
 
-    assert_int_equal(advlock_pq_session_set_options(NULL, &o), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_session_set_options(&f->sa, NULL), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_session_set_options(&unbound_session, &o), ADVLOCK_EMISUSE);
-    assert_int_equal(advlock_pq_async_set_options(NULL, &o), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, NULL), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_async_set_options(&unbound_async, &o), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_set_options(NULL, &o), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_set_options(&f->sa, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_set_options(&unbound_session, &o), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_set_options(NULL, &o), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_set_options(&f->ad, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_set_options(&unbound_async, &o), ADVLOCK_EMISUSE);
     o.mode = (advlock_mode)9;
-    assert_int_equal(advlock_pq_session_set_options(&f->sa, &o), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_set_options(&f->sa, &o), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &o), ADVLOCK_EINVAL);
 
     /* Fixed from an operation's start to its end. */
     o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
     assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()),
                      0);
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &o), ADVLOCK_EMISUSE);
     run(&f->ad);
     expect(advlock_pq_async_report(&f->ad), ADVLOCK_ACQUIRED);
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->d), 1);
     /* Holding is no operation: options may change (for the next one). */
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), 0);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
     o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), 0);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
     async_release(f, &f->ad, ADVLOCK_RELEASED);
 
     /* init puts the reference back. */
     o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_session_set_options(&f->sa, &o), 0);
-    assert_int_equal(advlock_pq_session_init(&f->sa, f->a), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sa, &o), 0);
+    assert_int_equal(advlock_pq_init(&f->sa, f->a), 0);
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
@@ -178,7 +173,7 @@ static void test_set_options_misuse(void **state)
 
 typedef struct waiter {
     fixture *f;
-    advlock_pq_session *session;
+    advlock_pq *session;
     int64_t timeout_ms;
     advlock_pq_report report;
     int rc;
@@ -195,8 +190,8 @@ static void test_shared_holders_coexist_blocking(void **state)
 {
     fixture *f = *state;
     advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_session_set_options(&f->sa, &shared), 0);
-    assert_int_equal(advlock_pq_session_set_options(&f->sb, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sa, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sb, &shared), 0);
 
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
@@ -232,8 +227,8 @@ static void test_shared_holders_and_a_server_waiter_async(void **state)
 {
     fixture *f = *state;
     advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_session_set_options(&f->sa, &shared), 0);
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sa, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &shared), 0);
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     async_acquire(f, &f->ad, 0, ADVLOCK_ACQUIRED);
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, NULL), 2);
@@ -241,7 +236,7 @@ static void test_shared_holders_and_a_server_waiter_async(void **state)
     /* An exclusive server-side waiter queues behind both shared holders. */
     advlock_options wait = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
     wait.wait = ADVLOCK_WAIT_SERVER;
-    assert_int_equal(advlock_pq_async_set_options(&f->ae, &wait), 0);
+    assert_int_equal(advlock_pq_set_options(&f->ae, &wait), 0);
     assert_int_equal(
         advlock_pq_async_start_acquire(&f->ae, f->key, f->len, 10000, advlock_pq_now_ms()), 0);
     pgt_wait_until_waiting(f->observer, f->derived, f->e, &f->ae);
@@ -251,7 +246,7 @@ static void test_shared_holders_and_a_server_waiter_async(void **state)
     async_release(f, &f->ad, ADVLOCK_RELEASED);
     run(&f->ae);
     expect(advlock_pq_async_report(&f->ae), ADVLOCK_ACQUIRED);
-    assert_int_equal(advlock_pq_async_report(&f->ae)->attempts, 1);
+    assert_int_equal(advlock_pq_async_report(&f->ae)->lock.attempts, 1);
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->e), 1);
     async_release(f, &f->ae, ADVLOCK_RELEASED);
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
@@ -263,7 +258,7 @@ static void test_transaction_scope_blocking(void **state)
 {
     fixture *f = *state;
     advlock_options xact = options(ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION);
-    assert_int_equal(advlock_pq_session_set_options(&f->sa, &xact), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sa, &xact), 0);
     char before[256], buf[256];
     pgt_last_statement(f->observer, f->a, before, sizeof before);
 
@@ -271,8 +266,8 @@ static void test_transaction_scope_blocking(void **state)
      * refused, nothing sent. */
     advlock_pq_report r;
     assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), ADVLOCK_EMISUSE);
-    assert_int_equal(r.outcome, ADVLOCK_FAILED);
-    assert_int_equal(r.error, ADVLOCK_EMISUSE);
+    assert_int_equal(r.lock.outcome, ADVLOCK_FAILED);
+    assert_int_equal(r.lock.failure, 0);
     assert_string_equal(pgt_last_statement(f->observer, f->a, buf, sizeof buf), before);
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
 
@@ -289,7 +284,7 @@ static void test_transaction_scope_blocking(void **state)
     char expected[256];
     snprintf(expected, sizeof expected,
              "Lock '%s' is transaction-scoped: it is released when the transaction ends.", f->key);
-    assert_string_equal(r.message, expected);
+    assert_string_equal(pgt_describe(&r, f->key), expected);
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
     assert_string_equal(pgt_last_statement(f->observer, f->a, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK));
@@ -310,7 +305,7 @@ static void test_transaction_scope_shared_async(void **state)
 {
     fixture *f = *state;
     advlock_options xact = options(ADVLOCK_SHARED, ADVLOCK_TRANSACTION);
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &xact), 0);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &xact), 0);
     assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()),
                      ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_async_busy(&f->ad), 0);
@@ -323,7 +318,7 @@ static void test_transaction_scope_shared_async(void **state)
                         advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK_SHARED));
     /* Another shared holder coexists; an exclusive one does not. */
     advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_session_set_options(&f->sb, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sb, &shared), 0);
     blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
     blocking_acquire(f, &f->sc, 0, ADVLOCK_TIMED_OUT);
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
@@ -343,17 +338,19 @@ static void test_transaction_scope_shared_async(void **state)
 static void expect_holder(const fixture *f, const advlock_pq_report *r, const char *timeout)
 {
     expect(r, ADVLOCK_TIMED_OUT);
-    assert_int_equal(r->error, 0);
-    assert_int_equal(r->holder_pid, PQbackendPID(f->a));
-    assert_string_equal(r->holder_application, "holder-app");
-    assert_string_equal(r->holder_state, "idle");
-    assert_in_range(r->holder_seconds, 0, 60);
+    assert_int_equal(r->lock.failure, 0);
+    assert_int_equal(r->lock.holder_pid, PQbackendPID(f->a));
+    assert_string_equal(r->lock.holder_application, "holder-app");
+    assert_int_equal(r->lock.holder_state, ADVLOCK_BACKEND_IDLE);
+    assert_int_equal(r->lock.other_holders, 0);
+    assert_int_equal(r->lock.detail, ADVLOCK_DETAIL_DIAGNOSED);
+    assert_in_range(r->lock.holder_seconds, 0, 60);
     char expected[512];
     snprintf(expected, sizeof expected,
              "Could not acquire migration lock for '%s' within %ss. Held by pid %d (application "
              "'holder-app', state idle) for %llds.",
-             f->key, timeout, PQbackendPID(f->a), (long long)r->holder_seconds);
-    assert_string_equal(r->message, expected);
+             f->key, timeout, PQbackendPID(f->a), (long long)r->lock.holder_seconds);
+    assert_string_equal(pgt_describe(r, f->key), expected);
 }
 
 static void test_diagnostics_name_the_holder(void **state)
@@ -364,14 +361,14 @@ static void test_diagnostics_name_the_holder(void **state)
     diagnose.diagnose = 1;
 
     /* Blocking, polling. */
-    assert_int_equal(advlock_pq_session_set_options(&f->sb, &diagnose), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sb, &diagnose), 0);
     advlock_pq_report r;
     assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 150, &r), 0);
     expect_holder(f, &r, "0.15");
 
     /* Nonblocking, waiting on the server. */
     diagnose.wait = ADVLOCK_WAIT_SERVER;
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &diagnose), 0);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &diagnose), 0);
     async_acquire(f, &f->ad, 200, ADVLOCK_TIMED_OUT);
     expect_holder(f, advlock_pq_async_report(&f->ad), "0.2");
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, 0, NULL), 0); /* no waiter */
@@ -380,7 +377,7 @@ static void test_diagnostics_name_the_holder(void **state)
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
     assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 0, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(r.holder_pid, 0);
+    assert_int_equal(r.lock.holder_pid, 0);
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
 }
 
@@ -388,20 +385,21 @@ static void test_diagnostics_count_shared_holders(void **state)
 {
     fixture *f = *state;
     advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_session_set_options(&f->sa, &shared), 0);
-    assert_int_equal(advlock_pq_session_set_options(&f->sb, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sa, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sb, &shared), 0);
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
 
     advlock_options diagnose = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
     diagnose.diagnose = 1;
-    assert_int_equal(advlock_pq_session_set_options(&f->sc, &diagnose), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sc, &diagnose), 0);
     advlock_pq_report r;
     assert_int_equal(advlock_pq_acquire(&f->sc, f->key, f->len, 0, &r), 0);
     expect(&r, ADVLOCK_TIMED_OUT);
     int first = PQbackendPID(f->a) < PQbackendPID(f->b) ? PQbackendPID(f->a) : PQbackendPID(f->b);
-    assert_int_equal(r.holder_pid, first); /* holders come in pid order */
-    assert_non_null(strstr(r.message, " and by 1 other session."));
+    assert_int_equal(r.lock.holder_pid, first); /* holders come in pid order */
+    assert_int_equal(r.lock.other_holders, 1);
+    assert_non_null(strstr(pgt_describe(&r, f->key), " and by 1 other session."));
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
 }
@@ -417,7 +415,7 @@ static void test_events_of_a_contended_acquire(void **state)
     advlock_options o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
     o.on_event = pgt_record_event;
     o.event_user = &seen;
-    assert_int_equal(advlock_pq_session_set_options(&f->sb, &o), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sb, &o), 0);
 
     pgt_stderr_capture capture;
     char printed[512];
@@ -435,13 +433,13 @@ static void test_events_of_a_contended_acquire(void **state)
     assert_int_equal(seen.n, sizeof story / sizeof story[0]);
     for (int i = 0; i < seen.n; i++) {
         assert_int_equal(seen.events[i].kind, story[i]);
-        assert_int_equal(seen.events[i].key, f->derived);
+        assert_int_equal(seen.events[i].report->key, f->derived);
     }
     assert_int_equal(seen.events[1].result, ADVLOCK_RESULT_FALSE);
     assert_int_equal(seen.events[2].sleep_ms, 100);
     assert_int_equal(seen.events[5].sleep_ms, 200);
-    assert_int_equal(seen.events[6].attempt, 3);
-    assert_int_equal(seen.events[8].outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(seen.events[6].report->attempts, 3);
+    assert_int_equal(seen.events[8].report->outcome, ADVLOCK_TIMED_OUT);
     /* Times on the adapter's clock, in order, spanning the schedule. */
     for (int i = 1; i < seen.n; i++)
         assert_true(seen.events[i].now_ms >= seen.events[i - 1].now_ms);
@@ -456,12 +454,12 @@ static void test_events_of_a_contended_acquire(void **state)
     int warning = pgt_find_event(&seen, ADVLOCK_EVENT_WARNING, 0);
     assert_true(warning >= 0);
     assert_string_equal(seen.messages[warning], "you don't own a lock of type ExclusiveLock");
-    assert_int_equal(seen.events[warning].key, f->derived);
+    assert_int_equal(seen.events[warning].report->key, f->derived);
     int result = pgt_find_event(&seen, ADVLOCK_EVENT_RESULT, 0);
     assert_true(warning < result);
     assert_int_equal(seen.events[result].result, ADVLOCK_RESULT_FALSE);
     assert_int_equal(pgt_find_event(&seen, ADVLOCK_EVENT_DONE, result), seen.n - 1);
-    assert_int_equal(seen.events[seen.n - 1].outcome, ADVLOCK_NOT_HELD);
+    assert_int_equal(seen.events[seen.n - 1].report->outcome, ADVLOCK_NOT_HELD);
 
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
 }
@@ -474,7 +472,7 @@ static void test_warning_event_nonblocking(void **state)
     advlock_options o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
     o.on_event = pgt_record_event;
     o.event_user = &seen;
-    assert_int_equal(advlock_pq_async_set_options(&f->ad, &o), 0);
+    assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
     async_release(f, &f->ad, ADVLOCK_NOT_HELD);
     int warning = pgt_find_event(&seen, ADVLOCK_EVENT_WARNING, 0);
     assert_true(warning >= 0);
