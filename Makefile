@@ -15,18 +15,21 @@ CPPFLAGS  += -Iinclude -D_POSIX_C_SOURCE=200809L
 LIB_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS) -fPIC -fvisibility=hidden
 SANITIZE  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-# libadvlock: the core plus the fake clock and database (no libpq, no I/O).
-CORE_SRC  := $(wildcard src/core/*.c src/adapters/fake/*.c src/sim/*.c)
+# libadvlock: the core alone (no libpq, no I/O). libadvlock_fake: the fake
+# clock and PostgreSQL lock manager (src/adapters/fake) and the simulation
+# driver on top of them (src/sim); it needs libadvlock. See docs/architecture.md.
+CORE_SRC  := $(wildcard src/core/*.c)
+FAKE_SRC  := $(wildcard src/adapters/fake/*.c src/sim/*.c)
 CORE_LIBS := -lcrypto -lpthread
 
 # Debian packages each step needs, as package:probe (see scripts/ensure-deps.sh).
 DEPS_BUILD := libssl-dev:openssl/evp.h
 DEPS_TEST  := $(DEPS_BUILD) libcmocka-dev:cmocka.h locales:cmd:localedef pkg-config:cmd:pkg-config
 
-.PHONY: all test unit-tests core-imports install-check run FORCE install uninstall clean deps-build deps-test
+.PHONY: all test unit-tests core-imports symbols-check install-check run FORCE install uninstall clean deps-build deps-test
 .DELETE_ON_ERROR:
 
-all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so
+all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock_fake.so
 
 # ---- objects: one tree per flavour (plain, sanitized) ----------------------
 
@@ -39,8 +42,9 @@ $(BUILD)/san/obj/%.o: %.c | deps-build
 	$(CC) $(CPPFLAGS) $(LIB_CFLAGS) $(SANITIZE) -MMD -MP -c $< -o $@
 
 CORE_OBJ     := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-PURE_CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/core/*.c))
 CORE_SAN_OBJ := $(CORE_SRC:%.c=$(BUILD)/san/obj/%.o)
+FAKE_OBJ     := $(FAKE_SRC:%.c=$(BUILD)/obj/%.o)
+FAKE_SAN_OBJ := $(FAKE_SRC:%.c=$(BUILD)/san/obj/%.o)
 
 # ---- libraries --------------------------------------------------------------
 
@@ -54,8 +58,19 @@ $(BUILD)/libadvlock.so: $(BUILD)/libadvlock.so.$(VERSION)
 	ln -sf libadvlock.so.$(VERSION) $(BUILD)/libadvlock.so.$(SOVERSION)
 	ln -sf libadvlock.so.$(SOVERSION) $@
 
+$(BUILD)/libadvlock_fake.a: $(FAKE_OBJ)
+	$(AR) rcs $@ $^
+
+$(BUILD)/libadvlock_fake.so.$(VERSION): $(FAKE_OBJ) $(BUILD)/libadvlock.so
+	$(CC) -shared -Wl,-soname,libadvlock_fake.so.$(SOVERSION) -Wl,--no-undefined -o $@ \
+	    $(FAKE_OBJ) -L$(BUILD) -ladvlock
+
+$(BUILD)/libadvlock_fake.so: $(BUILD)/libadvlock_fake.so.$(VERSION)
+	ln -sf libadvlock_fake.so.$(VERSION) $(BUILD)/libadvlock_fake.so.$(SOVERSION)
+	ln -sf libadvlock_fake.so.$(SOVERSION) $@
+
 # Regenerated on every run: PREFIX may differ from the last one.
-$(BUILD)/advlock.pc: advlock.pc.in FORCE
+$(BUILD)/advlock.pc $(BUILD)/advlock_fake.pc: $(BUILD)/%.pc: %.pc.in FORCE
 	@mkdir -p $(@D)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
@@ -67,6 +82,12 @@ TEST_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS) -DVECTOR_DIR='"$(CURDIR)/tests/vec
 TEST_LIBS := -lcmocka $(CORE_LIBS)
 # test_no_malloc counts every allocation the project's own code makes.
 LDFLAGS_test_no_malloc := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+
+# The fake's and the simulator's tests (test_fake_*) link their objects too;
+# every other unit test links the core alone.
+FAKE_UNIT_TESTS := $(filter test_fake_%,$(UNIT_TESTS))
+$(FAKE_UNIT_TESTS:%=$(BUILD)/tests/%): $(FAKE_OBJ)
+$(FAKE_UNIT_TESTS:%=$(BUILD)/san/tests/%): $(FAKE_SAN_OBJ)
 
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ) | deps-test
 	@mkdir -p $(@D)
@@ -86,13 +107,18 @@ UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/san/tests/
 unit-tests: $(UNIT_BINS) $(BUILD)/locale/de_DE.UTF-8
 	@LOCPATH=$(CURDIR)/$(BUILD)/locale scripts/run-tests.sh $(UNIT_BINS)
 
-core-imports: $(PURE_CORE_OBJ)
+core-imports: $(CORE_OBJ)
 	@scripts/check-core-imports.sh $^
 
-install-check: all
-	@scripts/check-install.sh
+# Every installed library exports and shows only advlock_ names, and the
+# core library holds none of the fake's.
+symbols-check: all
+	@scripts/check-symbols.sh $(BUILD)
 
-test: all core-imports unit-tests install-check
+install-check: all
+	@BUILD=$(BUILD) scripts/check-install.sh
+
+test: all core-imports unit-tests symbols-check install-check
 
 # ---- the main job -----------------------------------------------------------
 
@@ -113,18 +139,24 @@ deps-build:
 deps-test:
 	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_TEST)
 
-install: all $(BUILD)/advlock.pc
+# libadvlock and libadvlock_fake, each with its header and pkg-config file
+# (libadvlock_pq's are installed by mk/pq.mk).
+install: all $(BUILD)/advlock.pc $(BUILD)/advlock_fake.pc
 	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
-	install -m 644 include/advlock.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 644 $(BUILD)/libadvlock.a $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(BUILD)/libadvlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
-	ln -sf libadvlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libadvlock.so.$(SOVERSION)
-	ln -sf libadvlock.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libadvlock.so
-	install -m 644 $(BUILD)/advlock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 644 include/advlock.h include/advlock_fake.h $(DESTDIR)$(INCLUDEDIR)/
+	for lib in libadvlock libadvlock_fake; do \
+	    install -m 644 $(BUILD)/$$lib.a $(DESTDIR)$(LIBDIR)/ && \
+	    install -m 755 $(BUILD)/$$lib.so.$(VERSION) $(DESTDIR)$(LIBDIR)/ && \
+	    ln -sf $$lib.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$$lib.so.$(SOVERSION) && \
+	    ln -sf $$lib.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$$lib.so || exit 1; \
+	done
+	install -m 644 $(BUILD)/advlock.pc $(BUILD)/advlock_fake.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 
 uninstall:
-	rm -f $(DESTDIR)$(INCLUDEDIR)/advlock.h $(DESTDIR)$(LIBDIR)/libadvlock.* \
-	      $(DESTDIR)$(LIBDIR)/pkgconfig/advlock.pc
+	rm -f $(DESTDIR)$(INCLUDEDIR)/advlock.h $(DESTDIR)$(INCLUDEDIR)/advlock_fake.h \
+	      $(DESTDIR)$(LIBDIR)/libadvlock.a $(DESTDIR)$(LIBDIR)/libadvlock.so* \
+	      $(DESTDIR)$(LIBDIR)/libadvlock_fake.* \
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/advlock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/advlock_fake.pc
 
 clean:
 	rm -rf $(BUILD)

@@ -200,6 +200,7 @@ typedef struct advlock_fake_session_ {
     int wait_scope_;
     int wait_pos_;    /* place in that lock's queue, 0 = first */
     int wait_result_; /* how the wait ended */
+    int finish_;      /* granted by a wake-up; its statement is still to finish */
     /* For the holders query, on the database's clock: */
     int64_t state_change_ms_; /* start of the running statement, else end of the last */
     int64_t xact_start_ms_;   /* BEGIN of the block, else start of the last statement */
@@ -299,6 +300,49 @@ ADVLOCK_API int advlock_fake_db_poll(advlock_fake_db *db, int pid, advlock_fake_
 /* Returns 1 if pid is queued in a waiting statement (not yet granted or
  * ended), else 0. */
 ADVLOCK_API int advlock_fake_db_is_waiting(const advlock_fake_db *db, int pid);
+
+/* Where a session's waiting statement stands (advlock_fake_db_wait_state). */
+typedef enum advlock_fake_wait {
+    ADVLOCK_FAKE_WAIT_NONE = 0,    /* in no waiting statement (or its result was polled) */
+    ADVLOCK_FAKE_WAIT_QUEUED = 1,  /* queued behind a conflicting lock */
+    ADVLOCK_FAKE_WAIT_GRANTED = 2, /* granted: poll collects a void row (or, if a cancel
+                                      lands first, 57014 with the lock kept) */
+    ADVLOCK_FAKE_WAIT_FAILED = 3   /* ended by a deadlock or a cancel: poll collects the error */
+} advlock_fake_wait;
+
+/*
+ * Where session pid's waiting statement stands, without collecting its
+ * result. ADVLOCK_FAKE_WAIT_NONE for db NULL or a pid that is not open.
+ */
+ADVLOCK_API advlock_fake_wait advlock_fake_db_wait_state(const advlock_fake_db *db, int pid);
+
+/*
+ * Ends the transaction side of a statement that failed with an error the
+ * database did not produce itself (a driver injecting a server error): a
+ * transaction block becomes failed (25P02 until COMMIT or ROLLBACK), and the
+ * transaction-level locks are released, waking whoever can then be granted.
+ * Returns 0, or ADVLOCK_EINVAL for db NULL or a pid that is not open, and
+ * ADVLOCK_EMISUSE while the session is in a waiting statement.
+ */
+ADVLOCK_API int advlock_fake_db_fail_statement(advlock_fake_db *db, int pid);
+
+/*
+ * Called by advlock_fake_db_each_hold() for one session's holds of one key
+ * in one mode: how many at session level and at transaction level (at least
+ * one of them is positive). Return 0 to go on, anything else to stop.
+ */
+typedef int (*advlock_fake_hold_fn)(void *user, int pid, int64_t key, advlock_fake_mode mode,
+                                    int session_level, int transaction_level);
+
+/*
+ * Calls fn for every hold in the lock table, in no particular order, until
+ * fn returns non-zero. Cheaper than advlock_fake_db_lock_rows() (no sorting,
+ * no buffer), for checks that run after every event. fn must not change db.
+ * Returns fn's non-zero value, or 0 when every hold was visited (also for db
+ * or fn NULL).
+ */
+ADVLOCK_API int advlock_fake_db_each_hold(const advlock_fake_db *db, advlock_fake_hold_fn fn,
+                                          void *user);
 
 /*
  * Cancels a session's waiting statement, as pg_cancel_backend does: the
@@ -449,7 +493,6 @@ typedef struct advlock_fake_faults {
 
 #define ADVLOCK_SIM_MAX_CLIENTS   64
 #define ADVLOCK_SIM_MAX_KEYS      16
-#define ADVLOCK_SIM_MAX_EVENTS    (ADVLOCK_SIM_MAX_CLIENTS * 8 + ADVLOCK_FAKE_MAX_SESSIONS)
 #define ADVLOCK_SIM_VIOLATION_MAX 512
 
 /* advlock_sim_run() returns this (a positive value, not an advlock_error)
@@ -477,22 +520,30 @@ typedef struct advlock_sim_step {
     int64_t pause_ms;        /* PAUSE */
 } advlock_sim_step;
 
-/* How a client's step ended, as its plan (or a script's record) sees it. */
+/*
+ * How a client's step ended, as its plan (or a script's record) sees it.
+ * The outcome is read in one place, report.outcome; advlock_describe(&report,
+ * name, len, server_message, buf, size) renders it as the core's sentence.
+ */
 typedef struct advlock_sim_done {
     advlock_sim_step step; /* the step, as given */
-    int64_t key;           /* ACQUIRE, RELEASE: the derived key */
-    /* ACQUIRE, RELEASE: how it ended. BEGIN, COMMIT, ROLLBACK: FAILED when
-     * the statement failed (error, sqlstate, message say how), else 0. */
-    advlock_outcome outcome;
-    int error;                         /* 0, or the advlock_error when outcome is FAILED */
-    char command_tag[16];              /* BEGIN, COMMIT, ROLLBACK: the server's tag (a COMMIT
-                                          of a failed block answers "ROLLBACK"), else "" */
-    char sqlstate[6];                  /* the server's SQLSTATE, or "" */
-    char message[ADVLOCK_MESSAGE_MAX]; /* the machine's message, or "" */
-    uint64_t attempts;                 /* ACQUIRE: try-lock queries sent */
-    int cancel_sent;                   /* ACQUIRE: the driver cancelled it */
-    int64_t started_ms;                /* virtual time the step began */
-    int64_t ended_ms;                  /* ... and ended */
+    /* ACQUIRE, RELEASE: the machine's final report (outcome, failure,
+     * SQLSTATE, key, attempts, holder facts...). BEGIN, COMMIT, ROLLBACK:
+     * outcome FAILED with failure and sqlstate when the statement failed,
+     * else all zero. */
+    advlock_report report;
+    /* 0, or the advlock_error with which the machine refused to start the
+     * step (an invalid name: ADVLOCK_EUTF8); report.outcome is then FAILED
+     * with failure 0. */
+    int error;
+    char command_tag[16]; /* BEGIN, COMMIT, ROLLBACK: the server's tag (a COMMIT
+                             of a failed block answers "ROLLBACK"), else "" */
+    /* The server's or driver's words with the last failing result, for
+     * advlock_describe(), or "". */
+    char server_message[ADVLOCK_FAKE_TEXT_MAX];
+    int cancel_sent;    /* ACQUIRE: the driver cancelled it */
+    int64_t started_ms; /* virtual time the step began */
+    int64_t ended_ms;   /* ... and ended */
 } advlock_sim_done;
 
 struct advlock_sim;
@@ -556,107 +607,25 @@ typedef struct advlock_sim_stats {
     int64_t end_ms;   /* virtual time when the run ended */
 } advlock_sim_stats;
 
-/* Private per-client state; see advlock_sim. */
-typedef struct advlock_sim_client_ {
-    /* plan */
-    advlock_sim_plan_fn plan_;
-    void *plan_state_;
-    const advlock_sim_step *script_;
-    size_t script_len_, script_pos_;
-    advlock_sim_done *script_done_;
-    advlock_sim_cycler cycler_;
-    unsigned cycles_done_;
-    int cycler_phase_, cycler_key_, release_tries_;
-    int started_, stopped_;
-    /* session and time */
-    int pid_;
-    int session_; /* open, killed (the client not told yet), or lost */
-    advlock_fake_clock clock_;
-    advlock_machine machine_;
-    advlock_options options_; /* as the machine has them (derived jitter seed) */
-    /* the step under way */
-    int busy_; /* an operation or a transaction statement */
-    uint64_t op_serial_;
-    advlock_sim_step step_;
-    int key_index_;
-    int64_t key_;
-    int op_kind_; /* the operation's lock kind: mode * 2 + scope */
-    int64_t started_ms_;
-    int64_t started_reading_;
-    int64_t jumped_at_start_;
-    int cancel_sent_;
-    uint64_t timer_serial_;
-    /* the query in flight */
-    int query_; /* none, on its way to the server, waiting there, on its way back */
-    const char *query_text_;
-    int query_is_lock_; /* one of the machine's lock statements */
-    int64_t arrive_ms_, deliver_ms_, return_ms_;
-    uint64_t wait_serial_;
-    advlock_result result_;
-    char result_sqlstate_[6];
-    char result_message_[ADVLOCK_FAKE_TEXT_MAX];
-    char result_tag_[16];
-    const char *result_fault_;
-    int transit_delta_;     /* what the answer on its way back changes, of op_kind_ */
-    int txn_end_in_flight_; /* the answer tells of a transaction the server ended */
-    int outside_block_;     /* the answer grants a transaction lock already gone */
-    struct {
-        int pid;
-        unsigned char granted, mode, state;
-        int64_t seconds;
-    } rows_[ADVLOCK_SIM_MAX_CLIENTS]; /* a holders answer on its way back */
-    size_t nrows_;
-    /* what the invariants know, per key and lock kind (mode * 2 + scope);
-     * 16 bits, so that the four kinds of a key compare as one word */
-    int16_t belief_[ADVLOCK_SIM_MAX_KEYS][4];      /* ACQUIRED minus RELEASED */
-    int16_t client_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per results delivered */
-    int16_t server_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per queries applied */
-    int server_in_block_; /* per the statements applied: inside BEGIN ... */
-    int unsure_;          /* may hold what it does not know about, until it reconnects */
-    /* the independent policy model (policy.c) */
-    int policy_state_, policy_cancel_, policy_deadline_passed_, policy_cancelling_;
-    int policy_fail_after_undo_, policy_undo_reason_;
-    advlock_sql policy_sql_;
-    int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_, policy_deadline_;
-    int64_t policy_resend_;                      /* when a sent cancel is asked for again */
-    char policy_sqlstate_[6];                    /* the last error's SQLSTATE in this operation */
-    char policy_failure_[ADVLOCK_FAKE_TEXT_MAX]; /* an unrequested 57014's message */
-    uint64_t policy_sleeps_, policy_attempts_, policy_jitter_;
-    advlock_sim_done last_;
-} advlock_sim_client_;
-
-typedef struct advlock_sim_event_ {
-    int64_t at_ms_;
-    uint64_t seq_;
-    int kind_;
-    int client_;
-    uint64_t serial_;
-    int64_t arg_;
-} advlock_sim_event_;
-
 /*
- * A simulation. About 490 KB: declare it static or allocate it, rather than
- * put it on a small stack. It holds pointers only to what the caller passed
- * (plans' states, scripts, lock names, the trace callback).
+ * A simulation: ADVLOCK_SIM_SIZE bytes of storage that only the functions
+ * below read or write (the clients' machines, sessions and plans, the event
+ * queue, the fake database, and the policy model that judges each machine:
+ * none of it is part of the ABI, only the size is): 384 KiB, of which the
+ * simulation uses about 320 KB, the rest room to grow without an ABI break: declare it
+ * static or allocate it, rather than put it on a small stack. It holds
+ * pointers only to what the caller passed (plans' states, scripts, lock
+ * names, the trace callback), so it may not be copied while it runs.
  */
+#define ADVLOCK_SIM_SIZE (384 * 1024)
+
 typedef struct advlock_sim {
-    advlock_sim_config config_;
-    advlock_prng prng_;
-    advlock_fake_db db_;
-    advlock_sim_client_ clients_[ADVLOCK_SIM_MAX_CLIENTS];
-    int nclients_;
-    int64_t keys_[ADVLOCK_SIM_MAX_KEYS];
-    int nkeys_;
-    advlock_sim_event_ events_[ADVLOCK_SIM_MAX_EVENTS];
-    int nevents_;
-    uint64_t next_seq_;
-    int64_t now_ms_;
-    int slot_owner_[ADVLOCK_FAKE_MAX_SESSIONS];       /* client per session slot; see sim.c */
-    int64_t slot_reap_ms_[ADVLOCK_FAKE_MAX_SESSIONS]; /* when a dropped one is reaped */
-    int waiting_;                                     /* clients whose query waits at the server */
-    int ran_;
-    advlock_sim_stats stats_;
-    char violation_[ADVLOCK_SIM_VIOLATION_MAX];
+    union {
+        unsigned char bytes_[ADVLOCK_SIM_SIZE];
+        int64_t align_int_; /* aligned for whatever the simulation keeps */
+        void *align_pointer_;
+        double align_double_;
+    } opaque_;
 } advlock_sim;
 
 /*

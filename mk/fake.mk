@@ -1,5 +1,5 @@
-# The simulation: campaigns of seeded runs against the fake database (part of
-# libadvlock), the canary that proves a campaign catches a planted bug, the
+# The simulation: campaigns of seeded runs against the fake database
+# (libadvlock_fake: src/adapters/fake and src/sim), the canary that proves a campaign catches a planted bug, the
 # examples from docs/simulation.md, and the fake database's fidelity to a real
 # PostgreSQL. Included by the top-level Makefile, whose variables it uses.
 
@@ -12,16 +12,17 @@ START ?= 1
 
 .PHONY: sim sim-test sim-san-test sim-canary-test sim-doc-test fidelity-test
 
-$(BUILD)/sim/campaign: tests/sim/campaign.c $(CORE_OBJ) | deps-build
+$(BUILD)/sim/campaign: tests/sim/campaign.c $(FAKE_OBJ) $(CORE_OBJ) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
 
-$(BUILD)/san/sim/campaign: tests/sim/campaign.c $(CORE_SAN_OBJ) | deps-build
+$(BUILD)/san/sim/campaign: tests/sim/campaign.c $(FAKE_SAN_OBJ) $(CORE_SAN_OBJ) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) $(SANITIZE) -o $@ $^ $(CORE_LIBS)
 
-# The canary: the same library with a wrong first backoff delay planted.
-CANARY_OBJ := $(CORE_SRC:%.c=$(BUILD)/canary/obj/%.o)
+# The canary: the same core with a wrong first backoff delay planted, under
+# the unchanged fake and simulator.
+CANARY_OBJ := $(CORE_SRC:%.c=$(BUILD)/canary/obj/%.o) $(FAKE_OBJ)
 
 $(BUILD)/canary/obj/%.o: %.c | deps-build
 	@mkdir -p $(@D)
@@ -43,8 +44,9 @@ sim-san-test: $(BUILD)/san/sim/campaign
 sim-canary-test: $(BUILD)/sim/campaign-canary
 	tests/sim/expect-canary-caught.sh $(BUILD)/sim/campaign-canary
 
-# The examples in docs/simulation.md, compiled and run exactly as printed:
-# each follows a "<!-- tested: doc_NAME.c -->" marker.
+# The examples in docs/simulation.md, compiled and run exactly as printed and
+# linked as the page says (libadvlock_fake, then libadvlock): each follows a
+# "<!-- tested: doc_NAME.c -->" marker.
 DOC_EXAMPLES := $(BUILD)/sim/doc_example $(BUILD)/sim/doc_options
 
 $(BUILD)/sim/doc_%.c: docs/simulation.md
@@ -53,8 +55,9 @@ $(BUILD)/sim/doc_%.c: docs/simulation.md
 	     armed && /^```c/ {inside = 1; next} inside && /^```/ {exit} inside {print}' $< > $@
 	@test -s $@ || { echo "docs/simulation.md: the tested example doc_$*.c is missing" >&2; exit 1; }
 
-$(BUILD)/sim/doc_%: $(BUILD)/sim/doc_%.c $(BUILD)/libadvlock.a
-	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $< $(BUILD)/libadvlock.a $(CORE_LIBS)
+$(BUILD)/sim/doc_%: $(BUILD)/sim/doc_%.c $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock.a
+	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $< -L$(BUILD) -Wl,-Bstatic -ladvlock_fake -ladvlock \
+	    -Wl,-Bdynamic $(CORE_LIBS)
 
 sim-doc-test: $(DOC_EXAMPLES)
 	@for example in $^; do $$example || exit 1; done
@@ -69,7 +72,7 @@ DEPS_FIDELITY := libpq-dev:postgresql/libpq-fe.h
 deps-fidelity:
 	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_FIDELITY)
 
-$(BUILD)/tests/test_fidelity: tests/integration/test_fidelity.c $(CORE_OBJ) | deps-test deps-fidelity
+$(BUILD)/tests/test_fidelity: tests/integration/test_fidelity.c $(FAKE_OBJ) $(CORE_OBJ) | deps-test deps-fidelity
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(FIDELITY_CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ -lpq $(CORE_LIBS)
 

@@ -6,31 +6,31 @@
  */
 #include "sim.h"
 
-static int earlier(const advlock_sim_event_ *a, const advlock_sim_event_ *b)
+static int earlier(const sim_event *a, const sim_event *b)
 {
     return a->at_ms_ != b->at_ms_ ? a->at_ms_ < b->at_ms_ : a->seq_ < b->seq_;
 }
 
-static void swap(advlock_sim_event_ *a, advlock_sim_event_ *b)
+static void swap(sim_event *a, sim_event *b)
 {
-    advlock_sim_event_ t = *a;
+    sim_event t = *a;
     *a = *b;
     *b = t;
 }
 
-int sim_schedule(advlock_sim *sim, int64_t at_ms, enum sim_event_kind kind, int client,
-                 uint64_t serial, int64_t arg)
+int advlock_sim_schedule(sim_world *sim, int64_t at_ms, enum advlock_sim_event_kind kind,
+                         int client, uint64_t serial, int64_t arg)
 {
-    if (sim->nevents_ == ADVLOCK_SIM_MAX_EVENTS)
+    if (sim->nevents_ == SIM_MAX_EVENTS)
         return -1;
-    advlock_sim_event_ *ev = sim->events_;
+    sim_event *ev = sim->events_;
     int i = sim->nevents_++;
-    ev[i] = (advlock_sim_event_){at_ms < sim->now_ms_ ? sim->now_ms_ : at_ms,
-                                 sim->next_seq_++,
-                                 (int)kind,
-                                 client,
-                                 serial,
-                                 arg};
+    ev[i] = (sim_event){at_ms < sim->now_ms_ ? sim->now_ms_ : at_ms,
+                        sim->next_seq_++,
+                        (int)kind,
+                        client,
+                        serial,
+                        arg};
     while (i > 0 && earlier(&ev[i], &ev[(i - 1) / 2])) {
         swap(&ev[i], &ev[(i - 1) / 2]);
         i = (i - 1) / 2;
@@ -38,11 +38,11 @@ int sim_schedule(advlock_sim *sim, int64_t at_ms, enum sim_event_kind kind, int 
     return 0;
 }
 
-int sim_next_event(advlock_sim *sim, advlock_sim_event_ *out)
+int advlock_sim_next_event(sim_world *sim, sim_event *out)
 {
     if (sim->nevents_ == 0)
         return 0;
-    advlock_sim_event_ *ev = sim->events_;
+    sim_event *ev = sim->events_;
     *out = ev[0];
     ev[0] = ev[--sim->nevents_];
     int i = 0;

@@ -5,19 +5,19 @@
  */
 #include "sim.h"
 
-int64_t sim_draw_latency(advlock_prng *p, const advlock_fake_latency *lat)
+int64_t advlock_sim_draw_latency(advlock_prng *p, const advlock_fake_latency *lat)
 {
     int slow = advlock_prng_chance(p, lat->tail_ppm);
     int64_t normal = advlock_prng_between(p, lat->min_ms, lat->max_ms);
     return slow ? advlock_prng_between(p, lat->max_ms, lat->tail_max_ms) : normal;
 }
 
-int64_t sim_latency_bound(const advlock_fake_latency *lat)
+int64_t advlock_sim_latency_bound(const advlock_fake_latency *lat)
 {
     return lat->tail_ppm > 0 && lat->tail_max_ms > lat->max_ms ? lat->tail_max_ms : lat->max_ms;
 }
 
-int sim_faults_on(const advlock_fake_faults *f)
+int advlock_sim_faults_on(const advlock_fake_faults *f)
 {
     return (f->null_ppm | f->error_ppm | f->drop_before_ppm | f->drop_after_ppm | f->kill_ppm
             | f->stall_ppm | f->jump_ppm)
@@ -25,7 +25,7 @@ int sim_faults_on(const advlock_fake_faults *f)
 }
 
 /* One draw in [0, 1e6) split into consecutive bands, one per fault. */
-enum query_fault sim_draw_query_fault(advlock_prng *p, const advlock_fake_faults *f)
+enum query_fault advlock_sim_draw_query_fault(advlock_prng *p, const advlock_fake_faults *f)
 {
     uint64_t r = advlock_prng_below(p, 1000000);
     const uint32_t bands[] = {f->null_ppm, f->error_ppm, f->drop_before_ppm, f->drop_after_ppm};
@@ -40,7 +40,7 @@ enum query_fault sim_draw_query_fault(advlock_prng *p, const advlock_fake_faults
     return FAULT_NONE;
 }
 
-void sim_draw_server_error(advlock_prng *p, const char **sqlstate, const char **message)
+void advlock_sim_draw_server_error(advlock_prng *p, const char **sqlstate, const char **message)
 {
     static const char *const errors[][2] = {
         {"57014", "canceling statement due to statement timeout"},
@@ -52,7 +52,7 @@ void sim_draw_server_error(advlock_prng *p, const char **sqlstate, const char **
     *message = errors[i][1];
 }
 
-const char *sim_fault_name(enum query_fault fault)
+const char *advlock_sim_fault_name(enum query_fault fault)
 {
     switch (fault) {
     case FAULT_NULL: return "null";

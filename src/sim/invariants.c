@@ -27,39 +27,47 @@ __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t size, co
 /* Sums each open client session's holds per key and kind, and marks which
  * keys anyone holds. Holds by a session nobody owns, or by a dropped session
  * past its detection deadline, are violations. */
-static int tally(const advlock_sim *sim, counts_t counts, int held[ADVLOCK_SIM_MAX_KEYS], char *why,
+typedef struct tally_state {
+    const sim_world *sim;
+    int16_t (*counts)[ADVLOCK_SIM_MAX_KEYS][KINDS];
+    int *held;
+    char *why;
+    size_t size;
+} tally_state;
+
+static int tally_hold(void *user, int pid, int64_t key, advlock_fake_mode mode, int session_level,
+                      int transaction_level)
+{
+    tally_state *t = user;
+    const sim_world *sim = t->sim;
+    int k = advlock_sim_key_index(sim, key);
+    if (k < 0)
+        return fail(t->why, t->size, "session %d holds key %lld, which no client asked for", pid,
+                    (long long)key);
+    t->held[k] = 1;
+    const sim_session *s = advlock_sim_session_const(sim, pid);
+    if (s != NULL && s->owner == SESSION_ORPHAN) {
+        if (sim->now_ms_ > s->reap_ms)
+            return fail(t->why, t->size,
+                        "dropped session %d still holds key %lld past its detection "
+                        "deadline %lld ms",
+                        pid, (long long)key, (long long)s->reap_ms);
+        return 0;
+    }
+    if (s == NULL)
+        return fail(t->why, t->size, "session %d holds key %lld but belongs to no client", pid,
+                    (long long)key);
+    int16_t *mine = t->counts[s->owner][k];
+    mine[advlock_sim_kind((advlock_mode)mode, ADVLOCK_SESSION)] += (int16_t)session_level;
+    mine[advlock_sim_kind((advlock_mode)mode, ADVLOCK_TRANSACTION)] += (int16_t)transaction_level;
+    return 0;
+}
+
+static int tally(const sim_world *sim, counts_t counts, int held[ADVLOCK_SIM_MAX_KEYS], char *why,
                  size_t size)
 {
-    const advlock_fake_db *db = &sim->db_;
-    for (int i = 0; i < db->holds_used_; i++) {
-        const advlock_fake_hold_ *h = &db->holds_[i];
-        if (h->session_ < 0 || lt_hold_total(h, 0) + lt_hold_total(h, 1) == 0)
-            continue;
-        int64_t key = db->locks_[h->lock_].key_;
-        int pid = db->sessions_[h->session_].pid_;
-        int k = sim_key_index(sim, key);
-        if (k < 0)
-            return fail(why, size, "session %d holds key %lld, which no client asked for", pid,
-                        (long long)key);
-        held[k] = 1;
-        int owner = sim->slot_owner_[h->session_];
-        if (owner == SLOT_ORPHAN) {
-            if (sim->now_ms_ > sim->slot_reap_ms_[h->session_])
-                return fail(why, size,
-                            "dropped session %d still holds key %lld past its detection "
-                            "deadline %lld ms",
-                            pid, (long long)key, (long long)sim->slot_reap_ms_[h->session_]);
-            continue;
-        }
-        if (owner < 0)
-            return fail(why, size, "session %d holds key %lld but belongs to no client", pid,
-                        (long long)key);
-        for (int mode = 0; mode < 2; mode++)
-            for (int scope = 0; scope < 2; scope++)
-                counts[owner][k][sim_kind((advlock_mode)mode, (advlock_scope)scope)] +=
-                    (int16_t)h->count_[mode][scope];
-    }
-    return 0;
+    tally_state t = {sim, counts, held, why, size};
+    return advlock_fake_db_each_hold(&sim->db_, tally_hold, &t);
 }
 
 static const char *kind_name(int kind)
@@ -72,18 +80,18 @@ static const char *kind_name(int kind)
 /* The lock table, the results each client applied, and the results each
  * client received agree, up to the one result still on its way back (which
  * may also tell of a transaction the server has ended). */
-static int check_agreement(const advlock_sim *sim, counts_t counts, char *why, size_t size)
+static int check_agreement(const sim_world *sim, counts_t counts, char *why, size_t size)
 {
     for (int c = 0; c < sim->nclients_; c++) {
-        const advlock_sim_client_ *cl = &sim->clients_[c];
+        const sim_client *cl = &sim->clients_[c];
         if (cl->session_ != SESSION_OPEN)
             continue;
         int answering = cl->query_ == QUERY_TO_CLIENT || cl->query_ == QUERY_RETURNING;
         int settled = (!answering || cl->transit_delta_ == 0) && !cl->txn_end_in_flight_;
         int same = settled;
         for (int k = 0; same && k < sim->nkeys_; k++)
-            same = sim_same_holds(counts[c][k], cl->server_view_[k])
-                   && sim_same_holds(cl->server_view_[k], cl->client_view_[k]);
+            same = advlock_sim_same_holds(counts[c][k], cl->server_view_[k])
+                   && advlock_sim_same_holds(cl->server_view_[k], cl->client_view_[k]);
         if (same)
             continue; /* the common case, kept cheap: this runs after every event */
         for (int k = 0; k < sim->nkeys_; k++) {
@@ -94,7 +102,7 @@ static int check_agreement(const advlock_sim *sim, counts_t counts, char *why, s
                                 "(%s) %d time(s), the queries it ran say %d",
                                 c, (long long)sim->keys_[k], kind_name(j), counts[c][k][j],
                                 cl->server_view_[k][j]);
-                if (cl->txn_end_in_flight_ && sim_kind_is_xact(j))
+                if (cl->txn_end_in_flight_ && advlock_sim_kind_is_xact(j))
                     continue;
                 int in_flight =
                     answering && k == cl->key_index_ && j == cl->op_kind_ ? cl->transit_delta_ : 0;
@@ -117,7 +125,7 @@ static int check_agreement(const advlock_sim *sim, counts_t counts, char *why, s
  * ended with its transaction counts no more. A client whose session died
  * believes in vain until its next query tells it the connection was lost;
  * it is not counted at all. */
-static int inside(const advlock_sim_client_ *cl, int k, int j)
+static int inside(const sim_client *cl, int k, int j)
 {
     if (cl->session_ != SESSION_OPEN)
         return 0;
@@ -129,7 +137,7 @@ static int inside(const advlock_sim_client_ *cl, int k, int j)
         cl->txn_end_in_flight_
         || (cl->busy_
             && (cl->step_.kind == ADVLOCK_SIM_COMMIT || cl->step_.kind == ADVLOCK_SIM_ROLLBACK));
-    if (ending && sim_kind_is_xact(j))
+    if (ending && advlock_sim_kind_is_xact(j))
         n = 0;
     return n > 0 ? n : 0;
 }
@@ -137,18 +145,18 @@ static int inside(const advlock_sim_client_ *cl, int k, int j)
 /* Mutual exclusion: no client that believes it holds a key exclusively
  * shares it with any other client that believes it holds it in any mode;
  * shared holders may be many. */
-static int check_exclusion(const advlock_sim *sim, char *why, size_t size)
+static int check_exclusion(const sim_world *sim, char *why, size_t size)
 {
     int holders[ADVLOCK_SIM_MAX_KEYS] = {0};
     int exclusive[ADVLOCK_SIM_MAX_KEYS], other[ADVLOCK_SIM_MAX_KEYS];
     for (int k = 0; k < sim->nkeys_; k++)
         exclusive[k] = other[k] = -1;
     for (int c = 0; c < sim->nclients_; c++) {
-        const advlock_sim_client_ *cl = &sim->clients_[c];
+        const sim_client *cl = &sim->clients_[c];
         if (cl->session_ != SESSION_OPEN)
             continue;
         for (int k = 0; k < sim->nkeys_; k++) {
-            if (sim_no_holds(cl->belief_[k]))
+            if (advlock_sim_no_holds(cl->belief_[k]))
                 continue; /* the common case, kept cheap: this runs after every event */
             int excl = inside(cl, k, 0) + inside(cl, k, 1);
             if (excl + inside(cl, k, 2) + inside(cl, k, 3) == 0)
@@ -175,12 +183,12 @@ static int check_exclusion(const advlock_sim *sim, char *why, size_t size)
  * someone faster). A client queued at the server is handed a freed key at
  * once: the fake's own check (no missed wake-up) covers it. Without stalls
  * or jumps, a client's clock reads virtual time. */
-static int check_progress(const advlock_sim *sim, const int held[ADVLOCK_SIM_MAX_KEYS], char *why,
+static int check_progress(const sim_world *sim, const int held[ADVLOCK_SIM_MAX_KEYS], char *why,
                           size_t size)
 {
-    int64_t rtt = sim_latency_bound(&sim->config_.latency);
+    int64_t rtt = advlock_sim_latency_bound(&sim->config_.latency);
     for (int c = 0; c < sim->nclients_; c++) {
-        const advlock_sim_client_ *cl = &sim->clients_[c];
+        const sim_client *cl = &sim->clients_[c];
         if (!cl->busy_ || cl->step_.kind != ADVLOCK_SIM_ACQUIRE || cl->cancel_sent_
             || held[cl->key_index_])
             continue;
@@ -190,7 +198,7 @@ static int check_progress(const advlock_sim *sim, const int held[ADVLOCK_SIM_MAX
             next_try = a.wake_at_ms;
         } else if (cl->query_ == QUERY_TO_CLIENT && cl->result_ == ADVLOCK_RESULT_FALSE
                    && cl->deliver_ms_ - cl->policy_start_ < cl->step_.timeout_ms) {
-            next_try = cl->deliver_ms_ + sim_policy_sleep(cl->policy_sleeps_ + 1);
+            next_try = cl->deliver_ms_ + advlock_sim_policy_sleep(cl->policy_sleeps_ + 1);
         } else if (cl->query_ == QUERY_TO_SERVER && cl->query_is_lock_) {
             next_try = cl->arrive_ms_;
         } else {
@@ -215,7 +223,7 @@ static int check_progress(const advlock_sim *sim, const int held[ADVLOCK_SIM_MAX
  * machine asks again every 250 ms, so the first repeat sent half a round
  * trip or more after the first cancel meets the statement. A release,
  * BEGIN, COMMIT: one round trip. */
-static int64_t step_limit(const advlock_sim_client_ *cl, int64_t rtt)
+static int64_t step_limit(const sim_client *cl, int64_t rtt)
 {
     enum { CANCEL_REPEAT_MS = 250 };
     const advlock_options *o = &cl->options_;
@@ -234,11 +242,11 @@ static int64_t step_limit(const advlock_sim_client_ *cl, int64_t rtt)
 /* Every step ends in time. Measured on the client's own clock, less its
  * jumps: what the machine can see of time (a stalled clock holds a machine
  * back; that is not the machine's fault). */
-static int check_durations(const advlock_sim *sim, char *why, size_t size)
+static int check_durations(const sim_world *sim, char *why, size_t size)
 {
-    int64_t rtt = sim_latency_bound(&sim->config_.latency);
+    int64_t rtt = advlock_sim_latency_bound(&sim->config_.latency);
     for (int c = 0; c < sim->nclients_; c++) {
-        const advlock_sim_client_ *cl = &sim->clients_[c];
+        const sim_client *cl = &sim->clients_[c];
         if (!cl->busy_)
             continue;
         advlock_fake_clock now = cl->clock_;
@@ -255,7 +263,7 @@ static int check_durations(const advlock_sim *sim, char *why, size_t size)
     return 0;
 }
 
-int sim_check_world(advlock_sim *sim, char *why, size_t size)
+int advlock_sim_check_world(sim_world *sim, char *why, size_t size)
 {
     if (advlock_fake_db_check(&sim->db_, why, size) != 0)
         return -1;
@@ -267,15 +275,15 @@ int sim_check_world(advlock_sim *sim, char *why, size_t size)
     if (tally(sim, counts, held, why, size) != 0 || check_agreement(sim, counts, why, size) != 0
         || check_exclusion(sim, why, size) != 0 || check_durations(sim, why, size) != 0)
         return -1;
-    if (!sim_faults_on(&sim->config_.faults) && check_progress(sim, held, why, size) != 0)
+    if (!advlock_sim_faults_on(&sim->config_.faults) && check_progress(sim, held, why, size) != 0)
         return -1;
     return 0;
 }
 
-int sim_check_end(advlock_sim *sim, char *why, size_t size)
+int advlock_sim_check_end(sim_world *sim, char *why, size_t size)
 {
     for (int c = 0; c < sim->nclients_; c++) {
-        const advlock_sim_client_ *cl = &sim->clients_[c];
+        const sim_client *cl = &sim->clients_[c];
         if (!cl->stopped_ || cl->busy_)
             return fail(why, size,
                         "progress: client %d has nothing left to run but its plan has "

@@ -5,11 +5,11 @@
  */
 #include "sim.h"
 
-void sim_script_plan(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
-                     advlock_sim_step *next)
+void advlock_sim_script_plan(void *state, advlock_sim *sim, int client,
+                             const advlock_sim_done *last, advlock_sim_step *next)
 {
     (void)state;
-    advlock_sim_client_ *cl = &sim->clients_[client];
+    sim_client *cl = &sim_world_of(sim)->clients_[client];
     if (last != NULL && cl->script_done_ != NULL && cl->script_pos_ > 0)
         cl->script_done_[cl->script_pos_ - 1] = *last;
     if (cl->script_pos_ < cl->script_len_)
@@ -21,7 +21,7 @@ void sim_script_plan(void *state, advlock_sim *sim, int client, const advlock_si
 /* What the cycler's current PAUSE is for. */
 enum { CY_THINKING, CY_HOLDING };
 
-static void think(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+static void think(sim_client *cl, advlock_prng *p, advlock_sim_step *next)
 {
     if (cl->cycles_done_ >= cl->cycler_.cycles) {
         next->kind = ADVLOCK_SIM_STOP;
@@ -32,7 +32,7 @@ static void think(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *ne
     next->pause_ms = advlock_prng_between(p, cl->cycler_.think_min_ms, cl->cycler_.think_max_ms);
 }
 
-static void end_cycle(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+static void end_cycle(sim_client *cl, advlock_prng *p, advlock_sim_step *next)
 {
     cl->cycles_done_++;
     think(cl, p, next);
@@ -45,13 +45,13 @@ static void reset(advlock_sim_step *next)
     next->kind = ADVLOCK_SIM_RECONNECT;
 }
 
-static void release(advlock_sim_client_ *cl, advlock_sim_step *next)
+static void release(sim_client *cl, advlock_sim_step *next)
 {
     next->kind = ADVLOCK_SIM_RELEASE;
     next->lock_name = cl->cycler_.lock_names[cl->cycler_key_];
 }
 
-static void acquire(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+static void acquire(sim_client *cl, advlock_prng *p, advlock_sim_step *next)
 {
     const advlock_sim_cycler *cy = &cl->cycler_;
     cl->cycler_key_ = (int)advlock_prng_below(p, cy->lock_count);
@@ -63,12 +63,12 @@ static void acquire(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *
     next->cancel_after_ms = cancel ? after : 0;
 }
 
-static int transactional(const advlock_sim_client_ *cl)
+static int transactional(const sim_client *cl)
 {
     return cl->options_.scope == ADVLOCK_TRANSACTION;
 }
 
-static void after_pause(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_step *next)
+static void after_pause(sim_client *cl, advlock_prng *p, advlock_sim_step *next)
 {
     if (cl->cycler_phase_ == CY_HOLDING) {
         cl->release_tries_ = 0;
@@ -80,16 +80,16 @@ static void after_pause(advlock_sim_client_ *cl, advlock_prng *p, advlock_sim_st
     }
 }
 
-static void after_acquire(advlock_sim_client_ *cl, advlock_prng *p, const advlock_sim_done *last,
+static void after_acquire(sim_client *cl, advlock_prng *p, const advlock_sim_done *last,
                           advlock_sim_step *next)
 {
-    if (last->outcome == ADVLOCK_ACQUIRED) {
+    if (last->report.outcome == ADVLOCK_ACQUIRED) {
         cl->cycler_phase_ = CY_HOLDING;
         next->kind = ADVLOCK_SIM_PAUSE;
         next->pause_ms = advlock_prng_between(p, cl->cycler_.hold_min_ms, cl->cycler_.hold_max_ms);
     } else if (transactional(cl)) {
         next->kind = ADVLOCK_SIM_ROLLBACK; /* whatever went wrong, end the block */
-    } else if (last->outcome == ADVLOCK_FAILED && last->error != ADVLOCK_ECONNLOST
+    } else if (last->report.outcome == ADVLOCK_FAILED && last->report.failure != ADVLOCK_ECONNLOST
                && (last->cancel_sent || cl->options_.wait == ADVLOCK_WAIT_SERVER)) {
         /* Undoing a grant that came after the cancel or the deadline may
          * have failed or got NULL: the lock may still be held. */
@@ -99,27 +99,28 @@ static void after_acquire(advlock_sim_client_ *cl, advlock_prng *p, const advloc
     }
 }
 
-static void after_release(advlock_sim_client_ *cl, advlock_prng *p, const advlock_sim_done *last,
+static void after_release(sim_client *cl, advlock_prng *p, const advlock_sim_done *last,
                           advlock_sim_step *next)
 {
-    if (last->outcome == ADVLOCK_ENDS_WITH_TRANSACTION)
+    if (last->report.outcome == ADVLOCK_ENDS_WITH_TRANSACTION)
         next->kind = ADVLOCK_SIM_COMMIT;
-    else if (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER
+    else if (last->report.outcome == ADVLOCK_FAILED && last->report.failure == ADVLOCK_ESERVER
              && ++cl->release_tries_ < 3)
         release(cl, next); /* the unlock was not applied: the lock is still held */
-    else if (last->outcome == ADVLOCK_NOT_HELD
-             || (last->outcome == ADVLOCK_FAILED && last->error == ADVLOCK_ESERVER))
+    else if (last->report.outcome == ADVLOCK_NOT_HELD
+             || (last->report.outcome == ADVLOCK_FAILED && last->report.failure == ADVLOCK_ESERVER))
         reset(next); /* NULL read as "not held", or tries spent: the hold may remain */
     else
         end_cycle(cl, p, next);
 }
 
-void sim_cycler_plan(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
-                     advlock_sim_step *next)
+void advlock_sim_cycler_plan(void *state, advlock_sim *sim, int client,
+                             const advlock_sim_done *last, advlock_sim_step *next)
 {
     (void)state;
-    advlock_sim_client_ *cl = &sim->clients_[client];
-    advlock_prng *p = &sim->prng_;
+    sim_world *world = sim_world_of(sim);
+    sim_client *cl = &world->clients_[client];
+    advlock_prng *p = &world->prng_;
     if (last == NULL) {
         think(cl, p, next);
         return;
@@ -129,7 +130,7 @@ void sim_cycler_plan(void *state, advlock_sim *sim, int client, const advlock_si
     case ADVLOCK_SIM_ACQUIRE: after_acquire(cl, p, last, next); return;
     case ADVLOCK_SIM_RELEASE: after_release(cl, p, last, next); return;
     case ADVLOCK_SIM_BEGIN:
-        if (last->outcome == ADVLOCK_FAILED)
+        if (last->report.outcome == ADVLOCK_FAILED)
             end_cycle(cl, p, next);
         else
             acquire(cl, p, next);

@@ -32,44 +32,52 @@ static int valid_config(const advlock_sim_config *c)
            && f->jump_max_ms >= 0 && c->max_virtual_ms > 0;
 }
 
-int advlock_sim_init(advlock_sim *sim, const advlock_sim_config *config)
+int advlock_sim_init(advlock_sim *handle, const advlock_sim_config *config)
 {
     advlock_sim_config defaults;
     advlock_sim_config_default(&defaults);
-    if (sim == NULL || (config != NULL && !valid_config(config)))
+    if (handle == NULL || (config != NULL && !valid_config(config)))
         return ADVLOCK_EINVAL;
+    sim_world *sim = sim_world_of(handle);
     /* Clients are cleared as they are added: most runs use a few of the
      * 64 slots, and campaigns set up a simulation per seed. */
-    memset(sim, 0, offsetof(advlock_sim, db_));
-    memset(&sim->nclients_, 0, sizeof *sim - offsetof(advlock_sim, nclients_));
+    memset(sim, 0, offsetof(sim_world, db_));
+    memset(&sim->nclients_, 0, sizeof *sim - offsetof(sim_world, nclients_));
     sim->config_ = config != NULL ? *config : defaults;
     advlock_prng_seed(&sim->prng_, sim->config_.seed);
     advlock_fake_db_init(&sim->db_);
     sim->now_ms_ = sim->config_.start_ms;
     advlock_fake_db_set_time(&sim->db_, sim->now_ms_);
-    for (int i = 0; i < ADVLOCK_FAKE_MAX_SESSIONS; i++)
-        sim->slot_owner_[i] = SLOT_NONE;
     return 0;
 }
 
-int sim_violation(advlock_sim *sim, int client, const char *what)
+void advlock_sim_copy(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= size)
+        n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+int advlock_sim_record_violation(sim_world *sim, int client, const char *what)
 {
     int n = snprintf(sim->violation_, sizeof sim->violation_,
                      "seed %llu: t=%lld ms, client %d: ", (unsigned long long)sim->config_.seed,
                      (long long)sim->now_ms_, client);
-    fake_copy(sim->violation_ + n, sizeof sim->violation_ - (size_t)n, what);
+    advlock_sim_copy(sim->violation_ + n, sizeof sim->violation_ - (size_t)n, what);
     return ADVLOCK_SIM_VIOLATION;
 }
 
-int sim_must_schedule(advlock_sim *sim, int64_t at_ms, enum sim_event_kind kind, int client,
-                      uint64_t serial, int64_t arg)
+int advlock_sim_must_schedule(sim_world *sim, int64_t at_ms, enum advlock_sim_event_kind kind,
+                              int client, uint64_t serial, int64_t arg)
 {
-    if (sim_schedule(sim, at_ms, kind, client, serial, arg) != 0)
-        return sim_violation(sim, client, "event queue full");
+    if (advlock_sim_schedule(sim, at_ms, kind, client, serial, arg) != 0)
+        return advlock_sim_record_violation(sim, client, "event queue full");
     return 0;
 }
 
-int sim_key_index(const advlock_sim *sim, int64_t key)
+int advlock_sim_key_index(const sim_world *sim, int64_t key)
 {
     for (int i = 0; i < sim->nkeys_; i++)
         if (sim->keys_[i] == key)
@@ -77,13 +85,13 @@ int sim_key_index(const advlock_sim *sim, int64_t key)
     return -1;
 }
 
-int64_t sim_reading(advlock_sim *sim, advlock_sim_client_ *cl)
+int64_t advlock_sim_reading(sim_world *sim, sim_client *cl)
 {
     advlock_fake_clock_advance_to(&cl->clock_, sim->now_ms_);
     return advlock_fake_clock_read(&cl->clock_);
 }
 
-void sim_forget_holds(advlock_sim_client_ *cl)
+void advlock_sim_forget_holds(sim_client *cl)
 {
     memset(cl->belief_, 0, sizeof cl->belief_);
     memset(cl->client_view_, 0, sizeof cl->client_view_);
@@ -93,24 +101,45 @@ void sim_forget_holds(advlock_sim_client_ *cl)
     cl->unsure_ = 0;
 }
 
-int sim_open_session(advlock_sim *sim, int c)
+const sim_session *advlock_sim_session_const(const sim_world *sim, int pid)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    int lo = 0, hi = sim->nsessions_;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (sim->sessions_[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < sim->nsessions_ && sim->sessions_[lo].pid == pid ? &sim->sessions_[lo] : NULL;
+}
+
+sim_session *advlock_sim_session(sim_world *sim, int pid)
+{
+    return (sim_session *)advlock_sim_session_const(sim, pid);
+}
+
+int advlock_sim_open_session(sim_world *sim, int c)
+{
+    sim_client *cl = &sim->clients_[c];
     int pid;
     if (advlock_fake_db_connect(&sim->db_, &pid) != 0)
-        return sim_violation(sim, c, "the fake database has no free session slot");
-    sim->slot_owner_[fake_db_slot(&sim->db_, pid)] = c;
+        return advlock_sim_record_violation(sim, c, "the fake database has no free session slot");
+    /* The fake hands out ever larger pids: appending keeps the order. */
+    sim->sessions_[sim->nsessions_++] = (sim_session){pid, c, 0};
     cl->pid_ = pid;
     cl->session_ = SESSION_OPEN;
     return 0;
 }
 
-void sim_close_session(advlock_sim *sim, int pid)
+void advlock_sim_close_session(sim_world *sim, int pid)
 {
-    int slot = fake_db_slot(&sim->db_, pid);
-    if (slot < 0)
+    sim_session *s = advlock_sim_session(sim, pid);
+    if (s == NULL)
         return;
-    sim->slot_owner_[slot] = SLOT_NONE;
+    size_t after = (size_t)(sim->sessions_ + sim->nsessions_ - (s + 1));
+    memmove(s, s + 1, after * sizeof *s);
+    sim->nsessions_--;
     advlock_fake_db_close(&sim->db_, pid);
 }
 
@@ -127,11 +156,14 @@ static uint64_t derive_jitter_seed(uint64_t run_seed, int client, uint64_t given
     return z ^ (z >> 31);
 }
 
-int advlock_sim_set_options(advlock_sim *sim, int client, const advlock_options *o)
+int advlock_sim_set_options(advlock_sim *handle, int client, const advlock_options *o)
 {
-    if (sim == NULL || o == NULL || client < 0 || client >= sim->nclients_)
+    if (handle == NULL || o == NULL)
         return ADVLOCK_EINVAL;
-    advlock_sim_client_ *cl = &sim->clients_[client];
+    sim_world *sim = sim_world_of(handle);
+    if (client < 0 || client >= sim->nclients_)
+        return ADVLOCK_EINVAL;
+    sim_client *cl = &sim->clients_[client];
     if (cl->busy_)
         return ADVLOCK_EMISUSE;
     advlock_options mine = *o;
@@ -140,44 +172,45 @@ int advlock_sim_set_options(advlock_sim *sim, int client, const advlock_options 
     if (rc != 0)
         return rc;
     cl->options_ = mine;
-    sim_policy_seed(cl, mine.jitter_seed);
+    advlock_sim_policy_seed(cl, mine.jitter_seed);
     return 0;
 }
 
-static int add(advlock_sim *sim, advlock_sim_plan_fn plan, void *state)
+static int add(sim_world *sim, advlock_sim_plan_fn plan, void *state)
 {
     if (sim->ran_)
         return ADVLOCK_EMISUSE;
     if (sim->nclients_ == ADVLOCK_SIM_MAX_CLIENTS)
         return ADVLOCK_EINVAL;
     int c = sim->nclients_++;
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     memset(cl, 0, sizeof *cl);
     cl->plan_ = plan;
     cl->plan_state_ = state;
     advlock_fake_clock_init(&cl->clock_, sim->config_.start_ms);
     advlock_machine_init(&cl->machine_);
     advlock_options_init(&cl->options_);
-    if (sim_open_session(sim, c) != 0) {
+    if (advlock_sim_open_session(sim, c) != 0) {
         sim->nclients_--;
         return ADVLOCK_EINVAL;
     }
     return c;
 }
 
-int advlock_sim_add_client(advlock_sim *sim, advlock_sim_plan_fn plan, void *state)
+int advlock_sim_add_client(advlock_sim *handle, advlock_sim_plan_fn plan, void *state)
 {
-    if (sim == NULL || plan == NULL)
+    if (handle == NULL || plan == NULL)
         return ADVLOCK_EINVAL;
-    return add(sim, plan, state);
+    return add(sim_world_of(handle), plan, state);
 }
 
-int advlock_sim_add_script(advlock_sim *sim, const advlock_sim_step *steps, size_t count,
+int advlock_sim_add_script(advlock_sim *handle, const advlock_sim_step *steps, size_t count,
                            advlock_sim_done *done)
 {
-    if (sim == NULL || (steps == NULL && count > 0))
+    if (handle == NULL || (steps == NULL && count > 0))
         return ADVLOCK_EINVAL;
-    int c = add(sim, sim_script_plan, NULL);
+    sim_world *sim = sim_world_of(handle);
+    int c = add(sim, advlock_sim_script_plan, NULL);
     if (c >= 0) {
         sim->clients_[c].script_ = steps;
         sim->clients_[c].script_len_ = count;
@@ -186,9 +219,9 @@ int advlock_sim_add_script(advlock_sim *sim, const advlock_sim_step *steps, size
     return c;
 }
 
-int advlock_sim_add_cycler(advlock_sim *sim, const advlock_sim_cycler *cycler)
+int advlock_sim_add_cycler(advlock_sim *handle, const advlock_sim_cycler *cycler)
 {
-    if (sim == NULL || cycler == NULL || cycler->lock_names == NULL || cycler->lock_count == 0
+    if (handle == NULL || cycler == NULL || cycler->lock_names == NULL || cycler->lock_count == 0
         || cycler->think_min_ms < 0 || cycler->think_max_ms < cycler->think_min_ms
         || cycler->hold_min_ms < 0 || cycler->hold_max_ms < cycler->hold_min_ms
         || cycler->timeout_min_ms < 0 || cycler->timeout_max_ms < cycler->timeout_min_ms
@@ -197,7 +230,8 @@ int advlock_sim_add_cycler(advlock_sim *sim, const advlock_sim_cycler *cycler)
     for (size_t i = 0; i < cycler->lock_count; i++)
         if (cycler->lock_names[i] == NULL)
             return ADVLOCK_EINVAL;
-    int c = add(sim, sim_cycler_plan, NULL);
+    sim_world *sim = sim_world_of(handle);
+    int c = add(sim, advlock_sim_cycler_plan, NULL);
     if (c >= 0)
         sim->clients_[c].cycler_ = *cycler;
     return c;
@@ -205,34 +239,34 @@ int advlock_sim_add_cycler(advlock_sim *sim, const advlock_sim_cycler *cycler)
 
 /* ---- the event loop ----------------------------------------------------------- */
 
-static int on_reap(advlock_sim *sim, int pid)
+static int on_reap(sim_world *sim, int pid)
 {
-    sim_close_session(sim, pid);
+    advlock_sim_close_session(sim, pid);
     return 0;
 }
 
-static int handle(advlock_sim *sim, const advlock_sim_event_ *ev)
+static int handle_event(sim_world *sim, const sim_event *ev)
 {
     int c = ev->client_;
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     switch (ev->kind_) {
-    case EV_STEP: return sim_on_step(sim, c);
-    case EV_ARRIVE: return sim_on_arrive(sim, c);
-    case EV_DELIVER: return sim_on_deliver(sim, c);
-    case EV_WAKE: return sim_on_wake(sim, c, ev->serial_);
-    case EV_CANCEL: return sim_on_cancel(sim, c, ev->serial_);
-    case EV_KILL: return sim_on_kill(sim, c);
+    case EV_STEP: return advlock_sim_on_step(sim, c);
+    case EV_ARRIVE: return advlock_sim_on_arrive(sim, c);
+    case EV_DELIVER: return advlock_sim_on_deliver(sim, c);
+    case EV_WAKE: return advlock_sim_on_wake(sim, c, ev->serial_);
+    case EV_CANCEL: return advlock_sim_on_cancel(sim, c, ev->serial_);
+    case EV_KILL: return advlock_sim_on_kill(sim, c);
     case EV_REAP: return on_reap(sim, (int)ev->arg_);
-    case EV_CANCEL_LAND: return sim_on_cancel_land(sim, (int)ev->arg_);
-    case EV_DEADLOCK: return sim_on_deadlock_check(sim, c, ev->serial_);
-    case EV_RETURN: return sim_on_return(sim, c, ev->serial_);
+    case EV_CANCEL_LAND: return advlock_sim_on_cancel_land(sim, (int)ev->arg_);
+    case EV_DEADLOCK: return advlock_sim_on_deadlock_check(sim, c, ev->serial_);
+    case EV_RETURN: return advlock_sim_on_return(sim, c, ev->serial_);
     case EV_STALL:
-        sim_reading(sim, cl);
+        advlock_sim_reading(sim, cl);
         advlock_fake_clock_stall(&cl->clock_, ev->arg_);
         sim->stats_.faults++;
         return 0;
     default: /* EV_JUMP */
-        sim_reading(sim, cl);
+        advlock_sim_reading(sim, cl);
         advlock_fake_clock_jump(&cl->clock_, ev->arg_);
         sim->stats_.faults++;
         return 0;
@@ -243,9 +277,9 @@ static int handle(advlock_sim *sim, const advlock_sim_event_ *ev)
  * operation or wait it was for is over) does nothing; it must not move
  * virtual time either, or a long timeout's deadline timer would keep a run
  * going long after its last client stopped. */
-static int stale(const advlock_sim *sim, const advlock_sim_event_ *ev)
+static int stale(const sim_world *sim, const sim_event *ev)
 {
-    const advlock_sim_client_ *cl = &sim->clients_[ev->client_];
+    const sim_client *cl = &sim->clients_[ev->client_];
     switch (ev->kind_) {
     case EV_WAKE: return !cl->busy_ || ev->serial_ != cl->timer_serial_;
     case EV_CANCEL: return !cl->busy_ || ev->serial_ != cl->op_serial_;
@@ -255,78 +289,79 @@ static int stale(const advlock_sim *sim, const advlock_sim_event_ *ev)
     }
 }
 
-int advlock_sim_run(advlock_sim *sim)
+int advlock_sim_run(advlock_sim *handle)
 {
-    if (sim == NULL)
+    if (handle == NULL)
         return ADVLOCK_EINVAL;
+    sim_world *sim = sim_world_of(handle);
     if (sim->ran_)
         return ADVLOCK_EMISUSE;
     sim->ran_ = 1;
     int rc = 0;
     char why[ADVLOCK_SIM_VIOLATION_MAX];
     for (int c = 0; c < sim->nclients_ && rc == 0; c++)
-        rc = sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
-    advlock_sim_event_ ev;
-    while (rc == 0 && sim_next_event(sim, &ev)) {
+        rc = advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
+    sim_event ev;
+    while (rc == 0 && advlock_sim_next_event(sim, &ev)) {
         if (stale(sim, &ev))
             continue;
         sim->now_ms_ = ev.at_ms_;
         advlock_fake_db_set_time(&sim->db_, sim->now_ms_);
         if (sim->now_ms_ - sim->config_.start_ms > sim->config_.max_virtual_ms) {
-            rc = sim_violation(sim, ev.client_,
-                               "progress: the run is still going after max_virtual_ms");
+            rc = advlock_sim_record_violation(
+                sim, ev.client_, "progress: the run is still going after max_virtual_ms");
             break;
         }
         if (++sim->stats_.events > MAX_EVENTS) {
-            rc = sim_violation(sim, ev.client_, "progress: too many events; the plans never end");
+            rc = advlock_sim_record_violation(sim, ev.client_,
+                                              "progress: too many events; the plans never end");
             break;
         }
-        rc = handle(sim, &ev);
+        rc = handle_event(sim, &ev);
         /* A release or a cancel may have ended waits at the server. */
         if (rc == 0 && sim->waiting_ > 0)
-            rc = sim_collect_waits(sim);
-        if (rc == 0 && sim_check_world(sim, why, sizeof why) != 0)
-            rc = sim_violation(sim, ev.client_, why);
+            rc = advlock_sim_collect_waits(sim);
+        if (rc == 0 && advlock_sim_check_world(sim, why, sizeof why) != 0)
+            rc = advlock_sim_record_violation(sim, ev.client_, why);
     }
-    if (rc == 0 && sim_check_end(sim, why, sizeof why) != 0)
-        rc = sim_violation(sim, -1, why);
-    for (int slot = 0; slot < sim->db_.sessions_used_; slot++)
-        if (sim->db_.sessions_[slot].pid_ != 0)
-            sim_close_session(sim, sim->db_.sessions_[slot].pid_);
+    if (rc == 0 && advlock_sim_check_end(sim, why, sizeof why) != 0)
+        rc = advlock_sim_record_violation(sim, -1, why);
+    while (sim->nsessions_ > 0)
+        advlock_sim_close_session(sim, sim->sessions_[sim->nsessions_ - 1].pid);
     sim->stats_.end_ms = sim->now_ms_;
     return rc;
 }
 
 const char *advlock_sim_violation(const advlock_sim *sim)
 {
-    return sim != NULL ? sim->violation_ : "";
+    return sim != NULL ? sim_world_of_const(sim)->violation_ : "";
 }
 
 advlock_sim_stats advlock_sim_get_stats(const advlock_sim *sim)
 {
     advlock_sim_stats none;
     memset(&none, 0, sizeof none);
-    return sim != NULL ? sim->stats_ : none;
+    return sim != NULL ? sim_world_of_const(sim)->stats_ : none;
 }
 
 advlock_prng *advlock_sim_prng(advlock_sim *sim)
 {
-    return sim != NULL ? &sim->prng_ : NULL;
+    return sim != NULL ? &sim_world_of(sim)->prng_ : NULL;
 }
 
 advlock_fake_db *advlock_sim_db(advlock_sim *sim)
 {
-    return sim != NULL ? &sim->db_ : NULL;
+    return sim != NULL ? &sim_world_of(sim)->db_ : NULL;
 }
 
 int advlock_sim_client_pid(const advlock_sim *sim, int client)
 {
-    if (sim == NULL || client < 0 || client >= sim->nclients_)
+    if (sim == NULL || client < 0 || client >= sim_world_of_const(sim)->nclients_)
         return ADVLOCK_EINVAL;
-    return sim->clients_[client].pid_;
+    return sim_world_of_const(sim)->clients_[client].pid_;
 }
 
 int64_t advlock_sim_now(const advlock_sim *sim)
 {
-    return sim != NULL ? sim->now_ms_ : 0;
+    return sim != NULL ? sim_world_of_const(sim)->now_ms_ : 0;
 }

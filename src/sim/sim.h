@@ -3,13 +3,144 @@
 #ifndef ADVLOCK_SIM_INTERNAL_H
 #define ADVLOCK_SIM_INTERNAL_H
 
-#include "../adapters/fake/fake.h"
+#include "advlock_fake.h"
 
 #include <string.h>
 
+/* Events the queue can hold: a few per client, one reap per session. */
+#define SIM_MAX_EVENTS (ADVLOCK_SIM_MAX_CLIENTS * 8 + ADVLOCK_FAKE_MAX_SESSIONS)
+
+/* One client: its plan, session, clock, machine, the query in flight, what
+ * the invariants know, and the policy model's state. */
+typedef struct sim_client {
+    /* plan */
+    advlock_sim_plan_fn plan_;
+    void *plan_state_;
+    const advlock_sim_step *script_;
+    size_t script_len_, script_pos_;
+    advlock_sim_done *script_done_;
+    advlock_sim_cycler cycler_;
+    unsigned cycles_done_;
+    int cycler_phase_, cycler_key_, release_tries_;
+    int started_, stopped_;
+    /* session and time */
+    int pid_;
+    int session_; /* open, killed (the client not told yet), or lost */
+    advlock_fake_clock clock_;
+    advlock_machine machine_;
+    advlock_options options_; /* as the machine has them (derived jitter seed) */
+    /* the step under way */
+    int busy_; /* an operation or a transaction statement */
+    uint64_t op_serial_;
+    advlock_sim_step step_;
+    int key_index_;
+    int64_t key_;
+    int op_kind_; /* the operation's lock kind: mode * 2 + scope */
+    int64_t started_ms_;
+    int64_t started_reading_;
+    int64_t jumped_at_start_;
+    int cancel_sent_;
+    uint64_t timer_serial_;
+    /* the query in flight */
+    int query_; /* none, on its way to the server, waiting there, on its way back */
+    const char *query_text_;
+    int query_is_lock_; /* one of the machine's lock statements */
+    int64_t arrive_ms_, deliver_ms_, return_ms_;
+    uint64_t wait_serial_;
+    advlock_result result_;
+    char result_sqlstate_[6];
+    char result_message_[ADVLOCK_FAKE_TEXT_MAX];
+    /* The words of the operation's last failing result, kept as a driver
+     * keeps them for advlock_describe(). */
+    char failure_message_[ADVLOCK_FAKE_TEXT_MAX];
+    char result_tag_[16];
+    const char *result_fault_;
+    int transit_delta_;     /* what the answer on its way back changes, of op_kind_ */
+    int txn_end_in_flight_; /* the answer tells of a transaction the server ended */
+    int outside_block_;     /* the answer grants a transaction lock already gone */
+    struct {
+        int pid;
+        unsigned char granted, mode, state;
+        int64_t seconds;
+    } rows_[ADVLOCK_SIM_MAX_CLIENTS]; /* a holders answer on its way back */
+    size_t nrows_;
+    /* what the invariants know, per key and lock kind (mode * 2 + scope);
+     * 16 bits, so that the four kinds of a key compare as one word */
+    int16_t belief_[ADVLOCK_SIM_MAX_KEYS][4];      /* ACQUIRED minus RELEASED */
+    int16_t client_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per results delivered */
+    int16_t server_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per queries applied */
+    int server_in_block_; /* per the statements applied: inside BEGIN ... */
+    int unsure_;          /* may hold what it does not know about, until it reconnects */
+    /* the independent policy model (policy.c) */
+    int policy_state_, policy_cancel_, policy_deadline_passed_, policy_cancelling_;
+    int policy_fail_after_undo_, policy_undo_reason_;
+    advlock_sql policy_sql_;
+    int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_, policy_deadline_;
+    int64_t policy_resend_;   /* when a sent cancel is asked for again */
+    char policy_sqlstate_[6]; /* the last error's SQLSTATE in this operation */
+    uint64_t policy_sleeps_, policy_attempts_, policy_jitter_;
+    advlock_sim_done last_;
+} sim_client;
+
+typedef struct sim_event {
+    int64_t at_ms_;
+    uint64_t seq_;
+    int kind_;
+    int client_;
+    uint64_t serial_;
+    int64_t arg_;
+} sim_event;
+
+/* A session the driver opened on the fake database, and whose it is. */
+typedef struct sim_session {
+    int pid;
+    int owner;       /* the client, or SESSION_ORPHAN: dropped, not yet reaped */
+    int64_t reap_ms; /* an orphan: when the server notices the drop */
+} sim_session;
+
+/* The simulation behind an advlock_sim's opaque bytes (sim_world_of()). */
+typedef struct sim_world {
+    advlock_sim_config config_;
+    advlock_prng prng_;
+    advlock_fake_db db_;
+    sim_client clients_[ADVLOCK_SIM_MAX_CLIENTS];
+    int nclients_;
+    int64_t keys_[ADVLOCK_SIM_MAX_KEYS];
+    int nkeys_;
+    sim_event events_[SIM_MAX_EVENTS];
+    int nevents_;
+    uint64_t next_seq_;
+    int64_t now_ms_;
+    sim_session sessions_[ADVLOCK_FAKE_MAX_SESSIONS]; /* the driver's, by pid; see sim.c */
+    int nsessions_;
+    int waiting_; /* clients whose query waits at the server */
+    int ran_;
+    advlock_sim_stats stats_;
+    char violation_[ADVLOCK_SIM_VIOLATION_MAX];
+} sim_world;
+
+_Static_assert(sizeof(sim_world) <= ADVLOCK_SIM_SIZE, "advlock_sim's storage is too small");
+_Static_assert(_Alignof(sim_world) <= _Alignof(advlock_sim), "advlock_sim is not aligned enough");
+
+/* The simulation a caller's advlock_sim holds. The library reaches those
+ * bytes only through this pointer, and callers never touch them. */
+static inline sim_world *sim_world_of(advlock_sim *sim)
+{
+    return (sim_world *)(void *)sim->opaque_.bytes_;
+}
+static inline const sim_world *sim_world_of_const(const advlock_sim *sim)
+{
+    return (const sim_world *)(const void *)sim->opaque_.bytes_;
+}
+/* ... and back: the handle plans are given (the world starts its bytes). */
+static inline advlock_sim *sim_handle_of(sim_world *world)
+{
+    return (advlock_sim *)(void *)world;
+}
+
 /* ---- events (event_queue.c) ---- */
 
-enum sim_event_kind {
+enum advlock_sim_event_kind {
     EV_STEP,        /* the client's plan takes its next step */
     EV_ARRIVE,      /* the client's query reaches the server */
     EV_DELIVER,     /* its result reaches the client */
@@ -25,10 +156,10 @@ enum sim_event_kind {
 };
 
 /* Schedules an event at at_ms (never before now); 0, or -1 when full. */
-int sim_schedule(advlock_sim *sim, int64_t at_ms, enum sim_event_kind kind, int client,
-                 uint64_t serial, int64_t arg);
+int advlock_sim_schedule(sim_world *sim, int64_t at_ms, enum advlock_sim_event_kind kind,
+                         int client, uint64_t serial, int64_t arg);
 /* Removes the earliest event, by (time, sequence number); 0 when empty. */
-int sim_next_event(advlock_sim *sim, advlock_sim_event_ *out);
+int advlock_sim_next_event(sim_world *sim, sim_event *out);
 
 /* ---- client session and query states ---- */
 
@@ -36,35 +167,35 @@ enum { SESSION_OPEN, SESSION_KILLED, SESSION_LOST };
 /* A granted wait is QUERY_RETURNING until its statement finishes (later in
  * the same millisecond): a cancel landing first still ends it with 57014. */
 enum { QUERY_NONE, QUERY_TO_SERVER, QUERY_WAITING, QUERY_RETURNING, QUERY_TO_CLIENT };
-enum { SLOT_NONE = -1, SLOT_ORPHAN = -2 };
+enum { SESSION_ORPHAN = -2 };
 
 /* pg_stat_activity states a holders row can show; rows_[].state indexes it. */
-extern const char *const sim_state_names[4];
+extern const char *const advlock_sim_state_names[4];
 
 /* Lock kinds index the views: mode * 2 + scope. */
 enum { KINDS = 4 };
-static inline int sim_kind(advlock_mode mode, advlock_scope scope)
+static inline int advlock_sim_kind(advlock_mode mode, advlock_scope scope)
 {
     return (int)mode * 2 + (int)scope;
 }
-static inline int sim_kind_is_xact(int kind)
+static inline int advlock_sim_kind_is_xact(int kind)
 {
     return kind % 2 == ADVLOCK_TRANSACTION;
 }
-static inline int sim_kind_is_shared(int kind)
+static inline int advlock_sim_kind_is_shared(int kind)
 {
     return kind / 2 == ADVLOCK_SHARED;
 }
 /* Do two keys' holds agree in every kind? (One 64-bit compare: the
  * invariants run this after every event.) */
-static inline int sim_same_holds(const int16_t a[KINDS], const int16_t b[KINDS])
+static inline int advlock_sim_same_holds(const int16_t a[KINDS], const int16_t b[KINDS])
 {
     uint64_t x, y;
     memcpy(&x, a, sizeof x);
     memcpy(&y, b, sizeof y);
     return x == y;
 }
-static inline int sim_no_holds(const int16_t a[KINDS])
+static inline int advlock_sim_no_holds(const int16_t a[KINDS])
 {
     uint64_t x;
     memcpy(&x, a, sizeof x);
@@ -75,14 +206,14 @@ static inline int sim_no_holds(const int16_t a[KINDS])
 
 enum query_fault { FAULT_NONE, FAULT_NULL, FAULT_ERROR, FAULT_DROP_BEFORE, FAULT_DROP_AFTER };
 
-int64_t sim_draw_latency(advlock_prng *p, const advlock_fake_latency *lat);
+int64_t advlock_sim_draw_latency(advlock_prng *p, const advlock_fake_latency *lat);
 /* The most a round trip can take under this latency. */
-int64_t sim_latency_bound(const advlock_fake_latency *lat);
-enum query_fault sim_draw_query_fault(advlock_prng *p, const advlock_fake_faults *f);
+int64_t advlock_sim_latency_bound(const advlock_fake_latency *lat);
+enum query_fault advlock_sim_draw_query_fault(advlock_prng *p, const advlock_fake_faults *f);
 /* A server error's SQLSTATE and message, one of three at random. */
-void sim_draw_server_error(advlock_prng *p, const char **sqlstate, const char **message);
-int sim_faults_on(const advlock_fake_faults *f);
-const char *sim_fault_name(enum query_fault fault);
+void advlock_sim_draw_server_error(advlock_prng *p, const char **sqlstate, const char **message);
+int advlock_sim_faults_on(const advlock_fake_faults *f);
+const char *advlock_sim_fault_name(enum query_fault fault);
 
 /* ---- the policy, as an independent model (policy.c) ---- */
 
@@ -97,31 +228,32 @@ enum policy_input {
 };
 
 /* Seeds the model's own jitter generator for a client's new options. */
-void sim_policy_seed(advlock_sim_client_ *cl, uint64_t jitter_seed);
+void advlock_sim_policy_seed(sim_client *cl, uint64_t jitter_seed);
 
 /*
  * Advances the model of what the machine must do after an input, given the
- * client's options, and compares the machine's actual next action (and
- * attempt count) with it. For IN_HOLDERS the rows are the client's rows_.
- * Returns 0, or -1 with a one-line reason in why.
+ * client's options, and compares the machine's actual next action and its
+ * report (key, timeout, attempts; once DONE every fact) with it. sqlstate
+ * is the result's (IN_RESULT). For IN_HOLDERS the rows are the client's
+ * rows_. Returns 0, or -1 with a one-line reason in why.
  */
-int sim_policy_check(advlock_sim_client_ *cl, enum policy_input input, advlock_result result,
-                     const char *sqlstate, const char *message, int64_t reading,
-                     const advlock_action *actual, uint64_t attempts, char *why, size_t size);
+int advlock_sim_policy_check(sim_client *cl, enum policy_input input, advlock_result result,
+                             const char *sqlstate, int64_t reading, const advlock_action *actual,
+                             char *why, size_t size);
 /* The reference's n-th sleep (n from 1): 100, 200, 400, 800, 1000, 1000, ...;
  * also the ceiling of full jitter's n-th sleep. */
-int64_t sim_policy_sleep(uint64_t n);
+int64_t advlock_sim_policy_sleep(uint64_t n);
 
 /* ---- invariants over the whole world (invariants.c) ---- */
 
 /* Checks everything that must hold between events; 0, or -1 with why. */
-int sim_check_world(advlock_sim *sim, char *why, size_t size);
+int advlock_sim_check_world(sim_world *sim, char *why, size_t size);
 /* Checks what must hold when the run is over; 0, or -1 with why. */
-int sim_check_end(advlock_sim *sim, char *why, size_t size);
+int advlock_sim_check_end(sim_world *sim, char *why, size_t size);
 
 /* ---- trace (trace.c) ---- */
 
-typedef struct sim_trace_extra {
+typedef struct advlock_sim_trace_extra {
     const char *sql;      /* query */
     uint64_t attempt;     /* query of a lock statement, done of an acquire */
     const char *result;   /* result */
@@ -131,62 +263,68 @@ typedef struct sim_trace_extra {
     int64_t ms, wake;     /* sleep; wait (wake: the deadline, -1 for none) */
     const char *message;  /* done events */
     const char *error;    /* error */
-} sim_trace_extra;
+} advlock_sim_trace_extra;
 
 /* An extra with nothing set. */
-sim_trace_extra sim_trace_none(void);
-void sim_trace(advlock_sim *sim, int client, const char *event, const sim_trace_extra *extra);
-const char *sim_result_name(advlock_result r);
-const char *sim_outcome_event(advlock_outcome o);
+advlock_sim_trace_extra advlock_sim_trace_none(void);
+void advlock_sim_trace(sim_world *sim, int client, const char *event,
+                       const advlock_sim_trace_extra *extra);
+const char *advlock_sim_result_name(advlock_result r);
+const char *advlock_sim_outcome_event(advlock_outcome o);
 
 /* ---- plans (plans.c) ---- */
 
-void sim_script_plan(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
-                     advlock_sim_step *next);
-void sim_cycler_plan(void *state, advlock_sim *sim, int client, const advlock_sim_done *last,
-                     advlock_sim_step *next);
+void advlock_sim_script_plan(void *state, advlock_sim *sim, int client,
+                             const advlock_sim_done *last, advlock_sim_step *next);
+void advlock_sim_cycler_plan(void *state, advlock_sim *sim, int client,
+                             const advlock_sim_done *last, advlock_sim_step *next);
 
 /* ---- the driver, across files ---- */
 
 /* sim.c: the run's bookkeeping. */
-int sim_key_index(const advlock_sim *sim, int64_t key);
+/* Bounded copy that always terminates (cutting at size - 1 bytes). */
+void advlock_sim_copy(char *dst, size_t size, const char *src);
+int advlock_sim_key_index(const sim_world *sim, int64_t key);
 /* Records a violation "seed S: t=T ms, client C: what" and returns it. */
-int sim_violation(advlock_sim *sim, int client, const char *what);
+int advlock_sim_record_violation(sim_world *sim, int client, const char *what);
 /* Schedules an event or records "event queue full". */
-int sim_must_schedule(advlock_sim *sim, int64_t at_ms, enum sim_event_kind kind, int client,
-                      uint64_t serial, int64_t arg);
+int advlock_sim_must_schedule(sim_world *sim, int64_t at_ms, enum advlock_sim_event_kind kind,
+                              int client, uint64_t serial, int64_t arg);
 /* What the client's clock reads now (it is first brought to virtual time). */
-int64_t sim_reading(advlock_sim *sim, advlock_sim_client_ *cl);
-int sim_open_session(advlock_sim *sim, int c);
-void sim_close_session(advlock_sim *sim, int pid);
+int64_t advlock_sim_reading(sim_world *sim, sim_client *cl);
+int advlock_sim_open_session(sim_world *sim, int c);
+/* The driver's session with this pid, or NULL (closed, or not the driver's). */
+sim_session *advlock_sim_session(sim_world *sim, int pid);
+const sim_session *advlock_sim_session_const(const sim_world *sim, int pid);
+void advlock_sim_close_session(sim_world *sim, int pid);
 /* The session is gone: it holds nothing, and no transaction is open. */
-void sim_forget_holds(advlock_sim_client_ *cl);
+void advlock_sim_forget_holds(sim_client *cl);
 
 /* sim_ops.c: the machine's actions and inputs. */
 /* Starts the step's ACQUIRE or RELEASE: 0, ADVLOCK_SIM_VIOLATION, or a
  * negative advlock_error when the machine refused to start (the step then
  * ends FAILED with it). */
-int sim_start_operation(advlock_sim *sim, int c);
-int sim_on_deliver(advlock_sim *sim, int c);
-int sim_on_wake(advlock_sim *sim, int c, uint64_t serial);
-int sim_on_cancel(advlock_sim *sim, int c, uint64_t serial);
+int advlock_sim_start_operation(sim_world *sim, int c);
+int advlock_sim_on_deliver(sim_world *sim, int c);
+int advlock_sim_on_wake(sim_world *sim, int c, uint64_t serial);
+int advlock_sim_on_cancel(sim_world *sim, int c, uint64_t serial);
 /* Sends a statement (the machine's, or a transaction command) on the
  * client's session with a fresh round trip. */
-int sim_send(advlock_sim *sim, int c, const char *sql, int is_lock);
+int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock);
 
 /* sim_server.c: the server's side of queries, waits and cancels. */
-int sim_on_arrive(advlock_sim *sim, int c);
+int advlock_sim_on_arrive(sim_world *sim, int c);
 /* Collects the answers of waits that ended (granted, cancelled, deadlocked). */
-int sim_collect_waits(advlock_sim *sim);
+int advlock_sim_collect_waits(sim_world *sim);
 /* A granted waiter's statement finishes: its answer leaves the server. */
-int sim_on_return(advlock_sim *sim, int c, uint64_t serial);
-int sim_on_cancel_land(advlock_sim *sim, int pid);
-int sim_on_deadlock_check(advlock_sim *sim, int c, uint64_t serial);
-int sim_on_kill(advlock_sim *sim, int c);
+int advlock_sim_on_return(sim_world *sim, int c, uint64_t serial);
+int advlock_sim_on_cancel_land(sim_world *sim, int pid);
+int advlock_sim_on_deadlock_check(sim_world *sim, int c, uint64_t serial);
+int advlock_sim_on_kill(sim_world *sim, int c);
 
 /* sim_steps.c: plans' steps. */
-int sim_on_step(advlock_sim *sim, int c);
+int advlock_sim_on_step(sim_world *sim, int c);
 /* A transaction statement's answer reached the client: its step ends. */
-int sim_command_done(advlock_sim *sim, int c);
+int advlock_sim_command_done(sim_world *sim, int c);
 
 #endif

@@ -12,19 +12,19 @@
 #include <stdio.h>
 #include <string.h>
 
-static int act(advlock_sim *sim, int c);
+static int act(sim_world *sim, int c);
 
 /* Compares the machine's action after an input with the policy model. */
-static int judge(advlock_sim *sim, int c, enum policy_input input, advlock_result result,
+static int judge(sim_world *sim, int c, enum policy_input input, advlock_result result,
                  int64_t now_reading)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     advlock_action a = advlock_next_action(&cl->machine_);
     char why[ADVLOCK_SIM_VIOLATION_MAX];
-    if (sim_policy_check(cl, input, result, cl->result_sqlstate_, cl->result_message_, now_reading,
-                         &a, advlock_attempts(&cl->machine_), why, sizeof why)
+    if (advlock_sim_policy_check(cl, input, result, cl->result_sqlstate_, now_reading, &a, why,
+                                 sizeof why)
         != 0)
-        return sim_violation(sim, c, why);
+        return advlock_sim_record_violation(sim, c, why);
     return 0;
 }
 
@@ -34,17 +34,17 @@ static int is_lock_statement(advlock_sql sql)
            && sql != ADVLOCK_SQL_HOLDERS;
 }
 
-int sim_send(advlock_sim *sim, int c, const char *sql, int is_lock)
+int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
-    if (cl->session_ == SESSION_LOST && sim_open_session(sim, c) != 0)
+    sim_client *cl = &sim->clients_[c];
+    if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
         return ADVLOCK_SIM_VIOLATION;
-    sim_reading(sim, cl);
-    sim_trace_extra x = sim_trace_none();
+    advlock_sim_reading(sim, cl);
+    advlock_sim_trace_extra x = advlock_sim_trace_none();
     x.sql = sql;
-    x.attempt = is_lock ? advlock_attempts(&cl->machine_) : 0;
-    sim_trace(sim, c, "query", &x);
-    int64_t rtt = sim_draw_latency(&sim->prng_, &sim->config_.latency);
+    x.attempt = is_lock ? advlock_next_action(&cl->machine_).report->attempts : 0;
+    advlock_sim_trace(sim, c, "query", &x);
+    int64_t rtt = advlock_sim_draw_latency(&sim->prng_, &sim->config_.latency);
     cl->query_ = QUERY_TO_SERVER;
     cl->query_text_ = sql;
     cl->query_is_lock_ = is_lock;
@@ -52,58 +52,58 @@ int sim_send(advlock_sim *sim, int c, const char *sql, int is_lock)
     cl->return_ms_ = rtt - rtt / 2;
     cl->deliver_ms_ = cl->arrive_ms_ + cl->return_ms_;
     sim->stats_.queries++;
-    return sim_must_schedule(sim, cl->arrive_ms_, EV_ARRIVE, c, cl->op_serial_, 0);
+    return advlock_sim_must_schedule(sim, cl->arrive_ms_, EV_ARRIVE, c, cl->op_serial_, 0);
 }
 
 /* Clock faults strike at a random moment within the next span ms. */
-static void clock_faults(advlock_sim *sim, int c, int64_t span)
+static void clock_faults(sim_world *sim, int c, int64_t span)
 {
     const advlock_fake_faults *f = &sim->config_.faults;
     advlock_prng *p = &sim->prng_;
     if (advlock_prng_chance(p, f->stall_ppm)) {
         int64_t at = sim->now_ms_ + (int64_t)advlock_prng_below(p, (uint64_t)span + 1);
-        sim_schedule(sim, at, EV_STALL, c, 0, advlock_prng_between(p, 1, f->stall_max_ms));
+        advlock_sim_schedule(sim, at, EV_STALL, c, 0, advlock_prng_between(p, 1, f->stall_max_ms));
     }
     if (advlock_prng_chance(p, f->jump_ppm)) {
         int64_t at = sim->now_ms_ + (int64_t)advlock_prng_below(p, (uint64_t)span + 1);
-        sim_schedule(sim, at, EV_JUMP, c, 0, advlock_prng_between(p, 1, f->jump_max_ms));
+        advlock_sim_schedule(sim, at, EV_JUMP, c, 0, advlock_prng_between(p, 1, f->jump_max_ms));
     }
 }
 
 /* Waits the way an event loop does: for the time left on the client's own
  * clock until wake_at, then asks the machine again. A fresh timer (a new
  * sleep, a new wait's deadline) is where clock faults may strike. */
-static int arm_timer(advlock_sim *sim, int c, int64_t wake_at, int fresh)
+static int arm_timer(sim_world *sim, int c, int64_t wake_at, int fresh)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
-    int64_t left = wake_at - sim_reading(sim, cl);
+    sim_client *cl = &sim->clients_[c];
+    int64_t left = wake_at - advlock_sim_reading(sim, cl);
     if (left < 0)
         left = 0;
     cl->timer_serial_++;
-    int rc = sim_must_schedule(sim, sim->now_ms_ + left, EV_WAKE, c, cl->timer_serial_, 0);
-    if (rc == 0 && fresh && sim_faults_on(&sim->config_.faults))
+    int rc = advlock_sim_must_schedule(sim, sim->now_ms_ + left, EV_WAKE, c, cl->timer_serial_, 0);
+    if (rc == 0 && fresh && advlock_sim_faults_on(&sim->config_.faults))
         clock_faults(sim, c, left);
     return rc;
 }
 
-static int start_sleep(advlock_sim *sim, int c, const advlock_action *a)
+static int start_sleep(sim_world *sim, int c, const advlock_action *a)
 {
-    sim_trace_extra x = sim_trace_none();
+    advlock_sim_trace_extra x = advlock_sim_trace_none();
     x.ms = a->sleep_ms;
     x.wake = a->wake_at_ms;
-    sim_trace(sim, c, "sleep", &x);
+    advlock_sim_trace(sim, c, "sleep", &x);
     return arm_timer(sim, c, a->wake_at_ms, 1);
 }
 
 /* A QUERY action: a new statement to send, or the one still in flight (after
  * a cancel was sent, or an early timer), whose deadline may need a timer. */
-static int query(advlock_sim *sim, int c, const advlock_action *a)
+static int query(sim_world *sim, int c, const advlock_action *a)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     int deadline = a->wake_at_ms != INT64_MAX;
     if (cl->query_ != QUERY_NONE)
         return deadline ? arm_timer(sim, c, a->wake_at_ms, 0) : 0;
-    int rc = sim_send(sim, c, a->sql_text, is_lock_statement(a->sql));
+    int rc = advlock_sim_send(sim, c, a->sql_text, is_lock_statement(a->sql));
     return rc == 0 && deadline ? arm_timer(sim, c, a->wake_at_ms, 1) : rc;
 }
 
@@ -112,57 +112,55 @@ static int query(advlock_sim *sim, int c, const advlock_action *a)
  * was sent, and goes on waiting for the query's answer. A request drawn
  * faster than the query itself lands first and is ignored (the session is
  * idle): the machine's repeat, 250 ms on, is what ends the wait then. */
-static int send_cancel(advlock_sim *sim, int c)
+static int send_cancel(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
-    int64_t now_reading = sim_reading(sim, cl);
-    sim_trace_extra x = sim_trace_none();
-    sim_trace(sim, c, "cancel_query", &x);
+    sim_client *cl = &sim->clients_[c];
+    int64_t now_reading = advlock_sim_reading(sim, cl);
+    advlock_sim_trace_extra x = advlock_sim_trace_none();
+    advlock_sim_trace(sim, c, "cancel_query", &x);
     sim->stats_.cancels++;
-    int64_t rtt = sim_draw_latency(&sim->prng_, &sim->config_.latency);
+    int64_t rtt = advlock_sim_draw_latency(&sim->prng_, &sim->config_.latency);
     int64_t land = sim->now_ms_ + rtt + rtt / 2;
-    int rc = sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
+    int rc = advlock_sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
     if (rc != 0)
         return rc;
     if (advlock_on_cancel_sent(&cl->machine_, now_reading) != 0)
-        return sim_violation(sim, c,
-                             "the machine refused advlock_on_cancel_sent after CANCEL_QUERY");
+        return advlock_sim_record_violation(
+            sim, c, "the machine refused advlock_on_cancel_sent after CANCEL_QUERY");
     rc = judge(sim, c, IN_CANCEL_SENT, ADVLOCK_RESULT_TRUE, now_reading);
     return rc != 0 ? rc : act(sim, c);
 }
 
-static void record_done(advlock_sim_client_ *cl, const advlock_action *a, int64_t now)
+static void record_done(sim_client *cl, const advlock_action *a, int64_t now)
 {
     advlock_sim_done *d = &cl->last_;
-    d->key = cl->key_;
-    d->outcome = a->outcome;
-    d->error = a->error;
-    fake_copy(d->sqlstate, sizeof d->sqlstate, a->sqlstate);
-    fake_copy(d->message, sizeof d->message, a->message);
-    d->attempts = advlock_attempts(&cl->machine_);
+    d->report = *a->report;
+    advlock_sim_copy(d->server_message, sizeof d->server_message, cl->failure_message_);
     d->cancel_sent = cl->cancel_sent_;
     d->ended_ms = now;
 }
 
 /* What the outcome tells the client about its holds, and whether a
  * finished operation left a hold the client does not know about. */
-static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
+static int settle_beliefs(sim_world *sim, int c, const advlock_action *a)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     int k = cl->key_index_, kind = cl->op_kind_;
     char why[ADVLOCK_SIM_VIOLATION_MAX];
-    switch (a->outcome) {
+    switch (a->report->outcome) {
     case ADVLOCK_ACQUIRED:
         if (cl->outside_block_)
-            return sim_violation(sim, c,
-                                 "a transaction-scoped lock was acquired outside a "
-                                 "transaction block: it ended with its statement, so "
-                                 "nothing is held (send BEGIN first)");
+            return advlock_sim_record_violation(
+                sim, c,
+                "a transaction-scoped lock was acquired outside a "
+                "transaction block: it ended with its statement, so "
+                "nothing is held (send BEGIN first)");
         cl->belief_[k][kind]++;
         break;
     case ADVLOCK_RELEASED:
         if (cl->belief_[k][kind] == 0)
-            return sim_violation(sim, c, "released a lock the client did not know it held");
+            return advlock_sim_record_violation(sim, c,
+                                                "released a lock the client did not know it held");
         cl->belief_[k][kind]--;
         break;
     case ADVLOCK_NOT_HELD:
@@ -170,14 +168,15 @@ static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
             /* The reference reads an unlock's NULL as "not held"; the hold
              * may remain. A false, though, contradicts what the client knew. */
             if (cl->result_ != ADVLOCK_RESULT_NULL)
-                return sim_violation(sim, c, "release said not held, but the client held the lock");
+                return advlock_sim_record_violation(
+                    sim, c, "release said not held, but the client held the lock");
             cl->belief_[k][kind]--;
             cl->unsure_ = 1;
         }
         break;
     case ADVLOCK_FAILED:
-        if (a->error == ADVLOCK_ECONNLOST)
-            sim_forget_holds(cl);
+        if (a->report->failure == ADVLOCK_ECONNLOST)
+            advlock_sim_forget_holds(cl);
         else if (cl->step_.kind == ADVLOCK_SIM_ACQUIRE && !cl->query_is_lock_)
             cl->unsure_ = 1; /* undoing an unwanted grant failed (error or NULL): documented */
         break;
@@ -186,49 +185,59 @@ static int settle_beliefs(advlock_sim *sim, int c, const advlock_action *a)
     if (cl->unsure_)
         return 0;
     for (int i = 0; i < sim->nkeys_; i++) {
-        for (int j = 0; j < KINDS && !sim_same_holds(cl->belief_[i], cl->client_view_[i]); j++) {
+        for (int j = 0; j < KINDS && !advlock_sim_same_holds(cl->belief_[i], cl->client_view_[i]);
+             j++) {
             if (cl->belief_[i][j] == cl->client_view_[i][j])
                 continue;
             snprintf(
                 why, sizeof why,
                 "leak: after %s the session holds key %lld (%s, %s) %d time(s) per the results "
                 "it got, but the client knows of %d",
-                advlock_outcome_name(a->outcome), (long long)sim->keys_[i],
-                sim_kind_is_shared(j) ? "shared" : "exclusive",
-                sim_kind_is_xact(j) ? "transaction" : "session", cl->client_view_[i][j],
+                advlock_outcome_name(a->report->outcome), (long long)sim->keys_[i],
+                advlock_sim_kind_is_shared(j) ? "shared" : "exclusive",
+                advlock_sim_kind_is_xact(j) ? "transaction" : "session", cl->client_view_[i][j],
                 cl->belief_[i][j]);
-            return sim_violation(sim, c, why);
+            return advlock_sim_record_violation(sim, c, why);
         }
     }
     return 0;
 }
 
-static int finish_op(advlock_sim *sim, int c, const advlock_action *a)
+static int finish_op(sim_world *sim, int c, const advlock_action *a)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     cl->busy_ = 0;
     cl->timer_serial_++;
-    sim_reading(sim, cl);
+    advlock_sim_reading(sim, cl);
     record_done(cl, a, sim->now_ms_);
-    sim->stats_.outcomes[a->outcome]++;
-    sim_trace_extra x = sim_trace_none();
-    x.attempt = cl->last_.attempts;
-    x.message = a->message[0] != '\0' ? a->message : NULL;
-    x.sqlstate = a->sqlstate[0] != '\0' ? a->sqlstate : NULL;
-    x.error = a->outcome == ADVLOCK_FAILED ? advlock_strerror(a->error) : NULL;
-    sim_trace(sim, c, sim_outcome_event(a->outcome), &x);
+    const advlock_report *r = a->report;
+    sim->stats_.outcomes[r->outcome]++;
+    if (sim->config_.trace != NULL) {
+        /* Sentences only for the trace, rendered from the report. */
+        char message[ADVLOCK_MESSAGE_MAX];
+        const char *name = cl->step_.lock_name;
+        const char *said = cl->failure_message_[0] != '\0' ? cl->failure_message_ : NULL;
+        advlock_sim_trace_extra x = advlock_sim_trace_none();
+        x.attempt = r->attempts;
+        if (advlock_describe(r, name, strlen(name), said, message, sizeof message) > 0)
+            x.message = message;
+        x.sqlstate = r->sqlstate[0] != '\0' ? r->sqlstate : NULL;
+        x.error = r->outcome == ADVLOCK_FAILED ? advlock_strerror(r->failure) : NULL;
+        advlock_sim_trace(sim, c, advlock_sim_outcome_event(r->outcome), &x);
+    }
     int rc = settle_beliefs(sim, c, a);
     if (rc != 0)
         return rc;
     const advlock_fake_faults *f = &sim->config_.faults;
-    if (a->outcome == ADVLOCK_ACQUIRED && sim_faults_on(f)
+    if (r->outcome == ADVLOCK_ACQUIRED && advlock_sim_faults_on(f)
         && advlock_prng_chance(&sim->prng_, f->kill_ppm))
-        sim_schedule(sim, sim->now_ms_ + advlock_prng_between(&sim->prng_, 0, f->kill_within_ms),
-                     EV_KILL, c, 0, 0);
-    return sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
+        advlock_sim_schedule(sim,
+                             sim->now_ms_ + advlock_prng_between(&sim->prng_, 0, f->kill_within_ms),
+                             EV_KILL, c, 0, 0);
+    return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
 }
 
-static int act(advlock_sim *sim, int c)
+static int act(sim_world *sim, int c)
 {
     advlock_action a = advlock_next_action(&sim->clients_[c].machine_);
     switch (a.kind) {
@@ -236,13 +245,15 @@ static int act(advlock_sim *sim, int c)
     case ADVLOCK_ACTION_SLEEP: return start_sleep(sim, c, &a);
     case ADVLOCK_ACTION_CANCEL_QUERY: return send_cancel(sim, c);
     case ADVLOCK_ACTION_DONE: return finish_op(sim, c, &a);
-    default: return sim_violation(sim, c, "the machine has no action during an operation");
+    default:
+        return advlock_sim_record_violation(sim, c,
+                                            "the machine has no action during an operation");
     }
 }
 
-int sim_start_operation(advlock_sim *sim, int c)
+int advlock_sim_start_operation(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     const advlock_sim_step *s = &cl->step_;
     if (s->lock_name == NULL)
         return ADVLOCK_EINVAL;
@@ -251,23 +262,24 @@ int sim_start_operation(advlock_sim *sim, int c)
     int rc = advlock_derive_key(s->lock_name, len, &key);
     if (rc != 0)
         return rc;
-    int k = sim_key_index(sim, key);
+    int k = advlock_sim_key_index(sim, key);
     if (k < 0) {
         if (sim->nkeys_ == ADVLOCK_SIM_MAX_KEYS)
-            return sim_violation(sim, c, "more distinct lock names than ADVLOCK_SIM_MAX_KEYS");
+            return advlock_sim_record_violation(
+                sim, c, "more distinct lock names than ADVLOCK_SIM_MAX_KEYS");
         k = sim->nkeys_++;
         sim->keys_[k] = key;
     }
     int acquire = s->kind == ADVLOCK_SIM_ACQUIRE;
-    int64_t now_reading = sim_reading(sim, cl);
-    rc = acquire
-             ? advlock_start_acquire(&cl->machine_, s->lock_name, len, s->timeout_ms, now_reading)
-             : advlock_start_release(&cl->machine_, s->lock_name, len, now_reading);
+    int64_t now_reading = advlock_sim_reading(sim, cl);
+    /* The name was hashed once above; the machine takes the key. */
+    rc = acquire ? advlock_start_acquire_key(&cl->machine_, key, s->timeout_ms, now_reading)
+                 : advlock_start_release_key(&cl->machine_, key, now_reading);
     if (rc != 0)
         return rc;
     cl->key_ = key;
     cl->key_index_ = k;
-    cl->op_kind_ = sim_kind(cl->options_.mode, cl->options_.scope);
+    cl->op_kind_ = advlock_sim_kind(cl->options_.mode, cl->options_.scope);
     cl->busy_ = 1;
     cl->op_serial_++;
     cl->started_ms_ = sim->now_ms_;
@@ -276,13 +288,14 @@ int sim_start_operation(advlock_sim *sim, int c)
     cl->cancel_sent_ = 0;
     cl->result_sqlstate_[0] = '\0';
     cl->result_message_[0] = '\0';
+    cl->failure_message_[0] = '\0';
     rc = judge(sim, c, acquire ? IN_START_ACQUIRE : IN_START_RELEASE, ADVLOCK_RESULT_TRUE,
                now_reading);
     if (rc != 0)
         return rc;
     if (acquire && s->cancel_after_ms > 0) {
-        rc = sim_must_schedule(sim, sim->now_ms_ + s->cancel_after_ms, EV_CANCEL, c, cl->op_serial_,
-                               0);
+        rc = advlock_sim_must_schedule(sim, sim->now_ms_ + s->cancel_after_ms, EV_CANCEL, c,
+                                       cl->op_serial_, 0);
         if (rc != 0)
             return rc;
     }
@@ -295,9 +308,9 @@ static int is_holders(const char *sql)
 }
 
 /* Feeds the answer to the machine: rows of the holders query, or a result. */
-static int answer_machine(advlock_sim *sim, int c, int64_t now_reading)
+static int answer_machine(sim_world *sim, int c, int64_t now_reading)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     if (is_holders(cl->query_text_) && cl->result_ == ADVLOCK_RESULT_TRUE) {
         advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
         for (size_t i = 0; i < cl->nrows_; i++)
@@ -306,24 +319,29 @@ static int answer_machine(advlock_sim *sim, int c, int64_t now_reading)
                                        cl->rows_[i].mode ? "ShareLock" : "ExclusiveLock",
                                        "",
                                        "local",
-                                       sim_state_names[cl->rows_[i].state],
+                                       advlock_sim_state_names[cl->rows_[i].state],
                                        "",
                                        cl->rows_[i].seconds};
         if (advlock_on_holders(&cl->machine_, rows, cl->nrows_, now_reading) != 0)
-            return sim_violation(sim, c, "the machine refused the holders it had asked for");
+            return advlock_sim_record_violation(sim, c,
+                                                "the machine refused the holders it had asked for");
         return judge(sim, c, IN_HOLDERS, ADVLOCK_RESULT_TRUE, now_reading);
     }
     int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
+    /* As a driver keeps a failing result's words for advlock_describe(). */
+    if (failed || cl->result_ == ADVLOCK_RESULT_NULL)
+        advlock_sim_copy(cl->failure_message_, sizeof cl->failure_message_, cl->result_message_);
     if (advlock_on_result(&cl->machine_, cl->result_, failed ? cl->result_sqlstate_ : NULL,
                           failed ? cl->result_message_ : NULL, now_reading)
         != 0)
-        return sim_violation(sim, c, "the machine refused a result it had asked for");
+        return advlock_sim_record_violation(sim, c,
+                                            "the machine refused a result it had asked for");
     return judge(sim, c, IN_RESULT, cl->result_, now_reading);
 }
 
-int sim_on_deliver(advlock_sim *sim, int c)
+int advlock_sim_on_deliver(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     cl->query_ = QUERY_NONE;
     cl->timer_serial_++; /* an answer makes a pending deadline timer moot */
     if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
@@ -335,38 +353,39 @@ int sim_on_deliver(advlock_sim *sim, int c)
     if (cl->txn_end_in_flight_) {
         for (int k = 0; k < sim->nkeys_; k++)
             for (int j = 0; j < KINDS; j++)
-                if (sim_kind_is_xact(j))
+                if (advlock_sim_kind_is_xact(j))
                     cl->client_view_[k][j] = cl->belief_[k][j] = 0;
         cl->txn_end_in_flight_ = 0;
     }
     cl->transit_delta_ = 0;
-    int64_t now_reading = sim_reading(sim, cl);
+    int64_t now_reading = advlock_sim_reading(sim, cl);
     int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
-    sim_trace_extra x = sim_trace_none();
+    advlock_sim_trace_extra x = advlock_sim_trace_none();
     int rows = is_holders(cl->query_text_) && !failed;
     x.result = cl->result_tag_[0] != '\0' && !failed ? cl->result_tag_
                : rows                                ? "rows"
-                                                     : sim_result_name(cl->result_);
+                                                     : advlock_sim_result_name(cl->result_);
     x.rows = rows ? (int64_t)cl->nrows_ : -1;
     x.sqlstate = failed && cl->result_sqlstate_[0] != '\0' ? cl->result_sqlstate_ : NULL;
     x.fault = cl->result_fault_;
-    sim_trace(sim, c, "result", &x);
+    advlock_sim_trace(sim, c, "result", &x);
     if (cl->step_.kind >= ADVLOCK_SIM_BEGIN)
-        return sim_command_done(sim, c);
+        return advlock_sim_command_done(sim, c);
     int rc = answer_machine(sim, c, now_reading);
     return rc != 0 ? rc : act(sim, c);
 }
 
 /* ---- timers and the plan's cancel ------------------------------------------- */
 
-int sim_on_wake(advlock_sim *sim, int c, uint64_t serial)
+int advlock_sim_on_wake(sim_world *sim, int c, uint64_t serial)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     if (!cl->busy_ || serial != cl->timer_serial_)
         return 0;
-    int64_t now_reading = sim_reading(sim, cl);
+    int64_t now_reading = advlock_sim_reading(sim, cl);
     if (advlock_on_timer(&cl->machine_, now_reading) != 0)
-        return sim_violation(sim, c, "the machine refused a timer during an operation");
+        return advlock_sim_record_violation(sim, c,
+                                            "the machine refused a timer during an operation");
     int rc = judge(sim, c, IN_TIMER, ADVLOCK_RESULT_TRUE, now_reading);
     if (rc != 0)
         return rc;
@@ -374,14 +393,15 @@ int sim_on_wake(advlock_sim *sim, int c, uint64_t serial)
     return a.kind == ADVLOCK_ACTION_SLEEP ? arm_timer(sim, c, a.wake_at_ms, 0) : act(sim, c);
 }
 
-int sim_on_cancel(advlock_sim *sim, int c, uint64_t serial)
+int advlock_sim_on_cancel(sim_world *sim, int c, uint64_t serial)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     if (!cl->busy_ || serial != cl->op_serial_)
         return 0;
-    int64_t now_reading = sim_reading(sim, cl);
+    int64_t now_reading = advlock_sim_reading(sim, cl);
     if (advlock_cancel(&cl->machine_, now_reading) != 0)
-        return sim_violation(sim, c, "the machine refused a cancel during an acquire");
+        return advlock_sim_record_violation(sim, c,
+                                            "the machine refused a cancel during an acquire");
     cl->cancel_sent_ = 1;
     int rc = judge(sim, c, IN_CANCEL, ADVLOCK_RESULT_TRUE, now_reading);
     if (rc != 0)

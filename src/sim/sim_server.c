@@ -11,41 +11,40 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const sim_state_names[4] = {"idle", "active", "idle in transaction",
-                                        "idle in transaction (aborted)"};
+const char *const advlock_sim_state_names[4] = {"idle", "active", "idle in transaction",
+                                                "idle in transaction (aborted)"};
 
 /* PostgreSQL's default deadlock_timeout. */
 enum { DEADLOCK_TIMEOUT_MS = 1000 };
 
-static void set_result(advlock_sim_client_ *cl, advlock_result r, const char *sqlstate,
-                       const char *message)
+static void set_result(sim_client *cl, advlock_result r, const char *sqlstate, const char *message)
 {
     cl->result_ = r;
-    fake_copy(cl->result_sqlstate_, sizeof cl->result_sqlstate_, sqlstate);
-    fake_copy(cl->result_message_, sizeof cl->result_message_, message);
+    advlock_sim_copy(cl->result_sqlstate_, sizeof cl->result_sqlstate_, sqlstate);
+    advlock_sim_copy(cl->result_message_, sizeof cl->result_message_, message);
 }
 
-static int is_command(const advlock_sim_client_ *cl)
+static int is_command(const sim_client *cl)
 {
     return cl->step_.kind >= ADVLOCK_SIM_BEGIN;
 }
 
 /* The session's transaction ended at the server: its transaction-level
  * holds are gone; the client learns with this query's answer. */
-static void transaction_ended(advlock_sim *sim, advlock_sim_client_ *cl)
+static void transaction_ended(sim_world *sim, sim_client *cl)
 {
     for (int k = 0; k < sim->nkeys_; k++)
         for (int j = 0; j < KINDS; j++)
-            if (sim_kind_is_xact(j))
+            if (advlock_sim_kind_is_xact(j))
                 cl->server_view_[k][j] = 0;
     cl->txn_end_in_flight_ = 1;
 }
 
 /* The server granted the client's lock statement. Outside a block, a
  * transaction-level grant ends with its own statement: nothing is held. */
-static void granted(advlock_sim_client_ *cl)
+static void granted(sim_client *cl)
 {
-    if (sim_kind_is_xact(cl->op_kind_) && !cl->server_in_block_) {
+    if (advlock_sim_kind_is_xact(cl->op_kind_) && !cl->server_in_block_) {
         cl->outside_block_ = 1;
         return;
     }
@@ -55,23 +54,24 @@ static void granted(advlock_sim_client_ *cl)
 
 /* Any error inside a transaction block aborts it (PostgreSQL's
  * AbortTransaction), releasing its transaction-level locks. */
-static void failed_at_server(advlock_sim *sim, advlock_sim_client_ *cl)
+static void failed_at_server(sim_world *sim, sim_client *cl)
 {
     if (cl->server_in_block_)
         transaction_ended(sim, cl);
 }
 
-static int keep_rows(advlock_sim *sim, int c)
+static int keep_rows(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
     size_t n =
         advlock_fake_db_holders(&sim->db_, cl->pid_, cl->key_, rows, ADVLOCK_SIM_MAX_CLIENTS);
     if (n > ADVLOCK_SIM_MAX_CLIENTS)
-        return sim_violation(sim, c, "the holders answer has more rows than a client can keep");
+        return advlock_sim_record_violation(
+            sim, c, "the holders answer has more rows than a client can keep");
     for (size_t i = 0; i < n; i++) {
         unsigned char state = 0;
-        while (state < 3 && strcmp(sim_state_names[state], rows[i].state) != 0)
+        while (state < 3 && strcmp(advlock_sim_state_names[state], rows[i].state) != 0)
             state++;
         cl->rows_[i].pid = rows[i].pid;
         cl->rows_[i].granted = (unsigned char)rows[i].granted;
@@ -84,9 +84,9 @@ static int keep_rows(advlock_sim *sim, int c)
     return 0;
 }
 
-static void command_applied(advlock_sim *sim, advlock_sim_client_ *cl, const advlock_fake_result *r)
+static void command_applied(sim_world *sim, sim_client *cl, const advlock_fake_result *r)
 {
-    fake_copy(cl->result_tag_, sizeof cl->result_tag_, r->command_tag);
+    advlock_sim_copy(cl->result_tag_, sizeof cl->result_tag_, r->command_tag);
     set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
     if (cl->step_.kind == ADVLOCK_SIM_BEGIN) {
         cl->server_in_block_ = 1;
@@ -97,13 +97,13 @@ static void command_applied(advlock_sim *sim, advlock_sim_client_ *cl, const adv
 }
 
 /* The query runs on the client's session; *waiting is set when it queues. */
-static int apply(advlock_sim *sim, int c, int *waiting)
+static int apply(sim_world *sim, int c, int *waiting)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     advlock_fake_result r;
     const int64_t *param = is_command(cl) ? NULL : &cl->key_;
     if (advlock_fake_db_exec(&sim->db_, cl->pid_, cl->query_text_, param, &r) != 0)
-        return sim_violation(sim, c, "the fake database refused the query");
+        return advlock_sim_record_violation(sim, c, "the fake database refused the query");
     switch (r.status) {
     case ADVLOCK_FAKE_ROW_TRUE:
     case ADVLOCK_FAKE_ROW_VOID:
@@ -128,14 +128,14 @@ static int apply(advlock_sim *sim, int c, int *waiting)
         char why[160];
         snprintf(why, sizeof why, "the fake database answered \"%.60s\" with status %d",
                  cl->query_text_, (int)r.status);
-        return sim_violation(sim, c, why);
+        return advlock_sim_record_violation(sim, c, why);
     }
     }
 }
 
 /* The server side of the client's session is gone: it holds nothing. An
  * answer already on its way back still reaches the client. */
-static void server_forgets(advlock_sim_client_ *cl)
+static void server_forgets(sim_client *cl)
 {
     memset(cl->server_view_, 0, sizeof cl->server_view_);
     cl->server_in_block_ = 0;
@@ -143,24 +143,26 @@ static void server_forgets(advlock_sim_client_ *cl)
 
 /* The connection breaks: the client will see it lost; the server notices
  * within drop_detect_max_ms and ends the session then. */
-static int drop(advlock_sim *sim, int c)
+static int drop(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
-    int slot = fake_db_slot(&sim->db_, cl->pid_);
+    sim_client *cl = &sim->clients_[c];
+    sim_session *s = advlock_sim_session(sim, cl->pid_);
     int64_t reap =
         sim->now_ms_ + advlock_prng_between(&sim->prng_, 0, sim->config_.faults.drop_detect_max_ms);
-    sim->slot_owner_[slot] = SLOT_ORPHAN;
-    sim->slot_reap_ms_[slot] = reap;
+    if (s == NULL)
+        return advlock_sim_record_violation(sim, c, "a client's session vanished behind its back");
+    s->owner = SESSION_ORPHAN;
+    s->reap_ms = reap;
     cl->session_ = SESSION_LOST;
     server_forgets(cl);
     set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "", "server closed the connection unexpectedly");
-    return sim_must_schedule(sim, reap, EV_REAP, c, 0, cl->pid_);
+    return advlock_sim_must_schedule(sim, reap, EV_REAP, c, 0, cl->pid_);
 }
 
 /* NULL means something only for the machine's boolean statements, an
  * injected error also for the holders query; transaction commands meet
  * only dropped connections. */
-static enum query_fault applicable(const advlock_sim_client_ *cl, enum query_fault f)
+static enum query_fault applicable(const sim_client *cl, enum query_fault f)
 {
     if (f == FAULT_NULL
         && (is_command(cl) || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_HOLDERS)))
@@ -170,22 +172,22 @@ static enum query_fault applicable(const advlock_sim_client_ *cl, enum query_fau
     return f;
 }
 
-static int begin_wait(advlock_sim *sim, int c)
+static int begin_wait(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     cl->query_ = QUERY_WAITING;
     sim->waiting_++;
     sim->stats_.waits++;
     cl->wait_serial_++;
-    sim_trace_extra x = sim_trace_none();
-    sim_trace(sim, c, "waiting", &x);
-    return sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c,
-                             cl->wait_serial_, 0);
+    advlock_sim_trace_extra x = advlock_sim_trace_none();
+    advlock_sim_trace(sim, c, "waiting", &x);
+    return advlock_sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c,
+                                     cl->wait_serial_, 0);
 }
 
-int sim_on_arrive(advlock_sim *sim, int c)
+int advlock_sim_on_arrive(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     cl->query_ = QUERY_TO_CLIENT;
     cl->transit_delta_ = 0;
     cl->outside_block_ = 0;
@@ -198,20 +200,21 @@ int sim_on_arrive(advlock_sim *sim, int c)
         set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
                    "terminating connection due to administrator command");
     } else {
-        enum query_fault fault = sim_faults_on(&sim->config_.faults)
-                                     ? sim_draw_query_fault(&sim->prng_, &sim->config_.faults)
-                                     : FAULT_NONE;
+        enum query_fault fault =
+            advlock_sim_faults_on(&sim->config_.faults)
+                ? advlock_sim_draw_query_fault(&sim->prng_, &sim->config_.faults)
+                : FAULT_NONE;
         fault = applicable(cl, fault);
-        cl->result_fault_ = sim_fault_name(fault);
+        cl->result_fault_ = advlock_sim_fault_name(fault);
         if (fault != FAULT_NONE)
             sim->stats_.faults++;
         if (fault == FAULT_NULL) {
             set_result(cl, ADVLOCK_RESULT_NULL, "", "");
         } else if (fault == FAULT_ERROR) {
             const char *sqlstate, *message;
-            sim_draw_server_error(&sim->prng_, &sqlstate, &message);
+            advlock_sim_draw_server_error(&sim->prng_, &sqlstate, &message);
             set_result(cl, ADVLOCK_RESULT_SERVER_ERROR, sqlstate, message);
-            db_statement_failed(&sim->db_, fake_db_slot(&sim->db_, cl->pid_));
+            advlock_fake_db_fail_statement(&sim->db_, cl->pid_);
             failed_at_server(sim, cl);
         } else {
             int waiting = 0;
@@ -223,28 +226,31 @@ int sim_on_arrive(advlock_sim *sim, int c)
                 return begin_wait(sim, c);
         }
     }
-    return rc != 0 ? rc : sim_must_schedule(sim, cl->deliver_ms_, EV_DELIVER, c, cl->op_serial_, 0);
+    return rc != 0
+               ? rc
+               : advlock_sim_must_schedule(sim, cl->deliver_ms_, EV_DELIVER, c, cl->op_serial_, 0);
 }
 
 /* ---- how waits end ------------------------------------------------------------ */
 
 /* The answer of an ended wait leaves the server now and takes the rest of
  * the query's round trip to reach the client. */
-static int send_back(advlock_sim *sim, int c)
+static int send_back(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     cl->query_ = QUERY_TO_CLIENT;
     cl->deliver_ms_ = sim->now_ms_ + cl->return_ms_;
-    return sim_must_schedule(sim, cl->deliver_ms_, EV_DELIVER, c, cl->op_serial_, 0);
+    return advlock_sim_must_schedule(sim, cl->deliver_ms_, EV_DELIVER, c, cl->op_serial_, 0);
 }
 
 /* How the statement ended, now that it has: granted (TRUE), or an error. */
-static int collect(advlock_sim *sim, int c)
+static int collect(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     advlock_fake_result r;
     if (advlock_fake_db_poll(&sim->db_, cl->pid_, &r) != 1)
-        return sim_violation(sim, c, "a waiting client's session vanished behind its back");
+        return advlock_sim_record_violation(sim, c,
+                                            "a waiting client's session vanished behind its back");
     if (r.status == ADVLOCK_FAKE_ROW_VOID) {
         set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
     } else {
@@ -260,21 +266,22 @@ static int collect(advlock_sim *sim, int c)
  * 57014, the lock granted all the same (PostgreSQL's ProcSleep checks for
  * interrupts after waking): the race the machine's undo after a 57014 is
  * for. Cancels and deadlocks end the statement at once. */
-int sim_collect_waits(advlock_sim *sim)
+int advlock_sim_collect_waits(sim_world *sim)
 {
     for (int c = 0; c < sim->nclients_; c++) {
-        advlock_sim_client_ *cl = &sim->clients_[c];
+        sim_client *cl = &sim->clients_[c];
         if (cl->query_ != QUERY_WAITING || advlock_fake_db_is_waiting(&sim->db_, cl->pid_))
             continue;
         sim->waiting_--;
-        int slot = fake_db_slot(&sim->db_, cl->pid_), rc;
-        if (slot < 0)
-            return sim_violation(sim, c, "a waiting client's session vanished behind its back");
-        const advlock_fake_session_ *s = &sim->db_.sessions_[slot];
-        if (s->wait_ == WAIT_ENDED && s->wait_result_ == WAIT_GRANTED) {
+        advlock_fake_wait wait = advlock_fake_db_wait_state(&sim->db_, cl->pid_);
+        int rc;
+        if (wait == ADVLOCK_FAKE_WAIT_NONE)
+            return advlock_sim_record_violation(
+                sim, c, "a waiting client's session vanished behind its back");
+        if (wait == ADVLOCK_FAKE_WAIT_GRANTED) {
             granted(cl);
             cl->query_ = QUERY_RETURNING;
-            rc = sim_must_schedule(sim, sim->now_ms_, EV_RETURN, c, cl->wait_serial_, 0);
+            rc = advlock_sim_must_schedule(sim, sim->now_ms_, EV_RETURN, c, cl->wait_serial_, 0);
         } else {
             rc = collect(sim, c);
         }
@@ -284,9 +291,9 @@ int sim_collect_waits(advlock_sim *sim)
     return 0;
 }
 
-int sim_on_return(advlock_sim *sim, int c, uint64_t serial)
+int advlock_sim_on_return(sim_world *sim, int c, uint64_t serial)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     if (cl->query_ != QUERY_RETURNING || serial != cl->wait_serial_)
         return 0;
     return collect(sim, c);
@@ -294,22 +301,22 @@ int sim_on_return(advlock_sim *sim, int c, uint64_t serial)
 
 /* pg_cancel_backend: it cancels whatever statement the session is in when
  * the request lands (a later one, even), and nothing if it is idle. */
-int sim_on_cancel_land(advlock_sim *sim, int pid)
+int advlock_sim_on_cancel_land(sim_world *sim, int pid)
 {
-    int slot = fake_db_slot(&sim->db_, pid);
-    if (slot < 0 || advlock_fake_db_cancel(&sim->db_, pid) != 1)
+    if (advlock_fake_db_cancel(&sim->db_, pid) != 1)
         return 0;
     /* A statement granted but not yet finished: its error aborts the
      * transaction block now, and the transaction's locks with it. */
-    int c = sim->slot_owner_[slot];
+    const sim_session *s = advlock_sim_session(sim, pid);
+    int c = s != NULL ? s->owner : -1;
     if (c >= 0 && sim->clients_[c].query_ == QUERY_RETURNING)
         failed_at_server(sim, &sim->clients_[c]);
     return 0;
 }
 
-int sim_on_deadlock_check(advlock_sim *sim, int c, uint64_t serial)
+int advlock_sim_on_deadlock_check(sim_world *sim, int c, uint64_t serial)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     if (cl->query_ == QUERY_WAITING && serial == cl->wait_serial_)
         advlock_fake_db_check_deadlock(&sim->db_, cl->pid_);
     return 0;
@@ -318,16 +325,16 @@ int sim_on_deadlock_check(advlock_sim *sim, int c, uint64_t serial)
 /* pg_terminate_backend while the client believes it holds a lock: the
  * server releases everything now; the client learns at its next query, or
  * at once if it is waiting in one. */
-int sim_on_kill(advlock_sim *sim, int c)
+int advlock_sim_on_kill(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     int holding = 0;
     for (int k = 0; k < sim->nkeys_; k++)
         for (int j = 0; j < KINDS; j++)
             holding |= cl->belief_[k][j] > 0;
     if (cl->session_ != SESSION_OPEN || !holding)
         return 0;
-    sim_close_session(sim, cl->pid_);
+    advlock_sim_close_session(sim, cl->pid_);
     cl->session_ = SESSION_KILLED;
     server_forgets(cl);
     sim->stats_.faults++;

@@ -7,15 +7,15 @@
 
 #include <string.h>
 
-/* A step that could not even start ends at once, FAILED with the error. */
-static int refuse_step(advlock_sim *sim, int c, int error)
+/* A step the machine refused to start ends at once, FAILED with the call's
+ * error. */
+static int refuse_step(sim_world *sim, int c, int error)
 {
     advlock_sim_done *d = &sim->clients_[c].last_;
-    d->outcome = ADVLOCK_FAILED;
+    d->report.outcome = ADVLOCK_FAILED;
     d->error = error;
-    fake_copy(d->message, sizeof d->message, advlock_strerror(error));
     d->ended_ms = sim->now_ms_;
-    return sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
+    return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
 }
 
 static const char *command_text(advlock_sim_step_kind kind)
@@ -25,47 +25,48 @@ static const char *command_text(advlock_sim_step_kind kind)
 
 /* The client leaves its transaction's critical section as COMMIT or
  * ROLLBACK goes out (the server may end it before the answer is back). */
-static int start_command(advlock_sim *sim, int c)
+static int start_command(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     cl->busy_ = 1;
     cl->op_serial_++;
     cl->started_ms_ = sim->now_ms_;
-    cl->started_reading_ = sim_reading(sim, cl);
+    cl->started_reading_ = advlock_sim_reading(sim, cl);
     cl->jumped_at_start_ = cl->clock_.jumped_ms_;
     cl->result_sqlstate_[0] = '\0';
     cl->result_message_[0] = '\0';
-    return sim_send(sim, c, command_text(cl->step_.kind), 0);
+    cl->failure_message_[0] = '\0';
+    return advlock_sim_send(sim, c, command_text(cl->step_.kind), 0);
 }
 
-int sim_command_done(advlock_sim *sim, int c)
+int advlock_sim_command_done(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     advlock_sim_done *d = &cl->last_;
     cl->busy_ = 0;
     d->ended_ms = sim->now_ms_;
-    fake_copy(d->command_tag, sizeof d->command_tag, cl->result_tag_);
+    advlock_sim_copy(d->command_tag, sizeof d->command_tag, cl->result_tag_);
     if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST) {
-        d->outcome = ADVLOCK_FAILED;
-        d->error = ADVLOCK_ECONNLOST;
-        sim_forget_holds(cl);
+        d->report.outcome = ADVLOCK_FAILED;
+        d->report.failure = ADVLOCK_ECONNLOST;
+        advlock_sim_forget_holds(cl);
     } else if (cl->result_ == ADVLOCK_RESULT_SERVER_ERROR) {
-        d->outcome = ADVLOCK_FAILED;
-        d->error = ADVLOCK_ESERVER;
+        d->report.outcome = ADVLOCK_FAILED;
+        d->report.failure = ADVLOCK_ESERVER;
     }
-    fake_copy(d->sqlstate, sizeof d->sqlstate, cl->result_sqlstate_);
-    fake_copy(d->message, sizeof d->message, cl->result_message_);
+    advlock_sim_copy(d->report.sqlstate, sizeof d->report.sqlstate, cl->result_sqlstate_);
+    advlock_sim_copy(d->server_message, sizeof d->server_message, cl->result_message_);
     static const char *const events[] = {"begin", "commit", "rollback"};
-    sim_trace_extra x = sim_trace_none();
-    x.error = d->outcome == ADVLOCK_FAILED ? advlock_strerror(d->error) : NULL;
-    x.message = d->message[0] != '\0' ? d->message : NULL;
-    sim_trace(sim, c, events[cl->step_.kind - ADVLOCK_SIM_BEGIN], &x);
-    return sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
+    advlock_sim_trace_extra x = advlock_sim_trace_none();
+    x.error = d->report.outcome == ADVLOCK_FAILED ? advlock_strerror(d->report.failure) : NULL;
+    x.message = d->server_message[0] != '\0' ? d->server_message : NULL;
+    advlock_sim_trace(sim, c, events[cl->step_.kind - ADVLOCK_SIM_BEGIN], &x);
+    return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
 }
 
-static int begin_step(advlock_sim *sim, int c, const advlock_sim_step *step)
+static int begin_step(sim_world *sim, int c, const advlock_sim_step *step)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     cl->step_ = *step;
     memset(&cl->last_, 0, sizeof cl->last_);
     cl->last_.step = *step;
@@ -76,35 +77,35 @@ static int begin_step(advlock_sim *sim, int c, const advlock_sim_step *step)
     case ADVLOCK_SIM_PAUSE: {
         int64_t until = sim->now_ms_ + (step->pause_ms > 0 ? step->pause_ms : 0);
         cl->last_.ended_ms = until;
-        return sim_must_schedule(sim, until, EV_STEP, c, 0, 0);
+        return advlock_sim_must_schedule(sim, until, EV_STEP, c, 0, 0);
     }
     case ADVLOCK_SIM_RECONNECT:
         if (cl->session_ == SESSION_OPEN)
-            sim_close_session(sim, cl->pid_);
-        sim_forget_holds(cl);
-        if (sim_open_session(sim, c) != 0)
+            advlock_sim_close_session(sim, cl->pid_);
+        advlock_sim_forget_holds(cl);
+        if (advlock_sim_open_session(sim, c) != 0)
             return ADVLOCK_SIM_VIOLATION;
-        return sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
+        return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
     case ADVLOCK_SIM_ACQUIRE:
     case ADVLOCK_SIM_RELEASE: {
-        int rc = sim_start_operation(sim, c);
+        int rc = advlock_sim_start_operation(sim, c);
         return rc < 0 ? refuse_step(sim, c, rc) : rc;
     }
     case ADVLOCK_SIM_BEGIN:
     case ADVLOCK_SIM_COMMIT:
     case ADVLOCK_SIM_ROLLBACK: return start_command(sim, c);
-    default: return sim_violation(sim, c, "the plan returned an unknown step kind");
+    default: return advlock_sim_record_violation(sim, c, "the plan returned an unknown step kind");
     }
 }
 
-int sim_on_step(advlock_sim *sim, int c)
+int advlock_sim_on_step(sim_world *sim, int c)
 {
-    advlock_sim_client_ *cl = &sim->clients_[c];
+    sim_client *cl = &sim->clients_[c];
     if (cl->stopped_ || cl->busy_)
         return 0;
     advlock_sim_step next;
     memset(&next, 0, sizeof next);
-    cl->plan_(cl->plan_state_, sim, c, cl->started_ ? &cl->last_ : NULL, &next);
+    cl->plan_(cl->plan_state_, sim_handle_of(sim), c, cl->started_ ? &cl->last_ : NULL, &next);
     cl->started_ = 1;
     return begin_step(sim, c, &next);
 }

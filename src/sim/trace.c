@@ -66,19 +66,20 @@ static void put_text(line *l, const char *name, const char *value)
     put_escaped(l, value);
 }
 
-sim_trace_extra sim_trace_none(void)
+advlock_sim_trace_extra advlock_sim_trace_none(void)
 {
-    sim_trace_extra x;
+    advlock_sim_trace_extra x;
     memset(&x, 0, sizeof x);
     x.rows = -1;
     return x;
 }
 
-void sim_trace(advlock_sim *sim, int client, const char *event, const sim_trace_extra *extra)
+void advlock_sim_trace(sim_world *sim, int client, const char *event,
+                       const advlock_sim_trace_extra *extra)
 {
     if (sim->config_.trace == NULL)
         return;
-    const advlock_sim_client_ *cl = &sim->clients_[client];
+    const sim_client *cl = &sim->clients_[client];
     line l;
     l.len = 0;
     char head[160];
@@ -109,7 +110,7 @@ void sim_trace(advlock_sim *sim, int client, const char *event, const sim_trace_
     sim->config_.trace(sim->config_.trace_user, l.buf, l.len);
 }
 
-const char *sim_result_name(advlock_result r)
+const char *advlock_sim_result_name(advlock_result r)
 {
     switch (r) {
     case ADVLOCK_RESULT_TRUE: return "true";
@@ -120,7 +121,7 @@ const char *sim_result_name(advlock_result r)
     }
 }
 
-const char *sim_outcome_event(advlock_outcome o)
+const char *advlock_sim_outcome_event(advlock_outcome o)
 {
     switch (o) {
     case ADVLOCK_ACQUIRED: return "acquired";

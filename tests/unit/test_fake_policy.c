@@ -13,7 +13,7 @@
 
 #include "../../src/sim/sim.h"
 
-static advlock_sim_client_ cl;
+static sim_client cl;
 static char why[ADVLOCK_SIM_VIOLATION_MAX];
 
 static void start(int64_t timeout_ms)
@@ -28,17 +28,17 @@ static void start(int64_t timeout_ms)
                         .param = 77,
                         .wake_at_ms = INT64_MAX};
     assert_int_equal(
-        sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", 1000, &q, 1, why, sizeof why), 0);
+        advlock_sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", 1000, &q, 1, why, sizeof why), 0);
 }
 
 static int result(advlock_result r, int64_t at, advlock_action a, uint64_t attempts)
 {
-    return sim_policy_check(&cl, IN_RESULT, r, "", "", at, &a, attempts, why, sizeof why);
+    return advlock_sim_policy_check(&cl, IN_RESULT, r, "", "", at, &a, attempts, why, sizeof why);
 }
 
 static int timer(int64_t at, advlock_action a, uint64_t attempts)
 {
-    return sim_policy_check(&cl, IN_TIMER, 0, "", "", at, &a, attempts, why, sizeof why);
+    return advlock_sim_policy_check(&cl, IN_TIMER, 0, "", "", at, &a, attempts, why, sizeof why);
 }
 
 static advlock_action sleep_for(int64_t ms, int64_t wake)
@@ -80,8 +80,8 @@ static void the_reference_passes(void **state)
     }
     /* 1500 ms have passed at the fifth failure: time out now, not later. */
     assert_int_equal(result(ADVLOCK_RESULT_FALSE, t, done(ADVLOCK_TIMED_OUT, timed_out_msg), 5), 0);
-    assert_int_equal(sim_policy_sleep(5), 1000);
-    assert_int_equal(sim_policy_sleep(50), 1000);
+    assert_int_equal(advlock_sim_policy_sleep(5), 1000);
+    assert_int_equal(advlock_sim_policy_sleep(50), 1000);
 }
 
 static void a_wrong_first_delay_fails(void **state)
@@ -169,12 +169,12 @@ static int shadow_start(advlock_options o, int64_t timeout_ms, int64_t now)
         (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
     advlock_derive_key("m", 1, &cl.key_);
     cl.options_ = o;
-    sim_policy_seed(&cl, o.jitter_seed);
+    advlock_sim_policy_seed(&cl, o.jitter_seed);
     advlock_machine_init(&m);
     assert_int_equal(advlock_set_options(&m, &o), 0);
     assert_int_equal(advlock_start_acquire(&m, "m", 1, timeout_ms, now), 0);
     advlock_action a = advlock_next_action(&m);
-    return sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", now, &a, advlock_attempts(&m), why,
+    return advlock_sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", now, &a, advlock_attempts(&m), why,
                             sizeof why);
 }
 
@@ -192,7 +192,7 @@ static int shadow(enum policy_input in, advlock_result r, const char *sqlstate, 
     advlock_action a = advlock_next_action(&m);
     if (tamper != NULL)
         tamper(&a);
-    return sim_policy_check(&cl, in, r, sqlstate != NULL ? sqlstate : "", "", now, &a,
+    return advlock_sim_policy_check(&cl, in, r, sqlstate != NULL ? sqlstate : "", "", now, &a,
                             advlock_attempts(&m), why, sizeof why);
 }
 
@@ -345,10 +345,10 @@ static void shared_transaction_release_ends_with_the_transaction(void **state)
     cl.step_.kind = ADVLOCK_SIM_RELEASE;
     assert_int_equal(advlock_start_release(&m, "m", 1, 2), 0);
     advlock_action a = advlock_next_action(&m);
-    assert_int_equal(sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why),
+    assert_int_equal(advlock_sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why),
                      0);
     a.outcome = ADVLOCK_RELEASED;
-    assert_int_equal(sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why),
+    assert_int_equal(advlock_sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why),
                      -1);
 }
 
@@ -376,7 +376,7 @@ static void diagnostics_are_checked_against_the_rows(void **state)
         assert_int_equal(shadow_start(o, 0, 0), 0);
         assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, 0, NULL), 0);
         assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_HOLDERS);
-        /* The rows as the driver keeps them (state: an index into sim_state_names). */
+        /* The rows as the driver keeps them (state: an index into advlock_sim_state_names). */
         static const unsigned char states[3] = {1, 2, 0};
         cl.nrows_ = 3;
         for (int i = 0; i < 3; i++) {
@@ -390,7 +390,7 @@ static void diagnostics_are_checked_against_the_rows(void **state)
         advlock_action a = advlock_next_action(&m);
         if (pass == 1)
             wrong_pid(&a);
-        int rc = sim_policy_check(&cl, IN_HOLDERS, 0, "", "", 1, &a, 1, why, sizeof why);
+        int rc = advlock_sim_policy_check(&cl, IN_HOLDERS, 0, "", "", 1, &a, 1, why, sizeof why);
         assert_int_equal(rc, pass == 0 ? 0 : -1);
     }
     assert_non_null(strstr(why, "holder fields (pid 43"));
@@ -412,14 +412,14 @@ static void shared_holders_may_share_and_nothing_else(void **state)
     sim.nkeys_ = 1;
     /* Beliefs alone: with an empty lock table and no views the other
      * invariants hold, so only mutual exclusion judges. */
-    const int kinds[3] = {sim_kind(ADVLOCK_SHARED, ADVLOCK_SESSION),
-                          sim_kind(ADVLOCK_SHARED, ADVLOCK_TRANSACTION),
-                          sim_kind(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION)};
+    const int kinds[3] = {advlock_sim_kind(ADVLOCK_SHARED, ADVLOCK_SESSION),
+                          advlock_sim_kind(ADVLOCK_SHARED, ADVLOCK_TRANSACTION),
+                          advlock_sim_kind(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION)};
     for (int c = 0; c < 2; c++)
         sim.clients_[c].belief_[0][kinds[c]] = 1;
-    assert_int_equal(sim_check_world(&sim, text, sizeof text), 0);
+    assert_int_equal(advlock_sim_check_world(&sim, text, sizeof text), 0);
     sim.clients_[2].belief_[0][kinds[2]] = 1;
-    assert_int_equal(sim_check_world(&sim, text, sizeof text), -1);
+    assert_int_equal(advlock_sim_check_world(&sim, text, sizeof text), -1);
     assert_string_equal(text,
                         "mutual exclusion: client 2 believes it holds key 0 exclusively while "
                         "client 0 believes it holds it too");
@@ -427,7 +427,7 @@ static void shared_holders_may_share_and_nothing_else(void **state)
     sim.clients_[0].belief_[0][kinds[0]] = 0;
     sim.clients_[1].busy_ = 1;
     sim.clients_[1].step_.kind = ADVLOCK_SIM_COMMIT;
-    assert_int_equal(sim_check_world(&sim, text, sizeof text), 0);
+    assert_int_equal(advlock_sim_check_world(&sim, text, sizeof text), 0);
 }
 
 static void events_run_in_time_then_sequence_order(void **state)
@@ -437,17 +437,17 @@ static void events_run_in_time_then_sequence_order(void **state)
     advlock_sim_init(&sim, NULL);
     const int64_t at[] = {30, 10, 20, 10, 30, 10};
     for (int i = 0; i < 6; i++)
-        assert_int_equal(sim_schedule(&sim, at[i], EV_STEP, i, 0, 0), 0);
+        assert_int_equal(advlock_sim_schedule(&sim, at[i], EV_STEP, i, 0, 0), 0);
     const int order[] = {1, 3, 5, 2, 0, 4};
-    advlock_sim_event_ ev;
+    sim_event ev;
     for (int i = 0; i < 6; i++) {
-        assert_int_equal(sim_next_event(&sim, &ev), 1);
+        assert_int_equal(advlock_sim_next_event(&sim, &ev), 1);
         assert_int_equal(ev.client_, order[i]);
     }
-    assert_int_equal(sim_next_event(&sim, &ev), 0);
+    assert_int_equal(advlock_sim_next_event(&sim, &ev), 0);
     for (int i = 0; i < ADVLOCK_SIM_MAX_EVENTS; i++)
-        assert_int_equal(sim_schedule(&sim, i, EV_STEP, 0, 0, 0), 0);
-    assert_int_equal(sim_schedule(&sim, 0, EV_STEP, 0, 0, 0), -1);
+        assert_int_equal(advlock_sim_schedule(&sim, i, EV_STEP, 0, 0, 0), 0);
+    assert_int_equal(advlock_sim_schedule(&sim, 0, EV_STEP, 0, 0, 0), -1);
 }
 
 int main(void)

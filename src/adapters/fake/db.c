@@ -1,7 +1,10 @@
 /*
  * Sessions and statements of the fake database: transactions (implicit,
  * BEGIN ... COMMIT/ROLLBACK, failed), the advisory-lock functions on top of
- * the lock manager, waiting statements, and the public functions.
+ * the lock manager, waiting statements, and the public functions. The lock
+ * manager below never calls back up here: sessions it grants are marked,
+ * and every public function that can release a lock finishes their
+ * statements before it returns (finish_granted).
  */
 #include "fake.h"
 
@@ -22,7 +25,10 @@ void advlock_fake_db_set_time(advlock_fake_db *db, int64_t now_ms)
         db->now_ms_ = now_ms;
 }
 
-int fake_db_slot(const advlock_fake_db *db, int pid)
+static void statement_failed(advlock_fake_db *db, int slot);
+static void finish_granted(advlock_fake_db *db);
+
+int advlock_fake_db_slot(const advlock_fake_db *db, int pid)
 {
     if (db == NULL || pid <= 0)
         return -1;
@@ -34,7 +40,7 @@ int fake_db_slot(const advlock_fake_db *db, int pid)
 
 int advlock_fake_db_is_open(const advlock_fake_db *db, int pid)
 {
-    return fake_db_slot(db, pid) >= 0;
+    return advlock_fake_db_slot(db, pid) >= 0;
 }
 
 int advlock_fake_db_connect(advlock_fake_db *db, int *pid_out)
@@ -58,23 +64,27 @@ int advlock_fake_db_connect(advlock_fake_db *db, int *pid_out)
 
 int advlock_fake_db_close(advlock_fake_db *db, int pid)
 {
-    int slot = fake_db_slot(db, pid);
+    int slot = advlock_fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
-    lt_leave_queue(db, slot);
-    lt_release_level(db, slot, SCOPE_XACT);
-    lt_release_level(db, slot, SCOPE_SESSION);
+    advlock_lt_leave_queue(db, slot);
+    advlock_lt_release_level(db, slot, SCOPE_XACT);
+    advlock_lt_release_level(db, slot, SCOPE_SESSION);
     db->sessions_[slot].pid_ = 0;
     db->sessions_[slot].wait_ = WAIT_NONE;
+    db->sessions_[slot].finish_ = 0;
+    finish_granted(db);
     return 0;
 }
 
-void db_statement_failed(advlock_fake_db *db, int slot)
+/* A statement ended with an error: a transaction block becomes failed, and
+ * the transaction's locks are released (PostgreSQL's AbortTransaction). */
+static void statement_failed(advlock_fake_db *db, int slot)
 {
     advlock_fake_session_ *s = &db->sessions_[slot];
     if (s->txn_ == TXN_BLOCK)
         s->txn_ = TXN_FAILED;
-    lt_release_level(db, slot, SCOPE_XACT);
+    advlock_lt_release_level(db, slot, SCOPE_XACT);
 }
 
 /* Outside a transaction block each statement is its own transaction, whose
@@ -82,20 +92,37 @@ void db_statement_failed(advlock_fake_db *db, int slot)
 static void statement_succeeded(advlock_fake_db *db, int slot)
 {
     if (db->sessions_[slot].txn_ == TXN_IMPLICIT)
-        lt_release_level(db, slot, SCOPE_XACT);
+        advlock_lt_release_level(db, slot, SCOPE_XACT);
 }
 
-void db_wait_ended(advlock_fake_db *db, int slot, int how)
+/* A waiting statement ends with an error (a deadlock, a cancel). */
+static void wait_failed(advlock_fake_db *db, int slot, int how)
 {
     advlock_fake_session_ *s = &db->sessions_[slot];
-    lt_leave_queue(db, slot);
+    advlock_lt_leave_queue(db, slot);
     s->wait_ = WAIT_ENDED;
     s->wait_result_ = how;
     s->state_change_ms_ = db->now_ms_; /* the statement ends now: idle */
-    if (how == WAIT_GRANTED)
-        statement_succeeded(db, slot);
-    else
-        db_statement_failed(db, slot);
+    statement_failed(db, slot);
+}
+
+/* Finishes the statements of sessions the lock manager granted during a
+ * call; finishing one (outside a block) can release a transaction-level hold
+ * and grant others in turn, so until none is left. */
+static void finish_granted(advlock_fake_db *db)
+{
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = 0; i < db->sessions_used_; i++) {
+            advlock_fake_session_ *s = &db->sessions_[i];
+            if (!s->finish_)
+                continue;
+            s->finish_ = 0;
+            s->state_change_ms_ = db->now_ms_; /* the statement ends now: idle */
+            statement_succeeded(db, i);
+            again = 1;
+        }
+    }
 }
 
 static const char *mode_name(int mode)
@@ -105,44 +132,45 @@ static const char *mode_name(int mode)
 
 static void lock_table_full(advlock_fake_result *out)
 {
-    fake_result_error(out, "53200", "out of shared memory");
+    advlock_fake_result_error(out, "53200", "out of shared memory");
 }
 
-static void run_try(advlock_fake_db *db, int slot, const fake_statement *st, int64_t key,
+static void run_try(advlock_fake_db *db, int slot, const advlock_fake_statement *st, int64_t key,
                     advlock_fake_result *out)
 {
-    enum lt_outcome r = lt_request(db, slot, key, st->mode, st->scope, 0);
+    enum advlock_lt_outcome r = advlock_lt_request(db, slot, key, st->mode, st->scope, 0);
     if (r == LT_FULL)
         lock_table_full(out);
     else
-        fake_result_row(out, r == LT_GRANTED ? ADVLOCK_FAKE_ROW_TRUE : ADVLOCK_FAKE_ROW_FALSE);
+        advlock_fake_result_row(out,
+                                r == LT_GRANTED ? ADVLOCK_FAKE_ROW_TRUE : ADVLOCK_FAKE_ROW_FALSE);
 }
 
-static void run_lock(advlock_fake_db *db, int slot, const fake_statement *st, int64_t key,
+static void run_lock(advlock_fake_db *db, int slot, const advlock_fake_statement *st, int64_t key,
                      advlock_fake_result *out)
 {
-    switch (lt_request(db, slot, key, st->mode, st->scope, 1)) {
-    case LT_GRANTED: fake_result_row(out, ADVLOCK_FAKE_ROW_VOID); break;
+    switch (advlock_lt_request(db, slot, key, st->mode, st->scope, 1)) {
+    case LT_GRANTED: advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID); break;
     case LT_QUEUED:
         out->status = ADVLOCK_FAKE_WAITING;
         db->sessions_[slot].wait_start_ms_ = db->now_ms_;
         break;
-    case LT_DEADLOCK: fake_result_error(out, "40P01", "deadlock detected"); break;
+    case LT_DEADLOCK: advlock_fake_result_error(out, "40P01", "deadlock detected"); break;
     default: lock_table_full(out); break;
     }
 }
 
-static void run_unlock(advlock_fake_db *db, int slot, const fake_statement *st, int64_t key,
+static void run_unlock(advlock_fake_db *db, int slot, const advlock_fake_statement *st, int64_t key,
                        advlock_fake_result *out)
 {
-    if (lt_release(db, slot, key, st->mode, SCOPE_SESSION)) {
-        fake_result_row(out, ADVLOCK_FAKE_ROW_TRUE);
+    if (advlock_lt_release(db, slot, key, st->mode, SCOPE_SESSION)) {
+        advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_TRUE);
         return;
     }
     char warning[ADVLOCK_FAKE_TEXT_MAX];
     snprintf(warning, sizeof warning, "you don't own a lock of type %s", mode_name(st->mode));
-    fake_result_row(out, ADVLOCK_FAKE_ROW_FALSE);
-    fake_result_warning(out, "01000", warning);
+    advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_FALSE);
+    advlock_fake_result_warning(out, "01000", warning);
 }
 
 static void run_transaction_control(advlock_fake_db *db, int slot, enum stmt_kind kind,
@@ -151,24 +179,24 @@ static void run_transaction_control(advlock_fake_db *db, int slot, enum stmt_kin
     advlock_fake_session_ *s = &db->sessions_[slot];
     if (kind == ST_BEGIN) {
         if (s->txn_ == TXN_BLOCK)
-            fake_result_warning(out, "25001", "there is already a transaction in progress");
+            advlock_fake_result_warning(out, "25001", "there is already a transaction in progress");
         s->txn_ = TXN_BLOCK;
-        fake_result_command(out, "BEGIN");
+        advlock_fake_result_command(out, "BEGIN");
         return;
     }
     if (s->txn_ == TXN_IMPLICIT)
-        fake_result_warning(out, "25P01", "there is no transaction in progress");
+        advlock_fake_result_warning(out, "25P01", "there is no transaction in progress");
     /* COMMIT of a failed block rolls it back, and says so. */
     int rolled_back = kind == ST_ROLLBACK || s->txn_ == TXN_FAILED;
     s->txn_ = TXN_IMPLICIT;
-    lt_release_level(db, slot, SCOPE_XACT);
-    fake_result_command(out, rolled_back ? "ROLLBACK" : "COMMIT");
+    advlock_lt_release_level(db, slot, SCOPE_XACT);
+    advlock_fake_result_command(out, rolled_back ? "ROLLBACK" : "COMMIT");
 }
 
 static void run_holders(advlock_fake_db *db, int slot, int64_t key, advlock_fake_result *out)
 {
     size_t n = advlock_fake_db_holders(db, db->sessions_[slot].pid_, key, NULL, 0);
-    fake_result_row(out, ADVLOCK_FAKE_ROWS);
+    advlock_fake_result_row(out, ADVLOCK_FAKE_ROWS);
     snprintf(out->command_tag, sizeof out->command_tag, "SELECT %u", (unsigned)n);
 }
 
@@ -183,22 +211,22 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     s->state_change_ms_ = db->now_ms_;
     if (s->txn_ == TXN_IMPLICIT)
         s->xact_start_ms_ = db->now_ms_;
-    const fake_statement *st = fake_statement_find(sql);
-    if (st == NULL && !fake_statement_parses(sql)) {
-        fake_statement_reject(sql, param != NULL, out);
-        db_statement_failed(db, slot);
+    const advlock_fake_statement *st = advlock_fake_statement_find(sql);
+    if (st == NULL && !advlock_fake_statement_parses(sql)) {
+        advlock_fake_statement_reject(sql, param != NULL, out);
+        statement_failed(db, slot);
         return;
     }
     if (s->txn_ == TXN_FAILED
         && (st == NULL || (st->kind != ST_COMMIT && st->kind != ST_ROLLBACK))) {
-        fake_result_error(out, "25P02",
-                          "current transaction is aborted, commands ignored until end of "
-                          "transaction block");
+        advlock_fake_result_error(out, "25P02",
+                                  "current transaction is aborted, commands ignored until end of "
+                                  "transaction block");
         return;
     }
     if (st == NULL) {
-        fake_statement_reject(sql, param != NULL, out);
-        db_statement_failed(db, slot);
+        advlock_fake_statement_reject(sql, param != NULL, out);
+        statement_failed(db, slot);
         return;
     }
     int supplied = param != NULL;
@@ -207,8 +235,8 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         snprintf(message, sizeof message,
                  "bind message supplies %d parameters, but prepared statement \"\" requires %d",
                  supplied, st->params);
-        fake_result_error(out, "08P01", message);
-        db_statement_failed(db, slot);
+        advlock_fake_result_error(out, "08P01", message);
+        statement_failed(db, slot);
         return;
     }
     int64_t key = param != NULL ? *param : 0; /* the statements that take one have it */
@@ -218,13 +246,13 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     case ST_UNLOCK: run_unlock(db, slot, st, key, out); break;
     case ST_HOLDERS: run_holders(db, slot, key, out); break;
     case ST_UNLOCK_ALL:
-        lt_release_level(db, slot, SCOPE_SESSION);
-        fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);
+        advlock_lt_release_level(db, slot, SCOPE_SESSION);
+        advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);
         break;
     default: run_transaction_control(db, slot, st->kind, out); return;
     }
     if (out->status == ADVLOCK_FAKE_SERVER_ERROR)
-        db_statement_failed(db, slot);
+        statement_failed(db, slot);
     else if (out->status != ADVLOCK_FAKE_WAITING)
         statement_succeeded(db, slot);
 }
@@ -234,21 +262,22 @@ int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *sql, const in
 {
     if (db == NULL || sql == NULL || out == NULL)
         return ADVLOCK_EINVAL;
-    int slot = fake_db_slot(db, pid);
+    int slot = advlock_fake_db_slot(db, pid);
     if (slot >= 0 && db->sessions_[slot].wait_ != WAIT_NONE)
         return ADVLOCK_EMISUSE;
-    fake_result_clear(out);
+    advlock_fake_result_clear(out);
     if (slot < 0) {
         out->status = ADVLOCK_FAKE_CONNECTION_LOST;
         return 0;
     }
     run(db, slot, sql, param, out);
+    finish_granted(db);
     return 0;
 }
 
 int advlock_fake_db_poll(advlock_fake_db *db, int pid, advlock_fake_result *out)
 {
-    int slot = fake_db_slot(db, pid);
+    int slot = advlock_fake_db_slot(db, pid);
     if (slot < 0 || out == NULL)
         return ADVLOCK_EINVAL;
     advlock_fake_session_ *s = &db->sessions_[slot];
@@ -256,26 +285,26 @@ int advlock_fake_db_poll(advlock_fake_db *db, int pid, advlock_fake_result *out)
         return ADVLOCK_EMISUSE;
     if (s->wait_ == WAIT_QUEUED)
         return 0;
-    fake_result_clear(out);
+    advlock_fake_result_clear(out);
     if (s->wait_result_ == WAIT_GRANTED)
-        fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);
+        advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);
     else if (s->wait_result_ == WAIT_DEADLOCK)
-        fake_result_error(out, "40P01", "deadlock detected");
+        advlock_fake_result_error(out, "40P01", "deadlock detected");
     else
-        fake_result_error(out, "57014", "canceling statement due to user request");
+        advlock_fake_result_error(out, "57014", "canceling statement due to user request");
     s->wait_ = WAIT_NONE;
     return 1;
 }
 
 int advlock_fake_db_is_waiting(const advlock_fake_db *db, int pid)
 {
-    int slot = fake_db_slot(db, pid);
+    int slot = advlock_fake_db_slot(db, pid);
     return slot >= 0 && db->sessions_[slot].wait_ == WAIT_QUEUED;
 }
 
 int advlock_fake_db_cancel(advlock_fake_db *db, int pid)
 {
-    int slot = fake_db_slot(db, pid);
+    int slot = advlock_fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
     advlock_fake_session_ *s = &db->sessions_[slot];
@@ -284,34 +313,81 @@ int advlock_fake_db_cancel(advlock_fake_db *db, int pid)
          * in the lock table already, and the error only aborts the
          * transaction. */
         s->wait_result_ = WAIT_CANCELLED;
-        db_statement_failed(db, slot);
+        statement_failed(db, slot);
+        finish_granted(db);
         return 1;
     }
     if (s->wait_ != WAIT_QUEUED)
         return 0;
-    db_wait_ended(db, slot, WAIT_CANCELLED);
+    wait_failed(db, slot, WAIT_CANCELLED);
+    finish_granted(db);
     return 1;
 }
 
 int advlock_fake_db_check_deadlock(advlock_fake_db *db, int pid)
 {
-    int slot = fake_db_slot(db, pid);
+    int slot = advlock_fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
-    if (!lt_in_deadlock(db, slot))
+    if (!advlock_lt_in_deadlock(db, slot))
         return 0;
-    db_wait_ended(db, slot, WAIT_DEADLOCK);
+    wait_failed(db, slot, WAIT_DEADLOCK);
+    finish_granted(db);
     return 1;
+}
+
+advlock_fake_wait advlock_fake_db_wait_state(const advlock_fake_db *db, int pid)
+{
+    int slot = advlock_fake_db_slot(db, pid);
+    if (slot < 0 || db->sessions_[slot].wait_ == WAIT_NONE)
+        return ADVLOCK_FAKE_WAIT_NONE;
+    const advlock_fake_session_ *s = &db->sessions_[slot];
+    if (s->wait_ == WAIT_QUEUED)
+        return ADVLOCK_FAKE_WAIT_QUEUED;
+    return s->wait_result_ == WAIT_GRANTED ? ADVLOCK_FAKE_WAIT_GRANTED : ADVLOCK_FAKE_WAIT_FAILED;
+}
+
+int advlock_fake_db_fail_statement(advlock_fake_db *db, int pid)
+{
+    int slot = advlock_fake_db_slot(db, pid);
+    if (slot < 0)
+        return ADVLOCK_EINVAL;
+    if (db->sessions_[slot].wait_ != WAIT_NONE)
+        return ADVLOCK_EMISUSE;
+    statement_failed(db, slot);
+    finish_granted(db);
+    return 0;
+}
+
+int advlock_fake_db_each_hold(const advlock_fake_db *db, advlock_fake_hold_fn fn, void *user)
+{
+    if (db == NULL || fn == NULL)
+        return 0;
+    for (int i = 0; i < db->holds_used_; i++) {
+        const advlock_fake_hold_ *h = &db->holds_[i];
+        if (h->session_ < 0)
+            continue;
+        for (int mode = 0; mode < 2; mode++) {
+            if (advlock_lt_hold_total(h, mode) == 0)
+                continue;
+            int rc = fn(user, db->sessions_[h->session_].pid_, db->locks_[h->lock_].key_,
+                        (advlock_fake_mode)mode, h->count_[mode][SCOPE_SESSION],
+                        h->count_[mode][SCOPE_XACT]);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
 }
 
 int advlock_fake_db_holds(const advlock_fake_db *db, int pid, int64_t key, advlock_fake_mode mode,
                           int *session_level, int *transaction_level)
 {
-    int slot = fake_db_slot(db, pid);
+    int slot = advlock_fake_db_slot(db, pid);
     if (slot < 0 || (mode != ADVLOCK_FAKE_EXCLUSIVE && mode != ADVLOCK_FAKE_SHARED))
         return ADVLOCK_EINVAL;
-    int lock = lt_find_lock(db, key);
-    int hold = lock < 0 ? -1 : lt_find_hold(db, slot, lock);
+    int lock = advlock_lt_find_lock(db, key);
+    int hold = lock < 0 ? -1 : advlock_lt_find_hold(db, slot, lock);
     if (session_level != NULL)
         *session_level = hold < 0 ? 0 : db->holds_[hold].count_[mode][SCOPE_SESSION];
     if (transaction_level != NULL)

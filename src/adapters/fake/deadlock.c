@@ -13,14 +13,14 @@ static int waits_for(const advlock_fake_db *db, int a, int b)
     const advlock_fake_session_ *sb = &db->sessions_[b];
     if (a == b || sb->pid_ == 0 || sa->wait_ != WAIT_QUEUED)
         return 0;
-    int want = lt_conflicts(sa->wait_mode_);
-    if (lt_held_mask(db, b, sa->wait_lock_) & want)
+    int want = advlock_lt_conflicts(sa->wait_mode_);
+    if (advlock_lt_held_mask(db, b, sa->wait_lock_) & want)
         return 1;
     return sb->wait_ == WAIT_QUEUED && sb->wait_lock_ == sa->wait_lock_
-           && sb->wait_pos_ < sa->wait_pos_ && (want & lt_mode_bit(sb->wait_mode_));
+           && sb->wait_pos_ < sa->wait_pos_ && (want & advlock_lt_mode_bit(sb->wait_mode_));
 }
 
-int lt_in_deadlock(const advlock_fake_db *db, int slot)
+int advlock_lt_in_deadlock(const advlock_fake_db *db, int slot)
 {
     if (db->sessions_[slot].wait_ != WAIT_QUEUED)
         return 0;

@@ -5,61 +5,69 @@
 
 #include "advlock_fake.h"
 
-/* ---- lock manager (lock_table.c, lock_queue.c, deadlock.c) ---- */
+/* The files call downwards only, never back up:
+ *     db.c -> lock_table.c, deadlock.c, holders.c, statements.c, result.c
+ *     lock_table.c, deadlock.c, holders.c, inspect.c -> lock_queue.c
+ * A wake-up inside the lock table only marks the sessions it grants
+ * (finish_); the database finishes their statements after each call
+ * (advlock_db_finish_granted). */
 
-enum { SCOPE_SESSION = 0, SCOPE_XACT = 1 };
-enum { MODE_BIT_EXCLUSIVE = 1, MODE_BIT_SHARED = 2 };
-
-/* Modes (as bits) that conflict with a request in `mode`: PostgreSQL's
- * conflict table restricted to the two advisory modes. */
-int lt_conflicts(int mode);
-int lt_mode_bit(int mode);
-
-enum lt_outcome { LT_GRANTED, LT_BUSY, LT_QUEUED, LT_DEADLOCK, LT_FULL };
-
-/* LockAcquire for one session slot: grant, refuse (wait 0), or queue. */
-enum lt_outcome lt_request(advlock_fake_db *db, int slot, int64_t key, int mode, int scope,
-                           int wait);
-/* LockRelease of one hold at one level; 1 if there was one to release. */
-int lt_release(advlock_fake_db *db, int slot, int64_t key, int mode, int scope);
-/* Drops every hold the session has at one level (unlock_all, end of a
- * transaction), waking whoever can then be granted. */
-void lt_release_level(advlock_fake_db *db, int slot, int scope);
-/* Takes a queued session out of its queue, without a grant. */
-void lt_leave_queue(advlock_fake_db *db, int slot);
-
-int lt_find_lock(const advlock_fake_db *db, int64_t key);
-int lt_find_hold(const advlock_fake_db *db, int slot, int lock);
-int lt_hold_total(const advlock_fake_hold_ *h, int mode);
-/* Modes (as bits) the session holds on the lock at any level. */
-int lt_held_mask(const advlock_fake_db *db, int slot, int lock);
-/* Does a request by slot in mode conflict with what other sessions hold? */
-int lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode);
-int lt_wait_mask(const advlock_fake_db *db, int lock);
-/* Fills order[] with the slots queued on lock, first first; returns how many. */
-int lt_queue_order(const advlock_fake_db *db, int lock, int order[ADVLOCK_FAKE_MAX_SESSIONS]);
-/* Grants queued sessions that can now be granted (ProcLockWakeup), and
- * finishes the statements of those that were outside a transaction block. */
-void lt_wake(advlock_fake_db *db, int lock);
-void lt_free_lock_if_unused(advlock_fake_db *db, int lock);
-
-/* Is the queued session part of a cycle of sessions waiting for each other? */
-int lt_in_deadlock(const advlock_fake_db *db, int slot);
-
-/* ---- sessions (db.c) ---- */
-
-/* The slot of an open session, or -1. */
-int fake_db_slot(const advlock_fake_db *db, int pid);
+/* ---- sessions' states (db.c owns them; the lock manager reads them) ---- */
 
 enum { TXN_IMPLICIT = 0, TXN_BLOCK = 1, TXN_FAILED = 2 };
 enum { WAIT_NONE = 0, WAIT_QUEUED = 1, WAIT_ENDED = 2 };
 enum { WAIT_GRANTED = 0, WAIT_DEADLOCK = 1, WAIT_CANCELLED = 2 };
+enum { SCOPE_SESSION = 0, SCOPE_XACT = 1 };
+enum { MODE_BIT_EXCLUSIVE = 1, MODE_BIT_SHARED = 2 };
 
-/* A statement ended with an error: a transaction block becomes failed, and
- * the transaction's locks are released (PostgreSQL's AbortTransaction). */
-void db_statement_failed(advlock_fake_db *db, int slot);
-/* A waiting statement ended, in one of the WAIT_ ways. */
-void db_wait_ended(advlock_fake_db *db, int slot, int how);
+/* ---- wait queues (lock_queue.c): one per lock, in serving order ---- */
+
+/* Fills order[] with the slots queued on lock, first first; returns how many. */
+int advlock_lt_queue_order(const advlock_fake_db *db, int lock,
+                           int order[ADVLOCK_FAKE_MAX_SESSIONS]);
+/* Queues the session at pos (0 = first) for mode and scope on lock. */
+void advlock_lt_enqueue(advlock_fake_db *db, int slot, int lock, int mode, int scope, int pos);
+/* Takes the session out of its queue (no grant, no wake-up). */
+void advlock_lt_dequeue(advlock_fake_db *db, int slot);
+
+/* ---- lock manager (lock_table.c, deadlock.c) ---- */
+
+/* Modes (as bits) that conflict with a request in `mode`: PostgreSQL's
+ * conflict table restricted to the two advisory modes. */
+int advlock_lt_conflicts(int mode);
+int advlock_lt_mode_bit(int mode);
+
+enum advlock_lt_outcome { LT_GRANTED, LT_BUSY, LT_QUEUED, LT_DEADLOCK, LT_FULL };
+
+/* LockAcquire for one session slot: grant, refuse (wait 0), or queue. */
+enum advlock_lt_outcome advlock_lt_request(advlock_fake_db *db, int slot, int64_t key, int mode,
+                                           int scope, int wait);
+/* LockRelease of one hold at one level; 1 if there was one to release. */
+int advlock_lt_release(advlock_fake_db *db, int slot, int64_t key, int mode, int scope);
+/* Drops every hold the session has at one level (unlock_all, end of a
+ * transaction), waking whoever can then be granted. */
+void advlock_lt_release_level(advlock_fake_db *db, int slot, int scope);
+/* Takes a queued session out of its queue, without a grant, and wakes
+ * whoever that lets through. */
+void advlock_lt_leave_queue(advlock_fake_db *db, int slot);
+
+int advlock_lt_find_lock(const advlock_fake_db *db, int64_t key);
+int advlock_lt_find_hold(const advlock_fake_db *db, int slot, int lock);
+int advlock_lt_hold_total(const advlock_fake_hold_ *h, int mode);
+/* Modes (as bits) the session holds on the lock at any level. */
+int advlock_lt_held_mask(const advlock_fake_db *db, int slot, int lock);
+/* Does a request by slot in mode conflict with what other sessions hold? */
+int advlock_lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode);
+int advlock_lt_wait_mask(const advlock_fake_db *db, int lock);
+void advlock_lt_free_lock_if_unused(advlock_fake_db *db, int lock);
+
+/* Is the queued session part of a cycle of sessions waiting for each other? */
+int advlock_lt_in_deadlock(const advlock_fake_db *db, int slot);
+
+/* ---- sessions (db.c) ---- */
+
+/* The slot of an open session, or -1. */
+int advlock_fake_db_slot(const advlock_fake_db *db, int pid);
 
 /* ---- SQL (statements.c) ---- */
 
@@ -74,30 +82,31 @@ enum stmt_kind {
     ST_HOLDERS
 };
 
-typedef struct fake_statement {
+typedef struct advlock_fake_statement {
     const char *text;
     enum stmt_kind kind;
     int mode;
     int scope;
     int params;
-} fake_statement;
+} advlock_fake_statement;
 
 /* The statement with exactly this text, or NULL. */
-const fake_statement *fake_statement_find(const char *sql);
+const advlock_fake_statement *advlock_fake_statement_find(const char *sql);
 /* Is the text a statement PostgreSQL could parse (a call we might not know)? */
-int fake_statement_parses(const char *sql);
+int advlock_fake_statement_parses(const char *sql);
 /* Fills out with PostgreSQL's error for text that is not a known statement:
  * 42883 for "SELECT name(...)", 42601 otherwise. */
-void fake_statement_reject(const char *sql, int have_param, advlock_fake_result *out);
+void advlock_fake_statement_reject(const char *sql, int have_param, advlock_fake_result *out);
 
 /* ---- results (result.c) ---- */
 
-void fake_result_clear(advlock_fake_result *out);
-void fake_result_error(advlock_fake_result *out, const char *sqlstate, const char *message);
-void fake_result_warning(advlock_fake_result *out, const char *sqlstate, const char *message);
-void fake_result_row(advlock_fake_result *out, advlock_fake_status status);
-void fake_result_command(advlock_fake_result *out, const char *tag);
+void advlock_fake_result_clear(advlock_fake_result *out);
+void advlock_fake_result_error(advlock_fake_result *out, const char *sqlstate, const char *message);
+void advlock_fake_result_warning(advlock_fake_result *out, const char *sqlstate,
+                                 const char *message);
+void advlock_fake_result_row(advlock_fake_result *out, advlock_fake_status status);
+void advlock_fake_result_command(advlock_fake_result *out, const char *tag);
 /* Bounded copy that always terminates (cutting at size - 1 bytes). */
-void fake_copy(char *dst, size_t size, const char *src);
+void advlock_fake_copy(char *dst, size_t size, const char *src);
 
 #endif

@@ -76,9 +76,9 @@ size_t advlock_fake_db_holders(const advlock_fake_db *db, int pid, int64_t key,
         return 0;
     if (rows == NULL)
         max = 0;
-    int querying = fake_db_slot(db, pid);
+    int querying = advlock_fake_db_slot(db, pid);
     int64_t now = querying >= 0 ? db->sessions_[querying].xact_start_ms_ : db->now_ms_;
-    int lock = lt_find_lock(db, key);
+    int lock = advlock_lt_find_lock(db, key);
     size_t seen = 0;
     if (lock < 0)
         return 0;
@@ -87,7 +87,7 @@ size_t advlock_fake_db_holders(const advlock_fake_db *db, int pid, int64_t key,
         if (h->session_ < 0 || h->lock_ != lock)
             continue;
         for (int mode = 0; mode < 2; mode++)
-            if (lt_hold_total(h, mode) > 0)
+            if (advlock_lt_hold_total(h, mode) > 0)
                 offer(rows, max, &seen, row_for(db, h->session_, querying, mode, 1, now));
     }
     for (int i = 0; i < db->sessions_used_; i++) {

@@ -48,7 +48,7 @@ size_t advlock_fake_db_lock_rows(const advlock_fake_db *db, advlock_fake_lock_ro
         if (h->session_ < 0)
             continue;
         for (int mode = 0; mode < 2; mode++) {
-            if (lt_hold_total(h, mode) == 0)
+            if (advlock_lt_hold_total(h, mode) == 0)
                 continue;
             advlock_fake_lock_row row = {db->sessions_[h->session_].pid_, db->locks_[h->lock_].key_,
                                          (advlock_fake_mode)mode, 1};
@@ -97,13 +97,13 @@ static int recount_all(const advlock_fake_db *db, recount *rc, char *why, size_t
         for (int mode = 0; mode < 2; mode++) {
             if (h->count_[mode][0] < 0 || h->count_[mode][1] < 0)
                 return fail(why, size, "negative hold count", key);
-            if (lt_hold_total(h, mode) > 0) {
+            if (advlock_lt_hold_total(h, mode) > 0) {
                 c->granted[mode]++;
                 any = 1;
             }
         }
         c->sessions_holding += any;
-        c->exclusive += lt_hold_total(h, ADVLOCK_FAKE_EXCLUSIVE) > 0;
+        c->exclusive += advlock_lt_hold_total(h, ADVLOCK_FAKE_EXCLUSIVE) > 0;
     }
     for (int i = 0; i < db->sessions_used_; i++) {
         const advlock_fake_session_ *s = &db->sessions_[i];
@@ -140,14 +140,15 @@ static int check_counts(const advlock_fake_db *db, int lock, const recount *c, c
 static int check_queue(const advlock_fake_db *db, int lock, char *why, size_t size)
 {
     int order[ADVLOCK_FAKE_MAX_SESSIONS];
-    int n = lt_queue_order(db, lock, order);
+    int n = advlock_lt_queue_order(db, lock, order);
     int ahead = 0;
     for (int i = 0; i < n; i++) {
         int mode = db->sessions_[order[i]].wait_mode_;
-        if (!(lt_conflicts(mode) & ahead) && !lt_others_conflict(db, order[i], lock, mode))
+        if (!(advlock_lt_conflicts(mode) & ahead)
+            && !advlock_lt_others_conflict(db, order[i], lock, mode))
             return fail(why, size, "a queued session could be granted (missed wake-up)",
                         db->locks_[lock].key_);
-        ahead |= lt_mode_bit(mode);
+        ahead |= advlock_lt_mode_bit(mode);
     }
     return 0;
 }

@@ -6,20 +6,20 @@
  */
 #include "fake.h"
 
-int lt_mode_bit(int mode)
+int advlock_lt_mode_bit(int mode)
 {
     return mode == ADVLOCK_FAKE_EXCLUSIVE ? MODE_BIT_EXCLUSIVE : MODE_BIT_SHARED;
 }
 
 /* ExclusiveLock conflicts with ShareLock and ExclusiveLock; ShareLock only
  * with ExclusiveLock (and with modes advisory locks never use). */
-int lt_conflicts(int mode)
+int advlock_lt_conflicts(int mode)
 {
     return mode == ADVLOCK_FAKE_EXCLUSIVE ? MODE_BIT_EXCLUSIVE | MODE_BIT_SHARED
                                           : MODE_BIT_EXCLUSIVE;
 }
 
-int lt_find_lock(const advlock_fake_db *db, int64_t key)
+int advlock_lt_find_lock(const advlock_fake_db *db, int64_t key)
 {
     for (int i = 0; i < db->locks_used_; i++)
         if (db->locks_[i].in_use_ && db->locks_[i].key_ == key)
@@ -29,7 +29,7 @@ int lt_find_lock(const advlock_fake_db *db, int64_t key)
 
 static int lock_for(advlock_fake_db *db, int64_t key)
 {
-    int found = lt_find_lock(db, key);
+    int found = advlock_lt_find_lock(db, key);
     if (found >= 0)
         return found;
     int i = 0;
@@ -48,14 +48,14 @@ static int lock_for(advlock_fake_db *db, int64_t key)
     return i;
 }
 
-void lt_free_lock_if_unused(advlock_fake_db *db, int lock)
+void advlock_lt_free_lock_if_unused(advlock_fake_db *db, int lock)
 {
     advlock_fake_lock_ *l = &db->locks_[lock];
     if (l->holders_ == 0 && l->waiting_[0] == 0 && l->waiting_[1] == 0)
         l->in_use_ = 0;
 }
 
-int lt_find_hold(const advlock_fake_db *db, int slot, int lock)
+int advlock_lt_find_hold(const advlock_fake_db *db, int slot, int lock)
 {
     for (int i = 0; i < db->holds_used_; i++)
         if (db->holds_[i].session_ == slot && db->holds_[i].lock_ == lock)
@@ -67,7 +67,7 @@ int lt_find_hold(const advlock_fake_db *db, int slot, int lock)
  * SetupLockInTable does before deciding anything; -1 when the table is full. */
 static int hold_for(advlock_fake_db *db, int slot, int lock)
 {
-    int found = lt_find_hold(db, slot, lock);
+    int found = advlock_lt_find_hold(db, slot, lock);
     if (found >= 0)
         return found;
     int i = 0;
@@ -85,7 +85,7 @@ static int hold_for(advlock_fake_db *db, int slot, int lock)
     return i;
 }
 
-int lt_hold_total(const advlock_fake_hold_ *h, int mode)
+int advlock_lt_hold_total(const advlock_fake_hold_ *h, int mode)
 {
     return h->count_[mode][SCOPE_SESSION] + h->count_[mode][SCOPE_XACT];
 }
@@ -95,7 +95,7 @@ int lt_hold_total(const advlock_fake_hold_ *h, int mode)
 static void free_hold_if_empty(advlock_fake_db *db, int hold)
 {
     advlock_fake_hold_ *h = &db->holds_[hold];
-    if (lt_hold_total(h, 0) + lt_hold_total(h, 1) > 0)
+    if (advlock_lt_hold_total(h, 0) + advlock_lt_hold_total(h, 1) > 0)
         return;
     const advlock_fake_session_ *s = &db->sessions_[h->session_];
     if (s->wait_ == WAIT_QUEUED && s->wait_lock_ == h->lock_)
@@ -103,48 +103,49 @@ static void free_hold_if_empty(advlock_fake_db *db, int hold)
     int lock = h->lock_;
     h->session_ = -1;
     db->locks_[lock].holders_--;
-    lt_free_lock_if_unused(db, lock);
+    advlock_lt_free_lock_if_unused(db, lock);
 }
 
-int lt_held_mask(const advlock_fake_db *db, int slot, int lock)
+int advlock_lt_held_mask(const advlock_fake_db *db, int slot, int lock)
 {
-    int h = lt_find_hold(db, slot, lock);
+    int h = advlock_lt_find_hold(db, slot, lock);
     if (h < 0)
         return 0;
     int mask = 0;
     for (int mode = 0; mode < 2; mode++)
-        if (lt_hold_total(&db->holds_[h], mode) > 0)
-            mask |= lt_mode_bit(mode);
+        if (advlock_lt_hold_total(&db->holds_[h], mode) > 0)
+            mask |= advlock_lt_mode_bit(mode);
     return mask;
 }
 
 /* LockCheckConflicts: a session never conflicts with itself, so its own
  * grant of a mode is taken out of that mode's count. */
-int lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode)
+int advlock_lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode)
 {
-    int mine = lt_held_mask(db, slot, lock);
+    int mine = advlock_lt_held_mask(db, slot, lock);
     const advlock_fake_lock_ *l = &db->locks_[lock];
     for (int other = 0; other < 2; other++) {
-        if (!(lt_conflicts(mode) & lt_mode_bit(other)))
+        if (!(advlock_lt_conflicts(mode) & advlock_lt_mode_bit(other)))
             continue;
-        int others = l->granted_[other] - ((mine & lt_mode_bit(other)) ? 1 : 0);
+        int others = l->granted_[other] - ((mine & advlock_lt_mode_bit(other)) ? 1 : 0);
         if (others > 0)
             return 1;
     }
     return 0;
 }
 
-int lt_wait_mask(const advlock_fake_db *db, int lock)
+int advlock_lt_wait_mask(const advlock_fake_db *db, int lock)
 {
     const advlock_fake_lock_ *l = &db->locks_[lock];
-    return (l->waiting_[0] > 0 ? lt_mode_bit(0) : 0) | (l->waiting_[1] > 0 ? lt_mode_bit(1) : 0);
+    return (l->waiting_[0] > 0 ? advlock_lt_mode_bit(0) : 0)
+           | (l->waiting_[1] > 0 ? advlock_lt_mode_bit(1) : 0);
 }
 
 /* GrantLock + GrantLockLocal on an existing hold record. */
 static void grant(advlock_fake_db *db, int hold, int mode, int scope)
 {
     advlock_fake_hold_ *h = &db->holds_[hold];
-    if (lt_hold_total(h, mode) == 0)
+    if (advlock_lt_hold_total(h, mode) == 0)
         db->locks_[h->lock_].granted_[mode]++;
     h->count_[mode][scope]++;
 }
@@ -153,69 +154,54 @@ static void grant(advlock_fake_db *db, int hold, int mode, int scope)
  * ahead of the first waiter that must wait for it. Returns LT_GRANTED when
  * nothing ahead of that point conflicts, LT_DEADLOCK when that waiter also
  * holds what the session waits for, else LT_QUEUED with *pos set. */
-static enum lt_outcome place_in_queue(const advlock_fake_db *db, int slot, int lock, int mode,
-                                      int *pos)
+static enum advlock_lt_outcome place_in_queue(const advlock_fake_db *db, int slot, int lock,
+                                              int mode, int *pos)
 {
     int order[ADVLOCK_FAKE_MAX_SESSIONS];
-    int n = lt_queue_order(db, lock, order);
+    int n = advlock_lt_queue_order(db, lock, order);
     *pos = n;
-    int mine = lt_held_mask(db, slot, lock);
+    int mine = advlock_lt_held_mask(db, slot, lock);
     if (mine == 0)
         return LT_QUEUED;
     int ahead = 0;
     for (int i = 0; i < n; i++) {
         const advlock_fake_session_ *p = &db->sessions_[order[i]];
-        if (lt_conflicts(p->wait_mode_) & mine) {
-            if (lt_conflicts(mode) & lt_held_mask(db, order[i], lock))
+        if (advlock_lt_conflicts(p->wait_mode_) & mine) {
+            if (advlock_lt_conflicts(mode) & advlock_lt_held_mask(db, order[i], lock))
                 return LT_DEADLOCK;
-            if (!(lt_conflicts(mode) & ahead) && !lt_others_conflict(db, slot, lock, mode))
+            if (!(advlock_lt_conflicts(mode) & ahead)
+                && !advlock_lt_others_conflict(db, slot, lock, mode))
                 return LT_GRANTED;
             *pos = i;
             return LT_QUEUED;
         }
-        ahead |= lt_mode_bit(p->wait_mode_);
+        ahead |= advlock_lt_mode_bit(p->wait_mode_);
     }
     return LT_QUEUED;
 }
 
-static void enqueue(advlock_fake_db *db, int slot, int lock, int mode, int scope, int pos)
-{
-    for (int i = 0; i < db->sessions_used_; i++) {
-        advlock_fake_session_ *s = &db->sessions_[i];
-        if (s->wait_ == WAIT_QUEUED && s->wait_lock_ == lock && s->wait_pos_ >= pos)
-            s->wait_pos_++;
-    }
-    advlock_fake_session_ *s = &db->sessions_[slot];
-    s->wait_ = WAIT_QUEUED;
-    s->wait_lock_ = lock;
-    s->wait_mode_ = mode;
-    s->wait_scope_ = scope;
-    s->wait_pos_ = pos;
-    db->locks_[lock].waiting_[mode]++;
-}
-
-enum lt_outcome lt_request(advlock_fake_db *db, int slot, int64_t key, int mode, int scope,
-                           int wait)
+enum advlock_lt_outcome advlock_lt_request(advlock_fake_db *db, int slot, int64_t key, int mode,
+                                           int scope, int wait)
 {
     int lock = lock_for(db, key);
     if (lock < 0)
         return LT_FULL;
     /* The local lock table: a mode this session already holds is granted
      * again without looking at anyone else. */
-    int existing = lt_find_hold(db, slot, lock);
-    if (existing >= 0 && lt_hold_total(&db->holds_[existing], mode) > 0) {
+    int existing = advlock_lt_find_hold(db, slot, lock);
+    if (existing >= 0 && advlock_lt_hold_total(&db->holds_[existing], mode) > 0) {
         db->holds_[existing].count_[mode][scope]++;
         return LT_GRANTED;
     }
     int hold = hold_for(db, slot, lock);
     if (hold < 0) {
-        lt_free_lock_if_unused(db, lock);
+        advlock_lt_free_lock_if_unused(db, lock);
         return LT_FULL;
     }
     /* A request that conflicts with a waiter's request queues behind it,
      * even if the lock itself is free: no barging past waiters. */
-    if (!(lt_conflicts(mode) & lt_wait_mask(db, lock))
-        && !lt_others_conflict(db, slot, lock, mode)) {
+    if (!(advlock_lt_conflicts(mode) & advlock_lt_wait_mask(db, lock))
+        && !advlock_lt_others_conflict(db, slot, lock, mode)) {
         grant(db, hold, mode, scope);
         return LT_GRANTED;
     }
@@ -224,12 +210,61 @@ enum lt_outcome lt_request(advlock_fake_db *db, int slot, int64_t key, int mode,
         return LT_BUSY;
     }
     int pos;
-    enum lt_outcome placed = place_in_queue(db, slot, lock, mode, &pos);
+    enum advlock_lt_outcome placed = place_in_queue(db, slot, lock, mode, &pos);
     if (placed == LT_GRANTED)
         grant(db, hold, mode, scope);
     else if (placed == LT_QUEUED)
-        enqueue(db, slot, lock, mode, scope, pos);
+        advlock_lt_enqueue(db, slot, lock, mode, scope, pos);
     return placed;
+}
+
+/* ProcLockWakeup: walk the queue in order, granting each waiter that
+ * conflicts neither with what is held nor with an earlier waiter still
+ * queued. A granted session's statement is only marked (finish_): the
+ * database finishes it after the call that led here (db.c), because
+ * finishing one outside a transaction block releases its transaction-level
+ * hold and wakes this queue again. */
+static void wake_waiters(advlock_fake_db *db, int lock)
+{
+    int order[ADVLOCK_FAKE_MAX_SESSIONS];
+    int n = advlock_lt_queue_order(db, lock, order);
+    int ahead = 0;
+    for (int i = 0; i < n; i++) {
+        int slot = order[i];
+        advlock_fake_session_ *s = &db->sessions_[slot];
+        int mode = s->wait_mode_;
+        if ((advlock_lt_conflicts(mode) & ahead)
+            || advlock_lt_others_conflict(db, slot, lock, mode)) {
+            ahead |= advlock_lt_mode_bit(mode);
+            continue;
+        }
+        int hold = advlock_lt_find_hold(db, slot, lock);
+        advlock_lt_dequeue(db, slot);
+        grant(db, hold, mode, s->wait_scope_);
+        s->wait_ = WAIT_ENDED;
+        s->wait_result_ = WAIT_GRANTED;
+        s->finish_ = 1;
+    }
+}
+
+/* RemoveFromWaitQueue, then the wake-up pass CleanUpLock makes after it. */
+void advlock_lt_leave_queue(advlock_fake_db *db, int slot)
+{
+    advlock_fake_session_ *s = &db->sessions_[slot];
+    if (s->wait_ != WAIT_QUEUED)
+        return;
+    int lock = s->wait_lock_;
+    advlock_lt_dequeue(db, slot);
+    int hold = advlock_lt_find_hold(db, slot, lock);
+    if (hold >= 0) {
+        advlock_fake_hold_ *h = &db->holds_[hold];
+        if (advlock_lt_hold_total(h, 0) + advlock_lt_hold_total(h, 1) == 0) {
+            h->session_ = -1;
+            db->locks_[lock].holders_--;
+        }
+    }
+    wake_waiters(db, lock);
+    advlock_lt_free_lock_if_unused(db, lock);
 }
 
 /* Takes one level's holds of one mode away; reports whether a waiter may
@@ -238,28 +273,28 @@ static int ungrant(advlock_fake_db *db, int hold, int mode, int scope, int count
 {
     advlock_fake_hold_ *h = &db->holds_[hold];
     h->count_[mode][scope] -= count;
-    if (lt_hold_total(h, mode) > 0 || count == 0)
+    if (advlock_lt_hold_total(h, mode) > 0 || count == 0)
         return 0;
     db->locks_[h->lock_].granted_[mode]--;
-    return (lt_conflicts(mode) & lt_wait_mask(db, h->lock_)) != 0;
+    return (advlock_lt_conflicts(mode) & advlock_lt_wait_mask(db, h->lock_)) != 0;
 }
 
-int lt_release(advlock_fake_db *db, int slot, int64_t key, int mode, int scope)
+int advlock_lt_release(advlock_fake_db *db, int slot, int64_t key, int mode, int scope)
 {
-    int lock = lt_find_lock(db, key);
-    int hold = lock < 0 ? -1 : lt_find_hold(db, slot, lock);
+    int lock = advlock_lt_find_lock(db, key);
+    int hold = lock < 0 ? -1 : advlock_lt_find_hold(db, slot, lock);
     if (hold < 0 || db->holds_[hold].count_[mode][scope] == 0)
         return 0;
     int wake = ungrant(db, hold, mode, scope, 1);
     free_hold_if_empty(db, hold);
     if (wake)
-        lt_wake(db, lock);
+        wake_waiters(db, lock);
     return 1;
 }
 
 /* LockReleaseAll / LockReleaseSession: per lock, every mode at once, then
  * one wake-up pass. */
-void lt_release_level(advlock_fake_db *db, int slot, int scope)
+void advlock_lt_release_level(advlock_fake_db *db, int slot, int scope)
 {
     for (int i = 0; i < db->holds_used_; i++) {
         advlock_fake_hold_ *h = &db->holds_[i];
@@ -271,6 +306,6 @@ void lt_release_level(advlock_fake_db *db, int slot, int scope)
             wake |= ungrant(db, i, mode, scope, h->count_[mode][scope]);
         free_hold_if_empty(db, i);
         if (wake)
-            lt_wake(db, lock);
+            wake_waiters(db, lock);
     }
 }

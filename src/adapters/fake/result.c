@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-void fake_copy(char *dst, size_t size, const char *src)
+void advlock_fake_copy(char *dst, size_t size, const char *src)
 {
     size_t n = strlen(src);
     if (n >= size)
@@ -12,33 +12,34 @@ void fake_copy(char *dst, size_t size, const char *src)
     dst[n] = '\0';
 }
 
-void fake_result_clear(advlock_fake_result *out)
+void advlock_fake_result_clear(advlock_fake_result *out)
 {
     memset(out, 0, sizeof *out);
 }
 
-void fake_result_error(advlock_fake_result *out, const char *sqlstate, const char *message)
+void advlock_fake_result_error(advlock_fake_result *out, const char *sqlstate, const char *message)
 {
     out->status = ADVLOCK_FAKE_SERVER_ERROR;
     out->command_tag[0] = '\0';
-    fake_copy(out->sqlstate, sizeof out->sqlstate, sqlstate);
-    fake_copy(out->message, sizeof out->message, message);
+    advlock_fake_copy(out->sqlstate, sizeof out->sqlstate, sqlstate);
+    advlock_fake_copy(out->message, sizeof out->message, message);
 }
 
-void fake_result_warning(advlock_fake_result *out, const char *sqlstate, const char *message)
+void advlock_fake_result_warning(advlock_fake_result *out, const char *sqlstate,
+                                 const char *message)
 {
-    fake_copy(out->warning_sqlstate, sizeof out->warning_sqlstate, sqlstate);
-    fake_copy(out->warning, sizeof out->warning, message);
+    advlock_fake_copy(out->warning_sqlstate, sizeof out->warning_sqlstate, sqlstate);
+    advlock_fake_copy(out->warning, sizeof out->warning, message);
 }
 
-void fake_result_row(advlock_fake_result *out, advlock_fake_status status)
+void advlock_fake_result_row(advlock_fake_result *out, advlock_fake_status status)
 {
     out->status = status;
-    fake_copy(out->command_tag, sizeof out->command_tag, "SELECT 1");
+    advlock_fake_copy(out->command_tag, sizeof out->command_tag, "SELECT 1");
 }
 
-void fake_result_command(advlock_fake_result *out, const char *tag)
+void advlock_fake_result_command(advlock_fake_result *out, const char *tag)
 {
     out->status = ADVLOCK_FAKE_COMMAND_OK;
-    fake_copy(out->command_tag, sizeof out->command_tag, tag);
+    advlock_fake_copy(out->command_tag, sizeof out->command_tag, tag);
 }

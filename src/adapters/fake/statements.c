@@ -15,7 +15,7 @@ enum {
     XACT = SCOPE_XACT
 };
 
-static const fake_statement statements[] = {
+static const advlock_fake_statement statements[] = {
     {"SELECT pg_try_advisory_lock($1)", ST_TRY, EX, SES, 1},
     {"SELECT pg_try_advisory_lock_shared($1)", ST_TRY, SH, SES, 1},
     {"SELECT pg_try_advisory_xact_lock($1)", ST_TRY, EX, XACT, 1},
@@ -34,9 +34,9 @@ static const fake_statement statements[] = {
 
 /* The holders query's text lives in the core's table; the fake answers
  * whatever the core sends. */
-static const fake_statement holders = {NULL, ST_HOLDERS, EX, SES, 1};
+static const advlock_fake_statement holders = {NULL, ST_HOLDERS, EX, SES, 1};
 
-const fake_statement *fake_statement_find(const char *sql)
+const advlock_fake_statement *advlock_fake_statement_find(const char *sql)
 {
     for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++)
         if (strcmp(sql, statements[i].text) == 0)
@@ -75,14 +75,15 @@ static int call_shape(const char *sql, const char **name, size_t *name_len, cons
     return (*args_len == 0) || (*args_len == 2 && strncmp(*args, "$1", 2) == 0);
 }
 
-int fake_statement_parses(const char *sql)
+int advlock_fake_statement_parses(const char *sql)
 {
     const char *name, *args;
     size_t name_len, args_len;
-    return fake_statement_find(sql) != NULL || call_shape(sql, &name, &name_len, &args, &args_len);
+    return advlock_fake_statement_find(sql) != NULL
+           || call_shape(sql, &name, &name_len, &args, &args_len);
 }
 
-void fake_statement_reject(const char *sql, int have_param, advlock_fake_result *out)
+void advlock_fake_statement_reject(const char *sql, int have_param, advlock_fake_result *out)
 {
     const char *name, *args;
     size_t name_len, args_len;
@@ -96,7 +97,7 @@ void fake_statement_reject(const char *sql, int have_param, advlock_fake_result 
         lower[n] = '\0';
         const char *type = args_len == 0 ? "" : have_param ? "bigint" : "unknown";
         snprintf(message, sizeof message, "function %s(%s) does not exist", lower, type);
-        fake_result_error(out, "42883", message);
+        advlock_fake_result_error(out, "42883", message);
         return;
     }
     /* The first word, as PostgreSQL's "at or near" names the offending token. */
@@ -107,5 +108,5 @@ void fake_statement_reject(const char *sql, int have_param, advlock_fake_result 
     else
         snprintf(message, sizeof message, "syntax error at or near \"%.*s\"",
                  (int)(len > 64 ? 64 : len), sql + skip);
-    fake_result_error(out, "42601", message);
+    advlock_fake_result_error(out, "42601", message);
 }
