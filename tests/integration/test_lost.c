@@ -1,7 +1,7 @@
 /*
  * Watching a held lock against a real PostgreSQL: the nonblocking adapter
- * reports a terminated session as LOST within one loop turn, and the
- * blocking check call says ECONNLOST; neither mistakes a notification, a
+ * reports a terminated session as LOST within one loop turn, and so does
+ * the blocking check call; neither mistakes a notification, a
  * notice or the caller's own statement on a healthy connection for a loss,
  * and neither prints anything.
  */
@@ -15,8 +15,8 @@ enum { LIMIT_MS = 10000 };
 
 typedef struct fixture {
     PGconn *a, *c, *observer;
-    advlock_pq_session sa; /* blocking, on a */
-    advlock_pq_async ac;   /* nonblocking, on c */
+    advlock_pq sa; /* blocking, on a */
+    advlock_pq ac; /* nonblocking, on c */
     pgt_events seen;
     char key[160];
     size_t len;
@@ -34,10 +34,10 @@ static int setup(void **state)
     advlock_options_init(&o);
     o.on_event = pgt_record_event;
     o.event_user = &f.seen;
-    assert_int_equal(advlock_pq_session_init(&f.sa, f.a), 0);
-    assert_int_equal(advlock_pq_session_set_options(&f.sa, &o), 0);
+    assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
+    assert_int_equal(advlock_pq_set_options(&f.sa, &o), 0);
     assert_int_equal(advlock_pq_async_init(&f.ac, f.c), 0);
-    assert_int_equal(advlock_pq_async_set_options(&f.ac, &o), 0);
+    assert_int_equal(advlock_pq_set_options(&f.ac, &o), 0);
     pgt_unique_key(f.key, sizeof f.key, "lost");
     f.len = strlen(f.key);
     f.derived = pgt_key_of(f.key);
@@ -56,17 +56,14 @@ static int teardown(void **state)
 
 static void expect(const advlock_pq_report *r, advlock_outcome outcome)
 {
-    assert_non_null(r);
-    if (r->outcome != outcome)
-        fail_msg("expected %s, got %s: %s", advlock_outcome_name(outcome),
-                 advlock_outcome_name(r->outcome), r->message);
+    pgt_expect_outcome(r, outcome);
 }
 
 static void async_acquire(fixture *f)
 {
     assert_int_equal(advlock_pq_async_start_acquire(&f->ac, f->key, f->len, 0, advlock_pq_now_ms()),
                      0);
-    advlock_pq_async *const one[1] = {&f->ac};
+    advlock_pq *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_ACQUIRED);
 }
@@ -74,7 +71,7 @@ static void async_acquire(fixture *f)
 /* One turn of the loop for the adapter alone, waiting at most limit_ms. */
 static void one_turn(fixture *f, int64_t limit_ms)
 {
-    advlock_pq_async *const one[1] = {&f->ac};
+    advlock_pq *const one[1] = {&f->ac};
     assert_int_equal(pgt_loop_turn(one, 1, advlock_pq_now_ms() + limit_ms), 0);
 }
 
@@ -112,14 +109,21 @@ static void test_async_reports_lost_within_one_turn(void **state)
     assert_int_equal(advlock_pq_async_busy(&f->ac), 0);
     const advlock_pq_report *r = advlock_pq_async_report(&f->ac);
     expect(r, ADVLOCK_FAILED);
-    assert_int_equal(r->error, ADVLOCK_ECONNLOST);
-    assert_string_equal(r->sqlstate, "57P01");
-    assert_string_equal(r->message, "Lock lost: the connection holding it closed: terminating "
-                                    "connection due to administrator command");
+    assert_int_equal(r->lock.failure, ADVLOCK_ECONNLOST);
+    assert_string_equal(r->lock.sqlstate, "57P01");
+    assert_int_equal(r->lock.detail, ADVLOCK_DETAIL_LOST);
+    assert_true(r->lock.key == f->derived);
+    assert_string_equal(r->server_message, "terminating connection due to administrator command");
+    char expected[512];
+    snprintf(expected, sizeof expected,
+             "Lock '%s' lost: the connection holding it closed: terminating connection due to "
+             "administrator command",
+             f->key);
+    assert_string_equal(pgt_describe(r, f->key), expected);
     int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
     assert_true(lost >= 0);
-    assert_string_equal(f->seen.messages[lost], r->message);
-    assert_int_equal(f->seen.events[lost].key, f->derived);
+    assert_string_equal(f->seen.messages[lost], r->server_message);
+    assert_true(f->seen.events[lost].report->key == f->derived);
     /* The server's FATAL came as a notice first: a warning, then the loss. */
     int warning = pgt_find_event(&f->seen, ADVLOCK_EVENT_WARNING, 0);
     assert_true(warning >= 0 && warning < lost);
@@ -132,10 +136,10 @@ static void test_async_reports_lost_within_one_turn(void **state)
     assert_int_equal(advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()),
                      0);
     assert_int_equal(advlock_pq_async_lost(&f->ac), 0);
-    advlock_pq_async *const one[1] = {&f->ac};
+    advlock_pq *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_FAILED);
-    assert_int_equal(advlock_pq_async_report(&f->ac)->error, ADVLOCK_ECONNLOST);
+    assert_int_equal(advlock_pq_async_report(&f->ac)->lock.failure, ADVLOCK_ECONNLOST);
 }
 
 static void test_async_no_false_loss(void **state)
@@ -186,7 +190,7 @@ static void test_async_no_false_loss(void **state)
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
     assert_int_equal(advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()),
                      0);
-    advlock_pq_async *const one[1] = {&f->ac};
+    advlock_pq *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_RELEASED);
     assert_int_equal(advlock_pq_async_wants(&f->ac), 0);
@@ -198,7 +202,7 @@ static void test_async_no_false_loss(void **state)
 static void test_blocking_check(void **state)
 {
     fixture *f = *state;
-    advlock_pq_session unbound;
+    advlock_pq unbound;
     memset(&unbound, 0, sizeof unbound);
     assert_int_equal(advlock_pq_check(NULL), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_check(&unbound), ADVLOCK_EMISUSE);
@@ -230,9 +234,16 @@ static void test_blocking_check(void **state)
     int again = advlock_pq_check(&f->sa);
     pgt_stderr_end(&capture, printed, sizeof printed);
     assert_string_equal(printed, "");
-    assert_int_equal(rc, ADVLOCK_ECONNLOST);
-    assert_int_equal(again, ADVLOCK_ECONNLOST);
+    assert_int_equal(rc, 0);
+    assert_int_equal(again, 0);
     assert_in_range(took, 0, 100); /* never waits */
+    assert_int_equal(advlock_pq_async_lost(&f->sa), 1);
+    const advlock_pq_report *loss = advlock_pq_async_report(&f->sa);
+    expect(loss, ADVLOCK_FAILED);
+    assert_int_equal(loss->lock.failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(loss->lock.detail, ADVLOCK_DETAIL_LOST);
+    assert_string_equal(loss->server_message,
+                        "terminating connection due to administrator command");
     int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
     assert_true(lost >= 0);
     assert_non_null(
@@ -240,7 +251,10 @@ static void test_blocking_check(void **state)
     assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, lost + 1), -1); /* once */
 
     /* The next operation fails as on any lost connection. */
-    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), ADVLOCK_ECONNLOST);
+    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_FAILED);
+    assert_int_equal(r.lock.failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(r.lock.detail, ADVLOCK_DETAIL_NONE);
 }
 
 int main(void)
