@@ -44,9 +44,13 @@ static void acquire(const char *name, int64_t timeout_ms, int64_t held_until_ms)
             now = a.wake_at_ms;
             advlock_on_timer(&m, now);
         } else {
+            /* The machine keeps facts; the sentence is rendered on request,
+             * with the name the caller started it with. */
+            char message[ADVLOCK_MESSAGE_MAX];
+            advlock_describe(a.report, name, strlen(name), NULL, message, sizeof message);
             printf("  t=%5" PRId64 "  DONE   %s after %" PRIu64 " attempts%s%s\n", now,
-                   advlock_outcome_name(a.outcome), advlock_attempts(&m), a.message[0] ? ": " : "",
-                   a.message);
+                   advlock_outcome_name(a.report->outcome), a.report->attempts,
+                   message[0] ? ": " : "", message);
             return;
         }
     }

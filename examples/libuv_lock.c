@@ -23,7 +23,7 @@ typedef struct uv_lock uv_lock;
 typedef void done_fn(uv_lock *l, const advlock_pq_report *r);
 
 struct uv_lock {
-    advlock_pq_async lock;
+    advlock_pq lock;
     uv_poll_t poll;
     uv_timer_t timer;
     int running;      /* an operation is under way: on_done is due at its end */
@@ -81,7 +81,7 @@ static void on_timer(uv_timer_t *timer)
 
 static int uv_lock_init(uv_loop_t *loop, uv_lock *l, PGconn *conn, const advlock_options *o)
 {
-    if (advlock_pq_async_init(&l->lock, conn) != 0 || advlock_pq_async_set_options(&l->lock, o) != 0
+    if (advlock_pq_async_init(&l->lock, conn) != 0 || advlock_pq_set_options(&l->lock, o) != 0
         || uv_poll_init(loop, &l->poll, PQsocket(conn)) != 0 || uv_timer_init(loop, &l->timer) != 0)
         return -1;
     l->poll.data = l->timer.data = l;
@@ -103,16 +103,24 @@ static uv_lock first, second;
 static uv_timer_t hold;
 static int acquired, released;
 
+/* The report in words (rendered on request), after ": " when there are any. */
+static void print_outcome(const uv_lock *l, const advlock_pq_report *r, const char *extra)
+{
+    char message[ADVLOCK_MESSAGE_MAX];
+    advlock_pq_describe(r, LOCK_NAME, strlen(LOCK_NAME), message, sizeof message);
+    printf("%-6s %s%s%s%s\n", l->name, advlock_outcome_name(r->lock.outcome), extra,
+           message[0] != '\0' ? ": " : "", message);
+}
+
 static void finished(uv_lock *l, const advlock_pq_report *r)
 {
-    printf("%-6s %s%s%s\n", l->name, advlock_outcome_name(r->outcome),
-           r->message[0] != '\0' ? ": " : "", r->message);
-    released += r->outcome == ADVLOCK_RELEASED;
+    print_outcome(l, r, "");
+    released += r->lock.outcome == ADVLOCK_RELEASED;
 }
 
 static void lost(uv_lock *l, const advlock_pq_report *r)
 {
-    printf("%-6s %s\n", l->name, r->message);
+    print_outcome(l, r, "");
 }
 
 static void acquire(uv_lock *l, const char *name);
@@ -120,8 +128,10 @@ static void acquire(uv_lock *l, const char *name);
 static void release(uv_lock *l)
 {
     l->on_done = finished;
-    uv_lock_started(l, advlock_pq_async_start_release(&l->lock, LOCK_NAME, strlen(LOCK_NAME),
-                                                      (int64_t)uv_now(l->timer.loop)));
+    /* By the key the acquire's report carries: no second hash of the name. */
+    int64_t key = advlock_pq_async_report(&l->lock)->lock.key;
+    uv_lock_started(
+        l, advlock_pq_async_start_release_key(&l->lock, key, (int64_t)uv_now(l->timer.loop)));
 }
 
 static void release_first(uv_timer_t *timer)
@@ -132,9 +142,11 @@ static void release_first(uv_timer_t *timer)
 
 static void got_it(uv_lock *l, const advlock_pq_report *r)
 {
-    printf("%-6s %s after %llu attempt(s)%s%s\n", l->name, advlock_outcome_name(r->outcome),
-           (unsigned long long)r->attempts, r->message[0] != '\0' ? ": " : "", r->message);
-    if (r->outcome != ADVLOCK_ACQUIRED)
+    char attempts[48];
+    snprintf(attempts, sizeof attempts, " after %llu attempt(s)",
+             (unsigned long long)r->lock.attempts);
+    print_outcome(l, r, attempts);
+    if (r->lock.outcome != ADVLOCK_ACQUIRED)
         return;
     acquired++;
     if (l == &first) { /* hold it for a while, and let second wait for it */

@@ -33,7 +33,8 @@ typedef struct client {
     int64_t timeout_ms;
     int may_time_out;
     PGconn *conn;
-    advlock_pq_async lock;
+    advlock_pq lock;
+    int64_t key; /* the lock's, from the acquire's report: the release reuses it */
     enum step step;
     int64_t release_at;
     uint64_t attempts_shown;
@@ -56,14 +57,21 @@ static void say(const client *c, const char *what, const char *detail)
     fflush(stdout);
 }
 
+/* The report in words (advlock_pq_describe renders it on request). */
+static const char *describe(const advlock_pq_report *r)
+{
+    static char sentence[ADVLOCK_MESSAGE_MAX];
+    advlock_pq_describe(r, LOCK_NAME, strlen(LOCK_NAME), sentence, sizeof sentence);
+    return sentence;
+}
+
 /* Prints a line each time the adapter starts a sleep after a failed try. */
 static void show_retries(client *c)
 {
-    const advlock_machine *m = advlock_pq_async_machine(&c->lock);
-    advlock_action next = advlock_next_action(m);
-    if (next.kind == ADVLOCK_ACTION_SLEEP && advlock_attempts(m) > c->attempts_shown) {
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(&c->lock));
+    if (next.kind == ADVLOCK_ACTION_SLEEP && next.report->attempts > c->attempts_shown) {
         char line[64];
-        c->attempts_shown = advlock_attempts(m);
+        c->attempts_shown = next.report->attempts;
         snprintf(line, sizeof line, "busy (attempt %llu), retrying in %lld ms",
                  (unsigned long long)c->attempts_shown, (long long)next.sleep_ms);
         say(c, line, "");
@@ -87,26 +95,28 @@ static void advance(client *c, int64_t now)
         const advlock_pq_report *r = advlock_pq_async_report(&c->lock);
         if (r == NULL)
             return;
-        if (r->outcome == ADVLOCK_ACQUIRED) {
+        if (r->lock.outcome == ADVLOCK_ACQUIRED) {
             char detail[64];
             snprintf(detail, sizeof detail, "after %llu attempt(s), holding it for %d ms",
-                     (unsigned long long)r->attempts, HOLD_MS);
+                     (unsigned long long)r->lock.attempts, HOLD_MS);
             say(c, "ACQUIRED", detail);
+            c->key = r->lock.key;
             c->step = HOLDING;
             c->release_at = now + HOLD_MS;
         } else {
-            say(c, advlock_outcome_name(r->outcome), r->message);
-            c->ok = r->outcome == ADVLOCK_TIMED_OUT && c->may_time_out;
+            say(c, advlock_outcome_name(r->lock.outcome), describe(r));
+            c->ok = r->lock.outcome == ADVLOCK_TIMED_OUT && c->may_time_out;
             c->step = FINISHED;
         }
     }
     if (c->step == HOLDING && advlock_pq_async_lost(&c->lock)) {
-        say(c, "LOST", advlock_pq_async_report(&c->lock)->message);
+        say(c, "LOST", describe(advlock_pq_async_report(&c->lock)));
         c->step = FINISHED;
         return;
     }
     if (c->step == HOLDING && now >= c->release_at) {
-        if (advlock_pq_async_start_release(&c->lock, LOCK_NAME, len, now) != 0) {
+        /* By the acquire's key: the name is not hashed a second time. */
+        if (advlock_pq_async_start_release_key(&c->lock, c->key, now) != 0) {
             say(c, "could not start the release", "");
             c->step = FINISHED;
             return;
@@ -117,8 +127,8 @@ static void advance(client *c, int64_t now)
         const advlock_pq_report *r = advlock_pq_async_report(&c->lock);
         if (r == NULL)
             return;
-        say(c, advlock_outcome_name(r->outcome), r->outcome == ADVLOCK_RELEASED ? "" : r->message);
-        c->ok = r->outcome == ADVLOCK_RELEASED;
+        say(c, advlock_outcome_name(r->lock.outcome), describe(r));
+        c->ok = r->lock.outcome == ADVLOCK_RELEASED;
         c->step = FINISHED;
     }
 }
