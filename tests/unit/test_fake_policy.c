@@ -15,6 +15,8 @@
 
 static sim_client cl;
 static char why[ADVLOCK_SIM_VIOLATION_MAX];
+/* The report the hand-made actions below point at, as a machine's would. */
+static advlock_report rep;
 
 static void start(int64_t timeout_ms)
 {
@@ -22,28 +24,44 @@ static void start(int64_t timeout_ms)
     cl.step_ =
         (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
     cl.key_ = 77;
+    memset(&rep, 0, sizeof rep);
+    rep.key = 77;
+    rep.timeout_ms = timeout_ms;
+    rep.attempts = 1;
     advlock_action q = {.kind = ADVLOCK_ACTION_QUERY,
                         .sql = ADVLOCK_SQL_TRY_LOCK,
                         .sql_text = "SELECT pg_try_advisory_lock($1)",
                         .param = 77,
-                        .wake_at_ms = INT64_MAX};
+                        .wake_at_ms = INT64_MAX,
+                        .report = &rep};
     assert_int_equal(
-        advlock_sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", 1000, &q, 1, why, sizeof why), 0);
+        advlock_sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", 1000, &q, why, sizeof why), 0);
+}
+
+/* The model's verdict on action a after input `in` at reading `at`, with
+ * the report saying `attempts` (and the time since the start at 1000). */
+static int judge(enum policy_input in, advlock_result r, int64_t at, advlock_action a,
+                 uint64_t attempts)
+{
+    rep.attempts = attempts;
+    rep.elapsed_ms = at - 1000;
+    return advlock_sim_policy_check(&cl, in, r, "", at, &a, why, sizeof why);
 }
 
 static int result(advlock_result r, int64_t at, advlock_action a, uint64_t attempts)
 {
-    return advlock_sim_policy_check(&cl, IN_RESULT, r, "", "", at, &a, attempts, why, sizeof why);
+    return judge(IN_RESULT, r, at, a, attempts);
 }
 
 static int timer(int64_t at, advlock_action a, uint64_t attempts)
 {
-    return advlock_sim_policy_check(&cl, IN_TIMER, 0, "", "", at, &a, attempts, why, sizeof why);
+    return judge(IN_TIMER, 0, at, a, attempts);
 }
 
 static advlock_action sleep_for(int64_t ms, int64_t wake)
 {
-    return (advlock_action){.kind = ADVLOCK_ACTION_SLEEP, .sleep_ms = ms, .wake_at_ms = wake};
+    return (advlock_action){
+        .kind = ADVLOCK_ACTION_SLEEP, .sleep_ms = ms, .wake_at_ms = wake, .report = &rep};
 }
 
 static advlock_action try_lock(void)
@@ -52,16 +70,17 @@ static advlock_action try_lock(void)
                             .sql = ADVLOCK_SQL_TRY_LOCK,
                             .sql_text = "SELECT pg_try_advisory_lock($1)",
                             .param = 77,
-                            .wake_at_ms = INT64_MAX};
+                            .wake_at_ms = INT64_MAX,
+                            .report = &rep};
 }
 
-static advlock_action done(advlock_outcome o, const char *message)
+static advlock_action done(advlock_outcome o, advlock_detail detail)
 {
-    return (advlock_action){
-        .kind = ADVLOCK_ACTION_DONE, .outcome = o, .sqlstate = "", .message = message};
+    rep.outcome = o;
+    rep.failure = 0;
+    rep.detail = detail;
+    return (advlock_action){.kind = ADVLOCK_ACTION_DONE, .report = &rep};
 }
-
-static const char *const timed_out_msg = "Could not acquire migration lock for 'm' within 1.5s.";
 
 static void the_reference_passes(void **state)
 {
@@ -79,7 +98,8 @@ static void the_reference_passes(void **state)
         assert_int_equal(timer(t, try_lock(), (uint64_t)i + 2), 0);
     }
     /* 1500 ms have passed at the fifth failure: time out now, not later. */
-    assert_int_equal(result(ADVLOCK_RESULT_FALSE, t, done(ADVLOCK_TIMED_OUT, timed_out_msg), 5), 0);
+    assert_int_equal(
+        result(ADVLOCK_RESULT_FALSE, t, done(ADVLOCK_TIMED_OUT, ADVLOCK_DETAIL_NONE), 5), 0);
     assert_int_equal(advlock_sim_policy_sleep(5), 1000);
     assert_int_equal(advlock_sim_policy_sleep(50), 1000);
 }
@@ -120,8 +140,8 @@ static void timing_out_early_fails(void **state)
 {
     (void)state;
     start(1500);
-    assert_int_equal(result(ADVLOCK_RESULT_FALSE, 2499, done(ADVLOCK_TIMED_OUT, timed_out_msg), 1),
-                     -1);
+    assert_int_equal(
+        result(ADVLOCK_RESULT_FALSE, 2499, done(ADVLOCK_TIMED_OUT, ADVLOCK_DETAIL_NONE), 1), -1);
     assert_non_null(strstr(why, "the reference policy says sleep"));
 }
 
@@ -132,34 +152,58 @@ static void timing_out_late_fails(void **state)
     assert_int_equal(result(ADVLOCK_RESULT_FALSE, 2500, sleep_for(100, 2600), 1), -1);
 }
 
-static void a_wrong_message_fails(void **state)
+static void a_wrong_detail_fails(void **state)
 {
     (void)state;
     start(1500);
     assert_int_equal(
-        result(ADVLOCK_RESULT_FALSE, 2500,
-               done(ADVLOCK_TIMED_OUT, "Could not acquire migration lock for 'm' within 1,5s."), 1),
+        result(ADVLOCK_RESULT_FALSE, 2500, done(ADVLOCK_TIMED_OUT, ADVLOCK_DETAIL_DIAGNOSED), 1),
         -1);
-    assert_non_null(strstr(why, "message is"));
+    assert_non_null(strstr(why, "detail"));
+}
+
+static void a_wrong_key_timeout_or_elapsed_fails(void **state)
+{
+    (void)state;
+    start(1500);
+    rep.key = 78;
+    assert_int_equal(result(ADVLOCK_RESULT_FALSE, 1000, sleep_for(100, 1100), 1), -1);
+    assert_non_null(strstr(why, "report key"));
+    start(1500);
+    rep.timeout_ms = 1000;
+    assert_int_equal(result(ADVLOCK_RESULT_FALSE, 1000, sleep_for(100, 1100), 1), -1);
+    assert_non_null(strstr(why, "report timeout"));
+    start(1500);
+    advlock_action a = done(ADVLOCK_ACQUIRED, ADVLOCK_DETAIL_NONE);
+    rep.elapsed_ms = 7;
+    assert_int_equal(advlock_sim_policy_check(&cl, IN_RESULT, ADVLOCK_RESULT_TRUE, "", 1000, &a,
+                                              why, sizeof why),
+                     -1);
+    assert_non_null(strstr(why, "elapsed"));
 }
 
 static void a_wrong_outcome_or_count_fails(void **state)
 {
     (void)state;
     start(1500);
-    assert_int_equal(result(ADVLOCK_RESULT_FALSE, 1000, done(ADVLOCK_ACQUIRED, ""), 1), -1);
+    assert_int_equal(
+        result(ADVLOCK_RESULT_FALSE, 1000, done(ADVLOCK_ACQUIRED, ADVLOCK_DETAIL_NONE), 1), -1);
     start(1500);
-    assert_int_equal(result(ADVLOCK_RESULT_TRUE, 1000, done(ADVLOCK_ACQUIRED, ""), 2), -1);
+    assert_int_equal(
+        result(ADVLOCK_RESULT_TRUE, 1000, done(ADVLOCK_ACQUIRED, ADVLOCK_DETAIL_NONE), 2), -1);
     assert_non_null(strstr(why, "attempts"));
     start(1500);
-    advlock_action failed = done(ADVLOCK_FAILED, "");
-    failed.error = ADVLOCK_ESERVER;
+    advlock_action failed = done(ADVLOCK_FAILED, ADVLOCK_DETAIL_NONE);
+    rep.failure = ADVLOCK_ESERVER;
     assert_int_equal(result(ADVLOCK_RESULT_NULL, 1000, failed, 1), -1);
+    assert_non_null(strstr(why, "failure"));
 }
 
 /* ---- options: the model in lockstep with a real machine ------------------------- */
 
 static advlock_machine m;
+/* A copy of the machine's report that a test alters. */
+static advlock_report tampered;
 
 /* Starts an acquire of "m" on both the machine and the model. */
 static int shadow_start(advlock_options o, int64_t timeout_ms, int64_t now)
@@ -174,8 +218,7 @@ static int shadow_start(advlock_options o, int64_t timeout_ms, int64_t now)
     assert_int_equal(advlock_set_options(&m, &o), 0);
     assert_int_equal(advlock_start_acquire(&m, "m", 1, timeout_ms, now), 0);
     advlock_action a = advlock_next_action(&m);
-    return advlock_sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", "", now, &a, advlock_attempts(&m), why,
-                            sizeof why);
+    return advlock_sim_policy_check(&cl, IN_START_ACQUIRE, 0, "", now, &a, why, sizeof why);
 }
 
 /* Feeds an input to the machine, then the model; tamper may alter the
@@ -192,8 +235,8 @@ static int shadow(enum policy_input in, advlock_result r, const char *sqlstate, 
     advlock_action a = advlock_next_action(&m);
     if (tamper != NULL)
         tamper(&a);
-    return advlock_sim_policy_check(&cl, in, r, sqlstate != NULL ? sqlstate : "", "", now, &a,
-                            advlock_attempts(&m), why, sizeof why);
+    return advlock_sim_policy_check(&cl, in, r, sqlstate != NULL ? sqlstate : "", now, &a, why,
+                                    sizeof why);
 }
 
 /* Refused until the end, waking on time; returns the model's verdict and
@@ -313,7 +356,7 @@ static void server_wait_is_checked(void **state)
     assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_SERVER_ERROR, "57014", 2110, NULL), 0);
     assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_UNLOCK);
     assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, 2115, NULL), 0);
-    assert_int_equal(advlock_next_action(&m).outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(advlock_next_action(&m).report->outcome, ADVLOCK_TIMED_OUT);
     /* A grant after the deadline is given back before TIMED_OUT. */
     assert_int_equal(shadow_start(o, 2000, 100), 0);
     assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, NULL), 0);
@@ -345,16 +388,20 @@ static void shared_transaction_release_ends_with_the_transaction(void **state)
     cl.step_.kind = ADVLOCK_SIM_RELEASE;
     assert_int_equal(advlock_start_release(&m, "m", 1, 2), 0);
     advlock_action a = advlock_next_action(&m);
-    assert_int_equal(advlock_sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why),
+    assert_int_equal(advlock_sim_policy_check(&cl, IN_START_RELEASE, 0, "", 2, &a, why, sizeof why),
                      0);
-    a.outcome = ADVLOCK_RELEASED;
-    assert_int_equal(advlock_sim_policy_check(&cl, IN_START_RELEASE, 0, "", "", 2, &a, 0, why, sizeof why),
+    tampered = *a.report;
+    tampered.outcome = ADVLOCK_RELEASED;
+    a.report = &tampered;
+    assert_int_equal(advlock_sim_policy_check(&cl, IN_START_RELEASE, 0, "", 2, &a, why, sizeof why),
                      -1);
 }
 
 static void wrong_pid(advlock_action *a)
 {
-    a->holder_pid = 43;
+    tampered = *a->report;
+    tampered.holder_pid = 43;
+    a->report = &tampered;
 }
 
 static void diagnostics_are_checked_against_the_rows(void **state)
@@ -390,12 +437,16 @@ static void diagnostics_are_checked_against_the_rows(void **state)
         advlock_action a = advlock_next_action(&m);
         if (pass == 1)
             wrong_pid(&a);
-        int rc = advlock_sim_policy_check(&cl, IN_HOLDERS, 0, "", "", 1, &a, 1, why, sizeof why);
+        int rc = advlock_sim_policy_check(&cl, IN_HOLDERS, 0, "", 1, &a, why, sizeof why);
         assert_int_equal(rc, pass == 0 ? 0 : -1);
+        if (pass == 0) { /* pid 42 (the first granted row), 75 s, and one more holder */
+            assert_int_equal(a.report->holder_pid, 42);
+            assert_int_equal(a.report->holder_seconds, 75);
+            assert_int_equal(a.report->other_holders, 1);
+            assert_int_equal(a.report->holder_state, ADVLOCK_BACKEND_IDLE_IN_TRANSACTION);
+        }
     }
-    assert_non_null(strstr(why, "holder fields (pid 43"));
-    assert_non_null(strstr(why, "Held by pid 42 (application '', state idle in transaction) for "
-                                "75s and by 1 other session."));
+    assert_string_equal(why, "holder pid: the policy model says 42, the machine did 43");
 }
 
 /* ---- the mutual-exclusion invariant ------------------------------------------------ */
@@ -403,51 +454,53 @@ static void diagnostics_are_checked_against_the_rows(void **state)
 static void shared_holders_may_share_and_nothing_else(void **state)
 {
     (void)state;
-    static advlock_sim sim;
+    static advlock_sim handle;
     char text[ADVLOCK_SIM_VIOLATION_MAX];
     const advlock_sim_step idle[] = {{.kind = ADVLOCK_SIM_PAUSE}};
-    advlock_sim_init(&sim, NULL);
+    advlock_sim_init(&handle, NULL);
     for (int c = 0; c < 3; c++)
-        advlock_sim_add_script(&sim, idle, 1, NULL);
-    sim.nkeys_ = 1;
+        advlock_sim_add_script(&handle, idle, 1, NULL);
+    sim_world *sim = sim_world_of(&handle);
+    sim->nkeys_ = 1;
     /* Beliefs alone: with an empty lock table and no views the other
      * invariants hold, so only mutual exclusion judges. */
     const int kinds[3] = {advlock_sim_kind(ADVLOCK_SHARED, ADVLOCK_SESSION),
                           advlock_sim_kind(ADVLOCK_SHARED, ADVLOCK_TRANSACTION),
                           advlock_sim_kind(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION)};
     for (int c = 0; c < 2; c++)
-        sim.clients_[c].belief_[0][kinds[c]] = 1;
-    assert_int_equal(advlock_sim_check_world(&sim, text, sizeof text), 0);
-    sim.clients_[2].belief_[0][kinds[2]] = 1;
-    assert_int_equal(advlock_sim_check_world(&sim, text, sizeof text), -1);
+        sim->clients_[c].belief_[0][kinds[c]] = 1;
+    assert_int_equal(advlock_sim_check_world(sim, text, sizeof text), 0);
+    sim->clients_[2].belief_[0][kinds[2]] = 1;
+    assert_int_equal(advlock_sim_check_world(sim, text, sizeof text), -1);
     assert_string_equal(text,
                         "mutual exclusion: client 2 believes it holds key 0 exclusively while "
                         "client 0 believes it holds it too");
     /* A client whose COMMIT is on its way has left its transaction lock. */
-    sim.clients_[0].belief_[0][kinds[0]] = 0;
-    sim.clients_[1].busy_ = 1;
-    sim.clients_[1].step_.kind = ADVLOCK_SIM_COMMIT;
-    assert_int_equal(advlock_sim_check_world(&sim, text, sizeof text), 0);
+    sim->clients_[0].belief_[0][kinds[0]] = 0;
+    sim->clients_[1].busy_ = 1;
+    sim->clients_[1].step_.kind = ADVLOCK_SIM_COMMIT;
+    assert_int_equal(advlock_sim_check_world(sim, text, sizeof text), 0);
 }
 
 static void events_run_in_time_then_sequence_order(void **state)
 {
     (void)state;
-    static advlock_sim sim;
-    advlock_sim_init(&sim, NULL);
+    static advlock_sim handle;
+    advlock_sim_init(&handle, NULL);
+    sim_world *sim = sim_world_of(&handle);
     const int64_t at[] = {30, 10, 20, 10, 30, 10};
     for (int i = 0; i < 6; i++)
-        assert_int_equal(advlock_sim_schedule(&sim, at[i], EV_STEP, i, 0, 0), 0);
+        assert_int_equal(advlock_sim_schedule(sim, at[i], EV_STEP, i, 0, 0), 0);
     const int order[] = {1, 3, 5, 2, 0, 4};
     sim_event ev;
     for (int i = 0; i < 6; i++) {
-        assert_int_equal(advlock_sim_next_event(&sim, &ev), 1);
+        assert_int_equal(advlock_sim_next_event(sim, &ev), 1);
         assert_int_equal(ev.client_, order[i]);
     }
-    assert_int_equal(advlock_sim_next_event(&sim, &ev), 0);
-    for (int i = 0; i < ADVLOCK_SIM_MAX_EVENTS; i++)
-        assert_int_equal(advlock_sim_schedule(&sim, i, EV_STEP, 0, 0, 0), 0);
-    assert_int_equal(advlock_sim_schedule(&sim, 0, EV_STEP, 0, 0, 0), -1);
+    assert_int_equal(advlock_sim_next_event(sim, &ev), 0);
+    for (int i = 0; i < SIM_MAX_EVENTS; i++)
+        assert_int_equal(advlock_sim_schedule(sim, i, EV_STEP, 0, 0, 0), 0);
+    assert_int_equal(advlock_sim_schedule(sim, 0, EV_STEP, 0, 0, 0), -1);
 }
 
 int main(void)
@@ -460,7 +513,8 @@ int main(void)
         cmocka_unit_test(a_late_try_fails),
         cmocka_unit_test(timing_out_early_fails),
         cmocka_unit_test(timing_out_late_fails),
-        cmocka_unit_test(a_wrong_message_fails),
+        cmocka_unit_test(a_wrong_detail_fails),
+        cmocka_unit_test(a_wrong_key_timeout_or_elapsed_fails),
         cmocka_unit_test(a_wrong_outcome_or_count_fails),
         cmocka_unit_test(full_jitter_is_replayed_exactly),
         cmocka_unit_test(jitter_from_a_callback_is_checked_against_its_range),

@@ -27,6 +27,16 @@ static int teardown(void **state)
 
 static const char *const names[] = {"k0", "k1", "k2"};
 
+/* A finished step in words, as a user renders one: the report and the
+ * server's words through the core's advlock_describe(). */
+static const char *described(const advlock_sim_done *d, char *buf, size_t size)
+{
+    const char *name = d->step.lock_name;
+    const char *said = d->server_message[0] != '\0' ? d->server_message : NULL;
+    assert_true(advlock_describe(&d->report, name, strlen(name), said, buf, size) >= 0);
+    return buf;
+}
+
 /* A busy world: 20 clients cycling over 3 keys. */
 static void add_cyclers(advlock_sim *sim, int n)
 {
@@ -78,13 +88,13 @@ static void a_waiter_gets_the_lock_within_its_next_backoff(void **state)
     assert_int_equal(advlock_sim_add_script(sim, waiter, 3, seen), 1);
     assert_int_equal(advlock_sim_run(sim), 0);
     /* Tries at 1, 101, 301, 701, 1501: busy; released at 2500; 2501: ours. */
-    assert_int_equal(seen[1].outcome, ADVLOCK_ACQUIRED);
-    assert_int_equal(seen[1].attempts, 6);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(seen[1].report.attempts, 6);
     assert_int_equal(seen[1].ended_ms, 2501);
-    assert_int_equal(seen[2].outcome, ADVLOCK_RELEASED);
+    assert_int_equal(seen[2].report.outcome, ADVLOCK_RELEASED);
     int64_t key;
     advlock_derive_key("m", 1, &key);
-    assert_true(seen[1].key == key);
+    assert_true(seen[1].report.key == key);
     assert_string_equal(advlock_sim_violation(sim), "");
 }
 
@@ -108,10 +118,10 @@ static void retrying_service(void *state, advlock_sim *sim, int client,
         s->tries++;
         *next =
             (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000};
-    } else if (last->step.kind == ADVLOCK_SIM_ACQUIRE && last->outcome == ADVLOCK_TIMED_OUT
+    } else if (last->step.kind == ADVLOCK_SIM_ACQUIRE && last->report.outcome == ADVLOCK_TIMED_OUT
                && s->tries < 3) {
         *next = (advlock_sim_step){.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 3000};
-    } else if (last->step.kind == ADVLOCK_SIM_ACQUIRE && last->outcome == ADVLOCK_ACQUIRED) {
+    } else if (last->step.kind == ADVLOCK_SIM_ACQUIRE && last->report.outcome == ADVLOCK_ACQUIRED) {
         *next = (advlock_sim_step){.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"};
     } else {
         next->kind = ADVLOCK_SIM_STOP;
@@ -137,18 +147,18 @@ static void a_plan_decides_what_to_do_after_a_timeout(void **state)
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(s.logged, 4);
     /* Try 1: 0, 102, 304, 706, 1508, 2510 (each answer 2 ms later). */
-    assert_int_equal(s.log[0].outcome, ADVLOCK_TIMED_OUT);
-    assert_int_equal(s.log[0].attempts, 6);
+    assert_int_equal(s.log[0].report.outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(s.log[0].report.attempts, 6);
     assert_int_equal(s.log[0].ended_ms, 2512);
     /* Try 2 from 5512: 2.5 s later it has failed six times again. */
-    assert_int_equal(s.log[1].outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(s.log[1].report.outcome, ADVLOCK_TIMED_OUT);
     assert_int_equal(s.log[1].started_ms, 5512);
     assert_int_equal(s.log[1].ended_ms, 5512 + 2512);
     /* Try 3 from 11024: the holder let go at 10000 (+1 ms). */
-    assert_int_equal(s.log[2].outcome, ADVLOCK_ACQUIRED);
-    assert_int_equal(s.log[2].attempts, 1);
+    assert_int_equal(s.log[2].report.outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(s.log[2].report.attempts, 1);
     assert_int_equal(s.log[2].ended_ms, 11026);
-    assert_int_equal(s.log[3].outcome, ADVLOCK_RELEASED);
+    assert_int_equal(s.log[3].report.outcome, ADVLOCK_RELEASED);
 }
 
 static void cancel_ends_a_sleep_and_leaves_nothing_held(void **state)
@@ -177,14 +187,16 @@ static void cancel_ends_a_sleep_and_leaves_nothing_held(void **state)
     advlock_sim_add_script(sim, holder, 3, NULL);
     advlock_sim_add_script(sim, waiter, 4, seen);
     assert_int_equal(advlock_sim_run(sim), 0);
-    assert_int_equal(seen[1].outcome, ADVLOCK_CANCELLED);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_CANCELLED);
     assert_int_equal(seen[1].ended_ms, 251);
-    assert_int_equal(seen[1].attempts, 2); /* tries at 1 and 105, sleeping till 309 */
+    assert_int_equal(seen[1].report.attempts, 2); /* tries at 1 and 105, sleeping till 309 */
     assert_true(seen[1].cancel_sent);
     /* Granted, then undone: the unlock's answer ends it, 4 ms after the grant's. */
-    assert_int_equal(seen[3].outcome, ADVLOCK_CANCELLED);
+    assert_int_equal(seen[3].report.outcome, ADVLOCK_CANCELLED);
     assert_int_equal(seen[3].ended_ms - seen[3].started_ms, 8);
-    assert_string_equal(seen[3].message, "Acquire of lock 'm' was cancelled.");
+    char text[ADVLOCK_MESSAGE_MAX];
+    assert_string_equal(described(&seen[3], text, sizeof text),
+                        "Acquire of lock 'm' was cancelled.");
 }
 
 static void a_script_that_keeps_its_lock_is_a_leak(void **state)
@@ -392,9 +404,12 @@ static void null_while_undoing_a_cancel_reports_the_doubt(void **state)
         advlock_sim_add_script(sim, step, 2, done);
         if (advlock_sim_run(sim) != 0)
             fail_msg("%s", advlock_sim_violation(sim));
-        if (done[0].outcome == ADVLOCK_FAILED && done[0].error == ADVLOCK_ENULL
-            && strstr(done[0].message, "pg_advisory_unlock") != NULL) {
-            assert_non_null(strstr(done[0].message, "the lock may still be held"));
+        if (done[0].report.outcome == ADVLOCK_FAILED && done[0].report.failure == ADVLOCK_ENULL
+            && done[0].report.sql == ADVLOCK_SQL_UNLOCK) {
+            assert_int_equal(done[0].report.detail, ADVLOCK_DETAIL_UNDO_CANCELLED);
+            char text[ADVLOCK_MESSAGE_MAX];
+            assert_non_null(
+                strstr(described(&done[0], text, sizeof text), "the lock may still be held"));
             in_doubt++;
         }
     }
@@ -442,9 +457,9 @@ static void server_wait_hands_over_within_one_round_trip(void **state)
     /* The holder's unlock reaches the server at 1015 and the server hands
      * the lock over there and then: the waiter knows 5 ms later, with one
      * query sent (polling would have tried again only at 1506). */
-    assert_int_equal(seen[1].outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(seen[1].ended_ms, 1020);
-    assert_int_equal(seen[1].attempts, 1);
+    assert_int_equal(seen[1].report.attempts, 1);
     advlock_sim_stats st = advlock_sim_get_stats(sim);
     assert_int_equal(st.waits, 1);
     assert_int_equal(st.cancels, 0);
@@ -471,10 +486,12 @@ static void server_wait_times_out_at_its_deadline_after_the_cancel(void **state)
     /* Deadline 2001: the cancel travels a round trip and a half (lands at
      * 2016), the 57014 comes back in half of one, and one more round trip
      * unlocks in case a grant slipped in before the cancel (none did). */
-    assert_int_equal(seen[1].outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
     assert_int_equal(seen[1].ended_ms, 2031);
-    assert_string_equal(seen[1].message, "Could not acquire migration lock for 'm' within 2s.");
-    assert_string_equal(seen[1].sqlstate, "");
+    char text[ADVLOCK_MESSAGE_MAX];
+    assert_string_equal(described(&seen[1], text, sizeof text),
+                        "Could not acquire migration lock for 'm' within 2s.");
+    assert_string_equal(seen[1].report.sqlstate, "");
     assert_int_equal(advlock_sim_get_stats(sim).cancels, 1);
 }
 
@@ -507,9 +524,9 @@ static void server_wait_grant_racing_the_cancel_is_given_back(void **state)
     assert_int_equal(advlock_sim_run(sim), 0);
     /* Granted at 2000, heard at 2005, unlocked at 2010: TIMED_OUT at 2015,
      * holding nothing (the run's leak checks agree); free for the next. */
-    assert_int_equal(seen[1].outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
     assert_int_equal(seen[1].ended_ms, 2015);
-    assert_int_equal(late[1].outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(late[1].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(late[1].ended_ms, 2021);
 }
 
@@ -538,12 +555,12 @@ static void server_waits_that_deadlock_end_after_deadlock_timeout(void **state)
     assert_int_equal(advlock_sim_run(sim), 0);
     /* PostgreSQL checks for deadlock once deadlock_timeout (1 s) has passed:
      * the first to wait is chosen; its release of k1 lets the other in. */
-    assert_int_equal(da[2].outcome, ADVLOCK_FAILED);
-    assert_int_equal(da[2].error, ADVLOCK_ESERVER);
-    assert_string_equal(da[2].sqlstate, "40P01");
+    assert_int_equal(da[2].report.outcome, ADVLOCK_FAILED);
+    assert_int_equal(da[2].report.failure, ADVLOCK_ESERVER);
+    assert_string_equal(da[2].report.sqlstate, "40P01");
     assert_int_equal(da[2].ended_ms, 1010);
-    assert_int_equal(da[3].outcome, ADVLOCK_NOT_HELD);
-    assert_int_equal(db[2].outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(da[3].report.outcome, ADVLOCK_NOT_HELD);
+    assert_int_equal(db[2].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(db[2].ended_ms, 1010);
 }
 
@@ -569,11 +586,11 @@ static void shared_holders_coexist_and_exclusive_waits_for_both(void **state)
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, reader, 3, r2), &shared);
     advlock_sim_add_script(sim, writer, 3, w);
     assert_int_equal(advlock_sim_run(sim), 0);
-    assert_int_equal(r1[0].outcome, ADVLOCK_ACQUIRED);
-    assert_int_equal(r2[0].outcome, ADVLOCK_ACQUIRED); /* both at once */
-    assert_int_equal(r2[2].outcome, ADVLOCK_RELEASED);
+    assert_int_equal(r1[0].report.outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(r2[0].report.outcome, ADVLOCK_ACQUIRED); /* both at once */
+    assert_int_equal(r2[2].report.outcome, ADVLOCK_RELEASED);
     /* Tries at 1, 101, 301, 701 find readers; 1501 finds the key free. */
-    assert_int_equal(w[1].outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(w[1].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(w[1].ended_ms, 1501);
 }
 
@@ -602,14 +619,14 @@ static void a_transaction_lock_lasts_until_commit(void **state)
     advlock_sim_add_script(sim, other, 3, o);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_string_equal(t[0].command_tag, "BEGIN");
-    assert_int_equal(t[1].outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(t[1].report.outcome, ADVLOCK_ACQUIRED);
     /* "Release" sends nothing: the lock is the transaction's until COMMIT. */
-    assert_int_equal(t[3].outcome, ADVLOCK_ENDS_WITH_TRANSACTION);
+    assert_int_equal(t[3].report.outcome, ADVLOCK_ENDS_WITH_TRANSACTION);
     assert_int_equal(t[3].ended_ms, 500);
     assert_string_equal(t[5].command_tag, "COMMIT");
     assert_int_equal(t[5].ended_ms, 1000);
     /* Tries at 1, 101, 301, 701 are refused until COMMIT at 1000. */
-    assert_int_equal(o[1].outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(o[1].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(o[1].ended_ms, 1501);
 }
 
@@ -654,9 +671,15 @@ static void diagnostics_name_the_holder_from_the_lock_table(void **state)
              "Could not acquire migration lock for 'm' within 2s. Held by pid %d "
              "(application '', state idle) for 2s.",
              advlock_sim_client_pid(sim, 0));
-    assert_int_equal(seen[1].outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
     assert_int_equal(seen[1].ended_ms, 2501); /* the last try at 2501 ms, held since 0 */
-    assert_string_equal(seen[1].message, want);
+    assert_int_equal(seen[1].report.detail, ADVLOCK_DETAIL_DIAGNOSED);
+    assert_int_equal(seen[1].report.holder_pid, advlock_sim_client_pid(sim, 0));
+    assert_int_equal(seen[1].report.holder_seconds, 2);
+    assert_int_equal(seen[1].report.holder_state, ADVLOCK_BACKEND_IDLE);
+    assert_int_equal(seen[1].report.other_holders, 0);
+    char text[ADVLOCK_MESSAGE_MAX];
+    assert_string_equal(described(&seen[1], text, sizeof text), want);
 }
 
 typedef struct sleeps {
@@ -717,7 +740,7 @@ static void full_jitter_is_seeded_per_client_and_ends_at_the_deadline(void **sta
         for (int i = 0; i < a.n[c]; i++)
             assert_in_range(a.ms[c][i], 0, i < 4 ? 100 << i : 1000);
         /* Holder still there: the final try is at the deadline, 1 + 5000. */
-        assert_int_equal(done[c][1].outcome, ADVLOCK_TIMED_OUT);
+        assert_int_equal(done[c][1].report.outcome, ADVLOCK_TIMED_OUT);
         assert_int_equal(done[c][1].ended_ms, 5001);
     }
     /* Clients that start together no longer retry together. */
@@ -830,8 +853,8 @@ static void a_cancel_that_overtakes_its_query_is_asked_for_again(void **state)
     advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 271);
     a = advlock_next_action(&m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_DONE);
-    assert_int_equal(a.outcome, ADVLOCK_TIMED_OUT);
-    assert_string_equal(a.sqlstate, "");
+    assert_int_equal(a.report->outcome, ADVLOCK_TIMED_OUT);
+    assert_string_equal(a.report->sqlstate, "");
 }
 
 typedef struct lines {
@@ -890,7 +913,7 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
     assert_int_equal(l.n, 7);
     for (int i = 0; i < 7; i++)
         assert_string_equal(l.text[i], story[i]);
-    assert_int_equal(seen[1].outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
     assert_int_equal(seen[1].ended_ms, 1000);
 }
 
@@ -940,11 +963,17 @@ static void an_unrequested_57014_gives_back_the_grant_it_hid(void **state)
     advlock_on_result(&m, ADVLOCK_RESULT_TRUE, NULL, NULL, 101);
     a = advlock_next_action(&m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_DONE);
-    assert_int_equal(a.outcome, ADVLOCK_FAILED);
-    assert_int_equal(a.error, ADVLOCK_ESERVER);
-    assert_string_equal(a.sqlstate, "57014");
-    assert_string_equal(a.message, "pg_advisory_lock for 'm' failed with SQLSTATE 57014: "
-                                   "canceling statement due to statement timeout");
+    assert_int_equal(a.report->outcome, ADVLOCK_FAILED);
+    assert_int_equal(a.report->failure, ADVLOCK_ESERVER);
+    assert_string_equal(a.report->sqlstate, "57014");
+    assert_int_equal(a.report->sql, ADVLOCK_SQL_LOCK);
+    assert_int_equal(a.report->detail, ADVLOCK_DETAIL_NONE);
+    char text[ADVLOCK_MESSAGE_MAX];
+    assert_true(advlock_describe(a.report, "m", 1, "canceling statement due to statement timeout",
+                                 text, sizeof text)
+                > 0);
+    assert_string_equal(text, "pg_advisory_lock for 'm' failed with SQLSTATE 57014: "
+                              "canceling statement due to statement timeout");
 }
 
 /* The caller's cancel of a server-side wait ends CANCELLED with no SQLSTATE,
@@ -966,8 +995,8 @@ static void a_cancelled_wait_carries_no_sqlstate(void **state)
         if (scope == ADVLOCK_SESSION) /* the unlock after the 57014: nothing was granted */
             advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 10);
         advlock_action a = advlock_next_action(&m);
-        assert_int_equal(a.outcome, ADVLOCK_CANCELLED);
-        assert_string_equal(a.sqlstate, "");
+        assert_int_equal(a.report->outcome, ADVLOCK_CANCELLED);
+        assert_string_equal(a.report->sqlstate, "");
     }
 }
 
@@ -997,7 +1026,7 @@ static void misuse_and_bad_arguments(void **state)
             i);
     assert_int_equal(advlock_sim_add_script(sim, NULL, 0, NULL), ADVLOCK_EINVAL);
     assert_int_equal(advlock_sim_run(sim), 0);
-    assert_int_equal(seen[0].outcome, ADVLOCK_FAILED);
+    assert_int_equal(seen[0].report.outcome, ADVLOCK_FAILED);
     assert_int_equal(seen[0].error, ADVLOCK_EUTF8);
     assert_int_equal(seen[1].error, ADVLOCK_EINVAL);
     assert_int_equal(advlock_sim_run(sim), ADVLOCK_EMISUSE);
