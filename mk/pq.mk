@@ -33,7 +33,8 @@ $(BUILD)/libadvlock_pq.so: $(BUILD)/libadvlock_pq.so.$(VERSION)
 	ln -sf libadvlock_pq.so.$(VERSION) $(BUILD)/libadvlock_pq.so.$(SOVERSION)
 	ln -sf libadvlock_pq.so.$(SOVERSION) $@
 
-$(BUILD)/advlock_pq.pc: advlock_pq.pc.in
+# Regenerated on every run: PREFIX may differ from the last one.
+$(BUILD)/advlock_pq.pc: advlock_pq.pc.in FORCE
 	@mkdir -p $(@D)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
