@@ -17,7 +17,8 @@
  *
  * The drivers contain no lock logic: the core decides every query, sleep
  * and outcome; the drivers move bytes and time. Both run one engine: the
- * blocking calls drive it under a poll() loop of their own. Link with
+ * blocking calls drive it one advlock_pq_wait() turn at a time, a poll()
+ * loop that programs without an event loop can use too. Link with
  * -ladvlock_pq -ladvlock -lpq (pkg-config advlock_pq).
  *
  * Times are milliseconds of a monotonic clock. The blocking calls read
@@ -89,9 +90,10 @@
  * or when it fails with an error libpq made itself (errors from the server
  * always carry an SQLSTATE; "server closed the connection unexpectedly" does
  * not, and may come before libpq marks the connection bad). The session and
- * every lock it held are then gone on the server. The report's message ends
- * with the server's last words when it sent any ("terminating connection due
- * to administrator command"), else libpq's; its sqlstate is set when libpq
+ * every lock it held are then gone on the server. The report's
+ * server_message holds the server's last words when it sent any
+ * ("terminating connection due to administrator command"), else libpq's;
+ * its lock.sqlstate is set when libpq
  * reports one, which libpq 14 and later do only when the session dies in the
  * middle of a statement (57P01 for pg_terminate_backend). A loss is noticed
  * when the adapter next talks to the server: at once while a statement is in
@@ -167,8 +169,10 @@
  * Holder diagnostics (options.diagnose). After a timeout the adapters run
  * the core's holders query (pg_locks joined with pg_stat_activity; needs
  * PostgreSQL 14 or later) and the report names the first holder:
- * holder_pid, holder_seconds, holder_application, holder_state, and the
- * message says the same. A failed diagnosis still ends TIMED_OUT.
+ * lock.holder_pid, holder_seconds, holder_application, holder_state and
+ * other_holders (detail ADVLOCK_DETAIL_DIAGNOSED), and its sentence says the
+ * same. A failed diagnosis still ends TIMED_OUT (detail
+ * ADVLOCK_DETAIL_DIAGNOSIS_FAILED, the server's words in server_message).
  *
  * While a lock is held
  * --------------------
@@ -181,9 +185,10 @@
  * as below; notifications and the results of the caller's own statements
  * are left in libpq for the caller). If the connection closed or failed,
  * advlock_pq_async_lost() turns 1 within that call, the report becomes the
- * loss's (FAILED, ADVLOCK_ECONNLOST) and ADVLOCK_EVENT_LOST goes to the
- * event callback. The blocking adapter offers advlock_pq_check() for the
- * same, without blocking.
+ * loss's (FAILED, ADVLOCK_ECONNLOST, ADVLOCK_DETAIL_LOST) and
+ * ADVLOCK_EVENT_LOST goes to the event callback with the server's or
+ * libpq's words as its message. advlock_pq_wait() watches the same way;
+ * between blocking calls, advlock_pq_check() does it once, without blocking.
  *
  * Events. options.on_event receives the machine's events (attempts, results,
  * sleeps, cancel requests, the outcome) and, from the adapters,
