@@ -1,6 +1,6 @@
 # advlock — build, test, install. See README.md.
 
-VERSION   := 0.1.0
+VERSION   := 0.2.0
 SOVERSION := 0
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
