@@ -18,6 +18,11 @@
  *                                      the lock's invariants after every event.
  * docs/simulation.md shows how to write a deterministic lock test with them.
  *
+ * Library: libadvlock_fake, on top of the core's libadvlock: link with
+ * -ladvlock_fake -ladvlock (pkg-config advlock_fake). The fake lives in
+ * src/adapters/fake/, the simulation driver in src/sim/; the driver uses the
+ * fake database only through the functions below.
+ *
  * Thread safety: objects are independent; one object belongs to one thread
  * at a time.
  */

@@ -522,6 +522,60 @@ static void argument_errors(void **state)
     assert_true(pid > f->d); /* pids are never reused */
 }
 
+/* The accessors a driver uses instead of the database's arrays. */
+typedef struct hold_seen {
+    int pid, mode, session_level, transaction_level, calls;
+} hold_seen;
+
+static int remember_hold(void *user, int pid, int64_t key, advlock_fake_mode mode,
+                         int session_level, int transaction_level)
+{
+    hold_seen *seen = user;
+    (void)key;
+    *seen = (hold_seen){pid, (int)mode, session_level, transaction_level, seen->calls + 1};
+    return seen->calls == 2 ? 9 : 0; /* the second call stops the walk */
+}
+
+static void waits_and_holds_are_read_by_pid(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(run(f, f->a, TRY, K).status, ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(run(f, f->b, LOCK, K).status, ADVLOCK_FAKE_WAITING);
+    assert_int_equal(advlock_fake_db_wait_state(&f->db, f->b), ADVLOCK_FAKE_WAIT_QUEUED);
+    assert_int_equal(advlock_fake_db_wait_state(&f->db, f->a), ADVLOCK_FAKE_WAIT_NONE);
+    hold_seen seen = {0};
+    assert_int_equal(advlock_fake_db_each_hold(&f->db, remember_hold, &seen), 0);
+    assert_int_equal(seen.calls, 1);
+    assert_int_equal(seen.pid, f->a);
+    assert_int_equal(seen.session_level, 1);
+    assert_int_equal(seen.transaction_level, 0);
+    /* The unlock grants b's wait: b's statement is finished by the time the
+     * call returns, and its result waits to be polled. */
+    assert_int_equal(run(f, f->a, UNLOCK, K).status, ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(advlock_fake_db_wait_state(&f->db, f->b), ADVLOCK_FAKE_WAIT_GRANTED);
+    assert_int_equal(advlock_fake_db_fail_statement(&f->db, f->b), ADVLOCK_EMISUSE);
+    advlock_fake_result r;
+    assert_int_equal(advlock_fake_db_poll(&f->db, f->b, &r), 1);
+    assert_int_equal(advlock_fake_db_wait_state(&f->db, f->b), ADVLOCK_FAKE_WAIT_NONE);
+    /* Two holders: the walk stops where the callback says. */
+    assert_int_equal(run0(f, f->c, "BEGIN").status, ADVLOCK_FAKE_COMMAND_OK);
+    assert_int_equal(run(f, f->c, "SELECT pg_try_advisory_xact_lock_shared($1)", K2).status,
+                     ADVLOCK_FAKE_ROW_TRUE);
+    seen.calls = 0;
+    assert_int_equal(advlock_fake_db_each_hold(&f->db, remember_hold, &seen), 9);
+    assert_int_equal(seen.calls, 2);
+    seen.calls = 0;
+    /* An injected error fails c's block and ends its transaction's locks. */
+    assert_int_equal(advlock_fake_db_fail_statement(&f->db, f->c), 0);
+    assert_int_equal(advlock_fake_db_each_hold(&f->db, remember_hold, &seen), 0);
+    assert_int_equal(seen.calls, 1); /* b's hold of K only */
+    assert_int_equal(seen.pid, f->b);
+    assert_int_equal(run(f, f->c, TRY, K2).status, ADVLOCK_FAKE_SERVER_ERROR); /* 25P02 */
+    assert_int_equal(advlock_fake_db_fail_statement(&f->db, 99999), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_fake_db_wait_state(NULL, f->a), ADVLOCK_FAKE_WAIT_NONE);
+    assert_int_equal(advlock_fake_db_each_hold(NULL, remember_hold, &seen), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +607,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(the_consistency_check_can_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(argument_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(waits_and_holds_are_read_by_pid, setup, teardown),
     };
     return cmocka_run_group_tests_name("fake database", tests, NULL, NULL);
 }
