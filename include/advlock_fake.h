@@ -622,7 +622,7 @@ typedef struct advlock_sim_stats {
  * pointers only to what the caller passed (plans' states, scripts, lock
  * names, the trace callback), so it may not be copied while it runs.
  */
-#define ADVLOCK_SIM_SIZE (384 * 1024)
+#define ADVLOCK_SIM_SIZE ((size_t)384 * 1024)
 
 typedef struct advlock_sim {
     union {

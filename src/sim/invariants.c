@@ -24,9 +24,9 @@ __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t size, co
     return -1;
 }
 
-/* Sums each open client session's holds per key and kind, and marks which
- * keys anyone holds. Holds by a session nobody owns, or by a dropped session
- * past its detection deadline, are violations. */
+/* One hold of the lock table, added to its owner's counts. Holds by a
+ * session nobody owns, or by a dropped session past its detection deadline,
+ * are violations. */
 typedef struct tally_state {
     const sim_world *sim;
     int16_t (*counts)[ADVLOCK_SIM_MAX_KEYS][KINDS];
@@ -61,13 +61,6 @@ static int tally_hold(void *user, int pid, int64_t key, advlock_fake_mode mode, 
     mine[advlock_sim_kind((advlock_mode)mode, ADVLOCK_SESSION)] += (int16_t)session_level;
     mine[advlock_sim_kind((advlock_mode)mode, ADVLOCK_TRANSACTION)] += (int16_t)transaction_level;
     return 0;
-}
-
-static int tally(const sim_world *sim, counts_t counts, int held[ADVLOCK_SIM_MAX_KEYS], char *why,
-                 size_t size)
-{
-    tally_state t = {sim, counts, held, why, size};
-    return advlock_fake_db_each_hold(&sim->db_, tally_hold, &t);
 }
 
 static const char *kind_name(int kind)
@@ -149,7 +142,7 @@ static int check_exclusion(const sim_world *sim, char *why, size_t size)
 {
     int holders[ADVLOCK_SIM_MAX_KEYS] = {0};
     int exclusive[ADVLOCK_SIM_MAX_KEYS], other[ADVLOCK_SIM_MAX_KEYS];
-    for (int k = 0; k < sim->nkeys_; k++)
+    for (int k = 0; k < ADVLOCK_SIM_MAX_KEYS; k++)
         exclusive[k] = other[k] = -1;
     for (int c = 0; c < sim->nclients_; c++) {
         const sim_client *cl = &sim->clients_[c];
@@ -272,8 +265,12 @@ int advlock_sim_check_world(sim_world *sim, char *why, size_t size)
     for (int c = 0; c < sim->nclients_; c++)
         for (int k = 0; k < sim->nkeys_; k++)
             memset(counts[c][k], 0, sizeof counts[c][k]);
-    if (tally(sim, counts, held, why, size) != 0 || check_agreement(sim, counts, why, size) != 0
-        || check_exclusion(sim, why, size) != 0 || check_durations(sim, why, size) != 0)
+    /* Sums each open client session's holds per key and kind, and marks
+     * which keys anyone holds (tally_hold). */
+    tally_state tally = {sim, counts, held, why, size};
+    if (advlock_fake_db_each_hold(&sim->db_, tally_hold, &tally) != 0
+        || check_agreement(sim, counts, why, size) != 0 || check_exclusion(sim, why, size) != 0
+        || check_durations(sim, why, size) != 0)
         return -1;
     if (!advlock_sim_faults_on(&sim->config_.faults) && check_progress(sim, held, why, size) != 0)
         return -1;
