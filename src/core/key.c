@@ -105,10 +105,46 @@ static int sha256_prefixed(const char *name, size_t len, unsigned char digest[32
     return 0;
 }
 
+/* The last name this thread derived, with its key. A program takes the same
+ * lock again and again (a worker's loop, a scheduler's tick), and the hash is
+ * most of what an uncontended acquire costs the client: a repeat is one
+ * comparison instead. The key is a pure function of the bytes, so the cache
+ * can only be right or miss. Default TLS model: the shared library may be
+ * loaded late (a Python binding), where static TLS is scarce. */
+enum { CACHED_NAME_MAX = 64 };
+static _Thread_local struct {
+    size_t len; /* 0 with key_set 0: nothing cached yet */
+    int key_set;
+    int64_t key;
+    char name[CACHED_NAME_MAX];
+} last_derived;
+
+static int cached_key(const char *name, size_t len, int64_t *key_out)
+{
+    if (!last_derived.key_set || last_derived.len != len
+        || (len > 0 && memcmp(last_derived.name, name, len) != 0))
+        return 0;
+    *key_out = last_derived.key;
+    return 1;
+}
+
+static void remember_key(const char *name, size_t len, int64_t key)
+{
+    if (len > CACHED_NAME_MAX)
+        return;
+    if (len > 0)
+        memcpy(last_derived.name, name, len);
+    last_derived.len = len;
+    last_derived.key = key;
+    last_derived.key_set = 1;
+}
+
 int advlock_derive_key(const char *lock_key, size_t len, int64_t *key_out)
 {
     if ((lock_key == NULL && len > 0) || key_out == NULL)
         return ADVLOCK_EINVAL;
+    if (cached_key(lock_key, len, key_out))
+        return 0; /* these bytes passed the UTF-8 check when they were cached */
     if (!advlock_utf8_valid(lock_key, len))
         return ADVLOCK_EUTF8;
 
@@ -124,5 +160,6 @@ int advlock_derive_key(const char *lock_key, size_t len, int64_t *key_out)
      * of an out-of-range value. */
     *key_out =
         big_endian <= INT64_MAX ? (int64_t)big_endian : -(int64_t)(UINT64_MAX - big_endian) - 1;
+    remember_key(lock_key, len, *key_out);
     return 0;
 }

@@ -244,6 +244,39 @@ static void agrees_with_plain_digest(void **state)
     }
 }
 
+/* The thread's last name is remembered: repeats, names that differ in one
+ * byte or in length, the empty name and names past the remembered length
+ * all give the plain digest's key, in any order. */
+static void repeats_and_near_misses(void **state)
+{
+    (void)state;
+    char long_name[100];
+    memset(long_name, 'n', sizeof long_name);
+    static const struct {
+        const char *name;
+        size_t len;
+    } names[] = {
+        {"migrations", 10}, {"migrations", 10},
+        {"migrationt", 10}, {"migrations", 10},
+        {"migration", 9},   {"", 0},
+        {"migrations", 10}, {NULL, 0},
+        {"\0", 1},          {"", 0},
+        {NULL, 64},         {NULL, 65},
+        {NULL, 64},         {NULL, 65},
+        {"migrations", 10},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *name = names[i].name;
+        if (name == NULL && names[i].len > 0)
+            name = long_name;
+        int64_t got = 0;
+        assert_int_equal(advlock_derive_key(name, names[i].len, &got), 0);
+        assert_int_equal(got, reference_key(name, names[i].len));
+    }
+    /* A remembered name does not excuse a bad one of another length. */
+    assert_int_equal(advlock_derive_key("migrations\xC0", 11, &(int64_t){0}), ADVLOCK_EUTF8);
+}
+
 struct worker {
     int64_t keys[200];
 };
@@ -289,6 +322,7 @@ int main(void)
         cmocka_unit_test(embedded_nul_is_part_of_the_key),
         cmocka_unit_test(argument_errors_leave_output_alone),
         cmocka_unit_test(agrees_with_plain_digest),
+        cmocka_unit_test(repeats_and_near_misses),
         cmocka_unit_test(threads_agree),
     };
     return cmocka_run_group_tests_name("key derivation", tests, NULL, NULL);
