@@ -134,7 +134,9 @@ wait "$waiter"
 check "--wait: acquired after the holder" "got it" "$(cat "$TMPDIR_RUN/queued.out")"
 
 # --wait with a timeout: cancelled at the deadline, nothing left queued or held.
-"$A" run -q "$name" -- sleep 2 &
+# The holder outlasts the three timed-out runs below (about 1.8 s together,
+# more on a loaded machine).
+"$A" run -q "$name" -- sleep 4 &
 first=$!
 wait_for_holder
 capture "$A" run -q --wait -w 0.5 "$name" -- echo never
