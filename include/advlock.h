@@ -263,10 +263,8 @@ typedef struct advlock_report {
  *
  * name, len: the lock name the operation was started with (its key is the
  *     report's; a key-started operation's caller passes the name it knows).
- *     A name longer than ADVLOCK_KEY_ECHO_MAX bytes is cut at the last whole
- *     UTF-8 character that fits, followed by "..."; an embedded NUL byte
- *     appears as the two characters \0. name may be NULL
- *     only when len is 0.
+ *     The name is shown as advlock_escape_name() shows it, into at most
+ *     ADVLOCK_KEY_ECHO_MAX + 3 bytes. name may be NULL only when len is 0.
  * server_message: the server's or driver's words about a failure (the
  *     message given with the failing result), or NULL; its first line is
  *     quoted after the failure.
@@ -281,7 +279,22 @@ typedef struct advlock_report {
 ADVLOCK_API int advlock_describe(const advlock_report *r, const char *name, size_t len,
                                  const char *server_message, char *buf, size_t size);
 
-/* Message sizes: see advlock_describe(). */
+/*
+ * Writes a lock name as messages show it: one line of printable, valid
+ * UTF-8, whatever the name holds. Control characters are escaped (NUL as
+ * \0; tab, newline, carriage return as \t \n \r; other C0 controls and DEL
+ * as \x1b; C1 controls as \u009b), and so are bytes that are not UTF-8
+ * (\xff); everything else is copied. Text that does not fit in size bytes
+ * (including the NUL) is cut at a character boundary and ends with "...".
+ *
+ * Returns the length written (not counting the NUL), or ADVLOCK_EINVAL
+ * (name NULL with len > 0, buf NULL with size > 0).
+ */
+ADVLOCK_API int advlock_escape_name(const char *name, size_t len, char *buf, size_t size);
+
+/* Message sizes: see advlock_describe(). A name is shown whole when its
+ * escaped form fits in ADVLOCK_KEY_ECHO_MAX + 3 bytes, else cut to at most
+ * ADVLOCK_KEY_ECHO_MAX bytes followed by "...". */
 #define ADVLOCK_KEY_ECHO_MAX 512
 #define ADVLOCK_MESSAGE_MAX  1024
 

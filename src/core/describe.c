@@ -39,11 +39,9 @@ advlock_backend_state advlock_backend_state_parse(const char *state)
 static void put_quoted_name(advlock_text *t, const char *name, size_t len)
 {
     char echo[ADVLOCK_KEY_ECHO_MAX + 4];
-    advlock_text e;
-    advlock_text_init(&e, echo, sizeof echo);
-    advlock_text_put_key(&e, name, len);
+    int n = advlock_escape_name(name, len, echo, sizeof echo);
     advlock_text_put(t, "'");
-    advlock_text_putn(t, echo, e.len);
+    advlock_text_putn(t, echo, n > 0 ? (size_t)n : 0);
     advlock_text_put(t, "'");
 }
 

@@ -153,15 +153,61 @@ int advlock_format_seconds(int64_t ms, char *buf, size_t size)
     return (int)n;
 }
 
+/* The length of the well-formed UTF-8 character at s (at most n bytes), or
+ * 0 when the bytes there are not one. */
+static size_t character_length(const unsigned char *s, size_t n)
+{
+    size_t want = s[0] < 0x80 ? 1 : s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : 2;
+    return want <= n && advlock_utf8_valid((const char *)s, want) ? want : 0;
+}
+
+static void put_escape(advlock_text *t, const char *prefix, unsigned v)
+{
+    static const char hex[] = "0123456789abcdef";
+    char digits[2] = {hex[v >> 4 & 15], hex[v & 15]};
+    advlock_text_put(t, prefix);
+    advlock_text_putn(t, digits, sizeof digits);
+}
+
+/* A name can hold any character, and a message goes to terminals and logs:
+ * control characters (C0, DEL, C1) and bytes that are not UTF-8 are shown
+ * escaped, so a message is always one line of printable, valid UTF-8. */
 void advlock_text_put_key(advlock_text *t, const char *key, size_t len)
 {
-    size_t start = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (key[i] != '\0')
+    const unsigned char *k = (const unsigned char *)key;
+    size_t start = 0, i = 0;
+    while (i < len) {
+        size_t n = character_length(k + i, len - i);
+        unsigned c0 = k[i], c1 = n == 2 ? k[i + 1] : 0;
+        int c1_control = c0 == 0xC2 && c1 >= 0x80 && c1 <= 0x9F;
+        if (n != 0 && c0 >= 0x20 && c0 != 0x7F && !c1_control) {
+            i += n;
             continue;
+        }
         advlock_text_putn(t, key + start, i - start);
-        advlock_text_putn(t, "\\0", 2);
-        start = i + 1;
+        switch (c0) {
+        case 0: advlock_text_putn(t, "\\0", 2); break;
+        case '\t': advlock_text_putn(t, "\\t", 2); break;
+        case '\n': advlock_text_putn(t, "\\n", 2); break;
+        case '\r': advlock_text_putn(t, "\\r", 2); break;
+        default:
+            if (c1_control)
+                put_escape(t, "\\u00", c1);
+            else
+                put_escape(t, "\\x", c0);
+        }
+        i += c1_control ? 2 : 1;
+        start = i;
     }
     advlock_text_putn(t, key + start, len - start);
+}
+
+int advlock_escape_name(const char *name, size_t len, char *buf, size_t size)
+{
+    if ((name == NULL && len > 0) || (buf == NULL && size > 0))
+        return ADVLOCK_EINVAL;
+    advlock_text t;
+    advlock_text_init(&t, buf, size);
+    advlock_text_put_key(&t, name, len);
+    return (int)t.len;
 }

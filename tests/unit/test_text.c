@@ -206,6 +206,42 @@ static void backend_states_round_trip(void **state)
                         "idle in transaction");
 }
 
+/* Names are shown as one printable line of valid UTF-8, whatever they hold. */
+static void control_characters_are_escaped(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        size_t len;
+        const char *shown;
+    } cases[] = {
+        {"a\nb", 3, "a\\nb"},
+        {"tab\there\r", 9, "tab\\there\\r"},
+        {"\x1b[31mred", 8, "\\x1b[31mred"},
+        {"del\x7f", 4, "del\\x7f"},
+        {"c1\xC2\x9B", 4, "c1\\u009b"},
+        {"nbsp\xC2\xA0ok", 8, "nbsp\xC2\xA0ok"},
+        {"\xE6\x97\xA5\xF0\x9F\x94\x92", 7, "\xE6\x97\xA5\xF0\x9F\x94\x92"},
+        {"bad\xff\xC0\x80", 6, "bad\\xff\\xc0\\x80"},
+        {"cut\xE6\x97", 5, "cut\\xe6\\x97"},
+        {"", 0, ""},
+    };
+    char buf[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = advlock_escape_name(cases[i].name, cases[i].len, buf, sizeof buf);
+        assert_string_equal(buf, cases[i].shown);
+        assert_int_equal(n, (int)strlen(cases[i].shown));
+        assert_int_equal(advlock_utf8_valid(buf, strlen(buf)), 1);
+    }
+    static advlock_machine m;
+    assert_string_equal(timeout_message(&m, "a\nb", 3),
+                        "Could not acquire migration lock for 'a\\nb' within 1s.");
+    assert_int_equal(advlock_escape_name(NULL, 1, buf, sizeof buf), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_escape_name("a", 1, NULL, 1), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_escape_name("abcdefgh", 8, buf, 6), 5);
+    assert_string_equal(buf, "ab...");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +253,7 @@ int main(void)
         cmocka_unit_test(nul_bytes_are_shown_escaped),
         cmocka_unit_test(driver_reports_render),
         cmocka_unit_test(backend_states_round_trip),
+        cmocka_unit_test(control_characters_are_escaped),
         cmocka_unit_test(names_for_every_code),
         cmocka_unit_test(sql_table),
     };
