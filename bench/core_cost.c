@@ -13,12 +13,15 @@
  *
  * Phases, each N operations:
  *   acquire  start_acquire + the try-lock's TRUE answer: an uncontended
- *            acquire, i.e. a first attempt, key derivation included
+ *            acquire, i.e. a first attempt, key derivation included. The
+ *            core remembers the last name each thread derived, so the
+ *            acquires take two names in turn and every one hashes
+ *   repeat   the same, always on one name: the derivation is a lookup
  *   release  start_release_key with the acquire's key + the unlock's
  *            answer: releasing what an acquire took costs no hash
  *   retry    a further attempt of a contended acquire: the FALSE answer,
  *            the sleep, the timer, the next try-lock (no key derivation)
- *   derive   advlock_derive_key() alone
+ *   derive   advlock_derive_key() alone, two names in turn
  *
  * Heap allocations are counted natively by interposing malloc, calloc and
  * realloc: a call whose return address lies in this executable's code (the
@@ -26,7 +29,7 @@
  * (libcrypto's) is counted apart.
  *
  *     core_cost [--iterations 20000] [--valgrind 1]
- *     core_cost --phase acquire|release|retry|derive --iterations N   (under callgrind)
+ *     core_cost --phase acquire|repeat|release|retry|derive --iterations N   (under callgrind)
  */
 #include <math.h>
 #include <stdlib.h>
@@ -38,6 +41,16 @@
 
 static const char lock_name[] = "BrighterMigration_public.Outbox";
 #define NAME lock_name, sizeof lock_name - 1
+/* As long as lock_name: taken in turn with it, every derivation hashes. */
+static const char other_name[] = "BrighterMigration_public.Inbox_";
+_Static_assert(sizeof other_name == sizeof lock_name, "the two names hash the same bytes");
+
+/* lock_name or other_name, the other one from last time when alternating. */
+static const char *name_for(int alternate)
+{
+    static unsigned turn;
+    return alternate && (turn ^= 1) ? other_name : lock_name;
+}
 
 /* ---- heap allocations ---------------------------------------------------- */
 
@@ -104,17 +117,19 @@ static advlock_result serve(int pid, advlock_action query)
  * linkage: a static one could be renamed by the optimiser. */
 #define MEASURED __attribute__((noinline))
 
-MEASURED advlock_action measured_acquire_start(advlock_machine *m, int64_t timeout, int64_t now);
+MEASURED advlock_action measured_acquire_start(advlock_machine *m, const char *name,
+                                               int64_t timeout, int64_t now);
 MEASURED advlock_action measured_acquire_answer(advlock_machine *m, advlock_result r, int64_t now);
 MEASURED advlock_action measured_release_start(advlock_machine *m, int64_t key, int64_t now);
 MEASURED advlock_action measured_release_answer(advlock_machine *m, advlock_result r, int64_t now);
 MEASURED advlock_action measured_retry_answer(advlock_machine *m, advlock_result r, int64_t now);
 MEASURED advlock_action measured_retry_wake(advlock_machine *m, int64_t now);
-MEASURED int64_t measured_derive_key(void);
+MEASURED int64_t measured_derive_key(const char *name);
 
-advlock_action measured_acquire_start(advlock_machine *m, int64_t timeout, int64_t now)
+advlock_action measured_acquire_start(advlock_machine *m, const char *name, int64_t timeout,
+                                      int64_t now)
 {
-    if (advlock_start_acquire(m, NAME, timeout, now) != 0)
+    if (advlock_start_acquire(m, name, sizeof lock_name - 1, timeout, now) != 0)
         bench_fail("advlock_start_acquire failed");
     return advlock_next_action(m);
 }
@@ -150,10 +165,10 @@ advlock_action measured_retry_wake(advlock_machine *m, int64_t now)
     return advlock_next_action(m);
 }
 
-int64_t measured_derive_key(void)
+int64_t measured_derive_key(const char *name)
 {
     int64_t key;
-    if (advlock_derive_key(NAME, &key) != 0)
+    if (advlock_derive_key(name, sizeof lock_name - 1, &key) != 0)
         bench_fail("advlock_derive_key failed");
     return key;
 }
@@ -171,9 +186,9 @@ static void expect(advlock_action a, advlock_action_kind kind, advlock_outcome o
 
 /* One uncontended acquire and its release; which half is measured depends
  * only on which functions callgrind is told to collect. */
-static void acquire_and_release(advlock_machine *m, int64_t now)
+static void acquire_and_release(advlock_machine *m, const char *name, int64_t now)
 {
-    advlock_action a = measured_acquire_start(m, 30000, now);
+    advlock_action a = measured_acquire_start(m, name, 30000, now);
     expect(a, ADVLOCK_ACTION_QUERY, 0);
     a = measured_acquire_answer(m, serve(my_pid, a), now);
     expect(a, ADVLOCK_ACTION_DONE, ADVLOCK_ACQUIRED);
@@ -183,12 +198,13 @@ static void acquire_and_release(advlock_machine *m, int64_t now)
     expect(a, ADVLOCK_ACTION_DONE, ADVLOCK_RELEASED);
 }
 
-static void run_cycles(long n)
+/* alternate: two names in turn, so that every acquire hashes. */
+static void run_cycles(long n, int alternate)
 {
     advlock_machine m;
     advlock_machine_init(&m);
     for (long i = 0; i < n; i++)
-        acquire_and_release(&m, i);
+        acquire_and_release(&m, name_for(alternate), i);
 }
 
 /* A contended acquire that never times out: each iteration is one more
@@ -199,7 +215,7 @@ static void run_retries(long n)
     advlock_machine m;
     advlock_machine_init(&m);
     int64_t now = 0;
-    advlock_action a = measured_acquire_start(&m, INT64_MAX, now);
+    advlock_action a = measured_acquire_start(&m, lock_name, INT64_MAX, now);
     if (serve(other_pid, a) != ADVLOCK_RESULT_TRUE)
         bench_fail("the other session could not take the lock");
     for (long i = 0; i < n; i++) {
@@ -218,7 +234,7 @@ static void run_retries(long n)
 static void run_derivations(long n)
 {
     for (long i = 0; i < n; i++)
-        sink = measured_derive_key();
+        sink = measured_derive_key(name_for(1));
 }
 
 static void setup_database(void)
@@ -251,7 +267,9 @@ static void run_phase(const char *phase, long n)
     setup_database();
     warm_up();
     if (strcmp(phase, "acquire") == 0 || strcmp(phase, "release") == 0)
-        run_cycles(n);
+        run_cycles(n, 1);
+    else if (strcmp(phase, "repeat") == 0)
+        run_cycles(n, 0);
     else if (strcmp(phase, "retry") == 0)
         run_retries(n);
     else if (strcmp(phase, "derive") == 0)
@@ -267,16 +285,17 @@ static void count_allocations(long n)
     setup_database();
     warm_up();
     counting = 1;
-    run_cycles(n);
+    run_cycles(n, 1);
     run_retries(n);
     counting = 0;
     /* Per operation: n acquires, n releases, n further attempts. */
     double project = (double)project_allocations / (3.0 * (double)n);
     bench_emit(&(bench_figure){"core_heap_allocations_per_operation", project, "allocations", NULL,
                                NAN, "= 0 (project's code)", project_allocations == 0});
+    /* One derivation per cycle (the release takes the acquire's key). */
     bench_emit(&(bench_figure){"core_libcrypto_allocations_per_derivation",
-                               (double)library_allocations / (2.0 * (double)n), "allocations", NULL,
-                               NAN, NULL, -1});
+                               (double)library_allocations / (double)n, "allocations", NULL, NAN,
+                               NULL, -1});
 }
 
 /* ---- callgrind ------------------------------------------------------------ */
@@ -287,12 +306,14 @@ typedef struct phase_cost {
     double utf8;   /* of which in advlock_utf8_valid */
 } phase_cost;
 
-static phase_cost measure_phase(const char *phase, long n)
+/* Runs a phase under callgrind, collecting in the measured_<collect>_*
+ * functions. */
+static phase_cost measure_phase(const char *phase, const char *collect, long n)
 {
     static const char *const functions[] = {"EVP_DigestInit_ex2", "EVP_DigestUpdate",
                                             "EVP_DigestFinal_ex", "advlock_utf8_valid", NULL};
     char toggle[64], iterations[32];
-    snprintf(toggle, sizeof toggle, "measured_%s_*", phase);
+    snprintf(toggle, sizeof toggle, "measured_%s_*", collect);
     snprintf(iterations, sizeof iterations, "%ld", n);
     const char *const args[] = {"--phase", phase, "--iterations", iterations, NULL};
     double inclusive[4];
@@ -303,10 +324,11 @@ static phase_cost measure_phase(const char *phase, long n)
 
 static void count_instructions(long n)
 {
-    phase_cost acquire = measure_phase("acquire", n);
-    phase_cost release = measure_phase("release", n);
-    phase_cost retry = measure_phase("retry", n);
-    phase_cost derive = measure_phase("derive", n);
+    phase_cost acquire = measure_phase("acquire", "acquire", n);
+    phase_cost repeat = measure_phase("repeat", "acquire", n);
+    phase_cost release = measure_phase("release", "release", n);
+    phase_cost retry = measure_phase("retry", "retry", n);
+    phase_cost derive = measure_phase("derive", "derive", n);
 
     double acquire_core = acquire.total - acquire.sha256;
     double release_core = release.total - release.sha256;
@@ -316,6 +338,8 @@ static void count_instructions(long n)
 
     bench_emit(&(bench_figure){"core_acquire_attempt_instructions", acquire_core, "instructions",
                                NULL, NAN, "< 1000 excl. SHA-256", acquire_core < 1000});
+    bench_emit(&(bench_figure){"core_acquire_repeat_name_instructions", repeat.total,
+                               "instructions", NULL, NAN, NULL, -1});
     bench_emit(&(bench_figure){"core_retry_attempt_instructions", retry_core, "instructions", NULL,
                                NAN, "< 1000 excl. SHA-256", retry_core < 1000});
     bench_emit(&(bench_figure){"core_release_instructions", release_core, "instructions", NULL, NAN,
@@ -329,10 +353,11 @@ static void count_instructions(long n)
     bench_emit(&(bench_figure){"core_derive_key_overhead_instructions", derive.total - sha,
                                "instructions", NULL, NAN, NULL, -1});
     bench_note("core cost: acquire excl. SHA-256 %.0f = derive-key overhead %.0f (UTF-8 check "
-               "%.0f) + machine %.0f; release %.0f; acquire+release %.0f excl. SHA-256 "
-               "(callgrind, %ld operations per phase)",
+               "%.0f) + machine %.0f; release by the acquire's key %.0f; acquire+release %.0f "
+               "excl. SHA-256; an acquire of the name derived last %.0f, all told (callgrind, "
+               "%ld operations per phase)",
                acquire_core, derive.total - sha, derive.utf8, acquire_core - (derive.total - sha),
-               release_core, acquire_core + release_core, n);
+               release_core, acquire_core + release_core, repeat.total, n);
 }
 
 int main(int argc, char **argv)
