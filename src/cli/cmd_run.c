@@ -30,6 +30,9 @@ typedef struct run_options {
     int keep_running;
     advlock_options lock; /* --shared, --wait, --jitter, --diagnose */
     const char *key;
+    /* The key as messages show it (advlock_escape_name): one printable line
+     * whatever the name holds, so no name can move the terminal's cursor. */
+    char shown_key[ADVLOCK_KEY_ECHO_MAX + 4];
     char **command;
 } run_options;
 
@@ -117,7 +120,7 @@ static void show_progress(const run_options *o, const progress *p, int64_t start
     advlock_format_seconds(now - started, elapsed, sizeof elapsed);
     if (p->server_wait) {
         fprintf(stderr, "\r\033[Kadvlock: waiting for '%s' in the server's queue, %ss elapsed",
-                o->key, elapsed);
+                o->shown_key, elapsed);
         return;
     }
     if (p->retry_at_ms == 0)
@@ -126,7 +129,7 @@ static void show_progress(const run_options *o, const progress *p, int64_t start
     fprintf(stderr,
             "\r\033[Kadvlock: waiting for '%s': attempt %" PRIu64 ", %ss elapsed, "
             "next retry in %ss",
-            o->key, p->attempt, elapsed, retry);
+            o->shown_key, p->attempt, elapsed, retry);
 }
 
 static void clear_progress(void)
@@ -201,7 +204,7 @@ static int supervise(pid_t child, advlock_pq *a, const run_options *o, int *lost
             *lost = 1;
             cli_error("connection to the server lost while the command ran: lock '%s' is no "
                       "longer held%s",
-                      o->key,
+                      o->shown_key,
                       o->keep_running ? " (command left running: --keep-running)"
                                       : "; terminating the command");
             if (!o->keep_running)
@@ -345,6 +348,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         usage(stderr);
         return -1;
     }
+    advlock_escape_name(o->key, strlen(o->key), o->shown_key, sizeof o->shown_key);
     o->command = argv + optind;
     return 0;
 }
@@ -363,14 +367,15 @@ static const char *describe(const advlock_pq_report *r, const char *key, char *b
 static int release(advlock_pq *a, const run_options *o, int64_t key)
 {
     if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) != 0) {
-        cli_error("could not release lock '%s'; closing the session releases it", o->key);
+        cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
         return -1;
     }
     drive(a, o, NULL);
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
-        cli_error("releasing lock '%s': %s", o->key, describe(r, o->key, message, sizeof message));
+        cli_error("releasing lock '%s': %s", o->shown_key,
+                  describe(r, o->key, message, sizeof message));
         return -1;
     }
     return 0;
@@ -384,7 +389,7 @@ int cmd_run(int argc, char **argv)
     int64_t key;
     int rc = advlock_derive_key(o.key, strlen(o.key), &key);
     if (rc != 0) {
-        cli_error("lock key '%s': %s", o.key, advlock_strerror(rc));
+        cli_error("lock key '%s': %s", o.shown_key, advlock_strerror(rc));
         return EXIT_BAD_KEY;
     }
     if (install_signal_handlers() != 0) {
@@ -406,7 +411,7 @@ int cmd_run(int argc, char **argv)
         || (rc = advlock_pq_set_options(&a, &o.lock)) != 0
         || (rc = advlock_pq_async_start_acquire_key(&a, key, o.timeout_ms, advlock_pq_now_ms()))
                != 0) {
-        cli_error("cannot start acquiring '%s': %s: %s", o.key, advlock_strerror(rc),
+        cli_error("cannot start acquiring '%s': %s: %s", o.shown_key, advlock_strerror(rc),
                   PQerrorMessage(conn));
         PQfinish(conn);
         return EXIT_LOCK_ERROR;

@@ -58,10 +58,14 @@ static const char *or_unknown(const PGresult *res, int row, int col)
 
 /* Prints one key's holders and waiters; returns 1 if held, 0 if free, -1 on
  * a failed query, -2 for a name that is not a lock name. */
-static int show_key(PGconn *conn, const char *name)
+static int show_key(PGconn *conn, const char *raw_name)
 {
+    /* One printable line whatever the name holds: a tab or a newline in it
+     * cannot break the tab-separated output. */
+    char name[ADVLOCK_KEY_ECHO_MAX + 4];
+    advlock_escape_name(raw_name, strlen(raw_name), name, sizeof name);
     int64_t key;
-    int rc = advlock_derive_key(name, strlen(name), &key);
+    int rc = advlock_derive_key(raw_name, strlen(raw_name), &key);
     if (rc != 0) {
         cli_error("'%s': %s", name, advlock_strerror(rc));
         return -2;

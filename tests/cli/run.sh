@@ -156,6 +156,7 @@ capture "$A" run -d "host=/nonexistent-dir" "$name" -- echo never
 check "no server" 69 "$RC"
 capture "$A" run "$(printf 'bad\xc0\x80')" -- echo never
 check "bad key" 2 "$RC"
+case "$ERR" in "advlock: lock key 'bad\xc0\x80': "*) pass ;; *) fail "bad key shown escaped: [$ERR]" ;; esac
 capture "$A" run "$name"
 check "no command" 64 "$RC"
 capture "$A" run --timeout -1 "$name" -- true

@@ -56,6 +56,7 @@ check "no server: status" 69 "$RC"
 case "$ERR" in "advlock: cannot connect: "*) pass ;; *) fail "no server: message [$ERR]" ;; esac
 capture "$A" status "$(printf 'bad\xff')"
 check "bad key: status" 2 "$RC"
+case "$ERR" in "advlock: 'bad\xff': "*) pass ;; *) fail "bad key shown escaped: [$ERR]" ;; esac
 capture "$A" status
 check "no keys: status" 64 "$RC"
 
