@@ -45,6 +45,15 @@ static void put_quoted_name(advlock_text *t, const char *name, size_t len)
     advlock_text_put(t, "'");
 }
 
+/* "<before>'<name>'<after>": the shape of most sentences. */
+static void put_sentence(advlock_text *t, const char *before, const char *name, size_t len,
+                         const char *after)
+{
+    advlock_text_put(t, before);
+    put_quoted_name(t, name, len);
+    advlock_text_put(t, after);
+}
+
 /* The length of the first line of s, without trailing blanks. */
 static size_t first_line_length(const char *s)
 {
@@ -61,15 +70,6 @@ static void put_server_message(advlock_text *t, const char *words)
         advlock_text_put(t, ": ");
         advlock_text_putn(t, words, first_line_length(words));
     }
-}
-
-static void put_timeout(advlock_text *t, const advlock_report *r, const char *name, size_t len)
-{
-    advlock_text_put(t, "Could not acquire migration lock for ");
-    put_quoted_name(t, name, len);
-    advlock_text_put(t, " within ");
-    advlock_text_put_seconds(t, r->timeout_ms);
-    advlock_text_put(t, "s.");
 }
 
 static void put_holders(advlock_text *t, const advlock_report *r)
@@ -101,16 +101,12 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
                         const char *words)
 {
     if (r->detail == ADVLOCK_DETAIL_LOST) {
-        advlock_text_put(t, "Lock ");
-        put_quoted_name(t, name, len);
-        advlock_text_put(t, " lost: the connection holding it closed");
+        put_sentence(t, "Lock ", name, len, " lost: the connection holding it closed");
         put_server_message(t, words);
         return;
     }
     advlock_text_put(t, advlock_sql_function(r->sql));
-    advlock_text_put(t, " for ");
-    put_quoted_name(t, name, len);
-    advlock_text_put(t, " ");
+    put_sentence(t, " for ", name, len, " ");
     if (r->failure == ADVLOCK_ENULL) {
         advlock_text_put(t, advlock_sql_answer(r->sql) == ADVLOCK_ANSWER_VOID
                                 ? "returned null (expected void)."
@@ -148,19 +144,17 @@ int advlock_describe(const advlock_report *r, const char *name, size_t len,
     advlock_text_init(&t, buf, size);
     switch (r->outcome) {
     case ADVLOCK_ACQUIRED:
-        if (r->detail == ADVLOCK_DETAIL_CANCEL_TOO_LATE) {
-            advlock_text_put(&t, "Cancel came too late for lock ");
-            put_quoted_name(&t, name, len);
-            advlock_text_put(&t, ": it was granted and is held until the transaction ends.");
-        }
+        if (r->detail == ADVLOCK_DETAIL_CANCEL_TOO_LATE)
+            put_sentence(&t, "Cancel came too late for lock ", name, len,
+                         ": it was granted and is held until the transaction ends.");
         break;
     case ADVLOCK_NOT_HELD:
-        advlock_text_put(&t, "This session held no lock ");
-        put_quoted_name(&t, name, len);
-        advlock_text_put(&t, " to release.");
+        put_sentence(&t, "This session held no lock ", name, len, " to release.");
         break;
     case ADVLOCK_TIMED_OUT:
-        put_timeout(&t, r, name, len);
+        put_sentence(&t, "Could not acquire migration lock for ", name, len, " within ");
+        advlock_text_put_seconds(&t, r->timeout_ms);
+        advlock_text_put(&t, "s.");
         if (r->detail == ADVLOCK_DETAIL_DIAGNOSED) {
             put_holders(&t, r);
         } else if (r->detail == ADVLOCK_DETAIL_DIAGNOSIS_FAILED) {
@@ -170,15 +164,12 @@ int advlock_describe(const advlock_report *r, const char *name, size_t len,
         }
         break;
     case ADVLOCK_CANCELLED:
-        advlock_text_put(&t, "Acquire of lock ");
-        put_quoted_name(&t, name, len);
-        advlock_text_put(&t, " was cancelled.");
+        put_sentence(&t, "Acquire of lock ", name, len, " was cancelled.");
         break;
     case ADVLOCK_FAILED: put_failure(&t, r, name, len, server_message); break;
     case ADVLOCK_ENDS_WITH_TRANSACTION:
-        advlock_text_put(&t, "Lock ");
-        put_quoted_name(&t, name, len);
-        advlock_text_put(&t, " is transaction-scoped: it is released when the transaction ends.");
+        put_sentence(&t, "Lock ", name, len,
+                     " is transaction-scoped: it is released when the transaction ends.");
         break;
     default: break; /* RELEASED, and values from no machine: nothing to say */
     }
