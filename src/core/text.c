@@ -54,7 +54,7 @@ static int is_continuation(unsigned char c)
 
 void advlock_text_putn(advlock_text *t, const char *s, size_t n)
 {
-    if (t->cut || t->size == 0)
+    if (t->cut || t->size == 0 || n == 0)
         return;
     size_t room = t->size - 1 - t->len;
     if (n <= room) {
@@ -174,6 +174,8 @@ static void put_escape(advlock_text *t, const char *prefix, unsigned v)
  * escaped, so a message is always one line of printable, valid UTF-8. */
 void advlock_text_put_key(advlock_text *t, const char *key, size_t len)
 {
+    if (len == 0)
+        return; /* key may be NULL then */
     const unsigned char *k = (const unsigned char *)key;
     size_t start = 0, i = 0;
     while (i < len) {

@@ -454,7 +454,8 @@ static void test_events_of_a_contended_acquire(void **state)
     int warning = pgt_find_event(&seen, ADVLOCK_EVENT_WARNING, 0);
     assert_true(warning >= 0);
     assert_string_equal(seen.messages[warning], "you don't own a lock of type ExclusiveLock");
-    assert_int_equal(seen.events[warning].report->key, f->derived);
+    const advlock_report *warned = seen.events[warning].report;
+    assert_true(warned != NULL && warned->key == f->derived);
     int result = pgt_find_event(&seen, ADVLOCK_EVENT_RESULT, 0);
     assert_true(warning < result);
     assert_int_equal(seen.events[result].result, ADVLOCK_RESULT_FALSE);

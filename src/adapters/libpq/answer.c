@@ -45,8 +45,13 @@ void advlock_pq_answer_clear(advlock_pq_query_ *q)
 void advlock_pq_copy_line(char *out, size_t size, const char *text)
 {
     static const char ellipsis[] = "...";
+    if (size < sizeof ellipsis) { /* every caller's field is larger */
+        if (size > 0)
+            out[0] = '\0';
+        return;
+    }
     size_t n = text != NULL ? strcspn(text, "\n") : 0;
-    int cut = n >= size;
+    int cut = text != NULL && n >= size;
     if (cut) {
         n = size - sizeof ellipsis;
         while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
