@@ -123,7 +123,7 @@ static void test_async_reports_lost_within_one_turn(void **state)
     int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
     assert_true(lost >= 0);
     assert_string_equal(f->seen.messages[lost], r->server_message);
-    assert_true(f->seen.events[lost].report->key == f->derived);
+    assert_true(f->seen.reports[lost].key == f->derived);
     /* The server's FATAL came as a notice first: a warning, then the loss. */
     int warning = pgt_find_event(&f->seen, ADVLOCK_EVENT_WARNING, 0);
     assert_true(warning >= 0 && warning < lost);
