@@ -1,0 +1,72 @@
+"""advlock: PostgreSQL advisory locks by name, from Python.
+
+The lock logic is advlock's sans-I/O core in C (libadvlock.so), loaded with
+ctypes; this package only feeds it the time and the server's answers and
+performs what it asks: run a statement, sleep, cancel a statement, done.
+
+    import advlock
+
+    # asyncpg (asyncio)
+    async with advlock.lock(conn, "migrations", timeout=30):
+        ...
+    # psycopg 3, blocking (or psycopg.AsyncConnection with `async with`)
+    with advlock.lock(conn, "migrations", timeout=30):
+        ...
+
+Options, named as in C's advlock_options: mode=advlock.SHARED,
+scope=advlock.TRANSACTION, wait=advlock.WAIT_SERVER,
+backoff=advlock.FULL_JITTER, clip_to_deadline=True, diagnose=True,
+jitter_seed=N. Failures raise LockTimeout (a TimeoutError: "Could not
+acquire migration lock for '<name>' within <seconds>s."), LockFailed, and
+asyncio.CancelledError for a cancelled task; CallError for refused calls.
+advlock.fake holds the fake database, clock and simulator for deterministic
+tests. docs/python.md has the whole story.
+"""
+
+from ._machine import (Backoff, Detail, Failure, Machine, Mode, Options, Outcome, Report,
+                       Scope, Sql, Wait, derive_key, escape_name, format_seconds, now_ms,
+                       strerror)
+from ._loop import AsyncLock, Lock
+from .errors import CallError, LockCancelled, LockError, LockFailed, LockTimeout
+
+__version__ = "0.2.0"
+
+EXCLUSIVE, SHARED = Mode.EXCLUSIVE, Mode.SHARED
+SESSION, TRANSACTION = Scope.SESSION, Scope.TRANSACTION
+WAIT_POLL, WAIT_SERVER = Wait.POLL, Wait.SERVER
+REFERENCE, FULL_JITTER = Backoff.REFERENCE, Backoff.FULL_JITTER
+
+
+def lock(conn, name, timeout=None, options=None, **option_kwargs):
+    """A lock named `name` (str, or UTF-8 bytes) on connection `conn`.
+
+    conn: an asyncpg Connection or a psycopg (3) AsyncConnection, giving an
+        AsyncLock (`async with`, `await .acquire()`, `await .release()`), or
+        a blocking psycopg Connection, giving a Lock (`with`, `.acquire()`,
+        `.release()`).
+    timeout: seconds to keep trying (int or float; 0 tries once; None, the
+        default, never gives up).
+    options: an advlock.Options, and/or its fields as keywords (mode, scope,
+        wait, backoff, clip_to_deadline, diagnose, jitter_seed).
+
+    Creating the lock sends nothing. Raises TypeError for another kind of
+    connection.
+    """
+    module = type(conn).__module__
+    if module.startswith("asyncpg"):
+        from . import asyncpg_driver
+        return asyncpg_driver.lock(conn, name, timeout, options, **option_kwargs)
+    if module.startswith("psycopg"):
+        from . import psycopg_driver
+        return psycopg_driver.lock(conn, name, timeout, options, **option_kwargs)
+    raise TypeError("advlock.lock: an asyncpg or psycopg connection, not %s.%s"
+                    % (module, type(conn).__name__))
+
+
+__all__ = [
+    "lock", "Lock", "AsyncLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
+    "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
+    "format_seconds", "now_ms", "strerror", "LockError", "LockTimeout", "LockFailed",
+    "LockCancelled", "CallError", "EXCLUSIVE", "SHARED", "SESSION", "TRANSACTION",
+    "WAIT_POLL", "WAIT_SERVER", "REFERENCE", "FULL_JITTER",
+]

@@ -1,0 +1,391 @@
+"""The C ABI of libadvlock and libadvlock_fake, mirrored with ctypes.
+
+This module is the one place that knows the headers' layouts and the
+libraries' symbols: include/advlock.h and include/advlock_fake.h are the
+source of truth, and python/tests/test_layout.py checks every mirror below
+against sizes and offsets a C program compiled from those headers reports.
+When a header changes, this file is the one edit.
+
+Libraries are found, in order:
+  1. ADVLOCK_LIBRARY (path of libadvlock.so) and ADVLOCK_FAKE_LIBRARY
+     (default: libadvlock_fake.so beside ADVLOCK_LIBRARY);
+  2. the source tree's build directory: ADVLOCK_BUILD (default "build")
+     under the checkout this package sits in (python/advlock/..);
+  3. the prefix `make install-python` recorded in advlock/_installed.py;
+  4. the dynamic linker's search path (libadvlock.so.0).
+No compiler is involved: the libraries are loaded as they are (ABI mode).
+"""
+
+import ctypes
+import os
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int64, c_size_t,
+                    c_uint8, c_uint32, c_uint64, c_void_p)
+
+INT64_MAX = (1 << 63) - 1
+
+# ---- advlock.h: enums (plain ints; the public IntEnums live in _machine) ----
+
+ADVLOCK_OK = 0
+ADVLOCK_EINVAL = -1
+ADVLOCK_EUTF8 = -2
+ADVLOCK_EMISUSE = -3
+ADVLOCK_ECRYPTO = -4
+
+ACTION_NONE, ACTION_QUERY, ACTION_SLEEP, ACTION_DONE, ACTION_CANCEL_QUERY = range(5)
+ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS = range(3)
+RESULT_TRUE, RESULT_FALSE, RESULT_NULL, RESULT_SERVER_ERROR, RESULT_CONNECTION_LOST = range(5)
+SQL_COUNT = 11
+KEY_ECHO_MAX = 512
+MESSAGE_MAX = 1024
+MACHINE_SIZE = 256
+
+# ---- advlock.h: structures -------------------------------------------------
+
+
+class Report(Structure):
+    """advlock_report."""
+    _fields_ = [
+        ("outcome", c_int),
+        ("failure", c_int),
+        ("sql", c_int),
+        ("detail", c_int),
+        ("sqlstate", c_char * 6),
+        ("key", c_int64),
+        ("timeout_ms", c_int64),
+        ("elapsed_ms", c_int64),
+        ("attempts", c_uint64),
+        ("holder_pid", c_int),
+        ("other_holders", c_int),
+        ("holder_seconds", c_int64),
+        ("holder_state", c_int),
+        ("holder_application", c_char * 64),
+    ]
+
+
+class Action(Structure):
+    """advlock_action (sql_text kept as a raw pointer: drivers use the table)."""
+    _fields_ = [
+        ("kind", c_int),
+        ("sql", c_int),
+        ("sql_text", c_void_p),
+        ("param", c_int64),
+        ("wake_at_ms", c_int64),
+        ("sleep_ms", c_int64),
+        ("report", POINTER(Report)),
+    ]
+
+
+class Event(Structure):
+    """advlock_event."""
+    _fields_ = [
+        ("kind", c_int),
+        ("now_ms", c_int64),
+        ("report", POINTER(Report)),
+        ("result", c_int),
+        ("sleep_ms", c_int64),
+        ("message", c_char_p),
+    ]
+
+
+EVENT_FN = CFUNCTYPE(None, c_void_p, POINTER(Event))
+RANDOM_FN = CFUNCTYPE(c_uint64, c_void_p)
+
+
+class Options(Structure):
+    """advlock_options."""
+    _fields_ = [
+        ("mode", c_int),
+        ("scope", c_int),
+        ("wait", c_int),
+        ("backoff", c_int),
+        ("clip_to_deadline", c_int),
+        ("diagnose", c_int),
+        ("jitter_seed", c_uint64),
+        ("random", RANDOM_FN),
+        ("random_user", c_void_p),
+        ("on_event", EVENT_FN),
+        ("event_user", c_void_p),
+    ]
+
+
+class Holder(Structure):
+    """advlock_holder."""
+    _fields_ = [
+        ("pid", c_int),
+        ("granted", c_int),
+        ("mode", c_char_p),
+        ("application_name", c_char_p),
+        ("client", c_char_p),
+        ("state", c_char_p),
+        ("backend_start", c_char_p),
+        ("seconds", c_int64),
+    ]
+
+
+class MachineStorage(Structure):
+    """advlock_machine: 256 opaque, 8-byte aligned bytes, touched only
+    through the library's functions."""
+    _fields_ = [("bytes_", c_uint64 * (MACHINE_SIZE // 8))]
+
+
+# ---- advlock_fake.h ----------------------------------------------------------
+
+FAKE_TEXT_MAX = 160
+SIM_SIZE = 384 * 1024
+SIM_VIOLATION = 1
+OUTCOME_COUNT = 7
+
+
+class Prng(Structure):
+    """advlock_prng."""
+    _fields_ = [("s_", c_uint64 * 4)]
+
+
+class FakeClock(Structure):
+    """advlock_fake_clock (a plain value)."""
+    _fields_ = [("now_ms_", c_int64), ("skew_ms_", c_int64), ("stall_until_ms_", c_int64),
+                ("frozen_ms_", c_int64), ("stalled_ms_", c_int64), ("jumped_ms_", c_int64)]
+
+
+class FakeResult(Structure):
+    """advlock_fake_result."""
+    _fields_ = [
+        ("status", c_int),
+        ("command_tag", c_char * 16),
+        ("sqlstate", c_char * 6),
+        ("message", c_char * FAKE_TEXT_MAX),
+        ("warning_sqlstate", c_char * 6),
+        ("warning", c_char * FAKE_TEXT_MAX),
+    ]
+
+
+class FakeLockRow(Structure):
+    """advlock_fake_lock_row."""
+    _fields_ = [("pid", c_int), ("key", c_int64), ("mode", c_int), ("granted", c_int)]
+
+
+class Latency(Structure):
+    """advlock_fake_latency."""
+    _fields_ = [("min_ms", c_int64), ("max_ms", c_int64), ("tail_ppm", c_uint32),
+                ("tail_max_ms", c_int64)]
+
+
+class Faults(Structure):
+    """advlock_fake_faults."""
+    _fields_ = [
+        ("null_ppm", c_uint32), ("error_ppm", c_uint32), ("drop_before_ppm", c_uint32),
+        ("drop_after_ppm", c_uint32), ("drop_detect_max_ms", c_int64), ("kill_ppm", c_uint32),
+        ("kill_within_ms", c_int64), ("stall_ppm", c_uint32), ("stall_max_ms", c_int64),
+        ("jump_ppm", c_uint32), ("jump_max_ms", c_int64),
+    ]
+
+
+class SimStep(Structure):
+    """advlock_sim_step."""
+    _fields_ = [("kind", c_int), ("lock_name", c_char_p), ("timeout_ms", c_int64),
+                ("cancel_after_ms", c_int64), ("pause_ms", c_int64)]
+
+
+class SimDone(Structure):
+    """advlock_sim_done."""
+    _fields_ = [
+        ("step", SimStep),
+        ("report", Report),
+        ("error", c_int),
+        ("command_tag", c_char * 16),
+        ("server_message", c_char * FAKE_TEXT_MAX),
+        ("cancel_sent", c_int),
+        ("started_ms", c_int64),
+        ("ended_ms", c_int64),
+    ]
+
+
+SIM_TRACE_FN = CFUNCTYPE(None, c_void_p, POINTER(c_char), c_size_t)
+
+
+class SimConfig(Structure):
+    """advlock_sim_config."""
+    _fields_ = [("seed", c_uint64), ("start_ms", c_int64), ("latency", Latency),
+                ("faults", Faults), ("max_virtual_ms", c_int64), ("trace", SIM_TRACE_FN),
+                ("trace_user", c_void_p)]
+
+
+class SimStats(Structure):
+    """advlock_sim_stats."""
+    _fields_ = [("events", c_uint64), ("queries", c_uint64),
+                ("outcomes", c_uint64 * OUTCOME_COUNT), ("faults", c_uint64),
+                ("waits", c_uint64), ("cancels", c_uint64), ("end_ms", c_int64)]
+
+
+class SimStorage(Structure):
+    """advlock_sim: ADVLOCK_SIM_SIZE opaque bytes, 8-byte aligned."""
+    _fields_ = [("bytes_", c_uint64 * (SIM_SIZE // 8))]
+
+
+# ---- loading -----------------------------------------------------------------
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates(soname, env):
+    explicit = os.environ.get(env)
+    if explicit:
+        return [explicit]
+    out = []
+    core = os.environ.get("ADVLOCK_LIBRARY")
+    if core and soname != "libadvlock.so":
+        out.append(os.path.join(os.path.dirname(core), soname))
+    tree = os.path.normpath(os.path.join(_HERE, "..", ".."))
+    if os.path.exists(os.path.join(tree, "include", "advlock.h")):
+        out.append(os.path.join(tree, os.environ.get("ADVLOCK_BUILD", "build"), soname))
+    try:
+        from . import _installed  # written by `make install-python`
+        out.append(os.path.join(_installed.LIBDIR, soname + ".0"))
+    except ImportError:
+        pass
+    out.append(soname + ".0")
+    return out
+
+
+def _load(soname, env):
+    errors = []
+    for path in _candidates(soname, env):
+        if os.sep in path and not os.path.exists(path):
+            errors.append(path + ": no such file")
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as exc:
+            errors.append(str(exc))
+    raise ImportError("advlock: cannot load %s (set ADVLOCK_LIBRARY, or build it with make): %s"
+                      % (soname, "; ".join(errors)))
+
+
+def _declare(lib, table):
+    for name, restype, argtypes in table:
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+M = POINTER(MachineStorage)
+
+core = _load("libadvlock.so", "ADVLOCK_LIBRARY")
+_declare(core, [
+    ("advlock_strerror", c_char_p, [c_int]),
+    ("advlock_derive_key", c_int, [c_char_p, c_size_t, POINTER(c_int64)]),
+    ("advlock_utf8_valid", c_int, [c_char_p, c_size_t]),
+    ("advlock_sql_text", c_char_p, [c_int]),
+    ("advlock_sql_answer", c_int, [c_int]),
+    ("advlock_outcome_name", c_char_p, [c_int]),
+    ("advlock_backend_state_name", c_char_p, [c_int]),
+    ("advlock_describe", c_int, [POINTER(Report), c_char_p, c_size_t, c_char_p, c_char_p,
+                                 c_size_t]),
+    ("advlock_escape_name", c_int, [c_char_p, c_size_t, c_char_p, c_size_t]),
+    ("advlock_options_init", None, [POINTER(Options)]),
+    ("advlock_machine_init", None, [M]),
+    ("advlock_set_options", c_int, [M, POINTER(Options)]),
+    ("advlock_start_acquire", c_int, [M, c_char_p, c_size_t, c_int64, c_int64]),
+    ("advlock_start_acquire_key", c_int, [M, c_int64, c_int64, c_int64]),
+    ("advlock_start_release", c_int, [M, c_char_p, c_size_t, c_int64]),
+    ("advlock_start_release_key", c_int, [M, c_int64, c_int64]),
+    ("advlock_on_result", c_int, [M, c_int, c_char_p, c_char_p, c_int64]),
+    ("advlock_on_cancel_sent", c_int, [M, c_int64]),
+    ("advlock_on_holders", c_int, [M, POINTER(Holder), c_size_t, c_int64]),
+    ("advlock_on_timer", c_int, [M, c_int64]),
+    ("advlock_cancel", c_int, [M, c_int64]),
+    ("advlock_next_action", Action, [M]),
+    ("advlock_format_seconds", c_int, [c_int64, c_char_p, c_size_t]),
+])
+
+_fake = None
+
+
+def fake():
+    """Loads libadvlock_fake on first use (the drivers never need it).
+    Raises ImportError when it cannot be found."""
+    global _fake
+    if _fake is not None:
+        return _fake
+    lib = _load("libadvlock_fake.so", "ADVLOCK_FAKE_LIBRARY")
+    DB = POINTER(FakeDB)
+    S = POINTER(SimStorage)
+    _declare(lib, [
+        ("advlock_prng_seed", None, [POINTER(Prng), c_uint64]),
+        ("advlock_prng_next", c_uint64, [POINTER(Prng)]),
+        ("advlock_prng_below", c_uint64, [POINTER(Prng), c_uint64]),
+        ("advlock_prng_between", c_int64, [POINTER(Prng), c_int64, c_int64]),
+        ("advlock_prng_chance", c_int, [POINTER(Prng), c_uint32]),
+        ("advlock_fake_clock_init", None, [POINTER(FakeClock), c_int64]),
+        ("advlock_fake_clock_now", c_int64, [POINTER(FakeClock)]),
+        ("advlock_fake_clock_read", c_int64, [POINTER(FakeClock)]),
+        ("advlock_fake_clock_advance_to", c_int, [POINTER(FakeClock), c_int64]),
+        ("advlock_fake_clock_stall", c_int, [POINTER(FakeClock), c_int64]),
+        ("advlock_fake_clock_jump", c_int, [POINTER(FakeClock), c_int64]),
+        ("advlock_fake_db_init", None, [DB]),
+        ("advlock_fake_db_set_time", None, [DB, c_int64]),
+        ("advlock_fake_db_connect", c_int, [DB, POINTER(c_int)]),
+        ("advlock_fake_db_close", c_int, [DB, c_int]),
+        ("advlock_fake_db_is_open", c_int, [DB, c_int]),
+        ("advlock_fake_db_exec", c_int, [DB, c_int, c_char_p, POINTER(c_int64),
+                                         POINTER(FakeResult)]),
+        ("advlock_fake_db_poll", c_int, [DB, c_int, POINTER(FakeResult)]),
+        ("advlock_fake_db_is_waiting", c_int, [DB, c_int]),
+        ("advlock_fake_db_wait_state", c_int, [DB, c_int]),
+        ("advlock_fake_db_cancel", c_int, [DB, c_int]),
+        ("advlock_fake_db_check_deadlock", c_int, [DB, c_int]),
+        ("advlock_fake_db_holds", c_int, [DB, c_int, c_int64, c_int, POINTER(c_int),
+                                          POINTER(c_int)]),
+        ("advlock_fake_db_lock_rows", c_size_t, [DB, POINTER(FakeLockRow), c_size_t]),
+        ("advlock_fake_db_holders", c_size_t, [DB, c_int, c_int64, POINTER(Holder), c_size_t]),
+        ("advlock_fake_db_check", c_int, [DB, c_char_p, c_size_t]),
+        ("advlock_sim_config_default", None, [POINTER(SimConfig)]),
+        ("advlock_sim_init", c_int, [S, POINTER(SimConfig)]),
+        ("advlock_sim_add_script", c_int, [S, POINTER(SimStep), c_size_t, POINTER(SimDone)]),
+        ("advlock_sim_set_options", c_int, [S, c_int, POINTER(Options)]),
+        ("advlock_sim_run", c_int, [S]),
+        ("advlock_sim_violation", c_char_p, [S]),
+        ("advlock_sim_get_stats", SimStats, [S]),
+        ("advlock_sim_db", POINTER(FakeDB), [S]),
+        ("advlock_sim_client_pid", c_int, [S, c_int]),
+        ("advlock_sim_now", c_int64, [S]),
+    ])
+    _fake = lib
+    return lib
+
+
+# advlock_fake_db's private parts, mirrored only so that its size is right.
+FAKE_MAX_SESSIONS = 256
+FAKE_MAX_LOCKS = 1024
+FAKE_MAX_HOLDS = 2048
+
+
+class _FakeSession(Structure):
+    _fields_ = [("ints_", c_int * 9), ("times_", c_int64 * 3)]
+
+
+class _FakeLock(Structure):
+    _fields_ = [("key_", c_int64), ("in_use_", c_int), ("granted_", c_int * 2),
+                ("waiting_", c_int * 2), ("holders_", c_int)]
+
+
+class _FakeHold(Structure):
+    _fields_ = [("session_", c_int), ("lock_", c_int), ("count_", c_int * 4)]
+
+
+class FakeDB(Structure):
+    """advlock_fake_db: storage touched only through the library."""
+    _fields_ = [("sessions_", _FakeSession * FAKE_MAX_SESSIONS),
+                ("locks_", _FakeLock * FAKE_MAX_LOCKS), ("holds_", _FakeHold * FAKE_MAX_HOLDS),
+                ("next_pid_", c_int), ("now_ms_", c_int64), ("used_", c_int * 3)]
+
+
+# Every mirrored type, by its C name: the layout test walks this.
+MIRRORS = {
+    "advlock_report": Report, "advlock_action": Action, "advlock_event": Event,
+    "advlock_options": Options, "advlock_holder": Holder, "advlock_machine": MachineStorage,
+    "advlock_prng": Prng, "advlock_fake_clock": FakeClock, "advlock_fake_result": FakeResult,
+    "advlock_fake_lock_row": FakeLockRow, "advlock_fake_latency": Latency,
+    "advlock_fake_faults": Faults, "advlock_fake_db": FakeDB, "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,
+    "advlock_sim_config": SimConfig, "advlock_sim_stats": SimStats, "advlock_sim": SimStorage,
+}

@@ -1,0 +1,288 @@
+"""The driving loops: the machine's actions performed, blocking or on
+asyncio, over a small client object that knows one wire library.
+
+A client provides:
+    run(sql, param)    blocking clients: run statement `sql` (an advlock_sql
+                       id) with $1 = param; return the answer (below)
+    start(sql, param)  asyncio clients: the same as a Task giving the answer
+    cancel()           ask the server to cancel the statement in flight
+                       (blocking clients: from another thread)
+An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
+(result, sqlstate, message) for an error or a lost connection, or a list
+of holder rows for the holders query. Every decision is the machine's: the
+loops only wait for what an action asks for and report what happened.
+"""
+
+import asyncio
+import threading
+import time
+
+from . import _binding as B
+from ._machine import (INT64_MAX, Machine, Options, Outcome, final_report, now_ms,
+                       raise_for, timeout_ms)
+
+_lib = B.core
+QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
+    B.ACTION_CANCEL_QUERY
+
+
+def _feed(m, answer):
+    if answer.__class__ is int:
+        rc = _lib.advlock_on_result(m._m, answer, None, None, now_ms())
+        if rc:
+            m.on_result(answer)  # raises CallError with the core's words
+    elif answer.__class__ is list:
+        m.on_holders(answer)
+    else:
+        m.on_result(*answer)
+
+
+# ---- blocking ------------------------------------------------------------------
+
+
+def _run_with_deadline(m, client, action):
+    """A server-side wait: the statement blocks on this thread while a
+    watchdog thread calls the timer at each wake_at_ms and sends the cancels
+    the machine asks for. One lock keeps the machine to one thread at a time."""
+    guard = threading.Lock()
+    finished = threading.Event()
+    wake = [action.wake_at_ms]
+
+    def watch():
+        while not finished.wait(max(0, wake[0] - now_ms()) / 1000):
+            with guard:
+                if finished.is_set():
+                    return
+                m.on_timer()
+                a = m.next_action()
+                if a.kind == CANCEL_QUERY:
+                    try:
+                        client.cancel()
+                    finally:
+                        m.on_cancel_sent()
+                    a = m.next_action()
+                wake[0] = a.wake_at_ms
+
+    watchdog = threading.Thread(target=watch, name="advlock-deadline", daemon=True)
+    watchdog.start()
+    try:
+        answer = client.run(action.sql, action.param)
+    finally:
+        with guard:
+            finished.set()
+        watchdog.join()
+    return answer
+
+
+def drive(m, client, name):
+    """Runs the started operation to its end on this thread; returns the
+    final Report. A KeyboardInterrupt during a sleep cancels the acquire
+    (the machine ends it CANCELLED) and is re-raised."""
+    interrupted = None
+    while True:
+        a = m.next_action()
+        kind = a.kind
+        if kind == QUERY:
+            if a.wake_at_ms == INT64_MAX:
+                _feed(m, client.run(a.sql, a.param))
+            else:
+                _feed(m, _run_with_deadline(m, client, a))
+        elif kind == SLEEP:
+            try:
+                delay = a.wake_at_ms - now_ms()
+                if delay > 0:
+                    time.sleep(delay / 1000)
+                m.on_timer()
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+                m.cancel()
+        elif kind == DONE:
+            report = final_report(a, name, m.server_message)
+            if interrupted is not None:
+                raise interrupted
+            return report
+        else:  # CANCEL_QUERY outside a wait, or NONE: not for this loop
+            raise RuntimeError("advlock: unexpected action %d" % kind)
+
+
+# ---- asyncio ---------------------------------------------------------------------
+
+
+async def drive_async(m, client, name):
+    """Runs the started operation to its end on the running loop; returns
+    the final Report. Cancelling the awaiting task (task.cancel(),
+    asyncio.timeout) cancels the acquire through the machine: the statement
+    in flight is awaited to its answer, a lock granted in the race is
+    unlocked, and then the CancelledError is re-raised (chained to a
+    LockError if the operation failed meanwhile). A release is not
+    cancelled: it runs to its end before the CancelledError goes on."""
+    cancelled = None
+    a = m.next_action()
+    while True:
+        kind = a.kind
+        if kind == QUERY:
+            fut = client.start(a.sql, a.param)
+            while not fut.done():
+                if a.kind == CANCEL_QUERY:
+                    try:
+                        client.cancel()
+                    finally:
+                        m.on_cancel_sent()
+                    a = m.next_action()
+                    continue
+                try:
+                    if a.wake_at_ms == INT64_MAX:
+                        await asyncio.shield(fut)
+                    else:
+                        delay = max(0, a.wake_at_ms - now_ms()) / 1000
+                        await asyncio.wait((fut,), timeout=delay)
+                        if not fut.done():
+                            m.on_timer()
+                except asyncio.CancelledError as exc:
+                    if fut.cancelled():
+                        raise
+                    cancelled = exc
+                    m.cancel()
+                a = m.next_action()
+            _feed(m, fut.result())
+        elif kind == SLEEP:
+            try:
+                delay = a.wake_at_ms - now_ms()
+                await asyncio.sleep(delay / 1000 if delay > 0 else 0)
+                m.on_timer()
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+                m.cancel()
+        elif kind == DONE:
+            report = final_report(a, name, m.server_message)
+            if cancelled is not None:
+                try:
+                    raise_for(report, name)
+                except Exception as failure:
+                    if report.outcome != Outcome.CANCELLED:
+                        raise cancelled from failure
+                raise cancelled
+            return report
+        else:
+            raise RuntimeError("advlock: unexpected action %d" % kind)
+        a = m.next_action()
+
+
+# ---- the lock objects ----------------------------------------------------------------
+
+
+class _LockBase:
+    __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
+                 "release_report")
+
+    def __init__(self, client, name, timeout=None, options=None, **option_kwargs):
+        self._client = client
+        self.name = name
+        self.timeout = timeout
+        self.options = Options.coerce(options, **option_kwargs)
+        self._machine = Machine(self.options)
+        self.report = None          # the last acquire's Report
+        self.release_report = None  # the last release's Report
+
+    @property
+    def held(self):
+        """True between a successful acquire and its release."""
+        r = self.report
+        return r is not None and r._c.outcome == Outcome.ACQUIRED and self.release_report is None
+
+    @property
+    def key(self):
+        """The lock's bigint key (derived by the core)."""
+        if self.report is not None:
+            return self.report.key
+        from ._machine import derive_key
+        return derive_key(self.name)
+
+    def _start_acquire(self):
+        self.release_report = None
+        self._machine.start_acquire(self.name, timeout_ms(self.timeout))
+
+    def _start_release(self):
+        r = self.report
+        if r is not None and r._c.outcome == Outcome.ACQUIRED:
+            self._machine.start_release_key(r._c.key)
+        else:
+            self._machine.start_release(self.name)
+
+    def _finish_acquire(self, report):
+        self.report = report
+        raise_for(report, self.name)
+        return report
+
+    def _finish_release(self, report):
+        self.release_report = report
+        raise_for(report, self.name)
+        return report
+
+    def __repr__(self):
+        return "<%s %r %s>" % (type(self).__name__, self.name,
+                               "held" if self.held else "not held")
+
+
+class Lock(_LockBase):
+    """A lock on a blocking connection. acquire() and release(), or
+    `with lock:`. See advlock.lock()."""
+
+    __slots__ = ()
+
+    def acquire(self):
+        """Takes the lock as the options say, within self.timeout seconds
+        (None: no limit). Returns the Report (outcome ACQUIRED). Raises
+        LockTimeout (TIMED_OUT, the reference's message), LockFailed (NULL
+        answer, server error, lost connection), CallError (the name is not
+        UTF-8, or an operation is under way), KeyboardInterrupt (after the
+        machine cancelled the acquire)."""
+        self._start_acquire()
+        return self._finish_acquire(drive(self._machine, self._client, self.name))
+
+    def release(self):
+        """Releases what acquire() took (by its key, no second hash), or one
+        hold of the name if nothing was acquired through this object.
+        Returns the Report: RELEASED, NOT_HELD (a value, not an error) or
+        ENDS_WITH_TRANSACTION. Raises LockFailed on a server error or a lost
+        connection."""
+        self._start_release()
+        return self._finish_release(drive(self._machine, self._client, self.name))
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+
+class AsyncLock(_LockBase):
+    """A lock on an asyncio connection. await acquire() and release(), or
+    `async with lock:`. See advlock.lock()."""
+
+    __slots__ = ()
+
+    async def acquire(self):
+        """Takes the lock as the options say, within self.timeout seconds
+        (None: no limit). Returns the Report (outcome ACQUIRED). Raises
+        LockTimeout, LockFailed, CallError as Lock.acquire does, and
+        asyncio.CancelledError when the task is cancelled (the machine has
+        then cancelled the acquire: no lock is left held)."""
+        self._start_acquire()
+        return self._finish_acquire(await drive_async(self._machine, self._client, self.name))
+
+    async def release(self):
+        """As Lock.release(); runs to its end even if the task is cancelled
+        meanwhile (the CancelledError is raised afterwards)."""
+        self._start_release()
+        return self._finish_release(await drive_async(self._machine, self._client, self.name))
+
+    async def __aenter__(self):
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.release()
+        return False

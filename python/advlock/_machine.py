@@ -1,0 +1,360 @@
+"""The lock machine, wrapped: one advlock_machine per object, driven only
+through the library's functions. No lock logic here: this module turns
+Python values into the core's inputs and its reports into Python values."""
+
+import enum
+import time
+from ctypes import byref, c_int64, create_string_buffer, pointer
+
+from . import _binding as B
+from .errors import CallError, LockCancelled, LockError, LockFailed, LockTimeout
+
+INT64_MAX = B.INT64_MAX
+_lib = B.core
+
+
+class Mode(enum.IntEnum):
+    """advlock_mode."""
+    EXCLUSIVE = 0
+    SHARED = 1
+
+
+class Scope(enum.IntEnum):
+    """advlock_scope."""
+    SESSION = 0
+    TRANSACTION = 1
+
+
+class Wait(enum.IntEnum):
+    """advlock_wait."""
+    POLL = 0
+    SERVER = 1
+
+
+class Backoff(enum.IntEnum):
+    """advlock_backoff."""
+    REFERENCE = 0
+    FULL_JITTER = 1
+
+
+class Outcome(enum.IntEnum):
+    """advlock_outcome."""
+    ACQUIRED = 0
+    RELEASED = 1
+    NOT_HELD = 2
+    TIMED_OUT = 3
+    CANCELLED = 4
+    FAILED = 5
+    ENDS_WITH_TRANSACTION = 6
+
+
+class Failure(enum.IntEnum):
+    """advlock_failure."""
+    NONE = 0
+    ENULL = -5
+    ESERVER = -6
+    ECONNLOST = -7
+
+
+class Detail(enum.IntEnum):
+    """advlock_detail."""
+    NONE = 0
+    CANCEL_TOO_LATE = 1
+    UNDO_CANCELLED = 2
+    UNDO_AFTER_DEADLINE = 3
+    UNDO_AFTER_57014 = 4
+    DIAGNOSED = 5
+    DIAGNOSIS_FAILED = 6
+    LOST = 7
+
+
+class Sql(enum.IntEnum):
+    """advlock_sql: the rows of the core's one SQL table."""
+    TRY_LOCK = 0
+    UNLOCK = 1
+    TRY_LOCK_SHARED = 2
+    UNLOCK_SHARED = 3
+    TRY_XACT_LOCK = 4
+    TRY_XACT_LOCK_SHARED = 5
+    LOCK = 6
+    LOCK_SHARED = 7
+    XACT_LOCK = 8
+    XACT_LOCK_SHARED = 9
+    HOLDERS = 10
+
+
+# The SQL table, read once from the library: (text, answer kind) by id.
+SQL_TEXT = tuple(_lib.advlock_sql_text(i).decode() for i in range(B.SQL_COUNT))
+SQL_ANSWER = tuple(_lib.advlock_sql_answer(i) for i in range(B.SQL_COUNT))
+
+
+def now_ms():
+    """The caller's clock the machine is fed: time.monotonic() in ms."""
+    return time.monotonic_ns() // 1000000
+
+
+def strerror(code):
+    """advlock_strerror: the words for an advlock_error or advlock_failure."""
+    return _lib.advlock_strerror(code).decode()
+
+
+def _check(rc):
+    if rc != 0:
+        raise CallError(rc, strerror(rc))
+
+
+def _encode(name):
+    if isinstance(name, str):
+        return name.encode("utf-8")
+    if isinstance(name, (bytes, bytearray, memoryview)):
+        return bytes(name)
+    raise TypeError("a lock name is str or bytes, not %s" % type(name).__name__)
+
+
+def derive_key(name):
+    """The bigint key for a lock name (str, or UTF-8 bytes): SHA-256 of
+    "74726:" + name, first 8 bytes big-endian, signed. Raises CallError
+    (code ADVLOCK_EUTF8) for bytes that are not well-formed UTF-8, and
+    UnicodeEncodeError for a str holding lone surrogates."""
+    raw = _encode(name)
+    out = c_int64()
+    _check(_lib.advlock_derive_key(raw, len(raw), byref(out)))
+    return out.value
+
+
+def format_seconds(ms):
+    """A millisecond duration as the reference prints TotalSeconds
+    (30000 -> "30", 500 -> "0.5")."""
+    buf = create_string_buffer(32)
+    rc = _lib.advlock_format_seconds(int(ms), buf, 32)
+    if rc < 0:
+        raise CallError(rc, strerror(rc))
+    return buf.value.decode()
+
+
+def escape_name(name):
+    """A lock name as messages show it: one printable line."""
+    raw = _encode(name)
+    buf = create_string_buffer(B.MESSAGE_MAX)
+    _lib.advlock_escape_name(raw, len(raw), buf, B.MESSAGE_MAX)
+    return buf.value.decode()
+
+
+class Report:
+    """An operation's report (advlock_report), copied out of the machine:
+    facts only. describe() renders the core's sentence.
+
+    Fields, as in C: outcome (Outcome), failure (Failure), sql (Sql),
+    detail (Detail), sqlstate (str), key, timeout_ms, elapsed_ms, attempts,
+    holder_pid, other_holders, holder_seconds, holder_state (pg_stat_activity
+    word), holder_application.
+    """
+
+    __slots__ = ("_c", "name", "server_message")
+
+    def __init__(self, c_report, name=None, server_message=None):
+        self._c = c_report
+        self.name = name
+        self.server_message = server_message
+
+    outcome = property(lambda self: Outcome(self._c.outcome))
+    failure = property(lambda self: Failure(self._c.failure))
+    sql = property(lambda self: Sql(self._c.sql))
+    detail = property(lambda self: Detail(self._c.detail))
+    sqlstate = property(lambda self: self._c.sqlstate.decode())
+    key = property(lambda self: self._c.key)
+    timeout_ms = property(lambda self: self._c.timeout_ms)
+    elapsed_ms = property(lambda self: self._c.elapsed_ms)
+    attempts = property(lambda self: self._c.attempts)
+    holder_pid = property(lambda self: self._c.holder_pid)
+    other_holders = property(lambda self: self._c.other_holders)
+    holder_seconds = property(lambda self: self._c.holder_seconds)
+    holder_state = property(
+        lambda self: _lib.advlock_backend_state_name(self._c.holder_state).decode())
+    holder_application = property(
+        lambda self: self._c.holder_application.decode("utf-8", "replace"))
+
+    def describe(self, name=None, server_message=None):
+        """advlock_describe: the sentence for this report ("" for ACQUIRED
+        and RELEASED without a detail). name defaults to the name the
+        operation was started with, server_message to the driver's words."""
+        if name is None:
+            name = self.name if self.name is not None else ""
+        if server_message is None:
+            server_message = self.server_message
+        raw = _encode(name)
+        msg = None if server_message is None else _encode(server_message)
+        buf = create_string_buffer(B.MESSAGE_MAX)
+        _lib.advlock_describe(pointer(self._c), raw, len(raw), msg, buf, B.MESSAGE_MAX)
+        return buf.value.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "<advlock.Report %s key=%d attempts=%d elapsed_ms=%d%s>" % (
+            self.outcome.name, self.key, self.attempts, self.elapsed_ms,
+            "" if self._c.outcome != Outcome.FAILED else " sqlstate=%r" % self.sqlstate)
+
+
+class Options:
+    """advlock_options, with the C field names. Defaults are the reference:
+    exclusive, session scope, polling, the reference schedule.
+
+    mode: Mode.EXCLUSIVE or Mode.SHARED
+    scope: Scope.SESSION or Scope.TRANSACTION
+    wait: Wait.POLL or Wait.SERVER (pg_advisory_lock, cancelled at the deadline)
+    backoff: Backoff.REFERENCE or Backoff.FULL_JITTER
+    clip_to_deadline, diagnose: bool
+    jitter_seed: int (the machine's splitmix64 seed for jitter)
+    """
+
+    __slots__ = ("mode", "scope", "wait", "backoff", "clip_to_deadline", "diagnose",
+                 "jitter_seed")
+
+    def __init__(self, mode=Mode.EXCLUSIVE, scope=Scope.SESSION, wait=Wait.POLL,
+                 backoff=Backoff.REFERENCE, clip_to_deadline=False, diagnose=False,
+                 jitter_seed=0):
+        self.mode = Mode(mode)
+        self.scope = Scope(scope)
+        self.wait = Wait(wait)
+        self.backoff = Backoff(backoff)
+        self.clip_to_deadline = bool(clip_to_deadline)
+        self.diagnose = bool(diagnose)
+        self.jitter_seed = int(jitter_seed)
+
+    @classmethod
+    def coerce(cls, options=None, **kw):
+        """Options from an Options object and/or keyword overrides."""
+        if options is None:
+            return cls(**kw)
+        if not kw:
+            return options
+        merged = {f: getattr(options, f) for f in cls.__slots__}
+        merged.update(kw)
+        return cls(**merged)
+
+    def to_c(self):
+        """The advlock_options struct for these options."""
+        o = B.Options()
+        _lib.advlock_options_init(byref(o))
+        o.mode, o.scope, o.wait, o.backoff = self.mode, self.scope, self.wait, self.backoff
+        o.clip_to_deadline, o.diagnose = int(self.clip_to_deadline), int(self.diagnose)
+        o.jitter_seed = self.jitter_seed & 0xFFFFFFFFFFFFFFFF
+        return o
+
+    def __repr__(self):
+        return "advlock.Options(%s)" % ", ".join(
+            "%s=%r" % (f, getattr(self, f)) for f in self.__slots__)
+
+
+def timeout_ms(timeout):
+    """Seconds (int, float, or None for no limit) as the core's timeout in ms."""
+    if timeout is None:
+        return INT64_MAX
+    if timeout < 0:
+        raise ValueError("timeout must be >= 0 seconds (or None)")
+    ms = round(timeout * 1000)
+    return INT64_MAX if ms > INT64_MAX else ms
+
+
+class Machine:
+    """One advlock_machine (256 bytes, owned here) and the thin calls a
+    driver makes on it. Methods raise CallError when the core refuses a call.
+    Drivers keep the server's words of a failing result in .server_message,
+    for the report's sentence."""
+
+    __slots__ = ("_m", "server_message")
+
+    def __init__(self, options=None):
+        self._m = B.MachineStorage()
+        _lib.advlock_machine_init(self._m)
+        self.server_message = None
+        if options is not None:
+            self.set_options(options)
+
+    def set_options(self, options):
+        """advlock_set_options (between operations)."""
+        _check(_lib.advlock_set_options(self._m, byref(options.to_c())))
+
+    def start_acquire(self, name, timeout_ms):
+        """advlock_start_acquire with the time now; name is str or bytes."""
+        raw = _encode(name)
+        self.server_message = None
+        _check(_lib.advlock_start_acquire(self._m, raw, len(raw), timeout_ms, now_ms()))
+
+    def start_acquire_key(self, key, timeout_ms):
+        """advlock_start_acquire_key with the time now."""
+        self.server_message = None
+        _check(_lib.advlock_start_acquire_key(self._m, key, timeout_ms, now_ms()))
+
+    def start_release(self, name):
+        """advlock_start_release with the time now."""
+        raw = _encode(name)
+        self.server_message = None
+        _check(_lib.advlock_start_release(self._m, raw, len(raw), now_ms()))
+
+    def start_release_key(self, key):
+        """advlock_start_release_key with the time now: no second hash."""
+        self.server_message = None
+        _check(_lib.advlock_start_release_key(self._m, key, now_ms()))
+
+    def next_action(self):
+        """advlock_next_action: a B.Action (kind, sql, param, wake_at_ms,
+        sleep_ms, report)."""
+        return _lib.advlock_next_action(self._m)
+
+    def on_result(self, result, sqlstate=None, message=None):
+        """advlock_on_result; message is kept for the report's sentence."""
+        if message is not None:
+            self.server_message = message
+        _check(_lib.advlock_on_result(
+            self._m, result, None if sqlstate is None else sqlstate.encode("ascii", "replace"),
+            None if message is None else message.encode("utf-8", "replace"), now_ms()))
+
+    def on_holders(self, rows):
+        """advlock_on_holders with rows of the holders query, as tuples
+        (pid, granted, mode, application_name, client, state, backend_start,
+        seconds)."""
+        arr = (B.Holder * max(len(rows), 1))()
+        keep = []
+        for i, r in enumerate(rows):
+            strs = [None if v is None else str(v).encode("utf-8", "replace") for v in r[2:7]]
+            keep.append(strs)
+            arr[i] = B.Holder(int(r[0] or 0), 1 if r[1] else 0, *strs, int(r[7] or 0))
+        _check(_lib.advlock_on_holders(self._m, arr, len(rows), now_ms()))
+
+    def on_timer(self):
+        """advlock_on_timer with the time now (early calls are harmless)."""
+        _check(_lib.advlock_on_timer(self._m, now_ms()))
+
+    def on_cancel_sent(self):
+        """advlock_on_cancel_sent with the time now."""
+        _check(_lib.advlock_on_cancel_sent(self._m, now_ms()))
+
+    def cancel(self):
+        """advlock_cancel; returns False (and changes nothing) when no acquire
+        is under way, e.g. during a release, which always ends on its own."""
+        return _lib.advlock_cancel(self._m, now_ms()) == 0
+
+
+def final_report(action, name, server_message):
+    """The DONE action's report, copied out of the machine."""
+    return Report(B.Report.from_buffer_copy(action.report.contents), name, server_message)
+
+
+def raise_for(report, name):
+    """Raises the exception an outcome calls for: LockTimeout (TIMED_OUT),
+    LockFailed (FAILED), LockCancelled (CANCELLED); returns for the others."""
+    outcome = report._c.outcome
+    if outcome == Outcome.TIMED_OUT:
+        cls = LockTimeout
+    elif outcome == Outcome.FAILED:
+        cls = LockFailed
+    elif outcome == Outcome.CANCELLED:
+        cls = LockCancelled
+    else:
+        return
+    raise cls(report.describe(name), report, name, report.server_message)
+
+
+__all__ = ["Mode", "Scope", "Wait", "Backoff", "Outcome", "Failure", "Detail", "Sql", "Report",
+           "Options", "Machine", "derive_key", "format_seconds", "escape_name", "strerror",
+           "now_ms", "LockError"]

@@ -1,0 +1,42 @@
+"""Exceptions. Every message is the core's own sentence (advlock_describe):
+the reference's exact words where it has them."""
+
+
+class LockError(Exception):
+    """An operation on a lock ended without doing what was asked.
+
+    Attributes: report (advlock.Report: the facts), name (the lock's name as
+    given), server_message (the server's or driver's words, or None).
+    str(error) is advlock_describe's sentence.
+    """
+
+    def __init__(self, message, report=None, name=None, server_message=None):
+        super().__init__(message)
+        self.report = report
+        self.name = name
+        self.server_message = server_message
+
+
+class LockTimeout(LockError, TimeoutError):
+    """TIMED_OUT: the lock stayed busy until the timeout.
+    "Could not acquire migration lock for '<name>' within <seconds>s." """
+
+
+class LockFailed(LockError):
+    """FAILED: the server answered NULL or an error, or the connection was
+    lost (report.failure, report.sqlstate say which)."""
+
+
+class LockCancelled(LockError):
+    """CANCELLED where no asyncio cancellation can carry it (the blocking
+    driver interrupted by KeyboardInterrupt re-raises that instead)."""
+
+
+class CallError(ValueError):
+    """The core refused a call (ADVLOCK_EINVAL, EUTF8, EMISUSE, ECRYPTO) and
+    changed nothing: a wrong argument or a call in the wrong state.
+    Attribute code: the advlock_error value."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code

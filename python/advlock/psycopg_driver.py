@@ -1,0 +1,118 @@
+"""psycopg 3: the machine's statements on a psycopg connection, blocking
+(psycopg.Connection) or on asyncio (psycopg.AsyncConnection).
+
+    with advlock.lock(conn, "migrations", timeout=30):
+        ...
+
+psycopg is built on libpq. Statements go out with a bigint parameter (Int8)
+through one cursor per lock, and psycopg prepares them once they repeat. A
+server-side wait's cancel at its deadline is psycopg's own conn.cancel()
+(libpq's PQcancel): from a watchdog thread for a blocking connection, from
+the default executor for an asyncio one.
+
+psycopg connections are not in autocommit mode unless you ask: then the
+lock statements run inside your transaction (session-level locks outlive it;
+a failed transaction makes the unlock fail with 25P02). Use autocommit=True
+for session locks taken outside your transactions, and scope=TRANSACTION
+inside `with conn.transaction():`.
+"""
+
+import asyncio
+
+import psycopg
+from psycopg.types.numeric import Int8
+
+from . import _binding as B
+from ._loop import AsyncLock, Lock
+from ._machine import SQL_ANSWER, SQL_TEXT
+
+_TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
+_ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
+
+# The table's $n placeholders as psycopg's %s (and any % doubled).
+_TEXT = tuple(t.replace("%", "%%").replace("$1", "%s") for t in SQL_TEXT)
+
+
+def _error(conn, exc):
+    if not isinstance(exc, psycopg.Error):
+        raise exc
+    diag = getattr(exc, "diag", None)
+    message = (diag.message_primary if diag is not None else None) or str(exc) \
+        or type(exc).__name__
+    lost = conn.closed or getattr(conn, "broken", False)
+    return (_LOST if lost else _ERROR, exc.sqlstate, message.splitlines()[0])
+
+
+def _answer(cur, sql):
+    kind = SQL_ANSWER[sql]
+    if kind == B.ANSWER_HOLDERS:
+        return [tuple(r) for r in cur.fetchall()]
+    row = cur.fetchone()
+    if kind == B.ANSWER_VOID:
+        return _TRUE
+    value = row[0] if row else None
+    return _TRUE if value is True else _FALSE if value is False else _NULL
+
+
+class Client:
+    """Runs the core's statements on a blocking psycopg connection."""
+
+    __slots__ = ("conn", "_cur")
+
+    def __init__(self, conn):
+        self.conn = conn
+        self._cur = conn.cursor()
+
+    def run(self, sql, param):
+        """Runs one statement; returns its answer (see advlock._loop)."""
+        cur = self._cur
+        try:
+            cur.execute(_TEXT[sql], (Int8(param),))
+            return _answer(cur, sql)
+        except psycopg.Error as exc:
+            return _error(self.conn, exc)
+
+    def cancel(self):
+        """PQcancel for the statement in flight (thread-safe)."""
+        self.conn.cancel()
+
+
+class AsyncClient:
+    """Runs the core's statements on a psycopg AsyncConnection."""
+
+    __slots__ = ("conn", "_cur", "_loop", "_cancels")
+
+    def __init__(self, conn):
+        self.conn = conn
+        self._cur = conn.cursor()
+        self._loop = None
+        self._cancels = set()
+
+    def start(self, sql, param):
+        """The statement as a Task giving its answer."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop.create_task(self._run(sql, param))
+
+    async def _run(self, sql, param):
+        cur = self._cur
+        try:
+            await cur.execute(_TEXT[sql], (Int8(param),))
+            return _answer(cur, sql)
+        except psycopg.Error as exc:
+            return _error(self.conn, exc)
+
+    def cancel(self):
+        """PQcancel for the statement in flight, from the default executor."""
+        fut = self._loop.run_in_executor(None, self.conn.cancel)
+        self._cancels.add(fut)
+        fut.add_done_callback(self._cancels.discard)
+
+
+def lock(conn, name, timeout=None, options=None, **option_kwargs):
+    """An advlock.Lock (blocking connection) or advlock.AsyncLock
+    (AsyncConnection) on a psycopg connection (see advlock.lock)."""
+    if isinstance(conn, psycopg.AsyncConnection):
+        return AsyncLock(AsyncClient(conn), name, timeout, options, **option_kwargs)
+    return Lock(Client(conn), name, timeout, options, **option_kwargs)
