@@ -200,6 +200,14 @@ class SimDone(Structure):
     ]
 
 
+class SimCycler(Structure):
+    """advlock_sim_cycler."""
+    _fields_ = [("lock_names", POINTER(c_char_p)), ("lock_count", c_size_t), ("cycles", c_uint32),
+                ("think_min_ms", c_int64), ("think_max_ms", c_int64), ("hold_min_ms", c_int64),
+                ("hold_max_ms", c_int64), ("timeout_min_ms", c_int64),
+                ("timeout_max_ms", c_int64), ("cancel_ppm", c_uint32), ("cancel_max_ms", c_int64)]
+
+
 SIM_TRACE_FN = CFUNCTYPE(None, c_void_p, POINTER(c_char), c_size_t)
 
 
@@ -342,6 +350,7 @@ def fake():
         ("advlock_sim_config_default", None, [POINTER(SimConfig)]),
         ("advlock_sim_init", c_int, [S, POINTER(SimConfig)]),
         ("advlock_sim_add_script", c_int, [S, POINTER(SimStep), c_size_t, POINTER(SimDone)]),
+        ("advlock_sim_add_cycler", c_int, [S, POINTER(SimCycler)]),
         ("advlock_sim_set_options", c_int, [S, c_int, POINTER(Options)]),
         ("advlock_sim_run", c_int, [S]),
         ("advlock_sim_violation", c_char_p, [S]),
@@ -387,5 +396,6 @@ MIRRORS = {
     "advlock_prng": Prng, "advlock_fake_clock": FakeClock, "advlock_fake_result": FakeResult,
     "advlock_fake_lock_row": FakeLockRow, "advlock_fake_latency": Latency,
     "advlock_fake_faults": Faults, "advlock_fake_db": FakeDB, "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,
+    "advlock_sim_cycler": SimCycler,
     "advlock_sim_config": SimConfig, "advlock_sim_stats": SimStats, "advlock_sim": SimStorage,
 }

@@ -257,9 +257,11 @@ def timeout_ms(timeout):
 
 class Machine:
     """One advlock_machine (256 bytes, owned here) and the thin calls a
-    driver makes on it. Methods raise CallError when the core refuses a call.
-    Drivers keep the server's words of a failing result in .server_message,
-    for the report's sentence."""
+    driver makes on it, for writing a driver of your own. Every input takes
+    now= (monotonic ms; default now_ms()), so a test can drive it in virtual
+    time. Methods raise CallError when the core refuses a call (and the
+    machine is unchanged). A failing result's words are kept in
+    .server_message for the report's sentence."""
 
     __slots__ = ("_m", "server_message")
 
@@ -274,42 +276,51 @@ class Machine:
         """advlock_set_options (between operations)."""
         _check(_lib.advlock_set_options(self._m, byref(options.to_c())))
 
-    def start_acquire(self, name, timeout_ms):
+    def start_acquire(self, name, timeout_ms, now=None):
         """advlock_start_acquire with the time now; name is str or bytes."""
         raw = _encode(name)
         self.server_message = None
-        _check(_lib.advlock_start_acquire(self._m, raw, len(raw), timeout_ms, now_ms()))
+        _check(_lib.advlock_start_acquire(self._m, raw, len(raw), timeout_ms,
+                                            now_ms() if now is None else now))
 
-    def start_acquire_key(self, key, timeout_ms):
+    def start_acquire_key(self, key, timeout_ms, now=None):
         """advlock_start_acquire_key with the time now."""
         self.server_message = None
-        _check(_lib.advlock_start_acquire_key(self._m, key, timeout_ms, now_ms()))
+        _check(_lib.advlock_start_acquire_key(self._m, key, timeout_ms,
+                                                now_ms() if now is None else now))
 
-    def start_release(self, name):
+    def start_release(self, name, now=None):
         """advlock_start_release with the time now."""
         raw = _encode(name)
         self.server_message = None
-        _check(_lib.advlock_start_release(self._m, raw, len(raw), now_ms()))
+        _check(_lib.advlock_start_release(self._m, raw, len(raw),
+                                            now_ms() if now is None else now))
 
-    def start_release_key(self, key):
+    def start_release_key(self, key, now=None):
         """advlock_start_release_key with the time now: no second hash."""
         self.server_message = None
-        _check(_lib.advlock_start_release_key(self._m, key, now_ms()))
+        _check(_lib.advlock_start_release_key(self._m, key,
+                                                now_ms() if now is None else now))
+
+    def report(self):
+        """The current or last operation's report, copied."""
+        return final_report(self.next_action(), None, self.server_message)
 
     def next_action(self):
         """advlock_next_action: a B.Action (kind, sql, param, wake_at_ms,
         sleep_ms, report)."""
         return _lib.advlock_next_action(self._m)
 
-    def on_result(self, result, sqlstate=None, message=None):
+    def on_result(self, result, sqlstate=None, message=None, now=None):
         """advlock_on_result; message is kept for the report's sentence."""
         if message is not None:
             self.server_message = message
         _check(_lib.advlock_on_result(
             self._m, result, None if sqlstate is None else sqlstate.encode("ascii", "replace"),
-            None if message is None else message.encode("utf-8", "replace"), now_ms()))
+            None if message is None else message.encode("utf-8", "replace"),
+            now_ms() if now is None else now))
 
-    def on_holders(self, rows):
+    def on_holders(self, rows, now=None):
         """advlock_on_holders with rows of the holders query, as tuples
         (pid, granted, mode, application_name, client, state, backend_start,
         seconds)."""
@@ -319,20 +330,21 @@ class Machine:
             strs = [None if v is None else str(v).encode("utf-8", "replace") for v in r[2:7]]
             keep.append(strs)
             arr[i] = B.Holder(int(r[0] or 0), 1 if r[1] else 0, *strs, int(r[7] or 0))
-        _check(_lib.advlock_on_holders(self._m, arr, len(rows), now_ms()))
+        _check(_lib.advlock_on_holders(self._m, arr, len(rows),
+                                         now_ms() if now is None else now))
 
-    def on_timer(self):
+    def on_timer(self, now=None):
         """advlock_on_timer with the time now (early calls are harmless)."""
-        _check(_lib.advlock_on_timer(self._m, now_ms()))
+        _check(_lib.advlock_on_timer(self._m, now_ms() if now is None else now))
 
-    def on_cancel_sent(self):
+    def on_cancel_sent(self, now=None):
         """advlock_on_cancel_sent with the time now."""
-        _check(_lib.advlock_on_cancel_sent(self._m, now_ms()))
+        _check(_lib.advlock_on_cancel_sent(self._m, now_ms() if now is None else now))
 
-    def cancel(self):
+    def cancel(self, now=None):
         """advlock_cancel; returns False (and changes nothing) when no acquire
         is under way, e.g. during a release, which always ends on its own."""
-        return _lib.advlock_cancel(self._m, now_ms()) == 0
+        return _lib.advlock_cancel(self._m, now_ms() if now is None else now) == 0
 
 
 def final_report(action, name, server_message):

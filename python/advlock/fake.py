@@ -1,0 +1,401 @@
+"""Deterministic lock tests from Python: libadvlock_fake's fake clock, fake
+PostgreSQL lock manager and simulator (include/advlock_fake.h), in virtual
+time. Nothing here touches a server or a real clock; a seed replays a run.
+
+    from advlock import fake
+
+    sim = fake.Simulation()                    # seed 1, no latency, no faults
+    sim.add_script([fake.acquire("migrations"), fake.pause(10_000),
+                    fake.release("migrations")])
+    ours = sim.add_script([fake.pause(1), fake.acquire("migrations", timeout_ms=2000)])
+    sim.run()                                  # raises InvariantViolation
+    assert ours[1].report.outcome == advlock.Outcome.TIMED_OUT
+    assert ours[1].describe() == "Could not acquire migration lock for 'migrations' within 2s."
+
+The library is loaded on first use (ADVLOCK_FAKE_LIBRARY, or beside the core).
+"""
+
+import enum
+from ctypes import byref, c_char_p, c_int, c_int64, create_string_buffer, string_at
+
+from . import _binding as B
+from ._machine import Options, Report, _encode
+
+__all__ = ["Simulation", "Database", "Clock", "Prng", "Step", "StepKind", "Done",
+           "InvariantViolation", "FakeStatus", "acquire", "release", "pause", "reconnect",
+           "begin", "commit", "rollback"]
+
+
+def _lib():
+    return B.fake()
+
+
+def _rc(rc):
+    if rc < 0:
+        from .errors import CallError
+        from ._machine import strerror
+        raise CallError(rc, strerror(rc))
+    return rc
+
+
+class InvariantViolation(AssertionError):
+    """A simulation stopped at a broken invariant; str() is the simulator's
+    line ("seed <seed>: ...")."""
+
+
+class StepKind(enum.IntEnum):
+    """advlock_sim_step_kind."""
+    STOP = 0
+    ACQUIRE = 1
+    RELEASE = 2
+    PAUSE = 3
+    RECONNECT = 4
+    BEGIN = 5
+    COMMIT = 6
+    ROLLBACK = 7
+
+
+class Step:
+    """One step of a script (advlock_sim_step): kind, lock_name, timeout_ms,
+    cancel_after_ms, pause_ms."""
+
+    __slots__ = ("kind", "lock_name", "timeout_ms", "cancel_after_ms", "pause_ms")
+
+    def __init__(self, kind, lock_name=None, timeout_ms=0, cancel_after_ms=0, pause_ms=0):
+        self.kind = StepKind(kind)
+        self.lock_name = lock_name
+        self.timeout_ms = timeout_ms
+        self.cancel_after_ms = cancel_after_ms
+        self.pause_ms = pause_ms
+
+    def __repr__(self):
+        return "Step(%s, %r, timeout_ms=%d, pause_ms=%d)" % (
+            self.kind.name, self.lock_name, self.timeout_ms, self.pause_ms)
+
+
+def acquire(name, timeout_ms=0, cancel_after_ms=0):
+    """ACQUIRE name within timeout_ms (cancelled after cancel_after_ms if > 0)."""
+    return Step(StepKind.ACQUIRE, name, timeout_ms=timeout_ms, cancel_after_ms=cancel_after_ms)
+
+
+def release(name):
+    """RELEASE one hold of name."""
+    return Step(StepKind.RELEASE, name)
+
+
+def pause(ms):
+    """PAUSE for ms of virtual time (think, or hold)."""
+    return Step(StepKind.PAUSE, pause_ms=ms)
+
+
+def reconnect():
+    """RECONNECT: close the session (its locks go) and open another."""
+    return Step(StepKind.RECONNECT)
+
+
+def begin():
+    """BEGIN a transaction block."""
+    return Step(StepKind.BEGIN)
+
+
+def commit():
+    """COMMIT (transaction-scoped locks end)."""
+    return Step(StepKind.COMMIT)
+
+
+def rollback():
+    """ROLLBACK (transaction-scoped locks end)."""
+    return Step(StepKind.ROLLBACK)
+
+
+class Done:
+    """How one scripted step ended (advlock_sim_done): step (StepKind),
+    lock_name, report (advlock.Report), error (0 or the advlock_error that
+    refused the step), command_tag, server_message, cancel_sent, started_ms,
+    ended_ms. describe() renders report's sentence with the step's name."""
+
+    __slots__ = ("_c", "lock_name")
+
+    def __init__(self, c_done, lock_name):
+        self._c = c_done
+        self.lock_name = lock_name
+
+    step = property(lambda self: StepKind(self._c.step.kind))
+    report = property(lambda self: Report(self._c.report, self.lock_name,
+                                          self._c.server_message.decode() or None))
+    error = property(lambda self: self._c.error)
+    command_tag = property(lambda self: self._c.command_tag.decode())
+    server_message = property(lambda self: self._c.server_message.decode())
+    cancel_sent = property(lambda self: bool(self._c.cancel_sent))
+    started_ms = property(lambda self: self._c.started_ms)
+    ended_ms = property(lambda self: self._c.ended_ms)
+
+    def describe(self):
+        """advlock_describe for this step's report and name."""
+        return self.report.describe()
+
+    def __repr__(self):
+        return "<Done %s %r %r %d..%d ms>" % (self.step.name, self.lock_name, self.report,
+                                             self.started_ms, self.ended_ms)
+
+
+def _fill(struct, values):
+    for k, v in (values or {}).items():
+        if not hasattr(struct, k):
+            raise TypeError("unknown field %r for %s" % (k, type(struct).__name__))
+        setattr(struct, k, v)
+
+
+class Simulation:
+    """An advlock_sim: clients with scripts (or the random cycler), each with
+    its own lock machine, options, fake session and clock, run from one event
+    queue in virtual time, every invariant checked after every event.
+
+    seed, start_ms, max_virtual_ms: as advlock_sim_config (defaults: 1, 0,
+        one day).
+    latency: a dict of advlock_fake_latency fields (min_ms, max_ms,
+        tail_ppm, tail_max_ms); faults: a dict of advlock_fake_faults fields.
+    trace: a callable given each JSON trace line (str), or None.
+    Raises CallError for an invalid configuration.
+    """
+
+    def __init__(self, seed=1, start_ms=0, latency=None, faults=None, max_virtual_ms=None,
+                 trace=None):
+        lib = _lib()
+        self._sim = B.SimStorage()
+        cfg = B.SimConfig()
+        lib.advlock_sim_config_default(byref(cfg))
+        cfg.seed, cfg.start_ms = seed, start_ms
+        if max_virtual_ms is not None:
+            cfg.max_virtual_ms = max_virtual_ms
+        _fill(cfg.latency, latency)
+        _fill(cfg.faults, faults)
+        self._keep = []  # everything the simulation points to
+        if trace is not None:
+            fn = B.SIM_TRACE_FN(lambda user, line, n: trace(string_at(line, n).decode()))
+            self._keep.append(fn)
+            cfg.trace = fn
+        _rc(lib.advlock_sim_init(self._sim, byref(cfg)))
+
+    def add_script(self, steps, options=None, **option_kwargs):
+        """Adds a client running `steps` (Step objects) in order; returns
+        the list of Done records it fills, one per step, readable after
+        run(). options/keywords: advlock.Options for the client's machine."""
+        arr = (B.SimStep * max(len(steps), 1))()
+        names = []
+        for i, s in enumerate(steps):
+            raw = None if s.lock_name is None else _encode(s.lock_name)
+            names.append(raw)
+            arr[i] = B.SimStep(s.kind, raw, s.timeout_ms, s.cancel_after_ms, s.pause_ms)
+        done = (B.SimDone * max(len(steps), 1))()
+        self._keep += [arr, names, done]
+        client = _rc(_lib().advlock_sim_add_script(self._sim, arr, len(steps), done))
+        if options is not None or option_kwargs:
+            self.set_options(client, Options.coerce(options, **option_kwargs))
+        records = [Done(done[i], s.lock_name) for i, s in enumerate(steps)]
+        return _Records(records, client)
+
+    def add_cycler(self, lock_names, cycles, think_ms=(0, 0), hold_ms=(0, 0),
+                   timeout_ms=(0, 0), cancel_ppm=0, cancel_max_ms=0, options=None,
+                   **option_kwargs):
+        """Adds a client running the built-in random plan (advlock_sim_cycler):
+        `cycles` times think, acquire one of lock_names, hold, release; the
+        *_ms arguments are (min, max) ranges. Returns the client's index."""
+        raws = [_encode(n) for n in lock_names]
+        arr = (c_char_p * len(raws))(*raws)
+        c = B.SimCycler(arr, len(raws), cycles, think_ms[0], think_ms[1], hold_ms[0],
+                        hold_ms[1], timeout_ms[0], timeout_ms[1], cancel_ppm, cancel_max_ms)
+        self._keep += [raws, arr]
+        client = _rc(_lib().advlock_sim_add_cycler(self._sim, byref(c)))
+        if options is not None or option_kwargs:
+            self.set_options(client, Options.coerce(options, **option_kwargs))
+        return client
+
+    def set_options(self, client, options):
+        """advlock_sim_set_options: the client's machine options."""
+        _rc(_lib().advlock_sim_set_options(self._sim, client, byref(options.to_c())))
+
+    def run(self):
+        """Runs every client to its end. Returns the stats (see .stats);
+        raises InvariantViolation at the first broken invariant."""
+        rc = _rc(_lib().advlock_sim_run(self._sim))
+        if rc == B.SIM_VIOLATION:
+            raise InvariantViolation(self.violation)
+        return self.stats
+
+    @property
+    def violation(self):
+        """The violation that stopped the run, or ""."""
+        return _lib().advlock_sim_violation(self._sim).decode()
+
+    @property
+    def stats(self):
+        """A dict of the run's counters (advlock_sim_stats); outcomes by name."""
+        s = _lib().advlock_sim_get_stats(self._sim)
+        from ._machine import Outcome
+        return {"events": s.events, "queries": s.queries, "faults": s.faults,
+                "waits": s.waits, "cancels": s.cancels, "end_ms": s.end_ms,
+                "outcomes": {o.name: s.outcomes[o] for o in Outcome}}
+
+    @property
+    def now(self):
+        """Virtual time now (ms)."""
+        return _lib().advlock_sim_now(self._sim)
+
+    def client_pid(self, client):
+        """The process id of the client's current fake session."""
+        return _rc(_lib().advlock_sim_client_pid(self._sim, client))
+
+
+class _Records(list):
+    """The Done records of a scripted client; .client is its index."""
+
+    def __init__(self, records, client):
+        super().__init__(records)
+        self.client = client
+
+
+class FakeStatus(enum.IntEnum):
+    """advlock_fake_status."""
+    ROW_TRUE = 0
+    ROW_FALSE = 1
+    ROW_NULL = 2
+    ROW_VOID = 3
+    COMMAND_OK = 4
+    SERVER_ERROR = 5
+    CONNECTION_LOST = 6
+    WAITING = 7
+    ROWS = 8
+
+
+class FakeResult:
+    """A statement's result on the fake database: status (FakeStatus),
+    command_tag, sqlstate, message, warning_sqlstate, warning."""
+
+    __slots__ = ("status", "command_tag", "sqlstate", "message", "warning_sqlstate", "warning")
+
+    def __init__(self, c):
+        self.status = FakeStatus(c.status)
+        self.command_tag = c.command_tag.decode()
+        self.sqlstate = c.sqlstate.decode()
+        self.message = c.message.decode()
+        self.warning_sqlstate = c.warning_sqlstate.decode()
+        self.warning = c.warning.decode()
+
+    def __repr__(self):
+        return "<FakeResult %s %s%s>" % (self.status.name, self.command_tag,
+                                        " %s %s" % (self.sqlstate, self.message)
+                                        if self.sqlstate else "")
+
+
+class Database:
+    """A fake PostgreSQL advisory-lock manager (advlock_fake_db) answering
+    the exact SQL text the core emits. Methods raise CallError where the C
+    function returns an advlock_error."""
+
+    def __init__(self):
+        self._db = B.FakeDB()
+        _lib().advlock_fake_db_init(self._db)
+
+    def set_time(self, now_ms):
+        """The database's clock (for the holders query's ages)."""
+        _lib().advlock_fake_db_set_time(self._db, now_ms)
+
+    def connect(self):
+        """Opens a session; returns its pid."""
+        pid = c_int()
+        _rc(_lib().advlock_fake_db_connect(self._db, byref(pid)))
+        return pid.value
+
+    def close(self, pid):
+        """Ends a session: its locks go, its transaction rolls back."""
+        _rc(_lib().advlock_fake_db_close(self._db, pid))
+
+    def execute(self, pid, sql, param=None):
+        """Runs one statement (text as the core emits it, $1 = param)."""
+        out = B.FakeResult()
+        p = None if param is None else byref(c_int64(param))
+        _rc(_lib().advlock_fake_db_exec(self._db, pid, _encode(sql), p, byref(out)))
+        return FakeResult(out)
+
+    def poll(self, pid):
+        """The result of a waiting statement, or None while it still waits."""
+        out = B.FakeResult()
+        return FakeResult(out) if _rc(_lib().advlock_fake_db_poll(self._db, pid, byref(out))) \
+            else None
+
+    def cancel(self, pid):
+        """pg_cancel_backend: True if a waiting statement was cancelled."""
+        return bool(_rc(_lib().advlock_fake_db_cancel(self._db, pid)))
+
+    def holds(self, pid, key, shared=False):
+        """(session-level, transaction-level) hold counts of key by pid."""
+        s, t = c_int(), c_int()
+        _rc(_lib().advlock_fake_db_holds(self._db, pid, key, int(bool(shared)), byref(s),
+                                         byref(t)))
+        return s.value, t.value
+
+    def lock_rows(self):
+        """The pg_locks picture: (pid, key, "ExclusiveLock"/"ShareLock",
+        granted) tuples."""
+        lib = _lib()
+        n = lib.advlock_fake_db_lock_rows(self._db, None, 0)
+        rows = (B.FakeLockRow * max(n, 1))()
+        n = lib.advlock_fake_db_lock_rows(self._db, rows, n)
+        return [(r.pid, r.key, "ShareLock" if r.mode else "ExclusiveLock", bool(r.granted))
+                for r in rows[:n]]
+
+    def check(self):
+        """The lock manager's own bookkeeping: "" if consistent, else why."""
+        why = create_string_buffer(256)
+        return "" if _lib().advlock_fake_db_check(self._db, why, 256) == 0 else why.value.decode()
+
+
+class Clock:
+    """A fake monotonic clock (advlock_fake_clock): virtual time that only
+    advance_to() moves, and a reading that stall() and jump() can skew."""
+
+    def __init__(self, start_ms=0):
+        self._c = B.FakeClock()
+        _lib().advlock_fake_clock_init(byref(self._c), start_ms)
+
+    @property
+    def now(self):
+        """Virtual time."""
+        return _lib().advlock_fake_clock_now(byref(self._c))
+
+    def read(self):
+        """What a program reading this clock sees."""
+        return _lib().advlock_fake_clock_read(byref(self._c))
+
+    def advance_to(self, now_ms):
+        """Moves virtual time forward; CallError if now_ms is in its past."""
+        _rc(_lib().advlock_fake_clock_advance_to(byref(self._c), now_ms))
+
+    def stall(self, ms):
+        """Freezes the reading for the next ms of virtual time."""
+        _rc(_lib().advlock_fake_clock_stall(byref(self._c), ms))
+
+    def jump(self, ms):
+        """Moves the reading forward by ms at once."""
+        _rc(_lib().advlock_fake_clock_jump(byref(self._c), ms))
+
+
+class Prng:
+    """The seeded xoshiro256** stream (advlock_prng): same seed, same stream."""
+
+    def __init__(self, seed):
+        self._p = B.Prng()
+        _lib().advlock_prng_seed(byref(self._p), seed)
+
+    def next(self):
+        """The next 64 random bits."""
+        return _lib().advlock_prng_next(byref(self._p))
+
+    def below(self, bound):
+        """Uniform in [0, bound)."""
+        return _lib().advlock_prng_below(byref(self._p), bound)
+
+    def between(self, lo, hi):
+        """Uniform in [lo, hi]."""
+        return _lib().advlock_prng_between(byref(self._p), lo, hi)
