@@ -43,14 +43,13 @@ def _error(conn, exc):
     return (_LOST if lost else _ERROR, exc.sqlstate, message.splitlines()[0])
 
 
-def _answer(cur, sql):
+def _answer(sql, rows):
     kind = SQL_ANSWER[sql]
     if kind == B.ANSWER_HOLDERS:
-        return [tuple(r) for r in cur.fetchall()]
-    row = cur.fetchone()
+        return [tuple(r) for r in rows]
     if kind == B.ANSWER_VOID:
         return _TRUE
-    value = row[0] if row else None
+    value = rows[0][0] if rows else None
     return _TRUE if value is True else _FALSE if value is False else _NULL
 
 
@@ -68,7 +67,7 @@ class Client:
         cur = self._cur
         try:
             cur.execute(_TEXT[sql], (Int8(param),))
-            return _answer(cur, sql)
+            return _answer(sql, cur.fetchall())
         except psycopg.Error as exc:
             return _error(self.conn, exc)
 
@@ -99,7 +98,7 @@ class AsyncClient:
         cur = self._cur
         try:
             await cur.execute(_TEXT[sql], (Int8(param),))
-            return _answer(cur, sql)
+            return _answer(sql, await cur.fetchall())
         except psycopg.Error as exc:
             return _error(self.conn, exc)
 
