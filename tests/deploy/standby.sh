@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# harness: standby
+# On a hot standby pg_try_advisory_lock succeeds, local to the standby, and
+# excludes nobody on the primary. advlock refuses a server in recovery by
+# default, with a message naming it a standby; --allow-standby allows it.
+# Runs under tests/pg/with-standby.sh.
+set -u
+. "$(dirname "$0")/lib.sh"
+PRIMARY=${ADVLOCK_TEST_PRIMARY:?run under tests/pg/with-standby.sh}
+STANDBY=${ADVLOCK_TEST_STANDBY:?}
+MULTI=${ADVLOCK_TEST_MULTIHOST:?}
+name=deploy-standby
+
+# Refused by default: the command never runs, nothing is held on the standby.
+capture "$A" run -q -d "$STANDBY" --timeout 1 "$name" -- echo ran
+echo "standby, default: exit $RC, stderr [$ERR]"
+[ "$RC" -ne 0 ] && pass || fail "standby: run on a standby exited 0"
+check "standby: command not run" "" "$OUT"
+# shellcheck disable=SC2053
+[[ $ERR == $STANDBY_MESSAGE ]] && pass || fail "standby: message does not name a standby: [$ERR]"
+check "standby: nothing held on the standby" 0 "$(held_on "$STANDBY" "$name")"
+
+# The issue's reproduction: a holder on the primary, a run on the standby at
+# the same time. Today both acquire; the standby's run must be refused.
+"$A" run -q -d "$PRIMARY" "$name" -- sleep 2 &
+holder=$!
+wait_held "$PRIMARY" "$name" || fail "standby: no holder on the primary"
+capture "$A" run -q -d "$STANDBY" --timeout 0 "$name" -- echo ran
+echo "standby while the primary holds: exit $RC, stdout [$OUT]"
+check "standby while the primary holds: command not run" "" "$OUT"
+[ "$RC" -ne 0 ] && pass || fail "standby while the primary holds: exited 0"
+wait "$holder"
+
+# Allowed with --allow-standby: the lock is the standby's own.
+capture "$A" run -q -d "$STANDBY" --allow-standby --timeout 1 "$name" -- \
+    psql -X -At -d "$STANDBY" -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+check "--allow-standby: status" 0 "$RC"
+check "--allow-standby: lock held on the standby while the command runs" 1 "$OUT"
+check "--allow-standby: nothing held after" 0 "$(held_on "$STANDBY" "$name")"
+
+# A multi-host conninfo with target_session_attrs=read-write reaches the primary.
+capture "$A" run -q -d "$MULTI" --timeout 1 "$name" -- \
+    psql -X -At -d "$PRIMARY" -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+check "multi-host: status" 0 "$RC"
+check "multi-host: held on the primary" 1 "$OUT"
+
+finish
