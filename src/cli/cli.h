@@ -28,6 +28,17 @@ int cmd_simulate(int argc, char **argv);
  */
 PGconn *cli_connect(const char *conninfo, const char *application_name);
 
+/*
+ * advlock run's signals (signals.c): SIGINT, SIGTERM, SIGHUP, SIGQUIT and
+ * SIGCHLD become bytes on a pipe; install once, read the pipe's fd with
+ * poll, take each pending signal with cli_signals_next (0: none left).
+ * cli_signals_restore puts the defaults back, for a forked process.
+ */
+int cli_signals_install(void);
+void cli_signals_restore(void);
+int cli_signals_fd(void);
+int cli_signals_next(void);
+
 /* Prints "advlock: " and the formatted message to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

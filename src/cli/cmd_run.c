@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "advlock_pq.h"
+#include "child.h"
 #include "cli.h"
 
 typedef struct run_options {
@@ -28,72 +29,14 @@ typedef struct run_options {
     int conflict_exit_code;
     int quiet;
     int keep_running;
-    advlock_options lock; /* --shared, --wait, --jitter, --diagnose */
+    int64_t kill_after_ms; /* from the stop signal to SIGKILL */
+    advlock_options lock;  /* --shared, --wait, --jitter, --diagnose */
     const char *key;
     /* The key as messages show it (advlock_escape_name): one printable line
      * whatever the name holds, so no name can move the terminal's cursor. */
     char shown_key[ADVLOCK_KEY_ECHO_MAX + 4];
     char **command;
 } run_options;
-
-/* ---- signals: a self-pipe turns them into poll() events ------------------ */
-
-static int signal_pipe[2] = {-1, -1};
-
-/* Each signal becomes two bytes: its number, and whether another process
- * sent it to us alone (kill) rather than the terminal to the whole process
- * group, which the child then got as well and must not get twice. */
-static void on_signal(int sig, siginfo_t *info, void *context)
-{
-    (void)context;
-    int saved = errno;
-    unsigned char msg[2] = {(unsigned char)sig,
-                            (unsigned char)(info != NULL && info->si_code <= 0)};
-    ssize_t ignored = write(signal_pipe[1], msg, sizeof msg);
-    (void)ignored;
-    errno = saved;
-}
-
-static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
-
-static int install_signal_handlers(void)
-{
-    if (pipe(signal_pipe) != 0)
-        return -1;
-    for (int i = 0; i < 2; i++) {
-        fcntl(signal_pipe[i], F_SETFD, FD_CLOEXEC);
-        fcntl(signal_pipe[i], F_SETFL, O_NONBLOCK);
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof forwarded_signals / sizeof forwarded_signals[0]; i++)
-        sigaction(forwarded_signals[i], &sa, NULL);
-    sigaction(SIGCHLD, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    return 0;
-}
-
-static void restore_default_signals(void)
-{
-    for (size_t i = 0; i < sizeof forwarded_signals / sizeof forwarded_signals[0]; i++)
-        signal(forwarded_signals[i], SIG_DFL);
-    signal(SIGCHLD, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-}
-
-/* Reads one pending signal; returns its number (0 if none) and whether it
- * was sent to this process alone. */
-static int next_signal(int *sent_to_us)
-{
-    unsigned char msg[2];
-    if (read(signal_pipe[0], msg, sizeof msg) != (ssize_t)sizeof msg)
-        return 0;
-    *sent_to_us = msg[1];
-    return msg[0];
-}
 
 /* ---- progress on a terminal, from the machine's events ------------------- */
 
@@ -150,10 +93,10 @@ static int drive(advlock_pq *a, const run_options *o, const progress *shown)
         if (shown != NULL)
             show_progress(o, shown, started, advlock_pq_now_ms());
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        if (advlock_pq_wait(a, signal_pipe[0], shown != NULL ? 100 : -1) < 0)
+        if (advlock_pq_wait(a, cli_signals_fd(), shown != NULL ? 100 : -1) < 0)
             break;
-        int sent_to_us, sig;
-        while ((sig = next_signal(&sent_to_us)) != 0)
+        int sig;
+        while ((sig = cli_signals_next()) != 0)
             if (sig != SIGCHLD && !interrupted) {
                 interrupted = sig;
                 advlock_pq_async_cancel(a, advlock_pq_now_ms());
@@ -166,40 +109,60 @@ static int drive(advlock_pq *a, const run_options *o, const progress *shown)
 
 /* ---- the command, while the lock is held ------------------------------------ */
 
-static pid_t start_command(char **command)
+/* Starts stopping the command, unless already under way: the signal now to
+ * its whole group, SIGKILL when the grace period ends (*kill_at). */
+static void stop_command(const cli_child *c, const run_options *o, int sig, int64_t *kill_at)
 {
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    restore_default_signals();
-    execvp(command[0], command);
-    int code = errno == ENOENT ? EXIT_NO_COMMAND : 126;
-    fprintf(stderr, "advlock: cannot run '%s': %s\n", command[0], strerror(errno));
-    _exit(code);
+    cli_child_signal(c, sig);
+    if (*kill_at < 0)
+        *kill_at = advlock_pq_now_ms() + o->kill_after_ms;
 }
 
-/* Waits for the command, forwarding signals, while the adapter watches the
- * session that holds the lock. Returns the command's wait status; *lost says
- * whether the lock was lost meanwhile. */
-static int supervise(pid_t child, advlock_pq *a, const run_options *o, int *lost)
+/* Waits for the command while the adapter watches the session that holds
+ * the lock. advlock stops the command when the session is lost (unless
+ * --keep-running) or when a stop signal comes (forwarded): its group gets
+ * that signal, then SIGKILL after --kill-after, and advlock waits until the
+ * whole group is gone, not just the command. Returns the command's wait
+ * status (-1 if it could not be waited for); *lost says whether the lock was
+ * lost meanwhile. */
+static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int *lost)
 {
+    int status = -1, exited = 0;
+    int64_t kill_at = -1; /* -1: not stopping; INT64_MAX: SIGKILL sent */
     *lost = 0;
     for (;;) {
-        int status;
-        pid_t done = waitpid(child, &status, WNOHANG);
-        if (done == child)
+        if (!exited) {
+            int st;
+            pid_t done = waitpid(c->pid, &st, WNOHANG | WUNTRACED);
+            if (done < 0 && errno != EINTR)
+                return -1;
+            if (done == c->pid && WIFSTOPPED(st)) {
+                cli_child_stopped(c, WSTOPSIG(st));
+                continue;
+            }
+            if (done == c->pid) {
+                status = st;
+                exited = 1;
+            }
+        }
+        if (exited && (kill_at < 0 || cli_child_group_gone(c)))
             return status;
-        if (done < 0 && errno != EINTR)
+        int64_t now = advlock_pq_now_ms();
+        if (kill_at >= 0 && kill_at != INT64_MAX && now >= kill_at) {
+            cli_child_signal(c, SIGKILL);
+            kill_at = INT64_MAX;
+        }
+        /* The command's end wakes the wait (SIGCHLD); the rest of its group
+         * are not advlock's children and must be looked for. */
+        int64_t wait_ms = exited ? 50 : -1;
+        if (kill_at >= 0 && kill_at != INT64_MAX && (wait_ms < 0 || kill_at - now < wait_ms))
+            wait_ms = kill_at - now;
+        if (advlock_pq_wait(a, cli_signals_fd(), (int)wait_ms) < 0)
             return -1;
-
-        /* SIGCHLD comes through the pipe too, so the command's end wakes
-         * this wait; once the lock is lost, the pipe is all it waits for. */
-        if (advlock_pq_wait(a, signal_pipe[0], -1) < 0)
-            return -1;
-        int sent_to_us, sig;
-        while ((sig = next_signal(&sent_to_us)) != 0)
-            if (sig != SIGCHLD && sent_to_us)
-                kill(child, sig);
+        int sig;
+        while ((sig = cli_signals_next()) != 0)
+            if (sig != SIGCHLD)
+                stop_command(c, o, sig, &kill_at);
         if (!*lost && advlock_pq_async_lost(a)) {
             *lost = 1;
             cli_error("connection to the server lost while the command ran: lock '%s' is no "
@@ -208,7 +171,7 @@ static int supervise(pid_t child, advlock_pq *a, const run_options *o, int *lost
                       o->keep_running ? " (command left running: --keep-running)"
                                       : "; terminating the command");
             if (!o->keep_running)
-                kill(child, SIGTERM);
+                stop_command(c, o, SIGTERM, &kill_at);
         }
     }
 }
@@ -276,6 +239,9 @@ static void usage(FILE *to)
           "  -E, --conflict-exit-code N   exit status when the lock stays busy (default 1)\n"
           "  -q, --quiet                  no progress line while waiting\n"
           "      --keep-running           if the connection is lost, let COMMAND go on\n"
+          "  -k, --kill-after SECONDS     when stopping COMMAND (lost session, a signal),\n"
+          "                               send KILL this long after the first signal\n"
+          "                               if its process group is still running (default 10)\n"
           "      --application-name NAME  application_name of the session (default advlock)\n"
           "      --shared                 a shared lock: other --shared runs may hold it too\n"
           "      --wait                   wait in the server's queue (pg_advisory_lock) instead\n"
@@ -301,6 +267,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"conflict-exit-code", required_argument, NULL, 'E'},
         {"quiet", no_argument, NULL, 'q'},
         {"keep-running", no_argument, NULL, OPT_KEEP_RUNNING},
+        {"kill-after", required_argument, NULL, 'k'},
         {"application-name", required_argument, NULL, OPT_APPLICATION_NAME},
         {"shared", no_argument, NULL, OPT_SHARED},
         {"wait", no_argument, NULL, OPT_WAIT},
@@ -313,13 +280,20 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     advlock_options_init(&o->lock);
     o->timeout_ms = INT64_MAX;
     o->conflict_exit_code = EXIT_BUSY;
+    o->kill_after_ms = 10000;
     int opt;
-    while ((opt = getopt_long(argc, argv, "+d:w:E:qh", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+d:w:E:k:qh", options, NULL)) != -1) {
         switch (opt) {
         case 'd': o->conninfo = optarg; break;
         case 'w':
             if (parse_seconds(optarg, &o->timeout_ms) != 0) {
                 cli_error("--timeout wants seconds, such as 30 or 0.5 (at most 3 decimals)");
+                return -1;
+            }
+            break;
+        case 'k':
+            if (parse_seconds(optarg, &o->kill_after_ms) != 0) {
+                cli_error("--kill-after wants seconds, such as 10 or 0.5 (at most 3 decimals)");
                 return -1;
             }
             break;
@@ -392,7 +366,7 @@ int cmd_run(int argc, char **argv)
         cli_error("lock key '%s': %s", o.shown_key, advlock_strerror(rc));
         return EXIT_BAD_KEY;
     }
-    if (install_signal_handlers() != 0) {
+    if (cli_signals_install() != 0) {
         cli_error("cannot set up signal handling: %s", strerror(errno));
         return EXIT_LOCK_ERROR;
     }
@@ -429,15 +403,16 @@ int cmd_run(int argc, char **argv)
         return r->lock.outcome == ADVLOCK_TIMED_OUT ? o.conflict_exit_code : EXIT_LOCK_ERROR;
     }
 
-    pid_t child = start_command(o.command);
-    if (child < 0) {
+    cli_child child;
+    if (cli_child_start(&child, o.command) != 0) {
         cli_error("cannot start '%s': %s", o.command[0], strerror(errno));
         release(&a, &o, key);
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
     int lost;
-    int status = supervise(child, &a, &o, &lost);
+    int status = supervise(&child, &a, &o, &lost);
+    cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (lost)
         exit_code = EXIT_LOCK_ERROR;

@@ -94,6 +94,91 @@ capture "$A" run --keep-running "$name" -- sh -c "psql -X -q -c \"$kill_me\" >/d
 check "--keep-running: command finished" "survived" "$OUT"
 check "--keep-running: status" 70 "$RC"
 
+# The command dies with its lock. It runs in a process group of its own:
+# whatever stops it (advlock killed, the session lost, a signal) reaches its
+# grandchildren, and nothing outside the group. A zombie counts as gone: the
+# machine's init may be slow to reap what it inherits.
+alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+# wait_gone SECONDS PID...: true once every PID is gone; sets gone_ms.
+wait_gone() {
+    local limit_ms=$(($1 * 1000)) start p any
+    shift
+    start=$(date +%s%N)
+    while :; do
+        any=
+        for p in "$@"; do alive "$p" && any=1; done
+        gone_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+        [ -z "$any" ] && return 0
+        [ "$gone_ms" -ge "$limit_ms" ] && return 1
+        sleep 0.02
+    done
+}
+wait_file() { for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
+# A process beside the runs, in the test's own process group: never touched.
+sleep 300 >/dev/null 2>&1 &
+sibling=$!
+# Starts a command that records its pid (cmd.pid) and a grandchild's (gc.pid);
+# the grandchild keeps no hold on the output a capture waits on.
+spawn_tree='echo $$ >"$T/cmd.pid"; sleep 300 >/dev/null 2>&1 & echo $! >"$T/gc.pid"; wait'
+export T="$TMPDIR_RUN"
+
+rm -f "$T"/*.pid
+"$A" run -q "$name" -- sh -c "$spawn_tree" 2>/dev/null &
+runner=$!
+disown "$runner" # no "Killed" notice from bash
+wait_file "$T/gc.pid" || fail "kill -9: the command never started"
+kill -9 "$runner"
+if wait_gone 1 "$(cat "$T/cmd.pid")" "$(cat "$T/gc.pid")"; then
+    pass
+    echo "kill -9 of advlock: command and grandchild gone after ${gone_ms} ms"
+else
+    fail "kill -9 of advlock: command or grandchild still running after 1 s"
+fi
+kill -9 "$(cat "$T/gc.pid")" 2>/dev/null
+for _ in $(seq 100); do [ "$(held)" = 0 ] && break; sleep 0.05; done
+
+# The session lost: the grandchild is ended too, before advlock returns.
+rm -f "$T"/*.pid
+capture "$A" run "$name" -- sh -c "sleep 300 >/dev/null 2>&1 & echo \$! >\"\$T/gc.pid\"; psql -X -q -c \"$kill_me\" >/dev/null; wait"
+check "session killed: status with a grandchild" 70 "$RC"
+if alive "$(cat "$T/gc.pid")"; then
+    fail "session killed: the grandchild survived"
+    kill -9 "$(cat "$T/gc.pid")"
+else
+    pass
+fi
+
+# A command that ignores SIGTERM is killed after --kill-after, all its group.
+rm -f "$T"/*.pid
+"$A" run -q --kill-after 1 "$name" -- sh -c "trap '' TERM; $spawn_tree" &
+runner=$!
+wait_file "$T/gc.pid" || fail "--kill-after: the command never started"
+start=$(date +%s%N)
+kill -TERM "$runner"
+if wait_gone 15 "$runner"; then
+    wait "$runner"
+    check "--kill-after: status (SIGKILL)" 137 "$?"
+    elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    [ "$elapsed_ms" -ge 1000 ] && pass || fail "--kill-after 1: killed after ${elapsed_ms} ms"
+    alive "$(cat "$T/gc.pid")" && fail "--kill-after: the grandchild survived" || pass
+else
+    fail "--kill-after: a command ignoring SIGTERM still runs after 15 s"
+    kill -9 -"$(cat "$T/cmd.pid")" "$runner"
+fi
+check "--kill-after: bad value" "advlock: --kill-after wants seconds, such as 10 or 0.5 (at most 3 decimals)" \
+    "$("$A" run --kill-after x "$name" -- true 2>&1)"
+
+# At a terminal the command still reads it and Ctrl-C still reaches it,
+# though it runs in a group of its own (script(1) gives a pty; ^C is typed).
+tty_out=$(printf 'hello\n' | script -qec "'$A' run -q '$name' -- sh -c 'read x; echo got \$x'" /dev/null)
+case "$tty_out" in *"got hello"*) pass ;; *) fail "the command reads the terminal: [$tty_out]" ;; esac
+tty_out=$( (sleep 1; printf '\003') | script -qec "'$A' run -q '$name' -- sleep 20; echo status \$?" /dev/null)
+case "$tty_out" in *"status 130"*) pass ;; *) fail "Ctrl-C at the terminal: [$tty_out]" ;; esac
+
+alive "$sibling" && pass || fail "a process outside the command's group was killed"
+kill "$sibling"
+wait "$sibling" 2>/dev/null
+
 # --shared: shared holders coexist; an exclusive run waits for them.
 "$A" run -q --shared "$name" -- sleep 2 &
 first=$!
