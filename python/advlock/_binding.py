@@ -39,6 +39,56 @@ KEY_ECHO_MAX = 512
 MESSAGE_MAX = 1024
 MACHINE_SIZE = 256
 
+# ---- loading -----------------------------------------------------------------
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates(soname, env):
+    explicit = os.environ.get(env)
+    if explicit:
+        return [explicit]
+    out = []
+    core = os.environ.get("ADVLOCK_LIBRARY")
+    if core and soname != "libadvlock.so":
+        out.append(os.path.join(os.path.dirname(core), soname))
+    tree = os.path.normpath(os.path.join(_HERE, "..", ".."))
+    if os.path.exists(os.path.join(tree, "include", "advlock.h")):
+        out.append(os.path.join(tree, os.environ.get("ADVLOCK_BUILD", "build"), soname))
+    try:
+        from . import _installed  # written by `make install-python`
+        out.append(os.path.join(_installed.LIBDIR, soname + ".0"))
+    except ImportError:
+        pass
+    out.append(soname + ".0")
+    return out
+
+
+def _load(soname, env):
+    errors = []
+    for path in _candidates(soname, env):
+        if os.sep in path and not os.path.exists(path):
+            errors.append(path + ": no such file")
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as exc:
+            errors.append(str(exc))
+    raise ImportError("advlock: cannot load %s (set ADVLOCK_LIBRARY, or build it with make): %s"
+                      % (soname, "; ".join(errors)))
+
+
+def _declare(lib, table):
+    for name, restype, argtypes in table:
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+core = _load("libadvlock.so", "ADVLOCK_LIBRARY")
+# The ABI with a second statement parameter (advlock_action.param2).
+HAS_PARAM2 = hasattr(core, "advlock_sql_params")
+
 # ---- advlock.h: structures -------------------------------------------------
 
 
@@ -63,12 +113,15 @@ class Report(Structure):
 
 
 class Action(Structure):
-    """advlock_action (sql_text kept as a raw pointer: drivers use the table)."""
+    """advlock_action (sql_text kept as a raw pointer: drivers use the table).
+    param2 ($2, a server-side wait's bound) exists from the ABI that added
+    advlock_sql_params()."""
     _fields_ = [
         ("kind", c_int),
         ("sql", c_int),
         ("sql_text", c_void_p),
         ("param", c_int64),
+    ] + ([("param2", c_int64)] if HAS_PARAM2 else []) + [
         ("wake_at_ms", c_int64),
         ("sleep_ms", c_int64),
         ("report", POINTER(Report)),
@@ -230,55 +283,8 @@ class SimStorage(Structure):
     _fields_ = [("bytes_", c_uint64 * (SIM_SIZE // 8))]
 
 
-# ---- loading -----------------------------------------------------------------
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _candidates(soname, env):
-    explicit = os.environ.get(env)
-    if explicit:
-        return [explicit]
-    out = []
-    core = os.environ.get("ADVLOCK_LIBRARY")
-    if core and soname != "libadvlock.so":
-        out.append(os.path.join(os.path.dirname(core), soname))
-    tree = os.path.normpath(os.path.join(_HERE, "..", ".."))
-    if os.path.exists(os.path.join(tree, "include", "advlock.h")):
-        out.append(os.path.join(tree, os.environ.get("ADVLOCK_BUILD", "build"), soname))
-    try:
-        from . import _installed  # written by `make install-python`
-        out.append(os.path.join(_installed.LIBDIR, soname + ".0"))
-    except ImportError:
-        pass
-    out.append(soname + ".0")
-    return out
-
-
-def _load(soname, env):
-    errors = []
-    for path in _candidates(soname, env):
-        if os.sep in path and not os.path.exists(path):
-            errors.append(path + ": no such file")
-            continue
-        try:
-            return ctypes.CDLL(path)
-        except OSError as exc:
-            errors.append(str(exc))
-    raise ImportError("advlock: cannot load %s (set ADVLOCK_LIBRARY, or build it with make): %s"
-                      % (soname, "; ".join(errors)))
-
-
-def _declare(lib, table):
-    for name, restype, argtypes in table:
-        fn = getattr(lib, name)
-        fn.restype = restype
-        fn.argtypes = argtypes
-
-
 M = POINTER(MachineStorage)
 
-core = _load("libadvlock.so", "ADVLOCK_LIBRARY")
 _declare(core, [
     ("advlock_strerror", c_char_p, [c_int]),
     ("advlock_derive_key", c_int, [c_char_p, c_size_t, POINTER(c_int64)]),
@@ -304,7 +310,7 @@ _declare(core, [
     ("advlock_cancel", c_int, [M, c_int64]),
     ("advlock_next_action", Action, [M]),
     ("advlock_format_seconds", c_int, [c_int64, c_char_p, c_size_t]),
-])
+] + ([("advlock_sql_params", c_int, [c_int])] if HAS_PARAM2 else []))
 
 _fake = None
 
@@ -348,6 +354,9 @@ def fake():
         ("advlock_fake_db_holders", c_size_t, [DB, c_int, c_int64, POINTER(Holder), c_size_t]),
         ("advlock_fake_db_check", c_int, [DB, c_char_p, c_size_t]),
         ("advlock_sim_config_default", None, [POINTER(SimConfig)]),
+    ] + ([("advlock_fake_db_exec_params", c_int, [DB, c_int, c_char_p, POINTER(c_int64), c_int,
+                                                  POINTER(FakeResult)])]
+         if hasattr(lib, "advlock_fake_db_exec_params") else []) + [
         ("advlock_sim_init", c_int, [S, POINTER(SimConfig)]),
         ("advlock_sim_add_script", c_int, [S, POINTER(SimStep), c_size_t, POINTER(SimDone)]),
         ("advlock_sim_add_cycler", c_int, [S, POINTER(SimCycler)]),
@@ -370,7 +379,8 @@ FAKE_MAX_HOLDS = 2048
 
 
 class _FakeSession(Structure):
-    _fields_ = [("ints_", c_int * 9), ("times_", c_int64 * 3)]
+    # lock_timeout_at_ms_ came with the second statement parameter.
+    _fields_ = [("ints_", c_int * 9), ("times_", c_int64 * (4 if HAS_PARAM2 else 3))]
 
 
 class _FakeLock(Structure):

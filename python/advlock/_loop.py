@@ -2,11 +2,13 @@
 asyncio, over a small client object that knows one wire library.
 
 A client provides:
-    run(sql, param)    blocking clients: run statement `sql` (an advlock_sql
-                       id) with $1 = param; return the answer (below)
-    start(sql, param)  asyncio clients: the same as a Task giving the answer
+    run(sql, args)     blocking clients: run statement `sql` (an advlock_sql
+                       id) with $1, $2.. = args (bigints); return the answer
+    start(sql, args)   asyncio clients: the same as a Task giving the answer
     cancel()           ask the server to cancel the statement in flight
-                       (blocking clients: from another thread)
+                       (blocking clients: from another thread, returning
+                       once the request is delivered; asyncio clients: an
+                       awaitable for its delivery, or None)
 An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
 (result, sqlstate, message) for an error or a lost connection, or a list
 of holder rows for the holders query. Every decision is the machine's: the
@@ -18,7 +20,7 @@ import threading
 import time
 
 from . import _binding as B
-from ._machine import (INT64_MAX, Machine, Options, Outcome, final_report, now_ms,
+from ._machine import (INT64_MAX, Machine, Options, Outcome, final_report, now_ms, params,
                        raise_for, timeout_ms)
 
 _lib = B.core
@@ -66,7 +68,7 @@ def _run_with_deadline(m, client, action):
     watchdog = threading.Thread(target=watch, name="advlock-deadline", daemon=True)
     watchdog.start()
     try:
-        answer = client.run(action.sql, action.param)
+        answer = client.run(action.sql, params(action))
     finally:
         with guard:
             finished.set()
@@ -84,7 +86,7 @@ def drive(m, client, name):
         kind = a.kind
         if kind == QUERY:
             if a.wake_at_ms == INT64_MAX:
-                _feed(m, client.run(a.sql, a.param))
+                _feed(m, client.run(a.sql, params(a)))
             else:
                 _feed(m, _run_with_deadline(m, client, a))
         elif kind == SLEEP:
@@ -108,6 +110,20 @@ def drive(m, client, name):
 # ---- asyncio ---------------------------------------------------------------------
 
 
+async def _settle(m, cancels, cancelled):
+    """Waits until every cancel request sent has been delivered (as libpq's
+    PQcancel returns only then), so that none lands on a later statement.
+    A cancellation of the task meanwhile goes to the machine."""
+    while cancels:
+        try:
+            await asyncio.shield(asyncio.gather(*cancels, return_exceptions=True))
+            cancels.clear()
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+            m.cancel()
+    return cancelled
+
+
 async def drive_async(m, client, name):
     """Runs the started operation to its end on the running loop; returns
     the final Report. Cancelling the awaiting task (task.cancel(),
@@ -117,15 +133,23 @@ async def drive_async(m, client, name):
     LockError if the operation failed meanwhile). A release is not
     cancelled: it runs to its end before the CancelledError goes on."""
     cancelled = None
+    cancels = []
     a = m.next_action()
     while True:
         kind = a.kind
         if kind == QUERY:
-            fut = client.start(a.sql, a.param)
+            if cancels:
+                # A cancel request still on its way could hit this statement.
+                cancelled = await _settle(m, cancels, cancelled)
+                a = m.next_action()
+                continue
+            fut = client.start(a.sql, params(a))
             while not fut.done():
                 if a.kind == CANCEL_QUERY:
                     try:
-                        client.cancel()
+                        sent = client.cancel()
+                        if sent is not None:
+                            cancels.append(sent)
                     finally:
                         m.on_cancel_sent()
                     a = m.next_action()
@@ -154,6 +178,8 @@ async def drive_async(m, client, name):
                 cancelled = exc
                 m.cancel()
         elif kind == DONE:
+            if cancels:
+                cancelled = await _settle(m, cancels, cancelled)
             report = final_report(a, name, m.server_message)
             if cancelled is not None:
                 try:

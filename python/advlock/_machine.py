@@ -86,6 +86,14 @@ class Sql(enum.IntEnum):
 # The SQL table, read once from the library: (text, answer kind) by id.
 SQL_TEXT = tuple(_lib.advlock_sql_text(i).decode() for i in range(B.SQL_COUNT))
 SQL_ANSWER = tuple(_lib.advlock_sql_answer(i) for i in range(B.SQL_COUNT))
+SQL_PARAMS = tuple(_lib.advlock_sql_params(i) if B.HAS_PARAM2 else 1 for i in range(B.SQL_COUNT))
+
+
+def params(action):
+    """The values of $1.. for a QUERY action, as many as its statement takes."""
+    if SQL_PARAMS[action.sql] == 1:
+        return (action.param,)
+    return (action.param, action.param2)
 
 
 def now_ms():

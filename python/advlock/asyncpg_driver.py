@@ -30,34 +30,48 @@ def _first_line(exc):
 class Client:
     """Runs the core's statements on one asyncpg connection."""
 
-    __slots__ = ("conn", "_loop", "_cancels")
+    __slots__ = ("conn", "_loop", "_casts")
 
     def __init__(self, conn):
         self.conn = conn
         self._loop = None
-        self._cancels = set()
+        self._casts = {}
 
-    def start(self, sql, param):
+    def start(self, sql, args):
         """The statement as a Task giving its answer (see advlock._loop)."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         if SQL_ANSWER[sql] == B.ANSWER_HOLDERS:
-            return loop.create_task(self._rows(SQL_TEXT[sql], param))
-        return loop.create_task(self._value(SQL_TEXT[sql], param, SQL_ANSWER[sql]))
+            return loop.create_task(self._rows(SQL_TEXT[sql], args))
+        return loop.create_task(self._value(SQL_TEXT[sql], args, SQL_ANSWER[sql]))
 
-    async def _value(self, text, param, answer):
+    async def _encode(self, text, args):
+        # asyncpg binds each parameter as the type the server inferred for
+        # it; a bigint the statement only casts ($2::text) is inferred as
+        # text and must be sent as its digits.
+        if len(args) == 1:
+            return args
+        casts = self._casts.get(text)
+        if casts is None:
+            stmt = await self.conn.prepare(text)
+            casts = self._casts[text] = tuple(
+                str if t.name in ("text", "varchar", "unknown") else int
+                for t in stmt.get_parameters())
+        return tuple(c(v) for c, v in zip(casts, args))
+
+    async def _value(self, text, args, answer):
         try:
-            value = await self.conn.fetchval(text, param)
+            value = await self.conn.fetchval(text, *await self._encode(text, args))
         except BaseException as exc:  # noqa: B902 - every way a query ends is an answer
             return self._error(exc)
         if answer == B.ANSWER_VOID or value is True:
             return _TRUE
         return _FALSE if value is False else _NULL
 
-    async def _rows(self, text, param):
+    async def _rows(self, text, args):
         try:
-            return [tuple(r) for r in await self.conn.fetch(text, param)]
+            return [tuple(r) for r in await self.conn.fetch(text, *await self._encode(text, args))]
         except BaseException as exc:  # noqa: B902
             return self._error(exc)
 
@@ -74,10 +88,11 @@ class Client:
 
     def cancel(self):
         """Asks the server to cancel the statement in flight, with asyncpg's
-        own cancellation (a CancelRequest on a new connection)."""
+        own cancellation (a CancelRequest on a new connection); returns a
+        future done once the request is delivered."""
         done = self._loop.create_future()
-        done.add_done_callback(lambda f: f.cancelled() or f.exception())
         self.conn._cancel_current_command(done)
+        return done
 
 
 def lock(conn, name, timeout=None, options=None, **option_kwargs):

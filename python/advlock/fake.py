@@ -311,11 +311,18 @@ class Database:
         """Ends a session: its locks go, its transaction rolls back."""
         _rc(_lib().advlock_fake_db_close(self._db, pid))
 
-    def execute(self, pid, sql, param=None):
-        """Runs one statement (text as the core emits it, $1 = param)."""
+    def execute(self, pid, sql, *params):
+        """Runs one statement (text as the core emits it) with bigint
+        parameters $1, $2.. = params."""
         out = B.FakeResult()
-        p = None if param is None else byref(c_int64(param))
-        _rc(_lib().advlock_fake_db_exec(self._db, pid, _encode(sql), p, byref(out)))
+        lib = _lib()
+        if len(params) <= 1:
+            p = byref(c_int64(params[0])) if params else None
+            _rc(lib.advlock_fake_db_exec(self._db, pid, _encode(sql), p, byref(out)))
+        else:
+            arr = (c_int64 * len(params))(*params)
+            _rc(lib.advlock_fake_db_exec_params(self._db, pid, _encode(sql), arr, len(params),
+                                                byref(out)))
         return FakeResult(out)
 
     def poll(self, pid):

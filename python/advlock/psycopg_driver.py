@@ -18,19 +18,28 @@ inside `with conn.transaction():`.
 """
 
 import asyncio
+import re
 
 import psycopg
 from psycopg.types.numeric import Int8
 
 from . import _binding as B
 from ._loop import AsyncLock, Lock
-from ._machine import SQL_ANSWER, SQL_TEXT
+from ._machine import SQL_ANSWER, SQL_PARAMS, SQL_TEXT
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
 
-# The table's $n placeholders as psycopg's %s (and any % doubled).
-_TEXT = tuple(t.replace("%", "%%").replace("$1", "%s") for t in SQL_TEXT)
+# The table's $n placeholders in psycopg's style (any % doubled): %s for a
+# statement taking $1 alone, %(pN)s with a dict when there are more.
+_TEXT = tuple(re.sub(r"\$(\d+)", r"%(p\1)s" if n > 1 else "%s", t.replace("%", "%%"))
+              for t, n in zip(SQL_TEXT, SQL_PARAMS))
+
+
+def _args(args):
+    if len(args) == 1:
+        return (Int8(args[0]),)
+    return {"p%d" % (i + 1): Int8(v) for i, v in enumerate(args)}
 
 
 def _error(conn, exc):
@@ -62,11 +71,11 @@ class Client:
         self.conn = conn
         self._cur = conn.cursor()
 
-    def run(self, sql, param):
+    def run(self, sql, args):
         """Runs one statement; returns its answer (see advlock._loop)."""
         cur = self._cur
         try:
-            cur.execute(_TEXT[sql], (Int8(param),))
+            cur.execute(_TEXT[sql], _args(args))
             return _answer(sql, cur.fetchall())
         except psycopg.Error as exc:
             return _error(self.conn, exc)
@@ -79,34 +88,32 @@ class Client:
 class AsyncClient:
     """Runs the core's statements on a psycopg AsyncConnection."""
 
-    __slots__ = ("conn", "_cur", "_loop", "_cancels")
+    __slots__ = ("conn", "_cur", "_loop")
 
     def __init__(self, conn):
         self.conn = conn
         self._cur = conn.cursor()
         self._loop = None
-        self._cancels = set()
 
-    def start(self, sql, param):
+    def start(self, sql, args):
         """The statement as a Task giving its answer."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        return loop.create_task(self._run(sql, param))
+        return loop.create_task(self._run(sql, args))
 
-    async def _run(self, sql, param):
+    async def _run(self, sql, args):
         cur = self._cur
         try:
-            await cur.execute(_TEXT[sql], (Int8(param),))
+            await cur.execute(_TEXT[sql], _args(args))
             return _answer(sql, await cur.fetchall())
         except psycopg.Error as exc:
             return _error(self.conn, exc)
 
     def cancel(self):
-        """PQcancel for the statement in flight, from the default executor."""
-        fut = self._loop.run_in_executor(None, self.conn.cancel)
-        self._cancels.add(fut)
-        fut.add_done_callback(self._cancels.discard)
+        """PQcancel for the statement in flight, from the default executor;
+        returns the future of its delivery."""
+        return self._loop.run_in_executor(None, self.conn.cancel)
 
 
 def lock(conn, name, timeout=None, options=None, **option_kwargs):

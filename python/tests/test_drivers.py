@@ -152,7 +152,8 @@ def test_server_side_wait_is_cancelled_at_the_deadline(flavour, pg_conn):
                                       diagnose=True).acquire)
         assert 0.39 <= time.monotonic() - t0 < 2
         r = info.value.report
-        assert r.attempts == 1 and r.detail == advlock.Detail.DIAGNOSED
+        # One waiting statement (after a first try, where the core tries once).
+        assert r.attempts in (1, 2) and r.detail == advlock.Detail.DIAGNOSED
         assert r.holder_pid == await a.pid()
         assert str(info.value).startswith("Could not acquire migration lock for 'waiting' within"
                                           " 0.4s. Held by pid %d" % r.holder_pid)
