@@ -117,10 +117,12 @@ ADVLOCK_API int advlock_derive_key(const char *lock_key, size_t len, int64_t *ke
 ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
 
 /*
- * Every SQL statement a machine can emit. Each takes exactly one parameter,
- * $1, of type bigint (int8, type OID 20). advlock_sql_answer() says what it
- * returns. Drivers may prepare each statement once per connection, indexed
- * by this identifier.
+ * Every SQL statement a machine can emit. Each takes $1, the lock key, of
+ * type bigint (int8, type OID 20); the waiting statements (6 to 9) take a
+ * second bigint, $2: the wait's bound in milliseconds, set as lock_timeout
+ * for the statement alone (advlock_sql_params() says how many).
+ * advlock_sql_answer() says what a statement returns. Drivers may prepare
+ * each statement once per connection, indexed by this identifier.
  */
 typedef enum advlock_sql {
     ADVLOCK_SQL_TRY_LOCK = 0,             /* SELECT pg_try_advisory_lock($1) */
@@ -129,11 +131,13 @@ typedef enum advlock_sql {
     ADVLOCK_SQL_UNLOCK_SHARED = 3,        /* SELECT pg_advisory_unlock_shared($1) */
     ADVLOCK_SQL_TRY_XACT_LOCK = 4,        /* SELECT pg_try_advisory_xact_lock($1) */
     ADVLOCK_SQL_TRY_XACT_LOCK_SHARED = 5, /* SELECT pg_try_advisory_xact_lock_shared($1) */
-    ADVLOCK_SQL_LOCK = 6,                 /* SELECT pg_advisory_lock($1) */
-    ADVLOCK_SQL_LOCK_SHARED = 7,          /* SELECT pg_advisory_lock_shared($1) */
-    ADVLOCK_SQL_XACT_LOCK = 8,            /* SELECT pg_advisory_xact_lock($1) */
-    ADVLOCK_SQL_XACT_LOCK_SHARED = 9,     /* SELECT pg_advisory_xact_lock_shared($1) */
-    ADVLOCK_SQL_HOLDERS = 10,             /* who holds and waits for key $1 */
+    /* pg_advisory_lock($1) with lock_timeout = $2 ms, the caller's
+     * lock_timeout put back after a grant (the text: advlock_sql_text()) */
+    ADVLOCK_SQL_LOCK = 6,
+    ADVLOCK_SQL_LOCK_SHARED = 7,      /* the same with pg_advisory_lock_shared */
+    ADVLOCK_SQL_XACT_LOCK = 8,        /* the same with pg_advisory_xact_lock */
+    ADVLOCK_SQL_XACT_LOCK_SHARED = 9, /* the same with pg_advisory_xact_lock_shared */
+    ADVLOCK_SQL_HOLDERS = 10,         /* who holds and waits for key $1 */
     ADVLOCK_SQL_COUNT = 11
 } advlock_sql;
 
@@ -159,6 +163,11 @@ ADVLOCK_API const char *advlock_sql_text(advlock_sql sql);
 
 /* Returns what a statement returns (BOOLEAN for an unknown identifier). */
 ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
+
+/* Returns how many bigint parameters a statement takes: 1 ($1, the key), 2
+ * for the waiting statements ($2, the bound in ms), 0 for an unknown
+ * identifier. */
+ADVLOCK_API int advlock_sql_params(advlock_sql sql);
 
 /* The result of the outstanding query, as reported to advlock_on_result(). */
 typedef enum advlock_result {
@@ -197,7 +206,8 @@ typedef enum advlock_detail {
     ADVLOCK_DETAIL_UNDO_CANCELLED = 2,
     /* after the deadline had passed, */
     ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE = 3,
-    /* or after a 57014 that may hide a grant. */
+    /* or after a server-side wait ended by an error that may hide a grant
+     * (57014, a cancel; 55P03, its lock_timeout). */
     ADVLOCK_DETAIL_UNDO_AFTER_57014 = 4,
     /* TIMED_OUT with holder diagnostics: the holders query answered; the
      * report's holder fields say who holds the lock (pid 0: nobody now). */
@@ -302,7 +312,8 @@ ADVLOCK_API int advlock_escape_name(const char *name, size_t len, char *buf, siz
 typedef enum advlock_action_kind {
     /* No operation: the machine is new; start one. */
     ADVLOCK_ACTION_NONE = 0,
-    /* Run sql with param, then report its result with advlock_on_result(). */
+    /* Run sql with param (and param2, for the statements that take it),
+     * then report its result with advlock_on_result(). */
     ADVLOCK_ACTION_QUERY = 1,
     /* Wait until wake_at_ms, then call advlock_on_timer(). */
     ADVLOCK_ACTION_SLEEP = 2,
@@ -325,7 +336,10 @@ typedef struct advlock_action {
     /* QUERY (and CANCEL_QUERY: the query in flight) */
     advlock_sql sql;      /* which statement, for drivers that prepare them */
     const char *sql_text; /* its text, as advlock_sql_text(sql) */
-    int64_t param;        /* the value of $1 */
+    int64_t param;        /* the value of $1: the lock key */
+    /* The value of $2 when advlock_sql_params(sql) is 2: a server-side
+     * wait's bound in ms, 1 to INT32_MAX; else 0. */
+    int64_t param2;
 
     /* SLEEP: when to call advlock_on_timer(). QUERY: when to call it if the
      * query has not answered by then (INT64_MAX: no such deadline; only a
@@ -354,16 +368,26 @@ typedef enum advlock_backoff {
 typedef enum advlock_wait {
     /* Poll with pg_try_advisory_lock and sleep between tries (the reference). */
     ADVLOCK_WAIT_POLL = 0,
-    /* Send pg_advisory_lock once and let the server queue the session: the
-     * lock is handed over in one round trip. At the deadline the machine asks
-     * for the query to be cancelled (CANCEL_QUERY). A session waiting inside
-     * pg_advisory_lock can deadlock with CREATE INDEX CONCURRENTLY and holds
-     * a backend busy while it waits; see docs/design.md. PostgreSQL can
-     * grant the lock inside a statement it then reports cancelled (57014),
-     * so after a 57014 the machine unlocks once; that unlock cannot tell
-     * such a grant from a hold the session already had, so do not use a
-     * server-side wait to take again, on the same session, a lock that
-     * session already holds (re-entrant acquires): poll for those. */
+    /* Try once (the try-lock polling uses); if the lock is busy, let the
+     * server queue the session in pg_advisory_lock, bounded by lock_timeout
+     * set to the time left (ADVLOCK_SQL_LOCK's $2): the lock is handed over
+     * in one round trip, and the server itself ends the wait at the
+     * deadline (55P03), with no cancel request. Only if no answer has come
+     * ADVLOCK_WAIT_GRACE_MS after the deadline (the statement is stuck
+     * before its wait began), or when the caller cancels, does the machine
+     * ask for a cancel (CANCEL_QUERY).
+     *
+     * PostgreSQL can grant the lock in the instant a cancel or lock_timeout
+     * ends the statement and report the error all the same, so after a
+     * 57014 or 55P03 a session lock is unlocked once. That unlock can only
+     * give back this wait's grant: the wait starts only after a try-lock in
+     * the same mode answered false, which it never does for a session that
+     * already holds the lock in that mode (a re-entrant acquire is granted
+     * by the try). So a timed-out or cancelled wait neither leaves a lock
+     * behind nor releases an older hold, re-entrant acquires included.
+     * A session waiting inside pg_advisory_lock can deadlock with CREATE
+     * INDEX CONCURRENTLY and holds a backend busy while it waits; see
+     * docs/design.md. */
     ADVLOCK_WAIT_SERVER = 1
 } advlock_wait;
 
@@ -428,7 +452,15 @@ typedef struct advlock_options {
     int diagnose;
     /* Randomness for jitter: random(random_user) if random is set, else the
      * machine's own generator (splitmix64) seeded with jitter_seed, so a
-     * seed replays the same sleeps. */
+     * seed replays the same sleeps. The machine has no entropy of its own
+     * (it performs no I/O): given jitter_seed 0 and no random, it draws
+     * from seed 0 like any other seed. Drivers must not pass that on from a
+     * caller who asked for nothing: full jitter with jitter_seed 0 and no
+     * random means "random", and a driver seeds the machine from the
+     * operating system's entropy when the options are set (the libpq
+     * adapters use getrandom(2)), so that clients started together do not
+     * draw the same sleeps. Any other seed replays exactly, in every
+     * driver. */
     uint64_t jitter_seed;
     uint64_t (*random)(void *random_user);
     void *random_user;
@@ -465,7 +497,7 @@ typedef struct advlock_machine {
     int64_t start_ms_;
     int64_t now_ms_;
     int64_t wake_at_ms_;
-    int32_t sleep_ms_;
+    int32_t span_ms_; /* SLEEP: its length; a server-side wait: its bound */
     int32_t next_delay_ms_;
     uint8_t state_;
     uint8_t op_;
@@ -475,6 +507,11 @@ typedef struct advlock_machine {
     uint8_t fail_after_undo_;
     uint8_t undo_reason_; /* the advlock_detail an undo that fails in doubt reports */
 } advlock_machine;
+
+/* How long after its deadline a server-side wait that has not answered is
+ * asked to stop with a cancel request: the server's own lock_timeout should
+ * have ended it by then. */
+#define ADVLOCK_WAIT_GRACE_MS 500
 
 /* Puts a machine into its initial state (action NONE) with the reference
  * options. Cannot fail. */
@@ -494,10 +531,9 @@ ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o
  * otherwise sleep 100, 200, 400, 800, 1000, 1000, ... ms and try again.
  * timeout_ms 0 means exactly one attempt. The options (advlock_set_options)
  * choose the mode, scope, schedule and waiting strategy; with
- * ADVLOCK_WAIT_SERVER the one query waits on the server, and at the
- * deadline the action becomes CANCEL_QUERY (a 57014 answer then ends
- * TIMED_OUT; a grant that won the race is released first for session
- * scope).
+ * ADVLOCK_WAIT_SERVER a busy first try is followed by one waiting query
+ * that the server bounds with lock_timeout (see advlock_wait): its 55P03
+ * ends TIMED_OUT, once a session lock the error may hide is given back.
  *
  * lock_key, len: as for advlock_derive_key(); read during the call only
  *     (the key is derived here; the machine keeps no copy of the name).
@@ -591,7 +627,8 @@ ADVLOCK_API void advlock_notify(const advlock_machine *m, advlock_event_kind kin
 /*
  * Tells the machine its timer may have expired. During a SLEEP whose
  * wake_at_ms has come, the next action becomes QUERY; during a server-side
- * wait whose deadline has come, CANCEL_QUERY. An early call, or a call while
+ * wait whose wake_at_ms has come (the deadline plus ADVLOCK_WAIT_GRACE_MS,
+ * or a cancel to repeat), CANCEL_QUERY. An early call, or a call while
  * any other query is outstanding, changes nothing and returns 0.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (no operation is

@@ -145,6 +145,10 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  *   SELECT pg_advisory_unlock($1)              SELECT pg_advisory_unlock_shared($1)
  *   SELECT pg_advisory_unlock_all()            BEGIN   COMMIT   ROLLBACK
  *   advlock_sql_text(ADVLOCK_SQL_HOLDERS)      (rows: advlock_fake_db_holders)
+ *   advlock_sql_text(ADVLOCK_SQL_LOCK) and its shared and transaction forms:
+ *       the waiting function bounded by lock_timeout = $2 ms (a second
+ *       bigint; 0: no bound), which ends the wait with 55P03 "canceling
+ *       statement due to lock timeout" (advlock_fake_db_check_lock_timeout)
  * and anything else with an error: 42883 (undefined function) for a call of
  * an unknown function, 42601 (syntax error) otherwise, 08P01 for a wrong
  * number of parameters; inside a failed transaction block, 25P02.
@@ -207,9 +211,10 @@ typedef struct advlock_fake_session_ {
     int wait_result_; /* how the wait ended */
     int finish_;      /* granted by a wake-up; its statement is still to finish */
     /* For the holders query, on the database's clock: */
-    int64_t state_change_ms_; /* start of the running statement, else end of the last */
-    int64_t xact_start_ms_;   /* BEGIN of the block, else start of the last statement */
-    int64_t wait_start_ms_;   /* when the waiting statement began to wait */
+    int64_t state_change_ms_;    /* start of the running statement, else end of the last */
+    int64_t xact_start_ms_;      /* BEGIN of the block, else start of the last statement */
+    int64_t wait_start_ms_;      /* when the waiting statement began to wait */
+    int64_t lock_timeout_at_ms_; /* when its lock_timeout ends it (INT64_MAX: never) */
 } advlock_fake_session_;
 
 typedef struct advlock_fake_lock_ {
@@ -293,10 +298,22 @@ ADVLOCK_API int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *s
                                      const int64_t *param, advlock_fake_result *out);
 
 /*
+ * As advlock_fake_db_exec(), with nparams bigint parameters (0 to 2) at
+ * params ($1, $2): the bounded waits take two. A count the statement does
+ * not take answers 08P01, as PostgreSQL's bind does. Returns as
+ * advlock_fake_db_exec(), and ADVLOCK_EINVAL for params NULL with nparams
+ * > 0 or nparams outside 0..2.
+ */
+ADVLOCK_API int advlock_fake_db_exec_params(advlock_fake_db *db, int pid, const char *sql,
+                                            const int64_t *params, int nparams,
+                                            advlock_fake_result *out);
+
+/*
  * Collects the result of a session's waiting statement.
  * Returns 1 and fills out when the wait has ended: granted (a void row),
- * deadlock (40P01, "deadlock detected"), or cancelled (57014, "canceling
- * statement due to user request"); returns 0 while it still waits (out is
+ * deadlock (40P01, "deadlock detected"), cancelled (57014, "canceling
+ * statement due to user request") or timed out (55P03, "canceling
+ * statement due to lock timeout"); returns 0 while it still waits (out is
  * untouched). Errors: ADVLOCK_EINVAL (db or out NULL, or pid not open),
  * ADVLOCK_EMISUSE (the session has no waiting statement).
  */
@@ -373,6 +390,19 @@ ADVLOCK_API int advlock_fake_db_cancel(advlock_fake_db *db, int pid);
  * ADVLOCK_EINVAL for db NULL or a pid that is not open.
  */
 ADVLOCK_API int advlock_fake_db_check_deadlock(advlock_fake_db *db, int pid);
+
+/*
+ * Runs the lock timeout a bounded wait set ($2 ms after it began to wait),
+ * as PostgreSQL's timer does: if the database's clock has reached it, the
+ * statement ends with 55P03 (collect it with advlock_fake_db_poll()). As
+ * with a cancel (advlock_fake_db_cancel), a wait granted but whose result
+ * has not been collected is still in the lock wait on the server: the
+ * timeout ends it with 55P03 all the same, the lock kept. Drivers call it
+ * when that time has passed. Returns 1 if the timeout ended the statement,
+ * 0 if not (not due, no bound, no waiting statement), or ADVLOCK_EINVAL for
+ * db NULL or a pid that is not open.
+ */
+ADVLOCK_API int advlock_fake_db_check_lock_timeout(advlock_fake_db *db, int pid);
 
 /*
  * How many times session pid holds key in mode, at session level and at

@@ -5,8 +5,10 @@
  *   IDLE --start--> QUERYING --granted-----------------------------> DONE
  *                     ^   |--false, time left--> SLEEPING --timer--^ (query)
  *                     |   |--false at the timeout, NULL, error, lost--> DONE
- *                     |   |--server-side wait reaches its deadline, or the
- *                     |   |  caller cancels it--> CANCELLING --sent--> (waits on)
+ *                     |   |--false, server-side waiting--> QUERYING (the wait)
+ *                     |   |--the wait's 55P03/57014: unlock once, then DONE
+ *                     |   |--the wait stuck past its grace, or the caller
+ *                     |   |  cancels it--> CANCELLING --sent--> (waits on)
  *                     +-- a grant nobody wants any more: unlock, then DONE
  *   After a timeout, diagnostics (if asked for) run one holders query first.
  */
@@ -16,8 +18,9 @@
 
 enum state { IDLE, QUERYING, SLEEPING, DONE, CANCELLING };
 enum op { ACQUIRE = 1, RELEASE = 2 };
-/* What the outstanding query is for. */
-enum step { STEP_LOCK, STEP_RELEASE, STEP_UNDO, STEP_DIAGNOSE };
+/* What the outstanding query is for: a try-lock, or a server-side wait
+ * (which starts only after a try in the same mode answered false). */
+enum step { STEP_LOCK, STEP_RELEASE, STEP_UNDO, STEP_DIAGNOSE, STEP_WAIT };
 enum cancel { CANCEL_NONE, CANCEL_PENDING };
 
 /* The reference's schedule: Task.Delay(delayMs), then
@@ -31,6 +34,7 @@ enum { FIRST_DELAY_MS = 100, MAX_DELAY_MS = 1000 };
 #endif
 
 static const char query_canceled[] = "57014";
+static const char lock_not_available[] = "55P03";
 
 /* PostgreSQL ignores a cancel request that arrives before the backend has
  * read the statement (it drops cancels while idle), so until the statement
@@ -92,7 +96,7 @@ void advlock_notify(const advlock_machine *m, advlock_event_kind kind, const cha
 
 static int waits_on_server(const advlock_machine *m)
 {
-    return advlock_sql_answer(m->report_.sql) == ADVLOCK_ANSWER_VOID;
+    return m->step_ == STEP_WAIT;
 }
 
 /* deadline: when to call on_timer if no answer has come (INT64_MAX: never). */
@@ -102,7 +106,7 @@ static void issue_query(advlock_machine *m, enum step step, advlock_sql sql, int
     m->step_ = (uint8_t)step;
     m->report_.sql = sql;
     m->wake_at_ms_ = deadline;
-    if (step == STEP_LOCK) {
+    if (step == STEP_LOCK || step == STEP_WAIT) {
         m->report_.attempts++;
         emit_kind(m, ADVLOCK_EVENT_ATTEMPT);
     }
@@ -114,16 +118,32 @@ static int waits_for_grant(const advlock_machine *m)
     return m->options_.wait == ADVLOCK_WAIT_SERVER && m->report_.timeout_ms > 0;
 }
 
-static advlock_sql lock_statement(const advlock_machine *m)
-{
-    return advlock_sql_for_lock(m->options_.mode, m->options_.scope, waits_for_grant(m));
-}
-
+/* Every round begins with a try, server-side waiting too: it grants a lock
+ * the session holds in this mode already, so a wait only ever starts for a
+ * session that does not, and an unlock after the wait can only give back
+ * the wait's own grant. */
 static void issue_lock_query(advlock_machine *m)
 {
-    issue_query(m, STEP_LOCK, lock_statement(m),
-                waits_for_grant(m) ? add_saturating(m->start_ms_, m->report_.timeout_ms)
-                                   : INT64_MAX);
+    issue_query(m, STEP_LOCK, advlock_sql_for_lock(m->options_.mode, m->options_.scope, 0),
+                INT64_MAX);
+}
+
+/* The statement the failure of a wait is reported on. */
+static advlock_sql wait_statement(const advlock_machine *m)
+{
+    return advlock_sql_for_lock(m->options_.mode, m->options_.scope, 1);
+}
+
+/* The server ends the wait at the deadline itself (lock_timeout, whose
+ * range is 1..INT32_MAX ms; 0 would mean no bound). The machine's own
+ * deadline, a grace later, is for a statement stuck before its wait began. */
+static void issue_wait(advlock_machine *m)
+{
+    int64_t left = m->report_.timeout_ms - elapsed_ms(m); /* > 0: not timed out */
+    issue_query(
+        m, STEP_WAIT, wait_statement(m),
+        add_saturating(add_saturating(m->start_ms_, m->report_.timeout_ms), ADVLOCK_WAIT_GRACE_MS));
+    m->span_ms_ = left > INT32_MAX ? INT32_MAX : (int32_t)left;
 }
 
 static uint64_t splitmix64(uint64_t *state)
@@ -156,12 +176,12 @@ static int32_t next_sleep(advlock_machine *m)
 static void sleep_then_retry(advlock_machine *m)
 {
     m->state_ = SLEEPING;
-    m->sleep_ms_ = next_sleep(m);
-    m->wake_at_ms_ = add_saturating(m->now_ms_, m->sleep_ms_);
+    m->span_ms_ = next_sleep(m);
+    m->wake_at_ms_ = add_saturating(m->now_ms_, m->span_ms_);
     advlock_event e;
     memset(&e, 0, sizeof e);
     e.kind = ADVLOCK_EVENT_SLEEP;
-    e.sleep_ms = m->sleep_ms_;
+    e.sleep_ms = m->span_ms_;
     emit(m, &e);
 }
 
@@ -317,13 +337,17 @@ int advlock_start_release_key(advlock_machine *m, int64_t key, int64_t now_ms)
     return start(m, RELEASE, key, 0, now_ms);
 }
 
-/* The acquire is over without the lock: why, the caller or the clock? */
+/* The acquire is over without the lock (a grant given back, or none): why,
+ * the caller or the clock? A wait the server ended before the deadline
+ * (lock_timeout tops out at INT32_MAX ms) goes on with the next round. */
 static void end_unwanted(advlock_machine *m)
 {
     if (m->cancel_ == CANCEL_PENDING)
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
-    else
+    else if (m->deadline_passed_ || elapsed_ms(m) >= m->report_.timeout_ms)
         timed_out(m);
+    else
+        sleep_then_retry(m);
 }
 
 /* A grant arrived after the caller cancelled or the deadline passed. */
@@ -345,32 +369,34 @@ static void on_unwanted_grant(advlock_machine *m)
                                          : ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE);
 }
 
-/* The cancel we asked for ended the wait. PostgreSQL can grant the lock
- * while the cancelled statement is still unwinding and then report 57014
- * all the same, leaving the session holding it; a session lock is therefore
- * unlocked once more (answering false, with a harmless WARNING, when the
- * grant did not happen). Such a hold can only come from this statement: a
- * session that already held the lock would have been granted at once. A
- * transaction lock ends with the transaction the cancel has aborted. */
-static void on_cancelled_wait(advlock_machine *m)
+/* The server ended a wait with an error. A cancel (57014) or the wait's own
+ * lock_timeout (55P03) can land in the instant the lock is granted, and
+ * PostgreSQL then reports the error with the lock held (its lock-wait
+ * cleanup keeps a grant it finds), so a session lock is unlocked once
+ * (answering false, with a harmless WARNING, when there was no grant). That
+ * unlock can only give back this wait's grant: the wait began after a try
+ * in the same mode answered false, which it never does for a session that
+ * holds the lock in that mode. A 57014 nobody asked for (statement_timeout,
+ * a stray cancel) is reported as a failure, once the undo has answered. A
+ * transaction lock went with the transaction the error aborted, which no
+ * further wait can use. */
+static void on_wait_error(advlock_machine *m)
 {
-    if (m->options_.scope == ADVLOCK_TRANSACTION)
-        end_unwanted(m);
-    else
-        undo(m, ADVLOCK_DETAIL_UNDO_AFTER_57014);
-}
-
-/* A 57014 nobody asked for (statement_timeout, a stray cancel) can hide a
- * grant just as a requested one can: the failure is reported, but only after
- * the grant, if any, is given back. */
-static void on_unrequested_57014(advlock_machine *m)
-{
-    if (m->options_.scope == ADVLOCK_TRANSACTION) {
-        /* The error aborted the transaction, and the lock with it. */
+    int cancelled = strcmp(m->report_.sqlstate, query_canceled) == 0;
+    int unwanted = m->cancel_ == CANCEL_PENDING || m->deadline_passed_;
+    if (!cancelled && strcmp(m->report_.sqlstate, lock_not_available) != 0) {
         finish_failed(m, ADVLOCK_ESERVER);
         return;
     }
-    m->fail_after_undo_ = 1;
+    int failure = cancelled && !unwanted;
+    if (m->options_.scope == ADVLOCK_TRANSACTION) {
+        if (failure || (!unwanted && elapsed_ms(m) < m->report_.timeout_ms))
+            finish_failed(m, ADVLOCK_ESERVER);
+        else
+            end_unwanted(m);
+        return;
+    }
+    m->fail_after_undo_ = (uint8_t)failure;
     undo(m, ADVLOCK_DETAIL_UNDO_AFTER_57014);
 }
 
@@ -383,8 +409,8 @@ static void on_undo_result(advlock_machine *m, advlock_result result)
     case ADVLOCK_RESULT_TRUE:
     case ADVLOCK_RESULT_FALSE:
         if (m->fail_after_undo_) {
-            /* The failure to report is the lock statement's 57014. */
-            m->report_.sql = lock_statement(m);
+            /* The failure to report is the wait's 57014. */
+            m->report_.sql = wait_statement(m);
             finish(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
         } else {
             end_unwanted(m);
@@ -396,6 +422,8 @@ static void on_undo_result(advlock_machine *m, advlock_result result)
     }
 }
 
+/* The answer of a try, or of a wait (which only a broken driver could
+ * answer false or NULL: they count as a try's). */
 static void on_lock_result(advlock_machine *m, advlock_result result)
 {
     int unwanted = m->cancel_ == CANCEL_PENDING || m->deadline_passed_;
@@ -411,6 +439,8 @@ static void on_lock_result(advlock_machine *m, advlock_result result)
             finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         else if (elapsed_ms(m) >= m->report_.timeout_ms)
             timed_out(m);
+        else if (waits_for_grant(m) && m->step_ == STEP_LOCK)
+            issue_wait(m);
         else
             sleep_then_retry(m);
         break;
@@ -421,12 +451,10 @@ static void on_lock_result(advlock_machine *m, advlock_result result)
             finish_failed(m, ADVLOCK_ENULL);
         break;
     case ADVLOCK_RESULT_SERVER_ERROR:
-        if (!waits_on_server(m) || strcmp(m->report_.sqlstate, query_canceled) != 0)
-            finish_failed(m, ADVLOCK_ESERVER);
-        else if (unwanted)
-            on_cancelled_wait(m);
+        if (waits_on_server(m))
+            on_wait_error(m);
         else
-            on_unrequested_57014(m);
+            finish_failed(m, ADVLOCK_ESERVER);
         break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
@@ -473,7 +501,8 @@ int advlock_on_result(advlock_machine *m, advlock_result result, const char *sql
     e.message = message;
     emit(m, &e);
     switch (m->step_) {
-    case STEP_LOCK: on_lock_result(m, result); break;
+    case STEP_LOCK:
+    case STEP_WAIT: on_lock_result(m, result); break;
     case STEP_UNDO: on_undo_result(m, result); break;
     case STEP_RELEASE: on_unlock_result(m, result); break;
     default: on_diagnose_failed(m); break;
@@ -530,7 +559,7 @@ int advlock_on_timer(advlock_machine *m, int64_t now_ms)
         return 0;
     if (m->state_ == SLEEPING) {
         issue_lock_query(m);
-    } else if (m->state_ == QUERYING && m->step_ == STEP_LOCK && waits_on_server(m)) {
+    } else if (m->state_ == QUERYING && waits_on_server(m)) {
         m->deadline_passed_ = 1; /* the deadline, or a cancel to repeat */
         request_cancel(m);
     }
@@ -560,7 +589,7 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         return 0;
     }
-    if (m->step_ != STEP_LOCK || m->cancel_ == CANCEL_PENDING)
+    if ((m->step_ != STEP_LOCK && m->step_ != STEP_WAIT) || m->cancel_ == CANCEL_PENDING)
         return 0; /* already on its way out */
     m->cancel_ = CANCEL_PENDING;
     /* A server-side wait could last forever: ask for it to stop, once. */
@@ -585,12 +614,13 @@ advlock_action advlock_next_action(const advlock_machine *m)
         a.sql = m->report_.sql;
         a.sql_text = advlock_sql_text(a.sql);
         a.param = m->report_.key;
+        a.param2 = waits_on_server(m) ? m->span_ms_ : 0;
         a.wake_at_ms = m->wake_at_ms_;
         break;
     case SLEEPING:
         a.kind = ADVLOCK_ACTION_SLEEP;
         a.wake_at_ms = m->wake_at_ms_;
-        a.sleep_ms = m->sleep_ms_;
+        a.sleep_ms = m->span_ms_;
         break;
     default: a.kind = ADVLOCK_ACTION_DONE; break;
     }

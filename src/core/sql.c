@@ -1,6 +1,7 @@
 /*
  * The one table of SQL the core can emit. Every row takes one bigint
- * parameter; what it returns decides which input reports its answer.
+ * parameter, the lock key; the waiting rows take a second, the wait's bound
+ * in milliseconds. What a row returns decides which input reports its answer.
  */
 #include "core.h"
 
@@ -23,6 +24,25 @@
     " AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint"                      \
     " ORDER BY l.granted DESC, l.pid"
 
+/*
+ * A wait bounded by the server: lock_timeout, set for this transaction only
+ * (set_config's true), ends the wait with 55P03 after $2 ms, with no cancel
+ * request and no race against the client's clock. Outside a transaction
+ * block the setting dies with the statement's own transaction; inside the
+ * caller's block it would outlive the statement, so a granted wait puts the
+ * caller's value back (a failed one aborts the block, and ROLLBACK restores
+ * it). The order is forced by data, not by the planner's whims: the caller's
+ * value is read first, in a subquery OFFSET 0 keeps apart; CASE evaluates
+ * its condition (setting the bound) before its result (the wait); the
+ * restore takes the wait's result (void, as text: '') as part of its
+ * argument. The row's one column is void, as the lock function's.
+ */
+#define BOUNDED_WAIT_SQL(function)                                            \
+    "SELECT pg_catalog.set_config('lock_timeout', c.caller || CASE WHEN"      \
+    " pg_catalog.set_config('lock_timeout', $2::text, true) IS NOT NULL THEN" \
+    " pg_catalog." function "($1)::text END, true)::void"                     \
+    " FROM (SELECT pg_catalog.current_setting('lock_timeout') AS caller OFFSET 0) c"
+
 static const struct {
     const char *text;
     const char *function;
@@ -41,12 +61,13 @@ static const struct {
     [ADVLOCK_SQL_TRY_XACT_LOCK_SHARED] = {"SELECT pg_try_advisory_xact_lock_shared($1)",
                                           "pg_try_advisory_xact_lock_shared",
                                           ADVLOCK_ANSWER_BOOLEAN},
-    [ADVLOCK_SQL_LOCK] = {"SELECT pg_advisory_lock($1)", "pg_advisory_lock", ADVLOCK_ANSWER_VOID},
-    [ADVLOCK_SQL_LOCK_SHARED] = {"SELECT pg_advisory_lock_shared($1)", "pg_advisory_lock_shared",
-                                 ADVLOCK_ANSWER_VOID},
-    [ADVLOCK_SQL_XACT_LOCK] = {"SELECT pg_advisory_xact_lock($1)", "pg_advisory_xact_lock",
+    [ADVLOCK_SQL_LOCK] = {BOUNDED_WAIT_SQL("pg_advisory_lock"), "pg_advisory_lock",
+                          ADVLOCK_ANSWER_VOID},
+    [ADVLOCK_SQL_LOCK_SHARED] = {BOUNDED_WAIT_SQL("pg_advisory_lock_shared"),
+                                 "pg_advisory_lock_shared", ADVLOCK_ANSWER_VOID},
+    [ADVLOCK_SQL_XACT_LOCK] = {BOUNDED_WAIT_SQL("pg_advisory_xact_lock"), "pg_advisory_xact_lock",
                                ADVLOCK_ANSWER_VOID},
-    [ADVLOCK_SQL_XACT_LOCK_SHARED] = {"SELECT pg_advisory_xact_lock_shared($1)",
+    [ADVLOCK_SQL_XACT_LOCK_SHARED] = {BOUNDED_WAIT_SQL("pg_advisory_xact_lock_shared"),
                                       "pg_advisory_xact_lock_shared", ADVLOCK_ANSWER_VOID},
     [ADVLOCK_SQL_HOLDERS] = {HOLDERS_SQL, "holder diagnostics", ADVLOCK_ANSWER_HOLDERS},
 };
@@ -64,6 +85,14 @@ const char *advlock_sql_text(advlock_sql sql)
 advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql)
 {
     return known(sql) ? statements[sql].answer : ADVLOCK_ANSWER_BOOLEAN;
+}
+
+/* The waiting rows are the ones that answer void. */
+int advlock_sql_params(advlock_sql sql)
+{
+    if (!known(sql))
+        return 0;
+    return statements[sql].answer == ADVLOCK_ANSWER_VOID ? 2 : 1;
 }
 
 const char *advlock_sql_function(advlock_sql sql)

@@ -7,10 +7,13 @@
  * deadline; with full jitter, each drawn from its own splitmix64 stream over
  * the client's jitter seed as r mod (ceiling + 1), then clipped), the timeout
  * rule (TIMED_OUT at the first failed attempt whose elapsed time reaches the
- * timeout), a server-side wait's deadline and cancel (asked for again every
- * 250 ms until the answer comes: PostgreSQL drops a cancel that overtakes its
- * statement), the undo of a grant nobody wants (also after a 57014, asked
- * for or not, which may hide one), holder diagnostics, and every outcome's
+ * timeout), server-side waiting (a try first, then, if the lock is busy and
+ * time is left, one wait bounded by lock_timeout = the time left, whose own
+ * deadline comes ADVLOCK_WAIT_GRACE_MS after the timeout; its cancel asked
+ * for again every 250 ms until the answer comes: PostgreSQL drops a cancel
+ * that overtakes its statement), the undo of a grant nobody wants (also
+ * after a wait's 57014, asked for or not, or 55P03, either of which may hide
+ * one), holder diagnostics, and every outcome's
  * report: outcome, failure, detail, failing statement, SQLSTATE, key,
  * timeout, elapsed time, attempts and holder facts. It compares facts, never
  * sentences (advlock_describe() words them, and the core's tests check its
@@ -22,7 +25,8 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { P_IDLE, P_LOCK, P_SLEEP, P_UNLOCK, P_UNDO, P_DIAGNOSE };
+/* P_LOCK: a try; P_WAIT: a server-side wait. */
+enum { P_IDLE, P_LOCK, P_SLEEP, P_UNLOCK, P_UNDO, P_DIAGNOSE, P_WAIT };
 
 int64_t advlock_sim_policy_sleep(uint64_t n)
 {
@@ -87,7 +91,8 @@ static int waits_on_server(const sim_client *cl)
     return opts(cl)->wait == ADVLOCK_WAIT_SERVER && cl->step_.timeout_ms > 0;
 }
 
-static advlock_sql lock_statement(const sim_client *cl)
+/* wait: the server-side wait's statement rather than the try. */
+static advlock_sql lock_statement(const sim_client *cl, int wait)
 {
     static const advlock_sql by[2][2][2] = {
         {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK},
@@ -95,7 +100,7 @@ static advlock_sql lock_statement(const sim_client *cl)
         {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK},
          {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED}},
     };
-    return by[waits_on_server(cl)][opts(cl)->mode == ADVLOCK_SHARED][xact(cl)];
+    return by[wait][opts(cl)->mode == ADVLOCK_SHARED][xact(cl)];
 }
 
 static advlock_sql unlock_statement(const sim_client *cl)
@@ -143,14 +148,13 @@ static expected failure(const sim_client *cl, advlock_sql sql, advlock_result r)
 static expected current(const sim_client *cl)
 {
     switch (cl->policy_state_) {
-    case P_LOCK:
+    case P_LOCK: return query(cl->policy_sql_, INT64_MAX);
+    case P_WAIT:
         if (cl->policy_cancelling_)
             return (expected){ADVLOCK_ACTION_CANCEL_QUERY, cl->policy_sql_, 0, 0, 0, 0, 0,
                               ADVLOCK_DETAIL_NONE};
-        /* Only a server-side wait has a deadline; once its cancel is sent,
-         * the moment to ask for it again. */
-        if (!waits_on_server(cl))
-            return query(cl->policy_sql_, INT64_MAX);
+        /* Only a server-side wait has a deadline, a grace after the
+         * timeout; once its cancel is sent, the moment to ask again. */
         return query(cl->policy_sql_,
                      cl->policy_deadline_passed_ ? cl->policy_resend_ : cl->policy_deadline_);
     case P_SLEEP:
@@ -168,7 +172,19 @@ static expected attempt(sim_client *cl)
 {
     cl->policy_state_ = P_LOCK;
     cl->policy_attempts_++;
-    cl->policy_sql_ = lock_statement(cl);
+    cl->policy_sql_ = lock_statement(cl, 0);
+    return current(cl);
+}
+
+/* After a busy try with time left: the wait, bounded by the time left
+ * (lock_timeout's range ends at INT32_MAX ms). */
+static expected wait_on_server(sim_client *cl)
+{
+    int64_t left = cl->step_.timeout_ms - (cl->policy_reading_ - cl->policy_start_);
+    cl->policy_state_ = P_WAIT;
+    cl->policy_attempts_++;
+    cl->policy_sql_ = lock_statement(cl, 1);
+    cl->policy_bound_ = left < INT32_MAX ? left : INT32_MAX;
     return current(cl);
 }
 
@@ -189,10 +205,18 @@ static expected undo(sim_client *cl, advlock_detail reason)
     return current(cl);
 }
 
-/* Neither the caller nor the clock wants the lock any more. */
+static expected sleep_next(sim_client *cl);
+
+/* Neither the caller nor the clock wants the lock any more; or the server
+ * ended a wait early (its bound tops out at INT32_MAX ms): the next round. */
 static expected end_unwanted(sim_client *cl)
 {
-    return cl->policy_cancel_ ? done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE) : timed_out(cl);
+    if (cl->policy_cancel_)
+        return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
+    if (cl->policy_deadline_passed_
+        || cl->policy_reading_ - cl->policy_start_ >= cl->step_.timeout_ms)
+        return timed_out(cl);
+    return sleep_next(cl);
 }
 
 /* The n-th sleep: its ceiling, drawn (jitter) or not, then cut to the time
@@ -235,26 +259,34 @@ static expected after_lock(sim_client *cl, advlock_result r, const char *sqlstat
             return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
         if (cl->policy_reading_ - cl->policy_start_ >= cl->step_.timeout_ms)
             return timed_out(cl);
+        if (waits_on_server(cl) && cl->policy_state_ == P_LOCK)
+            return wait_on_server(cl);
         return sleep_next(cl);
     case ADVLOCK_RESULT_NULL:
         return cl->policy_cancel_ ? done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE)
                                   : failure(cl, cl->policy_sql_, r);
-    case ADVLOCK_RESULT_SERVER_ERROR:
-        /* A waiting statement's 57014: after the cancel this machine asked
-         * for, the timeout (or the caller's cancel); nobody's (a
-         * statement_timeout, a stray cancel), a failure. Either way
-         * PostgreSQL may have granted the lock just before the cancel ended
-         * the statement, so a session lock is unlocked once first (and the
+    case ADVLOCK_RESULT_SERVER_ERROR: {
+        /* A wait's 57014 or 55P03: the cancel this machine asked for (the
+         * caller's, or the grace after the deadline), the wait's own
+         * lock_timeout, or nobody's 57014 (a statement_timeout, a stray
+         * cancel: a failure). Each may have landed just as the lock was
+         * granted, so a session lock is unlocked once first (and the
          * failure reported after it); a transaction lock went with the
-         * transaction the error aborted. Any other error fails. */
-        if (!waits_on_server(cl) || strcmp(sqlstate, "57014") != 0)
+         * transaction the error aborted, which cannot wait again. Any
+         * other error fails. */
+        int cancelled = strcmp(sqlstate, "57014") == 0;
+        if (cl->policy_state_ != P_WAIT || (!cancelled && strcmp(sqlstate, "55P03") != 0))
             return failure(cl, cl->policy_sql_, r);
-        if (unwanted)
-            return xact(cl) ? end_unwanted(cl) : undo(cl, ADVLOCK_DETAIL_UNDO_AFTER_57014);
+        int fails = cancelled && !unwanted;
         if (xact(cl))
-            return failure(cl, cl->policy_sql_, r);
-        cl->policy_fail_after_undo_ = 1;
+            return fails
+                           || (!unwanted
+                               && cl->policy_reading_ - cl->policy_start_ < cl->step_.timeout_ms)
+                       ? failure(cl, cl->policy_sql_, r)
+                       : end_unwanted(cl);
+        cl->policy_fail_after_undo_ = fails;
         return undo(cl, ADVLOCK_DETAIL_UNDO_AFTER_57014);
+    }
     default: return failure(cl, cl->policy_sql_, r);
     }
 }
@@ -279,7 +311,8 @@ static expected after_result(sim_client *cl, advlock_result r, const char *sqlst
     cl->policy_cancelling_ = 0;
     keep_sqlstate(cl, r, sqlstate);
     switch (cl->policy_state_) {
-    case P_LOCK: return after_lock(cl, r, sqlstate);
+    case P_LOCK:
+    case P_WAIT: return after_lock(cl, r, sqlstate);
     case P_UNDO:
         /* Only a boolean proves the undoing unlock ran. After a 57014
          * nobody asked for, that 57014 is the outcome then. */
@@ -311,7 +344,7 @@ static expected on_timer(sim_client *cl)
     /* The deadline, or the moment to ask again for a cancel sent (a request
      * that overtook its statement was dropped). A request not yet sent is
      * not asked for twice; INT64_MAX is no deadline at all. */
-    if (cl->policy_state_ == P_LOCK && waits_on_server(cl) && !cl->policy_cancelling_) {
+    if (cl->policy_state_ == P_WAIT && !cl->policy_cancelling_) {
         int64_t due = cl->policy_deadline_passed_ ? cl->policy_resend_ : cl->policy_deadline_;
         if (due != INT64_MAX && cl->policy_reading_ >= due) {
             cl->policy_deadline_passed_ = 1;
@@ -325,10 +358,10 @@ static expected on_cancel(sim_client *cl)
 {
     if (cl->policy_state_ == P_SLEEP)
         return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
-    if (cl->policy_state_ == P_LOCK && !cl->policy_cancel_) {
+    if ((cl->policy_state_ == P_LOCK || cl->policy_state_ == P_WAIT) && !cl->policy_cancel_) {
         cl->policy_cancel_ = 1;
         /* A server-side wait could last forever: it must be cancelled, once. */
-        if (waits_on_server(cl) && !cl->policy_deadline_passed_) {
+        if (cl->policy_state_ == P_WAIT && !cl->policy_deadline_passed_) {
             cl->policy_deadline_passed_ = 1;
             cl->policy_cancelling_ = 1;
         }
@@ -345,8 +378,11 @@ static expected start_acquire(sim_client *cl, int64_t reading)
     cl->policy_fail_after_undo_ = 0;
     cl->policy_resend_ = INT64_MAX;
     cl->policy_sqlstate_[0] = '\0';
-    cl->policy_deadline_ =
+    /* The wait's own deadline: the grace after the timeout. */
+    int64_t deadline =
         reading > INT64_MAX - cl->step_.timeout_ms ? INT64_MAX : reading + cl->step_.timeout_ms;
+    cl->policy_deadline_ =
+        deadline > INT64_MAX - ADVLOCK_WAIT_GRACE_MS ? INT64_MAX : deadline + ADVLOCK_WAIT_GRACE_MS;
     return attempt(cl);
 }
 
@@ -527,6 +563,9 @@ int advlock_sim_policy_check(sim_client *cl, enum policy_input input, advlock_re
             return mismatch(why, size, "statement (advlock_sql)", e.sql, a->sql);
         if (a->param != cl->key_)
             return mismatch(why, size, "query parameter (the lock key)", cl->key_, a->param);
+        int64_t bound = cl->policy_state_ == P_WAIT ? cl->policy_bound_ : 0;
+        if (a->param2 != bound)
+            return mismatch(why, size, "the wait's bound ($2, ms)", bound, a->param2);
         if (a->sql_text == NULL || strcmp(a->sql_text, advlock_sql_text(e.sql)) != 0)
             return mismatch(why, size, "SQL text differs from the statement table", 0, 1);
         if (e.kind == ADVLOCK_ACTION_QUERY && a->wake_at_ms != e.wake_at_ms)

@@ -260,6 +260,7 @@ static int handle_event(sim_world *sim, const sim_event *ev)
     case EV_CANCEL_LAND: return advlock_sim_on_cancel_land(sim, (int)ev->arg_);
     case EV_DEADLOCK: return advlock_sim_on_deadlock_check(sim, c, ev->serial_);
     case EV_RETURN: return advlock_sim_on_return(sim, c, ev->serial_);
+    case EV_LOCK_TIMEOUT: return advlock_sim_on_lock_timeout(sim, c, ev->serial_);
     case EV_STALL:
         advlock_sim_reading(sim, cl);
         advlock_fake_clock_stall(&cl->clock_, ev->arg_);
@@ -285,6 +286,9 @@ static int stale(const sim_world *sim, const sim_event *ev)
     case EV_CANCEL: return !cl->busy_ || ev->serial_ != cl->op_serial_;
     case EV_DEADLOCK: return cl->query_ != QUERY_WAITING || ev->serial_ != cl->wait_serial_;
     case EV_RETURN: return cl->query_ != QUERY_RETURNING || ev->serial_ != cl->wait_serial_;
+    case EV_LOCK_TIMEOUT:
+        return (cl->query_ != QUERY_WAITING && cl->query_ != QUERY_RETURNING)
+               || ev->serial_ != cl->wait_serial_;
     default: return 0;
     }
 }

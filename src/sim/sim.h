@@ -44,7 +44,8 @@ typedef struct sim_client {
     /* the query in flight */
     int query_; /* none, on its way to the server, waiting there, on its way back */
     const char *query_text_;
-    int query_is_lock_; /* one of the machine's lock statements */
+    int query_is_lock_;      /* one of the machine's lock statements */
+    int64_t query_bound_ms_; /* a bounded wait's $2 (lock_timeout, ms), else 0 */
     int64_t arrive_ms_, deliver_ms_, return_ms_;
     uint64_t wait_serial_;
     advlock_result result_;
@@ -77,6 +78,7 @@ typedef struct sim_client {
     advlock_sql policy_sql_;
     int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_, policy_deadline_;
     int64_t policy_resend_;   /* when a sent cancel is asked for again */
+    int64_t policy_bound_;    /* a server-side wait's lock_timeout ($2, ms) */
     char policy_sqlstate_[6]; /* the last error's SQLSTATE in this operation */
     uint64_t policy_sleeps_, policy_attempts_, policy_jitter_;
     advlock_sim_done last_;
@@ -152,7 +154,8 @@ enum advlock_sim_event_kind {
     EV_JUMP,        /* the client's clock jumps (arg: ms) */
     EV_CANCEL_LAND, /* a cancel request reaches the server (arg: pid) */
     EV_DEADLOCK,    /* deadlock_timeout after a wait began (serial: wait) */
-    EV_RETURN       /* a granted waiter's statement finishes (serial: wait) */
+    EV_RETURN,      /* a granted waiter's statement finishes (serial: wait) */
+    EV_LOCK_TIMEOUT /* a bounded wait's lock_timeout is due (serial: wait) */
 };
 
 /* Schedules an event at at_ms (never before now); 0, or -1 when full. */
@@ -309,8 +312,9 @@ int advlock_sim_on_deliver(sim_world *sim, int c);
 int advlock_sim_on_wake(sim_world *sim, int c, uint64_t serial);
 int advlock_sim_on_cancel(sim_world *sim, int c, uint64_t serial);
 /* Sends a statement (the machine's, or a transaction command) on the
- * client's session with a fresh round trip. */
-int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock);
+ * client's session with a fresh round trip; bound_ms is a bounded wait's $2
+ * (0 for every other statement). */
+int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock, int64_t bound_ms);
 
 /* sim_server.c: the server's side of queries, waits and cancels. */
 int advlock_sim_on_arrive(sim_world *sim, int c);
@@ -320,6 +324,7 @@ int advlock_sim_collect_waits(sim_world *sim);
 int advlock_sim_on_return(sim_world *sim, int c, uint64_t serial);
 int advlock_sim_on_cancel_land(sim_world *sim, int pid);
 int advlock_sim_on_deadlock_check(sim_world *sim, int c, uint64_t serial);
+int advlock_sim_on_lock_timeout(sim_world *sim, int c, uint64_t serial);
 int advlock_sim_on_kill(sim_world *sim, int c);
 
 /* sim_steps.c: plans' steps. */

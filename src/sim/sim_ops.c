@@ -34,7 +34,7 @@ static int is_lock_statement(advlock_sql sql)
            && sql != ADVLOCK_SQL_HOLDERS;
 }
 
-int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock)
+int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock, int64_t bound_ms)
 {
     sim_client *cl = &sim->clients_[c];
     if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
@@ -48,6 +48,7 @@ int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock)
     cl->query_ = QUERY_TO_SERVER;
     cl->query_text_ = sql;
     cl->query_is_lock_ = is_lock;
+    cl->query_bound_ms_ = bound_ms;
     cl->arrive_ms_ = sim->now_ms_ + rtt / 2;
     cl->return_ms_ = rtt - rtt / 2;
     cl->deliver_ms_ = cl->arrive_ms_ + cl->return_ms_;
@@ -103,7 +104,7 @@ static int query(sim_world *sim, int c, const advlock_action *a)
     int deadline = a->wake_at_ms != INT64_MAX;
     if (cl->query_ != QUERY_NONE)
         return deadline ? arm_timer(sim, c, a->wake_at_ms, 0) : 0;
-    int rc = advlock_sim_send(sim, c, a->sql_text, is_lock_statement(a->sql));
+    int rc = advlock_sim_send(sim, c, a->sql_text, is_lock_statement(a->sql), a->param2);
     return rc == 0 && deadline ? arm_timer(sim, c, a->wake_at_ms, 1) : rc;
 }
 

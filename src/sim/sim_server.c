@@ -101,8 +101,9 @@ static int apply(sim_world *sim, int c, int *waiting)
 {
     sim_client *cl = &sim->clients_[c];
     advlock_fake_result r;
-    const int64_t *param = is_command(cl) ? NULL : &cl->key_;
-    if (advlock_fake_db_exec(&sim->db_, cl->pid_, cl->query_text_, param, &r) != 0)
+    const int64_t params[2] = {cl->key_, cl->query_bound_ms_};
+    int nparams = is_command(cl) ? 0 : cl->query_bound_ms_ > 0 ? 2 : 1;
+    if (advlock_fake_db_exec_params(&sim->db_, cl->pid_, cl->query_text_, params, nparams, &r) != 0)
         return advlock_sim_record_violation(sim, c, "the fake database refused the query");
     switch (r.status) {
     case ADVLOCK_FAKE_ROW_TRUE:
@@ -181,8 +182,12 @@ static int begin_wait(sim_world *sim, int c)
     cl->wait_serial_++;
     advlock_sim_trace_extra x = advlock_sim_trace_none();
     advlock_sim_trace(sim, c, "waiting", &x);
-    return advlock_sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c,
-                                     cl->wait_serial_, 0);
+    int rc = advlock_sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c,
+                                       cl->wait_serial_, 0);
+    if (rc == 0 && cl->query_bound_ms_ > 0)
+        rc = advlock_sim_must_schedule(sim, sim->now_ms_ + cl->query_bound_ms_, EV_LOCK_TIMEOUT, c,
+                                       cl->wait_serial_, 0);
+    return rc;
 }
 
 int advlock_sim_on_arrive(sim_world *sim, int c)
@@ -299,18 +304,35 @@ int advlock_sim_on_return(sim_world *sim, int c, uint64_t serial)
     return collect(sim, c);
 }
 
-/* pg_cancel_backend: it cancels whatever statement the session is in when
- * the request lands (a later one, even), and nothing if it is idle. */
-int advlock_sim_on_cancel_land(sim_world *sim, int pid)
+/* A statement granted but not yet finished that a cancel or its lock
+ * timeout ended: its error aborts the transaction block now, and the
+ * transaction's locks with it. */
+static void interrupted(sim_world *sim, int pid)
 {
-    if (advlock_fake_db_cancel(&sim->db_, pid) != 1)
-        return 0;
-    /* A statement granted but not yet finished: its error aborts the
-     * transaction block now, and the transaction's locks with it. */
     const sim_session *s = advlock_sim_session(sim, pid);
     int c = s != NULL ? s->owner : -1;
     if (c >= 0 && sim->clients_[c].query_ == QUERY_RETURNING)
         failed_at_server(sim, &sim->clients_[c]);
+}
+
+/* pg_cancel_backend: it cancels whatever statement the session is in when
+ * the request lands (a later one, even), and nothing if it is idle. */
+int advlock_sim_on_cancel_land(sim_world *sim, int pid)
+{
+    if (advlock_fake_db_cancel(&sim->db_, pid) == 1)
+        interrupted(sim, pid);
+    return 0;
+}
+
+/* The server's timer for a bounded wait: like a cancel it may land in the
+ * same millisecond as a grant, before the statement has finished (the race
+ * the machine's undo after a 55P03 is for). */
+int advlock_sim_on_lock_timeout(sim_world *sim, int c, uint64_t serial)
+{
+    sim_client *cl = &sim->clients_[c];
+    if ((cl->query_ == QUERY_WAITING || cl->query_ == QUERY_RETURNING) && serial == cl->wait_serial_
+        && advlock_fake_db_check_lock_timeout(&sim->db_, cl->pid_) == 1)
+        interrupted(sim, cl->pid_);
     return 0;
 }
 

@@ -340,37 +340,60 @@ static void no_cancel(advlock_action *a)
     a->kind = ADVLOCK_ACTION_QUERY;
 }
 
+static void wrong_bound(advlock_action *a)
+{
+    a->param2 += 1;
+}
+
+/* Starts a server-side acquire at 100 (timeout 2000) whose try is refused
+ * at 100: the wait goes out bounded by the whole timeout. */
+static int shadow_waiting(advlock_options o, void (*tamper)(advlock_action *))
+{
+    assert_int_equal(shadow_start(o, 2000, 100), 0);
+    return shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, 100, tamper);
+}
+
 static void server_wait_is_checked(void **state)
 {
     (void)state;
     advlock_options o;
     advlock_options_init(&o);
     o.wait = ADVLOCK_WAIT_SERVER;
-    /* Deadline, cancel, 57014, the unlock in case a grant hid behind it:
-     * TIMED_OUT. */
-    assert_int_equal(shadow_start(o, 2000, 100), 0);
-    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2099, NULL), 0);
-    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, NULL), 0);
-    assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
-    assert_int_equal(shadow(IN_CANCEL_SENT, 0, NULL, 2100, NULL), 0);
-    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_SERVER_ERROR, "57014", 2110, NULL), 0);
+    /* The try, the wait bounded by lock_timeout, its 55P03, the unlock in
+     * case a grant hid behind it: TIMED_OUT. */
+    assert_int_equal(shadow_waiting(o, NULL), 0);
+    assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_LOCK);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, NULL), 0); /* within the grace */
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_SERVER_ERROR, "55P03", 2101, NULL), 0);
     assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_UNLOCK);
-    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, 2115, NULL), 0);
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, 2102, NULL), 0);
+    assert_int_equal(advlock_next_action(&m).report->outcome, ADVLOCK_TIMED_OUT);
+    /* Stuck past the grace: cancel, 57014, the unlock: TIMED_OUT. */
+    assert_int_equal(shadow_waiting(o, NULL), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2599, NULL), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2600, NULL), 0);
+    assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
+    assert_int_equal(shadow(IN_CANCEL_SENT, 0, NULL, 2600, NULL), 0);
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_SERVER_ERROR, "57014", 2610, NULL), 0);
+    assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_UNLOCK);
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_FALSE, NULL, 2615, NULL), 0);
     assert_int_equal(advlock_next_action(&m).report->outcome, ADVLOCK_TIMED_OUT);
     /* A grant after the deadline is given back before TIMED_OUT. */
-    assert_int_equal(shadow_start(o, 2000, 100), 0);
-    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, NULL), 0);
-    assert_int_equal(shadow(IN_CANCEL_SENT, 0, NULL, 2100, NULL), 0);
-    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_TRUE, NULL, 2105, NULL), 0);
+    assert_int_equal(shadow_waiting(o, NULL), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2600, NULL), 0);
+    assert_int_equal(shadow(IN_CANCEL_SENT, 0, NULL, 2600, NULL), 0);
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_TRUE, NULL, 2605, NULL), 0);
     assert_int_equal(advlock_next_action(&m).sql, ADVLOCK_SQL_UNLOCK);
-    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_TRUE, NULL, 2110, NULL), 0);
-    /* A wait without its deadline, or a deadline without a cancel, fails. */
+    assert_int_equal(shadow(IN_RESULT, ADVLOCK_RESULT_TRUE, NULL, 2610, NULL), 0);
+    /* A wait without its deadline or with another bound, or a deadline
+     * without a cancel, fails. */
     memset(&cl, 0, sizeof cl);
-    assert_int_equal(shadow_start(o, 2000, 100), 0);
-    assert_int_equal(shadow(IN_TIMER, 0, NULL, 50, no_deadline), -1);
+    assert_int_equal(shadow_waiting(o, no_deadline), -1);
     assert_non_null(strstr(why, "the query's deadline"));
-    assert_int_equal(shadow_start(o, 2000, 100), 0);
-    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2100, no_cancel), -1);
+    assert_int_equal(shadow_waiting(o, wrong_bound), -1);
+    assert_non_null(strstr(why, "the wait's bound"));
+    assert_int_equal(shadow_waiting(o, NULL), 0);
+    assert_int_equal(shadow(IN_TIMER, 0, NULL, 2600, no_cancel), -1);
     assert_non_null(
         strstr(why, "the server-wait policy says cancel the query, the machine did query"));
 }

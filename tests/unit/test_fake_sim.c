@@ -455,17 +455,17 @@ static void server_wait_hands_over_within_one_round_trip(void **state)
                      0);
     assert_int_equal(advlock_sim_run(sim), 0);
     /* The holder's unlock reaches the server at 1015 and the server hands
-     * the lock over there and then: the waiter knows 5 ms later, with one
-     * query sent (polling would have tried again only at 1506). */
+     * the lock over there and then: the waiter knows 5 ms later, with a try
+     * and one wait sent (polling would have tried again only at 1506). */
     assert_int_equal(seen[1].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(seen[1].ended_ms, 1020);
-    assert_int_equal(seen[1].report.attempts, 1);
+    assert_int_equal(seen[1].report.attempts, 2);
     advlock_sim_stats st = advlock_sim_get_stats(sim);
     assert_int_equal(st.waits, 1);
     assert_int_equal(st.cancels, 0);
 }
 
-static void server_wait_times_out_at_its_deadline_after_the_cancel(void **state)
+static void server_wait_times_out_at_its_deadline_by_lock_timeout(void **state)
 {
     advlock_sim *sim = *state;
     const advlock_sim_step holder[] = {
@@ -483,51 +483,58 @@ static void server_wait_times_out_at_its_deadline_after_the_cancel(void **state)
     advlock_sim_add_script(sim, holder, 3, NULL);
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
     assert_int_equal(advlock_sim_run(sim), 0);
-    /* Deadline 2001: the cancel travels a round trip and a half (lands at
-     * 2016), the 57014 comes back in half of one, and one more round trip
-     * unlocks in case a grant slipped in before the cancel (none did). */
+    /* The try answers false at 11; the wait reaches the server at 16,
+     * bounded by the 1990 ms left: the server ends it at 2006 (55P03), the
+     * client hears at 2011, and one more round trip unlocks in case a grant
+     * slipped in as the timeout struck (none did). No cancel request. */
     assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
-    assert_int_equal(seen[1].ended_ms, 2031);
+    assert_int_equal(seen[1].ended_ms, 2021);
     char text[ADVLOCK_MESSAGE_MAX];
     assert_string_equal(described(&seen[1], text, sizeof text),
                         "Could not acquire migration lock for 'm' within 2s.");
     assert_string_equal(seen[1].report.sqlstate, "");
-    assert_int_equal(advlock_sim_get_stats(sim).cancels, 1);
+    assert_int_equal(advlock_sim_get_stats(sim).cancels, 0);
 }
 
-static void server_wait_grant_racing_the_cancel_is_given_back(void **state)
+/* PostgreSQL's lock timeout is delivered like a cancel: if it strikes in
+ * the instant a holder lets go, the waiter's statement ends with 55P03 and
+ * the lock granted. With 5 s each way: the waiter's try is refused at 5001,
+ * its wait reaches the server at 15001 bounded by the 2000 ms left, and the
+ * holder's unlock, sent at 12001, reaches the server at 17001, just before
+ * the timer. The unlock after the 55P03 finds the grant and gives it back
+ * (32001); the lock is free for the next (the run's leak checks agree). */
+static void server_wait_grant_racing_the_lock_timeout_is_given_back(void **state)
 {
     advlock_sim *sim = *state;
-    /* The unlock reaches the server at 2000: the waiter is granted there,
-     * its deadline (2001) passes before it hears so (2005), and its cancel
-     * would land only at 2016. */
     const advlock_sim_step holder[] = {
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1985},
+        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 2001},
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
     };
     const advlock_sim_step waiter[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000},
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 12000},
     };
     const advlock_sim_step latecomer[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 2011},
+        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 27002},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
     };
     advlock_sim_done seen[2] = {0}, late[3] = {0};
     advlock_options o = with_wait();
-    fixed_latency(sim, 10);
+    fixed_latency(sim, 10000);
     advlock_sim_add_script(sim, holder, 3, NULL);
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
     advlock_sim_add_script(sim, latecomer, 3, late);
     assert_int_equal(advlock_sim_run(sim), 0);
-    /* Granted at 2000, heard at 2005, unlocked at 2010: TIMED_OUT at 2015,
-     * holding nothing (the run's leak checks agree); free for the next. */
     assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
-    assert_int_equal(seen[1].ended_ms, 2015);
+    assert_int_equal(seen[1].ended_ms, 32001);
     assert_int_equal(late[1].report.outcome, ADVLOCK_ACQUIRED);
-    assert_int_equal(late[1].ended_ms, 2021);
+    assert_int_equal(late[1].ended_ms, 37002);
+    /* With 5 s each way, the grace after the deadline (12501) passes before
+     * any answer: cancels go out every 250 ms until the 55P03 comes back
+     * (22001), 38 of them, each landing later on an idle session. */
+    assert_int_equal(advlock_sim_get_stats(sim).cancels, 38);
 }
 
 static void server_waits_that_deadlock_end_after_deadlock_timeout(void **state)
@@ -803,11 +810,11 @@ static void options_are_checked_and_fixed_during_a_step(void **state)
 /*
  * A cancel request that reaches the server before the query it is meant to
  * cancel finds the session idle, and PostgreSQL ignores it (a cancel for an
- * idle backend is discarded). A query delayed in the network and a short
- * timeout are enough. The machine keeps a deadline 250 ms after each cancel
- * it sent and asks again while the answer is outstanding: the second
+ * idle backend is discarded). A query delayed in the network and a cancel
+ * of the caller's are enough. The machine keeps a deadline 250 ms after each
+ * cancel it sent and asks again while the answer is outstanding: the second
  * request meets the waiting statement and ends it; the unlock after the
- * 57014 finds nothing granted, and the acquire times out.
+ * 57014 finds nothing granted, and the acquire ends CANCELLED.
  */
 static void a_cancel_that_overtakes_its_query_is_asked_for_again(void **state)
 {
@@ -826,14 +833,19 @@ static void a_cancel_that_overtakes_its_query_is_asked_for_again(void **state)
     advlock_options o = with_wait();
     advlock_machine_init(&m);
     advlock_set_options(&m, &o);
-    advlock_start_acquire(&m, "m", 1, 10, 0); /* the query is held up on the way */
-    advlock_on_timer(&m, 10);
+    advlock_start_acquire(&m, "m", 1, 60000, 0);
+    advlock_fake_db_exec(&db, waiter, advlock_next_action(&m).sql_text, &key, &r);
+    assert_int_equal(r.status, ADVLOCK_FAKE_ROW_FALSE); /* the try: busy */
+    advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0);
+    advlock_action a = advlock_next_action(&m);
+    const int64_t params[2] = {key, a.param2};
+    advlock_cancel(&m, 1); /* the caller's cancel; the wait is held up on the way */
     assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
     assert_int_equal(advlock_fake_db_cancel(&db, waiter), 0); /* idle: nothing to cancel */
     advlock_on_cancel_sent(&m, 11);
-    advlock_fake_db_exec(&db, waiter, advlock_next_action(&m).sql_text, &key, &r);
+    advlock_fake_db_exec_params(&db, waiter, a.sql_text, params, 2, &r);
     assert_int_equal(r.status, ADVLOCK_FAKE_WAITING); /* the query arrives, and waits */
-    advlock_action a = advlock_next_action(&m);
+    a = advlock_next_action(&m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_QUERY);
     assert_int_equal(a.wake_at_ms, 11 + 250); /* still a deadline: the repeat */
     advlock_on_timer(&m, 260);
@@ -853,7 +865,7 @@ static void a_cancel_that_overtakes_its_query_is_asked_for_again(void **state)
     advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 271);
     a = advlock_next_action(&m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_DONE);
-    assert_int_equal(a.report->outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(a.report->outcome, ADVLOCK_CANCELLED);
     assert_string_equal(a.report->sqlstate, "");
 }
 
@@ -878,10 +890,10 @@ static void keep_client_1(void *user, const char *line, size_t len)
     snprintf(l->text[l->n++], sizeof l->text[0], "%s %s %s", event, result, sql);
 }
 
-/* PostgreSQL grants a waiter when its holder lets go; if the cancel lands
- * before the waiter's backend has finished the statement, it answers 57014
- * with the lock granted. The driver models that moment; the machine's unlock
- * after a 57014 finds the lock and gives it back. */
+/* PostgreSQL grants a waiter when its holder lets go; if the caller's
+ * cancel lands before the waiter's backend has finished the statement, it
+ * answers 57014 with the lock granted. The driver models that moment; the
+ * machine's unlock after a 57014 finds the lock and gives it back. */
 static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
 {
     advlock_sim *sim = *state;
@@ -892,7 +904,10 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
     };
     const advlock_sim_step waiter[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 999},
+        {.kind = ADVLOCK_SIM_ACQUIRE,
+         .lock_name = "m",
+         .timeout_ms = 60000,
+         .cancel_after_ms = 999},
     };
     advlock_sim_done seen[2] = {0};
     static lines l;
@@ -907,13 +922,20 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
     assert_int_equal(advlock_sim_run(sim), 0);
     static const char *const story[] = {
-        "query  pg_advisory_lock",   "waiting  ",    "cancel_query  ", "result error ",
-        "query  pg_advisory_unlock", "result true ", "timed_out  ",
+        "query  pg_try_advisory_lock",
+        "result false ",
+        "query  pg_catalog",
+        "waiting  ",
+        "cancel_query  ",
+        "result error ",
+        "query  pg_advisory_unlock",
+        "result true ",
+        "cancelled  ",
     };
-    assert_int_equal(l.n, 7);
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < l.n && i < 9; i++)
         assert_string_equal(l.text[i], story[i]);
-    assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
+    assert_int_equal(l.n, 9);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_CANCELLED);
     assert_int_equal(seen[1].ended_ms, 1000);
 }
 
@@ -943,7 +965,9 @@ static void an_unrequested_57014_gives_back_the_grant_it_hid(void **state)
     advlock_machine_init(&m);
     advlock_set_options(&m, &o);
     advlock_start_acquire(&m, "m", 1, 60000, 0);
-    advlock_fake_db_exec(&db, waiter, advlock_next_action(&m).sql_text, &key, &r);
+    advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0); /* the try: busy */
+    const int64_t params[2] = {key, advlock_next_action(&m).param2};
+    advlock_fake_db_exec_params(&db, waiter, advlock_next_action(&m).sql_text, params, 2, &r);
     assert_int_equal(r.status, ADVLOCK_FAKE_WAITING);
     advlock_fake_db_exec(&db, holder, "SELECT pg_advisory_unlock($1)", &key, &r); /* grants */
     assert_int_equal(advlock_fake_db_cancel(&db, waiter), 1); /* statement_timeout, now */
@@ -988,6 +1012,7 @@ static void a_cancelled_wait_carries_no_sqlstate(void **state)
         advlock_machine_init(&m);
         advlock_set_options(&m, &o);
         advlock_start_acquire(&m, "m", 1, 60000, 0);
+        advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 1); /* the try: busy */
         advlock_cancel(&m, 5);
         advlock_on_cancel_sent(&m, 5);
         advlock_on_result(&m, ADVLOCK_RESULT_SERVER_ERROR, "57014",
@@ -1055,10 +1080,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(server_wait_hands_over_within_one_round_trip, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(server_wait_times_out_at_its_deadline_after_the_cancel,
+        cmocka_unit_test_setup_teardown(server_wait_times_out_at_its_deadline_by_lock_timeout,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(server_wait_grant_racing_the_cancel_is_given_back, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(server_wait_grant_racing_the_lock_timeout_is_given_back,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(server_waits_that_deadlock_end_after_deadlock_timeout,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(shared_holders_coexist_and_exclusive_waits_for_both, setup,

@@ -80,6 +80,11 @@ static void modes_and_scopes_pick_their_statements(void **state)
         o.wait = cases[i].wait;
         use(m, o);
         assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 5000, 0), 0);
+        if (cases[i].wait == ADVLOCK_WAIT_SERVER) {
+            /* A try first, in the same mode and scope; then the wait. */
+            expect_query(m, cases[i - 4].lock);
+            answer(m, ADVLOCK_RESULT_FALSE, 1);
+        }
         expect_query(m, cases[i].lock);
         answer(m, ADVLOCK_RESULT_TRUE, 1);
         expect_done(m, ADVLOCK_ACQUIRED, 0);
@@ -226,6 +231,8 @@ static void jitter_from_the_callers_randomness(void **state)
 
 /* ---- waiting on the server ---------------------------------------------------- */
 
+/* Starts a server-side acquire at 1000: its try finds the lock busy, and
+ * the wait goes out bounded by the whole timeout. */
 static void start_waiting(advlock_machine *m, advlock_scope scope, int64_t timeout)
 {
     advlock_options o = defaults();
@@ -233,17 +240,24 @@ static void start_waiting(advlock_machine *m, advlock_scope scope, int64_t timeo
     o.scope = scope;
     use(m, o);
     assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, timeout, 1000), 0);
+    expect_query(m, scope == ADVLOCK_SESSION ? ADVLOCK_SQL_TRY_LOCK : ADVLOCK_SQL_TRY_XACT_LOCK);
+    assert_int_equal(act(m).wake_at_ms, INT64_MAX);
+    assert_int_equal(act(m).param2, 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 1000);
     expect_query(m, scope == ADVLOCK_SESSION ? ADVLOCK_SQL_LOCK : ADVLOCK_SQL_XACT_LOCK);
-    assert_int_equal(act(m).wake_at_ms, 1000 + timeout);
+    assert_int_equal(act(m).param2, timeout);
+    assert_int_equal(act(m).wake_at_ms, 1000 + timeout + ADVLOCK_WAIT_GRACE_MS);
 }
 
+/* The machine's own deadline: the server should have ended the wait by
+ * then; a statement stuck before its wait began is cancelled. */
 static void reach_deadline(advlock_machine *m, int64_t deadline)
 {
     assert_int_equal(advlock_on_timer(m, deadline - 1), 0); /* early: nothing */
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
     assert_int_equal(advlock_on_timer(m, deadline), 0);
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
-    assert_int_equal(act(m).param, act(m).param);           /* the query in flight */
+    assert_true(act(m).param2 > 0);                         /* the query in flight */
     assert_int_equal(advlock_on_timer(m, deadline + 5), 0); /* twice: still one cancel */
     assert_int_equal(advlock_on_cancel_sent(m, deadline + 1), 0);
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
@@ -258,61 +272,151 @@ static void reach_deadline(advlock_machine *m, int64_t deadline)
     assert_int_equal(advlock_on_cancel_sent(m, deadline + 256), 0);
 }
 
+static void lock_timeout(advlock_machine *m, int64_t now)
+{
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "55P03",
+                                       "canceling statement due to lock timeout", now),
+                     0);
+}
+
 static void server_wait_granted_in_one_round_trip(void **state)
 {
     advlock_machine *m = *state;
     start_waiting(m, ADVLOCK_SESSION, 30000);
     answer(m, ADVLOCK_RESULT_TRUE, 5000);
     expect_done(m, ADVLOCK_ACQUIRED, 0);
+    assert_int_equal(report_of(m)->attempts, 2); /* the try and the wait */
+}
+
+/* A free lock, or one the session holds in this mode already (re-entrant),
+ * is granted by the try: no wait starts, so nothing can be undone later
+ * that the session held before. */
+static void server_wait_starts_with_a_try(void **state)
+{
+    advlock_machine *m = *state;
+    advlock_options o = defaults();
+    o.wait = ADVLOCK_WAIT_SERVER;
+    o.mode = ADVLOCK_SHARED;
+    use(m, o);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 30000, 0), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_SHARED);
+    answer(m, ADVLOCK_RESULT_TRUE, 1);
+    expect_done(m, ADVLOCK_ACQUIRED, 0);
+    assert_int_equal(report_of(m)->attempts, 1);
+
+    /* The bound is what is left of the timeout when the try answers, and
+     * lock_timeout's range ends at INT32_MAX ms. */
+    o.mode = ADVLOCK_EXCLUSIVE;
+    use(m, o);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 30000, 0), 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 700);
+    expect_query(m, ADVLOCK_SQL_LOCK);
+    assert_int_equal(act(m).param2, 29300);
+    assert_int_equal(act(m).param, report_of(m)->key);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 1, 0), ADVLOCK_EMISUSE);
+    answer(m, ADVLOCK_RESULT_TRUE, 800);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, INT64_MAX, 0), 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 1);
+    assert_int_equal(act(m).param2, INT32_MAX);
+    assert_int_equal(act(m).wake_at_ms, INT64_MAX);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(m, ADVLOCK_ACQUIRED, 0);
+
+    /* A try that answers at the deadline ends the acquire: no wait. */
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 50, 0), 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 50);
+    expect_done(m, ADVLOCK_TIMED_OUT, 0);
     assert_int_equal(report_of(m)->attempts, 1);
 }
 
 static void server_wait_times_out_with_the_references_message(void **state)
 {
     advlock_machine *m = *state;
+    /* The server ends the wait itself at the deadline (lock_timeout). */
     start_waiting(m, ADVLOCK_SESSION, 2500);
-    reach_deadline(m, 3500);
-    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014",
-                                       "canceling statement due to user request", 3502),
-                     0);
-    /* The server may have granted the lock inside the cancelled statement:
-     * one unlock makes sure, before the timeout is reported. */
+    assert_int_equal(advlock_on_timer(m, 3500), 0); /* the grace is not over: no cancel */
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_QUERY);
+    lock_timeout(m, 3502);
+    /* The lock may have been granted as the timeout struck: one unlock
+     * makes sure, before the timeout is reported. It cannot release an
+     * older hold: the try would have been granted. */
     expect_query(m, ADVLOCK_SQL_UNLOCK);
     answer(m, ADVLOCK_RESULT_FALSE, 3503);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
     assert_string_equal(said(m), "Could not acquire migration lock for 'jobs' within 2.5s.");
     assert_string_equal(report_of(m)->sqlstate, "");
+    assert_int_equal(report_of(m)->attempts, 2);
 
     /* It had been granted: the unlock gives it back, still a timeout. */
     start_waiting(m, ADVLOCK_SESSION, 2500);
-    reach_deadline(m, 3500);
-    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 3502), 0);
+    lock_timeout(m, 3502);
     expect_query(m, ADVLOCK_SQL_UNLOCK);
     answer(m, ADVLOCK_RESULT_TRUE, 3503);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
 
-    /* A transaction lock needs no unlock: the cancel aborted its transaction. */
-    start_waiting(m, ADVLOCK_TRANSACTION, 2500);
-    reach_deadline(m, 3500);
-    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 3502), 0);
+    /* A statement stuck before its wait began (a catalog lock): the
+     * machine cancels it a grace after the deadline. */
+    start_waiting(m, ADVLOCK_SESSION, 2500);
+    reach_deadline(m, 3500 + ADVLOCK_WAIT_GRACE_MS);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 4300), 0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_FALSE, 4301);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
+
+    /* A transaction lock needs no unlock: the error aborted its transaction. */
+    start_waiting(m, ADVLOCK_TRANSACTION, 2500);
+    lock_timeout(m, 3502);
+    expect_done(m, ADVLOCK_TIMED_OUT, 0);
+    start_waiting(m, ADVLOCK_TRANSACTION, 2500);
+    reach_deadline(m, 3500 + ADVLOCK_WAIT_GRACE_MS);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 4300), 0);
+    expect_done(m, ADVLOCK_TIMED_OUT, 0);
+}
+
+/* The server ended the wait before the deadline (the caller's own
+ * lock_timeout stopped the statement before the bound took over, or a
+ * timeout beyond lock_timeout's range): the next round, after a sleep. */
+static void server_wait_ended_early_goes_on(void **state)
+{
+    advlock_machine *m = *state;
+    start_waiting(m, ADVLOCK_SESSION, 2500);
+    lock_timeout(m, 1200);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_FALSE, 1201);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
+    assert_int_equal(act(m).wake_at_ms, 1301);
+    assert_int_equal(advlock_on_timer(m, 1301), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK);
+    answer(m, ADVLOCK_RESULT_FALSE, 1302);
+    expect_query(m, ADVLOCK_SQL_LOCK);
+    assert_int_equal(act(m).param2, 2500 - 302);
+    answer(m, ADVLOCK_RESULT_TRUE, 1400);
+    expect_done(m, ADVLOCK_ACQUIRED, 0);
+    assert_int_equal(report_of(m)->attempts, 4);
+
+    /* In a transaction the error aborted it: no second wait can follow. */
+    start_waiting(m, ADVLOCK_TRANSACTION, 2500);
+    lock_timeout(m, 1200);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    assert_string_equal(report_of(m)->sqlstate, "55P03");
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_XACT_LOCK);
 }
 
 static void server_wait_grant_racing_the_cancel_is_given_back(void **state)
 {
     advlock_machine *m = *state;
     start_waiting(m, ADVLOCK_SESSION, 2500);
-    reach_deadline(m, 3500);
-    answer(m, ADVLOCK_RESULT_TRUE, 3501); /* granted before the cancel landed */
+    reach_deadline(m, 4000);
+    answer(m, ADVLOCK_RESULT_TRUE, 4001); /* granted before the cancel landed */
     expect_query(m, ADVLOCK_SQL_UNLOCK);
-    answer(m, ADVLOCK_RESULT_TRUE, 3502);
+    answer(m, ADVLOCK_RESULT_TRUE, 4002);
     expect_done(m, ADVLOCK_TIMED_OUT, 0);
     assert_string_equal(said(m), "Could not acquire migration lock for 'jobs' within 2.5s.");
 
     /* A transaction lock cannot be given back: it counts as acquired. */
     start_waiting(m, ADVLOCK_TRANSACTION, 2500);
-    reach_deadline(m, 3500);
-    answer(m, ADVLOCK_RESULT_TRUE, 3501);
+    reach_deadline(m, 4000);
+    answer(m, ADVLOCK_RESULT_TRUE, 4001);
     expect_done(m, ADVLOCK_ACQUIRED, 0);
 }
 
@@ -339,12 +443,31 @@ static void server_wait_cancelled_by_the_caller(void **state)
     answer(m, ADVLOCK_RESULT_TRUE, 1202);
     expect_done(m, ADVLOCK_CANCELLED, 0);
 
+    /* So may the lock timeout: the undo, then CANCELLED all the same. */
+    start_waiting(m, ADVLOCK_SESSION, 60000);
+    assert_int_equal(advlock_cancel(m, 1200), 0);
+    lock_timeout(m, 1201);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_FALSE, 1202);
+    expect_done(m, ADVLOCK_CANCELLED, 0);
+
     start_waiting(m, ADVLOCK_TRANSACTION, 60000);
     assert_int_equal(advlock_cancel(m, 1200), 0);
     answer(m, ADVLOCK_RESULT_TRUE, 1201);
     expect_done(m, ADVLOCK_ACQUIRED, 0);
     assert_string_equal(said(m), "Cancel came too late for lock 'jobs': it was granted "
                                  "and is held until the transaction ends.");
+
+    /* During the try there is no wait to stop: its answer decides. */
+    advlock_options o = defaults();
+    o.wait = ADVLOCK_WAIT_SERVER;
+    use(m, o);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 60000, 0), 0);
+    assert_int_equal(advlock_cancel(m, 1), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK);
+    answer(m, ADVLOCK_RESULT_FALSE, 2);
+    expect_done(m, ADVLOCK_CANCELLED, 0);
+    assert_int_equal(report_of(m)->attempts, 1);
 }
 
 static void server_wait_errors(void **state)
@@ -360,14 +483,14 @@ static void server_wait_errors(void **state)
     answer(m, ADVLOCK_RESULT_TRUE, 2001);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
     assert_string_equal(report_of(m)->sqlstate, "57014");
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_LOCK);
     assert_string_equal(said_with(m, "canceling statement due to statement timeout"),
                         "pg_advisory_lock for 'jobs' failed with SQLSTATE 57014: "
                         "canceling statement due to statement timeout");
     /* If giving it back fails too, the message says the lock may be held. */
     start_waiting(m, ADVLOCK_SESSION, 60000);
-    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "timeout", 2000),
-                     0);
-    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "XX000", "boom", 2001), 0);
+    lock_timeout(m, 61000);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "XX000", "boom", 61001), 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
     assert_string_equal(said_with(m, "boom"),
                         "pg_advisory_unlock for 'jobs' failed with SQLSTATE "
@@ -388,10 +511,18 @@ static void server_wait_errors(void **state)
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "40P01", "deadlock", 2000),
                      0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    /* An error of the try is the try's. */
+    advlock_options o = defaults();
+    o.wait = ADVLOCK_WAIT_SERVER;
+    use(m, o);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 60000, 0), 0);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "c", 1), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_TRY_LOCK);
     /* After the cancel, another error is still an error. */
     start_waiting(m, ADVLOCK_SESSION, 100);
-    reach_deadline(m, 1100);
-    answer(m, ADVLOCK_RESULT_CONNECTION_LOST, 1101);
+    reach_deadline(m, 1100 + ADVLOCK_WAIT_GRACE_MS);
+    answer(m, ADVLOCK_RESULT_CONNECTION_LOST, 1700);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST);
     /* Misuse around the cancel. */
     assert_int_equal(advlock_on_cancel_sent(m, 0), ADVLOCK_EMISUSE);
@@ -583,6 +714,8 @@ int main(void)
         T(clipping_puts_the_last_attempt_at_the_deadline),
         T(full_jitter_stays_within_its_ceilings),
         T(jitter_from_the_callers_randomness),
+        T(server_wait_starts_with_a_try),
+        T(server_wait_ended_early_goes_on),
         T(server_wait_granted_in_one_round_trip),
         T(server_wait_times_out_with_the_references_message),
         T(server_wait_grant_racing_the_cancel_is_given_back),

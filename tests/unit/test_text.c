@@ -159,14 +159,24 @@ static void sql_table(void **state)
         assert_null(strstr(sql, "hashtext"));
         if (advlock_sql_answer((advlock_sql)i) == ADVLOCK_ANSWER_HOLDERS)
             continue;
+        if (advlock_sql_answer((advlock_sql)i) == ADVLOCK_ANSWER_VOID) {
+            /* The waits: the function on $1, bounded by lock_timeout = $2. */
+            assert_int_equal(advlock_sql_params((advlock_sql)i), 2);
+            assert_non_null(strstr(sql, "_advisory_"));
+            assert_null(strstr(sql, "_try_"));
+            assert_non_null(strstr(sql, "($1)"));
+            assert_non_null(strstr(sql, "set_config('lock_timeout', $2::text, true)"));
+            continue;
+        }
         /* One bigint argument, no namespace: "SELECT pg_<function>($1)". */
+        assert_int_equal(advlock_sql_params((advlock_sql)i), 1);
         assert_true(strncmp(sql, "SELECT pg_", 10) == 0);
         assert_null(strstr(sql, ","));
         assert_non_null(strstr(sql, "($1)"));
-        int waits = strstr(sql, "_try_") == NULL && strstr(sql, "unlock") == NULL;
-        assert_int_equal(advlock_sql_answer((advlock_sql)i),
-                         waits ? ADVLOCK_ANSWER_VOID : ADVLOCK_ANSWER_BOOLEAN);
+        assert_true(strstr(sql, "_try_") != NULL || strstr(sql, "unlock") != NULL);
     }
+    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_HOLDERS), 1);
+    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_COUNT), 0);
     assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_HOLDERS), ADVLOCK_ANSWER_HOLDERS);
     assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_HOLDERS), "$1::bigint"));
     assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_COUNT), ADVLOCK_ANSWER_BOOLEAN);

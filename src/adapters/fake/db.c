@@ -146,14 +146,26 @@ static void run_try(advlock_fake_db *db, int slot, const advlock_fake_statement 
                                 r == LT_GRANTED ? ADVLOCK_FAKE_ROW_TRUE : ADVLOCK_FAKE_ROW_FALSE);
 }
 
+/* bound: the lock_timeout in ms a bounded wait sets (0: none), checked as
+ * set_config checks it before the wait begins. */
 static void run_lock(advlock_fake_db *db, int slot, const advlock_fake_statement *st, int64_t key,
-                     advlock_fake_result *out)
+                     int64_t bound, advlock_fake_result *out)
 {
+    if (bound < 0 || bound > INT32_MAX) {
+        char message[ADVLOCK_FAKE_TEXT_MAX];
+        snprintf(message, sizeof message, "invalid value for parameter \"lock_timeout\": \"%lld\"",
+                 (long long)bound);
+        advlock_fake_result_error(out, "22023", message);
+        return;
+    }
+    advlock_fake_session_ *s = &db->sessions_[slot];
     switch (advlock_lt_request(db, slot, key, st->mode, st->scope, 1)) {
     case LT_GRANTED: advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID); break;
     case LT_QUEUED:
         out->status = ADVLOCK_FAKE_WAITING;
-        db->sessions_[slot].wait_start_ms_ = db->now_ms_;
+        s->wait_start_ms_ = db->now_ms_;
+        s->lock_timeout_at_ms_ =
+            bound == 0 || db->now_ms_ > INT64_MAX - bound ? INT64_MAX : db->now_ms_ + bound;
         break;
     case LT_DEADLOCK: advlock_fake_result_error(out, "40P01", "deadlock detected"); break;
     default: lock_table_full(out); break;
@@ -202,7 +214,7 @@ static void run_holders(advlock_fake_db *db, int slot, int64_t key, advlock_fake
 
 /* PostgreSQL's order of checks: parse (42601), refuse work in a failed
  * block (25P02), look the function up (42883), bind the parameters (08P01). */
-static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *param,
+static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *params, int nparams,
                 advlock_fake_result *out)
 {
     advlock_fake_session_ *s = &db->sessions_[slot];
@@ -213,7 +225,7 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         s->xact_start_ms_ = db->now_ms_;
     const advlock_fake_statement *st = advlock_fake_statement_find(sql);
     if (st == NULL && !advlock_fake_statement_parses(sql)) {
-        advlock_fake_statement_reject(sql, param != NULL, out);
+        advlock_fake_statement_reject(sql, nparams > 0, out);
         statement_failed(db, slot);
         return;
     }
@@ -225,11 +237,11 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         return;
     }
     if (st == NULL) {
-        advlock_fake_statement_reject(sql, param != NULL, out);
+        advlock_fake_statement_reject(sql, nparams > 0, out);
         statement_failed(db, slot);
         return;
     }
-    int supplied = param != NULL;
+    int supplied = nparams;
     if (supplied != st->params) {
         char message[ADVLOCK_FAKE_TEXT_MAX];
         snprintf(message, sizeof message,
@@ -239,10 +251,10 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         statement_failed(db, slot);
         return;
     }
-    int64_t key = param != NULL ? *param : 0; /* the statements that take one have it */
+    int64_t key = nparams > 0 ? params[0] : 0; /* the statements that take one have it */
     switch (st->kind) {
     case ST_TRY: run_try(db, slot, st, key, out); break;
-    case ST_LOCK: run_lock(db, slot, st, key, out); break;
+    case ST_LOCK: run_lock(db, slot, st, key, nparams > 1 ? params[1] : 0, out); break;
     case ST_UNLOCK: run_unlock(db, slot, st, key, out); break;
     case ST_HOLDERS: run_holders(db, slot, key, out); break;
     case ST_UNLOCK_ALL:
@@ -260,7 +272,14 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
 int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *sql, const int64_t *param,
                          advlock_fake_result *out)
 {
-    if (db == NULL || sql == NULL || out == NULL)
+    return advlock_fake_db_exec_params(db, pid, sql, param, param != NULL, out);
+}
+
+int advlock_fake_db_exec_params(advlock_fake_db *db, int pid, const char *sql,
+                                const int64_t *params, int nparams, advlock_fake_result *out)
+{
+    if (db == NULL || sql == NULL || out == NULL || nparams < 0 || nparams > 2
+        || (params == NULL && nparams > 0))
         return ADVLOCK_EINVAL;
     int slot = advlock_fake_db_slot(db, pid);
     if (slot >= 0 && db->sessions_[slot].wait_ != WAIT_NONE)
@@ -270,7 +289,7 @@ int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *sql, const in
         out->status = ADVLOCK_FAKE_CONNECTION_LOST;
         return 0;
     }
-    run(db, slot, sql, param, out);
+    run(db, slot, sql, params, nparams, out);
     finish_granted(db);
     return 0;
 }
@@ -290,6 +309,8 @@ int advlock_fake_db_poll(advlock_fake_db *db, int pid, advlock_fake_result *out)
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);
     else if (s->wait_result_ == WAIT_DEADLOCK)
         advlock_fake_result_error(out, "40P01", "deadlock detected");
+    else if (s->wait_result_ == WAIT_LOCK_TIMEOUT)
+        advlock_fake_result_error(out, "55P03", "canceling statement due to lock timeout");
     else
         advlock_fake_result_error(out, "57014", "canceling statement due to user request");
     s->wait_ = WAIT_NONE;
@@ -302,26 +323,44 @@ int advlock_fake_db_is_waiting(const advlock_fake_db *db, int pid)
     return slot >= 0 && db->sessions_[slot].wait_ == WAIT_QUEUED;
 }
 
-int advlock_fake_db_cancel(advlock_fake_db *db, int pid)
+/* A cancel, or the lock timeout (which PostgreSQL delivers as a cancel
+ * of its own), ends the waiting statement with the error how names. */
+static int interrupt_wait(advlock_fake_db *db, int slot, int how)
 {
-    int slot = advlock_fake_db_slot(db, pid);
-    if (slot < 0)
-        return ADVLOCK_EINVAL;
     advlock_fake_session_ *s = &db->sessions_[slot];
     if (s->wait_ == WAIT_ENDED && s->wait_result_ == WAIT_GRANTED) {
         /* ProcSleep's CHECK_FOR_INTERRUPTS after the wake-up: the grant is
          * in the lock table already, and the error only aborts the
          * transaction. */
-        s->wait_result_ = WAIT_CANCELLED;
+        s->wait_result_ = how;
         statement_failed(db, slot);
         finish_granted(db);
         return 1;
     }
     if (s->wait_ != WAIT_QUEUED)
         return 0;
-    wait_failed(db, slot, WAIT_CANCELLED);
+    wait_failed(db, slot, how);
     finish_granted(db);
     return 1;
+}
+
+int advlock_fake_db_cancel(advlock_fake_db *db, int pid)
+{
+    int slot = advlock_fake_db_slot(db, pid);
+    if (slot < 0)
+        return ADVLOCK_EINVAL;
+    return interrupt_wait(db, slot, WAIT_CANCELLED);
+}
+
+int advlock_fake_db_check_lock_timeout(advlock_fake_db *db, int pid)
+{
+    int slot = advlock_fake_db_slot(db, pid);
+    if (slot < 0)
+        return ADVLOCK_EINVAL;
+    const advlock_fake_session_ *s = &db->sessions_[slot];
+    if (s->wait_ == WAIT_NONE || db->now_ms_ < s->lock_timeout_at_ms_)
+        return 0;
+    return interrupt_wait(db, slot, WAIT_LOCK_TIMEOUT);
 }
 
 int advlock_fake_db_check_deadlock(advlock_fake_db *db, int pid)

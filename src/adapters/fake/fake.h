@@ -16,7 +16,7 @@
 
 enum { TXN_IMPLICIT = 0, TXN_BLOCK = 1, TXN_FAILED = 2 };
 enum { WAIT_NONE = 0, WAIT_QUEUED = 1, WAIT_ENDED = 2 };
-enum { WAIT_GRANTED = 0, WAIT_DEADLOCK = 1, WAIT_CANCELLED = 2 };
+enum { WAIT_GRANTED = 0, WAIT_DEADLOCK = 1, WAIT_CANCELLED = 2, WAIT_LOCK_TIMEOUT = 3 };
 enum { SCOPE_SESSION = 0, SCOPE_XACT = 1 };
 enum { MODE_BIT_EXCLUSIVE = 1, MODE_BIT_SHARED = 2 };
 
@@ -87,7 +87,7 @@ typedef struct advlock_fake_statement {
     enum stmt_kind kind;
     int mode;
     int scope;
-    int params;
+    int params; /* bigints: $1 the key; $2 (waiting forms) lock_timeout in ms */
 } advlock_fake_statement;
 
 /* The statement with exactly this text, or NULL. */

@@ -32,17 +32,28 @@ static const advlock_fake_statement statements[] = {
     {"ROLLBACK", ST_ROLLBACK, EX, SES, 0},
 };
 
-/* The holders query's text lives in the core's table; the fake answers
- * whatever the core sends. */
-static const advlock_fake_statement holders = {NULL, ST_HOLDERS, EX, SES, 1};
+/* The holders query's and the bounded waits' texts live in the core's
+ * table; the fake answers whatever the core sends. A bounded wait is the
+ * waiting function with lock_timeout set to $2 ms for the statement alone. */
+static const struct {
+    advlock_sql sql;
+    advlock_fake_statement statement;
+} core_rows[] = {
+    {ADVLOCK_SQL_HOLDERS, {NULL, ST_HOLDERS, EX, SES, 1}},
+    {ADVLOCK_SQL_LOCK, {NULL, ST_LOCK, EX, SES, 2}},
+    {ADVLOCK_SQL_LOCK_SHARED, {NULL, ST_LOCK, SH, SES, 2}},
+    {ADVLOCK_SQL_XACT_LOCK, {NULL, ST_LOCK, EX, XACT, 2}},
+    {ADVLOCK_SQL_XACT_LOCK_SHARED, {NULL, ST_LOCK, SH, XACT, 2}},
+};
 
 const advlock_fake_statement *advlock_fake_statement_find(const char *sql)
 {
     for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++)
         if (strcmp(sql, statements[i].text) == 0)
             return &statements[i];
-    if (strcmp(sql, advlock_sql_text(ADVLOCK_SQL_HOLDERS)) == 0)
-        return &holders;
+    for (size_t i = 0; i < sizeof core_rows / sizeof core_rows[0]; i++)
+        if (strcmp(sql, advlock_sql_text(core_rows[i].sql)) == 0)
+            return &core_rows[i].statement;
     return NULL;
 }
 

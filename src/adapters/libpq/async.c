@@ -75,7 +75,15 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
         return ADVLOCK_EINVAL;
     if (a->conn_ == NULL || busy(a))
         return ADVLOCK_EMISUSE;
-    int rc = advlock_set_options(&a->machine_, o);
+    if (o == NULL)
+        return ADVLOCK_EINVAL;
+    /* Jitter asked for with nothing to draw from means random (advlock.h):
+     * the core has no entropy, so it is given some here, once per call. */
+    advlock_options chosen = *o;
+    if (chosen.backoff == ADVLOCK_BACKOFF_FULL_JITTER && chosen.jitter_seed == 0
+        && chosen.random == NULL)
+        chosen.jitter_seed = advlock_pq_entropy();
+    int rc = advlock_set_options(&a->machine_, &chosen);
     if (rc == 0)
         a->scope_ = o->scope;
     return rc;
@@ -85,8 +93,9 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
  * refuses to send is over at once; its answer is libpq's message. */
 static void send_form(advlock_pq *a)
 {
-    int64_t param = advlock_next_action(&a->machine_).param;
-    a->phase_ = advlock_pq_query_send(&a->query_, a->conn_, param) ? SENDING : ANSWERED;
+    advlock_action next = advlock_next_action(&a->machine_);
+    a->phase_ =
+        advlock_pq_query_send(&a->query_, a->conn_, next.param, next.param2) ? SENDING : ANSWERED;
 }
 
 /* Takes up the machine's next action. */

@@ -16,9 +16,17 @@ enum advlock_pq_form {
 /* Chooses the first form for the machine's query sql on conn. */
 void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, PGconn *conn);
 
-/* Sends the current form (PQsend*); returns libpq's 1 or 0. Both adapters
- * send this way, so both read results one by one (see answer.c). */
-int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, int64_t param);
+/* Sends the current form (PQsend*) with the action's parameters (param2
+ * only for the statements that take two); returns libpq's 1 or 0. Both
+ * adapters send this way, so both read results one by one (see answer.c). */
+int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, int64_t param, int64_t param2);
+
+/* ---- seed.c: randomness for jitter --------------------------------------- */
+
+/* 64 bits from the operating system's entropy (getrandom(2)); if that
+ * fails, a mix of the clock, the process id and a stack address, which
+ * still differs between processes started together. */
+uint64_t advlock_pq_entropy(void);
 
 /*
  * Given the answer to the current form, decides whether another form must

@@ -1,6 +1,6 @@
 /*
  * Sending one of the machine's queries: which form it goes in (prepared
- * under a name, or unnamed), how its one int8 parameter is encoded, and when
+ * under a name, or unnamed), how its int8 parameters are encoded, and when
  * a missing prepared statement may be prepared again. The rule is stated in
  * advlock_pq.h under "Prepared statements".
  */
@@ -69,42 +69,44 @@ void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prep
         q->form_ = ADVLOCK_PQ_PREPARE;
 }
 
-/* The parameter as a binary int8: eight bytes, most significant first. */
+/* The parameters as binary int8s: eight bytes each, most significant first. */
 typedef struct {
-    char bytes[8];
-    const char *values[1];
-    int lengths[1];
-    int formats[1];
-} int8_param;
+    char bytes[2][8];
+    const char *values[2];
+    int lengths[2];
+    int formats[2];
+} int8_params;
 
-static void encode(int8_param *p, int64_t value)
+static void encode(int8_params *p, int i, int64_t value)
 {
     uint64_t v = (uint64_t)value;
-    for (int i = 7; i >= 0; i--) {
-        p->bytes[i] = (char)(v & 0xFF);
+    for (int b = 7; b >= 0; b--) {
+        p->bytes[i][b] = (char)(v & 0xFF);
         v >>= 8;
     }
-    p->values[0] = p->bytes;
-    p->lengths[0] = 8;
-    p->formats[0] = BINARY;
+    p->values[i] = p->bytes[i];
+    p->lengths[i] = 8;
+    p->formats[i] = BINARY;
 }
 
-static const Oid param_types[1] = {INT8_OID};
+static const Oid param_types[2] = {INT8_OID, INT8_OID};
 
-int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, int64_t param)
+int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, int64_t param, int64_t param2)
 {
     advlock_sql sql = (advlock_sql)q->sql_;
-    int8_param p;
-    encode(&p, param);
+    int n = advlock_sql_params(sql); /* 1, or 2 for a server-side wait */
+    int8_params p;
+    encode(&p, 0, param);
+    encode(&p, 1, param2);
     switch (q->form_) {
     case ADVLOCK_PQ_PREPARE:
-        return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), 1,
+        return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), n,
                              param_types);
     case ADVLOCK_PQ_EXECUTE_NAMED:
-        return PQsendQueryPrepared(conn, advlock_pq_statement_name(sql), 1, p.values, p.lengths,
+        return PQsendQueryPrepared(conn, advlock_pq_statement_name(sql), n, p.values, p.lengths,
                                    p.formats, BINARY);
     default:
-        return PQsendQueryParams(conn, advlock_sql_text(sql), 1, param_types, p.values, p.lengths,
+        return PQsendQueryParams(conn, advlock_sql_text(sql), n, param_types, p.values, p.lengths,
                                  p.formats, BINARY);
     }
 }
