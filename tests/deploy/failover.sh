@@ -13,7 +13,7 @@ MULTI=${ADVLOCK_TEST_MULTIHOST:?}
 name=deploy-failover
 
 "$A" run -q -d "$MULTI" "$name" -- sh -c 'echo started; sleep 30; echo survived' \
-    >"$T/holder.out" 2>"$T/holder.err" &
+    >"$T/holder.out" 2> >(while IFS= read -r l; do echo "$(now_ms) $l"; done >"$T/holder.err") &
 holder=$!
 wait_held "$PRIMARY" "$name" || fail "failover: no holder on the primary"
 sleep 0.3
@@ -30,7 +30,9 @@ fi
 wait "$holder"
 rc=$?
 elapsed=$((exited_at - stop_at))
-echo "failover: pg_ctl stop -m fast took $((stopped_at - stop_at)) ms; holder exited $rc after $elapsed ms; stderr [$(cat "$T/holder.err")]"
+sleep 0.1
+said_at=$(head -n 1 "$T/holder.err" | cut -d' ' -f1)
+echo "failover: pg_ctl stop -m fast took $((stopped_at - stop_at)) ms; holder's message after $(( ${said_at:-$stop_at} - stop_at )) ms, exit $rc after $elapsed ms; stderr [$(cut -d' ' -f2- "$T/holder.err")]"
 check "failover: holder's status" 70 "$rc"
 [ "$elapsed" -le 2000 ] && pass || fail "failover: holder exited $elapsed ms after the primary stopped (> 2000)"
 check "failover: command stopped" "started" "$(cat "$T/holder.out")"

@@ -11,6 +11,7 @@
 #   messages_all_match DIR CODE PATTERN
 #                              every run of the last load that exited CODE
 #                              printed a line matching the glob PATTERN
+#   at_most NAME MAX ACTUAL    passes when ACTUAL <= MAX
 #   now_ms                     wall clock in milliseconds
 #   stop_primary [MODE], start_primary, promote_standby
 #                              (under tests/pg/with-standby.sh)
@@ -23,6 +24,11 @@ export LC_ALL=C
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/advlock-deploy.XXXXXX")
 trap 'rm -rf "$T"' EXIT
+
+# The load of the issue: 8 clients x 20 rounds (smaller for a quick look:
+# ADVLOCK_DEPLOY_CLIENTS=4 ADVLOCK_DEPLOY_ROUNDS=5 tests/deploy/run.sh ...).
+CLIENTS=${ADVLOCK_DEPLOY_CLIENTS:-8}
+ROUNDS=${ADVLOCK_DEPLOY_ROUNDS:-20}
 
 # The message a run prints when its statements ran on different server
 # sessions (issue 11: a distinct error, exit 70). A glob, so that the final
@@ -72,6 +78,10 @@ messages_all_match() {
         any_line_matches "$dir/runs/$id.err" "$pattern" || bad=$((bad + 1))
     done
     [ "$bad" -eq 0 ]
+}
+
+at_most() {
+    if [ "$3" -le "$2" ] 2>/dev/null; then pass; else fail "$1: expected at most $2, got [$3]"; fi
 }
 
 now_ms() {

@@ -25,9 +25,9 @@ check "session mode: nothing held after" 0 "$(held_on "$DIRECT" "$name")"
 
 for via in session direct; do
     if [ "$via" = session ]; then c=$PBS; else c=$DIRECT; fi
-    load "$T/$via" -d "$c" -n 8 -r 20 -s 0.1 -t 10 -k "deploy-$via"
+    load "$T/$via" -d "$c" -n "$CLIENTS" -r "$ROUNDS" -s 0.1 -t 10 -k "deploy-$via"
     check "$via: overlapping commands" 0 "$overlaps"
-    check "$via: max concurrency" 1 "$max_concurrency"
+    at_most "$via: max concurrency" 1 "$max_concurrency"
     check "$via: runs exiting other than 0 or 1" 0 "$((exit_69 + exit_70 + exit_other))"
     check "$via: commands run = runs that exited 0" "$exit_0" "$commands"
     check "$via: advisory locks left" 0 "$leftover_all"

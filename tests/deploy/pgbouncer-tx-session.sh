@@ -39,11 +39,11 @@ for who in first second; do
     esac
 done
 
-# The load: 8 clients x 20 rounds on one name.
-load "$T/load" -d "$PBX" -n 8 -r 20 -s 0.1 -t 10 -k deploy-tx-session
+# The load: $CLIENTS clients x $ROUNDS rounds on one name (8 x 20).
+load "$T/load" -d "$PBX" -n "$CLIENTS" -r "$ROUNDS" -s 0.1 -t 10 -k deploy-tx-session
 check "load: overlapping commands" 0 "$overlaps"
 check "load: runs that exited 0 with an overlapping command" 0 "$zero_exit_overlapping"
-check "load: max concurrency" 1 "$max_concurrency"
+at_most "load: max concurrency" 1 "$max_concurrency"
 check "load: runs exiting other than 0, 1, 70" 0 "$((exit_69 + exit_other))"
 [ "$exit_70" -ge 1 ] && pass || fail "load: the pooler was never noticed (no run exited 70)"
 messages_all_match "$T/load" 70 "$SESSION_MOVED_MESSAGE" && pass \

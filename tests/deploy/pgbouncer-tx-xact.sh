@@ -33,10 +33,10 @@ capture "$A" run -q --xact -d "$PBX" "$name" -- sh -c 'exit 3'
 check "--xact: failing command's status" 3 "$RC"
 check "--xact: nothing held after a failure" 0 "$(held_on "$DIRECT" "$name")"
 
-# The load: 8 clients x 20 rounds on one name.
-load "$T/load" -d "$PBX" -n 8 -r 20 -s 0.1 -t 10 -k deploy-tx-xact -- --xact
+# The load: $CLIENTS clients x $ROUNDS rounds on one name (8 x 20).
+load "$T/load" -d "$PBX" -n "$CLIENTS" -r "$ROUNDS" -s 0.1 -t 10 -k deploy-tx-xact -- --xact
 check "load: overlapping commands" 0 "$overlaps"
-check "load: max concurrency" 1 "$max_concurrency"
+at_most "load: max concurrency" 1 "$max_concurrency"
 check "load: runs neither holding alone (0) nor timing out (1)" 0 "$((exit_69 + exit_70 + exit_other))"
 check "load: runs whose command ran but that did not exit 0" 0 "$nonzero_ran"
 check "load: commands run = runs that exited 0" "$exit_0" "$commands"
