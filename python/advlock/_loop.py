@@ -4,7 +4,7 @@ asyncio, over a small client object that knows one wire library.
 A client provides:
     run(sql, args)     blocking clients: run statement `sql` (an advlock_sql
                        id) with $1, $2.. = args (bigints); return the answer
-    start(sql, args)   asyncio clients: the same as a Task giving the answer
+    start(sql, args)   asyncio clients: the same, as an Inflight (below)
     cancel()           ask the server to cancel the statement in flight
                        (blocking clients: from another thread, returning
                        once the request is delivered; asyncio clients: an
@@ -124,6 +124,39 @@ async def _settle(m, cancels, cancelled):
     return cancelled
 
 
+class Inflight:
+    """A statement in flight on asyncio: the task running it, and its answer
+    once it came. The driving loop awaits a fresh waiter future each time,
+    so that cancelling the loop's task cancels a waiter, never the
+    statement, and the answer wakes the loop without an extra turn of the
+    event loop."""
+
+    __slots__ = ("task", "answer", "finished", "waiter")
+
+    def __init__(self, loop, coro):
+        self.answer = None
+        self.finished = False
+        self.waiter = None
+        self.task = loop.create_task(self._run(coro))
+
+    async def _run(self, coro):
+        try:
+            self.answer = await coro
+        except BaseException as exc:  # noqa: B902 - the task itself was cancelled
+            self.answer = exc
+            raise
+        finally:
+            self.finished = True
+            w = self.waiter
+            if w is not None and not w.done():
+                w.set_result(None)
+
+
+def _wake(waiter):
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 async def drive_async(m, client, name):
     """Runs the started operation to its end on the running loop; returns
     the final Report. Cancelling the awaiting task (task.cancel(),
@@ -134,6 +167,7 @@ async def drive_async(m, client, name):
     cancelled: it runs to its end before the CancelledError goes on."""
     cancelled = None
     cancels = []
+    loop = asyncio.get_running_loop()
     a = m.next_action()
     while True:
         kind = a.kind
@@ -143,8 +177,8 @@ async def drive_async(m, client, name):
                 cancelled = await _settle(m, cancels, cancelled)
                 a = m.next_action()
                 continue
-            fut = client.start(a.sql, params(a))
-            while not fut.done():
+            inflight = client.start(a.sql, params(a))
+            while not inflight.finished:
                 if a.kind == CANCEL_QUERY:
                     try:
                         sent = client.cancel()
@@ -154,21 +188,26 @@ async def drive_async(m, client, name):
                         m.on_cancel_sent()
                     a = m.next_action()
                     continue
+                waiter = inflight.waiter = loop.create_future()
+                timer = None
+                if a.wake_at_ms != INT64_MAX:
+                    delay = max(0, a.wake_at_ms - now_ms()) / 1000
+                    timer = loop.call_later(delay, _wake, waiter)
                 try:
-                    if a.wake_at_ms == INT64_MAX:
-                        await asyncio.shield(fut)
-                    else:
-                        delay = max(0, a.wake_at_ms - now_ms()) / 1000
-                        await asyncio.wait((fut,), timeout=delay)
-                        if not fut.done():
-                            m.on_timer()
+                    await waiter
                 except asyncio.CancelledError as exc:
-                    if fut.cancelled():
-                        raise
                     cancelled = exc
                     m.cancel()
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+                if timer is not None and not inflight.finished:
+                    m.on_timer()
                 a = m.next_action()
-            _feed(m, fut.result())
+            answer = inflight.answer
+            if isinstance(answer, BaseException):
+                raise answer
+            _feed(m, answer)
         elif kind == SLEEP:
             try:
                 delay = a.wake_at_ms - now_ms()

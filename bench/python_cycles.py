@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""Uncontended acquire+release cycles per second through each Python
+driver of advlock (asyncpg, psycopg blocking, psycopg async), beside the same
+driver running the two statements by hand on the same connection
+(SELECT pg_try_advisory_lock($1); SELECT pg_advisory_unlock($1)).
+
+Each round runs the sides in alternating batches of 50 cycles on one
+connection per driver (so a busy machine's drift weighs on all alike); the
+figure is each side's median over the rounds. Needs a server (PG* variables: run it
+through tests/pg/with-postgres.sh, as `make bench-python` does).
+
+Usage: bench/python_cycles.py [--seconds S] [--rounds N] [--json OUT]
+Writes {"name": {"value", "unit", "ratio"}} as bench/run.sh's report does;
+ratio is driver / by hand (goal >= 0.9).
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+import advlock  # noqa: E402
+
+NAME = "bench-python-cycles"
+
+
+def interleaved(sides, seconds):
+    """Cycles per second of each side, measured in alternating batches so
+    that a busy machine's drift weighs on every side alike."""
+    spent = {k: 0.0 for k in sides}
+    done = {k: 0 for k in sides}
+    end = time.perf_counter() + seconds * len(sides)
+    while time.perf_counter() < end:
+        for k, batch in sides.items():
+            t0 = time.perf_counter()
+            done[k] += batch()
+            spent[k] += time.perf_counter() - t0
+    return {k: done[k] / spent[k] for k in sides}
+
+
+async def ainterleaved(sides, seconds):
+    spent = {k: 0.0 for k in sides}
+    done = {k: 0 for k in sides}
+    end = time.perf_counter() + seconds * len(sides)
+    while time.perf_counter() < end:
+        for k, batch in sides.items():
+            t0 = time.perf_counter()
+            done[k] += await batch()
+            spent[k] += time.perf_counter() - t0
+    return {k: done[k] / spent[k] for k in sides}
+
+
+BATCH = 50
+
+
+def psycopg_sides():
+    import psycopg
+    conn = psycopg.connect(autocommit=True)
+    lk = advlock.lock(conn, NAME, timeout=0)
+    key = advlock.derive_key(NAME)
+    cur = conn.cursor()
+
+    def driver():
+        for _ in range(BATCH):
+            lk.acquire()
+            lk.release()
+        return BATCH
+
+    def by_hand():
+        for _ in range(BATCH):
+            cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            assert cur.fetchone()[0] is True
+            cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            cur.fetchone()
+        return BATCH
+
+    def with_block():
+        for _ in range(BATCH):
+            with advlock.lock(conn, NAME, timeout=0):
+                pass
+        return BATCH
+
+    return conn, {"driver": driver, "by_hand": by_hand, "with": with_block}
+
+
+async def psycopg_async_sides():
+    import psycopg
+    conn = await psycopg.AsyncConnection.connect(autocommit=True)
+    lk = advlock.lock(conn, NAME, timeout=0)
+    key = advlock.derive_key(NAME)
+    cur = conn.cursor()
+
+    async def driver():
+        for _ in range(BATCH):
+            await lk.acquire()
+            await lk.release()
+        return BATCH
+
+    async def by_hand():
+        for _ in range(BATCH):
+            await cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            assert (await cur.fetchone())[0] is True
+            await cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            await cur.fetchone()
+        return BATCH
+
+    async def with_block():
+        for _ in range(BATCH):
+            async with advlock.lock(conn, NAME, timeout=0):
+                pass
+        return BATCH
+
+    return conn, {"driver": driver, "by_hand": by_hand, "with": with_block}
+
+
+async def asyncpg_sides():
+    import asyncpg
+    conn = await asyncpg.connect()
+    lk = advlock.lock(conn, NAME, timeout=0)
+    key = advlock.derive_key(NAME)
+
+    async def driver():
+        for _ in range(BATCH):
+            await lk.acquire()
+            await lk.release()
+        return BATCH
+
+    async def by_hand():
+        for _ in range(BATCH):
+            assert await conn.fetchval("SELECT pg_try_advisory_lock($1)", key) is True
+            await conn.fetchval("SELECT pg_advisory_unlock($1)", key)
+        return BATCH
+
+    async def with_block():
+        for _ in range(BATCH):
+            async with advlock.lock(conn, NAME, timeout=0):
+                pass
+        return BATCH
+
+    return conn, {"driver": driver, "by_hand": by_hand, "with": with_block}
+
+
+def median_rounds(rounds):
+    return {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=3.0, help="seconds per round")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    per = args.seconds / 3
+    results = {}
+
+    conn, sides = psycopg_sides()
+    interleaved(sides, per / 4)  # warm up: statements prepared, caches filled
+    results["psycopg"] = median_rounds([interleaved(sides, per) for _ in range(args.rounds)])
+    conn.close()
+
+    async def run_async():
+        for label, make in (("asyncpg", asyncpg_sides), ("psycopg_async", psycopg_async_sides)):
+            conn, sides = await make()
+            await ainterleaved(sides, per / 4)
+            results[label] = median_rounds([await ainterleaved(sides, per)
+                                            for _ in range(args.rounds)])
+            await conn.close()
+    asyncio.run(run_async())
+
+    out = {}
+    print("%-15s %12s %12s %12s %7s %7s" % ("driver", "advlock/s", "with/s", "by hand/s",
+                                             "ratio", "with"))
+    for label, r in results.items():
+        ratio = r["driver"] / r["by_hand"]
+        with_ratio = r["with"] / r["by_hand"]
+        print("%-15s %12.0f %12.0f %12.0f %7.3f %7.3f" % (label, r["driver"], r["with"],
+                                                          r["by_hand"], ratio, with_ratio))
+        out["python_%s_cycles_per_s" % label] = {"value": round(r["driver"], 1),
+                                                 "unit": "cycles/s", "ratio": round(ratio, 4)}
+        out["python_%s_new_lock_cycles_per_s" % label] = {
+            "value": round(r["with"], 1), "unit": "cycles/s", "ratio": round(with_ratio, 4)}
+        out["python_%s_by_hand_cycles_per_s" % label] = {"value": round(r["by_hand"], 1),
+                                                         "unit": "cycles/s", "ratio": None}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

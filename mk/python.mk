@@ -1,0 +1,51 @@
+# The Python package (python/advlock): the core's libadvlock.so driven from
+# asyncpg and psycopg 3 (docs/python.md). Included by the top-level Makefile.
+#
+#   make python-test     the pytest suite with Debian's /usr/bin/python3 against
+#                        a throwaway PostgreSQL (part of `make test`)
+#   make install-python  the package into PYTHON_SITEDIR (DESTDIR honoured)
+#   make bench-python    Python cycles/s beside the same driver by hand
+#                        (part of `make bench`: build/bench.json)
+
+# Debian's interpreter: another python3 first on PATH would not see Debian's
+# python3-asyncpg and python3-psycopg.
+PYTHON ?= /usr/bin/python3
+PYTHON_SITEDIR ?= $(PREFIX)/lib/python3/dist-packages
+DEPS_PYTHON := python3-asyncpg:asyncpg python3-psycopg:psycopg python3-pytest:pytest
+PYTEST_ARGS ?= -q
+
+# The package finds the libraries through ADVLOCK_LIBRARY (absolute: the
+# tests and examples may run from any directory).
+PYTHON_ENV = ADVLOCK_LIBRARY=$(abspath $(BUILD))/libadvlock.so \
+             ADVLOCK_FAKE_LIBRARY=$(abspath $(BUILD))/libadvlock_fake.so \
+             ADVLOCK_CLI=$(abspath $(BUILD))/advlock PYTHONDONTWRITEBYTECODE=1 \
+             PYTHONPATH=$(CURDIR)/python
+
+.PHONY: python-test deps-python install-python uninstall-python bench-python
+
+deps-python:
+	@PYTHON=$(PYTHON) python/ensure-deps.sh $(DEPS_PYTHON)
+
+python-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so $(BUILD)/advlock | deps-python
+	@$(PYTHON_ENV) tests/pg/with-postgres.sh $(PYTHON) -m pytest $(PYTEST_ARGS) \
+	    -p no:cacheprovider python/tests
+
+test: python-test
+
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITEDIR)/advlock
+	install -m 644 python/advlock/*.py $(DESTDIR)$(PYTHON_SITEDIR)/advlock/
+	printf '"""Written by make install-python."""\nLIBDIR = "%s"\n' '$(LIBDIR)' \
+	    > $(DESTDIR)$(PYTHON_SITEDIR)/advlock/_installed.py
+
+uninstall-python:
+	rm -rf $(DESTDIR)$(PYTHON_SITEDIR)/advlock
+
+BENCH_PYTHON_SECONDS ?= 3
+
+bench-python: $(BUILD)/libadvlock.so | deps-python
+	@$(PYTHON_ENV) tests/pg/with-postgres.sh $(PYTHON) bench/python_cycles.py \
+	    --seconds $(BENCH_PYTHON_SECONDS) --json $(BUILD)/bench-python.json
+	@$(PYTHON) python/bench_merge.py $(BUILD)/bench-python.json $(BUILD)/bench.json
+
+bench: bench-python
