@@ -5,7 +5,9 @@
  * state. A tiny model of the server's lock table and of what the caller
  * knows checks, after every event:
  *   - the session never holds a lock the caller was not told about when an
- *     acquire ends (cancelled and timed-out acquires hold nothing);
+ *     acquire ends (cancelled and timed-out acquires hold nothing), and
+ *     never loses one it was told about, re-entrant server-side waits
+ *     included, even when a wait's 57014 or 55P03 hides a grant;
  *   - ACQUIRED only after the server granted the lock in that operation;
  *   - exactly one DONE per operation, and nothing but a new start after it;
  *   - sleeps within the policy's bounds, the reference's exactly;
@@ -61,7 +63,6 @@ typedef struct model {
     int caller_holds;  /* holds the caller was told about */
     int in_doubt;      /* a NULL or failed unlock: the caller cannot know */
     int done_seen;
-    int reentrant_wait;     /* a server-side wait for a lock the session holds */
     int64_t expected_sleep; /* reference schedule */
     char name[16];          /* the name of the operation under way */
     size_t name_len;
@@ -103,12 +104,6 @@ static void on_done(model *s)
     char text[ADVLOCK_MESSAGE_MAX];
     int n = advlock_describe(r, s->name, s->name_len, "server words", text, sizeof text);
     CHECK(n >= 0 && (size_t)n == strlen(text) && advlock_utf8_valid(text, (size_t)n));
-    /* Documented limit (advlock.h, ADVLOCK_WAIT_SERVER): the unlock after a
-     * 57014 cannot tell a grant the cancel hid from a hold the session had
-     * before, so a re-entrant server-side wait that does not succeed may
-     * give back the older hold. */
-    if (s->reentrant_wait && r->outcome != ADVLOCK_ACQUIRED)
-        s->in_doubt = 1;
     /* The core of it: an acquire that did not succeed leaves nothing behind. */
     if (!s->in_doubt && s->options.scope == ADVLOCK_SESSION)
         CHECK(s->server_holds == s->caller_holds);
@@ -127,6 +122,7 @@ static void answer(model *s, input *in)
                   && a.sql != ADVLOCK_SQL_UNLOCK && a.sql != ADVLOCK_SQL_UNLOCK_SHARED
                   && a.sql != ADVLOCK_SQL_HOLDERS;
     int is_unlock = a.sql == ADVLOCK_SQL_UNLOCK || a.sql == ADVLOCK_SQL_UNLOCK_SHARED;
+    int is_wait = is_lock && advlock_sql_answer(a.sql) == ADVLOCK_ANSWER_VOID;
     if (pick < 3)
         r = ADVLOCK_RESULT_TRUE;
     else if (pick < 5)
@@ -137,7 +133,16 @@ static void answer(model *s, input *in)
     int querying = a.kind == ADVLOCK_ACTION_QUERY || a.kind == ADVLOCK_ACTION_CANCEL_QUERY;
     if (querying && is_unlock && (r == ADVLOCK_RESULT_TRUE || r == ADVLOCK_RESULT_FALSE))
         r = s->server_holds > 0 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
-    const char *sqlstate = byte(in) % 2 ? "57014" : "XX000";
+    /* ... and grants a try at once to a session that holds the lock. */
+    if (querying && is_lock && !is_wait && r == ADVLOCK_RESULT_FALSE && s->server_holds > 0)
+        r = ADVLOCK_RESULT_TRUE;
+    static const char *const sqlstates[] = {"57014", "55P03", "XX000"};
+    uint8_t how = byte(in);
+    const char *sqlstate = sqlstates[how % 3];
+    /* A cancel or lock_timeout that ends a wait may land as the lock is
+     * granted: PostgreSQL reports the error and the session holds it. */
+    int hidden_grant =
+        querying && is_wait && r == ADVLOCK_RESULT_SERVER_ERROR && how % 3 < 2 && (how & 0x80) != 0;
     advlock_machine before = s->m;
     int rc = advlock_on_result(&s->m, r, sqlstate, "fuzz", s->now);
     check_unchanged_on_error(&before, &s->m, rc);
@@ -148,9 +153,9 @@ static void answer(model *s, input *in)
     CHECK(querying);
     if (r == ADVLOCK_RESULT_CONNECTION_LOST) {
         s->server_holds = s->caller_holds = 0; /* the session and its locks are gone */
-    } else if (r == ADVLOCK_RESULT_TRUE && is_lock) {
+    } else if ((r == ADVLOCK_RESULT_TRUE && is_lock) || hidden_grant) {
         s->server_holds++;
-        s->granted_in_op = 1;
+        s->granted_in_op |= !hidden_grant;
     } else if (r == ADVLOCK_RESULT_TRUE && is_unlock) {
         s->server_holds--;
     } else if (r == ADVLOCK_RESULT_NULL && is_unlock && s->server_holds > 0) {
@@ -211,7 +216,6 @@ static void start(model *s, input *in, int acquire)
         s->server_holds = s->caller_holds = 0;
     }
     s->acquiring = acquire;
-    s->reentrant_wait = acquire && s->options.wait == ADVLOCK_WAIT_SERVER && s->caller_holds > 0;
     s->granted_in_op = 0;
     s->done_seen = 0;
     s->expected_sleep = 100;

@@ -1,10 +1,12 @@
 /*
  * Server-side waiting (ADVLOCK_WAIT_SERVER) through both libpq adapters
  * against a real PostgreSQL: the hand-off in one round trip, the timeout at
- * the deadline by a cancel request (nothing left in pg_locks, no waiter),
- * a grant that beats the cancel (given back), the caller's cancel, a
- * statement_timeout nobody asked for (an error), and a transaction-scoped
- * wait whose cancel aborts the caller's transaction.
+ * the deadline by the server's own lock_timeout (nothing left in pg_locks,
+ * no waiter, the caller's lock_timeout untouched), grants hidden behind a
+ * 55P03 or a cancel (given back), re-entrant acquires that keep the older
+ * hold, the caller's cancel, a statement_timeout nobody asked for (an
+ * error), and a transaction-scoped wait whose timeout aborts the caller's
+ * transaction.
  */
 #include "pg_test.h"
 
@@ -115,10 +117,10 @@ static void expect_timeout_message(const fixture *f, const advlock_pq_report *r,
     expect(r, ADVLOCK_TIMED_OUT);
     assert_int_equal(r->lock.failure, 0);
     assert_string_equal(r->lock.sqlstate, "");
-    /* The 57014 of the cancel it asked for is not what the report says. */
+    /* The 55P03 (or the 57014 of a cancel) is not what the report says. */
     assert_string_equal(r->server_message, "");
     assert_string_equal(pgt_describe(r, f->key), expected);
-    assert_int_equal(r->lock.attempts, 1);
+    assert_int_equal(r->lock.attempts, 2); /* the try, and the wait */
 }
 
 /* ---- the hand-off ---- */
@@ -161,7 +163,7 @@ static void test_blocking_handoff_in_one_round_trip(void **state)
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
     pgt_wait_until_waiting(f->observer, f->derived, f->b, NULL);
-    char buf[128];
+    char buf[512];
     assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_LOCK));
 
@@ -170,7 +172,7 @@ static void test_blocking_handoff_in_one_round_trip(void **state)
     assert_int_equal(pthread_join(thread, NULL), 0);
     assert_int_equal(w.rc, 0);
     expect(&w.report, ADVLOCK_ACQUIRED);
-    assert_int_equal(w.report.lock.attempts, 1);
+    assert_int_equal(w.report.lock.attempts, 2);
     int64_t latency = w.done_us - releasing;
     print_message("      blocking server-side hand-off: %lld us after the release began\n",
                   (long long)latency);
@@ -189,19 +191,21 @@ static void test_async_handoff_in_one_round_trip(void **state)
     int64_t started = advlock_pq_now_ms();
     start(f, LIMIT_MS);
     pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
-    /* Waiting on the server: the socket, and the deadline at the timeout. */
+    /* Waiting on the server: the socket, and the deadline a grace after the
+     * timeout (the server's lock_timeout ends the wait at the timeout). */
     assert_int_equal(advlock_pq_async_busy(&f->ac), 1);
     assert_int_equal(advlock_pq_async_wants(&f->ac), ADVLOCK_PQ_READ);
     int64_t at;
     assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
-    assert_in_range(at - started, LIMIT_MS, LIMIT_MS + 50);
+    assert_in_range(at - started, LIMIT_MS + ADVLOCK_WAIT_GRACE_MS,
+                    LIMIT_MS + ADVLOCK_WAIT_GRACE_MS + 50);
 
     int64_t releasing = now_us();
     let_go(f);
     run(&f->ac);
     int64_t latency = now_us() - releasing;
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_ACQUIRED);
-    assert_int_equal(advlock_pq_async_report(&f->ac)->lock.attempts, 1);
+    assert_int_equal(advlock_pq_async_report(&f->ac)->lock.attempts, 2);
     print_message("      nonblocking server-side hand-off: %lld us after the release began\n",
                   (long long)latency);
     assert_in_range(latency, 0, HANDOFF_BOUND_MS * 1000);
@@ -215,8 +219,10 @@ static void test_free_lock_granted_at_once(void **state)
     assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 1000, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
     char buf[128];
+    /* The try granted it: no wait was needed. */
     assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
-                        advlock_sql_text(ADVLOCK_SQL_LOCK));
+                        advlock_sql_text(ADVLOCK_SQL_TRY_LOCK));
+    assert_int_equal(r.lock.attempts, 1);
     assert_int_equal(advlock_pq_release(&f->sb, f->key, f->len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
     /* A zero timeout is one try, whatever the strategy. */
@@ -256,31 +262,39 @@ static void test_async_times_out_at_the_deadline(void **state)
     o.event_user = &seen;
     assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
 
+    pgt_exec(f->c, "SET lock_timeout = '7s'"); /* the caller's own, kept */
     int64_t begun = advlock_pq_now_ms();
     start(f, 250);
+    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac); /* past the try */
     int64_t at;
     assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
-    assert_in_range(at - begun, 250, 300); /* from the start, a moment after begun */
+    /* from the start, a moment after begun, a grace after the timeout */
+    assert_in_range(at - begun, 250 + ADVLOCK_WAIT_GRACE_MS, 300 + ADVLOCK_WAIT_GRACE_MS);
     run(&f->ac);
     int64_t took = advlock_pq_now_ms() - begun;
     expect_timeout_message(f, advlock_pq_async_report(&f->ac), "0.25");
     assert_in_range(took, 250, 250 + 1000);
     expect_nothing_left(f, f->c);
 
-    /* The story: one attempt, the cancel at the deadline, its 57014, then
-     * the unlock that makes sure no grant slipped in (the server warns that
-     * there was none and answers false). */
+    /* The story: the try (false), the wait, the server's own lock timeout
+     * at the deadline (55P03, no cancel request), then the unlock that
+     * makes sure no grant slipped in (the server warns that there was none
+     * and answers false). */
     static const advlock_event_kind story[] = {
-        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_CANCEL_QUERY, ADVLOCK_EVENT_RESULT,
-        ADVLOCK_EVENT_WARNING, ADVLOCK_EVENT_RESULT,       ADVLOCK_EVENT_DONE,
+        ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT, ADVLOCK_EVENT_ATTEMPT, ADVLOCK_EVENT_RESULT,
+        ADVLOCK_EVENT_WARNING, ADVLOCK_EVENT_RESULT, ADVLOCK_EVENT_DONE,
     };
     assert_int_equal(seen.n, sizeof story / sizeof story[0]);
     for (int i = 0; i < seen.n; i++)
         assert_int_equal(seen.events[i].kind, story[i]);
-    assert_in_range(seen.events[1].now_ms - begun, 250, 250 + 1000);
-    assert_int_equal(seen.events[2].result, ADVLOCK_RESULT_SERVER_ERROR);
-    assert_string_equal(seen.messages[2], "canceling statement due to user request");
-    assert_int_equal(seen.events[4].result, ADVLOCK_RESULT_FALSE);
+    assert_int_equal(seen.events[1].result, ADVLOCK_RESULT_FALSE);
+    assert_in_range(seen.events[3].now_ms - begun, 250, 250 + 1000);
+    assert_int_equal(seen.events[3].result, ADVLOCK_RESULT_SERVER_ERROR);
+    assert_string_equal(seen.messages[3], "canceling statement due to lock timeout");
+    assert_int_equal(seen.events[5].result, ADVLOCK_RESULT_FALSE);
+    /* The bound lived for the statement only. */
+    char buf[32];
+    assert_string_equal(pgt_query(f->c, buf, sizeof buf, "SHOW lock_timeout", (char *)NULL), "7s");
     let_go(f);
 }
 
@@ -301,8 +315,8 @@ static void test_grant_racing_the_cancel_is_given_back(void **state)
     int64_t at;
     assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
     /* The deadline counts from the start, which came a moment after begun
-     * (several milliseconds under valgrind). */
-    assert_in_range(at - begun, 300, 350);
+     * (several milliseconds under valgrind), a grace after the timeout. */
+    assert_in_range(at - begun, 300 + ADVLOCK_WAIT_GRACE_MS, 350 + ADVLOCK_WAIT_GRACE_MS);
     pgt_sleep_ms(at + 20 - advlock_pq_now_ms());
 
     /* The deadline, before the socket was read: the cancel goes out. */
@@ -321,13 +335,14 @@ static void test_grant_racing_the_cancel_is_given_back(void **state)
 
 /* The same race one step later: the grant lands while the waiter's backend
  * is still inside pg_advisory_lock, and the cancel arrives before the
- * statement ends. PostgreSQL then fails the statement with 57014 although
- * the session now holds the lock (LockErrorCleanup keeps a grant it finds),
- * and a session lock survives the failed statement. Frozen with SIGSTOP,
- * the backend is granted the lock by the releaser and gets the cancel's
- * signal before it runs again. The core answers a cancelled wait's 57014 by
- * giving back a grant that may have happened (session scope), so the
- * acquire ends TIMED_OUT with nothing held. */
+ * statement ends. PostgreSQL then fails the statement (57014, or 55P03 when
+ * its lock_timeout fired meanwhile, which it reports first) although the
+ * session now holds the lock (ProcSleep keeps a grant it finds), and a
+ * session lock survives the failed statement. Frozen with SIGSTOP, the
+ * backend is granted the lock by the releaser and gets the signals before
+ * it runs again. The core answers either error by giving back a grant that
+ * may have happened (session scope), so the acquire ends TIMED_OUT with
+ * nothing held. */
 static void test_grant_inside_the_cancelled_statement(void **state)
 {
     fixture *f = *state;
@@ -339,13 +354,134 @@ static void test_grant_inside_the_cancelled_statement(void **state)
     pgt_freeze(pid);
     let_go(f);
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
-    pgt_sleep_ms(begun + 320 - advlock_pq_now_ms());
+    pgt_sleep_ms(begun + 320 + ADVLOCK_WAIT_GRACE_MS - advlock_pq_now_ms());
     assert_int_equal(advlock_pq_async_process(&f->ac, 0, advlock_pq_now_ms()), 0); /* cancel */
     assert_int_equal(kill(pid, SIGCONT), 0);
     run(&f->ac);
     expect_timeout_message(f, advlock_pq_async_report(&f->ac), "0.3");
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
     expect_nothing_left(f, f->c);
+}
+
+/* A lock_timeout is a cancel the server sends itself, with the same race:
+ * the holder lets go as the timer fires, and the statement fails with
+ * 55P03 although the lock was granted. (This is why the machine unlocks
+ * after a 55P03 too.) Frozen, the backend is granted the lock and its timer
+ * fires before it runs again; no cancel request is sent. */
+static void test_grant_inside_the_timed_out_statement(void **state)
+{
+    fixture *f = *state;
+    hold(f);
+    static pgt_events seen;
+    memset(&seen, 0, sizeof seen);
+    advlock_options o = server_wait();
+    o.on_event = pgt_record_event;
+    o.event_user = &seen;
+    assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
+    int64_t begun = advlock_pq_now_ms();
+    start(f, 300);
+    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+    int pid = PQbackendPID(f->c);
+    pgt_freeze(pid);
+    let_go(f);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    pgt_sleep_ms(begun + 400 - advlock_pq_now_ms()); /* the timer fires, pending */
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    run(&f->ac);
+    expect_timeout_message(f, advlock_pq_async_report(&f->ac), "0.3");
+    /* The wait's answer was the lock timeout's error, and the unlock found
+     * the grant it hid. */
+    int wait_error = -1, unlock = -1;
+    for (int i = 0; i < seen.n; i++) {
+        if (seen.events[i].kind != ADVLOCK_EVENT_RESULT)
+            continue;
+        if (seen.events[i].result == ADVLOCK_RESULT_SERVER_ERROR)
+            wait_error = i;
+        else if (wait_error >= 0)
+            unlock = i;
+    }
+    assert_true(wait_error >= 0 && unlock > wait_error);
+    assert_string_equal(seen.messages[wait_error], "canceling statement due to lock timeout");
+    assert_int_equal(seen.events[unlock].result, ADVLOCK_RESULT_TRUE);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    expect_nothing_left(f, f->c);
+}
+
+/* ---- re-entrant acquires ---- */
+
+/* A re-entrant acquire whose statement the server delays past the
+ * deadline: b holds the lock (taken by polling, on the same
+ * connection), and a catalog lock held elsewhere stalls any statement that
+ * must look a function up for the first time. A wait that only begins once
+ * the server has run it would be cancelled, and the unlock after its 57014
+ * would release the older hold. The try grants the re-entrant acquire at
+ * once (it was looked up before), so nothing waits and nothing older is
+ * given back. */
+static void test_reentrant_acquire_keeps_the_older_hold(void **state)
+{
+    fixture *f = *state;
+    advlock_pq poll;
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_init(&poll, f->b), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(advlock_pq_acquire(&poll, f->key, f->len, 0, &r), 0);
+        expect(&r, ADVLOCK_ACQUIRED);
+    }
+    /* One hold left; the unlock has been looked up too, so an undo would
+     * not stall. */
+    assert_int_equal(advlock_pq_release(&poll, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_RELEASED);
+
+    PGconn *catalog = pgt_connect();
+    pgt_exec(catalog, "BEGIN");
+    pgt_exec(catalog, "LOCK TABLE pg_catalog.pg_proc IN ACCESS EXCLUSIVE MODE");
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 300, &r), 0);
+    pgt_exec(catalog, "ROLLBACK");
+    PQfinish(catalog);
+    /* Whatever the acquire says it took is given back; the older hold
+     * stays. */
+    if (r.lock.outcome == ADVLOCK_ACQUIRED) {
+        advlock_pq_report released;
+        assert_int_equal(advlock_pq_release(&f->sb, f->key, f->len, &released), 0);
+        expect(&released, ADVLOCK_RELEASED);
+    }
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->b), 1);
+    expect(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(r.lock.attempts, 1);
+    assert_int_equal(advlock_pq_release(&poll, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_RELEASED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+/* A re-entrant acquire in another mode does wait: b holds the lock shared,
+ * and so does a; b's exclusive server-side wait times out (55P03), the
+ * unlock after it (of an exclusive hold: none) leaves the shared hold. */
+static void test_reentrant_wait_times_out_keeping_the_older_hold(void **state)
+{
+    fixture *f = *state;
+    advlock_options shared;
+    advlock_options_init(&shared);
+    shared.mode = ADVLOCK_SHARED;
+    advlock_pq sa, sb;
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_init(&sa, f->a), 0);
+    assert_int_equal(advlock_pq_init(&sb, f->b), 0);
+    assert_int_equal(advlock_pq_set_options(&sa, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&sb, &shared), 0);
+    assert_int_equal(advlock_pq_acquire(&sa, f->key, f->len, 0, &r), 0);
+    expect(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_acquire(&sb, f->key, f->len, 0, &r), 0);
+    expect(&r, ADVLOCK_ACQUIRED);
+
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 200, &r), 0);
+    expect_timeout_message(f, &r, "0.2");
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->b), 1);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", -1, f->b), 0);
+    assert_int_equal(advlock_pq_release(&sb, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_RELEASED);
+    assert_int_equal(advlock_pq_release(&sa, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_RELEASED);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
 }
 
 /* ---- the caller's cancel ---- */
@@ -429,7 +565,7 @@ static void test_statement_timeout_is_an_error(void **state)
     let_go(f);
 }
 
-/* The cancel at the deadline fails the statement inside the caller's
+/* The lock timeout at the deadline fails the statement inside the caller's
  * transaction, which is then aborted: documented, and shown here. */
 static void test_transaction_scoped_wait_aborts_the_transaction(void **state)
 {
@@ -453,7 +589,7 @@ static void test_transaction_scoped_wait_aborts_the_transaction(void **state)
     expect(&r, ADVLOCK_ACQUIRED);
     char buf[128];
     assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
-                        advlock_sql_text(ADVLOCK_SQL_XACT_LOCK));
+                        advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK));
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->b), 1);
     pgt_exec(f->b, "COMMIT");
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
@@ -471,6 +607,9 @@ int main(void)
         T(test_async_times_out_at_the_deadline),
         T(test_grant_racing_the_cancel_is_given_back),
         T(test_grant_inside_the_cancelled_statement),
+        T(test_grant_inside_the_timed_out_statement),
+        T(test_reentrant_acquire_keeps_the_older_hold),
+        T(test_reentrant_wait_times_out_keeping_the_older_hold),
         T(test_cancel_during_a_server_wait),
         T(test_cancel_right_after_the_start),
         T(test_statement_timeout_is_an_error),
