@@ -104,21 +104,31 @@ $(BUILD)/locale/de_DE.UTF-8: | deps-test
 
 UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/san/tests/%)
 
+# `make test` goes on past a failed suite and ends with one line, the sum of
+# every suite's tally, failing if any test failed: each suite adds its tally
+# to TEST_COUNTS (scripts/run-tests.sh does it), emptied as make starts.
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+export TEST_COUNTS := $(CURDIR)/$(BUILD)/test-counts
+$(shell mkdir -p $(BUILD) && rm -f $(TEST_COUNTS))
+endif
+
 unit-tests: $(UNIT_BINS) $(BUILD)/locale/de_DE.UTF-8
 	@LOCPATH=$(CURDIR)/$(BUILD)/locale scripts/run-tests.sh $(UNIT_BINS)
 
 core-imports: $(CORE_OBJ)
-	@scripts/check-core-imports.sh $^
+	@scripts/run-tests.sh -c scripts/check-core-imports.sh $^
 
 # Every installed library exports and shows only advlock_ names, and the
 # core library holds none of the fake's.
 symbols-check: all
-	@scripts/check-symbols.sh $(BUILD)
+	@scripts/run-tests.sh -c scripts/check-symbols.sh $(BUILD)
 
 install-check: all
-	@BUILD=$(BUILD) scripts/check-install.sh
+	@BUILD=$(BUILD) scripts/run-tests.sh -c scripts/check-install.sh
 
+# The fragments in mk/ add their suites as prerequisites; this line comes last.
 test: all core-imports unit-tests symbols-check install-check
+	@scripts/test-summary.sh $(TEST_COUNTS)
 
 # ---- the main job -----------------------------------------------------------
 

@@ -36,13 +36,17 @@ sim: $(BUILD)/sim/campaign
 	$(BUILD)/sim/campaign --seeds $(SEEDS) --start $(START)
 
 sim-test: $(BUILD)/sim/campaign
-	$(BUILD)/sim/campaign --seeds $(SIM_TEST_SEEDS) --start 1
+	@scripts/run-tests.sh -c $(BUILD)/sim/campaign --seeds $(SIM_TEST_SEEDS) --start 1
 
 sim-san-test: $(BUILD)/san/sim/campaign
-	$(BUILD)/san/sim/campaign --seeds $(SIM_SAN_SEEDS) --start 1
+	@scripts/run-tests.sh -c $(BUILD)/san/sim/campaign --seeds $(SIM_SAN_SEEDS) --start 1
 
+# The canary's expected failures (FAIL seed ...) are checked, not printed:
+# only a canary that was not caught shows its output.
 sim-canary-test: $(BUILD)/sim/campaign-canary
-	tests/sim/expect-canary-caught.sh $(BUILD)/sim/campaign-canary
+	@scripts/run-tests.sh -c sh -c 'out=$$(tests/sim/expect-canary-caught.sh $< 2>&1) \
+	    && echo "canary: caught (the campaign flags the planted 150 ms first delay)" \
+	    || { printf "%s\n" "$$out"; exit 1; }'
 
 # The examples in docs/simulation.md, compiled and run exactly as printed and
 # linked as the page says (libadvlock_fake, then libadvlock): each follows a
@@ -60,7 +64,10 @@ $(BUILD)/sim/doc_%: $(BUILD)/sim/doc_%.c $(BUILD)/libadvlock_fake.a $(BUILD)/lib
 	    -Wl,-Bdynamic $(CORE_LIBS)
 
 sim-doc-test: $(DOC_EXAMPLES)
-	@for example in $^; do $$example || exit 1; done
+	@scripts/run-tests.sh $^
+
+# Kept: make would otherwise delete them, and say so, after the last test.
+.SECONDARY: $(DOC_EXAMPLES:%=%.c)
 
 test: sim-test sim-san-test sim-canary-test sim-doc-test
 
@@ -77,6 +84,6 @@ $(BUILD)/tests/test_fidelity: tests/integration/test_fidelity.c $(FAKE_OBJ) $(CO
 	$(CC) $(CPPFLAGS) $(FIDELITY_CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ -lpq $(CORE_LIBS)
 
 fidelity-test: $(BUILD)/tests/test_fidelity
-	tests/pg/with-postgres.sh $(BUILD)/tests/test_fidelity
+	@tests/pg/with-postgres.sh scripts/run-tests.sh $(BUILD)/tests/test_fidelity
 
 test: fidelity-test

@@ -1,19 +1,40 @@
 #!/usr/bin/env bash
 # Runs each test program given, keeps going after a failure, and ends with a
 # one-line tally of programs. Exit status is non-zero if any program failed.
+#   scripts/run-tests.sh PROGRAM...
+#   scripts/run-tests.sh -c COMMAND [ARGS...]   one command line as one test,
+#                                               its status as the exit status
 # TEST_RUNNER, if set, prefixes each program (valgrind, say).
+# TEST_COUNTS, if set (`make test` sets it), names a file that collects every
+# suite's tally: this one is added there as "passed failed" instead of
+# printed, and the exit status is 0 so that the other suites run too;
+# scripts/test-summary.sh sums the file into make test's last line.
 set -u
 read -r -a runner <<<"${TEST_RUNNER:-}"
 passed=0 failed=0 names=()
-for t in "$@"; do
-    if "${runner[@]}" "$t"; then
+record() {
+    if "$@"; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))
-        names+=("$t")
+        names+=("$*")
     fi
-done
-echo
+}
+single=
+if [ "${1:-}" = -c ]; then
+    shift
+    single=1
+    record "${runner[@]}" "$@"
+else
+    for t in "$@"; do record "${runner[@]}" "$t"; done
+fi
 [ $failed -eq 0 ] || printf 'FAILED: %s\n' "${names[@]}"
-echo "programs: $passed passed, $failed failed"
+if [ -n "${TEST_COUNTS:-}" ]; then
+    echo "$passed $failed" >>"$TEST_COUNTS"
+    exit 0
+fi
+if [ -z "$single" ]; then
+    echo
+    echo "programs: $passed passed, $failed failed"
+fi
 [ $failed -eq 0 ]

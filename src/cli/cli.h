@@ -24,9 +24,14 @@ int cmd_simulate(int argc, char **argv);
 /*
  * Connects with libpq: conninfo may be NULL (then PG* variables and service
  * files decide), application_name NULL for the default "advlock". Sets TCP
- * keepalives. Prints why on stderr and returns NULL on failure.
+ * keepalives. Returns EXIT_OK with *out set, or prints why on stderr and
+ * returns EXIT_USAGE (conninfo does not parse) or EXIT_NO_SERVER.
  */
-PGconn *cli_connect(const char *conninfo, const char *application_name);
+int cli_connect(const char *conninfo, const char *application_name, PGconn **out);
+
+/* The length of text without its trailing newlines and blanks: libpq's
+ * messages end with a newline, which would print as a blank line. */
+int cli_trimmed_length(const char *text);
 
 /*
  * advlock run's signals (signals.c): SIGINT, SIGTERM, SIGHUP, SIGQUIT and

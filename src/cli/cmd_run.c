@@ -370,9 +370,9 @@ int cmd_run(int argc, char **argv)
         cli_error("cannot set up signal handling: %s", strerror(errno));
         return EXIT_LOCK_ERROR;
     }
-    PGconn *conn = cli_connect(o.conninfo, o.application_name);
-    if (conn == NULL)
-        return EXIT_NO_SERVER;
+    PGconn *conn;
+    if ((rc = cli_connect(o.conninfo, o.application_name, &conn)) != EXIT_OK)
+        return rc;
 
     advlock_pq a;
     progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
@@ -385,8 +385,9 @@ int cmd_run(int argc, char **argv)
         || (rc = advlock_pq_set_options(&a, &o.lock)) != 0
         || (rc = advlock_pq_async_start_acquire_key(&a, key, o.timeout_ms, advlock_pq_now_ms()))
                != 0) {
-        cli_error("cannot start acquiring '%s': %s: %s", o.shown_key, advlock_strerror(rc),
-                  PQerrorMessage(conn));
+        const char *why = PQerrorMessage(conn);
+        cli_error("cannot start acquiring '%s': %s: %.*s", o.shown_key, advlock_strerror(rc),
+                  cli_trimmed_length(why), why);
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }

@@ -156,13 +156,20 @@ static void print_summary(sim_view *v, const advlock_sim_stats *st, int clients)
 
 /* ---- options ------------------------------------------------------------------- */
 
-static int parse_count(const char *text, long long lo, long long hi, long long *out)
+/* A whole number from lo to hi for option --name; says what is wrong if not. */
+static int parse_count(const char *name, const char *text, long long lo, long long hi,
+                       long long *out)
 {
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+        if (hi >= INT64_MAX / 4)
+            cli_error("--%s wants a whole number of at least %lld, not '%s'", name, lo, text);
+        else
+            cli_error("--%s wants a whole number from %lld to %lld, not '%s'", name, lo, hi, text);
         return -1;
+    }
     *out = v;
     return 0;
 }
@@ -267,16 +274,19 @@ int cmd_simulate(int argc, char **argv)
     static sim_view view; /* large; one per process */
     memset(&view, 0, sizeof view);
 
-    int opt, bad = 0;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    int opt, bad = 0, which = 0;
+    while ((opt = getopt_long(argc, argv, "h", options, &which)) != -1) {
+        const char *name = options[which].name;
         switch (opt) {
-        case O_CLIENTS: bad |= parse_count(optarg, 1, ADVLOCK_SIM_MAX_CLIENTS, &clients); break;
-        case O_KEYS: bad |= parse_count(optarg, 1, ADVLOCK_SIM_MAX_KEYS, &keys); break;
-        case O_TIMEOUT: bad |= parse_count(optarg, 0, INT64_MAX / 4, &timeout); break;
-        case O_HOLD: bad |= parse_count(optarg, 0, INT64_MAX / 4, &hold); break;
-        case O_CYCLES: bad |= parse_count(optarg, 1, 1000000, &cycles); break;
-        case O_THINK: bad |= parse_count(optarg, 0, INT64_MAX / 4, &think); break;
-        case O_SEED: bad |= parse_count(optarg, 0, INT64_MAX, &seed); break;
+        case O_CLIENTS:
+            bad |= parse_count(name, optarg, 1, ADVLOCK_SIM_MAX_CLIENTS, &clients);
+            break;
+        case O_KEYS: bad |= parse_count(name, optarg, 1, ADVLOCK_SIM_MAX_KEYS, &keys); break;
+        case O_TIMEOUT: bad |= parse_count(name, optarg, 0, INT64_MAX / 4, &timeout); break;
+        case O_HOLD: bad |= parse_count(name, optarg, 0, INT64_MAX / 4, &hold); break;
+        case O_CYCLES: bad |= parse_count(name, optarg, 1, 1000000, &cycles); break;
+        case O_THINK: bad |= parse_count(name, optarg, 0, INT64_MAX / 4, &think); break;
+        case O_SEED: bad |= parse_count(name, optarg, 0, INT64_MAX, &seed); break;
         case O_FAULTS: faults = 1; break;
         case O_JITTER: lock_options.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
         case O_CLIP: lock_options.clip_to_deadline = 1; break;
@@ -287,10 +297,8 @@ int cmd_simulate(int argc, char **argv)
         case 'h': usage(stdout); return EXIT_OK;
         default: usage(stderr); return EXIT_USAGE;
         }
-        if (bad) {
-            cli_error("bad value '%s' for an option; see advlock simulate --help", optarg);
+        if (bad)
             return EXIT_USAGE;
-        }
     }
     if (optind != argc) {
         usage(stderr);

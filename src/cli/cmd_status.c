@@ -72,7 +72,8 @@ static int show_key(PGconn *conn, const char *raw_name)
     }
     PGresult *res = query_holders(conn, key);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        cli_error("status of '%s': %s", name, PQerrorMessage(conn));
+        const char *why = PQerrorMessage(conn);
+        cli_error("status of '%s': %.*s", name, cli_trimmed_length(why), why);
         PQclear(res);
         return -1;
     }
@@ -129,9 +130,10 @@ int cmd_status(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    PGconn *conn = cli_connect(conninfo, NULL);
-    if (conn == NULL)
-        return EXIT_NO_SERVER;
+    PGconn *conn;
+    int rc = cli_connect(conninfo, NULL, &conn);
+    if (rc != EXIT_OK)
+        return rc;
 
     int any_held = 0, failed = 0, bad_key = 0;
     for (int i = optind; i < argc; i++) {

@@ -60,8 +60,13 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            /* getopt prefixes its messages with argv[0]: "advlock:", like
+             * every other error, rather than the subcommand's name. */
+            static char program[] = "advlock";
+            argv[1] = program;
             return commands[i].run(argc - 1, argv + 1);
+        }
     cli_error("unknown command '%s'", argv[1]);
     usage(stderr);
     return EXIT_USAGE;

@@ -212,8 +212,10 @@ for _ in $(seq 100); do
     [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")" = 1 ] && break
     sleep 0.05
 done
-check "--wait: the statement waiting in the queue" "SELECT pg_advisory_lock(\$1)" \
-    "$(psql -X -At -c "SELECT query FROM pg_stat_activity WHERE application_name = 'queued'")"
+case "$(psql -X -At -c "SELECT query FROM pg_stat_activity WHERE application_name = 'queued'")" in
+    *"pg_advisory_lock("*) pass ;;
+    *) fail "--wait: no pg_advisory_lock statement waiting in the queue" ;;
+esac
 wait "$first"
 wait "$waiter"
 check "--wait: acquired after the holder" "got it" "$(cat "$TMPDIR_RUN/queued.out")"
@@ -236,9 +238,41 @@ check "--jitter timeout: message" "advlock: Could not acquire migration lock for
 wait "$first"
 check "options: nothing held at the end" 0 "$(held)"
 
+# A name with a newline: the whole message on one line, the diagnosis with it.
+odd=$'a\nb'
+"$A" run -q --application-name odd-holder "$odd" -- sleep 3 &
+first=$!
+for _ in $(seq 100); do
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                        WHERE l.locktype = 'advisory' AND a.application_name = 'odd-holder'")" = 1 ] && break
+    sleep 0.05
+done
+capture "$A" run --timeout 0 --diagnose "$odd" -- true
+check "odd name: status" 1 "$RC"
+check "odd name: one line" 1 "$(wc -l <<<"$ERR")"
+case "$ERR" in
+    "advlock: Could not acquire migration lock for 'a\nb' within 0s. Held by pid "*"(application 'odd-holder', state idle) for "*s.) pass ;;
+    *) fail "odd name: message [$ERR]" ;;
+esac
+wait "$first"
+
 # Errors before anything runs.
 capture "$A" run -d "host=/nonexistent-dir" "$name" -- echo never
 check "no server" 69 "$RC"
+"$A" run -d "host=/nonexistent-dir" "$name" -- echo never 2>"$TMPDIR_RUN/err"
+[ -n "$(tail -n 1 "$TMPDIR_RUN/err")" ] && pass || fail "no server: a blank line ends the message"
+# Conninfo syntax errors are usage errors, found before connecting, with
+# libpq's message on one line.
+capture "$A" run -d bogus_param=1 "$name" -- echo never
+check "conninfo syntax error: status" 64 "$RC"
+check "conninfo syntax error: message" "advlock: bad connection string: invalid connection option \"bogus_param\"" "$ERR"
+capture "$A" run -d 'postgresql://%zz' "$name" -- echo never
+check "bad URI: status" 64 "$RC"
+case "$ERR" in "advlock: bad connection string: "*'"%zz"'*) pass ;; *) fail "bad URI: message [$ERR]" ;; esac
+check "bad URI: one line" 1 "$(wc -l <<<"$ERR")"
+capture "$A" run --no-such-option "$name" -- true
+check "unknown option: status" 64 "$RC"
+check "unknown option: prefix" "advlock: unrecognized option '--no-such-option'" "$(head -n 1 <<<"$ERR")"
 capture "$A" run "$(printf 'bad\xc0\x80')" -- echo never
 check "bad key" 2 "$RC"
 case "$ERR" in "advlock: lock key 'bad\xc0\x80': "*) pass ;; *) fail "bad key shown escaped: [$ERR]" ;; esac

@@ -80,8 +80,14 @@ capture "$A" simulate --clients 0
 check "zero clients" 64 "$RC"
 capture "$A" simulate --clients 65
 check "too many clients" 64 "$RC"
+check "too many clients: the option named" "advlock: --clients wants a whole number from 1 to 64, not '65'" "$ERR"
 capture "$A" simulate --timeout abc
 check "bad timeout" 64 "$RC"
+check "bad timeout: the option named" "advlock: --timeout wants a whole number of at least 0, not 'abc'" "$ERR"
+# Every error says advlock:, getopt's own included (not "simulate:").
+capture "$A" simulate --no-such-option
+check "unknown option: status" 64 "$RC"
+check "unknown option: prefix" "advlock: unrecognized option '--no-such-option'" "$(head -n 1 <<<"$ERR")"
 capture "$A" simulate --trace /nonexistent/dir/trace
 check "unwritable trace" 74 "$RC"
 finish

@@ -51,9 +51,36 @@ done
 capture "$A" status "$name"
 check "free again: status" 0 "$RC"
 
+# A name with a newline and a tab, held: still one line per row, the name
+# escaped as every message shows it.
+odd=$'a\nb\tc'
+odd_key=$("$A" key "$odd" | cut -f1)
+psql -X -q -c "SET application_name = 'odd-holder'" -c "SELECT pg_advisory_lock($odd_key)" \
+     -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" = 1 ] && break
+    sleep 0.1
+done
+capture "$A" status "$odd"
+check "odd name: status" 1 "$RC"
+check "odd name: one line per row" 2 "$(wc -l <<<"$OUT")"
+check "odd name: first line" "$(printf 'a\\nb\\tc\theld\tkey %s' "$odd_key")" "$(sed -n 1p <<<"$OUT")"
+case "$(sed -n 2p <<<"$OUT")" in *"holder	pid "*"application 'odd-holder'"*) pass ;; *) fail "odd name: holder line [$OUT]" ;; esac
+psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'odd-holder'" >/dev/null
+wait "$holder" 2>/dev/null
+
 capture "$A" status -d "host=/nonexistent-dir" "$name"
 check "no server: status" 69 "$RC"
 case "$ERR" in "advlock: cannot connect: "*) pass ;; *) fail "no server: message [$ERR]" ;; esac
+# libpq's message ends with a newline: not printed as a blank line.
+errfile=$(mktemp)
+"$A" status -d "host=/nonexistent-dir" "$name" 2>"$errfile"
+[ -n "$(tail -n 1 "$errfile")" ] && pass || fail "no server: a blank line ends the message"
+rm -f "$errfile"
+capture "$A" status -d "bogus_param=1" "$name"
+check "conninfo syntax error: status" 64 "$RC"
+check "conninfo syntax error: message" "advlock: bad connection string: invalid connection option \"bogus_param\"" "$ERR"
 capture "$A" status "$(printf 'bad\xff')"
 check "bad key: status" 2 "$RC"
 case "$ERR" in "advlock: 'bad\xff': "*) pass ;; *) fail "bad key shown escaped: [$ERR]" ;; esac
