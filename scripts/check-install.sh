@@ -10,8 +10,8 @@
 #                 as printed there, shared and static.
 # BUILD names the build directory (default build).
 set -euo pipefail
-stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
+stage=$(mktemp -d) stage2=$(mktemp -d)
+trap 'rm -rf "$stage" "$stage2"' EXIT
 prefix=/opt/advlock-check
 build=${BUILD:-build}
 make -s install BUILD="$build" DESTDIR="$stage" PREFIX="$prefix" >/dev/null
@@ -26,6 +26,14 @@ done
 for pc in advlock advlock_pq advlock_fake; do
     grep -qx "prefix=$prefix" "$root/lib/pkgconfig/$pc.pc" ||
         { echo "install: $pc.pc does not name PREFIX $prefix" >&2; exit 1; }
+done
+# Installed again from the same build with another PREFIX, every .pc file
+# names the new one (advlock_pq.pc once kept the PREFIX it was first built for).
+prefix2=/opt/advlock-check-2
+make -s install BUILD="$build" DESTDIR="$stage2" PREFIX="$prefix2" >/dev/null
+for pc in advlock advlock_pq advlock_fake; do
+    grep -qx "prefix=$prefix2" "$stage2$prefix2/lib/pkgconfig/$pc.pc" ||
+        { echo "install: $pc.pc installed again does not name the new PREFIX $prefix2" >&2; exit 1; }
 done
 
 # The .pc files name the final PREFIX; the sysroot points them at the stage.
@@ -87,4 +95,4 @@ $cc -std=c11 -static-libgcc -o "$stage/fake-static" "$stage/fake.c" \
 "$stage/fake-static" | grep -qx "deterministic lock test: ok" ||
     { echo "install: the deterministic lock test failed against the static libraries" >&2; exit 1; }
 
-echo "install check: PREFIX and DESTDIR honoured; advlock, advlock_pq and advlock_fake build and run from the staged copy (the fake shared and static)"
+echo "install check: PREFIX (installed twice) and DESTDIR honoured; advlock, advlock_pq and advlock_fake build and run from the staged copy (the fake shared and static)"
