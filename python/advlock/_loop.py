@@ -20,8 +20,8 @@ import threading
 import time
 
 from . import _binding as B
-from ._machine import (INT64_MAX, Machine, Options, Outcome, final_report, now_ms, params,
-                       raise_for, timeout_ms)
+from ._machine import (INT64_MAX, Machine, Options, Outcome, _encode, final_report, now_ms,
+                       params, raise_for, timeout_ms)
 
 _lib = B.core
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
@@ -81,12 +81,13 @@ def drive(m, client, name):
     final Report. A KeyboardInterrupt during a sleep cancels the acquire
     (the machine ends it CANCELLED) and is re-raised."""
     interrupted = None
+    next_action, mm, run = _lib.advlock_next_action, m._m, client.run
     while True:
-        a = m.next_action()
+        a = next_action(mm)
         kind = a.kind
         if kind == QUERY:
             if a.wake_at_ms == INT64_MAX:
-                _feed(m, client.run(a.sql, params(a)))
+                _feed(m, run(a.sql, params(a)))
             else:
                 _feed(m, _run_with_deadline(m, client, a))
         elif kind == SLEEP:
@@ -238,7 +239,7 @@ async def drive_async(m, client, name):
 
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
-                 "release_report")
+                 "release_report", "_raw")
 
     def __init__(self, client, name, timeout=None, options=None, **option_kwargs):
         self._client = client
@@ -246,6 +247,7 @@ class _LockBase:
         self.timeout = timeout
         self.options = Options.coerce(options, **option_kwargs)
         self._machine = Machine(self.options)
+        self._raw = _encode(name)
         self.report = None          # the last acquire's Report
         self.release_report = None  # the last release's Report
 
@@ -265,12 +267,19 @@ class _LockBase:
 
     def _start_acquire(self):
         self.release_report = None
-        self._machine.start_acquire(self.name, timeout_ms(self.timeout))
+        m, raw = self._machine, self._raw
+        m.server_message = None
+        rc = _lib.advlock_start_acquire(m._m, raw, len(raw), timeout_ms(self.timeout), now_ms())
+        if rc:
+            m.start_acquire(raw, timeout_ms(self.timeout))  # raises CallError
 
     def _start_release(self):
         r = self.report
         if r is not None and r._c.outcome == Outcome.ACQUIRED:
-            self._machine.start_release_key(r._c.key)
+            m = self._machine
+            m.server_message = None
+            if _lib.advlock_start_release_key(m._m, r._c.key, now_ms()):
+                m.start_release_key(r._c.key)  # raises CallError
         else:
             self._machine.start_release(self.name)
 
