@@ -12,6 +12,11 @@
  *     seconds held or waited (whole seconds, on the fake's clock fed with
  *     real time; a rare 1.5 s pause makes them count).
  *
+ * The core's bounded waits (pg_advisory_lock with lock_timeout = $2 ms) run
+ * with a short bound, which the test lets strike on both sides (55P03, and
+ * the caller's lock_timeout back as it was), or a long one, which never
+ * does within a sequence.
+ *
  * Waiting statements (pg_advisory_lock and friends) are sent asynchronously
  * when the fake predicts they wait and no other session is waiting: with one
  * waiter no deadlock can form, whose resolution PostgreSQL leaves to a
@@ -38,30 +43,49 @@ enum { SESSIONS = 3, KEYS = 4, MAX_ROWS = 64, WAIT_LIMIT_MS = 5000 };
 enum { BOOLOID = 16, VOIDOID = 2278 };
 
 typedef struct statement {
-    const char *sql;
-    int keyed;  /* takes the key as $1 */
-    int waits;  /* may wait for a lock */
-    int weight; /* how often the generator picks it */
+    const char *sql; /* NULL: the core's bounded wait `bounded` ($2: its bound) */
+    int keyed;       /* takes the key as $1 */
+    int waits;       /* may wait for a lock */
+    int weight;      /* how often the generator picks it */
+    advlock_sql bounded;
 } statement;
 
 static const statement statements[] = {
-    {"SELECT pg_try_advisory_lock($1)", 1, 0, 8},
-    {"SELECT pg_try_advisory_lock_shared($1)", 1, 0, 6},
-    {"SELECT pg_try_advisory_xact_lock($1)", 1, 0, 4},
-    {"SELECT pg_try_advisory_xact_lock_shared($1)", 1, 0, 3},
-    {"SELECT pg_advisory_lock($1)", 1, 1, 5},
-    {"SELECT pg_advisory_lock_shared($1)", 1, 1, 4},
-    {"SELECT pg_advisory_xact_lock($1)", 1, 1, 2},
-    {"SELECT pg_advisory_xact_lock_shared($1)", 1, 1, 2},
-    {"SELECT pg_advisory_unlock($1)", 1, 0, 8},
-    {"SELECT pg_advisory_unlock_shared($1)", 1, 0, 6},
-    {"SELECT pg_advisory_unlock_all()", 0, 0, 2},
-    {"BEGIN", 0, 0, 3},
-    {"COMMIT", 0, 0, 2},
-    {"ROLLBACK", 0, 0, 2},
-    {"SELECT pg_advisory_lock_nonexistent($1)", 1, 0, 1},
-    {"SELEC 1", 0, 0, 1},
+    {"SELECT pg_try_advisory_lock($1)", 1, 0, 8, 0},
+    {"SELECT pg_try_advisory_lock_shared($1)", 1, 0, 6, 0},
+    {"SELECT pg_try_advisory_xact_lock($1)", 1, 0, 4, 0},
+    {"SELECT pg_try_advisory_xact_lock_shared($1)", 1, 0, 3, 0},
+    {"SELECT pg_advisory_lock($1)", 1, 1, 5, 0},
+    {"SELECT pg_advisory_lock_shared($1)", 1, 1, 4, 0},
+    {"SELECT pg_advisory_xact_lock($1)", 1, 1, 2, 0},
+    {"SELECT pg_advisory_xact_lock_shared($1)", 1, 1, 2, 0},
+    {"SELECT pg_advisory_unlock($1)", 1, 0, 8, 0},
+    {"SELECT pg_advisory_unlock_shared($1)", 1, 0, 6, 0},
+    {"SELECT pg_advisory_unlock_all()", 0, 0, 2, 0},
+    {"BEGIN", 0, 0, 3, 0},
+    {"COMMIT", 0, 0, 2, 0},
+    {"ROLLBACK", 0, 0, 2, 0},
+    {"SELECT pg_advisory_lock_nonexistent($1)", 1, 0, 1, 0},
+    {"SELEC 1", 0, 0, 1, 0},
+    {NULL, 1, 1, 3, ADVLOCK_SQL_LOCK},
+    {NULL, 1, 1, 2, ADVLOCK_SQL_LOCK_SHARED},
+    {NULL, 1, 1, 1, ADVLOCK_SQL_XACT_LOCK},
+    {NULL, 1, 1, 1, ADVLOCK_SQL_XACT_LOCK_SHARED},
 };
+
+/* A bounded wait's bound: short enough to strike within a step, or long
+ * enough never to. */
+enum { SHORT_BOUND_MS = 40, LONG_BOUND_MS = 600000 };
+
+static const char *text_of(const statement *st)
+{
+    return st->sql != NULL ? st->sql : advlock_sql_text(st->bounded);
+}
+
+static int params_of(const statement *st)
+{
+    return st->sql == NULL ? 2 : st->keyed;
+}
 enum { NSTATEMENTS = sizeof statements / sizeof statements[0] };
 
 /* What one side said about one statement. */
@@ -89,7 +113,8 @@ typedef struct world {
     int fake_observer; /* the observer's twin in the fake, for the holders query */
     session s[SESSIONS];
     advlock_fake_db fake;
-    int waiting; /* the session in a waiting statement, or -1 */
+    int waiting;        /* the session in a waiting statement, or -1 */
+    int64_t strikes_at; /* its short lock_timeout's end on the fake's clock, or 0 */
     int64_t keys[KEYS];
     int verbose;
     char log[64][128]; /* the sequence so far, for a failure report */
@@ -101,6 +126,7 @@ static world w;
 /* How often the interesting cases came up, for the summary. */
 static struct {
     int waits, granted_after_wait, deadlocks, cancels, warnings, errors, reconnects;
+    int lock_timeouts;
     int holders_queries, holder_rows, rows_held_a_second, pauses;
 } seen;
 
@@ -182,11 +208,16 @@ static void pause_ms(long ms)
 
 /* The fake's clock follows real time, so that the seconds in its holders
  * rows can be compared with the server's. */
-static void fake_clock_now(void)
+static int64_t now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    advlock_fake_db_set_time(&w.fake, (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void fake_clock_now(void)
+{
+    advlock_fake_db_set_time(&w.fake, now_ms());
 }
 
 /* Reads one statement's result, waiting at most WAIT_LIMIT_MS; returns 0
@@ -246,16 +277,18 @@ done:
     return 0;
 }
 
-static void send_pg(int i, const statement *st, int64_t key)
+static void send_pg(int i, const statement *st, const int64_t *params)
 {
     session *s = &w.s[i];
     memset(&s->notices, 0, sizeof s->notices);
-    char text[24];
-    snprintf(text, sizeof text, "%" PRId64, key);
-    const char *values[1] = {text};
-    const unsigned int types[1] = {20}; /* int8, as the core's drivers send it */
-    if (!PQsendQueryParams(s->conn, st->sql, st->keyed, st->keyed ? types : NULL,
-                           st->keyed ? values : NULL, NULL, NULL, 0))
+    char text[2][24];
+    snprintf(text[0], sizeof text[0], "%" PRId64, params[0]);
+    snprintf(text[1], sizeof text[1], "%" PRId64, params[1]);
+    const char *values[2] = {text[0], text[1]};
+    const unsigned int types[2] = {20, 20}; /* int8, as the core's drivers send them */
+    int n = params_of(st);
+    if (!PQsendQueryParams(s->conn, text_of(st), n, n > 0 ? types : NULL, n > 0 ? values : NULL,
+                           NULL, NULL, 0))
         die("send failed: %s", PQerrorMessage(s->conn));
 }
 
@@ -567,6 +600,15 @@ static void settle_waiter(uint64_t seq)
     if (w.waiting < 0)
         return;
     session *s = &w.s[w.waiting];
+    if (w.strikes_at > 0) {
+        /* A short bound: let the lock timeout strike on both sides (the
+         * server's timer started after the fake's, and ends a moment later:
+         * await_result waits for it). */
+        pause_ms((long)(w.strikes_at - now_ms() > 0 ? w.strikes_at - now_ms() : 0));
+        fake_clock_now();
+        if (advlock_fake_db_check_lock_timeout(&w.fake, s->fake_pid) == 1)
+            seen.lock_timeouts++;
+    }
     advlock_fake_result fr;
     int rc = advlock_fake_db_poll(&w.fake, s->fake_pid, &fr);
     if (rc == 0)
@@ -581,20 +623,25 @@ static void settle_waiter(uint64_t seq)
         mismatch(seq, "the fake ended a wait that PostgreSQL still waits in");
     compare_answers(seq, &fake, &pg);
     w.waiting = -1;
+    w.strikes_at = 0;
 }
 
-static void run_statement(uint64_t seq, int i, const statement *st, int k,
+static void run_statement(uint64_t seq, int i, const statement *st, int k, int64_t bound,
                           const advlock_fake_db *after, const advlock_fake_result *fr)
 {
-    char with[16] = "";
-    if (st->keyed)
+    char with[40] = "";
+    if (st->sql == NULL)
+        snprintf(with, sizeof with, "  with k%d, lock_timeout %lld ms", k, (long long)bound);
+    else if (st->keyed)
         snprintf(with, sizeof with, "  with k%d", k);
-    note("s%d: %s%s", i, st->sql, with);
+    note("s%d: %s%s", i, text_of(st), with);
     w.fake = *after;
-    send_pg(i, st, w.keys[k]);
+    const int64_t params[2] = {w.keys[k], bound};
+    send_pg(i, st, params);
     if (fr->status == ADVLOCK_FAKE_WAITING) {
         expect_waiting_on_server(seq, i);
         w.waiting = i;
+        w.strikes_at = bound == SHORT_BOUND_MS ? now_ms() + bound : 0;
         seen.waits++;
         return;
     }
@@ -678,16 +725,18 @@ static void step(uint64_t seq, advlock_prng *p)
         }
         const statement *st = &statements[pick_statement(p)];
         int k = (int)advlock_prng_below(p, KEYS);
+        int64_t bound = advlock_prng_below(p, 2) ? SHORT_BOUND_MS : LONG_BOUND_MS;
+        const int64_t params[2] = {w.keys[k], bound};
         fake_clock_now();
         trial = w.fake;
         advlock_fake_result fr;
-        if (advlock_fake_db_exec(&trial, w.s[i].fake_pid, st->sql, st->keyed ? &w.keys[k] : NULL,
-                                 &fr)
+        if (advlock_fake_db_exec_params(&trial, w.s[i].fake_pid, text_of(st), params, params_of(st),
+                                        &fr)
             != 0)
             die("the fake refused a statement");
         if (fr.status == ADVLOCK_FAKE_WAITING && w.waiting >= 0)
             continue;
-        run_statement(seq, i, st, k, &trial, &fr);
+        run_statement(seq, i, st, k, bound, &trial, &fr);
         return;
     }
 }
@@ -701,6 +750,7 @@ static void reset(void)
         if (await_result(w.s[w.waiting].conn, &ignored, &w.s[w.waiting].notices) != 0)
             die("a cancelled statement did not end");
         w.waiting = -1;
+        w.strikes_at = 0;
     }
     for (int i = 0; i < SESSIONS; i++) {
         PQclear(PQexec(w.s[i].conn, "ROLLBACK"));
@@ -786,9 +836,9 @@ int main(int argc, char **argv)
     printf("fidelity: %" PRIu64 " sequences, %d steps over %d sessions and %d keys: the fake and "
            "PostgreSQL %s agreed on every result, warning, wait and pg_locks row (%.1f s)\n",
            count, steps, SESSIONS, KEYS, PQparameterStatus(w.observer, "server_version"), secs);
-    printf("fidelity: covered %d waits (%d granted later, %d cancelled), %d deadlocks, %d other "
-           "errors, %d warnings, %d reconnects\n",
-           seen.waits, seen.granted_after_wait, seen.cancels, seen.deadlocks,
+    printf("fidelity: covered %d waits (%d granted later, %d cancelled, %d ended by their "
+           "lock_timeout), %d deadlocks, %d other errors, %d warnings, %d reconnects\n",
+           seen.waits, seen.granted_after_wait, seen.cancels, seen.lock_timeouts, seen.deadlocks,
            seen.errors - seen.deadlocks, seen.warnings, seen.reconnects);
     printf("fidelity: %d holders queries agreed on %d rows (%d held or waited a second or more, "
            "after %d pauses)\n",
