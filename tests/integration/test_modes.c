@@ -3,7 +3,8 @@
  * default options are the reference; shared locks (ShareLock in pg_locks,
  * holders coexist, an exclusive acquire waits for them); transaction scope
  * (pg_try_advisory_xact_lock inside BEGIN, released by COMMIT, refused
- * outside a transaction block); holder diagnostics after a timeout; events.
+ * outside a transaction block); holder diagnostics after a timeout; events;
+ * full jitter random by default, replayed by a seed.
  */
 #include "pg_test.h"
 
@@ -246,7 +247,7 @@ static void test_shared_holders_and_a_server_waiter_async(void **state)
     async_release(f, &f->ad, ADVLOCK_RELEASED);
     run(&f->ae);
     expect(advlock_pq_async_report(&f->ae), ADVLOCK_ACQUIRED);
-    assert_int_equal(advlock_pq_async_report(&f->ae)->lock.attempts, 1);
+    assert_int_equal(advlock_pq_async_report(&f->ae)->lock.attempts, 2); /* try, wait */
     assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->e), 1);
     async_release(f, &f->ae, ADVLOCK_RELEASED);
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
@@ -481,6 +482,81 @@ static void test_warning_event_nonblocking(void **state)
                         "you don't own a lock of type ShareLock");
 }
 
+/* ---- jitter ---- */
+
+enum { SLEEPS = 4 };
+
+typedef struct sleeps {
+    int64_t ms[SLEEPS];
+    int n;
+} sleeps;
+
+static void record_sleep(void *user, const advlock_event *e)
+{
+    sleeps *s = user;
+    if (e->kind == ADVLOCK_EVENT_SLEEP && s->n < SLEEPS)
+        s->ms[s->n++] = e->sleep_ms;
+}
+
+/* The first SLEEPS sleeps of two nonblocking acquires with full jitter and
+ * the seed given, while a holds the lock. With a 2 s timeout none of them
+ * is clipped (their ceilings, 100 to 800 ms, add up to 1.5 s). */
+static void draw_sleeps(fixture *f, uint64_t seed, sleeps *d, sleeps *e)
+{
+    advlock_options o;
+    advlock_options_init(&o);
+    o.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
+    o.jitter_seed = seed;
+    o.on_event = record_sleep;
+    memset(d, 0, sizeof *d);
+    memset(e, 0, sizeof *e);
+    o.event_user = d;
+    assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
+    o.event_user = e;
+    assert_int_equal(advlock_pq_set_options(&f->ae, &o), 0);
+    int64_t now = advlock_pq_now_ms();
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 2000, now), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ae, f->key, f->len, 2000, now), 0);
+    advlock_pq *const both[2] = {&f->ad, &f->ae};
+    pgt_loop_until_idle(both, 2, advlock_pq_now_ms() + LIMIT_MS);
+    expect(advlock_pq_async_report(&f->ad), ADVLOCK_TIMED_OUT);
+    expect(advlock_pq_async_report(&f->ae), ADVLOCK_TIMED_OUT);
+    assert_int_equal(d->n, SLEEPS);
+    assert_int_equal(e->n, SLEEPS);
+}
+
+/* Full jitter with jitter_seed 0 and no callback means random: each adapter
+ * seeds its machine from getrandom(2), so two sessions started together
+ * draw different sleeps (all four equal: about one chance in 10^9). A seed
+ * replays exactly the core's splitmix64 stream over it. */
+static void test_jitter_is_random_unless_seeded(void **state)
+{
+    fixture *f = *state;
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    sleeps d, e;
+    draw_sleeps(f, 0, &d, &e);
+    assert_memory_not_equal(d.ms, e.ms, sizeof d.ms);
+
+    draw_sleeps(f, 42, &d, &e);
+    assert_memory_equal(d.ms, e.ms, sizeof d.ms);
+    advlock_machine m;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
+    o.jitter_seed = 42;
+    advlock_machine_init(&m);
+    assert_int_equal(advlock_set_options(&m, &o), 0);
+    assert_int_equal(advlock_start_acquire(&m, f->key, f->len, 60000, 0), 0);
+    for (int i = 0; i < SLEEPS; i++) {
+        assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0), 0);
+        advlock_action a = advlock_next_action(&m);
+        assert_int_equal(a.kind, ADVLOCK_ACTION_SLEEP);
+        assert_int_equal(a.sleep_ms, d.ms[i]);
+        assert_int_equal(advlock_on_timer(&m, a.wake_at_ms), 0);
+    }
+    blocking_release(f, &f->sa, ADVLOCK_RELEASED);
+}
+
 int main(void)
 {
     alarm(120); /* a hang fails the program instead of the whole run */
@@ -491,6 +567,7 @@ int main(void)
         T(test_transaction_scope_blocking),        T(test_transaction_scope_shared_async),
         T(test_diagnostics_name_the_holder),       T(test_diagnostics_count_shared_holders),
         T(test_events_of_a_contended_acquire),     T(test_warning_event_nonblocking),
+        T(test_jitter_is_random_unless_seeded),
     };
     return cmocka_run_group_tests_name("libpq adapters: modes, scopes, diagnostics, events", tests,
                                        NULL, NULL);
