@@ -163,6 +163,10 @@ void cli_child_stopped(cli_child *c, int sig)
         cli_child_signal(c, SIGCONT);
         return;
     }
+    /* A stop by someone else (SIGSTOP, or any stop with no terminal to
+     * control jobs) is theirs to undo: advlock waits for the continue. */
+    if (c->tty < 0 || (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU))
+        return;
     if (c->has_tty && tcgetpgrp(c->tty) == c->pid) {
         give_terminal(c->tty, getpgrp());
         c->has_tty = 0;

@@ -32,8 +32,9 @@ int cli_child_group_gone(const cli_child *c);
 /*
  * The command stopped with sig: a read from the terminal when advlock's
  * group has it (the terminal is handed over and the command continued), or
- * a job-control stop, which advlock takes too so that its shell sees the
- * job stopped; the command is continued when advlock is.
+ * a job-control stop (SIGTSTP, SIGTTIN, SIGTTOU with a terminal), which
+ * advlock takes too so that its shell sees the job stopped; the command is
+ * continued when advlock is. Other stops are left to whoever made them.
  */
 void cli_child_stopped(cli_child *c, int sig);
 

@@ -168,6 +168,23 @@ fi
 check "--kill-after: bad value" "advlock: --kill-after wants seconds, such as 10 or 0.5 (at most 3 decimals)" \
     "$("$A" run --kill-after x "$name" -- true 2>&1)"
 
+# A command stopped and continued by someone else: advlock, which has no
+# terminal here, waits for it, and ends with it.
+rm -f "$T"/*.pid
+"$A" run -q "$name" -- sh -c 'echo $$ >"$T/cmd.pid"; sleep 1' &
+runner=$!
+wait_file "$T/cmd.pid" || fail "stopped and continued: the command never started"
+kill -STOP "$(cat "$T/cmd.pid")"
+sleep 0.3
+kill -CONT "$(cat "$T/cmd.pid")"
+if wait_gone 15 "$runner"; then
+    wait "$runner"
+    check "stopped and continued: status" 0 "$?"
+else
+    fail "stopped and continued: advlock still runs after 15 s"
+    kill -9 "$runner"
+fi
+
 # At a terminal the command still reads it and Ctrl-C still reaches it,
 # though it runs in a group of its own (script(1) gives a pty; ^C is typed).
 tty_out=$(printf 'hello\n' | script -qec "'$A' run -q '$name' -- sh -c 'read x; echo got \$x'" /dev/null)
