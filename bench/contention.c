@@ -74,9 +74,10 @@ static void remember_result(void *last_result, const advlock_event *e)
  *   POLICY_REFERENCE    the adapter's default: polling, 100 -> 1000 ms;
  *   POLICY_FULL_JITTER  polling, each sleep drawn from [0, min(1000,
  *                       100 * 2^n)] ms, seeded per client so a run replays;
- *   POLICY_SERVER_WAIT  one pg_advisory_lock per acquire, queued by the
- *                       server, cancelled at the timeout (and at the end of
- *                       a round, through advlock_pq_async_cancel()).
+ *   POLICY_SERVER_WAIT  a try, then one pg_advisory_lock queued by the
+ *                       server and bounded by its lock_timeout (55P03 at the
+ *                       timeout, no cancel request); cancelled at the end of
+ *                       a round, through advlock_pq_async_cancel().
  */
 static void apply_policy(advlock_pq *adapter, enum policy policy, int client, int *last_result)
 {

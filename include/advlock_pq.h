@@ -28,9 +28,10 @@
  *
  * On the wire
  * -----------
- * Every statement takes its one parameter as a binary int8 (type OID 20, in
- * network byte order) and asks for its result in binary format, so neither
- * direction depends on locale or text formatting.
+ * Every statement takes its parameters as binary int8s (type OID 20, in
+ * network byte order: the key, and for a server-side wait its bound in ms)
+ * and asks for its result in binary format, so neither direction depends on
+ * locale or text formatting.
  *
  * Prepared statements. To spare the server a parse and plan per call, each
  * statement is prepared once per connection under the name
@@ -115,7 +116,10 @@
  * Options
  * -------
  * Both adapters run the reference's behaviour until given an advlock_options
- * (advlock.h) with advlock_pq_set_options(); init puts the reference back. The options
+ * (advlock.h) with advlock_pq_set_options(); init puts the reference back.
+ * Full jitter with jitter_seed 0 and no random callback is seeded from
+ * getrandom(2) at each advlock_pq_set_options(), so sessions started
+ * together draw different sleeps; any other seed replays exactly. The options
  * choose the mode (exclusive or shared), the scope (session or transaction),
  * the schedule (reference or full jitter, clipping), the waiting strategy
  * (polling or server-side), holder diagnostics and an event callback. The
@@ -132,23 +136,32 @@
  *
  * Server-side waiting (ADVLOCK_WAIT_SERVER)
  * ----------------------------------------
- * The acquire sends pg_advisory_lock($1) (or its shared or transaction
- * form) once and the server queues the session: when the holder releases,
- * the lock is handed over in one round trip instead of at the next poll (up
- * to a second later). The statement's deadline is the acquire's timeout: if
- * no answer has come by then, the adapter asks the server to cancel it (a
- * cancel request, on a connection of its own: libpq's PQcancel(), which
- * blocks the calling thread for one connection to the server: a few
- * milliseconds on a local socket (the tests print it); libpq 17's
- * nonblocking cancel would need the loop to watch a second socket, which
- * this interface does not have).
- * The server's "canceling statement" (57014) then ends the acquire
- * TIMED_OUT with the reference's message; a grant that won the race with
- * the cancel is released first (session scope). advlock_pq_async_cancel()
- * stops a server-side wait the same way and ends CANCELLED. A cancel
- * request that reaches the server before it has read the statement is
- * ignored there, so until the statement answers the request is repeated
- * every 250 ms. A 57014 nobody asked for (statement_timeout) is an error.
+ * The acquire tries once (pg_try_advisory_lock, as polling does); if the
+ * lock is busy it sends the core's bounded wait (ADVLOCK_SQL_LOCK: the
+ * waiting function with lock_timeout set to the time left, $2, for that
+ * statement only; a granted wait puts the caller's lock_timeout back, a
+ * failed one inside the caller's transaction leaves it to ROLLBACK) and the
+ * server queues the session: when the holder releases, the lock is handed
+ * over in one round trip instead of at the next poll (up to a second
+ * later). At the timeout the server ends the wait itself ("canceling
+ * statement due to lock timeout", 55P03) and the acquire ends TIMED_OUT
+ * with the reference's message, after one unlock that gives back a grant
+ * the error may hide (PostgreSQL reports the timeout even when the holder
+ * let go in the same instant). That unlock can only give back this wait's
+ * grant: a session already holding the lock in the mode asked for is
+ * granted by the try, so re-entrant acquires are safe too. No cancel
+ * request is needed at the deadline. Only a statement still unanswered
+ * ADVLOCK_WAIT_GRACE_MS after it (stuck before its wait began, behind a
+ * catalog lock say), and advlock_pq_async_cancel(), send one (a cancel
+ * request, on a connection of its own: libpq's PQcancel(), which blocks the
+ * calling thread for one connection to the server: a few milliseconds on a
+ * local socket (the tests print it); libpq 17's nonblocking cancel would
+ * need the loop to watch a second socket, which this interface does not
+ * have); its 57014 is followed by the same unlock, and the acquire ends
+ * TIMED_OUT or CANCELLED. A cancel request that reaches the server before
+ * it has read the statement is ignored there, so until the statement
+ * answers the request is repeated every 250 ms. A 57014 nobody asked for
+ * (statement_timeout) is an error.
  *
  * When not to use it, and why polling is the default:
  *   - a session waiting inside pg_advisory_lock is running a statement with
@@ -161,10 +174,12 @@
  *     tries, so it never blocks the command;
  *   - each waiter pins a server backend busy for the whole wait, where a
  *     polling waiter holds an idle one;
- *   - a cancel (timeout or caller's) that arrives while the caller's own
+ *   - a timeout or cancel that ends the wait while the caller's own
  *     transaction is open aborts that transaction (the statement fails
  *     inside it), so a transaction-scoped server-side wait that times out
- *     leaves the caller to ROLLBACK.
+ *     leaves the caller to ROLLBACK; a session-scoped one inside a
+ *     transaction block cannot run its unlock there (25P02) and ends FAILED
+ *     with the lock in doubt until the caller rolls back and releases.
  *
  * Holder diagnostics (options.diagnose). After a timeout the adapters run
  * the core's holders query (pg_locks joined with pg_stat_activity; needs

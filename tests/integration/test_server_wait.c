@@ -391,16 +391,16 @@ static void test_grant_inside_the_timed_out_statement(void **state)
     expect_timeout_message(f, advlock_pq_async_report(&f->ac), "0.3");
     /* The wait's answer was the lock timeout's error, and the unlock found
      * the grant it hid. */
-    int wait_error = -1, unlock = -1;
-    for (int i = 0; i < seen.n; i++) {
+    int wait_error = 0, unlock = 0; /* found once past the try's answer (0) */
+    for (int i = 1; i < seen.n; i++) {
         if (seen.events[i].kind != ADVLOCK_EVENT_RESULT)
             continue;
         if (seen.events[i].result == ADVLOCK_RESULT_SERVER_ERROR)
             wait_error = i;
-        else if (wait_error >= 0)
+        else if (wait_error > 0)
             unlock = i;
     }
-    assert_true(wait_error >= 0 && unlock > wait_error);
+    assert_true(wait_error > 0 && unlock > wait_error);
     assert_string_equal(seen.messages[wait_error], "canceling statement due to lock timeout");
     assert_int_equal(seen.events[unlock].result, ADVLOCK_RESULT_TRUE);
     assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
