@@ -50,12 +50,12 @@ static long long number(const char *line, const char *name)
 }
 
 /* Copies a string field (without unescaping, for display only). */
-static void text(const char *line, const char *name, char *out, size_t size)
+static size_t text(const char *line, const char *name, char *out, size_t size)
 {
     out[0] = '\0';
     const char *p = field(line, name);
     if (p == NULL || *p != '"')
-        return;
+        return 0;
     p++;
     size_t n = 0;
     while (p[n] != '\0' && !(p[n] == '"' && (n == 0 || p[n - 1] != '\\')))
@@ -64,6 +64,7 @@ static void text(const char *line, const char *name, char *out, size_t size)
         n = size - 1;
     memcpy(out, p, n);
     out[n] = '\0';
+    return n;
 }
 
 static const char *name_of(const sim_view *v, int64_t key)
@@ -88,7 +89,9 @@ static void on_trace(void *user, const char *line, size_t len)
     if (client < 0 || client >= ADVLOCK_SIM_MAX_CLIENTS)
         return;
 
-    char sql[128];
+    /* Long enough for the bounded wait, whose pg_advisory_lock comes after
+     * the lock_timeout settings around it. */
+    char sql[1024];
     text(line, "sql", sql, sizeof sql);
     /* pg_try_advisory_lock, pg_advisory_lock and their shared and xact forms */
     int is_lock = strstr(sql, "advisory_lock") != NULL || strstr(sql, "advisory_xact_lock") != NULL;
@@ -110,6 +113,11 @@ static void on_trace(void *user, const char *line, size_t len)
         printf("%8lld ms  client %-2d  asks the server for '%s' and waits\n", t, client, name);
     else if (strcmp(event, "cancel_query") == 0)
         printf("%8lld ms  client %-2d  cancels its wait\n", t, client);
+    else if (strcmp(event, "result") == 0 && text(line, "sqlstate", extra, sizeof extra) > 0)
+        printf("%8lld ms  client %-2d  %s (SQLSTATE %s)\n", t, client,
+               strcmp(extra, "55P03") == 0 ? "the server ends its wait at lock_timeout"
+                                           : "its query fails",
+               extra);
     else if (strcmp(event, "sleep") == 0)
         printf("%8lld ms  client %-2d  sleeps %lld ms\n", t, client, number(line, "ms"));
     else if (strcmp(event, "acquired") == 0)
