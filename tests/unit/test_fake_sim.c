@@ -875,9 +875,13 @@ typedef struct lines {
 } lines;
 
 /* Keeps client 1's events in short form: "event result sql-function". */
-static void keep_client_1(void *user, const char *line, size_t len)
+static void keep_client_1(void *user, const char *bytes, size_t len)
 {
-    (void)len;
+    /* The line is len bytes, not a C string. */
+    char line[1024];
+    size_t n = len < sizeof line - 1 ? len : sizeof line - 1;
+    memcpy(line, bytes, n);
+    line[n] = '\0';
     lines *l = user;
     char event[24] = "", result[8] = "", sql[40] = "";
     if (strstr(line, "\"client\":1,") == NULL || l->n == 16)
