@@ -76,6 +76,9 @@ bench-programs: $(BENCH_PROGRAMS)
 bench: $(BENCH_PROGRAMS) | deps-bench
 	@BENCH_CONTENTION_SECONDS=$(BENCH_CONTENTION_SECONDS) \
 	    tests/pg/with-postgres.sh bench/run.sh $(BENCH_DIR) $(BUILD)/bench.json
+	@# The Python drivers' figures (mk/python.mk, run first) join the table.
+	@if [ -f $(BUILD)/bench-python.json ]; then \
+	    $(PYTHON) python/bench_merge.py $(BUILD)/bench-python.json $(BUILD)/bench.json; fi
 
 bench-smoke: $(BENCH_PROGRAMS)
 	@tests/pg/with-postgres.sh bench/run.sh --smoke $(BENCH_DIR) $(BENCH_DIR)/smoke.json
