@@ -298,8 +298,9 @@ int main(int argc, char **argv)
             secs > 0 ? (double)seeds / secs : 0.0, events, failures);
     fprintf(out,
             "sim campaign: outcomes: %" PRIu64 " acquired, %" PRIu64 " released, %" PRIu64
-            " not held, %" PRIu64 " timed out, %" PRIu64 " cancelled, %" PRIu64 " failed, %" PRIu64
-            " ended with their transaction; %" PRIu64 " faults injected\n",
+            " not held, %" PRIu64 " timed out, %" PRIu64 " cancelled, %" PRIu64
+            " ended in an error, %" PRIu64 " ended with their transaction; %" PRIu64
+            " faults injected\n",
             outcomes[ADVLOCK_ACQUIRED], outcomes[ADVLOCK_RELEASED], outcomes[ADVLOCK_NOT_HELD],
             outcomes[ADVLOCK_TIMED_OUT], outcomes[ADVLOCK_CANCELLED], outcomes[ADVLOCK_FAILED],
             outcomes[ADVLOCK_ENDS_WITH_TRANSACTION], faults);
