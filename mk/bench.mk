@@ -81,7 +81,8 @@ bench: $(BENCH_PROGRAMS) | deps-bench
 	    $(PYTHON) python/bench_merge.py $(BUILD)/bench-python.json $(BUILD)/bench.json; fi
 
 bench-smoke: $(BENCH_PROGRAMS)
-	@tests/pg/with-postgres.sh bench/run.sh --smoke $(BENCH_DIR) $(BENCH_DIR)/smoke.json
+	@tests/pg/with-postgres.sh scripts/run-tests.sh -c bench/run.sh --smoke $(BENCH_DIR) \
+	    $(BENCH_DIR)/smoke.json
 
 test: bench-smoke
 

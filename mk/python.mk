@@ -27,8 +27,8 @@ deps-python:
 	@PYTHON=$(PYTHON) python/ensure-deps.sh $(DEPS_PYTHON)
 
 python-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so $(BUILD)/advlock | deps-python
-	@$(PYTHON_ENV) tests/pg/with-postgres.sh $(PYTHON) -m pytest $(PYTEST_ARGS) \
-	    -p no:cacheprovider python/tests
+	@$(PYTHON_ENV) tests/pg/with-postgres.sh scripts/run-tests.sh -c $(PYTHON) -m pytest \
+	    $(PYTEST_ARGS) -p no:cacheprovider python/tests
 
 test: python-test
 
