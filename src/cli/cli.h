@@ -44,6 +44,15 @@ void cli_signals_restore(void);
 int cli_signals_fd(void);
 int cli_signals_next(void);
 
+/*
+ * advlock run --xact (xact.c): BEGIN on conn; and its end, COMMIT if commit
+ * is set and the transaction has not failed, else ROLLBACK. Each returns 0,
+ * or -1 after printing why (cli_xact_end: also when commit was asked for and
+ * no transaction was left to commit).
+ */
+int cli_xact_begin(PGconn *conn);
+int cli_xact_end(PGconn *conn, int commit);
+
 /* Prints "advlock: " and the formatted message to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

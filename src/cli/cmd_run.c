@@ -29,8 +29,9 @@ typedef struct run_options {
     int conflict_exit_code;
     int quiet;
     int keep_running;
+    int xact;              /* --xact: one transaction around the command */
     int64_t kill_after_ms; /* from the stop signal to SIGKILL */
-    advlock_options lock;  /* --shared, --wait, --jitter, --diagnose */
+    advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact */
     const char *key;
     /* The key as messages show it (advlock_escape_name): one printable line
      * whatever the name holds, so no name can move the terminal's cursor. */
@@ -247,7 +248,10 @@ static void usage(FILE *to)
           "      --wait                   wait in the server's queue (pg_advisory_lock) instead\n"
           "                               of polling: the lock is handed over at once\n"
           "      --jitter                 randomise the sleeps between polls (full jitter)\n"
-          "      --diagnose               on timeout, say who holds the lock\n",
+          "      --diagnose               on timeout, say who holds the lock\n"
+          "      --xact                   hold a transaction-scoped lock in one transaction\n"
+          "                               around COMMAND: COMMIT if it exits 0, else\n"
+          "                               ROLLBACK (works through transaction pooling)\n",
           to);
 }
 
@@ -259,7 +263,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         OPT_SHARED,
         OPT_WAIT,
         OPT_JITTER,
-        OPT_DIAGNOSE
+        OPT_DIAGNOSE,
+        OPT_XACT
     };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
@@ -273,6 +278,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"wait", no_argument, NULL, OPT_WAIT},
         {"jitter", no_argument, NULL, OPT_JITTER},
         {"diagnose", no_argument, NULL, OPT_DIAGNOSE},
+        {"xact", no_argument, NULL, OPT_XACT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -310,6 +316,10 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         case OPT_WAIT: o->lock.wait = ADVLOCK_WAIT_SERVER; break;
         case OPT_JITTER: o->lock.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
         case OPT_DIAGNOSE: o->lock.diagnose = 1; break;
+        case OPT_XACT:
+            o->xact = 1;
+            o->lock.scope = ADVLOCK_TRANSACTION;
+            break;
         case 'h': usage(stdout); exit(EXIT_OK);
         default: usage(stderr); return -1;
         }
@@ -355,6 +365,22 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
     return 0;
 }
 
+/* Ends a run's session: with --xact its transaction rolls back first, so
+ * that a pooler gets its server connection back clean. */
+static void close_session(PGconn *conn, const run_options *o)
+{
+    if (o->xact)
+        cli_xact_end(conn, 0);
+    PQfinish(conn);
+}
+
+/* Gives back the lock the command held: the release, or with --xact the
+ * transaction's end, COMMIT only when the command succeeded. */
+static int give_back(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key, int commit)
+{
+    return o->xact ? cli_xact_end(conn, commit) : release(a, o, key);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_options o;
@@ -378,9 +404,13 @@ int cmd_run(int argc, char **argv)
     progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
     o.lock.on_event = on_lock_event;
     o.lock.event_user = &shown;
-    /* Jitter needs randomness that differs between the runs racing for a
-     * lock; the time and pid are enough to break their lockstep. */
-    o.lock.jitter_seed = (uint64_t)advlock_pq_now_ms() * 1000003u ^ (uint64_t)getpid();
+    /* With --xact the acquire runs inside the transaction (the adapter
+     * refuses a transaction-scoped acquire outside one); a pooler pins one
+     * server session to it until COMMIT or ROLLBACK. */
+    if (o.xact && cli_xact_begin(conn) != 0) {
+        PQfinish(conn);
+        return EXIT_LOCK_ERROR;
+    }
     if ((rc = advlock_pq_async_init(&a, conn)) != 0
         || (rc = advlock_pq_set_options(&a, &o.lock)) != 0
         || (rc = advlock_pq_async_start_acquire_key(&a, key, o.timeout_ms, advlock_pq_now_ms()))
@@ -388,26 +418,29 @@ int cmd_run(int argc, char **argv)
         const char *why = PQerrorMessage(conn);
         cli_error("cannot start acquiring '%s': %s: %.*s", o.shown_key, advlock_strerror(rc),
                   cli_trimmed_length(why), why);
-        PQfinish(conn);
+        close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
     int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL);
     const advlock_pq_report *r = advlock_pq_async_report(&a);
-    if (r->lock.outcome == ADVLOCK_CANCELLED) {
-        PQfinish(conn);
+    /* A signal that came too late to stop a transaction-scoped grant still
+     * means stop: the rollback gives the lock back. */
+    if (r->lock.outcome == ADVLOCK_CANCELLED
+        || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
+        close_session(conn, &o);
         return 128 + interrupted;
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
         char message[ADVLOCK_MESSAGE_MAX];
         cli_error("%s", describe(r, o.key, message, sizeof message));
-        PQfinish(conn);
+        close_session(conn, &o);
         return r->lock.outcome == ADVLOCK_TIMED_OUT ? o.conflict_exit_code : EXIT_LOCK_ERROR;
     }
 
     cli_child child;
     if (cli_child_start(&child, o.command) != 0) {
         cli_error("cannot start '%s': %s", o.command[0], strerror(errno));
-        release(&a, &o, key);
+        give_back(&a, conn, &o, key, 0);
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
@@ -417,8 +450,8 @@ int cmd_run(int argc, char **argv)
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (lost)
         exit_code = EXIT_LOCK_ERROR;
-    else
-        release(&a, &o, key);
+    else if (give_back(&a, conn, &o, key, exit_code == 0) != 0 && o.xact && exit_code == 0)
+        exit_code = EXIT_LOCK_ERROR; /* the command's work under the lock did not commit */
     PQfinish(conn);
     return exit_code;
 }
