@@ -51,6 +51,9 @@ int cli_signals_next(void);
  * no transaction was left to commit).
  */
 int cli_xact_begin(PGconn *conn);
+/* After the acquire: lets go of the snapshot its last statement kept, so
+ * that the transaction held open holds no xmin. 0, or -1 after printing why. */
+int cli_xact_drop_snapshot(PGconn *conn);
 int cli_xact_end(PGconn *conn, int commit);
 
 /* Prints "advlock: " and the formatted message to stderr. */

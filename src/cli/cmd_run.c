@@ -436,6 +436,10 @@ int cmd_run(int argc, char **argv)
         close_session(conn, &o);
         return r->lock.outcome == ADVLOCK_TIMED_OUT ? o.conflict_exit_code : EXIT_LOCK_ERROR;
     }
+    if (o.xact && cli_xact_drop_snapshot(conn) != 0) {
+        close_session(conn, &o);
+        return EXIT_LOCK_ERROR;
+    }
 
     cli_child child;
     if (cli_child_start(&child, o.command) != 0) {

@@ -28,6 +28,18 @@ int cli_xact_begin(PGconn *conn)
     return run_statement(conn, "BEGIN");
 }
 
+int cli_xact_drop_snapshot(PGconn *conn)
+{
+    /* The acquire's statements went unnamed in the extended protocol, and
+     * the unnamed portal of the last one keeps its snapshot until it is
+     * replaced or the transaction ends: the session's xmin would stay put
+     * for the whole run, and VACUUM could remove no row deleted meanwhile
+     * anywhere in the cluster (seen on PostgreSQL 15 as backend_xmin in
+     * pg_stat_activity). Any statement in the simple protocol replaces that
+     * portal and drops its own at once; CLOSE ALL also says what is meant. */
+    return run_statement(conn, "CLOSE ALL");
+}
+
 int cli_xact_end(PGconn *conn, int commit)
 {
     PGTransactionStatusType state = PQtransactionStatus(conn);

@@ -274,6 +274,51 @@ esac
 wait "$first"
 
 # Errors before anything runs.
+# --xact: BEGIN, the transaction-scoped lock, the command, then COMMIT when
+# it succeeds, ROLLBACK when it fails; the lock goes with the transaction.
+# The session waits idle in its transaction holding no snapshot (no
+# backend_xmin: VACUUM is not held back).
+rollbacks() { psql -X -At -c "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()"; }
+xact_sql="SELECT l.mode, a.state, a.backend_xmin IS NULL FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+          WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $classid AND l.objid = $objid"
+export xact_sql
+rolled_before=$(rollbacks)
+capture "$A" run --xact "$name" -- sh -c 'psql -X -At -c "$xact_sql"'
+check "--xact: status" 0 "$RC"
+check "--xact: held in an idle transaction, no xmin" "ExclusiveLock|idle in transaction|t" "$OUT"
+check "--xact: nothing held after COMMIT" 0 "$(held)"
+capture "$A" run --xact "$name" -- sh -c 'exit 3'
+check "--xact, command failed: its status" 3 "$RC"
+check "--xact, command failed: nothing held after ROLLBACK" 0 "$(held)"
+# Which one ended each transaction: the server counts rollbacks (each
+# session's count is published as it exits, so wait a little for it).
+for _ in $(seq 40); do [ "$(rollbacks)" -gt "$rolled_before" ] && break; sleep 0.05; done
+check "--xact: one ROLLBACK (the failure), the success committed" "$((rolled_before + 1))" "$(rollbacks)"
+capture "$A" run --xact --shared "$name" -- sh -c 'psql -X -At -c "$xact_sql"'
+check "--xact --shared" "ShareLock|idle in transaction|t" "$OUT"
+"$A" run -q --xact "$name" -- sleep 1.5 &
+first=$!
+wait_for_holder
+capture "$A" run -q --xact -w 0.3 "$name" -- echo never
+check "--xact: busy lock times out" 1 "$RC"
+check "--xact: timeout message" "advlock: Could not acquire migration lock for '$name' within 0.3s." "$ERR"
+capture "$A" run -q --xact --wait -w 0.3 "$name" -- echo never
+check "--xact --wait: busy lock times out" 1 "$RC"
+wait "$first"
+check "--xact: holder's status" 0 "$?"
+check "--xact: nothing held after the timeouts" 0 "$(held)"
+# idle_in_transaction_session_timeout ends the session under the command:
+# the lock is lost, said so, and the command stopped (exit 70).
+started=$(date +%s%N)
+PGOPTIONS='-c idle_in_transaction_session_timeout=1000' capture "$A" run --xact "$name" -- \
+    sh -c 'sleep 5; echo survived'
+check "--xact, idle timeout: status" 70 "$RC"
+check "--xact, idle timeout: command stopped" "" "$OUT"
+check "--xact, idle timeout: message" "advlock: connection to the server lost while the command ran: lock '$name' is no longer held; terminating the command" "$ERR"
+took_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+[ "$took_ms" -lt 4000 ] && pass || fail "--xact, idle timeout: took ${took_ms} ms, about the command's whole sleep"
+check "--xact, idle timeout: nothing held" 0 "$(held)"
+
 capture "$A" run -d "host=/nonexistent-dir" "$name" -- echo never
 check "no server" 69 "$RC"
 "$A" run -d "host=/nonexistent-dir" "$name" -- echo never 2>"$TMPDIR_RUN/err"
