@@ -14,6 +14,12 @@
  * SIGKILL, not SIGTERM: once advlock is gone the server has dropped the
  * lock, every further moment of the command runs unprotected, and nobody is
  * left to escalate if it ignores a polite signal.
+ *
+ * On Linux advlock is also the reaper of everything the command starts
+ * (PR_SET_CHILD_SUBREAPER): a grandchild orphaned by a stop comes to
+ * advlock, not to pid 1, so its zombie is gone as soon as advlock reaps it,
+ * and the group's end is seen at once rather than whenever pid 1 gets to
+ * it (a second or two late on some machines: a failover's LOST came late).
  */
 #define _GNU_SOURCE /* close_range */
 #include <errno.h>
@@ -102,6 +108,9 @@ int cli_child_start(cli_child *c, char **command)
     if (pipe2(go, O_CLOEXEC) != 0)
         return -1;
     pid_t parent = getpid();
+#ifdef __linux__
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
     if ((c->pid = fork()) == 0)
         exec_command(command, parent, go[0]);
     close(go[0]);
@@ -148,6 +157,26 @@ void cli_child_signal(const cli_child *c, int sig)
     kill(-c->pid, sig);
 }
 
+int cli_child_reap(cli_child *c, int *status)
+{
+    for (;;) {
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG | WUNTRACED);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return pid == 0 || errno == ECHILD ? 0 : -1;
+        if (pid == c->pid) {
+            *status = st;
+            return 1;
+        }
+        if (pid == c->watchdog && !WIFSTOPPED(st))
+            c->watchdog = 0; /* killed by someone: nothing left to stand down */
+        /* Anything else is an orphan of the command's that advlock inherited:
+         * collected, it leaves the group (a stop of one is its own affair). */
+    }
+}
+
 int cli_child_group_gone(const cli_child *c)
 {
     return kill(-c->pid, 0) != 0 && errno == ESRCH;
@@ -188,6 +217,7 @@ void cli_child_finish(cli_child *c)
     ssize_t ignored = write(c->watchdog_fd, "s", 1);
     (void)ignored;
     close(c->watchdog_fd);
-    waitpid(c->watchdog, NULL, 0);
+    if (c->watchdog > 0)
+        waitpid(c->watchdog, NULL, 0);
     c->watchdog = 0;
 }

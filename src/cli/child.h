@@ -23,10 +23,20 @@ typedef struct cli_child {
  */
 int cli_child_start(cli_child *c, char **command);
 
+/*
+ * Collects, without blocking, every child of advlock's that has ended: the
+ * command's orphans, which advlock inherits on Linux, and the watchdog if
+ * someone killed it. Returns 1 with *status (waitpid's) when the command
+ * itself ended or stopped, 0 when nothing more is to be collected, -1 on a
+ * failure of waitpid (errno set).
+ */
+int cli_child_reap(cli_child *c, int *status);
+
 /* Sends sig to the command's whole group, and to nothing else. */
 void cli_child_signal(const cli_child *c, int sig);
 
-/* Whether no process is left in the command's group. */
+/* Whether no process is left in the command's group (a zombie counts until
+ * reaped: call cli_child_reap first). */
 int cli_child_group_gone(const cli_child *c);
 
 /*

@@ -132,20 +132,17 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int *los
     int64_t kill_at = -1; /* -1: not stopping; INT64_MAX: SIGKILL sent */
     *lost = 0;
     for (;;) {
-        if (!exited) {
-            int st;
-            pid_t done = waitpid(c->pid, &st, WNOHANG | WUNTRACED);
-            if (done < 0 && errno != EINTR)
-                return -1;
-            if (done == c->pid && WIFSTOPPED(st)) {
+        int st, changed;
+        while ((changed = cli_child_reap(c, &st)) > 0) {
+            if (WIFSTOPPED(st)) {
                 cli_child_stopped(c, WSTOPSIG(st));
-                continue;
-            }
-            if (done == c->pid) {
+            } else {
                 status = st;
                 exited = 1;
             }
         }
+        if (changed < 0)
+            return -1;
         if (exited && (kill_at < 0 || cli_child_group_gone(c)))
             return status;
         int64_t now = advlock_pq_now_ms();
@@ -153,8 +150,10 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int *los
             cli_child_signal(c, SIGKILL);
             kill_at = INT64_MAX;
         }
-        /* The command's end wakes the wait (SIGCHLD); the rest of its group
-         * are not advlock's children and must be looked for. */
+        /* The command's end wakes the wait (SIGCHLD), and so does the end of
+         * each of its orphans that advlock reaps (child.c); the group is
+         * still looked for, as a process can be in it without being
+         * advlock's descendant, or advlock no reaper (not Linux). */
         int64_t wait_ms = exited ? 50 : -1;
         if (kill_at >= 0 && kill_at != INT64_MAX && (wait_ms < 0 || kill_at - now < wait_ms))
             wait_ms = kill_at - now;
