@@ -4,7 +4,9 @@ asyncio, over a small client object that knows one wire library.
 A client provides:
     run(sql, args)     blocking clients: run statement `sql` (an advlock_sql
                        id) with $1, $2.. = args (bigints); return the answer
-    start(sql, args)   asyncio clients: the same, as an Inflight (below)
+    start(sql, args)   asyncio clients: the same, as a coroutine (not yet
+                       awaited) returning the answer; the loop awaits it in
+                       its own task or in a task of its own (see drive_async)
     cancel()           ask the server to cancel the statement in flight
                        (blocking clients: from another thread, returning
                        once the request is delivered; asyncio clients: an
@@ -18,12 +20,16 @@ loops only wait for what an action asks for and report what happened.
 import asyncio
 import threading
 import time
+import types
 
 from . import _binding as B
-from ._machine import (INT64_MAX, Machine, Options, Outcome, _encode, final_report, now_ms,
-                       params, raise_for, timeout_ms)
+from ._machine import (INT64_MAX, SQL_PARAMS, Machine, Options, Outcome, _encode, final_report,
+                       now_ms, params, raise_for, timeout_ms)
 
 _lib = B.core
+_next_action = _lib.advlock_next_action
+CANCELLED = int(Outcome.CANCELLED)
+POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
     B.ACTION_CANCEL_QUERY
 
@@ -126,11 +132,11 @@ async def _settle(m, cancels, cancelled):
 
 
 class Inflight:
-    """A statement in flight on asyncio: the task running it, and its answer
-    once it came. The driving loop awaits a fresh waiter future each time,
-    so that cancelling the loop's task cancels a waiter, never the
-    statement, and the answer wakes the loop without an extra turn of the
-    event loop."""
+    """A statement in flight on asyncio in a task of its own, and its answer
+    once it came: for a server-side wait, during which the driving loop also
+    keeps the machine's deadline and sends the cancels it asks for. The
+    loop awaits a fresh waiter future each time, so that cancelling the
+    loop's task cancels a waiter, never the statement."""
 
     __slots__ = ("task", "answer", "finished", "waiter")
 
@@ -158,56 +164,142 @@ def _wake(waiter):
         waiter.set_result(None)
 
 
-async def drive_async(m, client, name):
+class _Guard:
+    """Runs a statement's coroutine inline, in the task that drives the
+    machine, with no task of its own and no extra turn of the event loop,
+    while keeping a cancellation of that task away from the statement.
+
+    The coroutine's awaits are passed on to the task through this object,
+    which speaks asyncio's future-like protocol (asyncio.isfuture) for the
+    future the statement waits on: the task's wakeup is that future's own
+    done-callback, so the answer wakes the task exactly as an inline await
+    would; but the task's cancel() lands here (it is recorded, and
+    .cancelled_by holds the CancelledError to raise later) instead of
+    cancelling the statement's future, which asyncpg and psycopg would turn
+    into a cancelled query whose answer (a lock granted in the race) is
+    lost. The statement runs to its answer; the loop then hands the cancel
+    to the machine before feeding it the answer, as for a statement in a
+    task of its own. Only for statements the machine never asks to cancel
+    (polling: ADVLOCK_ACTION_CANCEL_QUERY comes only with a server-side
+    wait), since no cancel reaches the loop before the answer."""
+
+    __slots__ = ("_fut", "_asyncio_future_blocking", "cancelled_by")
+
+    def __init__(self):
+        self._fut = None
+        self._asyncio_future_blocking = False
+        self.cancelled_by = None
+
+    # -- what asyncio.Task calls on the future a coroutine waits on --
+
+    def get_loop(self):
+        return self._fut.get_loop()
+
+    def add_done_callback(self, fn, *, context=None):
+        self._fut.add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn):
+        return self._fut.remove_done_callback(fn)
+
+    def done(self):
+        return self._fut.done()
+
+    def cancelled(self):
+        return False
+
+    def result(self):
+        return self._fut.result()
+
+    def exception(self):
+        return self._fut.exception()
+
+    def cancel(self, msg=None):
+        """The task's cancel: recorded for the loop, the statement untouched."""
+        if self.cancelled_by is None:
+            self.cancelled_by = asyncio.CancelledError() if msg is None \
+                else asyncio.CancelledError(msg)
+        return True
+
+
+@types.coroutine
+def _guarded(coro, guard):
+    """Awaits coro (a statement) inline through guard (see _Guard)."""
+    send, throw = coro.send, coro.throw
+    exc = None
+    try:
+        while True:
+            try:
+                fut = send(None) if exc is None else throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            exc = None
+            if fut is None or getattr(fut, "_asyncio_future_blocking", None) is None:
+                # A bare yield (one turn of the loop) or not a future: as is.
+                # A cancel of the task can only come in as an exception here.
+                try:
+                    yield fut
+                except asyncio.CancelledError as e:
+                    if guard.cancelled_by is None:
+                        guard.cancelled_by = e
+                except GeneratorExit:
+                    raise
+                except BaseException as e:  # noqa: B902 - the statement's to handle
+                    exc = e
+                continue
+            fut._asyncio_future_blocking = False
+            guard._fut = fut
+            while True:
+                guard._asyncio_future_blocking = True
+                try:
+                    yield guard
+                except GeneratorExit:
+                    raise
+                except BaseException as e:  # noqa: B902
+                    if isinstance(e, asyncio.CancelledError) and not fut.cancelled():
+                        # The task's own cancel, not the statement's future's.
+                        if guard.cancelled_by is None:
+                            guard.cancelled_by = e
+                        if not fut.done():
+                            continue
+                    else:
+                        exc = e
+                break
+    finally:
+        guard._fut = None
+        coro.close()
+
+
+async def drive_async(m, client, name, inline=True):
     """Runs the started operation to its end on the running loop; returns
     the final Report. Cancelling the awaiting task (task.cancel(),
     asyncio.timeout) cancels the acquire through the machine: the statement
     in flight is awaited to its answer, a lock granted in the race is
     unlocked, and then the CancelledError is re-raised (chained to a
     LockError if the operation failed meanwhile). A release is not
-    cancelled: it runs to its end before the CancelledError goes on."""
+    cancelled: it runs to its end before the CancelledError goes on.
+
+    inline: run statements in this task (through a _Guard), which only a
+    polling lock may: a server-side wait runs in a task of its own
+    (Inflight) while this one keeps its deadline and sends its cancel."""
     cancelled = None
-    cancels = []
-    loop = asyncio.get_running_loop()
-    a = m.next_action()
+    mm = m._m
+    a = _next_action(mm)
     while True:
         kind = a.kind
         if kind == QUERY:
-            if cancels:
-                # A cancel request still on its way could hit this statement.
-                cancelled = await _settle(m, cancels, cancelled)
-                a = m.next_action()
-                continue
-            inflight = client.start(a.sql, params(a))
-            while not inflight.finished:
-                if a.kind == CANCEL_QUERY:
-                    try:
-                        sent = client.cancel()
-                        if sent is not None:
-                            cancels.append(sent)
-                    finally:
-                        m.on_cancel_sent()
-                    a = m.next_action()
-                    continue
-                waiter = inflight.waiter = loop.create_future()
-                timer = None
-                if a.wake_at_ms != INT64_MAX:
-                    delay = max(0, a.wake_at_ms - now_ms()) / 1000
-                    timer = loop.call_later(delay, _wake, waiter)
-                try:
-                    await waiter
-                except asyncio.CancelledError as exc:
-                    cancelled = exc
+            sql = a.sql
+            coro = client.start(sql, (a.param,) if SQL_PARAMS[sql] == 1 else params(a))
+            if inline:
+                guard = _Guard()
+                answer = await _guarded(coro, guard)
+                if guard.cancelled_by is not None:
+                    cancelled = guard.cancelled_by
                     m.cancel()
-                finally:
-                    if timer is not None:
-                        timer.cancel()
-                if timer is not None and not inflight.finished:
-                    m.on_timer()
-                a = m.next_action()
-            answer = inflight.answer
-            if isinstance(answer, BaseException):
-                raise answer
+            else:
+                answer = await _inflight(m, client, a, coro)
+                if answer.__class__ is _Cancelled:
+                    cancelled = answer.exc
+                    answer = answer.answer
             _feed(m, answer)
         elif kind == SLEEP:
             try:
@@ -218,20 +310,72 @@ async def drive_async(m, client, name):
                 cancelled = exc
                 m.cancel()
         elif kind == DONE:
-            if cancels:
-                cancelled = await _settle(m, cancels, cancelled)
             report = final_report(a, name, m.server_message)
             if cancelled is not None:
                 try:
                     raise_for(report, name)
                 except Exception as failure:
-                    if report.outcome != Outcome.CANCELLED:
+                    if report._c.outcome != CANCELLED:
                         raise cancelled from failure
                 raise cancelled
             return report
         else:
             raise RuntimeError("advlock: unexpected action %d" % kind)
+        a = _next_action(mm)
+
+
+class _Cancelled:
+    """An answer that came after the task was cancelled."""
+
+    __slots__ = ("answer", "exc")
+
+    def __init__(self, answer, exc):
+        self.answer, self.exc = answer, exc
+
+
+async def _inflight(m, client, a, coro):
+    """A statement in a task of its own (Inflight): waits for its answer,
+    calling the timer at its deadline and sending the cancels the machine
+    asks for (appended to client's pending deliveries, settled by the loop
+    before its next statement). Returns the answer, or a _Cancelled holding
+    it when the task was cancelled meanwhile (the machine knows already)."""
+    loop = asyncio.get_running_loop()
+    inflight = Inflight(loop, coro)
+    cancelled = None
+    cancels = []
+    while not inflight.finished:
+        if a.kind == CANCEL_QUERY:
+            try:
+                sent = client.cancel()
+                if sent is not None:
+                    cancels.append(sent)
+            finally:
+                m.on_cancel_sent()
+            a = m.next_action()
+            continue
+        waiter = inflight.waiter = loop.create_future()
+        timer = None
+        if a.wake_at_ms != INT64_MAX:
+            delay = max(0, a.wake_at_ms - now_ms()) / 1000
+            timer = loop.call_later(delay, _wake, waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+            m.cancel()
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if timer is not None and not inflight.finished:
+            m.on_timer()
         a = m.next_action()
+    answer = inflight.answer
+    if isinstance(answer, BaseException):
+        raise answer
+    if cancels:
+        # Delivered before the next statement goes out.
+        cancelled = await _settle(m, cancels, cancelled)
+    return answer if cancelled is None else _Cancelled(answer, cancelled)
 
 
 # ---- the lock objects ----------------------------------------------------------------
@@ -345,13 +489,15 @@ class AsyncLock(_LockBase):
         asyncio.CancelledError when the task is cancelled (the machine has
         then cancelled the acquire: no lock is left held)."""
         self._start_acquire()
-        return self._finish_acquire(await drive_async(self._machine, self._client, self.name))
+        return self._finish_acquire(await drive_async(self._machine, self._client, self.name,
+                                                      self.options.wait == POLL))
 
     async def release(self):
         """As Lock.release(); runs to its end even if the task is cancelled
         meanwhile (the CancelledError is raised afterwards)."""
         self._start_release()
-        return self._finish_release(await drive_async(self._machine, self._client, self.name))
+        return self._finish_release(await drive_async(self._machine, self._client, self.name,
+                                                      self.options.wait == POLL))
 
     async def __aenter__(self):
         await self.acquire()

@@ -15,7 +15,7 @@ import asyncio
 import asyncpg
 
 from . import _binding as B
-from ._loop import AsyncLock, Inflight
+from ._loop import AsyncLock
 from ._machine import SQL_ANSWER, SQL_TEXT
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
@@ -38,13 +38,13 @@ class Client:
         self._casts = {}
 
     def start(self, sql, args):
-        """The statement, started: an advlock._loop.Inflight."""
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
+        """The statement, as a coroutine returning its answer (advlock._loop
+        awaits it)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         if SQL_ANSWER[sql] == B.ANSWER_HOLDERS:
-            return Inflight(loop, self._rows(SQL_TEXT[sql], args))
-        return Inflight(loop, self._value(SQL_TEXT[sql], args, SQL_ANSWER[sql]))
+            return self._rows(SQL_TEXT[sql], args)
+        return self._value(SQL_TEXT[sql], args, SQL_ANSWER[sql])
 
     async def _encode(self, text, args):
         # asyncpg binds each parameter as the type the server inferred for

@@ -24,7 +24,7 @@ import psycopg
 from psycopg.types.numeric import Int8
 
 from . import _binding as B
-from ._loop import AsyncLock, Inflight, Lock
+from ._loop import AsyncLock, Lock
 from ._machine import SQL_ANSWER, SQL_PARAMS, SQL_TEXT
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
@@ -96,11 +96,11 @@ class AsyncClient:
         self._loop = None
 
     def start(self, sql, args):
-        """The statement, started: an advlock._loop.Inflight."""
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-        return Inflight(loop, self._run(sql, args))
+        """The statement, as a coroutine returning its answer (advlock._loop
+        awaits it)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._run(sql, args)
 
     async def _run(self, sql, args):
         cur = self._cur
