@@ -451,10 +451,11 @@ int cmd_run(int argc, char **argv)
     int status = supervise(&child, &a, &o, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
-    if (lost)
+    int given_back = !lost && give_back(&a, conn, &o, key, exit_code == 0) == 0;
+    /* Lost, or with --xact a COMMIT that failed after the command succeeded
+     * (the session broke as it ended): not a clean run, and said so. */
+    if (lost || (o.xact && exit_code == 0 && !given_back))
         exit_code = EXIT_LOCK_ERROR;
-    else if (give_back(&a, conn, &o, key, exit_code == 0) != 0 && o.xact && exit_code == 0)
-        exit_code = EXIT_LOCK_ERROR; /* the command's work under the lock did not commit */
     PQfinish(conn);
     return exit_code;
 }

@@ -124,7 +124,8 @@ static int run_prepared(PGconn *conn, int n, int sleep_ms)
     prepare(conn, text, &prepare_errors);
     for (int i = 0; i < n; i++) {
         for (int attempt = 0; attempt < 2; attempt++) {
-            PGresult *r = PQexecPrepared(conn, "advlock_probe", 1, p.values, p.lengths, p.formats, 0);
+            PGresult *r =
+                PQexecPrepared(conn, "advlock_probe", 1, p.values, p.lengths, p.formats, 0);
             if (PQresultStatus(r) == PGRES_TUPLES_OK) {
                 int pid = atoi(PQgetvalue(r, 0, 0));
                 saw_pid(&pids, pid);
@@ -151,7 +152,8 @@ static int run_prepared(PGconn *conn, int n, int sleep_ms)
     }
     printf("%d prepared: statements=%d ok=%d ok_after_reprepare=%d err_26000=%d err_other=%d "
            "prepare_errors=%d distinct_server_pids=%d hops=%d\n",
-           (int)getpid(), n, ok, reprepared_ok, missing, other, prepare_errors, pids.count, pids.hops);
+           (int)getpid(), n, ok, reprepared_ok, missing, other, prepare_errors, pids.count,
+           pids.hops);
     return 0;
 }
 
@@ -211,7 +213,8 @@ static int run_watch(PGconn *conn, int64_t key)
         printf("watch: readable at %lld (revents 0x%x)\n", at, (unsigned)fd.revents);
         int consumed = PQconsumeInput(conn);
         printf("watch: PQconsumeInput=%d PQstatus=%s PQisBusy=%d\n", consumed,
-               PQstatus(conn) == CONNECTION_OK ? "CONNECTION_OK" : "CONNECTION_BAD", PQisBusy(conn));
+               PQstatus(conn) == CONNECTION_OK ? "CONNECTION_OK" : "CONNECTION_BAD",
+               PQisBusy(conn));
         while (!PQisBusy(conn) && (r = PQgetResult(conn)) != NULL) {
             printf("watch: result %s %s %s", PQresStatus(PQresultStatus(r)), sqlstate(r),
                    PQresultErrorMessage(r));
@@ -226,8 +229,9 @@ static int run_watch(PGconn *conn, int64_t key)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: probe CONNINFO prepared|params N [SLEEP_MS] | trylock N KEY [SLEEP_MS]"
-                        " | watch KEY\n");
+        fprintf(stderr,
+                "usage: probe CONNINFO prepared|params N [SLEEP_MS] | trylock N KEY [SLEEP_MS]"
+                " | watch KEY\n");
         return 2;
     }
     PGconn *conn = PQconnectdb(argv[1]);
