@@ -23,11 +23,20 @@ import time
 import types
 
 from . import _binding as B
-from ._machine import (INT64_MAX, SQL_PARAMS, Machine, Options, Outcome, _encode, final_report,
+from ._machine import (INT64_MAX, SQL_PARAMS, Machine, Options, Outcome, Report, _encode,
                        now_ms, params, raise_for, timeout_ms)
 
 _lib = B.core
 _next_action = _lib.advlock_next_action
+_on_result = _lib.advlock_on_result
+_start_acquire = _lib.advlock_start_acquire
+_start_release_key = _lib.advlock_start_release_key
+_Report = B.Report
+_mono = time.monotonic_ns
+ACQUIRED = int(Outcome.ACQUIRED)
+# The outcomes that return a report rather than raise (raise_for).
+_QUIET = frozenset(int(o) for o in (Outcome.ACQUIRED, Outcome.RELEASED, Outcome.NOT_HELD,
+                                    Outcome.ENDS_WITH_TRANSACTION))
 CANCELLED = int(Outcome.CANCELLED)
 POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
@@ -36,8 +45,7 @@ QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE
 
 def _feed(m, answer):
     if answer.__class__ is int:
-        rc = _lib.advlock_on_result(m._m, answer, None, None, now_ms())
-        if rc:
+        if _on_result(m._m, answer, None, None, _mono() // 1000000):
             m.on_result(answer)  # raises CallError with the core's words
     elif answer.__class__ is list:
         m.on_holders(answer)
@@ -87,13 +95,19 @@ def drive(m, client, name):
     final Report. A KeyboardInterrupt during a sleep cancels the acquire
     (the machine ends it CANCELLED) and is re-raised."""
     interrupted = None
-    next_action, mm, run = _lib.advlock_next_action, m._m, client.run
+    mm, run = m._m, client.run
     while True:
-        a = next_action(mm)
+        a = _next_action(mm)
         kind = a.kind
         if kind == QUERY:
             if a.wake_at_ms == INT64_MAX:
-                _feed(m, run(a.sql, params(a)))
+                sql = a.sql
+                answer = run(sql, (a.param,) if SQL_PARAMS[sql] == 1 else params(a))
+                if answer.__class__ is int:
+                    if _on_result(mm, answer, None, None, _mono() // 1000000):
+                        m.on_result(answer)  # raises CallError with the core's words
+                else:
+                    _feed(m, answer)
             else:
                 _feed(m, _run_with_deadline(m, client, a))
         elif kind == SLEEP:
@@ -106,7 +120,7 @@ def drive(m, client, name):
                 interrupted = exc
                 m.cancel()
         elif kind == DONE:
-            report = final_report(a, name, m.server_message)
+            report = Report(_Report.from_buffer_copy(a.report.contents), name, m.server_message)
             if interrupted is not None:
                 raise interrupted
             return report
@@ -183,20 +197,21 @@ class _Guard:
     (polling: ADVLOCK_ACTION_CANCEL_QUERY comes only with a server-side
     wait), since no cancel reaches the loop before the answer."""
 
-    __slots__ = ("_fut", "_asyncio_future_blocking", "cancelled_by")
+    # add_done_callback is the statement's future's own bound method, set
+    # for each future (asyncio.Task calls it with its wakeup); _loop is read
+    # by asyncio.Task as a future-like object's loop when there is no
+    # get_loop().
+    __slots__ = ("_fut", "_asyncio_future_blocking", "cancelled_by", "add_done_callback",
+                 "_loop")
 
-    def __init__(self):
+    def __init__(self, loop):
         self._fut = None
         self._asyncio_future_blocking = False
         self.cancelled_by = None
+        self.add_done_callback = None
+        self._loop = loop
 
-    # -- what asyncio.Task calls on the future a coroutine waits on --
-
-    def get_loop(self):
-        return self._fut.get_loop()
-
-    def add_done_callback(self, fn, *, context=None):
-        self._fut.add_done_callback(fn, context=context)
+    # -- the rest of what asyncio may call on a future a coroutine waits on --
 
     def remove_done_callback(self, fn):
         return self._fut.remove_done_callback(fn)
@@ -248,6 +263,7 @@ def _guarded(coro, guard):
                 continue
             fut._asyncio_future_blocking = False
             guard._fut = fut
+            guard.add_done_callback = fut.add_done_callback
             while True:
                 guard._asyncio_future_blocking = True
                 try:
@@ -265,7 +281,7 @@ def _guarded(coro, guard):
                         exc = e
                 break
     finally:
-        guard._fut = None
+        guard._fut = guard.add_done_callback = None
         coro.close()
 
 
@@ -281,7 +297,7 @@ async def drive_async(m, client, name, inline=True):
     inline: run statements in this task (through a _Guard), which only a
     polling lock may: a server-side wait runs in a task of its own
     (Inflight) while this one keeps its deadline and sends its cancel."""
-    cancelled = None
+    cancelled = guard = None
     mm = m._m
     a = _next_action(mm)
     while True:
@@ -290,10 +306,11 @@ async def drive_async(m, client, name, inline=True):
             sql = a.sql
             coro = client.start(sql, (a.param,) if SQL_PARAMS[sql] == 1 else params(a))
             if inline:
-                guard = _Guard()
+                if guard is None:
+                    guard = _Guard(asyncio.get_running_loop())
                 answer = await _guarded(coro, guard)
                 if guard.cancelled_by is not None:
-                    cancelled = guard.cancelled_by
+                    cancelled, guard.cancelled_by = guard.cancelled_by, None
                     m.cancel()
             else:
                 answer = await _inflight(m, client, a, coro)
@@ -310,7 +327,7 @@ async def drive_async(m, client, name, inline=True):
                 cancelled = exc
                 m.cancel()
         elif kind == DONE:
-            report = final_report(a, name, m.server_message)
+            report = Report(_Report.from_buffer_copy(a.report.contents), name, m.server_message)
             if cancelled is not None:
                 try:
                     raise_for(report, name)
@@ -399,7 +416,7 @@ class _LockBase:
     def held(self):
         """True between a successful acquire and its release."""
         r = self.report
-        return r is not None and r._c.outcome == Outcome.ACQUIRED and self.release_report is None
+        return r is not None and r._c.outcome == ACQUIRED and self.release_report is None
 
     @property
     def key(self):
@@ -409,33 +426,16 @@ class _LockBase:
         from ._machine import derive_key
         return derive_key(self.name)
 
-    def _start_acquire(self):
-        self.release_report = None
-        m, raw = self._machine, self._raw
-        m.server_message = None
-        rc = _lib.advlock_start_acquire(m._m, raw, len(raw), timeout_ms(self.timeout), now_ms())
-        if rc:
-            m.start_acquire(raw, timeout_ms(self.timeout))  # raises CallError
-
     def _start_release(self):
         r = self.report
-        if r is not None and r._c.outcome == Outcome.ACQUIRED:
+        if r is not None and r._c.outcome == ACQUIRED:
             m = self._machine
             m.server_message = None
-            if _lib.advlock_start_release_key(m._m, r._c.key, now_ms()):
-                m.start_release_key(r._c.key)  # raises CallError
+            key = r._c.key
+            if _start_release_key(m._m, key, _mono() // 1000000):
+                m.start_release_key(key)  # raises CallError
         else:
             self._machine.start_release(self.name)
-
-    def _finish_acquire(self, report):
-        self.report = report
-        raise_for(report, self.name)
-        return report
-
-    def _finish_release(self, report):
-        self.release_report = report
-        raise_for(report, self.name)
-        return report
 
     def __repr__(self):
         return "<%s %r %s>" % (type(self).__name__, self.name,
@@ -455,8 +455,17 @@ class Lock(_LockBase):
         answer, server error, lost connection), CallError (the name is not
         UTF-8, or an operation is under way), KeyboardInterrupt (after the
         machine cancelled the acquire)."""
-        self._start_acquire()
-        return self._finish_acquire(drive(self._machine, self._client, self.name))
+        m = self._machine
+        self.release_report = None
+        m.server_message = None
+        raw, t = self._raw, self.timeout
+        ms = INT64_MAX if t is None else timeout_ms(t)
+        if _start_acquire(m._m, raw, len(raw), ms, _mono() // 1000000):
+            m.start_acquire(raw, ms)  # raises CallError
+        report = self.report = drive(m, self._client, self.name)
+        if report._c.outcome not in _QUIET:
+            raise_for(report, self.name)
+        return report
 
     def release(self):
         """Releases what acquire() took (by its key, no second hash), or one
@@ -465,7 +474,10 @@ class Lock(_LockBase):
         ENDS_WITH_TRANSACTION. Raises LockFailed on a server error or a lost
         connection."""
         self._start_release()
-        return self._finish_release(drive(self._machine, self._client, self.name))
+        report = self.release_report = drive(self._machine, self._client, self.name)
+        if report._c.outcome not in _QUIET:
+            raise_for(report, self.name)
+        return report
 
     def __enter__(self):
         self.acquire()
@@ -488,16 +500,28 @@ class AsyncLock(_LockBase):
         LockTimeout, LockFailed, CallError as Lock.acquire does, and
         asyncio.CancelledError when the task is cancelled (the machine has
         then cancelled the acquire: no lock is left held)."""
-        self._start_acquire()
-        return self._finish_acquire(await drive_async(self._machine, self._client, self.name,
-                                                      self.options.wait == POLL))
+        m = self._machine
+        self.release_report = None
+        m.server_message = None
+        raw, t = self._raw, self.timeout
+        ms = INT64_MAX if t is None else timeout_ms(t)
+        if _start_acquire(m._m, raw, len(raw), ms, _mono() // 1000000):
+            m.start_acquire(raw, ms)  # raises CallError
+        report = self.report = await drive_async(m, self._client, self.name,
+                                                 self.options.wait == POLL)
+        if report._c.outcome not in _QUIET:
+            raise_for(report, self.name)
+        return report
 
     async def release(self):
         """As Lock.release(); runs to its end even if the task is cancelled
         meanwhile (the CancelledError is raised afterwards)."""
         self._start_release()
-        return self._finish_release(await drive_async(self._machine, self._client, self.name,
-                                                      self.options.wait == POLL))
+        report = self.release_report = await drive_async(self._machine, self._client, self.name,
+                                                         self.options.wait == POLL)
+        if report._c.outcome not in _QUIET:
+            raise_for(report, self.name)
+        return report
 
     async def __aenter__(self):
         await self.acquire()

@@ -62,7 +62,10 @@ class Client:
 
     async def _value(self, text, args, answer):
         try:
-            value = await self.conn.fetchval(text, *await self._encode(text, args))
+            if len(args) == 1:
+                value = await self.conn.fetchval(text, args[0])
+            else:
+                value = await self.conn.fetchval(text, *await self._encode(text, args))
         except BaseException as exc:  # noqa: B902 - every way a query ends is an answer
             return self._error(exc)
         if answer == B.ANSWER_VOID or value is True:

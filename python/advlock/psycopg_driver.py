@@ -29,6 +29,7 @@ from ._machine import SQL_ANSWER, SQL_PARAMS, SQL_TEXT
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
+_VOID = B.ANSWER_VOID
 
 # The table's $n placeholders in psycopg's style (any % doubled): %s for a
 # statement taking $1 alone, %(pN)s with a dict when there are more.
@@ -40,6 +41,17 @@ def _args(args):
     if len(args) == 1:
         return (Int8(args[0]),)
     return {"p%d" % (i + 1): Int8(v) for i, v in enumerate(args)}
+
+
+_ONE_ROW = frozenset(i for i, kind in enumerate(SQL_ANSWER) if kind != B.ANSWER_HOLDERS)
+
+
+def _one(sql, row):
+    """The answer of a statement with one row of one value (not HOLDERS)."""
+    if SQL_ANSWER[sql] == B.ANSWER_VOID:
+        return _TRUE
+    value = row[0] if row is not None else None
+    return _TRUE if value is True else _FALSE if value is False else _NULL
 
 
 def _error(conn, exc):
@@ -75,6 +87,13 @@ class Client:
         """Runs one statement; returns its answer (see advlock._loop)."""
         cur = self._cur
         try:
+            if sql in _ONE_ROW:
+                cur.execute(_TEXT[sql], (Int8(args[0]),) if len(args) == 1 else _args(args))
+                row = cur.fetchone()
+                if SQL_ANSWER[sql] == _VOID:
+                    return _TRUE
+                value = row[0] if row is not None else None
+                return _TRUE if value is True else _FALSE if value is False else _NULL
             cur.execute(_TEXT[sql], _args(args))
             return _answer(sql, cur.fetchall())
         except psycopg.Error as exc:
@@ -106,6 +125,8 @@ class AsyncClient:
         cur = self._cur
         try:
             await cur.execute(_TEXT[sql], _args(args))
+            if sql in _ONE_ROW:
+                return _one(sql, await cur.fetchone())
             return _answer(sql, await cur.fetchall())
         except psycopg.Error as exc:
             return _error(self.conn, exc)
