@@ -32,6 +32,7 @@ _on_result = _lib.advlock_on_result
 _start_acquire = _lib.advlock_start_acquire
 _start_release_key = _lib.advlock_start_release_key
 _Report = B.Report
+_new = object.__new__
 _mono = time.monotonic_ns
 ACQUIRED = int(Outcome.ACQUIRED)
 # The outcomes that return a report rather than raise (raise_for).
@@ -120,7 +121,9 @@ def drive(m, client, name):
                 interrupted = exc
                 m.cancel()
         elif kind == DONE:
-            report = Report(_Report.from_buffer_copy(a.report.contents), name, m.server_message)
+            report = _new(Report)
+            report._c = _Report.from_buffer_copy(a.report.contents)
+            report.name, report.server_message = name, m.server_message
             if interrupted is not None:
                 raise interrupted
             return report
@@ -327,7 +330,9 @@ async def drive_async(m, client, name, inline=True):
                 cancelled = exc
                 m.cancel()
         elif kind == DONE:
-            report = Report(_Report.from_buffer_copy(a.report.contents), name, m.server_message)
+            report = _new(Report)
+            report._c = _Report.from_buffer_copy(a.report.contents)
+            report.name, report.server_message = name, m.server_message
             if cancelled is not None:
                 try:
                     raise_for(report, name)
@@ -400,7 +405,7 @@ async def _inflight(m, client, a, coro):
 
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
-                 "release_report", "_raw")
+                 "release_report", "_raw", "_t", "_ms")
 
     def __init__(self, client, name, timeout=None, options=None, **option_kwargs):
         self._client = client
@@ -409,6 +414,7 @@ class _LockBase:
         self.options = Options.coerce(options, **option_kwargs)
         self._machine = Machine(self.options)
         self._raw = _encode(name)
+        self._t = self._ms = None   # self.timeout and its ms, as last converted
         self.report = None          # the last acquire's Report
         self.release_report = None  # the last release's Report
 
@@ -425,17 +431,6 @@ class _LockBase:
             return self.report.key
         from ._machine import derive_key
         return derive_key(self.name)
-
-    def _start_release(self):
-        r = self.report
-        if r is not None and r._c.outcome == ACQUIRED:
-            m = self._machine
-            m.server_message = None
-            key = r._c.key
-            if _start_release_key(m._m, key, _mono() // 1000000):
-                m.start_release_key(key)  # raises CallError
-        else:
-            self._machine.start_release(self.name)
 
     def __repr__(self):
         return "<%s %r %s>" % (type(self).__name__, self.name,
@@ -459,7 +454,9 @@ class Lock(_LockBase):
         self.release_report = None
         m.server_message = None
         raw, t = self._raw, self.timeout
-        ms = INT64_MAX if t is None else timeout_ms(t)
+        if t is not self._t or self._ms is None:
+            self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
+        ms = self._ms
         if _start_acquire(m._m, raw, len(raw), ms, _mono() // 1000000):
             m.start_acquire(raw, ms)  # raises CallError
         report = self.report = drive(m, self._client, self.name)
@@ -473,8 +470,16 @@ class Lock(_LockBase):
         Returns the Report: RELEASED, NOT_HELD (a value, not an error) or
         ENDS_WITH_TRANSACTION. Raises LockFailed on a server error or a lost
         connection."""
-        self._start_release()
-        report = self.release_report = drive(self._machine, self._client, self.name)
+        r = self.report
+        m = self._machine
+        if r is not None and r._c.outcome == ACQUIRED:
+            m.server_message = None
+            key = r._c.key
+            if _start_release_key(m._m, key, _mono() // 1000000):
+                m.start_release_key(key)  # raises CallError
+        else:
+            m.start_release(self.name)
+        report = self.release_report = drive(m, self._client, self.name)
         if report._c.outcome not in _QUIET:
             raise_for(report, self.name)
         return report
@@ -504,7 +509,9 @@ class AsyncLock(_LockBase):
         self.release_report = None
         m.server_message = None
         raw, t = self._raw, self.timeout
-        ms = INT64_MAX if t is None else timeout_ms(t)
+        if t is not self._t or self._ms is None:
+            self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
+        ms = self._ms
         if _start_acquire(m._m, raw, len(raw), ms, _mono() // 1000000):
             m.start_acquire(raw, ms)  # raises CallError
         report = self.report = await drive_async(m, self._client, self.name,
@@ -516,8 +523,16 @@ class AsyncLock(_LockBase):
     async def release(self):
         """As Lock.release(); runs to its end even if the task is cancelled
         meanwhile (the CancelledError is raised afterwards)."""
-        self._start_release()
-        report = self.release_report = await drive_async(self._machine, self._client, self.name,
+        r = self.report
+        m = self._machine
+        if r is not None and r._c.outcome == ACQUIRED:
+            m.server_message = None
+            key = r._c.key
+            if _start_release_key(m._m, key, _mono() // 1000000):
+                m.start_release_key(key)  # raises CallError
+        else:
+            m.start_release(self.name)
+        report = self.release_report = await drive_async(m, self._client, self.name,
                                                          self.options.wait == POLL)
         if report._c.outcome not in _QUIET:
             raise_for(report, self.name)

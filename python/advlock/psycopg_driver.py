@@ -4,8 +4,8 @@
     with advlock.lock(conn, "migrations", timeout=30):
         ...
 
-psycopg is built on libpq. Statements go out with a bigint parameter (Int8)
-through one cursor per lock, and psycopg prepares them once they repeat. A
+psycopg is built on libpq. Statements go out with a bigint parameter (int8,
+binary) through one cursor per lock, and psycopg prepares them once they repeat. A
 server-side wait's cancel at its deadline is psycopg's own conn.cancel()
 (libpq's PQcancel): from a watchdog thread for a blocking connection, from
 the default executor for an asyncio one.
@@ -21,7 +21,7 @@ import asyncio
 import re
 
 import psycopg
-from psycopg.types.numeric import Int8
+from psycopg.types.numeric import Int8BinaryDumper
 
 from . import _binding as B
 from ._loop import AsyncLock, Lock
@@ -39,8 +39,16 @@ _TEXT = tuple(re.sub(r"\$(\d+)", r"%(p\1)s" if n > 1 else "%s", t.replace("%", "
 
 def _args(args):
     if len(args) == 1:
-        return (Int8(args[0]),)
-    return {"p%d" % (i + 1): Int8(v) for i, v in enumerate(args)}
+        return args
+    return {"p%d" % (i + 1): v for i, v in enumerate(args)}
+
+
+def _cursor(conn):
+    """The lock's cursor: every int it sends is a bigint (int8, binary),
+    whatever its size, so each statement is prepared once for every key."""
+    cur = conn.cursor()
+    cur.adapters.register_dumper(int, Int8BinaryDumper)
+    return cur
 
 
 _ONE_ROW = frozenset(i for i, kind in enumerate(SQL_ANSWER) if kind != B.ANSWER_HOLDERS)
@@ -81,14 +89,14 @@ class Client:
 
     def __init__(self, conn):
         self.conn = conn
-        self._cur = conn.cursor()
+        self._cur = _cursor(conn)
 
     def run(self, sql, args):
         """Runs one statement; returns its answer (see advlock._loop)."""
         cur = self._cur
         try:
             if sql in _ONE_ROW:
-                cur.execute(_TEXT[sql], (Int8(args[0]),) if len(args) == 1 else _args(args))
+                cur.execute(_TEXT[sql], args if len(args) == 1 else _args(args))
                 row = cur.fetchone()
                 if SQL_ANSWER[sql] == _VOID:
                     return _TRUE
@@ -111,7 +119,7 @@ class AsyncClient:
 
     def __init__(self, conn):
         self.conn = conn
-        self._cur = conn.cursor()
+        self._cur = _cursor(conn)
         self._loop = None
 
     def start(self, sql, args):
