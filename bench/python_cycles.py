@@ -4,7 +4,7 @@ driver of advlock (asyncpg, psycopg blocking, psycopg async), beside the same
 driver running the two statements by hand on the same connection
 (SELECT pg_try_advisory_lock($1); SELECT pg_advisory_unlock($1)).
 
-Each round runs the sides in alternating batches of 50 cycles on one
+Each round runs the sides in alternating batches of 10 cycles on one
 connection per driver (so a busy machine's drift weighs on all alike); the
 figure is each side's median over the rounds. Needs a server (PG* variables: run it
 through tests/pg/with-postgres.sh, as `make bench-python` does).
@@ -55,7 +55,7 @@ async def ainterleaved(sides, seconds):
     return {k: done[k] / spent[k] for k in sides}
 
 
-BATCH = 50
+BATCH = 10  # short batches: a busy machine's bursts fall on every side alike
 
 
 def psycopg_sides():

@@ -283,9 +283,11 @@ def _guarded(coro, guard):
                     else:
                         exc = e
                 break
+    except BaseException:
+        coro.close()  # closed or failed here: the statement's coroutine too
+        raise
     finally:
         guard._fut = guard.add_done_callback = None
-        coro.close()
 
 
 async def drive_async(m, client, name, inline=True):
@@ -320,7 +322,11 @@ async def drive_async(m, client, name, inline=True):
                 if answer.__class__ is _Cancelled:
                     cancelled = answer.exc
                     answer = answer.answer
-            _feed(m, answer)
+            if answer.__class__ is int:
+                if _on_result(mm, answer, None, None, _mono() // 1000000):
+                    m.on_result(answer)  # raises CallError with the core's words
+            else:
+                _feed(m, answer)
         elif kind == SLEEP:
             try:
                 delay = a.wake_at_ms - now_ms()
