@@ -207,12 +207,12 @@ class _Guard:
     __slots__ = ("_fut", "_asyncio_future_blocking", "cancelled_by", "add_done_callback",
                  "_loop")
 
-    def __init__(self, loop):
+    def __init__(self):
         self._fut = None
         self._asyncio_future_blocking = False
         self.cancelled_by = None
         self.add_done_callback = None
-        self._loop = loop
+        self._loop = None
 
     # -- the rest of what asyncio may call on a future a coroutine waits on --
 
@@ -267,6 +267,8 @@ def _guarded(coro, guard):
             fut._asyncio_future_blocking = False
             guard._fut = fut
             guard.add_done_callback = fut.add_done_callback
+            if guard._loop is None:
+                guard._loop = fut.get_loop()
             while True:
                 guard._asyncio_future_blocking = True
                 try:
@@ -312,7 +314,7 @@ async def drive_async(m, client, name, inline=True):
             coro = client.start(sql, (a.param,) if SQL_PARAMS[sql] == 1 else params(a))
             if inline:
                 if guard is None:
-                    guard = _Guard(asyncio.get_running_loop())
+                    guard = _Guard()
                 answer = await _guarded(coro, guard)
                 if guard.cancelled_by is not None:
                     cancelled, guard.cancelled_by = guard.cancelled_by, None
