@@ -11,7 +11,7 @@
 # python3-asyncpg and python3-psycopg.
 PYTHON ?= /usr/bin/python3
 PYTHON_SITEDIR ?= $(PREFIX)/lib/python3/dist-packages
-DEPS_PYTHON := python3-asyncpg:asyncpg python3-psycopg:psycopg python3-pytest:pytest
+DEPS_PYTHON := python3-asyncpg:py:asyncpg python3-psycopg:py:psycopg python3-pytest:py:pytest
 PYTEST_ARGS ?= -q
 
 # The package finds the libraries through ADVLOCK_LIBRARY (absolute: the
@@ -24,7 +24,7 @@ PYTHON_ENV = ADVLOCK_LIBRARY=$(abspath $(BUILD))/libadvlock.so \
 .PHONY: python-test deps-python install-python uninstall-python bench-python
 
 deps-python:
-	@PYTHON=$(PYTHON) python/ensure-deps.sh $(DEPS_PYTHON)
+	@PYTHON=$(PYTHON) scripts/ensure-deps.sh $(DEPS_PYTHON)
 
 python-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so $(BUILD)/advlock | deps-python
 	@$(PYTHON_ENV) tests/pg/with-postgres.sh scripts/run-tests.sh -c $(PYTHON) -m pytest \

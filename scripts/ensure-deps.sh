@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the Debian packages a build step needs are present.
 # Usage: scripts/ensure-deps.sh PACKAGE:PROBE ...
-#   PROBE is a header to find (cmocka.h) or a command to find (cmd:initdb).
+#   PROBE is a header to find (cmocka.h), a command to find (cmd:initdb), or
+#   a module Debian's Python must import (py:asyncpg; PYTHON names the
+#   interpreter, /usr/bin/python3 by default).
 # As root, missing packages are installed; otherwise the script prints the
 # exact command to run and fails.
 set -euo pipefail
@@ -14,6 +16,7 @@ for spec in "$@"; do
     probe=${spec#*:}
     case "$probe" in
         cmd:*) command -v "${probe#cmd:}" >/dev/null 2>&1 && continue ;;
+        py:*) "${PYTHON:-/usr/bin/python3}" -c "import ${probe#py:}" >/dev/null 2>&1 && continue ;;
         *) printf '#include <%s>\n' "$probe" | "${cc[@]}" -E -x c - >/dev/null 2>&1 && continue ;;
     esac
     missing+=("$pkg")
