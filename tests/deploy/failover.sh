@@ -39,7 +39,7 @@ check "failover: command stopped" "started" "$(cat "$T/holder.out")"
 
 # Before promotion there is no read-write server: a run cannot connect (69).
 capture "$A" run -q -d "$MULTI" --timeout 1 "$name" -- echo ran
-echo "failover, before promotion: exit $RC, stderr [$ERR]"
+echo "failover, before promotion: exit $RC (no read-write server to connect to)"
 check "before promotion: no read-write server" 69 "$RC"
 
 promote_standby
