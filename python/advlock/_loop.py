@@ -444,6 +444,40 @@ class _LockBase:
         return "<%s %r %s>" % (type(self).__name__, self.name,
                                "held" if self.held else "not held")
 
+    # The steps the blocking and the asyncio lock share around their drive.
+
+    def _start_acquiring(self):
+        """Starts the machine's acquire; returns the machine."""
+        m = self._machine
+        self.release_report = None
+        m.server_message = None
+        raw, t = self._raw, self.timeout
+        if t is not self._t or self._ms is None:
+            self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
+        if _start_acquire(m._m, raw, len(raw), self._ms, _mono() // 1000000):
+            m.start_acquire(raw, self._ms)  # raises CallError
+        return m
+
+    def _start_releasing(self):
+        """Starts releasing what the last acquire took (by its key, no second
+        hash), or one hold of the name; returns the machine."""
+        r = self.report
+        m = self._machine
+        if r is not None and r._c.outcome == ACQUIRED:
+            m.server_message = None
+            key = r._c.key
+            if _start_release_key(m._m, key, _mono() // 1000000):
+                m.start_release_key(key)  # raises CallError
+        else:
+            m.start_release(self.name)
+        return m
+
+    def _ended(self, report):
+        """Raises for an outcome that is an error; else returns the report."""
+        if report._c.outcome not in _QUIET:
+            raise_for(report, self.name)
+        return report
+
 
 class Lock(_LockBase):
     """A lock on a blocking connection. acquire() and release(), or
@@ -458,19 +492,9 @@ class Lock(_LockBase):
         answer, server error, lost connection), CallError (the name is not
         UTF-8, or an operation is under way), KeyboardInterrupt (after the
         machine cancelled the acquire)."""
-        m = self._machine
-        self.release_report = None
-        m.server_message = None
-        raw, t = self._raw, self.timeout
-        if t is not self._t or self._ms is None:
-            self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
-        ms = self._ms
-        if _start_acquire(m._m, raw, len(raw), ms, _mono() // 1000000):
-            m.start_acquire(raw, ms)  # raises CallError
-        report = self.report = drive(m, self._client, self.name)
-        if report._c.outcome not in _QUIET:
-            raise_for(report, self.name)
-        return report
+        m = self._start_acquiring()
+        self.report = drive(m, self._client, self.name)
+        return self._ended(self.report)
 
     def release(self):
         """Releases what acquire() took (by its key, no second hash), or one
@@ -478,19 +502,9 @@ class Lock(_LockBase):
         Returns the Report: RELEASED, NOT_HELD (a value, not an error) or
         ENDS_WITH_TRANSACTION. Raises LockFailed on a server error or a lost
         connection."""
-        r = self.report
-        m = self._machine
-        if r is not None and r._c.outcome == ACQUIRED:
-            m.server_message = None
-            key = r._c.key
-            if _start_release_key(m._m, key, _mono() // 1000000):
-                m.start_release_key(key)  # raises CallError
-        else:
-            m.start_release(self.name)
-        report = self.release_report = drive(m, self._client, self.name)
-        if report._c.outcome not in _QUIET:
-            raise_for(report, self.name)
-        return report
+        m = self._start_releasing()
+        self.release_report = drive(m, self._client, self.name)
+        return self._ended(self.release_report)
 
     def __enter__(self):
         self.acquire()
@@ -513,38 +527,17 @@ class AsyncLock(_LockBase):
         LockTimeout, LockFailed, CallError as Lock.acquire does, and
         asyncio.CancelledError when the task is cancelled (the machine has
         then cancelled the acquire: no lock is left held)."""
-        m = self._machine
-        self.release_report = None
-        m.server_message = None
-        raw, t = self._raw, self.timeout
-        if t is not self._t or self._ms is None:
-            self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
-        ms = self._ms
-        if _start_acquire(m._m, raw, len(raw), ms, _mono() // 1000000):
-            m.start_acquire(raw, ms)  # raises CallError
-        report = self.report = await drive_async(m, self._client, self.name,
-                                                 self.options.wait == POLL)
-        if report._c.outcome not in _QUIET:
-            raise_for(report, self.name)
-        return report
+        m = self._start_acquiring()
+        self.report = await drive_async(m, self._client, self.name, self.options.wait == POLL)
+        return self._ended(self.report)
 
     async def release(self):
         """As Lock.release(); runs to its end even if the task is cancelled
         meanwhile (the CancelledError is raised afterwards)."""
-        r = self.report
-        m = self._machine
-        if r is not None and r._c.outcome == ACQUIRED:
-            m.server_message = None
-            key = r._c.key
-            if _start_release_key(m._m, key, _mono() // 1000000):
-                m.start_release_key(key)  # raises CallError
-        else:
-            m.start_release(self.name)
-        report = self.release_report = await drive_async(m, self._client, self.name,
-                                                         self.options.wait == POLL)
-        if report._c.outcome not in _QUIET:
-            raise_for(report, self.name)
-        return report
+        m = self._start_releasing()
+        self.release_report = await drive_async(m, self._client, self.name,
+                                                self.options.wait == POLL)
+        return self._ended(self.release_report)
 
     async def __aenter__(self):
         await self.acquire()
