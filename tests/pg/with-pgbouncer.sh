@@ -32,6 +32,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/pg/scratch.sh
+. "$here/scratch.sh"
 
 find_pgbouncer() {
     command -v pgbouncer 2>/dev/null && return 0
@@ -64,13 +66,8 @@ shift
 : "${PGHOST:?run under with-postgres.sh}" "${PGPORT:?}"
 pgbouncer_bin=$(find_pgbouncer)
 
-as_owner=()
-if [ "$(id -u)" -eq 0 ]; then
-    as_owner=(runuser -u postgres --)
-fi
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/advlock-pgb.XXXXXX")
-child=
+dir=$(scratch_dir advlock-pgb)
 pidfiles=("$dir/tx.pid" "$dir/session.pid")
 
 stop_pgbouncers() {
@@ -89,27 +86,7 @@ stop_pgbouncers() {
     done
 }
 
-cleanup() {
-    local status=$?
-    trap - EXIT INT TERM HUP
-    if [ -n "$child" ]; then
-        kill -TERM "$child" 2>/dev/null || true
-        wait "$child" 2>/dev/null || true
-    fi
-    stop_pgbouncers
-    rm -rf "$dir"
-    exit "$status"
-}
-trap cleanup EXIT
-for sig in INT TERM HUP; do
-    # shellcheck disable=SC2064
-    trap "exit $((128 + $(kill -l $sig)))" "$sig"
-done
-
-if [ ${#as_owner[@]} -gt 0 ]; then
-    chown postgres: "$dir"
-fi
-chmod 755 "$dir"
+guard_scratch "$dir" stop_pgbouncers
 
 tx_port=$((PGPORT + 1))
 session_port=$((PGPORT + 2))

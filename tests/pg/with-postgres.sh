@@ -59,40 +59,18 @@ if [ -z "$bindir" ]; then
     bindir=$(find_bindir) || { echo "error: postgresql installed but no initdb found" >&2; exit 1; }
 fi
 
-# PostgreSQL refuses to run as root: as root, run the server as postgres.
-as_owner=()
-if [ "$(id -u)" -eq 0 ]; then
-    as_owner=(runuser -u postgres --)
-fi
+# shellcheck source=tests/pg/scratch.sh
+. "$(dirname "${BASH_SOURCE[0]}")/scratch.sh"
 
-base=$(mktemp -d "${TMPDIR:-/tmp}/advlock-pg.XXXXXX")
+base=$(scratch_dir advlock-pg)
 data="$base/data"
-child=
-cleanup() {
-    local status=$?
-    trap - EXIT INT TERM HUP
-    if [ -n "$child" ]; then
-        kill -TERM "$child" 2>/dev/null || true
-        wait "$child" 2>/dev/null || true
-    fi
+stop_server() {
     if [ -f "$data/postmaster.pid" ]; then
         (cd "$base" && "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -m immediate -w stop) \
             >/dev/null 2>&1 || true
     fi
-    rm -rf "$base"
-    exit "$status"
 }
-trap cleanup EXIT
-# A signal ends the command and then the script; the EXIT trap cleans up.
-for sig in INT TERM HUP; do
-    # shellcheck disable=SC2064
-    trap "exit $((128 + $(kill -l $sig)))" "$sig"
-done
-
-if [ ${#as_owner[@]} -gt 0 ]; then
-    chown postgres: "$base"
-fi
-chmod 755 "$base"
+guard_scratch "$base" stop_server
 
 # The socket's name is all the port number is used for (no TCP), so any
 # number works; a random one keeps concurrent runs apart in logs.

@@ -33,11 +33,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-
-as_owner=()
-if [ "$(id -u)" -eq 0 ]; then
-    as_owner=(runuser -u postgres --)
-fi
+# shellcheck source=tests/pg/scratch.sh
+. "$here/scratch.sh"
 
 # pg_ctl as the data directory's owner, from a directory it may read.
 pgctl() {
@@ -80,32 +77,14 @@ shift
 
 : "${PGHOST:?run under with-postgres.sh}" "${PGPORT:?}" "${ADVLOCK_PG_BIN:?}"
 
-sbase=$(mktemp -d "${TMPDIR:-/tmp}/advlock-standby.XXXXXX")
+sbase=$(scratch_dir advlock-standby)
 sdata="$sbase/data"
-child=
-cleanup() {
-    local status=$?
-    trap - EXIT INT TERM HUP
-    if [ -n "$child" ]; then
-        kill -TERM "$child" 2>/dev/null || true
-        wait "$child" 2>/dev/null || true
-    fi
+stop_standby() {
     if [ -f "$sdata/postmaster.pid" ]; then
         pgctl -D "$sdata" -m immediate -w stop >/dev/null 2>&1 || true
     fi
-    rm -rf "$sbase"
-    exit "$status"
 }
-trap cleanup EXIT
-for sig in INT TERM HUP; do
-    # shellcheck disable=SC2064
-    trap "exit $((128 + $(kill -l $sig)))" "$sig"
-done
-
-if [ ${#as_owner[@]} -gt 0 ]; then
-    chown postgres: "$sbase"
-fi
-chmod 755 "$sbase"
+guard_scratch "$sbase" stop_standby
 sport=$((PGPORT + 3))
 
 # initdb's trust pg_hba.conf already allows local replication connections,
