@@ -8,6 +8,9 @@
  *
  *   campaign [--seeds N] [--start S] [--jobs J]   run seeds S .. S+N-1
  *   campaign --seed S [--trace]                   replay one seed (trace on stdout)
+ *   campaign [--seeds N] [--start S] --hashes     each seed's whole trace as one
+ *                                                 hash, "SEED HASH" lines in seed order
+ *                                                 (tests/sim/same-trace.sh compares builds)
  *
  * Exit status: 0 all seeds held, 1 some seed failed, 2 usage error.
  */
@@ -140,9 +143,20 @@ static void write_line(void *user, const char *line, size_t len)
     fwrite(line, 1, len, user);
 }
 
+/* FNV-1a, 64 bits, over every byte of the trace: a cheap fingerprint that
+ * covers whatever fields the trace gains, so builds are compared in full
+ * without writing megabytes of JSON. */
+static void hash_line(void *user, const char *line, size_t len)
+{
+    uint64_t *h = user;
+    for (size_t i = 0; i < len; i++)
+        *h = (*h ^ (unsigned char)line[i]) * UINT64_C(0x100000001b3);
+}
+
 typedef struct job {
     uint64_t first, count, stride;
     int trace;
+    uint64_t start, *hashes; /* --hashes: seed's hash at hashes[seed - start] */
     uint64_t events, failures, faulty, faults;
     uint64_t outcomes[ADVLOCK_OUTCOME_COUNT];
     uint64_t failed_seed[8];
@@ -164,9 +178,13 @@ static void *run_job(void *arg)
     for (uint64_t seed = j->first; seed < j->first + j->count; seed += j->stride) {
         world w;
         choose_world(seed, &w);
+        uint64_t hash = UINT64_C(0xcbf29ce484222325);
         if (j->trace) {
             w.config.trace = write_line;
             w.config.trace_user = stdout;
+        } else if (j->hashes != NULL) {
+            w.config.trace = hash_line;
+            w.config.trace_user = &hash;
         }
         if (advlock_sim_init(sim, &w.config) != 0) {
             j->error = 1;
@@ -178,6 +196,8 @@ static void *run_job(void *arg)
                 j->error = 1;
         j->policies[w.policy >= 0 ? w.policy : POLICIES]++;
         int rc = advlock_sim_run(sim);
+        if (j->hashes != NULL)
+            j->hashes[seed - j->start] = hash;
         advlock_sim_stats st = advlock_sim_get_stats(sim);
         j->events += st.events;
         j->faults += st.faults;
@@ -205,8 +225,10 @@ static void *run_job(void *arg)
 
 static int usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [--seeds N] [--start S] [--jobs J]\n       %s --seed S [--trace]\n",
-            argv0, argv0);
+    fprintf(
+        stderr,
+        "usage: %s [--seeds N] [--start S] [--jobs J] [--hashes]\n       %s --seed S [--trace]\n",
+        argv0, argv0);
     return 2;
 }
 
@@ -221,11 +243,13 @@ int main(int argc, char **argv)
 {
     uint64_t seeds = 10000, start = 1;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-    int trace = 0;
+    int trace = 0, hashes = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--trace") == 0) {
             trace = 1;
+        } else if (strcmp(argv[i], "--hashes") == 0) {
+            hashes = 1;
         } else if (v != NULL && strcmp(argv[i], "--seeds") == 0) {
             seeds = strtoull(v, NULL, 10), i++;
         } else if (v != NULL && strcmp(argv[i], "--start") == 0) {
@@ -247,7 +271,8 @@ int main(int argc, char **argv)
 
     job *js = calloc((size_t)jobs, sizeof *js);
     pthread_t threads[64];
-    if (js == NULL)
+    uint64_t *hash_of = hashes && !trace ? calloc(seeds > 0 ? seeds : 1, sizeof *hash_of) : NULL;
+    if (js == NULL || (hashes && !trace && hash_of == NULL))
         return 2;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -256,6 +281,8 @@ int main(int argc, char **argv)
         js[j].count = seeds > (uint64_t)j ? seeds - (uint64_t)j : 0;
         js[j].stride = (uint64_t)jobs;
         js[j].trace = trace;
+        js[j].start = start;
+        js[j].hashes = hash_of;
         if (pthread_create(&threads[j], NULL, run_job, &js[j]) != 0)
             return 2;
     }
@@ -278,7 +305,10 @@ int main(int argc, char **argv)
         error |= js[j].error;
     }
     double secs = seconds_since(&t0);
-    FILE *out = trace ? stderr : stdout;
+    if (hash_of != NULL)
+        for (uint64_t i = 0; i < seeds; i++)
+            printf("%" PRIu64 " %016" PRIx64 "\n", start + i, hash_of[i]);
+    FILE *out = trace || hash_of != NULL ? stderr : stdout;
     for (long j = 0; j < jobs; j++) {
         for (uint64_t f = 0; f < js[j].failures && f < 8; f++) {
             uint64_t s = js[j].failed_seed[f];
@@ -311,6 +341,7 @@ int main(int argc, char **argv)
             policies[REFERENCE], policies[CLIPPED], policies[JITTER], policies[SERVER_WAIT],
             policies[POLICIES], waits, cancels);
     free(js);
+    free(hash_of);
     if (error) {
         fprintf(stderr, "campaign: a simulation could not be set up\n");
         return 2;
