@@ -78,7 +78,19 @@ typedef enum advlock_failure {
     /* The server reported an error; the SQLSTATE says which. */
     ADVLOCK_ESERVER = -6,
     /* The connection to the server was lost; the session's locks are gone. */
-    ADVLOCK_ECONNLOST = -7
+    ADVLOCK_ECONNLOST = -7,
+    /* The server is a hot standby (pg_is_in_recovery()): its advisory locks
+     * exclude nobody on the primary. Nothing was locked. Only when the
+     * driver told the machine its session (advlock_set_session()) and
+     * options.allow_standby is 0. */
+    ADVLOCK_ESTANDBY = -8,
+    /* Statements of this connection ran on different server sessions, or on
+     * a server session another client had claimed: a transaction-pooling
+     * proxy is in between, and session advisory locks need a session-pooled
+     * or direct connection. The statement that found it locked or unlocked
+     * nothing; a lock taken earlier may be left on the other server session
+     * (detail says when that is the case). See advlock_set_session(). */
+    ADVLOCK_ESESSION = -9
 } advlock_failure;
 
 /*
@@ -117,12 +129,17 @@ ADVLOCK_API int advlock_derive_key(const char *lock_key, size_t len, int64_t *ke
 ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
 
 /*
- * Every SQL statement a machine can emit. Each takes $1, the lock key, of
- * type bigint (int8, type OID 20); the waiting statements (6 to 9) take a
- * second bigint, $2: the wait's bound in milliseconds, set as lock_timeout
- * for the statement alone (advlock_sql_params() says how many).
- * advlock_sql_answer() says what a statement returns. Drivers may prepare
- * each statement once per connection, indexed by this identifier.
+ * Every SQL statement a machine can emit. Every parameter is a bigint (int8,
+ * type OID 20), and advlock_sql_params() says how many a statement takes;
+ * the action's param, param2 and param3 are their values. $1 is the lock key,
+ * except for ADVLOCK_SQL_SESSION. The waiting statements (6 to 9, 16, 17)
+ * take $2: the wait's bound in milliseconds, set as lock_timeout for the
+ * statement alone. The guarded statements (12 to 17) take the connection's
+ * session token last ($2, or $3 after a wait's bound): they run their lock
+ * function only on a server session this connection claimed, and answer
+ * NULL anywhere else (see advlock_set_session()). advlock_sql_answer() says
+ * what a statement returns. Drivers may prepare each statement once per
+ * connection, indexed by this identifier.
  */
 typedef enum advlock_sql {
     ADVLOCK_SQL_TRY_LOCK = 0,             /* SELECT pg_try_advisory_lock($1) */
@@ -138,7 +155,20 @@ typedef enum advlock_sql {
     ADVLOCK_SQL_XACT_LOCK = 8,        /* the same with pg_advisory_xact_lock */
     ADVLOCK_SQL_XACT_LOCK_SHARED = 9, /* the same with pg_advisory_xact_lock_shared */
     ADVLOCK_SQL_HOLDERS = 10,         /* who holds and waits for key $1 */
-    ADVLOCK_SQL_COUNT = 11
+    /* The server session's facts, once per connection: pg_backend_pid(),
+     * pg_is_in_recovery(), and whether the session is this connection's:
+     * $1 is the session token to claim it with, or 0 to claim nothing
+     * (then the answer is true). A session is claimed once, for good, and
+     * only if no other token claimed it and it holds no advisory lock. */
+    ADVLOCK_SQL_SESSION = 11,
+    /* The guarded forms of the session-scoped rows 0 to 3, 6 and 7. */
+    ADVLOCK_SQL_TRY_LOCK_GUARDED = 12,
+    ADVLOCK_SQL_UNLOCK_GUARDED = 13,
+    ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED = 14,
+    ADVLOCK_SQL_UNLOCK_SHARED_GUARDED = 15,
+    ADVLOCK_SQL_LOCK_GUARDED = 16,
+    ADVLOCK_SQL_LOCK_SHARED_GUARDED = 17,
+    ADVLOCK_SQL_COUNT = 18
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -146,13 +176,17 @@ typedef enum advlock_sql_answer_kind {
     /* One row, one boolean column: advlock_on_result() TRUE, FALSE or NULL. */
     ADVLOCK_ANSWER_BOOLEAN = 0,
     /* One row, one void column (the waiting lock functions): success is
-     * reported as advlock_on_result() TRUE. */
+     * reported as advlock_on_result() TRUE, a SQL NULL (a guarded wait
+     * that did not run) as NULL. */
     ADVLOCK_ANSWER_VOID = 1,
     /* Rows of advlock_holder columns, in this order: pid int4, granted bool,
      * mode text, application_name text, client text, state text,
      * backend_start text, seconds int8 (held for a holder, waited for a
      * waiter); reported with advlock_on_holders(). */
-    ADVLOCK_ANSWER_HOLDERS = 2
+    ADVLOCK_ANSWER_HOLDERS = 2,
+    /* One row: pid int4, in_recovery bool, ours bool (ADVLOCK_SQL_SESSION);
+     * reported with advlock_on_session(). */
+    ADVLOCK_ANSWER_SESSION = 3
 } advlock_sql_answer_kind;
 
 /*
@@ -164,9 +198,8 @@ ADVLOCK_API const char *advlock_sql_text(advlock_sql sql);
 /* Returns what a statement returns (BOOLEAN for an unknown identifier). */
 ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
 
-/* Returns how many bigint parameters a statement takes: 1 ($1, the key), 2
- * for the waiting statements ($2, the bound in ms), 0 for an unknown
- * identifier. */
+/* Returns how many bigint parameters a statement takes (1 to 3; see
+ * advlock_sql), 0 for an unknown identifier. */
 ADVLOCK_API int advlock_sql_params(advlock_sql sql);
 
 /* The result of the outstanding query, as reported to advlock_on_result(). */
@@ -336,10 +369,13 @@ typedef struct advlock_action {
     /* QUERY (and CANCEL_QUERY: the query in flight) */
     advlock_sql sql;      /* which statement, for drivers that prepare them */
     const char *sql_text; /* its text, as advlock_sql_text(sql) */
-    int64_t param;        /* the value of $1: the lock key */
-    /* The value of $2 when advlock_sql_params(sql) is 2: a server-side
-     * wait's bound in ms, 1 to INT32_MAX; else 0. */
+    /* The values of $1, $2 and $3, as many as advlock_sql_params(sql) says
+     * (the others are 0): the lock key ($1; the session token or 0 for
+     * ADVLOCK_SQL_SESSION), a server-side wait's bound in ms (1 to
+     * INT32_MAX), and the session token for the guarded statements. */
+    int64_t param;
     int64_t param2;
+    int64_t param3;
 
     /* SLEEP: when to call advlock_on_timer(). QUERY: when to call it if the
      * query has not answered by then (INT64_MAX: no such deadline; only a
@@ -450,6 +486,10 @@ typedef struct advlock_options {
     /* After TIMED_OUT, one more query (ADVLOCK_SQL_HOLDERS) finds who holds
      * the lock; the report then names the holder. */
     int diagnose;
+    /* Acquire on a hot standby too. Its locks exclude only other sessions
+     * of that standby, never the primary's; off by default, when such an
+     * acquire ends FAILED with ADVLOCK_ESTANDBY (see advlock_set_session()). */
+    int allow_standby;
     /* Randomness for jitter: random(random_user) if random is set, else the
      * machine's own generator (splitmix64) seeded with jitter_seed, so a
      * seed replays the same sleeps. The machine has no entropy of its own
@@ -485,20 +525,31 @@ typedef struct advlock_holder {
 } advlock_holder;
 
 /*
- * A lock machine: 256 bytes. Allocate it anywhere (stack, static, inside
+ * A lock machine: 248 bytes. Allocate it anywhere (stack, static, inside
  * your own struct); it holds no pointers into itself, so it may be copied or
  * moved at any time (the copy shares the options' callbacks). It keeps facts
  * only: no name, no text. Its fields are private: use the functions below.
  */
 typedef struct advlock_machine {
-    advlock_options options_;
+    /* The options, kept compactly (advlock_set_options). */
     uint64_t jitter_state_;
+    uint64_t (*random_)(void *random_user);
+    void *random_user_;
+    advlock_event_fn on_event_;
+    void *event_user_;
     advlock_report report_;
     int64_t start_ms_;
     int64_t now_ms_;
     int64_t wake_at_ms_;
-    int32_t span_ms_; /* SLEEP: its length; a server-side wait: its bound */
+    uint64_t session_token_; /* advlock_set_session's token; 0: not told */
+    int32_t span_ms_;        /* SLEEP: its length; a server-side wait: its bound */
     int32_t next_delay_ms_;
+    int32_t client_pid_; /* advlock_set_session's client pid */
+    uint8_t mode_;
+    uint8_t scope_;
+    uint8_t wait_;
+    uint8_t backoff_;
+    uint8_t option_flags_; /* clip_to_deadline, diagnose, allow_standby */
     uint8_t state_;
     uint8_t op_;
     uint8_t step_;
@@ -506,6 +557,7 @@ typedef struct advlock_machine {
     uint8_t deadline_passed_;
     uint8_t fail_after_undo_;
     uint8_t undo_reason_; /* the advlock_detail an undo that fails in doubt reports */
+    uint8_t session_;     /* what the session check found */
 } advlock_machine;
 
 /* How long after its deadline a server-side wait that has not answered is
@@ -524,6 +576,48 @@ ADVLOCK_API void advlock_machine_init(advlock_machine *m);
  * to its end).
  */
 ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o);
+
+/*
+ * For drivers: tells the machine which connection it drives, so that it
+ * checks the server session before its first lock statement there. Call it
+ * before every operation (it costs nothing when nothing changed) or at
+ * least whenever the connection may have changed (a new connection, a
+ * reset). Without it the machine never checks, and sends the plain
+ * statements only (the reference's behaviour).
+ *
+ * client_pid: the process id the server announced to the client when the
+ *     connection was made (libpq: PQbackendPID(); asyncpg:
+ *     get_server_pid(); psycopg: info.backend_pid), or 0 if unknown. A
+ *     pooling proxy announces a number of its own, which is how the machine
+ *     tells it is there.
+ * token: a nonzero number no other client shares (drivers draw 64 random
+ *     bits per connection), used to claim server sessions behind a proxy.
+ *
+ * When client_pid or token differ from the values last given, the machine
+ * forgets what it knew of the session; the next operation then starts with
+ * one ADVLOCK_SQL_SESSION query (a round trip once per connection, not per
+ * operation), which
+ *   - ends an acquire FAILED with ADVLOCK_ESTANDBY, before anything is
+ *     locked, on a server in recovery, unless options.allow_standby;
+ *   - compares the server session's own pid with client_pid: if they
+ *     differ (a proxy, or client_pid 0), the session is claimed with the
+ *     token, and every session-scoped lock and unlock statement from then
+ *     on is a guarded one, which runs only on the claimed server session.
+ *     A session-scoped operation on a session another client claimed, or a
+ *     guarded statement that reaches another server session (a
+ *     transaction-pooling proxy handing statements to whichever session is
+ *     free), ends FAILED with ADVLOCK_ESESSION, so two clients never share
+ *     a server session's locks. Transaction-scoped locks need no claim: a
+ *     proxy keeps a transaction on one server session.
+ * A claim made inside the caller's transaction block is undone if that
+ * block rolls back (PostgreSQL rolls back settings), after which guarded
+ * statements fail ADVLOCK_ESESSION: behind a proxy, take session locks
+ * outside transaction blocks.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (m NULL, token 0) or ADVLOCK_EMISUSE (an
+ * operation is under way).
+ */
+ADVLOCK_API int advlock_set_session(advlock_machine *m, int client_pid, uint64_t token);
 
 /*
  * Starts acquiring a lock, exactly as the reference does: try at once; on
@@ -585,8 +679,9 @@ ADVLOCK_API int advlock_start_release_key(advlock_machine *m, int64_t key, int64
  * Returns 0, or:
  *     ADVLOCK_EINVAL   m NULL or result not an advlock_result value;
  *     ADVLOCK_EMISUSE  no query is outstanding (action is not QUERY), or
- *                      the holders query's rows must come with
- *                      advlock_on_holders().
+ *                      its answer is rows (the holders query's come with
+ *                      advlock_on_holders(), the session query's with
+ *                      advlock_on_session()) and result is not a failure.
  */
 ADVLOCK_API int advlock_on_result(advlock_machine *m, advlock_result result, const char *sqlstate,
                                   const char *message, int64_t now_ms);
@@ -613,6 +708,18 @@ ADVLOCK_API int advlock_on_cancel_sent(advlock_machine *m, int64_t now_ms);
  * ADVLOCK_EMISUSE (the outstanding query is not ADVLOCK_SQL_HOLDERS).
  */
 ADVLOCK_API int advlock_on_holders(advlock_machine *m, const advlock_holder *rows, size_t n,
+                                   int64_t now_ms);
+
+/*
+ * Reports the row of an ADVLOCK_SQL_SESSION query: the server session's
+ * pg_backend_pid(), its pg_is_in_recovery(), and whether it is this
+ * connection's (its third column). A failed session query is reported with
+ * advlock_on_result() as usual: the operation ends FAILED.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (the
+ * outstanding query is not ADVLOCK_SQL_SESSION).
+ */
+ADVLOCK_API int advlock_on_session(advlock_machine *m, int server_pid, int in_recovery, int ours,
                                    int64_t now_ms);
 
 /*

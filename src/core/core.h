@@ -7,11 +7,15 @@
 /* The SQL function a statement calls, for messages ("pg_advisory_unlock"). */
 const char *advlock_sql_function(advlock_sql sql);
 
-/* The row that takes (or waits for) a lock of this mode and scope. */
-advlock_sql advlock_sql_for_lock(advlock_mode mode, advlock_scope scope, int wait);
+/* The row that takes (or waits for) a lock of this mode and scope; guarded:
+ * the form that runs only on the connection's claimed server session. */
+advlock_sql advlock_sql_for_lock(advlock_mode mode, advlock_scope scope, int wait, int guarded);
 
 /* The row that releases a session lock of this mode. */
-advlock_sql advlock_sql_for_unlock(advlock_mode mode);
+advlock_sql advlock_sql_for_unlock(advlock_mode mode, int guarded);
+
+/* 1 for the rows that answer NULL off the connection's claimed session. */
+int advlock_sql_guarded(advlock_sql sql);
 
 /*
  * Bounded text builder: appends into a fixed buffer that always holds a C

@@ -105,9 +105,23 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
         put_server_message(t, words);
         return;
     }
+    if (r->failure == ADVLOCK_ESTANDBY) {
+        put_sentence(t, "Refused to lock ", name, len,
+                     ": the server is a standby in recovery, where advisory locks exclude "
+                     "nobody on the primary (connect to the primary, or allow standby locks).");
+        return;
+    }
     advlock_text_put(t, advlock_sql_function(r->sql));
     put_sentence(t, " for ", name, len, " ");
-    if (r->failure == ADVLOCK_ENULL) {
+    if (r->failure == ADVLOCK_ESESSION) {
+        advlock_text_put(t, "failed: ");
+        advlock_text_put(t, advlock_strerror(ADVLOCK_ESESSION));
+        int release = r->detail == ADVLOCK_DETAIL_NONE
+                      && (r->sql == ADVLOCK_SQL_UNLOCK_GUARDED
+                          || r->sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED);
+        if (release)
+            advlock_text_put(t, " (the lock may still be held on another server session)");
+    } else if (r->failure == ADVLOCK_ENULL) {
         advlock_text_put(t, advlock_sql_answer(r->sql) == ADVLOCK_ANSWER_VOID
                                 ? "returned null (expected void)."
                                 : "returned null (expected boolean).");

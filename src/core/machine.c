@@ -11,6 +11,8 @@
  *                     |   |  cancels it--> CANCELLING --sent--> (waits on)
  *                     +-- a grant nobody wants any more: unlock, then DONE
  *   After a timeout, diagnostics (if asked for) run one holders query first.
+ *   Before the first lock statement on a connection a driver has named
+ *   (advlock_set_session), one session query learns the server session.
  */
 #include "core.h"
 
@@ -20,8 +22,11 @@ enum state { IDLE, QUERYING, SLEEPING, DONE, CANCELLING };
 enum op { ACQUIRE = 1, RELEASE = 2 };
 /* What the outstanding query is for: a try-lock, or a server-side wait
  * (which starts only after a try in the same mode answered false). */
-enum step { STEP_LOCK, STEP_RELEASE, STEP_UNDO, STEP_DIAGNOSE, STEP_WAIT };
+enum step { STEP_LOCK, STEP_RELEASE, STEP_UNDO, STEP_DIAGNOSE, STEP_WAIT, STEP_SESSION };
 enum cancel { CANCEL_NONE, CANCEL_PENDING };
+enum option_flag { CLIP_TO_DEADLINE = 1, DIAGNOSE = 2, ALLOW_STANDBY = 4 };
+/* What the session query found; 0: nothing known (yet). */
+enum session_fact { CHECKED = 1, PROXIED = 2, CLAIMED = 4, STANDBY = 8 };
 
 /* The reference's schedule: Task.Delay(delayMs), then
  * delayMs = Math.Min(delayMs * 2, 1000), starting from 100.
@@ -63,13 +68,13 @@ static void observe_time(advlock_machine *m, int64_t now_ms)
 
 static void emit(const advlock_machine *m, advlock_event *e)
 {
-    if (m->options_.on_event == NULL)
+    if (m->on_event_ == NULL)
         return;
     e->now_ms = m->now_ms_;
     e->report = &m->report_;
     if (e->message == NULL)
         e->message = "";
-    m->options_.on_event(m->options_.event_user, e);
+    m->on_event_(m->event_user_, e);
 }
 
 static void emit_kind(const advlock_machine *m, advlock_event_kind kind)
@@ -83,7 +88,7 @@ static void emit_kind(const advlock_machine *m, advlock_event_kind kind)
 void advlock_notify(const advlock_machine *m, advlock_event_kind kind, const char *message,
                     int64_t now_ms)
 {
-    if (m == NULL || m->options_.on_event == NULL)
+    if (m == NULL || m->on_event_ == NULL)
         return;
     advlock_event e;
     memset(&e, 0, sizeof e);
@@ -91,12 +96,23 @@ void advlock_notify(const advlock_machine *m, advlock_event_kind kind, const cha
     e.now_ms = now_ms;
     e.report = &m->report_;
     e.message = message != NULL ? message : "";
-    m->options_.on_event(m->options_.event_user, &e);
+    m->on_event_(m->event_user_, &e);
 }
 
 static int waits_on_server(const advlock_machine *m)
 {
     return m->step_ == STEP_WAIT;
+}
+
+static int option(const advlock_machine *m, enum option_flag flag)
+{
+    return (m->option_flags_ & flag) != 0;
+}
+
+/* Behind a proxy every session-scoped statement is a guarded one. */
+static int guarded(const advlock_machine *m)
+{
+    return (m->session_ & PROXIED) != 0;
 }
 
 /* deadline: when to call on_timer if no answer has come (INT64_MAX: never). */
@@ -115,7 +131,7 @@ static void issue_query(advlock_machine *m, enum step step, advlock_sql sql, int
 /* A zero timeout is one try, whatever the strategy. */
 static int waits_for_grant(const advlock_machine *m)
 {
-    return m->options_.wait == ADVLOCK_WAIT_SERVER && m->report_.timeout_ms > 0;
+    return m->wait_ == ADVLOCK_WAIT_SERVER && m->report_.timeout_ms > 0;
 }
 
 /* Every round begins with a try, server-side waiting too: it grants a lock
@@ -124,14 +140,15 @@ static int waits_for_grant(const advlock_machine *m)
  * the wait's own grant. */
 static void issue_lock_query(advlock_machine *m)
 {
-    issue_query(m, STEP_LOCK, advlock_sql_for_lock(m->options_.mode, m->options_.scope, 0),
+    issue_query(m, STEP_LOCK,
+                advlock_sql_for_lock((advlock_mode)m->mode_, (advlock_scope)m->scope_, 0, guarded(m)),
                 INT64_MAX);
 }
 
 /* The statement the failure of a wait is reported on. */
 static advlock_sql wait_statement(const advlock_machine *m)
 {
-    return advlock_sql_for_lock(m->options_.mode, m->options_.scope, 1);
+    return advlock_sql_for_lock((advlock_mode)m->mode_, (advlock_scope)m->scope_, 1, guarded(m));
 }
 
 /* The server ends the wait at the deadline itself (lock_timeout, whose
@@ -158,13 +175,13 @@ static int32_t next_sleep(advlock_machine *m)
 {
     int32_t ceiling = m->next_delay_ms_;
     int64_t sleep = ceiling; /* never above MAX_DELAY_MS */
-    int jitter = m->options_.backoff == ADVLOCK_BACKOFF_FULL_JITTER;
+    int jitter = m->backoff_ == ADVLOCK_BACKOFF_FULL_JITTER;
     if (jitter) {
-        uint64_t r = m->options_.random != NULL ? m->options_.random(m->options_.random_user)
-                                                : splitmix64(&m->jitter_state_);
+        uint64_t r =
+            m->random_ != NULL ? m->random_(m->random_user_) : splitmix64(&m->jitter_state_);
         sleep = (int64_t)(r % (uint64_t)(ceiling + 1)); /* bias below 1e-15 */
     }
-    if (jitter || m->options_.clip_to_deadline) {
+    if (jitter || option(m, CLIP_TO_DEADLINE)) {
         int64_t remaining = m->report_.timeout_ms - elapsed_ms(m); /* > 0: not timed out yet */
         if (sleep > remaining)
             sleep = remaining;
@@ -204,7 +221,7 @@ static void finish(advlock_machine *m, advlock_outcome outcome, int failure, adv
 static void timed_out(advlock_machine *m)
 {
     m->report_.sqlstate[0] = '\0';
-    if (m->options_.diagnose) {
+    if (option(m, DIAGNOSE)) {
         issue_query(m, STEP_DIAGNOSE, ADVLOCK_SQL_HOLDERS, INT64_MAX);
         return;
     }
@@ -261,9 +278,53 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
         return ADVLOCK_EINVAL;
     if (busy(m))
         return ADVLOCK_EMISUSE;
-    m->options_ = *o;
     m->jitter_state_ = o->jitter_seed;
+    m->random_ = o->random;
+    m->random_user_ = o->random_user;
+    m->on_event_ = o->on_event;
+    m->event_user_ = o->event_user;
+    m->mode_ = (uint8_t)o->mode;
+    m->scope_ = (uint8_t)o->scope;
+    m->wait_ = (uint8_t)o->wait;
+    m->backoff_ = (uint8_t)o->backoff;
+    m->option_flags_ = (uint8_t)((o->clip_to_deadline ? CLIP_TO_DEADLINE : 0)
+                                 | (o->diagnose ? DIAGNOSE : 0)
+                                 | (o->allow_standby ? ALLOW_STANDBY : 0));
     return 0;
+}
+
+int advlock_set_session(advlock_machine *m, int client_pid, uint64_t token)
+{
+    if (m == NULL || token == 0)
+        return ADVLOCK_EINVAL;
+    if (busy(m))
+        return ADVLOCK_EMISUSE;
+    if (m->session_token_ != token || m->client_pid_ != client_pid) {
+        m->session_token_ = token;
+        m->client_pid_ = client_pid;
+        m->session_ = 0;
+    }
+    return 0;
+}
+
+/* The operation's first lock statement, once the session is known. A
+ * session lock needs the claimed server session behind a proxy; a refusal
+ * sends nothing. */
+static void begin(advlock_machine *m)
+{
+    int session_scope = m->scope_ == ADVLOCK_SESSION;
+    if (m->op_ == ACQUIRE && (m->session_ & STANDBY) && !option(m, ALLOW_STANDBY)) {
+        m->report_.sql = ADVLOCK_SQL_SESSION;
+        finish(m, ADVLOCK_FAILED, ADVLOCK_ESTANDBY, ADVLOCK_DETAIL_NONE);
+    } else if (session_scope && guarded(m) && !(m->session_ & CLAIMED)) {
+        m->report_.sql = ADVLOCK_SQL_SESSION;
+        finish(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+    } else if (m->op_ == ACQUIRE) {
+        issue_lock_query(m);
+    } else {
+        issue_query(m, STEP_RELEASE, advlock_sql_for_unlock((advlock_mode)m->mode_, guarded(m)),
+                    INT64_MAX);
+    }
 }
 
 static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms, int64_t now_ms)
@@ -294,12 +355,12 @@ static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms
     r->holder_seconds = 0;
     r->holder_state = ADVLOCK_BACKEND_UNKNOWN;
     r->holder_application[0] = '\0';
-    if (op == ACQUIRE)
-        issue_lock_query(m);
-    else if (m->options_.scope == ADVLOCK_TRANSACTION)
+    if (op == RELEASE && m->scope_ == ADVLOCK_TRANSACTION)
         finish(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0, ADVLOCK_DETAIL_NONE);
+    else if (m->session_token_ != 0 && !(m->session_ & CHECKED))
+        issue_query(m, STEP_SESSION, ADVLOCK_SQL_SESSION, INT64_MAX);
     else
-        issue_query(m, STEP_RELEASE, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
+        begin(m);
     return 0;
 }
 
@@ -354,12 +415,13 @@ static void end_unwanted(advlock_machine *m)
 static void undo(advlock_machine *m, advlock_detail reason)
 {
     m->undo_reason_ = (uint8_t)reason;
-    issue_query(m, STEP_UNDO, advlock_sql_for_unlock(m->options_.mode), INT64_MAX);
+    issue_query(m, STEP_UNDO, advlock_sql_for_unlock((advlock_mode)m->mode_, guarded(m)),
+                INT64_MAX);
 }
 
 static void on_unwanted_grant(advlock_machine *m)
 {
-    if (m->options_.scope == ADVLOCK_TRANSACTION) {
+    if (m->scope_ == ADVLOCK_TRANSACTION) {
         /* Transaction locks cannot be unlocked: say so rather than pretend. */
         finish(m, ADVLOCK_ACQUIRED, 0,
                m->cancel_ == CANCEL_PENDING ? ADVLOCK_DETAIL_CANCEL_TOO_LATE : ADVLOCK_DETAIL_NONE);
@@ -389,7 +451,7 @@ static void on_wait_error(advlock_machine *m)
         return;
     }
     int failure = cancelled && !unwanted;
-    if (m->options_.scope == ADVLOCK_TRANSACTION) {
+    if (m->scope_ == ADVLOCK_TRANSACTION) {
         if (failure || (!unwanted && elapsed_ms(m) < m->report_.timeout_ms))
             finish_failed(m, ADVLOCK_ESERVER);
         else
@@ -398,6 +460,13 @@ static void on_wait_error(advlock_machine *m)
     }
     m->fail_after_undo_ = (uint8_t)failure;
     undo(m, ADVLOCK_DETAIL_UNDO_AFTER_57014);
+}
+
+/* A guarded statement answers NULL when it reached a server session this
+ * connection did not claim, and ran nothing there. */
+static int null_failure(const advlock_machine *m)
+{
+    return advlock_sql_guarded(m->report_.sql) ? ADVLOCK_ESESSION : ADVLOCK_ENULL;
 }
 
 /* Only a boolean proves the undoing unlock ran; NULL (which PostgreSQL never
@@ -416,7 +485,7 @@ static void on_undo_result(advlock_machine *m, advlock_result result)
             end_unwanted(m);
         }
         break;
-    case ADVLOCK_RESULT_NULL: finish_failed(m, ADVLOCK_ENULL); break;
+    case ADVLOCK_RESULT_NULL: finish_failed(m, null_failure(m)); break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
@@ -445,10 +514,10 @@ static void on_lock_result(advlock_machine *m, advlock_result result)
             sleep_then_retry(m);
         break;
     case ADVLOCK_RESULT_NULL:
-        if (m->cancel_ == CANCEL_PENDING)
+        if (m->cancel_ == CANCEL_PENDING && !advlock_sql_guarded(m->report_.sql))
             finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         else
-            finish_failed(m, ADVLOCK_ENULL);
+            finish_failed(m, null_failure(m));
         break;
     case ADVLOCK_RESULT_SERVER_ERROR:
         if (waits_on_server(m))
@@ -464,8 +533,15 @@ static void on_unlock_result(advlock_machine *m, advlock_result result)
 {
     switch (result) {
     case ADVLOCK_RESULT_TRUE: finish(m, ADVLOCK_RELEASED, 0, ADVLOCK_DETAIL_NONE); break;
-    case ADVLOCK_RESULT_FALSE:
-    case ADVLOCK_RESULT_NULL: finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE); break;
+    case ADVLOCK_RESULT_FALSE: finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE); break;
+    case ADVLOCK_RESULT_NULL:
+        /* PostgreSQL's unlock never answers NULL; a guarded one off its
+         * session does. */
+        if (advlock_sql_guarded(m->report_.sql))
+            finish_failed(m, ADVLOCK_ESESSION);
+        else
+            finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
+        break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
@@ -486,8 +562,9 @@ int advlock_on_result(advlock_machine *m, advlock_result result, const char *sql
         return ADVLOCK_EINVAL;
     if (m->state_ != QUERYING && m->state_ != CANCELLING)
         return ADVLOCK_EMISUSE;
-    /* A holders query answers with rows (advlock_on_holders) or fails. */
-    if (m->step_ == STEP_DIAGNOSE && result < ADVLOCK_RESULT_SERVER_ERROR)
+    /* The holders and session queries answer with rows, or fail. */
+    if ((m->step_ == STEP_DIAGNOSE || m->step_ == STEP_SESSION)
+        && result < ADVLOCK_RESULT_SERVER_ERROR)
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
     /* Only errors carry a SQLSTATE; a boolean answer to the unlock after a
@@ -505,8 +582,29 @@ int advlock_on_result(advlock_machine *m, advlock_result result, const char *sql
     case STEP_WAIT: on_lock_result(m, result); break;
     case STEP_UNDO: on_undo_result(m, result); break;
     case STEP_RELEASE: on_unlock_result(m, result); break;
+    case STEP_SESSION: finish_failed(m, result == ADVLOCK_RESULT_SERVER_ERROR ? ADVLOCK_ESERVER
+                                                                              : ADVLOCK_ECONNLOST);
+        break;
     default: on_diagnose_failed(m); break;
     }
+    return 0;
+}
+
+int advlock_on_session(advlock_machine *m, int server_pid, int in_recovery, int ours,
+                       int64_t now_ms)
+{
+    if (m == NULL)
+        return ADVLOCK_EINVAL;
+    if (m->state_ != QUERYING || m->step_ != STEP_SESSION)
+        return ADVLOCK_EMISUSE;
+    observe_time(m, now_ms);
+    /* A proxy shows the client a pid of its own; 0 (unknown) counts as one. */
+    m->session_ = (uint8_t)(CHECKED | (server_pid != m->client_pid_ || server_pid == 0 ? PROXIED : 0)
+                            | (ours ? CLAIMED : 0) | (in_recovery ? STANDBY : 0));
+    if (m->cancel_ == CANCEL_PENDING)
+        finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
+    else
+        begin(m);
     return 0;
 }
 
@@ -589,7 +687,8 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         return 0;
     }
-    if ((m->step_ != STEP_LOCK && m->step_ != STEP_WAIT) || m->cancel_ == CANCEL_PENDING)
+    if ((m->step_ != STEP_LOCK && m->step_ != STEP_WAIT && m->step_ != STEP_SESSION)
+        || m->cancel_ == CANCEL_PENDING)
         return 0; /* already on its way out */
     m->cancel_ = CANCEL_PENDING;
     /* A server-side wait could last forever: ask for it to stop, once. */
@@ -598,6 +697,25 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
         request_cancel(m);
     }
     return 0;
+}
+
+/* $1 the key (the session query's: the token), then a wait's bound, then a
+ * guarded statement's token. */
+static void set_params(const advlock_machine *m, advlock_action *a)
+{
+    int64_t token = (int64_t)m->session_token_;
+    if (a->sql == ADVLOCK_SQL_SESSION) {
+        a->param = token;
+        return;
+    }
+    a->param = m->report_.key;
+    int64_t guard = advlock_sql_guarded(a->sql) ? token : 0;
+    if (waits_on_server(m)) {
+        a->param2 = m->span_ms_;
+        a->param3 = guard;
+    } else {
+        a->param2 = guard;
+    }
 }
 
 advlock_action advlock_next_action(const advlock_machine *m)
@@ -613,8 +731,7 @@ advlock_action advlock_next_action(const advlock_machine *m)
         a.kind = m->state_ == QUERYING ? ADVLOCK_ACTION_QUERY : ADVLOCK_ACTION_CANCEL_QUERY;
         a.sql = m->report_.sql;
         a.sql_text = advlock_sql_text(a.sql);
-        a.param = m->report_.key;
-        a.param2 = waits_on_server(m) ? m->span_ms_ : 0;
+        set_params(m, &a);
         a.wake_at_ms = m->wake_at_ms_;
         break;
     case SLEEPING:

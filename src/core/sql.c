@@ -1,7 +1,8 @@
 /*
- * The one table of SQL the core can emit. Every row takes one bigint
- * parameter, the lock key; the waiting rows take a second, the wait's bound
- * in milliseconds. What a row returns decides which input reports its answer.
+ * The one table of SQL the core can emit. Every parameter is a bigint: the
+ * lock key first (the session check's is its token), then a wait's bound in
+ * milliseconds, then a guarded row's token. What a row returns decides which
+ * input reports its answer.
  */
 #include "core.h"
 
@@ -37,39 +38,88 @@
  * restore takes the wait's result (void, as text: '') as part of its
  * argument. The row's one column is void, as the lock function's.
  */
-#define BOUNDED_WAIT_SQL(function)                                            \
-    "SELECT pg_catalog.set_config('lock_timeout', c.caller || CASE WHEN"      \
+#define BOUNDED_WAIT(function)                                                \
+    "pg_catalog.set_config('lock_timeout', c.caller || CASE WHEN"             \
     " pg_catalog.set_config('lock_timeout', $2::text, true) IS NOT NULL THEN" \
-    " pg_catalog." function "($1)::text END, true)::void"                     \
+    " pg_catalog." function "($1)::text END, true)::void"
+#define CALLERS_LOCK_TIMEOUT \
     " FROM (SELECT pg_catalog.current_setting('lock_timeout') AS caller OFFSET 0) c"
+#define BOUNDED_WAIT_SQL(function) "SELECT " BOUNDED_WAIT(function) CALLERS_LOCK_TIMEOUT
+
+/*
+ * Behind a pooling proxy a connection's statements may run on any server
+ * session, and a lock taken on one is invisible from the next. So the
+ * connection claims one server session, once, by writing its token into a
+ * setting of that session (advlock.session), and the guarded statements run
+ * their lock function only where the setting holds their token ($2, or $3
+ * after a wait's bound), answering NULL anywhere else: a lock statement
+ * never runs on a session whose locks another client may hold. A setting is
+ * the cheapest mark a session carries: it lives as long as the session,
+ * and PgBouncer's reset between session-mode clients (DISCARD ALL) clears
+ * it, with the session's advisory locks.
+ */
+#define OURS(token) "pg_catalog.current_setting('advlock.session', true) = " token "::text"
+#define GUARDED(function) "SELECT CASE WHEN " OURS("$2") " THEN pg_catalog." function "($1) END"
+#define GUARDED_WAIT_SQL(function) \
+    "SELECT CASE WHEN " OURS("$3") " THEN " BOUNDED_WAIT(function) " END" CALLERS_LOCK_TIMEOUT
+
+/*
+ * The session's facts and its claim, in one row. $1 0 claims nothing. A
+ * session is claimed only if no token claimed it and it holds no advisory
+ * lock: a lock there would belong to a client that cannot claim it (one
+ * whose claim its own ROLLBACK undid, say). CASE tries the cheap tests
+ * first and sets the claim last.
+ */
+#define SESSION_SQL                                                                        \
+    "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), CASE"             \
+    " WHEN $1::bigint = 0 THEN true WHEN " OURS("$1") " THEN true"                         \
+    " WHEN coalesce(pg_catalog.current_setting('advlock.session', true), '') <> ''"        \
+    " THEN false WHEN EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory'" \
+    " AND pid = pg_catalog.pg_backend_pid()) THEN false"                                   \
+    " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END"
 
 static const struct {
     const char *text;
     const char *function;
     advlock_sql_answer_kind answer;
+    int params;
 } statements[ADVLOCK_SQL_COUNT] = {
     [ADVLOCK_SQL_TRY_LOCK] = {"SELECT pg_try_advisory_lock($1)", "pg_try_advisory_lock",
-                              ADVLOCK_ANSWER_BOOLEAN},
+                              ADVLOCK_ANSWER_BOOLEAN, 1},
     [ADVLOCK_SQL_UNLOCK] = {"SELECT pg_advisory_unlock($1)", "pg_advisory_unlock",
-                            ADVLOCK_ANSWER_BOOLEAN},
+                            ADVLOCK_ANSWER_BOOLEAN, 1},
     [ADVLOCK_SQL_TRY_LOCK_SHARED] = {"SELECT pg_try_advisory_lock_shared($1)",
-                                     "pg_try_advisory_lock_shared", ADVLOCK_ANSWER_BOOLEAN},
+                                     "pg_try_advisory_lock_shared", ADVLOCK_ANSWER_BOOLEAN, 1},
     [ADVLOCK_SQL_UNLOCK_SHARED] = {"SELECT pg_advisory_unlock_shared($1)",
-                                   "pg_advisory_unlock_shared", ADVLOCK_ANSWER_BOOLEAN},
+                                   "pg_advisory_unlock_shared", ADVLOCK_ANSWER_BOOLEAN, 1},
     [ADVLOCK_SQL_TRY_XACT_LOCK] = {"SELECT pg_try_advisory_xact_lock($1)",
-                                   "pg_try_advisory_xact_lock", ADVLOCK_ANSWER_BOOLEAN},
+                                   "pg_try_advisory_xact_lock", ADVLOCK_ANSWER_BOOLEAN, 1},
     [ADVLOCK_SQL_TRY_XACT_LOCK_SHARED] = {"SELECT pg_try_advisory_xact_lock_shared($1)",
                                           "pg_try_advisory_xact_lock_shared",
-                                          ADVLOCK_ANSWER_BOOLEAN},
+                                          ADVLOCK_ANSWER_BOOLEAN, 1},
     [ADVLOCK_SQL_LOCK] = {BOUNDED_WAIT_SQL("pg_advisory_lock"), "pg_advisory_lock",
-                          ADVLOCK_ANSWER_VOID},
+                          ADVLOCK_ANSWER_VOID, 2},
     [ADVLOCK_SQL_LOCK_SHARED] = {BOUNDED_WAIT_SQL("pg_advisory_lock_shared"),
-                                 "pg_advisory_lock_shared", ADVLOCK_ANSWER_VOID},
+                                 "pg_advisory_lock_shared", ADVLOCK_ANSWER_VOID, 2},
     [ADVLOCK_SQL_XACT_LOCK] = {BOUNDED_WAIT_SQL("pg_advisory_xact_lock"), "pg_advisory_xact_lock",
-                               ADVLOCK_ANSWER_VOID},
+                               ADVLOCK_ANSWER_VOID, 2},
     [ADVLOCK_SQL_XACT_LOCK_SHARED] = {BOUNDED_WAIT_SQL("pg_advisory_xact_lock_shared"),
-                                      "pg_advisory_xact_lock_shared", ADVLOCK_ANSWER_VOID},
-    [ADVLOCK_SQL_HOLDERS] = {HOLDERS_SQL, "holder diagnostics", ADVLOCK_ANSWER_HOLDERS},
+                                      "pg_advisory_xact_lock_shared", ADVLOCK_ANSWER_VOID, 2},
+    [ADVLOCK_SQL_HOLDERS] = {HOLDERS_SQL, "holder diagnostics", ADVLOCK_ANSWER_HOLDERS, 1},
+    [ADVLOCK_SQL_SESSION] = {SESSION_SQL, "the server session check", ADVLOCK_ANSWER_SESSION, 1},
+    [ADVLOCK_SQL_TRY_LOCK_GUARDED] = {GUARDED("pg_try_advisory_lock"), "pg_try_advisory_lock",
+                                      ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_UNLOCK_GUARDED] = {GUARDED("pg_advisory_unlock"), "pg_advisory_unlock",
+                                    ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED] = {GUARDED("pg_try_advisory_lock_shared"),
+                                             "pg_try_advisory_lock_shared",
+                                             ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_UNLOCK_SHARED_GUARDED] = {GUARDED("pg_advisory_unlock_shared"),
+                                           "pg_advisory_unlock_shared", ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_LOCK_GUARDED] = {GUARDED_WAIT_SQL("pg_advisory_lock"), "pg_advisory_lock",
+                                  ADVLOCK_ANSWER_VOID, 3},
+    [ADVLOCK_SQL_LOCK_SHARED_GUARDED] = {GUARDED_WAIT_SQL("pg_advisory_lock_shared"),
+                                         "pg_advisory_lock_shared", ADVLOCK_ANSWER_VOID, 3},
 };
 
 static int known(advlock_sql sql)
@@ -87,12 +137,14 @@ advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql)
     return known(sql) ? statements[sql].answer : ADVLOCK_ANSWER_BOOLEAN;
 }
 
-/* The waiting rows are the ones that answer void. */
 int advlock_sql_params(advlock_sql sql)
 {
-    if (!known(sql))
-        return 0;
-    return statements[sql].answer == ADVLOCK_ANSWER_VOID ? 2 : 1;
+    return known(sql) ? statements[sql].params : 0;
+}
+
+int advlock_sql_guarded(advlock_sql sql)
+{
+    return sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED;
 }
 
 const char *advlock_sql_function(advlock_sql sql)
@@ -101,20 +153,25 @@ const char *advlock_sql_function(advlock_sql sql)
 }
 
 /* Rows of the table, chosen by what the operation is and its options. */
-advlock_sql advlock_sql_for_lock(advlock_mode mode, advlock_scope scope, int wait)
+advlock_sql advlock_sql_for_lock(advlock_mode mode, advlock_scope scope, int wait, int guarded)
 {
-    static const advlock_sql rows[2][2][2] = {
+    /* [wait][shared][session, transaction, guarded session] */
+    static const advlock_sql rows[2][2][3] = {
         /* poll: try-lock */
-        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK},
-         {ADVLOCK_SQL_TRY_LOCK_SHARED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED}},
+        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_SQL_TRY_LOCK_GUARDED},
+         {ADVLOCK_SQL_TRY_LOCK_SHARED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED,
+          ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED}},
         /* wait on the server */
-        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK},
-         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED}},
+        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK, ADVLOCK_SQL_LOCK_GUARDED},
+         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED, ADVLOCK_SQL_LOCK_SHARED_GUARDED}},
     };
-    return rows[wait != 0][mode == ADVLOCK_SHARED][scope == ADVLOCK_TRANSACTION];
+    int kind = scope == ADVLOCK_TRANSACTION ? 1 : guarded ? 2 : 0;
+    return rows[wait != 0][mode == ADVLOCK_SHARED][kind];
 }
 
-advlock_sql advlock_sql_for_unlock(advlock_mode mode)
+advlock_sql advlock_sql_for_unlock(advlock_mode mode, int guarded)
 {
-    return mode == ADVLOCK_SHARED ? ADVLOCK_SQL_UNLOCK_SHARED : ADVLOCK_SQL_UNLOCK;
+    if (mode == ADVLOCK_SHARED)
+        return guarded ? ADVLOCK_SQL_UNLOCK_SHARED_GUARDED : ADVLOCK_SQL_UNLOCK_SHARED;
+    return guarded ? ADVLOCK_SQL_UNLOCK_GUARDED : ADVLOCK_SQL_UNLOCK;
 }

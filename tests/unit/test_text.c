@@ -156,25 +156,42 @@ static void sql_table(void **state)
     assert_null(advlock_sql_text((advlock_sql)-1));
     for (int i = 0; i < ADVLOCK_SQL_COUNT; i++) {
         const char *sql = advlock_sql_text((advlock_sql)i);
+        int guarded = i >= ADVLOCK_SQL_TRY_LOCK_GUARDED;
         assert_null(strstr(sql, "hashtext"));
-        if (advlock_sql_answer((advlock_sql)i) == ADVLOCK_ANSWER_HOLDERS)
+        advlock_sql_answer_kind answer = advlock_sql_answer((advlock_sql)i);
+        if (answer == ADVLOCK_ANSWER_HOLDERS || answer == ADVLOCK_ANSWER_SESSION)
             continue;
-        if (advlock_sql_answer((advlock_sql)i) == ADVLOCK_ANSWER_VOID) {
+        /* A guarded row runs its function only where the claim holds its
+         * token, the last parameter. */
+        if (guarded)
+            assert_non_null(strstr(sql, answer == ADVLOCK_ANSWER_VOID
+                                            ? "current_setting('advlock.session', true) = $3::text"
+                                            : "current_setting('advlock.session', true) = $2::text"));
+        if (answer == ADVLOCK_ANSWER_VOID) {
             /* The waits: the function on $1, bounded by lock_timeout = $2. */
-            assert_int_equal(advlock_sql_params((advlock_sql)i), 2);
+            assert_int_equal(advlock_sql_params((advlock_sql)i), guarded ? 3 : 2);
             assert_non_null(strstr(sql, "_advisory_"));
             assert_null(strstr(sql, "_try_"));
             assert_non_null(strstr(sql, "($1)"));
             assert_non_null(strstr(sql, "set_config('lock_timeout', $2::text, true)"));
             continue;
         }
+        assert_non_null(strstr(sql, "($1)"));
+        assert_true(strstr(sql, "_try_") != NULL || strstr(sql, "unlock") != NULL);
+        if (guarded) {
+            assert_int_equal(advlock_sql_params((advlock_sql)i), 2);
+            continue;
+        }
         /* One bigint argument, no namespace: "SELECT pg_<function>($1)". */
         assert_int_equal(advlock_sql_params((advlock_sql)i), 1);
         assert_true(strncmp(sql, "SELECT pg_", 10) == 0);
         assert_null(strstr(sql, ","));
-        assert_non_null(strstr(sql, "($1)"));
-        assert_true(strstr(sql, "_try_") != NULL || strstr(sql, "unlock") != NULL);
     }
+    /* The session row claims with its token, $1, and never unclaims. */
+    assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_SESSION), ADVLOCK_ANSWER_SESSION);
+    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_SESSION), 1);
+    assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_SESSION),
+                           "set_config('advlock.session', $1::text, false)"));
     assert_int_equal(advlock_sql_params(ADVLOCK_SQL_HOLDERS), 1);
     assert_int_equal(advlock_sql_params(ADVLOCK_SQL_COUNT), 0);
     assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_HOLDERS), ADVLOCK_ANSWER_HOLDERS);
