@@ -272,8 +272,11 @@ int main(int argc, char **argv)
     job *js = calloc((size_t)jobs, sizeof *js);
     pthread_t threads[64];
     uint64_t *hash_of = hashes && !trace ? calloc(seeds > 0 ? seeds : 1, sizeof *hash_of) : NULL;
-    if (js == NULL || (hashes && !trace && hash_of == NULL))
+    if (js == NULL || (hashes && !trace && hash_of == NULL)) {
+        free(js);
+        free(hash_of);
         return 2;
+    }
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long j = 0; j < jobs; j++) {
