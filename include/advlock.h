@@ -609,6 +609,13 @@ ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o
  *     free), ends FAILED with ADVLOCK_ESESSION, so two clients never share
  *     a server session's locks. Transaction-scoped locks need no claim: a
  *     proxy keeps a transaction on one server session.
+ * An operation refused without a statement sent reports sql
+ * ADVLOCK_SQL_SESSION (an acquire) or the guarded unlock it did not send (a
+ * release, whose lock may still be held; advlock_describe says so).
+ * A token names one connection of one machine: draw a new one for every
+ * connection, a reconnect included. Two checks with one token behind a
+ * transaction-pooling proxy can claim two server sessions, between which
+ * a lock taken on one is invisible from the other.
  * A claim made inside the caller's transaction block is undone if that
  * block rolls back (PostgreSQL rolls back settings), after which guarded
  * statements fail ADVLOCK_ESESSION: behind a proxy, take session locks

@@ -309,7 +309,9 @@ int advlock_set_session(advlock_machine *m, int client_pid, uint64_t token)
 
 /* The operation's first lock statement, once the session is known. A
  * session lock needs the claimed server session behind a proxy; a refusal
- * sends nothing. */
+ * sends nothing. A refused release names the unlock it could not send: the
+ * caller's lock is not released, and its message must say it may still be
+ * held, as a guarded unlock's NULL does. */
 static void begin(advlock_machine *m)
 {
     int session_scope = m->scope_ == ADVLOCK_SESSION;
@@ -317,7 +319,8 @@ static void begin(advlock_machine *m)
         m->report_.sql = ADVLOCK_SQL_SESSION;
         finish(m, ADVLOCK_FAILED, ADVLOCK_ESTANDBY, ADVLOCK_DETAIL_NONE);
     } else if (session_scope && guarded(m) && !(m->session_ & CLAIMED)) {
-        m->report_.sql = ADVLOCK_SQL_SESSION;
+        m->report_.sql = m->op_ == RELEASE ? advlock_sql_for_unlock((advlock_mode)m->mode_, 1)
+                                           : ADVLOCK_SQL_SESSION;
         finish(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     } else if (m->op_ == ACQUIRE) {
         issue_lock_query(m);

@@ -1,0 +1,613 @@
+/* The server session check (advlock_set_session): the session row once per
+ * connection, standby refusal, the claim and the guarded statements behind a
+ * proxy, and what each failure says. Without advlock_set_session nothing
+ * changes: test_machine and test_options run the plain rows. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "advlock.h"
+#include "machine_fixture.h"
+
+static const char KEY[] = "jobs";
+#define KEY_LEN (sizeof KEY - 1)
+
+enum { CLIENT_PID = 4242, PROXY_PID = 777, SERVER_PID = 9001 };
+static const uint64_t TOKEN = UINT64_C(0xfeedfacecafebeef); /* negative as an int64 */
+static const uint64_t OTHER_TOKEN = 12345;
+
+#define ESESSION_WORDS                                                                          \
+    "statements of this connection ran on different server sessions: a transaction-pooling " \
+    "proxy? session advisory locks need a session-pooled or direct connection"
+
+static void use(advlock_machine *m, advlock_mode mode, advlock_scope scope, advlock_wait wait,
+                int allow_standby)
+{
+    advlock_options o;
+    advlock_options_init(&o);
+    o.mode = mode;
+    o.scope = scope;
+    o.wait = wait;
+    o.allow_standby = allow_standby;
+    assert_int_equal(advlock_set_options(m, &o), 0);
+}
+
+static int64_t key(void)
+{
+    int64_t k;
+    assert_int_equal(advlock_derive_key(KEY, KEY_LEN, &k), 0);
+    return k;
+}
+
+/* The action must be this query, with exactly these parameters. */
+static void expect_query(const advlock_machine *m, advlock_sql sql, int64_t p1, int64_t p2,
+                         int64_t p3)
+{
+    advlock_action a = act(m);
+    assert_int_equal(a.kind, ADVLOCK_ACTION_QUERY);
+    assert_int_equal(a.sql, sql);
+    assert_string_equal(a.sql_text, advlock_sql_text(sql));
+    assert_int_equal(a.param, p1);
+    assert_int_equal(a.param2, p2);
+    assert_int_equal(a.param3, p3);
+}
+
+static void expect_session_query(const advlock_machine *m, uint64_t token)
+{
+    expect_query(m, ADVLOCK_SQL_SESSION, (int64_t)token, 0, 0);
+    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_SESSION), 1);
+}
+
+static void expect_done(const advlock_machine *m, advlock_outcome outcome, int failure,
+                        advlock_detail detail)
+{
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_DONE);
+    assert_int_equal(report_of(m)->outcome, outcome);
+    assert_int_equal(report_of(m)->failure, failure);
+    assert_int_equal(report_of(m)->detail, detail);
+}
+
+static const char *said(const advlock_machine *m, const char *words)
+{
+    return described(m, KEY, KEY_LEN, words);
+}
+
+static void acquire(advlock_machine *m, int64_t timeout, int64_t now)
+{
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, timeout, now), 0);
+}
+
+static void release(advlock_machine *m, int64_t now)
+{
+    assert_int_equal(advlock_start_release(m, KEY, KEY_LEN, now), 0);
+}
+
+static void told(advlock_machine *m, int client_pid, uint64_t token)
+{
+    assert_int_equal(advlock_set_session(m, client_pid, token), 0);
+}
+
+static void session_row(advlock_machine *m, int pid, int in_recovery, int ours, int64_t now)
+{
+    assert_int_equal(advlock_on_session(m, pid, in_recovery, ours, now), 0);
+}
+
+/* Told the session, then checked: direct (the server's pid is the one the
+ * client was told), or behind a proxy, claimed or not. */
+static void checked(advlock_machine *m, int server_pid, int in_recovery, int ours)
+{
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 1000, 0);
+    expect_session_query(m, TOKEN);
+    session_row(m, server_pid, in_recovery, ours, 1);
+}
+
+/* Behind a proxy, claimed: the acquire's guarded try is out. */
+static void proxied(advlock_machine *m)
+{
+    checked(m, SERVER_PID, 0, 1);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+}
+
+/* ---- telling the machine its session ---------------------------------- */
+
+static void without_set_session_the_rows_are_plain(void **state)
+{
+    advlock_machine *m = *state;
+    acquire(m, 1000, 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_NULL, 1);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ENULL, ADVLOCK_DETAIL_NONE);
+    release(m, 2);
+    expect_query(m, ADVLOCK_SQL_UNLOCK, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_NULL, 3);
+    expect_done(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
+    /* The session row has no place in a machine never told a session. */
+    assert_int_equal(advlock_on_session(m, 1, 0, 1, 4), ADVLOCK_EMISUSE);
+}
+
+static void set_session_refuses_bad_calls_and_changes_nothing(void **state)
+{
+    advlock_machine *m = *state;
+    advlock_machine before = *m;
+    assert_int_equal(advlock_set_session(NULL, CLIENT_PID, TOKEN), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_set_session(m, CLIENT_PID, 0), ADVLOCK_EINVAL);
+    assert_memory_equal(&before, m, sizeof before);
+    /* While an operation runs: querying, sleeping, on the session query. */
+    acquire(m, 1000, 0);
+    before = *m;
+    assert_int_equal(advlock_set_session(m, CLIENT_PID, TOKEN), ADVLOCK_EMISUSE);
+    assert_memory_equal(&before, m, sizeof before);
+    answer(m, ADVLOCK_RESULT_FALSE, 1);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
+    before = *m;
+    assert_int_equal(advlock_set_session(m, CLIENT_PID, TOKEN), ADVLOCK_EMISUSE);
+    assert_memory_equal(&before, m, sizeof before);
+    assert_int_equal(advlock_cancel(m, 2), 0);
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 1000, 3);
+    expect_session_query(m, TOKEN);
+    before = *m;
+    assert_int_equal(advlock_set_session(m, CLIENT_PID, OTHER_TOKEN), ADVLOCK_EMISUSE);
+    assert_memory_equal(&before, m, sizeof before);
+    assert_int_equal(advlock_on_session(NULL, 1, 0, 1, 4), ADVLOCK_EINVAL);
+}
+
+static void the_session_is_checked_once_per_connection(void **state)
+{
+    advlock_machine *m = *state;
+    checked(m, CLIENT_PID, 0, 1);
+    /* Direct: the plain rows, as without the check. */
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK, key(), 0, 0);
+    assert_int_equal(report_of(m)->attempts, 1); /* the session row is no attempt */
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->elapsed_ms, 2);
+    /* The same values again: a no-op, no second check. */
+    advlock_machine before = *m;
+    told(m, CLIENT_PID, TOKEN);
+    assert_memory_equal(&before, m, sizeof before);
+    release(m, 3);
+    expect_query(m, ADVLOCK_SQL_UNLOCK, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 4);
+    expect_done(m, ADVLOCK_RELEASED, 0, ADVLOCK_DETAIL_NONE);
+}
+
+static void changed_values_check_again(void **state)
+{
+    advlock_machine *m = *state;
+    checked(m, CLIENT_PID, 0, 1);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    /* A new token (a new connection): checked again, with it. */
+    told(m, CLIENT_PID, OTHER_TOKEN);
+    release(m, 3);
+    expect_session_query(m, OTHER_TOKEN);
+    session_row(m, CLIENT_PID, 0, 1, 4);
+    expect_query(m, ADVLOCK_SQL_UNLOCK, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 5);
+    /* A new pid alone: again. */
+    told(m, CLIENT_PID + 1, OTHER_TOKEN);
+    acquire(m, 0, 6);
+    expect_session_query(m, OTHER_TOKEN);
+    /* A reinitialized machine knows nothing, and checks nothing. */
+    advlock_machine_init(m);
+    acquire(m, 0, 7);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK, key(), 0, 0);
+}
+
+static void the_session_row_comes_with_on_session_only(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 1000, 0);
+    advlock_machine before = *m;
+    for (int r = ADVLOCK_RESULT_TRUE; r <= ADVLOCK_RESULT_NULL; r++)
+        assert_int_equal(advlock_on_result(m, (advlock_result)r, NULL, NULL, 1), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_on_holders(m, NULL, 0, 1), ADVLOCK_EMISUSE);
+    assert_memory_equal(&before, m, sizeof before);
+    session_row(m, CLIENT_PID, 0, 1, 1);
+    /* Now the try is out: no session row for it. */
+    before = *m;
+    assert_int_equal(advlock_on_session(m, CLIENT_PID, 0, 1, 2), ADVLOCK_EMISUSE);
+    assert_memory_equal(&before, m, sizeof before);
+}
+
+static void the_machine_stays_small_and_copyable(void **state)
+{
+    advlock_machine *m = *state;
+    assert_true(sizeof(advlock_machine) <= 256);
+    proxied(m);
+    /* A copy goes on from where the original was, with the session known. */
+    advlock_machine copy = *m;
+    answer(&copy, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(&copy, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+    release(&copy, 3);
+    expect_query(&copy, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+}
+
+/* ---- standby ---------------------------------------------------------- */
+
+static void a_standby_refuses_acquires(void **state)
+{
+    advlock_machine *m = *state;
+    checked(m, CLIENT_PID, 1, 1);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESTANDBY, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_SESSION);
+    assert_int_equal(report_of(m)->attempts, 0);
+    assert_string_equal(said(m, NULL),
+                        "Refused to lock 'jobs': the server is a standby in recovery, where "
+                        "advisory locks exclude nobody on the primary (connect to the primary, "
+                        "or allow standby locks).");
+    assert_string_equal(advlock_strerror(ADVLOCK_ESTANDBY), "the server is a standby in recovery");
+    /* Known now: the next acquire is refused at once, transaction scope too. */
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION, ADVLOCK_WAIT_POLL, 0);
+    acquire(m, 1000, 2);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESTANDBY, ADVLOCK_DETAIL_NONE);
+    /* A release is allowed: it can only give a lock back. */
+    use(m, ADVLOCK_SHARED, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 0);
+    release(m, 3);
+    expect_query(m, ADVLOCK_SQL_UNLOCK_SHARED, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 4);
+    expect_done(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
+}
+
+static void allow_standby_locks_there(void **state)
+{
+    advlock_machine *m = *state;
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 1);
+    checked(m, CLIENT_PID, 1, 1);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+    /* The option is read at each start: off again, refused again. */
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 0);
+    acquire(m, 1000, 3);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESTANDBY, ADVLOCK_DETAIL_NONE);
+}
+
+/* ---- behind a proxy --------------------------------------------------- */
+
+static void a_proxy_gets_the_guarded_rows(void **state)
+{
+    advlock_machine *m = *state;
+    proxied(m);
+    answer(m, ADVLOCK_RESULT_FALSE, 2);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
+    assert_int_equal(advlock_on_timer(m, 102), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 103);
+    expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+    release(m, 104);
+    expect_query(m, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 105);
+    expect_done(m, ADVLOCK_RELEASED, 0, ADVLOCK_DETAIL_NONE);
+    /* Shared mode has its guarded rows too. */
+    use(m, ADVLOCK_SHARED, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 0);
+    acquire(m, 1000, 106);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 107);
+    release(m, 108);
+    expect_query(m, ADVLOCK_SQL_UNLOCK_SHARED_GUARDED, key(), (int64_t)TOKEN, 0);
+}
+
+static void a_guarded_wait_takes_the_bound_then_the_token(void **state)
+{
+    advlock_machine *m = *state;
+    for (int shared = 0; shared <= 1; shared++) {
+        advlock_machine_init(m);
+        use(m, shared ? ADVLOCK_SHARED : ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_SERVER,
+            0);
+        checked(m, SERVER_PID, 0, 1);
+        expect_query(m, shared ? ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED : ADVLOCK_SQL_TRY_LOCK_GUARDED,
+                     key(), (int64_t)TOKEN, 0);
+        answer(m, ADVLOCK_RESULT_FALSE, 1);
+        advlock_sql wait = shared ? ADVLOCK_SQL_LOCK_SHARED_GUARDED : ADVLOCK_SQL_LOCK_GUARDED;
+        expect_query(m, wait, key(), 999, (int64_t)TOKEN);
+        assert_int_equal(advlock_sql_params(wait), 3);
+        answer(m, ADVLOCK_RESULT_TRUE, 500);
+        expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+    }
+}
+
+static void an_unknown_pid_counts_as_a_proxy(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, 0, TOKEN);
+    acquire(m, 1000, 0);
+    session_row(m, 0, 0, 1, 1);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    /* And so does a server that says 0, whatever the client was told. */
+    assert_int_equal(advlock_cancel(m, 2), 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 3);
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 1000, 4);
+    session_row(m, 0, 0, 1, 5);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+}
+
+static void transaction_scope_is_never_guarded(void **state)
+{
+    advlock_machine *m = *state;
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION, ADVLOCK_WAIT_SERVER, 0);
+    /* A release needs no statement, so no check either. */
+    told(m, CLIENT_PID, TOKEN);
+    release(m, 0);
+    expect_done(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0, ADVLOCK_DETAIL_NONE);
+    /* Behind a proxy, even unclaimed: the plain transaction rows. */
+    acquire(m, 1000, 1);
+    expect_session_query(m, TOKEN);
+    session_row(m, SERVER_PID, 0, 0, 2);
+    expect_query(m, ADVLOCK_SQL_TRY_XACT_LOCK, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 3);
+    expect_query(m, ADVLOCK_SQL_XACT_LOCK, key(), 998, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 4);
+    expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+}
+
+static void a_refused_claim_fails_without_sending_anything(void **state)
+{
+    advlock_machine *m = *state;
+    checked(m, SERVER_PID, 0, 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_SESSION);
+    assert_int_equal(report_of(m)->attempts, 0);
+    assert_string_equal(said(m, NULL), "the server session check for 'jobs' failed: " ESESSION_WORDS);
+    assert_string_equal(advlock_strerror(ADVLOCK_ESESSION), ESESSION_WORDS);
+    /* Known now: refused at the start. */
+    acquire(m, 1000, 2);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+    /* Direct, the claim does not matter: another lock user of this very
+     * session (holding a lock of its own) refuses it, and that is fine. */
+    told(m, CLIENT_PID, OTHER_TOKEN);
+    acquire(m, 1000, 3);
+    session_row(m, CLIENT_PID, 0, 0, 4);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK, key(), 0, 0);
+}
+
+/* The bug review found: a release refused at the check said nothing of the
+ * lock it did not release. */
+static void a_refused_release_says_the_lock_may_still_be_held(void **state)
+{
+    advlock_machine *m = *state;
+    for (int shared = 0; shared <= 1; shared++) {
+        advlock_machine_init(m);
+        use(m, shared ? ADVLOCK_SHARED : ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 0);
+        told(m, CLIENT_PID, TOKEN);
+        release(m, 0);
+        expect_session_query(m, TOKEN);
+        session_row(m, SERVER_PID, 0, 0, 1);
+        expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+        assert_int_equal(report_of(m)->sql, shared ? ADVLOCK_SQL_UNLOCK_SHARED_GUARDED
+                                                   : ADVLOCK_SQL_UNLOCK_GUARDED);
+        assert_int_equal(report_of(m)->elapsed_ms, 1);
+        const char *expected = shared ? "pg_advisory_unlock_shared for 'jobs' failed: " ESESSION_WORDS
+                                        " (the lock may still be held on another server session)"
+                                      : "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
+                                        " (the lock may still be held on another server session)";
+        assert_string_equal(said(m, NULL), expected);
+        /* Known now: refused at the start, saying the same. */
+        release(m, 2);
+        expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+        assert_string_equal(said(m, NULL), expected);
+    }
+}
+
+/* ---- a guarded statement's NULL: it reached another server session ----- */
+
+static void a_guarded_try_answering_null_fails_esession(void **state)
+{
+    advlock_machine *m = *state;
+    proxied(m);
+    answer(m, ADVLOCK_RESULT_NULL, 2);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_TRY_LOCK_GUARDED);
+    assert_string_equal(said(m, NULL), "pg_try_advisory_lock for 'jobs' failed: " ESESSION_WORDS);
+    /* With a cancel pending too: the connection is no place for session
+     * locks, which matters more than the cancel. */
+    acquire(m, 1000, 3);
+    assert_int_equal(advlock_cancel(m, 4), 0);
+    answer(m, ADVLOCK_RESULT_NULL, 5);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+}
+
+static void a_guarded_wait_answering_null_fails_esession(void **state)
+{
+    advlock_machine *m = *state;
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_SERVER, 0);
+    proxied(m);
+    answer(m, ADVLOCK_RESULT_FALSE, 2);
+    expect_query(m, ADVLOCK_SQL_LOCK_GUARDED, key(), 998, (int64_t)TOKEN);
+    answer(m, ADVLOCK_RESULT_NULL, 3); /* a void column's NULL */
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_LOCK_GUARDED);
+    assert_string_equal(said(m, NULL), "pg_advisory_lock for 'jobs' failed: " ESESSION_WORDS);
+}
+
+/* An undo that lands elsewhere leaves the grant in doubt, and says why it
+ * ran: after a cancel, after the deadline, after a wait's error. */
+static void a_guarded_undo_answering_null_leaves_the_lock_in_doubt(void **state)
+{
+    advlock_machine *m = *state;
+    /* After a cancel. */
+    proxied(m);
+    assert_int_equal(advlock_cancel(m, 2), 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 3);
+    expect_query(m, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_NULL, 4);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_UNDO_CANCELLED);
+    assert_string_equal(said(m, NULL), "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
+                                       " (undoing a cancelled acquire: the lock may still be held)");
+    /* After the deadline, a wait granted past its grace. */
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_SERVER, 0);
+    acquire(m, 1000, 10);
+    answer(m, ADVLOCK_RESULT_FALSE, 11);
+    expect_query(m, ADVLOCK_SQL_LOCK_GUARDED, key(), 999, (int64_t)TOKEN);
+    assert_int_equal(advlock_on_timer(m, 10 + 1000 + ADVLOCK_WAIT_GRACE_MS), 0);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
+    assert_int_equal(act(m).param3, (int64_t)TOKEN);
+    assert_int_equal(advlock_on_cancel_sent(m, 1511), 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 1512);
+    expect_query(m, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_NULL, 1513);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE);
+    /* After the wait's own lock_timeout (55P03), which may hide a grant. */
+    acquire(m, 1000, 2000);
+    answer(m, ADVLOCK_RESULT_FALSE, 2001);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "55P03", "lock timeout", 3000),
+                     0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_NULL, 3001);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_UNDO_AFTER_57014);
+    assert_string_equal(said(m, NULL),
+                        "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
+                        " (giving back a grant the cancelled statement may have made: the lock "
+                        "may still be held)");
+}
+
+static void a_guarded_release_answering_null_may_leave_the_lock(void **state)
+{
+    advlock_machine *m = *state;
+    proxied(m);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    release(m, 3);
+    answer(m, ADVLOCK_RESULT_NULL, 4);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_UNLOCK_GUARDED);
+    assert_string_equal(said(m, NULL), "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
+                                       " (the lock may still be held on another server session)");
+    /* false is the claimed session's word: it holds none. */
+    release(m, 5);
+    answer(m, ADVLOCK_RESULT_FALSE, 6);
+    expect_done(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
+}
+
+/* ---- the session query's own fate ------------------------------------- */
+
+static void a_cancel_during_the_session_query(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 1000, 0);
+    assert_int_equal(advlock_cancel(m, 1), 0);
+    /* A quick query: no cancel request, the answer is awaited. */
+    expect_session_query(m, TOKEN);
+    assert_int_equal(advlock_cancel(m, 2), 0);
+    session_row(m, SERVER_PID, 0, 1, 3);
+    expect_done(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->attempts, 0);
+    /* What the row said is kept: the next acquire goes straight to the
+     * guarded try. */
+    acquire(m, 1000, 4);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    /* An error beats the pending cancel; a release cannot be cancelled. */
+    assert_int_equal(advlock_cancel(m, 5), 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 6);
+    told(m, CLIENT_PID, OTHER_TOKEN);
+    acquire(m, 1000, 7);
+    assert_int_equal(advlock_cancel(m, 8), 0);
+    answer(m, ADVLOCK_RESULT_SERVER_ERROR, 9);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
+    release(m, 10);
+    expect_session_query(m, OTHER_TOKEN);
+    advlock_machine before = *m;
+    assert_int_equal(advlock_cancel(m, 11), ADVLOCK_EMISUSE);
+    assert_memory_equal(&before, m, sizeof before);
+}
+
+static void a_failed_session_query_fails_and_is_asked_again(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 1000, 0);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "42501",
+                                       "permission denied", 1),
+                     0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_SESSION);
+    assert_string_equal(report_of(m)->sqlstate, "42501");
+    assert_string_equal(said(m, "permission denied"),
+                        "the server session check for 'jobs' failed with SQLSTATE 42501: "
+                        "permission denied");
+    /* Nothing was learnt: the next operation, a release, asks again. */
+    release(m, 2);
+    expect_session_query(m, TOKEN);
+    answer(m, ADVLOCK_RESULT_CONNECTION_LOST, 3);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, ADVLOCK_DETAIL_NONE);
+    assert_string_equal(said(m, NULL), "the server session check for 'jobs' failed: connection lost");
+    acquire(m, 1000, 4);
+    expect_session_query(m, TOKEN);
+}
+
+static void the_session_row_before_a_release(void **state)
+{
+    advlock_machine *m = *state;
+    struct {
+        int pid, in_recovery;
+        advlock_sql sql;
+        int64_t p2;
+    } cases[] = {
+        {CLIENT_PID, 0, ADVLOCK_SQL_UNLOCK, 0},
+        {CLIENT_PID, 1, ADVLOCK_SQL_UNLOCK, 0}, /* a standby: releases allowed */
+        {SERVER_PID, 0, ADVLOCK_SQL_UNLOCK_GUARDED, (int64_t)TOKEN},
+        {SERVER_PID, 1, ADVLOCK_SQL_UNLOCK_GUARDED, (int64_t)TOKEN},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        advlock_machine_init(m);
+        told(m, CLIENT_PID, TOKEN);
+        release(m, 0);
+        expect_session_query(m, TOKEN);
+        session_row(m, cases[i].pid, cases[i].in_recovery, 1, 1);
+        expect_query(m, cases[i].sql, key(), cases[i].p2, 0);
+        answer(m, ADVLOCK_RESULT_TRUE, 2);
+        expect_done(m, ADVLOCK_RELEASED, 0, ADVLOCK_DETAIL_NONE);
+    }
+}
+
+static void a_zero_timeout_still_tries_once_after_the_check(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 0, 0);
+    session_row(m, SERVER_PID, 0, 1, 50); /* a slow check: past the timeout */
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_FALSE, 51);
+    expect_done(m, ADVLOCK_TIMED_OUT, 0, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->attempts, 1);
+    assert_int_equal(report_of(m)->elapsed_ms, 51);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(without_set_session_the_rows_are_plain),
+        T(set_session_refuses_bad_calls_and_changes_nothing),
+        T(the_session_is_checked_once_per_connection),
+        T(changed_values_check_again),
+        T(the_session_row_comes_with_on_session_only),
+        T(the_machine_stays_small_and_copyable),
+        T(a_standby_refuses_acquires),
+        T(allow_standby_locks_there),
+        T(a_proxy_gets_the_guarded_rows),
+        T(a_guarded_wait_takes_the_bound_then_the_token),
+        T(an_unknown_pid_counts_as_a_proxy),
+        T(transaction_scope_is_never_guarded),
+        T(a_refused_claim_fails_without_sending_anything),
+        T(a_refused_release_says_the_lock_may_still_be_held),
+        T(a_guarded_try_answering_null_fails_esession),
+        T(a_guarded_wait_answering_null_fails_esession),
+        T(a_guarded_undo_answering_null_leaves_the_lock_in_doubt),
+        T(a_guarded_release_answering_null_may_leave_the_lock),
+        T(a_cancel_during_the_session_query),
+        T(a_failed_session_query_fails_and_is_asked_again),
+        T(the_session_row_before_a_release),
+        T(a_zero_timeout_still_tries_once_after_the_check),
+    };
+    return cmocka_run_group_tests_name("session", tests, NULL, NULL);
+}
