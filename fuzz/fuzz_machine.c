@@ -12,6 +12,17 @@
  *   - exactly one DONE per operation, and nothing but a new start after it;
  *   - sleeps within the policy's bounds, the reference's exactly;
  *   - refused calls change nothing.
+ * With a session told (advlock_set_session, opcodes 0xF0 and up) the
+ * server session's row is answered too, and the model checks:
+ *   - one session query per connection, before any lock statement, with
+ *     the token as $1; none without a session told, nor after a row came;
+ *   - guarded rows exactly behind a claimed proxy, for session scope only,
+ *     with the token after the key (after a wait's bound); their NULL means
+ *     the statement ran elsewhere, locking and unlocking nothing;
+ *   - ESTANDBY only for an acquire on a standby without allow_standby, with
+ *     nothing sent; ESESSION only behind a proxy, never with a grant of the
+ *     operation still held unless its detail says the undo is in doubt, and
+ *     on a release always saying the lock may still be held.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -62,11 +73,55 @@ typedef struct model {
     int server_holds;  /* holds of the key the server's table has */
     int caller_holds;  /* holds the caller was told about */
     int in_doubt;      /* a NULL or failed unlock: the caller cannot know */
+    /* The session the driver told the machine, and what its row said. */
+    int told;
+    int client_pid;
+    uint64_t token;
+    uint64_t next_token;
+    int checked; /* a session row came since the last change */
+    int proxied, claimed, standby;
     int done_seen;
     int64_t expected_sleep; /* reference schedule */
     char name[16];          /* the name of the operation under way */
     size_t name_len;
 } model;
+
+static int guarded_row(advlock_sql sql)
+{
+    return sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED;
+}
+
+static int unlock_row(advlock_sql sql)
+{
+    return sql == ADVLOCK_SQL_UNLOCK || sql == ADVLOCK_SQL_UNLOCK_SHARED
+           || sql == ADVLOCK_SQL_UNLOCK_GUARDED || sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
+}
+
+/* The statement and its parameters agree with what the session row said. */
+static void check_query(const model *s, const advlock_action *a)
+{
+    if (a->kind != ADVLOCK_ACTION_QUERY && a->kind != ADVLOCK_ACTION_CANCEL_QUERY)
+        return;
+    if (a->sql == ADVLOCK_SQL_SESSION) {
+        CHECK(s->told && !s->checked);
+        CHECK(a->param == (int64_t)s->token && a->param2 == 0 && a->param3 == 0);
+        return;
+    }
+    CHECK(!s->told || s->checked); /* the check comes before any other statement */
+    int waits = advlock_sql_answer(a->sql) == ADVLOCK_ANSWER_VOID;
+    int session_scope = s->options.scope == ADVLOCK_SESSION;
+    if (a->sql != ADVLOCK_SQL_HOLDERS && !unlock_row(a->sql))
+        CHECK(!(s->acquiring && s->standby && !s->options.allow_standby));
+    if (guarded_row(a->sql)) {
+        CHECK(s->told && s->proxied && s->claimed && session_scope);
+        CHECK(waits ? a->param2 >= 1 && a->param2 <= INT32_MAX && a->param3 == (int64_t)s->token
+                    : a->param2 == (int64_t)s->token && a->param3 == 0);
+        return;
+    }
+    /* Behind a proxy a session lock or unlock is always guarded. */
+    CHECK(!(s->told && s->proxied && session_scope) || a->sql == ADVLOCK_SQL_HOLDERS);
+    CHECK(a->param3 == 0 && (waits || a->param2 == 0));
+}
 
 static void check_unchanged_on_error(const advlock_machine *before, const advlock_machine *after,
                                      int rc)
@@ -90,7 +145,15 @@ static void on_done(model *s)
     case ADVLOCK_RELEASED: s->caller_holds = s->caller_holds > 0 ? s->caller_holds - 1 : 0; break;
     case ADVLOCK_FAILED:
         CHECK(r->failure == ADVLOCK_ENULL || r->failure == ADVLOCK_ESERVER
-              || r->failure == ADVLOCK_ECONNLOST);
+              || r->failure == ADVLOCK_ECONNLOST || r->failure == ADVLOCK_ESTANDBY
+              || r->failure == ADVLOCK_ESESSION);
+        /* A standby is refused before anything is sent. */
+        if (r->failure == ADVLOCK_ESTANDBY)
+            CHECK(s->acquiring && s->standby && !s->options.allow_standby && !s->granted_in_op
+                  && r->attempts == 0 && r->sql == ADVLOCK_SQL_SESSION);
+        if (r->failure == ADVLOCK_ESESSION)
+            CHECK(s->told && s->proxied && s->options.scope == ADVLOCK_SESSION);
+        CHECK(r->failure != ADVLOCK_ENULL || !guarded_row(r->sql));
         if (r->detail >= ADVLOCK_DETAIL_UNDO_CANCELLED
             && r->detail <= ADVLOCK_DETAIL_UNDO_AFTER_57014)
             s->in_doubt = 1;
@@ -104,6 +167,9 @@ static void on_done(model *s)
     char text[ADVLOCK_MESSAGE_MAX];
     int n = advlock_describe(r, s->name, s->name_len, "server words", text, sizeof text);
     CHECK(n >= 0 && (size_t)n == strlen(text) && advlock_utf8_valid(text, (size_t)n));
+    /* A release that did not happen says the lock may still be held. */
+    if (r->outcome == ADVLOCK_FAILED && r->failure == ADVLOCK_ESESSION && !s->acquiring)
+        CHECK(strstr(text, "may still be held") != NULL);
     /* The core of it: an acquire that did not succeed leaves nothing behind. */
     if (!s->in_doubt && s->options.scope == ADVLOCK_SESSION)
         CHECK(s->server_holds == s->caller_holds);
@@ -113,15 +179,40 @@ static void on_done(model *s)
     }
 }
 
+/* The session row: the server's pid (the client's, 0, or a proxy's
+ * session's), in recovery or not, claimed or not. Taken only as the answer
+ * to the session query. */
+static void session_row(model *s, input *in)
+{
+    uint8_t b = byte(in);
+    int pids[4] = {s->client_pid, 0, 4242, s->client_pid + 1};
+    int pid = pids[b & 3], in_recovery = b >> 2 & 1, ours = b >> 3 & 1;
+    advlock_action a = advlock_next_action(&s->m);
+    advlock_machine before = s->m;
+    int rc = advlock_on_session(&s->m, pid, in_recovery, ours, s->now);
+    check_unchanged_on_error(&before, &s->m, rc);
+    CHECK((rc == 0) == (a.kind == ADVLOCK_ACTION_QUERY && a.sql == ADVLOCK_SQL_SESSION));
+    if (rc != 0)
+        return;
+    s->checked = 1;
+    s->proxied = pid != s->client_pid || pid == 0;
+    s->claimed = ours;
+    s->standby = in_recovery;
+}
+
 static void answer(model *s, input *in)
 {
     advlock_action a = advlock_next_action(&s->m);
     uint8_t pick = byte(in) % 8;
     advlock_result r;
+    if (a.kind == ADVLOCK_ACTION_QUERY && a.sql == ADVLOCK_SQL_SESSION && pick < 5) {
+        session_row(s, in);
+        return;
+    }
     int is_lock = a.kind != ADVLOCK_ACTION_NONE && a.kind != ADVLOCK_ACTION_DONE
-                  && a.sql != ADVLOCK_SQL_UNLOCK && a.sql != ADVLOCK_SQL_UNLOCK_SHARED
-                  && a.sql != ADVLOCK_SQL_HOLDERS;
-    int is_unlock = a.sql == ADVLOCK_SQL_UNLOCK || a.sql == ADVLOCK_SQL_UNLOCK_SHARED;
+                  && !unlock_row(a.sql) && a.sql != ADVLOCK_SQL_HOLDERS
+                  && a.sql != ADVLOCK_SQL_SESSION;
+    int is_unlock = unlock_row(a.sql);
     int is_wait = is_lock && advlock_sql_answer(a.sql) == ADVLOCK_ANSWER_VOID;
     if (pick < 3)
         r = ADVLOCK_RESULT_TRUE;
@@ -147,7 +238,7 @@ static void answer(model *s, input *in)
     int rc = advlock_on_result(&s->m, r, sqlstate, "fuzz", s->now);
     check_unchanged_on_error(&before, &s->m, rc);
     if (rc != 0) {
-        CHECK(!querying || a.sql == ADVLOCK_SQL_HOLDERS);
+        CHECK(!querying || a.sql == ADVLOCK_SQL_HOLDERS || a.sql == ADVLOCK_SQL_SESSION);
         return;
     }
     CHECK(querying);
@@ -158,14 +249,18 @@ static void answer(model *s, input *in)
         s->granted_in_op |= !hidden_grant;
     } else if (r == ADVLOCK_RESULT_TRUE && is_unlock) {
         s->server_holds--;
-    } else if (r == ADVLOCK_RESULT_NULL && is_unlock && s->server_holds > 0) {
+    } else if (r == ADVLOCK_RESULT_NULL && is_unlock && s->server_holds > 0
+               && !guarded_row(a.sql)) {
         s->in_doubt = 1; /* NULL read as "not held" while one is held */
     }
+    /* A guarded statement's NULL: it reached another server session and ran
+     * nothing; the claimed one still holds what it held. */
 }
 
 static void after_event(model *s)
 {
     advlock_action a = advlock_next_action(&s->m);
+    check_query(s, &a);
     if (a.kind == ADVLOCK_ACTION_DONE && !s->done_seen)
         on_done(s);
     if (a.kind == ADVLOCK_ACTION_SLEEP) {
@@ -233,6 +328,7 @@ static void set_options(model *s, input *in)
     o.clip_to_deadline = b >> 4 & 1;
     o.diagnose = b >> 5 & 1;
     o.jitter_seed = (uint64_t)number(in);
+    o.allow_standby = b >> 6 == 1;
     if (b >> 6 == 3)
         o.mode = (advlock_mode)5; /* out of range: refused */
     advlock_machine before = s->m;
@@ -260,6 +356,41 @@ static void holders(model *s, input *in)
     check_unchanged_on_error(&before, &s->m, rc);
 }
 
+/* The driver names its connection: the same values (a no-op), a new pid or
+ * token (a new connection: the model's session and locks start afresh), or
+ * a token 0 (refused). */
+static void set_session(model *s, input *in)
+{
+    uint8_t b = byte(in);
+    int pids[4] = {s->client_pid, 0, 1000, 1001};
+    int pid = pids[b & 3];
+    uint64_t token = s->token;
+    switch (b >> 2 & 3) {
+    case 0: token = 0; break;
+    case 1: token = s->token != 0 ? s->token : UINT64_MAX; break;
+    case 2: token = ++s->next_token; break;
+    default: token = UINT64_C(0x8000000000000000) | (uint64_t)number(in); break;
+    }
+    advlock_machine before = s->m;
+    int rc = advlock_set_session(&s->m, pid, token);
+    check_unchanged_on_error(&before, &s->m, rc);
+    advlock_action_kind was = advlock_next_action(&before).kind;
+    int busy = was == ADVLOCK_ACTION_QUERY || was == ADVLOCK_ACTION_CANCEL_QUERY
+               || was == ADVLOCK_ACTION_SLEEP;
+    CHECK(rc == (token == 0 ? ADVLOCK_EINVAL : busy ? ADVLOCK_EMISUSE : 0));
+    if (rc != 0)
+        return;
+    if (s->told && pid == s->client_pid && token == s->token) {
+        CHECK(memcmp(&before, &s->m, sizeof before) == 0); /* nothing to check again */
+        return;
+    }
+    s->told = 1;
+    s->client_pid = pid;
+    s->token = token;
+    s->checked = s->proxied = s->claimed = s->standby = 0;
+    s->server_holds = s->caller_holds = 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -273,7 +404,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         advlock_action before = advlock_next_action(&s.m);
         advlock_machine snapshot = s.m;
         int rc = 0;
-        switch (byte(&in) % 9) {
+        uint8_t op = byte(&in);
+        /* 0xF0 and up: the session calls (the committed seeds use none). */
+        switch (op >= 0xF0 ? 9 + (op & 1) : op % 9) {
         case 0: start(&s, &in, 1); break;
         case 1: start(&s, &in, 0); break;
         case 2:
@@ -292,7 +425,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 5: rc = advlock_cancel(&s.m, s.now); break;
         case 6: rc = advlock_on_cancel_sent(&s.m, s.now); break;
         case 7: holders(&s, &in); break;
-        default: set_options(&s, &in); break;
+        case 8: set_options(&s, &in); break;
+        case 9: set_session(&s, &in); break;
+        default: session_row(&s, &in); break;
         }
         check_unchanged_on_error(&snapshot, &s.m, rc);
         on_sleep_started(&s, &before);

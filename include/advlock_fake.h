@@ -149,6 +149,15 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  *       the waiting function bounded by lock_timeout = $2 ms (a second
  *       bigint; 0: no bound), which ends the wait with 55P03 "canceling
  *       statement due to lock timeout" (advlock_fake_db_check_lock_timeout)
+ *   advlock_sql_text(ADVLOCK_SQL_SESSION): the session's row
+ *       (ADVLOCK_FAKE_ROW_SESSION: its pid, whether the database is in
+ *       recovery, and whether the session is the token $1's), claiming the
+ *       session for $1 as PostgreSQL would set advlock.session: only if no
+ *       token claimed it and it holds no advisory lock; a claim made inside
+ *       BEGIN is undone when the block fails or rolls back
+ *   advlock_sql_text() of the guarded rows (ADVLOCK_SQL_TRY_LOCK_GUARDED
+ *       to ADVLOCK_SQL_LOCK_SHARED_GUARDED): their plain forms on a session
+ *       the token (the last bigint) claimed, a NULL row anywhere else
  * and anything else with an error: 42883 (undefined function) for a call of
  * an unknown function, 42601 (syntax error) otherwise, 08P01 for a wrong
  * number of parameters; inside a failed transaction block, 25P02.
@@ -174,7 +183,8 @@ typedef enum advlock_fake_status {
     ADVLOCK_FAKE_SERVER_ERROR = 5,    /* an ERROR: see sqlstate and message */
     ADVLOCK_FAKE_CONNECTION_LOST = 6, /* the session no longer exists */
     ADVLOCK_FAKE_WAITING = 7,         /* queued behind a conflicting lock: poll for the result */
-    ADVLOCK_FAKE_ROWS = 8             /* the holders query's rows: advlock_fake_db_holders() */
+    ADVLOCK_FAKE_ROWS = 8,            /* the holders query's rows: advlock_fake_db_holders() */
+    ADVLOCK_FAKE_ROW_SESSION = 9      /* the session query's row: session_pid, in_recovery, ours */
 } advlock_fake_status;
 
 #define ADVLOCK_FAKE_TEXT_MAX 160
@@ -188,6 +198,11 @@ typedef struct advlock_fake_result {
     char message[ADVLOCK_FAKE_TEXT_MAX]; /* the ERROR's primary message, or "" */
     char warning_sqlstate[6];            /* a WARNING the statement raised: SQLSTATE, or "" */
     char warning[ADVLOCK_FAKE_TEXT_MAX]; /* ... and its message, or "" */
+    /* ADVLOCK_FAKE_ROW_SESSION's columns (advlock_on_session's arguments),
+     * else 0: pg_backend_pid(), pg_is_in_recovery(), the claim's answer. */
+    int session_pid;
+    int in_recovery;
+    int ours;
 } advlock_fake_result;
 
 /* One pg_locks row of locktype advisory (objsubid 1): which session holds,
@@ -215,6 +230,12 @@ typedef struct advlock_fake_session_ {
     int64_t xact_start_ms_;      /* BEGIN of the block, else start of the last statement */
     int64_t wait_start_ms_;      /* when the waiting statement began to wait */
     int64_t lock_timeout_at_ms_; /* when its lock_timeout ends it (INT64_MAX: never) */
+    /* advlock.session: the token that claimed the session (claimed_ 0: the
+     * setting is unset), and its value when the open block began. */
+    int64_t claim_;
+    int claimed_;
+    int claimed_at_begin_;
+    int64_t claim_at_begin_;
 } advlock_fake_session_;
 
 typedef struct advlock_fake_lock_ {
@@ -237,6 +258,7 @@ typedef struct advlock_fake_db {
     advlock_fake_hold_ holds_[ADVLOCK_FAKE_MAX_HOLDS];
     int next_pid_;
     int64_t now_ms_;    /* the clock advlock_fake_db_set_time() moves */
+    int in_recovery_;   /* a standby's answer to pg_is_in_recovery() */
     int sessions_used_; /* slots below this may be in use */
     int locks_used_;
     int holds_used_;
@@ -256,6 +278,14 @@ ADVLOCK_API void advlock_fake_db_init(advlock_fake_db *db);
  * No-op for db NULL.
  */
 ADVLOCK_API void advlock_fake_db_set_time(advlock_fake_db *db, int64_t now_ms);
+
+/*
+ * Makes the database a hot standby (in_recovery 1) or a primary (0, as
+ * init leaves it), for the session query's pg_is_in_recovery(): a driver's
+ * test of ADVLOCK_ESTANDBY. Nothing else changes: the fake's advisory locks
+ * work on a standby, as PostgreSQL's do. No-op for db NULL.
+ */
+ADVLOCK_API void advlock_fake_db_set_in_recovery(advlock_fake_db *db, int in_recovery);
 
 /*
  * Opens a session. *pid_out receives its process id: unique for the
@@ -298,11 +328,12 @@ ADVLOCK_API int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *s
                                      const int64_t *param, advlock_fake_result *out);
 
 /*
- * As advlock_fake_db_exec(), with nparams bigint parameters (0 to 2) at
- * params ($1, $2): the bounded waits take two. A count the statement does
+ * As advlock_fake_db_exec(), with nparams bigint parameters (0 to 3) at
+ * params ($1, $2, $3): the bounded waits and guarded rows take two, the
+ * guarded waits three (advlock_sql_params()). A count the statement does
  * not take answers 08P01, as PostgreSQL's bind does. Returns as
  * advlock_fake_db_exec(), and ADVLOCK_EINVAL for params NULL with nparams
- * > 0 or nparams outside 0..2.
+ * > 0 or nparams outside 0..3.
  */
 ADVLOCK_API int advlock_fake_db_exec_params(advlock_fake_db *db, int pid, const char *sql,
                                             const int64_t *params, int nparams,

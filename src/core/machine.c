@@ -140,9 +140,10 @@ static int waits_for_grant(const advlock_machine *m)
  * the wait's own grant. */
 static void issue_lock_query(advlock_machine *m)
 {
-    issue_query(m, STEP_LOCK,
-                advlock_sql_for_lock((advlock_mode)m->mode_, (advlock_scope)m->scope_, 0, guarded(m)),
-                INT64_MAX);
+    issue_query(
+        m, STEP_LOCK,
+        advlock_sql_for_lock((advlock_mode)m->mode_, (advlock_scope)m->scope_, 0, guarded(m)),
+        INT64_MAX);
 }
 
 /* The statement the failure of a wait is reported on. */
@@ -287,9 +288,9 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
     m->scope_ = (uint8_t)o->scope;
     m->wait_ = (uint8_t)o->wait;
     m->backoff_ = (uint8_t)o->backoff;
-    m->option_flags_ = (uint8_t)((o->clip_to_deadline ? CLIP_TO_DEADLINE : 0)
-                                 | (o->diagnose ? DIAGNOSE : 0)
-                                 | (o->allow_standby ? ALLOW_STANDBY : 0));
+    m->option_flags_ =
+        (uint8_t)((o->clip_to_deadline ? CLIP_TO_DEADLINE : 0) | (o->diagnose ? DIAGNOSE : 0)
+                  | (o->allow_standby ? ALLOW_STANDBY : 0));
     return 0;
 }
 
@@ -585,8 +586,9 @@ int advlock_on_result(advlock_machine *m, advlock_result result, const char *sql
     case STEP_WAIT: on_lock_result(m, result); break;
     case STEP_UNDO: on_undo_result(m, result); break;
     case STEP_RELEASE: on_unlock_result(m, result); break;
-    case STEP_SESSION: finish_failed(m, result == ADVLOCK_RESULT_SERVER_ERROR ? ADVLOCK_ESERVER
-                                                                              : ADVLOCK_ECONNLOST);
+    case STEP_SESSION:
+        finish_failed(m,
+                      result == ADVLOCK_RESULT_SERVER_ERROR ? ADVLOCK_ESERVER : ADVLOCK_ECONNLOST);
         break;
     default: on_diagnose_failed(m); break;
     }
@@ -602,8 +604,9 @@ int advlock_on_session(advlock_machine *m, int server_pid, int in_recovery, int 
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
     /* A proxy shows the client a pid of its own; 0 (unknown) counts as one. */
-    m->session_ = (uint8_t)(CHECKED | (server_pid != m->client_pid_ || server_pid == 0 ? PROXIED : 0)
-                            | (ours ? CLAIMED : 0) | (in_recovery ? STANDBY : 0));
+    m->session_ =
+        (uint8_t)(CHECKED | (server_pid != m->client_pid_ || server_pid == 0 ? PROXIED : 0)
+                  | (ours ? CLAIMED : 0) | (in_recovery ? STANDBY : 0));
     if (m->cancel_ == CANCEL_PENDING)
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
     else

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "advlock_fake.h"
+#include "fake_db_fixture.h"
 
 #define TRY       "SELECT pg_try_advisory_lock($1)"
 #define TRY_SH    "SELECT pg_try_advisory_lock_shared($1)"
@@ -21,36 +22,6 @@
 #define UNLOCK_SH "SELECT pg_advisory_unlock_shared($1)"
 
 static const int64_t K = 42, K2 = -7;
-
-typedef struct fixture {
-    advlock_fake_db db;
-    int a, b, c, d;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = malloc(sizeof *f);
-    if (f == NULL)
-        return -1;
-    advlock_fake_db_init(&f->db);
-    if (advlock_fake_db_connect(&f->db, &f->a) || advlock_fake_db_connect(&f->db, &f->b)
-        || advlock_fake_db_connect(&f->db, &f->c) || advlock_fake_db_connect(&f->db, &f->d))
-        return -1;
-    *state = f;
-    return 0;
-}
-
-/* Every test ends with a consistent lock manager. */
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    char why[256];
-    int rc = advlock_fake_db_check(&f->db, why, sizeof why);
-    if (rc != 0)
-        fprintf(stderr, "%s\n", why);
-    free(f);
-    return rc == 0 ? 0 : -1;
-}
 
 static advlock_fake_result run(fixture *f, int pid, const char *sql, int64_t key)
 {

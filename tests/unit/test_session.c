@@ -21,7 +21,7 @@ enum { CLIENT_PID = 4242, PROXY_PID = 777, SERVER_PID = 9001 };
 static const uint64_t TOKEN = UINT64_C(0xfeedfacecafebeef); /* negative as an int64 */
 static const uint64_t OTHER_TOKEN = 12345;
 
-#define ESESSION_WORDS                                                                          \
+#define ESESSION_WORDS                                                                       \
     "statements of this connection ran on different server sessions: a transaction-pooling " \
     "proxy? session advisory locks need a session-pooled or direct connection"
 
@@ -357,7 +357,8 @@ static void a_refused_claim_fails_without_sending_anything(void **state)
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_SESSION);
     assert_int_equal(report_of(m)->attempts, 0);
-    assert_string_equal(said(m, NULL), "the server session check for 'jobs' failed: " ESESSION_WORDS);
+    assert_string_equal(said(m, NULL),
+                        "the server session check for 'jobs' failed: " ESESSION_WORDS);
     assert_string_equal(advlock_strerror(ADVLOCK_ESESSION), ESESSION_WORDS);
     /* Known now: refused at the start. */
     acquire(m, 1000, 2);
@@ -383,13 +384,14 @@ static void a_refused_release_says_the_lock_may_still_be_held(void **state)
         expect_session_query(m, TOKEN);
         session_row(m, SERVER_PID, 0, 0, 1);
         expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
-        assert_int_equal(report_of(m)->sql, shared ? ADVLOCK_SQL_UNLOCK_SHARED_GUARDED
-                                                   : ADVLOCK_SQL_UNLOCK_GUARDED);
+        assert_int_equal(report_of(m)->sql,
+                         shared ? ADVLOCK_SQL_UNLOCK_SHARED_GUARDED : ADVLOCK_SQL_UNLOCK_GUARDED);
         assert_int_equal(report_of(m)->elapsed_ms, 1);
-        const char *expected = shared ? "pg_advisory_unlock_shared for 'jobs' failed: " ESESSION_WORDS
-                                        " (the lock may still be held on another server session)"
-                                      : "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
-                                        " (the lock may still be held on another server session)";
+        const char *expected = shared
+                                   ? "pg_advisory_unlock_shared for 'jobs' failed: " ESESSION_WORDS
+                                     " (the lock may still be held on another server session)"
+                                   : "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
+                                     " (the lock may still be held on another server session)";
         assert_string_equal(said(m, NULL), expected);
         /* Known now: refused at the start, saying the same. */
         release(m, 2);
@@ -441,8 +443,9 @@ static void a_guarded_undo_answering_null_leaves_the_lock_in_doubt(void **state)
     expect_query(m, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
     answer(m, ADVLOCK_RESULT_NULL, 4);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_UNDO_CANCELLED);
-    assert_string_equal(said(m, NULL), "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
-                                       " (undoing a cancelled acquire: the lock may still be held)");
+    assert_string_equal(said(m, NULL),
+                        "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
+                        " (undoing a cancelled acquire: the lock may still be held)");
     /* After the deadline, a wait granted past its grace. */
     use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_SERVER, 0);
     acquire(m, 1000, 10);
@@ -459,8 +462,8 @@ static void a_guarded_undo_answering_null_leaves_the_lock_in_doubt(void **state)
     /* After the wait's own lock_timeout (55P03), which may hide a grant. */
     acquire(m, 1000, 2000);
     answer(m, ADVLOCK_RESULT_FALSE, 2001);
-    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "55P03", "lock timeout", 3000),
-                     0);
+    assert_int_equal(
+        advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "55P03", "lock timeout", 3000), 0);
     expect_query(m, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
     answer(m, ADVLOCK_RESULT_NULL, 3001);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_UNDO_AFTER_57014);
@@ -525,9 +528,8 @@ static void a_failed_session_query_fails_and_is_asked_again(void **state)
     advlock_machine *m = *state;
     told(m, CLIENT_PID, TOKEN);
     acquire(m, 1000, 0);
-    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "42501",
-                                       "permission denied", 1),
-                     0);
+    assert_int_equal(
+        advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "42501", "permission denied", 1), 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
     assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_SESSION);
     assert_string_equal(report_of(m)->sqlstate, "42501");
@@ -539,7 +541,8 @@ static void a_failed_session_query_fails_and_is_asked_again(void **state)
     expect_session_query(m, TOKEN);
     answer(m, ADVLOCK_RESULT_CONNECTION_LOST, 3);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, ADVLOCK_DETAIL_NONE);
-    assert_string_equal(said(m, NULL), "the server session check for 'jobs' failed: connection lost");
+    assert_string_equal(said(m, NULL),
+                        "the server session check for 'jobs' failed: connection lost");
     acquire(m, 1000, 4);
     expect_session_query(m, TOKEN);
 }

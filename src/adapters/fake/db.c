@@ -25,6 +25,12 @@ void advlock_fake_db_set_time(advlock_fake_db *db, int64_t now_ms)
         db->now_ms_ = now_ms;
 }
 
+void advlock_fake_db_set_in_recovery(advlock_fake_db *db, int in_recovery)
+{
+    if (db != NULL)
+        db->in_recovery_ = in_recovery != 0;
+}
+
 static void statement_failed(advlock_fake_db *db, int slot);
 static void finish_granted(advlock_fake_db *db);
 
@@ -77,13 +83,30 @@ int advlock_fake_db_close(advlock_fake_db *db, int pid)
     return 0;
 }
 
-/* A statement ended with an error: a transaction block becomes failed, and
- * the transaction's locks are released (PostgreSQL's AbortTransaction). */
+static void save_block_settings(advlock_fake_session_ *s)
+{
+    s->claimed_at_begin_ = s->claimed_;
+    s->claim_at_begin_ = s->claim_;
+}
+
+/* The block's settings go back to what they were at its BEGIN: the claim
+ * (advlock.session) is a setting, which PostgreSQL rolls back. */
+static void undo_block_settings(advlock_fake_session_ *s)
+{
+    s->claimed_ = s->claimed_at_begin_;
+    s->claim_ = s->claim_at_begin_;
+}
+
+/* A statement ended with an error: a transaction block becomes failed, its
+ * settings revert, and the transaction's locks are released (PostgreSQL's
+ * AbortTransaction). */
 static void statement_failed(advlock_fake_db *db, int slot)
 {
     advlock_fake_session_ *s = &db->sessions_[slot];
-    if (s->txn_ == TXN_BLOCK)
+    if (s->txn_ == TXN_BLOCK) {
         s->txn_ = TXN_FAILED;
+        undo_block_settings(s);
+    }
     advlock_lt_release_level(db, slot, SCOPE_XACT);
 }
 
@@ -192,6 +215,8 @@ static void run_transaction_control(advlock_fake_db *db, int slot, enum stmt_kin
     if (kind == ST_BEGIN) {
         if (s->txn_ == TXN_BLOCK)
             advlock_fake_result_warning(out, "25001", "there is already a transaction in progress");
+        else
+            save_block_settings(s);
         s->txn_ = TXN_BLOCK;
         advlock_fake_result_command(out, "BEGIN");
         return;
@@ -200,6 +225,8 @@ static void run_transaction_control(advlock_fake_db *db, int slot, enum stmt_kin
         advlock_fake_result_warning(out, "25P01", "there is no transaction in progress");
     /* COMMIT of a failed block rolls it back, and says so. */
     int rolled_back = kind == ST_ROLLBACK || s->txn_ == TXN_FAILED;
+    if (rolled_back && s->txn_ != TXN_IMPLICIT)
+        undo_block_settings(s);
     s->txn_ = TXN_IMPLICIT;
     advlock_lt_release_level(db, slot, SCOPE_XACT);
     advlock_fake_result_command(out, rolled_back ? "ROLLBACK" : "COMMIT");
@@ -210,6 +237,42 @@ static void run_holders(advlock_fake_db *db, int slot, int64_t key, advlock_fake
     size_t n = advlock_fake_db_holders(db, db->sessions_[slot].pid_, key, NULL, 0);
     advlock_fake_result_row(out, ADVLOCK_FAKE_ROWS);
     snprintf(out->command_tag, sizeof out->command_tag, "SELECT %u", (unsigned)n);
+}
+
+/* Does the session hold any advisory lock, at either level (pg_locks)? */
+static int holds_any(const advlock_fake_db *db, int slot)
+{
+    for (int i = 0; i < db->holds_used_; i++) {
+        const advlock_fake_hold_ *h = &db->holds_[i];
+        if (h->session_ == slot
+            && advlock_lt_hold_total(h, ADVLOCK_FAKE_EXCLUSIVE)
+                       + advlock_lt_hold_total(h, ADVLOCK_FAKE_SHARED)
+                   > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* ADVLOCK_SQL_SESSION, as its CASE decides: token 0 claims nothing; the
+ * session's own token is ours; another's, or a session holding a lock
+ * (someone else's, whose claim may have rolled back), is not; else the
+ * session is claimed now. */
+static void run_session(advlock_fake_db *db, int slot, int64_t token, advlock_fake_result *out)
+{
+    advlock_fake_session_ *s = &db->sessions_[slot];
+    int ours;
+    if (token == 0 || (s->claimed_ && s->claim_ == token))
+        ours = 1;
+    else if (s->claimed_ || holds_any(db, slot))
+        ours = 0;
+    else {
+        s->claimed_ = ours = 1;
+        s->claim_ = token;
+    }
+    advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_SESSION);
+    out->session_pid = s->pid_;
+    out->in_recovery = db->in_recovery_;
+    out->ours = ours;
 }
 
 /* PostgreSQL's order of checks: parse (42601), refuse work in a failed
@@ -252,11 +315,18 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         return;
     }
     int64_t key = nparams > 0 ? params[0] : 0; /* the statements that take one have it */
+    /* A guarded row off its claimed session runs nothing: NULL. */
+    if (st->guard > 0 && !(s->claimed_ && s->claim_ == params[st->guard - 1])) {
+        advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_NULL);
+        statement_succeeded(db, slot);
+        return;
+    }
     switch (st->kind) {
     case ST_TRY: run_try(db, slot, st, key, out); break;
     case ST_LOCK: run_lock(db, slot, st, key, nparams > 1 ? params[1] : 0, out); break;
     case ST_UNLOCK: run_unlock(db, slot, st, key, out); break;
     case ST_HOLDERS: run_holders(db, slot, key, out); break;
+    case ST_SESSION: run_session(db, slot, key, out); break;
     case ST_UNLOCK_ALL:
         advlock_lt_release_level(db, slot, SCOPE_SESSION);
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);
@@ -278,7 +348,7 @@ int advlock_fake_db_exec(advlock_fake_db *db, int pid, const char *sql, const in
 int advlock_fake_db_exec_params(advlock_fake_db *db, int pid, const char *sql,
                                 const int64_t *params, int nparams, advlock_fake_result *out)
 {
-    if (db == NULL || sql == NULL || out == NULL || nparams < 0 || nparams > 2
+    if (db == NULL || sql == NULL || out == NULL || nparams < 0 || nparams > 3
         || (params == NULL && nparams > 0))
         return ADVLOCK_EINVAL;
     int slot = advlock_fake_db_slot(db, pid);

@@ -79,7 +79,8 @@ enum stmt_kind {
     ST_BEGIN,
     ST_COMMIT,
     ST_ROLLBACK,
-    ST_HOLDERS
+    ST_HOLDERS,
+    ST_SESSION
 };
 
 typedef struct advlock_fake_statement {
@@ -88,6 +89,7 @@ typedef struct advlock_fake_statement {
     int mode;
     int scope;
     int params; /* bigints: $1 the key; $2 (waiting forms) lock_timeout in ms */
+    int guard;  /* a guarded row's token: which parameter (1-based), else 0 */
 } advlock_fake_statement;
 
 /* The statement with exactly this text, or NULL. */

@@ -16,34 +16,43 @@ enum {
 };
 
 static const advlock_fake_statement statements[] = {
-    {"SELECT pg_try_advisory_lock($1)", ST_TRY, EX, SES, 1},
-    {"SELECT pg_try_advisory_lock_shared($1)", ST_TRY, SH, SES, 1},
-    {"SELECT pg_try_advisory_xact_lock($1)", ST_TRY, EX, XACT, 1},
-    {"SELECT pg_try_advisory_xact_lock_shared($1)", ST_TRY, SH, XACT, 1},
-    {"SELECT pg_advisory_lock($1)", ST_LOCK, EX, SES, 1},
-    {"SELECT pg_advisory_lock_shared($1)", ST_LOCK, SH, SES, 1},
-    {"SELECT pg_advisory_xact_lock($1)", ST_LOCK, EX, XACT, 1},
-    {"SELECT pg_advisory_xact_lock_shared($1)", ST_LOCK, SH, XACT, 1},
-    {"SELECT pg_advisory_unlock($1)", ST_UNLOCK, EX, SES, 1},
-    {"SELECT pg_advisory_unlock_shared($1)", ST_UNLOCK, SH, SES, 1},
-    {"SELECT pg_advisory_unlock_all()", ST_UNLOCK_ALL, EX, SES, 0},
-    {"BEGIN", ST_BEGIN, EX, SES, 0},
-    {"COMMIT", ST_COMMIT, EX, SES, 0},
-    {"ROLLBACK", ST_ROLLBACK, EX, SES, 0},
+    {"SELECT pg_try_advisory_lock($1)", ST_TRY, EX, SES, 1, 0},
+    {"SELECT pg_try_advisory_lock_shared($1)", ST_TRY, SH, SES, 1, 0},
+    {"SELECT pg_try_advisory_xact_lock($1)", ST_TRY, EX, XACT, 1, 0},
+    {"SELECT pg_try_advisory_xact_lock_shared($1)", ST_TRY, SH, XACT, 1, 0},
+    {"SELECT pg_advisory_lock($1)", ST_LOCK, EX, SES, 1, 0},
+    {"SELECT pg_advisory_lock_shared($1)", ST_LOCK, SH, SES, 1, 0},
+    {"SELECT pg_advisory_xact_lock($1)", ST_LOCK, EX, XACT, 1, 0},
+    {"SELECT pg_advisory_xact_lock_shared($1)", ST_LOCK, SH, XACT, 1, 0},
+    {"SELECT pg_advisory_unlock($1)", ST_UNLOCK, EX, SES, 1, 0},
+    {"SELECT pg_advisory_unlock_shared($1)", ST_UNLOCK, SH, SES, 1, 0},
+    {"SELECT pg_advisory_unlock_all()", ST_UNLOCK_ALL, EX, SES, 0, 0},
+    {"BEGIN", ST_BEGIN, EX, SES, 0, 0},
+    {"COMMIT", ST_COMMIT, EX, SES, 0, 0},
+    {"ROLLBACK", ST_ROLLBACK, EX, SES, 0, 0},
 };
 
-/* The holders query's and the bounded waits' texts live in the core's
- * table; the fake answers whatever the core sends. A bounded wait is the
- * waiting function with lock_timeout set to $2 ms for the statement alone. */
+/* The holders query's, the bounded waits', the session query's and the
+ * guarded rows' texts live in the core's table; the fake answers whatever
+ * the core sends. A bounded wait is the waiting function with lock_timeout
+ * set to $2 ms for the statement alone. A guarded row is its plain form
+ * where the session's claim holds its token (the last parameter). */
 static const struct {
     advlock_sql sql;
     advlock_fake_statement statement;
 } core_rows[] = {
-    {ADVLOCK_SQL_HOLDERS, {NULL, ST_HOLDERS, EX, SES, 1}},
-    {ADVLOCK_SQL_LOCK, {NULL, ST_LOCK, EX, SES, 2}},
-    {ADVLOCK_SQL_LOCK_SHARED, {NULL, ST_LOCK, SH, SES, 2}},
-    {ADVLOCK_SQL_XACT_LOCK, {NULL, ST_LOCK, EX, XACT, 2}},
-    {ADVLOCK_SQL_XACT_LOCK_SHARED, {NULL, ST_LOCK, SH, XACT, 2}},
+    {ADVLOCK_SQL_HOLDERS, {NULL, ST_HOLDERS, EX, SES, 1, 0}},
+    {ADVLOCK_SQL_LOCK, {NULL, ST_LOCK, EX, SES, 2, 0}},
+    {ADVLOCK_SQL_LOCK_SHARED, {NULL, ST_LOCK, SH, SES, 2, 0}},
+    {ADVLOCK_SQL_XACT_LOCK, {NULL, ST_LOCK, EX, XACT, 2, 0}},
+    {ADVLOCK_SQL_XACT_LOCK_SHARED, {NULL, ST_LOCK, SH, XACT, 2, 0}},
+    {ADVLOCK_SQL_SESSION, {NULL, ST_SESSION, EX, SES, 1, 0}},
+    {ADVLOCK_SQL_TRY_LOCK_GUARDED, {NULL, ST_TRY, EX, SES, 2, 2}},
+    {ADVLOCK_SQL_UNLOCK_GUARDED, {NULL, ST_UNLOCK, EX, SES, 2, 2}},
+    {ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED, {NULL, ST_TRY, SH, SES, 2, 2}},
+    {ADVLOCK_SQL_UNLOCK_SHARED_GUARDED, {NULL, ST_UNLOCK, SH, SES, 2, 2}},
+    {ADVLOCK_SQL_LOCK_GUARDED, {NULL, ST_LOCK, EX, SES, 3, 3}},
+    {ADVLOCK_SQL_LOCK_SHARED_GUARDED, {NULL, ST_LOCK, SH, SES, 3, 3}},
 };
 
 const advlock_fake_statement *advlock_fake_statement_find(const char *sql)
