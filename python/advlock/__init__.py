@@ -16,9 +16,11 @@ performs what it asks: run a statement, sleep, cancel a statement, done.
 Options, named as in C's advlock_options: mode=advlock.SHARED,
 scope=advlock.TRANSACTION, wait=advlock.WAIT_SERVER,
 backoff=advlock.FULL_JITTER, clip_to_deadline=True, diagnose=True,
-jitter_seed=N. Failures raise LockTimeout (a TimeoutError: "Could not
-acquire migration lock for '<name>' within <seconds>s."), LockFailed, and
-asyncio.CancelledError for a cancelled task; CallError for refused calls.
+allow_standby=True, jitter_seed=N. Failures raise LockTimeout (a
+TimeoutError: "Could not acquire migration lock for '<name>' within
+<seconds>s."), LockFailed (StandbyError on a hot standby, ServerSessionError
+behind a transaction-pooling proxy), and asyncio.CancelledError for a
+cancelled task; CallError for refused calls.
 advlock.fake holds the fake database, clock and simulator for deterministic
 tests. docs/python.md has the whole story.
 """
@@ -27,7 +29,8 @@ from ._machine import (Backoff, Detail, Failure, Machine, Mode, Options, Outcome
                        Scope, Sql, Wait, derive_key, escape_name, format_seconds, now_ms,
                        strerror)
 from ._loop import AsyncLock, Lock
-from .errors import CallError, LockCancelled, LockError, LockFailed, LockTimeout
+from .errors import (CallError, LockCancelled, LockError, LockFailed, LockTimeout,
+                     ServerSessionError, StandbyError)
 
 __version__ = "0.2.0"
 
@@ -47,7 +50,7 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
     timeout: seconds to keep trying (int or float; 0 tries once; None, the
         default, never gives up).
     options: an advlock.Options, and/or its fields as keywords (mode, scope,
-        wait, backoff, clip_to_deadline, diagnose, jitter_seed).
+        wait, backoff, clip_to_deadline, diagnose, allow_standby, jitter_seed).
 
     Creating the lock sends nothing. Raises TypeError for another kind of
     connection.
@@ -67,6 +70,7 @@ __all__ = [
     "lock", "Lock", "AsyncLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
     "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
     "format_seconds", "now_ms", "strerror", "LockError", "LockTimeout", "LockFailed",
-    "LockCancelled", "CallError", "EXCLUSIVE", "SHARED", "SESSION", "TRANSACTION",
+    "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "EXCLUSIVE", "SHARED",
+    "SESSION", "TRANSACTION",
     "WAIT_POLL", "WAIT_SERVER", "REFERENCE", "FULL_JITTER",
 ]

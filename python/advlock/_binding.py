@@ -32,12 +32,13 @@ ADVLOCK_EMISUSE = -3
 ADVLOCK_ECRYPTO = -4
 
 ACTION_NONE, ACTION_QUERY, ACTION_SLEEP, ACTION_DONE, ACTION_CANCEL_QUERY = range(5)
-ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS = range(3)
+ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS, ANSWER_SESSION = range(4)
 RESULT_TRUE, RESULT_FALSE, RESULT_NULL, RESULT_SERVER_ERROR, RESULT_CONNECTION_LOST = range(5)
-SQL_COUNT = 11
+SQL_COUNT = 18
+SQL_SESSION = 11  # ADVLOCK_SQL_SESSION: its answer is a row for advlock_on_session
 KEY_ECHO_MAX = 512
 MESSAGE_MAX = 1024
-MACHINE_SIZE = 256
+MACHINE_SIZE = 248
 
 # ---- loading -----------------------------------------------------------------
 
@@ -86,8 +87,6 @@ def _declare(lib, table):
 
 
 core = _load("libadvlock.so", "ADVLOCK_LIBRARY")
-# The ABI with a second statement parameter (advlock_action.param2).
-HAS_PARAM2 = hasattr(core, "advlock_sql_params")
 
 # ---- advlock.h: structures -------------------------------------------------
 
@@ -113,15 +112,14 @@ class Report(Structure):
 
 
 class Action(Structure):
-    """advlock_action (sql_text kept as a raw pointer: drivers use the table).
-    param2 ($2, a server-side wait's bound) exists from the ABI that added
-    advlock_sql_params()."""
+    """advlock_action (sql_text kept as a raw pointer: drivers use the table)."""
     _fields_ = [
         ("kind", c_int),
         ("sql", c_int),
         ("sql_text", c_void_p),
         ("param", c_int64),
-    ] + ([("param2", c_int64)] if HAS_PARAM2 else []) + [
+        ("param2", c_int64),
+        ("param3", c_int64),
         ("wake_at_ms", c_int64),
         ("sleep_ms", c_int64),
         ("report", POINTER(Report)),
@@ -153,6 +151,7 @@ class Options(Structure):
         ("backoff", c_int),
         ("clip_to_deadline", c_int),
         ("diagnose", c_int),
+        ("allow_standby", c_int),
         ("jitter_seed", c_uint64),
         ("random", RANDOM_FN),
         ("random_user", c_void_p),
@@ -176,7 +175,7 @@ class Holder(Structure):
 
 
 class MachineStorage(Structure):
-    """advlock_machine: 256 opaque, 8-byte aligned bytes, touched only
+    """advlock_machine: 248 opaque, 8-byte aligned bytes, touched only
     through the library's functions."""
     _fields_ = [("bytes_", c_uint64 * (MACHINE_SIZE // 8))]
 
@@ -209,6 +208,9 @@ class FakeResult(Structure):
         ("message", c_char * FAKE_TEXT_MAX),
         ("warning_sqlstate", c_char * 6),
         ("warning", c_char * FAKE_TEXT_MAX),
+        ("session_pid", c_int),
+        ("in_recovery", c_int),
+        ("ours", c_int),
     ]
 
 
@@ -299,6 +301,7 @@ _declare(core, [
     ("advlock_options_init", None, [POINTER(Options)]),
     ("advlock_machine_init", None, [M]),
     ("advlock_set_options", c_int, [M, POINTER(Options)]),
+    ("advlock_set_session", c_int, [M, c_int, c_uint64]),
     ("advlock_start_acquire", c_int, [M, c_char_p, c_size_t, c_int64, c_int64]),
     ("advlock_start_acquire_key", c_int, [M, c_int64, c_int64, c_int64]),
     ("advlock_start_release", c_int, [M, c_char_p, c_size_t, c_int64]),
@@ -306,11 +309,13 @@ _declare(core, [
     ("advlock_on_result", c_int, [M, c_int, c_char_p, c_char_p, c_int64]),
     ("advlock_on_cancel_sent", c_int, [M, c_int64]),
     ("advlock_on_holders", c_int, [M, POINTER(Holder), c_size_t, c_int64]),
+    ("advlock_on_session", c_int, [M, c_int, c_int, c_int, c_int64]),
     ("advlock_on_timer", c_int, [M, c_int64]),
     ("advlock_cancel", c_int, [M, c_int64]),
     ("advlock_next_action", Action, [M]),
     ("advlock_format_seconds", c_int, [c_int64, c_char_p, c_size_t]),
-] + ([("advlock_sql_params", c_int, [c_int])] if HAS_PARAM2 else []))
+    ("advlock_sql_params", c_int, [c_int]),
+])
 
 _fake = None
 
@@ -338,6 +343,7 @@ def fake():
         ("advlock_fake_clock_jump", c_int, [POINTER(FakeClock), c_int64]),
         ("advlock_fake_db_init", None, [DB]),
         ("advlock_fake_db_set_time", None, [DB, c_int64]),
+        ("advlock_fake_db_set_in_recovery", None, [DB, c_int]),
         ("advlock_fake_db_connect", c_int, [DB, POINTER(c_int)]),
         ("advlock_fake_db_close", c_int, [DB, c_int]),
         ("advlock_fake_db_is_open", c_int, [DB, c_int]),
@@ -354,9 +360,8 @@ def fake():
         ("advlock_fake_db_holders", c_size_t, [DB, c_int, c_int64, POINTER(Holder), c_size_t]),
         ("advlock_fake_db_check", c_int, [DB, c_char_p, c_size_t]),
         ("advlock_sim_config_default", None, [POINTER(SimConfig)]),
-    ] + ([("advlock_fake_db_exec_params", c_int, [DB, c_int, c_char_p, POINTER(c_int64), c_int,
-                                                  POINTER(FakeResult)])]
-         if hasattr(lib, "advlock_fake_db_exec_params") else []) + [
+        ("advlock_fake_db_exec_params", c_int, [DB, c_int, c_char_p, POINTER(c_int64), c_int,
+                                                POINTER(FakeResult)]),
         ("advlock_sim_init", c_int, [S, POINTER(SimConfig)]),
         ("advlock_sim_add_script", c_int, [S, POINTER(SimStep), c_size_t, POINTER(SimDone)]),
         ("advlock_sim_add_cycler", c_int, [S, POINTER(SimCycler)]),
@@ -379,8 +384,8 @@ FAKE_MAX_HOLDS = 2048
 
 
 class _FakeSession(Structure):
-    # lock_timeout_at_ms_ came with the second statement parameter.
-    _fields_ = [("ints_", c_int * 9), ("times_", c_int64 * (4 if HAS_PARAM2 else 3))]
+    _fields_ = [("ints_", c_int * 9), ("times_", c_int64 * 4), ("claim_", c_int64),
+                ("claimed_", c_int * 2), ("claim_at_begin_", c_int64)]
 
 
 class _FakeLock(Structure):
@@ -396,7 +401,8 @@ class FakeDB(Structure):
     """advlock_fake_db: storage touched only through the library."""
     _fields_ = [("sessions_", _FakeSession * FAKE_MAX_SESSIONS),
                 ("locks_", _FakeLock * FAKE_MAX_LOCKS), ("holds_", _FakeHold * FAKE_MAX_HOLDS),
-                ("next_pid_", c_int), ("now_ms_", c_int64), ("used_", c_int * 3)]
+                ("next_pid_", c_int), ("now_ms_", c_int64), ("in_recovery_", c_int),
+                ("used_", c_int * 3)]
 
 
 # Every mirrored type, by its C name: the layout test walks this.

@@ -11,10 +11,14 @@ A client provides:
                        (blocking clients: from another thread, returning
                        once the request is delivered; asyncio clients: an
                        awaitable for its delivery, or None)
+    pid()              the backend pid the server (or a proxy) announced at
+                       connect, 0 if unknown
+    state              the connection's _session.ConnSession (its token)
 An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
-(result, sqlstate, message) for an error or a lost connection, or a list
-of holder rows for the holders query. Every decision is the machine's: the
-loops only wait for what an action asks for and report what happened.
+(result, sqlstate, message) for an error or a lost connection, a list of
+holder rows for the holders query, or a _session.SessionRow for the session
+query. Every decision is the machine's: the loops only wait for what an
+action asks for and report what happened.
 """
 
 import asyncio
@@ -23,6 +27,7 @@ import time
 import types
 
 from . import _binding as B
+from ._session import SessionRow
 from ._machine import (INT64_MAX, SQL_PARAMS, Machine, Options, Outcome, Report, _encode,
                        now_ms, params, raise_for, timeout_ms)
 
@@ -31,6 +36,7 @@ _next_action = _lib.advlock_next_action
 _on_result = _lib.advlock_on_result
 _start_acquire = _lib.advlock_start_acquire
 _start_release_key = _lib.advlock_start_release_key
+_set_session = _lib.advlock_set_session
 _Report = B.Report
 _new = object.__new__
 _mono = time.monotonic_ns
@@ -50,6 +56,8 @@ def _feed(m, answer):
             m.on_result(answer)  # raises CallError with the core's words
     elif answer.__class__ is list:
         m.on_holders(answer)
+    elif answer.__class__ is SessionRow:
+        m.on_session(answer.pid, answer.in_recovery, answer.ours)
     else:
         m.on_result(*answer)
 
@@ -446,9 +454,23 @@ class _LockBase:
 
     # The steps the blocking and the asyncio lock share around their drive.
 
+    def _tell_session(self, m):
+        """advlock_set_session before every operation: the connection's
+        announced pid and token. A fresh machine first takes over what
+        another lock on the connection learned of its server session."""
+        client = self._client
+        state = client.state
+        if not m.session_checked and state.template is not None:
+            m.copy_from(state.template)
+            m.set_options(self.options)
+        pid = client.pid()
+        if _set_session(m._m, pid, state.token):
+            m.set_session(pid, state.token)  # raises CallError
+
     def _start_acquiring(self):
         """Starts the machine's acquire; returns the machine."""
         m = self._machine
+        self._tell_session(m)
         self.release_report = None
         m.server_message = None
         raw, t = self._raw, self.timeout
@@ -463,6 +485,7 @@ class _LockBase:
         hash), or one hold of the name; returns the machine."""
         r = self.report
         m = self._machine
+        self._tell_session(m)
         if r is not None and r._c.outcome == ACQUIRED:
             m.server_message = None
             key = r._c.key
@@ -473,7 +496,10 @@ class _LockBase:
         return m
 
     def _ended(self, report):
-        """Raises for an outcome that is an error; else returns the report."""
+        """Raises for an outcome that is an error; else returns the report.
+        Shares what the machine learned of the session with later locks."""
+        if self._client.state.template is None:
+            self._client.state.remember(self._machine)
         if report._c.outcome not in _QUIET:
             raise_for(report, self.name)
         return report

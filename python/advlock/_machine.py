@@ -2,12 +2,14 @@
 through the library's functions. No lock logic here: this module turns
 Python values into the core's inputs and its reports into Python values."""
 
+import ctypes
 import enum
 import time
 from ctypes import byref, c_int64, create_string_buffer, pointer
 
 from . import _binding as B
-from .errors import CallError, LockCancelled, LockError, LockFailed, LockTimeout
+from .errors import (CallError, LockCancelled, LockError, LockFailed, LockTimeout,
+                     ServerSessionError, StandbyError)
 
 INT64_MAX = B.INT64_MAX
 _lib = B.core
@@ -54,6 +56,8 @@ class Failure(enum.IntEnum):
     ENULL = -5
     ESERVER = -6
     ECONNLOST = -7
+    ESTANDBY = -8
+    ESESSION = -9
 
 
 class Detail(enum.IntEnum):
@@ -81,19 +85,29 @@ class Sql(enum.IntEnum):
     XACT_LOCK = 8
     XACT_LOCK_SHARED = 9
     HOLDERS = 10
+    SESSION = 11
+    TRY_LOCK_GUARDED = 12
+    UNLOCK_GUARDED = 13
+    TRY_LOCK_SHARED_GUARDED = 14
+    UNLOCK_SHARED_GUARDED = 15
+    LOCK_GUARDED = 16
+    LOCK_SHARED_GUARDED = 17
 
 
 # The SQL table, read once from the library: (text, answer kind) by id.
 SQL_TEXT = tuple(_lib.advlock_sql_text(i).decode() for i in range(B.SQL_COUNT))
 SQL_ANSWER = tuple(_lib.advlock_sql_answer(i) for i in range(B.SQL_COUNT))
-SQL_PARAMS = tuple(_lib.advlock_sql_params(i) if B.HAS_PARAM2 else 1 for i in range(B.SQL_COUNT))
+SQL_PARAMS = tuple(_lib.advlock_sql_params(i) for i in range(B.SQL_COUNT))
 
 
 def params(action):
     """The values of $1.. for a QUERY action, as many as its statement takes."""
-    if SQL_PARAMS[action.sql] == 1:
+    n = SQL_PARAMS[action.sql]
+    if n == 1:
         return (action.param,)
-    return (action.param, action.param2)
+    if n == 2:
+        return (action.param, action.param2)
+    return (action.param, action.param2, action.param3)
 
 
 def now_ms():
@@ -211,21 +225,24 @@ class Options:
     wait: Wait.POLL or Wait.SERVER (pg_advisory_lock, cancelled at the deadline)
     backoff: Backoff.REFERENCE or Backoff.FULL_JITTER
     clip_to_deadline, diagnose: bool
+    allow_standby: bool (acquire on a hot standby too: its locks exclude
+        nobody on the primary; off, such an acquire raises StandbyError)
     jitter_seed: int (the machine's splitmix64 seed for jitter)
     """
 
     __slots__ = ("mode", "scope", "wait", "backoff", "clip_to_deadline", "diagnose",
-                 "jitter_seed")
+                 "allow_standby", "jitter_seed")
 
     def __init__(self, mode=Mode.EXCLUSIVE, scope=Scope.SESSION, wait=Wait.POLL,
                  backoff=Backoff.REFERENCE, clip_to_deadline=False, diagnose=False,
-                 jitter_seed=0):
+                 allow_standby=False, jitter_seed=0):
         self.mode = Mode(mode)
         self.scope = Scope(scope)
         self.wait = Wait(wait)
         self.backoff = Backoff(backoff)
         self.clip_to_deadline = bool(clip_to_deadline)
         self.diagnose = bool(diagnose)
+        self.allow_standby = bool(allow_standby)
         self.jitter_seed = int(jitter_seed)
 
     @classmethod
@@ -245,6 +262,7 @@ class Options:
         _lib.advlock_options_init(byref(o))
         o.mode, o.scope, o.wait, o.backoff = self.mode, self.scope, self.wait, self.backoff
         o.clip_to_deadline, o.diagnose = int(self.clip_to_deadline), int(self.diagnose)
+        o.allow_standby = int(self.allow_standby)
         o.jitter_seed = self.jitter_seed & 0xFFFFFFFFFFFFFFFF
         return o
 
@@ -264,25 +282,40 @@ def timeout_ms(timeout):
 
 
 class Machine:
-    """One advlock_machine (256 bytes, owned here) and the thin calls a
+    """One advlock_machine (248 bytes, owned here) and the thin calls a
     driver makes on it, for writing a driver of your own. Every input takes
     now= (monotonic ms; default now_ms()), so a test can drive it in virtual
     time. Methods raise CallError when the core refuses a call (and the
     machine is unchanged). A failing result's words are kept in
     .server_message for the report's sentence."""
 
-    __slots__ = ("_m", "server_message")
+    __slots__ = ("_m", "server_message", "session_checked")
 
     def __init__(self, options=None):
         self._m = B.MachineStorage()
         _lib.advlock_machine_init(self._m)
         self.server_message = None
+        # True once a session row was fed: the machine then knows the
+        # server session, and a copy of it knows it too.
+        self.session_checked = False
         if options is not None:
             self.set_options(options)
 
     def set_options(self, options):
         """advlock_set_options (between operations)."""
         _check(_lib.advlock_set_options(self._m, byref(options.to_c())))
+
+    def set_session(self, client_pid, token):
+        """advlock_set_session: the connection's announced backend pid (0 if
+        unknown) and its nonzero 64-bit token (between operations)."""
+        _check(_lib.advlock_set_session(self._m, client_pid, token))
+
+    def copy_from(self, other):
+        """Takes over everything another idle machine knows (what it learned
+        of its connection's server session too), then this one's options
+        are set again by the caller: a machine may be copied at any time."""
+        ctypes.memmove(ctypes.addressof(self._m), ctypes.addressof(other), ctypes.sizeof(other))
+        self.session_checked = True
 
     def start_acquire(self, name, timeout_ms, now=None):
         """advlock_start_acquire with the time now; name is str or bytes."""
@@ -341,6 +374,12 @@ class Machine:
         _check(_lib.advlock_on_holders(self._m, arr, len(rows),
                                          now_ms() if now is None else now))
 
+    def on_session(self, server_pid, in_recovery, ours, now=None):
+        """advlock_on_session with the row of the session query."""
+        _check(_lib.advlock_on_session(self._m, int(server_pid or 0), 1 if in_recovery else 0,
+                                         1 if ours else 0, now_ms() if now is None else now))
+        self.session_checked = True
+
     def on_timer(self, now=None):
         """advlock_on_timer with the time now (early calls are harmless)."""
         _check(_lib.advlock_on_timer(self._m, now_ms() if now is None else now))
@@ -360,14 +399,19 @@ def final_report(action, name, server_message):
     return Report(B.Report.from_buffer_copy(action.report.contents), name, server_message)
 
 
+# FAILED's exception by the report's failure; LockFailed for the others.
+_FAILED_BY = {Failure.ESTANDBY: StandbyError, Failure.ESESSION: ServerSessionError}
+
+
 def raise_for(report, name):
     """Raises the exception an outcome calls for: LockTimeout (TIMED_OUT),
-    LockFailed (FAILED), LockCancelled (CANCELLED); returns for the others."""
+    LockFailed or its StandbyError / ServerSessionError (FAILED),
+    LockCancelled (CANCELLED); returns for the others."""
     outcome = report._c.outcome
     if outcome == Outcome.TIMED_OUT:
         cls = LockTimeout
     elif outcome == Outcome.FAILED:
-        cls = LockFailed
+        cls = _FAILED_BY.get(report._c.failure, LockFailed)
     elif outcome == Outcome.CANCELLED:
         cls = LockCancelled
     else:

@@ -3,23 +3,52 @@
     async with advlock.lock(conn, "migrations", timeout=30):
         ...
 
-asyncpg speaks the protocol itself (no libpq); it prepares and caches each
-statement text per connection, so every statement is parsed once. A
-server-side wait's cancel at its deadline is asyncpg's own query cancellation
-(a CancelRequest over a new connection, as asyncpg sends when a query's task
-is cancelled), sent while the statement's task keeps waiting for its answer.
+On a direct connection asyncpg prepares and caches each statement text per
+connection, so every statement is parsed once. Behind a proxy (the session
+row's pid is not the announced get_server_pid()), and for the session row
+itself, no statement is prepared: asyncpg's prepared statements are named
+(its cache) or parsed in a round trip of their own, and a
+transaction-pooling proxy may run the next message on another server
+session, where another client's statement may hold that name. Those
+statements go out as one simple-protocol message, `COPY (statement) TO
+STDOUT` with the bigint parameters written into the text as literals (their
+values are the machine's integers), which a proxy keeps on one server
+session, and whose text output tells a SQL NULL from a void.
+
+A server-side wait's cancel at its deadline is asyncpg's own query
+cancellation (a CancelRequest over a new connection, as asyncpg sends when a
+query's task is cancelled), sent while the statement's task keeps waiting
+for its answer.
 """
 
 import asyncio
+import re
 
 import asyncpg
 
 from . import _binding as B
 from ._loop import AsyncLock
 from ._machine import SQL_ANSWER, SQL_TEXT
+from ._session import for_connection, session_row
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
+_BOOLEAN, _VOID, _HOLDERS, _SESSION = (B.ANSWER_BOOLEAN, B.ANSWER_VOID, B.ANSWER_HOLDERS,
+                                       B.ANSWER_SESSION)
+_PARAM = re.compile(r"\$(\d+)")
+
+# Every parameter is a bigint, but asyncpg binds each one as the type the
+# server infers for it, and one the statement only casts ($2::text) is
+# inferred as text. Declaring each as int8 where it appears keeps them all
+# bigints (as libpq and psycopg declare them in the Parse message).
+_PREPARED_TEXT = tuple(_PARAM.sub(r"$\1::int8", t) for t in SQL_TEXT)
+# The same statements for copy_from_query (which wraps them in COPY (...) TO
+# STDOUT): each $n a literal ('%(pN)d'::int8, quoted so that the least bigint
+# needs no negation), any % doubled.
+_COPY_TEXT = tuple(_PARAM.sub(r"'%(p\1)d'::int8", t.replace("%", "%%")) for t in SQL_TEXT)
+# COPY's text format escapes a backslash and these control characters.
+_UNESCAPE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_ESCAPED = re.compile(r"\\(.)")
 
 
 def _first_line(exc):
@@ -27,56 +56,98 @@ def _first_line(exc):
     return text.splitlines()[0]
 
 
+def _field(text):
+    """One field of COPY's text format: None for \\N, else the text."""
+    if text == "\\N":
+        return None
+    if "\\" not in text:
+        return text
+    return _ESCAPED.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(1)), text)
+
+
+def _copy_rows(data):
+    """COPY's text output as rows of fields (str or None). Every row ends
+    with a newline; a row of one void is an empty line."""
+    lines = data.decode("utf-8", "replace").split("\n")
+    lines.pop()  # what follows the last newline: nothing
+    return [[_field(f) for f in line.split("\t")] for line in lines]
+
+
+def _holder(row):
+    """A holders row from text: pid and seconds numbers, granted a bool."""
+    return (int(row[0] or 0), row[1] == "t", *row[2:7], int(row[7] or 0))
+
+
 class Client:
     """Runs the core's statements on one asyncpg connection."""
 
-    __slots__ = ("conn", "_loop", "_casts")
+    __slots__ = ("conn", "_loop", "state")
 
     def __init__(self, conn):
         self.conn = conn
         self._loop = None
-        self._casts = {}
+        # A pool's proxy object changes with every acquire from the pool;
+        # the session is the connection's behind it.
+        real = conn._con if isinstance(conn, asyncpg.pool.PoolConnectionProxy) else conn
+        self.state = for_connection(real)
+
+    def pid(self):
+        """The backend pid announced at connect (a proxy's own number)."""
+        return self.conn.get_server_pid()
 
     def start(self, sql, args):
         """The statement, as a coroutine returning its answer (advlock._loop
         awaits it)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        if SQL_ANSWER[sql] == B.ANSWER_HOLDERS:
-            return self._rows(SQL_TEXT[sql], args)
-        return self._value(SQL_TEXT[sql], args, SQL_ANSWER[sql])
-
-    async def _encode(self, text, args):
-        # asyncpg binds each parameter as the type the server inferred for
-        # it; a bigint the statement only casts ($2::text) is inferred as
-        # text and must be sent as its digits.
-        if len(args) == 1:
-            return args
-        casts = self._casts.get(text)
-        if casts is None:
-            stmt = await self.conn.prepare(text)
-            casts = self._casts[text] = tuple(
-                str if t.name in ("text", "varchar", "unknown") else int
-                for t in stmt.get_parameters())
-        return tuple(c(v) for c, v in zip(casts, args))
+        if self.state.proxied is not False or sql == B.SQL_SESSION:
+            return self._copy(sql, args)
+        if SQL_ANSWER[sql] == _HOLDERS:
+            return self._rows(_PREPARED_TEXT[sql], args)
+        return self._value(_PREPARED_TEXT[sql], args, SQL_ANSWER[sql])
 
     async def _value(self, text, args, answer):
         try:
-            if len(args) == 1:
-                value = await self.conn.fetchval(text, args[0])
-            else:
-                value = await self.conn.fetchval(text, *await self._encode(text, args))
+            value = await self.conn.fetchval(text, *args)
         except BaseException as exc:  # noqa: B902 - every way a query ends is an answer
             return self._error(exc)
-        if answer == B.ANSWER_VOID or value is True:
+        # asyncpg reads void and NULL alike (None); a plain (unguarded) wait,
+        # the only kind sent here, answers void whenever it ran.
+        if answer == _VOID or value is True:
             return _TRUE
         return _FALSE if value is False else _NULL
 
     async def _rows(self, text, args):
         try:
-            return [tuple(r) for r in await self.conn.fetch(text, *await self._encode(text, args))]
+            return [tuple(r) for r in await self.conn.fetch(text, *args)]
         except BaseException as exc:  # noqa: B902
             return self._error(exc)
+
+    async def _copy(self, sql, args):
+        """The statement as one COPY message; its answer from the text."""
+        chunks = []
+
+        async def collect(data):
+            chunks.append(bytes(data))
+
+        text = _COPY_TEXT[sql] % {"p%d" % (i + 1): v for i, v in enumerate(args)}
+        try:
+            await self.conn.copy_from_query(text, output=collect)
+        except BaseException as exc:  # noqa: B902
+            return self._error(exc)
+        return self._copy_answer(sql, _copy_rows(b"".join(chunks)))
+
+    def _copy_answer(self, sql, rows):
+        kind = SQL_ANSWER[sql]
+        if kind == _HOLDERS:
+            return [_holder(r) for r in rows]
+        value = rows[0][0] if rows else None
+        if kind == _SESSION:
+            pid, in_recovery, ours = rows[0]
+            return session_row(self.state, self.pid(), pid, in_recovery == "t", ours == "t")
+        if kind == _VOID:
+            return _NULL if value is None else _TRUE
+        return _TRUE if value == "t" else _FALSE if value == "f" else _NULL
 
     def _error(self, exc):
         if isinstance(exc, asyncio.CancelledError):

@@ -27,6 +27,23 @@ class LockFailed(LockError):
     lost (report.failure, report.sqlstate say which)."""
 
 
+class StandbyError(LockFailed):
+    """FAILED with ADVLOCK_ESTANDBY: the server is a hot standby in recovery,
+    whose advisory locks exclude nobody on the primary; nothing was locked.
+    "Refused to lock '<name>': the server is a standby in recovery, ..."
+    Connect to the primary, or pass allow_standby=True."""
+
+
+class ServerSessionError(LockFailed):
+    """FAILED with ADVLOCK_ESESSION: this connection's statements ran on
+    different server sessions, or on one another client had claimed: a
+    transaction-pooling proxy (PgBouncer pool_mode = transaction) is in
+    between, and session advisory locks need a session-pooled or direct
+    connection (or use scope=advlock.TRANSACTION). The statement that found
+    it locked or unlocked nothing; report.detail, and the sentence, say when
+    a lock taken earlier may still be held on another server session."""
+
+
 class LockCancelled(LockError):
     """CANCELLED where no asyncio cancellation can carry it (the blocking
     driver interrupted by KeyboardInterrupt re-raises that instead)."""

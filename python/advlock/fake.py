@@ -266,13 +266,16 @@ class FakeStatus(enum.IntEnum):
     CONNECTION_LOST = 6
     WAITING = 7
     ROWS = 8
+    ROW_SESSION = 9
 
 
 class FakeResult:
     """A statement's result on the fake database: status (FakeStatus),
-    command_tag, sqlstate, message, warning_sqlstate, warning."""
+    command_tag, sqlstate, message, warning_sqlstate, warning, and the
+    session row's session_pid, in_recovery, ours (ROW_SESSION; else 0)."""
 
-    __slots__ = ("status", "command_tag", "sqlstate", "message", "warning_sqlstate", "warning")
+    __slots__ = ("status", "command_tag", "sqlstate", "message", "warning_sqlstate", "warning",
+                 "session_pid", "in_recovery", "ours")
 
     def __init__(self, c):
         self.status = FakeStatus(c.status)
@@ -281,6 +284,7 @@ class FakeResult:
         self.message = c.message.decode()
         self.warning_sqlstate = c.warning_sqlstate.decode()
         self.warning = c.warning.decode()
+        self.session_pid, self.in_recovery, self.ours = c.session_pid, c.in_recovery, c.ours
 
     def __repr__(self):
         return "<FakeResult %s %s%s>" % (self.status.name, self.command_tag,
@@ -300,6 +304,11 @@ class Database:
     def set_time(self, now_ms):
         """The database's clock (for the holders query's ages)."""
         _lib().advlock_fake_db_set_time(self._db, now_ms)
+
+    def set_in_recovery(self, in_recovery):
+        """Makes the database a hot standby (True) or a primary, as the
+        session query's pg_is_in_recovery() answers."""
+        _lib().advlock_fake_db_set_in_recovery(self._db, int(bool(in_recovery)))
 
     def connect(self):
         """Opens a session; returns its pid."""

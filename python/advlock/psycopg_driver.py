@@ -4,11 +4,16 @@
     with advlock.lock(conn, "migrations", timeout=30):
         ...
 
-psycopg is built on libpq. Statements go out with a bigint parameter (int8,
-binary) through one cursor per lock, and psycopg prepares them once they repeat. A
-server-side wait's cancel at its deadline is psycopg's own conn.cancel()
-(libpq's PQcancel): from a watchdog thread for a blocking connection, from
-the default executor for an asyncio one.
+psycopg is built on libpq. Statements go out with bigint parameters (int8,
+binary) through one cursor per lock, and on a direct connection psycopg
+prepares them once they repeat. Behind a proxy (the session row's pid is not
+the announced info.backend_pid), and until the session row has said, they
+go out unprepared (prepare=False: libpq's unnamed statement, parsed, bound
+and run in one round trip): a transaction-pooling proxy would run a named
+statement on whichever server session is free. A server-side wait's cancel
+at its deadline is psycopg's own conn.cancel() (libpq's PQcancel): from a
+watchdog thread for a blocking connection, from the default executor for an
+asyncio one.
 
 psycopg connections are not in autocommit mode unless you ask: then the
 lock statements run inside your transaction (session-level locks outlive it;
@@ -25,22 +30,30 @@ from psycopg.types.numeric import Int8BinaryDumper
 
 from . import _binding as B
 from ._loop import AsyncLock, Lock
-from ._machine import SQL_ANSWER, SQL_PARAMS, SQL_TEXT
+from ._machine import SQL_ANSWER, SQL_TEXT
+from ._session import for_connection, session_row
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
-_VOID = B.ANSWER_VOID
+_VOID, _SESSION = B.ANSWER_VOID, B.ANSWER_SESSION
 
 # The table's $n placeholders in psycopg's style (any % doubled): %s for a
-# statement taking $1 alone, %(pN)s with a dict when there are more.
-_TEXT = tuple(re.sub(r"\$(\d+)", r"%(p\1)s" if n > 1 else "%s", t.replace("%", "%%"))
-              for t, n in zip(SQL_TEXT, SQL_PARAMS))
+# statement naming $1 once, else %(pN)s with a dict (a name may repeat).
+_NAMED = tuple(len(re.findall(r"\$\d+", t)) > 1 for t in SQL_TEXT)
+_TEXT = tuple(re.sub(r"\$(\d+)", r"%(p\1)s" if named else "%s", t.replace("%", "%%"))
+              for t, named in zip(SQL_TEXT, _NAMED))
 
 
-def _args(args):
-    if len(args) == 1:
+def _args(sql, args):
+    if not _NAMED[sql]:
         return args
     return {"p%d" % (i + 1): v for i, v in enumerate(args)}
+
+
+def _prepare(state):
+    """psycopg's prepare= for a statement: its own choice (None) on a
+    direct connection, never (False) behind a proxy or before it is known."""
+    return None if state.proxied is False else False
 
 
 def _cursor(conn):
@@ -54,11 +67,15 @@ def _cursor(conn):
 _ONE_ROW = frozenset(i for i, kind in enumerate(SQL_ANSWER) if kind != B.ANSWER_HOLDERS)
 
 
-def _one(sql, row):
-    """The answer of a statement with one row of one value (not HOLDERS)."""
-    if SQL_ANSWER[sql] == B.ANSWER_VOID:
-        return _TRUE
+def _one(sql, row, client):
+    """The answer of a statement with one row (not HOLDERS): a boolean, a
+    void (SQL NULL when a guarded wait did not run) or the session row."""
+    kind = SQL_ANSWER[sql]
     value = row[0] if row is not None else None
+    if kind == _VOID:
+        return _NULL if value is None else _TRUE
+    if kind == _SESSION:
+        return session_row(client.state, client.pid(), *row)
     return _TRUE if value is True else _FALSE if value is False else _NULL
 
 
@@ -72,38 +89,39 @@ def _error(conn, exc):
     return (_LOST if lost else _ERROR, exc.sqlstate, message.splitlines()[0])
 
 
-def _answer(sql, rows):
-    kind = SQL_ANSWER[sql]
-    if kind == B.ANSWER_HOLDERS:
-        return [tuple(r) for r in rows]
-    if kind == B.ANSWER_VOID:
-        return _TRUE
-    value = rows[0][0] if rows else None
-    return _TRUE if value is True else _FALSE if value is False else _NULL
+class _Client:
+    """What both clients share: the connection, the lock's cursor, the
+    connection's session state and its announced pid."""
 
-
-class Client:
-    """Runs the core's statements on a blocking psycopg connection."""
-
-    __slots__ = ("conn", "_cur")
+    __slots__ = ("conn", "_cur", "state")
 
     def __init__(self, conn):
         self.conn = conn
         self._cur = _cursor(conn)
+        self.state = for_connection(conn)
+
+    def pid(self):
+        """The backend pid announced at connect (a proxy's own number)."""
+        return self.conn.info.backend_pid
+
+
+class Client(_Client):
+    """Runs the core's statements on a blocking psycopg connection."""
+
+    __slots__ = ()
 
     def run(self, sql, args):
         """Runs one statement; returns its answer (see advlock._loop)."""
         cur = self._cur
         try:
+            cur.execute(_TEXT[sql], _args(sql, args), prepare=_prepare(self.state))
             if sql in _ONE_ROW:
-                cur.execute(_TEXT[sql], args if len(args) == 1 else _args(args))
                 row = cur.fetchone()
-                if SQL_ANSWER[sql] == _VOID:
-                    return _TRUE
-                value = row[0] if row is not None else None
-                return _TRUE if value is True else _FALSE if value is False else _NULL
-            cur.execute(_TEXT[sql], _args(args))
-            return _answer(sql, cur.fetchall())
+                if SQL_ANSWER[sql] == B.ANSWER_BOOLEAN:
+                    value = row[0] if row is not None else None
+                    return _TRUE if value is True else _FALSE if value is False else _NULL
+                return _one(sql, row, self)
+            return [tuple(r) for r in cur.fetchall()]
         except psycopg.Error as exc:
             return _error(self.conn, exc)
 
@@ -112,14 +130,13 @@ class Client:
         self.conn.cancel()
 
 
-class AsyncClient:
+class AsyncClient(_Client):
     """Runs the core's statements on a psycopg AsyncConnection."""
 
-    __slots__ = ("conn", "_cur", "_loop")
+    __slots__ = ("_loop",)
 
     def __init__(self, conn):
-        self.conn = conn
-        self._cur = _cursor(conn)
+        super().__init__(conn)
         self._loop = None
 
     def start(self, sql, args):
@@ -132,10 +149,10 @@ class AsyncClient:
     async def _run(self, sql, args):
         cur = self._cur
         try:
-            await cur.execute(_TEXT[sql], _args(args))
+            await cur.execute(_TEXT[sql], _args(sql, args), prepare=_prepare(self.state))
             if sql in _ONE_ROW:
-                return _one(sql, await cur.fetchone())
-            return _answer(sql, await cur.fetchall())
+                return _one(sql, await cur.fetchone(), self)
+            return [tuple(r) for r in await cur.fetchall()]
         except psycopg.Error as exc:
             return _error(self.conn, exc)
 

@@ -14,13 +14,19 @@ FLAVOURS = ["asyncpg", "psycopg-async"]
 
 
 async def connect(flavour):
+    """A connection whose server session is checked already (a first lock
+    did it), so a lock made on it next sends only its lock statements."""
     if flavour == "asyncpg":
         import asyncpg
         conn = await asyncpg.connect()
-        return conn, conn.get_server_pid()
-    import psycopg
-    conn = await psycopg.AsyncConnection.connect(autocommit=True)
-    return conn, conn.info.backend_pid
+        pid = conn.get_server_pid()
+    else:
+        import psycopg
+        conn = await psycopg.AsyncConnection.connect(autocommit=True)
+        pid = conn.info.backend_pid
+    async with advlock.lock(conn, "warm-up", timeout=0):
+        pass
+    return conn, pid
 
 
 class Recording:
@@ -38,6 +44,13 @@ class Recording:
     def cancel(self):
         self.sql.append("cancel")
         return self.inner.cancel()
+
+    def pid(self):
+        return self.inner.pid()
+
+    @property
+    def state(self):
+        return self.inner.state
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
