@@ -29,7 +29,8 @@
  * On the wire
  * -----------
  * Every statement takes its parameters as binary int8s (type OID 20, in
- * network byte order: the key, and for a server-side wait its bound in ms)
+ * network byte order: the key, for a server-side wait its bound in ms, and
+ * behind a proxy the adapter's session token; see "The server session")
  * and asks for its result in binary format, so neither direction depends on
  * locale or text formatting.
  *
@@ -55,6 +56,13 @@
  *     (PQsendQueryParams), one parse per call.
  *   - A failure to prepare for any other reason falls back to the unnamed
  *     form, which then reports the real error.
+ *   - Behind a proxy (see "The server session") nothing is prepared: a
+ *     pooler in transaction mode runs each statement on whichever server
+ *     session is free, where a statement prepared on another is missing
+ *     (26000) or, prepared again, already there (42P05); named statements
+ *     through it work only by accident. Every statement goes unnamed. The
+ *     session row itself always goes unnamed: it runs once per connection,
+ *     before the adapter knows whether a proxy is in between.
  * The statements stay prepared on the connection after the adapter is done
  * with it; they hold no locks and cost a few kilobytes of server memory.
  * DEALLOCATE them by name if that matters.
@@ -108,10 +116,58 @@
  * A further release reports NOT_HELD. Another session can acquire the lock
  * only after the last hold is released (or the session ends).
  *
- * Connection poolers. Session advisory locks belong to a server session:
- * through a transaction-pooling pooler (pgbouncer pool_mode=transaction) the
- * acquire and the release may run on different server sessions, and the lock
- * protects nothing. Use a session-pooled or direct connection.
+ * The server session
+ * ------------------
+ * Session advisory locks belong to a server session. Through a pooler in
+ * transaction mode (pgbouncer pool_mode=transaction) the statements of one
+ * connection run on whichever server session is free: an acquire and its
+ * release may land on different ones, and a try-lock on a server session
+ * where another client holds the lock is granted (locks are re-entrant per
+ * session). On a hot standby a lock excludes nobody on the primary. So the
+ * adapters tell their machine which connection they drive
+ * (advlock_set_session() in advlock.h) before every operation: its
+ * PQbackendPID() and a 64-bit token drawn from the operating system
+ * (getrandom(2)) once per advlock_pq_init() or advlock_pq_async_init(),
+ * never 0. The first operation on a connection then starts with one
+ * session row (ADVLOCK_SQL_SESSION: the server session's pg_backend_pid(),
+ * pg_is_in_recovery(), and whether it could claim the session for this
+ * token by writing it into the setting advlock.session). That is one
+ * round trip per connection, not per operation: later operations send it
+ * again only when PQbackendPID() changes (PQreset(), a new backend), which
+ * also forgets the statements prepared on the old backend.
+ *   - Standby. On a server in recovery an acquire ends FAILED with
+ *     ADVLOCK_ESTANDBY (report sql ADVLOCK_SQL_SESSION), nothing locked,
+ *     unless options.allow_standby is set (the lock then excludes only
+ *     sessions of that standby). A release is allowed there.
+ *   - Direct. The session row's pid is PQbackendPID(): the plain
+ *     statements follow, prepared as above, exactly as without the check.
+ *   - Proxied. A pooler announces a pid of its own, so the pids differ.
+ *     Session-scoped statements are then the guarded ones
+ *     (ADVLOCK_SQL_*_GUARDED), which run their lock function only on the
+ *     server session this token claimed and answer NULL anywhere else; the
+ *     adapter maps that NULL, a void column's included, to
+ *     ADVLOCK_RESULT_NULL, and the operation ends FAILED with
+ *     ADVLOCK_ESESSION ("statements of this connection ran on different
+ *     server sessions: ..."): on an acquire nothing was locked (an undo
+ *     that meets it says, in detail, that the lock may be held); on a
+ *     release the lock may still be held on the server session that took
+ *     it. A server session another token claimed, or one already holding
+ *     advisory locks, cannot be claimed: every session-scoped operation
+ *     then ends ESESSION at once, nothing sent. Through PgBouncer in session
+ *     mode a client keeps its server session, so the guarded statements
+ *     lock as a direct connection does, and PgBouncer's DISCARD ALL between
+ *     clients (its default server_reset_query) clears the claim. Through
+ *     transaction pooling a claim stays on its server session until
+ *     PgBouncer closes it, so later session-scoped clients landing there
+ *     fail ESESSION: loudly, as intended. Use transaction scope there: a
+ *     pooler keeps a transaction on one server session, so it needs no
+ *     claim.
+ * Limits: the claim is a setting, so a claim made inside the caller's
+ * transaction block is undone if the block rolls back (behind a proxy, take
+ * session locks outside transaction blocks); and nothing is sent while a
+ * lock is held, so a pooler closing the server session that holds it
+ * (PgBouncer's server_lifetime, server_idle_timeout) goes unnoticed while
+ * the client's own connection stays up.
  *
  * Options
  * -------
@@ -122,9 +178,11 @@
  * together draw different sleeps; any other seed replays exactly. The options
  * choose the mode (exclusive or shared), the scope (session or transaction),
  * the schedule (reference or full jitter, clipping), the waiting strategy
- * (polling or server-side), holder diagnostics and an event callback. The
- * core picks every statement from its one table; the adapters run it and
- * read its answer by the kind the table gives (advlock_sql_answer()).
+ * (polling or server-side), holder diagnostics, an event callback, and
+ * whether a hot standby may be locked on (allow_standby; see "The server
+ * session"). The core picks every statement from its one table; the
+ * adapters run it and read its answer by the kind the table gives
+ * (advlock_sql_answer()).
  *
  * Transaction scope. pg_try_advisory_xact_lock holds the lock until the
  * caller's transaction ends, so an acquire must run inside a transaction
@@ -322,9 +380,12 @@ typedef struct advlock_pq_query_ {
  */
 typedef struct advlock_pq {
     PGconn *conn_;
+    uint64_t token_; /* this adapter's session token (advlock_set_session) */
     uint32_t prepared_;
+    int session_pid_; /* PQbackendPID() as last told to the machine */
     int phase_;
     int scope_;
+    int proxied_; /* the session row's pid differs: no named statements */
     advlock_pq_query_ query_;
     advlock_machine machine_;
     advlock_pq_report report_;
@@ -332,7 +393,9 @@ typedef struct advlock_pq {
 
 /*
  * Binds an adapter to a connection for blocking use, forgetting what it knew
- * of any other, options included (the reference's behaviour again). The
+ * of any other, options included (the reference's behaviour again), and
+ * draws the adapter's session token (see "The server session"): the first
+ * operation then checks the server session. The
  * caller keeps owning conn and must keep it open while the adapter is in
  * use; the connection may be in any state (a dead one makes the operations
  * end FAILED with ADVLOCK_ECONNLOST), and its blocking mode is left as it is.
@@ -370,7 +433,11 @@ ADVLOCK_API int advlock_pq_set_options(advlock_pq *a, const advlock_options *o);
  *     the call only.
  * report: receives how the operation ended (report->lock.outcome: ACQUIRED,
  *     TIMED_OUT, FAILED with report->lock.failure, ...). For a refused call
- *     it is filled as described at advlock_pq_report.
+ *     it is filled as described at advlock_pq_report. Failures of the
+ *     first operation on a connection include the server session check's
+ *     (see "The server session"): ADVLOCK_ESTANDBY on a hot standby unless
+ *     options.allow_standby, ADVLOCK_ESESSION behind a proxy that does not
+ *     keep this connection on one server session.
  *
  * Returns 0 when the operation ran (whatever its outcome), or a call error,
  * nothing sent:
@@ -394,7 +461,10 @@ ADVLOCK_API int advlock_pq_acquire_key(advlock_pq *a, int64_t key, int64_t timeo
  * Releases one hold of a lock: one statement, no sleeping. Ends RELEASED, or
  * NOT_HELD when the session held no such lock; the server's WARNING about
  * that is in report->notice (see "Server notices"), not on stderr. With
- * transaction scope nothing is sent: ENDS_WITH_TRANSACTION.
+ * transaction scope nothing is sent: ENDS_WITH_TRANSACTION. Behind a proxy
+ * it ends FAILED with ADVLOCK_ESESSION when the unlock reached a server
+ * session other than the one this connection claimed: the lock may still
+ * be held there (see "The server session").
  *
  * Arguments and errors as for advlock_pq_acquire() (without the timeout).
  */

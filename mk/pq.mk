@@ -58,12 +58,14 @@ $(PQ_EXAMPLES): $(BUILD)/examples/%: examples/%.c $(BUILD)/libadvlock_pq.a $(BUI
 
 # Named, not globbed: other suites keep their own programs in tests/integration.
 PQ_TEST_SUPPORT := tests/integration/pg_test.c
-PQ_TEST_NAMES := test_blocking test_async test_modes test_server_wait test_lost test_server_stop
+PQ_TEST_NAMES := test_blocking test_async test_modes test_server_wait test_lost test_session \
+    test_server_stop
 PQ_TEST_BINS := $(PQ_TEST_NAMES:%=$(BUILD)/san/integration/%)
+PQ_PROXY_TEST := $(BUILD)/san/integration/test_proxy
 # The core alone: the tests need nothing else from libadvlock.
 PQ_TEST_CORE_OBJ := $(filter $(BUILD)/san/obj/src/core/%,$(CORE_SAN_OBJ))
 
-$(PQ_TEST_BINS): $(BUILD)/san/integration/%: tests/integration/%.c $(PQ_TEST_SUPPORT) \
+$(PQ_TEST_BINS) $(PQ_PROXY_TEST): $(BUILD)/san/integration/%: tests/integration/%.c $(PQ_TEST_SUPPORT) \
                 tests/integration/pg_test.h $(PQ_SAN_OBJ) $(PQ_TEST_CORE_OBJ) | deps-pq-test
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(PQ_CPPFLAGS) $(TEST_CFLAGS) $(SANITIZE) -o $@ \
@@ -72,7 +74,16 @@ $(PQ_TEST_BINS): $(BUILD)/san/integration/%: tests/integration/%.c $(PQ_TEST_SUP
 pq-test: $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 	@tests/pg/with-postgres.sh scripts/run-tests.sh $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 
-test: pq-test
+# The session check through real PgBouncers (session and transaction
+# pooling), with two server sessions in the transaction pool so that a
+# client's statements can be sent to the one it did not claim. Built by the
+# rule above.
+
+.PHONY: pq-proxy-test
+pq-proxy-test: $(PQ_PROXY_TEST) | deps-deploy
+	@ADVLOCK_TEST_PGBOUNCER_TX_POOL=2 tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(PQ_PROXY_TEST)
+
+test: pq-test pq-proxy-test
 
 # ---- dependencies, install --------------------------------------------------
 

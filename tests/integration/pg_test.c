@@ -28,6 +28,17 @@ PGconn *pgt_connect_as(const char *application_name)
     return conn;
 }
 
+PGconn *pgt_connect_env(const char *variable)
+{
+    const char *conninfo = getenv(variable);
+    if (conninfo == NULL || conninfo[0] == '\0')
+        fail_msg("%s unset: run under the harness that sets it (tests/pg/)", variable);
+    PGconn *conn = PQconnectdb(conninfo);
+    if (PQstatus(conn) != CONNECTION_OK)
+        fail_msg("cannot connect to %s: %s", variable, PQerrorMessage(conn));
+    return conn;
+}
+
 enum { MAX_PARAMS = 4 };
 
 static PGresult *run(PGconn *conn, const char *sql, va_list ap)
@@ -55,6 +66,13 @@ const char *pgt_query(PGconn *conn, char *buf, size_t size, const char *sql, ...
     snprintf(buf, size, "%s", PQntuples(res) > 0 ? PQgetvalue(res, 0, 0) : "");
     PQclear(res);
     return buf;
+}
+
+const char *pgt_session_claim(PGconn *conn, char *buf, size_t size)
+{
+    return pgt_query(conn, buf, size,
+                     "SELECT coalesce(pg_catalog.current_setting('advlock.session', true), '')",
+                     (char *)NULL);
 }
 
 long long pgt_query_int(PGconn *conn, const char *sql, ...)

@@ -22,6 +22,15 @@ PGconn *pgt_connect(void);
 /* The same, with this application_name. */
 PGconn *pgt_connect_as(const char *application_name);
 
+/* A new connection to the conninfo in the environment variable variable
+ * (a harness's, such as ADVLOCK_TEST_PGBOUNCER_TX); fails the test if it
+ * is unset or the connection cannot be made. */
+PGconn *pgt_connect_env(const char *variable);
+
+/* The advlock.session setting of the server session a statement of conn
+ * lands on ("" when unclaimed). */
+const char *pgt_session_claim(PGconn *conn, char *buf, size_t size);
+
 /* Runs sql with text parameters (NULL-terminated list) and returns the
  * first column of the first row in buf ("" for no row); fails the test on
  * an error. */

@@ -449,6 +449,11 @@ static void test_terminated_while_waiting(void **state)
 static void test_terminated_mid_statement(void **state)
 {
     fixture *f = *state;
+    /* The connection's one session row first, so that the termination
+     * meets the try-lock. */
+    advlock_pq_report r;
+    assert_int_equal(release(&f->sb, f->key, &r), 0);
+    expect_outcome(&r, ADVLOCK_NOT_HELD);
     int pid = PQbackendPID(f->b);
     pgt_freeze(pid);
     waiter w = {.session = &f->sb, .key = f->key, .timeout_ms = 30000};

@@ -2,8 +2,11 @@
  * What a statement's results mean for the lock machine. The statement's row
  * in the core's table says what it returns (advlock_sql_answer):
  *   BOOLEAN  one row, one boolean column: TRUE, FALSE or NULL;
- *   VOID     one row, one void column (the waiting lock functions): TRUE;
- *   HOLDERS  rows of advlock_holder columns, fed with advlock_on_holders().
+ *   VOID     one row, one void column (the waiting lock functions): TRUE,
+ *            or NULL when a guarded wait did not run;
+ *   HOLDERS  rows of advlock_holder columns, fed with advlock_on_holders();
+ *   SESSION  one row: pid int4, in_recovery bool, ours bool, fed with
+ *            advlock_on_session().
  * A server error becomes SERVER_ERROR with its SQLSTATE and primary message;
  * a broken connection, or no result at all, becomes CONNECTION_LOST. Written
  * once, for both adapters. Results are read in binary format only, so no
@@ -128,6 +131,15 @@ static int has_shape(advlock_pq_query_ *q, const PGresult *res, int rows, const 
     return ok;
 }
 
+/* A binary boolean's 1 or 0, or -1 for NULL or anything else. */
+static int boolean_value(const PGresult *res, int column)
+{
+    if (PQgetisnull(res, 0, column) || PQgetlength(res, 0, column) != 1)
+        return -1;
+    char value = PQgetvalue(res, 0, column)[0];
+    return value == 0 || value == 1 ? value : -1;
+}
+
 /* One row, one binary boolean column: 1 byte, 0 or 1. */
 static void read_boolean(advlock_pq_query_ *q, const PGresult *res)
 {
@@ -138,19 +150,35 @@ static void read_boolean(advlock_pq_query_ *q, const PGresult *res)
         q->result_ = ADVLOCK_RESULT_NULL;
         return;
     }
-    const char *value = PQgetvalue(res, 0, 0);
-    if (PQgetlength(res, 0, 0) == 1 && (value[0] == 0 || value[0] == 1))
-        q->result_ = value[0] == 1 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
-    else
+    int value = boolean_value(res, 0);
+    if (value < 0)
         unexpected(q, UNEXPECTED_BOOLEAN);
+    else
+        q->result_ = value ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
 }
 
 /* One row, one void column: the function returned, so the lock is held.
- * (Its value, an empty binary datum, carries nothing.) */
+ * (Its value, an empty binary datum, carries nothing.) A SQL NULL is a
+ * guarded wait that found another server session and ran nothing. */
 static void read_void(advlock_pq_query_ *q, const PGresult *res)
 {
     static const Oid types[1] = {VOID_OID};
     if (has_shape(q, res, 1, types, 1))
+        q->result_ = PQgetisnull(res, 0, 0) ? ADVLOCK_RESULT_NULL : ADVLOCK_RESULT_TRUE;
+}
+
+/* The session row: a pid and two booleans, none of them NULL (the
+ * statement never answers NULL); its values are read when fed. */
+static void read_session(advlock_pq_query_ *q, const PGresult *res)
+{
+    static const Oid types[3] = {INT4_OID, BOOL_OID, BOOL_OID};
+    if (!has_shape(q, res, 1, types, 3))
+        return;
+    if (PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 0) != 4)
+        unexpected(q, UNEXPECTED_SHAPE);
+    else if (boolean_value(res, 1) < 0 || boolean_value(res, 2) < 0)
+        unexpected(q, UNEXPECTED_BOOLEAN);
+    else
         q->result_ = ADVLOCK_RESULT_TRUE;
 }
 
@@ -217,6 +245,7 @@ static int read_result(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
         switch (advlock_sql_answer((advlock_sql)q->sql_)) {
         case ADVLOCK_ANSWER_VOID: read_void(q, res); break;
         case ADVLOCK_ANSWER_HOLDERS: read_holders(q, res); break;
+        case ADVLOCK_ANSWER_SESSION: read_session(q, res); break;
         default: read_boolean(q, res); break;
         }
     } else {
@@ -304,12 +333,18 @@ static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *w
     free(rows);
 }
 
-void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
-                            size_t size, int64_t now_ms)
+int advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
+                           size_t size, int64_t now_ms)
 {
-    if (q->result_ == ADVLOCK_RESULT_TRUE
-        && advlock_sql_answer((advlock_sql)q->sql_) == ADVLOCK_ANSWER_HOLDERS) {
+    advlock_sql_answer_kind kind = advlock_sql_answer((advlock_sql)q->sql_);
+    int server_pid = 0;
+    if (q->result_ == ADVLOCK_RESULT_TRUE && kind == ADVLOCK_ANSWER_HOLDERS) {
         feed_holders(q, m, words, size, now_ms);
+    } else if (q->result_ == ADVLOCK_RESULT_TRUE && kind == ADVLOCK_ANSWER_SESSION) {
+        /* read_session checked every value. */
+        server_pid = (int)integer(q->kept_, 0, 0, 4);
+        (void)advlock_on_session(m, server_pid, boolean_value(q->kept_, 1),
+                                 boolean_value(q->kept_, 2), now_ms);
     } else {
         const char *message = "";
         if (is_failure(q->result_)) {
@@ -325,4 +360,5 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
     }
     PQclear(q->kept_);
     q->kept_ = NULL;
+    return server_pid;
 }

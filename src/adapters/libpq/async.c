@@ -49,6 +49,14 @@ static int busy(const advlock_pq *a)
 void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
 {
     a->conn_ = conn;
+    /* One token per binding, drawn from the operating system so that no
+     * two clients behind one proxy share it; 0 means "no token" to the
+     * machine, so it is never used. */
+    a->token_ = advlock_pq_entropy();
+    if (a->token_ == 0)
+        a->token_ = 1;
+    a->session_pid_ = 0;
+    a->proxied_ = 0;
     a->prepared_ = 0;
     a->phase_ = IDLE;
     a->scope_ = ADVLOCK_SESSION;
@@ -94,8 +102,7 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
 static void send_form(advlock_pq *a)
 {
     advlock_action next = advlock_next_action(&a->machine_);
-    a->phase_ =
-        advlock_pq_query_send(&a->query_, a->conn_, next.param, next.param2) ? SENDING : ANSWERED;
+    a->phase_ = advlock_pq_query_send(&a->query_, a->conn_, &next) ? SENDING : ANSWERED;
 }
 
 /* Takes up the machine's next action. */
@@ -104,7 +111,7 @@ static void follow_machine(advlock_pq *a)
     advlock_action next = advlock_next_action(&a->machine_);
     switch (next.kind) {
     case ADVLOCK_ACTION_QUERY:
-        advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->conn_);
+        advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->proxied_, a->conn_);
         send_form(a);
         break;
     case ADVLOCK_ACTION_SLEEP: a->phase_ = SLEEPING; break;
@@ -186,9 +193,14 @@ static void drive(advlock_pq *a, int64_t now_ms)
             if (advlock_pq_query_next(&a->query_, &a->prepared_, a->conn_)) {
                 send_form(a);
             } else {
-                advlock_pq_answer_feed(&a->query_, &a->machine_, a->conn_,
-                                       a->report_.server_message, sizeof a->report_.server_message,
-                                       now_ms);
+                int server_pid = advlock_pq_answer_feed(&a->query_, &a->machine_, a->conn_,
+                                                        a->report_.server_message,
+                                                        sizeof a->report_.server_message, now_ms);
+                /* The session row names the server session that ran it: a
+                 * pid other than the one the connection announced is a
+                 * proxy's (the machine draws the same conclusion). */
+                if (server_pid != 0)
+                    a->proxied_ = server_pid != a->session_pid_;
                 follow_machine(a);
             }
             break;
@@ -204,7 +216,24 @@ static void drive(advlock_pq *a, int64_t now_ms)
     }
 }
 
-static int check_can_start(const advlock_pq *a, int acquire)
+/* Tells the machine which server connection it drives, before every
+ * operation: after a reset (a new backend pid) it checks the session
+ * again, and the statements prepared on the old one are gone. A broken
+ * connection (PQbackendPID() 0) is no new backend: whatever is sent fails
+ * as a lost connection, reported on the statement the machine would send. */
+static int tell_session(advlock_pq *a)
+{
+    int pid = PQstatus(a->conn_) == CONNECTION_OK ? PQbackendPID(a->conn_) : a->session_pid_;
+    if (pid != a->session_pid_) {
+        a->session_pid_ = pid;
+        a->proxied_ = 0;
+        a->prepared_ = 0;
+    }
+    return advlock_set_session(&a->machine_, pid, a->token_);
+}
+
+/* 0 when an operation may start; tells the machine its session then. */
+static int check_can_start(advlock_pq *a, int acquire)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
@@ -215,7 +244,7 @@ static int check_can_start(const advlock_pq *a, int acquire)
     if (acquire && a->scope_ == ADVLOCK_TRANSACTION && PQstatus(a->conn_) == CONNECTION_OK
         && PQtransactionStatus(a->conn_) == PQTRANS_IDLE)
         return ADVLOCK_EMISUSE;
-    return 0;
+    return tell_session(a);
 }
 
 /* Runs the first action of a machine that has just started. */

@@ -13,13 +13,16 @@ enum advlock_pq_form {
     ADVLOCK_PQ_EXECUTE_UNNAMED /* parse, bind and execute in one go */
 };
 
-/* Chooses the first form for the machine's query sql on conn. */
-void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, PGconn *conn);
+/* Chooses the first form for the machine's query sql on conn; proxied:
+ * the connection reaches the server through a proxy (unnamed forms only). */
+void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, int proxied,
+                            PGconn *conn);
 
-/* Sends the current form (PQsend*) with the action's parameters (param2
- * only for the statements that take two); returns libpq's 1 or 0. Both
- * adapters send this way, so both read results one by one (see answer.c). */
-int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, int64_t param, int64_t param2);
+/* Sends the current form (PQsend*) with the action's parameters (param,
+ * param2, param3: as many as the statement takes); returns libpq's 1 or 0.
+ * Both adapters send this way, so both read results one by one (see
+ * answer.c). */
+int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advlock_action *action);
 
 /* ---- seed.c: randomness for jitter --------------------------------------- */
 
@@ -66,14 +69,15 @@ void advlock_pq_answer_end(advlock_pq_query_ *q, PGconn *conn);
 void advlock_pq_copy_line(char *out, size_t size, const char *text);
 
 /*
- * Feeds the final answer to the machine (a result, or a holders query's
- * rows) and lets go of the result q kept. A failure's words are written
- * into words (size bytes: the report's server_message) and passed on with
- * it; a success leaves words as they are (an earlier failure of the same
- * operation may still be the one the report gives).
+ * Feeds the final answer to the machine (a result, a holders query's rows,
+ * or the session row) and lets go of the result q kept. A failure's words
+ * are written into words (size bytes: the report's server_message) and
+ * passed on with it; a success leaves words as they are (an earlier failure
+ * of the same operation may still be the one the report gives). Returns the
+ * server session's pid when the answer was the session row, else 0.
  */
-void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
-                            size_t size, int64_t now_ms);
+int advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
+                           size_t size, int64_t now_ms);
 
 /* ---- notices.c: keeping server notices off stderr ------------------------- */
 

@@ -54,14 +54,19 @@ int advlock_pq_conn_free(PGconn *conn)
     return PQtransactionStatus(conn) != PQTRANS_ACTIVE && PQpipelineStatus(conn) == PQ_PIPELINE_OFF;
 }
 
-void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, PGconn *conn)
+void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, int proxied,
+                            PGconn *conn)
 {
     q->sql_ = sql;
     q->reprepared_ = 0;
     advlock_pq_answer_clear(q);
     /* Inside a transaction a missing statement would abort the caller's
-     * transaction; a broken connection gets the simplest form to fail with. */
-    if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+     * transaction; a broken connection gets the simplest form to fail with.
+     * Behind a proxy a statement prepared on one server session is executed
+     * on whichever is free: it works only by accident (26000, 42P05). The
+     * session check runs once per connection, before anyone knows which of
+     * the two this is, so it is never worth a PREPARE. */
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE || proxied || sql == ADVLOCK_SQL_SESSION)
         q->form_ = ADVLOCK_PQ_EXECUTE_UNNAMED;
     else if (prepared & bit(sql))
         q->form_ = ADVLOCK_PQ_EXECUTE_NAMED;
@@ -70,11 +75,12 @@ void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prep
 }
 
 /* The parameters as binary int8s: eight bytes each, most significant first. */
+enum { MAX_PARAMS = 3 };
 typedef struct {
-    char bytes[2][8];
-    const char *values[2];
-    int lengths[2];
-    int formats[2];
+    char bytes[MAX_PARAMS][8];
+    const char *values[MAX_PARAMS];
+    int lengths[MAX_PARAMS];
+    int formats[MAX_PARAMS];
 } int8_params;
 
 static void encode(int8_params *p, int i, int64_t value)
@@ -89,15 +95,16 @@ static void encode(int8_params *p, int i, int64_t value)
     p->formats[i] = BINARY;
 }
 
-static const Oid param_types[2] = {INT8_OID, INT8_OID};
+static const Oid param_types[MAX_PARAMS] = {INT8_OID, INT8_OID, INT8_OID};
 
-int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, int64_t param, int64_t param2)
+int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advlock_action *action)
 {
     advlock_sql sql = (advlock_sql)q->sql_;
-    int n = advlock_sql_params(sql); /* 1, or 2 for a server-side wait */
+    int n = advlock_sql_params(sql); /* 1 to 3: see advlock_sql */
     int8_params p;
-    encode(&p, 0, param);
-    encode(&p, 1, param2);
+    encode(&p, 0, action->param);
+    encode(&p, 1, action->param2);
+    encode(&p, 2, action->param3);
     switch (q->form_) {
     case ADVLOCK_PQ_PREPARE:
         return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), n,

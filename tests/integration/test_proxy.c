@@ -1,0 +1,235 @@
+/*
+ * The server session check through real PgBouncers (issue 11), under
+ * tests/pg/with-pgbouncer.sh with ADVLOCK_TEST_PGBOUNCER_TX_POOL=2:
+ *   - session pooling: the session row shows a proxy (PgBouncer announces a
+ *     pid of its own), so the lock statements are the guarded ones, never
+ *     prepared, and they lock as directly; a server session another token
+ *     claimed fails ESESSION at once, and PgBouncer's DISCARD ALL between
+ *     clients clears the claim;
+ *   - transaction pooling: statements of one client land on whichever of
+ *     two server sessions is free. PgBouncer hands out the server session
+ *     used last (LIFO), so a second client holding a transaction on the
+ *     claimed session sends the adapter's next statement to the other one,
+ *     where the guard runs nothing: ESESSION, on a release (the lock left
+ *     where it was taken) and on an acquire; and a session claimed by one
+ *     client refuses every other.
+ */
+#include "pg_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct fixture {
+    PGconn *observer; /* the server itself */
+    pgt_events seen;
+    char key[160];
+    size_t len;
+    int64_t derived;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    f.observer = pgt_connect_env("ADVLOCK_TEST_DIRECT");
+    pgt_unique_key(f.key, sizeof f.key, "proxy");
+    f.len = strlen(f.key);
+    f.derived = pgt_key_of(f.key);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    PQfinish(f->observer);
+    return 0;
+}
+
+/* A blocking adapter on conn whose events f records. */
+static void bind(fixture *f, advlock_pq *a, PGconn *conn)
+{
+    assert_int_equal(advlock_pq_init(a, conn), 0);
+    advlock_options o;
+    advlock_options_init(&o);
+    o.on_event = pgt_record_event;
+    o.event_user = &f->seen;
+    assert_int_equal(advlock_pq_set_options(a, &o), 0);
+}
+
+static const advlock_pq_report *acquire(fixture *f, advlock_pq *a, advlock_outcome outcome)
+{
+    static advlock_pq_report r;
+    memset(&f->seen, 0, sizeof f->seen);
+    assert_int_equal(advlock_pq_acquire(a, f->key, f->len, 0, &r), 0);
+    pgt_expect_outcome(&r, outcome);
+    return &r;
+}
+
+static const advlock_pq_report *release(fixture *f, advlock_pq *a, advlock_outcome outcome)
+{
+    static advlock_pq_report r;
+    assert_int_equal(advlock_pq_release(a, f->key, f->len, &r), 0);
+    pgt_expect_outcome(&r, outcome);
+    return &r;
+}
+
+static void expect_session_failure(const advlock_pq_report *r, advlock_sql sql, const char *name)
+{
+    assert_int_equal(r->lock.failure, ADVLOCK_ESESSION);
+    assert_int_equal(r->lock.sql, sql);
+    assert_non_null(strstr(pgt_describe(r, name), "different server sessions"));
+}
+
+static int server_pid(PGconn *conn)
+{
+    return (int)pgt_query_int(conn, "SELECT pg_catalog.pg_backend_pid()", (char *)NULL);
+}
+
+/* The pid of the server session holding the fixture's lock, or 0. */
+static int holder_pid(fixture *f)
+{
+    char key[32], buf[16];
+    snprintf(key, sizeof key, "%lld", (long long)f->derived);
+    pgt_query(f->observer, buf, sizeof buf,
+              "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted"
+              " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
+              key, (char *)NULL);
+    return buf[0] != '\0' ? (int)strtol(buf, NULL, 10) : 0;
+}
+
+static void test_session_pool_runs_guarded_statements(void **state)
+{
+    fixture *f = *state;
+    PGconn *conn = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_SESSION");
+    PGconn *other = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_SESSION");
+    advlock_pq a, b;
+    bind(f, &a, conn);
+    bind(f, &b, other);
+    assert_int_not_equal(PQbackendPID(conn), server_pid(conn)); /* PgBouncer's own pid */
+
+    const advlock_pq_report *r = acquire(f, &a, ADVLOCK_ACQUIRED);
+    assert_int_equal(r->lock.sql, ADVLOCK_SQL_TRY_LOCK_GUARDED);
+    int attempt = pgt_find_event(&f->seen, ADVLOCK_EVENT_ATTEMPT, 0);
+    assert_true(attempt >= 0);
+    assert_int_equal(f->seen.reports[attempt].sql, ADVLOCK_SQL_TRY_LOCK_GUARDED);
+    assert_int_equal(holder_pid(f), server_pid(conn));
+    acquire(f, &b, ADVLOCK_TIMED_OUT); /* excluded as directly */
+    r = release(f, &a, ADVLOCK_RELEASED);
+    assert_int_equal(r->lock.sql, ADVLOCK_SQL_UNLOCK_GUARDED);
+    assert_int_equal(holder_pid(f), 0);
+    /* Behind a proxy nothing is prepared. */
+    assert_int_equal(pgt_query_int(conn,
+                                   "SELECT count(*) FROM pg_prepared_statements"
+                                   " WHERE name LIKE 'advlock\\_%'",
+                                   (char *)NULL),
+                     0);
+    PQfinish(conn);
+    PQfinish(other);
+}
+
+static void test_session_pool_claimed_session_and_discard_all(void **state)
+{
+    fixture *f = *state;
+    PGconn *conn = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_SESSION");
+    int pid = server_pid(conn);
+    /* Another client's claim on this server session, made before the
+     * adapter's first statement: as a proxy sharing server sessions would
+     * leave it. */
+    pgt_exec(conn, "SELECT pg_catalog.set_config('advlock.session', '999', false)");
+    advlock_pq a;
+    bind(f, &a, conn);
+    const advlock_pq_report *r = acquire(f, &a, ADVLOCK_FAILED);
+    expect_session_failure(r, ADVLOCK_SQL_SESSION, f->key);
+    assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_ATTEMPT, 0), -1); /* none sent */
+    assert_int_equal(holder_pid(f), 0);
+    char claim[64];
+    assert_string_equal(pgt_session_claim(conn, claim, sizeof claim), "999");
+    PQfinish(conn);
+
+    /* The next client PgBouncer gives that server session finds it reset
+     * (DISCARD ALL, server_reset_query's default): unclaimed, and it locks.
+     * PgBouncer reuses the last server session, once its reset is done. */
+    PGconn *next = NULL;
+    for (int tries = 0; tries < 100; tries++) {
+        next = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_SESSION");
+        if (server_pid(next) == pid)
+            break;
+        PQfinish(next);
+        next = NULL;
+        pgt_sleep_ms(20);
+    }
+    if (next == NULL)
+        fail_msg("PgBouncer never handed out server session %d again", pid);
+    assert_string_equal(pgt_session_claim(next, claim, sizeof claim), "");
+    bind(f, &a, next);
+    acquire(f, &a, ADVLOCK_ACQUIRED);
+    assert_int_equal(holder_pid(f), pid);
+    release(f, &a, ADVLOCK_RELEASED);
+    PQfinish(next);
+}
+
+static void test_transaction_pool_statements_on_other_sessions(void **state)
+{
+    fixture *f = *state;
+    PGconn *conn = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
+    PGconn *other = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
+    advlock_pq a;
+    bind(f, &a, conn);
+    char claim[64];
+
+    /* Alone, the adapter's statements all land on the last server session
+     * used: it claims it and locks there. */
+    const advlock_pq_report *r = acquire(f, &a, ADVLOCK_ACQUIRED);
+    assert_int_equal(r->lock.sql, ADVLOCK_SQL_TRY_LOCK_GUARDED);
+    int claimed = holder_pid(f);
+    assert_int_not_equal(claimed, 0);
+
+    /* Another client's transaction takes that server session ... */
+    pgt_exec(other, "BEGIN");
+    if (server_pid(other) != claimed)
+        fail_msg("PgBouncer did not hand out the last server session (LIFO) as expected");
+    assert_string_not_equal(pgt_session_claim(other, claim, sizeof claim), "");
+
+    /* ... so the release lands on the other one, where its guard unlocks
+     * nothing: ESESSION, and the lock stays where it was taken. */
+    r = release(f, &a, ADVLOCK_FAILED);
+    expect_session_failure(r, ADVLOCK_SQL_UNLOCK_GUARDED, f->key);
+    assert_int_equal(holder_pid(f), claimed);
+    /* An acquire there is refused the same way, before anything is locked. */
+    r = acquire(f, &a, ADVLOCK_FAILED);
+    expect_session_failure(r, ADVLOCK_SQL_TRY_LOCK_GUARDED, f->key);
+
+    /* The claimed session free again, the release reaches it. */
+    pgt_exec(other, "COMMIT");
+    release(f, &a, ADVLOCK_RELEASED);
+    assert_int_equal(holder_pid(f), 0);
+
+    /* A new client's session row lands on the session this one claimed:
+     * refused at once. Claims outlive clients on a transaction pool, which
+     * resets nothing between them. */
+    PGconn *third = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
+    advlock_pq c;
+    bind(f, &c, third);
+    r = acquire(f, &c, ADVLOCK_FAILED);
+    expect_session_failure(r, ADVLOCK_SQL_SESSION, f->key);
+    assert_int_equal(holder_pid(f), 0);
+    PQfinish(third);
+    PQfinish(conn);
+    PQfinish(other);
+}
+
+int main(void)
+{
+    alarm(60); /* a hang fails the program instead of the whole run */
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_session_pool_runs_guarded_statements),
+        T(test_session_pool_claimed_session_and_discard_all),
+        T(test_transaction_pool_statements_on_other_sessions),
+    };
+    return cmocka_run_group_tests_name("libpq adapters: the server session check through PgBouncer",
+                                       tests, NULL, NULL);
+}

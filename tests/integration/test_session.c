@@ -1,0 +1,200 @@
+/*
+ * The server session check on a direct connection, against a real
+ * PostgreSQL (issue 11): the adapters tell the machine their connection, so
+ * the first operation on it runs one session row, which claims the server
+ * session; a direct connection then runs the plain statements, prepared as
+ * before, and never the session row again until the backend changes (a
+ * reset). A direct connection needs no claim: a session another token
+ * claimed still locks. (Through a proxy: test_proxy.c.)
+ */
+#include "pg_test.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { LIMIT_MS = 10000 };
+
+typedef struct fixture {
+    PGconn *conn, *observer;
+    advlock_pq a;
+    pgt_events seen;
+    char key[160];
+    size_t len;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    f.conn = pgt_connect();
+    f.observer = pgt_connect();
+    assert_int_equal(advlock_pq_init(&f.a, f.conn), 0);
+    advlock_options o;
+    advlock_options_init(&o);
+    o.on_event = pgt_record_event;
+    o.event_user = &f.seen;
+    assert_int_equal(advlock_pq_set_options(&f.a, &o), 0);
+    pgt_unique_key(f.key, sizeof f.key, "session");
+    f.len = strlen(f.key);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    PQfinish(f->conn);
+    PQfinish(f->observer);
+    return 0;
+}
+
+/* Acquires and releases on the fixture's adapter; every try the machine
+ * made was the plain try-lock (no guard on a direct connection). */
+static void acquire_and_release(fixture *f)
+{
+    advlock_pq_report r;
+    memset(&f->seen, 0, sizeof f->seen);
+    assert_int_equal(advlock_pq_acquire(&f->a, f->key, f->len, 0, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(r.lock.sql, ADVLOCK_SQL_TRY_LOCK);
+    int attempts = 0;
+    for (int i = pgt_find_event(&f->seen, ADVLOCK_EVENT_ATTEMPT, 0); i >= 0;
+         i = pgt_find_event(&f->seen, ADVLOCK_EVENT_ATTEMPT, i + 1), attempts++)
+        assert_int_equal(f->seen.reports[i].sql, ADVLOCK_SQL_TRY_LOCK);
+    assert_int_equal(attempts, 1);
+    pgt_expect_lock_row(f->observer, pgt_key_of(f->key), f->conn);
+    assert_int_equal(advlock_pq_release(&f->a, f->key, f->len, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(r.lock.sql, ADVLOCK_SQL_UNLOCK);
+    assert_int_equal(pgt_lock_count(f->observer, pgt_key_of(f->key)), 0);
+}
+
+/* Whether the statement sql is prepared on conn's session. */
+static long long prepared(PGconn *conn, advlock_sql sql)
+{
+    return pgt_query_int(conn, "SELECT count(*) FROM pg_prepared_statements WHERE name = $1",
+                         advlock_pq_statement_name(sql), (char *)NULL);
+}
+
+static void test_one_session_row_per_connection(void **state)
+{
+    fixture *f = *state;
+    char claim[64];
+    assert_string_equal(pgt_session_claim(f->conn, claim, sizeof claim), "");
+    acquire_and_release(f);
+    /* The session row ran (its claim is there), unnamed; the lock
+     * statements were prepared as on any direct connection. */
+    assert_string_not_equal(pgt_session_claim(f->conn, claim, sizeof claim), "");
+    assert_int_equal(prepared(f->conn, ADVLOCK_SQL_SESSION), 0);
+    assert_int_equal(prepared(f->conn, ADVLOCK_SQL_TRY_LOCK), 1);
+    assert_int_equal(prepared(f->conn, ADVLOCK_SQL_TRY_LOCK_GUARDED), 0);
+
+    /* Wipe the claim: a second session row would write it again. */
+    pgt_exec(f->conn, "SELECT pg_catalog.set_config('advlock.session', '', false)");
+    acquire_and_release(f);
+    acquire_and_release(f);
+    assert_string_equal(pgt_session_claim(f->conn, claim, sizeof claim), "");
+}
+
+static void test_reset_checks_the_new_session(void **state)
+{
+    fixture *f = *state;
+    char claim[64];
+    acquire_and_release(f);
+    int before = PQbackendPID(f->conn);
+    PQreset(f->conn);
+    assert_int_equal(PQstatus(f->conn), CONNECTION_OK);
+    assert_int_not_equal(PQbackendPID(f->conn), before);
+    assert_string_equal(pgt_session_claim(f->conn, claim, sizeof claim), "");
+    /* The new backend is checked (and claimed), and the statements are
+     * prepared on it anew. */
+    acquire_and_release(f);
+    assert_string_not_equal(pgt_session_claim(f->conn, claim, sizeof claim), "");
+    assert_int_equal(prepared(f->conn, ADVLOCK_SQL_TRY_LOCK), 1);
+}
+
+/* Runs before on the connection, then an operation: the session row finds
+ * the session unclaimable (ours false), but its pid is the connection's, so
+ * no proxy is in between and the claim does not matter: plain statements
+ * lock. The setting is then claim. */
+static void expect_locks_unclaimed(fixture *f, const char *before, const char *claim)
+{
+    char seen[64];
+    pgt_exec(f->conn, before);
+    acquire_and_release(f);
+    assert_string_equal(pgt_session_claim(f->conn, seen, sizeof seen), claim);
+}
+
+static void test_direct_session_claimed_by_another_token(void **state)
+{
+    expect_locks_unclaimed(*state, "SELECT pg_catalog.set_config('advlock.session', '12345', false)",
+                           "12345");
+}
+
+/* A session that already holds an advisory lock is never claimed. */
+static void test_direct_session_holding_a_lock_of_its_own(void **state)
+{
+    fixture *f = *state;
+    expect_locks_unclaimed(f, "SELECT pg_advisory_lock(42)", "");
+    pgt_exec(f->conn, "SELECT pg_advisory_unlock(42)");
+}
+
+static void test_nonblocking_adapter_checks_too(void **state)
+{
+    fixture *f = *state;
+    char claim[64];
+    PGconn *conn = pgt_connect();
+    advlock_pq a;
+    assert_int_equal(advlock_pq_async_init(&a, conn), 0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&a, f->key, f->len, 0, advlock_pq_now_ms()), 0);
+    advlock_pq *const one[1] = {&a};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+    pgt_expect_outcome(advlock_pq_async_report(&a), ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_async_report(&a)->lock.sql, ADVLOCK_SQL_TRY_LOCK);
+    assert_int_equal(advlock_pq_async_start_release(&a, f->key, f->len, advlock_pq_now_ms()), 0);
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+    pgt_expect_outcome(advlock_pq_async_report(&a), ADVLOCK_RELEASED);
+    /* The connection is nonblocking now; pgt_query waits all the same. */
+    assert_string_not_equal(pgt_session_claim(conn, claim, sizeof claim), "");
+    PQfinish(conn);
+}
+
+static void test_cancel_during_the_session_row(void **state)
+{
+    fixture *f = *state;
+    PGconn *conn = pgt_connect();
+    advlock_pq a;
+    assert_int_equal(advlock_pq_async_init(&a, conn), 0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&a, f->key, f->len, 10000, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_cancel(&a, advlock_pq_now_ms()), 0);
+    advlock_pq *const one[1] = {&a};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+    /* The session row was answered; no lock statement followed it. */
+    pgt_expect_outcome(advlock_pq_async_report(&a), ADVLOCK_CANCELLED);
+    assert_int_equal(advlock_pq_async_report(&a)->lock.sql, ADVLOCK_SQL_SESSION);
+    assert_int_equal(advlock_pq_async_report(&a)->lock.attempts, 0);
+    assert_int_equal(pgt_lock_count(f->observer, pgt_key_of(f->key)), 0);
+    char last[512];
+    assert_string_equal(pgt_last_statement(f->observer, conn, last, sizeof last),
+                        advlock_sql_text(ADVLOCK_SQL_SESSION));
+    PQfinish(conn);
+}
+
+int main(void)
+{
+    alarm(60); /* a hang fails the program instead of the whole run */
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_one_session_row_per_connection),
+        T(test_reset_checks_the_new_session),
+        T(test_direct_session_claimed_by_another_token),
+        T(test_direct_session_holding_a_lock_of_its_own),
+        T(test_nonblocking_adapter_checks_too),
+        T(test_cancel_during_the_session_row),
+    };
+    return cmocka_run_group_tests_name("libpq adapters: the server session check, direct", tests,
+                                       NULL, NULL);
+}
