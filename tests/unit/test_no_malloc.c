@@ -91,11 +91,38 @@ static void whole_operations_allocate_nothing(void **state)
     assert_int_equal(allocations - before, 0);
 }
 
+/* The server session check too: the session row, guarded statements behind
+ * a proxy, the refusals and their sentences. */
+static void the_session_check_allocates_nothing(void **state)
+{
+    (void)state;
+    static const char key[] = "jobs";
+    advlock_machine m;
+    advlock_machine_init(&m);
+    char text[ADVLOCK_MESSAGE_MAX];
+    long before = allocations;
+    assert_int_equal(advlock_set_session(&m, 4242, 99), 0);
+    assert_int_equal(advlock_start_acquire(&m, key, 4, 1000, 0), 0);
+    assert_int_equal(advlock_on_session(&m, 9001, 0, 1, 1), 0);
+    assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_TRUE, NULL, NULL, 2), 0);
+    assert_int_equal(advlock_start_release(&m, key, 4, 3), 0);
+    assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 4), 0);
+    assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
+                > 0);
+    assert_int_equal(advlock_set_session(&m, 4242, 100), 0);
+    assert_int_equal(advlock_start_acquire(&m, key, 4, 1000, 5), 0);
+    assert_int_equal(advlock_on_session(&m, 4242, 1, 1, 6), 0);
+    assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
+                > 0);
+    assert_int_equal(allocations - before, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_sees_allocations),
         cmocka_unit_test(whole_operations_allocate_nothing),
+        cmocka_unit_test(the_session_check_allocates_nothing),
     };
     return cmocka_run_group_tests_name("no allocation", tests, NULL, NULL);
 }
