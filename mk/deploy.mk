@@ -7,11 +7,8 @@
 #   make deploy-test DEPLOY_TESTS=tests/deploy/standby.sh
 #   make deploy-probe                   the libpq probe for the design facts
 #
-# `make test` runs those that pass today (DEPLOY_TESTS_IN_TEST), each one
-# test in its tally; pgbouncer-tx-session.sh and standby.sh wait for the
-# library's detection of transaction pooling and its standby refusal, and
-# stay runnable through deploy-test. Included by the top-level Makefile,
-# whose variables it uses.
+# `make test` runs all five (DEPLOY_TESTS_IN_TEST), each one test in its
+# tally. Included by the top-level Makefile, whose variables it uses.
 
 DEPLOY_TESTS ?=
 DEPS_DEPLOY := pgbouncer:cmd:pgbouncer postgresql:cmd:pg_basebackup
@@ -22,7 +19,7 @@ deploy-test: $(BUILD)/advlock | deps-deploy
 	@ADVLOCK=$(BUILD)/advlock tests/deploy/run.sh $(DEPLOY_TESTS)
 
 DEPLOY_TESTS_IN_TEST := tests/deploy/pgbouncer-session.sh tests/deploy/pgbouncer-tx-xact.sh \
-    tests/deploy/failover.sh
+    tests/deploy/pgbouncer-tx-session.sh tests/deploy/standby.sh tests/deploy/failover.sh
 
 # run.sh, as each test's runner, starts the harness its "# harness:" line
 # names; run-tests.sh counts each test once in make test's summary. The

@@ -8,8 +8,9 @@ enum {
     EXIT_BUSY = 1,        /* run: timed out; status: a lock is held; key --lookup: no match */
     EXIT_BAD_KEY = 2,     /* a key is not valid UTF-8 */
     EXIT_USAGE = 64,      /* bad command line (sysexits EX_USAGE) */
-    EXIT_NO_SERVER = 69,  /* could not connect (EX_UNAVAILABLE) */
-    EXIT_LOCK_ERROR = 70, /* the server failed a lock query or the connection broke */
+    EXIT_NO_SERVER = 69,  /* could not connect, or run: the server is a standby (EX_UNAVAILABLE) */
+    EXIT_LOCK_ERROR = 70, /* the server failed a lock query, the connection broke, or run:
+                           * its statements ran on different server sessions (a proxy) */
     EXIT_IO = 74,         /* reading input or writing output failed (EX_IOERR) */
     EXIT_NO_COMMAND = 127 /* run: the command could not be started */
 };

@@ -31,7 +31,7 @@ typedef struct run_options {
     int keep_running;
     int xact;              /* --xact: one transaction around the command */
     int64_t kill_after_ms; /* from the stop signal to SIGKILL */
-    advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact */
+    advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact, --allow-standby */
     const char *key;
     /* The key as messages show it (advlock_escape_name): one printable line
      * whatever the name holds, so no name can move the terminal's cursor. */
@@ -250,7 +250,9 @@ static void usage(FILE *to)
           "      --diagnose               on timeout, say who holds the lock\n"
           "      --xact                   hold a transaction-scoped lock in one transaction\n"
           "                               around COMMAND: COMMIT if it exits 0, else\n"
-          "                               ROLLBACK (works through transaction pooling)\n",
+          "                               ROLLBACK (works through transaction pooling)\n"
+          "      --allow-standby          lock on a hot standby too (refused by default: its\n"
+          "                               locks exclude nobody on the primary)\n",
           to);
 }
 
@@ -263,7 +265,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         OPT_WAIT,
         OPT_JITTER,
         OPT_DIAGNOSE,
-        OPT_XACT
+        OPT_XACT,
+        OPT_ALLOW_STANDBY
     };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
@@ -278,6 +281,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"jitter", no_argument, NULL, OPT_JITTER},
         {"diagnose", no_argument, NULL, OPT_DIAGNOSE},
         {"xact", no_argument, NULL, OPT_XACT},
+        {"allow-standby", no_argument, NULL, OPT_ALLOW_STANDBY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -319,6 +323,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             o->xact = 1;
             o->lock.scope = ADVLOCK_TRANSACTION;
             break;
+        case OPT_ALLOW_STANDBY: o->lock.allow_standby = 1; break;
         case 'h': usage(stdout); exit(EXIT_OK);
         default: usage(stderr); return -1;
         }
@@ -346,7 +351,21 @@ static const char *describe(const advlock_pq_report *r, const char *key, char *b
     return buf;
 }
 
-/* Releases what the acquire took, by its key: no second hash. */
+/* How a run that did not get the lock exits: the timeout's status; a
+ * standby, which cannot serve the lock, as an unavailable server; any other
+ * failure (a lost connection, statements on different server sessions
+ * behind a proxy) as a lock error. */
+static int acquire_failed_status(const advlock_report *r, const run_options *o)
+{
+    if (r->outcome == ADVLOCK_TIMED_OUT)
+        return o->conflict_exit_code;
+    return r->failure == ADVLOCK_ESTANDBY ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
+}
+
+/* Releases what the acquire took, by its key: no second hash. Anything but
+ * RELEASED means the lock was not where the run held it (NOT_HELD, or
+ * ESESSION: the unlock reached another server session behind a proxy, and
+ * the lock may be left on the one that took it), so the run fails. */
 static int release(advlock_pq *a, const run_options *o, int64_t key)
 {
     if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) != 0) {
@@ -433,7 +452,7 @@ int cmd_run(int argc, char **argv)
         char message[ADVLOCK_MESSAGE_MAX];
         cli_error("%s", describe(r, o.key, message, sizeof message));
         close_session(conn, &o);
-        return r->lock.outcome == ADVLOCK_TIMED_OUT ? o.conflict_exit_code : EXIT_LOCK_ERROR;
+        return acquire_failed_status(&r->lock, &o);
     }
     if (o.xact && cli_xact_drop_snapshot(conn) != 0) {
         close_session(conn, &o);
@@ -452,9 +471,11 @@ int cmd_run(int argc, char **argv)
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     int given_back = !lost && give_back(&a, conn, &o, key, exit_code == 0) == 0;
-    /* Lost, or with --xact a COMMIT that failed after the command succeeded
-     * (the session broke as it ended): not a clean run, and said so. */
-    if (lost || (o.xact && exit_code == 0 && !given_back))
+    /* Lost, a release that found no lock or reached another server session,
+     * or with --xact a COMMIT that failed after the command succeeded (the
+     * session broke as it ended): not a clean run, and said so. A ROLLBACK
+     * that fails after a failed command leaves the command's status. */
+    if (lost || (!given_back && (!o.xact || exit_code == 0)))
         exit_code = EXIT_LOCK_ERROR;
     PQfinish(conn);
     return exit_code;

@@ -319,6 +319,16 @@ took_ms=$(( ($(date +%s%N) - started) / 1000000 ))
 [ "$took_ms" -lt 4000 ] && pass || fail "--xact, idle timeout: took ${took_ms} ms, about the command's whole sleep"
 check "--xact, idle timeout: nothing held" 0 "$(held)"
 
+# --allow-standby changes nothing on a primary (tests/deploy/standby.sh
+# has the standby); a session claimed by another token (advlock.session set
+# at connect) does not matter on a direct connection.
+capture "$A" run --allow-standby "$name" -- sh -c 'psql -X -At -c "$held_sql"'
+check "--allow-standby on a primary: status" 0 "$RC"
+check "--allow-standby on a primary: held" 1 "$OUT"
+PGOPTIONS='-c advlock.session=999' capture "$A" run "$name" -- sh -c 'psql -X -At -c "$held_sql"'
+check "direct, session claimed by another token: status" 0 "$RC"
+check "direct, session claimed by another token: held" 1 "$OUT"
+
 capture "$A" run -d "host=/nonexistent-dir" "$name" -- echo never
 check "no server" 69 "$RC"
 "$A" run -d "host=/nonexistent-dir" "$name" -- echo never 2>"$TMPDIR_RUN/err"

@@ -11,10 +11,11 @@ STANDBY=${ADVLOCK_TEST_STANDBY:?}
 MULTI=${ADVLOCK_TEST_MULTIHOST:?}
 name=deploy-standby
 
-# Refused by default: the command never runs, nothing is held on the standby.
+# Refused by default: the command never runs, nothing is held on the standby;
+# exit 69 (EX_UNAVAILABLE: this server cannot serve the lock).
 capture "$A" run -q -d "$STANDBY" --timeout 1 "$name" -- echo ran
 echo "standby, default: exit $RC, stderr [$ERR]"
-[ "$RC" -ne 0 ] && pass || fail "standby: run on a standby exited 0"
+check "standby: exit status" 69 "$RC"
 check "standby: command not run" "" "$OUT"
 # shellcheck disable=SC2053
 [[ $ERR == $STANDBY_MESSAGE ]] && pass || fail "standby: message does not name a standby: [$ERR]"
@@ -28,8 +29,15 @@ wait_held "$PRIMARY" "$name" || fail "standby: no holder on the primary"
 capture "$A" run -q -d "$STANDBY" --timeout 0 "$name" -- echo ran
 echo "standby while the primary holds: exit $RC, stdout [$OUT]"
 check "standby while the primary holds: command not run" "" "$OUT"
-[ "$RC" -ne 0 ] && pass || fail "standby while the primary holds: exited 0"
+check "standby while the primary holds: exit status" 69 "$RC"
 wait "$holder"
+
+# --xact is refused the same way (the check runs inside its transaction).
+capture "$A" run -q --xact -d "$STANDBY" --timeout 1 "$name" -- echo ran
+check "standby, --xact: exit status" 69 "$RC"
+check "standby, --xact: command not run" "" "$OUT"
+# shellcheck disable=SC2053
+[[ $ERR == $STANDBY_MESSAGE ]] && pass || fail "standby, --xact: message does not name a standby: [$ERR]"
 
 # Allowed with --allow-standby: the lock is the standby's own.
 capture "$A" run -q -d "$STANDBY" --allow-standby --timeout 1 "$name" -- \
