@@ -3,6 +3,8 @@
 #
 #   make python-test     the pytest suite with Debian's /usr/bin/python3 against
 #                        a throwaway PostgreSQL (part of `make test`)
+#   make python-deploy-test  the drivers through the real PgBouncer (both pool
+#                        modes) and on a real hot standby (part of `make test`)
 #   make install-python  the package into PYTHON_SITEDIR (DESTDIR honoured)
 #   make bench-python    Python cycles/s beside the same driver by hand
 #                        (part of `make bench`: build/bench.json)
@@ -21,16 +23,28 @@ PYTHON_ENV = ADVLOCK_LIBRARY=$(abspath $(BUILD))/libadvlock.so \
              ADVLOCK_CLI=$(abspath $(BUILD))/advlock PYTHONDONTWRITEBYTECODE=1 \
              PYTHONPATH=$(CURDIR)/python
 
-.PHONY: python-test deps-python install-python uninstall-python bench-python
+.PHONY: python-test python-deploy-test deps-python install-python uninstall-python bench-python
 
 deps-python:
 	@PYTHON=$(PYTHON) scripts/ensure-deps.sh $(DEPS_PYTHON)
 
-python-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so $(BUILD)/advlock | deps-python
-	@$(PYTHON_ENV) tests/pg/with-postgres.sh scripts/run-tests.sh -c $(PYTHON) -m pytest \
-	    $(PYTEST_ARGS) -p no:cacheprovider python/tests
+# The deployment tests need their harness's servers; the main run skips them.
+PYTHON_DEPLOY_TESTS := python/tests/test_deploy_pgbouncer.py python/tests/test_deploy_standby.py
+PYTEST = $(PYTHON) -m pytest $(PYTEST_ARGS) -p no:cacheprovider
 
-test: python-test
+python-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so $(BUILD)/advlock | deps-python
+	@$(PYTHON_ENV) tests/pg/with-postgres.sh scripts/run-tests.sh -c $(PYTEST) \
+	    $(addprefix --ignore=,$(PYTHON_DEPLOY_TESTS)) python/tests
+
+# Each harness starts its own servers and removes them; each run counts as
+# one test in make test's tally.
+python-deploy-test: $(BUILD)/libadvlock.so | deps-python deps-deploy
+	@$(PYTHON_ENV) tests/pg/with-pgbouncer.sh scripts/run-tests.sh -c $(PYTEST) \
+	    python/tests/test_deploy_pgbouncer.py
+	@$(PYTHON_ENV) tests/pg/with-standby.sh scripts/run-tests.sh -c $(PYTEST) \
+	    python/tests/test_deploy_standby.py
+
+test: python-test python-deploy-test
 
 install-python:
 	install -d $(DESTDIR)$(PYTHON_SITEDIR)/advlock

@@ -7,6 +7,7 @@ import pytest
 
 import advlock
 from advlock import _loop
+from clients import Recording
 from conftest import holds, need_server
 
 pytestmark = need_server
@@ -27,30 +28,6 @@ async def connect(flavour):
     async with advlock.lock(conn, "warm-up", timeout=0):
         pass
     return conn, pid
-
-
-class Recording:
-    """Wraps a lock's client to record the statements it runs."""
-
-    def __init__(self, lk):
-        self.inner = lk._client
-        self.sql = []
-        lk._client = self
-
-    def start(self, sql, args):
-        self.sql.append(advlock.Sql(sql))
-        return self.inner.start(sql, args)
-
-    def cancel(self):
-        self.sql.append("cancel")
-        return self.inner.cancel()
-
-    def pid(self):
-        return self.inner.pid()
-
-    @property
-    def state(self):
-        return self.inner.state
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)

@@ -1,0 +1,209 @@
+"""Through the real PgBouncer (tests/pg/with-pgbouncer.sh: transaction mode
+with a pool of 3 server sessions, and session mode), from each Python driver:
+session mode works as a direct connection does (with guarded statements);
+transaction mode with session-scoped locks fails with ServerSessionError,
+and never lets two clients hold a lock at once. Run by `make
+python-deploy-test` (part of `make test`)."""
+
+import asyncio
+import os
+import time
+
+import pytest
+
+import advlock
+from clients import FLAVOURS, Recording, announced_pid, call, close, connect
+from conftest import holds
+
+TX = os.environ.get("ADVLOCK_TEST_PGBOUNCER_TX")
+SESSION = os.environ.get("ADVLOCK_TEST_PGBOUNCER_SESSION")
+pytestmark = pytest.mark.skipif(not TX or not SESSION,
+                                reason="needs tests/pg/with-pgbouncer.sh")
+S = advlock.Sql
+ESESSION_WORDS = advlock.strerror(advlock.Failure.ESESSION)
+
+
+@pytest.fixture(autouse=True)
+def fresh_server_sessions(pg_conn):
+    """Claims stay on a pooled server session until it closes: each test
+    starts and ends with PgBouncer's server sessions closed (it opens new
+    ones on demand), so no test meets another's claims or stranded locks."""
+    def close_all():
+        pg_conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+        time.sleep(0.1)
+    close_all()
+    yield
+    close_all()
+
+
+async def prepared_statements(conn):
+    """pg_prepared_statements' count on the connection's server session,
+    asked without preparing anything."""
+    query = "SELECT count(*) FROM pg_prepared_statements"
+    if hasattr(conn, "copy_from_query"):
+        out = []
+
+        async def collect(data):
+            out.append(bytes(data))
+        await conn.copy_from_query(query, output=collect)
+        return int(b"".join(out))
+    cur = await call(lambda: conn.execute(query, prepare=False))
+    return (await call(cur.fetchone))[0]
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_session_mode_works_with_guarded_statements(flavour, pg_conn):
+    async def main():
+        a, b = await connect(flavour, SESSION), await connect(flavour, SESSION)
+        lk = advlock.lock(a, "pgb-session", timeout=5)
+        rec = Recording(lk)
+        r = await call(lk.acquire)
+        assert r.outcome == advlock.Outcome.ACQUIRED
+        assert rec.sql == [S.SESSION, S.TRY_LOCK_GUARDED]
+        assert lk._client.state.proxied is True
+        assert len(holds(pg_conn, r.key)) == 1
+        # The other client is refused by the lock itself, as directly.
+        with pytest.raises(advlock.LockTimeout):
+            await call(advlock.lock(b, "pgb-session", timeout=0.3).acquire)
+        with pytest.raises(advlock.LockTimeout):
+            await call(advlock.lock(b, "pgb-session", timeout=0.3,
+                                    wait=advlock.WAIT_SERVER).acquire)
+        assert (await call(lk.release)).outcome == advlock.Outcome.RELEASED
+        # A guarded server-side wait that ran answers void, not NULL.
+        waiter = advlock.lock(b, "pgb-session", timeout=5, wait=advlock.WAIT_SERVER)
+        rec_b = Recording(waiter)
+        await call(lk.acquire)
+
+        async def hand_over():
+            await asyncio.sleep(0.3)
+            await call(lk.release)
+        releaser = asyncio.ensure_future(hand_over()) if flavour != "psycopg" else None
+        if releaser is None:
+            await call(lk.release)
+        assert (await call(waiter.acquire)).outcome == advlock.Outcome.ACQUIRED
+        if releaser is not None:
+            await releaser
+            assert S.LOCK_GUARDED in rec_b.sql
+        assert (await call(waiter.release)).outcome == advlock.Outcome.RELEASED
+        assert holds(pg_conn, r.key) == []
+        # Behind a proxy no statement was prepared by name.
+        assert await prepared_statements(a) == 0 and await prepared_statements(b) == 0
+        await close(a)
+        await close(b)
+    asyncio.run(main())
+
+
+async def _pin_server_session_of(token):
+    """A psycopg connection through transaction-mode PgBouncer holding open
+    a transaction on the server session that `token` claimed, so that the
+    claimer's next statements run elsewhere; None if PgBouncer handed out
+    another server session."""
+    import psycopg
+    pin = await psycopg.AsyncConnection.connect(TX, autocommit=True)
+    await pin.execute("BEGIN")
+    cur = await pin.execute("SELECT current_setting('advlock.session', true)")
+    if (await cur.fetchone())[0] == str(advlock._binding.c_int64(token).value):
+        return pin
+    await pin.execute("ROLLBACK")
+    await pin.close()
+    return None
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_transaction_mode_statements_that_hop_fail_with_server_session_error(flavour,
+                                                                              pg_conn):
+    async def main():
+        a, b = await connect(flavour, TX), await connect(flavour, TX)
+        lk = advlock.lock(a, "pgb-tx", timeout=2)
+        try:
+            r = await call(lk.acquire)
+        except advlock.ServerSessionError:
+            pytest.skip("the try-lock already hopped (PgBouncer chose another session)")
+        assert r.outcome == advlock.Outcome.ACQUIRED
+        # Hold the holder's own server session in another client's
+        # transaction: its next statements must run on another one.
+        pin = await _pin_server_session_of(lk._client.state.token)
+        if pin is None:
+            pytest.skip("PgBouncer gave the pin another server session")
+        # Another client: never a holder while the first one holds.
+        with pytest.raises((advlock.ServerSessionError, advlock.LockTimeout)):
+            await call(advlock.lock(b, "pgb-tx", timeout=0.5).acquire)
+        # The holder's release reaches a server session it never claimed:
+        # nothing is unlocked there, and it says so.
+        with pytest.raises(advlock.ServerSessionError) as info:
+            await call(lk.release)
+        assert info.value.report.failure == advlock.Failure.ESESSION
+        assert str(info.value) == ("pg_advisory_unlock for 'pgb-tx' failed: " + ESESSION_WORDS
+                                   + " (the lock may still be held on another server session)")
+        assert len(holds(pg_conn, r.key)) == 1  # still held, on the pinned session
+        await pin.execute("ROLLBACK")
+        await pin.close()
+        await close(a)
+        await close(b)
+    asyncio.run(main())
+
+
+def test_transaction_mode_never_two_holders_under_load(pg_conn):
+    """Six clients (two of each flavour) take one name in turns through
+    transaction-mode PgBouncer with 3 server sessions: every hold recorded
+    is alone, and every failure is the documented one."""
+    rounds, held, failures = 8, [], []
+
+    async def client(flavour, n):
+        conn = await connect(flavour, TX)
+        lk = advlock.lock(conn, "pgb-load", timeout=0.5)
+        for _ in range(rounds):
+            try:
+                await call(lk.acquire)
+            except (advlock.ServerSessionError, advlock.LockTimeout) as e:
+                failures.append(e)
+                continue
+            start = time.monotonic()
+            await asyncio.sleep(0.005)
+            held.append((start, time.monotonic(), n))
+            try:
+                await call(lk.release)
+            except advlock.ServerSessionError as e:
+                failures.append(e)
+        await close(conn)
+
+    async def main():
+        await asyncio.gather(*(client(f, i) for i, f in enumerate(FLAVOURS[1:] * 2)),
+                             asyncio.to_thread(asyncio.run, client("psycopg", 6)),
+                             asyncio.to_thread(asyncio.run, client("psycopg", 7)))
+    asyncio.run(main())
+    held.sort()
+    overlaps = [(x, y) for x, y in zip(held, held[1:]) if y[0] < x[1]]
+    assert overlaps == []
+    sessions = [e for e in failures if isinstance(e, advlock.ServerSessionError)]
+    assert sessions, "no hop detected: %d holds, %d timeouts" % (len(held), len(failures))
+    for e in sessions:
+        assert ESESSION_WORDS in str(e)
+    print("transaction mode: %d holds, %d ServerSessionError, %d LockTimeout, 0 overlaps"
+          % (len(held), len(sessions), len(failures) - len(sessions)))
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_transaction_scope_works_in_transaction_mode(flavour, pg_conn):
+    """A transaction-scoped lock inside the caller's transaction needs no
+    claim: PgBouncer keeps a transaction on one server session."""
+    async def main():
+        a = await connect(flavour, TX)
+        if flavour == "asyncpg":
+            tx = a.transaction()
+            await tx.start()
+        else:
+            await call(a.execute, "BEGIN")
+        lk = advlock.lock(a, "pgb-xact", timeout=2, scope=advlock.TRANSACTION)
+        r = await call(lk.acquire)
+        assert r.outcome == advlock.Outcome.ACQUIRED
+        assert len(holds(pg_conn, r.key)) == 1
+        if flavour == "asyncpg":
+            await tx.commit()
+        else:
+            await call(a.execute, "COMMIT")
+        assert holds(pg_conn, r.key) == []
+        assert announced_pid(a) != 0
+        await close(a)
+    asyncio.run(main())

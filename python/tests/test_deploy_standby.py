@@ -1,0 +1,65 @@
+"""On a real streaming hot standby (tests/pg/with-standby.sh), from each
+Python driver: an acquire is refused with StandbyError by default, nothing
+locked, and allowed with allow_standby=True. Run by `make
+python-deploy-test` (part of `make test`)."""
+
+import asyncio
+import os
+
+import pytest
+
+import advlock
+from clients import FLAVOURS, Recording, call, close, connect
+
+STANDBY = os.environ.get("ADVLOCK_TEST_STANDBY")
+PRIMARY = os.environ.get("ADVLOCK_TEST_PRIMARY")
+pytestmark = pytest.mark.skipif(not STANDBY or not PRIMARY,
+                                reason="needs tests/pg/with-standby.sh")
+REFUSED = ("Refused to lock 'nightly': the server is a standby in recovery, where advisory"
+           " locks exclude nobody on the primary (connect to the primary, or allow standby"
+           " locks).")
+
+
+def advisory_locks(conninfo):
+    import psycopg
+    with psycopg.connect(conninfo, autocommit=True) as c:
+        return c.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()[0]
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_standby_refused_by_default(flavour):
+    async def main():
+        conn = await connect(flavour, STANDBY)
+        lk = advlock.lock(conn, "nightly", timeout=5)
+        rec = Recording(lk)
+        with pytest.raises(advlock.StandbyError) as info:
+            await call(lk.acquire)
+        assert str(info.value) == REFUSED
+        assert info.value.report.failure == advlock.Failure.ESTANDBY
+        assert info.value.report.sql == advlock.Sql.SESSION
+        assert rec.sql == [advlock.Sql.SESSION]  # nothing else sent
+        assert advisory_locks(STANDBY) == 0
+        # Refused again with no second check; a release is allowed.
+        with pytest.raises(advlock.StandbyError):
+            await call(advlock.lock(conn, "nightly", timeout=5).acquire)
+        assert (await call(lk.release)).outcome == advlock.Outcome.NOT_HELD
+        await close(conn)
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_standby_allowed_with_the_option(flavour):
+    async def main():
+        conn = await connect(flavour, STANDBY)
+        primary = await connect(flavour, PRIMARY)
+        lk = advlock.lock(conn, "nightly", timeout=5, allow_standby=True)
+        assert (await call(lk.acquire)).outcome == advlock.Outcome.ACQUIRED
+        assert advisory_locks(STANDBY) == 1
+        # Why it is refused by default: the primary's lock ignores it.
+        on_primary = advlock.lock(primary, "nightly", timeout=0)
+        assert (await call(on_primary.acquire)).outcome == advlock.Outcome.ACQUIRED
+        await call(on_primary.release)
+        assert (await call(lk.release)).outcome == advlock.Outcome.RELEASED
+        await close(conn)
+        await close(primary)
+    asyncio.run(main())

@@ -1,0 +1,101 @@
+"""The server session check on a direct connection: one session row per
+connection (not per lock object), plain statements after it, one token per
+connection; and the options and errors it brings."""
+
+import asyncio
+
+import pytest
+
+import advlock
+from advlock import _session
+from clients import FLAVOURS, Recording, call, close, connect
+from conftest import need_server
+
+S = advlock.Sql
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_direct_connection_checks_once_and_sends_no_guarded_sql(flavour):
+    async def main():
+        conn = await connect(flavour)
+        first = advlock.lock(conn, "direct", timeout=1)
+        rec = Recording(first)
+        await call(first.acquire)
+        await call(first.release)
+        assert rec.sql == [S.SESSION, S.TRY_LOCK, S.UNLOCK]
+        # A second lock object on the connection starts from what the first
+        # learned: no second session row.
+        second = advlock.lock(conn, "direct", timeout=1, wait=advlock.WAIT_SERVER)
+        rec2 = Recording(second)
+        await call(second.acquire)
+        await call(second.release)
+        assert rec2.sql == [S.TRY_LOCK, S.UNLOCK]
+        assert first._client.state is second._client.state
+        assert first._client.state.proxied is False
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_one_token_per_connection(flavour):
+    async def main():
+        a, b = await connect(flavour), await connect(flavour)
+        ta = advlock.lock(a, "x")._client.state.token
+        assert ta == advlock.lock(a, "y")._client.state.token != 0
+        assert advlock.lock(b, "x")._client.state.token != ta
+        await close(a)
+        await close(b)
+    asyncio.run(main())
+
+
+@need_server
+def test_an_asyncpg_pool_shares_its_connection_s_session():
+    async def main():
+        import asyncpg
+        async with asyncpg.create_pool(min_size=1, max_size=1) as pool:
+            async with pool.acquire() as c1:
+                s1 = advlock.lock(c1, "p")._client.state
+            async with pool.acquire() as c2:
+                s2 = advlock.lock(c2, "p")._client.state
+            assert c1 is not c2 and s1 is s2
+    asyncio.run(main())
+
+
+def test_allow_standby_is_an_option():
+    o = advlock.Options(allow_standby=True)
+    assert o.to_c().allow_standby == 1 and advlock.Options().to_c().allow_standby == 0
+    assert advlock.Options.coerce(o, diagnose=True).allow_standby is True
+
+
+def test_session_failures_raise_their_own_errors():
+    # A machine in virtual time, told of a connection behind a proxy (the
+    # session row's pid differs) whose server session another client claimed.
+    m = advlock.Machine()
+    m.set_session(4242, 77)
+    m.start_acquire("jobs", 1000, now=0)
+    a = m.next_action()
+    assert (a.sql, a.param) == (S.SESSION, 77)
+    m.on_session(1001, False, False, now=1)
+    report = m.report()
+    assert report.failure == advlock.Failure.ESESSION
+    with pytest.raises(advlock.ServerSessionError) as info:
+        advlock._machine.raise_for(report, "jobs")
+    assert isinstance(info.value, advlock.LockFailed)
+    assert str(info.value).endswith(advlock.strerror(advlock.Failure.ESESSION))
+
+    m = advlock.Machine()
+    m.set_session(1001, 78)
+    m.start_acquire("jobs", 1000, now=0)
+    m.on_session(1001, True, True, now=1)
+    with pytest.raises(advlock.StandbyError) as info:
+        advlock._machine.raise_for(m.report(), "jobs")
+    assert str(info.value) == (
+        "Refused to lock 'jobs': the server is a standby in recovery, where advisory locks"
+        " exclude nobody on the primary (connect to the primary, or allow standby locks).")
+
+
+def test_the_token_is_nonzero_and_random():
+    tokens = {_session.ConnSession().token for _ in range(64)}
+    assert len(tokens) == 64 and 0 not in tokens
