@@ -9,6 +9,9 @@
  */
 #include "pg_test.h"
 
+/* The answer reader, for results no server can be made to send on cue. */
+#include "../../src/adapters/libpq/pq.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -183,6 +186,75 @@ static void test_cancel_during_the_session_row(void **state)
     PQfinish(conn);
 }
 
+/* A result libpq might deliver, built by hand: one row of binary columns
+ * of these types, with these values (NULL: SQL NULL). */
+static PGresult *row(PGconn *conn, int n, const Oid *types, const char *const *values,
+                     const int *lengths)
+{
+    PGresult *res = PQmakeEmptyPGresult(conn, PGRES_TUPLES_OK);
+    PGresAttDesc columns[3];
+    assert_true(n <= 3);
+    for (int i = 0; i < n; i++)
+        columns[i] = (PGresAttDesc){.name = (char *)"c", .format = 1, .typid = types[i],
+                                    .typlen = -1, .atttypmod = -1};
+    assert_int_equal(PQsetResultAttrs(res, n, columns), 1);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(PQsetvalue(res, 0, i, (char *)values[i], values[i] ? lengths[i] : -1), 1);
+    return res;
+}
+
+/* What the adapter reads from one result of statement sql. */
+static int read_answer(PGconn *conn, advlock_sql sql, PGresult *res)
+{
+    advlock_pq_query_ q;
+    memset(&q, 0, sizeof q);
+    advlock_pq_answer_clear(&q);
+    q.sql_ = (uint8_t)sql;
+    advlock_pq_answer_read(&q, conn, res);
+    int result = q.result_;
+    advlock_pq_answer_clear(&q); /* frees res */
+    return result;
+}
+
+static void test_answers_of_guarded_and_session_rows(void **state)
+{
+    fixture *f = *state;
+    static const Oid void_type[1] = {2278}, session_types[3] = {23, 16, 16};
+    static const int lengths[3] = {4, 1, 1};
+    const char *const null_void[1] = {NULL}, *const a_void[1] = {""};
+    /* A guarded wait that found another server session answers NULL, a
+     * wait that ran answers its void: NULL and TRUE to the machine. */
+    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_LOCK_GUARDED,
+                                 row(f->conn, 1, void_type, null_void, lengths)),
+                     ADVLOCK_RESULT_NULL);
+    int zero = 0;
+    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_LOCK_GUARDED,
+                                 row(f->conn, 1, void_type, a_void, &zero)),
+                     ADVLOCK_RESULT_TRUE);
+    /* The session row: a pid and two booleans; anything else (a NULL, a
+     * boolean that is neither) is an unexpected result, never a guess. */
+    const char *const good[3] = {"\0\0\x30\x39", "\0", "\1"};
+    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
+                                 row(f->conn, 3, session_types, good, lengths)),
+                     ADVLOCK_RESULT_TRUE);
+    const char *const null_ours[3] = {"\0\0\x30\x39", "\0", NULL};
+    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
+                                 row(f->conn, 3, session_types, null_ours, lengths)),
+                     ADVLOCK_RESULT_SERVER_ERROR);
+    const char *const two[3] = {"\0\0\x30\x39", "\2", "\1"};
+    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
+                                 row(f->conn, 3, session_types, two, lengths)),
+                     ADVLOCK_RESULT_SERVER_ERROR);
+    const char *const null_pid[3] = {NULL, "\0", "\1"};
+    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
+                                 row(f->conn, 3, session_types, null_pid, lengths)),
+                     ADVLOCK_RESULT_SERVER_ERROR);
+    /* Two columns where three belong. */
+    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
+                                 row(f->conn, 2, session_types, good, lengths)),
+                     ADVLOCK_RESULT_SERVER_ERROR);
+}
+
 int main(void)
 {
     alarm(60); /* a hang fails the program instead of the whole run */
@@ -194,6 +266,7 @@ int main(void)
         T(test_direct_session_holding_a_lock_of_its_own),
         T(test_nonblocking_adapter_checks_too),
         T(test_cancel_during_the_session_row),
+        T(test_answers_of_guarded_and_session_rows),
     };
     return cmocka_run_group_tests_name("libpq adapters: the server session check, direct", tests,
                                        NULL, NULL);
