@@ -144,6 +144,8 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  *   SELECT pg_try_advisory_xact_lock_shared($1) SELECT pg_advisory_xact_lock_shared($1)
  *   SELECT pg_advisory_unlock($1)              SELECT pg_advisory_unlock_shared($1)
  *   SELECT pg_advisory_unlock_all()            BEGIN   COMMIT   ROLLBACK
+ *   DISCARD ALL (outside a block: the claim below reset, every advisory
+ *       lock released, as PgBouncer resets a session between clients)
  *   advlock_sql_text(ADVLOCK_SQL_HOLDERS)      (rows: advlock_fake_db_holders)
  *   advlock_sql_text(ADVLOCK_SQL_LOCK) and its shared and transaction forms:
  *       the waiting function bounded by lock_timeout = $2 ms (a second

@@ -17,6 +17,11 @@
  * the caller's lock_timeout back as it was), or a long one, which never
  * does within a sequence.
  *
+ * The core's server session check runs too: the session row (its pid, in
+ * recovery, and the claim of advlock.session for one of two tokens or 0),
+ * and the guarded rows with either token, which run on a session that token
+ * claimed and answer NULL elsewhere; claims made in blocks roll back.
+ *
  * Waiting statements (pg_advisory_lock and friends) are sent asynchronously
  * when the fake predicts they wait and no other session is waiting: with one
  * waiter no deadlock can form, whose resolution PostgreSQL leaves to a
@@ -40,14 +45,14 @@
 #include <time.h>
 
 enum { SESSIONS = 3, KEYS = 4, MAX_ROWS = 64, WAIT_LIMIT_MS = 5000 };
-enum { BOOLOID = 16, VOIDOID = 2278 };
+enum { BOOLOID = 16, INT4OID = 23, VOIDOID = 2278 };
 
 typedef struct statement {
-    const char *sql; /* NULL: the core's bounded wait `bounded` ($2: its bound) */
+    const char *sql; /* NULL: the core's row `core`, its parameters as the core sends them */
     int keyed;       /* takes the key as $1 */
     int waits;       /* may wait for a lock */
     int weight;      /* how often the generator picks it */
-    advlock_sql bounded;
+    advlock_sql core;
 } statement;
 
 static const statement statements[] = {
@@ -65,13 +70,24 @@ static const statement statements[] = {
     {"BEGIN", 0, 0, 3, 0},
     {"COMMIT", 0, 0, 2, 0},
     {"ROLLBACK", 0, 0, 2, 0},
+    {"DISCARD ALL", 0, 0, 1, 0},
     {"SELECT pg_advisory_lock_nonexistent($1)", 1, 0, 1, 0},
     {"SELEC 1", 0, 0, 1, 0},
     {NULL, 1, 1, 3, ADVLOCK_SQL_LOCK},
     {NULL, 1, 1, 2, ADVLOCK_SQL_LOCK_SHARED},
     {NULL, 1, 1, 1, ADVLOCK_SQL_XACT_LOCK},
     {NULL, 1, 1, 1, ADVLOCK_SQL_XACT_LOCK_SHARED},
+    {NULL, 0, 0, 3, ADVLOCK_SQL_SESSION},
+    {NULL, 1, 0, 3, ADVLOCK_SQL_TRY_LOCK_GUARDED},
+    {NULL, 1, 0, 3, ADVLOCK_SQL_UNLOCK_GUARDED},
+    {NULL, 1, 0, 2, ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED},
+    {NULL, 1, 0, 2, ADVLOCK_SQL_UNLOCK_SHARED_GUARDED},
+    {NULL, 1, 1, 2, ADVLOCK_SQL_LOCK_GUARDED},
+    {NULL, 1, 1, 1, ADVLOCK_SQL_LOCK_SHARED_GUARDED},
 };
+
+/* The sessions' claim tokens: two clients', and 0 (claims nothing). */
+static const int64_t tokens[] = {-6917529027641081857LL, 4242, 0};
 
 /* A bounded wait's bound: short enough to strike within a step, or long
  * enough never to. */
@@ -79,12 +95,24 @@ enum { SHORT_BOUND_MS = 40, LONG_BOUND_MS = 600000 };
 
 static const char *text_of(const statement *st)
 {
-    return st->sql != NULL ? st->sql : advlock_sql_text(st->bounded);
+    return st->sql != NULL ? st->sql : advlock_sql_text(st->core);
 }
 
 static int params_of(const statement *st)
 {
-    return st->sql == NULL ? 2 : st->keyed;
+    return st->sql == NULL ? advlock_sql_params(st->core) : st->keyed;
+}
+
+/* $1 the key (the session row's: the token), then a wait's bound, then a
+ * guarded row's token, as the core's actions carry them. */
+static void params_for(const statement *st, int64_t key, int64_t bound, int64_t token,
+                       int64_t params[3])
+{
+    int session = st->sql == NULL && st->core == ADVLOCK_SQL_SESSION;
+    int wait = st->sql == NULL && advlock_sql_answer(st->core) == ADVLOCK_ANSWER_VOID;
+    params[0] = session ? token : key;
+    params[1] = wait ? bound : token;
+    params[2] = token;
 }
 enum { NSTATEMENTS = sizeof statements / sizeof statements[0] };
 
@@ -128,6 +156,7 @@ static struct {
     int waits, granted_after_wait, deadlocks, cancels, warnings, errors, reconnects;
     int lock_timeouts;
     int holders_queries, holder_rows, rows_held_a_second, pauses;
+    int session_rows, claims, guarded_nulls;
 } seen;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -249,6 +278,14 @@ done:
     case PGRES_TUPLES_OK:
         copy(a->r.command_tag, sizeof a->r.command_tag, PQcmdStatus(first));
         a->r.status = (advlock_fake_status)-1; /* unless it is one of these */
+        if (PQntuples(first) == 1 && PQnfields(first) == 3 && PQftype(first, 0) == INT4OID
+            && PQftype(first, 1) == BOOLOID && PQftype(first, 2) == BOOLOID) {
+            a->r.status = ADVLOCK_FAKE_ROW_SESSION; /* the session row */
+            a->r.session_pid = atoi(PQgetvalue(first, 0, 0));
+            a->r.in_recovery = strcmp(PQgetvalue(first, 0, 1), "t") == 0;
+            a->r.ours = strcmp(PQgetvalue(first, 0, 2), "t") == 0;
+            break;
+        }
         if (PQntuples(first) != 1 || PQnfields(first) != 1)
             break;
         if (PQgetisnull(first, 0, 0))
@@ -281,11 +318,11 @@ static void send_pg(int i, const statement *st, const int64_t *params)
 {
     session *s = &w.s[i];
     memset(&s->notices, 0, sizeof s->notices);
-    char text[2][24];
-    snprintf(text[0], sizeof text[0], "%" PRId64, params[0]);
-    snprintf(text[1], sizeof text[1], "%" PRId64, params[1]);
-    const char *values[2] = {text[0], text[1]};
-    const unsigned int types[2] = {20, 20}; /* int8, as the core's drivers send them */
+    char text[3][24];
+    for (int p = 0; p < 3; p++)
+        snprintf(text[p], sizeof text[p], "%" PRId64, params[p]);
+    const char *values[3] = {text[0], text[1], text[2]};
+    const unsigned int types[3] = {20, 20, 20}; /* int8, as the core's drivers send them */
     int n = params_of(st);
     if (!PQsendQueryParams(s->conn, text_of(st), n, n > 0 ? types : NULL, n > 0 ? values : NULL,
                            NULL, NULL, 0))
@@ -353,14 +390,18 @@ static int fake_rows(lock_row *rows)
 
 static const char *status_name(int status)
 {
-    static const char *const names[] = {"true",  "false",           "NULL",   "void", "command",
-                                        "error", "connection lost", "waiting"};
-    return status >= 0 && status < 8 ? names[status] : "unexpected result shape";
+    static const char *const names[] = {
+        "true",  "false",           "NULL",    "void", "command",
+        "error", "connection lost", "waiting", "rows", "session row"};
+    return status >= 0 && status < 10 ? names[status] : "unexpected result shape";
 }
 
 static void describe(const char *side, const answer *a)
 {
     fprintf(stderr, "    %-10s %s", side, status_name((int)a->r.status));
+    if (a->r.status == ADVLOCK_FAKE_ROW_SESSION)
+        fprintf(stderr, " (pid %d, in recovery %d, ours %d)", a->r.session_pid, a->r.in_recovery,
+                a->r.ours);
     if (a->r.command_tag[0])
         fprintf(stderr, " [%s]", a->r.command_tag);
     if (a->r.sqlstate[0])
@@ -405,7 +446,14 @@ static void compare_answers(uint64_t seq, const answer *fake, const answer *pg)
     seen.deadlocks += strcmp(f->sqlstate, "40P01") == 0;
     seen.errors += f->status == ADVLOCK_FAKE_SERVER_ERROR;
     seen.warnings += fake->warnings;
-    if (f->status == p->status && strcmp(f->command_tag, p->command_tag) == 0
+    /* The session row names its session: the same one on both sides. */
+    int same_row = f->status != ADVLOCK_FAKE_ROW_SESSION
+                   || (session_of(f->session_pid, 1) == session_of(p->session_pid, 0)
+                       && session_of(f->session_pid, 1) >= 0 && f->in_recovery == p->in_recovery
+                       && f->ours == p->ours);
+    seen.session_rows += f->status == ADVLOCK_FAKE_ROW_SESSION;
+    seen.claims += f->status == ADVLOCK_FAKE_ROW_SESSION && f->ours;
+    if (same_row && f->status == p->status && strcmp(f->command_tag, p->command_tag) == 0
         && strcmp(f->sqlstate, p->sqlstate) == 0 && strcmp(f->message, p->message) == 0
         && fake->warnings == pg->warnings && strcmp(f->warning_sqlstate, p->warning_sqlstate) == 0
         && strcmp(f->warning, p->warning) == 0)
@@ -626,18 +674,23 @@ static void settle_waiter(uint64_t seq)
     w.strikes_at = 0;
 }
 
-static void run_statement(uint64_t seq, int i, const statement *st, int k, int64_t bound,
+static void run_statement(uint64_t seq, int i, const statement *st, int k, const int64_t *params,
                           const advlock_fake_db *after, const advlock_fake_result *fr)
 {
-    char with[40] = "";
-    if (st->sql == NULL)
-        snprintf(with, sizeof with, "  with k%d, lock_timeout %lld ms", k, (long long)bound);
-    else if (st->keyed)
+    char with[96] = "";
+    if (st->sql == NULL) {
+        int n = snprintf(with, sizeof with, "(the core's row %d):", (int)st->core);
+        for (int p = 0; p < params_of(st) && n > 0 && (size_t)n < sizeof with; p++)
+            n += snprintf(with + n, sizeof with - (size_t)n, " $%d %lld", p + 1,
+                          (long long)params[p]);
+    } else if (st->keyed) {
         snprintf(with, sizeof with, "  with k%d", k);
-    note("s%d: %s%s", i, text_of(st), with);
+    }
+    note("s%d: %s%s", i, st->sql != NULL ? st->sql : "", with);
     w.fake = *after;
-    const int64_t params[2] = {w.keys[k], bound};
+    seen.guarded_nulls += fr->status == ADVLOCK_FAKE_ROW_NULL;
     send_pg(i, st, params);
+    int64_t bound = st->waits && st->sql == NULL ? params[1] : 0;
     if (fr->status == ADVLOCK_FAKE_WAITING) {
         expect_waiting_on_server(seq, i);
         w.waiting = i;
@@ -703,6 +756,19 @@ static int pick_statement(advlock_prng *p)
 /* One step: a statement on a session not waiting, or a close, or a cancel
  * of the waiting session, or the observer's holders query. Statements whose
  * wait the fake predicts while another session waits are drawn again. */
+/* The fake's answer, on a copy of it, to statement st on session i; 0, or
+ * -1 when it would wait while another session waits. */
+static int trial_run(int i, const statement *st, const int64_t *params, advlock_fake_db *trial,
+                     advlock_fake_result *fr)
+{
+    fake_clock_now();
+    *trial = w.fake;
+    if (advlock_fake_db_exec_params(trial, w.s[i].fake_pid, text_of(st), params, params_of(st), fr)
+        != 0)
+        die("the fake refused a statement");
+    return fr->status == ADVLOCK_FAKE_WAITING && w.waiting >= 0 ? -1 : 0;
+}
+
 static void step(uint64_t seq, advlock_prng *p)
 {
     static advlock_fake_db trial;
@@ -726,19 +792,85 @@ static void step(uint64_t seq, advlock_prng *p)
         const statement *st = &statements[pick_statement(p)];
         int k = (int)advlock_prng_below(p, KEYS);
         int64_t bound = advlock_prng_below(p, 2) ? SHORT_BOUND_MS : LONG_BOUND_MS;
-        const int64_t params[2] = {w.keys[k], bound};
-        fake_clock_now();
-        trial = w.fake;
+        int64_t params[3];
+        params_for(st, w.keys[k], bound, tokens[advlock_prng_below(p, 3)], params);
         advlock_fake_result fr;
-        if (advlock_fake_db_exec_params(&trial, w.s[i].fake_pid, text_of(st), params, params_of(st),
-                                        &fr)
-            != 0)
-            die("the fake refused a statement");
-        if (fr.status == ADVLOCK_FAKE_WAITING && w.waiting >= 0)
+        if (trial_run(i, st, params, &trial, &fr) != 0)
             continue;
-        run_statement(seq, i, st, k, bound, &trial, &fr);
+        run_statement(seq, i, st, k, params, &trial, &fr);
         return;
     }
+}
+
+static void reset(void);
+
+/* The statement with this text, or the core's row sql (text NULL). */
+static const statement *statement_of(const char *text, advlock_sql sql)
+{
+    for (int i = 0; i < NSTATEMENTS; i++)
+        if (text != NULL ? statements[i].sql != NULL && strcmp(statements[i].sql, text) == 0
+                         : statements[i].sql == NULL && statements[i].core == sql)
+            return &statements[i];
+    die("no such statement");
+}
+
+/* Sequence 0, before the random ones: the claim's paths that chance reaches
+ * rarely, each checked against the server. A claim made in a block that
+ * rolls back (or fails) is undone, one committed stays; a session holding a
+ * lock is not claimed; DISCARD ALL (PgBouncer's reset) clears the claim
+ * and the locks, and is refused in a block; guarded rows off their claim
+ * answer NULL, a wait's too. */
+static void run_claims_script(int *steps)
+{
+    static const struct {
+        int session;
+        const char *sql; /* NULL: the core's row */
+        advlock_sql core;
+        int token; /* index into tokens[] */
+    } script[] = {
+        {0, "BEGIN", 0, 0},
+        {0, NULL, ADVLOCK_SQL_SESSION, 0},
+        {0, NULL, ADVLOCK_SQL_TRY_LOCK_GUARDED, 0},
+        {0, "ROLLBACK", 0, 0},
+        {0, NULL, ADVLOCK_SQL_TRY_LOCK_GUARDED, 0},
+        {0, NULL, ADVLOCK_SQL_SESSION, 0},
+        {0, "DISCARD ALL", 0, 0},
+        {0, NULL, ADVLOCK_SQL_SESSION, 1},
+        {0, NULL, ADVLOCK_SQL_LOCK_SHARED_GUARDED, 1},
+        {1, "BEGIN", 0, 0},
+        {1, NULL, ADVLOCK_SQL_SESSION, 0},
+        {1, "SELEC 1", 0, 0},
+        {1, "COMMIT", 0, 0},
+        {1, NULL, ADVLOCK_SQL_UNLOCK_GUARDED, 0},
+        {1, "BEGIN", 0, 0},
+        {1, NULL, ADVLOCK_SQL_SESSION, 0},
+        {1, "DISCARD ALL", 0, 0},
+        {1, "ROLLBACK", 0, 0},
+        {1, "BEGIN", 0, 0},
+        {1, NULL, ADVLOCK_SQL_SESSION, 0},
+        {1, "COMMIT", 0, 0},
+        {1, NULL, ADVLOCK_SQL_UNLOCK_GUARDED, 0},
+        {1, NULL, ADVLOCK_SQL_SESSION, 1},
+        {2, NULL, ADVLOCK_SQL_LOCK_GUARDED, 0},
+        {2, NULL, ADVLOCK_SQL_SESSION, 2},
+        {2, NULL, ADVLOCK_SQL_TRY_LOCK_GUARDED, 2},
+    };
+    static advlock_fake_db trial;
+    reset();
+    for (int k = 0; k < KEYS; k++)
+        w.keys[k] = k + 1;
+    for (size_t n = 0; n < sizeof script / sizeof script[0]; n++) {
+        const statement *st = statement_of(script[n].sql, script[n].core);
+        int64_t params[3];
+        params_for(st, w.keys[0], LONG_BOUND_MS, tokens[script[n].token], params);
+        advlock_fake_result fr;
+        if (trial_run(script[n].session, st, params, &trial, &fr) != 0
+            || fr.status == ADVLOCK_FAKE_WAITING)
+            die("the claims script waits");
+        run_statement(0, script[n].session, st, 0, params, &trial, &fr);
+        compare_locks(0);
+    }
+    *steps += (int)(sizeof script / sizeof script[0]);
 }
 
 /* Back to no locks, no transactions, no waiters, on both sides. */
@@ -755,6 +887,7 @@ static void reset(void)
     for (int i = 0; i < SESSIONS; i++) {
         PQclear(PQexec(w.s[i].conn, "ROLLBACK"));
         PQclear(PQexec(w.s[i].conn, "SELECT pg_advisory_unlock_all()"));
+        PQclear(PQexec(w.s[i].conn, "RESET advlock.session"));
     }
     advlock_fake_db_init(&w.fake);
     fake_clock_now();
@@ -829,6 +962,7 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int steps = 0;
+    run_claims_script(&steps);
     for (uint64_t seq = start; seq < start + count; seq++)
         run_sequence(seq, &steps);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -843,6 +977,9 @@ int main(int argc, char **argv)
     printf("fidelity: %d holders queries agreed on %d rows (%d held or waited a second or more, "
            "after %d pauses)\n",
            seen.holders_queries, seen.holder_rows, seen.rows_held_a_second, seen.pauses);
+    printf("fidelity: %d session rows agreed (%d claimed or the token's own), %d NULL answers "
+           "(guarded rows off their claimed session)\n",
+           seen.session_rows, seen.claims, seen.guarded_nulls);
     for (int i = 0; i < SESSIONS; i++)
         PQfinish(w.s[i].conn);
     PQfinish(w.observer);

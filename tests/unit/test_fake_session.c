@@ -156,6 +156,27 @@ static void guarded_rows_run_only_on_the_claimed_session(void **state)
     assert_int_equal(advlock_fake_db_exec_params(&f->db, f->a, TRY, four, 4, &r), ADVLOCK_EINVAL);
 }
 
+/* PgBouncer's reset between session-mode clients clears the claim and the
+ * locks, so the next client claims the session afresh; not in a block. */
+static void discard_all_clears_the_claim_and_the_locks(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(claim(f, f->a, T), 1);
+    assert_int_equal(guarded_try(f, f->a, T), ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(plain(f, f->a, "BEGIN"), ADVLOCK_FAKE_COMMAND_OK);
+    advlock_fake_result r;
+    assert_int_equal(advlock_fake_db_exec(&f->db, f->a, "DISCARD ALL", NULL, &r), 0);
+    assert_int_equal(r.status, ADVLOCK_FAKE_SERVER_ERROR);
+    assert_string_equal(r.sqlstate, "25001");
+    assert_string_equal(r.message, "DISCARD ALL cannot run inside a transaction block");
+    assert_int_equal(plain(f, f->a, "ROLLBACK"), ADVLOCK_FAKE_COMMAND_OK);
+    assert_int_equal(claim(f, f->a, T2), 0);
+    assert_int_equal(plain(f, f->a, "DISCARD ALL"), ADVLOCK_FAKE_COMMAND_OK);
+    assert_int_equal(advlock_fake_db_lock_rows(&f->db, NULL, 0), 0);
+    assert_int_equal(guarded_try(f, f->a, T), ADVLOCK_FAKE_ROW_NULL);
+    assert_int_equal(claim(f, f->a, T2), 1);
+}
+
 static void the_standby_knob(void **state)
 {
     fixture *f = *state;
@@ -298,6 +319,7 @@ int main(void)
         T_(a_session_holding_a_lock_is_not_claimed),
         T_(a_claim_inside_a_block_rolls_back_with_it),
         T_(guarded_rows_run_only_on_the_claimed_session),
+        T_(discard_all_clears_the_claim_and_the_locks),
         T_(the_standby_knob),
         T_(a_direct_connection_locks_as_before),
         T_(a_transaction_pooler_is_caught),

@@ -232,6 +232,21 @@ static void run_transaction_control(advlock_fake_db *db, int slot, enum stmt_kin
     advlock_fake_result_command(out, rolled_back ? "ROLLBACK" : "COMMIT");
 }
 
+/* What PgBouncer runs between session-mode clients: settings reset (the
+ * claim with them) and every advisory lock released; not inside a block. */
+static void run_discard_all(advlock_fake_db *db, int slot, advlock_fake_result *out)
+{
+    advlock_fake_session_ *s = &db->sessions_[slot];
+    if (s->txn_ != TXN_IMPLICIT) {
+        advlock_fake_result_error(out, "25001", "DISCARD ALL cannot run inside a transaction block");
+        return;
+    }
+    s->claimed_ = 0;
+    s->claim_ = 0;
+    advlock_lt_release_level(db, slot, SCOPE_SESSION);
+    advlock_fake_result_command(out, "DISCARD ALL");
+}
+
 static void run_holders(advlock_fake_db *db, int slot, int64_t key, advlock_fake_result *out)
 {
     size_t n = advlock_fake_db_holders(db, db->sessions_[slot].pid_, key, NULL, 0);
@@ -327,6 +342,7 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     case ST_UNLOCK: run_unlock(db, slot, st, key, out); break;
     case ST_HOLDERS: run_holders(db, slot, key, out); break;
     case ST_SESSION: run_session(db, slot, key, out); break;
+    case ST_DISCARD_ALL: run_discard_all(db, slot, out); break;
     case ST_UNLOCK_ALL:
         advlock_lt_release_level(db, slot, SCOPE_SESSION);
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);

@@ -80,7 +80,8 @@ enum stmt_kind {
     ST_COMMIT,
     ST_ROLLBACK,
     ST_HOLDERS,
-    ST_SESSION
+    ST_SESSION,
+    ST_DISCARD_ALL
 };
 
 typedef struct advlock_fake_statement {

@@ -30,6 +30,7 @@ static const advlock_fake_statement statements[] = {
     {"BEGIN", ST_BEGIN, EX, SES, 0, 0},
     {"COMMIT", ST_COMMIT, EX, SES, 0, 0},
     {"ROLLBACK", ST_ROLLBACK, EX, SES, 0, 0},
+    {"DISCARD ALL", ST_DISCARD_ALL, EX, SES, 0, 0},
 };
 
 /* The holders query's, the bounded waits', the session query's and the
