@@ -539,6 +539,70 @@ typedef struct advlock_fake_faults {
 } advlock_fake_faults;
 
 /* ======================================================================
+ * The world the clients live in (optional; advlock_sim_set_model): when
+ * their processes start, how long they take to get to their first
+ * statement, each statement's time at the server and the server's queue,
+ * and what running the held command adds to a hold. Each is an empirical
+ * distribution, as measured on a real server by `advlock calibrate`
+ * (docs/simulation.md). Integer arithmetic only: a seed gives the same run
+ * on every platform and compiler.
+ * ====================================================================== */
+
+#define ADVLOCK_SIM_DIST_POINTS 21
+
+/*
+ * An empirical distribution of durations in microseconds, given by count
+ * values at evenly spaced quantiles: us[0] is the least, us[count - 1] the
+ * greatest, us[i] the i / (count - 1) quantile; non-decreasing. count 0
+ * means always 0, count 1 always us[0]. A plain value.
+ */
+typedef struct advlock_sim_dist {
+    uint32_t count;
+    int64_t us[ADVLOCK_SIM_DIST_POINTS];
+} advlock_sim_dist;
+
+/* The largest value a distribution may hold: one hour, in microseconds. */
+#define ADVLOCK_SIM_DIST_MAX_US (INT64_C(3600) * 1000000)
+
+/*
+ * Checks d: count at most ADVLOCK_SIM_DIST_POINTS, every value from 0 to
+ * ADVLOCK_SIM_DIST_MAX_US, none less than the one before. Returns 0, or
+ * ADVLOCK_EINVAL (also for d NULL).
+ */
+ADVLOCK_API int advlock_sim_dist_check(const advlock_sim_dist *d);
+
+/*
+ * Draws a value from a checked distribution, in microseconds: a uniform
+ * quantile, linear between the two points around it. Takes one
+ * advlock_prng_below() of p whatever the count (0 and 1 included), so that
+ * a constant leaves the stream where any other distribution would. Returns
+ * 0 for d or p NULL.
+ */
+ADVLOCK_API int64_t advlock_sim_dist_draw(const advlock_sim_dist *d, advlock_prng *p);
+
+/*
+ * The world: each client's process starts `launch` after the run's start
+ * and sends its first statement `startup` later (exec, connect, prepare);
+ * every statement takes `statement` at the server (replacing the
+ * configuration's latency: it reaches the server halfway through, and the
+ * answer is back at the end), where at most `servers` statements are
+ * worked on at once and the rest queue in the order they were sent (0: no
+ * queue); every timer a client sets (a sleep, a wait's deadline) fires
+ * `wakeup` late (a sleeping process waits to be scheduled again); and the
+ * built-in cycler adds `command` to each hold (starting and reaping the
+ * command that runs while the lock is held). A cancel request takes one and
+ * a half `statement` draws, queueing for nothing.
+ */
+typedef struct advlock_sim_model {
+    advlock_sim_dist launch;
+    advlock_sim_dist startup;
+    advlock_sim_dist statement;
+    uint32_t servers;
+    advlock_sim_dist wakeup;
+    advlock_sim_dist command;
+} advlock_sim_model;
+
+/* ======================================================================
  * Simulation driver.
  *
  * Clients run plans: sequences of steps (acquire, release, pause,
@@ -745,6 +809,24 @@ ADVLOCK_API int advlock_sim_add_cycler(advlock_sim *sim, const advlock_sim_cycle
  * step).
  */
 ADVLOCK_API int advlock_sim_set_options(advlock_sim *sim, int client, const advlock_options *o);
+
+/*
+ * Puts the clients in the world m describes (copied), instead of starting
+ * them all at once with the configuration's latency. Call it after
+ * advlock_sim_init and before the run. Without it, nothing changes: a seed
+ * gives the run it gave before models existed. Returns 0, or ADVLOCK_EINVAL
+ * (sim or m NULL, a distribution advlock_sim_dist_check refuses, servers
+ * above ADVLOCK_SIM_MAX_CLIENTS) or ADVLOCK_EMISUSE (the simulation has
+ * already run).
+ */
+ADVLOCK_API int advlock_sim_set_model(advlock_sim *sim, const advlock_sim_model *m);
+
+/*
+ * When client's process started, in virtual ms: the run's start plus its
+ * launch draw under a model (known once the run began), else the run's
+ * start. ADVLOCK_EINVAL for sim NULL or an unknown client.
+ */
+ADVLOCK_API int64_t advlock_sim_client_launched(const advlock_sim *sim, int client);
 
 /*
  * Runs the simulation until every plan has stopped and every event has been

@@ -179,7 +179,7 @@ static int check_exclusion(const sim_world *sim, char *why, size_t size)
 static int check_progress(const sim_world *sim, const int held[ADVLOCK_SIM_MAX_KEYS], char *why,
                           size_t size)
 {
-    int64_t rtt = advlock_sim_latency_bound(&sim->config_.latency);
+    int64_t rtt = advlock_sim_rtt_bound(sim);
     for (int c = 0; c < sim->nclients_; c++) {
         const sim_client *cl = &sim->clients_[c];
         if (!cl->busy_ || cl->step_.kind != ADVLOCK_SIM_ACQUIRE || cl->cancel_sent_
@@ -237,7 +237,7 @@ static int64_t step_limit(const sim_client *cl, int64_t rtt)
  * back; that is not the machine's fault). */
 static int check_durations(const sim_world *sim, char *why, size_t size)
 {
-    int64_t rtt = advlock_sim_latency_bound(&sim->config_.latency);
+    int64_t rtt = advlock_sim_rtt_bound(sim);
     for (int c = 0; c < sim->nclients_; c++) {
         const sim_client *cl = &sim->clients_[c];
         if (!cl->busy_)

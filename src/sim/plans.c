@@ -80,13 +80,14 @@ static void after_pause(sim_client *cl, advlock_prng *p, advlock_sim_step *next)
     }
 }
 
-static void after_acquire(sim_client *cl, advlock_prng *p, const advlock_sim_done *last,
-                          advlock_sim_step *next)
+static void after_acquire(sim_world *world, sim_client *cl, advlock_prng *p,
+                          const advlock_sim_done *last, advlock_sim_step *next)
 {
     if (last->report.outcome == ADVLOCK_ACQUIRED) {
         cl->cycler_phase_ = CY_HOLDING;
         next->kind = ADVLOCK_SIM_PAUSE;
         next->pause_ms = advlock_prng_between(p, cl->cycler_.hold_min_ms, cl->cycler_.hold_max_ms);
+        next->pause_ms += advlock_sim_command_ms(world); /* 0 without a model */
     } else if (transactional(cl)) {
         next->kind = ADVLOCK_SIM_ROLLBACK; /* whatever went wrong, end the block */
     } else if (last->report.outcome == ADVLOCK_FAILED && last->report.failure != ADVLOCK_ECONNLOST
@@ -127,7 +128,7 @@ void advlock_sim_cycler_plan(void *state, advlock_sim *sim, int client,
     }
     switch (last->step.kind) {
     case ADVLOCK_SIM_PAUSE: after_pause(cl, p, next); return;
-    case ADVLOCK_SIM_ACQUIRE: after_acquire(cl, p, last, next); return;
+    case ADVLOCK_SIM_ACQUIRE: after_acquire(world, cl, p, last, next); return;
     case ADVLOCK_SIM_RELEASE: after_release(cl, p, last, next); return;
     case ADVLOCK_SIM_BEGIN:
         if (last->report.outcome == ADVLOCK_FAILED)

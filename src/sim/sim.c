@@ -303,8 +303,7 @@ int advlock_sim_run(advlock_sim *handle)
     sim->ran_ = 1;
     int rc = 0;
     char why[ADVLOCK_SIM_VIOLATION_MAX];
-    for (int c = 0; c < sim->nclients_ && rc == 0; c++)
-        rc = advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
+    rc = advlock_sim_launch_clients(sim);
     sim_event ev;
     while (rc == 0 && advlock_sim_next_event(sim, &ev)) {
         if (stale(sim, &ev))

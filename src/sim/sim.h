@@ -41,6 +41,7 @@ typedef struct sim_client {
     int64_t jumped_at_start_;
     int cancel_sent_;
     uint64_t timer_serial_;
+    int64_t launched_ms_; /* when its process started (world.c) */
     /* the query in flight */
     int query_; /* none, on its way to the server, waiting there, on its way back */
     const char *query_text_;
@@ -107,6 +108,10 @@ typedef struct sim_world {
     advlock_fake_db db_;
     sim_client clients_[ADVLOCK_SIM_MAX_CLIENTS];
     int nclients_;
+    /* the world's model (world.c), cleared by init */
+    int modelled_;
+    advlock_sim_model model_;
+    int64_t server_free_us_[ADVLOCK_SIM_MAX_CLIENTS]; /* when each server slot is next free */
     int64_t keys_[ADVLOCK_SIM_MAX_KEYS];
     int nkeys_;
     sim_event events_[SIM_MAX_EVENTS];
@@ -217,6 +222,24 @@ enum query_fault advlock_sim_draw_query_fault(advlock_prng *p, const advlock_fak
 void advlock_sim_draw_server_error(advlock_prng *p, const char **sqlstate, const char **message);
 int advlock_sim_faults_on(const advlock_fake_faults *f);
 const char *advlock_sim_fault_name(enum query_fault fault);
+
+/* ---- the world's model (world.c) ---- */
+
+/* Schedules each client's first step: at once, or under a model after its
+ * launch and startup draws. 0, or a violation. */
+int advlock_sim_launch_clients(sim_world *sim);
+/* A statement sent now: when it reaches the server and when its answer is
+ * back (the configuration's latency, or the model's statement time and
+ * server queue). */
+void advlock_sim_statement_times(sim_world *sim, int64_t *arrive_ms, int64_t *deliver_ms);
+/* A round trip for a cancel request's connection (no server queue). */
+int64_t advlock_sim_cancel_rtt(sim_world *sim);
+/* The most a statement's round trip can take, queue included. */
+int64_t advlock_sim_rtt_bound(const sim_world *sim);
+/* How late a timer fires, in ms (0 without a model). */
+int64_t advlock_sim_wakeup_ms(sim_world *sim);
+/* What running the held command adds to a hold, in ms (0 without a model). */
+int64_t advlock_sim_command_ms(sim_world *sim);
 
 /* ---- the policy, as an independent model (policy.c) ---- */
 

@@ -44,14 +44,12 @@ int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock, int64_
     x.sql = sql;
     x.attempt = is_lock ? advlock_next_action(&cl->machine_).report->attempts : 0;
     advlock_sim_trace(sim, c, "query", &x);
-    int64_t rtt = advlock_sim_draw_latency(&sim->prng_, &sim->config_.latency);
     cl->query_ = QUERY_TO_SERVER;
     cl->query_text_ = sql;
     cl->query_is_lock_ = is_lock;
     cl->query_bound_ms_ = bound_ms;
-    cl->arrive_ms_ = sim->now_ms_ + rtt / 2;
-    cl->return_ms_ = rtt - rtt / 2;
-    cl->deliver_ms_ = cl->arrive_ms_ + cl->return_ms_;
+    advlock_sim_statement_times(sim, &cl->arrive_ms_, &cl->deliver_ms_);
+    cl->return_ms_ = cl->deliver_ms_ - cl->arrive_ms_;
     sim->stats_.queries++;
     return advlock_sim_must_schedule(sim, cl->arrive_ms_, EV_ARRIVE, c, cl->op_serial_, 0);
 }
@@ -80,6 +78,7 @@ static int arm_timer(sim_world *sim, int c, int64_t wake_at, int fresh)
     int64_t left = wake_at - advlock_sim_reading(sim, cl);
     if (left < 0)
         left = 0;
+    left += advlock_sim_wakeup_ms(sim); /* 0 without a model */
     cl->timer_serial_++;
     int rc = advlock_sim_must_schedule(sim, sim->now_ms_ + left, EV_WAKE, c, cl->timer_serial_, 0);
     if (rc == 0 && fresh && advlock_sim_faults_on(&sim->config_.faults))
@@ -120,7 +119,7 @@ static int send_cancel(sim_world *sim, int c)
     advlock_sim_trace_extra x = advlock_sim_trace_none();
     advlock_sim_trace(sim, c, "cancel_query", &x);
     sim->stats_.cancels++;
-    int64_t rtt = advlock_sim_draw_latency(&sim->prng_, &sim->config_.latency);
+    int64_t rtt = advlock_sim_cancel_rtt(sim);
     int64_t land = sim->now_ms_ + rtt + rtt / 2;
     int rc = advlock_sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
     if (rc != 0)
