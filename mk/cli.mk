@@ -13,10 +13,17 @@ $(BUILD)/advlock: $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock_fake.a
 
 all: $(BUILD)/advlock
 
+# The profile parser's unit test (tests/unit/test_profile.c) links the parser
+# and the built-in profile without libpq, and the fake for its checks.
+PROFILE_SRC := src/cli/profile.c src/cli/profile_default.c
+$(BUILD)/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o) $(FAKE_OBJ)
+$(BUILD)/san/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_SAN_OBJ)
+
 .PHONY: cli-test
 cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
-	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh \
+	    tests/cli/calibrate.sh
 
 test: cli-test
 

@@ -4,6 +4,10 @@
  * and timed out, then a summary. The timeline is read from the simulation's
  * own JSON-lines trace, so what is printed is exactly what --trace records.
  * --jitter, --clip, --wait and --diagnose give every client those options.
+ * The clients live in a measured world (a profile: when their processes
+ * start, how long statements take, the server's queue; by default the one
+ * measured on the project's machine, profile_default.c), or with --ideal in
+ * the idealised one: all start at once, every statement 1-3 ms.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -15,6 +19,7 @@
 
 #include "advlock_fake.h"
 #include "cli.h"
+#include "profile.h"
 
 enum { MAX_WAITS = 4096 };
 
@@ -24,6 +29,9 @@ typedef struct sim_view {
     const char *const *names;
     int64_t keys[ADVLOCK_SIM_MAX_KEYS];
     int nkeys;
+    const advlock_sim *sim; /* when clients' processes started */
+    int modelled;
+    int acquires[ADVLOCK_SIM_MAX_CLIENTS];
     int64_t acquire_started[ADVLOCK_SIM_MAX_CLIENTS];
     int64_t waits[MAX_WAITS];
     size_t nwaits;
@@ -98,8 +106,13 @@ static void on_trace(void *user, const char *line, size_t len)
     int is_try = strstr(sql, "try_advisory") != NULL;
     if (strcmp(event, "query") == 0 && is_lock) {
         v->attempts++;
+        /* A wait counts from the acquire's first try; a modelled client's
+         * first acquire, from its process's start, as `advlock run` is
+         * timed from outside (tests/herd/herd.sh). */
         if (number(line, "attempt") == 1)
-            v->acquire_started[client] = t;
+            v->acquire_started[client] = v->modelled && v->acquires[client]++ == 0
+                                             ? advlock_sim_client_launched(v->sim, client)
+                                             : t;
     } else if (strcmp(event, "acquired") == 0 && v->nwaits < MAX_WAITS) {
         v->waits[v->nwaits++] = t - v->acquire_started[client];
     }
@@ -195,6 +208,10 @@ static void usage(FILE *to)
             "  --cycles N      acquire/hold/release cycles per client (default 1)\n"
             "  --think MS      longest pause before each cycle (default 0: all start at once)\n"
             "  --seed S        the run follows from it (default 1)\n"
+            "  --profile FILE  the world measured by advlock calibrate (default: the one\n"
+            "                  measured on advlock's test machine, built in)\n"
+            "  --ideal         the idealised world instead: every client starts at once,\n"
+            "                  every statement takes 1-3 ms (lockstep at its worst)\n"
             "  --jitter        full jitter: each sleep drawn from [0, min(1000, 100*2^n)] ms\n"
             "  --clip          reference sleeps, the last one cut to end at the deadline\n"
             "  --wait          wait on the server (pg_advisory_lock), cancelled at the deadline\n"
@@ -253,7 +270,9 @@ int cmd_simulate(int argc, char **argv)
         O_JITTER,
         O_CLIP,
         O_WAIT,
-        O_DIAGNOSE
+        O_DIAGNOSE,
+        O_PROFILE,
+        O_IDEAL
     };
     static const struct option options[] = {
         {"clients", required_argument, NULL, O_CLIENTS},
@@ -268,6 +287,8 @@ int cmd_simulate(int argc, char **argv)
         {"clip", no_argument, NULL, O_CLIP},
         {"wait", no_argument, NULL, O_WAIT},
         {"diagnose", no_argument, NULL, O_DIAGNOSE},
+        {"profile", required_argument, NULL, O_PROFILE},
+        {"ideal", no_argument, NULL, O_IDEAL},
         {"trace", required_argument, NULL, O_TRACE},
         {"quiet", no_argument, NULL, O_QUIET},
         {"help", no_argument, NULL, 'h'},
@@ -278,7 +299,8 @@ int cmd_simulate(int argc, char **argv)
     int faults = 0;
     advlock_options lock_options;
     advlock_options_init(&lock_options);
-    const char *trace_path = NULL;
+    const char *trace_path = NULL, *profile_path = NULL;
+    int ideal = 0;
     static sim_view view; /* large; one per process */
     memset(&view, 0, sizeof view);
 
@@ -300,6 +322,8 @@ int cmd_simulate(int argc, char **argv)
         case O_CLIP: lock_options.clip_to_deadline = 1; break;
         case O_WAIT: lock_options.wait = ADVLOCK_WAIT_SERVER; break;
         case O_DIAGNOSE: lock_options.diagnose = 1; break;
+        case O_PROFILE: profile_path = optarg; break;
+        case O_IDEAL: ideal = 1; break;
         case O_TRACE: trace_path = optarg; break;
         case O_QUIET: view.quiet = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
@@ -310,6 +334,21 @@ int cmd_simulate(int argc, char **argv)
     }
     if (optind != argc) {
         usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (ideal && profile_path != NULL) {
+        cli_error("--ideal and --profile choose two worlds; give one");
+        return EXIT_USAGE;
+    }
+    cli_profile profile;
+    char why[512];
+    if (!ideal
+        && (profile_path != NULL
+                ? cli_profile_read(profile_path, &profile, why, sizeof why)
+                : cli_profile_parse_text(cli_profile_default_text, "(built-in profile)", &profile,
+                                         why, sizeof why))
+               != 0) {
+        cli_error("%s", why);
         return EXIT_USAGE;
     }
     if (trace_path != NULL && (view.trace_file = fopen(trace_path, "w")) == NULL) {
@@ -351,11 +390,23 @@ int cmd_simulate(int argc, char **argv)
      * derives it), so a seed still replays the whole run. */
     for (long long c = 0; c < clients; c++)
         advlock_sim_set_options(&sim, advlock_sim_add_cycler(&sim, &cycler), &lock_options);
+    if (!ideal) {
+        advlock_sim_model model = cli_profile_model_for(&profile, (int)clients);
+        if (advlock_sim_set_model(&sim, &model) != 0) {
+            cli_error("the profile's world cannot be simulated");
+            return EXIT_USAGE;
+        }
+        view.sim = &sim;
+        view.modelled = 1;
+    }
 
     if (!view.quiet)
         printf("%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed "
-               "%lld%s%s%s%s%s\n\n",
+               "%lld, %s%s%s%s%s%s\n\n",
                clients, keys, keys == 1 ? "" : "s", timeout, hold, seed,
+               ideal                  ? "idealised world"
+               : profile_path != NULL ? profile_path
+                                      : "built-in profile",
                lock_options.wait == ADVLOCK_WAIT_SERVER ? ", waiting on the server" : "",
                lock_options.backoff == ADVLOCK_BACKOFF_FULL_JITTER ? ", full jitter" : "",
                lock_options.clip_to_deadline ? ", clipped" : "",

@@ -27,6 +27,7 @@ static const struct {
     {"run", cmd_run},
     {"status", cmd_status},
     {"simulate", cmd_simulate},
+    {"calibrate", cmd_calibrate},
 };
 
 static void usage(FILE *to)
@@ -40,6 +41,7 @@ static void usage(FILE *to)
           "  run KEY -- CMD  run CMD while holding the lock, like flock(1)\n"
           "  status KEY...   say whether each lock is held, by whom, and who waits\n"
           "  simulate        clients racing for locks on the fake database, no server\n"
+          "  calibrate       measure a server as a herd meets it: a profile for simulate\n"
           "\n"
           "Run 'advlock COMMAND --help' for a command's options; see advlock(1).\n",
           to);

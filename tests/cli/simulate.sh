@@ -1,33 +1,35 @@
 #!/usr/bin/env bash
-# advlock simulate: timeline and summary, the thundering-herd figure, a
-# reproducible trace, faults, bad options. No server needed.
+# advlock simulate: timeline and summary, the thundering-herd figures (the
+# idealised world's and the built-in profile's), a reproducible trace,
+# faults, profiles, bad options. No server needed.
 set -u
 . "$(dirname "$0")/lib.sh"
 A=${ADVLOCK:?set ADVLOCK to the advlock binary}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-capture "$A" simulate --clients 3 --hold 250
-check "default run: status" 0 "$RC"
-check "header" "3 clients, 1 lock name, timeout 10000 ms, hold 250 ms, seed 1" "$(sed -n 1p <<<"$OUT")"
+capture "$A" simulate --clients 3 --hold 250 --ideal
+check "idealised run: status" 0 "$RC"
+check "header" "3 clients, 1 lock name, timeout 10000 ms, hold 250 ms, seed 1, idealised world" "$(sed -n 1p <<<"$OUT")"
 grep -q "client 0   tries 'BrighterMigration_public.Outbox' (attempt 1)" <<<"$OUT" && pass || fail "no first try in [$OUT]"
 grep -q "sleeps 100 ms" <<<"$OUT" && pass || fail "no 100 ms sleep"
 grep -q "sleeps 200 ms" <<<"$OUT" && pass || fail "no 200 ms sleep"
 check "acquisitions" 3 "$(grep -c ACQUIRED <<<"$OUT")"
 check "summary" "3 clients: 3 acquired, 0 timed out, 3 released," "$(tail -n 1 <<<"$OUT" | cut -d" " -f1-9)"
 
-# The herd figure (issue 6): 50 clients starting together with the reference
-# schedule retry in lockstep: each wave grants one lock, and most time out.
+# The idealised herd (issue 6): 50 clients starting in the same millisecond
+# with the reference schedule retry in lockstep: each wave grants one lock,
+# and most time out.
 # Full jitter spreads the retries and server-side waiting hands the lock
 # over in turn: none time out. Clipping keeps the lockstep but ends every
 # timeout at the deadline (plus the last try's round trip, 1-3 ms).
 herd() {
-    capture "$A" simulate --clients 50 --timeout 10000 --hold 50 --quiet "$@"
+    capture "$A" simulate --clients 50 --timeout 10000 --hold 50 --quiet --ideal "$@"
     timed_out=$(grep -o '[0-9]* timed out' <<<"$OUT" | cut -d' ' -f1)
 }
 herd
 [ "${timed_out:-0}" -ge 30 ] && pass || fail "herd: only [$timed_out] of 50 timed out: $OUT"
-grep -q "Could not acquire" <<<"$("$A" simulate --clients 50 --hold 50 | grep timed_out)" && pass ||
+grep -q "Could not acquire" <<<"$("$A" simulate --clients 50 --hold 50 --ideal | grep timed_out)" && pass ||
     fail "timeline shows no timeout message"
 herd --jitter
 check "herd with full jitter: none time out" "0" "$timed_out"
@@ -39,9 +41,9 @@ attempts=$(grep -o '[0-9]* attempts' <<<"$OUT" | cut -d' ' -f1)
 [ "${attempts:-999}" -le 100 ] && pass || fail "herd waiting on the server: [$attempts] queries for 50 clients"
 herd --clip
 [ "${timed_out:-0}" -ge 30 ] && pass || fail "clipped herd: only [$timed_out] timed out: $OUT"
-last=$("$A" simulate --clients 50 --hold 50 --clip | grep timed_out | tail -n 1 | awk '{ print $1 }')
+last=$("$A" simulate --clients 50 --hold 50 --clip --ideal | grep timed_out | tail -n 1 | awk '{ print $1 }')
 [ "${last:-99999}" -le 10003 ] && pass || fail "clipped: a timeout at [$last] ms, past 10003"
-last=$("$A" simulate --clients 50 --hold 50 | grep timed_out | tail -n 1 | awk '{ print $1 }')
+last=$("$A" simulate --clients 50 --hold 50 --ideal | grep timed_out | tail -n 1 | awk '{ print $1 }')
 [ "${last:-0}" -gt 10003 ] && pass || fail "unclipped: the last timeout at [$last] ms, expected later"
 for seed in 2 3; do
     herd --jitter --seed "$seed"
@@ -51,9 +53,9 @@ done
 # Waiting on the server: the timeline shows each wait after a failed try,
 # the server ending one at the deadline (lock_timeout), and (with
 # --diagnose) who held the lock.
-capture "$A" simulate --clients 3 --hold 250 --timeout 400 --wait --diagnose
+capture "$A" simulate --clients 3 --hold 250 --timeout 400 --wait --diagnose --ideal
 check "wait: status" 0 "$RC"
-check "wait: header" "3 clients, 1 lock name, timeout 400 ms, hold 250 ms, seed 1, waiting on the server, diagnosing" \
+check "wait: header" "3 clients, 1 lock name, timeout 400 ms, hold 250 ms, seed 1, idealised world, waiting on the server, diagnosing" \
     "$(sed -n 1p <<<"$OUT")"
 check "wait: the two that find it held ask once" 2 "$(grep -c "asks the server for 'BrighterMigration_public.Outbox' and waits" <<<"$OUT")"
 grep -q "  40[0-9] ms  client [0-9]   the server ends its wait at lock_timeout (SQLSTATE 55P03)" <<<"$OUT" &&
@@ -79,6 +81,47 @@ grep -q '"event":"sleep".*"ms":100' "$dir/a" && pass || fail "no sleep with ms i
 capture "$A" simulate --clients 40 --keys 4 --cycles 3 --faults --seed 9 --quiet
 check "faults: invariants hold" 0 "$RC"
 grep -q "[1-9][0-9]* faults injected" <<<"$OUT" && pass || fail "no faults injected: $OUT"
+
+# The measured world: the built-in profile by default, or a file's. The same
+# profile and seed give the same trace.
+capture "$A" simulate --clients 3 --hold 250
+check "built-in world: status" 0 "$RC"
+check "built-in world: header" "3 clients, 1 lock name, timeout 10000 ms, hold 250 ms, seed 1, built-in profile" \
+    "$(sed -n 1p <<<"$OUT")"
+cat >"$dir/p" <<'PROFILE'
+advlock-profile 1
+# a world where processes take 0.2 to 0.6 s to start
+clients 10
+servers 1
+launch_us 0 50000 100000
+startup_us 200000 400000 600000
+statement_us 100 200 5000
+wakeup_us 0 100 20000
+command_us 2000 5000 30000
+PROFILE
+capture "$A" simulate --profile "$dir/p" --clients 10 --hold 50 --trace "$dir/p1"
+check "profile: status" 0 "$RC"
+check "profile: header" "10 clients, 1 lock name, timeout 10000 ms, hold 50 ms, seed 1, $dir/p" "$(sed -n 1p <<<"$OUT")"
+first=$(sed -n 3p <<<"$OUT" | awk '{ print $1 }')
+[ "${first:-0}" -ge 200 ] && [ "${first:-0}" -le 700 ] && pass || fail "first try at [$first] ms, not after startup"
+grep -q "^10 clients: 10 acquired, 0 timed out" <<<"$OUT" && pass || fail "profile: $(tail -n 1 <<<"$OUT")"
+"$A" simulate --profile "$dir/p" --clients 10 --hold 50 --trace "$dir/p2" --quiet >/dev/null
+check "profile: same seed, same trace" "$(sha256sum <"$dir/p1")" "$(sha256sum <"$dir/p2")"
+capture "$A" simulate --profile "$dir/p" --clients 30 --keys 3 --cycles 3 --faults --wait --seed 4 --quiet
+check "profile with faults: invariants hold" 0 "$RC"
+sed 's/^advlock-profile 1/advlock-profile 2/' "$dir/p" >"$dir/v2"
+capture "$A" simulate --profile "$dir/v2"
+check "profile version 2: status" 64 "$RC"
+check "profile version 2: said so" "advlock: $dir/v2:1: profile version 2 is not supported (this advlock reads version 1)" "$ERR"
+sed 's/^startup_us .*/startup_us 600000 400000/' "$dir/p" >"$dir/down"
+capture "$A" simulate --profile "$dir/down"
+check "decreasing quantiles: status" 64 "$RC"
+check "decreasing quantiles: the line named" "advlock: $dir/down:6: startup_us: values must not decrease (400000 after 600000)" "$ERR"
+capture "$A" simulate --profile "$dir/none"
+check "no such profile" 64 "$RC"
+check "no such profile: named" "advlock: $dir/none: cannot open: No such file or directory" "$ERR"
+capture "$A" simulate --profile "$dir/p" --ideal
+check "--profile and --ideal" 64 "$RC"
 
 capture "$A" simulate --clients 0
 check "zero clients" 64 "$RC"
