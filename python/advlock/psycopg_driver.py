@@ -44,9 +44,8 @@ _TEXT = tuple(re.sub(r"\$(\d+)", r"%(p\1)s" if named else "%s", t.replace("%", "
               for t, named in zip(SQL_TEXT, _NAMED))
 
 
-def _args(sql, args):
-    if not _NAMED[sql]:
-        return args
+def _args(args):
+    """A named statement's parameters as psycopg's dict."""
     return {"p%d" % (i + 1): v for i, v in enumerate(args)}
 
 
@@ -101,8 +100,9 @@ class _Client:
         self.state = for_connection(conn)
 
     def pid(self):
-        """The backend pid announced at connect (a proxy's own number)."""
-        return self.conn.info.backend_pid
+        """The backend pid announced at connect (a proxy's own number):
+        info.backend_pid, read from the PGconn without building an info."""
+        return self.conn.pgconn.backend_pid
 
 
 class Client(_Client):
@@ -114,7 +114,8 @@ class Client(_Client):
         """Runs one statement; returns its answer (see advlock._loop)."""
         cur = self._cur
         try:
-            cur.execute(_TEXT[sql], _args(sql, args), prepare=_prepare(self.state))
+            cur.execute(_TEXT[sql], args if not _NAMED[sql] else _args(args),
+                        prepare=_prepare(self.state))
             if sql in _ONE_ROW:
                 row = cur.fetchone()
                 if SQL_ANSWER[sql] == B.ANSWER_BOOLEAN:
@@ -149,7 +150,8 @@ class AsyncClient(_Client):
     async def _run(self, sql, args):
         cur = self._cur
         try:
-            await cur.execute(_TEXT[sql], _args(sql, args), prepare=_prepare(self.state))
+            await cur.execute(_TEXT[sql], args if not _NAMED[sql] else _args(args),
+                              prepare=_prepare(self.state))
             if sql in _ONE_ROW:
                 return _one(sql, await cur.fetchone(), self)
             return [tuple(r) for r in await cur.fetchall()]

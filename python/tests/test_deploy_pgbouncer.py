@@ -144,6 +144,35 @@ def test_transaction_mode_statements_that_hop_fail_with_server_session_error(fla
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_transaction_mode_a_shared_server_session_is_refused(flavour, pg_conn):
+    async def main():
+        a, b = await connect(flavour, TX), await connect(flavour, TX)
+        lk = advlock.lock(a, "pgb-shared", timeout=2)
+        try:
+            r = await call(lk.acquire)
+        except advlock.ServerSessionError:
+            pytest.skip("the try-lock already hopped (PgBouncer chose another session)")
+        # PgBouncer hands the next client the server session used last: the
+        # holder's, claimed and holding a lock. The other client's check
+        # refuses it before any lock statement goes out.
+        other = advlock.lock(b, "pgb-shared", timeout=2)
+        rec = Recording(other)
+        with pytest.raises(advlock.ServerSessionError) as info:
+            await call(other.acquire)
+        assert rec.sql == [S.SESSION]
+        assert str(info.value) == ("the server session check for 'pgb-shared' failed: "
+                                   + ESESSION_WORDS)
+        # And refused at once from then on, with nothing sent.
+        with pytest.raises(advlock.ServerSessionError):
+            await call(other.acquire)
+        assert rec.sql == [S.SESSION]
+        assert len(holds(pg_conn, r.key)) == 1
+        await close(a)
+        await close(b)
+    asyncio.run(main())
+
+
 def test_transaction_mode_never_two_holders_under_load(pg_conn):
     """Six clients (two of each flavour) take one name in turns through
     transaction-mode PgBouncer with 3 server sessions: every hold recorded

@@ -9,7 +9,7 @@ import pytest
 import advlock
 from advlock import _session
 from clients import FLAVOURS, Recording, call, close, connect
-from conftest import need_server
+from conftest import holds, need_server
 
 S = advlock.Sql
 
@@ -33,6 +33,30 @@ def test_direct_connection_checks_once_and_sends_no_guarded_sql(flavour):
         assert rec2.sql == [S.TRY_LOCK, S.UNLOCK]
         assert first._client.state is second._client.state
         assert first._client.state.proxied is False
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_server
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
+def test_cancel_during_the_session_row(flavour, pg_conn):
+    async def main():
+        conn = await connect(flavour)
+        lk = advlock.lock(conn, "checking", timeout=10)
+        rec = Recording(lk)
+        task = asyncio.create_task(lk.acquire())
+        await asyncio.sleep(0)  # the session row is sent, its answer not read
+        assert rec.sql == [S.SESSION]
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert rec.sql == [S.SESSION]  # no lock statement after the cancel
+        assert lk._machine.report().outcome == advlock.Outcome.CANCELLED
+        assert holds(pg_conn, lk.key) == []
+        # The row was read: the next acquire needs no second one.
+        await lk.acquire()
+        await lk.release()
+        assert rec.sql == [S.SESSION, S.TRY_LOCK, S.UNLOCK]
         await close(conn)
     asyncio.run(main())
 
