@@ -110,17 +110,24 @@ async def _pin_server_session_of(token):
     return None
 
 
+async def _two_clients_one_holding(flavour, name):
+    """Two connections through transaction-mode PgBouncer, the first holding
+    `name` (its lock object and report returned too)."""
+    a, b = await connect(flavour, TX), await connect(flavour, TX)
+    lk = advlock.lock(a, name, timeout=2)
+    try:
+        r = await call(lk.acquire)
+    except advlock.ServerSessionError:
+        pytest.skip("the try-lock already hopped (PgBouncer chose another session)")
+    assert r.outcome == advlock.Outcome.ACQUIRED
+    return a, b, lk, r
+
+
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_transaction_mode_statements_that_hop_fail_with_server_session_error(flavour,
                                                                               pg_conn):
     async def main():
-        a, b = await connect(flavour, TX), await connect(flavour, TX)
-        lk = advlock.lock(a, "pgb-tx", timeout=2)
-        try:
-            r = await call(lk.acquire)
-        except advlock.ServerSessionError:
-            pytest.skip("the try-lock already hopped (PgBouncer chose another session)")
-        assert r.outcome == advlock.Outcome.ACQUIRED
+        a, b, lk, r = await _two_clients_one_holding(flavour, "pgb-tx")
         # Hold the holder's own server session in another client's
         # transaction: its next statements must run on another one.
         pin = await _pin_server_session_of(lk._client.state.token)
@@ -147,12 +154,7 @@ def test_transaction_mode_statements_that_hop_fail_with_server_session_error(fla
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_transaction_mode_a_shared_server_session_is_refused(flavour, pg_conn):
     async def main():
-        a, b = await connect(flavour, TX), await connect(flavour, TX)
-        lk = advlock.lock(a, "pgb-shared", timeout=2)
-        try:
-            r = await call(lk.acquire)
-        except advlock.ServerSessionError:
-            pytest.skip("the try-lock already hopped (PgBouncer chose another session)")
+        a, b, lk, r = await _two_clients_one_holding(flavour, "pgb-shared")
         # PgBouncer hands the next client the server session used last: the
         # holder's, claimed and holding a lock. The other client's check
         # refuses it before any lock statement goes out.
