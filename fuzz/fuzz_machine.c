@@ -364,7 +364,7 @@ static void set_session(model *s, input *in)
     uint8_t b = byte(in);
     int pids[4] = {s->client_pid, 0, 1000, 1001};
     int pid = pids[b & 3];
-    uint64_t token = s->token;
+    uint64_t token;
     switch (b >> 2 & 3) {
     case 0: token = 0; break;
     case 1: token = s->token != 0 ? s->token : UINT64_MAX; break;

@@ -238,7 +238,8 @@ static void run_discard_all(advlock_fake_db *db, int slot, advlock_fake_result *
 {
     advlock_fake_session_ *s = &db->sessions_[slot];
     if (s->txn_ != TXN_IMPLICIT) {
-        advlock_fake_result_error(out, "25001", "DISCARD ALL cannot run inside a transaction block");
+        advlock_fake_result_error(out, "25001",
+                                  "DISCARD ALL cannot run inside a transaction block");
         return;
     }
     s->claimed_ = 0;
@@ -331,7 +332,8 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     }
     int64_t key = nparams > 0 ? params[0] : 0; /* the statements that take one have it */
     /* A guarded row off its claimed session runs nothing: NULL. */
-    if (st->guard > 0 && !(s->claimed_ && s->claim_ == params[st->guard - 1])) {
+    if (st->guard > 0 && st->guard <= nparams
+        && !(s->claimed_ && s->claim_ == params[st->guard - 1])) {
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_NULL);
         statement_succeeded(db, slot);
         return;
