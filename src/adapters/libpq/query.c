@@ -101,10 +101,10 @@ int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advloc
 {
     advlock_sql sql = (advlock_sql)q->sql_;
     int n = advlock_sql_params(sql); /* 1 to 3: see advlock_sql */
+    const int64_t values[MAX_PARAMS] = {action->param, action->param2, action->param3};
     int8_params p;
-    encode(&p, 0, action->param);
-    encode(&p, 1, action->param2);
-    encode(&p, 2, action->param3);
+    for (int i = 0; i < n && i < MAX_PARAMS; i++) /* only those sent: once per statement */
+        encode(&p, i, values[i]);
     switch (q->form_) {
     case ADVLOCK_PQ_PREPARE:
         return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), n,
