@@ -291,6 +291,31 @@ static void a_transaction_pooler_is_caught(void **state)
     assert_int_equal(drive(f, &m, &f->a, 1, &now)->outcome, ADVLOCK_RELEASED);
 }
 
+/* Why a token must name one connection: two checks with one token behind a
+ * transaction pooler (a reconnect that kept it) claim two sessions, and a
+ * release that lands on the other one says NOT_HELD while the lock stays. */
+static void one_token_checked_twice_can_claim_two_sessions(void **state)
+{
+    fixture *f = *state;
+    advlock_machine m;
+    int64_t now = 0;
+    told(&m, 1, (uint64_t)T);
+    assert_int_equal(advlock_start_acquire(&m, "jobs", 4, 1000, now), 0);
+    assert_int_equal(drive(f, &m, &f->a, 1, &now)->outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_set_session(&m, 2, (uint64_t)T), 0); /* a new pid, the old token */
+    assert_int_equal(advlock_start_release(&m, "jobs", 4, now), 0);
+    assert_int_equal(drive(f, &m, &f->b, 1, &now)->outcome, ADVLOCK_NOT_HELD);
+    assert_int_equal(advlock_fake_db_lock_rows(&f->db, NULL, 0), 1); /* still held on a */
+    /* A new token instead: b is claimed for it, a (T's, holding the lock)
+     * refuses it, and the release fails loudly there. */
+    assert_int_equal(advlock_set_session(&m, 3, (uint64_t)T2), 0);
+    assert_int_equal(advlock_start_release(&m, "jobs", 4, now), 0);
+    const advlock_report *r = drive(f, &m, &f->a, 1, &now);
+    assert_int_equal(r->failure, ADVLOCK_ESESSION);
+    assert_int_equal(r->sql, ADVLOCK_SQL_UNLOCK_GUARDED);
+    assert_int_equal(advlock_fake_db_close(&f->db, f->a), 0);
+}
+
 static void a_standby_is_refused(void **state)
 {
     fixture *f = *state;
@@ -323,6 +348,7 @@ int main(void)
         T_(the_standby_knob),
         T_(a_direct_connection_locks_as_before),
         T_(a_transaction_pooler_is_caught),
+        T_(one_token_checked_twice_can_claim_two_sessions),
         T_(a_standby_is_refused),
     };
     return cmocka_run_group_tests_name("fake session", tests, NULL, NULL);
