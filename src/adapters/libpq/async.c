@@ -44,17 +44,20 @@ static int busy(const advlock_pq *a)
     return a->phase_ == SENDING || a->phase_ == AWAITING || a->phase_ == SLEEPING;
 }
 
+/* A connection's token, drawn from the operating system so that no two
+ * clients behind one proxy share it; 0 means "no token" to the machine, so
+ * it is never drawn. */
+static uint64_t new_token(void)
+{
+    return advlock_pq_entropy() | 1;
+}
+
 /* Binding sets only what is read before it is written: the query is
  * started with each statement, the report's facts with each ending. */
 void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
 {
     a->conn_ = conn;
-    /* One token per binding, drawn from the operating system so that no
-     * two clients behind one proxy share it; 0 means "no token" to the
-     * machine, so it is never used. */
-    a->token_ = advlock_pq_entropy();
-    if (a->token_ == 0)
-        a->token_ = 1;
+    a->token_ = new_token();
     a->session_pid_ = 0;
     a->proxied_ = 0;
     a->prepared_ = 0;
@@ -225,7 +228,11 @@ static int tell_session(advlock_pq *a)
 {
     int pid = PQstatus(a->conn_) == CONNECTION_OK ? PQbackendPID(a->conn_) : a->session_pid_;
     if (pid != a->session_pid_) {
+        /* A new connection gets a new token: behind a pooler, one token
+         * checked on two connections could claim two server sessions, and a
+         * lock on one would look released from the other. */
         a->session_pid_ = pid;
+        a->token_ = new_token();
         a->proxied_ = 0;
         a->prepared_ = 0;
     }
