@@ -4,7 +4,7 @@
 # docs/simulation.md shows (tests/herd/herd.sh). Not part of `make test`: it
 # takes a few minutes. HERD_ROUNDS rounds per row; HERD_CLIENTS the sizes.
 
-HERD_ROUNDS  ?= 4
+HERD_ROUNDS  ?= 3
 HERD_CLIENTS ?= 10 30 50
 HERD_TOOLS   := $(BUILD)/herd/launch $(BUILD)/herd/stamp
 

@@ -8,9 +8,8 @@
  * this very program, each of which connects and takes a lock of its own the
  * way `advlock run` does (libpq, the adapter's prepared statements). Times:
  *   launch     when the launcher forked each process, after the first;
- *   startup    from its fork to sending its first lock statement (exec,
- *              dynamic linking, connecting, preparing): the first acquire's
- *              end less half of the acquire (prepare, then execute);
+ *   startup    from its fork to its first lock statement's answer (exec,
+ *              dynamic linking, connecting, the session check, preparing);
  *   statement  round trips of a lock and an unlock statement from one
  *              connection alone on the server (its service time);
  *   servers    how many statements the server works on at once: the N
@@ -133,9 +132,10 @@ static int probe(const char *conninfo, int out_fd, int go_fd, int64_t forked_us,
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
-    /* The first acquire prepares, then executes: its second half is the
-     * statement itself. */
-    fprintf(out, "S %lld\n", (long long)(asked + pair[0] / 2 - forked_us));
+    /* The first acquire checks the session, prepares, then executes, each
+     * a round trip on a busy machine: all of it is start-up but for the
+     * last statement's lone round trip, which the simulation adds. */
+    fprintf(out, "S %lld\n", (long long)(asked + pair[0] - forked_us));
     fflush(out);
     /* The launcher closes its end once every probe has started; a minute
      * at most, should one of them never get there. */

@@ -5,12 +5,13 @@
 #   tests/herd/herd.sh BUILD_DIR [ROUNDS] [CLIENTS...]
 #
 # For each N in CLIENTS (default 10 30 50) and each policy (reference,
-# --jitter, --wait): `advlock calibrate --clients N` measures the server into
-# a profile (the machine's load drifts: each row gets its own), then ROUNDS
-# rounds (default 4) of N concurrent
+# --jitter, --wait), ROUNDS rounds (default 3) of: `advlock calibrate
+# --clients N` measures the server into a profile (each round its own: the
+# machine's load drifts), then N concurrent
 #   advlock run [POLICY] --timeout 10 herd -- stamp LOG sleep 0.05
-# started together by tests/herd/launch.c, and ROUNDS seeds of
-#   advlock simulate --profile PROFILE --clients N --hold 50 --timeout 10000 [POLICY]
+# started together by tests/herd/launch.c, and that profile's
+#   advlock simulate --profile PROFILE --clients N --hold 50 --timeout 10000 \
+#       [POLICY] --seed ROUND
 # A wait is measured from the client's process start to the lock (real: the
 # launcher's stamp in the child to the command's stamp; simulated: the
 # client's launch to ACQUIRED). Prints one row per N and policy: the median
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 build=${1:?usage: herd.sh BUILD_DIR [ROUNDS] [CLIENTS...]}
-rounds=${2:-4}
+rounds=${2:-3}
 shift $(($# >= 2 ? 2 : $#))
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10 30 50)
@@ -75,14 +76,14 @@ printf -- '-----------------+----------------------+------------------------+---
 misses=0
 for n in "${sizes[@]}"; do
     for policy in reference --jitter --wait; do
-        # The herd's command, less its 50 ms (the simulation's --hold).
-        "$A" calibrate --clients "$n" -o "$dir/profile.$n" --hold 50 -- \
-            "$build/herd/stamp" /dev/null sleep 0.05
-        [ -z "${HERD_VERBOSE:-}" ] || sed 's/^/    /' "$dir/profile.$n"
         opts=()
         [ "$policy" = reference ] || opts=("$policy")
         : >"$dir/real" && : >"$dir/sim"
         for r in $(seq 1 "$rounds"); do
+            # The herd's command, less its 50 ms (the simulation's --hold).
+            "$A" calibrate --clients "$n" -o "$dir/profile.$n" --hold 50 -- \
+                "$build/herd/stamp" /dev/null sleep 0.05
+            [ -z "${HERD_VERBOSE:-}" ] || sed 's/^/    /' "$dir/profile.$n"
             real_round "$n" "${opts[@]}" >>"$dir/real"
             sim_round "$n" "$r" "${opts[@]}" >>"$dir/sim"
             sleep 0.5 # the server closes the round's sessions
