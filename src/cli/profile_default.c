@@ -3,9 +3,9 @@
  * --ideal: what `advlock calibrate --clients 50` (command `true`) measured
  * on the project's 2-core test machine against a throwaway PostgreSQL 15
  * (tests/pg/with-postgres.sh) on 2026-11-30, the machine shared with other
- * builds and tests (load average about 8 to 15 at the time): 50 processes
- * started by one launcher took 0.7 to 2.3 s each to reach their first
- * statement. docs/simulation.md ("The world") explains each line; to
+ * builds and tests (load average about 8 to 12 at the time): 50 processes
+ * started by one launcher took 0.4 to 1.9 s each to get the answer to their
+ * first lock statement. docs/simulation.md ("The world") explains each line; to
  * simulate another machine, run calibrate there and pass --profile.
  */
 #include "profile.h"
@@ -16,12 +16,12 @@ const char cli_profile_default_text[] =
     "# values: microseconds at the 0, 5, 10, ... 100th percentiles\n"
     "clients 50\n"
     "servers 1\n"
-    "launch_us 0 2490 30248 89406 91348 126505 283041 351974 353420 510913 584784 759268 895921 "
-    "1140712 1304780 1375300 1778530 1940232 2020786 2136829 2465151\n"
-    "startup_us 720968 794993 802263 929723 1051787 1450890 1472149 1568768 1589373 1678454 "
-    "1702604 1719540 1742700 1754016 1786498 1845153 1904901 1970243 2027473 2124913 2278196\n"
-    "statement_us 21 21 22 22 22 23 24 25 30 30 30 30 30 31 31 31 32 32 33 38 1556\n"
-    "wakeup_us 38 105 140 166 212 290 415 584 759 992 1317 1919 2503 3655 5043 6862 10013 20688 "
-    "55558 96911 410684\n"
-    "command_us 7919 7919 8582 9045 10243 11551 15548 21728 23703 25377 38773 42791 43646 51392 "
-    "55278 195362 272130 319858 350493 515913 585632\n";
+    "launch_us 0 4494 12364 22385 38413 66087 80433 109448 111315 192336 220242 222112 280328 "
+    "344731 517538 649705 899223 901587 989304 1059161 1436478\n"
+    "startup_us 425765 565998 647911 766521 852469 961894 991992 1170674 1239430 1313905 1354452 "
+    "1393231 1444478 1506795 1543520 1580818 1641347 1683654 1729766 1802101 1941179\n"
+    "statement_us 22 22 22 23 23 23 24 24 24 25 25 25 25 25 26 26 46 47 48 50 84\n"
+    "wakeup_us 35 111 123 129 138 146 158 172 184 198 213 239 284 382 548 817 1535 3060 11021 "
+    "92950 533745\n"
+    "command_us 6820 7031 7319 7428 7560 7619 7668 7812 7946 7979 8338 9768 16287 17927 19636 "
+    "37052 48245 54696 58312 124190 795478\n";
