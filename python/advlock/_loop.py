@@ -421,7 +421,7 @@ async def _inflight(m, client, a, coro):
 
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
-                 "release_report", "_raw", "_t", "_ms")
+                 "release_report", "_raw", "_t", "_ms", "_told")
 
     def __init__(self, client, name, timeout=None, options=None, **option_kwargs):
         self._client = client
@@ -431,6 +431,7 @@ class _LockBase:
         self._machine = Machine(self.options)
         self._raw = _encode(name)
         self._t = self._ms = None   # self.timeout and its ms, as last converted
+        self._told = False          # the machine was told its connection
         self.report = None          # the last acquire's Report
         self.release_report = None  # the last release's Report
 
@@ -460,9 +461,13 @@ class _LockBase:
         another lock on the connection learned of its server session."""
         client = self._client
         state = client.state
-        if not m.session_checked and state.template is not None:
-            m.copy_from(state.template)
-            m.set_options(self.options)
+        if not self._told:
+            # Only before the machine's first operation: never over one
+            # under way (a second, concurrent call is the core's EMISUSE).
+            self._told = True
+            if state.template is not None:
+                m.copy_from(state.template)
+                m.set_options(self.options)
         pid = client.pid()
         if _set_session(m._m, pid, state.token):
             m.set_session(pid, state.token)  # raises CallError

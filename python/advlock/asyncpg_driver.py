@@ -28,7 +28,7 @@ import asyncpg
 
 from . import _binding as B
 from ._loop import AsyncLock
-from ._machine import SQL_ANSWER, SQL_TEXT
+from ._machine import SQL_ANSWER, SQL_PARAMS, SQL_TEXT
 from ._session import for_connection, session_row
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
@@ -40,8 +40,11 @@ _PARAM = re.compile(r"\$(\d+)")
 # Every parameter is a bigint, but asyncpg binds each one as the type the
 # server infers for it, and one the statement only casts ($2::text) is
 # inferred as text. Declaring each as int8 where it appears keeps them all
-# bigints (as libpq and psycopg declare them in the Parse message).
-_PREPARED_TEXT = tuple(_PARAM.sub(r"$\1::int8", t) for t in SQL_TEXT)
+# bigints (as libpq and psycopg declare them in the Parse message); a
+# statement taking $1 alone (the key, passed to a bigint function) is sent
+# as the table has it.
+_PREPARED_TEXT = tuple(_PARAM.sub(r"$\1::int8", t) if n > 1 else t
+                       for t, n in zip(SQL_TEXT, SQL_PARAMS))
 # The same statements for copy_from_query (which wraps them in COPY (...) TO
 # STDOUT): each $n a literal ('%(pN)d'::int8, quoted so that the least bigint
 # needs no negation), any % doubled.
@@ -100,7 +103,9 @@ class Client:
         awaits it)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        if self.state.proxied is not False or sql == B.SQL_SESSION:
+        # The session row and the guarded rows (11 to 17), and every
+        # statement unless the connection is known to be direct.
+        if sql >= B.SQL_SESSION or self.state.proxied is not False:
             return self._copy(sql, args)
         if SQL_ANSWER[sql] == _HOLDERS:
             return self._rows(_PREPARED_TEXT[sql], args)
