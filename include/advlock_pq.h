@@ -127,14 +127,16 @@
  * adapters tell their machine which connection they drive
  * (advlock_set_session() in advlock.h) before every operation: its
  * PQbackendPID() and a 64-bit token drawn from the operating system
- * (getrandom(2)) once per advlock_pq_init() or advlock_pq_async_init(),
- * never 0. The first operation on a connection then starts with one
- * session row (ADVLOCK_SQL_SESSION: the server session's pg_backend_pid(),
- * pg_is_in_recovery(), and whether it could claim the session for this
- * token by writing it into the setting advlock.session). That is one
- * round trip per connection, not per operation: later operations send it
- * again only when PQbackendPID() changes (PQreset(), a new backend), which
- * also forgets the statements prepared on the old backend.
+ * (getrandom(2)), never 0, one per connection: drawn at init and again
+ * whenever PQbackendPID() changes, so that one token never claims two
+ * server sessions. The first operation on a connection then starts with
+ * one session row (ADVLOCK_SQL_SESSION: the server session's
+ * pg_backend_pid(), pg_is_in_recovery(), and whether it could claim the
+ * session for this token by writing it into the setting advlock.session).
+ * That is one round trip per connection, not per operation: later
+ * operations send it again only when PQbackendPID() changes (PQreset(), a
+ * new backend), which also forgets the statements prepared on the old
+ * backend.
  *   - Standby. On a server in recovery an acquire ends FAILED with
  *     ADVLOCK_ESTANDBY (report sql ADVLOCK_SQL_SESSION), nothing locked,
  *     unless options.allow_standby is set (the lock then excludes only
