@@ -83,11 +83,17 @@ static const char *name_of(const sim_view *v, int64_t key)
     return "?";
 }
 
-static void on_trace(void *user, const char *line, size_t len)
+static void on_trace(void *user, const char *given, size_t len)
 {
     sim_view *v = user;
     if (v->trace_file != NULL)
-        fwrite(line, 1, len, v->trace_file);
+        fwrite(given, 1, len, v->trace_file);
+    /* The line is not NUL-terminated: the fields are searched in a copy. */
+    static char line[4096];
+    if (len >= sizeof line)
+        len = sizeof line - 1;
+    memcpy(line, given, len);
+    line[len] = '\0';
 
     char event[32], extra[ADVLOCK_MESSAGE_MAX];
     text(line, "event", event, sizeof event);
