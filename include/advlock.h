@@ -134,12 +134,13 @@ ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
  * the action's param, param2 and param3 are their values. $1 is the lock key,
  * except for ADVLOCK_SQL_SESSION. The waiting statements (6 to 9, 16, 17)
  * take $2: the wait's bound in milliseconds, set as lock_timeout for the
- * statement alone. The guarded statements (12 to 17) take the connection's
- * session token last ($2, or $3 after a wait's bound): they run their lock
- * function only on a server session this connection claimed, and answer
- * NULL anywhere else (see advlock_set_session()). advlock_sql_answer() says
- * what a statement returns. Drivers may prepare each statement once per
- * connection, indexed by this identifier.
+ * statement alone. The guarded statements (12 to 17, 20, 21) take the
+ * connection's session token last ($2, or $3 after a wait's bound): they run
+ * their lock function (or the verify's look at pg_locks) only on a server
+ * session this connection claimed, and answer NULL anywhere else (see
+ * advlock_set_session()). advlock_sql_answer() says what a statement
+ * returns. Drivers may prepare each statement once per connection, indexed
+ * by this identifier.
  */
 typedef enum advlock_sql {
     ADVLOCK_SQL_TRY_LOCK = 0,             /* SELECT pg_try_advisory_lock($1) */
@@ -168,7 +169,15 @@ typedef enum advlock_sql {
     ADVLOCK_SQL_UNLOCK_SHARED_GUARDED = 15,
     ADVLOCK_SQL_LOCK_GUARDED = 16,
     ADVLOCK_SQL_LOCK_SHARED_GUARDED = 17,
-    ADVLOCK_SQL_COUNT = 18
+    /* Does this server session hold key $1, granted, in this database:
+     * exclusively (HELD) or shared (HELD_SHARED)? One boolean, from
+     * pg_locks (advlock_start_verify_key()). */
+    ADVLOCK_SQL_HELD = 18,
+    ADVLOCK_SQL_HELD_SHARED = 19,
+    /* Their guarded forms ($2 the token): NULL off the claimed session. */
+    ADVLOCK_SQL_HELD_GUARDED = 20,
+    ADVLOCK_SQL_HELD_SHARED_GUARDED = 21,
+    ADVLOCK_SQL_COUNT = 22
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -215,14 +224,18 @@ typedef enum advlock_result {
 typedef enum advlock_outcome {
     ADVLOCK_ACQUIRED = 0,  /* the session now holds the lock */
     ADVLOCK_RELEASED = 1,  /* the session released one hold of the lock */
-    ADVLOCK_NOT_HELD = 2,  /* release found no hold to release (not an error) */
+    ADVLOCK_NOT_HELD = 2,  /* release found no hold to release (not an error); a
+                              verify found the lock not held (report sql says which) */
     ADVLOCK_TIMED_OUT = 3, /* the lock stayed busy until the timeout */
     ADVLOCK_CANCELLED = 4, /* the caller cancelled; no lock is held */
     ADVLOCK_FAILED = 5,    /* failure says why */
     /* Release of a transaction-scoped lock: nothing was sent; the lock is
      * released when the caller's transaction commits or rolls back. */
     ADVLOCK_ENDS_WITH_TRANSACTION = 6,
-    ADVLOCK_OUTCOME_COUNT = 7
+    /* A verify (advlock_start_verify_key()) found the session holding the
+     * lock. A verify that finds it not held ends NOT_HELD. */
+    ADVLOCK_HELD = 7,
+    ADVLOCK_OUTCOME_COUNT = 8
 } advlock_outcome;
 
 /* Returns a static name for an outcome ("acquired", "timed out", ...). */
@@ -673,6 +686,39 @@ ADVLOCK_API int advlock_start_release(advlock_machine *m, const char *lock_key, 
  * ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE.
  */
 ADVLOCK_API int advlock_start_release_key(advlock_machine *m, int64_t key, int64_t now_ms);
+
+/*
+ * Starts a verify: one statement asks whether this server session still
+ * holds the lock key in the options' mode (ADVLOCK_SQL_HELD or
+ * HELD_SHARED, read from pg_locks; either scope, so a transaction-scoped
+ * lock can be verified too). For a lock held while work goes on where
+ * nothing would tell its loss: behind a transaction-pooling proxy the
+ * server session holding a session lock sits in the pool, and the proxy
+ * or an administrator may close it (the lock goes with it) while the
+ * client's own connection stays up. The session check (advlock_set_session())
+ * precedes it like any operation's first statement; behind a proxy the
+ * guarded form runs, only on the server session this connection claimed.
+ * Ends
+ *   HELD      the session holds the lock;
+ *   NOT_HELD  it does not (any more): advlock_describe() says "Lock
+ *             '<name>' is no longer held by this session.";
+ *   FAILED    ADVLOCK_ESESSION behind a proxy when the statement reached a
+ *             server session this connection did not claim (the claimed
+ *             one is gone, or busy with another client: whether the lock
+ *             is held cannot be told), or at once, nothing sent, when the
+ *             claim was refused; or as any statement fails (ESERVER,
+ *             ECONNLOST, ENULL).
+ * A verify changes no lock. It cannot be cancelled (one statement that
+ * always ends on its own).
+ *
+ * key: the lock's key (advlock_derive_key(), or the acquire's report key).
+ * now_ms: the caller's monotonic time.
+ *
+ * On success the next action is QUERY (or DONE, refused at once). Returns
+ * 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (an operation is under
+ * way).
+ */
+ADVLOCK_API int advlock_start_verify_key(advlock_machine *m, int64_t key, int64_t now_ms);
 
 /*
  * Reports the result of the outstanding query.

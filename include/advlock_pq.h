@@ -164,12 +164,28 @@
  *     fail ESESSION: loudly, as intended. Use transaction scope there: a
  *     pooler keeps a transaction on one server session, so it needs no
  *     claim.
- * Limits: the claim is a setting, so a claim made inside the caller's
+ * Limit: the claim is a setting, so a claim made inside the caller's
  * transaction block is undone if the block rolls back (behind a proxy, take
- * session locks outside transaction blocks); and nothing is sent while a
- * lock is held, so a pooler closing the server session that holds it
- * (PgBouncer's server_lifetime, server_idle_timeout) goes unnoticed while
- * the client's own connection stays up.
+ * session locks outside transaction blocks).
+ *
+ * Verifying a held lock. Behind a transaction-pooling proxy the server
+ * session holding a session lock sits idle in the pool while the client
+ * works, and the pooler (server_idle_timeout, server_lifetime, RECONNECT)
+ * or an administrator (pg_terminate_backend) may close it: the lock goes
+ * with it, another client can take it, and the client's own connection to
+ * the proxy stays up, so watching the socket tells nothing. A verify
+ * (advlock_pq_verify_key(), advlock_pq_async_start_verify_key()) sends one
+ * statement asking whether the claimed server session still holds the lock
+ * (the core's ADVLOCK_SQL_HELD rows, guarded behind a proxy): HELD, or
+ * NOT_HELD, or FAILED with ADVLOCK_ESESSION when the statement reached
+ * another server session (the claimed one is gone, or another client's
+ * transaction holds it: either way the lock cannot be shown held). Call it
+ * periodically while work depends on the lock, only where it is needed:
+ * advlock_pq_proxied() says whether a proxy is in between. On a direct
+ * connection, or through session pooling, the server session's end closes
+ * the client's connection, which the watch (see "While a lock is held")
+ * notices without a statement. advlock run verifies every second behind a
+ * proxy (--verify-interval).
  *
  * Options
  * -------
@@ -255,7 +271,8 @@
  * readable on an idle session's socket is a notice, a notification, or the
  * end: a terminated session's FATAL and the connection closing. The
  * nonblocking adapter keeps watching after an acquire ends ACQUIRED, until
- * the next operation starts: wants is ADVLOCK_PQ_READ with no query in
+ * the next operation starts (a verify that ends HELD takes the watch up
+ * again, so verifying a held lock never ends its watch): wants is ADVLOCK_PQ_READ with no query in
  * flight, and advlock_pq_async_process() reads what came (notices are routed
  * as below; notifications and the results of the caller's own statements
  * are left in libpq for the caller). If the connection closed or failed,
@@ -478,6 +495,44 @@ ADVLOCK_API int advlock_pq_release(advlock_pq *a, const char *lock_key, size_t l
 ADVLOCK_API int advlock_pq_release_key(advlock_pq *a, int64_t key, advlock_pq_report *report);
 
 /*
+ * Verifies that this connection's server session still holds the lock key
+ * in the options' mode: one statement (see "Verifying a held lock"), no
+ * sleeping, nothing locked or unlocked. Ends
+ *   ADVLOCK_HELD      held; if the adapter watched the lock it still does
+ *                     (and a verify ending HELD starts the watch otherwise);
+ *   ADVLOCK_NOT_HELD  not held (any more): the lock is gone;
+ *                     advlock_pq_describe() says "Lock '<name>' is no longer
+ *                     held by this session.";
+ *   ADVLOCK_FAILED    ADVLOCK_ESESSION behind a proxy: the statement reached
+ *                     a server session this connection did not claim, or
+ *                     the claim was refused (then nothing was sent);
+ *                     ADVLOCK_ECONNLOST, ADVLOCK_ESERVER as any statement.
+ * Anything but HELD ends the watch: act on it (stop the work the lock
+ * guards). The first operation on a connection checks the server session
+ * first, as for any operation. Transaction scope works too (a proxy keeps
+ * the transaction on one server session).
+ *
+ * key: the lock's key (the acquire's report->lock.key, or
+ *     advlock_derive_key()).
+ * report: receives how it ended (filled as for a refused call on error).
+ *
+ * Returns 0 when the statement ran (whatever its outcome), or, nothing
+ * sent: ADVLOCK_EINVAL (a or report NULL) or ADVLOCK_EMISUSE (a unbound,
+ * the connection busy with a query of the caller's or in pipeline mode).
+ */
+ADVLOCK_API int advlock_pq_verify_key(advlock_pq *a, int64_t key, advlock_pq_report *report);
+
+/*
+ * Returns 1 when the connection's session row showed a proxy in between
+ * (the server session's pid is not the PQbackendPID() the connection
+ * announced: PgBouncer, say), else 0: direct, not known yet (no operation
+ * has run on this connection since init or a reset), or a NULL. A cheap
+ * read, no statement. Callers use it to verify held locks only where that
+ * is needed (see "Verifying a held lock").
+ */
+ADVLOCK_API int advlock_pq_proxied(const advlock_pq *a);
+
+/*
  * Checks, without blocking, that the adapter's connection is still there:
  * reads whatever the server sent (poll with no wait, PQconsumeInput), so a
  * terminated session or a closed connection is noticed now rather than at
@@ -485,7 +540,7 @@ ADVLOCK_API int advlock_pq_release_key(advlock_pq *a, int64_t key, advlock_pq_re
  * guards work, say). Server notices read on the way are routed as during an
  * operation; notifications and the results of the caller's own statements
  * stay in libpq for the caller. If an acquire ended ACQUIRED and no
- * operation has run since, a loss is also reported to the event callback as
+ * operation but verifies ending HELD has run since, a loss is also reported to the event callback as
  * ADVLOCK_EVENT_LOST and the report becomes the loss's. Sends nothing.
  *
  * Returns 0 (alive as far as can be told without a round trip, or lost:
@@ -553,6 +608,23 @@ ADVLOCK_API int advlock_pq_async_start_release(advlock_pq *a, const char *lock_k
 ADVLOCK_API int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_ms);
 
 /*
+ * Starts verifying that the connection's server session still holds the
+ * lock key (see advlock_pq_verify_key() for the outcomes); sends its one
+ * statement at once, without blocking. While it runs the adapter is busy
+ * (wants, socket and process as for any operation); when it ends HELD the
+ * watch of the held lock goes on (wants READ, busy 0), and a loss noticed
+ * afterwards is reported as before (advlock_pq_async_lost()). Ending
+ * NOT_HELD or FAILED it ends the watch: advlock_pq_async_report() says
+ * why, and the machine's ADVLOCK_EVENT_DONE carries that report to the
+ * event callback. Not cancellable (one statement that ends on its own).
+ *
+ * Returns 0, or (nothing started, nothing sent): ADVLOCK_EINVAL (a NULL) or
+ * ADVLOCK_EMISUSE (a unbound, an operation under way, the connection busy
+ * with a query of the caller's or in pipeline mode).
+ */
+ADVLOCK_API int advlock_pq_async_start_verify_key(advlock_pq *a, int64_t key, int64_t now_ms);
+
+/*
  * Cancels an acquire. During a sleep it ends CANCELLED at once (busy turns
  * 0). While a try-lock query is in flight the adapter waits for its answer;
  * if the server granted the lock it is released before the operation ends
@@ -563,7 +635,8 @@ ADVLOCK_API int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, i
  * harmless.
  *
  * Returns 0, or ADVLOCK_EINVAL (a NULL) or ADVLOCK_EMISUSE (a unbound, or no
- * acquire under way: idle, ended, or a release, which always ends on its own).
+ * acquire under way: idle, ended, or a release or verify, which always ends
+ * on its own).
  */
 ADVLOCK_API int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms);
 

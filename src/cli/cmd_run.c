@@ -5,6 +5,8 @@
  * every wait is the adapter's (advlock_pq_wait) with a signal self-pipe
  * beside its socket, so signals are seen at once and, while the command
  * runs, so is the server closing the session (which drops the lock).
+ * Behind a proxy the server session can end while the connection to the
+ * proxy stays up, so there the lock is verified every --verify-interval.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -31,6 +33,7 @@ typedef struct run_options {
     int keep_running;
     int xact;              /* --xact: one transaction around the command */
     int64_t kill_after_ms; /* from the stop signal to SIGKILL */
+    int64_t verify_ms;     /* --verify-interval: behind a proxy; 0: never */
     advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact, --allow-standby */
     const char *key;
     /* The key as messages show it (advlock_escape_name): one printable line
@@ -119,17 +122,101 @@ static void stop_command(const cli_child *c, const run_options *o, int sig, int6
         *kill_at = advlock_pq_now_ms() + o->kill_after_ms;
 }
 
+/* The lock is gone, or cannot be shown held any more: say so, and stop
+ * the command unless --keep-running. */
+static void lock_gone(const cli_child *c, const run_options *o, int64_t *kill_at, const char *why)
+{
+    cli_error("%s%s", why,
+              o->keep_running ? " (command left running: --keep-running)"
+                              : "; terminating the command");
+    if (!o->keep_running)
+        stop_command(c, o, SIGTERM, kill_at);
+}
+
+/* ---- verifying the lock behind a proxy ------------------------------------ */
+
+/* Behind a transaction-pooling proxy the server session holding the lock
+ * idles in the pool while the command runs; the proxy or an administrator
+ * may close it, and the lock goes with it while advlock's own connection to
+ * the proxy stays up. So there, and only there (a direct connection's end
+ * is seen on its socket at no cost), one statement every interval asks
+ * whether the claimed server session still holds the lock. */
+typedef struct verifier {
+    int64_t key;
+    int64_t interval_ms; /* 0: not verifying (direct, --xact, off, or done) */
+    int64_t due_ms;      /* when the next verify starts */
+    int in_flight;       /* a verify started and its outcome not yet read */
+} verifier;
+
+static void verifier_init(verifier *v, const advlock_pq *a, const run_options *o, int64_t key)
+{
+    int session_scope = o->lock.scope == ADVLOCK_SESSION;
+    v->key = key;
+    v->interval_ms = session_scope && advlock_pq_proxied(a) ? o->verify_ms : 0;
+    v->due_ms = advlock_pq_now_ms() + v->interval_ms;
+    v->in_flight = 0;
+}
+
+/* How long the wait may last before the next verify is due (-1: no limit). */
+static int64_t verify_wait_ms(const verifier *v, int64_t now)
+{
+    if (v->interval_ms == 0 || v->in_flight)
+        return -1; /* a verify in flight wakes the wait on its socket */
+    return v->due_ms > now ? v->due_ms - now : 0;
+}
+
+/* Starts the verify that is due (while the command runs), and reads the
+ * outcome of one that ended: HELD schedules the next; anything else means
+ * the lock is gone or cannot be shown held, and returns 1 once it is said. */
+static int tend_verify(verifier *v, advlock_pq *a, int command_running)
+{
+    if (v->interval_ms == 0)
+        return 0;
+    int64_t now = advlock_pq_now_ms();
+    if (!v->in_flight && command_running && now >= v->due_ms)
+        v->in_flight = advlock_pq_async_start_verify_key(a, v->key, now) == 0;
+    if (!v->in_flight || advlock_pq_async_busy(a))
+        return 0;
+    v->in_flight = 0;
+    const advlock_pq_report *r = advlock_pq_async_report(a);
+    if (r->lock.outcome == ADVLOCK_HELD) {
+        v->due_ms = now + v->interval_ms;
+        return 0;
+    }
+    v->interval_ms = 0;
+    return 1;
+}
+
+/* Why a verify did not end HELD, as lock_gone says it. */
+static void say_unverified(char *why, size_t size, const advlock_pq *a, const run_options *o)
+{
+    char sentence[ADVLOCK_MESSAGE_MAX];
+    size_t n = (size_t)advlock_pq_describe(advlock_pq_async_report(a), o->key, strlen(o->key),
+                                           sentence, sizeof sentence);
+    if (n > 0 && n < sizeof sentence && sentence[n - 1] == '.')
+        sentence[n - 1] = '\0'; /* lock_gone goes on after it */
+    snprintf(why, size, "checking lock '%s' while the command ran: %s", o->shown_key, sentence);
+}
+
+/* The shorter of two waits in ms, -1 meaning none. */
+static int64_t shorter_wait(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
 /* Waits for the command while the adapter watches the session that holds
- * the lock. advlock stops the command when the session is lost (unless
- * --keep-running) or when a stop signal comes (forwarded): its group gets
- * that signal, then SIGKILL after --kill-after, and advlock waits until the
- * whole group is gone, not just the command. Returns the command's wait
- * status (-1 if it could not be waited for); *lost says whether the lock was
- * lost meanwhile. */
-static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int *lost)
+ * the lock (and, behind a proxy, verifies it). advlock stops the command
+ * when the lock is lost (unless --keep-running) or when a stop signal comes
+ * (forwarded): its group gets that signal, then SIGKILL after --kill-after,
+ * and advlock waits until the whole group is gone, not just the command.
+ * Returns the command's wait status (-1 if it could not be waited for);
+ * *lost says whether the lock was lost meanwhile. */
+static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t key, int *lost)
 {
     int status = -1, exited = 0;
     int64_t kill_at = -1; /* -1: not stopping; INT64_MAX: SIGKILL sent */
+    verifier v;
+    verifier_init(&v, a, o, key);
     *lost = 0;
     for (;;) {
         int st, changed;
@@ -143,7 +230,9 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int *los
         }
         if (changed < 0)
             return -1;
-        if (exited && (kill_at < 0 || cli_child_group_gone(c)))
+        /* A verify in flight is read to its end first: the release after
+         * it needs the connection. */
+        if (exited && !v.in_flight && (kill_at < 0 || cli_child_group_gone(c)))
             return status;
         int64_t now = advlock_pq_now_ms();
         if (kill_at >= 0 && kill_at != INT64_MAX && now >= kill_at) {
@@ -154,24 +243,27 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int *los
          * each of its orphans that advlock reaps (child.c); the group is
          * still looked for, as a process can be in it without being
          * advlock's descendant, or advlock no reaper (not Linux). */
-        int64_t wait_ms = exited ? 50 : -1;
-        if (kill_at >= 0 && kill_at != INT64_MAX && (wait_ms < 0 || kill_at - now < wait_ms))
-            wait_ms = kill_at - now;
+        int64_t wait_ms = shorter_wait(exited ? 50 : -1, verify_wait_ms(&v, now));
+        if (kill_at >= 0 && kill_at != INT64_MAX)
+            wait_ms = shorter_wait(wait_ms, kill_at - now);
         if (advlock_pq_wait(a, cli_signals_fd(), (int)wait_ms) < 0)
             return -1;
         int sig;
         while ((sig = cli_signals_next()) != 0)
             if (sig != SIGCHLD)
                 stop_command(c, o, sig, &kill_at);
+        char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
         if (!*lost && advlock_pq_async_lost(a)) {
             *lost = 1;
-            cli_error("connection to the server lost while the command ran: lock '%s' is no "
-                      "longer held%s",
-                      o->shown_key,
-                      o->keep_running ? " (command left running: --keep-running)"
-                                      : "; terminating the command");
-            if (!o->keep_running)
-                stop_command(c, o, SIGTERM, &kill_at);
+            snprintf(why, sizeof why,
+                     "connection to the server lost while the command ran: lock '%s' is no "
+                     "longer held",
+                     o->shown_key);
+            lock_gone(c, o, &kill_at, why);
+        } else if (!*lost && tend_verify(&v, a, !exited)) {
+            *lost = 1;
+            say_unverified(why, sizeof why, a, o);
+            lock_gone(c, o, &kill_at, why);
         }
     }
 }
@@ -238,7 +330,7 @@ static void usage(FILE *to)
           "                               0 tries once\n"
           "  -E, --conflict-exit-code N   exit status when the lock stays busy (default 1)\n"
           "  -q, --quiet                  no progress line while waiting\n"
-          "      --keep-running           if the connection is lost, let COMMAND go on\n"
+          "      --keep-running           if the lock is lost, let COMMAND go on\n"
           "  -k, --kill-after SECONDS     when stopping COMMAND (lost session, a signal),\n"
           "                               send KILL this long after the first signal\n"
           "                               if its process group is still running (default 10)\n"
@@ -252,7 +344,10 @@ static void usage(FILE *to)
           "                               around COMMAND: COMMIT if it exits 0, else\n"
           "                               ROLLBACK (works through transaction pooling)\n"
           "      --allow-standby          lock on a hot standby too (refused by default: its\n"
-          "                               locks exclude nobody on the primary)\n",
+          "                               locks exclude nobody on the primary)\n"
+          "      --verify-interval SECONDS  behind a proxy (PgBouncer), check this often\n"
+          "                               that the server session still holds the lock while\n"
+          "                               COMMAND runs; stop it if not (default 1; 0: never)\n",
           to);
 }
 
@@ -266,7 +361,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         OPT_JITTER,
         OPT_DIAGNOSE,
         OPT_XACT,
-        OPT_ALLOW_STANDBY
+        OPT_ALLOW_STANDBY,
+        OPT_VERIFY_INTERVAL
     };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
@@ -282,6 +378,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"diagnose", no_argument, NULL, OPT_DIAGNOSE},
         {"xact", no_argument, NULL, OPT_XACT},
         {"allow-standby", no_argument, NULL, OPT_ALLOW_STANDBY},
+        {"verify-interval", required_argument, NULL, OPT_VERIFY_INTERVAL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -290,6 +387,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     o->timeout_ms = INT64_MAX;
     o->conflict_exit_code = EXIT_BUSY;
     o->kill_after_ms = 10000;
+    o->verify_ms = 1000;
     int opt;
     while ((opt = getopt_long(argc, argv, "+d:w:E:k:qh", options, NULL)) != -1) {
         switch (opt) {
@@ -324,6 +422,13 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             o->lock.scope = ADVLOCK_TRANSACTION;
             break;
         case OPT_ALLOW_STANDBY: o->lock.allow_standby = 1; break;
+        case OPT_VERIFY_INTERVAL:
+            if (parse_seconds(optarg, &o->verify_ms) != 0) {
+                cli_error("--verify-interval wants seconds, such as 1 or 0.5 (at most 3 "
+                          "decimals; 0: never)");
+                return -1;
+            }
+            break;
         case 'h': usage(stdout); exit(EXIT_OK);
         default: usage(stderr); return -1;
         }
@@ -467,7 +572,7 @@ int cmd_run(int argc, char **argv)
         return EXIT_LOCK_ERROR;
     }
     int lost;
-    int status = supervise(&child, &a, &o, &lost);
+    int status = supervise(&child, &a, &o, key, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     int given_back = !lost && give_back(&a, conn, &o, key, exit_code == 0) == 0;

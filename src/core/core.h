@@ -14,8 +14,15 @@ advlock_sql advlock_sql_for_lock(advlock_mode mode, advlock_scope scope, int wai
 /* The row that releases a session lock of this mode. */
 advlock_sql advlock_sql_for_unlock(advlock_mode mode, int guarded);
 
+/* The verify's row for a lock of this mode and scope (guarded: the
+ * connection is behind a proxy). */
+advlock_sql advlock_sql_for_held(advlock_mode mode, advlock_scope scope, int guarded);
+
 /* 1 for the rows that answer NULL off the connection's claimed session. */
 int advlock_sql_guarded(advlock_sql sql);
+
+/* 1 for the verify's rows (ADVLOCK_SQL_HELD and its forms). */
+int advlock_sql_verifies(advlock_sql sql);
 
 /*
  * Bounded text builder: appends into a fixed buffer that always holds a C

@@ -121,6 +121,8 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
                           || r->sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED);
         if (release)
             advlock_text_put(t, " (the lock may still be held on another server session)");
+        else if (advlock_sql_verifies(r->sql))
+            advlock_text_put(t, " (this connection cannot tell whether it still holds the lock)");
     } else if (r->failure == ADVLOCK_ENULL) {
         advlock_text_put(t, advlock_sql_answer(r->sql) == ADVLOCK_ANSWER_VOID
                                 ? "returned null (expected void)."
@@ -163,7 +165,10 @@ int advlock_describe(const advlock_report *r, const char *name, size_t len,
                          ": it was granted and is held until the transaction ends.");
         break;
     case ADVLOCK_NOT_HELD:
-        put_sentence(&t, "This session held no lock ", name, len, " to release.");
+        if (advlock_sql_verifies(r->sql))
+            put_sentence(&t, "Lock ", name, len, " is no longer held by this session.");
+        else
+            put_sentence(&t, "This session held no lock ", name, len, " to release.");
         break;
     case ADVLOCK_TIMED_OUT:
         put_sentence(&t, "Could not acquire migration lock for ", name, len, " within ");
@@ -185,7 +190,7 @@ int advlock_describe(const advlock_report *r, const char *name, size_t len,
         put_sentence(&t, "Lock ", name, len,
                      " is transaction-scoped: it is released when the transaction ends.");
         break;
-    default: break; /* RELEASED, and values from no machine: nothing to say */
+    default: break; /* RELEASED, HELD, and values from no machine: nothing to say */
     }
     return (int)t.len;
 }

@@ -13,16 +13,25 @@
  *   After a timeout, diagnostics (if asked for) run one holders query first.
  *   Before the first lock statement on a connection a driver has named
  *   (advlock_set_session), one session query learns the server session.
+ *   A release and a verify are one query each.
  */
 #include "core.h"
 
 #include <string.h>
 
 enum state { IDLE, QUERYING, SLEEPING, DONE, CANCELLING };
-enum op { ACQUIRE = 1, RELEASE = 2 };
+enum op { ACQUIRE = 1, RELEASE = 2, VERIFY = 3 };
 /* What the outstanding query is for: a try-lock, or a server-side wait
  * (which starts only after a try in the same mode answered false). */
-enum step { STEP_LOCK, STEP_RELEASE, STEP_UNDO, STEP_DIAGNOSE, STEP_WAIT, STEP_SESSION };
+enum step {
+    STEP_LOCK,
+    STEP_RELEASE,
+    STEP_UNDO,
+    STEP_DIAGNOSE,
+    STEP_WAIT,
+    STEP_SESSION,
+    STEP_VERIFY
+};
 enum cancel { CANCEL_NONE, CANCEL_PENDING };
 enum option_flag { CLIP_TO_DEADLINE = 1, DIAGNOSE = 2, ALLOW_STANDBY = 4 };
 /* What the session query found; 0: nothing known (yet). */
@@ -308,11 +317,19 @@ int advlock_set_session(advlock_machine *m, int client_pid, uint64_t token)
     return 0;
 }
 
+/* The one statement of a release or a verify. */
+static advlock_sql single_statement(const advlock_machine *m)
+{
+    advlock_mode mode = (advlock_mode)m->mode_;
+    return m->op_ == RELEASE ? advlock_sql_for_unlock(mode, guarded(m))
+                             : advlock_sql_for_held(mode, (advlock_scope)m->scope_, guarded(m));
+}
+
 /* The operation's first lock statement, once the session is known. A
  * session lock needs the claimed server session behind a proxy; a refusal
- * sends nothing. A refused release names the unlock it could not send: the
- * caller's lock is not released, and its message must say it may still be
- * held, as a guarded unlock's NULL does. */
+ * sends nothing. A refused release or verify names the statement it did
+ * not send: a release's message must say the lock may still be held, as a
+ * guarded unlock's NULL does, and a verify's that it cannot tell. */
 static void begin(advlock_machine *m)
 {
     int session_scope = m->scope_ == ADVLOCK_SESSION;
@@ -320,13 +337,12 @@ static void begin(advlock_machine *m)
         m->report_.sql = ADVLOCK_SQL_SESSION;
         finish(m, ADVLOCK_FAILED, ADVLOCK_ESTANDBY, ADVLOCK_DETAIL_NONE);
     } else if (session_scope && guarded(m) && !(m->session_ & CLAIMED)) {
-        m->report_.sql = m->op_ == RELEASE ? advlock_sql_for_unlock((advlock_mode)m->mode_, 1)
-                                           : ADVLOCK_SQL_SESSION;
+        m->report_.sql = m->op_ == ACQUIRE ? ADVLOCK_SQL_SESSION : single_statement(m);
         finish(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     } else if (m->op_ == ACQUIRE) {
         issue_lock_query(m);
     } else {
-        issue_query(m, STEP_RELEASE, advlock_sql_for_unlock((advlock_mode)m->mode_, guarded(m)),
+        issue_query(m, m->op_ == RELEASE ? STEP_RELEASE : STEP_VERIFY, single_statement(m),
                     INT64_MAX);
     }
 }
@@ -400,6 +416,11 @@ int advlock_start_acquire_key(advlock_machine *m, int64_t key, int64_t timeout_m
 int advlock_start_release_key(advlock_machine *m, int64_t key, int64_t now_ms)
 {
     return start(m, RELEASE, key, 0, now_ms);
+}
+
+int advlock_start_verify_key(advlock_machine *m, int64_t key, int64_t now_ms)
+{
+    return start(m, VERIFY, key, 0, now_ms);
 }
 
 /* The acquire is over without the lock (a grant given back, or none): why,
@@ -551,6 +572,19 @@ static void on_unlock_result(advlock_machine *m, advlock_result result)
     }
 }
 
+/* A verify's NULL is the guard's (ESESSION): the plain row's EXISTS is
+ * never NULL. */
+static void on_verify_result(advlock_machine *m, advlock_result result)
+{
+    switch (result) {
+    case ADVLOCK_RESULT_TRUE: finish(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE); break;
+    case ADVLOCK_RESULT_FALSE: finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE); break;
+    case ADVLOCK_RESULT_NULL: finish_failed(m, null_failure(m)); break;
+    case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
+    case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
+    }
+}
+
 /* Diagnostics are a courtesy: their failure never hides the timeout. */
 static void on_diagnose_failed(advlock_machine *m)
 {
@@ -586,6 +620,7 @@ int advlock_on_result(advlock_machine *m, advlock_result result, const char *sql
     case STEP_WAIT: on_lock_result(m, result); break;
     case STEP_UNDO: on_undo_result(m, result); break;
     case STEP_RELEASE: on_unlock_result(m, result); break;
+    case STEP_VERIFY: on_verify_result(m, result); break;
     case STEP_SESSION:
         finish_failed(m,
                       result == ADVLOCK_RESULT_SERVER_ERROR ? ADVLOCK_ESERVER : ADVLOCK_ECONNLOST);

@@ -11,6 +11,8 @@
  * session that ran statements since, it is a lower bound. Waiters have had
  * pg_locks.waitstart since PostgreSQL 14; the query needs 14 or later.
  * Advisory locks are per database, hence the filter. */
+#define THIS_DATABASE \
+    "(SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())"
 #define HOLDERS_SQL                                                                        \
     "SELECT l.pid, l.granted, l.mode, coalesce(a.application_name, ''),"                   \
     " coalesce(host(a.client_addr), CASE WHEN a.pid IS NULL THEN '' ELSE 'local' END),"    \
@@ -20,10 +22,21 @@
     " ELSE l.waitstart END))::bigint, 0)"                                                  \
     " FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid" \
     " WHERE l.locktype = 'advisory' AND l.objsubid = 1"                                    \
-    " AND l.database = (SELECT oid FROM pg_catalog.pg_database"                            \
-    " WHERE datname = pg_catalog.current_database())"                                      \
+    " AND l.database = " THIS_DATABASE                                                     \
     " AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint"                      \
     " ORDER BY l.granted DESC, l.pid"
+
+/* Does this server session hold key $1 in the mode named? pg_locks shows a
+ * 64-bit advisory key (objsubid 1) as its high half in classid and its low
+ * half in objid, one row per mode however many holds and at whichever level
+ * (session or transaction), so a granted row is the answer. A waiting
+ * request's row is not granted. Reading pg_locks takes the lock manager's
+ * partition locks briefly: cheap once a second, never on a hot path. */
+#define HELD_EXPR(mode)                                                                    \
+    "EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND objsubid = 1" \
+    " AND granted AND pid = pg_catalog.pg_backend_pid() AND database = " THIS_DATABASE     \
+    " AND classid::bigint = (($1::bigint >> 32) & 4294967295)"                             \
+    " AND objid::bigint = ($1::bigint & 4294967295) AND mode = '" mode "')"
 
 /*
  * A wait bounded by the server: lock_timeout, set for this transaction only
@@ -58,8 +71,9 @@
  * and PgBouncer's reset between session-mode clients (DISCARD ALL) clears
  * it, with the session's advisory locks.
  */
-#define OURS(token) "pg_catalog.current_setting('advlock.session', true) = " token "::text"
-#define GUARDED(function) "SELECT CASE WHEN " OURS("$2") " THEN pg_catalog." function "($1) END"
+#define OURS(token)        "pg_catalog.current_setting('advlock.session', true) = " token "::text"
+#define GUARDED_EXPR(expr) "SELECT CASE WHEN " OURS("$2") " THEN " expr " END"
+#define GUARDED(function)  GUARDED_EXPR("pg_catalog." function "($1)")
 #define GUARDED_WAIT_SQL(function) \
     "SELECT CASE WHEN " OURS("$3") " THEN " BOUNDED_WAIT(function) " END" CALLERS_LOCK_TIMEOUT
 
@@ -77,6 +91,9 @@
     " THEN false WHEN EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory'" \
     " AND pid = pg_catalog.pg_backend_pid()) THEN false"                                   \
     " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END"
+
+/* What messages call the verify's statement. */
+#define HELD_CHECK "the held-lock check"
 
 static const struct {
     const char *text;
@@ -112,14 +129,22 @@ static const struct {
     [ADVLOCK_SQL_UNLOCK_GUARDED] = {GUARDED("pg_advisory_unlock"), "pg_advisory_unlock",
                                     ADVLOCK_ANSWER_BOOLEAN, 2},
     [ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED] = {GUARDED("pg_try_advisory_lock_shared"),
-                                             "pg_try_advisory_lock_shared",
-                                             ADVLOCK_ANSWER_BOOLEAN, 2},
+                                             "pg_try_advisory_lock_shared", ADVLOCK_ANSWER_BOOLEAN,
+                                             2},
     [ADVLOCK_SQL_UNLOCK_SHARED_GUARDED] = {GUARDED("pg_advisory_unlock_shared"),
                                            "pg_advisory_unlock_shared", ADVLOCK_ANSWER_BOOLEAN, 2},
     [ADVLOCK_SQL_LOCK_GUARDED] = {GUARDED_WAIT_SQL("pg_advisory_lock"), "pg_advisory_lock",
                                   ADVLOCK_ANSWER_VOID, 3},
     [ADVLOCK_SQL_LOCK_SHARED_GUARDED] = {GUARDED_WAIT_SQL("pg_advisory_lock_shared"),
                                          "pg_advisory_lock_shared", ADVLOCK_ANSWER_VOID, 3},
+    [ADVLOCK_SQL_HELD] = {"SELECT " HELD_EXPR("ExclusiveLock"), HELD_CHECK, ADVLOCK_ANSWER_BOOLEAN,
+                          1},
+    [ADVLOCK_SQL_HELD_SHARED] = {"SELECT " HELD_EXPR("ShareLock"), HELD_CHECK,
+                                 ADVLOCK_ANSWER_BOOLEAN, 1},
+    [ADVLOCK_SQL_HELD_GUARDED] = {GUARDED_EXPR(HELD_EXPR("ExclusiveLock")), HELD_CHECK,
+                                  ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_HELD_SHARED_GUARDED] = {GUARDED_EXPR(HELD_EXPR("ShareLock")), HELD_CHECK,
+                                         ADVLOCK_ANSWER_BOOLEAN, 2},
 };
 
 static int known(advlock_sql sql)
@@ -144,7 +169,13 @@ int advlock_sql_params(advlock_sql sql)
 
 int advlock_sql_guarded(advlock_sql sql)
 {
-    return sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED;
+    return (sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED)
+           || sql == ADVLOCK_SQL_HELD_GUARDED || sql == ADVLOCK_SQL_HELD_SHARED_GUARDED;
+}
+
+int advlock_sql_verifies(advlock_sql sql)
+{
+    return sql >= ADVLOCK_SQL_HELD && sql <= ADVLOCK_SQL_HELD_SHARED_GUARDED;
 }
 
 const char *advlock_sql_function(advlock_sql sql)
@@ -174,4 +205,14 @@ advlock_sql advlock_sql_for_unlock(advlock_mode mode, int guarded)
     if (mode == ADVLOCK_SHARED)
         return guarded ? ADVLOCK_SQL_UNLOCK_SHARED_GUARDED : ADVLOCK_SQL_UNLOCK_SHARED;
     return guarded ? ADVLOCK_SQL_UNLOCK_GUARDED : ADVLOCK_SQL_UNLOCK;
+}
+
+/* A transaction-scoped lock needs no guard: a proxy keeps a transaction on
+ * one server session. */
+advlock_sql advlock_sql_for_held(advlock_mode mode, advlock_scope scope, int guarded)
+{
+    int shared = mode == ADVLOCK_SHARED;
+    if (guarded && scope == ADVLOCK_SESSION)
+        return shared ? ADVLOCK_SQL_HELD_SHARED_GUARDED : ADVLOCK_SQL_HELD_GUARDED;
+    return shared ? ADVLOCK_SQL_HELD_SHARED : ADVLOCK_SQL_HELD;
 }

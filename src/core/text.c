@@ -36,6 +36,7 @@ const char *advlock_outcome_name(advlock_outcome outcome)
     case ADVLOCK_CANCELLED: return "cancelled";
     case ADVLOCK_FAILED: return "failed";
     case ADVLOCK_ENDS_WITH_TRANSACTION: return "ends with transaction";
+    case ADVLOCK_HELD: return "held";
     default: return "unknown outcome";
     }
 }

@@ -12,7 +12,13 @@
  *     claimed session sends the adapter's next statement to the other one,
  *     where the guard runs nothing: ESESSION, on a release (the lock left
  *     where it was taken) and on an acquire; and a session claimed by one
- *     client refuses every other.
+ *     client refuses every other;
+ *   - verifying a held lock: through the transaction pool, once an
+ *     administrator terminates the idle server session holding the lock
+ *     (the client's connection to PgBouncer stays up), the verify says so
+ *     (ESESSION: it reached a server session nobody claimed); through the
+ *     session pool and directly it says HELD, and the watch of the held lock
+ *     goes on after it (a terminated session is still reported LOST).
  */
 #include "pg_test.h"
 
@@ -221,6 +227,110 @@ static void test_transaction_pool_statements_on_other_sessions(void **state)
     PQfinish(other);
 }
 
+/* ---- verifying a held lock ------------------------------------------------- */
+
+static const advlock_pq_report *verify(fixture *f, advlock_pq *a, advlock_outcome outcome)
+{
+    static advlock_pq_report r;
+    assert_int_equal(advlock_pq_verify_key(a, f->derived, &r), 0);
+    pgt_expect_outcome(&r, outcome);
+    return &r;
+}
+
+/* A blocking adapter through the conninfo in env, holding the fixture's
+ * lock; proxied: what advlock_pq_proxied() says once the session row came. */
+static PGconn *holding_through(fixture *f, advlock_pq *a, const char *env, int proxied)
+{
+    PGconn *conn = pgt_connect_env(env);
+    bind(f, a, conn);
+    assert_int_equal(advlock_pq_proxied(a), 0); /* not known before the session row */
+    acquire(f, a, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_proxied(a), proxied);
+    return conn;
+}
+
+/* The gap the verify closes: the idle server session holding the lock is
+ * closed behind PgBouncer's back (an administrator here; server_lifetime,
+ * server_idle_timeout or RECONNECT in the field), the client's connection
+ * to PgBouncer stays up, and nothing but a statement can tell. */
+static void test_transaction_pool_verify_sees_the_holder_terminated(void **state)
+{
+    fixture *f = *state;
+    /* Fresh server sessions: claims of the tests before outlive their
+     * clients on a transaction pool. */
+    PGconn *admin = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX_ADMIN");
+    pgt_exec(admin, "RECONNECT postgres");
+    PQfinish(admin);
+    advlock_pq a;
+    PGconn *conn = holding_through(f, &a, "ADVLOCK_TEST_PGBOUNCER_TX", 1);
+    const advlock_pq_report *r = verify(f, &a, ADVLOCK_HELD);
+    assert_int_equal(r->lock.sql, ADVLOCK_SQL_HELD_GUARDED);
+    assert_string_equal(pgt_describe(r, f->key), "");
+
+    int holder = holder_pid(f);
+    assert_int_not_equal(holder, 0);
+    pgt_terminate(f->observer, holder);
+    assert_int_equal(holder_pid(f), 0); /* the lock went with its session */
+    assert_int_equal(PQstatus(conn), CONNECTION_OK);
+    /* The watch cannot see it: PgBouncer keeps the client's connection. */
+    assert_int_equal(advlock_pq_check(&a), 0);
+    assert_int_equal(advlock_pq_async_lost(&a), 0);
+
+    advlock_pq_report after;
+    assert_int_equal(advlock_pq_verify_key(&a, f->derived, &after), 0);
+    if (after.lock.outcome == ADVLOCK_NOT_HELD) {
+        assert_non_null(strstr(pgt_describe(&after, f->key), "is no longer held"));
+    } else {
+        pgt_expect_outcome(&after, ADVLOCK_FAILED);
+        expect_session_failure(&after, ADVLOCK_SQL_HELD_GUARDED, f->key);
+        assert_non_null(strstr(pgt_describe(&after, f->key), "cannot tell whether it still holds"));
+    }
+    printf("verify after the holder's server session was terminated: %s\n",
+           pgt_describe(&after, f->key));
+    /* The watch ended with it: nothing more to wait for. */
+    assert_int_equal(advlock_pq_async_wants(&a), 0);
+    assert_int_equal(advlock_pq_async_busy(&a), 0);
+    PQfinish(conn);
+}
+
+/* Through the session pool the verify says HELD, and the held lock stays
+ * watched: its server session's end closes the client's connection, which
+ * is reported LOST as after an acquire. */
+static void test_session_pool_verify_keeps_the_watch(void **state)
+{
+    fixture *f = *state;
+    advlock_pq a;
+    PGconn *conn = holding_through(f, &a, "ADVLOCK_TEST_PGBOUNCER_SESSION", 1);
+    verify(f, &a, ADVLOCK_HELD);
+    verify(f, &a, ADVLOCK_HELD);
+    assert_int_equal(advlock_pq_async_wants(&a), ADVLOCK_PQ_READ); /* still watching */
+
+    memset(&f->seen, 0, sizeof f->seen);
+    pgt_terminate(f->observer, holder_pid(f));
+    for (int i = 0; i < 100 && !advlock_pq_async_lost(&a); i++) {
+        pgt_sleep_ms(20);
+        assert_int_equal(advlock_pq_check(&a), 0);
+    }
+    assert_int_equal(advlock_pq_async_lost(&a), 1);
+    assert_true(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0) >= 0);
+    PQfinish(conn);
+}
+
+/* Directly, no proxy: the plain row, which a released lock answers false. */
+static void test_direct_verify_is_plain(void **state)
+{
+    fixture *f = *state;
+    advlock_pq a;
+    PGconn *conn = holding_through(f, &a, "ADVLOCK_TEST_DIRECT", 0);
+    assert_int_equal(verify(f, &a, ADVLOCK_HELD)->lock.sql, ADVLOCK_SQL_HELD);
+    release(f, &a, ADVLOCK_RELEASED);
+    const advlock_pq_report *r = verify(f, &a, ADVLOCK_NOT_HELD);
+    char expected[256];
+    snprintf(expected, sizeof expected, "Lock '%s' is no longer held by this session.", f->key);
+    assert_string_equal(pgt_describe(r, f->key), expected);
+    PQfinish(conn);
+}
+
 int main(void)
 {
     alarm(60); /* a hang fails the program instead of the whole run */
@@ -229,6 +339,9 @@ int main(void)
         T(test_session_pool_runs_guarded_statements),
         T(test_session_pool_claimed_session_and_discard_all),
         T(test_transaction_pool_statements_on_other_sessions),
+        T(test_transaction_pool_verify_sees_the_holder_terminated),
+        T(test_session_pool_verify_keeps_the_watch),
+        T(test_direct_verify_is_plain),
     };
     return cmocka_run_group_tests_name("libpq adapters: the server session check through PgBouncer",
                                        tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* The server session check (advlock_set_session): the session row once per
  * connection, standby refusal, the claim and the guarded statements behind a
- * proxy, and what each failure says. Without advlock_set_session nothing
+ * proxy, and what each failure says; and the verify of a held lock, which
+ * behind a proxy is a guarded statement too. Without advlock_set_session nothing
  * changes: test_machine and test_options run the plain rows. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -585,6 +586,154 @@ static void a_zero_timeout_still_tries_once_after_the_check(void **state)
     assert_int_equal(report_of(m)->elapsed_ms, 51);
 }
 
+/* ---- verifying a held lock (advlock_start_verify_key) -------------------- */
+
+#define NO_LONGER_HELD "Lock 'jobs' is no longer held by this session."
+#define CANNOT_TELL                                          \
+    "the held-lock check for 'jobs' failed: " ESESSION_WORDS \
+    " (this connection cannot tell whether it still holds the lock)"
+
+static void verify(advlock_machine *m, int64_t now)
+{
+    assert_int_equal(advlock_start_verify_key(m, key(), now), 0);
+}
+
+/* A verify whose statement answers result a millisecond later. */
+static void verify_answered(advlock_machine *m, advlock_result result, advlock_outcome outcome,
+                            int failure, int64_t now)
+{
+    verify(m, now);
+    answer(m, result, now + 1);
+    expect_done(m, outcome, failure, ADVLOCK_DETAIL_NONE);
+}
+
+/* Acquired behind a proxy on the claimed session; its guarded try answered. */
+static void acquired_behind_proxy(advlock_machine *m)
+{
+    proxied(m);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+}
+
+static void a_verify_asks_pg_locks_in_the_mode(void **state)
+{
+    advlock_machine *m = *state;
+    for (int shared = 0; shared <= 1; shared++) {
+        advlock_machine_init(m);
+        use(m, shared ? ADVLOCK_SHARED : ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 0);
+        /* Never told a session: the plain row at once. */
+        verify(m, 10);
+        advlock_sql held = shared ? ADVLOCK_SQL_HELD_SHARED : ADVLOCK_SQL_HELD;
+        expect_query(m, held, key(), 0, 0);
+        answer(m, ADVLOCK_RESULT_TRUE, 12);
+        expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
+        assert_int_equal(report_of(m)->sql, held);
+        assert_int_equal(report_of(m)->key, key());
+        assert_int_equal(report_of(m)->attempts, 0); /* no lock statement */
+        assert_int_equal(report_of(m)->elapsed_ms, 2);
+        assert_string_equal(said(m, NULL), "");
+        verify_answered(m, ADVLOCK_RESULT_FALSE, ADVLOCK_NOT_HELD, 0, 13);
+        assert_string_equal(said(m, NULL), NO_LONGER_HELD);
+    }
+}
+
+static void a_verify_is_checked_like_any_first_statement(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, CLIENT_PID, TOKEN);
+    verify(m, 0);
+    expect_session_query(m, TOKEN);
+    /* A standby refuses acquires only: its own locks can be verified. */
+    session_row(m, CLIENT_PID, 1, 1, 1);
+    expect_query(m, ADVLOCK_SQL_HELD, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
+    /* Checked once: the next verify sends its row at once. */
+    verify(m, 3);
+    expect_query(m, ADVLOCK_SQL_HELD, key(), 0, 0);
+}
+
+static void behind_a_proxy_the_verify_is_guarded(void **state)
+{
+    advlock_machine *m = *state;
+    acquired_behind_proxy(m);
+    verify(m, 3);
+    expect_query(m, ADVLOCK_SQL_HELD_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 4);
+    expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
+    /* The claimed server session is gone (or busy elsewhere): the guard's
+     * NULL cannot say whether the lock is held. */
+    verify_answered(m, ADVLOCK_RESULT_NULL, ADVLOCK_FAILED, ADVLOCK_ESESSION, 5);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_HELD_GUARDED);
+    assert_string_equal(said(m, NULL), CANNOT_TELL);
+    /* On the claimed session, a lock no longer there. */
+    verify_answered(m, ADVLOCK_RESULT_FALSE, ADVLOCK_NOT_HELD, 0, 7);
+    assert_string_equal(said(m, NULL), NO_LONGER_HELD);
+}
+
+static void a_verify_on_a_refused_claim_sends_nothing(void **state)
+{
+    advlock_machine *m = *state;
+    use(m, ADVLOCK_SHARED, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 0);
+    told(m, CLIENT_PID, TOKEN);
+    verify(m, 0);
+    expect_session_query(m, TOKEN);
+    session_row(m, SERVER_PID, 0, 0, 1);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_HELD_SHARED_GUARDED);
+    assert_string_equal(said(m, NULL), CANNOT_TELL);
+    verify(m, 2); /* known now: at once */
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
+}
+
+/* A proxy keeps a transaction on one server session: the plain row. */
+static void a_transaction_lock_is_verified_unguarded(void **state)
+{
+    advlock_machine *m = *state;
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION, ADVLOCK_WAIT_POLL, 0);
+    told(m, CLIENT_PID, TOKEN);
+    verify(m, 0);
+    session_row(m, SERVER_PID, 0, 0, 1);
+    expect_query(m, ADVLOCK_SQL_HELD, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
+}
+
+static void a_verify_fails_as_statements_do(void **state)
+{
+    advlock_machine *m = *state;
+    verify(m, 0);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57P01",
+                                       "terminating connection due to administrator command", 1),
+                     0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
+    assert_string_equal(report_of(m)->sqlstate, "57P01");
+    assert_string_equal(said(m, "terminating connection due to administrator command"),
+                        "the held-lock check for 'jobs' failed with SQLSTATE 57P01: terminating "
+                        "connection due to administrator command");
+    verify_answered(m, ADVLOCK_RESULT_CONNECTION_LOST, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, 2);
+    assert_string_equal(said(m, NULL), "the held-lock check for 'jobs' failed: connection lost");
+    /* The plain row's EXISTS is never NULL: a NULL is the driver's fault. */
+    verify_answered(m, ADVLOCK_RESULT_NULL, ADVLOCK_FAILED, ADVLOCK_ENULL, 4);
+    assert_string_equal(said(m, NULL),
+                        "the held-lock check for 'jobs' returned null (expected boolean).");
+}
+
+static void a_verify_refuses_bad_calls_and_cannot_be_cancelled(void **state)
+{
+    advlock_machine *m = *state;
+    assert_int_equal(advlock_start_verify_key(NULL, 1, 0), ADVLOCK_EINVAL);
+    verify(m, 0);
+    advlock_machine before = *m;
+    assert_int_equal(advlock_start_verify_key(m, key(), 1), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_cancel(m, 1), ADVLOCK_EMISUSE);
+    assert_memory_equal(&before, m, sizeof before);
+    assert_int_equal(advlock_on_timer(m, INT64_MAX), 0); /* no deadline */
+    expect_query(m, ADVLOCK_SQL_HELD, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -611,6 +760,13 @@ int main(void)
         T(a_failed_session_query_fails_and_is_asked_again),
         T(the_session_row_before_a_release),
         T(a_zero_timeout_still_tries_once_after_the_check),
+        T(a_verify_asks_pg_locks_in_the_mode),
+        T(a_verify_is_checked_like_any_first_statement),
+        T(behind_a_proxy_the_verify_is_guarded),
+        T(a_verify_on_a_refused_claim_sends_nothing),
+        T(a_transaction_lock_is_verified_unguarded),
+        T(a_verify_fails_as_statements_do),
+        T(a_verify_refuses_bad_calls_and_cannot_be_cancelled),
     };
     return cmocka_run_group_tests_name("session", tests, NULL, NULL);
 }

@@ -144,6 +144,7 @@ static void names_for_every_code(void **state)
     assert_string_equal(advlock_outcome_name(ADVLOCK_FAILED), "failed");
     assert_string_equal(advlock_outcome_name(ADVLOCK_ENDS_WITH_TRANSACTION),
                         "ends with transaction");
+    assert_string_equal(advlock_outcome_name(ADVLOCK_HELD), "held");
     assert_string_equal(advlock_outcome_name((advlock_outcome)77), "unknown outcome");
 }
 
@@ -154,7 +155,8 @@ static void sql_table(void **state)
     assert_string_equal(advlock_sql_text(ADVLOCK_SQL_UNLOCK), "SELECT pg_advisory_unlock($1)");
     assert_null(advlock_sql_text(ADVLOCK_SQL_COUNT));
     assert_null(advlock_sql_text((advlock_sql)-1));
-    for (int i = 0; i < ADVLOCK_SQL_COUNT; i++) {
+    /* The lock functions' rows; the verify's come after them. */
+    for (int i = 0; i < ADVLOCK_SQL_HELD; i++) {
         const char *sql = advlock_sql_text((advlock_sql)i);
         int guarded = i >= ADVLOCK_SQL_TRY_LOCK_GUARDED;
         assert_null(strstr(sql, "hashtext"));
@@ -197,6 +199,27 @@ static void sql_table(void **state)
     assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_HOLDERS), ADVLOCK_ANSWER_HOLDERS);
     assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_HOLDERS), "$1::bigint"));
     assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_COUNT), ADVLOCK_ANSWER_BOOLEAN);
+}
+
+/* The verify's rows: one boolean, this server session's granted hold of
+ * key $1 in one mode; the guarded ones only where the claim is $2. */
+static void sql_table_verify_rows(void **state)
+{
+    (void)state;
+    for (int i = ADVLOCK_SQL_HELD; i < ADVLOCK_SQL_COUNT; i++) {
+        const char *sql = advlock_sql_text((advlock_sql)i);
+        int guarded = i >= ADVLOCK_SQL_HELD_GUARDED;
+        int shared = i == ADVLOCK_SQL_HELD_SHARED || i == ADVLOCK_SQL_HELD_SHARED_GUARDED;
+        assert_int_equal(advlock_sql_answer((advlock_sql)i), ADVLOCK_ANSWER_BOOLEAN);
+        assert_int_equal(advlock_sql_params((advlock_sql)i), guarded ? 2 : 1);
+        assert_non_null(strstr(sql, "pg_catalog.pg_locks"));
+        assert_non_null(strstr(sql, " granted AND pid = pg_catalog.pg_backend_pid()"));
+        assert_non_null(strstr(sql, "classid::bigint = (($1::bigint >> 32) & 4294967295)"));
+        assert_non_null(strstr(sql, "objid::bigint = ($1::bigint & 4294967295)"));
+        assert_non_null(strstr(sql, shared ? "mode = 'ShareLock'" : "mode = 'ExclusiveLock'"));
+        const char *guard = strstr(sql, "current_setting('advlock.session', true) = $2::text");
+        assert_true(guarded ? guard != NULL : guard == NULL);
+    }
 }
 
 /* Reports a driver fills in itself render too: a lost lock, and a report
@@ -283,6 +306,7 @@ int main(void)
         cmocka_unit_test(control_characters_are_escaped),
         cmocka_unit_test(names_for_every_code),
         cmocka_unit_test(sql_table),
+        cmocka_unit_test(sql_table_verify_rows),
     };
     return cmocka_run_group_tests_name("text", tests, NULL, NULL);
 }

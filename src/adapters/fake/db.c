@@ -255,6 +255,15 @@ static void run_holders(advlock_fake_db *db, int slot, int64_t key, advlock_fake
     snprintf(out->command_tag, sizeof out->command_tag, "SELECT %u", (unsigned)n);
 }
 
+/* ADVLOCK_SQL_HELD: pg_locks has one granted row per session, lock and
+ * mode, whatever the level (session or transaction) of its holds. */
+static void run_held(advlock_fake_db *db, int slot, int mode, int64_t key, advlock_fake_result *out)
+{
+    int lock = advlock_lt_find_lock(db, key);
+    int held = lock >= 0 && (advlock_lt_held_mask(db, slot, lock) & advlock_lt_mode_bit(mode));
+    advlock_fake_result_row(out, held ? ADVLOCK_FAKE_ROW_TRUE : ADVLOCK_FAKE_ROW_FALSE);
+}
+
 /* Does the session hold any advisory lock, at either level (pg_locks)? */
 static int holds_any(const advlock_fake_db *db, int slot)
 {
@@ -344,6 +353,7 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     case ST_UNLOCK: run_unlock(db, slot, st, key, out); break;
     case ST_HOLDERS: run_holders(db, slot, key, out); break;
     case ST_SESSION: run_session(db, slot, key, out); break;
+    case ST_HELD: run_held(db, slot, st->mode, key, out); break;
     case ST_DISCARD_ALL: run_discard_all(db, slot, out); break;
     case ST_UNLOCK_ALL:
         advlock_lt_release_level(db, slot, SCOPE_SESSION);

@@ -81,7 +81,8 @@ enum stmt_kind {
     ST_ROLLBACK,
     ST_HOLDERS,
     ST_SESSION,
-    ST_DISCARD_ALL
+    ST_DISCARD_ALL,
+    ST_HELD
 };
 
 typedef struct advlock_fake_statement {

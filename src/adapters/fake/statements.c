@@ -33,8 +33,8 @@ static const advlock_fake_statement statements[] = {
     {"DISCARD ALL", ST_DISCARD_ALL, EX, SES, 0, 0},
 };
 
-/* The holders query's, the bounded waits', the session query's and the
- * guarded rows' texts live in the core's table; the fake answers whatever
+/* The holders query's, the bounded waits', the session query's, the
+ * verify's and the guarded rows' texts live in the core's table; the fake answers whatever
  * the core sends. A bounded wait is the waiting function with lock_timeout
  * set to $2 ms for the statement alone. A guarded row is its plain form
  * where the session's claim holds its token (the last parameter). */
@@ -54,6 +54,10 @@ static const struct {
     {ADVLOCK_SQL_UNLOCK_SHARED_GUARDED, {NULL, ST_UNLOCK, SH, SES, 2, 2}},
     {ADVLOCK_SQL_LOCK_GUARDED, {NULL, ST_LOCK, EX, SES, 3, 3}},
     {ADVLOCK_SQL_LOCK_SHARED_GUARDED, {NULL, ST_LOCK, SH, SES, 3, 3}},
+    {ADVLOCK_SQL_HELD, {NULL, ST_HELD, EX, SES, 1, 0}},
+    {ADVLOCK_SQL_HELD_SHARED, {NULL, ST_HELD, SH, SES, 1, 0}},
+    {ADVLOCK_SQL_HELD_GUARDED, {NULL, ST_HELD, EX, SES, 2, 2}},
+    {ADVLOCK_SQL_HELD_SHARED_GUARDED, {NULL, ST_HELD, SH, SES, 2, 2}},
 };
 
 const advlock_fake_statement *advlock_fake_statement_find(const char *sql)

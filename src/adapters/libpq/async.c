@@ -15,7 +15,8 @@
  *                     re-prepare) or the answer goes to the machine, whose
  *                     next action starts the next query, a sleep, or ends.
  * After ACQUIRED the engine watches the idle session (HOLDING) until the
- * next operation starts, and reports LOST if the connection goes.
+ * next operation starts, and reports LOST if the connection goes; a verify
+ * that finds the lock HELD takes the watch up again.
  * Nothing here decides anything about locks: the machine does.
  */
 #include "pq.h"
@@ -108,6 +109,13 @@ static void send_form(advlock_pq *a)
     a->phase_ = advlock_pq_query_send(&a->query_, a->conn_, &next) ? SENDING : ANSWERED;
 }
 
+/* An acquire that took the lock, or a verify that found it held: the
+ * session holding it is watched from now on. */
+static int holds(const advlock_report *r)
+{
+    return r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD;
+}
+
 /* Takes up the machine's next action. */
 static void follow_machine(advlock_pq *a)
 {
@@ -122,7 +130,7 @@ static void follow_machine(advlock_pq *a)
         /* DONE: a new answer or a timer never leaves the machine asking
          * for a cancel, so nothing else arrives here. */
         advlock_pq_report_finish(&a->report_, next.report);
-        a->phase_ = next.report->outcome == ADVLOCK_ACQUIRED ? HOLDING : DONE;
+        a->phase_ = holds(next.report) ? HOLDING : DONE;
         break;
     }
 }
@@ -307,6 +315,19 @@ int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_m
     if (rc != 0)
         return rc;
     return started(a, advlock_start_release_key(&a->machine_, key, now_ms), now_ms);
+}
+
+int advlock_pq_async_start_verify_key(advlock_pq *a, int64_t key, int64_t now_ms)
+{
+    int rc = check_can_start(a, 0);
+    if (rc != 0)
+        return rc;
+    return started(a, advlock_start_verify_key(&a->machine_, key, now_ms), now_ms);
+}
+
+int advlock_pq_proxied(const advlock_pq *a)
+{
+    return a != NULL && a->proxied_;
 }
 
 int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms)

@@ -71,6 +71,14 @@ int advlock_pq_release_key(advlock_pq *a, int64_t key, advlock_pq_report *report
     return run(a, advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()), report);
 }
 
+/* The start refuses a NULL adapter (EINVAL), which run() reports. */
+int advlock_pq_verify_key(advlock_pq *a, int64_t key, advlock_pq_report *report)
+{
+    if (report == NULL)
+        return ADVLOCK_EINVAL;
+    return run(a, advlock_pq_async_start_verify_key(a, key, advlock_pq_now_ms()), report);
+}
+
 int advlock_pq_check(advlock_pq *a)
 {
     if (a == NULL)
