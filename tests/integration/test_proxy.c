@@ -157,16 +157,27 @@ static void test_session_pool_claimed_session_and_discard_all(void **state)
 
     /* The next client PgBouncer gives that server session finds it reset
      * (DISCARD ALL, server_reset_query's default): unclaimed, and it locks.
-     * PgBouncer reuses the last server session, once its reset is done. */
+     * Clients are kept connected until one gets it: a client closed at once
+     * would free its server session for the next, and PgBouncer hands out
+     * the most recently freed one, which under load (the reset still
+     * running) is a new session every time. */
+    enum { MAX_CLIENTS = 30 };
+    PGconn *held[MAX_CLIENTS];
+    int nheld = 0;
     PGconn *next = NULL;
-    for (int tries = 0; tries < 100; tries++) {
-        next = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_SESSION");
-        if (server_pid(next) == pid)
-            break;
-        PQfinish(next);
-        next = NULL;
-        pgt_sleep_ms(20);
+    for (int tries = 0; tries < 200 && next == NULL; tries++) {
+        PGconn *c = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_SESSION");
+        if (server_pid(c) == pid)
+            next = c;
+        else if (nheld < MAX_CLIENTS)
+            held[nheld++] = c;
+        else
+            PQfinish(c);
+        if (next == NULL)
+            pgt_sleep_ms(20);
     }
+    for (int i = 0; i < nheld; i++)
+        PQfinish(held[i]);
     if (next == NULL)
         fail_msg("PgBouncer never handed out server session %d again", pid);
     assert_string_equal(pgt_session_claim(next, claim, sizeof claim), "");
