@@ -306,6 +306,7 @@ _declare(core, [
     ("advlock_start_acquire_key", c_int, [M, c_int64, c_int64, c_int64]),
     ("advlock_start_release", c_int, [M, c_char_p, c_size_t, c_int64]),
     ("advlock_start_release_key", c_int, [M, c_int64, c_int64]),
+    ("advlock_start_verify_key", c_int, [M, c_int64, c_int64]),
     ("advlock_on_result", c_int, [M, c_int, c_char_p, c_char_p, c_int64]),
     ("advlock_on_cancel_sent", c_int, [M, c_int64]),
     ("advlock_on_holders", c_int, [M, POINTER(Holder), c_size_t, c_int64]),

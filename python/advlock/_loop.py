@@ -27,7 +27,7 @@ import time
 import types
 
 from . import _binding as B
-from ._session import SessionRow
+from ._session import SessionRow, new_token
 from ._machine import (INT64_MAX, SQL_PARAMS, Machine, Options, Outcome, Report, _encode,
                        now_ms, params, raise_for, timeout_ms)
 
@@ -421,7 +421,7 @@ async def _inflight(m, client, a, coro):
 
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
-                 "release_report", "_raw", "_t", "_ms", "_told")
+                 "release_report", "_raw", "_t", "_ms", "_token")
 
     def __init__(self, client, name, timeout=None, options=None, **option_kwargs):
         self._client = client
@@ -431,7 +431,7 @@ class _LockBase:
         self._machine = Machine(self.options)
         self._raw = _encode(name)
         self._t = self._ms = None   # self.timeout and its ms, as last converted
-        self._told = False          # the machine was told its connection
+        self._token = 0             # the token the machine is told (0: not yet)
         self.report = None          # the last acquire's Report
         self.release_report = None  # the last release's Report
 
@@ -457,20 +457,25 @@ class _LockBase:
 
     def _tell_session(self, m):
         """advlock_set_session before every operation: the connection's
-        announced pid and token. A fresh machine first takes over what
-        another lock on the connection learned of its server session."""
+        announced pid and the token. Before its first operation a machine
+        takes over what another lock on the connection learned of its
+        server session, token included, or else draws a token of its own
+        (see _session: a token is checked once)."""
         client = self._client
-        state = client.state
-        if not self._told:
+        if self._token == 0:
             # Only before the machine's first operation: never over one
             # under way (a second, concurrent call is the core's EMISUSE).
-            self._told = True
-            if state.template is not None:
-                m.copy_from(state.template)
+            state = client.state
+            template = state.template
+            if template is not None:
+                m.copy_from(template)
                 m.set_options(self.options)
+                self._token = state.token
+            else:
+                self._token = new_token()
         pid = client.pid()
-        if _set_session(m._m, pid, state.token):
-            m.set_session(pid, state.token)  # raises CallError
+        if _set_session(m._m, pid, self._token):
+            m.set_session(pid, self._token)  # raises CallError
 
     def _start_acquiring(self):
         """Starts the machine's acquire; returns the machine."""
@@ -504,7 +509,7 @@ class _LockBase:
         """Raises for an outcome that is an error; else returns the report.
         Shares what the machine learned of the session with later locks."""
         if self._client.state.template is None:
-            self._client.state.remember(self._machine)
+            self._client.state.remember(self._machine, self._token)
         if report._c.outcome not in _QUIET:
             raise_for(report, self.name)
         return report

@@ -48,6 +48,7 @@ class Outcome(enum.IntEnum):
     CANCELLED = 4
     FAILED = 5
     ENDS_WITH_TRANSACTION = 6
+    HELD = 7
 
 
 class Failure(enum.IntEnum):
@@ -92,6 +93,10 @@ class Sql(enum.IntEnum):
     UNLOCK_SHARED_GUARDED = 15
     LOCK_GUARDED = 16
     LOCK_SHARED_GUARDED = 17
+    HELD = 18
+    HELD_SHARED = 19
+    HELD_GUARDED = 20
+    HELD_SHARED_GUARDED = 21
 
 
 # The SQL table, read once from the library: (text, answer kind) by id.

@@ -7,9 +7,13 @@ session's pid differs from the one announced at connect), and behind a
 proxy claims the server session with the connection's token. Every lock
 object has its own machine, so the facts are kept here, per connection:
 
-- the token: drawn once per connection, since a machine told another token
-  forgets the session, and behind a proxy a second token's claim on the
-  same server session is refused (ADVLOCK_ESESSION);
+- the token the check claimed with: one check per token, since behind a
+  transaction pooler one token checked twice would claim two server
+  sessions (a release landing on the other would find nothing to unlock
+  there, and the lock would stay); the locks that copy the checked machine
+  (below) use its token, and a lock whose first operation starts before any
+  check has ended draws a token of its own (its claim may then be refused,
+  loudly: ADVLOCK_ESESSION);
 - whether a proxy is in between, for the drivers, which then send no named
   prepared statement (a transaction-pooling proxy runs each statement on
   whichever server session is free, where another client's statement may
@@ -26,20 +30,26 @@ import weakref
 from . import _binding as B
 
 
+def new_token():
+    """64 random bits, never 0 (the core reads 0 as "not told")."""
+    return int.from_bytes(os.urandom(8), "little") or 1
+
+
 class ConnSession:
-    """One connection's token, proxy fact and checked machine."""
+    """One connection's checked machine, its token and the proxy fact."""
 
     __slots__ = ("token", "proxied", "template", "__weakref__")
 
     def __init__(self):
-        # Nonzero: the core reads a zero token as "not told".
-        self.token = int.from_bytes(os.urandom(8), "little") or 1
+        self.token = 0        # the template's token
         self.proxied = None   # unknown until a session row says
         self.template = None  # B.MachineStorage of a machine that checked
 
-    def remember(self, machine):
-        """Keeps a copy of an idle machine that has checked the session."""
+    def remember(self, machine, token):
+        """Keeps a copy of an idle machine that has checked the session
+        with token, for the locks made on the connection later."""
         if self.template is None and machine.session_checked:
+            self.token = token  # first: a reader that sees the template sees it
             self.template = B.MachineStorage.from_buffer_copy(machine._m)
 
 

@@ -49,6 +49,9 @@ _PREPARED_TEXT = tuple(_PARAM.sub(r"$\1::int8", t) if n > 1 else t
 # STDOUT): each $n a literal ('%(pN)d'::int8, quoted so that the least bigint
 # needs no negation), any % doubled.
 _COPY_TEXT = tuple(_PARAM.sub(r"'%(p\1)d'::int8", t.replace("%", "%%")) for t in SQL_TEXT)
+# The session row and the guarded rows: the ones that read the claim, sent
+# as COPY wherever the connection is thought to be.
+_CLAIM_ROWS = frozenset(i for i, t in enumerate(SQL_TEXT) if "advlock.session" in t)
 # COPY's text format escapes a backslash and these control characters.
 _UNESCAPE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _ESCAPED = re.compile(r"\\(.)")
@@ -103,9 +106,9 @@ class Client:
         awaits it)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        # The session row and the guarded rows (11 to 17), and every
-        # statement unless the connection is known to be direct.
-        if sql >= B.SQL_SESSION or self.state.proxied is not False:
+        # The rows that read the claim (the session row, the guarded ones),
+        # and every statement unless the connection is known to be direct.
+        if sql in _CLAIM_ROWS or self.state.proxied is not False:
             return self._copy(sql, args)
         if SQL_ANSWER[sql] == _HOLDERS:
             return self._rows(_PREPARED_TEXT[sql], args)

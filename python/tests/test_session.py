@@ -63,15 +63,42 @@ def test_cancel_during_the_session_row(flavour, pg_conn):
 
 @need_server
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_one_token_per_connection(flavour):
+def test_locks_on_a_connection_share_the_checked_token(flavour):
     async def main():
         a, b = await connect(flavour), await connect(flavour)
-        ta = advlock.lock(a, "x")._client.state.token
-        assert ta == advlock.lock(a, "y")._client.state.token != 0
-        assert advlock.lock(b, "x")._client.state.token != ta
+        first = advlock.lock(a, "x", timeout=0)
+        await call(first.acquire)
+        await call(first.release)
+        state = first._client.state
+        assert first._token == state.token != 0
+        later = advlock.lock(a, "y", timeout=0)
+        await call(later.acquire)
+        await call(later.release)
+        assert later._token == first._token  # copied with the checked machine
+        other = advlock.lock(b, "x", timeout=0)
+        await call(other.acquire)
+        await call(other.release)
+        assert other._token != first._token
         await close(a)
         await close(b)
     asyncio.run(main())
+
+
+def test_a_token_is_checked_once():
+    # Two locks whose first operations start before any check has ended
+    # (no checked machine to copy yet) draw tokens of their own: one token
+    # checked twice could claim two server sessions behind a pooler.
+    class Client:
+        state = _session.ConnSession()
+
+        def pid(self):
+            return 4242
+    one, two = advlock.Lock(Client(), "a", 0), advlock.Lock(Client(), "b", 0)
+    one._start_acquiring()
+    two._start_acquiring()
+    assert one._machine.next_action().sql == two._machine.next_action().sql == S.SESSION
+    assert one._token != two._token and 0 not in (one._token, two._token)
+    assert one._machine.next_action().param == advlock._binding.c_int64(one._token).value
 
 
 @need_server
@@ -121,5 +148,5 @@ def test_session_failures_raise_their_own_errors():
 
 
 def test_the_token_is_nonzero_and_random():
-    tokens = {_session.ConnSession().token for _ in range(64)}
+    tokens = {_session.new_token() for _ in range(64)}
     assert len(tokens) == 64 and 0 not in tokens
