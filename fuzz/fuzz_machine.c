@@ -23,6 +23,10 @@
  *     nothing sent; ESESSION only behind a proxy, never with a grant of the
  *     operation still held unless its detail says the undo is in doubt, and
  *     on a release always saying the lock may still be held.
+ * Verifies (opcodes 0xF8 and up) send one held-lock row, guarded exactly
+ * where a lock statement would be, change no lock, and end HELD exactly
+ * when the server holds the lock (NOT_HELD when not), ESESSION on a
+ * guarded NULL.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -69,6 +73,7 @@ typedef struct model {
     int64_t now;
     int64_t key;
     int acquiring;     /* the operation under way is an acquire */
+    int verifying;     /* ... or a verify */
     int granted_in_op; /* the server said TRUE to a lock query in this op */
     int server_holds;  /* holds of the key the server's table has */
     int caller_holds;  /* holds the caller was told about */
@@ -88,7 +93,13 @@ typedef struct model {
 
 static int guarded_row(advlock_sql sql)
 {
-    return sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED;
+    return (sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED)
+           || sql == ADVLOCK_SQL_HELD_GUARDED || sql == ADVLOCK_SQL_HELD_SHARED_GUARDED;
+}
+
+static int held_row(advlock_sql sql)
+{
+    return sql >= ADVLOCK_SQL_HELD && sql <= ADVLOCK_SQL_HELD_SHARED_GUARDED;
 }
 
 static int unlock_row(advlock_sql sql)
@@ -108,6 +119,7 @@ static void check_query(const model *s, const advlock_action *a)
         return;
     }
     CHECK(!s->told || s->checked); /* the check comes before any other statement */
+    CHECK(held_row(a->sql) == s->verifying); /* a verify sends its row, nothing else */
     int waits = advlock_sql_answer(a->sql) == ADVLOCK_ANSWER_VOID;
     int session_scope = s->options.scope == ADVLOCK_SESSION;
     if (a->sql != ADVLOCK_SQL_HOLDERS && !unlock_row(a->sql))
@@ -143,6 +155,8 @@ static void on_done(model *s)
         s->caller_holds++;
         break;
     case ADVLOCK_RELEASED: s->caller_holds = s->caller_holds > 0 ? s->caller_holds - 1 : 0; break;
+    case ADVLOCK_HELD: CHECK(s->verifying && s->server_holds > 0 && r->attempts == 0); break;
+    case ADVLOCK_NOT_HELD: CHECK(!s->acquiring && (!s->verifying || s->server_holds == 0)); break;
     case ADVLOCK_FAILED:
         CHECK(r->failure == ADVLOCK_ENULL || r->failure == ADVLOCK_ESERVER
               || r->failure == ADVLOCK_ECONNLOST || r->failure == ADVLOCK_ESTANDBY
@@ -168,8 +182,12 @@ static void on_done(model *s)
     int n = advlock_describe(r, s->name, s->name_len, "server words", text, sizeof text);
     CHECK(n >= 0 && (size_t)n == strlen(text) && advlock_utf8_valid(text, (size_t)n));
     /* A release that did not happen says the lock may still be held. */
-    if (r->outcome == ADVLOCK_FAILED && r->failure == ADVLOCK_ESESSION && !s->acquiring)
+    if (r->outcome == ADVLOCK_FAILED && r->failure == ADVLOCK_ESESSION && !s->acquiring
+        && !s->verifying)
         CHECK(strstr(text, "may still be held") != NULL);
+    /* A verify that cannot tell says so. */
+    if (r->outcome == ADVLOCK_FAILED && r->failure == ADVLOCK_ESESSION && s->verifying)
+        CHECK(strstr(text, "cannot tell") != NULL);
     /* The core of it: an acquire that did not succeed leaves nothing behind. */
     if (!s->in_doubt && s->options.scope == ADVLOCK_SESSION)
         CHECK(s->server_holds == s->caller_holds);
@@ -211,7 +229,7 @@ static void answer(model *s, input *in)
     }
     int is_lock = a.kind != ADVLOCK_ACTION_NONE && a.kind != ADVLOCK_ACTION_DONE
                   && !unlock_row(a.sql) && a.sql != ADVLOCK_SQL_HOLDERS
-                  && a.sql != ADVLOCK_SQL_SESSION;
+                  && a.sql != ADVLOCK_SQL_SESSION && !held_row(a.sql);
     int is_unlock = unlock_row(a.sql);
     int is_wait = is_lock && advlock_sql_answer(a.sql) == ADVLOCK_ANSWER_VOID;
     if (pick < 3)
@@ -222,7 +240,8 @@ static void answer(model *s, input *in)
         r = (advlock_result)(pick - 3); /* NULL, SERVER_ERROR, CONNECTION_LOST */
     /* A consistent server: unlock says true exactly when it held one. */
     int querying = a.kind == ADVLOCK_ACTION_QUERY || a.kind == ADVLOCK_ACTION_CANCEL_QUERY;
-    if (querying && is_unlock && (r == ADVLOCK_RESULT_TRUE || r == ADVLOCK_RESULT_FALSE))
+    if (querying && (is_unlock || held_row(a.sql))
+        && (r == ADVLOCK_RESULT_TRUE || r == ADVLOCK_RESULT_FALSE))
         r = s->server_holds > 0 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
     /* ... and grants a try at once to a session that holds the lock. */
     if (querying && is_lock && !is_wait && r == ADVLOCK_RESULT_FALSE && s->server_holds > 0)
@@ -281,20 +300,27 @@ static void on_sleep_started(model *s, const advlock_action *before)
     s->expected_sleep = s->expected_sleep * 2 < 1000 ? s->expected_sleep * 2 : 1000;
 }
 
-static void start(model *s, input *in, int acquire)
+enum op { OP_ACQUIRE, OP_RELEASE, OP_VERIFY };
+
+static void start(model *s, input *in, enum op op)
 {
     char key[16];
     size_t len = byte(in) % sizeof key;
     for (size_t i = 0; i < len; i++)
         key[i] = (char)byte(in);
     int64_t timeout = number(in);
-    int by_key = byte(in) & 1;
+    int by_key = byte(in) & 1 || op == OP_VERIFY; /* a verify takes keys only */
     int64_t k = 0;
-    if (by_key && advlock_derive_key(key, len, &k) != 0)
+    if (by_key && advlock_derive_key(key, len, &k) != 0) {
+        if (op == OP_VERIFY)
+            return;
         by_key = 0; /* let the named start refuse the name */
+    }
     advlock_machine before = s->m;
     int rc;
-    if (acquire)
+    if (op == OP_VERIFY)
+        rc = advlock_start_verify_key(&s->m, k, s->now);
+    else if (op == OP_ACQUIRE)
         rc = by_key ? advlock_start_acquire_key(&s->m, k, timeout, s->now)
                     : advlock_start_acquire(&s->m, key, len, timeout, s->now);
     else
@@ -310,7 +336,8 @@ static void start(model *s, input *in, int acquire)
         s->key = k;
         s->server_holds = s->caller_holds = 0;
     }
-    s->acquiring = acquire;
+    s->acquiring = op == OP_ACQUIRE;
+    s->verifying = op == OP_VERIFY;
     s->granted_in_op = 0;
     s->done_seen = 0;
     s->expected_sleep = 100;
@@ -405,10 +432,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         advlock_machine snapshot = s.m;
         int rc = 0;
         uint8_t op = byte(&in);
-        /* 0xF0 and up: the session calls (the committed seeds use none). */
-        switch (op >= 0xF0 ? 9 + (op & 1) : op % 9) {
-        case 0: start(&s, &in, 1); break;
-        case 1: start(&s, &in, 0); break;
+        /* 0xF0 and up: the session calls, 0xF8 and up verifies (the
+         * committed seeds use none). */
+        switch (op >= 0xF8 ? 11 : op >= 0xF0 ? 9 + (op & 1) : op % 9) {
+        case 0: start(&s, &in, OP_ACQUIRE); break;
+        case 1: start(&s, &in, OP_RELEASE); break;
         case 2:
         case 3: answer(&s, &in); break;
         case 4: {
@@ -427,7 +455,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 7: holders(&s, &in); break;
         case 8: set_options(&s, &in); break;
         case 9: set_session(&s, &in); break;
-        default: session_row(&s, &in); break;
+        case 10: session_row(&s, &in); break;
+        default: start(&s, &in, OP_VERIFY); break;
         }
         check_unchanged_on_error(&snapshot, &s.m, rc);
         on_sleep_started(&s, &before);

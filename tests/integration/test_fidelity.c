@@ -20,7 +20,9 @@
  * The core's server session check runs too: the session row (its pid, in
  * recovery, and the claim of advlock.session for one of two tokens or 0),
  * and the guarded rows with either token, which run on a session that token
- * claimed and answer NULL elsewhere; claims made in blocks roll back.
+ * claimed and answer NULL elsewhere; claims made in blocks roll back. So do
+ * the verify's rows (ADVLOCK_SQL_HELD: does this session hold the key in a
+ * mode, at either level), plain and guarded.
  *
  * Waiting statements (pg_advisory_lock and friends) are sent asynchronously
  * when the fake predicts they wait and no other session is waiting: with one
@@ -84,6 +86,10 @@ static const statement statements[] = {
     {NULL, 1, 0, 2, ADVLOCK_SQL_UNLOCK_SHARED_GUARDED},
     {NULL, 1, 1, 2, ADVLOCK_SQL_LOCK_GUARDED},
     {NULL, 1, 1, 1, ADVLOCK_SQL_LOCK_SHARED_GUARDED},
+    {NULL, 1, 0, 3, ADVLOCK_SQL_HELD},
+    {NULL, 1, 0, 2, ADVLOCK_SQL_HELD_SHARED},
+    {NULL, 1, 0, 2, ADVLOCK_SQL_HELD_GUARDED},
+    {NULL, 1, 0, 1, ADVLOCK_SQL_HELD_SHARED_GUARDED},
 };
 
 /* The sessions' claim tokens: two clients', and 0 (claims nothing). */
