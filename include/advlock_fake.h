@@ -157,8 +157,12 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  *       session for $1 as PostgreSQL would set advlock.session: only if no
  *       token claimed it and it holds no advisory lock; a claim made inside
  *       BEGIN is undone when the block fails or rolls back
+ *   advlock_sql_text(ADVLOCK_SQL_HELD) and ADVLOCK_SQL_HELD_SHARED: true
+ *       when the session holds key $1 in that mode, at either level (the
+ *       granted row pg_locks would show), else false
  *   advlock_sql_text() of the guarded rows (ADVLOCK_SQL_TRY_LOCK_GUARDED
- *       to ADVLOCK_SQL_LOCK_SHARED_GUARDED): their plain forms on a session
+ *       to ADVLOCK_SQL_LOCK_SHARED_GUARDED, ADVLOCK_SQL_HELD_GUARDED and
+ *       ADVLOCK_SQL_HELD_SHARED_GUARDED): their plain forms on a session
  *       the token (the last bigint) claimed, a NULL row anywhere else
  * and anything else with an error: 42883 (undefined function) for a call of
  * an unknown function, 42601 (syntax error) otherwise, 08P01 for a wrong

@@ -1,4 +1,6 @@
-# `make valgrind-test`: the integration suite and the examples, built without
+# `make valgrind-test`: the integration suite and the examples, and the
+# session check and verify through real PgBouncers (test_proxy: about 20 s
+# more), built without
 # sanitizers (valgrind and ASan do not mix) and with DWARF 4 (valgrind 3.19
 # cannot read clang's DWARF 5), run under memcheck. Any error or definite or
 # indirect leak fails the run; libcrypto's and libpq's own one-time
@@ -9,7 +11,7 @@ VALGRIND := valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kind
 
 .PHONY: valgrind-test
 valgrind-test: | deps-valgrind
-	TEST_RUNNER="$(VALGRIND)" $(MAKE) BUILD=$(BUILD)/vg SANITIZE= CFLAGS="-O1 -g -gdwarf-4" pq-test
+	TEST_RUNNER="$(VALGRIND)" $(MAKE) BUILD=$(BUILD)/vg SANITIZE= CFLAGS="-O1 -g -gdwarf-4" pq-test pq-proxy-test
 
 .PHONY: deps-valgrind
 deps-valgrind:

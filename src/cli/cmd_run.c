@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,16 +174,15 @@ static int tend_verify(verifier *v, advlock_pq *a, int command_running)
     if (v->interval_ms == 0)
         return 0;
     int64_t now = advlock_pq_now_ms();
-    if (!v->in_flight && command_running && now >= v->due_ms)
+    if (!v->in_flight && command_running && now >= v->due_ms) {
+        v->due_ms = now + v->interval_ms; /* from this start, whatever it does */
         v->in_flight = advlock_pq_async_start_verify_key(a, v->key, now) == 0;
+    }
     if (!v->in_flight || advlock_pq_async_busy(a))
         return 0;
     v->in_flight = 0;
-    const advlock_pq_report *r = advlock_pq_async_report(a);
-    if (r->lock.outcome == ADVLOCK_HELD) {
-        v->due_ms = now + v->interval_ms;
+    if (advlock_pq_async_report(a)->lock.outcome == ADVLOCK_HELD)
         return 0;
-    }
     v->interval_ms = 0;
     return 1;
 }
@@ -210,14 +210,15 @@ static int64_t shorter_wait(int64_t a, int64_t b)
  * (forwarded): its group gets that signal, then SIGKILL after --kill-after,
  * and advlock waits until the whole group is gone, not just the command.
  * Returns the command's wait status (-1 if it could not be waited for);
- * *lost says whether the lock was lost meanwhile. */
+ * *lost says whether the lock was lost meanwhile, and how. */
+enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED };
 static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t key, int *lost)
 {
     int status = -1, exited = 0;
     int64_t kill_at = -1; /* -1: not stopping; INT64_MAX: SIGKILL sent */
     verifier v;
     verifier_init(&v, a, o, key);
-    *lost = 0;
+    *lost = LOCK_KEPT;
     for (;;) {
         int st, changed;
         while ((changed = cli_child_reap(c, &st)) > 0) {
@@ -246,7 +247,7 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t 
         int64_t wait_ms = shorter_wait(exited ? 50 : -1, verify_wait_ms(&v, now));
         if (kill_at >= 0 && kill_at != INT64_MAX)
             wait_ms = shorter_wait(wait_ms, kill_at - now);
-        if (advlock_pq_wait(a, cli_signals_fd(), (int)wait_ms) < 0)
+        if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms) < 0)
             return -1;
         int sig;
         while ((sig = cli_signals_next()) != 0)
@@ -254,14 +255,14 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t 
                 stop_command(c, o, sig, &kill_at);
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
         if (!*lost && advlock_pq_async_lost(a)) {
-            *lost = 1;
+            *lost = LOCK_LOST;
             snprintf(why, sizeof why,
                      "connection to the server lost while the command ran: lock '%s' is no "
                      "longer held",
                      o->shown_key);
             lock_gone(c, o, &kill_at, why);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
-            *lost = 1;
+            *lost = LOCK_UNVERIFIED;
             say_unverified(why, sizeof why, a, o);
             lock_gone(c, o, &kill_at, why);
         }
@@ -488,6 +489,18 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
     return 0;
 }
 
+/* After a verify that could not show the lock held: the claimed server
+ * session may still hold it (busy with another client's transaction when
+ * the verify came), and the client's connection outlives no lock, but a
+ * pooled server session does. One unlock, unreported: whatever it says, the
+ * verify's message has said the lock is gone or in doubt. */
+static void release_quietly(advlock_pq *a, int64_t key)
+{
+    if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) == 0)
+        while (advlock_pq_async_busy(a))
+            (void)advlock_pq_wait(a, -1, -1);
+}
+
 /* Ends a run's session: with --xact its transaction rolls back first, so
  * that a pooler gets its server connection back clean. */
 static void close_session(PGconn *conn, const run_options *o)
@@ -575,7 +588,9 @@ int cmd_run(int argc, char **argv)
     int status = supervise(&child, &a, &o, key, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
-    int given_back = !lost && give_back(&a, conn, &o, key, exit_code == 0) == 0;
+    int given_back = lost == LOCK_KEPT && give_back(&a, conn, &o, key, exit_code == 0) == 0;
+    if (lost == LOCK_UNVERIFIED)
+        release_quietly(&a, key);
     /* Lost, a release that found no lock or reached another server session,
      * or with --xact a COMMIT that failed after the command succeeded (the
      * session broke as it ended): not a clean run, and said so. A ROLLBACK

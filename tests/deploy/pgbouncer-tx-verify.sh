@@ -36,15 +36,16 @@ terminate_holder() {
 # server session is terminated. Sets rc, elapsed_ms (from the terminate to
 # advlock's exit), err, and whether child and grandchild outlived it.
 scenario() {
-    local label=$1 seconds=$2 pid start
+    local label=$1 seconds=$2 pid start holder
     shift 2
     "$A" run -q -d "$PBX" "$@" "deploy-verify-$label" -- bash -c "$(command_for "$seconds")" \
         "$label" 2>"$T/$label.err" &
     pid=$!
     wait_held "$DIRECT" "deploy-verify-$label" || fail "$label: the lock never showed on the server"
     sleep 0.3 # the command has recorded its pids
-    start=$(now_ms)
-    echo "$label: terminated server session $(terminate_holder "deploy-verify-$label")"
+    holder=$(terminate_holder "deploy-verify-$label")
+    start=$(now_ms) # pg_terminate_backend has signalled the server session
+    echo "$label: terminated server session $holder"
     wait "$pid"
     rc=$?
     elapsed_ms=$(($(now_ms) - start))
