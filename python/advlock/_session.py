@@ -4,7 +4,7 @@ The core checks the server session once per connection it is told of
 (advlock_set_session): one ADVLOCK_SQL_SESSION row learns whether the
 server is a standby and whether a proxy stands between (the server
 session's pid differs from the one announced at connect), and behind a
-proxy claims the server session with the connection's token. Every lock
+proxy claims the server session with the machine's token. Every lock
 object has its own machine, so the facts are kept here, per connection:
 
 - the token the check claimed with: one check per token, since behind a
@@ -60,8 +60,9 @@ _registry_lock = threading.Lock()
 def for_connection(conn):
     """The ConnSession of a connection object, made on first use and gone
     with the connection. A connection that cannot be weakly referenced
-    gets one per call (per lock object): still correct on a direct
-    connection, where nothing is claimed for good."""
+    gets one per call (per lock object): a session row per lock object
+    then, and behind a proxy the second lock's claim is refused, loudly
+    (ADVLOCK_ESESSION), never shared."""
     try:
         state = _by_conn.get(conn)
     except TypeError:
