@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,7 +152,7 @@ static int probe(const char *conninfo, int out_fd, int go_fd, int64_t forked_us,
     for (int i = 0; i < WAKEUPS && rc == EXIT_OK; i++) {
         int64_t asleep = now_us();
         poll(NULL, 0, WAKEUP_SLEEP_MS);
-        int64_t late = now_us() - asleep - WAKEUP_SLEEP_MS * 1000;
+        int64_t late = now_us() - asleep - (int64_t)WAKEUP_SLEEP_MS * 1000;
         fprintf(out, "W %lld\n", (long long)(late > 0 ? late : 0));
     }
     PQfinish(conn);
@@ -196,7 +195,7 @@ static int measure_alone(holder *h, const char *conninfo, int statements, measur
     if (lock_and_unlock(&h->a, h->name, warm) != 0) /* prepares both statements */
         return EXIT_LOCK_ERROR;
     for (int i = 0; i < statements; i++)
-        if (lock_and_unlock(&h->a, h->name, &m->alone[2 * i]) != 0)
+        if (lock_and_unlock(&h->a, h->name, m->alone + (size_t)2 * (size_t)i) != 0)
             return EXIT_LOCK_ERROR;
     return EXIT_OK;
 }
@@ -272,12 +271,14 @@ static int launch(const char *conninfo, int clients, int statements, int out_fd,
                             "-d",
                             (char *)(conninfo != NULL ? conninfo : ""),
                             NULL};
-            /* This very program: the path it was run by (which also works
-             * under valgrind), else the kernel's link, else advlock on PATH. */
-            const char *self = (const char *)getauxval(AT_EXECFN);
-            if (self != NULL)
+            /* This very program: the file the kernel's link names (valgrind
+             * names the program it runs, not itself), else advlock on PATH. */
+            char self[4096];
+            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+            if (n > 0) {
+                self[n] = '\0';
                 execv(self, argv);
-            execv("/proc/self/exe", argv);
+            }
             execvp("advlock", argv);
             _exit(EXIT_NO_COMMAND);
         }
@@ -285,20 +286,34 @@ static int launch(const char *conninfo, int clients, int statements, int out_fd,
     return EXIT_OK;
 }
 
+/* Exactly n blank-separated whole numbers in text, into v; 0, or -1. */
+static int numbers(const char *text, long long *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        v[i] = strtoll(text, &end, 10);
+        if (errno != 0 || end == text)
+            return -1;
+        text = end;
+    }
+    return *text == '\0' ? 0 : -1;
+}
+
 /* One probe's line; closes the go pipe once all have started, or one failed. */
 static int take_line(const char *line, int clients, int *go_fd, measured *m)
 {
-    long long a, b, c;
+    long long v[3];
     int failed = 0;
-    if (line[0] == 'S' && sscanf(line, "S %lld", &a) == 1 && m->started < clients) {
-        m->startup[m->started++] = a;
-    } else if (line[0] == 'W' && sscanf(line, "W %lld", &a) == 1) {
+    if (line[0] == 'S' && numbers(line + 1, v, 1) == 0 && m->started < clients) {
+        m->startup[m->started++] = v[0];
+    } else if (line[0] == 'W' && numbers(line + 1, v, 1) == 0) {
         if (m->wakeups < sizeof m->wakeup / sizeof m->wakeup[0])
-            m->wakeup[m->wakeups++] = a;
-    } else if (line[0] == 'P' && sscanf(line, "P %lld %lld %lld", &a, &b, &c) == 3) {
-        m->first = a < m->first ? a : m->first;
-        m->last = b > m->last ? b : m->last;
-        m->statements += c;
+            m->wakeup[m->wakeups++] = v[0];
+    } else if (line[0] == 'P' && numbers(line + 1, v, 3) == 0) {
+        m->first = v[0] < m->first ? v[0] : m->first;
+        m->last = v[1] > m->last ? v[1] : m->last;
+        m->statements += v[2];
         m->finished++;
     } else {
         failed = 1;
@@ -463,7 +478,10 @@ static int write_profile(const char *path, const measured *m, int clients, int s
         return EXIT_IO;
     }
     int failed = cli_profile_write(out, &p, comment) != 0;
-    failed |= path != NULL ? fclose(out) != 0 : fflush(out) != 0;
+    if (path != NULL)
+        failed |= fclose(out) != 0;
+    else
+        failed |= fflush(out) != 0;
     if (failed) {
         cli_error("writing profile '%s' failed", path != NULL ? path : "(standard output)");
         return EXIT_IO;
@@ -513,7 +531,7 @@ int cmd_calibrate(int argc, char **argv)
         long long forked;
         if (argc - optind != 3 || whole("probe", argv[optind], 0, 1 << 20, &out_fd) != 0
             || whole("probe", argv[optind + 1], 0, 1 << 20, &go_fd) != 0
-            || sscanf(argv[optind + 2], "%lld", &forked) != 1)
+            || numbers(argv[optind + 2], &forked, 1) != 0)
             return EXIT_USAGE;
         return probe(conninfo, (int)out_fd, (int)go_fd, forked, (int)statements);
     }

@@ -80,6 +80,7 @@ static int whole(const parse_state *st, const char *key, const char *word, long 
 {
     char *end;
     errno = 0;
+    *out = 0;
     long long v = strtoll(word, &end, 10);
     if (errno != 0 || end == word || *end != '\0' || v < lo || v > hi)
         return complain(st, "%s: '%s' is not a whole number from %lld to %lld", key, word, lo, hi);
@@ -156,6 +157,8 @@ static int parse_header(const parse_state *st, char *text)
 int cli_profile_parse(FILE *in, const char *name, cli_profile *out, char *why, size_t size)
 {
     parse_state st = {name, 0, why, size};
+    if (size > 0)
+        why[0] = '\0'; /* no error yet */
     memset(out, 0, sizeof *out);
     int given[KEYS] = {0};
     int header = 0, rc = 0;
@@ -212,8 +215,15 @@ int cli_profile_read(const char *path, cli_profile *out, char *why, size_t size)
 int cli_profile_parse_text(const char *text, const char *name, cli_profile *out, char *why,
                            size_t size)
 {
-    return parse_and_close(fmemopen((void *)(uintptr_t)text, strlen(text), "r"), name, out, why,
-                           size);
+    /* fmemopen wants a buffer it may write; it reads a copy. */
+    char *copy = strdup(text);
+    if (copy == NULL) {
+        snprintf(why, size, "%s: out of memory", name);
+        return -1;
+    }
+    int rc = parse_and_close(fmemopen(copy, strlen(copy), "r"), name, out, why, size);
+    free(copy);
+    return rc;
 }
 
 int cli_profile_write(FILE *out, const cli_profile *p, const char *comment)

@@ -47,7 +47,8 @@ int cli_profile_parse(FILE *in, const char *name, cli_profile *out, char *why, s
  * file that cannot be opened is an error naming it). */
 int cli_profile_read(const char *path, cli_profile *out, char *why, size_t size);
 
-/* As cli_profile_parse, from text (NUL-terminated). */
+/* As cli_profile_parse, from text (NUL-terminated; read from a copy made and
+ * freed here, so running out of memory is an error too). */
 int cli_profile_parse_text(const char *text, const char *name, cli_profile *out, char *why,
                            size_t size);
 
