@@ -43,7 +43,7 @@ _mono = time.monotonic_ns
 ACQUIRED = int(Outcome.ACQUIRED)
 # The outcomes that return a report rather than raise (raise_for).
 _QUIET = frozenset(int(o) for o in (Outcome.ACQUIRED, Outcome.RELEASED, Outcome.NOT_HELD,
-                                    Outcome.ENDS_WITH_TRANSACTION))
+                                    Outcome.ENDS_WITH_TRANSACTION, Outcome.HELD))
 CANCELLED = int(Outcome.CANCELLED)
 POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
@@ -505,6 +505,14 @@ class _LockBase:
             m.start_release(self.name)
         return m
 
+    def _start_verifying(self):
+        """Starts a verify of the lock's key (the last acquire's, else the
+        name's); returns the machine."""
+        m = self._machine
+        self._tell_session(m)
+        m.start_verify_key(self.key)
+        return m
+
     def _ended(self, report):
         """Raises for an outcome that is an error; else returns the report.
         Shares what the machine learned of the session with later locks."""
@@ -542,6 +550,17 @@ class Lock(_LockBase):
         self.release_report = drive(m, self._client, self.name)
         return self._ended(self.release_report)
 
+    def verify(self):
+        """Asks the server whether this connection's server session still
+        holds the lock (advlock_start_verify_key; changes no lock). Behind
+        a transaction-pooling proxy a pooled server session may be closed
+        while the connection stays up, and its locks go with it. Returns
+        the Report: HELD, or NOT_HELD ("Lock '<name>' is no longer held by
+        this session."). Raises ServerSessionError behind a proxy when the
+        statement reached a server session this connection did not claim
+        (whether the lock is held cannot be told), LockFailed otherwise."""
+        return self._ended(drive(self._start_verifying(), self._client, self.name))
+
     def __enter__(self):
         self.acquire()
         return self
@@ -574,6 +593,11 @@ class AsyncLock(_LockBase):
         self.release_report = await drive_async(m, self._client, self.name,
                                                 self.options.wait == POLL)
         return self._ended(self.release_report)
+
+    async def verify(self):
+        """As Lock.verify()."""
+        m = self._start_verifying()
+        return self._ended(await drive_async(m, self._client, self.name))
 
     async def __aenter__(self):
         await self.acquire()

@@ -348,6 +348,11 @@ class Machine:
         _check(_lib.advlock_start_release_key(self._m, key,
                                                 now_ms() if now is None else now))
 
+    def start_verify_key(self, key, now=None):
+        """advlock_start_verify_key: does this session still hold key?"""
+        self.server_message = None
+        _check(_lib.advlock_start_verify_key(self._m, key, now_ms() if now is None else now))
+
     def report(self):
         """The current or last operation's report, copied."""
         return final_report(self.next_action(), None, self.server_message)

@@ -136,6 +136,9 @@ def test_transaction_mode_statements_that_hop_fail_with_server_session_error(fla
         # Another client: never a holder while the first one holds.
         with pytest.raises((advlock.ServerSessionError, advlock.LockTimeout)):
             await call(advlock.lock(b, "pgb-tx", timeout=0.5).acquire)
+        # Whether it still holds cannot be told from another server session.
+        with pytest.raises(advlock.ServerSessionError):
+            await call(lk.verify)
         # The holder's release reaches a server session it never claimed:
         # nothing is unlocked there, and it says so.
         with pytest.raises(advlock.ServerSessionError) as info:

@@ -38,6 +38,24 @@ def test_direct_connection_checks_once_and_sends_no_guarded_sql(flavour):
 
 
 @need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_verify_says_whether_the_session_holds_the_lock(flavour):
+    async def main():
+        conn = await connect(flavour)
+        lk = advlock.lock(conn, "verified", timeout=1)
+        await call(lk.acquire)
+        rec = Recording(lk)
+        assert (await call(lk.verify)).outcome == advlock.Outcome.HELD
+        await call(lk.release)
+        r = await call(lk.verify)
+        assert r.outcome == advlock.Outcome.NOT_HELD
+        assert r.describe() == "Lock 'verified' is no longer held by this session."
+        assert rec.sql == [S.HELD, S.UNLOCK, S.HELD]
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_server
 @pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
 def test_cancel_during_the_session_row(flavour, pg_conn):
     async def main():
