@@ -14,13 +14,18 @@ from conftest import holds, need_server
 S = advlock.Sql
 
 
+async def recorded_lock(flavour, name):
+    """A new direct connection and a lock on it whose statements are recorded."""
+    conn = await connect(flavour)
+    lk = advlock.lock(conn, name, timeout=1)
+    return conn, lk, Recording(lk)
+
+
 @need_server
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_direct_connection_checks_once_and_sends_no_guarded_sql(flavour):
     async def main():
-        conn = await connect(flavour)
-        first = advlock.lock(conn, "direct", timeout=1)
-        rec = Recording(first)
+        conn, first, rec = await recorded_lock(flavour, "direct")
         await call(first.acquire)
         await call(first.release)
         assert rec.sql == [S.SESSION, S.TRY_LOCK, S.UNLOCK]
@@ -41,16 +46,14 @@ def test_direct_connection_checks_once_and_sends_no_guarded_sql(flavour):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_verify_says_whether_the_session_holds_the_lock(flavour):
     async def main():
-        conn = await connect(flavour)
-        lk = advlock.lock(conn, "verified", timeout=1)
+        conn, lk, rec = await recorded_lock(flavour, "verified")
         await call(lk.acquire)
-        rec = Recording(lk)
         assert (await call(lk.verify)).outcome == advlock.Outcome.HELD
         await call(lk.release)
         r = await call(lk.verify)
         assert r.outcome == advlock.Outcome.NOT_HELD
         assert r.describe() == "Lock 'verified' is no longer held by this session."
-        assert rec.sql == [S.HELD, S.UNLOCK, S.HELD]
+        assert rec.sql == [S.SESSION, S.TRY_LOCK, S.HELD, S.UNLOCK, S.HELD]
         await close(conn)
     asyncio.run(main())
 
