@@ -63,9 +63,12 @@ def test_session_mode_works_with_guarded_statements(flavour, pg_conn):
         assert rec.sql == [S.SESSION, S.TRY_LOCK_GUARDED]
         assert lk._client.state.proxied is True
         assert len(holds(pg_conn, r.key)) == 1
-        # The other client is refused by the lock itself, as directly.
-        with pytest.raises(advlock.LockTimeout):
-            await call(advlock.lock(b, "pgb-session", timeout=0.3).acquire)
+        # The other client is refused by the lock itself, as directly, and
+        # the holders query (diagnose) names the holder's server session.
+        with pytest.raises(advlock.LockTimeout) as info:
+            await call(advlock.lock(b, "pgb-session", timeout=0.3, diagnose=True).acquire)
+        assert info.value.report.holder_pid == holds(pg_conn, r.key)[0][0]
+        assert info.value.report.holder_state == "idle"
         with pytest.raises(advlock.LockTimeout):
             await call(advlock.lock(b, "pgb-session", timeout=0.3,
                                     wait=advlock.WAIT_SERVER).acquire)
