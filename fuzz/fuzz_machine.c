@@ -118,8 +118,10 @@ static void check_query(const model *s, const advlock_action *a)
         CHECK(a->param == (int64_t)s->token && a->param2 == 0 && a->param3 == 0);
         return;
     }
-    CHECK(!s->told || s->checked); /* the check comes before any other statement */
-    CHECK(held_row(a->sql) == s->verifying); /* a verify sends its row, nothing else */
+    /* The check comes before any other statement; a verify sends its row,
+     * nothing else. */
+    CHECK(!s->told || s->checked);
+    CHECK(held_row(a->sql) == s->verifying);
     int waits = advlock_sql_answer(a->sql) == ADVLOCK_ANSWER_VOID;
     int session_scope = s->options.scope == ADVLOCK_SESSION;
     if (a->sql != ADVLOCK_SQL_HOLDERS && !unlock_row(a->sql))

@@ -540,8 +540,9 @@ ADVLOCK_API int advlock_pq_proxied(const advlock_pq *a);
  * guards work, say). Server notices read on the way are routed as during an
  * operation; notifications and the results of the caller's own statements
  * stay in libpq for the caller. If an acquire ended ACQUIRED and no
- * operation but verifies ending HELD has run since, a loss is also reported to the event callback as
- * ADVLOCK_EVENT_LOST and the report becomes the loss's. Sends nothing.
+ * operation but verifies ending HELD has run since, a loss is also reported
+ * to the event callback as ADVLOCK_EVENT_LOST and the report becomes the
+ * loss's. Sends nothing.
  *
  * Returns 0 (alive as far as can be told without a round trip, or lost:
  * see advlock_pq_async_lost()), or ADVLOCK_EINVAL (a NULL) or

@@ -92,7 +92,7 @@ static void whole_operations_allocate_nothing(void **state)
 }
 
 /* The server session check too: the session row, guarded statements behind
- * a proxy, the refusals and their sentences. */
+ * a proxy (a verify's included), the refusals and their sentences. */
 static void the_session_check_allocates_nothing(void **state)
 {
     (void)state;
@@ -107,6 +107,11 @@ static void the_session_check_allocates_nothing(void **state)
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_TRUE, NULL, NULL, 2), 0);
     assert_int_equal(advlock_start_release(&m, key, 4, 3), 0);
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 4), 0);
+    assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
+                > 0);
+    /* A verify behind the proxy: its guarded row, and its NULL's sentence. */
+    assert_int_equal(advlock_start_verify_key(&m, 7, 5), 0);
+    assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 5), 0);
     assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
                 > 0);
     assert_int_equal(advlock_set_session(&m, 4242, 100), 0);
