@@ -491,9 +491,10 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
 
 /* After a verify that could not show the lock held: the claimed server
  * session may still hold it (busy with another client's transaction when
- * the verify came), and the client's connection outlives no lock, but a
- * pooled server session does. One unlock, unreported: whatever it says, the
- * verify's message has said the lock is gone or in doubt. */
+ * the verify came), and it outlives advlock's connection in the pool. One
+ * unlock gives the lock back if it reaches that session, free again by now;
+ * unreported: whatever it says, the verify's message has said the lock is
+ * gone or in doubt. */
 static void release_quietly(advlock_pq *a, int64_t key)
 {
     if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) == 0)
