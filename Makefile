@@ -20,6 +20,10 @@ SANITIZE  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fr
 # driver on top of them (src/sim); it needs libadvlock. See docs/architecture.md.
 CORE_SRC  := $(wildcard src/core/*.c)
 FAKE_SRC  := $(wildcard src/adapters/fake/*.c src/sim/*.c)
+# The profile parser and the built-in measured profile (src/cli, no libpq):
+# the command's, and the simulation campaign's world model (mk/fake.mk,
+# mk/determinism.mk), so both simulate the same measured world.
+PROFILE_SRC := src/cli/profile.c src/cli/profile_default.c
 CORE_LIBS := -lcrypto -lpthread
 
 # Debian packages each step needs, as package:probe (see scripts/ensure-deps.sh).

@@ -3,8 +3,10 @@
 CLI_SRC := $(wildcard src/cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
-$(CLI_OBJ): CPPFLAGS += $(PQ_CPPFLAGS)
-$(CLI_OBJ): | deps-pq
+# The profile's objects (PROFILE_SRC, Makefile) need no libpq: the campaign
+# links them too.
+$(filter-out $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o),$(CLI_OBJ)): CPPFLAGS += $(PQ_CPPFLAGS)
+$(filter-out $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o),$(CLI_OBJ)): | deps-pq
 
 # simulate runs the fake database and simulator (libadvlock_fake).
 $(BUILD)/advlock: $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock.a
@@ -15,7 +17,6 @@ all: $(BUILD)/advlock
 
 # The profile parser's unit test (tests/unit/test_profile.c) links the parser
 # and the built-in profile without libpq, and the fake for its checks.
-PROFILE_SRC := src/cli/profile.c src/cli/profile_default.c
 $(BUILD)/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o) $(FAKE_OBJ)
 $(BUILD)/san/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_SAN_OBJ)
 

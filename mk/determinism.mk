@@ -9,7 +9,9 @@ SAME_TRACE_SEEDS := 3000
 # which a few seeds are sure to reach.
 SAME_TRACE_CANARY_SEEDS := 50
 SAME_TRACE_COMPILERS := gcc clang
-SAME_TRACE_SRC := $(CORE_SRC) $(FAKE_SRC)
+# The built-in profile too: the campaign's modelled seeds (every third) use
+# it, so the model's draws and the profile's parsing are compared as well.
+SAME_TRACE_SRC := $(CORE_SRC) $(FAKE_SRC) $(PROFILE_SRC)
 
 .PHONY: same-trace-test same-trace-canary-test $(SAME_TRACE_COMPILERS:%=deps-%)
 

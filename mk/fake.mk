@@ -12,17 +12,19 @@ START ?= 1
 
 .PHONY: sim sim-test sim-san-test sim-canary-test sim-doc-test fidelity-test
 
-$(BUILD)/sim/campaign: tests/sim/campaign.c $(FAKE_OBJ) $(CORE_OBJ) | deps-build
+# Every campaign links the built-in profile (PROFILE_SRC): its modelled seeds
+# live in the world `advlock simulate` uses by default.
+$(BUILD)/sim/campaign: tests/sim/campaign.c $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o) $(FAKE_OBJ) $(CORE_OBJ) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
 
-$(BUILD)/san/sim/campaign: tests/sim/campaign.c $(FAKE_SAN_OBJ) $(CORE_SAN_OBJ) | deps-build
+$(BUILD)/san/sim/campaign: tests/sim/campaign.c $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_SAN_OBJ) $(CORE_SAN_OBJ) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) $(SANITIZE) -o $@ $^ $(CORE_LIBS)
 
 # The canary: the same core with a wrong first backoff delay planted, under
 # the unchanged fake and simulator.
-CANARY_OBJ := $(CORE_SRC:%.c=$(BUILD)/canary/obj/%.o) $(FAKE_OBJ)
+CANARY_OBJ := $(CORE_SRC:%.c=$(BUILD)/canary/obj/%.o) $(FAKE_OBJ) $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o)
 
 $(BUILD)/canary/obj/%.o: %.c | deps-build
 	@mkdir -p $(@D)

@@ -4,7 +4,11 @@
  * timeouts, holds, latency; faults on for odd seeds; how clients lock: the
  * reference, clipped, full jitter or server-side waiting, for all or per
  * client, some shared, transaction-scoped, diagnosing), and reports every
- * violated invariant with a command that replays it.
+ * violated invariant with a command that replays it. Every third seed puts
+ * its clients in the world model `advlock simulate` uses by default (the
+ * built-in profile, src/cli/profile_default.c, scaled to the seed's
+ * clients), so the invariants and the cross-compiler trace check
+ * (tests/sim/same-trace.sh) cover the modelled path as well as the plain one.
  *
  *   campaign [--seeds N] [--start S] [--jobs J]   run seeds S .. S+N-1
  *   campaign --seed S [--trace]                   replay one seed (trace on stdout)
@@ -15,6 +19,8 @@
  * Exit status: 0 all seeds held, 1 some seed failed, 2 usage error.
  */
 #include "advlock_fake.h"
+
+#include "../../src/cli/profile.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -37,6 +43,8 @@ typedef struct world {
     int shared; /* some clients take shared locks */
     int transaction, diagnose;
     advlock_options options[50];
+    int modelled; /* model replaces config.latency */
+    advlock_sim_model model;
 } world;
 
 static advlock_options options_for(int policy)
@@ -80,8 +88,9 @@ static void choose_options(advlock_prng *p, world *w)
     }
 }
 
-/* Everything about a seed's run follows from the seed. */
-static void choose_world(uint64_t seed, world *w)
+/* Everything about a seed's run follows from the seed (and the built-in
+ * profile, the same in every build). */
+static void choose_world(uint64_t seed, const cli_profile *profile, world *w)
 {
     advlock_prng p;
     advlock_prng_seed(&p, seed ^ UINT64_C(0x5EED5EED5EED5EED));
@@ -123,9 +132,17 @@ static void choose_world(uint64_t seed, world *w)
         f->jump_max_ms = 3600 * 1000;
     }
     choose_options(&p, w);
+
+    /* Decided by the seed alone, drawing nothing: the other seeds keep the
+     * worlds (and traces) they had before the model was added here. Every
+     * third seed meets both parities, so modelled worlds run with faults
+     * and without. */
+    w->modelled = seed % 3 == 0;
+    if (w->modelled)
+        w->model = cli_profile_model_for(profile, w->clients);
 }
 
-/* "faults on, jitter, 3 shared, transaction, diagnose" */
+/* "faults on, jitter, 3 shared, transaction, diagnose, modelled" */
 static void describe(const world *w, char *out, size_t size)
 {
     int n = snprintf(out, size, "faults %s, %s", w->config.seed % 2 ? "on" : "off",
@@ -135,7 +152,9 @@ static void describe(const world *w, char *out, size_t size)
     if (w->transaction)
         n += snprintf(out + n, size - (size_t)n, ", transaction");
     if (w->diagnose)
-        snprintf(out + n, size - (size_t)n, ", diagnose");
+        n += snprintf(out + n, size - (size_t)n, ", diagnose");
+    if (w->modelled)
+        snprintf(out + n, size - (size_t)n, ", modelled");
 }
 
 static void write_line(void *user, const char *line, size_t len)
@@ -155,9 +174,10 @@ static void hash_line(void *user, const char *line, size_t len)
 
 typedef struct job {
     uint64_t first, count, stride;
+    const cli_profile *profile;
     int trace;
     uint64_t start, *hashes; /* --hashes: seed's hash at hashes[seed - start] */
-    uint64_t events, failures, faulty, faults;
+    uint64_t events, failures, faulty, faults, modelled;
     uint64_t outcomes[ADVLOCK_OUTCOME_COUNT];
     uint64_t failed_seed[8];
     char failed_why[8][ADVLOCK_SIM_VIOLATION_MAX];
@@ -177,7 +197,7 @@ static void *run_job(void *arg)
     }
     for (uint64_t seed = j->first; seed < j->first + j->count; seed += j->stride) {
         world w;
-        choose_world(seed, &w);
+        choose_world(seed, j->profile, &w);
         uint64_t hash = UINT64_C(0xcbf29ce484222325);
         if (j->trace) {
             w.config.trace = write_line;
@@ -194,6 +214,9 @@ static void *run_job(void *arg)
             if (advlock_sim_add_cycler(sim, &w.cycler) < 0
                 || advlock_sim_set_options(sim, c, &w.options[c]) != 0)
                 j->error = 1;
+        if (w.modelled && advlock_sim_set_model(sim, &w.model) != 0)
+            j->error = 1;
+        j->modelled += (uint64_t)w.modelled;
         j->policies[w.policy >= 0 ? w.policy : POLICIES]++;
         int rc = advlock_sim_run(sim);
         if (j->hashes != NULL)
@@ -269,6 +292,15 @@ int main(int argc, char **argv)
     if ((uint64_t)jobs > seeds)
         jobs = seeds > 0 ? (long)seeds : 1;
 
+    /* The built-in profile, parsed once: the jobs only read it. */
+    cli_profile profile;
+    char why[200];
+    if (cli_profile_parse_text(cli_profile_default_text, "built-in profile", &profile, why,
+                               sizeof why)
+        != 0) {
+        fprintf(stderr, "campaign: %s\n", why);
+        return 2;
+    }
     job *js = calloc((size_t)jobs, sizeof *js);
     pthread_t threads[64];
     uint64_t *hash_of = hashes && !trace ? calloc(seeds > 0 ? seeds : 1, sizeof *hash_of) : NULL;
@@ -283,13 +315,14 @@ int main(int argc, char **argv)
         js[j].first = start + (uint64_t)j;
         js[j].count = seeds > (uint64_t)j ? seeds - (uint64_t)j : 0;
         js[j].stride = (uint64_t)jobs;
+        js[j].profile = &profile;
         js[j].trace = trace;
         js[j].start = start;
         js[j].hashes = hash_of;
         if (pthread_create(&threads[j], NULL, run_job, &js[j]) != 0)
             return 2;
     }
-    uint64_t events = 0, failures = 0, faulty = 0, faults = 0,
+    uint64_t events = 0, failures = 0, faulty = 0, faults = 0, modelled = 0,
              outcomes[ADVLOCK_OUTCOME_COUNT] = {0};
     uint64_t policies[POLICIES + 1] = {0}, waits = 0, cancels = 0;
     int error = 0;
@@ -298,6 +331,7 @@ int main(int argc, char **argv)
         events += js[j].events;
         failures += js[j].failures;
         faulty += js[j].faulty;
+        modelled += js[j].modelled;
         faults += js[j].faults;
         for (int o = 0; o < ADVLOCK_OUTCOME_COUNT; o++)
             outcomes[o] += js[j].outcomes[o];
@@ -325,9 +359,10 @@ int main(int argc, char **argv)
     }
     fprintf(out,
             "sim campaign: seeds %" PRIu64 "..%" PRIu64 " (%" PRIu64 " seeds, %" PRIu64
-            " with faults; 1-50 clients), %ld jobs: %.2f s, %.0f seeds/s, %" PRIu64
-            " events, %" PRIu64 " failed\n",
-            start, start + seeds - 1, seeds, faulty, jobs, secs,
+            " with faults, %" PRIu64
+            " modelled; 1-50 clients), %ld jobs: %.2f s, %.0f seeds/s, %" PRIu64 " events, %" PRIu64
+            " failed\n",
+            start, start + seeds - 1, seeds, faulty, modelled, jobs, secs,
             secs > 0 ? (double)seeds / secs : 0.0, events, failures);
     fprintf(out,
             "sim campaign: outcomes: %" PRIu64 " acquired, %" PRIu64 " released, %" PRIu64

@@ -37,7 +37,9 @@ if [ -z "$seed" ]; then
         exit 1
     fi
     events=$(sed -n 's/.* \([0-9]*\) events,.*/\1/p' "$work/a.log")
-    echo "same trace: seeds 1..$seeds ($events events), identical from $a and $b"
+    modelled=$(sed -n 's/.* \([0-9]*\) modelled;.*/\1/p' "$work/a.log")
+    echo "same trace: seeds 1..$seeds ($modelled in the built-in world model; $events events)," \
+        "identical from $a and $b"
     exit 0
 fi
 "$a" --seed "$seed" --trace >"$work/a.trace" 2>/dev/null
