@@ -82,15 +82,18 @@
  * session is claimed only if no token claimed it and it holds no advisory
  * lock: a lock there would belong to a client that cannot claim it (one
  * whose claim its own ROLLBACK undid, say). CASE tries the cheap tests
- * first and sets the claim last.
+ * first and sets the claim last. (Laid out by hand, one clause a line.)
  */
-#define SESSION_SQL                                                                        \
-    "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), CASE"             \
-    " WHEN $1::bigint = 0 THEN true WHEN " OURS("$1") " THEN true"                         \
-    " WHEN coalesce(pg_catalog.current_setting('advlock.session', true), '') <> ''"        \
-    " THEN false WHEN EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory'" \
-    " AND pid = pg_catalog.pg_backend_pid()) THEN false"                                   \
+/* clang-format off */
+#define SESSION_SQL                                                                            \
+    "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), CASE"                 \
+    " WHEN $1::bigint = 0 THEN true"                                                           \
+    " WHEN " OURS("$1") " THEN true"                                                           \
+    " WHEN coalesce(pg_catalog.current_setting('advlock.session', true), '') <> '' THEN false" \
+    " WHEN EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory'"                \
+    " AND pid = pg_catalog.pg_backend_pid()) THEN false"                                       \
     " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END"
+/* clang-format on */
 
 /* What messages call the verify's statement. */
 #define HELD_CHECK "the held-lock check"

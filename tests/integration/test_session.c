@@ -131,8 +131,8 @@ static void expect_locks_unclaimed(fixture *f, const char *before, const char *c
 
 static void test_direct_session_claimed_by_another_token(void **state)
 {
-    expect_locks_unclaimed(*state, "SELECT pg_catalog.set_config('advlock.session', '12345', false)",
-                           "12345");
+    expect_locks_unclaimed(
+        *state, "SELECT pg_catalog.set_config('advlock.session', '12345', false)", "12345");
 }
 
 /* A session that already holds an advisory lock is never claimed. */
@@ -150,8 +150,7 @@ static void test_nonblocking_adapter_checks_too(void **state)
     PGconn *conn = pgt_connect();
     advlock_pq a;
     assert_int_equal(advlock_pq_async_init(&a, conn), 0);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&a, f->key, f->len, 0, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&a, f->key, f->len, 0, advlock_pq_now_ms()), 0);
     advlock_pq *const one[1] = {&a};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     pgt_expect_outcome(advlock_pq_async_report(&a), ADVLOCK_ACQUIRED);
@@ -170,8 +169,8 @@ static void test_cancel_during_the_session_row(void **state)
     PGconn *conn = pgt_connect();
     advlock_pq a;
     assert_int_equal(advlock_pq_async_init(&a, conn), 0);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&a, f->key, f->len, 10000, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&a, f->key, f->len, 10000, advlock_pq_now_ms()),
+                     0);
     assert_int_equal(advlock_pq_async_cancel(&a, advlock_pq_now_ms()), 0);
     advlock_pq *const one[1] = {&a};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
@@ -195,8 +194,8 @@ static PGresult *row(PGconn *conn, int n, const Oid *types, const char *const *v
     PGresAttDesc columns[3];
     assert_true(n <= 3);
     for (int i = 0; i < n; i++)
-        columns[i] = (PGresAttDesc){.name = (char *)"c", .format = 1, .typid = types[i],
-                                    .typlen = -1, .atttypmod = -1};
+        columns[i] = (PGresAttDesc){
+            .name = (char *)"c", .format = 1, .typid = types[i], .typlen = -1, .atttypmod = -1};
     assert_int_equal(PQsetResultAttrs(res, n, columns), 1);
     for (int i = 0; i < n; i++)
         assert_int_equal(PQsetvalue(res, 0, i, (char *)values[i], values[i] ? lengths[i] : -1), 1);
@@ -228,31 +227,31 @@ static void test_answers_of_guarded_and_session_rows(void **state)
                                  row(f->conn, 1, void_type, null_void, lengths)),
                      ADVLOCK_RESULT_NULL);
     int zero = 0;
-    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_LOCK_GUARDED,
-                                 row(f->conn, 1, void_type, a_void, &zero)),
-                     ADVLOCK_RESULT_TRUE);
+    assert_int_equal(
+        read_answer(f->conn, ADVLOCK_SQL_LOCK_GUARDED, row(f->conn, 1, void_type, a_void, &zero)),
+        ADVLOCK_RESULT_TRUE);
     /* The session row: a pid and two booleans; anything else (a NULL, a
      * boolean that is neither) is an unexpected result, never a guess. */
     const char *const good[3] = {"\0\0\x30\x39", "\0", "\1"};
-    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
-                                 row(f->conn, 3, session_types, good, lengths)),
-                     ADVLOCK_RESULT_TRUE);
+    assert_int_equal(
+        read_answer(f->conn, ADVLOCK_SQL_SESSION, row(f->conn, 3, session_types, good, lengths)),
+        ADVLOCK_RESULT_TRUE);
     const char *const null_ours[3] = {"\0\0\x30\x39", "\0", NULL};
     assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
                                  row(f->conn, 3, session_types, null_ours, lengths)),
                      ADVLOCK_RESULT_SERVER_ERROR);
     const char *const two[3] = {"\0\0\x30\x39", "\2", "\1"};
-    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
-                                 row(f->conn, 3, session_types, two, lengths)),
-                     ADVLOCK_RESULT_SERVER_ERROR);
+    assert_int_equal(
+        read_answer(f->conn, ADVLOCK_SQL_SESSION, row(f->conn, 3, session_types, two, lengths)),
+        ADVLOCK_RESULT_SERVER_ERROR);
     const char *const null_pid[3] = {NULL, "\0", "\1"};
     assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
                                  row(f->conn, 3, session_types, null_pid, lengths)),
                      ADVLOCK_RESULT_SERVER_ERROR);
     /* Two columns where three belong. */
-    assert_int_equal(read_answer(f->conn, ADVLOCK_SQL_SESSION,
-                                 row(f->conn, 2, session_types, good, lengths)),
-                     ADVLOCK_RESULT_SERVER_ERROR);
+    assert_int_equal(
+        read_answer(f->conn, ADVLOCK_SQL_SESSION, row(f->conn, 2, session_types, good, lengths)),
+        ADVLOCK_RESULT_SERVER_ERROR);
 }
 
 int main(void)

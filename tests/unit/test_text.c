@@ -166,9 +166,10 @@ static void sql_table(void **state)
         /* A guarded row runs its function only where the claim holds its
          * token, the last parameter. */
         if (guarded)
-            assert_non_null(strstr(sql, answer == ADVLOCK_ANSWER_VOID
-                                            ? "current_setting('advlock.session', true) = $3::text"
-                                            : "current_setting('advlock.session', true) = $2::text"));
+            assert_non_null(
+                strstr(sql, answer == ADVLOCK_ANSWER_VOID
+                                ? "current_setting('advlock.session', true) = $3::text"
+                                : "current_setting('advlock.session', true) = $2::text"));
         if (answer == ADVLOCK_ANSWER_VOID) {
             /* The waits: the function on $1, bounded by lock_timeout = $2. */
             assert_int_equal(advlock_sql_params((advlock_sql)i), guarded ? 3 : 2);
