@@ -428,7 +428,8 @@ static void usage(FILE *to)
             "  --clients N            processes started together (1-%d, default 10)\n"
             "  --statements K         lock/unlock pairs each measures (1-%d, default 20)\n"
             "  -o, --output FILE      write the profile to FILE (default: standard output)\n"
-            "  --hold MS              the command's own work, left out of its cost (default 0)\n"
+            "  --hold MS              the command's own work, left out of its cost\n"
+            "                         (0-3600000, default 0)\n"
             "  -- CMD...              the command the lock will guard (default: true); its\n"
             "                         run less --hold is what it adds to a hold\n",
             MAX_PROBES, MAX_STATEMENTS);

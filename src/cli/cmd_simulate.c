@@ -183,6 +183,12 @@ static void print_summary(sim_view *v, const advlock_sim_stats *st, int clients)
 
 /* ---- options ------------------------------------------------------------------- */
 
+/* The longest --timeout, --hold and --think: a week of virtual time, far
+ * beyond any lock worth simulating, and small enough that a whole run's
+ * virtual time (longest_run_ms) stays far from overflowing. */
+#define MAX_DURATION_MS 604800000LL
+#define MAX_CYCLES      1000000LL
+
 /* A whole number from lo to hi for option --name; says what is wrong if not. */
 static int parse_count(const char *name, const char *text, long long lo, long long hi,
                        long long *out)
@@ -191,14 +197,23 @@ static int parse_count(const char *name, const char *text, long long lo, long lo
     errno = 0;
     long long v = strtoll(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
-        if (hi >= INT64_MAX / 4)
-            cli_error("--%s wants a whole number of at least %lld, not '%s'", name, lo, text);
-        else
-            cli_error("--%s wants a whole number from %lld to %lld, not '%s'", name, lo, hi, text);
+        cli_error("--%s wants a whole number from %lld to %lld, not '%s'", name, lo, hi, text);
         return -1;
     }
     *out = v;
     return 0;
+}
+
+/* The simulator fails a run still busy after max_virtual_ms (its guard
+ * against a livelock): the longest run these options can make, each
+ * cycle's think, timeout and hold plus an hour for what the world adds
+ * (latencies, the profile's queue, injected stalls and clock jumps), and
+ * never less than the simulator's default. */
+static int64_t longest_run_ms(int64_t fallback, long long cycles, long long think,
+                              long long timeout, long long hold)
+{
+    int64_t run = (int64_t)cycles * (think + timeout + hold + 3600000);
+    return run > fallback ? run : fallback;
 }
 
 static void usage(FILE *to)
@@ -209,10 +224,11 @@ static void usage(FILE *to)
             "\n"
             "  --clients N     clients (1-%d, default 8)\n"
             "  --keys K        lock names they pick from (1-%d, default 1)\n"
-            "  --timeout MS    each acquire's timeout (default 10000)\n"
-            "  --hold MS       how long a client holds the lock (default 50)\n"
-            "  --cycles N      acquire/hold/release cycles per client (default 1)\n"
-            "  --think MS      longest pause before each cycle (default 0: all start at once)\n"
+            "  --timeout MS    each acquire's timeout (0-%lld, default 10000)\n"
+            "  --hold MS       how long a client holds the lock (0-%lld, default 50)\n"
+            "  --cycles N      acquire/hold/release cycles per client (1-%lld, default 1)\n"
+            "  --think MS      longest pause before each cycle (0-%lld, default 0: all\n"
+            "                  start at once)\n"
             "  --seed S        the run follows from it (default 1)\n"
             "  --profile FILE  the world measured by advlock calibrate (default: the one\n"
             "                  measured on advlock's test machine, built in)\n"
@@ -226,7 +242,8 @@ static void usage(FILE *to)
             "                  killed sessions, stalled and jumping clocks\n"
             "  --trace FILE    write the JSON-lines trace to FILE\n"
             "  --quiet         print the summary only\n",
-            ADVLOCK_SIM_MAX_CLIENTS, ADVLOCK_SIM_MAX_KEYS);
+            ADVLOCK_SIM_MAX_CLIENTS, ADVLOCK_SIM_MAX_KEYS, MAX_DURATION_MS, MAX_DURATION_MS,
+            MAX_CYCLES, MAX_DURATION_MS);
 }
 
 static const char *const lock_names[ADVLOCK_SIM_MAX_KEYS] = {
@@ -318,10 +335,10 @@ int cmd_simulate(int argc, char **argv)
             bad |= parse_count(name, optarg, 1, ADVLOCK_SIM_MAX_CLIENTS, &clients);
             break;
         case O_KEYS: bad |= parse_count(name, optarg, 1, ADVLOCK_SIM_MAX_KEYS, &keys); break;
-        case O_TIMEOUT: bad |= parse_count(name, optarg, 0, INT64_MAX / 4, &timeout); break;
-        case O_HOLD: bad |= parse_count(name, optarg, 0, INT64_MAX / 4, &hold); break;
-        case O_CYCLES: bad |= parse_count(name, optarg, 1, 1000000, &cycles); break;
-        case O_THINK: bad |= parse_count(name, optarg, 0, INT64_MAX / 4, &think); break;
+        case O_TIMEOUT: bad |= parse_count(name, optarg, 0, MAX_DURATION_MS, &timeout); break;
+        case O_HOLD: bad |= parse_count(name, optarg, 0, MAX_DURATION_MS, &hold); break;
+        case O_CYCLES: bad |= parse_count(name, optarg, 1, MAX_CYCLES, &cycles); break;
+        case O_THINK: bad |= parse_count(name, optarg, 0, MAX_DURATION_MS, &think); break;
         case O_SEED: bad |= parse_count(name, optarg, 0, INT64_MAX, &seed); break;
         case O_FAULTS: faults = 1; break;
         case O_JITTER: lock_options.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
@@ -375,6 +392,7 @@ int cmd_simulate(int argc, char **argv)
         enable_faults(&cfg);
     cfg.trace = on_trace;
     cfg.trace_user = &view;
+    cfg.max_virtual_ms = longest_run_ms(cfg.max_virtual_ms, cycles, think, timeout, hold);
 
     advlock_sim_cycler cycler = {
         .lock_names = lock_names,

@@ -130,7 +130,27 @@ check "too many clients" 64 "$RC"
 check "too many clients: the option named" "advlock: --clients wants a whole number from 1 to 64, not '65'" "$ERR"
 capture "$A" simulate --timeout abc
 check "bad timeout" 64 "$RC"
-check "bad timeout: the option named" "advlock: --timeout wants a whole number of at least 0, not 'abc'" "$ERR"
+check "bad timeout: the option named" "advlock: --timeout wants a whole number from 0 to 604800000, not 'abc'" "$ERR"
+# Out-of-range input is a usage error naming the option and its range, never
+# a run that outlasts the simulator's bound and reports a violation (70).
+capture "$A" simulate --hold 9999999999999 --clients 2
+check "huge hold" 64 "$RC"
+check "huge hold: the option and range named" \
+    "advlock: --hold wants a whole number from 0 to 604800000, not '9999999999999'" "$ERR"
+for bad in "timeout 604800001" "hold 604800001" "think 604800001" "cycles 1000001" \
+           "seed 9223372036854775808" "keys 17"; do
+    read -r opt value <<<"$bad"
+    capture "$A" simulate "--$opt" "$value" --quiet
+    check "--$opt $value" 64 "$RC"
+    grep -q "^advlock: --$opt wants a whole number from [0-9]* to [0-9]*, not '$value'\$" <<<"$ERR" &&
+        pass || fail "--$opt $value: no range named: $ERR"
+done
+# The largest values allowed run to their end, faults and all.
+capture "$A" simulate --clients 8 --keys 2 --cycles 3 --timeout 604800000 --hold 604800000 \
+    --think 604800000 --faults --seed 5 --quiet
+check "largest values: the run ends" 0 "$RC"
+capture "$A" simulate --clients 2 --hold 604800000 --timeout 604800000 --cycles 2 --quiet --ideal
+check "week-long holds: the run ends" 0 "$RC"
 # Every error says advlock:, getopt's own included (not "simulate:").
 capture "$A" simulate --no-such-option
 check "unknown option: status" 64 "$RC"
