@@ -281,6 +281,13 @@
  * ADVLOCK_EVENT_LOST goes to the event callback with the server's or
  * libpq's words as its message. advlock_pq_wait() watches the same way;
  * between blocking calls, advlock_pq_check() does it once, without blocking.
+ * A connection reset while the lock is held (PQreset(), or anything that
+ * gives the connection a backend pid other than the one the lock was taken
+ * on) reaches a new server session, which holds none of the old one's
+ * locks: the next call of any of these, advlock_pq_async_lost() or an
+ * operation's start reports the loss the same way, with server_message and
+ * the event's message "the connection was reset: server session <old pid>,
+ * which held it, was replaced by <new pid>" and no SQLSTATE.
  *
  * Events. options.on_event receives the machine's events (attempts, results,
  * sleeps, cancel requests, the outcome) and, from the adapters,
@@ -700,9 +707,12 @@ ADVLOCK_API int advlock_pq_async_busy(const advlock_pq *a);
  * "57P01" when the server said it terminated the session, server_message
  * with the server's or libpq's words), and ADVLOCK_EVENT_LOST has gone to
  * the event callback. Returns 0 otherwise (also for a NULL). Stop watching
- * the socket: libpq has closed it.
+ * the socket: libpq has closed it. A connection reset since the lock was
+ * taken (see "While a lock is held") is noticed by this call itself, which
+ * then turns the report into the loss's and sends the event (timed with
+ * advlock_pq_now_ms()).
  */
-ADVLOCK_API int advlock_pq_async_lost(const advlock_pq *a);
+ADVLOCK_API int advlock_pq_async_lost(advlock_pq *a);
 
 /*
  * Returns the report of the operation that ended last, or NULL while one is

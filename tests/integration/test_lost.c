@@ -3,7 +3,9 @@
  * reports a terminated session as LOST within one loop turn, and so does
  * the blocking check call; neither mistakes a notification, a
  * notice or the caller's own statement on a healthy connection for a loss,
- * and neither prints anything.
+ * and neither prints anything. A connection reset (PQreset()) while a lock
+ * is held is a loss too, reported at the next call with its reason, never
+ * a lock still held while pg_locks has none.
  */
 #include "pg_test.h"
 
@@ -257,6 +259,137 @@ static void test_blocking_check(void **state)
     assert_int_equal(r.lock.detail, ADVLOCK_DETAIL_NONE);
 }
 
+/* ---- a reset connection ---- */
+
+/* pg_locks has no hold of the key left: the backend of a reset connection
+ * ends (and frees its locks) just after libpq closed its socket. */
+static void expect_no_lock_left(fixture *f)
+{
+    int64_t until = advlock_pq_now_ms() + 5000;
+    while (pgt_lock_count(f->observer, f->derived) != 0 && advlock_pq_now_ms() < until)
+        pgt_sleep_ms(10);
+    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+}
+
+/* The loss of a lock held on pid old, now that conn has another backend:
+ * the report and (once) the event say the connection was reset. */
+static void expect_reset_loss(fixture *f, const advlock_pq_report *r, int old, PGconn *conn)
+{
+    char words[160];
+    snprintf(words, sizeof words,
+             "the connection was reset: server session %d, which held it, was replaced by %d", old,
+             PQbackendPID(conn));
+    int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
+    assert_true(lost >= 0);
+    assert_string_equal(f->seen.messages[lost], words);
+    assert_true(f->seen.reports[lost].key == f->derived);
+    assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, lost + 1), -1); /* once */
+    if (r == NULL)
+        return;
+    expect(r, ADVLOCK_FAILED);
+    assert_int_equal(r->lock.failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(r->lock.detail, ADVLOCK_DETAIL_LOST);
+    assert_string_equal(r->lock.sqlstate, "");
+    assert_string_equal(r->server_message, words);
+    char expected[512];
+    snprintf(expected, sizeof expected, "Lock '%s' lost: the connection holding it closed: %s",
+             f->key, words);
+    assert_string_equal(pgt_describe(r, f->key), expected);
+}
+
+static void test_async_reset_is_lost(void **state)
+{
+    fixture *f = *state;
+    async_acquire(f);
+    expect_watching(f);
+    int old = PQbackendPID(f->c);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+
+    PQreset(f->c);
+    assert_int_equal(PQstatus(f->c), CONNECTION_OK);
+    assert_int_not_equal(PQbackendPID(f->c), old);
+    assert_int_equal(advlock_pq_async_lost(&f->ac), 1); /* the next call, no turn needed */
+    assert_int_equal(advlock_pq_async_wants(&f->ac), 0);
+    expect_reset_loss(f, advlock_pq_async_report(&f->ac), old, f->c);
+    expect_no_lock_left(f);
+
+    /* The new session works, and holds nothing of the old one's. */
+    assert_int_equal(advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()),
+                     0);
+    advlock_pq *const one[1] = {&f->ac};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+    expect(advlock_pq_async_report(&f->ac), ADVLOCK_NOT_HELD);
+}
+
+/* A loop turn after the reset reports it too (the loop watches the old
+ * socket, which libpq closed: the turn must not wait on it). */
+static void test_async_reset_seen_by_a_turn(void **state)
+{
+    fixture *f = *state;
+    async_acquire(f);
+    int old = PQbackendPID(f->c);
+    PQreset(f->c);
+    assert_int_equal(advlock_pq_async_process(&f->ac, 0, advlock_pq_now_ms()), 0);
+    expect_reset_loss(f, NULL, old, f->c); /* told by the turn itself */
+    assert_int_equal(advlock_pq_async_lost(&f->ac), 1);
+    expect_reset_loss(f, advlock_pq_async_report(&f->ac), old, f->c);
+    expect_no_lock_left(f);
+}
+
+/* Takes the lock with the blocking adapter, then resets its connection;
+ * returns the backend pid that held it. */
+static int blocking_acquire_then_reset(fixture *f)
+{
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), 0);
+    expect(&r, ADVLOCK_ACQUIRED);
+    int old = PQbackendPID(f->a);
+    PQreset(f->a);
+    assert_int_equal(PQstatus(f->a), CONNECTION_OK);
+    return old;
+}
+
+static void test_blocking_reset_is_lost(void **state)
+{
+    fixture *f = *state;
+    int old = blocking_acquire_then_reset(f);
+    assert_int_equal(advlock_pq_check(&f->sa), 0);
+    expect_reset_loss(f, NULL, old, f->a); /* told by the check itself */
+    assert_int_equal(advlock_pq_async_lost(&f->sa), 1);
+    expect_reset_loss(f, advlock_pq_async_report(&f->sa), old, f->a);
+    expect_no_lock_left(f);
+}
+
+/* A program's own wait loop (advlock_pq_wait) is told within its turn,
+ * although the reset connection's new socket stays silent. */
+static void test_wait_turn_reset_is_lost(void **state)
+{
+    fixture *f = *state;
+    int old = blocking_acquire_then_reset(f);
+    assert_int_equal(advlock_pq_wait(&f->sa, -1, 50), 0);
+    /* The event, before anything else is asked. */
+    expect_reset_loss(f, NULL, old, f->a);
+    assert_int_equal(advlock_pq_async_lost(&f->sa), 1);
+    expect_reset_loss(f, advlock_pq_async_report(&f->sa), old, f->a);
+    expect_no_lock_left(f);
+}
+
+/* Reset, then the next operation straight away: the loss is still told
+ * (the event) before the operation runs on the new session. */
+static void test_blocking_reset_then_acquire(void **state)
+{
+    fixture *f = *state;
+    int old = blocking_acquire_then_reset(f);
+    expect_no_lock_left(f);
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), 0);
+    expect_reset_loss(f, NULL, old, f->a);
+    expect(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
+    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), 0);
+    expect(&r, ADVLOCK_RELEASED);
+}
+
 int main(void)
 {
     alarm(120); /* a hang fails the program instead of the whole run */
@@ -265,6 +398,11 @@ int main(void)
         T(test_async_reports_lost_within_one_turn),
         T(test_async_no_false_loss),
         T(test_blocking_check),
+        T(test_async_reset_is_lost),
+        T(test_async_reset_seen_by_a_turn),
+        T(test_blocking_reset_is_lost),
+        T(test_blocking_reset_then_acquire),
+        T(test_wait_turn_reset_is_lost),
     };
     return cmocka_run_group_tests_name("libpq adapters: watching a held lock", tests, NULL, NULL);
 }

@@ -227,6 +227,37 @@ static void drive(advlock_pq *a, int64_t now_ms)
     }
 }
 
+/* The session that held the lock is gone: the report says so, once, in
+ * words (the server's or libpq's) and, if the server said it, its SQLSTATE. */
+static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, int64_t now_ms)
+{
+    advlock_pq_report *r = &a->report_;
+    r->lock.outcome = ADVLOCK_FAILED;
+    r->lock.failure = ADVLOCK_ECONNLOST;
+    r->lock.detail = ADVLOCK_DETAIL_LOST;
+    snprintf(r->lock.sqlstate, sizeof r->lock.sqlstate, "%s", sqlstate);
+    advlock_pq_copy_line(r->server_message, sizeof r->server_message, words);
+    a->phase_ = LOST;
+    advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->server_message, now_ms);
+}
+
+/* A connection reset since the lock was taken (PQreset(), or anything else
+ * that gives it a new backend pid) reached a new server session, which
+ * holds none of the old one's locks, and the old one has ended (its locks
+ * with it). */
+int advlock_pq_engine_notice_reset(advlock_pq *a, int64_t now_ms)
+{
+    if (a->phase_ != HOLDING || PQstatus(a->conn_) != CONNECTION_OK
+        || PQbackendPID(a->conn_) == a->session_pid_)
+        return 0;
+    char words[160];
+    snprintf(words, sizeof words,
+             "the connection was reset: server session %d, which held it, was replaced by %d",
+             a->session_pid_, PQbackendPID(a->conn_));
+    become_lost(a, "", words, now_ms);
+    return 1;
+}
+
 /* Tells the machine which server connection it drives, before every
  * operation: after a reset (a new backend pid) it checks the session
  * again, and the statements prepared on the old one are gone. A broken
@@ -247,8 +278,10 @@ static int tell_session(advlock_pq *a)
     return advlock_set_session(&a->machine_, pid, a->token_);
 }
 
-/* 0 when an operation may start; tells the machine its session then. */
-static int check_can_start(advlock_pq *a, int acquire)
+/* 0 when an operation may start; tells the machine its session then. A
+ * held lock's reset connection is reported lost first (its event), as at
+ * any other call. */
+static int check_can_start(advlock_pq *a, int acquire, int64_t now_ms)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
@@ -259,6 +292,7 @@ static int check_can_start(advlock_pq *a, int acquire)
     if (acquire && a->scope_ == ADVLOCK_TRANSACTION && PQstatus(a->conn_) == CONNECTION_OK
         && PQtransactionStatus(a->conn_) == PQTRANS_IDLE)
         return ADVLOCK_EMISUSE;
+    (void)advlock_pq_engine_notice_reset(a, now_ms);
     return tell_session(a);
 }
 
@@ -285,7 +319,7 @@ static int started(advlock_pq *a, int start_rc, int64_t now_ms)
 int advlock_pq_async_start_acquire(advlock_pq *a, const char *lock_key, size_t len,
                                    int64_t timeout_ms, int64_t now_ms)
 {
-    int rc = check_can_start(a, 1);
+    int rc = check_can_start(a, 1, now_ms);
     if (rc != 0)
         return rc;
     return started(a, advlock_start_acquire(&a->machine_, lock_key, len, timeout_ms, now_ms),
@@ -295,7 +329,7 @@ int advlock_pq_async_start_acquire(advlock_pq *a, const char *lock_key, size_t l
 int advlock_pq_async_start_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
                                        int64_t now_ms)
 {
-    int rc = check_can_start(a, 1);
+    int rc = check_can_start(a, 1, now_ms);
     if (rc != 0)
         return rc;
     return started(a, advlock_start_acquire_key(&a->machine_, key, timeout_ms, now_ms), now_ms);
@@ -303,7 +337,7 @@ int advlock_pq_async_start_acquire_key(advlock_pq *a, int64_t key, int64_t timeo
 
 int advlock_pq_async_start_release(advlock_pq *a, const char *lock_key, size_t len, int64_t now_ms)
 {
-    int rc = check_can_start(a, 0);
+    int rc = check_can_start(a, 0, now_ms);
     if (rc != 0)
         return rc;
     return started(a, advlock_start_release(&a->machine_, lock_key, len, now_ms), now_ms);
@@ -311,7 +345,7 @@ int advlock_pq_async_start_release(advlock_pq *a, const char *lock_key, size_t l
 
 int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_ms)
 {
-    int rc = check_can_start(a, 0);
+    int rc = check_can_start(a, 0, now_ms);
     if (rc != 0)
         return rc;
     return started(a, advlock_start_release_key(&a->machine_, key, now_ms), now_ms);
@@ -319,7 +353,7 @@ int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_m
 
 int advlock_pq_async_start_verify_key(advlock_pq *a, int64_t key, int64_t now_ms)
 {
-    int rc = check_can_start(a, 0);
+    int rc = check_can_start(a, 0, now_ms);
     if (rc != 0)
         return rc;
     return started(a, advlock_start_verify_key(&a->machine_, key, now_ms), now_ms);
@@ -374,33 +408,19 @@ static int read_idle(PGconn *conn)
     return PQstatus(conn) == CONNECTION_BAD;
 }
 
-/* The session that held the lock is gone: the report says so, once. The
- * server's FATAL says why better than libpq's "server closed the
- * connection unexpectedly". */
-static void become_lost(advlock_pq *a, int fatal, int64_t now_ms)
-{
-    advlock_pq_report *r = &a->report_;
-    r->lock.outcome = ADVLOCK_FAILED;
-    r->lock.failure = ADVLOCK_ECONNLOST;
-    r->lock.detail = ADVLOCK_DETAIL_LOST;
-    if (fatal)
-        memcpy(r->lock.sqlstate, r->notice_sqlstate, sizeof r->lock.sqlstate);
-    else
-        r->lock.sqlstate[0] = '\0';
-    advlock_pq_copy_line(r->server_message, sizeof r->server_message,
-                         fatal ? r->notice : PQerrorMessage(a->conn_));
-    a->phase_ = LOST;
-    advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->server_message, now_ms);
-}
-
 void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms)
 {
+    if (advlock_pq_engine_notice_reset(a, now_ms))
+        return;
     advlock_pq_notice_guard notices;
     advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
     int gone = read_idle(a->conn_) || notices.fatal;
     advlock_pq_notices_restore(&notices);
+    /* The server's FATAL says why better than libpq's "server closed the
+     * connection unexpectedly". */
     if (gone && a->phase_ == HOLDING)
-        become_lost(a, notices.fatal, now_ms);
+        become_lost(a, notices.fatal ? a->report_.notice_sqlstate : "",
+                    notices.fatal ? a->report_.notice : PQerrorMessage(a->conn_), now_ms);
 }
 
 int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
@@ -410,7 +430,8 @@ int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
     if (a->conn_ == NULL)
         return ADVLOCK_EMISUSE;
     if (a->phase_ == HOLDING) {
-        if ((ready & ADVLOCK_PQ_READ) || PQstatus(a->conn_) == CONNECTION_BAD)
+        if (!advlock_pq_engine_notice_reset(a, now_ms)
+            && ((ready & ADVLOCK_PQ_READ) || PQstatus(a->conn_) == CONNECTION_BAD))
             advlock_pq_engine_watch(a, now_ms);
         return 0;
     }
@@ -465,8 +486,10 @@ int advlock_pq_async_busy(const advlock_pq *a)
     return a != NULL && busy(a);
 }
 
-int advlock_pq_async_lost(const advlock_pq *a)
+int advlock_pq_async_lost(advlock_pq *a)
 {
+    if (a != NULL)
+        (void)advlock_pq_engine_notice_reset(a, advlock_pq_now_ms());
     return a != NULL && a->phase_ == LOST;
 }
 

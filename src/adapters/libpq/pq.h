@@ -140,6 +140,11 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn);
  */
 void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms);
 
+/* While a lock is held: if the connection was reset since it was taken (a
+ * new backend pid), ends the watch with LOST, saying so; returns 1 if it
+ * did. Reads nothing from the socket. */
+int advlock_pq_engine_notice_reset(advlock_pq *a, int64_t now_ms);
+
 /* ---- shared checks ------------------------------------------------------- */
 
 /* 1 when conn can take a new statement from an adapter: no query of the

@@ -45,6 +45,9 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
     if (a->conn_ == NULL)
         return ADVLOCK_EMISUSE;
 
+    /* A reset connection's new socket would say nothing of the held lock's
+     * end: the loss is told before the wait. */
+    (void)advlock_pq_engine_notice_reset(a, advlock_pq_now_ms());
     unsigned wants = advlock_pq_async_wants(a);
     struct pollfd fds[2] = {
         {.fd = wants != 0 ? advlock_pq_async_socket(a) : -1, .events = poll_events(wants)},
