@@ -74,6 +74,13 @@ $(PQ_TEST_BINS) $(PQ_PROXY_TEST): $(BUILD)/san/integration/%: tests/integration/
 pq-test: $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 	@tests/pg/with-postgres.sh scripts/run-tests.sh $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 
+# README's blocking example, as printed, built against the plain libraries
+# (tests/integration/readme_blocking.sh; advlock names its key). A script,
+# so not part of pq-test, which valgrind-test runs under memcheck.
+.PHONY: readme-test
+readme-test: $(PQ_LIBS_BUILT) $(BUILD)/libadvlock.a $(BUILD)/advlock | deps-pq-test
+	@BUILD=$(BUILD) tests/pg/with-postgres.sh scripts/run-tests.sh tests/integration/readme_blocking.sh
+
 # The session check through real PgBouncers (session and transaction
 # pooling), with two server sessions in the transaction pool so that a
 # client's statements can be sent to the one it did not claim. Built by the
@@ -83,7 +90,7 @@ pq-test: $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 pq-proxy-test: $(PQ_PROXY_TEST) | deps-deploy
 	@ADVLOCK_TEST_PGBOUNCER_TX_POOL=2 tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(PQ_PROXY_TEST)
 
-test: pq-test pq-proxy-test
+test: pq-test pq-proxy-test readme-test
 
 # ---- dependencies, install --------------------------------------------------
 
