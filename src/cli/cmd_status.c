@@ -2,7 +2,10 @@
  * advlock status: is a lock free, and if not, who holds it and who waits.
  * Runs the core's own holders statement (ADVLOCK_SQL_HOLDERS, the one that
  * `run --diagnose` runs), so the two can never disagree about a holder. That
- * statement needs PostgreSQL 14 or later (pg_locks.waitstart).
+ * statement needs PostgreSQL 14 or later (pg_locks.waitstart). A hot
+ * standby's pg_locks show only its own sessions' locks, never the
+ * primary's, so a standby is refused as `run` refuses it (exit 69) unless
+ * --allow-standby asks for the standby's own.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -101,27 +104,48 @@ static int show_key(PGconn *conn, const char *raw_name)
     return held;
 }
 
+/* 1 if the server is in recovery (a hot standby), 0 if not, -1 if the
+ * question failed (said on stderr). */
+static int in_recovery(PGconn *conn)
+{
+    PGresult *res = PQexec(conn, "SELECT pg_is_in_recovery()");
+    int rc = -1;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+        rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    else
+        cli_error("status: asking whether the server is a standby failed: %.*s",
+                  cli_trimmed_length(PQerrorMessage(conn)), PQerrorMessage(conn));
+    PQclear(res);
+    return rc;
+}
+
 static void usage(FILE *to)
 {
-    fputs("usage: advlock status [-d CONNINFO] KEY...\n"
+    fputs("usage: advlock status [-d CONNINFO] [--allow-standby] KEY...\n"
           "  For each key: free or held, and every holder and waiter (pid, application,\n"
-          "  client, state, backend start, how long). Exit 0 if all free, 1 if any held.\n"
-          "  Needs PostgreSQL 14 or later.\n",
+          "  client, state, backend start, how long). Exit 0 if all free, 1 if any held,\n"
+          "  69 if the server is a hot standby (whose locks say nothing of the primary's).\n"
+          "  Needs PostgreSQL 14 or later.\n"
+          "\n"
+          "  --allow-standby  on a hot standby, show its own locks (local to it)\n",
           to);
 }
 
 int cmd_status(int argc, char **argv)
 {
+    enum { O_ALLOW_STANDBY = 256 };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
+        {"allow-standby", no_argument, NULL, O_ALLOW_STANDBY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *conninfo = NULL;
-    int opt;
+    int opt, allow_standby = 0;
     while ((opt = getopt_long(argc, argv, "+d:h", options, NULL)) != -1) {
         switch (opt) {
         case 'd': conninfo = optarg; break;
+        case O_ALLOW_STANDBY: allow_standby = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
         default: usage(stderr); return EXIT_USAGE;
         }
@@ -134,6 +158,15 @@ int cmd_status(int argc, char **argv)
     int rc = cli_connect(conninfo, NULL, &conn);
     if (rc != EXIT_OK)
         return rc;
+    int standby = allow_standby ? 0 : in_recovery(conn);
+    if (standby != 0) {
+        if (standby > 0)
+            cli_error("status refused: the server is a standby in recovery; its advisory "
+                      "locks are local to it and say nothing about the primary's (connect "
+                      "to the primary, or --allow-standby for the standby's own)");
+        PQfinish(conn);
+        return standby > 0 ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
+    }
 
     int any_held = 0, failed = 0, bad_key = 0;
     for (int i = optind; i < argc; i++) {

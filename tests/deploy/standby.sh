@@ -30,6 +30,22 @@ capture "$A" run -q -d "$STANDBY" --timeout 0 "$name" -- echo ran
 echo "standby while the primary holds: exit $RC, stdout [$OUT]"
 check "standby while the primary holds: command not run" "" "$OUT"
 check "standby while the primary holds: exit status" 69 "$RC"
+
+# status on the standby while the primary holds the name: never "free". It
+# names the server a standby and exits 69, as run does; --allow-standby
+# shows the standby's own locks, and says nothing of the primary's.
+capture "$A" status -d "$STANDBY" "$name"
+echo "status on the standby while the primary holds: exit $RC, stdout [$OUT], stderr [$ERR]"
+check "status on the standby: exit status" 69 "$RC"
+check "status on the standby: nothing said about the name" "" "$OUT"
+# shellcheck disable=SC2053
+[[ $ERR == $STANDBY_MESSAGE && $ERR == *"local to it"* ]] && pass ||
+    fail "status on the standby: message does not name a standby with local locks: [$ERR]"
+capture "$A" status -d "$STANDBY" --allow-standby "$name"
+check "status --allow-standby: exit status (the standby's own: free)" 0 "$RC"
+[[ $OUT == "$name"$'\t'free$'\t'key* ]] && pass || fail "status --allow-standby: [$OUT]"
+capture "$A" status -d "$PRIMARY" "$name"
+check "status on the primary: held" 1 "$RC"
 wait "$holder"
 
 # --xact is refused the same way (the check runs inside its transaction).
