@@ -84,10 +84,12 @@ typedef enum advlock_failure {
      * driver told the machine its session (advlock_set_session()) and
      * options.allow_standby is 0. */
     ADVLOCK_ESTANDBY = -8,
-    /* Statements of this connection ran on different server sessions, or on
-     * a server session another client had claimed: a transaction-pooling
-     * proxy is in between, and session advisory locks need a session-pooled
-     * or direct connection. The statement that found it locked or unlocked
+    /* A statement of this connection reached a server session it did not
+     * claim, or the server session check found the one it reached claimed
+     * by another connection: a transaction-pooling proxy is in between, or
+     * a session pool that does not reset sessions between clients; session
+     * advisory locks need a direct connection or a session pool that resets
+     * sessions. The statement that found it locked or unlocked
      * nothing; a lock taken earlier may be left on the other server session
      * (detail says when that is the case). See advlock_set_session(). */
     ADVLOCK_ESESSION = -9

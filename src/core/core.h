@@ -24,6 +24,21 @@ int advlock_sql_guarded(advlock_sql sql);
 /* 1 for the verify's rows (ADVLOCK_SQL_HELD and its forms). */
 int advlock_sql_verifies(advlock_sql sql);
 
+/* The words of an ESESSION failure: what was observed, then its possible
+ * causes. The session check observed a claimed server session; a guarded
+ * statement's NULL (advlock_strerror()) only that it ran on one this
+ * connection did not claim. */
+#define ADVLOCK_SESSION_CAUSES                                                         \
+    ": a transaction-pooling proxy, or a session pool that does not reset sessions "   \
+    "between clients (PgBouncer's server_reset_query)? session advisory locks need a " \
+    "direct connection or a session pool that resets sessions"
+#define ADVLOCK_SESSION_CLAIMED                                                         \
+    "the server session this connection reached was claimed by another connection, or " \
+    "holds another client's advisory lock" ADVLOCK_SESSION_CAUSES
+#define ADVLOCK_SESSION_ELSEWHERE                                         \
+    "a statement of this connection reached a server session it did not " \
+    "claim" ADVLOCK_SESSION_CAUSES
+
 /*
  * Bounded text builder: appends into a fixed buffer that always holds a C
  * string. Text that does not fit is cut at a UTF-8 character boundary and

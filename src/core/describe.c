@@ -115,7 +115,8 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
     put_sentence(t, " for ", name, len, " ");
     if (r->failure == ADVLOCK_ESESSION) {
         advlock_text_put(t, "failed: ");
-        advlock_text_put(t, advlock_strerror(ADVLOCK_ESESSION));
+        advlock_text_put(t, r->sql == ADVLOCK_SQL_SESSION ? ADVLOCK_SESSION_CLAIMED
+                                                          : advlock_strerror(ADVLOCK_ESESSION));
         int release = r->detail == ADVLOCK_DETAIL_NONE
                       && (r->sql == ADVLOCK_SQL_UNLOCK_GUARDED
                           || r->sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED);

@@ -18,10 +18,7 @@ const char *advlock_strerror(int error)
     case ADVLOCK_ESERVER: return "server reported an error";
     case ADVLOCK_ECONNLOST: return "connection to the server was lost";
     case ADVLOCK_ESTANDBY: return "the server is a standby in recovery";
-    case ADVLOCK_ESESSION:
-        return "statements of this connection ran on different server sessions: a "
-               "transaction-pooling proxy? session advisory locks need a session-pooled or "
-               "direct connection";
+    case ADVLOCK_ESESSION: return ADVLOCK_SESSION_ELSEWHERE;
     default: return "unknown advlock error";
     }
 }

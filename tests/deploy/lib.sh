@@ -30,10 +30,11 @@ trap 'rm -rf "$T"' EXIT
 CLIENTS=${ADVLOCK_DEPLOY_CLIENTS:-8}
 ROUNDS=${ADVLOCK_DEPLOY_ROUNDS:-20}
 
-# The message a run prints when its statements ran on different server
-# sessions (issue 11: a distinct error, exit 70). A glob, so that the final
-# wording may differ in detail.
-SESSION_MOVED_MESSAGE='advlock: *different server sessions*'
+# The message a run prints when a statement reached a server session it did
+# not claim, or the one it reached was claimed by another connection (a
+# distinct error, exit 70). A glob, so that the final wording may differ in
+# detail.
+SESSION_MOVED_MESSAGE='advlock: *server session*claim*'
 # The message when the server is a standby: it must name the server as one.
 STANDBY_MESSAGE='advlock: *standby*'
 

@@ -2,7 +2,8 @@
 # Runs deployment tests, each under the harness its "# harness:" line names
 # (pgbouncer: tests/pg/with-pgbouncer.sh, standby: tests/pg/with-standby.sh,
 # else tests/pg/with-postgres.sh), each with fresh servers, and ends with a
-# one-line tally. Exit status is non-zero if any test failed.
+# one-line tally. Exit status is non-zero if any test failed. A test's
+# "# harness-env: NAME=VALUE" line sets that variable for its harness.
 #
 # Usage: ADVLOCK=build/advlock tests/deploy/run.sh [TEST.sh...]
 #        (default: every tests/deploy/*.sh but lib.sh, load.sh, run.sh, facts.sh)
@@ -30,7 +31,8 @@ for t in "${tests[@]}"; do
     esac
     echo "== $(basename "$t") (${harness:-postgres})"
     start=$SECONDS
-    if "$with" "$t"; then
+    harness_env=$(sed -n 's/^# harness-env: *//p' "$t" | head -n 1)
+    if env ${harness_env:+"$harness_env"} "$with" "$t"; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))

@@ -86,7 +86,7 @@ static void expect_session_failure(const advlock_pq_report *r, advlock_sql sql, 
 {
     assert_int_equal(r->lock.failure, ADVLOCK_ESESSION);
     assert_int_equal(r->lock.sql, sql);
-    assert_non_null(strstr(pgt_describe(r, name), "different server sessions"));
+    assert_non_null(strstr(pgt_describe(r, name), "session pool that does not reset sessions"));
 }
 
 static int server_pid(PGconn *conn)

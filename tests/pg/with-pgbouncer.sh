@@ -29,6 +29,11 @@
 #                       successive statements of one client land on different
 #                       server sessions;
 #     session mode:     40 server connections (one per client, as direct).
+# The session-mode PgBouncer resets a server session between clients with
+# its default server_reset_query (DISCARD ALL); when
+# ADVLOCK_TEST_PGBOUNCER_SESSION_RESET_QUERY is set, even to nothing, that is
+# its server_reset_query instead (empty: a server session keeps its settings
+# for the next client).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -145,6 +150,9 @@ start_pgbouncer() {
 
 write_ini tx "$tx_port" transaction "$tx_pool"
 write_ini session "$session_port" session 40
+if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION_RESET_QUERY+set}" ]; then
+    echo "server_reset_query = $ADVLOCK_TEST_PGBOUNCER_SESSION_RESET_QUERY" >>"$dir/session.ini"
+fi
 start_pgbouncer tx "$tx_port"
 start_pgbouncer session "$session_port"
 

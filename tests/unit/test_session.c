@@ -22,9 +22,17 @@ enum { CLIENT_PID = 4242, PROXY_PID = 777, SERVER_PID = 9001 };
 static const uint64_t TOKEN = UINT64_C(0xfeedfacecafebeef); /* negative as an int64 */
 static const uint64_t OTHER_TOKEN = 12345;
 
-#define ESESSION_WORDS                                                                       \
-    "statements of this connection ran on different server sessions: a transaction-pooling " \
-    "proxy? session advisory locks need a session-pooled or direct connection"
+/* Possible causes, after the fact observed: a claimed server session (the
+ * check's refusal), or a statement on one this connection did not claim. */
+#define ESESSION_CAUSES                                                                \
+    ": a transaction-pooling proxy, or a session pool that does not reset sessions "   \
+    "between clients (PgBouncer's server_reset_query)? session advisory locks need a " \
+    "direct connection or a session pool that resets sessions"
+#define CLAIMED_WORDS                                                                   \
+    "the server session this connection reached was claimed by another connection, or " \
+    "holds another client's advisory lock" ESESSION_CAUSES
+#define ESESSION_WORDS \
+    "a statement of this connection reached a server session it did not claim" ESESSION_CAUSES
 
 static void use(advlock_machine *m, advlock_mode mode, advlock_scope scope, advlock_wait wait,
                 int allow_standby)
@@ -359,7 +367,7 @@ static void a_refused_claim_fails_without_sending_anything(void **state)
     assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_SESSION);
     assert_int_equal(report_of(m)->attempts, 0);
     assert_string_equal(said(m, NULL),
-                        "the server session check for 'jobs' failed: " ESESSION_WORDS);
+                        "the server session check for 'jobs' failed: " CLAIMED_WORDS);
     assert_string_equal(advlock_strerror(ADVLOCK_ESESSION), ESESSION_WORDS);
     /* Known now: refused at the start. */
     acquire(m, 1000, 2);
