@@ -50,12 +50,13 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
         a blocking psycopg Connection, giving a Lock (`with`, `.acquire()`,
         `.release()`).
     timeout: seconds to keep trying (int or float; 0 tries once; None, the
-        default, never gives up).
+        default, or infinity never gives up).
     options: an advlock.Options, and/or its fields as keywords (mode, scope,
         wait, backoff, clip_to_deadline, diagnose, allow_standby, jitter_seed).
 
-    Creating the lock sends nothing. Raises ArgumentTypeError (a
-    CallError and a TypeError) for another kind of connection.
+    Creating the lock sends nothing. Raises CallError for a name that is
+    not UTF-8 (acquire() for a negative or NaN timeout), ArgumentTypeError
+    (a CallError and a TypeError) for another kind of connection.
     """
     module = type(conn).__module__
     if module.startswith("asyncpg"):

@@ -547,9 +547,9 @@ class Lock(_LockBase):
         """Takes the lock as the options say, within self.timeout seconds
         (None: no limit). Returns the Report (outcome ACQUIRED). Raises
         LockTimeout (TIMED_OUT, the reference's message), LockFailed (NULL
-        answer, server error, lost connection), CallError (the name is not
-        UTF-8, or an operation is under way), KeyboardInterrupt (after the
-        machine cancelled the acquire)."""
+        answer, server error, lost connection), CallError (an operation is
+        under way, or the connection is busy with another), KeyboardInterrupt
+        (after the machine cancelled the acquire)."""
         m = self._start_acquiring()
         self.report = drive(m, self._client, self.name)
         return self._ended(self.report)
