@@ -20,17 +20,19 @@ allow_standby=True, jitter_seed=N. Failures raise LockTimeout (a
 TimeoutError: "Could not acquire migration lock for '<name>' within
 <seconds>s."), LockFailed (StandbyError on a hot standby, ServerSessionError
 behind a transaction-pooling proxy), and asyncio.CancelledError for a
-cancelled task; CallError for refused calls.
+cancelled task; CallError for refused calls. Every exception of the package
+derives from advlock.Error.
 advlock.fake holds the fake database, clock and simulator for deterministic
 tests. docs/python.md has the whole story.
 """
 
-from ._machine import (Backoff, Detail, Failure, Machine, Mode, Options, Outcome, Report,
-                       Scope, Sql, Wait, derive_key, escape_name, format_seconds, now_ms,
+from ._machine import (Backoff, Detail, Failure, LockState, Machine, Mode, Options, Outcome,
+                       Report, Scope, Sql, Wait, derive_key, escape_name, format_seconds, now_ms,
                        strerror)
 from ._loop import AsyncLock, Lock
-from .errors import (CallError, LockCancelled, LockError, LockFailed, LockTimeout,
-                     ServerSessionError, StandbyError)
+from ._binding import ADVLOCK_EINVAL
+from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
+                     LockTimeout, ServerSessionError, StandbyError)
 
 __version__ = "0.2.0"
 
@@ -48,12 +50,13 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
         a blocking psycopg Connection, giving a Lock (`with`, `.acquire()`,
         `.release()`).
     timeout: seconds to keep trying (int or float; 0 tries once; None, the
-        default, never gives up).
+        default, or infinity never gives up).
     options: an advlock.Options, and/or its fields as keywords (mode, scope,
         wait, backoff, clip_to_deadline, diagnose, allow_standby, jitter_seed).
 
-    Creating the lock sends nothing. Raises TypeError for another kind of
-    connection.
+    Creating the lock sends nothing. Raises CallError for a name that is
+    not UTF-8 (acquire() for a negative or NaN timeout), ArgumentTypeError
+    (a CallError and a TypeError) for another kind of connection.
     """
     module = type(conn).__module__
     if module.startswith("asyncpg"):
@@ -62,15 +65,16 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
     if module.startswith("psycopg"):
         from . import psycopg_driver
         return psycopg_driver.lock(conn, name, timeout, options, **option_kwargs)
-    raise TypeError("advlock.lock: an asyncpg or psycopg connection, not %s.%s"
-                    % (module, type(conn).__name__))
+    raise ArgumentTypeError(ADVLOCK_EINVAL, "advlock.lock: an asyncpg or psycopg connection,"
+                            " not %s.%s" % (module, type(conn).__name__))
 
 
 __all__ = [
     "lock", "Lock", "AsyncLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
     "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
-    "format_seconds", "now_ms", "strerror", "LockError", "LockTimeout", "LockFailed",
-    "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "EXCLUSIVE", "SHARED",
+    "format_seconds", "now_ms", "strerror", "Error", "LockError", "LockTimeout", "LockFailed",
+    "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "ArgumentTypeError",
+    "LockState", "EXCLUSIVE", "SHARED",
     "SESSION", "TRANSACTION",
     "WAIT_POLL", "WAIT_SERVER", "REFERENCE", "FULL_JITTER",
 ]

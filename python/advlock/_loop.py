@@ -25,11 +25,14 @@ import asyncio
 import threading
 import time
 import types
+from asyncio import isfuture
 
 from . import _binding as B
 from ._session import SessionRow, new_token
-from ._machine import (INT64_MAX, SQL_PARAMS, Machine, Options, Outcome, Report, _encode,
-                       now_ms, params, raise_for, timeout_ms)
+from .errors import CallError, Error
+from ._machine import (INT64_MAX, SQL_PARAMS, Detail, Failure, LockState, Machine, Options,
+                       Outcome, Report, _encode, escape_name, now_ms, params, raise_for,
+                       timeout_ms)
 
 _lib = B.core
 _next_action = _lib.advlock_next_action
@@ -45,9 +48,25 @@ ACQUIRED = int(Outcome.ACQUIRED)
 _QUIET = frozenset(int(o) for o in (Outcome.ACQUIRED, Outcome.RELEASED, Outcome.NOT_HELD,
                                     Outcome.ENDS_WITH_TRANSACTION, Outcome.HELD))
 CANCELLED = int(Outcome.CANCELLED)
+FAILED = int(Outcome.FAILED)
+ECONNLOST = int(Failure.ECONNLOST)
+# An acquire's details that mean the give-back of an unwanted grant failed.
+_UNDONE = frozenset(int(d) for d in (Detail.UNDO_CANCELLED, Detail.UNDO_AFTER_DEADLINE,
+                                     Detail.UNDO_AFTER_57014))
 POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
     B.ACTION_CANCEL_QUERY
+
+
+class Busy:
+    """An answer: the client refused to send the statement because its
+    connection is busy with another operation (nothing was sent). The
+    machine is told a server error, and the lock raises CallError."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message):
+        self.message = message
 
 
 def _feed(m, answer):
@@ -58,6 +77,9 @@ def _feed(m, answer):
         m.on_holders(answer)
     elif answer.__class__ is SessionRow:
         m.on_session(answer.pid, answer.in_recovery, answer.ours)
+    elif answer.__class__ is Busy:
+        m.refused = answer.message
+        m.on_result(B.RESULT_SERVER_ERROR, None, answer.message)
     else:
         m.on_result(*answer)
 
@@ -136,7 +158,7 @@ def drive(m, client, name):
                 raise interrupted
             return report
         else:  # CANCEL_QUERY outside a wait, or NONE: not for this loop
-            raise RuntimeError("advlock: unexpected action %d" % kind)
+            raise Error("advlock: unexpected action %d" % kind)
 
 
 # ---- asyncio ---------------------------------------------------------------------
@@ -190,66 +212,30 @@ def _wake(waiter):
 
 
 class _Guard:
-    """Runs a statement's coroutine inline, in the task that drives the
-    machine, with no task of its own and no extra turn of the event loop,
-    while keeping a cancellation of that task away from the statement.
+    """What a task's cancel() did while a statement ran inline (_guarded):
+    the CancelledError the loop hands the machine with the answer."""
 
-    The coroutine's awaits are passed on to the task through this object,
-    which speaks asyncio's future-like protocol (asyncio.isfuture) for the
-    future the statement waits on: the task's wakeup is that future's own
-    done-callback, so the answer wakes the task exactly as an inline await
-    would; but the task's cancel() lands here (it is recorded, and
-    .cancelled_by holds the CancelledError to raise later) instead of
-    cancelling the statement's future, which asyncpg and psycopg would turn
-    into a cancelled query whose answer (a lock granted in the race) is
-    lost. The statement runs to its answer; the loop then hands the cancel
-    to the machine before feeding it the answer, as for a statement in a
-    task of its own. Only for statements the machine never asks to cancel
-    (polling: ADVLOCK_ACTION_CANCEL_QUERY comes only with a server-side
-    wait), since no cancel reaches the loop before the answer."""
-
-    # add_done_callback is the statement's future's own bound method, set
-    # for each future (asyncio.Task calls it with its wakeup); _loop is read
-    # by asyncio.Task as a future-like object's loop when there is no
-    # get_loop().
-    __slots__ = ("_fut", "_asyncio_future_blocking", "cancelled_by", "add_done_callback",
-                 "_loop")
+    __slots__ = ("cancelled_by",)
 
     def __init__(self):
-        self._fut = None
-        self._asyncio_future_blocking = False
         self.cancelled_by = None
-        self.add_done_callback = None
-        self._loop = None
-
-    # -- the rest of what asyncio may call on a future a coroutine waits on --
-
-    def remove_done_callback(self, fn):
-        return self._fut.remove_done_callback(fn)
-
-    def done(self):
-        return self._fut.done()
-
-    def cancelled(self):
-        return False
-
-    def result(self):
-        return self._fut.result()
-
-    def exception(self):
-        return self._fut.exception()
-
-    def cancel(self, msg=None):
-        """The task's cancel: recorded for the loop, the statement untouched."""
-        if self.cancelled_by is None:
-            self.cancelled_by = asyncio.CancelledError() if msg is None \
-                else asyncio.CancelledError(msg)
-        return True
 
 
 @types.coroutine
 def _guarded(coro, guard):
-    """Awaits coro (a statement) inline through guard (see _Guard)."""
+    """Awaits coro (a statement) inline, in the task that drives the
+    machine (no task of its own), while keeping a cancellation of that task
+    away from the statement.
+
+    asyncpg and psycopg answer a cancelled await of a query by cancelling
+    the query and dropping its answer, so a lock granted in the race would
+    be lost. Each future the statement waits on is therefore awaited through
+    a waiter future of this task's own, woken by the statement's future: the
+    task's cancel() cancels the waiter, is recorded in guard.cancelled_by,
+    and the statement goes on to its answer, which the loop feeds the
+    machine after the cancel. Only for statements the machine never asks to
+    cancel (polling: ADVLOCK_ACTION_CANCEL_QUERY comes only with a
+    server-side wait), since no cancel reaches the loop before the answer."""
     send, throw = coro.send, coro.throw
     exc = None
     try:
@@ -259,9 +245,9 @@ def _guarded(coro, guard):
             except StopIteration as stop:
                 return stop.value
             exc = None
-            if fut is None or getattr(fut, "_asyncio_future_blocking", None) is None:
-                # A bare yield (one turn of the loop) or not a future: as is.
-                # A cancel of the task can only come in as an exception here.
+            if not isfuture(fut):
+                # A bare yield (one turn of the loop): as is. A cancel of
+                # the task can only come in as an exception here.
                 try:
                     yield fut
                 except asyncio.CancelledError as e:
@@ -272,32 +258,27 @@ def _guarded(coro, guard):
                 except BaseException as e:  # noqa: B902 - the statement's to handle
                     exc = e
                 continue
-            fut._asyncio_future_blocking = False
-            guard._fut = fut
-            guard.add_done_callback = fut.add_done_callback
-            if guard._loop is None:
-                guard._loop = fut.get_loop()
-            while True:
-                guard._asyncio_future_blocking = True
+            while not fut.done():
+                waiter = fut.get_loop().create_future()
+                wake = waiter.set_result  # called with fut: a result unread
+                fut.add_done_callback(wake)
                 try:
-                    yield guard
+                    yield from waiter.__await__()
                 except GeneratorExit:
                     raise
-                except BaseException as e:  # noqa: B902
-                    if isinstance(e, asyncio.CancelledError) and not fut.cancelled():
-                        # The task's own cancel, not the statement's future's.
-                        if guard.cancelled_by is None:
-                            guard.cancelled_by = e
-                        if not fut.done():
-                            continue
-                    else:
-                        exc = e
-                break
+                except asyncio.CancelledError as e:
+                    # The task's cancel (of the waiter, or after its wake-up):
+                    # recorded, and the statement goes on to its answer.
+                    fut.remove_done_callback(wake)
+                    if guard.cancelled_by is None:
+                        guard.cancelled_by = e
+                except BaseException as e:  # noqa: B902 - the statement's to handle
+                    fut.remove_done_callback(wake)
+                    exc = e
+                    break
     except BaseException:
         coro.close()  # closed or failed here: the statement's coroutine too
         raise
-    finally:
-        guard._fut = guard.add_done_callback = None
 
 
 async def drive_async(m, client, name, inline=True):
@@ -358,7 +339,7 @@ async def drive_async(m, client, name, inline=True):
                 raise cancelled
             return report
         else:
-            raise RuntimeError("advlock: unexpected action %d" % kind)
+            raise Error("advlock: unexpected action %d" % kind)
         a = _next_action(mm)
 
 
@@ -442,6 +423,24 @@ class _LockBase:
         return r is not None and r._c.outcome == ACQUIRED and self.release_report is None
 
     @property
+    def state(self):
+        """LockState: HELD between a successful acquire and its release;
+        MAY_BE_HELD after a failed release (or a failed give-back of an
+        unwanted grant), unless the connection was lost on a direct
+        connection, whose server session ended with it; NOT_HELD otherwise."""
+        r, rr = self.report, self.release_report
+        if r is None:
+            return LockState.NOT_HELD
+        if r._c.outcome != ACQUIRED:
+            return LockState.MAY_BE_HELD if r._c.detail in _UNDONE else LockState.NOT_HELD
+        if rr is None:
+            return LockState.HELD
+        if rr._c.outcome != FAILED or (rr._c.failure == ECONNLOST
+                                        and self._client.state.proxied is False):
+            return LockState.NOT_HELD
+        return LockState.MAY_BE_HELD
+
+    @property
     def key(self):
         """The lock's bigint key (derived by the core)."""
         if self.report is not None:
@@ -462,6 +461,7 @@ class _LockBase:
         server session, token included, or else draws a token of its own
         (see _session: a token is checked once)."""
         client = self._client
+        m.refused = None
         if self._token == 0:
             # Only before the machine's first operation: never over one
             # under way (a second, concurrent call is the core's EMISUSE).
@@ -481,7 +481,7 @@ class _LockBase:
         """Starts the machine's acquire; returns the machine."""
         m = self._machine
         self._tell_session(m)
-        self.release_report = None
+        self.report = self.release_report = None
         m.server_message = None
         raw, t = self._raw, self.timeout
         if t is not self._t or self._ms is None:
@@ -516,11 +516,25 @@ class _LockBase:
     def _ended(self, report):
         """Raises for an outcome that is an error; else returns the report.
         Shares what the machine learned of the session with later locks."""
+        m = self._machine
         if self._client.state.template is None:
-            self._client.state.remember(self._machine, self._token)
+            self._client.state.remember(m, self._token)
+        if m.refused is not None:
+            raise CallError(B.ADVLOCK_EMISUSE, "A statement for lock '%s' was not sent: the"
+                            " connection is busy with another operation (one operation at a"
+                            " time per connection): %s" % (escape_name(self.name), m.refused))
         if report._c.outcome not in _QUIET:
             raise_for(report, self.name)
         return report
+
+    def _release_failed_during(self, body_error, failure):
+        """A release in __exit__ failed while the body's exception
+        propagates: the failure and the lock's state go on that exception
+        as a note (PEP 678), which stays the one raised."""
+        body_error.add_note("advlock: releasing lock '%s' failed during this exception: %s: %s"
+                            " (lock state: %s)" % (escape_name(self.name),
+                                                   type(failure).__name__, failure,
+                                                   self.state.value))
 
 
 class Lock(_LockBase):
@@ -533,9 +547,9 @@ class Lock(_LockBase):
         """Takes the lock as the options say, within self.timeout seconds
         (None: no limit). Returns the Report (outcome ACQUIRED). Raises
         LockTimeout (TIMED_OUT, the reference's message), LockFailed (NULL
-        answer, server error, lost connection), CallError (the name is not
-        UTF-8, or an operation is under way), KeyboardInterrupt (after the
-        machine cancelled the acquire)."""
+        answer, server error, lost connection), CallError (an operation is
+        under way, or the connection is busy with another), KeyboardInterrupt
+        (after the machine cancelled the acquire)."""
         m = self._start_acquiring()
         self.report = drive(m, self._client, self.name)
         return self._ended(self.report)
@@ -565,8 +579,16 @@ class Lock(_LockBase):
         self.acquire()
         return self
 
-    def __exit__(self, *exc):
-        self.release()
+    def __exit__(self, exc_type, exc, tb):
+        """Releases. When the body raised, its exception is the one that
+        propagates: a release failure is attached to it as a note."""
+        if exc is None:
+            self.release()
+            return False
+        try:
+            self.release()
+        except Error as failure:
+            self._release_failed_during(exc, failure)
         return False
 
 
@@ -603,6 +625,14 @@ class AsyncLock(_LockBase):
         await self.acquire()
         return self
 
-    async def __aexit__(self, *exc):
-        await self.release()
+    async def __aexit__(self, exc_type, exc, tb):
+        """As Lock.__exit__ (a cancellation of the task during the release
+        still propagates, after it)."""
+        if exc is None:
+            await self.release()
+            return False
+        try:
+            await self.release()
+        except Error as failure:
+            self._release_failed_during(exc, failure)
         return False

@@ -8,8 +8,8 @@ import time
 from ctypes import byref, c_int64, create_string_buffer, pointer
 
 from . import _binding as B
-from .errors import (CallError, LockCancelled, LockError, LockFailed, LockTimeout,
-                     ServerSessionError, StandbyError)
+from .errors import (ArgumentTypeError, CallError, LockCancelled, LockError, LockFailed,
+                     LockTimeout, ServerSessionError, StandbyError)
 
 INT64_MAX = B.INT64_MAX
 _lib = B.core
@@ -132,17 +132,21 @@ def _check(rc):
 
 def _encode(name):
     if isinstance(name, str):
-        return name.encode("utf-8")
+        try:
+            return name.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: as the core's own check
+            raise CallError(B.ADVLOCK_EUTF8, strerror(B.ADVLOCK_EUTF8)) from None
     if isinstance(name, (bytes, bytearray, memoryview)):
         return bytes(name)
-    raise TypeError("a lock name is str or bytes, not %s" % type(name).__name__)
+    raise ArgumentTypeError(B.ADVLOCK_EINVAL,
+                            "a lock name is str or bytes, not %s" % type(name).__name__)
 
 
 def derive_key(name):
     """The bigint key for a lock name (str, or UTF-8 bytes): SHA-256 of
     "74726:" + name, first 8 bytes big-endian, signed. Raises CallError
-    (code ADVLOCK_EUTF8) for bytes that are not well-formed UTF-8, and
-    UnicodeEncodeError for a str holding lone surrogates."""
+    (code ADVLOCK_EUTF8) for bytes that are not well-formed UTF-8 and for a
+    str holding lone surrogates."""
     raw = _encode(name)
     out = c_int64()
     _check(_lib.advlock_derive_key(raw, len(raw), byref(out)))
@@ -221,6 +225,16 @@ class Report:
             "" if self._c.outcome != Outcome.FAILED else " sqlstate=%r" % self.sqlstate)
 
 
+class LockState(enum.Enum):
+    """What a lock object knows of its lock (Lock.state, AsyncLock.state)."""
+    NOT_HELD = "not held"
+    HELD = "held"
+    # A release (or the give-back of an unwanted grant) failed on a
+    # connection that may still be up, or behind a proxy whose server
+    # session may outlive it: the lock may be held until that session ends.
+    MAY_BE_HELD = "may still be held"
+
+
 class Options:
     """advlock_options, with the C field names. Defaults are the reference:
     exclusive, session scope, polling, the reference schedule.
@@ -277,13 +291,20 @@ class Options:
 
 
 def timeout_ms(timeout):
-    """Seconds (int, float, or None for no limit) as the core's timeout in ms."""
+    """Seconds (int, float, or None or infinity for no limit) as the core's
+    timeout in ms. Raises CallError (ADVLOCK_EINVAL) for a negative or NaN
+    timeout, ArgumentTypeError for one that is not a number."""
     if timeout is None:
         return INT64_MAX
-    if timeout < 0:
-        raise ValueError("timeout must be >= 0 seconds (or None)")
-    ms = round(timeout * 1000)
-    return INT64_MAX if ms > INT64_MAX else ms
+    try:
+        ms = timeout * 1000
+        valid = ms >= 0  # False for NaN
+    except TypeError:
+        raise ArgumentTypeError(B.ADVLOCK_EINVAL, "timeout is seconds (a number) or None,"
+                                " not %s" % type(timeout).__name__) from None
+    if not valid:
+        raise CallError(B.ADVLOCK_EINVAL, "timeout must be >= 0 seconds (or None)")
+    return INT64_MAX if ms >= INT64_MAX else round(ms)
 
 
 class Machine:
@@ -294,12 +315,15 @@ class Machine:
     machine is unchanged). A failing result's words are kept in
     .server_message for the report's sentence."""
 
-    __slots__ = ("_m", "server_message", "session_checked")
+    __slots__ = ("_m", "server_message", "session_checked", "refused")
 
     def __init__(self, options=None):
         self._m = B.MachineStorage()
         _lib.advlock_machine_init(self._m)
         self.server_message = None
+        # A driver's words when its client refused to send a statement on a
+        # connection busy with another operation (fed as a server error).
+        self.refused = None
         # True once a session row was fed: the machine then knows the
         # server session, and a copy of it knows it too.
         self.session_checked = False
@@ -430,5 +454,5 @@ def raise_for(report, name):
 
 
 __all__ = ["Mode", "Scope", "Wait", "Backoff", "Outcome", "Failure", "Detail", "Sql", "Report",
-           "Options", "Machine", "derive_key", "format_seconds", "escape_name", "strerror",
-           "now_ms", "LockError"]
+           "Options", "Machine", "LockState", "derive_key", "format_seconds", "escape_name",
+           "strerror", "now_ms", "LockError"]

@@ -18,7 +18,7 @@ session, and whose text output tells a SQL NULL from a void.
 A server-side wait's cancel at its deadline is asyncpg's own query
 cancellation (a CancelRequest over a new connection, as asyncpg sends when a
 query's task is cancelled), sent while the statement's task keeps waiting
-for its answer.
+for its answer: asyncpg has no public call for that (_asyncpg_cancel).
 """
 
 import asyncio
@@ -27,9 +27,10 @@ import re
 import asyncpg
 
 from . import _binding as B
-from ._loop import AsyncLock
+from ._asyncpg_cancel import send_cancel
+from ._loop import AsyncLock, Busy
 from ._machine import SQL_ANSWER, SQL_PARAMS, SQL_TEXT
-from ._session import for_connection, session_row
+from ._session import ConnSession, session_row
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
@@ -92,10 +93,7 @@ class Client:
     def __init__(self, conn):
         self.conn = conn
         self._loop = None
-        # A pool's proxy object changes with every acquire from the pool;
-        # the session is the connection's behind it.
-        real = conn._con if isinstance(conn, asyncpg.pool.PoolConnectionProxy) else conn
-        self.state = for_connection(real)
+        self.state = _connection_state(conn)
 
     def pid(self):
         """The backend pid announced at connect (a proxy's own number)."""
@@ -164,6 +162,11 @@ class Client:
             state = getattr(exc, "sqlstate", None)
             lost = self.conn.is_closed()
             return (_LOST if lost else _ERROR, state, _first_line(exc))
+        if isinstance(exc, asyncpg.InterfaceError) and not self.conn.is_closed():
+            # asyncpg refused to send the statement on a live connection:
+            # another operation is under way on it ("another operation is
+            # in progress"), a misuse, not a lost session.
+            return Busy(_first_line(exc))
         if isinstance(exc, (asyncpg.InterfaceError, ConnectionError, OSError, EOFError)):
             return (_LOST, None, _first_line(exc))
         raise exc
@@ -172,9 +175,26 @@ class Client:
         """Asks the server to cancel the statement in flight, with asyncpg's
         own cancellation (a CancelRequest on a new connection); returns a
         future done once the request is delivered."""
-        done = self._loop.create_future()
-        self.conn._cancel_current_command(done)
-        return done
+        return send_cancel(self.conn, self._loop)
+
+
+# What the locks on one connection share (_session.ConnSession), by the
+# connection's settings object: a pool's proxy object changes with every
+# acquire from the pool, and get_settings() is asyncpg's one public handle
+# on the connection behind it (not weakly referable: the entry goes when
+# the connection closes).
+_states = {}
+
+
+def _connection_state(conn):
+    if conn.is_closed():
+        return ConnSession()  # its statements will find it closed
+    settings = conn.get_settings()
+    state = _states.get(settings)
+    if state is None:
+        state = _states[settings] = ConnSession()
+        conn.add_termination_listener(lambda _closed: _states.pop(settings, None))
+    return state
 
 
 def lock(conn, name, timeout=None, options=None, **option_kwargs):

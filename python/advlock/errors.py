@@ -1,8 +1,13 @@
-"""Exceptions. Every message is the core's own sentence (advlock_describe):
-the reference's exact words where it has them."""
+"""Exceptions. Every exception the package raises derives from Error (one
+root to catch). Every message of a lock's outcome is the core's own sentence
+(advlock_describe): the reference's exact words where it has them."""
 
 
-class LockError(Exception):
+class Error(Exception):
+    """The root of every exception advlock raises."""
+
+
+class LockError(Error):
     """An operation on a lock ended without doing what was asked.
 
     Attributes: report (advlock.Report: the facts), name (the lock's name as
@@ -49,11 +54,18 @@ class LockCancelled(LockError):
     driver interrupted by KeyboardInterrupt re-raises that instead)."""
 
 
-class CallError(ValueError):
-    """The core refused a call (ADVLOCK_EINVAL, EUTF8, EMISUSE, ECRYPTO) and
-    changed nothing: a wrong argument or a call in the wrong state.
+class CallError(Error, ValueError):
+    """A call refused before anything was sent (ADVLOCK_EINVAL, EUTF8,
+    EMISUSE, ECRYPTO), changing nothing: a wrong argument, a call in the
+    wrong state, or a connection busy with another operation.
     Attribute code: the advlock_error value."""
 
     def __init__(self, code, message):
         super().__init__(message)
         self.code = code
+
+
+class ArgumentTypeError(CallError, TypeError):
+    """A CallError (ADVLOCK_EINVAL) for an argument of the wrong type: a
+    lock name that is neither str nor bytes, a connection of neither
+    asyncpg nor psycopg. Also a TypeError."""

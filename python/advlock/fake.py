@@ -20,6 +20,7 @@ from ctypes import byref, c_char_p, c_int, c_int64, create_string_buffer, string
 
 from . import _binding as B
 from ._machine import Options, Report, _encode
+from .errors import Error
 
 __all__ = ["Simulation", "Database", "Clock", "Prng", "Step", "StepKind", "Done",
            "InvariantViolation", "FakeStatus", "acquire", "release", "pause", "reconnect",
@@ -38,7 +39,7 @@ def _rc(rc):
     return rc
 
 
-class InvariantViolation(AssertionError):
+class InvariantViolation(Error, AssertionError):
     """A simulation stopped at a broken invariant; str() is the simulator's
     line ("seed <seed>: ...")."""
 
@@ -142,7 +143,9 @@ class Done:
 def _fill(struct, values):
     for k, v in (values or {}).items():
         if not hasattr(struct, k):
-            raise TypeError("unknown field %r for %s" % (k, type(struct).__name__))
+            from .errors import ArgumentTypeError
+            raise ArgumentTypeError(B.ADVLOCK_EINVAL, "unknown field %r for %s"
+                                    % (k, type(struct).__name__))
         setattr(struct, k, v)
 
 

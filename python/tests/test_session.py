@@ -135,6 +135,21 @@ def test_an_asyncpg_pool_shares_its_connection_s_session():
     asyncio.run(main())
 
 
+@need_server
+def test_an_asyncpg_connection_s_session_goes_when_it_closes():
+    async def main():
+        import asyncpg
+        from advlock import asyncpg_driver
+        conn = await asyncpg.connect()
+        state = advlock.lock(conn, "p")._client.state
+        assert advlock.lock(conn, "q")._client.state is state
+        assert asyncpg_driver._states.get(conn.get_settings()) is state
+        await conn.close()
+        await asyncio.sleep(0)  # the termination listener's turn
+        assert conn.get_settings() not in asyncpg_driver._states
+    asyncio.run(main())
+
+
 def test_allow_standby_is_an_option():
     o = advlock.Options(allow_standby=True)
     assert o.to_c().allow_standby == 1 and advlock.Options().to_c().allow_standby == 0

@@ -1,0 +1,204 @@
+"""What the package raises: one root (advlock.Error), the documented
+exceptions for bad arguments and a busy connection, and a `with` body's
+exception kept over a failed release, against a real server."""
+
+import asyncio
+import math
+import os
+import re
+
+import pytest
+
+import advlock
+from advlock import _binding as B
+from clients import FLAVOURS, announced_pid, call, close, connect
+from conftest import TREE, holds, need_server
+
+PACKAGE = os.path.join(TREE, "python", "advlock")
+
+
+def test_every_exception_of_the_package_derives_from_error():
+    from advlock import fake
+    for cls in (advlock.LockError, advlock.LockTimeout, advlock.LockFailed,
+                advlock.StandbyError, advlock.ServerSessionError, advlock.LockCancelled,
+                advlock.CallError, advlock.ArgumentTypeError, fake.InvariantViolation):
+        assert issubclass(cls, advlock.Error), cls
+    assert issubclass(advlock.LockTimeout, TimeoutError)
+    assert issubclass(advlock.CallError, ValueError)
+    with pytest.raises(advlock.ArgumentTypeError) as info:
+        advlock.lock(object(), "x")
+    assert isinstance(info.value, TypeError) and info.value.code == B.ADVLOCK_EINVAL
+    with pytest.raises(advlock.Error):
+        advlock.derive_key(12)
+
+
+def test_a_name_with_a_lone_surrogate_is_refused_as_not_utf8():
+    for call_with in (advlock.derive_key, advlock.escape_name):
+        with pytest.raises(advlock.CallError) as info:
+            call_with("lock-\udc80")
+        assert info.value.code == B.ADVLOCK_EUTF8
+        assert str(info.value) == "lock key is not valid UTF-8"
+
+
+def test_timeouts_infinity_is_no_limit_and_nan_or_negative_are_refused():
+    from advlock._machine import timeout_ms
+    assert timeout_ms(math.inf) == timeout_ms(None) == B.INT64_MAX
+    assert timeout_ms(1e300) == B.INT64_MAX and timeout_ms(0.5) == 500
+    for bad in (math.nan, -1, -math.inf):
+        with pytest.raises(advlock.CallError) as info:
+            timeout_ms(bad)
+        assert info.value.code == B.ADVLOCK_EINVAL
+    with pytest.raises(advlock.ArgumentTypeError):
+        timeout_ms("5")
+
+
+def test_no_private_name_of_asyncio_or_asyncpg_outside_the_one_shim():
+    private = re.compile(r"_asyncio_future_blocking|_cancel_current_command|\._con\b")
+    found = {}
+    for name in sorted(os.listdir(PACKAGE)):
+        if name.endswith(".py"):
+            with open(os.path.join(PACKAGE, name), encoding="utf-8") as f:
+                hits = private.findall(f.read())
+            if hits:
+                found[name] = hits
+    assert found == {"_asyncpg_cancel.py": ["_cancel_current_command"] * 2}
+
+
+def run(coro_fn):
+    asyncio.run(coro_fn())
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_names_and_timeouts_against_a_server(flavour, pg_conn):
+    async def main():
+        conn = await connect(flavour)
+        try:
+            with pytest.raises(advlock.CallError) as info:
+                advlock.lock(conn, "\udcff", timeout=0)
+            assert info.value.code == B.ADVLOCK_EUTF8
+            lk = advlock.lock(conn, "no-limit", timeout=math.inf)
+            r = await call(lk.acquire)
+            assert r.outcome == advlock.Outcome.ACQUIRED and r.timeout_ms == B.INT64_MAX
+            assert holds(pg_conn, r.key) == [(announced_pid(conn), "ExclusiveLock")]
+            await call(lk.release)
+            with pytest.raises(advlock.CallError):
+                await call(advlock.lock(conn, "nan", timeout=math.nan).acquire)
+        finally:
+            await close(conn)
+    run(main)
+
+
+class WorkFailed(Exception):
+    """The body's own failure."""
+
+
+async def hold_and_fail(flavour, conn, name, during_body):
+    """Takes name with `with` (or `async with`), runs during_body() inside,
+    then raises WorkFailed; returns the lock and what propagated."""
+    lk = advlock.lock(conn, name, timeout=5)
+    try:
+        if flavour == "psycopg":
+            with lk:
+                await during_body()
+                raise WorkFailed("the work failed")
+        else:
+            async with lk:
+                await during_body()
+                raise WorkFailed("the work failed")
+    except BaseException as exc:  # noqa: B902 - what propagates is the test's subject
+        return lk, exc
+    raise AssertionError("nothing propagated")
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_terminated_session_keeps_the_bodys_exception(flavour, pg_conn):
+    """The backend is terminated inside the body, which then raises: the
+    body's exception propagates, the release's failure is a note on it, and
+    the lock is reported gone with its session."""
+    async def main():
+        conn = await connect(flavour)
+        pid = announced_pid(conn)
+
+        async def terminate():
+            pg_conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+        try:
+            lk, exc = await hold_and_fail(flavour, conn, "body-terminated", terminate)
+        finally:
+            await close(conn)
+        assert type(exc) is WorkFailed and str(exc) == "the work failed"
+        assert lk.release_report.outcome == advlock.Outcome.FAILED
+        assert lk.release_report.failure == advlock.Failure.ECONNLOST
+        assert lk.state == advlock.LockState.NOT_HELD
+        assert len(exc.__notes__) == 1 and exc.__notes__[0].startswith(
+            "advlock: releasing lock 'body-terminated' failed during this exception:"
+            " LockFailed: pg_advisory_unlock for 'body-terminated' failed: connection lost")
+        assert exc.__notes__[0].endswith("(lock state: not held)")
+        assert holds(pg_conn, lk.key) == []
+    run(main)
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_release_refused_by_the_server_keeps_the_bodys_exception(flavour, pg_conn):
+    """The body leaves its transaction aborted, then raises: the unlock
+    fails (25P02), the body's exception propagates with that failure as a
+    note, and the lock is reported as possibly held, as it is."""
+    async def main():
+        conn = await connect(flavour)
+
+        async def abort_a_transaction():
+            await call(conn.execute, "BEGIN")
+            with pytest.raises(Exception):
+                await call(conn.execute, "SELECT 1/0")
+
+        try:
+            lk, exc = await hold_and_fail(flavour, conn, "body-aborted", abort_a_transaction)
+            assert type(exc) is WorkFailed
+            assert lk.release_report.sqlstate == "25P02"
+            assert lk.state == advlock.LockState.MAY_BE_HELD
+            assert len(exc.__notes__) == 1 and exc.__notes__[0].startswith(
+                "advlock: releasing lock 'body-aborted' failed during this exception:"
+                " LockFailed: pg_advisory_unlock for 'body-aborted' failed with SQLSTATE"
+                " 25P02")
+            assert exc.__notes__[0].endswith("(lock state: may still be held)")
+            assert holds(pg_conn, lk.key) == [(announced_pid(conn), "ExclusiveLock")]
+            await call(conn.execute, "ROLLBACK")
+            assert (await call(lk.release)).outcome == advlock.Outcome.RELEASED
+            assert lk.state == advlock.LockState.NOT_HELD
+        finally:
+            await close(conn)
+    run(main)
+
+
+@need_server
+def test_two_concurrent_acquires_on_one_asyncpg_connection_are_a_misuse(pg_conn):
+    """asyncpg runs one operation at a time per connection: the second
+    acquire's statement is refused by asyncpg, which is the caller's misuse
+    (CallError, EMISUSE), not a lost connection; nothing is left held."""
+    async def main():
+        conn = await connect("asyncpg")
+        try:
+            first = advlock.lock(conn, "busy-first", timeout=5)
+            second = advlock.lock(conn, "busy-second", timeout=5)
+            results = await asyncio.gather(first.acquire(), second.acquire(),
+                                           return_exceptions=True)
+            assert results[0].outcome == advlock.Outcome.ACQUIRED
+            err = results[1]
+            assert isinstance(err, advlock.CallError), err
+            assert err.code == B.ADVLOCK_EMISUSE
+            assert str(err).startswith(
+                "A statement for lock 'busy-second' was not sent: the connection is busy with"
+                " another operation (one operation at a time per connection): ")
+            assert second.state == advlock.LockState.NOT_HELD
+            assert not conn.is_closed() and await conn.fetchval("SELECT 1") == 1
+            assert holds(pg_conn, second.key) == []
+            # The same lock objects work once the connection is free.
+            await first.release()
+            assert (await second.acquire()).outcome == advlock.Outcome.ACQUIRED
+            await second.release()
+        finally:
+            await close(conn)
+    run(main)
