@@ -33,6 +33,8 @@
 #                       PGHOST set to the server's TCP address, so libpq
 #                       there reaches it over the veth, never the socket
 #   partition_conninfo  the conninfo of the server over TCP
+#   partition_end_processes
+#                       end every process in the namespace (TERM, then KILL)
 #   partition_pause PID, partition_resume PID
 #                       SIGSTOP / SIGCONT, with the cleanup resuming any
 #                       process left paused
@@ -132,6 +134,22 @@ resume_paused() {
     return 0
 }
 
+# Ends every process in the namespace (all of them the run's own): TERM,
+# and KILL for those still there 2 s later.
+partition_end_processes() {
+    local pid
+    for pid in $(ip netns pids "$ADVLOCK_PARTITION_NS" 2>/dev/null); do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for _ in $(seq 20); do
+        [ -z "$(ip netns pids "$ADVLOCK_PARTITION_NS" 2>/dev/null)" ] && return 0
+        sleep 0.1
+    done
+    for pid in $(ip netns pids "$ADVLOCK_PARTITION_NS" 2>/dev/null); do
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+}
+
 # ---- making and removing the network (with-partition.sh) -------------------
 
 # Sets the ADVLOCK_PARTITION_* names for subnet index N (0..32767): the
@@ -218,18 +236,7 @@ partition_net_up() {
 partition_net_down() {
     [ -n "${partition_claimed:-}" ] || return 0
     [ -n "${ADVLOCK_PARTITION_DIR:-}" ] && resume_paused "$ADVLOCK_PARTITION_DIR"
-    local pids pid
-    pids=$(ip netns pids "$ADVLOCK_PARTITION_NS" 2>/dev/null || true)
-    if [ -n "$pids" ]; then
-        for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
-        for _ in $(seq 20); do
-            [ -z "$(ip netns pids "$ADVLOCK_PARTITION_NS" 2>/dev/null)" ] && break
-            sleep 0.1
-        done
-        for pid in $(ip netns pids "$ADVLOCK_PARTITION_NS" 2>/dev/null); do
-            kill -KILL "$pid" 2>/dev/null || true
-        done
-    fi
+    partition_end_processes
     nft delete table netdev "$ADVLOCK_PARTITION_TABLE" 2>/dev/null || true
     ip link del "$ADVLOCK_PARTITION_SERVER_IF" 2>/dev/null || true
     ip netns del "$ADVLOCK_PARTITION_NS" 2>/dev/null || true
