@@ -163,7 +163,6 @@ partition_names() {
     ADVLOCK_PARTITION_CLIENT_IF=alp${n}c
     ADVLOCK_PARTITION_SERVER_ADDR=$net.$((host + 1))
     ADVLOCK_PARTITION_CLIENT_ADDR=$net.$((host + 2))
-    ADVLOCK_PARTITION_NET=$net.$host/30
     ADVLOCK_PARTITION_TABLE=advlock_p_$n
 }
 
@@ -202,7 +201,7 @@ partition_net_up() {
     command -v nft >/dev/null 2>&1 || { partition_skip "no nft (apt-get install nftables)"; return; }
     claim_subnet || return
     export ADVLOCK_PARTITION_NS ADVLOCK_PARTITION_SERVER_IF ADVLOCK_PARTITION_CLIENT_IF \
-        ADVLOCK_PARTITION_SERVER_ADDR ADVLOCK_PARTITION_CLIENT_ADDR ADVLOCK_PARTITION_NET \
+        ADVLOCK_PARTITION_SERVER_ADDR ADVLOCK_PARTITION_CLIENT_ADDR \
         ADVLOCK_PARTITION_TABLE ADVLOCK_PARTITION_DIR
     local ns=(ip netns exec "$ADVLOCK_PARTITION_NS")
     # Locally administered addresses, fixed so the neighbour entries can be
