@@ -1,7 +1,8 @@
 # Sourced by the harness scripts (with-postgres.sh, with-pgbouncer.sh,
-# with-standby.sh): the servers they start run as postgres when the harness
-# runs as root, in a scratch directory that is always removed, whatever
-# happens to the command or to the script.
+# with-standby.sh, tests/partition/with-partition.sh): the servers they
+# start run as postgres when the harness runs as root, in a scratch
+# directory that is always removed, whatever happens to the command or to
+# the script.
 
 # PostgreSQL and PgBouncer refuse to run as root: as root, run them as postgres.
 as_owner=()

@@ -14,6 +14,11 @@
 # the command succeeds, fails, or this script is interrupted. Exits with
 # COMMAND's status (128 + signal number when interrupted).
 #
+# ADVLOCK_PG_LISTEN=ADDRESS/PREFIX (opt-in) makes the server listen on TCP
+# too, on ADDRESS and the same port, trusting clients from ADDRESS's network
+# (the partition harness, tests/partition/lib.sh, gives it a veth address).
+# ADDRESS must already exist on an interface when the server starts.
+#
 # A test may stop the server (pg_ctl stop -m immediate) and start it again
 # with "$ADVLOCK_PG_BIN/pg_ctl" -D "$ADVLOCK_PG_DATA" -w start: every setting
 # lives in the data directory, and the server logs to $ADVLOCK_PG_DATA/log.
@@ -72,8 +77,9 @@ stop_server() {
 }
 guard_scratch "$base" stop_server
 
-# The socket's name is all the port number is used for (no TCP), so any
-# number works; a random one keeps concurrent runs apart in logs.
+# The socket's name is all the port number is used for (unless TCP is asked
+# for, on an address of that run's own), so any number works; a random one
+# keeps concurrent runs apart in logs.
 port=$((40000 + RANDOM % 20000))
 
 # Run server tools from inside the directory: the postgres user may not be
@@ -98,6 +104,10 @@ full_page_writes = off
 logging_collector = on
 log_directory = 'log'
 EOF
+if [ -n "${ADVLOCK_PG_LISTEN:-}" ]; then
+    echo "listen_addresses = '${ADVLOCK_PG_LISTEN%/*}'" >>"$data/postgresql.conf"
+    echo "host all all $ADVLOCK_PG_LISTEN trust" >>"$data/pg_hba.conf"
+fi
 if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -w -t 60 start >"$base/pg_ctl.log" 2>&1; then
     cat "$base/pg_ctl.log" >&2
     cat "$data"/log/* >&2 2>/dev/null || true
