@@ -399,12 +399,10 @@ typedef struct advlock_pq_query_ {
  */
 typedef struct advlock_pq {
     PGconn *conn_;
-    uint64_t token_; /* this adapter's session token (advlock_set_session) */
+    advlock_session session_; /* the connection's, as the machine last found it */
     uint32_t prepared_;
-    int session_pid_; /* PQbackendPID() as last told to the machine */
     int phase_;
     int scope_;
-    int proxied_; /* the session row's pid differs: no named statements */
     advlock_pq_query_ query_;
     advlock_machine machine_;
     advlock_pq_report report_;
@@ -524,11 +522,11 @@ ADVLOCK_API int advlock_pq_verify_key(advlock_pq *a, int64_t key, advlock_pq_rep
 
 /*
  * Returns 1 when the connection's session row showed a proxy in between
- * (the server session's pid is not the PQbackendPID() the connection
- * announced: PgBouncer, say), else 0: direct, not known yet (no operation
- * has run on this connection since init or a reset), or a NULL. A cheap
- * read, no statement. Callers use it to verify held locks only where that
- * is needed (see "Verifying a held lock").
+ * (advlock_session's proxied: the server session's pid is not the
+ * PQbackendPID() the connection announced: PgBouncer, say), else 0:
+ * direct, not known yet (no operation has run on this connection since
+ * init or a reset), or a NULL. A cheap read, no statement. Callers use it to verify held locks only
+ * where that is needed (see "Verifying a held lock").
  */
 ADVLOCK_API int advlock_pq_proxied(const advlock_pq *a);
 
