@@ -277,7 +277,7 @@ class SimConfig(Structure):
     """advlock_sim_config."""
     _fields_ = [("seed", c_uint64), ("start_ms", c_int64), ("latency", Latency),
                 ("faults", Faults), ("max_virtual_ms", c_int64), ("trace", SIM_TRACE_FN),
-                ("trace_user", c_void_p)]
+                ("trace_user", c_void_p), ("sessions", c_int)]
 
 
 class SimStats(Structure):
