@@ -123,13 +123,13 @@
  * connection run on whichever server session is free: an acquire and its
  * release may land on different ones, and a try-lock on a server session
  * where another client holds the lock is granted (locks are re-entrant per
- * session). On a hot standby a lock excludes nobody on the primary. So the
- * adapters tell their machine which connection they drive
- * (advlock_set_session() in advlock.h) before every operation: its
- * PQbackendPID() and a 64-bit token drawn from the operating system
- * (getrandom(2)), never 0, one per connection: drawn at init and again
- * whenever PQbackendPID() changes, so that one token never claims two
- * server sessions. The first operation on a connection then starts with
+ * session). On a hot standby a lock excludes nobody on the primary. So each
+ * adapter keeps one advlock_session (advlock.h) for its connection and
+ * hands it to its machine: its PQbackendPID() and a 64-bit token drawn from
+ * the operating system (getrandom(2)), never 0, one per connection: drawn
+ * at init and again whenever PQbackendPID() changes, so that one token
+ * never claims two server sessions. The adapter copies the value back out
+ * when the session row answers, and reads proxied from it. The first operation on a connection then starts with
  * one session row (ADVLOCK_SQL_SESSION: the server session's
  * pg_backend_pid(), pg_is_in_recovery(), and whether it could claim the
  * session for this token by writing it into the setting advlock.session).
