@@ -129,11 +129,10 @@
  * the operating system (getrandom(2)), never 0, one per connection: drawn
  * at init and again whenever PQbackendPID() changes, so that one token
  * never claims two server sessions. The adapter copies the value back out
- * when the session row answers, and reads proxied from it. The first operation on a connection then starts with
- * one session row (ADVLOCK_SQL_SESSION: the server session's
- * pg_backend_pid(), pg_is_in_recovery(), and whether it could claim the
- * session for this token by writing it into the setting advlock.session).
- * That is one round trip per connection, not per operation: later
+ * when the session row answers, and reads proxied from it. The first operation on a connection then
+ * starts with one session row (ADVLOCK_SQL_SESSION: the server session's pg_backend_pid(),
+ * pg_is_in_recovery(), and whether it could claim the session for this token by writing it into the
+ * setting advlock.session). That is one round trip per connection, not per operation: later
  * operations send it again only when PQbackendPID() changes (PQreset(), a
  * new backend), which also forgets the statements prepared on the old
  * backend.
