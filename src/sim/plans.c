@@ -90,14 +90,14 @@ static void after_acquire(sim_world *world, sim_client *cl, advlock_prng *p,
         next->pause_ms += advlock_sim_command_ms(world); /* 0 without a model */
     } else if (transactional(cl)) {
         next->kind = ADVLOCK_SIM_ROLLBACK; /* whatever went wrong, end the block */
-    } else if (last->report.outcome == ADVLOCK_FAILED && last->report.failure == ADVLOCK_ESESSION) {
-        /* The connection cannot reach its claimed server session (and an
-         * undo may have left a grant there): a new connection. */
-        reset(next);
-    } else if (last->report.outcome == ADVLOCK_FAILED && last->report.failure != ADVLOCK_ECONNLOST
-               && (last->cancel_sent || cl->options_.wait == ADVLOCK_WAIT_SERVER)) {
+    } else if (last->report.outcome == ADVLOCK_FAILED
+               && (last->report.failure == ADVLOCK_ESESSION
+                   || (last->report.failure != ADVLOCK_ECONNLOST
+                       && (last->cancel_sent || cl->options_.wait == ADVLOCK_WAIT_SERVER)))) {
         /* Undoing a grant that came after the cancel or the deadline may
-         * have failed or got NULL: the lock may still be held. */
+         * have failed or got NULL: the lock may still be held; and a
+         * connection that cannot reach its claimed server session is unfit
+         * for session locks. A new connection. */
         reset(next);
     } else {
         end_cycle(cl, p, next);
