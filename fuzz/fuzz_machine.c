@@ -15,7 +15,9 @@
  * With a session told (advlock_set_session, opcodes 0xF0 and up) the
  * server session's row is answered too, and the model checks:
  *   - one session query per connection, before any lock statement, with
- *     the token as $1; none without a session told, nor after a row came;
+ *     the token as $1; none without a session told, nor after a row came,
+ *     nor for the checked value copied out (advlock_get_session) and
+ *     handed back; that value's facts are the model's after every event;
  *   - guarded rows exactly behind a claimed proxy, for session scope only,
  *     with the token after the key (after a wait's bound); their NULL means
  *     the statement ran elsewhere, locking and unlocking nothing;
@@ -278,10 +280,22 @@ static void answer(model *s, input *in)
      * nothing; the claimed one still holds what it held. */
 }
 
+/* The machine's session value says what the model knows. */
+static void check_session_value(const model *s)
+{
+    advlock_session v;
+    CHECK(advlock_get_session(&s->m, &v) == 0);
+    CHECK(v.token == (s->told ? s->token : 0));
+    CHECK(v.client_pid == (s->told ? s->client_pid : 0));
+    CHECK(v.checked == s->checked && v.proxied == s->proxied && v.claimed == s->claimed
+          && v.standby == s->standby);
+}
+
 static void after_event(model *s)
 {
     advlock_action a = advlock_next_action(&s->m);
     check_query(s, &a);
+    check_session_value(s);
     if (a.kind == ADVLOCK_ACTION_DONE && !s->done_seen)
         on_done(s);
     if (a.kind == ADVLOCK_ACTION_SLEEP) {
@@ -385,9 +399,10 @@ static void holders(model *s, input *in)
     check_unchanged_on_error(&before, &s->m, rc);
 }
 
-/* The driver names its connection: the same values (a no-op), a new pid or
- * token (a new connection: the model's session and locks start afresh), or
- * a token 0 (refused). */
+/* The driver hands the machine its connection's value: the one copied out
+ * of the machine (the same pid and token: a no-op), a fresh value for a new
+ * pid or token (a new connection: the model's session and locks start
+ * afresh), or one with token 0 (refused). */
 static void set_session(model *s, input *in)
 {
     uint8_t b = byte(in);
@@ -400,8 +415,13 @@ static void set_session(model *s, input *in)
     case 2: token = ++s->next_token; break;
     default: token = UINT64_C(0x8000000000000000) | (uint64_t)number(in); break;
     }
+    advlock_session v = {.token = token, .client_pid = pid};
+    CHECK(advlock_session_init(&v, pid, token) == (token == 0 ? ADVLOCK_EINVAL : 0));
+    int same = s->told && pid == s->client_pid && token == s->token;
+    if (same)
+        CHECK(advlock_get_session(&s->m, &v) == 0);
     advlock_machine before = s->m;
-    int rc = advlock_set_session(&s->m, pid, token);
+    int rc = advlock_set_session(&s->m, &v);
     check_unchanged_on_error(&before, &s->m, rc);
     advlock_action_kind was = advlock_next_action(&before).kind;
     int busy = was == ADVLOCK_ACTION_QUERY || was == ADVLOCK_ACTION_CANCEL_QUERY
@@ -409,7 +429,7 @@ static void set_session(model *s, input *in)
     CHECK(rc == (token == 0 ? ADVLOCK_EINVAL : busy ? ADVLOCK_EMISUSE : 0));
     if (rc != 0)
         return;
-    if (s->told && pid == s->client_pid && token == s->token) {
+    if (same) {
         CHECK(memcmp(&before, &s->m, sizeof before) == 0); /* nothing to check again */
         return;
     }

@@ -213,6 +213,13 @@ ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
  * advlock_sql), 0 for an unknown identifier. */
 ADVLOCK_API int advlock_sql_params(advlock_sql sql);
 
+/* Returns 1 for the guarded statements (rows 12 to 17, 20, 21: they take
+ * the session token and answer NULL off the connection's claimed server
+ * session), 0 for every other identifier, unknown ones included. A driver
+ * reads it to send a guarded statement as one message a proxy keeps on
+ * one server session (never a named prepared statement). */
+ADVLOCK_API int advlock_sql_guarded(advlock_sql sql);
+
 /* The result of the outstanding query, as reported to advlock_on_result(). */
 typedef enum advlock_result {
     ADVLOCK_RESULT_TRUE = 0,
@@ -540,6 +547,43 @@ typedef struct advlock_holder {
 } advlock_holder;
 
 /*
+ * What a driver knows of one connection's server session: a small value,
+ * owned and stored by the caller (one per connection), copied into a
+ * machine for its operations (advlock_set_session()) and back out of it
+ * (advlock_get_session()), as BearSSL's br_ssl_session_parameters are.
+ * advlock_session_init() sets a fresh value; the machine fills in the
+ * facts when the session row (ADVLOCK_SQL_SESSION) answers. Drivers read
+ * the fields; only advlock_session_init() and the machine write them.
+ * It holds no pointers: copy it freely.
+ */
+typedef struct advlock_session {
+    /* Claims server sessions behind a proxy: nonzero, drawn at random per
+     * connection (64 bits) so that no other client shares it. */
+    uint64_t token;
+    /* The process id the server announced when the connection was made
+     * (libpq: PQbackendPID(); asyncpg: get_server_pid(); psycopg:
+     * info.backend_pid), or 0 if unknown. A pooling proxy announces a
+     * number of its own, which is how the check tells it is there. */
+    int32_t client_pid;
+    /* The facts, each 0 or 1; all 0 until the session row answered. */
+    uint8_t checked; /* the session row answered: the facts below are known */
+    uint8_t proxied; /* the server session's pid is not client_pid (or either
+                        is 0): a proxy is in between, and session-scoped
+                        statements go in their guarded forms, which a
+                        driver must not send as named prepared statements */
+    uint8_t claimed; /* the server session is this token's (always 1 direct) */
+    uint8_t standby; /* the server is in recovery (pg_is_in_recovery()) */
+} advlock_session;
+
+/*
+ * Sets *s to a fresh, unchecked value for a connection: its announced
+ * client_pid (0 if unknown) and its token. Draw a new token for every
+ * connection, a reconnect included. Returns 0, or ADVLOCK_EINVAL (s NULL,
+ * token 0; *s is then untouched).
+ */
+ADVLOCK_API int advlock_session_init(advlock_session *s, int client_pid, uint64_t token);
+
+/*
  * A lock machine: 248 bytes. Allocate it anywhere (stack, static, inside
  * your own struct); it holds no pointers into itself, so it may be copied or
  * moved at any time (the copy shares the options' callbacks). It keeps facts
@@ -556,10 +600,9 @@ typedef struct advlock_machine {
     int64_t start_ms_;
     int64_t now_ms_;
     int64_t wake_at_ms_;
-    uint64_t session_token_; /* advlock_set_session's token; 0: not told */
-    int32_t span_ms_;        /* SLEEP: its length; a server-side wait: its bound */
+    advlock_session session_; /* advlock_set_session's copy; token 0: not told */
+    int32_t span_ms_;         /* SLEEP: its length; a server-side wait: its bound */
     int32_t next_delay_ms_;
-    int32_t client_pid_; /* advlock_set_session's client pid */
     uint8_t mode_;
     uint8_t scope_;
     uint8_t wait_;
@@ -572,7 +615,6 @@ typedef struct advlock_machine {
     uint8_t deadline_passed_;
     uint8_t fail_after_undo_;
     uint8_t undo_reason_; /* the advlock_detail an undo that fails in doubt reports */
-    uint8_t session_;     /* what the session check found */
 } advlock_machine;
 
 /* How long after its deadline a server-side wait that has not answered is
@@ -593,25 +635,16 @@ ADVLOCK_API void advlock_machine_init(advlock_machine *m);
 ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o);
 
 /*
- * For drivers: tells the machine which connection it drives, so that it
- * checks the server session before its first lock statement there. Call it
- * before every operation (it costs nothing when nothing changed) or at
- * least whenever the connection may have changed (a new connection, a
- * reset). Without it the machine never checks, and sends the plain
- * statements only (the reference's behaviour).
+ * Hands a connection's session value to the machine for the operations
+ * started from now on (*s is copied in); the machine updates its copy when
+ * the session row answers, and advlock_get_session() copies it back out.
+ * Call it before every operation (or at least whenever the connection, or
+ * the value, changed). Without it the machine never checks, and sends the
+ * plain statements only (the reference's behaviour).
  *
- * client_pid: the process id the server announced to the client when the
- *     connection was made (libpq: PQbackendPID(); asyncpg:
- *     get_server_pid(); psycopg: info.backend_pid), or 0 if unknown. A
- *     pooling proxy announces a number of its own, which is how the machine
- *     tells it is there.
- * token: a nonzero number no other client shares (drivers draw 64 random
- *     bits per connection), used to claim server sessions behind a proxy.
- *
- * When client_pid or token differ from the values last given, the machine
- * forgets what it knew of the session; the next operation then starts with
- * one ADVLOCK_SQL_SESSION query (a round trip once per connection, not per
- * operation), which
+ * The first operation given an unchecked value (checked 0) starts with one
+ * ADVLOCK_SQL_SESSION query (a round trip once per connection, not per
+ * operation, as long as the driver keeps the checked value), which
  *   - ends an acquire FAILED with ADVLOCK_ESTANDBY, before anything is
  *     locked, on a server in recovery, unless options.allow_standby;
  *   - compares the server session's own pid with client_pid: if they
@@ -627,19 +660,29 @@ ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o
  * An operation refused without a statement sent reports sql
  * ADVLOCK_SQL_SESSION (an acquire) or the guarded unlock it did not send (a
  * release, whose lock may still be held; advlock_describe says so).
- * A token names one connection of one machine: draw a new one for every
- * connection, a reconnect included. Two checks with one token behind a
+ * A token names one connection: two checks with one token behind a
  * transaction-pooling proxy can claim two server sessions, between which
- * a lock taken on one is invisible from the other.
+ * a lock taken on one is invisible from the other, so give every machine
+ * on a connection the checked value (or a value of its own token).
  * A claim made inside the caller's transaction block is undone if that
  * block rolls back (PostgreSQL rolls back settings), after which guarded
  * statements fail ADVLOCK_ESESSION: behind a proxy, take session locks
  * outside transaction blocks.
  *
- * Returns 0, or ADVLOCK_EINVAL (m NULL, token 0) or ADVLOCK_EMISUSE (an
- * operation is under way).
+ * Returns 0, or ADVLOCK_EINVAL (m or s NULL, token 0, a fact other than 0
+ * or 1) or ADVLOCK_EMISUSE (an operation is under way).
  */
-ADVLOCK_API int advlock_set_session(advlock_machine *m, int client_pid, uint64_t token);
+ADVLOCK_API int advlock_set_session(advlock_machine *m, const advlock_session *s);
+
+/*
+ * Copies the machine's session value into *out: the one advlock_set_session()
+ * gave, with what the session row found since. A driver copies it out once
+ * the row has answered (or when the operation is DONE) and hands it to the
+ * next machine on the same connection, which then sends no session row.
+ * A machine never told its session gives a value with token 0. Returns 0,
+ * or ADVLOCK_EINVAL (m or out NULL).
+ */
+ADVLOCK_API int advlock_get_session(const advlock_machine *m, advlock_session *out);
 
 /*
  * Starts acquiring a lock, exactly as the reference does: try at once; on

@@ -722,6 +722,26 @@ typedef struct advlock_sim_cycler {
  */
 typedef void (*advlock_sim_trace_fn)(void *user, const char *line, size_t len);
 
+/*
+ * What the clients tell their machines of their server sessions
+ * (advlock_sim_config.sessions), as drivers do with an advlock_session.
+ */
+typedef enum advlock_sim_sessions {
+    /* Nothing: the machines send the plain rows (the reference's way). */
+    ADVLOCK_SIM_SESSIONS_NONE = 0,
+    /* A direct connection: each client gives its machine one session value
+     * per server session (a fresh one, with a new token, after each
+     * reconnect), announcing that session's pid; the machine checks it
+     * once, then sends the plain rows. */
+    ADVLOCK_SIM_SESSIONS_DIRECT = 1,
+    /* Behind a session-pooling proxy: the same, but the pid announced is the
+     * proxy's own, so the machine claims the server session and sends the
+     * guarded rows, which the fake runs only where the claim holds (a claim
+     * made inside a block that rolls back is undone: then they fail
+     * ADVLOCK_ESESSION). */
+    ADVLOCK_SIM_SESSIONS_PROXIED = 2
+} advlock_sim_sessions;
+
 typedef struct advlock_sim_config {
     uint64_t seed;    /* the whole run follows from it */
     int64_t start_ms; /* virtual time at the start */
@@ -730,6 +750,7 @@ typedef struct advlock_sim_config {
     int64_t max_virtual_ms;     /* a run still busy after this long fails (progress) */
     advlock_sim_trace_fn trace; /* NULL: no trace */
     void *trace_user;
+    int sessions; /* an advlock_sim_sessions value */
 } advlock_sim_config;
 
 /* Counters of a run. */

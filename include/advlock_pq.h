@@ -123,17 +123,16 @@
  * connection run on whichever server session is free: an acquire and its
  * release may land on different ones, and a try-lock on a server session
  * where another client holds the lock is granted (locks are re-entrant per
- * session). On a hot standby a lock excludes nobody on the primary. So the
- * adapters tell their machine which connection they drive
- * (advlock_set_session() in advlock.h) before every operation: its
- * PQbackendPID() and a 64-bit token drawn from the operating system
- * (getrandom(2)), never 0, one per connection: drawn at init and again
- * whenever PQbackendPID() changes, so that one token never claims two
- * server sessions. The first operation on a connection then starts with
- * one session row (ADVLOCK_SQL_SESSION: the server session's
- * pg_backend_pid(), pg_is_in_recovery(), and whether it could claim the
- * session for this token by writing it into the setting advlock.session).
- * That is one round trip per connection, not per operation: later
+ * session). On a hot standby a lock excludes nobody on the primary. So each
+ * adapter keeps one advlock_session (advlock.h) for its connection and
+ * hands it to its machine: its PQbackendPID() and a 64-bit token drawn from
+ * the operating system (getrandom(2)), never 0, one per connection: drawn
+ * at init and again whenever PQbackendPID() changes, so that one token
+ * never claims two server sessions. The adapter copies the value back out
+ * when the session row answers, and reads proxied from it. The first operation on a connection then
+ * starts with one session row (ADVLOCK_SQL_SESSION: the server session's pg_backend_pid(),
+ * pg_is_in_recovery(), and whether it could claim the session for this token by writing it into the
+ * setting advlock.session). That is one round trip per connection, not per operation: later
  * operations send it again only when PQbackendPID() changes (PQreset(), a
  * new backend), which also forgets the statements prepared on the old
  * backend.
@@ -406,12 +405,10 @@ typedef struct advlock_pq_query_ {
  */
 typedef struct advlock_pq {
     PGconn *conn_;
-    uint64_t token_; /* this adapter's session token (advlock_set_session) */
+    advlock_session session_; /* the connection's, as the machine last found it */
     uint32_t prepared_;
-    int session_pid_; /* PQbackendPID() as last told to the machine */
     int phase_;
     int scope_;
-    int proxied_; /* the session row's pid differs: no named statements */
     advlock_pq_query_ query_;
     advlock_machine machine_;
     advlock_pq_report report_;
@@ -531,11 +528,11 @@ ADVLOCK_API int advlock_pq_verify_key(advlock_pq *a, int64_t key, advlock_pq_rep
 
 /*
  * Returns 1 when the connection's session row showed a proxy in between
- * (the server session's pid is not the PQbackendPID() the connection
- * announced: PgBouncer, say), else 0: direct, not known yet (no operation
- * has run on this connection since init or a reset), or a NULL. A cheap
- * read, no statement. Callers use it to verify held locks only where that
- * is needed (see "Verifying a held lock").
+ * (advlock_session's proxied: the server session's pid is not the
+ * PQbackendPID() the connection announced: PgBouncer, say), else 0:
+ * direct, not known yet (no operation has run on this connection since
+ * init or a reset), or a NULL. A cheap read, no statement. Callers use it to verify held locks only
+ * where that is needed (see "Verifying a held lock").
  */
 ADVLOCK_API int advlock_pq_proxied(const advlock_pq *a);
 

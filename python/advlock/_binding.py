@@ -18,8 +18,8 @@ No compiler is involved: the libraries are loaded as they are (ABI mode).
 
 import ctypes
 import os
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int64, c_size_t,
-                    c_uint8, c_uint32, c_uint64, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64,
+                    c_size_t, c_uint8, c_uint32, c_uint64, c_void_p)
 
 INT64_MAX = (1 << 63) - 1
 
@@ -174,6 +174,13 @@ class Holder(Structure):
     ]
 
 
+class Session(Structure):
+    """advlock_session: one connection's server session facts, a plain
+    value (advlock_session_init, then the machine fills in the facts)."""
+    _fields_ = [("token", c_uint64), ("client_pid", c_int32), ("checked", c_uint8),
+                ("proxied", c_uint8), ("claimed", c_uint8), ("standby", c_uint8)]
+
+
 class MachineStorage(Structure):
     """advlock_machine: 248 opaque, 8-byte aligned bytes, touched only
     through the library's functions."""
@@ -270,7 +277,7 @@ class SimConfig(Structure):
     """advlock_sim_config."""
     _fields_ = [("seed", c_uint64), ("start_ms", c_int64), ("latency", Latency),
                 ("faults", Faults), ("max_virtual_ms", c_int64), ("trace", SIM_TRACE_FN),
-                ("trace_user", c_void_p)]
+                ("trace_user", c_void_p), ("sessions", c_int)]
 
 
 class SimStats(Structure):
@@ -301,7 +308,9 @@ _declare(core, [
     ("advlock_options_init", None, [POINTER(Options)]),
     ("advlock_machine_init", None, [M]),
     ("advlock_set_options", c_int, [M, POINTER(Options)]),
-    ("advlock_set_session", c_int, [M, c_int, c_uint64]),
+    ("advlock_session_init", c_int, [POINTER(Session), c_int, c_uint64]),
+    ("advlock_set_session", c_int, [M, POINTER(Session)]),
+    ("advlock_get_session", c_int, [M, POINTER(Session)]),
     ("advlock_start_acquire", c_int, [M, c_char_p, c_size_t, c_int64, c_int64]),
     ("advlock_start_acquire_key", c_int, [M, c_int64, c_int64, c_int64]),
     ("advlock_start_release", c_int, [M, c_char_p, c_size_t, c_int64]),
@@ -316,6 +325,7 @@ _declare(core, [
     ("advlock_next_action", Action, [M]),
     ("advlock_format_seconds", c_int, [c_int64, c_char_p, c_size_t]),
     ("advlock_sql_params", c_int, [c_int]),
+    ("advlock_sql_guarded", c_int, [c_int]),
 ])
 
 _fake = None
@@ -409,7 +419,8 @@ class FakeDB(Structure):
 # Every mirrored type, by its C name: the layout test walks this.
 MIRRORS = {
     "advlock_report": Report, "advlock_action": Action, "advlock_event": Event,
-    "advlock_options": Options, "advlock_holder": Holder, "advlock_machine": MachineStorage,
+    "advlock_options": Options, "advlock_holder": Holder, "advlock_session": Session,
+    "advlock_machine": MachineStorage,
     "advlock_prng": Prng, "advlock_fake_clock": FakeClock, "advlock_fake_result": FakeResult,
     "advlock_fake_lock_row": FakeLockRow, "advlock_fake_latency": Latency,
     "advlock_fake_faults": Faults, "advlock_fake_db": FakeDB, "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,

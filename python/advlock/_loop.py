@@ -13,7 +13,8 @@ A client provides:
                        awaitable for its delivery, or None)
     pid()              the backend pid the server (or a proxy) announced at
                        connect, 0 if unknown
-    state              the connection's _session.ConnSession (its token)
+    state              the connection's _session.ConnSession (its checked
+                       session value)
 An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
 (result, sqlstate, message) for an error or a lost connection, a list of
 holder rows for the holders query, or a _session.SessionRow for the session
@@ -28,7 +29,7 @@ import types
 from asyncio import isfuture
 
 from . import _binding as B
-from ._session import SessionRow, new_token
+from ._session import SessionRow
 from .errors import CallError, Error
 from ._machine import (INT64_MAX, SQL_PARAMS, Detail, Failure, LockState, Machine, Options,
                        Outcome, Report, _encode, escape_name, now_ms, params, raise_for,
@@ -77,6 +78,9 @@ def _feed(m, answer):
         m.on_holders(answer)
     elif answer.__class__ is SessionRow:
         m.on_session(answer.pid, answer.in_recovery, answer.ours)
+        # The connection's value from now on: the statements after the row
+        # choose their form by it.
+        answer.shared.remember(m.session())
     elif answer.__class__ is Busy:
         m.refused = answer.message
         m.on_result(B.RESULT_SERVER_ERROR, None, answer.message)
@@ -402,7 +406,7 @@ async def _inflight(m, client, a, coro):
 
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
-                 "release_report", "_raw", "_t", "_ms", "_token")
+                 "release_report", "_raw", "_t", "_ms", "_pid")
 
     def __init__(self, client, name, timeout=None, options=None, **option_kwargs):
         self._client = client
@@ -412,7 +416,7 @@ class _LockBase:
         self._machine = Machine(self.options)
         self._raw = _encode(name)
         self._t = self._ms = None   # self.timeout and its ms, as last converted
-        self._token = 0             # the token the machine is told (0: not yet)
+        self._pid = None            # the announced pid the machine's session has
         self.report = None          # the last acquire's Report
         self.release_report = None  # the last release's Report
 
@@ -455,27 +459,19 @@ class _LockBase:
     # The steps the blocking and the asyncio lock share around their drive.
 
     def _tell_session(self, m):
-        """advlock_set_session before every operation: the connection's
-        announced pid and the token. Before its first operation a machine
-        takes over what another lock on the connection learned of its
-        server session, token included, or else draws a token of its own
-        (see _session: a token is checked once)."""
+        """advlock_set_session before the machine's first operation, or
+        when the connection announces another pid: the connection's checked
+        value, or a fresh one with a token of its own (see _session: a
+        token is checked once). In between, the machine keeps its copy and
+        what its session row found."""
         client = self._client
         m.refused = None
-        if self._token == 0:
-            # Only before the machine's first operation: never over one
-            # under way (a second, concurrent call is the core's EMISUSE).
-            state = client.state
-            template = state.template
-            if template is not None:
-                m.copy_from(template)
-                m.set_options(self.options)
-                self._token = state.token
-            else:
-                self._token = new_token()
         pid = client.pid()
-        if _set_session(m._m, pid, self._token):
-            m.set_session(pid, self._token)  # raises CallError
+        if pid != self._pid:
+            session = client.state.value_for(pid)
+            if _set_session(m._m, session):
+                m.set_session(session)  # raises CallError
+            self._pid = pid
 
     def _start_acquiring(self):
         """Starts the machine's acquire; returns the machine."""
@@ -514,11 +510,8 @@ class _LockBase:
         return m
 
     def _ended(self, report):
-        """Raises for an outcome that is an error; else returns the report.
-        Shares what the machine learned of the session with later locks."""
+        """Raises for an outcome that is an error; else returns the report."""
         m = self._machine
-        if self._client.state.template is None:
-            self._client.state.remember(m, self._token)
         if m.refused is not None:
             raise CallError(B.ADVLOCK_EMISUSE, "A statement for lock '%s' was not sent: the"
                             " connection is busy with another operation (one operation at a"

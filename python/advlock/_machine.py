@@ -2,7 +2,6 @@
 through the library's functions. No lock logic here: this module turns
 Python values into the core's inputs and its reports into Python values."""
 
-import ctypes
 import enum
 import time
 from ctypes import byref, c_int64, create_string_buffer, pointer
@@ -103,6 +102,9 @@ class Sql(enum.IntEnum):
 SQL_TEXT = tuple(_lib.advlock_sql_text(i).decode() for i in range(B.SQL_COUNT))
 SQL_ANSWER = tuple(_lib.advlock_sql_answer(i) for i in range(B.SQL_COUNT))
 SQL_PARAMS = tuple(_lib.advlock_sql_params(i) for i in range(B.SQL_COUNT))
+# The guarded statements (advlock_sql_guarded): they answer NULL off the
+# connection's claimed server session.
+SQL_GUARDED = tuple(bool(_lib.advlock_sql_guarded(i)) for i in range(B.SQL_COUNT))
 
 
 def params(action):
@@ -315,7 +317,7 @@ class Machine:
     machine is unchanged). A failing result's words are kept in
     .server_message for the report's sentence."""
 
-    __slots__ = ("_m", "server_message", "session_checked", "refused")
+    __slots__ = ("_m", "server_message", "refused")
 
     def __init__(self, options=None):
         self._m = B.MachineStorage()
@@ -324,9 +326,6 @@ class Machine:
         # A driver's words when its client refused to send a statement on a
         # connection busy with another operation (fed as a server error).
         self.refused = None
-        # True once a session row was fed: the machine then knows the
-        # server session, and a copy of it knows it too.
-        self.session_checked = False
         if options is not None:
             self.set_options(options)
 
@@ -334,17 +333,17 @@ class Machine:
         """advlock_set_options (between operations)."""
         _check(_lib.advlock_set_options(self._m, byref(options.to_c())))
 
-    def set_session(self, client_pid, token):
-        """advlock_set_session: the connection's announced backend pid (0 if
-        unknown) and its nonzero 64-bit token (between operations)."""
-        _check(_lib.advlock_set_session(self._m, client_pid, token))
+    def set_session(self, session):
+        """advlock_set_session: hands the machine a copy of a connection's
+        session value (a _binding.Session; between operations)."""
+        _check(_lib.advlock_set_session(self._m, session))
 
-    def copy_from(self, other):
-        """Takes over everything another idle machine knows (what it learned
-        of its connection's server session too), then this one's options
-        are set again by the caller: a machine may be copied at any time."""
-        ctypes.memmove(ctypes.addressof(self._m), ctypes.addressof(other), ctypes.sizeof(other))
-        self.session_checked = True
+    def session(self):
+        """advlock_get_session: a copy of the machine's session value, with
+        what the session row found."""
+        out = B.Session()
+        _check(_lib.advlock_get_session(self._m, out))
+        return out
 
     def start_acquire(self, name, timeout_ms, now=None):
         """advlock_start_acquire with the time now; name is str or bytes."""
@@ -412,7 +411,6 @@ class Machine:
         """advlock_on_session with the row of the session query."""
         _check(_lib.advlock_on_session(self._m, int(server_pid or 0), 1 if in_recovery else 0,
                                          1 if ours else 0, now_ms() if now is None else now))
-        self.session_checked = True
 
     def on_timer(self, now=None):
         """advlock_on_timer with the time now (early calls are harmless)."""

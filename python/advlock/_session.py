@@ -1,26 +1,22 @@
 """What the locks on one connection share about its server session.
 
-The core checks the server session once per connection it is told of
-(advlock_set_session): one ADVLOCK_SQL_SESSION row learns whether the
-server is a standby and whether a proxy stands between (the server
-session's pid differs from the one announced at connect), and behind a
-proxy claims the server session with the machine's token. Every lock
-object has its own machine, so the facts are kept here, per connection:
+The core checks the server session once per session value it is given
+(advlock_session, docs/design.md "The server session check"): one
+ADVLOCK_SQL_SESSION row learns whether the server is a standby and whether
+a proxy stands between, and behind a proxy claims the server session with
+the value's token. Every lock object has its own machine, so the checked
+value is kept here, per connection, and handed to each machine:
 
-- the token the check claimed with: one check per token, since behind a
-  transaction pooler one token checked twice would claim two server
-  sessions (a release landing on the other would find nothing to unlock
-  there, and the lock would stay); the locks that copy the checked machine
-  (below) use its token, and a lock whose first operation starts before any
-  check has ended draws a token of its own (its claim may then be refused,
-  loudly: ADVLOCK_ESESSION);
-- whether a proxy is in between, for the drivers, which then send no named
-  prepared statement (a transaction-pooling proxy runs each statement on
-  whichever server session is free, where another client's statement may
-  hold the same name);
-- a copy of a machine that has checked the session, which a lock created
-  later on the same connection starts from (a machine may be copied), so
-  that the check is one round trip per connection, not per lock object.
+- one check per token: behind a transaction pooler one token checked twice
+  could claim two server sessions (a release landing on the other would
+  find nothing to unlock there, and the lock would stay). A lock copies the
+  connection's checked value, token included; a lock whose first operation
+  starts before any check has ended gets a fresh value with a token of its
+  own (its claim may then be refused, loudly: ADVLOCK_ESESSION);
+- whether a proxy is in between (the value's proxied), for the drivers,
+  which then send no named prepared statement (a transaction-pooling proxy
+  runs each statement on whichever server session is free, where another
+  client's statement may hold the same name).
 """
 
 import os
@@ -36,21 +32,35 @@ def new_token():
 
 
 class ConnSession:
-    """One connection's checked machine, its token and the proxy fact."""
+    """One connection's checked session value (a _binding.Session), once a
+    lock's session row has answered."""
 
-    __slots__ = ("token", "proxied", "template", "__weakref__")
+    __slots__ = ("value", "__weakref__")
 
     def __init__(self):
-        self.token = 0        # the template's token
-        self.proxied = None   # unknown until a session row says
-        self.template = None  # B.MachineStorage of a machine that checked
+        self.value = None
 
-    def remember(self, machine, token):
-        """Keeps a copy of an idle machine that has checked the session
-        with token, for the locks made on the connection later."""
-        if self.template is None and machine.session_checked:
-            self.token = token  # first: a reader that sees the template sees it
-            self.template = B.MachineStorage.from_buffer_copy(machine._m)
+    @property
+    def proxied(self):
+        """True behind a proxy, False direct, None until a row has said."""
+        value = self.value
+        return None if value is None else bool(value.proxied)
+
+    def value_for(self, pid):
+        """A session value for a lock's machine on the connection, which
+        announced pid: a copy of the checked one, or a fresh one with a
+        token of its own."""
+        value = self.value
+        if value is not None and value.client_pid == pid:
+            return B.Session.from_buffer_copy(value)
+        fresh = B.Session()
+        B.core.advlock_session_init(fresh, pid, new_token())
+        return fresh
+
+    def remember(self, value):
+        """Keeps the first checked value, for the locks made later."""
+        if value.checked and (self.value is None or self.value.client_pid != value.client_pid):
+            self.value = value
 
 
 _by_conn = weakref.WeakKeyDictionary()
@@ -74,18 +84,12 @@ def for_connection(conn):
 
 
 class SessionRow:
-    """The session query's answer, fed to advlock_on_session."""
+    """The session query's answer, fed to advlock_on_session; shared: the
+    ConnSession of the connection it came from, which keeps the value the
+    machine then holds."""
 
-    __slots__ = ("pid", "in_recovery", "ours")
+    __slots__ = ("shared", "pid", "in_recovery", "ours")
 
-    def __init__(self, pid, in_recovery, ours):
-        self.pid, self.in_recovery, self.ours = pid, in_recovery, ours
-
-
-def session_row(state, announced_pid, pid, in_recovery, ours):
-    """The answer for a session row, after noting in state whether a proxy
-    is in between, by the machine's own test: the server session's pid is
-    not the announced one, or either is unknown (0)."""
-    pid = int(pid or 0)
-    state.proxied = pid == 0 or pid != announced_pid
-    return SessionRow(pid, bool(in_recovery), bool(ours))
+    def __init__(self, shared, pid, in_recovery, ours):
+        self.shared = shared
+        self.pid, self.in_recovery, self.ours = int(pid or 0), bool(in_recovery), bool(ours)

@@ -29,8 +29,8 @@ import asyncpg
 from . import _binding as B
 from ._asyncpg_cancel import send_cancel
 from ._loop import AsyncLock, Busy
-from ._machine import SQL_ANSWER, SQL_PARAMS, SQL_TEXT
-from ._session import ConnSession, session_row
+from ._machine import SQL_ANSWER, SQL_GUARDED, SQL_PARAMS, SQL_TEXT
+from ._session import ConnSession, SessionRow
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
@@ -52,7 +52,7 @@ _PREPARED_TEXT = tuple(_PARAM.sub(r"$\1::int8", t) if n > 1 else t
 _COPY_TEXT = tuple(_PARAM.sub(r"'%(p\1)d'::int8", t.replace("%", "%%")) for t in SQL_TEXT)
 # The session row and the guarded rows: the ones that read the claim, sent
 # as COPY wherever the connection is thought to be.
-_CLAIM_ROWS = frozenset(i for i, t in enumerate(SQL_TEXT) if "advlock.session" in t)
+_CLAIM_ROWS = frozenset(i for i, guarded in enumerate(SQL_GUARDED) if guarded) | {B.SQL_SESSION}
 # COPY's text format escapes a backslash and these control characters.
 _UNESCAPE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _ESCAPED = re.compile(r"\\(.)")
@@ -150,7 +150,7 @@ class Client:
         value = rows[0][0] if rows else None
         if kind == _SESSION:
             pid, in_recovery, ours = rows[0]
-            return session_row(self.state, self.pid(), pid, in_recovery == "t", ours == "t")
+            return SessionRow(self.state, pid, in_recovery == "t", ours == "t")
         if kind == _VOID:
             return _NULL if value is None else _TRUE
         return _TRUE if value == "t" else _FALSE if value == "f" else _NULL

@@ -31,7 +31,7 @@ from psycopg.types.numeric import Int8BinaryDumper
 from . import _binding as B
 from ._loop import AsyncLock, Lock
 from ._machine import SQL_ANSWER, SQL_TEXT
-from ._session import for_connection, session_row
+from ._session import SessionRow, for_connection
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
@@ -74,7 +74,7 @@ def _one(sql, row, client):
     if kind == _VOID:
         return _NULL if value is None else _TRUE
     if kind == _SESSION:
-        return session_row(client.state, client.pid(), *row)
+        return SessionRow(client.state, *row)
     return _TRUE if value is True else _FALSE if value is False else _NULL
 
 

@@ -138,7 +138,7 @@ def test_transaction_mode_statements_that_hop_fail_with_server_session_error(fla
         a, b, lk, r = await _two_clients_one_holding(flavour, "pgb-tx")
         # Hold the holder's own server session in another client's
         # transaction: its next statements must run on another one.
-        pin = await _pin_server_session_of(lk._token)
+        pin = await _pin_server_session_of(lk._machine.session().token)
         if pin is None:
             pytest.skip("PgBouncer gave the pin another server session")
         # Another client: never a holder while the first one holds.

@@ -14,6 +14,13 @@ from conftest import holds, need_server
 S = advlock.Sql
 
 
+def session(pid, token):
+    """A fresh advlock_session value."""
+    s = advlock._binding.Session()
+    assert advlock._binding.core.advlock_session_init(s, pid, token) == 0
+    return s
+
+
 async def recorded_lock(flavour, name):
     """A new direct connection and a lock on it whose statements are recorded."""
     conn = await connect(flavour)
@@ -91,15 +98,18 @@ def test_locks_on_a_connection_share_the_checked_token(flavour):
         await call(first.acquire)
         await call(first.release)
         state = first._client.state
-        assert first._token == state.token != 0
+        token = first._machine.session().token
+        assert token == state.value.token != 0
         later = advlock.lock(a, "y", timeout=0)
+        rec = Recording(later)
         await call(later.acquire)
         await call(later.release)
-        assert later._token == first._token  # copied with the checked machine
+        assert later._machine.session().token == token  # the checked value, copied
+        assert rec.sql == [S.TRY_LOCK, S.UNLOCK]
         other = advlock.lock(b, "x", timeout=0)
         await call(other.acquire)
         await call(other.release)
-        assert other._token != first._token
+        assert other._machine.session().token != token
         await close(a)
         await close(b)
     asyncio.run(main())
@@ -107,7 +117,7 @@ def test_locks_on_a_connection_share_the_checked_token(flavour):
 
 def test_a_token_is_checked_once():
     # Two locks whose first operations start before any check has ended
-    # (no checked machine to copy yet) draw tokens of their own: one token
+    # (no checked value to copy yet) draw tokens of their own: one token
     # checked twice could claim two server sessions behind a pooler.
     class Client:
         state = _session.ConnSession()
@@ -118,8 +128,18 @@ def test_a_token_is_checked_once():
     one._start_acquiring()
     two._start_acquiring()
     assert one._machine.next_action().sql == two._machine.next_action().sql == S.SESSION
-    assert one._token != two._token and 0 not in (one._token, two._token)
-    assert one._machine.next_action().param == advlock._binding.c_int64(one._token).value
+    t1, t2 = one._machine.session().token, two._machine.session().token
+    assert t1 != t2 and 0 not in (t1, t2)
+    assert one._machine.next_action().param == advlock._binding.c_int64(t1).value
+    # The first row to answer gives the connection its value; a lock made
+    # later starts from it, with no row of its own.
+    advlock._loop._feed(one._machine, _session.SessionRow(Client.state, 9001, False, True))
+    advlock._loop._feed(two._machine, _session.SessionRow(Client.state, 4242, False, True))
+    assert Client.state.value.token == t1 and Client.state.proxied is True
+    three = advlock.Lock(Client(), "c", 0)
+    three._start_acquiring()
+    assert three._machine.next_action().sql == S.TRY_LOCK_GUARDED
+    assert three._machine.session().token == t1
 
 
 @need_server
@@ -160,7 +180,7 @@ def test_session_failures_raise_their_own_errors():
     # A machine in virtual time, told of a connection behind a proxy (the
     # session row's pid differs) whose server session another client claimed.
     m = advlock.Machine()
-    m.set_session(4242, 77)
+    m.set_session(session(4242, 77))
     m.start_acquire("jobs", 1000, now=0)
     a = m.next_action()
     assert (a.sql, a.param) == (S.SESSION, 77)
@@ -177,7 +197,7 @@ def test_session_failures_raise_their_own_errors():
         in str(info.value)
 
     m = advlock.Machine()
-    m.set_session(1001, 78)
+    m.set_session(session(1001, 78))
     m.start_acquire("jobs", 1000, now=0)
     m.on_session(1001, True, True, now=1)
     with pytest.raises(advlock.StandbyError) as info:

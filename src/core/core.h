@@ -18,9 +18,6 @@ advlock_sql advlock_sql_for_unlock(advlock_mode mode, int guarded);
  * connection is behind a proxy). */
 advlock_sql advlock_sql_for_held(advlock_mode mode, advlock_scope scope, int guarded);
 
-/* 1 for the rows that answer NULL off the connection's claimed session. */
-int advlock_sql_guarded(advlock_sql sql);
-
 /* 1 for the verify's rows (ADVLOCK_SQL_HELD and its forms). */
 int advlock_sql_verifies(advlock_sql sql);
 

@@ -34,8 +34,6 @@ enum step {
 };
 enum cancel { CANCEL_NONE, CANCEL_PENDING };
 enum option_flag { CLIP_TO_DEADLINE = 1, DIAGNOSE = 2, ALLOW_STANDBY = 4 };
-/* What the session query found; 0: nothing known (yet). */
-enum session_fact { CHECKED = 1, PROXIED = 2, CLAIMED = 4, STANDBY = 8 };
 
 /* The reference's schedule: Task.Delay(delayMs), then
  * delayMs = Math.Min(delayMs * 2, 1000), starting from 100.
@@ -121,7 +119,7 @@ static int option(const advlock_machine *m, enum option_flag flag)
 /* Behind a proxy every session-scoped statement is a guarded one. */
 static int guarded(const advlock_machine *m)
 {
-    return (m->session_ & PROXIED) != 0;
+    return m->session_.proxied;
 }
 
 /* deadline: when to call on_timer if no answer has come (INT64_MAX: never). */
@@ -303,17 +301,38 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
     return 0;
 }
 
-int advlock_set_session(advlock_machine *m, int client_pid, uint64_t token)
+int advlock_session_init(advlock_session *s, int client_pid, uint64_t token)
 {
-    if (m == NULL || token == 0)
+    if (s == NULL || token == 0)
+        return ADVLOCK_EINVAL;
+    memset(s, 0, sizeof *s);
+    s->token = token;
+    s->client_pid = client_pid;
+    return 0;
+}
+
+/* Each fact is a boolean byte: anything else is not a value the machine or
+ * advlock_session_init() wrote. */
+static int facts_valid(const advlock_session *s)
+{
+    return (s->checked | s->proxied | s->claimed | s->standby) <= 1;
+}
+
+int advlock_set_session(advlock_machine *m, const advlock_session *s)
+{
+    if (m == NULL || s == NULL || s->token == 0 || !facts_valid(s))
         return ADVLOCK_EINVAL;
     if (busy(m))
         return ADVLOCK_EMISUSE;
-    if (m->session_token_ != token || m->client_pid_ != client_pid) {
-        m->session_token_ = token;
-        m->client_pid_ = client_pid;
-        m->session_ = 0;
-    }
+    m->session_ = *s;
+    return 0;
+}
+
+int advlock_get_session(const advlock_machine *m, advlock_session *out)
+{
+    if (m == NULL || out == NULL)
+        return ADVLOCK_EINVAL;
+    *out = m->session_;
     return 0;
 }
 
@@ -333,10 +352,10 @@ static advlock_sql single_statement(const advlock_machine *m)
 static void begin(advlock_machine *m)
 {
     int session_scope = m->scope_ == ADVLOCK_SESSION;
-    if (m->op_ == ACQUIRE && (m->session_ & STANDBY) && !option(m, ALLOW_STANDBY)) {
+    if (m->op_ == ACQUIRE && m->session_.standby && !option(m, ALLOW_STANDBY)) {
         m->report_.sql = ADVLOCK_SQL_SESSION;
         finish(m, ADVLOCK_FAILED, ADVLOCK_ESTANDBY, ADVLOCK_DETAIL_NONE);
-    } else if (session_scope && guarded(m) && !(m->session_ & CLAIMED)) {
+    } else if (session_scope && guarded(m) && !m->session_.claimed) {
         m->report_.sql = m->op_ == ACQUIRE ? ADVLOCK_SQL_SESSION : single_statement(m);
         finish(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     } else if (m->op_ == ACQUIRE) {
@@ -377,7 +396,7 @@ static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms
     r->holder_application[0] = '\0';
     if (op == RELEASE && m->scope_ == ADVLOCK_TRANSACTION)
         finish(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0, ADVLOCK_DETAIL_NONE);
-    else if (m->session_token_ != 0 && !(m->session_ & CHECKED))
+    else if (m->session_.token != 0 && !m->session_.checked)
         issue_query(m, STEP_SESSION, ADVLOCK_SQL_SESSION, INT64_MAX);
     else
         begin(m);
@@ -639,9 +658,11 @@ int advlock_on_session(advlock_machine *m, int server_pid, int in_recovery, int 
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
     /* A proxy shows the client a pid of its own; 0 (unknown) counts as one. */
-    m->session_ =
-        (uint8_t)(CHECKED | (server_pid != m->client_pid_ || server_pid == 0 ? PROXIED : 0)
-                  | (ours ? CLAIMED : 0) | (in_recovery ? STANDBY : 0));
+    advlock_session *s = &m->session_;
+    s->checked = 1;
+    s->proxied = server_pid != s->client_pid || server_pid == 0;
+    s->claimed = ours != 0;
+    s->standby = in_recovery != 0;
     if (m->cancel_ == CANCEL_PENDING)
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
     else
@@ -744,7 +765,7 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
  * guarded statement's token. */
 static void set_params(const advlock_machine *m, advlock_action *a)
 {
-    int64_t token = (int64_t)m->session_token_;
+    int64_t token = (int64_t)m->session_.token;
     if (a->sql == ADVLOCK_SQL_SESSION) {
         a->param = token;
         return;

@@ -90,10 +90,14 @@ static void after_acquire(sim_world *world, sim_client *cl, advlock_prng *p,
         next->pause_ms += advlock_sim_command_ms(world); /* 0 without a model */
     } else if (transactional(cl)) {
         next->kind = ADVLOCK_SIM_ROLLBACK; /* whatever went wrong, end the block */
-    } else if (last->report.outcome == ADVLOCK_FAILED && last->report.failure != ADVLOCK_ECONNLOST
-               && (last->cancel_sent || cl->options_.wait == ADVLOCK_WAIT_SERVER)) {
+    } else if (last->report.outcome == ADVLOCK_FAILED
+               && (last->report.failure == ADVLOCK_ESESSION
+                   || (last->report.failure != ADVLOCK_ECONNLOST
+                       && (last->cancel_sent || cl->options_.wait == ADVLOCK_WAIT_SERVER)))) {
         /* Undoing a grant that came after the cancel or the deadline may
-         * have failed or got NULL: the lock may still be held. */
+         * have failed or got NULL: the lock may still be held; and a
+         * connection that cannot reach its claimed server session is unfit
+         * for session locks. A new connection. */
         reset(next);
     } else {
         end_cycle(cl, p, next);
@@ -109,8 +113,11 @@ static void after_release(sim_client *cl, advlock_prng *p, const advlock_sim_don
              && ++cl->release_tries_ < 3)
         release(cl, next); /* the unlock was not applied: the lock is still held */
     else if (last->report.outcome == ADVLOCK_NOT_HELD
-             || (last->report.outcome == ADVLOCK_FAILED && last->report.failure == ADVLOCK_ESERVER))
-        reset(next); /* NULL read as "not held", or tries spent: the hold may remain */
+             || (last->report.outcome == ADVLOCK_FAILED
+                 && (last->report.failure == ADVLOCK_ESERVER
+                     || last->report.failure == ADVLOCK_ESESSION)))
+        reset(next); /* NULL read as "not held", tries spent, or the lock left on a server
+                        session the connection no longer reaches: the hold may remain */
     else
         end_cycle(cl, p, next);
 }

@@ -15,7 +15,10 @@
  * after a wait's 57014, asked for or not, or 55P03, either of which may hide
  * one), holder diagnostics, and every outcome's
  * report: outcome, failure, detail, failing statement, SQLSTATE, key,
- * timeout, elapsed time, attempts and holder facts. It compares facts, never
+ * timeout, elapsed time, attempts and holder facts. With a session value
+ * given (advlock_set_session), the session row first, once per value; then
+ * behind a proxy the guarded rows with the token, refusals with nothing
+ * sent, and a guarded statement's NULL as ESESSION. It compares facts, never
  * sentences (advlock_describe() words them, and the core's tests check its
  * bytes). Written from the design record and the header's contract, not from
  * the core's code, so that a wrong core shows up as a disagreement.
@@ -25,8 +28,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* P_LOCK: a try; P_WAIT: a server-side wait. */
-enum { P_IDLE, P_LOCK, P_SLEEP, P_UNLOCK, P_UNDO, P_DIAGNOSE, P_WAIT };
+/* P_LOCK: a try; P_WAIT: a server-side wait; P_SESSION: the session row. */
+enum { P_IDLE, P_LOCK, P_SLEEP, P_UNLOCK, P_UNDO, P_DIAGNOSE, P_WAIT, P_SESSION };
+enum { OP_ACQUIRE = 1, OP_RELEASE = 2 };
 
 int64_t advlock_sim_policy_sleep(uint64_t n)
 {
@@ -39,6 +43,11 @@ int64_t advlock_sim_policy_sleep(uint64_t n)
 void advlock_sim_policy_seed(sim_client *cl, uint64_t jitter_seed)
 {
     cl->policy_jitter_ = jitter_seed;
+}
+
+void advlock_sim_policy_new_session(sim_client *cl)
+{
+    cl->policy_checked_ = cl->policy_proxied_ = cl->policy_claimed_ = cl->policy_standby_ = 0;
 }
 
 /* The generator the options name: splitmix64 (Steele, Lea, Flood). */
@@ -91,21 +100,34 @@ static int waits_on_server(const sim_client *cl)
     return opts(cl)->wait == ADVLOCK_WAIT_SERVER && cl->step_.timeout_ms > 0;
 }
 
-/* wait: the server-side wait's statement rather than the try. */
+/* Behind a proxy a session-scoped statement runs only on the claimed
+ * server session: its guarded form. A transaction stays on one server
+ * session, so its rows are never guarded. */
+static int guarded(const sim_client *cl)
+{
+    return cl->policy_proxied_ && !xact(cl);
+}
+
+/* wait: the server-side wait's statement rather than the try. The third
+ * index: session scope, transaction scope, session scope guarded. */
 static advlock_sql lock_statement(const sim_client *cl, int wait)
 {
-    static const advlock_sql by[2][2][2] = {
-        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK},
-         {ADVLOCK_SQL_TRY_LOCK_SHARED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED}},
-        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK},
-         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED}},
+    static const advlock_sql by[2][2][3] = {
+        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_SQL_TRY_LOCK_GUARDED},
+         {ADVLOCK_SQL_TRY_LOCK_SHARED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED,
+          ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED}},
+        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK, ADVLOCK_SQL_LOCK_GUARDED},
+         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED, ADVLOCK_SQL_LOCK_SHARED_GUARDED}},
     };
-    return by[wait][opts(cl)->mode == ADVLOCK_SHARED][xact(cl)];
+    return by[wait][opts(cl)->mode == ADVLOCK_SHARED][guarded(cl) ? 2 : xact(cl)];
 }
 
 static advlock_sql unlock_statement(const sim_client *cl)
 {
-    return opts(cl)->mode == ADVLOCK_SHARED ? ADVLOCK_SQL_UNLOCK_SHARED : ADVLOCK_SQL_UNLOCK;
+    int shared = opts(cl)->mode == ADVLOCK_SHARED;
+    if (cl->policy_proxied_)
+        return shared ? ADVLOCK_SQL_UNLOCK_SHARED_GUARDED : ADVLOCK_SQL_UNLOCK_GUARDED;
+    return shared ? ADVLOCK_SQL_UNLOCK_SHARED : ADVLOCK_SQL_UNLOCK;
 }
 
 static const char *policy_name(const sim_client *cl)
@@ -129,12 +151,14 @@ static expected done(advlock_outcome outcome, advlock_detail detail)
     return (expected){ADVLOCK_ACTION_DONE, 0, 0, 0, 0, outcome, 0, detail};
 }
 
-/* The statement in flight failed: r says how. */
+/* The statement in flight failed: r says how. A guarded statement's NULL
+ * says it reached a server session this connection did not claim. */
 static expected failure(const sim_client *cl, advlock_sql sql, advlock_result r)
 {
     expected e = done(ADVLOCK_FAILED, ADVLOCK_DETAIL_NONE);
     e.failure = r == ADVLOCK_RESULT_SERVER_ERROR      ? ADVLOCK_ESERVER
                 : r == ADVLOCK_RESULT_CONNECTION_LOST ? ADVLOCK_ECONNLOST
+                : advlock_sql_guarded(sql)            ? ADVLOCK_ESESSION
                                                       : ADVLOCK_ENULL;
     e.sql = sql;
     /* A failed undo leaves the grant in doubt, unless the session (and the
@@ -164,6 +188,7 @@ static expected current(const sim_client *cl)
     case P_UNLOCK:
     case P_UNDO: return query(unlock_statement(cl), INT64_MAX);
     case P_DIAGNOSE: return query(ADVLOCK_SQL_HOLDERS, INT64_MAX);
+    case P_SESSION: return query(ADVLOCK_SQL_SESSION, INT64_MAX);
     default: return done(ADVLOCK_FAILED, ADVLOCK_DETAIL_NONE); /* idle: nothing should happen */
     }
 }
@@ -263,8 +288,10 @@ static expected after_lock(sim_client *cl, advlock_result r, const char *sqlstat
             return wait_on_server(cl);
         return sleep_next(cl);
     case ADVLOCK_RESULT_NULL:
-        return cl->policy_cancel_ ? done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE)
-                                  : failure(cl, cl->policy_sql_, r);
+        /* A guarded NULL is no answer to a cancel: the connection is unfit. */
+        return cl->policy_cancel_ && !advlock_sql_guarded(cl->policy_sql_)
+                   ? done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE)
+                   : failure(cl, cl->policy_sql_, r);
     case ADVLOCK_RESULT_SERVER_ERROR: {
         /* A wait's 57014 or 55P03: the cancel this machine asked for (the
          * caller's, or the grace after the deadline), the wait's own
@@ -328,10 +355,14 @@ static expected after_result(sim_client *cl, advlock_result r, const char *sqlst
     case P_DIAGNOSE:
         /* Rows come through on_holders; a failed query still times out. */
         return done(ADVLOCK_TIMED_OUT, ADVLOCK_DETAIL_DIAGNOSIS_FAILED);
+    case P_SESSION:
+        /* The row comes through on_session; a failed query fails. */
+        return failure(cl, ADVLOCK_SQL_SESSION, r);
     default: /* P_UNLOCK */
         if (r == ADVLOCK_RESULT_TRUE)
             return done(ADVLOCK_RELEASED, ADVLOCK_DETAIL_NONE);
-        if (r == ADVLOCK_RESULT_FALSE || r == ADVLOCK_RESULT_NULL)
+        if (r == ADVLOCK_RESULT_FALSE
+            || (r == ADVLOCK_RESULT_NULL && !advlock_sql_guarded(unlock_statement(cl))))
             return done(ADVLOCK_NOT_HELD, ADVLOCK_DETAIL_NONE);
         return failure(cl, unlock_statement(cl), r);
     }
@@ -358,7 +389,9 @@ static expected on_cancel(sim_client *cl)
 {
     if (cl->policy_state_ == P_SLEEP)
         return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
-    if ((cl->policy_state_ == P_LOCK || cl->policy_state_ == P_WAIT) && !cl->policy_cancel_) {
+    if ((cl->policy_state_ == P_LOCK || cl->policy_state_ == P_WAIT
+         || cl->policy_state_ == P_SESSION)
+        && !cl->policy_cancel_) {
         cl->policy_cancel_ = 1;
         /* A server-side wait could last forever: it must be cancelled, once. */
         if (cl->policy_state_ == P_WAIT && !cl->policy_deadline_passed_) {
@@ -367,6 +400,55 @@ static expected on_cancel(sim_client *cl)
         }
     }
     return current(cl);
+}
+
+/* The operation's first statement, once the session is known: a standby
+ * refuses acquires, and behind a proxy a session-scoped operation needs the
+ * claimed server session; a refusal sends nothing, and names the statement
+ * it did not send (an acquire: the session row). */
+static expected begin(sim_client *cl)
+{
+    int acquire = cl->policy_op_ == OP_ACQUIRE;
+    if (acquire && cl->policy_standby_ && !opts(cl)->allow_standby) {
+        expected e = done(ADVLOCK_FAILED, ADVLOCK_DETAIL_NONE);
+        e.failure = ADVLOCK_ESTANDBY;
+        e.sql = ADVLOCK_SQL_SESSION;
+        return e;
+    }
+    if (guarded(cl) && !cl->policy_claimed_) {
+        expected e = done(ADVLOCK_FAILED, ADVLOCK_DETAIL_NONE);
+        e.failure = ADVLOCK_ESESSION;
+        e.sql = acquire ? ADVLOCK_SQL_SESSION : unlock_statement(cl);
+        return e;
+    }
+    if (acquire)
+        return attempt(cl);
+    cl->policy_state_ = P_UNLOCK;
+    return current(cl);
+}
+
+/* A session value not checked yet: its row comes first. */
+static expected first_statement(sim_client *cl)
+{
+    if (cl->session_value_.token != 0 && !cl->policy_checked_) {
+        cl->policy_state_ = P_SESSION;
+        return current(cl);
+    }
+    return begin(cl);
+}
+
+/* The row: a proxy shows the client a pid of its own (0, unknown, counts
+ * as one); then the operation begins, unless it was cancelled meanwhile. */
+static expected on_session(sim_client *cl)
+{
+    int pid = cl->session_row_.pid;
+    cl->policy_checked_ = 1;
+    cl->policy_proxied_ = pid != cl->session_value_.client_pid || pid == 0;
+    cl->policy_claimed_ = cl->session_row_.ours != 0;
+    cl->policy_standby_ = cl->session_row_.in_recovery != 0;
+    if (cl->policy_cancel_)
+        return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
+    return begin(cl);
 }
 
 static expected start_acquire(sim_client *cl, int64_t reading)
@@ -383,7 +465,8 @@ static expected start_acquire(sim_client *cl, int64_t reading)
         reading > INT64_MAX - cl->step_.timeout_ms ? INT64_MAX : reading + cl->step_.timeout_ms;
     cl->policy_deadline_ =
         deadline > INT64_MAX - ADVLOCK_WAIT_GRACE_MS ? INT64_MAX : deadline + ADVLOCK_WAIT_GRACE_MS;
-    return attempt(cl);
+    cl->policy_op_ = OP_ACQUIRE;
+    return first_statement(cl);
 }
 
 static expected advance(sim_client *cl, enum policy_input input, advlock_result r,
@@ -396,11 +479,12 @@ static expected advance(sim_client *cl, enum policy_input input, advlock_result 
     case IN_START_RELEASE:
         cl->policy_start_ = cl->policy_reading_ = reading;
         cl->policy_attempts_ = 0;
+        cl->policy_cancel_ = 0;
         cl->policy_sqlstate_[0] = '\0';
         if (xact(cl))
             return done(ADVLOCK_ENDS_WITH_TRANSACTION, ADVLOCK_DETAIL_NONE);
-        cl->policy_state_ = P_UNLOCK;
-        return current(cl);
+        cl->policy_op_ = OP_RELEASE;
+        return first_statement(cl);
     case IN_RESULT: return after_result(cl, r, sqlstate);
     case IN_TIMER: return on_timer(cl);
     case IN_CANCEL: return on_cancel(cl);
@@ -410,6 +494,7 @@ static expected advance(sim_client *cl, enum policy_input input, advlock_result 
                                  ? INT64_MAX
                                  : cl->policy_reading_ + CANCEL_REPEAT_MS;
         return current(cl);
+    case IN_SESSION: return on_session(cl);
     default: /* IN_HOLDERS */ return done(ADVLOCK_TIMED_OUT, ADVLOCK_DETAIL_DIAGNOSED);
     }
 }
@@ -542,6 +627,27 @@ static int check_live_report(const sim_client *cl, const advlock_report *r, char
     return 0;
 }
 
+/* $1 the key (the session row's: the token), then a wait's bound, then a
+ * guarded statement's token. */
+static int check_params(const sim_client *cl, const advlock_action *a, char *why, size_t size)
+{
+    int64_t token = (int64_t)cl->session_value_.token;
+    if (a->sql == ADVLOCK_SQL_SESSION)
+        return a->param == token
+                   ? 0
+                   : mismatch(why, size, "the session row's token ($1)", token, a->param);
+    if (a->param != cl->key_)
+        return mismatch(why, size, "query parameter (the lock key)", cl->key_, a->param);
+    int64_t guard = advlock_sql_guarded(a->sql) ? token : 0;
+    int64_t bound = cl->policy_state_ == P_WAIT ? cl->policy_bound_ : 0;
+    int64_t second = bound != 0 ? bound : guard, third = bound != 0 ? guard : 0;
+    if (a->param2 != second)
+        return mismatch(why, size, "the wait's bound or the token ($2)", second, a->param2);
+    if (a->param3 != third)
+        return mismatch(why, size, "a guarded wait's token ($3)", third, a->param3);
+    return 0;
+}
+
 int advlock_sim_policy_check(sim_client *cl, enum policy_input input, advlock_result result,
                              const char *sqlstate, int64_t reading, const advlock_action *a,
                              char *why, size_t size)
@@ -561,11 +667,8 @@ int advlock_sim_policy_check(sim_client *cl, enum policy_input input, advlock_re
     if (e.kind == ADVLOCK_ACTION_QUERY || e.kind == ADVLOCK_ACTION_CANCEL_QUERY) {
         if (a->sql != e.sql)
             return mismatch(why, size, "statement (advlock_sql)", e.sql, a->sql);
-        if (a->param != cl->key_)
-            return mismatch(why, size, "query parameter (the lock key)", cl->key_, a->param);
-        int64_t bound = cl->policy_state_ == P_WAIT ? cl->policy_bound_ : 0;
-        if (a->param2 != bound)
-            return mismatch(why, size, "the wait's bound ($2, ms)", bound, a->param2);
+        if (check_params(cl, a, why, size) != 0)
+            return -1;
         if (a->sql_text == NULL || strcmp(a->sql_text, advlock_sql_text(e.sql)) != 0)
             return mismatch(why, size, "SQL text differs from the statement table", 0, 1);
         if (e.kind == ADVLOCK_ACTION_QUERY && a->wake_at_ms != e.wake_at_ms)

@@ -29,7 +29,8 @@ static int valid_config(const advlock_sim_config *c)
     const advlock_fake_faults *f = &c->faults;
     return l->min_ms >= 0 && l->max_ms >= l->min_ms && l->tail_max_ms >= 0
            && f->drop_detect_max_ms >= 0 && f->kill_within_ms >= 0 && f->stall_max_ms >= 0
-           && f->jump_max_ms >= 0 && c->max_virtual_ms > 0;
+           && f->jump_max_ms >= 0 && c->max_virtual_ms > 0
+           && (unsigned)c->sessions <= ADVLOCK_SIM_SESSIONS_PROXIED;
 }
 
 int advlock_sim_init(advlock_sim *handle, const advlock_sim_config *config)

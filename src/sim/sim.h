@@ -28,7 +28,8 @@ typedef struct sim_client {
     int session_; /* open, killed (the client not told yet), or lost */
     advlock_fake_clock clock_;
     advlock_machine machine_;
-    advlock_options options_; /* as the machine has them (derived jitter seed) */
+    advlock_options options_;       /* as the machine has them (derived jitter seed) */
+    advlock_session session_value_; /* the driver's, as a driver keeps one per connection */
     /* the step under way */
     int busy_; /* an operation or a transaction statement */
     uint64_t op_serial_;
@@ -47,6 +48,11 @@ typedef struct sim_client {
     const char *query_text_;
     int query_is_lock_;      /* one of the machine's lock statements */
     int64_t query_bound_ms_; /* a bounded wait's $2 (lock_timeout, ms), else 0 */
+    int64_t query_params_[3];
+    int query_nparams_; /* the machine's statement's bigints; 0 for a command */
+    struct {
+        int pid, in_recovery, ours;
+    } session_row_; /* a session row on its way back */
     int64_t arrive_ms_, deliver_ms_, return_ms_;
     uint64_t wait_serial_;
     advlock_result result_;
@@ -75,6 +81,9 @@ typedef struct sim_client {
     int unsure_;          /* may hold what it does not know about, until it reconnects */
     /* the independent policy model (policy.c) */
     int policy_state_, policy_cancel_, policy_deadline_passed_, policy_cancelling_;
+    int policy_op_;                       /* the operation: acquire 1, release 2 */
+    int policy_checked_, policy_proxied_; /* what the model knows of the session */
+    int policy_claimed_, policy_standby_;
     int policy_fail_after_undo_, policy_undo_reason_;
     advlock_sql policy_sql_;
     int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_, policy_deadline_;
@@ -250,11 +259,14 @@ enum policy_input {
     IN_TIMER,
     IN_CANCEL,
     IN_CANCEL_SENT,
-    IN_HOLDERS
+    IN_HOLDERS,
+    IN_SESSION /* the session row: the client's session_row_ */
 };
 
 /* Seeds the model's own jitter generator for a client's new options. */
 void advlock_sim_policy_seed(sim_client *cl, uint64_t jitter_seed);
+/* The client gave its machine a fresh session value: nothing checked yet. */
+void advlock_sim_policy_new_session(sim_client *cl);
 
 /*
  * Advances the model of what the machine must do after an input, given the
@@ -334,10 +346,9 @@ int advlock_sim_start_operation(sim_world *sim, int c);
 int advlock_sim_on_deliver(sim_world *sim, int c);
 int advlock_sim_on_wake(sim_world *sim, int c, uint64_t serial);
 int advlock_sim_on_cancel(sim_world *sim, int c, uint64_t serial);
-/* Sends a statement (the machine's, or a transaction command) on the
- * client's session with a fresh round trip; bound_ms is a bounded wait's $2
- * (0 for every other statement). */
-int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock, int64_t bound_ms);
+/* Sends a statement (the machine's action a, or with a NULL a transaction
+ * command) on the client's session with a fresh round trip. */
+int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a);
 
 /* sim_server.c: the server's side of queries, waits and cancels. */
 int advlock_sim_on_arrive(sim_world *sim, int c);

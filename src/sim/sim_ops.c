@@ -30,13 +30,21 @@ static int judge(sim_world *sim, int c, enum policy_input input, advlock_result 
 
 static int is_lock_statement(advlock_sql sql)
 {
-    return sql != ADVLOCK_SQL_UNLOCK && sql != ADVLOCK_SQL_UNLOCK_SHARED
-           && sql != ADVLOCK_SQL_HOLDERS;
+    switch (sql) {
+    case ADVLOCK_SQL_UNLOCK:
+    case ADVLOCK_SQL_UNLOCK_SHARED:
+    case ADVLOCK_SQL_UNLOCK_GUARDED:
+    case ADVLOCK_SQL_UNLOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_HOLDERS:
+    case ADVLOCK_SQL_SESSION: return 0;
+    default: return 1;
+    }
 }
 
-int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock, int64_t bound_ms)
+int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a)
 {
     sim_client *cl = &sim->clients_[c];
+    int is_lock = a != NULL && is_lock_statement(a->sql);
     if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
         return ADVLOCK_SIM_VIOLATION;
     advlock_sim_reading(sim, cl);
@@ -47,7 +55,15 @@ int advlock_sim_send(sim_world *sim, int c, const char *sql, int is_lock, int64_
     cl->query_ = QUERY_TO_SERVER;
     cl->query_text_ = sql;
     cl->query_is_lock_ = is_lock;
-    cl->query_bound_ms_ = bound_ms;
+    cl->query_nparams_ = a != NULL ? advlock_sql_params(a->sql) : 0;
+    if (a != NULL) {
+        cl->query_params_[0] = a->param;
+        cl->query_params_[1] = a->param2;
+        cl->query_params_[2] = a->param3;
+    }
+    /* The waits (the rows answering void) take their bound as $2. */
+    cl->query_bound_ms_ =
+        a != NULL && advlock_sql_answer(a->sql) == ADVLOCK_ANSWER_VOID ? a->param2 : 0;
     advlock_sim_statement_times(sim, &cl->arrive_ms_, &cl->deliver_ms_);
     cl->return_ms_ = cl->deliver_ms_ - cl->arrive_ms_;
     sim->stats_.queries++;
@@ -103,7 +119,7 @@ static int query(sim_world *sim, int c, const advlock_action *a)
     int deadline = a->wake_at_ms != INT64_MAX;
     if (cl->query_ != QUERY_NONE)
         return deadline ? arm_timer(sim, c, a->wake_at_ms, 0) : 0;
-    int rc = advlock_sim_send(sim, c, a->sql_text, is_lock_statement(a->sql), a->param2);
+    int rc = advlock_sim_send(sim, c, a->sql_text, a);
     return rc == 0 && deadline ? arm_timer(sim, c, a->wake_at_ms, 1) : rc;
 }
 
@@ -177,7 +193,8 @@ static int settle_beliefs(sim_world *sim, int c, const advlock_action *a)
     case ADVLOCK_FAILED:
         if (a->report->failure == ADVLOCK_ECONNLOST)
             advlock_sim_forget_holds(cl);
-        else if (cl->step_.kind == ADVLOCK_SIM_ACQUIRE && !cl->query_is_lock_)
+        else if (cl->step_.kind == ADVLOCK_SIM_ACQUIRE && !cl->query_is_lock_
+                 && a->report->sql != ADVLOCK_SQL_SESSION)
             cl->unsure_ = 1; /* undoing an unwanted grant failed (error or NULL): documented */
         break;
     default: break; /* TIMED_OUT, CANCELLED hold nothing new; ENDS_WITH_TRANSACTION keeps it */
@@ -251,6 +268,31 @@ static int act(sim_world *sim, int c)
     }
 }
 
+/* Before each operation, as the libpq adapter does: a server session the
+ * machine was not given yet (the first, or a reconnect's) gets a fresh
+ * value with a new token, announcing the session's pid, or behind a proxy
+ * a number of the proxy's own. The machine keeps the value between
+ * operations; the driver copies it back when the session row answers. */
+static int tell_session(sim_world *sim, int c)
+{
+    enum { PROXY_PIDS = 1000000 };
+    sim_client *cl = &sim->clients_[c];
+    if (sim->config_.sessions == ADVLOCK_SIM_SESSIONS_NONE)
+        return 0;
+    if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
+        return ADVLOCK_SIM_VIOLATION;
+    int announced =
+        sim->config_.sessions == ADVLOCK_SIM_SESSIONS_PROXIED ? cl->pid_ + PROXY_PIDS : cl->pid_;
+    if (cl->session_value_.token != 0 && cl->session_value_.client_pid == announced)
+        return 0;
+    uint64_t token = advlock_prng_next(&sim->prng_) | 1;
+    if (advlock_session_init(&cl->session_value_, announced, token) != 0
+        || advlock_set_session(&cl->machine_, &cl->session_value_) != 0)
+        return advlock_sim_record_violation(sim, c, "the machine refused a new session value");
+    advlock_sim_policy_new_session(cl);
+    return 0;
+}
+
 int advlock_sim_start_operation(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
@@ -271,6 +313,9 @@ int advlock_sim_start_operation(sim_world *sim, int c)
         sim->keys_[k] = key;
     }
     int acquire = s->kind == ADVLOCK_SIM_ACQUIRE;
+    rc = tell_session(sim, c);
+    if (rc != 0)
+        return rc;
     int64_t now_reading = advlock_sim_reading(sim, cl);
     /* The name was hashed once above; the machine takes the key. */
     rc = acquire ? advlock_start_acquire_key(&cl->machine_, key, s->timeout_ms, now_reading)
@@ -307,10 +352,28 @@ static int is_holders(const char *sql)
     return sql == advlock_sql_text(ADVLOCK_SQL_HOLDERS);
 }
 
-/* Feeds the answer to the machine: rows of the holders query, or a result. */
+/* The session row: the machine takes it, and the driver copies out the
+ * value it filled in, as the libpq adapter does. */
+static int answer_session(sim_world *sim, int c, int64_t now_reading)
+{
+    sim_client *cl = &sim->clients_[c];
+    if (advlock_on_session(&cl->machine_, cl->session_row_.pid, cl->session_row_.in_recovery,
+                           cl->session_row_.ours, now_reading)
+            != 0
+        || advlock_get_session(&cl->machine_, &cl->session_value_) != 0)
+        return advlock_sim_record_violation(sim, c,
+                                            "the machine refused the session row it had asked for");
+    return judge(sim, c, IN_SESSION, ADVLOCK_RESULT_TRUE, now_reading);
+}
+
+/* Feeds the answer to the machine: rows of the holders query, the session
+ * row, or a result. */
 static int answer_machine(sim_world *sim, int c, int64_t now_reading)
 {
     sim_client *cl = &sim->clients_[c];
+    if (cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_SESSION)
+        && cl->result_ == ADVLOCK_RESULT_TRUE)
+        return answer_session(sim, c, now_reading);
     if (is_holders(cl->query_text_) && cl->result_ == ADVLOCK_RESULT_TRUE) {
         advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
         for (size_t i = 0; i < cl->nrows_; i++)

@@ -101,9 +101,10 @@ static int apply(sim_world *sim, int c, int *waiting)
 {
     sim_client *cl = &sim->clients_[c];
     advlock_fake_result r;
-    const int64_t params[2] = {cl->key_, cl->query_bound_ms_};
-    int nparams = is_command(cl) ? 0 : cl->query_bound_ms_ > 0 ? 2 : 1;
-    if (advlock_fake_db_exec_params(&sim->db_, cl->pid_, cl->query_text_, params, nparams, &r) != 0)
+    int nparams = is_command(cl) ? 0 : cl->query_nparams_;
+    if (advlock_fake_db_exec_params(&sim->db_, cl->pid_, cl->query_text_, cl->query_params_,
+                                    nparams, &r)
+        != 0)
         return advlock_sim_record_violation(sim, c, "the fake database refused the query");
     switch (r.status) {
     case ADVLOCK_FAKE_ROW_TRUE:
@@ -120,6 +121,12 @@ static int apply(sim_world *sim, int c, int *waiting)
     case ADVLOCK_FAKE_ROW_NULL: set_result(cl, ADVLOCK_RESULT_NULL, "", ""); return 0;
     case ADVLOCK_FAKE_WAITING: *waiting = 1; return 0;
     case ADVLOCK_FAKE_ROWS: return keep_rows(sim, c);
+    case ADVLOCK_FAKE_ROW_SESSION:
+        cl->session_row_.pid = r.session_pid;
+        cl->session_row_.in_recovery = r.in_recovery;
+        cl->session_row_.ours = r.ours;
+        set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
+        return 0;
     case ADVLOCK_FAKE_COMMAND_OK: command_applied(sim, cl, &r); return 0;
     case ADVLOCK_FAKE_SERVER_ERROR:
         set_result(cl, ADVLOCK_RESULT_SERVER_ERROR, r.sqlstate, r.message);
@@ -161,12 +168,13 @@ static int drop(sim_world *sim, int c)
 }
 
 /* NULL means something only for the machine's boolean statements, an
- * injected error also for the holders query; transaction commands meet
- * only dropped connections. */
+ * injected error also for the holders query and the session row;
+ * transaction commands meet only dropped connections. */
 static enum query_fault applicable(const sim_client *cl, enum query_fault f)
 {
     if (f == FAULT_NULL
-        && (is_command(cl) || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_HOLDERS)))
+        && (is_command(cl) || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_HOLDERS)
+            || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_SESSION)))
         return FAULT_NONE;
     if (f == FAULT_ERROR && is_command(cl))
         return FAULT_NONE;

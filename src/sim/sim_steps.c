@@ -36,7 +36,7 @@ static int start_command(sim_world *sim, int c)
     cl->result_sqlstate_[0] = '\0';
     cl->result_message_[0] = '\0';
     cl->failure_message_[0] = '\0';
-    return advlock_sim_send(sim, c, command_text(cl->step_.kind), 0, 0);
+    return advlock_sim_send(sim, c, command_text(cl->step_.kind), NULL);
 }
 
 int advlock_sim_command_done(sim_world *sim, int c)

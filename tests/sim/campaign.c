@@ -9,6 +9,9 @@
  * built-in profile, src/cli/profile_default.c, scaled to the seed's
  * clients), so the invariants and the cross-compiler trace check
  * (tests/sim/same-trace.sh) cover the modelled path as well as the plain one.
+ * Seeds 2 and 4 modulo 5 give the machines session values (a direct
+ * connection's, and one behind a proxy, which sends the guarded rows), so
+ * the policy model judges the session check too.
  *
  *   campaign [--seeds N] [--start S] [--jobs J]   run seeds S .. S+N-1
  *   campaign --seed S [--trace]                   replay one seed (trace on stdout)
@@ -140,6 +143,10 @@ static void choose_world(uint64_t seed, const cli_profile *profile, world *w)
     w->modelled = seed % 3 == 0;
     if (w->modelled)
         w->model = cli_profile_model_for(profile, w->clients);
+    /* The same way, the session worlds. */
+    w->config.sessions = seed % 5 == 2   ? ADVLOCK_SIM_SESSIONS_DIRECT
+                         : seed % 5 == 4 ? ADVLOCK_SIM_SESSIONS_PROXIED
+                                         : ADVLOCK_SIM_SESSIONS_NONE;
 }
 
 /* "faults on, jitter, 3 shared, transaction, diagnose, modelled" */
@@ -153,6 +160,9 @@ static void describe(const world *w, char *out, size_t size)
         n += snprintf(out + n, size - (size_t)n, ", transaction");
     if (w->diagnose)
         n += snprintf(out + n, size - (size_t)n, ", diagnose");
+    if (w->config.sessions != ADVLOCK_SIM_SESSIONS_NONE)
+        n += snprintf(out + n, size - (size_t)n, ", %s sessions",
+                      w->config.sessions == ADVLOCK_SIM_SESSIONS_DIRECT ? "direct" : "proxied");
     if (w->modelled)
         snprintf(out + n, size - (size_t)n, ", modelled");
 }

@@ -234,10 +234,18 @@ static const advlock_report *drive(fixture *f, advlock_machine *m, const int *ro
     }
 }
 
+/* Hands the machine a fresh, unchecked session value. */
+static void tell(advlock_machine *m, int client_pid, uint64_t token)
+{
+    advlock_session s;
+    assert_int_equal(advlock_session_init(&s, client_pid, token), 0);
+    assert_int_equal(advlock_set_session(m, &s), 0);
+}
+
 static void told(advlock_machine *m, int client_pid, uint64_t token)
 {
     advlock_machine_init(m);
-    assert_int_equal(advlock_set_session(m, client_pid, token), 0);
+    tell(m, client_pid, token);
 }
 
 static void a_direct_connection_locks_as_before(void **state)
@@ -302,13 +310,13 @@ static void one_token_checked_twice_can_claim_two_sessions(void **state)
     told(&m, 1, (uint64_t)T);
     assert_int_equal(advlock_start_acquire(&m, "jobs", 4, 1000, now), 0);
     assert_int_equal(drive(f, &m, &f->a, 1, &now)->outcome, ADVLOCK_ACQUIRED);
-    assert_int_equal(advlock_set_session(&m, 2, (uint64_t)T), 0); /* a new pid, the old token */
+    tell(&m, 2, (uint64_t)T); /* a new pid, the old token */
     assert_int_equal(advlock_start_release(&m, "jobs", 4, now), 0);
     assert_int_equal(drive(f, &m, &f->b, 1, &now)->outcome, ADVLOCK_NOT_HELD);
     assert_int_equal(advlock_fake_db_lock_rows(&f->db, NULL, 0), 1); /* still held on a */
     /* A new token instead: b is claimed for it, a (T's, holding the lock)
      * refuses it, and the release fails loudly there. */
-    assert_int_equal(advlock_set_session(&m, 3, (uint64_t)T2), 0);
+    tell(&m, 3, (uint64_t)T2);
     assert_int_equal(advlock_start_release(&m, "jobs", 4, now), 0);
     const advlock_report *r = drive(f, &m, &f->a, 1, &now);
     assert_int_equal(r->failure, ADVLOCK_ESESSION);

@@ -69,6 +69,93 @@ static void faulty(advlock_sim_config *cfg, uint64_t seed)
     f->jump_max_ms = 60000;
 }
 
+/* The statements a run sent, counted from its trace. */
+typedef struct statement_count {
+    int session_rows, guarded;
+} statement_count;
+
+static void count_statements(void *user, const char *line, size_t len)
+{
+    (void)len;
+    statement_count *n = user;
+    if (strstr(line, "\"event\":\"query\"") == NULL)
+        return;
+    n->session_rows += strstr(line, "pg_catalog.pg_is_in_recovery()") != NULL;
+    n->guarded += strstr(line, "current_setting('advlock.session', true) = $2") != NULL
+                  || strstr(line, "current_setting('advlock.session', true) = $3") != NULL;
+}
+
+static void run_sessions(advlock_sim *sim, int sessions, const advlock_sim_step *steps,
+                         size_t count, advlock_sim_done *seen, statement_count *n)
+{
+    advlock_sim_config cfg;
+    advlock_sim_config_default(&cfg);
+    cfg.sessions = sessions;
+    cfg.trace = count_statements;
+    cfg.trace_user = n;
+    memset(n, 0, sizeof *n);
+    assert_int_equal(advlock_sim_init(sim, &cfg), 0);
+    assert_int_equal(advlock_sim_add_script(sim, steps, count, seen), 0);
+    assert_int_equal(advlock_sim_run(sim), 0);
+    assert_string_equal(advlock_sim_violation(sim), "");
+}
+
+/* Clients that give their machines session values: one session row per
+ * server session, then the plain rows on a direct connection and the
+ * guarded ones behind a proxy, every action judged by the policy model. */
+static void sessions_are_checked_once_and_guarded_behind_a_proxy(void **state)
+{
+    advlock_sim *sim = *state;
+    const advlock_sim_step steps[] = {
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
+    };
+    advlock_sim_done seen[4];
+    statement_count n;
+    run_sessions(sim, ADVLOCK_SIM_SESSIONS_DIRECT, steps, 4, seen, &n);
+    assert_int_equal(n.session_rows, 1);
+    assert_int_equal(n.guarded, 0);
+    assert_int_equal(seen[2].report.outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(seen[2].report.sql, ADVLOCK_SQL_TRY_LOCK);
+    run_sessions(sim, ADVLOCK_SIM_SESSIONS_PROXIED, steps, 4, seen, &n);
+    assert_int_equal(n.session_rows, 1);
+    assert_int_equal(n.guarded, 4);
+    assert_int_equal(seen[2].report.outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(seen[2].report.sql, ADVLOCK_SQL_TRY_LOCK_GUARDED);
+    assert_int_equal(seen[3].report.outcome, ADVLOCK_RELEASED);
+    run_sessions(sim, ADVLOCK_SIM_SESSIONS_NONE, steps, 4, seen, &n);
+    assert_int_equal(n.session_rows, 0);
+}
+
+/* Behind a proxy, a claim made inside a block that rolls back is undone:
+ * the lock taken there cannot be released (ESESSION, the lock may still be
+ * held) until a new connection, whose fresh session value is checked again. */
+static void a_claim_rolled_back_fails_esession_until_a_new_connection(void **state)
+{
+    advlock_sim *sim = *state;
+    const advlock_sim_step steps[] = {
+        {.kind = ADVLOCK_SIM_BEGIN},
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "t"},
+        {.kind = ADVLOCK_SIM_ROLLBACK},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "t"},
+        {.kind = ADVLOCK_SIM_RECONNECT},
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "t"},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "t"},
+    };
+    advlock_sim_done seen[7];
+    statement_count n;
+    run_sessions(sim, ADVLOCK_SIM_SESSIONS_PROXIED, steps, 7, seen, &n);
+    assert_int_equal(seen[1].report.outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(seen[3].report.outcome, ADVLOCK_FAILED);
+    assert_int_equal(seen[3].report.failure, ADVLOCK_ESESSION);
+    assert_int_equal(seen[3].report.sql, ADVLOCK_SQL_UNLOCK_GUARDED);
+    assert_int_equal(seen[5].report.outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(seen[6].report.outcome, ADVLOCK_RELEASED);
+    assert_int_equal(n.session_rows, 2);
+}
+
 static void a_waiter_gets_the_lock_within_its_next_backoff(void **state)
 {
     advlock_sim *sim = *state;
@@ -1037,6 +1124,9 @@ static void misuse_and_bad_arguments(void **state)
     cfg.latency.min_ms = 5;
     cfg.latency.max_ms = 4;
     assert_int_equal(advlock_sim_init(sim, &cfg), ADVLOCK_EINVAL);
+    advlock_sim_config_default(&cfg);
+    cfg.sessions = ADVLOCK_SIM_SESSIONS_PROXIED + 1;
+    assert_int_equal(advlock_sim_init(sim, &cfg), ADVLOCK_EINVAL);
     assert_int_equal(advlock_sim_init(NULL, NULL), ADVLOCK_EINVAL);
     assert_int_equal(advlock_sim_init(sim, NULL), 0);
     assert_int_equal(advlock_sim_add_client(sim, NULL, NULL), ADVLOCK_EINVAL);
@@ -1107,6 +1197,10 @@ int main(void)
         cmocka_unit_test(an_unrequested_57014_gives_back_the_grant_it_hid),
         cmocka_unit_test(a_cancelled_wait_carries_no_sqlstate),
         cmocka_unit_test_setup_teardown(misuse_and_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(sessions_are_checked_once_and_guarded_behind_a_proxy, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_claim_rolled_back_fails_esession_until_a_new_connection,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests_name("simulation", tests, NULL, NULL);
 }

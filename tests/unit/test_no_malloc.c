@@ -101,7 +101,9 @@ static void the_session_check_allocates_nothing(void **state)
     advlock_machine_init(&m);
     char text[ADVLOCK_MESSAGE_MAX];
     long before = allocations;
-    assert_int_equal(advlock_set_session(&m, 4242, 99), 0);
+    advlock_session s;
+    assert_int_equal(advlock_session_init(&s, 4242, 99), 0);
+    assert_int_equal(advlock_set_session(&m, &s), 0);
     assert_int_equal(advlock_start_acquire(&m, key, 4, 1000, 0), 0);
     assert_int_equal(advlock_on_session(&m, 9001, 0, 1, 1), 0);
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_TRUE, NULL, NULL, 2), 0);
@@ -114,7 +116,9 @@ static void the_session_check_allocates_nothing(void **state)
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 5), 0);
     assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
                 > 0);
-    assert_int_equal(advlock_set_session(&m, 4242, 100), 0);
+    assert_int_equal(advlock_get_session(&m, &s), 0);
+    assert_int_equal(advlock_session_init(&s, 4242, 100), 0);
+    assert_int_equal(advlock_set_session(&m, &s), 0);
     assert_int_equal(advlock_start_acquire(&m, key, 4, 1000, 5), 0);
     assert_int_equal(advlock_on_session(&m, 4242, 1, 1, 6), 0);
     assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)

@@ -1,5 +1,6 @@
-/* The server session check (advlock_set_session): the session row once per
- * connection, standby refusal, the claim and the guarded statements behind a
+/* The server session check (advlock_session, advlock_set_session): the
+ * session row once per connection, the checked value carried from one
+ * machine to the next, standby refusal, the claim and the guarded statements behind a
  * proxy, and what each failure says; and the verify of a held lock, which
  * behind a proxy is a guarded statement too. Without advlock_set_session nothing
  * changes: test_machine and test_options run the plain rows. */
@@ -96,9 +97,20 @@ static void release(advlock_machine *m, int64_t now)
     assert_int_equal(advlock_start_release(m, KEY, KEY_LEN, now), 0);
 }
 
+/* A fresh, unchecked value for a connection, handed to the machine. */
 static void told(advlock_machine *m, int client_pid, uint64_t token)
 {
-    assert_int_equal(advlock_set_session(m, client_pid, token), 0);
+    advlock_session s;
+    assert_int_equal(advlock_session_init(&s, client_pid, token), 0);
+    assert_int_equal(advlock_set_session(m, &s), 0);
+}
+
+/* What the machine's copy of the session says now. */
+static advlock_session session_of(const advlock_machine *m)
+{
+    advlock_session s;
+    assert_int_equal(advlock_get_session(m, &s), 0);
+    return s;
 }
 
 static void session_row(advlock_machine *m, int pid, int in_recovery, int ours, int64_t now)
@@ -144,25 +156,41 @@ static void set_session_refuses_bad_calls_and_changes_nothing(void **state)
 {
     advlock_machine *m = *state;
     advlock_machine before = *m;
-    assert_int_equal(advlock_set_session(NULL, CLIENT_PID, TOKEN), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_set_session(m, CLIENT_PID, 0), ADVLOCK_EINVAL);
+    advlock_session s, untouched;
+    memset(&untouched, 0xAB, sizeof untouched);
+    s = untouched;
+    assert_int_equal(advlock_session_init(NULL, CLIENT_PID, TOKEN), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_session_init(&s, CLIENT_PID, 0), ADVLOCK_EINVAL);
+    assert_memory_equal(&s, &untouched, sizeof s);
+    assert_int_equal(advlock_session_init(&s, CLIENT_PID, TOKEN), 0);
+    assert_int_equal(advlock_set_session(NULL, &s), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_set_session(m, NULL), ADVLOCK_EINVAL);
+    advlock_session bad = s;
+    bad.token = 0;
+    assert_int_equal(advlock_set_session(m, &bad), ADVLOCK_EINVAL);
+    bad = s;
+    bad.proxied = 2; /* no value the machine wrote */
+    assert_int_equal(advlock_set_session(m, &bad), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_get_session(NULL, &s), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_get_session(m, NULL), ADVLOCK_EINVAL);
     assert_memory_equal(&before, m, sizeof before);
     /* While an operation runs: querying, sleeping, on the session query. */
     acquire(m, 1000, 0);
     before = *m;
-    assert_int_equal(advlock_set_session(m, CLIENT_PID, TOKEN), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_set_session(m, &s), ADVLOCK_EMISUSE);
     assert_memory_equal(&before, m, sizeof before);
     answer(m, ADVLOCK_RESULT_FALSE, 1);
     assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
     before = *m;
-    assert_int_equal(advlock_set_session(m, CLIENT_PID, TOKEN), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_set_session(m, &s), ADVLOCK_EMISUSE);
     assert_memory_equal(&before, m, sizeof before);
     assert_int_equal(advlock_cancel(m, 2), 0);
     told(m, CLIENT_PID, TOKEN);
     acquire(m, 1000, 3);
     expect_session_query(m, TOKEN);
     before = *m;
-    assert_int_equal(advlock_set_session(m, CLIENT_PID, OTHER_TOKEN), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_session_init(&s, CLIENT_PID, OTHER_TOKEN), 0);
+    assert_int_equal(advlock_set_session(m, &s), ADVLOCK_EMISUSE);
     assert_memory_equal(&before, m, sizeof before);
     assert_int_equal(advlock_on_session(NULL, 1, 0, 1, 4), ADVLOCK_EINVAL);
 }
@@ -177,14 +205,57 @@ static void the_session_is_checked_once_per_connection(void **state)
     answer(m, ADVLOCK_RESULT_TRUE, 2);
     expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
     assert_int_equal(report_of(m)->elapsed_ms, 2);
-    /* The same values again: a no-op, no second check. */
+    /* The checked value given back, as a driver does: no second check. */
     advlock_machine before = *m;
-    told(m, CLIENT_PID, TOKEN);
+    advlock_session s = session_of(m);
+    assert_int_equal(advlock_set_session(m, &s), 0);
     assert_memory_equal(&before, m, sizeof before);
     release(m, 3);
     expect_query(m, ADVLOCK_SQL_UNLOCK, key(), 0, 0);
     answer(m, ADVLOCK_RESULT_TRUE, 4);
     expect_done(m, ADVLOCK_RELEASED, 0, ADVLOCK_DETAIL_NONE);
+}
+
+/* What the session row found is in the machine's copy from the moment it
+ * answered (a driver picks a statement's form by it during the operation),
+ * and a second machine given that value sends no session row. */
+static void the_checked_value_carries_to_the_next_machine(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 1000, 0);
+    advlock_session s = session_of(m);
+    assert_int_equal(s.checked, 0);
+    assert_int_equal(s.token, TOKEN);
+    assert_int_equal(s.client_pid, CLIENT_PID);
+    session_row(m, SERVER_PID, 0, 1, 1);
+    s = session_of(m);
+    assert_int_equal(s.checked, 1);
+    assert_int_equal(s.proxied, 1);
+    assert_int_equal(s.claimed, 1);
+    assert_int_equal(s.standby, 0);
+    assert_int_equal(s.token, TOKEN);
+    assert_int_equal(s.client_pid, CLIENT_PID);
+    advlock_machine next;
+    advlock_machine_init(&next);
+    assert_int_equal(advlock_set_session(&next, &s), 0);
+    acquire(&next, 1000, 2);
+    expect_query(&next, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    /* A direct connection's value: the plain rows, no row either. */
+    advlock_machine_init(m);
+    told(m, CLIENT_PID, OTHER_TOKEN);
+    acquire(m, 1000, 3);
+    session_row(m, CLIENT_PID, 0, 1, 4);
+    s = session_of(m);
+    assert_int_equal(s.proxied, 0);
+    assert_int_equal(s.claimed, 1);
+    advlock_machine_init(&next);
+    assert_int_equal(advlock_set_session(&next, &s), 0);
+    release(&next, 5);
+    expect_query(&next, ADVLOCK_SQL_UNLOCK, key(), 0, 0);
+    /* A machine never told its session gives a value with token 0. */
+    advlock_machine_init(&next);
+    assert_int_equal(session_of(&next).token, 0);
 }
 
 static void changed_values_check_again(void **state)
@@ -749,6 +820,7 @@ int main(void)
         T(without_set_session_the_rows_are_plain),
         T(set_session_refuses_bad_calls_and_changes_nothing),
         T(the_session_is_checked_once_per_connection),
+        T(the_checked_value_carries_to_the_next_machine),
         T(changed_values_check_again),
         T(the_session_row_comes_with_on_session_only),
         T(the_machine_stays_small_and_copyable),

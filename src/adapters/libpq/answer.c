@@ -333,17 +333,15 @@ static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *w
     free(rows);
 }
 
-int advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
-                           size_t size, int64_t now_ms)
+void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
+                            size_t size, int64_t now_ms)
 {
     advlock_sql_answer_kind kind = advlock_sql_answer((advlock_sql)q->sql_);
-    int server_pid = 0;
     if (q->result_ == ADVLOCK_RESULT_TRUE && kind == ADVLOCK_ANSWER_HOLDERS) {
         feed_holders(q, m, words, size, now_ms);
     } else if (q->result_ == ADVLOCK_RESULT_TRUE && kind == ADVLOCK_ANSWER_SESSION) {
         /* read_session checked every value. */
-        server_pid = (int)integer(q->kept_, 0, 0, 4);
-        (void)advlock_on_session(m, server_pid, boolean_value(q->kept_, 1),
+        (void)advlock_on_session(m, (int)integer(q->kept_, 0, 0, 4), boolean_value(q->kept_, 1),
                                  boolean_value(q->kept_, 2), now_ms);
     } else {
         const char *message = "";
@@ -360,5 +358,4 @@ int advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *con
     }
     PQclear(q->kept_);
     q->kept_ = NULL;
-    return server_pid;
 }

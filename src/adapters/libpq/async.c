@@ -54,18 +54,18 @@ static uint64_t new_token(void)
 }
 
 /* Binding sets only what is read before it is written: the query is
- * started with each statement, the report's facts with each ending. */
+ * started with each statement, the report's facts with each ending. The
+ * machine holds the same session value as the adapter from here on. */
 void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
 {
     a->conn_ = conn;
-    a->token_ = new_token();
-    a->session_pid_ = 0;
-    a->proxied_ = 0;
+    (void)advlock_session_init(&a->session_, 0, new_token());
     a->prepared_ = 0;
     a->phase_ = IDLE;
     a->scope_ = ADVLOCK_SESSION;
     a->query_.kept_ = NULL;
     advlock_machine_init(&a->machine_);
+    (void)advlock_set_session(&a->machine_, &a->session_);
     /* Notices read while nothing runs (advlock_pq_check) count here. */
     advlock_pq_report_begin(&a->report_);
 }
@@ -122,7 +122,7 @@ static void follow_machine(advlock_pq *a)
     advlock_action next = advlock_next_action(&a->machine_);
     switch (next.kind) {
     case ADVLOCK_ACTION_QUERY:
-        advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->proxied_, a->conn_);
+        advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->session_.proxied, a->conn_);
         send_form(a);
         break;
     case ADVLOCK_ACTION_SLEEP: a->phase_ = SLEEPING; break;
@@ -204,14 +204,13 @@ static void drive(advlock_pq *a, int64_t now_ms)
             if (advlock_pq_query_next(&a->query_, &a->prepared_, a->conn_)) {
                 send_form(a);
             } else {
-                int server_pid = advlock_pq_answer_feed(&a->query_, &a->machine_, a->conn_,
-                                                        a->report_.server_message,
-                                                        sizeof a->report_.server_message, now_ms);
-                /* The session row names the server session that ran it: a
-                 * pid other than the one the connection announced is a
-                 * proxy's (the machine draws the same conclusion). */
-                if (server_pid != 0)
-                    a->proxied_ = server_pid != a->session_pid_;
+                advlock_pq_answer_feed(&a->query_, &a->machine_, a->conn_,
+                                       a->report_.server_message, sizeof a->report_.server_message,
+                                       now_ms);
+                /* What the session row found is the connection's from now
+                 * on: the statements after it choose their form by it. */
+                if (a->query_.sql_ == ADVLOCK_SQL_SESSION)
+                    (void)advlock_get_session(&a->machine_, &a->session_);
                 follow_machine(a);
             }
             break;
@@ -248,34 +247,35 @@ static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, 
 int advlock_pq_engine_notice_reset(advlock_pq *a, int64_t now_ms)
 {
     if (a->phase_ != HOLDING || PQstatus(a->conn_) != CONNECTION_OK
-        || PQbackendPID(a->conn_) == a->session_pid_)
+        || PQbackendPID(a->conn_) == a->session_.client_pid)
         return 0;
     char words[160];
     snprintf(words, sizeof words,
              "the connection was reset: server session %d, which held it, was replaced by %d",
-             a->session_pid_, PQbackendPID(a->conn_));
+             a->session_.client_pid, PQbackendPID(a->conn_));
     become_lost(a, "", words, now_ms);
     return 1;
 }
 
-/* Tells the machine which server connection it drives, before every
- * operation: after a reset (a new backend pid) it checks the session
- * again, and the statements prepared on the old one are gone. A broken
- * connection (PQbackendPID() 0) is no new backend: whatever is sent fails
- * as a lost connection, reported on the statement the machine would send. */
+/* Before every operation: after a reset (a new backend pid) the
+ * connection gets a fresh session value, which the machine checks again,
+ * and the statements prepared on the old one are gone. Otherwise the
+ * machine's copy is the adapter's value already (the adapter copies it out
+ * when the session row answers). A broken connection (PQbackendPID() 0) is
+ * no new backend: whatever is sent fails as a lost connection, reported on
+ * the statement the machine would send. */
 static int tell_session(advlock_pq *a)
 {
-    int pid = PQstatus(a->conn_) == CONNECTION_OK ? PQbackendPID(a->conn_) : a->session_pid_;
-    if (pid != a->session_pid_) {
-        /* A new connection gets a new token: behind a pooler, one token
-         * checked on two connections could claim two server sessions, and a
-         * lock on one would look released from the other. */
-        a->session_pid_ = pid;
-        a->token_ = new_token();
-        a->proxied_ = 0;
-        a->prepared_ = 0;
-    }
-    return advlock_set_session(&a->machine_, pid, a->token_);
+    advlock_session *s = &a->session_;
+    int pid = PQstatus(a->conn_) == CONNECTION_OK ? PQbackendPID(a->conn_) : s->client_pid;
+    if (pid == s->client_pid)
+        return 0;
+    /* A new connection gets a new token: behind a pooler, one token
+     * checked on two connections could claim two server sessions, and a
+     * lock on one would look released from the other. */
+    (void)advlock_session_init(s, pid, new_token());
+    a->prepared_ = 0;
+    return advlock_set_session(&a->machine_, s);
 }
 
 /* 0 when an operation may start; tells the machine its session then. A
@@ -361,7 +361,7 @@ int advlock_pq_async_start_verify_key(advlock_pq *a, int64_t key, int64_t now_ms
 
 int advlock_pq_proxied(const advlock_pq *a)
 {
-    return a != NULL && a->proxied_;
+    return a != NULL && a->session_.proxied;
 }
 
 int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms)

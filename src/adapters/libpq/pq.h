@@ -73,11 +73,10 @@ void advlock_pq_copy_line(char *out, size_t size, const char *text);
  * or the session row) and lets go of the result q kept. A failure's words
  * are written into words (size bytes: the report's server_message) and
  * passed on with it; a success leaves words as they are (an earlier failure
- * of the same operation may still be the one the report gives). Returns the
- * server session's pid when the answer was the session row, else 0.
+ * of the same operation may still be the one the report gives).
  */
-int advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
-                           size_t size, int64_t now_ms);
+void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
+                            size_t size, int64_t now_ms);
 
 /* ---- notices.c: keeping server notices off stderr ------------------------- */
 
