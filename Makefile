@@ -65,8 +65,13 @@ $(BUILD)/libadvlock.so: $(BUILD)/libadvlock.so.$(VERSION)
 $(BUILD)/libadvlock_fake.a: $(FAKE_OBJ)
 	$(AR) rcs $@ $^
 
+# The libraries that need libadvlock find it beside themselves ($ORIGIN): a
+# program's own rpath does not reach its libraries' dependencies, and with
+# --as-needed the program itself does not name libadvlock.
+SIBLING_RPATH := -Wl,-rpath,'$$ORIGIN'
+
 $(BUILD)/libadvlock_fake.so.$(VERSION): $(FAKE_OBJ) $(BUILD)/libadvlock.so
-	$(CC) -shared -Wl,-soname,libadvlock_fake.so.$(SOVERSION) -Wl,--no-undefined -o $@ \
+	$(CC) -shared -Wl,-soname,libadvlock_fake.so.$(SOVERSION) -Wl,--no-undefined $(SIBLING_RPATH) -o $@ \
 	    $(FAKE_OBJ) -L$(BUILD) -ladvlock
 
 $(BUILD)/libadvlock_fake.so: $(BUILD)/libadvlock_fake.so.$(VERSION)
