@@ -76,8 +76,9 @@ $(BUILD)/libadvlock_fake.a: $(FAKE_OBJ)
 
 # The libraries that need libadvlock find it beside themselves ($ORIGIN): a
 # program's own rpath does not reach its libraries' dependencies, and with
-# --as-needed the program itself does not name libadvlock.
-SIBLING_RPATH := -Wl,-rpath,'$$ORIGIN'
+# --as-needed the program itself does not name libadvlock. A package for
+# the loader's own directories may set it empty.
+SIBLING_RPATH ?= -Wl,-rpath,'$$ORIGIN'
 
 $(BUILD)/libadvlock_fake.so.$(VERSION): $(FAKE_OBJ) $(BUILD)/libadvlock.so
 	$(CC) -shared -Wl,-soname,libadvlock_fake.so.$(SOVERSION) -Wl,--no-undefined $(SIBLING_RPATH) -o $@ \
