@@ -137,13 +137,13 @@ static void on_trace(void *user, const char *given, size_t len)
     if (v->quiet)
         return;
 
-    if (strcmp(event, "query") == 0 && is_try && late > 0)
-        printf("%8lld ms  client %-2d  tries '%s' (attempt %lld); woke %lld ms late (%s)\n", t,
-               client, name, number(line, "attempt"), late, v->late_cause);
-    else if (strcmp(event, "query") == 0 && is_try)
-        printf("%8lld ms  client %-2d  tries '%s' (attempt %lld)\n", t, client, name,
+    if (strcmp(event, "query") == 0 && is_try) {
+        printf("%8lld ms  client %-2d  tries '%s' (attempt %lld)", t, client, name,
                number(line, "attempt"));
-    else if (strcmp(event, "query") == 0 && is_lock)
+        if (late > 0)
+            printf("; woke %lld ms late (%s)", late, v->late_cause);
+        putchar('\n');
+    } else if (strcmp(event, "query") == 0 && is_lock)
         printf("%8lld ms  client %-2d  asks the server for '%s' and waits\n", t, client, name);
     else if (strcmp(event, "cancel_query") == 0)
         printf("%8lld ms  client %-2d  cancels its wait\n", t, client);
