@@ -8,7 +8,8 @@ set -uo pipefail
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "quiet build: $*" >&2; exit 1; }
-build() { make --no-print-directory V="$1" BUILD="$dir/$2" "${@:3}" 2>&1; }
+# make's flags from a calling make (-s, say) are not this check's.
+build() { MAKEFLAGS='' make --no-print-directory V="$1" BUILD="$dir/$2" "${@:3}" 2>&1; }
 sources=$(printf '%s\n' src/core/*.c | wc -l)
 
 out=$(build 0 quiet "$dir/quiet/libadvlock.a") || fail "the quiet build failed: $out"

@@ -6,7 +6,7 @@
 # "  AR      ..." (archived). When such a line fails, the whole command is
 # printed after the compiler's own messages, as loud as a verbose build.
 # Every other line runs as it is: its output, and make's own error line,
-# are what they always were.
+# are what they always were. make -s prints nothing but failures.
 # Usage (from the Makefile): SHELL := scripts/quiet-shell.sh, .SHELLFLAGS := -c
 [ "${1:-}" = -c ] && shift
 line=$1
@@ -32,6 +32,11 @@ if [ "$tag" = LD ]; then
 fi
 [ -n "$target" ] || tag=''
 set +f
+# make -s: not even the short line (make's one-letter flags come first).
+case ${MAKEFLAGS%% *} in
+*=* | -*) ;;
+*s*) tag='' ;;
+esac
 
 [ -z "$tag" ] || printf '  %-7s %s\n' "$tag" "$target"
 /bin/sh -c "$line" && exit 0
