@@ -58,6 +58,7 @@ python-install-test: all | deps-python
 test: python-test python-deploy-test python-install-test
 
 install-python:
+	@test -n "$(PYTHON_SITEDIR)" || { echo "install-python: $(PYTHON) did not say where it reads packages" >&2; exit 1; }
 	install -d $(DESTDIR)$(PYTHON_SITEDIR)/advlock
 	install -m 644 python/advlock/*.py $(DESTDIR)$(PYTHON_SITEDIR)/advlock/
 	printf '"""Written by make install-python."""\nLIBDIR = "%s"\n' '$(LIBDIR)' \
