@@ -7,7 +7,7 @@
 # printed after the compiler's own messages, as loud as a verbose build.
 # Every other line runs as it is: its output, and make's own error line,
 # are what they always were. make -s prints nothing but failures.
-# Usage (from the Makefile): SHELL := scripts/quiet-shell.sh, .SHELLFLAGS := -c
+# Usage (from the Makefile): SHELL := scripts/quiet-shell.sh (make passes -c LINE)
 [ "${1:-}" = -c ] && shift
 line=$1
 
@@ -33,12 +33,13 @@ fi
 [ -n "$target" ] || tag=''
 set +f
 # make -s: not even the short line (make's one-letter flags come first).
+say=$tag
 case ${MAKEFLAGS%% *} in
 *=* | -*) ;;
-*s*) tag='' ;;
+*s*) say='' ;;
 esac
 
-[ -z "$tag" ] || printf '  %-7s %s\n' "$tag" "$target"
+[ -z "$say" ] || printf '  %-7s %s\n' "$tag" "$target"
 /bin/sh -c "$line" && exit 0
 status=$?
 [ -z "$tag" ] || printf 'failed (status %d): %s\n' "$status" "$line" >&2
