@@ -30,7 +30,16 @@ CORE_LIBS := -lcrypto -lpthread
 DEPS_BUILD := libssl-dev:openssl/evp.h
 DEPS_TEST  := $(DEPS_BUILD) libcmocka-dev:cmocka.h locales:cmd:localedef pkg-config:cmd:pkg-config
 
-.PHONY: all test unit-tests core-imports symbols-check install-check run FORCE install uninstall clean deps-build deps-test
+# Quiet by default: one short line per file built, and the whole command
+# only when it fails (scripts/quiet-shell.sh); V=1 shows every command.
+# Tests likewise: a line per passing program (scripts/run-tests.sh).
+export V ?= 0
+ifneq ($(V),1)
+SHELL := $(CURDIR)/scripts/quiet-shell.sh
+.SILENT:
+endif
+
+.PHONY: all test unit-tests core-imports symbols-check install-check quiet-build-check run FORCE install uninstall clean deps-build deps-test
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock_fake.so
@@ -65,8 +74,14 @@ $(BUILD)/libadvlock.so: $(BUILD)/libadvlock.so.$(VERSION)
 $(BUILD)/libadvlock_fake.a: $(FAKE_OBJ)
 	$(AR) rcs $@ $^
 
+# The libraries that need libadvlock find it beside themselves ($ORIGIN): a
+# program's own rpath does not reach its libraries' dependencies, and with
+# --as-needed the program itself does not name libadvlock. A package for
+# the loader's own directories may set it empty.
+SIBLING_RPATH ?= -Wl,-rpath,'$$ORIGIN'
+
 $(BUILD)/libadvlock_fake.so.$(VERSION): $(FAKE_OBJ) $(BUILD)/libadvlock.so
-	$(CC) -shared -Wl,-soname,libadvlock_fake.so.$(SOVERSION) -Wl,--no-undefined -o $@ \
+	$(CC) -shared -Wl,-soname,libadvlock_fake.so.$(SOVERSION) -Wl,--no-undefined $(SIBLING_RPATH) -o $@ \
 	    $(FAKE_OBJ) -L$(BUILD) -ladvlock
 
 $(BUILD)/libadvlock_fake.so: $(BUILD)/libadvlock_fake.so.$(VERSION)
@@ -130,8 +145,11 @@ symbols-check: all
 install-check: all
 	@BUILD=$(BUILD) scripts/run-tests.sh -c scripts/check-install.sh
 
+quiet-build-check:
+	@scripts/run-tests.sh -c scripts/check-quiet-build.sh
+
 # The fragments in mk/ add their suites as prerequisites; this line comes last.
-test: all core-imports unit-tests symbols-check install-check
+test: all core-imports unit-tests symbols-check install-check quiet-build-check
 	@scripts/test-summary.sh $(TEST_COUNTS)
 
 # ---- the main job -----------------------------------------------------------

@@ -23,7 +23,7 @@ $(BUILD)/san/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_
 .PHONY: cli-test
 cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
-	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh \
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh tests/cli/quickstart.sh \
 	    tests/cli/calibrate.sh
 
 test: cli-test

@@ -6,13 +6,19 @@
 #   make python-deploy-test  the drivers through the real PgBouncer (both pool
 #                        modes) and on a real hot standby (part of `make test`)
 #   make install-python  the package into PYTHON_SITEDIR (DESTDIR honoured)
+#   make python-install-test  where it lands, and importing it from there
 #   make bench-python    Python cycles/s beside the same driver by hand
 #                        (part of `make bench`: build/bench.json)
 
 # Debian's interpreter: another python3 first on PATH would not see Debian's
 # python3-asyncpg and python3-psycopg.
 PYTHON ?= /usr/bin/python3
-PYTHON_SITEDIR ?= $(PREFIX)/lib/python3/dist-packages
+# Where PYTHON itself reads packages under PREFIX (Debian's python3 reads
+# /usr/local/lib/python3.X/dist-packages, not .../python3/...), or, for a
+# prefix it does not read, the standard layout there (PYTHONPATH needed).
+PYTHON_SITEDIR ?= $(shell $(PYTHON) -c 'import os, site, sys, sysconfig; p = os.path.normpath(sys.argv[1]); \
+    print(next((d for d in site.getsitepackages() if os.path.dirname(os.path.dirname(os.path.dirname(d))) == p), \
+               sysconfig.get_path("purelib", "posix_prefix", vars={"base": p})))' '$(PREFIX)')
 DEPS_PYTHON := python3-asyncpg:py:asyncpg python3-psycopg:py:psycopg python3-pytest:py:pytest
 PYTEST_ARGS ?= -q
 
@@ -44,13 +50,21 @@ python-deploy-test: $(BUILD)/libadvlock.so | deps-python deps-deploy
 	@$(PYTHON_ENV) tests/pg/with-standby.sh scripts/run-tests.sh -c $(PYTEST) \
 	    python/tests/test_deploy_standby.py
 
-test: python-test python-deploy-test
+# install-python lands where PYTHON reads, or says which PYTHONPATH to use.
+.PHONY: python-install-test
+python-install-test: all | deps-python
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/run-tests.sh -c scripts/check-install-python.sh
+
+test: python-test python-deploy-test python-install-test
 
 install-python:
+	@test -n "$(PYTHON_SITEDIR)" || { echo "install-python: $(PYTHON) did not say where it reads packages" >&2; exit 1; }
 	install -d $(DESTDIR)$(PYTHON_SITEDIR)/advlock
 	install -m 644 python/advlock/*.py $(DESTDIR)$(PYTHON_SITEDIR)/advlock/
 	printf '"""Written by make install-python."""\nLIBDIR = "%s"\n' '$(LIBDIR)' \
 	    > $(DESTDIR)$(PYTHON_SITEDIR)/advlock/_installed.py
+	@$(PYTHON) -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' '$(PYTHON_SITEDIR)' || \
+	    echo "install-python: $(PYTHON) does not read $(PYTHON_SITEDIR): run it with PYTHONPATH=$(PYTHON_SITEDIR)"
 
 uninstall-python:
 	rm -rf $(DESTDIR)$(PYTHON_SITEDIR)/advlock

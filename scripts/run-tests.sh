@@ -6,6 +6,9 @@
 #   scripts/run-tests.sh PROGRAM...
 #   scripts/run-tests.sh -c COMMAND [ARGS...]   one command line as one test,
 #                                               its status as the exit status
+# A program that passes shows one line, its name and the last line it
+# printed (its tally); one that fails shows everything it printed. V=1
+# shows every program's output as it comes.
 # TEST_RUNNER, if set, prefixes each program (valgrind, say).
 # TEST_COUNTS, if set (`make test` sets it), names a file that collects every
 # suite's tally: this one is added there as "passed failed skipped" instead of
@@ -14,15 +17,34 @@
 set -u
 read -r -a runner <<<"${TEST_RUNNER:-}"
 passed=0 failed=0 skipped=0 names=()
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# record NAME COMMAND...: exit 77 counts as skipped (a test that cannot run
+# here, and says why).
 record() {
-    local status=0
-    "$@" || status=$?
+    local name=$1
+    shift
+    if [ "${V:-0}" = 1 ]; then
+        "$@"
+    else
+        "$@" >"$log" 2>&1
+    fi
+    local status=$?
+    local last
+    last=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)
     case $status in
-        0) passed=$((passed + 1)) ;;
-        77) skipped=$((skipped + 1)) ;;
+        0)
+            passed=$((passed + 1))
+            [ "${V:-0}" = 1 ] || printf '  PASS    %s: %s\n' "$name" "$last"
+            ;;
+        77)
+            skipped=$((skipped + 1))
+            [ "${V:-0}" = 1 ] || printf '  SKIP    %s: %s\n' "$name" "$last"
+            ;;
         *)
             failed=$((failed + 1))
             names+=("$*")
+            [ "${V:-0}" = 1 ] || cat "$log"
             ;;
     esac
 }
@@ -30,9 +52,9 @@ single=
 if [ "${1:-}" = -c ]; then
     shift
     single=1
-    record "${runner[@]}" "$@"
+    record "${1##*/}" "${runner[@]}" "$@"
 else
-    for t in "$@"; do record "${runner[@]}" "$t"; done
+    for t in "$@"; do record "$t" "${runner[@]}" "$t"; done
 fi
 [ $failed -eq 0 ] || printf 'FAILED: %s\n' "${names[@]}"
 if [ -n "${TEST_COUNTS:-}" ]; then

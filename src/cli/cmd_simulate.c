@@ -31,6 +31,9 @@ typedef struct sim_view {
     int nkeys;
     const advlock_sim *sim; /* when clients' processes started */
     int modelled;
+    const char *late_cause; /* what makes a timer fire late in this world */
+    /* When each client's sleep should end, in virtual time (-1: not asleep). */
+    int64_t wake_due[ADVLOCK_SIM_MAX_CLIENTS];
     int acquires[ADVLOCK_SIM_MAX_CLIENTS];
     int64_t acquire_started[ADVLOCK_SIM_MAX_CLIENTS];
     int64_t waits[MAX_WAITS];
@@ -122,13 +125,25 @@ static void on_trace(void *user, const char *given, size_t len)
     } else if (strcmp(event, "acquired") == 0 && v->nwaits < MAX_WAITS) {
         v->waits[v->nwaits++] = t - v->acquire_started[client];
     }
+
+    /* A try after a sleep: how much later than the sleep's end it came. */
+    long long late = 0;
+    if (strcmp(event, "query") == 0 && v->wake_due[client] >= 0) {
+        late = t - v->wake_due[client];
+        v->wake_due[client] = -1;
+    }
+    if (strcmp(event, "sleep") == 0)
+        v->wake_due[client] = t + number(line, "wake") - number(line, "clock");
     if (v->quiet)
         return;
 
-    if (strcmp(event, "query") == 0 && is_try)
-        printf("%8lld ms  client %-2d  tries '%s' (attempt %lld)\n", t, client, name,
+    if (strcmp(event, "query") == 0 && is_try) {
+        printf("%8lld ms  client %-2d  tries '%s' (attempt %lld)", t, client, name,
                number(line, "attempt"));
-    else if (strcmp(event, "query") == 0 && is_lock)
+        if (late > 0)
+            printf("; woke %lld ms late (%s)", late, v->late_cause);
+        putchar('\n');
+    } else if (strcmp(event, "query") == 0 && is_lock)
         printf("%8lld ms  client %-2d  asks the server for '%s' and waits\n", t, client, name);
     else if (strcmp(event, "cancel_query") == 0)
         printf("%8lld ms  client %-2d  cancels its wait\n", t, client);
@@ -179,6 +194,20 @@ static void print_summary(sim_view *v, const advlock_sim_stats *st, int clients)
            st->outcomes[ADVLOCK_RELEASED], st->outcomes[ADVLOCK_CANCELLED],
            st->outcomes[ADVLOCK_FAILED], v->attempts, percentile(v->waits, v->nwaits, 50),
            percentile(v->waits, v->nwaits, 99), st->faults, st->end_ms);
+}
+
+/* The header's second line: which world the clients live in, and what in
+ * it bends the timeline (a sleep of 100 ms may end well after 100 ms). */
+static void print_world(int ideal, const char *profile_path, int faults)
+{
+    if (ideal)
+        printf("world: idealised: all start at once, statements take 1-3 ms, timers fire on "
+               "time%s\n\n",
+               faults ? " but for clock faults" : "");
+    else
+        printf("world: measured (%s): staggered starts, a server queue, timers that wake "
+               "late; --ideal for the lockstep\n\n",
+               profile_path != NULL ? profile_path : "the built-in profile");
 }
 
 /* ---- options ------------------------------------------------------------------- */
@@ -426,7 +455,7 @@ int cmd_simulate(int argc, char **argv)
 
     if (!view.quiet)
         printf("%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed "
-               "%lld, %s%s%s%s%s%s\n\n",
+               "%lld, %s%s%s%s%s%s\n",
                clients, keys, keys == 1 ? "" : "s", timeout, hold, seed,
                ideal                  ? "idealised world"
                : profile_path != NULL ? profile_path
@@ -435,6 +464,11 @@ int cmd_simulate(int argc, char **argv)
                lock_options.backoff == ADVLOCK_BACKOFF_FULL_JITTER ? ", full jitter" : "",
                lock_options.clip_to_deadline ? ", clipped" : "",
                lock_options.diagnose ? ", diagnosing" : "", faults ? ", with faults" : "");
+    if (!view.quiet)
+        print_world(ideal, profile_path, faults);
+    view.late_cause = ideal ? "clock faults" : faults ? "world model, clock faults" : "world model";
+    for (int c = 0; c < ADVLOCK_SIM_MAX_CLIENTS; c++)
+        view.wake_due[c] = -1;
     int rc = advlock_sim_run(&sim);
     advlock_sim_stats st = advlock_sim_get_stats(&sim);
     print_summary(&view, &st, (int)clients);

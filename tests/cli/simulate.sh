@@ -11,6 +11,8 @@ trap 'rm -rf "$dir"' EXIT
 capture "$A" simulate --clients 3 --hold 250 --ideal
 check "idealised run: status" 0 "$RC"
 check "header" "3 clients, 1 lock name, timeout 10000 ms, hold 250 ms, seed 1, idealised world" "$(sed -n 1p <<<"$OUT")"
+check "the idealised world named" "world: idealised: all start at once, statements take 1-3 ms, timers fire on time" "$(sed -n 2p <<<"$OUT")"
+check "the idealised world: no timer wakes late" 0 "$(grep -c 'late' <<<"$OUT")"
 grep -q "client 0   tries 'BrighterMigration_public.Outbox' (attempt 1)" <<<"$OUT" && pass || fail "no first try in [$OUT]"
 grep -q "sleeps 100 ms" <<<"$OUT" && pass || fail "no 100 ms sleep"
 grep -q "sleeps 200 ms" <<<"$OUT" && pass || fail "no 200 ms sleep"
@@ -88,6 +90,19 @@ capture "$A" simulate --clients 3 --hold 250
 check "built-in world: status" 0 "$RC"
 check "built-in world: header" "3 clients, 1 lock name, timeout 10000 ms, hold 250 ms, seed 1, built-in profile" \
     "$(sed -n 1p <<<"$OUT")"
+check "built-in world: named" "world: measured (the built-in profile): staggered starts, a server queue, timers that wake late; --ideal for the lockstep" \
+    "$(sed -n 2p <<<"$OUT")"
+# make run's timeline: a try that comes after its sleep's end says by how
+# much, and that the world model made it late; every mark agrees with the
+# client's sleep before it.
+capture "$A" simulate --clients 8 --hold 250
+marks=$(grep -c 'woke [0-9]* ms late (world model)$' <<<"$OUT")
+[ "$marks" -ge 1 ] && pass || fail "make run's timeline marks no late wake-up: $OUT"
+wrong=$(awk '$5 == "sleeps" { due[$4] = $1 + $6 }
+             $5 == "tries" && due[$4] != "" { late = $1 - due[$4]; due[$4] = ""
+                 marked = match($0, /woke [0-9]+ ms late/) ? substr($0, RSTART + 5, RLENGTH - 13) + 0 : 0
+                 if (late != marked) print }' <<<"$OUT")
+check "every late wake-up marked, with its lateness" "" "$wrong"
 cat >"$dir/p" <<'PROFILE'
 advlock-profile 1
 # a world where processes take 0.2 to 0.6 s to start
@@ -102,7 +117,7 @@ PROFILE
 capture "$A" simulate --profile "$dir/p" --clients 10 --hold 50 --trace "$dir/p1"
 check "profile: status" 0 "$RC"
 check "profile: header" "10 clients, 1 lock name, timeout 10000 ms, hold 50 ms, seed 1, $dir/p" "$(sed -n 1p <<<"$OUT")"
-first=$(sed -n 3p <<<"$OUT" | awk '{ print $1 }')
+first=$(sed -n 4p <<<"$OUT" | awk '{ print $1 }')
 [ "${first:-0}" -ge 200 ] && [ "${first:-0}" -le 700 ] && pass || fail "first try at [$first] ms, not after startup"
 grep -q "^10 clients: 10 acquired, 0 timed out" <<<"$OUT" && pass || fail "profile: $(tail -n 1 <<<"$OUT")"
 "$A" simulate --profile "$dir/p" --clients 10 --hold 50 --trace "$dir/p2" --quiet >/dev/null
