@@ -132,13 +132,14 @@ ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
  * Every SQL statement a machine can emit. Every parameter is a bigint (int8,
  * type OID 20), and advlock_sql_params() says how many a statement takes;
  * the action's param, param2 and param3 are their values. $1 is the lock key,
- * except for ADVLOCK_SQL_SESSION. The waiting statements (6 to 9, 16, 17)
- * take $2: the wait's bound in milliseconds, set as lock_timeout for the
- * statement alone. The guarded statements (12 to 17, 20, 21) take the
- * connection's session token last ($2, or $3 after a wait's bound): they run
- * their lock function (or the verify's look at pg_locks) only on a server
- * session this connection claimed, and answer NULL anywhere else (see
- * advlock_set_session()). advlock_sql_answer() says what a statement
+ * except for ADVLOCK_SQL_SESSION. The waiting statements (6 to 9, 16, 17,
+ * 24, 25) take $2: the wait's bound in milliseconds, set as lock_timeout
+ * for the statement alone. The guarded statements (12 to 17, 20 to 25) take
+ * the connection's session token last ($2, or $3 after a wait's bound):
+ * they run their lock function (or the verify's look at pg_locks) only on a
+ * server session this connection claimed (the transaction-scoped 22 to 25
+ * also on one that holds nothing of the key), and answer NULL anywhere
+ * else (see advlock_set_session()). advlock_sql_answer() says what a statement
  * returns. Drivers may prepare each statement once per connection, indexed
  * by this identifier.
  */
@@ -177,7 +178,16 @@ typedef enum advlock_sql {
     /* Their guarded forms ($2 the token): NULL off the claimed session. */
     ADVLOCK_SQL_HELD_GUARDED = 20,
     ADVLOCK_SQL_HELD_SHARED_GUARDED = 21,
-    ADVLOCK_SQL_COUNT = 22
+    /* The guarded forms of the transaction-scoped rows 4, 5, 8 and 9 ($2,
+     * or $3 after a wait's bound, the token): they run their lock function
+     * only on this connection's claimed server session or on one holding
+     * no granted row of key $1, and answer NULL (busy: another client's
+     * session-level hold is there) anywhere else. */
+    ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED = 22,
+    ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED = 23,
+    ADVLOCK_SQL_XACT_LOCK_GUARDED = 24,
+    ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED = 25,
+    ADVLOCK_SQL_COUNT = 26
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -578,6 +588,12 @@ typedef struct advlock_machine {
  * have ended it by then. */
 #define ADVLOCK_WAIT_GRACE_MS 500
 
+/* How long a guarded release that keeps reaching server sessions other than
+ * the claimed one (busy with another client's transaction) goes on trying,
+ * on the acquire's backoff schedule, before it ends FAILED with
+ * ADVLOCK_ESESSION (the lock may be left on the claimed session). */
+#define ADVLOCK_RELEASE_RETRY_MS 30000
+
 /* Puts a machine into its initial state (action NONE) with the reference
  * options. Cannot fail. */
 ADVLOCK_API void advlock_machine_init(advlock_machine *m);
@@ -673,7 +689,11 @@ ADVLOCK_API int advlock_start_acquire_key(advlock_machine *m, int64_t key, int64
 /*
  * Starts releasing one hold of a lock: QUERY unlock (pg_advisory_unlock, or
  * pg_advisory_unlock_shared for ADVLOCK_SHARED); true ends RELEASED, false or
- * NULL ends NOT_HELD. For ADVLOCK_TRANSACTION scope nothing can be unlocked:
+ * NULL ends NOT_HELD. Behind a proxy the guarded unlock's NULL (it reached
+ * another server session) is followed by a SLEEP on the backoff schedule and
+ * the unlock again, until ADVLOCK_RELEASE_RETRY_MS after the start; then it
+ * ends FAILED with ADVLOCK_ESESSION (advlock_cancel() during such a SLEEP
+ * ends it so at once). For ADVLOCK_TRANSACTION scope nothing can be unlocked:
  * the operation ends at once ENDS_WITH_TRANSACTION. Arguments and errors as
  * for advlock_start_acquire() (without the timeout).
  */
@@ -809,8 +829,9 @@ ADVLOCK_API int advlock_on_timer(advlock_machine *m, int64_t now_ms);
  * meantime still ends FAILED. Cancelling twice is harmless.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (no acquire is
- * under way: action NONE or DONE, or a release, which is a single query that
- * always ends on its own).
+ * under way: action NONE or DONE, or a release's query, which always ends
+ * on its own; a release sleeping between guarded unlocks ends FAILED with
+ * ADVLOCK_ESESSION, as its bound would have ended it).
  */
 ADVLOCK_API int advlock_cancel(advlock_machine *m, int64_t now_ms);
 

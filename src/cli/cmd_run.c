@@ -87,14 +87,36 @@ static void clear_progress(void)
 
 /* ---- one lock operation, driven to its end -------------------------------- */
 
+/* Is the adapter's machine between tries (nothing in flight)? */
+static int sleeping(const advlock_pq *a)
+{
+    return advlock_next_action(advlock_pq_async_machine(a)).kind == ADVLOCK_ACTION_SLEEP;
+}
+
 /* Runs the adapter's operation to its end, cancelling an acquire if a
  * forwarded signal arrives; returns that signal's number, or 0. The waiting
- * is the adapter's own (advlock_pq_wait), with the signal pipe beside it. */
-static int drive(advlock_pq *a, const run_options *o, const progress *shown)
+ * is the adapter's own (advlock_pq_wait), with the signal pipe beside it.
+ * xact (--xact's connection, else NULL): the transaction is renewed in each
+ * sleep, so that it pins no pooled server session while the acquire backs
+ * off: the session another client holds the key on is free for that
+ * client's unlock, and the next try may land elsewhere. If a renewal fails
+ * the acquire is cancelled and *renew_failed set (the try must not run
+ * outside a transaction, where its lock would end with the statement). */
+static int drive(advlock_pq *a, const run_options *o, const progress *shown, PGconn *xact,
+                 int *renew_failed)
 {
     int64_t started = advlock_pq_now_ms();
-    int interrupted = 0;
+    int interrupted = 0, renewed = 0;
     while (advlock_pq_async_busy(a)) {
+        if (xact != NULL && !sleeping(a))
+            renewed = 0;
+        else if (xact != NULL && !renewed && !*renew_failed) {
+            renewed = 1;
+            if (cli_xact_renew(xact) != 0) {
+                *renew_failed = 1;
+                advlock_pq_async_cancel(a, advlock_pq_now_ms());
+            }
+        }
         if (shown != NULL)
             show_progress(o, shown, started, advlock_pq_now_ms());
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
@@ -478,7 +500,8 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
         cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
         return -1;
     }
-    drive(a, o, NULL);
+    int unused = 0;
+    drive(a, o, NULL, NULL, &unused);
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
@@ -558,8 +581,14 @@ int cmd_run(int argc, char **argv)
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
-    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL);
+    int renew_failed = 0;
+    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL,
+                            o.xact ? conn : NULL, &renew_failed);
     const advlock_pq_report *r = advlock_pq_async_report(&a);
+    if (renew_failed && !interrupted) {
+        close_session(conn, &o);
+        return EXIT_LOCK_ERROR;
+    }
     /* A signal that came too late to stop a transaction-scoped grant still
      * means stop: the rollback gives the lock back. */
     if (r->lock.outcome == ADVLOCK_CANCELLED

@@ -118,7 +118,9 @@ static int option(const advlock_machine *m, enum option_flag flag)
     return (m->option_flags_ & flag) != 0;
 }
 
-/* Behind a proxy every session-scoped statement is a guarded one. */
+/* Behind a proxy every lock statement is a guarded one: a session-scoped
+ * one runs only on the claimed server session, a transaction-scoped one
+ * only where no other client's hold of the key is. */
 static int guarded(const advlock_machine *m)
 {
     return (m->session_ & PROXIED) != 0;
@@ -181,6 +183,13 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+/* An acquire retries until its timeout; a release that reached the wrong
+ * server session until its own bound. */
+static int64_t retry_bound_ms(const advlock_machine *m)
+{
+    return m->op_ == RELEASE ? ADVLOCK_RELEASE_RETRY_MS : m->report_.timeout_ms;
+}
+
 static int32_t next_sleep(advlock_machine *m)
 {
     int32_t ceiling = m->next_delay_ms_;
@@ -191,8 +200,8 @@ static int32_t next_sleep(advlock_machine *m)
             m->random_ != NULL ? m->random_(m->random_user_) : splitmix64(&m->jitter_state_);
         sleep = (int64_t)(r % (uint64_t)(ceiling + 1)); /* bias below 1e-15 */
     }
-    if (jitter || option(m, CLIP_TO_DEADLINE)) {
-        int64_t remaining = m->report_.timeout_ms - elapsed_ms(m); /* > 0: not timed out yet */
+    if (jitter || option(m, CLIP_TO_DEADLINE) || m->op_ == RELEASE) {
+        int64_t remaining = retry_bound_ms(m) - elapsed_ms(m); /* > 0: not timed out yet */
         if (sleep > remaining)
             sleep = remaining;
     }
@@ -516,6 +525,20 @@ static void on_undo_result(advlock_machine *m, advlock_result result)
     }
 }
 
+/* A guarded transaction-scoped statement found another client's hold of
+ * the key on its server session and ran nothing: busy, as a try's false,
+ * except that no server-side wait follows (it would land on that same
+ * session, pinned by the caller's transaction); the next round polls. */
+static void on_busy_here(advlock_machine *m)
+{
+    if (m->cancel_ == CANCEL_PENDING)
+        finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
+    else if (elapsed_ms(m) >= m->report_.timeout_ms)
+        timed_out(m);
+    else
+        sleep_then_retry(m);
+}
+
 /* The answer of a try, or of a wait (which only a broken driver could
  * answer false or NULL: they count as a try's). */
 static void on_lock_result(advlock_machine *m, advlock_result result)
@@ -539,7 +562,9 @@ static void on_lock_result(advlock_machine *m, advlock_result result)
             sleep_then_retry(m);
         break;
     case ADVLOCK_RESULT_NULL:
-        if (m->cancel_ == CANCEL_PENDING && !advlock_sql_guarded(m->report_.sql))
+        if (advlock_sql_null_is_busy(m->report_.sql))
+            on_busy_here(m);
+        else if (m->cancel_ == CANCEL_PENDING && !advlock_sql_guarded(m->report_.sql))
             finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         else
             finish_failed(m, null_failure(m));
@@ -561,11 +586,15 @@ static void on_unlock_result(advlock_machine *m, advlock_result result)
     case ADVLOCK_RESULT_FALSE: finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE); break;
     case ADVLOCK_RESULT_NULL:
         /* PostgreSQL's unlock never answers NULL; a guarded one off its
-         * session does. */
-        if (advlock_sql_guarded(m->report_.sql))
-            finish_failed(m, ADVLOCK_ESESSION);
-        else
+         * session does, and the claimed session, busy with another client's
+         * transaction now, may be free at the next try: giving up at once
+         * would leave the lock there until the proxy closes the session. */
+        if (!advlock_sql_guarded(m->report_.sql))
             finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
+        else if (elapsed_ms(m) < ADVLOCK_RELEASE_RETRY_MS)
+            sleep_then_retry(m);
+        else
+            finish_failed(m, ADVLOCK_ESESSION);
         break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
@@ -696,7 +725,9 @@ int advlock_on_timer(advlock_machine *m, int64_t now_ms)
      * deadline that saturated, and does come). */
     if (m->now_ms_ < m->wake_at_ms_ || (m->state_ != SLEEPING && m->wake_at_ms_ == INT64_MAX))
         return 0;
-    if (m->state_ == SLEEPING) {
+    if (m->state_ == SLEEPING && m->op_ == RELEASE) {
+        issue_query(m, STEP_RELEASE, single_statement(m), INT64_MAX);
+    } else if (m->state_ == SLEEPING) {
         issue_lock_query(m);
     } else if (m->state_ == QUERYING && waits_on_server(m)) {
         m->deadline_passed_ = 1; /* the deadline, or a cancel to repeat */
@@ -721,9 +752,13 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
 {
     if (m == NULL)
         return ADVLOCK_EINVAL;
-    if (!busy(m) || m->op_ != ACQUIRE)
+    if (!busy(m) || (m->op_ != ACQUIRE && m->state_ != SLEEPING))
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
+    if (m->state_ == SLEEPING && m->op_ == RELEASE) {
+        finish_failed(m, ADVLOCK_ESESSION);
+        return 0;
+    }
     if (m->state_ == SLEEPING) {
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         return 0;
