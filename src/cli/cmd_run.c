@@ -512,17 +512,28 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
     return 0;
 }
 
-/* After a verify that could not show the lock held: the claimed server
- * session may still hold it (busy with another client's transaction when
- * the verify came), and it outlives advlock's connection in the pool. One
- * unlock gives the lock back if it reaches that session, free again by now;
- * unreported: whatever it says, the verify's message has said the lock is
- * gone or in doubt. */
+/* After a verify that could not show the lock held, or an acquire that
+ * ended with a grant in doubt: the claimed server session may still hold it
+ * (busy with another client's transaction when the statement came), and it
+ * outlives advlock's connection in the pool. The release (which keeps trying
+ * to reach that session, within its bound) gives the lock back; unreported:
+ * whatever it says, the message before has said the lock is gone or in
+ * doubt. */
 static void release_quietly(advlock_pq *a, int64_t key)
 {
     if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) == 0)
         while (advlock_pq_async_busy(a))
             (void)advlock_pq_wait(a, -1, -1);
+}
+
+/* An acquire that failed while giving back a grant nobody wanted (its
+ * unlock failed or reached another server session): the lock may be left
+ * where it was granted. */
+static int grant_in_doubt(const advlock_report *r)
+{
+    return r->detail == ADVLOCK_DETAIL_UNDO_CANCELLED
+           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE
+           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_57014;
 }
 
 /* Ends a run's session: with --xact its transaction rolls back first, so
@@ -589,16 +600,21 @@ int cmd_run(int argc, char **argv)
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
-    /* A signal that came too late to stop a transaction-scoped grant still
-     * means stop: the rollback gives the lock back. */
+    /* A signal that came too late to stop the grant still means stop: the
+     * rollback gives a transaction-scoped lock back, an unlock a session
+     * lock (closing the connection would not, behind a pooler). */
     if (r->lock.outcome == ADVLOCK_CANCELLED
         || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
+        if (r->lock.outcome == ADVLOCK_ACQUIRED && !o.xact)
+            release_quietly(&a, key);
         close_session(conn, &o);
         return 128 + interrupted;
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
         char message[ADVLOCK_MESSAGE_MAX];
         cli_error("%s", describe(r, o.key, message, sizeof message));
+        if (grant_in_doubt(&r->lock) && !o.xact)
+            release_quietly(&a, key);
         close_session(conn, &o);
         return acquire_failed_status(&r->lock, &o);
     }
