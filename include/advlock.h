@@ -588,11 +588,14 @@ typedef struct advlock_machine {
  * have ended it by then. */
 #define ADVLOCK_WAIT_GRACE_MS 500
 
-/* How long a guarded release that keeps reaching server sessions other than
- * the claimed one (busy with another client's transaction) goes on trying,
- * on the acquire's backoff schedule, before it ends FAILED with
- * ADVLOCK_ESESSION (the lock may be left on the claimed session). */
-#define ADVLOCK_RELEASE_RETRY_MS 30000
+/* How long a guarded release or verify that keeps reaching server sessions
+ * other than the claimed one (busy with another client's transaction) goes
+ * on trying, on the acquire's backoff schedule (100, 200, 400, 800, then the
+ * rest), before it ends FAILED with ADVLOCK_ESESSION (a release's lock may be
+ * left on the claimed session). Short, because a claimed session that is
+ * gone (closed by the proxy or an administrator) answers just as a busy one
+ * does, and a verify must say so promptly. */
+#define ADVLOCK_GUARD_RETRY_MS 2000
 
 /* Puts a machine into its initial state (action NONE) with the reference
  * options. Cannot fail. */
@@ -636,8 +639,11 @@ ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o
  *     guarded statement that reaches another server session (a
  *     transaction-pooling proxy handing statements to whichever session is
  *     free), ends FAILED with ADVLOCK_ESESSION, so two clients never share
- *     a server session's locks. Transaction-scoped locks need no claim: a
- *     proxy keeps a transaction on one server session.
+ *     a server session's locks. Transaction-scoped locks need no claim (a
+ *     proxy keeps a transaction on one server session; their session query
+ *     claims nothing, $1 0), but behind a proxy their statements are
+ *     guarded too: they run only where no other client's session-level
+ *     hold of the key is, and elsewhere count as busy (see advlock_sql).
  * An operation refused without a statement sent reports sql
  * ADVLOCK_SQL_SESSION (an acquire) or the guarded unlock it did not send (a
  * release, whose lock may still be held; advlock_describe says so).
@@ -691,7 +697,7 @@ ADVLOCK_API int advlock_start_acquire_key(advlock_machine *m, int64_t key, int64
  * pg_advisory_unlock_shared for ADVLOCK_SHARED); true ends RELEASED, false or
  * NULL ends NOT_HELD. Behind a proxy the guarded unlock's NULL (it reached
  * another server session) is followed by a SLEEP on the backoff schedule and
- * the unlock again, until ADVLOCK_RELEASE_RETRY_MS after the start; then it
+ * the unlock again, until ADVLOCK_GUARD_RETRY_MS after the start; then it
  * ends FAILED with ADVLOCK_ESESSION (advlock_cancel() during such a SLEEP
  * ends it so at once). For ADVLOCK_TRANSACTION scope nothing can be unlocked:
  * the operation ends at once ENDS_WITH_TRANSACTION. Arguments and errors as
@@ -722,14 +728,17 @@ ADVLOCK_API int advlock_start_release_key(advlock_machine *m, int64_t key, int64
  *   HELD      the session holds the lock;
  *   NOT_HELD  it does not (any more): advlock_describe() says "Lock
  *             '<name>' is no longer held by this session.";
- *   FAILED    ADVLOCK_ESESSION behind a proxy when the statement reached a
- *             server session this connection did not claim (the claimed
- *             one is gone, or busy with another client: whether the lock
- *             is held cannot be told), or at once, nothing sent, when the
- *             claim was refused; or as any statement fails (ESERVER,
- *             ECONNLOST, ENULL).
- * A verify changes no lock. It cannot be cancelled (one statement that
- * always ends on its own).
+ *   FAILED    ADVLOCK_ESESSION behind a proxy when the statement kept
+ *             reaching server sessions this connection did not claim (the
+ *             claimed one is gone, or busy with another client: whether the
+ *             lock is held cannot be told); each such answer is followed by
+ *             a SLEEP on the backoff schedule and the statement again, until
+ *             ADVLOCK_GUARD_RETRY_MS after the start; or at once, nothing
+ *             sent, when the claim was refused; or as any statement fails
+ *             (ESERVER, ECONNLOST, ENULL).
+ * A verify changes no lock. Its statement cannot be cancelled (it always
+ * ends on its own); advlock_cancel() during its SLEEP ends it FAILED with
+ * ADVLOCK_ESESSION.
  *
  * key: the lock's key (advlock_derive_key(), or the acquire's report key).
  * now_ms: the caller's monotonic time.
@@ -829,9 +838,9 @@ ADVLOCK_API int advlock_on_timer(advlock_machine *m, int64_t now_ms);
  * meantime still ends FAILED. Cancelling twice is harmless.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (no acquire is
- * under way: action NONE or DONE, or a release's query, which always ends
- * on its own; a release sleeping between guarded unlocks ends FAILED with
- * ADVLOCK_ESESSION, as its bound would have ended it).
+ * under way: action NONE or DONE, or a release's or verify's query, which
+ * always ends on its own; one sleeping between guarded statements ends
+ * FAILED with ADVLOCK_ESESSION, as its bound would have ended it).
  */
 ADVLOCK_API int advlock_cancel(advlock_machine *m, int64_t now_ms);
 

@@ -53,11 +53,6 @@ int cli_signals_next(void);
  * no transaction was left to commit).
  */
 int cli_xact_begin(PGconn *conn);
-/* Between an acquire's tries: ROLLBACK, then BEGIN, so that a pooler gets
- * the server session back while the acquire sleeps (and the next try may
- * land on another one). Nothing is lost: no try has succeeded yet. 0, or -1
- * after printing why. */
-int cli_xact_renew(PGconn *conn);
 /* After the acquire: lets go of the snapshot its last statement kept, so
  * that the transaction held open holds no xmin. 0, or -1 after printing why. */
 int cli_xact_drop_snapshot(PGconn *conn);

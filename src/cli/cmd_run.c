@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,40 +88,67 @@ static void clear_progress(void)
 
 /* ---- one lock operation, driven to its end -------------------------------- */
 
-/* Is the adapter's machine between tries (nothing in flight)? */
-static int sleeping(const advlock_pq *a)
+/* advlock run --xact while acquiring: the transaction is open only while a
+ * try is out. It ends (ROLLBACK: nothing was granted) when the acquire
+ * starts a sleep and begins again when the sleep is over, so that the run
+ * pins no pooled server session while it backs off: the session another
+ * client holds the key on stays free for that client's unlock, and the next
+ * try may land elsewhere. A try must never run outside a transaction (its
+ * lock would end with its statement): if BEGIN or ROLLBACK fails, the
+ * acquire is cancelled and failed set. */
+typedef struct xact_pause {
+    PGconn *conn; /* NULL: not --xact */
+    int ended;    /* the transaction is ended for the sleep */
+    int failed;
+} xact_pause;
+
+/* How long to wait for signals alone before the next try (the transaction
+ * ended for the sleep), or -1 for the adapter's own wait. */
+static int64_t tend_xact(advlock_pq *a, xact_pause *x)
 {
-    return advlock_next_action(advlock_pq_async_machine(a)).kind == ADVLOCK_ACTION_SLEEP;
+    if (x->conn == NULL || x->failed)
+        return -1;
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    if (next.kind != ADVLOCK_ACTION_SLEEP)
+        return -1;
+    if (!x->ended && cli_xact_end(x->conn, 0) == 0)
+        x->ended = 1;
+    int64_t left = next.wake_at_ms - advlock_pq_now_ms();
+    if (x->ended && left > 0)
+        return left;
+    if (x->ended && cli_xact_begin(x->conn) == 0) {
+        x->ended = 0;
+        return -1;
+    }
+    x->failed = 1;
+    advlock_pq_async_cancel(a, advlock_pq_now_ms());
+    return -1;
+}
+
+/* Waits up to ms for the signal pipe alone. */
+static void wait_for_signals(int64_t ms)
+{
+    struct pollfd p = {.fd = cli_signals_fd(), .events = POLLIN};
+    (void)poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
 }
 
 /* Runs the adapter's operation to its end, cancelling an acquire if a
  * forwarded signal arrives; returns that signal's number, or 0. The waiting
- * is the adapter's own (advlock_pq_wait), with the signal pipe beside it.
- * xact (--xact's connection, else NULL): the transaction is renewed in each
- * sleep, so that it pins no pooled server session while the acquire backs
- * off: the session another client holds the key on is free for that
- * client's unlock, and the next try may land elsewhere. If a renewal fails
- * the acquire is cancelled and *renew_failed set (the try must not run
- * outside a transaction, where its lock would end with the statement). */
-static int drive(advlock_pq *a, const run_options *o, const progress *shown, PGconn *xact,
-                 int *renew_failed)
+ * is the adapter's own (advlock_pq_wait), with the signal pipe beside it;
+ * x: see xact_pause (NULL for a release). */
+static int drive(advlock_pq *a, const run_options *o, const progress *shown, xact_pause *x)
 {
     int64_t started = advlock_pq_now_ms();
-    int interrupted = 0, renewed = 0;
+    int interrupted = 0;
     while (advlock_pq_async_busy(a)) {
-        if (xact != NULL && !sleeping(a))
-            renewed = 0;
-        else if (xact != NULL && !renewed && !*renew_failed) {
-            renewed = 1;
-            if (cli_xact_renew(xact) != 0) {
-                *renew_failed = 1;
-                advlock_pq_async_cancel(a, advlock_pq_now_ms());
-            }
-        }
+        int64_t paused_ms = x != NULL ? tend_xact(a, x) : -1;
         if (shown != NULL)
             show_progress(o, shown, started, advlock_pq_now_ms());
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        if (advlock_pq_wait(a, cli_signals_fd(), shown != NULL ? 100 : -1) < 0)
+        int64_t tick = shown != NULL ? 100 : -1;
+        if (paused_ms >= 0)
+            wait_for_signals(tick >= 0 && tick < paused_ms ? tick : paused_ms);
+        else if (advlock_pq_wait(a, cli_signals_fd(), (int)tick) < 0)
             break;
         int sig;
         while ((sig = cli_signals_next()) != 0)
@@ -500,8 +528,7 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
         cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
         return -1;
     }
-    int unused = 0;
-    drive(a, o, NULL, NULL, &unused);
+    drive(a, o, NULL, NULL);
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
@@ -592,11 +619,10 @@ int cmd_run(int argc, char **argv)
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
-    int renew_failed = 0;
-    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL,
-                            o.xact ? conn : NULL, &renew_failed);
+    xact_pause pause = {.conn = o.xact ? conn : NULL};
+    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL, &pause);
     const advlock_pq_report *r = advlock_pq_async_report(&a);
-    if (renew_failed && !interrupted) {
+    if (pause.failed && !interrupted) {
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }

@@ -28,11 +28,6 @@ int cli_xact_begin(PGconn *conn)
     return run_statement(conn, "BEGIN");
 }
 
-int cli_xact_renew(PGconn *conn)
-{
-    return run_statement(conn, "ROLLBACK") == 0 ? run_statement(conn, "BEGIN") : -1;
-}
-
 int cli_xact_drop_snapshot(PGconn *conn)
 {
     /* The acquire's statements went unnamed in the extended protocol, and

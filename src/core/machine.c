@@ -34,8 +34,10 @@ enum step {
 };
 enum cancel { CANCEL_NONE, CANCEL_PENDING };
 enum option_flag { CLIP_TO_DEADLINE = 1, DIAGNOSE = 2, ALLOW_STANDBY = 4 };
-/* What the session query found; 0: nothing known (yet). */
-enum session_fact { CHECKED = 1, PROXIED = 2, CLAIMED = 4, STANDBY = 8 };
+/* What the session query found; 0: nothing known (yet). CLAIM_ASKED: the
+ * query carried the token (a session-scoped operation's), so CLAIMED is its
+ * answer; a transaction-scoped one claims nothing. */
+enum session_fact { CHECKED = 1, PROXIED = 2, CLAIMED = 4, STANDBY = 8, CLAIM_ASKED = 16 };
 
 /* The reference's schedule: Task.Delay(delayMs), then
  * delayMs = Math.Min(delayMs * 2, 1000), starting from 100.
@@ -183,11 +185,11 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-/* An acquire retries until its timeout; a release that reached the wrong
- * server session until its own bound. */
+/* An acquire retries until its timeout; a release or verify that reached
+ * the wrong server session until its own bound. */
 static int64_t retry_bound_ms(const advlock_machine *m)
 {
-    return m->op_ == RELEASE ? ADVLOCK_RELEASE_RETRY_MS : m->report_.timeout_ms;
+    return m->op_ == ACQUIRE ? m->report_.timeout_ms : ADVLOCK_GUARD_RETRY_MS;
 }
 
 static int32_t next_sleep(advlock_machine *m)
@@ -200,7 +202,7 @@ static int32_t next_sleep(advlock_machine *m)
             m->random_ != NULL ? m->random_(m->random_user_) : splitmix64(&m->jitter_state_);
         sleep = (int64_t)(r % (uint64_t)(ceiling + 1)); /* bias below 1e-15 */
     }
-    if (jitter || option(m, CLIP_TO_DEADLINE) || m->op_ == RELEASE) {
+    if (jitter || option(m, CLIP_TO_DEADLINE) || m->op_ != ACQUIRE) {
         int64_t remaining = retry_bound_ms(m) - elapsed_ms(m); /* > 0: not timed out yet */
         if (sleep > remaining)
             sleep = remaining;
@@ -334,6 +336,11 @@ static advlock_sql single_statement(const advlock_machine *m)
                              : advlock_sql_for_held(mode, (advlock_scope)m->scope_, guarded(m));
 }
 
+static void issue_single(advlock_machine *m)
+{
+    issue_query(m, m->op_ == RELEASE ? STEP_RELEASE : STEP_VERIFY, single_statement(m), INT64_MAX);
+}
+
 /* The operation's first lock statement, once the session is known. A
  * session lock needs the claimed server session behind a proxy; a refusal
  * sends nothing. A refused release or verify names the statement it did
@@ -351,9 +358,26 @@ static void begin(advlock_machine *m)
     } else if (m->op_ == ACQUIRE) {
         issue_lock_query(m);
     } else {
-        issue_query(m, m->op_ == RELEASE ? STEP_RELEASE : STEP_VERIFY, single_statement(m),
-                    INT64_MAX);
+        issue_single(m);
     }
+}
+
+/* A session-scoped operation claims the server session, a transaction-scoped
+ * one does not: its transaction keeps one server session for itself, and a
+ * claim left behind (committed with the transaction) would refuse every
+ * later session-scoped client there. */
+static int claims(const advlock_machine *m)
+{
+    return m->scope_ == ADVLOCK_SESSION;
+}
+
+/* Nothing known of the session yet, or a session-scoped operation behind a
+ * proxy where no claim was asked for (only transaction-scoped ones ran). */
+static int needs_session_query(const advlock_machine *m)
+{
+    if (m->session_token_ == 0)
+        return 0;
+    return !(m->session_ & CHECKED) || (claims(m) && guarded(m) && !(m->session_ & CLAIM_ASKED));
 }
 
 static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms, int64_t now_ms)
@@ -386,7 +410,7 @@ static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms
     r->holder_application[0] = '\0';
     if (op == RELEASE && m->scope_ == ADVLOCK_TRANSACTION)
         finish(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0, ADVLOCK_DETAIL_NONE);
-    else if (m->session_token_ != 0 && !(m->session_ & CHECKED))
+    else if (needs_session_query(m))
         issue_query(m, STEP_SESSION, ADVLOCK_SQL_SESSION, INT64_MAX);
     else
         begin(m);
@@ -579,6 +603,17 @@ static void on_lock_result(advlock_machine *m, advlock_result result)
     }
 }
 
+/* A guarded release or verify reached a server session other than the
+ * claimed one, which may be busy with another client's transaction: try
+ * again on the backoff schedule, within the bound. */
+static void retry_guarded(advlock_machine *m)
+{
+    if (elapsed_ms(m) < ADVLOCK_GUARD_RETRY_MS)
+        sleep_then_retry(m);
+    else
+        finish_failed(m, ADVLOCK_ESESSION);
+}
+
 static void on_unlock_result(advlock_machine *m, advlock_result result)
 {
     switch (result) {
@@ -591,24 +626,26 @@ static void on_unlock_result(advlock_machine *m, advlock_result result)
          * would leave the lock there until the proxy closes the session. */
         if (!advlock_sql_guarded(m->report_.sql))
             finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
-        else if (elapsed_ms(m) < ADVLOCK_RELEASE_RETRY_MS)
-            sleep_then_retry(m);
         else
-            finish_failed(m, ADVLOCK_ESESSION);
+            retry_guarded(m);
         break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
 }
 
-/* A verify's NULL is the guard's (ESESSION): the plain row's EXISTS is
- * never NULL. */
+/* A verify's NULL is the guard's: the plain row's EXISTS is never NULL. */
 static void on_verify_result(advlock_machine *m, advlock_result result)
 {
     switch (result) {
     case ADVLOCK_RESULT_TRUE: finish(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE); break;
     case ADVLOCK_RESULT_FALSE: finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE); break;
-    case ADVLOCK_RESULT_NULL: finish_failed(m, null_failure(m)); break;
+    case ADVLOCK_RESULT_NULL:
+        if (advlock_sql_guarded(m->report_.sql))
+            retry_guarded(m);
+        else
+            finish_failed(m, ADVLOCK_ENULL);
+        break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
@@ -668,9 +705,11 @@ int advlock_on_session(advlock_machine *m, int server_pid, int in_recovery, int 
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
     /* A proxy shows the client a pid of its own; 0 (unknown) counts as one. */
+    int asked = claims(m);
     m->session_ =
         (uint8_t)(CHECKED | (server_pid != m->client_pid_ || server_pid == 0 ? PROXIED : 0)
-                  | (ours ? CLAIMED : 0) | (in_recovery ? STANDBY : 0));
+                  | (asked ? CLAIM_ASKED : 0) | (asked && ours ? CLAIMED : 0)
+                  | (in_recovery ? STANDBY : 0));
     if (m->cancel_ == CANCEL_PENDING)
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
     else
@@ -725,8 +764,8 @@ int advlock_on_timer(advlock_machine *m, int64_t now_ms)
      * deadline that saturated, and does come). */
     if (m->now_ms_ < m->wake_at_ms_ || (m->state_ != SLEEPING && m->wake_at_ms_ == INT64_MAX))
         return 0;
-    if (m->state_ == SLEEPING && m->op_ == RELEASE) {
-        issue_query(m, STEP_RELEASE, single_statement(m), INT64_MAX);
+    if (m->state_ == SLEEPING && m->op_ != ACQUIRE) {
+        issue_single(m);
     } else if (m->state_ == SLEEPING) {
         issue_lock_query(m);
     } else if (m->state_ == QUERYING && waits_on_server(m)) {
@@ -755,7 +794,7 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
     if (!busy(m) || (m->op_ != ACQUIRE && m->state_ != SLEEPING))
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
-    if (m->state_ == SLEEPING && m->op_ == RELEASE) {
+    if (m->state_ == SLEEPING && m->op_ != ACQUIRE) {
         finish_failed(m, ADVLOCK_ESESSION);
         return 0;
     }
@@ -781,7 +820,7 @@ static void set_params(const advlock_machine *m, advlock_action *a)
 {
     int64_t token = (int64_t)m->session_token_;
     if (a->sql == ADVLOCK_SQL_SESSION) {
-        a->param = token;
+        a->param = claims(m) ? token : 0;
         return;
     }
     a->param = m->report_.key;

@@ -127,6 +127,7 @@ static void the_session_check_allocates_nothing(void **state)
     /* A verify behind the proxy: its guarded row, and its NULL's sentence. */
     assert_int_equal(advlock_start_verify_key(&m, 7, 5), 0);
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 5), 0);
+    assert_int_equal(advlock_cancel(&m, 5), 0);
     assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
                 > 0);
     assert_int_equal(advlock_set_session(&m, 4242, 100), 0);

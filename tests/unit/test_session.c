@@ -339,8 +339,10 @@ static void xact_try_then_wait(advlock_machine *m, advlock_mode mode, int64_t no
     int shared = mode == ADVLOCK_SHARED;
     use(m, mode, ADVLOCK_TRANSACTION, ADVLOCK_WAIT_SERVER, 0);
     acquire(m, 1000, now);
-    if (act(m).sql == ADVLOCK_SQL_SESSION) /* a machine that has not checked yet */
-        session_row(m, SERVER_PID, 0, 0, now);
+    if (act(m).sql == ADVLOCK_SQL_SESSION) { /* a machine that has not checked yet */
+        expect_session_query(m, 0);          /* claims nothing */
+        session_row(m, SERVER_PID, 0, 1, now);
+    }
     expect_query(
         m, shared ? ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED : ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED,
         key(), (int64_t)TOKEN, 0);
@@ -371,8 +373,26 @@ static void xact_checked(advlock_machine *m, advlock_wait wait, int64_t timeout,
     use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION, wait, 0);
     told(m, CLIENT_PID, TOKEN);
     acquire(m, timeout, 0);
-    expect_session_query(m, TOKEN);
+    expect_session_query(m, 0); /* claims nothing */
     session_row(m, server_pid, 0, server_pid == CLIENT_PID, 0);
+}
+
+/* Transaction-scoped operations claim nothing; the first session-scoped one
+ * behind the proxy then asks for the claim (directly connected, no need). */
+static void a_session_lock_after_transaction_locks_claims(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, CLIENT_PID, TOKEN);
+    xact_try_then_wait(m, ADVLOCK_EXCLUSIVE, 0);
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 0);
+    acquire(m, 1000, 10);
+    expect_session_query(m, TOKEN);
+    session_row(m, SERVER_PID, 0, 1, 11);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 12);
+    expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+    /* Asked once: the transaction rows now find the session their own. */
+    xact_try_then_wait(m, ADVLOCK_SHARED, 20);
 }
 
 /* Directly connected, the transaction rows stay plain (no pg_locks read). */
@@ -557,14 +577,14 @@ static void a_guarded_release_answering_null_may_leave_the_lock(void **state)
         if (act(m).kind != ADVLOCK_ACTION_SLEEP)
             break;
         /* 100, 200, 400, 800, then 1000 ms, the last cut to the bound. */
-        int64_t left = 3 + ADVLOCK_RELEASE_RETRY_MS - now;
+        int64_t left = 3 + ADVLOCK_GUARD_RETRY_MS - now;
         int64_t step = sleeps < 4 ? 100 << sleeps : 1000;
         assert_int_equal(act(m).sleep_ms, step < left ? step : left);
         now = act(m).wake_at_ms;
         assert_int_equal(advlock_on_timer(m, now), 0);
         sleeps++;
     }
-    assert_int_equal(now - 3, ADVLOCK_RELEASE_RETRY_MS);
+    assert_int_equal(now - 3, ADVLOCK_GUARD_RETRY_MS);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_UNLOCK_GUARDED);
     assert_string_equal(said(m, NULL), "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
@@ -757,9 +777,26 @@ static void behind_a_proxy_the_verify_is_guarded(void **state)
     expect_query(m, ADVLOCK_SQL_HELD_GUARDED, key(), (int64_t)TOKEN, 0);
     answer(m, ADVLOCK_RESULT_TRUE, 4);
     expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
-    /* The claimed server session is gone (or busy elsewhere): the guard's
-     * NULL cannot say whether the lock is held. */
-    verify_answered(m, ADVLOCK_RESULT_NULL, ADVLOCK_FAILED, ADVLOCK_ESESSION, 5);
+    /* The claimed server session is busy (or gone): the guard's NULL cannot
+     * say whether the lock is held, so the verify asks again after a sleep,
+     * and reaches it ... */
+    verify(m, 5);
+    answer(m, ADVLOCK_RESULT_NULL, 5);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
+    assert_int_equal(act(m).sleep_ms, 100);
+    assert_int_equal(advlock_on_timer(m, 105), 0);
+    expect_query(m, ADVLOCK_SQL_HELD_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 106);
+    expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
+    /* ... or not within the bound: cannot tell. */
+    verify(m, 200);
+    int64_t now = 200;
+    while (answer(m, ADVLOCK_RESULT_NULL, now), act(m).kind == ADVLOCK_ACTION_SLEEP) {
+        now = act(m).wake_at_ms;
+        assert_int_equal(advlock_on_timer(m, now), 0);
+    }
+    assert_int_equal(now - 200, ADVLOCK_GUARD_RETRY_MS);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_HELD_GUARDED);
     assert_string_equal(said(m, NULL), CANNOT_TELL);
     /* On the claimed session, a lock no longer there. */
@@ -847,6 +884,7 @@ int main(void)
         T(an_unknown_pid_counts_as_a_proxy),
         T(transaction_scope_is_guarded_behind_a_proxy),
         T(transaction_scope_direct_is_plain),
+        T(a_session_lock_after_transaction_locks_claims),
         T(a_guarded_transaction_null_is_busy),
         T(a_refused_claim_fails_without_sending_anything),
         T(a_refused_release_says_the_lock_may_still_be_held),
