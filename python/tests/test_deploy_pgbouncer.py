@@ -224,7 +224,8 @@ def test_transaction_mode_never_two_holders_under_load(pg_conn):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_transaction_scope_works_in_transaction_mode(flavour, pg_conn):
     """A transaction-scoped lock inside the caller's transaction needs no
-    claim: PgBouncer keeps a transaction on one server session."""
+    claim: PgBouncer keeps a transaction on one server session. Its try is
+    guarded (it runs only where no other client holds the key)."""
     async def main():
         a = await connect(flavour, TX)
         if flavour == "asyncpg":
@@ -235,6 +236,7 @@ def test_transaction_scope_works_in_transaction_mode(flavour, pg_conn):
         lk = advlock.lock(a, "pgb-xact", timeout=2, scope=advlock.TRANSACTION)
         r = await call(lk.acquire)
         assert r.outcome == advlock.Outcome.ACQUIRED
+        assert r.sql == S.TRY_XACT_LOCK_GUARDED  # guarded behind the proxy
         assert len(holds(pg_conn, r.key)) == 1
         if flavour == "asyncpg":
             await tx.commit()
