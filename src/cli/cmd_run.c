@@ -125,6 +125,25 @@ static int64_t tend_xact(advlock_pq *a, xact_pause *x)
     return -1;
 }
 
+/* A release behind a proxy (r, else NULL): how long to wait for signals
+ * alone before its retry is due, or -1 for the adapter's own wait; at the
+ * retry's time, helpers occupy the server sessions PgBouncer would hand it
+ * first (reach.c). */
+static int64_t tend_reach(advlock_pq *a, cli_reach *r)
+{
+    if (r == NULL)
+        return -1;
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    if (next.kind != ADVLOCK_ACTION_SLEEP || r->done_for_ms == next.wake_at_ms)
+        return -1;
+    int64_t left = next.wake_at_ms - advlock_pq_now_ms();
+    if (left > 0)
+        return left;
+    cli_reach_occupy(r);
+    r->done_for_ms = next.wake_at_ms;
+    return -1;
+}
+
 /* Waits up to ms for the signal pipe alone. */
 static void wait_for_signals(int64_t ms)
 {
@@ -135,13 +154,16 @@ static void wait_for_signals(int64_t ms)
 /* Runs the adapter's operation to its end, cancelling an acquire if a
  * forwarded signal arrives; returns that signal's number, or 0. The waiting
  * is the adapter's own (advlock_pq_wait), with the signal pipe beside it;
- * x: see xact_pause (NULL for a release). */
-static int drive(advlock_pq *a, const run_options *o, const progress *shown, xact_pause *x)
+ * x: see xact_pause (NULL for a release); r: see tend_reach. */
+static int drive(advlock_pq *a, const run_options *o, const progress *shown, xact_pause *x,
+                 cli_reach *r)
 {
     int64_t started = advlock_pq_now_ms();
     int interrupted = 0;
     while (advlock_pq_async_busy(a)) {
         int64_t paused_ms = x != NULL ? tend_xact(a, x) : -1;
+        if (paused_ms < 0)
+            paused_ms = tend_reach(a, r);
         if (shown != NULL)
             show_progress(o, shown, started, advlock_pq_now_ms());
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
@@ -522,13 +544,23 @@ static int acquire_failed_status(const advlock_report *r, const run_options *o)
  * RELEASED means the lock was not where the run held it (NOT_HELD, or
  * ESESSION: the unlock reached another server session behind a proxy, and
  * the lock may be left on the one that took it), so the run fails. */
+/* Drives a release to its end, its retries helped to the claimed server
+ * session behind a proxy. */
+static void drive_release(advlock_pq *a, const run_options *o)
+{
+    cli_reach reach;
+    cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a));
+    drive(a, o, NULL, NULL, advlock_pq_proxied(a) ? &reach : NULL);
+    cli_reach_end(&reach);
+}
+
 static int release(advlock_pq *a, const run_options *o, int64_t key)
 {
     if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) != 0) {
         cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
         return -1;
     }
-    drive(a, o, NULL, NULL);
+    drive_release(a, o);
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
@@ -546,11 +578,10 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
  * to reach that session, within its bound) gives the lock back; unreported:
  * whatever it says, the message before has said the lock is gone or in
  * doubt. */
-static void release_quietly(advlock_pq *a, int64_t key)
+static void release_quietly(advlock_pq *a, const run_options *o, int64_t key)
 {
     if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) == 0)
-        while (advlock_pq_async_busy(a))
-            (void)advlock_pq_wait(a, -1, -1);
+        drive_release(a, o);
 }
 
 /* An acquire that failed while giving back a grant nobody wanted (its
@@ -620,7 +651,8 @@ int cmd_run(int argc, char **argv)
         return EXIT_LOCK_ERROR;
     }
     xact_pause pause = {.conn = o.xact ? conn : NULL};
-    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL, &pause);
+    int interrupted =
+        drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL, &pause, NULL);
     const advlock_pq_report *r = advlock_pq_async_report(&a);
     if (pause.failed && !interrupted) {
         close_session(conn, &o);
@@ -632,7 +664,7 @@ int cmd_run(int argc, char **argv)
     if (r->lock.outcome == ADVLOCK_CANCELLED
         || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
         if (r->lock.outcome == ADVLOCK_ACQUIRED && !o.xact)
-            release_quietly(&a, key);
+            release_quietly(&a, &o, key);
         close_session(conn, &o);
         return 128 + interrupted;
     }
@@ -640,7 +672,7 @@ int cmd_run(int argc, char **argv)
         char message[ADVLOCK_MESSAGE_MAX];
         cli_error("%s", describe(r, o.key, message, sizeof message));
         if (grant_in_doubt(&r->lock) && !o.xact)
-            release_quietly(&a, key);
+            release_quietly(&a, &o, key);
         close_session(conn, &o);
         return acquire_failed_status(&r->lock, &o);
     }
@@ -662,7 +694,7 @@ int cmd_run(int argc, char **argv)
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     int given_back = lost == LOCK_KEPT && give_back(&a, conn, &o, key, exit_code == 0) == 0;
     if (lost == LOCK_UNVERIFIED)
-        release_quietly(&a, key);
+        release_quietly(&a, &o, key);
     /* Lost, a release that found no lock or reached another server session,
      * or with --xact a COMMIT that failed after the command succeeded (the
      * session broke as it ended): not a clean run, and said so. A ROLLBACK
