@@ -590,12 +590,12 @@ typedef struct advlock_machine {
 
 /* How long a guarded release or verify that keeps reaching server sessions
  * other than the claimed one (busy with another client's transaction) goes
- * on trying, on the acquire's backoff schedule (100, 200, 400, 800, then the
- * rest), before it ends FAILED with ADVLOCK_ESESSION (a release's lock may be
+ * on trying, on the acquire's backoff schedule (tries after 100, 200, 400
+ * and 800 ms), before it ends FAILED with ADVLOCK_ESESSION (a release's lock may be
  * left on the claimed session). Short, because a claimed session that is
  * gone (closed by the proxy or an administrator) answers just as a busy one
  * does, and a verify must say so promptly. */
-#define ADVLOCK_GUARD_RETRY_MS 2000
+#define ADVLOCK_GUARD_RETRY_MS 1500
 
 /* Puts a machine into its initial state (action NONE) with the reference
  * options. Cannot fail. */
