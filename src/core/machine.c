@@ -13,7 +13,9 @@
  *   After a timeout, diagnostics (if asked for) run one holders query first.
  *   Before the first lock statement on a connection a driver has named
  *   (advlock_set_session), one session query learns the server session.
- *   A release and a verify are one query each.
+ *   A release and a verify are one query each; behind a proxy a guarded
+ *   one that reached another server session sleeps and is sent again, on
+ *   the backoff schedule, within ADVLOCK_GUARD_RETRY_MS.
  */
 #include "core.h"
 
