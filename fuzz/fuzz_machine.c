@@ -15,12 +15,17 @@
  * With a session told (advlock_set_session, opcodes 0xF0 and up) the
  * server session's row is answered too, and the model checks:
  *   - one session query per connection, before any lock statement, with
- *     the token as $1; none without a session told, nor after a row came,
- *     nor for the checked value copied out (advlock_get_session) and
- *     handed back; that value's facts are the model's after every event;
- *   - guarded rows exactly behind a claimed proxy, for session scope only,
- *     with the token after the key (after a wait's bound); their NULL means
- *     the statement ran elsewhere, locking and unlocking nothing;
+ *     the token as $1 (0 for transaction scope, which claims nothing); none
+ *     without a session told, nor after a row came, nor for the checked
+ *     value copied out (advlock_get_session) and handed back, except once
+ *     more for a session-scoped operation behind a proxy where no claim was
+ *     asked; that value's facts are the model's after every event;
+ *   - guarded session rows exactly behind a claimed proxy, for session
+ *     scope; guarded transaction rows exactly behind a proxy, for
+ *     transaction scope; each with the token after the key (after a wait's
+ *     bound); a session row's NULL means the statement ran elsewhere,
+ *     locking and unlocking nothing, and a transaction row's means busy
+ *     (never ESESSION);
  *   - ESTANDBY only for an acquire on a standby without allow_standby, with
  *     nothing sent; ESESSION only behind a proxy, never with a grant of the
  *     operation still held unless its detail says the undo is in doubt, and
@@ -87,16 +92,23 @@ typedef struct model {
     uint64_t next_token;
     int checked; /* a session row came since the last change */
     int proxied, claimed, standby;
+    int claim_asked; /* the last session row answered a claim (session scope) */
     int done_seen;
     int64_t expected_sleep; /* reference schedule */
     char name[16];          /* the name of the operation under way */
     size_t name_len;
 } model;
 
+static int xact_guarded_row(advlock_sql sql)
+{
+    return sql >= ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED && sql <= ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED;
+}
+
 static int guarded_row(advlock_sql sql)
 {
     return (sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED)
-           || sql == ADVLOCK_SQL_HELD_GUARDED || sql == ADVLOCK_SQL_HELD_SHARED_GUARDED;
+           || sql == ADVLOCK_SQL_HELD_GUARDED || sql == ADVLOCK_SQL_HELD_SHARED_GUARDED
+           || xact_guarded_row(sql);
 }
 
 static int held_row(advlock_sql sql)
@@ -115,9 +127,11 @@ static void check_query(const model *s, const advlock_action *a)
 {
     if (a->kind != ADVLOCK_ACTION_QUERY && a->kind != ADVLOCK_ACTION_CANCEL_QUERY)
         return;
+    int session_scope = s->options.scope == ADVLOCK_SESSION;
     if (a->sql == ADVLOCK_SQL_SESSION) {
-        CHECK(s->told && !s->checked);
-        CHECK(a->param == (int64_t)s->token && a->param2 == 0 && a->param3 == 0);
+        CHECK(s->told && (!s->checked || (session_scope && s->proxied && !s->claim_asked)));
+        CHECK(a->param == (session_scope ? (int64_t)s->token : 0) && a->param2 == 0
+              && a->param3 == 0);
         return;
     }
     /* The check comes before any other statement; a verify sends its row,
@@ -125,17 +139,21 @@ static void check_query(const model *s, const advlock_action *a)
     CHECK(!s->told || s->checked);
     CHECK(held_row(a->sql) == s->verifying);
     int waits = advlock_sql_answer(a->sql) == ADVLOCK_ANSWER_VOID;
-    int session_scope = s->options.scope == ADVLOCK_SESSION;
     if (a->sql != ADVLOCK_SQL_HOLDERS && !unlock_row(a->sql))
         CHECK(!(s->acquiring && s->standby && !s->options.allow_standby));
     if (guarded_row(a->sql)) {
-        CHECK(s->told && s->proxied && s->claimed && session_scope);
+        if (xact_guarded_row(a->sql))
+            CHECK(s->told && s->proxied && !session_scope);
+        else
+            CHECK(s->told && s->proxied && s->claimed && session_scope);
         CHECK(waits ? a->param2 >= 1 && a->param2 <= INT32_MAX && a->param3 == (int64_t)s->token
                     : a->param2 == (int64_t)s->token && a->param3 == 0);
         return;
     }
-    /* Behind a proxy a session lock or unlock is always guarded. */
+    /* Behind a proxy a session lock or unlock is always guarded, and so is
+     * a transaction lock (its verify excepted). */
     CHECK(!(s->told && s->proxied && session_scope) || a->sql == ADVLOCK_SQL_HOLDERS);
+    CHECK(!(s->told && s->proxied) || a->sql == ADVLOCK_SQL_HOLDERS || held_row(a->sql));
     CHECK(a->param3 == 0 && (waits || a->param2 == 0));
 }
 
@@ -218,7 +236,8 @@ static void session_row(model *s, input *in)
         return;
     s->checked = 1;
     s->proxied = pid != s->client_pid || pid == 0;
-    s->claimed = ours;
+    s->claim_asked = s->options.scope == ADVLOCK_SESSION;
+    s->claimed = s->claim_asked && ours;
     s->standby = in_recovery;
 }
 
@@ -288,7 +307,7 @@ static void check_session_value(const model *s)
     CHECK(v.token == (s->told ? s->token : 0));
     CHECK(v.client_pid == (s->told ? s->client_pid : 0));
     CHECK(v.checked == s->checked && v.proxied == s->proxied && v.claimed == s->claimed
-          && v.standby == s->standby);
+          && v.standby == s->standby && v.claim_asked == s->claim_asked);
 }
 
 static void after_event(model *s)
@@ -309,7 +328,9 @@ static void on_sleep_started(model *s, const advlock_action *before)
     advlock_action a = advlock_next_action(&s->m);
     if (a.kind != ADVLOCK_ACTION_SLEEP || before->kind == ADVLOCK_ACTION_SLEEP)
         return;
-    if (s->options.backoff == ADVLOCK_BACKOFF_REFERENCE && !s->options.clip_to_deadline)
+    /* A release's or verify's retries are cut to their own bound. */
+    if (s->options.backoff == ADVLOCK_BACKOFF_REFERENCE && !s->options.clip_to_deadline
+        && s->acquiring)
         CHECK(a.sleep_ms == s->expected_sleep);
     else
         CHECK(a.sleep_ms <= s->expected_sleep);
@@ -436,7 +457,7 @@ static void set_session(model *s, input *in)
     s->told = 1;
     s->client_pid = pid;
     s->token = token;
-    s->checked = s->proxied = s->claimed = s->standby = 0;
+    s->checked = s->proxied = s->claimed = s->standby = s->claim_asked = 0;
     s->server_holds = s->caller_holds = 0;
 }
 

@@ -134,13 +134,14 @@ ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
  * Every SQL statement a machine can emit. Every parameter is a bigint (int8,
  * type OID 20), and advlock_sql_params() says how many a statement takes;
  * the action's param, param2 and param3 are their values. $1 is the lock key,
- * except for ADVLOCK_SQL_SESSION. The waiting statements (6 to 9, 16, 17)
- * take $2: the wait's bound in milliseconds, set as lock_timeout for the
- * statement alone. The guarded statements (12 to 17, 20, 21) take the
- * connection's session token last ($2, or $3 after a wait's bound): they run
- * their lock function (or the verify's look at pg_locks) only on a server
- * session this connection claimed, and answer NULL anywhere else (see
- * advlock_set_session()). advlock_sql_answer() says what a statement
+ * except for ADVLOCK_SQL_SESSION. The waiting statements (6 to 9, 16, 17,
+ * 24, 25) take $2: the wait's bound in milliseconds, set as lock_timeout
+ * for the statement alone. The guarded statements (12 to 17, 20 to 25) take
+ * the connection's session token last ($2, or $3 after a wait's bound):
+ * they run their lock function (or the verify's look at pg_locks) only on a
+ * server session this connection claimed (the transaction-scoped 22 to 25
+ * also on one that holds nothing of the key), and answer NULL anywhere
+ * else (see advlock_set_session()). advlock_sql_answer() says what a statement
  * returns. Drivers may prepare each statement once per connection, indexed
  * by this identifier.
  */
@@ -179,7 +180,16 @@ typedef enum advlock_sql {
     /* Their guarded forms ($2 the token): NULL off the claimed session. */
     ADVLOCK_SQL_HELD_GUARDED = 20,
     ADVLOCK_SQL_HELD_SHARED_GUARDED = 21,
-    ADVLOCK_SQL_COUNT = 22
+    /* The guarded forms of the transaction-scoped rows 4, 5, 8 and 9 ($2,
+     * or $3 after a wait's bound, the token): they run their lock function
+     * only on this connection's claimed server session or on one holding
+     * no granted row of key $1, and answer NULL (busy: another client's
+     * session-level hold is there) anywhere else. */
+    ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED = 22,
+    ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED = 23,
+    ADVLOCK_SQL_XACT_LOCK_GUARDED = 24,
+    ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED = 25,
+    ADVLOCK_SQL_COUNT = 26
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -213,9 +223,11 @@ ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
  * advlock_sql), 0 for an unknown identifier. */
 ADVLOCK_API int advlock_sql_params(advlock_sql sql);
 
-/* Returns 1 for the guarded statements (rows 12 to 17, 20, 21: they take
- * the session token and answer NULL off the connection's claimed server
- * session), 0 for every other identifier, unknown ones included. A driver
+/* Returns 1 for the guarded statements (rows 12 to 17, 20 to 25: they take
+ * the session token and run their lock function only where it is safe: a
+ * session-scoped row on the connection's claimed server session, a
+ * transaction-scoped row where no other client holds the key; elsewhere
+ * they answer NULL), 0 for every other identifier, unknown ones included. A driver
  * reads it to send a guarded statement as one message a proxy keeps on
  * one server session (never a named prepared statement). */
 ADVLOCK_API int advlock_sql_guarded(advlock_sql sql);
@@ -573,6 +585,10 @@ typedef struct advlock_session {
                         driver must not send as named prepared statements */
     uint8_t claimed; /* the server session is this token's (always 1 direct) */
     uint8_t standby; /* the server is in recovery (pg_is_in_recovery()) */
+    /* the row asked for the claim (a session-scoped operation's row does; a
+     * transaction-scoped one claims nothing, and a later session-scoped
+     * operation behind a proxy then asks once): claimed is its answer */
+    uint8_t claim_asked;
 } advlock_session;
 
 /*
@@ -622,6 +638,15 @@ typedef struct advlock_machine {
  * have ended it by then. */
 #define ADVLOCK_WAIT_GRACE_MS 500
 
+/* How long a guarded release or verify that keeps reaching server sessions
+ * other than the claimed one (busy with another client's transaction) goes
+ * on trying, on the acquire's backoff schedule (tries after 100, 200, 400
+ * and 800 ms), before it ends FAILED with ADVLOCK_ESESSION (a release's lock may be
+ * left on the claimed session). Short, because a claimed session that is
+ * gone (closed by the proxy or an administrator) answers just as a busy one
+ * does, and a verify must say so promptly. */
+#define ADVLOCK_GUARD_RETRY_MS 1500
+
 /* Puts a machine into its initial state (action NONE) with the reference
  * options. Cannot fail. */
 ADVLOCK_API void advlock_machine_init(advlock_machine *m);
@@ -655,8 +680,11 @@ ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o
  *     guarded statement that reaches another server session (a
  *     transaction-pooling proxy handing statements to whichever session is
  *     free), ends FAILED with ADVLOCK_ESESSION, so two clients never share
- *     a server session's locks. Transaction-scoped locks need no claim: a
- *     proxy keeps a transaction on one server session.
+ *     a server session's locks. Transaction-scoped locks need no claim (a
+ *     proxy keeps a transaction on one server session; their session query
+ *     claims nothing, $1 0), but behind a proxy their statements are
+ *     guarded too: they run only where no other client's session-level
+ *     hold of the key is, and elsewhere count as busy (see advlock_sql).
  * An operation refused without a statement sent reports sql
  * ADVLOCK_SQL_SESSION (an acquire) or the guarded unlock it did not send (a
  * release, whose lock may still be held; advlock_describe says so).
@@ -718,7 +746,11 @@ ADVLOCK_API int advlock_start_acquire_key(advlock_machine *m, int64_t key, int64
 /*
  * Starts releasing one hold of a lock: QUERY unlock (pg_advisory_unlock, or
  * pg_advisory_unlock_shared for ADVLOCK_SHARED); true ends RELEASED, false or
- * NULL ends NOT_HELD. For ADVLOCK_TRANSACTION scope nothing can be unlocked:
+ * NULL ends NOT_HELD. Behind a proxy the guarded unlock's NULL (it reached
+ * another server session) is followed by a SLEEP on the backoff schedule and
+ * the unlock again, until ADVLOCK_GUARD_RETRY_MS after the start; then it
+ * ends FAILED with ADVLOCK_ESESSION (advlock_cancel() during such a SLEEP
+ * ends it so at once). For ADVLOCK_TRANSACTION scope nothing can be unlocked:
  * the operation ends at once ENDS_WITH_TRANSACTION. Arguments and errors as
  * for advlock_start_acquire() (without the timeout).
  */
@@ -747,14 +779,17 @@ ADVLOCK_API int advlock_start_release_key(advlock_machine *m, int64_t key, int64
  *   HELD      the session holds the lock;
  *   NOT_HELD  it does not (any more): advlock_describe() says "Lock
  *             '<name>' is no longer held by this session.";
- *   FAILED    ADVLOCK_ESESSION behind a proxy when the statement reached a
- *             server session this connection did not claim (the claimed
- *             one is gone, or busy with another client: whether the lock
- *             is held cannot be told), or at once, nothing sent, when the
- *             claim was refused; or as any statement fails (ESERVER,
- *             ECONNLOST, ENULL).
- * A verify changes no lock. It cannot be cancelled (one statement that
- * always ends on its own).
+ *   FAILED    ADVLOCK_ESESSION behind a proxy when the statement kept
+ *             reaching server sessions this connection did not claim (the
+ *             claimed one is gone, or busy with another client: whether the
+ *             lock is held cannot be told); each such answer is followed by
+ *             a SLEEP on the backoff schedule and the statement again, until
+ *             ADVLOCK_GUARD_RETRY_MS after the start; or at once, nothing
+ *             sent, when the claim was refused; or as any statement fails
+ *             (ESERVER, ECONNLOST, ENULL).
+ * A verify changes no lock. Its statement cannot be cancelled (it always
+ * ends on its own); advlock_cancel() during its SLEEP ends it FAILED with
+ * ADVLOCK_ESESSION.
  *
  * key: the lock's key (advlock_derive_key(), or the acquire's report key).
  * now_ms: the caller's monotonic time.
@@ -854,8 +889,9 @@ ADVLOCK_API int advlock_on_timer(advlock_machine *m, int64_t now_ms);
  * meantime still ends FAILED. Cancelling twice is harmless.
  *
  * Returns 0, or ADVLOCK_EINVAL (m NULL) or ADVLOCK_EMISUSE (no acquire is
- * under way: action NONE or DONE, or a release, which is a single query that
- * always ends on its own).
+ * under way: action NONE or DONE, or a release's or verify's query, which
+ * always ends on its own; one sleeping between guarded statements ends
+ * FAILED with ADVLOCK_ESESSION, as its bound would have ended it).
  */
 ADVLOCK_API int advlock_cancel(advlock_machine *m, int64_t now_ms);
 

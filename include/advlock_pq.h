@@ -537,6 +537,17 @@ ADVLOCK_API int advlock_pq_verify_key(advlock_pq *a, int64_t key, advlock_pq_rep
 ADVLOCK_API int advlock_pq_proxied(const advlock_pq *a);
 
 /*
+ * Returns the adapter's session token (see "The server session"): the value,
+ * as a signed decimal bigint, that the setting advlock.session holds on the
+ * server session this connection claimed (drawn at init, and again when the
+ * connection's PQbackendPID() changes), or 0 for a NULL. A cheap read. A driver's helper
+ * connections use it to recognise that session through a transaction pool (advlock run does, to
+ * help a release reach it); it is no secret from the server, but a client that wrote it into
+ * another session's setting could claim that session for this connection.
+ */
+ADVLOCK_API uint64_t advlock_pq_session_token(const advlock_pq *a);
+
+/*
  * Checks, without blocking, that the adapter's connection is still there:
  * reads whatever the server sent (poll with no wait, PQconsumeInput), so a
  * terminated session or a closed connection is noticed now rather than at

@@ -20,7 +20,8 @@ deploy-test: $(BUILD)/advlock | deps-deploy
 
 DEPLOY_TESTS_IN_TEST := tests/deploy/pgbouncer-session.sh tests/deploy/pgbouncer-tx-xact.sh \
     tests/deploy/pgbouncer-tx-session.sh tests/deploy/pgbouncer-tx-verify.sh \
-    tests/deploy/pgbouncer-session-noreset.sh tests/deploy/standby.sh tests/deploy/failover.sh
+    tests/deploy/pgbouncer-session-noreset.sh tests/deploy/pgbouncer-tx-mixed.sh \
+    tests/deploy/standby.sh tests/deploy/failover.sh
 
 # run.sh, as each test's runner, starts the harness its "# harness:" line
 # names; run-tests.sh counts each test once in make test's summary. The

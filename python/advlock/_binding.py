@@ -34,7 +34,7 @@ ADVLOCK_ECRYPTO = -4
 ACTION_NONE, ACTION_QUERY, ACTION_SLEEP, ACTION_DONE, ACTION_CANCEL_QUERY = range(5)
 ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS, ANSWER_SESSION = range(4)
 RESULT_TRUE, RESULT_FALSE, RESULT_NULL, RESULT_SERVER_ERROR, RESULT_CONNECTION_LOST = range(5)
-SQL_COUNT = 22
+SQL_COUNT = 26
 SQL_SESSION = 11  # ADVLOCK_SQL_SESSION: its answer is a row for advlock_on_session
 KEY_ECHO_MAX = 512
 MESSAGE_MAX = 1024
@@ -178,7 +178,8 @@ class Session(Structure):
     """advlock_session: one connection's server session facts, a plain
     value (advlock_session_init, then the machine fills in the facts)."""
     _fields_ = [("token", c_uint64), ("client_pid", c_int32), ("checked", c_uint8),
-                ("proxied", c_uint8), ("claimed", c_uint8), ("standby", c_uint8)]
+                ("proxied", c_uint8), ("claimed", c_uint8), ("standby", c_uint8),
+                ("claim_asked", c_uint8)]
 
 
 class MachineStorage(Structure):

@@ -96,6 +96,10 @@ class Sql(enum.IntEnum):
     HELD_SHARED = 19
     HELD_GUARDED = 20
     HELD_SHARED_GUARDED = 21
+    TRY_XACT_LOCK_GUARDED = 22
+    TRY_XACT_LOCK_SHARED_GUARDED = 23
+    XACT_LOCK_GUARDED = 24
+    XACT_LOCK_SHARED_GUARDED = 25
 
 
 # The SQL table, read once from the library: (text, answer kind) by id.

@@ -229,7 +229,8 @@ def test_transaction_mode_never_two_holders_under_load(pg_conn):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_transaction_scope_works_in_transaction_mode(flavour, pg_conn):
     """A transaction-scoped lock inside the caller's transaction needs no
-    claim: PgBouncer keeps a transaction on one server session."""
+    claim: PgBouncer keeps a transaction on one server session. Its try is
+    guarded (it runs only where no other client holds the key)."""
     async def main():
         a = await connect(flavour, TX)
         if flavour == "asyncpg":
@@ -240,6 +241,7 @@ def test_transaction_scope_works_in_transaction_mode(flavour, pg_conn):
         lk = advlock.lock(a, "pgb-xact", timeout=2, scope=advlock.TRANSACTION)
         r = await call(lk.acquire)
         assert r.outcome == advlock.Outcome.ACQUIRED
+        assert r.sql == S.TRY_XACT_LOCK_GUARDED  # guarded behind the proxy
         assert len(holds(pg_conn, r.key)) == 1
         if flavour == "asyncpg":
             await tx.commit()
@@ -249,3 +251,102 @@ def test_transaction_scope_works_in_transaction_mode(flavour, pg_conn):
         assert announced_pid(a) != 0
         await close(a)
     asyncio.run(main())
+
+
+def set_pool(size):
+    """The transaction pool's size, and fresh server sessions (PgBouncer's
+    admin console speaks the simple protocol only: psql)."""
+    import subprocess
+    subprocess.run(["psql", "-X", "-q", "-d", os.environ["ADVLOCK_TEST_PGBOUNCER_TX_ADMIN"],
+                    "-c", "SET default_pool_size = %d" % size, "-c", "RECONNECT postgres"],
+                   check=True, capture_output=True)
+
+
+def session_hold(held, name, seconds):
+    """A session-scoped lock over asyncpg through the transaction pool, held
+    for seconds; its interval recorded (None: refused, ServerSessionError)."""
+    async def run():
+        conn = await connect("asyncpg", TX)
+        lk = advlock.lock(conn, name, timeout=8)
+        try:
+            await lk.acquire()
+        except advlock.ServerSessionError:
+            held.append(None)
+            await close(conn)
+            return
+        start = time.time()
+        await asyncio.sleep(seconds)
+        held.append((start, time.time(), "session"))
+        await lk.release()
+        await close(conn)
+    return run()
+
+
+def transaction_hold(held, name, seconds):
+    """A transaction-scoped lock over psycopg through the transaction pool,
+    held for seconds inside the transaction; tried in short transactions
+    (rolled back when busy) so that no server session stays pinned between
+    tries, for up to 8 s."""
+    def run():
+        import psycopg
+        conn = psycopg.connect(TX, autocommit=True)
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            conn.execute("BEGIN")
+            try:
+                advlock.lock(conn, name, timeout=0.2, scope=advlock.TRANSACTION).acquire()
+            except advlock.LockTimeout:
+                conn.execute("ROLLBACK")
+                time.sleep(0.1)
+                continue
+            start = time.time()
+            time.sleep(seconds)
+            held.append((start, time.time(), "transaction"))
+            conn.execute("COMMIT")
+            break
+        conn.close()
+    return asyncio.to_thread(run)
+
+
+@pytest.mark.parametrize("pool", [1, 3])
+@pytest.mark.parametrize("first", ["session", "transaction"])
+def test_transaction_mode_session_and_transaction_scopes_exclude(first, pool, pg_conn):
+    """A session lock over asyncpg and a transaction-scoped lock over psycopg
+    on one name through the transaction pool, either one first: the
+    transaction must not land on the server session holding the key at
+    session level and be granted it there. Never two holders; the
+    transaction-scoped side always gets its turn; nothing left."""
+    set_pool(pool)
+    try:
+        mixed_scopes(first, pool, pg_conn)
+    finally:
+        set_pool(int(os.environ.get("ADVLOCK_TEST_PGBOUNCER_TX_POOL", "3")))
+
+
+def mixed_scopes(first, pool, pg_conn):
+    name, held = "pgb-mixed-%s-%d" % (first, pool), []
+
+    async def main():
+        if first == "session":
+            a = asyncio.ensure_future(session_hold(held, name, 1.5))
+            await asyncio.sleep(0.3)
+            await asyncio.gather(a, transaction_hold(held, name, 0.1))
+        else:
+            a = asyncio.ensure_future(transaction_hold(held, name, 1.5))
+            await asyncio.sleep(0.3)
+            await asyncio.gather(a, session_hold(held, name, 0.1))
+    asyncio.run(main())
+    holds_ = sorted(h for h in held if h is not None)
+    assert [x for x, y in zip(holds_, holds_[1:]) if y[0] < x[1]] == []
+    assert "transaction" in [h[2] for h in holds_]
+    # A session-scoped contender may fail loudly (its statements hopping
+    # between server sessions of a pool of several), never a holder or a
+    # session-scoped client alone on a pool of one.
+    if first == "session" or pool == 1:
+        assert None not in held
+    key = advlock.derive_key(name)
+    for _ in range(20):
+        if holds(pg_conn, key) == []:
+            break
+        time.sleep(0.1)
+    assert holds(pg_conn, key) == []

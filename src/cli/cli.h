@@ -15,6 +15,8 @@ enum {
     EXIT_NO_COMMAND = 127 /* run: the command could not be started */
 };
 
+#include <stdint.h>
+
 #include <libpq-fe.h>
 
 int cmd_key(int argc, char **argv);
@@ -57,6 +59,30 @@ int cli_xact_begin(PGconn *conn);
  * that the transaction held open holds no xmin. 0, or -1 after printing why. */
 int cli_xact_drop_snapshot(PGconn *conn);
 int cli_xact_end(PGconn *conn, int commit);
+
+/*
+ * Reaching the claimed server session through a transaction pool (reach.c):
+ * before each retry of a release that landed elsewhere, cli_reach_occupy()
+ * has helper connections (one more each time, up to CLI_REACH_HELPERS,
+ * opened with conninfo and application_name) take the server sessions
+ * PgBouncer hands out first: each occupies one that is not the session the
+ * token claimed for 0.2 s, and gives the claimed one back at once, so that
+ * the retry gets it. cli_reach_end() waits for the helpers' statements and
+ * closes them. The strings are borrowed, not copied.
+ */
+enum { CLI_REACH_HELPERS = 4 };
+typedef struct cli_reach {
+    const char *conninfo;
+    const char *application_name;
+    char token[24]; /* the token as the setting holds it: a signed decimal */
+    PGconn *helper[CLI_REACH_HELPERS];
+    int helpers;
+    int64_t done_for_ms; /* the retry (its wake time) already prepared for */
+} cli_reach;
+void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_name,
+                    uint64_t token);
+void cli_reach_occupy(cli_reach *r);
+void cli_reach_end(cli_reach *r);
 
 /* Prints "advlock: " and the formatted message to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,18 +88,89 @@ static void clear_progress(void)
 
 /* ---- one lock operation, driven to its end -------------------------------- */
 
+/* advlock run --xact while acquiring: the transaction is open only while a
+ * try is out. It ends (ROLLBACK: nothing was granted) when the acquire
+ * starts a sleep and begins again when the sleep is over, so that the run
+ * pins no pooled server session while it backs off: the session another
+ * client holds the key on stays free for that client's unlock, and the next
+ * try may land elsewhere. A try must never run outside a transaction (its
+ * lock would end with its statement): if BEGIN or ROLLBACK fails, the
+ * acquire is cancelled and failed set. */
+typedef struct xact_pause {
+    PGconn *conn; /* NULL: not --xact */
+    int ended;    /* the transaction is ended for the sleep */
+    int failed;
+} xact_pause;
+
+/* How long to wait for signals alone before the next try (the transaction
+ * ended for the sleep), or -1 for the adapter's own wait. */
+static int64_t tend_xact(advlock_pq *a, xact_pause *x)
+{
+    if (x->conn == NULL || x->failed)
+        return -1;
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    if (next.kind != ADVLOCK_ACTION_SLEEP)
+        return -1;
+    if (!x->ended && cli_xact_end(x->conn, 0) == 0)
+        x->ended = 1;
+    int64_t left = next.wake_at_ms - advlock_pq_now_ms();
+    if (x->ended && left > 0)
+        return left;
+    if (x->ended && cli_xact_begin(x->conn) == 0) {
+        x->ended = 0;
+        return -1;
+    }
+    x->failed = 1;
+    advlock_pq_async_cancel(a, advlock_pq_now_ms());
+    return -1;
+}
+
+/* A release behind a proxy (r, else NULL): how long to wait for signals
+ * alone before its retry is due, or -1 for the adapter's own wait; at the
+ * retry's time, helpers occupy the server sessions PgBouncer would hand it
+ * first (reach.c). */
+static int64_t tend_reach(advlock_pq *a, cli_reach *r)
+{
+    if (r == NULL)
+        return -1;
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    if (next.kind != ADVLOCK_ACTION_SLEEP || r->done_for_ms == next.wake_at_ms)
+        return -1;
+    int64_t left = next.wake_at_ms - advlock_pq_now_ms();
+    if (left > 0)
+        return left;
+    cli_reach_occupy(r);
+    r->done_for_ms = next.wake_at_ms;
+    return -1;
+}
+
+/* Waits up to ms for the signal pipe alone. */
+static void wait_for_signals(int64_t ms)
+{
+    struct pollfd p = {.fd = cli_signals_fd(), .events = POLLIN};
+    (void)poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
+}
+
 /* Runs the adapter's operation to its end, cancelling an acquire if a
  * forwarded signal arrives; returns that signal's number, or 0. The waiting
- * is the adapter's own (advlock_pq_wait), with the signal pipe beside it. */
-static int drive(advlock_pq *a, const run_options *o, const progress *shown)
+ * is the adapter's own (advlock_pq_wait), with the signal pipe beside it;
+ * x: see xact_pause (NULL for a release); r: see tend_reach. */
+static int drive(advlock_pq *a, const run_options *o, const progress *shown, xact_pause *x,
+                 cli_reach *r)
 {
     int64_t started = advlock_pq_now_ms();
     int interrupted = 0;
     while (advlock_pq_async_busy(a)) {
+        int64_t paused_ms = x != NULL ? tend_xact(a, x) : -1;
+        if (paused_ms < 0)
+            paused_ms = tend_reach(a, r);
         if (shown != NULL)
             show_progress(o, shown, started, advlock_pq_now_ms());
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        if (advlock_pq_wait(a, cli_signals_fd(), shown != NULL ? 100 : -1) < 0)
+        int64_t tick = shown != NULL ? 100 : -1;
+        if (paused_ms >= 0)
+            wait_for_signals(tick >= 0 && tick < paused_ms ? tick : paused_ms);
+        else if (advlock_pq_wait(a, cli_signals_fd(), (int)tick) < 0)
             break;
         int sig;
         while ((sig = cli_signals_next()) != 0)
@@ -472,13 +544,23 @@ static int acquire_failed_status(const advlock_report *r, const run_options *o)
  * RELEASED means the lock was not where the run held it (NOT_HELD, or
  * ESESSION: the unlock reached another server session behind a proxy, and
  * the lock may be left on the one that took it), so the run fails. */
+/* Drives a release to its end, its retries helped to the claimed server
+ * session behind a proxy. */
+static void drive_release(advlock_pq *a, const run_options *o)
+{
+    cli_reach reach;
+    cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a));
+    drive(a, o, NULL, NULL, advlock_pq_proxied(a) ? &reach : NULL);
+    cli_reach_end(&reach);
+}
+
 static int release(advlock_pq *a, const run_options *o, int64_t key)
 {
     if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) != 0) {
         cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
         return -1;
     }
-    drive(a, o, NULL);
+    drive_release(a, o);
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
@@ -489,17 +571,27 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
     return 0;
 }
 
-/* After a verify that could not show the lock held: the claimed server
- * session may still hold it (busy with another client's transaction when
- * the verify came), and it outlives advlock's connection in the pool. One
- * unlock gives the lock back if it reaches that session, free again by now;
- * unreported: whatever it says, the verify's message has said the lock is
- * gone or in doubt. */
-static void release_quietly(advlock_pq *a, int64_t key)
+/* After a verify that could not show the lock held, or an acquire that
+ * ended with a grant in doubt: the claimed server session may still hold it
+ * (busy with another client's transaction when the statement came), and it
+ * outlives advlock's connection in the pool. The release (which keeps trying
+ * to reach that session, within its bound) gives the lock back; unreported:
+ * whatever it says, the message before has said the lock is gone or in
+ * doubt. */
+static void release_quietly(advlock_pq *a, const run_options *o, int64_t key)
 {
     if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) == 0)
-        while (advlock_pq_async_busy(a))
-            (void)advlock_pq_wait(a, -1, -1);
+        drive_release(a, o);
+}
+
+/* An acquire that failed while giving back a grant nobody wanted (its
+ * unlock failed or reached another server session): the lock may be left
+ * where it was granted. */
+static int grant_in_doubt(const advlock_report *r)
+{
+    return r->detail == ADVLOCK_DETAIL_UNDO_CANCELLED
+           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE
+           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_57014;
 }
 
 /* Ends a run's session: with --xact its transaction rolls back first, so
@@ -558,18 +650,29 @@ int cmd_run(int argc, char **argv)
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
-    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL);
+    xact_pause pause = {.conn = o.xact ? conn : NULL};
+    int interrupted =
+        drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL, &pause, NULL);
     const advlock_pq_report *r = advlock_pq_async_report(&a);
-    /* A signal that came too late to stop a transaction-scoped grant still
-     * means stop: the rollback gives the lock back. */
+    if (pause.failed && !interrupted) {
+        close_session(conn, &o);
+        return EXIT_LOCK_ERROR;
+    }
+    /* A signal that came too late to stop the grant still means stop: the
+     * rollback gives a transaction-scoped lock back, an unlock a session
+     * lock (closing the connection would not, behind a pooler). */
     if (r->lock.outcome == ADVLOCK_CANCELLED
         || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
+        if (r->lock.outcome == ADVLOCK_ACQUIRED && !o.xact)
+            release_quietly(&a, &o, key);
         close_session(conn, &o);
         return 128 + interrupted;
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
         char message[ADVLOCK_MESSAGE_MAX];
         cli_error("%s", describe(r, o.key, message, sizeof message));
+        if (grant_in_doubt(&r->lock) && !o.xact)
+            release_quietly(&a, &o, key);
         close_session(conn, &o);
         return acquire_failed_status(&r->lock, &o);
     }
@@ -591,7 +694,7 @@ int cmd_run(int argc, char **argv)
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     int given_back = lost == LOCK_KEPT && give_back(&a, conn, &o, key, exit_code == 0) == 0;
     if (lost == LOCK_UNVERIFIED)
-        release_quietly(&a, key);
+        release_quietly(&a, &o, key);
     /* Lost, a release that found no lock or reached another server session,
      * or with --xact a COMMIT that failed after the command succeeded (the
      * session broke as it ended): not a clean run, and said so. A ROLLBACK

@@ -18,6 +18,10 @@ advlock_sql advlock_sql_for_unlock(advlock_mode mode, int guarded);
  * connection is behind a proxy). */
 advlock_sql advlock_sql_for_held(advlock_mode mode, advlock_scope scope, int guarded);
 
+/* 1 for the guarded transaction-scoped rows, whose NULL means busy: the
+ * statement reached a server session holding the key for someone else. */
+int advlock_sql_null_is_busy(advlock_sql sql);
+
 /* 1 for the verify's rows (ADVLOCK_SQL_HELD and its forms). */
 int advlock_sql_verifies(advlock_sql sql);
 

@@ -13,7 +13,9 @@
  *   After a timeout, diagnostics (if asked for) run one holders query first.
  *   Before the first lock statement on a connection a driver has named
  *   (advlock_set_session), one session query learns the server session.
- *   A release and a verify are one query each.
+ *   A release and a verify are one query each; behind a proxy a guarded
+ *   one that reached another server session sleeps and is sent again, on
+ *   the backoff schedule, within ADVLOCK_GUARD_RETRY_MS.
  */
 #include "core.h"
 
@@ -116,7 +118,9 @@ static int option(const advlock_machine *m, enum option_flag flag)
     return (m->option_flags_ & flag) != 0;
 }
 
-/* Behind a proxy every session-scoped statement is a guarded one. */
+/* Behind a proxy every lock statement is a guarded one: a session-scoped
+ * one runs only on the claimed server session, a transaction-scoped one
+ * only where no other client's hold of the key is. */
 static int guarded(const advlock_machine *m)
 {
     return m->session_.proxied;
@@ -179,6 +183,13 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+/* An acquire retries until its timeout; a release or verify that reached
+ * the wrong server session until its own bound. */
+static int64_t retry_bound_ms(const advlock_machine *m)
+{
+    return m->op_ == ACQUIRE ? m->report_.timeout_ms : ADVLOCK_GUARD_RETRY_MS;
+}
+
 static int32_t next_sleep(advlock_machine *m)
 {
     int32_t ceiling = m->next_delay_ms_;
@@ -189,8 +200,8 @@ static int32_t next_sleep(advlock_machine *m)
             m->random_ != NULL ? m->random_(m->random_user_) : splitmix64(&m->jitter_state_);
         sleep = (int64_t)(r % (uint64_t)(ceiling + 1)); /* bias below 1e-15 */
     }
-    if (jitter || option(m, CLIP_TO_DEADLINE)) {
-        int64_t remaining = m->report_.timeout_ms - elapsed_ms(m); /* > 0: not timed out yet */
+    if (jitter || option(m, CLIP_TO_DEADLINE) || m->op_ != ACQUIRE) {
+        int64_t remaining = retry_bound_ms(m) - elapsed_ms(m); /* > 0: not timed out yet */
         if (sleep > remaining)
             sleep = remaining;
     }
@@ -315,7 +326,7 @@ int advlock_session_init(advlock_session *s, int client_pid, uint64_t token)
  * advlock_session_init() wrote. */
 static int facts_valid(const advlock_session *s)
 {
-    return (s->checked | s->proxied | s->claimed | s->standby) <= 1;
+    return (s->checked | s->proxied | s->claimed | s->standby | s->claim_asked) <= 1;
 }
 
 int advlock_set_session(advlock_machine *m, const advlock_session *s)
@@ -344,6 +355,11 @@ static advlock_sql single_statement(const advlock_machine *m)
                              : advlock_sql_for_held(mode, (advlock_scope)m->scope_, guarded(m));
 }
 
+static void issue_single(advlock_machine *m)
+{
+    issue_query(m, m->op_ == RELEASE ? STEP_RELEASE : STEP_VERIFY, single_statement(m), INT64_MAX);
+}
+
 /* The operation's first lock statement, once the session is known. A
  * session lock needs the claimed server session behind a proxy; a refusal
  * sends nothing. A refused release or verify names the statement it did
@@ -361,9 +377,27 @@ static void begin(advlock_machine *m)
     } else if (m->op_ == ACQUIRE) {
         issue_lock_query(m);
     } else {
-        issue_query(m, m->op_ == RELEASE ? STEP_RELEASE : STEP_VERIFY, single_statement(m),
-                    INT64_MAX);
+        issue_single(m);
     }
+}
+
+/* A session-scoped operation claims the server session, a transaction-scoped
+ * one does not: its transaction keeps one server session for itself, and a
+ * claim left behind (committed with the transaction) would refuse every
+ * later session-scoped client there. */
+static int claims(const advlock_machine *m)
+{
+    return m->scope_ == ADVLOCK_SESSION;
+}
+
+/* Nothing known of the session yet, or a session-scoped operation behind a
+ * proxy where no claim was asked for (only transaction-scoped ones ran). */
+static int needs_session_query(const advlock_machine *m)
+{
+    const advlock_session *s = &m->session_;
+    if (s->token == 0)
+        return 0;
+    return !s->checked || (claims(m) && guarded(m) && !s->claim_asked);
 }
 
 static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms, int64_t now_ms)
@@ -396,7 +430,7 @@ static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms
     r->holder_application[0] = '\0';
     if (op == RELEASE && m->scope_ == ADVLOCK_TRANSACTION)
         finish(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0, ADVLOCK_DETAIL_NONE);
-    else if (m->session_.token != 0 && !m->session_.checked)
+    else if (needs_session_query(m))
         issue_query(m, STEP_SESSION, ADVLOCK_SQL_SESSION, INT64_MAX);
     else
         begin(m);
@@ -535,6 +569,20 @@ static void on_undo_result(advlock_machine *m, advlock_result result)
     }
 }
 
+/* A guarded transaction-scoped statement found another client's hold of
+ * the key on its server session and ran nothing: busy, as a try's false,
+ * except that no server-side wait follows (it would land on that same
+ * session, pinned by the caller's transaction); the next round polls. */
+static void on_busy_here(advlock_machine *m)
+{
+    if (m->cancel_ == CANCEL_PENDING)
+        finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
+    else if (elapsed_ms(m) >= m->report_.timeout_ms)
+        timed_out(m);
+    else
+        sleep_then_retry(m);
+}
+
 /* The answer of a try, or of a wait (which only a broken driver could
  * answer false or NULL: they count as a try's). */
 static void on_lock_result(advlock_machine *m, advlock_result result)
@@ -558,7 +606,9 @@ static void on_lock_result(advlock_machine *m, advlock_result result)
             sleep_then_retry(m);
         break;
     case ADVLOCK_RESULT_NULL:
-        if (m->cancel_ == CANCEL_PENDING && !advlock_sql_guarded(m->report_.sql))
+        if (advlock_sql_null_is_busy(m->report_.sql))
+            on_busy_here(m);
+        else if (m->cancel_ == CANCEL_PENDING && !advlock_sql_guarded(m->report_.sql))
             finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         else
             finish_failed(m, null_failure(m));
@@ -573,6 +623,17 @@ static void on_lock_result(advlock_machine *m, advlock_result result)
     }
 }
 
+/* A guarded release or verify reached a server session other than the
+ * claimed one, which may be busy with another client's transaction: try
+ * again on the backoff schedule, within the bound. */
+static void retry_guarded(advlock_machine *m)
+{
+    if (elapsed_ms(m) < ADVLOCK_GUARD_RETRY_MS)
+        sleep_then_retry(m);
+    else
+        finish_failed(m, ADVLOCK_ESESSION);
+}
+
 static void on_unlock_result(advlock_machine *m, advlock_result result)
 {
     switch (result) {
@@ -580,25 +641,31 @@ static void on_unlock_result(advlock_machine *m, advlock_result result)
     case ADVLOCK_RESULT_FALSE: finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE); break;
     case ADVLOCK_RESULT_NULL:
         /* PostgreSQL's unlock never answers NULL; a guarded one off its
-         * session does. */
-        if (advlock_sql_guarded(m->report_.sql))
-            finish_failed(m, ADVLOCK_ESESSION);
-        else
+         * session does, and the claimed session, busy with another client's
+         * transaction now, may be free at the next try: giving up at once
+         * would leave the lock there until the proxy closes the session. */
+        if (!advlock_sql_guarded(m->report_.sql))
             finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
+        else
+            retry_guarded(m);
         break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
 }
 
-/* A verify's NULL is the guard's (ESESSION): the plain row's EXISTS is
- * never NULL. */
+/* A verify's NULL is the guard's: the plain row's EXISTS is never NULL. */
 static void on_verify_result(advlock_machine *m, advlock_result result)
 {
     switch (result) {
     case ADVLOCK_RESULT_TRUE: finish(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE); break;
     case ADVLOCK_RESULT_FALSE: finish(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE); break;
-    case ADVLOCK_RESULT_NULL: finish_failed(m, null_failure(m)); break;
+    case ADVLOCK_RESULT_NULL:
+        if (advlock_sql_guarded(m->report_.sql))
+            retry_guarded(m);
+        else
+            finish_failed(m, ADVLOCK_ENULL);
+        break;
     case ADVLOCK_RESULT_SERVER_ERROR: finish_failed(m, ADVLOCK_ESERVER); break;
     case ADVLOCK_RESULT_CONNECTION_LOST: finish_failed(m, ADVLOCK_ECONNLOST); break;
     }
@@ -661,7 +728,8 @@ int advlock_on_session(advlock_machine *m, int server_pid, int in_recovery, int 
     advlock_session *s = &m->session_;
     s->checked = 1;
     s->proxied = server_pid != s->client_pid || server_pid == 0;
-    s->claimed = ours != 0;
+    s->claim_asked = (uint8_t)claims(m);
+    s->claimed = s->claim_asked && ours != 0;
     s->standby = in_recovery != 0;
     if (m->cancel_ == CANCEL_PENDING)
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
@@ -717,7 +785,9 @@ int advlock_on_timer(advlock_machine *m, int64_t now_ms)
      * deadline that saturated, and does come). */
     if (m->now_ms_ < m->wake_at_ms_ || (m->state_ != SLEEPING && m->wake_at_ms_ == INT64_MAX))
         return 0;
-    if (m->state_ == SLEEPING) {
+    if (m->state_ == SLEEPING && m->op_ != ACQUIRE) {
+        issue_single(m);
+    } else if (m->state_ == SLEEPING) {
         issue_lock_query(m);
     } else if (m->state_ == QUERYING && waits_on_server(m)) {
         m->deadline_passed_ = 1; /* the deadline, or a cancel to repeat */
@@ -742,9 +812,13 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
 {
     if (m == NULL)
         return ADVLOCK_EINVAL;
-    if (!busy(m) || m->op_ != ACQUIRE)
+    if (!busy(m) || (m->op_ != ACQUIRE && m->state_ != SLEEPING))
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
+    if (m->state_ == SLEEPING && m->op_ != ACQUIRE) {
+        finish_failed(m, ADVLOCK_ESESSION);
+        return 0;
+    }
     if (m->state_ == SLEEPING) {
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
         return 0;
@@ -767,7 +841,7 @@ static void set_params(const advlock_machine *m, advlock_action *a)
 {
     int64_t token = (int64_t)m->session_.token;
     if (a->sql == ADVLOCK_SQL_SESSION) {
-        a->param = token;
+        a->param = claims(m) ? token : 0;
         return;
     }
     a->param = m->report_.key;

@@ -32,11 +32,12 @@
  * (session or transaction), so a granted row is the answer. A waiting
  * request's row is not granted. Reading pg_locks takes the lock manager's
  * partition locks briefly: cheap once a second, never on a hot path. */
-#define HELD_EXPR(mode)                                                                    \
-    "EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND objsubid = 1" \
-    " AND granted AND pid = pg_catalog.pg_backend_pid() AND database = " THIS_DATABASE     \
-    " AND classid::bigint = (($1::bigint >> 32) & 4294967295)"                             \
-    " AND objid::bigint = ($1::bigint & 4294967295) AND mode = '" mode "')"
+#define HELD_ROWS                                                                      \
+    "SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND objsubid = 1"     \
+    " AND granted AND pid = pg_catalog.pg_backend_pid() AND database = " THIS_DATABASE \
+    " AND classid::bigint = (($1::bigint >> 32) & 4294967295)"                         \
+    " AND objid::bigint = ($1::bigint & 4294967295)"
+#define HELD_EXPR(mode) "EXISTS (" HELD_ROWS " AND mode = '" mode "')"
 
 /*
  * A wait bounded by the server: lock_timeout, set for this transaction only
@@ -76,6 +77,25 @@
 #define GUARDED(function)  GUARDED_EXPR("pg_catalog." function "($1)")
 #define GUARDED_WAIT_SQL(function) \
     "SELECT CASE WHEN " OURS("$3") " THEN " BOUNDED_WAIT(function) " END" CALLERS_LOCK_TIMEOUT
+
+/*
+ * A transaction-scoped lock behind a proxy needs no claim (a transaction
+ * keeps its server session), but PostgreSQL grants a lock that the session
+ * running the statement holds already, and a pooled server session may
+ * hold the key at session level for another client. So the guarded
+ * transaction rows run their lock function only on this connection's own
+ * claimed session (where every hold is its own: re-entry as on a direct
+ * connection) or on a session holding no granted row of the key in any
+ * mode (inside the caller's fresh transaction such a row can only be
+ * another client's session-level hold), and answer NULL elsewhere: busy,
+ * not an error. Cheap test first: the setting, then pg_locks.
+ */
+#define KEY_FREE_HERE "NOT EXISTS (" HELD_ROWS ")"
+#define XACT_GUARDED_EXPR(token, expr) \
+    "CASE WHEN " OURS(token) " THEN " expr " WHEN " KEY_FREE_HERE " THEN " expr " END"
+#define XACT_GUARDED(function) "SELECT " XACT_GUARDED_EXPR("$2", "pg_catalog." function "($1)")
+#define XACT_GUARDED_WAIT_SQL(function) \
+    "SELECT " XACT_GUARDED_EXPR("$3", BOUNDED_WAIT(function)) CALLERS_LOCK_TIMEOUT
 
 /*
  * The session's facts and its claim, in one row. $1 0 claims nothing. A
@@ -148,6 +168,16 @@ static const struct {
                                   ADVLOCK_ANSWER_BOOLEAN, 2},
     [ADVLOCK_SQL_HELD_SHARED_GUARDED] = {GUARDED_EXPR(HELD_EXPR("ShareLock")), HELD_CHECK,
                                          ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED] = {XACT_GUARDED("pg_try_advisory_xact_lock"),
+                                           "pg_try_advisory_xact_lock", ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED] = {XACT_GUARDED("pg_try_advisory_xact_lock_shared"),
+                                                  "pg_try_advisory_xact_lock_shared",
+                                                  ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_XACT_LOCK_GUARDED] = {XACT_GUARDED_WAIT_SQL("pg_advisory_xact_lock"),
+                                       "pg_advisory_xact_lock", ADVLOCK_ANSWER_VOID, 3},
+    [ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED] = {XACT_GUARDED_WAIT_SQL("pg_advisory_xact_lock_shared"),
+                                              "pg_advisory_xact_lock_shared", ADVLOCK_ANSWER_VOID,
+                                              3},
 };
 
 static int known(advlock_sql sql)
@@ -173,7 +203,13 @@ int advlock_sql_params(advlock_sql sql)
 int advlock_sql_guarded(advlock_sql sql)
 {
     return (sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED)
-           || sql == ADVLOCK_SQL_HELD_GUARDED || sql == ADVLOCK_SQL_HELD_SHARED_GUARDED;
+           || sql == ADVLOCK_SQL_HELD_GUARDED || sql == ADVLOCK_SQL_HELD_SHARED_GUARDED
+           || advlock_sql_null_is_busy(sql);
+}
+
+int advlock_sql_null_is_busy(advlock_sql sql)
+{
+    return sql >= ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED && sql <= ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED;
 }
 
 int advlock_sql_verifies(advlock_sql sql)
@@ -189,18 +225,20 @@ const char *advlock_sql_function(advlock_sql sql)
 /* Rows of the table, chosen by what the operation is and its options. */
 advlock_sql advlock_sql_for_lock(advlock_mode mode, advlock_scope scope, int wait, int guarded)
 {
-    /* [wait][shared][session, transaction, guarded session] */
-    static const advlock_sql rows[2][2][3] = {
+    /* [wait][shared][guarded][session, transaction] */
+    static const advlock_sql rows[2][2][2][2] = {
         /* poll: try-lock */
-        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_SQL_TRY_LOCK_GUARDED},
-         {ADVLOCK_SQL_TRY_LOCK_SHARED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED,
-          ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED}},
+        {{{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK},
+          {ADVLOCK_SQL_TRY_LOCK_GUARDED, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED}},
+         {{ADVLOCK_SQL_TRY_LOCK_SHARED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED},
+          {ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED}}},
         /* wait on the server */
-        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK, ADVLOCK_SQL_LOCK_GUARDED},
-         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED, ADVLOCK_SQL_LOCK_SHARED_GUARDED}},
+        {{{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK},
+          {ADVLOCK_SQL_LOCK_GUARDED, ADVLOCK_SQL_XACT_LOCK_GUARDED}},
+         {{ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED},
+          {ADVLOCK_SQL_LOCK_SHARED_GUARDED, ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED}}},
     };
-    int kind = scope == ADVLOCK_TRANSACTION ? 1 : guarded ? 2 : 0;
-    return rows[wait != 0][mode == ADVLOCK_SHARED][kind];
+    return rows[wait != 0][mode == ADVLOCK_SHARED][guarded != 0][scope == ADVLOCK_TRANSACTION];
 }
 
 advlock_sql advlock_sql_for_unlock(advlock_mode mode, int guarded)
@@ -210,8 +248,9 @@ advlock_sql advlock_sql_for_unlock(advlock_mode mode, int guarded)
     return guarded ? ADVLOCK_SQL_UNLOCK_GUARDED : ADVLOCK_SQL_UNLOCK;
 }
 
-/* A transaction-scoped lock needs no guard: a proxy keeps a transaction on
- * one server session. */
+/* A transaction-scoped lock's verify needs no guard: a proxy keeps a
+ * transaction on one server session, and a granted row there is the
+ * transaction's own (its acquire ran only where no other was). */
 advlock_sql advlock_sql_for_held(advlock_mode mode, advlock_scope scope, int guarded)
 {
     int shared = mode == ADVLOCK_SHARED;

@@ -13,6 +13,8 @@
 #   -t SECONDS   advlock run --timeout (10)  -k NAME    the lock's name
 #   -o DIR       keep every record in DIR (default: a temporary directory,
 #                removed at the end)
+#   -m           mixed scopes: even-numbered clients add --xact (the others
+#                take session-scoped locks), all on the one name
 # Options after -- go to every `advlock run` (--xact, --allow-standby, ...).
 #
 # Prints a summary and, with -o, writes it to DIR/summary as shell
@@ -41,8 +43,8 @@ export LC_ALL=C
 A=${ADVLOCK:-}
 conninfo=
 server=${ADVLOCK_TEST_DIRECT:-}
-clients=8 rounds=20 hold=0.1 timeout_s=10 name="deploy-load" out=
-while getopts "a:d:c:n:r:s:t:k:o:" opt; do
+clients=8 rounds=20 hold=0.1 timeout_s=10 name="deploy-load" out= mixed=0
+while getopts "a:d:c:n:r:s:t:k:o:m" opt; do
     case "$opt" in
         a) A=$OPTARG ;;
         d) conninfo=$OPTARG ;;
@@ -53,7 +55,8 @@ while getopts "a:d:c:n:r:s:t:k:o:" opt; do
         t) timeout_s=$OPTARG ;;
         k) name=$OPTARG ;;
         o) out=$OPTARG ;;
-        *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+        m) mixed=1 ;;
+        *) sed -n '2,22p' "$0" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -98,12 +101,13 @@ printf "%s\n" "$EPOCHREALTIME" >"$rec.e"'
 cap=$(awk -v t="$timeout_s" -v s="$hold" 'BEGIN { printf "%d", t + s + 30 }')
 
 client() {
-    local c=$1 r id t0 rc cp=
+    local c=$1 r id t0 rc cp= scope=()
+    [ "$mixed" = 1 ] && [ $((c % 2)) = 0 ] && scope=(--xact)
     trap '[ -n "$cp" ] && kill -TERM "$cp" 2>/dev/null; exit 143' TERM
     for ((r = 1; r <= rounds; r++)); do
         id=$(printf 'c%02d-r%03d' "$c" "$r")
         t0=$EPOCHREALTIME
-        timeout -k 5 "$cap" "$A" run -d "$conninfo" --timeout "$timeout_s" "${extra[@]}" \
+        timeout -k 5 "$cap" "$A" run -d "$conninfo" --timeout "$timeout_s" "${scope[@]}" "${extra[@]}" \
             "$name" -- bash -c "$cmd" bash "$out/runs/$id" "$hold" \
             </dev/null >/dev/null 2>"$out/runs/$id.err" &
         cp=$!

@@ -20,7 +20,9 @@
  * The core's server session check runs too: the session row (its pid, in
  * recovery, and the claim of advlock.session for one of two tokens or 0),
  * and the guarded rows with either token, which run on a session that token
- * claimed and answer NULL elsewhere; claims made in blocks roll back. So do
+ * claimed and answer NULL elsewhere (the transaction-scoped ones run also
+ * where the session holds no granted row of the key); claims made in blocks
+ * roll back. So do
  * the verify's rows (ADVLOCK_SQL_HELD: does this session hold the key in a
  * mode, at either level), plain and guarded.
  *
@@ -90,6 +92,10 @@ static const statement statements[] = {
     {NULL, 1, 0, 2, ADVLOCK_SQL_HELD_SHARED},
     {NULL, 1, 0, 2, ADVLOCK_SQL_HELD_GUARDED},
     {NULL, 1, 0, 1, ADVLOCK_SQL_HELD_SHARED_GUARDED},
+    {NULL, 1, 0, 3, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED},
+    {NULL, 1, 0, 2, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED},
+    {NULL, 1, 1, 1, ADVLOCK_SQL_XACT_LOCK_GUARDED},
+    {NULL, 1, 1, 1, ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED},
 };
 
 /* The sessions' claim tokens: two clients', and 0 (claims nothing). */
@@ -860,6 +866,26 @@ static void run_claims_script(int *steps)
         {2, NULL, ADVLOCK_SQL_LOCK_GUARDED, 0},
         {2, NULL, ADVLOCK_SQL_SESSION, 2},
         {2, NULL, ADVLOCK_SQL_TRY_LOCK_GUARDED, 2},
+        /* The guarded transaction rows: on a session holding the key at
+         * session level and claimed by no token, NULL (try and wait); on
+         * the holder's own claimed session, the function runs (re-entry);
+         * on a session holding nothing of the key, it runs though another
+         * token claimed it, and a second one there (the key now held)
+         * answers NULL. */
+        {2, "SELECT pg_try_advisory_lock_shared($1)", 0, 0},
+        {2, "BEGIN", 0, 0},
+        {2, NULL, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, 1},
+        {2, NULL, ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED, 0},
+        {2, "ROLLBACK", 0, 0},
+        {0, "BEGIN", 0, 0},
+        {0, NULL, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED, 1},
+        {0, NULL, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, 0},
+        {0, "COMMIT", 0, 0},
+        {2, "SELECT pg_advisory_unlock_shared($1)", 0, 0},
+        {1, "BEGIN", 0, 0},
+        {1, NULL, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED, 1},
+        {1, NULL, ADVLOCK_SQL_XACT_LOCK_GUARDED, 1},
+        {1, "COMMIT", 0, 0},
     };
     static advlock_fake_db trial;
     reset();

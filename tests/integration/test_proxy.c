@@ -10,9 +10,11 @@
  *     two server sessions is free. PgBouncer hands out the server session
  *     used last (LIFO), so a second client holding a transaction on the
  *     claimed session sends the adapter's next statement to the other one,
- *     where the guard runs nothing: ESESSION, on a release (the lock left
- *     where it was taken) and on an acquire; and a session claimed by one
- *     client refuses every other;
+ *     where the guard runs nothing: ESESSION on an acquire; a release tries
+ *     again until it reaches the claimed session; a session claimed by one
+ *     client refuses every other; and a transaction-scoped acquire whose
+ *     transaction lands where another client holds the key at session
+ *     level is busy, not granted;
  *   - verifying a held lock: through the transaction pool, once an
  *     administrator terminates the idle server session holding the lock
  *     (the client's connection to PgBouncer stays up), the verify says so
@@ -54,15 +56,22 @@ static int teardown(void **state)
     return 0;
 }
 
-/* A blocking adapter on conn whose events f records. */
-static void bind(fixture *f, advlock_pq *a, PGconn *conn)
+/* A blocking adapter on conn for locks of this scope, whose events f
+ * records. */
+static void bind_scope(fixture *f, advlock_pq *a, PGconn *conn, advlock_scope scope)
 {
     assert_int_equal(advlock_pq_init(a, conn), 0);
     advlock_options o;
     advlock_options_init(&o);
+    o.scope = scope;
     o.on_event = pgt_record_event;
     o.event_user = &f->seen;
     assert_int_equal(advlock_pq_set_options(a, &o), 0);
+}
+
+static void bind(fixture *f, advlock_pq *a, PGconn *conn)
+{
+    bind_scope(f, a, conn, ADVLOCK_SESSION);
 }
 
 static const advlock_pq_report *acquire(fixture *f, advlock_pq *a, advlock_outcome outcome)
@@ -210,18 +219,24 @@ static void test_transaction_pool_statements_on_other_sessions(void **state)
         fail_msg("PgBouncer did not hand out the last server session (LIFO) as expected");
     assert_string_not_equal(pgt_session_claim(other, claim, sizeof claim), "");
 
-    /* ... so the release lands on the other one, where its guard unlocks
-     * nothing: ESESSION, and the lock stays where it was taken. */
-    r = release(f, &a, ADVLOCK_FAILED);
-    expect_session_failure(r, ADVLOCK_SQL_UNLOCK_GUARDED, f->key);
-    assert_int_equal(holder_pid(f), claimed);
-    /* An acquire there is refused the same way, before anything is locked. */
+    /* ... so an acquire lands on the other one, where its guard runs
+     * nothing: ESESSION, before anything is locked. */
     r = acquire(f, &a, ADVLOCK_FAILED);
     expect_session_failure(r, ADVLOCK_SQL_TRY_LOCK_GUARDED, f->key);
 
-    /* The claimed session free again, the release reaches it. */
+    /* A release lands there too, and its guard unlocks nothing; it tries
+     * again on the backoff schedule, the lock still where it was taken ... */
+    assert_int_equal(advlock_pq_async_start_release(&a, f->key, f->len, advlock_pq_now_ms()), 0);
+    while (advlock_next_action(advlock_pq_async_machine(&a)).kind != ADVLOCK_ACTION_SLEEP)
+        assert_true(advlock_pq_wait(&a, -1, -1) >= 0);
+    assert_int_equal(advlock_next_action(advlock_pq_async_machine(&a)).report->sql,
+                     ADVLOCK_SQL_UNLOCK_GUARDED);
+    assert_int_equal(holder_pid(f), claimed);
+    /* ... and reaches it once the claimed session is free again. */
     pgt_exec(other, "COMMIT");
-    release(f, &a, ADVLOCK_RELEASED);
+    while (advlock_pq_async_busy(&a))
+        assert_true(advlock_pq_wait(&a, -1, -1) >= 0);
+    pgt_expect_outcome(advlock_pq_async_report(&a), ADVLOCK_RELEASED);
     assert_int_equal(holder_pid(f), 0);
 
     /* A new client's session row lands on the session this one claimed:
@@ -236,6 +251,54 @@ static void test_transaction_pool_statements_on_other_sessions(void **state)
     PQfinish(third);
     PQfinish(conn);
     PQfinish(other);
+}
+
+/* Fresh server sessions in the transaction pool: claims of the tests
+ * before outlive their clients there. */
+static void fresh_tx_sessions(void)
+{
+    PGconn *admin = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX_ADMIN");
+    pgt_exec(admin, "RECONNECT postgres");
+    PQfinish(admin);
+}
+
+/* A transaction-scoped lock through the transaction pool whose transaction
+ * lands on the server session where another client holds the key at session
+ * level: PostgreSQL would grant it there (the session holds it already), so
+ * the guard runs nothing and the acquire is busy, as if refused; once the
+ * holder has released, the same session grants it. */
+static void test_transaction_pool_xact_on_a_holding_session(void **state)
+{
+    fixture *f = *state;
+    fresh_tx_sessions();
+    PGconn *conn = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
+    PGconn *xconn = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
+    advlock_pq a, x;
+    bind(f, &a, conn);
+    bind_scope(f, &x, xconn, ADVLOCK_TRANSACTION);
+    acquire(f, &a, ADVLOCK_ACQUIRED);
+    int claimed = holder_pid(f);
+
+    pgt_exec(xconn, "BEGIN");
+    if (server_pid(xconn) != claimed)
+        fail_msg("PgBouncer did not hand out the last server session (LIFO) as expected");
+    const advlock_pq_report *r = acquire(f, &x, ADVLOCK_TIMED_OUT);
+    assert_int_equal(r->lock.sql, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED);
+    assert_int_equal(pgt_query_int(f->observer,
+                                   "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'",
+                                   (char *)NULL),
+                     1);
+    pgt_exec(xconn, "ROLLBACK");
+
+    release(f, &a, ADVLOCK_RELEASED);
+    pgt_exec(xconn, "BEGIN");
+    r = acquire(f, &x, ADVLOCK_ACQUIRED);
+    assert_int_equal(r->lock.sql, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED);
+    assert_int_not_equal(holder_pid(f), 0);
+    pgt_exec(xconn, "COMMIT");
+    assert_int_equal(holder_pid(f), 0);
+    PQfinish(xconn);
+    PQfinish(conn);
 }
 
 /* ---- verifying a held lock ------------------------------------------------- */
@@ -267,11 +330,7 @@ static PGconn *holding_through(fixture *f, advlock_pq *a, const char *env, int p
 static void test_transaction_pool_verify_sees_the_holder_terminated(void **state)
 {
     fixture *f = *state;
-    /* Fresh server sessions: claims of the tests before outlive their
-     * clients on a transaction pool. */
-    PGconn *admin = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX_ADMIN");
-    pgt_exec(admin, "RECONNECT postgres");
-    PQfinish(admin);
+    fresh_tx_sessions();
     advlock_pq a;
     PGconn *conn = holding_through(f, &a, "ADVLOCK_TEST_PGBOUNCER_TX", 1);
     const advlock_pq_report *r = verify(f, &a, ADVLOCK_HELD);
@@ -350,6 +409,7 @@ int main(void)
         T(test_session_pool_runs_guarded_statements),
         T(test_session_pool_claimed_session_and_discard_all),
         T(test_transaction_pool_statements_on_other_sessions),
+        T(test_transaction_pool_xact_on_a_holding_session),
         T(test_transaction_pool_verify_sees_the_holder_terminated),
         T(test_session_pool_verify_keeps_the_watch),
         T(test_direct_verify_is_plain),

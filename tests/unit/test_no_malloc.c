@@ -108,12 +108,28 @@ static void the_session_check_allocates_nothing(void **state)
     assert_int_equal(advlock_on_session(&m, 9001, 0, 1, 1), 0);
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_TRUE, NULL, NULL, 2), 0);
     assert_int_equal(advlock_start_release(&m, key, 4, 3), 0);
+    /* A release off the claimed session: it retries, then is cancelled. */
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 4), 0);
+    assert_int_equal(advlock_on_timer(&m, 104), 0);
+    assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 105), 0);
+    assert_int_equal(advlock_cancel(&m, 106), 0);
     assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
                 > 0);
+    /* A transaction lock behind the proxy: its guarded try's busy NULL. */
+    advlock_options o;
+    advlock_options_init(&o);
+    o.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_set_options(&m, &o), 0);
+    assert_int_equal(advlock_start_acquire(&m, key, 4, 0, 106), 0);
+    assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 106), 0);
+    assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
+                > 0);
+    advlock_options_init(&o);
+    assert_int_equal(advlock_set_options(&m, &o), 0);
     /* A verify behind the proxy: its guarded row, and its NULL's sentence. */
     assert_int_equal(advlock_start_verify_key(&m, 7, 5), 0);
     assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_NULL, NULL, NULL, 5), 0);
+    assert_int_equal(advlock_cancel(&m, 5), 0);
     assert_true(advlock_describe(advlock_next_action(&m).report, key, 4, NULL, text, sizeof text)
                 > 0);
     assert_int_equal(advlock_get_session(&m, &s), 0);

@@ -411,7 +411,28 @@ static void an_unknown_pid_counts_as_a_proxy(void **state)
     expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
 }
 
-static void transaction_scope_is_never_guarded(void **state)
+/* A transaction-scoped acquire behind a proxy, its try busy, its wait
+ * granted: the guarded rows, the token last. */
+static void xact_try_then_wait(advlock_machine *m, advlock_mode mode, int64_t now)
+{
+    int shared = mode == ADVLOCK_SHARED;
+    use(m, mode, ADVLOCK_TRANSACTION, ADVLOCK_WAIT_SERVER, 0);
+    acquire(m, 1000, now);
+    if (act(m).sql == ADVLOCK_SQL_SESSION) { /* a machine that has not checked yet */
+        expect_session_query(m, 0);          /* claims nothing */
+        session_row(m, SERVER_PID, 0, 1, now);
+    }
+    expect_query(
+        m, shared ? ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED : ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED,
+        key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_FALSE, now + 1);
+    expect_query(m, shared ? ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED : ADVLOCK_SQL_XACT_LOCK_GUARDED,
+                 key(), 999, (int64_t)TOKEN);
+    answer(m, ADVLOCK_RESULT_TRUE, now + 2);
+    expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+}
+
+static void transaction_scope_is_guarded_behind_a_proxy(void **state)
 {
     advlock_machine *m = *state;
     use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION, ADVLOCK_WAIT_SERVER, 0);
@@ -419,15 +440,81 @@ static void transaction_scope_is_never_guarded(void **state)
     told(m, CLIENT_PID, TOKEN);
     release(m, 0);
     expect_done(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0, ADVLOCK_DETAIL_NONE);
-    /* Behind a proxy, even unclaimed: the plain transaction rows. */
-    acquire(m, 1000, 1);
+    /* Behind a proxy, even unclaimed (no claim needed). */
+    xact_try_then_wait(m, ADVLOCK_EXCLUSIVE, 1);
+    xact_try_then_wait(m, ADVLOCK_SHARED, 5);
+}
+
+/* A transaction-scoped acquire started and its session checked (unclaimed
+ * behind a proxy, as a transaction needs no claim). */
+static void xact_checked(advlock_machine *m, advlock_wait wait, int64_t timeout, int server_pid)
+{
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION, wait, 0);
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, timeout, 0);
+    expect_session_query(m, 0); /* claims nothing */
+    session_row(m, server_pid, 0, server_pid == CLIENT_PID, 0);
+}
+
+/* Transaction-scoped operations claim nothing; the first session-scoped one
+ * behind the proxy then asks for the claim (directly connected, no need). */
+static void a_session_lock_after_transaction_locks_claims(void **state)
+{
+    advlock_machine *m = *state;
+    told(m, CLIENT_PID, TOKEN);
+    xact_try_then_wait(m, ADVLOCK_EXCLUSIVE, 0);
+    use(m, ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION, ADVLOCK_WAIT_POLL, 0);
+    acquire(m, 1000, 10);
     expect_session_query(m, TOKEN);
-    session_row(m, SERVER_PID, 0, 0, 2);
-    expect_query(m, ADVLOCK_SQL_TRY_XACT_LOCK, key(), 0, 0);
-    answer(m, ADVLOCK_RESULT_FALSE, 3);
-    expect_query(m, ADVLOCK_SQL_XACT_LOCK, key(), 998, 0);
-    answer(m, ADVLOCK_RESULT_TRUE, 4);
+    session_row(m, SERVER_PID, 0, 1, 11);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 12);
     expect_done(m, ADVLOCK_ACQUIRED, 0, ADVLOCK_DETAIL_NONE);
+    /* Asked once: the transaction rows now find the session their own. */
+    xact_try_then_wait(m, ADVLOCK_SHARED, 20);
+}
+
+/* Directly connected, the transaction rows stay plain (no pg_locks read). */
+static void transaction_scope_direct_is_plain(void **state)
+{
+    advlock_machine *m = *state;
+    xact_checked(m, ADVLOCK_WAIT_POLL, 1000, CLIENT_PID);
+    expect_query(m, ADVLOCK_SQL_TRY_XACT_LOCK, key(), 0, 0);
+    answer(m, ADVLOCK_RESULT_NULL, 2);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ENULL, ADVLOCK_DETAIL_NONE);
+}
+
+/* A guarded transaction row's NULL: another client holds the key at session
+ * level on the server session the statement reached. Busy, as false: back
+ * off and poll (never a server-side wait on that session), time out with
+ * the reference's words, or end CANCELLED. */
+static void a_guarded_transaction_null_is_busy(void **state)
+{
+    advlock_machine *m = *state;
+    xact_checked(m, ADVLOCK_WAIT_SERVER, 250, SERVER_PID);
+    expect_query(m, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_NULL, 10);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
+    assert_int_equal(act(m).sleep_ms, 100);
+    assert_int_equal(advlock_on_timer(m, 110), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    /* Free now: false, so the server-side wait follows. */
+    answer(m, ADVLOCK_RESULT_FALSE, 120);
+    expect_query(m, ADVLOCK_SQL_XACT_LOCK_GUARDED, key(), 130, (int64_t)TOKEN);
+    /* The wait reached a holding session too (the pooler's choice): busy. */
+    answer(m, ADVLOCK_RESULT_NULL, 130);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
+    assert_int_equal(advlock_on_timer(m, 330), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_NULL, 331);
+    expect_done(m, ADVLOCK_TIMED_OUT, 0, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->attempts, 4);
+    assert_string_equal(said(m, NULL), "Could not acquire migration lock for 'jobs' within 0.25s.");
+    /* Cancelled while the try is out: its NULL ends CANCELLED. */
+    acquire(m, 1000, 400);
+    assert_int_equal(advlock_cancel(m, 401), 0);
+    answer(m, ADVLOCK_RESULT_NULL, 402);
+    expect_done(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
 }
 
 static void a_refused_claim_fails_without_sending_anything(void **state)
@@ -553,20 +640,49 @@ static void a_guarded_undo_answering_null_leaves_the_lock_in_doubt(void **state)
                         "may still be held)");
 }
 
+/* A guarded release that reached another server session tries again on the
+ * backoff schedule (the claimed one may be busy with another client's
+ * transaction), and fails only at its bound. */
 static void a_guarded_release_answering_null_may_leave_the_lock(void **state)
 {
     advlock_machine *m = *state;
     proxied(m);
     answer(m, ADVLOCK_RESULT_TRUE, 2);
     release(m, 3);
-    answer(m, ADVLOCK_RESULT_NULL, 4);
+    int64_t now = 3, sleeps = 0;
+    for (;;) {
+        expect_query(m, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+        answer(m, ADVLOCK_RESULT_NULL, now);
+        if (act(m).kind != ADVLOCK_ACTION_SLEEP)
+            break;
+        /* 100, 200, 400, 800, then 1000 ms, the last cut to the bound. */
+        int64_t left = 3 + ADVLOCK_GUARD_RETRY_MS - now;
+        int64_t step = sleeps < 4 ? 100 << sleeps : 1000;
+        assert_int_equal(act(m).sleep_ms, step < left ? step : left);
+        now = act(m).wake_at_ms;
+        assert_int_equal(advlock_on_timer(m, now), 0);
+        sleeps++;
+    }
+    assert_int_equal(now - 3, ADVLOCK_GUARD_RETRY_MS);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_UNLOCK_GUARDED);
     assert_string_equal(said(m, NULL), "pg_advisory_unlock for 'jobs' failed: " ESESSION_WORDS
                                        " (the lock may still be held on another server session)");
+    /* Reached at the second try: released. */
+    release(m, now + 1);
+    answer(m, ADVLOCK_RESULT_NULL, now + 2);
+    assert_int_equal(advlock_on_timer(m, now + 102), 0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, now + 103);
+    expect_done(m, ADVLOCK_RELEASED, 0, ADVLOCK_DETAIL_NONE);
+    /* A cancel while it sleeps ends it as the bound would. */
+    release(m, now + 104);
+    answer(m, ADVLOCK_RESULT_NULL, now + 105);
+    assert_int_equal(advlock_cancel(m, now + 106), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     /* false is the claimed session's word: it holds none. */
-    release(m, 5);
-    answer(m, ADVLOCK_RESULT_FALSE, 6);
+    release(m, now + 107);
+    answer(m, ADVLOCK_RESULT_FALSE, now + 108);
     expect_done(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
 }
 
@@ -740,9 +856,26 @@ static void behind_a_proxy_the_verify_is_guarded(void **state)
     expect_query(m, ADVLOCK_SQL_HELD_GUARDED, key(), (int64_t)TOKEN, 0);
     answer(m, ADVLOCK_RESULT_TRUE, 4);
     expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
-    /* The claimed server session is gone (or busy elsewhere): the guard's
-     * NULL cannot say whether the lock is held. */
-    verify_answered(m, ADVLOCK_RESULT_NULL, ADVLOCK_FAILED, ADVLOCK_ESESSION, 5);
+    /* The claimed server session is busy (or gone): the guard's NULL cannot
+     * say whether the lock is held, so the verify asks again after a sleep,
+     * and reaches it ... */
+    verify(m, 5);
+    answer(m, ADVLOCK_RESULT_NULL, 5);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
+    assert_int_equal(act(m).sleep_ms, 100);
+    assert_int_equal(advlock_on_timer(m, 105), 0);
+    expect_query(m, ADVLOCK_SQL_HELD_GUARDED, key(), (int64_t)TOKEN, 0);
+    answer(m, ADVLOCK_RESULT_TRUE, 106);
+    expect_done(m, ADVLOCK_HELD, 0, ADVLOCK_DETAIL_NONE);
+    /* ... or not within the bound: cannot tell. */
+    verify(m, 200);
+    int64_t now = 200;
+    while (answer(m, ADVLOCK_RESULT_NULL, now), act(m).kind == ADVLOCK_ACTION_SLEEP) {
+        now = act(m).wake_at_ms;
+        assert_int_equal(advlock_on_timer(m, now), 0);
+    }
+    assert_int_equal(now - 200, ADVLOCK_GUARD_RETRY_MS);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_HELD_GUARDED);
     assert_string_equal(said(m, NULL), CANNOT_TELL);
     /* On the claimed session, a lock no longer there. */
@@ -829,7 +962,10 @@ int main(void)
         T(a_proxy_gets_the_guarded_rows),
         T(a_guarded_wait_takes_the_bound_then_the_token),
         T(an_unknown_pid_counts_as_a_proxy),
-        T(transaction_scope_is_never_guarded),
+        T(transaction_scope_is_guarded_behind_a_proxy),
+        T(transaction_scope_direct_is_plain),
+        T(a_session_lock_after_transaction_locks_claims),
+        T(a_guarded_transaction_null_is_busy),
         T(a_refused_claim_fails_without_sending_anything),
         T(a_refused_release_says_the_lock_may_still_be_held),
         T(a_guarded_try_answering_null_fails_esession),

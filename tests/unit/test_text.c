@@ -207,7 +207,7 @@ static void sql_table(void **state)
 static void sql_table_verify_rows(void **state)
 {
     (void)state;
-    for (int i = ADVLOCK_SQL_HELD; i < ADVLOCK_SQL_COUNT; i++) {
+    for (int i = ADVLOCK_SQL_HELD; i <= ADVLOCK_SQL_HELD_SHARED_GUARDED; i++) {
         const char *sql = advlock_sql_text((advlock_sql)i);
         int guarded = i >= ADVLOCK_SQL_HELD_GUARDED;
         int shared = i == ADVLOCK_SQL_HELD_SHARED || i == ADVLOCK_SQL_HELD_SHARED_GUARDED;
@@ -220,6 +220,40 @@ static void sql_table_verify_rows(void **state)
         assert_non_null(strstr(sql, shared ? "mode = 'ShareLock'" : "mode = 'ExclusiveLock'"));
         const char *guard = strstr(sql, "current_setting('advlock.session', true) = $2::text");
         assert_true(guarded ? guard != NULL : guard == NULL);
+    }
+}
+
+/* The guarded transaction rows: the lock function called twice (on the
+ * connection's own claimed session, or where this session holds no granted
+ * row of the key in any mode), NULL anywhere else; the token last. */
+static void sql_table_guarded_transaction_rows(void **state)
+{
+    (void)state;
+    static const struct {
+        advlock_sql sql;
+        const char *call;
+        int params;
+    } rows[] = {
+        {ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, "pg_catalog.pg_try_advisory_xact_lock($1)", 2},
+        {ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED,
+         "pg_catalog.pg_try_advisory_xact_lock_shared($1)", 2},
+        {ADVLOCK_SQL_XACT_LOCK_GUARDED, "pg_catalog.pg_advisory_xact_lock($1)", 3},
+        {ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED, "pg_catalog.pg_advisory_xact_lock_shared($1)", 3},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *sql = advlock_sql_text(rows[i].sql);
+        assert_int_equal(advlock_sql_params(rows[i].sql), rows[i].params);
+        assert_int_equal(advlock_sql_answer(rows[i].sql),
+                         rows[i].params == 3 ? ADVLOCK_ANSWER_VOID : ADVLOCK_ANSWER_BOOLEAN);
+        const char *first = strstr(sql, rows[i].call);
+        assert_non_null(first);
+        assert_non_null(strstr(first + 1, rows[i].call));
+        assert_non_null(strstr(sql, rows[i].params == 3
+                                        ? "current_setting('advlock.session', true) = $3::text"
+                                        : "current_setting('advlock.session', true) = $2::text"));
+        assert_non_null(strstr(sql, "NOT EXISTS (SELECT FROM pg_catalog.pg_locks"));
+        assert_null(strstr(sql, "mode = "));
+        assert_non_null(strstr(sql, " granted AND pid = pg_catalog.pg_backend_pid()"));
     }
 }
 
@@ -308,6 +342,7 @@ int main(void)
         cmocka_unit_test(names_for_every_code),
         cmocka_unit_test(sql_table),
         cmocka_unit_test(sql_table_verify_rows),
+        cmocka_unit_test(sql_table_guarded_transaction_rows),
     };
     return cmocka_run_group_tests_name("text", tests, NULL, NULL);
 }

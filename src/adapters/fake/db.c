@@ -278,6 +278,13 @@ static int holds_any(const advlock_fake_db *db, int slot)
     return 0;
 }
 
+/* Does the session hold the key granted, in any mode, at either level? */
+static int holds_key(const advlock_fake_db *db, int slot, int64_t key)
+{
+    int lock = advlock_lt_find_lock(db, key);
+    return lock >= 0 && advlock_lt_held_mask(db, slot, lock) != 0;
+}
+
 /* ADVLOCK_SQL_SESSION, as its CASE decides: token 0 claims nothing; the
  * session's own token is ours; another's, or a session holding a lock
  * (someone else's, whose claim may have rolled back), is not; else the
@@ -340,9 +347,11 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         return;
     }
     int64_t key = nparams > 0 ? params[0] : 0; /* the statements that take one have it */
-    /* A guarded row off its claimed session runs nothing: NULL. */
+    /* A guarded row off its claimed session runs nothing: NULL; a
+     * transaction-scoped one runs also where the key is not held. */
     if (st->guard > 0 && st->guard <= nparams
-        && !(s->claimed_ && s->claim_ == params[st->guard - 1])) {
+        && !(s->claimed_ && s->claim_ == params[st->guard - 1])
+        && !(st->scope == SCOPE_XACT && !holds_key(db, slot, key))) {
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_NULL);
         statement_succeeded(db, slot);
         return;

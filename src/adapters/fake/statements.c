@@ -37,7 +37,8 @@ static const advlock_fake_statement statements[] = {
  * verify's and the guarded rows' texts live in the core's table; the fake answers whatever
  * the core sends. A bounded wait is the waiting function with lock_timeout
  * set to $2 ms for the statement alone. A guarded row is its plain form
- * where the session's claim holds its token (the last parameter). */
+ * where the session's claim holds its token (the last parameter); a guarded
+ * transaction row also where the session holds no granted row of the key. */
 static const struct {
     advlock_sql sql;
     advlock_fake_statement statement;
@@ -58,6 +59,10 @@ static const struct {
     {ADVLOCK_SQL_HELD_SHARED, {NULL, ST_HELD, SH, SES, 1, 0}},
     {ADVLOCK_SQL_HELD_GUARDED, {NULL, ST_HELD, EX, SES, 2, 2}},
     {ADVLOCK_SQL_HELD_SHARED_GUARDED, {NULL, ST_HELD, SH, SES, 2, 2}},
+    {ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, {NULL, ST_TRY, EX, XACT, 2, 2}},
+    {ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED, {NULL, ST_TRY, SH, XACT, 2, 2}},
+    {ADVLOCK_SQL_XACT_LOCK_GUARDED, {NULL, ST_LOCK, EX, XACT, 3, 3}},
+    {ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED, {NULL, ST_LOCK, SH, XACT, 3, 3}},
 };
 
 const advlock_fake_statement *advlock_fake_statement_find(const char *sql)

@@ -364,6 +364,11 @@ int advlock_pq_proxied(const advlock_pq *a)
     return a != NULL && a->session_.proxied;
 }
 
+uint64_t advlock_pq_session_token(const advlock_pq *a)
+{
+    return a != NULL ? a->session_.token : 0;
+}
+
 int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms)
 {
     if (a == NULL)

@@ -1,0 +1,76 @@
+/*
+ * Reaching the claimed server session behind a transaction-pooling
+ * PgBouncer. An unlock (or a verify) that lands on a server session this
+ * connection did not claim is retried by the core on its backoff schedule,
+ * but in a pool where nobody else is active every retry lands on the same
+ * wrong session: PgBouncer hands out the idle server session used last, the
+ * one the failed statement just used. So just before each retry, helper
+ * connections take the sessions PgBouncer hands out first: one that is not
+ * the claimed session (its advlock.session is not this connection's token)
+ * they occupy for a moment (a short pg_sleep, which ends by itself: no
+ * session stays pinned, and a pool of one only makes the retry wait for
+ * it); the claimed one they give back at once, which makes it the session
+ * used last, the one the retry gets. One more helper per retry.
+ */
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+/* How long a helper occupies a server session that is not the claimed one,
+ * and how long before the retry goes PgBouncer has to hand the helpers
+ * their sessions. */
+static const char occupy_sql[] =
+    "SELECT pg_catalog.pg_sleep(CASE WHEN pg_catalog.current_setting('advlock.session', true)"
+    " = $1 THEN 0 ELSE 0.2 END)";
+enum { HANDOUT_MS = 20 };
+
+void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_name,
+                    uint64_t token)
+{
+    r->conninfo = conninfo;
+    r->application_name = application_name;
+    snprintf(r->token, sizeof r->token, "%" PRId64, (int64_t)token);
+    r->helpers = 0;
+    r->done_for_ms = -1;
+}
+
+/* Reads a helper's results to the end (its pg_sleep finishing). */
+static void drain(PGconn *helper)
+{
+    PGresult *res;
+    while ((res = PQgetResult(helper)) != NULL)
+        PQclear(res);
+}
+
+static int occupy(cli_reach *r, PGconn *helper)
+{
+    const char *values[] = {r->token};
+    return PQsendQueryParams(helper, occupy_sql, 1, NULL, values, NULL, NULL, 0);
+}
+
+void cli_reach_occupy(cli_reach *r)
+{
+    for (int i = 0; i < r->helpers; i++) {
+        drain(r->helper[i]);
+        (void)occupy(r, r->helper[i]);
+    }
+    if (r->helpers < CLI_REACH_HELPERS
+        && cli_connect(r->conninfo, r->application_name, &r->helper[r->helpers]) == EXIT_OK
+        && occupy(r, r->helper[r->helpers]))
+        r->helpers++;
+    (void)poll(NULL, 0, HANDOUT_MS);
+}
+
+/* A helper closed while its statement runs would make PgBouncer close that
+ * server session (another client's, perhaps, with its locks): each one's
+ * statement is read to its end first. */
+void cli_reach_end(cli_reach *r)
+{
+    for (int i = 0; i < r->helpers; i++) {
+        drain(r->helper[i]);
+        PQfinish(r->helper[i]);
+    }
+    r->helpers = 0;
+}
