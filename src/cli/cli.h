@@ -16,6 +16,7 @@ enum {
 };
 
 #include <libpq-fe.h>
+#include <stdint.h>
 
 int cmd_key(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -30,6 +31,17 @@ int cmd_calibrate(int argc, char **argv);
  * returns EXIT_USAGE (conninfo does not parse) or EXIT_NO_SERVER.
  */
 int cli_connect(const char *conninfo, const char *application_name, PGconn **out);
+
+/*
+ * cli_connect, bounded: gives up at until_ms (advlock_pq_now_ms's clock;
+ * INT64_MAX: never), saying "could not connect within S" with bound_ms as
+ * S, and returns EXIT_NO_SERVER. A connect_timeout of the user's (conninfo
+ * or PGCONNECT_TIMEOUT) that ends sooner bounds it instead, named in the
+ * message. A stop signal on advlock run's signal pipe (cli_signals_install)
+ * ends it too: returns 128 + the signal's number, nothing printed.
+ */
+int cli_connect_until(const char *conninfo, const char *application_name, int64_t until_ms,
+                      int64_t bound_ms, PGconn **out);
 
 /* The length of text without its trailing newlines and blanks: libpq's
  * messages end with a newline, which would print as a blank line. */
@@ -57,6 +69,15 @@ int cli_xact_begin(PGconn *conn);
  * that the transaction held open holds no xmin. 0, or -1 after printing why. */
 int cli_xact_drop_snapshot(PGconn *conn);
 int cli_xact_end(PGconn *conn, int commit);
+
+/*
+ * Gives up on conn, whose statement in flight did not answer in time
+ * (abandon.c): a cancel request goes to the server from a short-lived
+ * child process, which nothing waits for, and the connection's socket is
+ * shut down at once, so that nothing more can be sent or read on it. The
+ * caller still owns conn, and PQfinish()es it as usual.
+ */
+void cli_abandon(PGconn *conn);
 
 /* Prints "advlock: " and the formatted message to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -87,29 +87,116 @@ static void clear_progress(void)
 
 /* ---- one lock operation, driven to its end -------------------------------- */
 
-/* Runs the adapter's operation to its end, cancelling an acquire if a
- * forwarded signal arrives; returns that signal's number, or 0. The waiting
- * is the adapter's own (advlock_pq_wait), with the signal pipe beside it. */
-static int drive(advlock_pq *a, const run_options *o, const progress *shown)
+/* How long past --timeout a run may take (see "Bounds" in advlock(1)): the
+ * connect and every statement must end by --timeout plus GRACE_MS, past
+ * which the connection is abandoned. It leaves room for a round trip to a
+ * far server (the last attempt and its answer, the diagnosis), never for a
+ * hung one. A statement cancelled by a stop signal has SIGNAL_GRACE_MS to
+ * answer (a granted lock is then released), then it is abandoned too. */
+enum { GRACE_MS = 1000, SIGNAL_GRACE_MS = 500 };
+
+/* A bound in ms from now on the clock, INT64_MAX for none. */
+static int64_t bound_from(int64_t now, int64_t ms)
 {
+    return ms == INT64_MAX || ms > INT64_MAX - now - GRACE_MS ? INT64_MAX : now + ms + GRACE_MS;
+}
+
+/* The shorter of two waits in ms, -1 meaning none. */
+static int64_t shorter_wait(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+/* How an operation driven by drive() ended for the run. */
+typedef struct drive_end {
+    int signal;      /* the first stop signal that arrived, or 0 */
+    int abandoned;   /* it did not end by its bound: the connection is closed */
+    advlock_sql sql; /* abandoned: the statement in flight (ADVLOCK_SQL_COUNT: none) */
+} drive_end;
+
+/* The statement the adapter has in flight (ADVLOCK_SQL_COUNT: none). */
+static advlock_sql in_flight(const advlock_pq *a)
+{
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    return next.kind == ADVLOCK_ACTION_QUERY || next.kind == ADVLOCK_ACTION_CANCEL_QUERY
+               ? next.sql
+               : ADVLOCK_SQL_COUNT;
+}
+
+/* Runs the adapter's operation to its end, or to until_ms, cancelling an
+ * acquire if a forwarded signal arrives; a statement still unanswered at
+ * until_ms (or SIGNAL_GRACE_MS after the signal; at once after a second one) is
+ * cancelled and its connection, conn, closed. The waiting is the adapter's
+ * own (advlock_pq_wait), with the signal pipe beside it. */
+static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, const progress *shown,
+                       int64_t until_ms)
+{
+    drive_end end = {0, 0, ADVLOCK_SQL_COUNT};
     int64_t started = advlock_pq_now_ms();
-    int interrupted = 0;
     while (advlock_pq_async_busy(a)) {
+        int64_t now = advlock_pq_now_ms();
+        if (now >= until_ms) {
+            end.abandoned = 1;
+            end.sql = in_flight(a);
+            cli_abandon(conn);
+            break;
+        }
         if (shown != NULL)
-            show_progress(o, shown, started, advlock_pq_now_ms());
+            show_progress(o, shown, started, now);
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        if (advlock_pq_wait(a, cli_signals_fd(), shown != NULL ? 100 : -1) < 0)
+        int64_t wait_ms =
+            shorter_wait(shown != NULL ? 100 : -1, until_ms == INT64_MAX ? -1 : until_ms - now);
+        if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms) < 0)
             break;
         int sig;
-        while ((sig = cli_signals_next()) != 0)
-            if (sig != SIGCHLD && !interrupted) {
-                interrupted = sig;
-                advlock_pq_async_cancel(a, advlock_pq_now_ms());
+        while ((sig = cli_signals_next()) != 0) {
+            if (sig == SIGCHLD)
+                continue;
+            now = advlock_pq_now_ms();
+            if (end.signal != 0) {
+                until_ms = now; /* asked twice: no more waiting for the server */
+                continue;
             }
+            end.signal = sig;
+            until_ms = until_ms - now > SIGNAL_GRACE_MS ? now + SIGNAL_GRACE_MS : until_ms;
+            advlock_pq_async_cancel(a, now);
+        }
     }
     if (shown != NULL)
         clear_progress();
-    return interrupted;
+    return end;
+}
+
+/* What the statement an abandoned operation had in flight was doing, for
+ * the message that says it got no answer. */
+static const char *asked_for(advlock_sql sql)
+{
+    switch (sql) {
+    case ADVLOCK_SQL_SESSION: return "the session check";
+    case ADVLOCK_SQL_HOLDERS: return "the question who holds lock";
+    case ADVLOCK_SQL_UNLOCK:
+    case ADVLOCK_SQL_UNLOCK_SHARED:
+    case ADVLOCK_SQL_UNLOCK_GUARDED:
+    case ADVLOCK_SQL_UNLOCK_SHARED_GUARDED: return "the release of lock";
+    case ADVLOCK_SQL_HELD:
+    case ADVLOCK_SQL_HELD_SHARED:
+    case ADVLOCK_SQL_HELD_GUARDED:
+    case ADVLOCK_SQL_HELD_SHARED_GUARDED: return "the check of lock";
+    case ADVLOCK_SQL_COUNT: return "the wait for lock";
+    default: return "the attempt on lock";
+    }
+}
+
+/* Says that an abandoned operation's statement got no answer within
+ * bound_ms. */
+static void say_abandoned(const drive_end *end, const run_options *o, int64_t bound_ms)
+{
+    char seconds[32];
+    advlock_format_seconds(bound_ms, seconds, sizeof seconds);
+    const char *what = asked_for(end->sql);
+    int names_lock = end->sql != ADVLOCK_SQL_SESSION;
+    cli_error("no answer from the server within %ss to %s%s%s%s; connection closed", seconds,
+              what, names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
 }
 
 /* ---- the command, while the lock is held ------------------------------------ */
@@ -196,12 +283,6 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
     if (n > 0 && n < sizeof sentence && sentence[n - 1] == '.')
         sentence[n - 1] = '\0'; /* lock_gone goes on after it */
     snprintf(why, size, "checking lock '%s' while the command ran: %s", o->shown_key, sentence);
-}
-
-/* The shorter of two waits in ms, -1 meaning none. */
-static int64_t shorter_wait(int64_t a, int64_t b)
-{
-    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
 /* Waits for the command while the adapter watches the session that holds
@@ -472,13 +553,19 @@ static int acquire_failed_status(const advlock_report *r, const run_options *o)
  * RELEASED means the lock was not where the run held it (NOT_HELD, or
  * ESESSION: the unlock reached another server session behind a proxy, and
  * the lock may be left on the one that took it), so the run fails. */
-static int release(advlock_pq *a, const run_options *o, int64_t key)
+static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
 {
-    if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) != 0) {
+    int64_t now = advlock_pq_now_ms();
+    if (advlock_pq_async_start_release_key(a, key, now) != 0) {
         cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
         return -1;
     }
-    drive(a, o, NULL);
+    /* The release has a bound as long as the acquire's, from its start. */
+    drive_end end = drive(a, conn, o, NULL, bound_from(now, o->timeout_ms));
+    if (end.abandoned) {
+        say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms);
+        return -1;
+    }
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
@@ -495,11 +582,11 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
  * unlock gives the lock back if it reaches that session, free again by now;
  * unreported: whatever it says, the verify's message has said the lock is
  * gone or in doubt. */
-static void release_quietly(advlock_pq *a, int64_t key)
+static void release_quietly(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
 {
-    if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) == 0)
-        while (advlock_pq_async_busy(a))
-            (void)advlock_pq_wait(a, -1, -1);
+    int64_t now = advlock_pq_now_ms();
+    if (advlock_pq_async_start_release_key(a, key, now) == 0)
+        (void)drive(a, conn, o, NULL, bound_from(now, o->timeout_ms));
 }
 
 /* Ends a run's session: with --xact its transaction rolls back first, so
@@ -515,7 +602,7 @@ static void close_session(PGconn *conn, const run_options *o)
  * transaction's end, COMMIT only when the command succeeded. */
 static int give_back(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key, int commit)
 {
-    return o->xact ? cli_xact_end(conn, commit) : release(a, o, key);
+    return o->xact ? cli_xact_end(conn, commit) : release(a, conn, o, key);
 }
 
 int cmd_run(int argc, char **argv)
@@ -533,14 +620,22 @@ int cmd_run(int argc, char **argv)
         cli_error("cannot set up signal handling: %s", strerror(errno));
         return EXIT_LOCK_ERROR;
     }
+    /* --timeout counts from here: the connect, the session check and every
+     * attempt spend it together, and each must end by its bound. */
+    int64_t started = advlock_pq_now_ms();
+    int64_t until = bound_from(started, o.timeout_ms);
     PGconn *conn;
-    if ((rc = cli_connect(o.conninfo, o.application_name, &conn)) != EXIT_OK)
+    if ((rc = cli_connect_until(o.conninfo, o.application_name, until, o.timeout_ms, &conn))
+        != EXIT_OK)
         return rc;
 
     advlock_pq a;
     progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
     o.lock.on_event = on_lock_event;
     o.lock.event_user = &shown;
+    /* The last sleep ends at the timeout, so the last attempt is made by
+     * then and answered within the grace, not up to a second after it. */
+    o.lock.clip_to_deadline = 1;
     /* With --xact the acquire runs inside the transaction (the adapter
      * refuses a transaction-scoped acquire outside one); a pooler pins one
      * server session to it until COMMIT or ROLLBACK. */
@@ -548,17 +643,30 @@ int cmd_run(int argc, char **argv)
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
+    /* The acquire's own timeout is what the connect left of --timeout. */
+    int64_t now = advlock_pq_now_ms();
+    int64_t left = o.timeout_ms == INT64_MAX          ? INT64_MAX
+                   : started + o.timeout_ms - now > 0 ? started + o.timeout_ms - now
+                                                      : 0;
     if ((rc = advlock_pq_async_init(&a, conn)) != 0
         || (rc = advlock_pq_set_options(&a, &o.lock)) != 0
-        || (rc = advlock_pq_async_start_acquire_key(&a, key, o.timeout_ms, advlock_pq_now_ms()))
-               != 0) {
+        || (rc = advlock_pq_async_start_acquire_key(&a, key, left, now)) != 0) {
         const char *why = PQerrorMessage(conn);
         cli_error("cannot start acquiring '%s': %s: %.*s", o.shown_key, advlock_strerror(rc),
                   cli_trimmed_length(why), why);
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
-    int interrupted = drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL);
+    drive_end end = drive(&a, conn, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL, until);
+    if (end.abandoned) {
+        say_abandoned(&end, &o, end.signal != 0 ? SIGNAL_GRACE_MS : o.timeout_ms);
+        PQfinish(conn);
+        if (end.signal != 0)
+            return 128 + end.signal;
+        /* Only a diagnosis comes after the timeout: the lock was busy. */
+        return end.sql == ADVLOCK_SQL_HOLDERS ? o.conflict_exit_code : EXIT_NO_SERVER;
+    }
+    int interrupted = end.signal;
     const advlock_pq_report *r = advlock_pq_async_report(&a);
     /* A signal that came too late to stop a transaction-scoped grant still
      * means stop: the rollback gives the lock back. */
@@ -568,8 +676,12 @@ int cmd_run(int argc, char **argv)
         return 128 + interrupted;
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
+        /* The message names --timeout, all the run had, not what the
+         * connect left of it for the acquire. */
+        advlock_pq_report told = *r;
+        told.lock.timeout_ms = o.timeout_ms;
         char message[ADVLOCK_MESSAGE_MAX];
-        cli_error("%s", describe(r, o.key, message, sizeof message));
+        cli_error("%s", describe(&told, o.key, message, sizeof message));
         close_session(conn, &o);
         return acquire_failed_status(&r->lock, &o);
     }
@@ -591,7 +703,7 @@ int cmd_run(int argc, char **argv)
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     int given_back = lost == LOCK_KEPT && give_back(&a, conn, &o, key, exit_code == 0) == 0;
     if (lost == LOCK_UNVERIFIED)
-        release_quietly(&a, key);
+        release_quietly(&a, conn, &o, key);
     /* Lost, a release that found no lock or reached another server session,
      * or with --xact a COMMIT that failed after the command succeeded (the
      * session broke as it ended): not a clean run, and said so. A ROLLBACK

@@ -28,7 +28,9 @@
 #                       (default 3), so that with more clients than that,
 #                       successive statements of one client land on different
 #                       server sessions;
-#     session mode:     40 server connections (one per client, as direct).
+#     session mode:     ADVLOCK_TEST_PGBOUNCER_SESSION_POOL server connections
+#                       (default 40: one per client, as direct; 1 makes a
+#                       pool that one busy client saturates).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -91,6 +93,7 @@ guard_scratch "$dir" stop_pgbouncers
 tx_port=$((PGPORT + 1))
 session_port=$((PGPORT + 2))
 tx_pool=${ADVLOCK_TEST_PGBOUNCER_TX_POOL:-3}
+session_pool=${ADVLOCK_TEST_PGBOUNCER_SESSION_POOL:-40}
 
 printf '"postgres" ""\n' >"$dir/userlist.txt"
 
@@ -144,7 +147,7 @@ start_pgbouncer() {
 }
 
 write_ini tx "$tx_port" transaction "$tx_pool"
-write_ini session "$session_port" session 40
+write_ini session "$session_port" session "$session_pool"
 start_pgbouncer tx "$tx_port"
 start_pgbouncer session "$session_port"
 
