@@ -231,9 +231,12 @@
  * catalog lock say), and advlock_pq_async_cancel(), send one (a cancel
  * request, on a connection of its own: libpq's PQcancel(), which blocks the
  * calling thread for one connection to the server: a few milliseconds on a
- * local socket (the tests print it); libpq 17's nonblocking cancel would
- * need the loop to watch a second socket, which this interface does not
- * have); its 57014 is followed by the same unlock, and the acquire ends
+ * local socket (the tests print it), and never more than 250 ms: a server
+ * that has not taken the request by then (a stopped postmaster, a full
+ * accept queue) gets it from a thread of the adapter's own, in the
+ * background, and the event callback hears ADVLOCK_EVENT_WARNING "could not
+ * send a cancel request"; libpq 17's nonblocking cancel would need the loop
+ * to watch a second socket, which this interface does not have); its 57014 is followed by the same unlock, and the acquire ends
  * TIMED_OUT or CANCELLED. A cancel request that reaches the server before
  * it has read the statement is ignored there, so until the statement
  * answers the request is repeated every 250 ms. A 57014 nobody asked for
@@ -631,7 +634,8 @@ ADVLOCK_API int advlock_pq_async_start_verify_key(advlock_pq *a, int64_t key, in
  * if the server granted the lock it is released before the operation ends
  * CANCELLED, so a cancelled acquire never leaves a lock behind. During a
  * server-side wait it first sends the server a cancel request (PQcancel(),
- * which blocks for one connection to the server; see "Server-side waiting"),
+ * which blocks for one connection to the server, 250 ms at most; see
+ * "Server-side waiting"),
  * at once, or as soon as the statement is all sent. Cancelling twice is
  * harmless.
  *

@@ -132,11 +132,13 @@ wait "$locker" 2>/dev/null
 
 # ---- trying and waiting: the waiter's backend stopped mid-wait, so its
 # next attempt (or its queued pg_advisory_lock) never answers ----
-"$A" run -q --application-name bounds-holder "$name" -- sleep 30 &
+"$A" run -q --application-name bounds-holder "$name" -- sleep 120 &
 holder=$!
 bg_pids+=("$holder")
 wait_holders 1 || fail "the holder never took the lock"
-# hung_run WAIT_OPTION LABEL: a waiter whose backend is stopped 1 s in.
+# hung_run WAIT_OPTION LABEL [POSTMASTER]: a waiter whose backend (and
+# POSTMASTER, given its pid: a cancel request then gets no answer either)
+# is stopped 1 s in.
 hung_run() {
     local start
     start=$(now_ms)
@@ -147,6 +149,7 @@ hung_run() {
     backend=$(wait_backend bounds-waiter) || fail "$2: the waiter never connected"
     sleep 1
     stop "$backend"
+    [ -n "${3:-}" ] && stop "$3"
     for _ in $(seq 1000); do kill -0 "$waiter" 2>/dev/null || break; sleep 0.02; done
     reap "$waiter"
     ELAPSED=$(($(now_ms) - start))
@@ -163,15 +166,21 @@ check "hung server-side wait, --timeout 3: status" 69 "$RC"
 check "hung server-side wait: message" \
     "advlock: no answer from the server within 3s to the attempt on lock '$name'; connection closed" "$ERR"
 within "waiting (--wait), --timeout 3" 5500
+hung_run --wait "waiting, no cancel" "$postmaster"
+check "hung server-side wait, cancel undeliverable: status" 69 "$RC"
+within "waiting (--wait), postmaster stopped too, --timeout 3" 5500
 wait_holders 1 || fail "a stopped waiter left a lock behind"
 
-# A stop signal while a statement hangs: answered or not, the run ends.
-for wait_option in "" --wait; do
-    "$A" run -q --application-name bounds-waiter $wait_option "$name" -- echo never 2>/dev/null &
+# A stop signal while a statement hangs: answered or not, the run ends;
+# with --wait, whether or not its cancel request can be delivered.
+for wait_option in "" --wait --wait-postmaster; do
+    "$A" run -q --application-name bounds-waiter ${wait_option%-postmaster} "$name" -- echo never \
+        2>/dev/null &
     waiter=$!
     backend=$(wait_backend bounds-waiter) || fail "signal$wait_option: the waiter never connected"
     sleep 0.5
     stop "$backend"
+    [ "$wait_option" = --wait-postmaster ] && stop "$postmaster"
     sleep 0.3
     start=$(now_ms)
     kill -TERM "$waiter"
