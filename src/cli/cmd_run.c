@@ -95,10 +95,13 @@ static void clear_progress(void)
  * answer (a granted lock is then released), then it is abandoned too. */
 enum { GRACE_MS = 1000, SIGNAL_GRACE_MS = 500 };
 
-/* A bound in ms from now on the clock, INT64_MAX for none. */
-static int64_t bound_from(int64_t now, int64_t ms)
+/* The bound of a phase that starts at now and may take ms (INT64_MAX: no
+ * bound), grace included. */
+static cli_bound bound_from(int64_t now, int64_t ms)
 {
-    return ms == INT64_MAX || ms > INT64_MAX - now - GRACE_MS ? INT64_MAX : now + ms + GRACE_MS;
+    int64_t until =
+        ms == INT64_MAX || ms > INT64_MAX - now - GRACE_MS ? INT64_MAX : now + ms + GRACE_MS;
+    return (cli_bound){until, ms};
 }
 
 /* The shorter of two waits in ms, -1 meaning none. */
@@ -549,6 +552,13 @@ static int acquire_failed_status(const advlock_report *r, const run_options *o)
     return r->failure == ADVLOCK_ESTANDBY ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
 }
 
+/* How a run whose BEGIN or CLOSE ALL (--xact) did not succeed exits: as the
+ * acquire would have, for a signal or no answer by the bound. */
+static int setup_failed_status(int rc)
+{
+    return rc > 0 ? 128 + rc : rc == CLI_NO_ANSWER ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
+}
+
 /* Releases what the acquire took, by its key: no second hash. Anything but
  * RELEASED means the lock was not where the run held it (NOT_HELD, or
  * ESESSION: the unlock reached another server session behind a proxy, and
@@ -561,7 +571,7 @@ static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t ke
         return -1;
     }
     /* The release has a bound as long as the acquire's, from its start. */
-    drive_end end = drive(a, conn, o, NULL, bound_from(now, o->timeout_ms));
+    drive_end end = drive(a, conn, o, NULL, bound_from(now, o->timeout_ms).until_ms);
     if (end.abandoned) {
         say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms);
         return -1;
@@ -586,7 +596,7 @@ static void release_quietly(advlock_pq *a, PGconn *conn, const run_options *o, i
 {
     int64_t now = advlock_pq_now_ms();
     if (advlock_pq_async_start_release_key(a, key, now) == 0)
-        (void)drive(a, conn, o, NULL, bound_from(now, o->timeout_ms));
+        (void)drive(a, conn, o, NULL, bound_from(now, o->timeout_ms).until_ms);
 }
 
 /* Ends a run's session: with --xact its transaction rolls back first, so
@@ -594,7 +604,7 @@ static void release_quietly(advlock_pq *a, PGconn *conn, const run_options *o, i
 static void close_session(PGconn *conn, const run_options *o)
 {
     if (o->xact)
-        cli_xact_end(conn, 0);
+        cli_xact_end(conn, 0, bound_from(advlock_pq_now_ms(), o->timeout_ms));
     PQfinish(conn);
 }
 
@@ -602,7 +612,9 @@ static void close_session(PGconn *conn, const run_options *o)
  * transaction's end, COMMIT only when the command succeeded. */
 static int give_back(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key, int commit)
 {
-    return o->xact ? cli_xact_end(conn, commit) : release(a, conn, o, key);
+    if (o->xact)
+        return cli_xact_end(conn, commit, bound_from(advlock_pq_now_ms(), o->timeout_ms));
+    return release(a, conn, o, key);
 }
 
 int cmd_run(int argc, char **argv)
@@ -623,10 +635,9 @@ int cmd_run(int argc, char **argv)
     /* --timeout counts from here: the connect, the session check and every
      * attempt spend it together, and each must end by its bound. */
     int64_t started = advlock_pq_now_ms();
-    int64_t until = bound_from(started, o.timeout_ms);
+    cli_bound bound = bound_from(started, o.timeout_ms);
     PGconn *conn;
-    if ((rc = cli_connect_until(o.conninfo, o.application_name, until, o.timeout_ms, &conn))
-        != EXIT_OK)
+    if ((rc = cli_connect_until(o.conninfo, o.application_name, bound, &conn)) != EXIT_OK)
         return rc;
 
     advlock_pq a;
@@ -639,9 +650,9 @@ int cmd_run(int argc, char **argv)
     /* With --xact the acquire runs inside the transaction (the adapter
      * refuses a transaction-scoped acquire outside one); a pooler pins one
      * server session to it until COMMIT or ROLLBACK. */
-    if (o.xact && cli_xact_begin(conn) != 0) {
+    if (o.xact && (rc = cli_xact_begin(conn, bound)) != 0) {
         PQfinish(conn);
-        return EXIT_LOCK_ERROR;
+        return setup_failed_status(rc);
     }
     /* The acquire's own timeout is what the connect left of --timeout. */
     int64_t now = advlock_pq_now_ms();
@@ -657,7 +668,8 @@ int cmd_run(int argc, char **argv)
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
-    drive_end end = drive(&a, conn, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL, until);
+    drive_end end =
+        drive(&a, conn, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL, bound.until_ms);
     if (end.abandoned) {
         say_abandoned(&end, &o, end.signal != 0 ? SIGNAL_GRACE_MS : o.timeout_ms);
         PQfinish(conn);
@@ -685,9 +697,12 @@ int cmd_run(int argc, char **argv)
         close_session(conn, &o);
         return acquire_failed_status(&r->lock, &o);
     }
-    if (o.xact && cli_xact_drop_snapshot(conn) != 0) {
-        close_session(conn, &o);
-        return EXIT_LOCK_ERROR;
+    if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
+        if (rc < 0)
+            close_session(conn, &o);
+        else
+            PQfinish(conn);
+        return setup_failed_status(rc);
     }
 
     cli_child child;

@@ -72,8 +72,7 @@ static int stop_signal_taken(void)
  * bound passes, or a stop signal arrives. PQconnectdb's own wait would
  * honour connect_timeout only, and no signal: a host that never answers
  * (a stopped postmaster, a full accept queue) held it for minutes. */
-static int complete_connect(PGconn *conn, int64_t until_ms, const char *bound_name,
-                            int64_t bound_ms)
+static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_name)
 {
     /* Before the first PQconnectPoll, as if it had asked to write. */
     PostgresPollingStatusType state =
@@ -85,9 +84,9 @@ static int complete_connect(PGconn *conn, int64_t until_ms, const char *bound_na
             return EXIT_NO_SERVER;
         }
         int64_t now = advlock_pq_now_ms();
-        if (now >= until_ms) {
+        if (now >= bound.until_ms) {
             char seconds[32];
-            advlock_format_seconds(bound_ms, seconds, sizeof seconds);
+            advlock_format_seconds(bound.named_ms, seconds, sizeof seconds);
             cli_error("could not connect within %ss%s", seconds, bound_name);
             return EXIT_NO_SERVER;
         }
@@ -97,7 +96,7 @@ static int complete_connect(PGconn *conn, int64_t until_ms, const char *bound_na
              .events = state == PGRES_POLLING_READING ? POLLIN : POLLOUT},
             {.fd = cli_signals_fd(), .events = POLLIN},
         };
-        if (poll(fds, 2, poll_timeout(until_ms, now)) < 0 && errno != EINTR) {
+        if (poll(fds, 2, poll_timeout(bound.until_ms, now)) < 0 && errno != EINTR) {
             cli_error("cannot connect: poll: %s", strerror(errno));
             return EXIT_NO_SERVER;
         }
@@ -112,11 +111,11 @@ static int complete_connect(PGconn *conn, int64_t until_ms, const char *bound_na
 
 int cli_connect(const char *conninfo, const char *application_name, PGconn **out)
 {
-    return cli_connect_until(conninfo, application_name, INT64_MAX, 0, out);
+    return cli_connect_until(conninfo, application_name, (cli_bound){INT64_MAX, 0}, out);
 }
 
-int cli_connect_until(const char *conninfo, const char *application_name, int64_t until_ms,
-                      int64_t bound_ms, PGconn **out)
+int cli_connect_until(const char *conninfo, const char *application_name, cli_bound bound,
+                      PGconn **out)
 {
     *out = NULL;
     int64_t started = advlock_pq_now_ms();
@@ -150,12 +149,11 @@ int cli_connect_until(const char *conninfo, const char *application_name, int64_
      * shorter bound. */
     const char *bound_name = "";
     int64_t own_ms = own_connect_timeout_ms(conn);
-    if (own_ms >= 0 && (until_ms == INT64_MAX || started + own_ms < until_ms)) {
-        until_ms = started + own_ms;
-        bound_ms = own_ms;
+    if (own_ms >= 0 && (bound.until_ms == INT64_MAX || started + own_ms < bound.until_ms)) {
+        bound = (cli_bound){started + own_ms, own_ms};
         bound_name = " (connect_timeout)";
     }
-    int rc = complete_connect(conn, until_ms, bound_name, bound_ms);
+    int rc = complete_connect(conn, bound, bound_name);
     if (rc != EXIT_OK) {
         PQfinish(conn);
         return rc;

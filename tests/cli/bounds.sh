@@ -217,6 +217,14 @@ ELAPSED=$(($(now_ms) - start))
 resume_all
 check "SIGTERM in a hung release: status (lock error)" 70 "$RC"
 within "releasing, SIGTERM" 2000
+rm -f "$T/bounds.backend"
+timed "$A" run --xact --application-name bounds-releaser --timeout 1 "$name" -- sh -c "$stop_own"
+[ -s "$T/bounds.backend" ] && stopped+=("$(cat "$T/bounds.backend")")
+check "--xact, hung COMMIT, --timeout 1: status (lock error)" 70 "$RC"
+check "--xact, hung COMMIT: message" \
+    "advlock: no answer from the server within 1s to COMMIT; connection closed" "$ERR"
+within "releasing (--xact COMMIT), --timeout 1 (command included)" 3500
+resume_all
 wait_holders 0 || fail "a lock left after the hung releases"
 
 # ---- a saturated PgBouncer session pool: its one server connection busy,
@@ -240,6 +248,14 @@ within "saturated PgBouncer pool, --timeout 1" 3500
 signalled TERM 0.5 "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" "$name" -- echo never
 check "SIGTERM in PgBouncer's queue: status" 143 "$RC"
 within "saturated PgBouncer pool, SIGTERM" 2000
+timed "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" --xact --timeout 1 "$name" -- echo never
+check "saturated pool, --xact --timeout 1: status" 69 "$RC"
+check "saturated pool, --xact: message" \
+    "advlock: no answer from the server within 1s to BEGIN; connection closed" "$ERR"
+within "saturated PgBouncer pool, --xact BEGIN, --timeout 1" 3500
+signalled TERM 0.5 "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" --xact "$name" -- echo never
+check "SIGTERM in PgBouncer's queue, --xact: status" 143 "$RC"
+within "saturated PgBouncer pool, --xact BEGIN, SIGTERM" 2000
 kill "$busy" 2>/dev/null
 wait "$busy" 2>/dev/null
 
