@@ -236,8 +236,9 @@
  * accept queue) gets it from a thread of the adapter's own, in the
  * background, and the event callback hears ADVLOCK_EVENT_WARNING "could not
  * send a cancel request"; libpq 17's nonblocking cancel would need the loop
- * to watch a second socket, which this interface does not have); its 57014 is followed by the same unlock, and the acquire ends
- * TIMED_OUT or CANCELLED. A cancel request that reaches the server before
+ * to watch a second socket, which this interface does not have); its 57014
+ * is followed by the same unlock, and the acquire ends TIMED_OUT or
+ * CANCELLED. A cancel request that reaches the server before
  * it has read the statement is ignored there, so until the statement
  * answers the request is repeated every 250 ms. A 57014 nobody asked for
  * (statement_timeout) is an error.

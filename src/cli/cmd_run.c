@@ -198,8 +198,8 @@ static void say_abandoned(const drive_end *end, const run_options *o, int64_t bo
     advlock_format_seconds(bound_ms, seconds, sizeof seconds);
     const char *what = asked_for(end->sql);
     int names_lock = end->sql != ADVLOCK_SQL_SESSION;
-    cli_error("no answer from the server within %ss to %s%s%s%s; connection closed", seconds,
-              what, names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
+    cli_error("no answer from the server within %ss to %s%s%s%s; connection closed", seconds, what,
+              names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
 }
 
 /* ---- the command, while the lock is held ------------------------------------ */

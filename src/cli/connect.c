@@ -92,8 +92,7 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
         }
         /* The socket may change between calls: libpq tries host after host. */
         struct pollfd fds[2] = {
-            {.fd = PQsocket(conn),
-             .events = state == PGRES_POLLING_READING ? POLLIN : POLLOUT},
+            {.fd = PQsocket(conn), .events = state == PGRES_POLLING_READING ? POLLIN : POLLOUT},
             {.fd = cli_signals_fd(), .events = POLLIN},
         };
         if (poll(fds, 2, poll_timeout(bound.until_ms, now)) < 0 && errno != EINTR) {

@@ -119,8 +119,7 @@ static int start_delivery(cancel_request *r)
 int advlock_pq_cancel_send(PGconn *conn, char *error, size_t size)
 {
     if (atomic_load(&undelivered) >= MAX_UNDELIVERED) {
-        snprintf(error, size, "%d earlier cancel requests are still undelivered",
-                 MAX_UNDELIVERED);
+        snprintf(error, size, "%d earlier cancel requests are still undelivered", MAX_UNDELIVERED);
         return 0;
     }
     cancel_request *r = new_request(conn, error, size);
