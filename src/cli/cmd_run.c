@@ -87,7 +87,7 @@ static void clear_progress(void)
 
 /* ---- one lock operation, driven to its end -------------------------------- */
 
-/* How long past --timeout a run may take (see "Bounds" in advlock(1)): the
+/* How long past --timeout a run may take (see --timeout in advlock(1)): the
  * connect and every statement must end by --timeout plus GRACE_MS, past
  * which the connection is abandoned. It leaves room for a round trip to a
  * far server (the last attempt and its answer, the diagnosis), never for a
@@ -411,8 +411,9 @@ static void usage(FILE *to)
           "  Run COMMAND while holding the advisory lock named KEY, like flock(1).\n"
           "\n"
           "  -d, --dbname CONNINFO        connection string or URI (default: PG* variables)\n"
-          "  -w, --timeout SECONDS        give up after this long (default: wait forever);\n"
-          "                               0 tries once\n"
+          "  -w, --timeout SECONDS        give up after this long, connecting included\n"
+          "                               (default: wait forever); 0 tries once; a server\n"
+          "                               that does not answer is left 1 s later\n"
           "  -E, --conflict-exit-code N   exit status when the lock stays busy (default 1)\n"
           "  -q, --quiet                  no progress line while waiting\n"
           "      --keep-running           if the lock is lost, let COMMAND go on\n"
@@ -698,10 +699,7 @@ int cmd_run(int argc, char **argv)
         return acquire_failed_status(&r->lock, &o);
     }
     if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
-        if (rc < 0)
-            close_session(conn, &o);
-        else
-            PQfinish(conn);
+        close_session(conn, &o); /* a connection shut down sends no ROLLBACK */
         return setup_failed_status(rc);
     }
 
