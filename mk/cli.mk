@@ -21,7 +21,7 @@ $(BUILD)/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o) $(FAKE_OBJ)
 $(BUILD)/san/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_SAN_OBJ)
 
 # bounds.sh stops the server's processes and saturates a PgBouncer session
-# pool of one connection: its own PgBouncer, about 35 s.
+# pool of one connection: its own PgBouncer, about 40 s.
 .PHONY: cli-test
 cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
