@@ -452,6 +452,13 @@ ADVLOCK_API int advlock_pq_set_options(advlock_pq *a, const advlock_options *o);
  * socket with CLOCK_MONOTONIC deadlines and resumes after signals, so it
  * cannot be interrupted; use the nonblocking calls to cancel.
  *
+ * timeout_ms bounds the schedule, not a statement the server never answers
+ * (a stopped backend, a pooler's queue): the call waits for every answer
+ * (a server-side wait's is asked for with cancel requests). For a hard
+ * bound, drive the nonblocking calls under a deadline of your own and close
+ * the connection when it passes, which ends the server session and any
+ * lock it took, as advlock run does (advlock(1), --timeout).
+ *
  * lock_key, len: the lock's name (UTF-8; len bytes, NUL allowed), read during
  *     the call only.
  * report: receives how the operation ended (report->lock.outcome: ACQUIRED,
