@@ -11,6 +11,7 @@
  * never answers; PQcancel() is async-signal-safe, fit for a forked child
  * of any program.
  */
+#define _GNU_SOURCE /* close_range */
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,6 +27,9 @@ void cli_abandon(PGconn *conn)
     if (cancel != NULL) {
         if (fork() == 0) {
             char error[256];
+            /* Nothing of advlock's stays open in the child: a caller reading
+             * advlock's output to its end must not wait for it. */
+            close_range(0, ~0U, 0);
             cli_signals_restore();
             signal(SIGALRM, SIG_DFL);
             alarm(CANCEL_TRY_SECONDS);

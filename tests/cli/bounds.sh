@@ -204,6 +204,17 @@ check "hung release: message" \
     "advlock: no answer from the server within 1s to the release of lock '$name'; connection closed" "$ERR"
 within "releasing, --timeout 1 (command included)" 3500
 resume_all
+# The same with the postmaster stopped too: the cancel request cannot be
+# delivered, and whatever tries to deliver it must not keep advlock's
+# output open (the capture waits for its end).
+rm -f "$T/bounds.backend"
+timed "$A" run --application-name bounds-releaser --timeout 1 "$name" -- \
+    sh -c "$stop_own; kill -STOP $postmaster"
+stopped+=("$postmaster")
+[ -s "$T/bounds.backend" ] && stopped+=("$(cat "$T/bounds.backend")")
+check "hung release, postmaster stopped: status" 70 "$RC"
+within "releasing, postmaster stopped too, --timeout 1 (command included)" 3500
+resume_all
 rm -f "$T/bounds.backend"
 "$A" run --application-name bounds-releaser "$name" -- sh -c "$stop_own" 2>/dev/null &
 releaser=$!
