@@ -230,10 +230,14 @@
  * catalog lock say), and advlock_pq_async_cancel(), send one (a cancel
  * request, on a connection of its own: libpq's PQcancel(), which blocks the
  * calling thread for one connection to the server: a few milliseconds on a
- * local socket (the tests print it); libpq 17's nonblocking cancel would
- * need the loop to watch a second socket, which this interface does not
- * have); its 57014 is followed by the same unlock, and the acquire ends
- * TIMED_OUT or CANCELLED. A cancel request that reaches the server before
+ * local socket (the tests print it), and never more than 250 ms: a server
+ * that has not taken the request by then (a stopped postmaster, a full
+ * accept queue) gets it from a thread of the adapter's own, in the
+ * background, and the event callback hears ADVLOCK_EVENT_WARNING "could not
+ * send a cancel request"; libpq 17's nonblocking cancel would need the loop
+ * to watch a second socket, which this interface does not have); its 57014
+ * is followed by the same unlock, and the acquire ends TIMED_OUT or
+ * CANCELLED. A cancel request that reaches the server before
  * it has read the statement is ignored there, so until the statement
  * answers the request is repeated every 250 ms. A 57014 nobody asked for
  * (statement_timeout) is an error.
@@ -452,6 +456,13 @@ ADVLOCK_API int advlock_pq_set_options(advlock_pq *a, const advlock_options *o);
  * socket with CLOCK_MONOTONIC deadlines and resumes after signals, so it
  * cannot be interrupted; use the nonblocking calls to cancel.
  *
+ * timeout_ms bounds the schedule, not a statement the server never answers
+ * (a stopped backend, a pooler's queue): the call waits for every answer
+ * (a server-side wait's is asked for with cancel requests). For a hard
+ * bound, drive the nonblocking calls under a deadline of your own and close
+ * the connection when it passes, which ends the server session and any
+ * lock it took, as advlock run does (advlock(1), --timeout).
+ *
  * lock_key, len: the lock's name (UTF-8; len bytes, NUL allowed), read during
  *     the call only.
  * report: receives how the operation ended (report->lock.outcome: ACQUIRED,
@@ -646,7 +657,8 @@ ADVLOCK_API int advlock_pq_async_start_verify_key(advlock_pq *a, int64_t key, in
  * if the server granted the lock it is released before the operation ends
  * CANCELLED, so a cancelled acquire never leaves a lock behind. During a
  * server-side wait it first sends the server a cancel request (PQcancel(),
- * which blocks for one connection to the server; see "Server-side waiting"),
+ * which blocks for one connection to the server, 250 ms at most; see
+ * "Server-side waiting"),
  * at once, or as soon as the statement is all sent. Cancelling twice is
  * harmless.
  *

@@ -20,11 +20,15 @@ all: $(BUILD)/advlock
 $(BUILD)/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o) $(FAKE_OBJ)
 $(BUILD)/san/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_SAN_OBJ)
 
+# bounds.sh stops the server's processes and saturates a PgBouncer session
+# pool of one connection: its own PgBouncer, about 40 s.
 .PHONY: cli-test
 cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh tests/cli/quickstart.sh \
 	    tests/cli/calibrate.sh
+	@ADVLOCK=$(BUILD)/advlock ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 tests/pg/with-pgbouncer.sh \
+	    scripts/run-tests.sh tests/cli/bounds.sh
 
 test: cli-test
 

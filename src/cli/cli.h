@@ -18,6 +18,7 @@ enum {
 #include <stdint.h>
 
 #include <libpq-fe.h>
+#include <stdint.h>
 
 int cmd_key(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -32,6 +33,25 @@ int cmd_calibrate(int argc, char **argv);
  * returns EXIT_USAGE (conninfo does not parse) or EXIT_NO_SERVER.
  */
 int cli_connect(const char *conninfo, const char *application_name, PGconn **out);
+
+/* A bound on a phase of advlock run: when it passes (advlock_pq_now_ms's
+ * clock; INT64_MAX: never), and the time its messages name (--timeout's:
+ * the bound itself includes a grace, see cmd_run.c). */
+typedef struct cli_bound {
+    int64_t until_ms;
+    int64_t named_ms;
+} cli_bound;
+
+/*
+ * cli_connect, bounded: gives up when bound passes, saying "could not
+ * connect within S" (S: bound.named_ms), and returns EXIT_NO_SERVER. A
+ * connect_timeout of the user's (conninfo or PGCONNECT_TIMEOUT) that ends
+ * sooner bounds it instead, named in the message. A stop signal on advlock
+ * run's signal pipe (cli_signals_install) ends it too: returns 128 + the
+ * signal's number, nothing printed.
+ */
+int cli_connect_until(const char *conninfo, const char *application_name, cli_bound bound,
+                      PGconn **out);
 
 /* The length of text without its trailing newlines and blanks: libpq's
  * messages end with a newline, which would print as a blank line. */
@@ -50,15 +70,29 @@ int cli_signals_next(void);
 
 /*
  * advlock run --xact (xact.c): BEGIN on conn; and its end, COMMIT if commit
- * is set and the transaction has not failed, else ROLLBACK. Each returns 0,
- * or -1 after printing why (cli_xact_end: also when commit was asked for and
- * no transaction was left to commit).
+ * is set and the transaction has not failed, else ROLLBACK. Each waits for
+ * its statement until bound passes (then the connection is shut down with
+ * cli_abandon and CLI_NO_ANSWER returned after saying so) or a stop signal
+ * arrives on advlock run's signal pipe (the same, and the signal's number
+ * returned, nothing printed). Else each returns 0, or -1 after printing why
+ * (cli_xact_end: also when commit was asked for and no transaction was left
+ * to commit).
  */
-int cli_xact_begin(PGconn *conn);
+enum { CLI_NO_ANSWER = -2 };
+int cli_xact_begin(PGconn *conn, cli_bound bound);
 /* After the acquire: lets go of the snapshot its last statement kept, so
- * that the transaction held open holds no xmin. 0, or -1 after printing why. */
-int cli_xact_drop_snapshot(PGconn *conn);
-int cli_xact_end(PGconn *conn, int commit);
+ * that the transaction held open holds no xmin. Returns as cli_xact_begin. */
+int cli_xact_drop_snapshot(PGconn *conn, cli_bound bound);
+int cli_xact_end(PGconn *conn, int commit, cli_bound bound);
+
+/*
+ * Gives up on conn, whose statement in flight did not answer in time
+ * (abandon.c): a cancel request goes to the server from a short-lived
+ * child process, which nothing waits for, and the connection's socket is
+ * shut down at once, so that nothing more can be sent or read on it. The
+ * caller still owns conn, and PQfinish()es it as usual.
+ */
+void cli_abandon(PGconn *conn);
 
 /*
  * Reaching the claimed server session through a transaction pool (reach.c):

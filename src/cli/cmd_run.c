@@ -88,6 +88,45 @@ static void clear_progress(void)
 
 /* ---- one lock operation, driven to its end -------------------------------- */
 
+/* How long past --timeout a run may take (see --timeout in advlock(1)): the
+ * connect and every statement must end by --timeout plus GRACE_MS, past
+ * which the connection is abandoned. It leaves room for a round trip to a
+ * far server (the last attempt and its answer, the diagnosis), never for a
+ * hung one. A statement cancelled by a stop signal has SIGNAL_GRACE_MS to
+ * answer (a granted lock is then released), then it is abandoned too. */
+enum { GRACE_MS = 1000, SIGNAL_GRACE_MS = 500 };
+
+/* The bound of a phase that starts at now and may take ms (INT64_MAX: no
+ * bound), grace included. */
+static cli_bound bound_from(int64_t now, int64_t ms)
+{
+    int64_t until =
+        ms == INT64_MAX || ms > INT64_MAX - now - GRACE_MS ? INT64_MAX : now + ms + GRACE_MS;
+    return (cli_bound){until, ms};
+}
+
+/* The shorter of two waits in ms, -1 meaning none. */
+static int64_t shorter_wait(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+/* How an operation driven by drive() ended for the run. */
+typedef struct drive_end {
+    int signal;      /* the first stop signal that arrived, or 0 */
+    int abandoned;   /* it did not end by its bound: the connection is closed */
+    advlock_sql sql; /* abandoned: the statement in flight (ADVLOCK_SQL_COUNT: none) */
+} drive_end;
+
+/* The statement the adapter has in flight (ADVLOCK_SQL_COUNT: none). */
+static advlock_sql in_flight(const advlock_pq *a)
+{
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    return next.kind == ADVLOCK_ACTION_QUERY || next.kind == ADVLOCK_ACTION_CANCEL_QUERY
+               ? next.sql
+               : ADVLOCK_SQL_COUNT;
+}
+
 /* advlock run --xact while acquiring: the transaction is open only while a
  * try is out. It ends (ROLLBACK: nothing was granted) when the acquire
  * starts a sleep and begins again when the sleep is over, so that the run
@@ -99,28 +138,29 @@ static void clear_progress(void)
 typedef struct xact_pause {
     PGconn *conn; /* NULL: not --xact */
     int ended;    /* the transaction is ended for the sleep */
-    int failed;
+    int failed;   /* BEGIN or ROLLBACK failed: -1, or a stop signal's number */
 } xact_pause;
 
 /* How long to wait for signals alone before the next try (the transaction
  * ended for the sleep), or -1 for the adapter's own wait. */
-static int64_t tend_xact(advlock_pq *a, xact_pause *x)
+static int64_t tend_xact(advlock_pq *a, xact_pause *x, cli_bound bound)
 {
     if (x->conn == NULL || x->failed)
         return -1;
     advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
     if (next.kind != ADVLOCK_ACTION_SLEEP)
         return -1;
-    if (!x->ended && cli_xact_end(x->conn, 0) == 0)
+    int rc = 0;
+    if (!x->ended && (rc = cli_xact_end(x->conn, 0, bound)) == 0)
         x->ended = 1;
     int64_t left = next.wake_at_ms - advlock_pq_now_ms();
     if (x->ended && left > 0)
         return left;
-    if (x->ended && cli_xact_begin(x->conn) == 0) {
+    if (x->ended && (rc = cli_xact_begin(x->conn, bound)) == 0) {
         x->ended = 0;
         return -1;
     }
-    x->failed = 1;
+    x->failed = rc > 0 ? rc : -1;
     advlock_pq_async_cancel(a, advlock_pq_now_ms());
     return -1;
 }
@@ -151,37 +191,89 @@ static void wait_for_signals(int64_t ms)
     (void)poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
 }
 
-/* Runs the adapter's operation to its end, cancelling an acquire if a
- * forwarded signal arrives; returns that signal's number, or 0. The waiting
- * is the adapter's own (advlock_pq_wait), with the signal pipe beside it;
- * x: see xact_pause (NULL for a release); r: see tend_reach. */
-static int drive(advlock_pq *a, const run_options *o, const progress *shown, xact_pause *x,
-                 cli_reach *r)
+/* Runs the adapter's operation to its end, or to until_ms, cancelling an
+ * acquire if a forwarded signal arrives; a statement still unanswered at
+ * until_ms (or SIGNAL_GRACE_MS after the signal; at once after a second one) is
+ * cancelled and its connection, conn, closed. The waiting is the adapter's
+ * own (advlock_pq_wait), with the signal pipe beside it; x: see xact_pause
+ * (NULL but for an acquire); r: see tend_reach (NULL but for a release). */
+static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, const progress *shown,
+                       int64_t until_ms, xact_pause *x, cli_reach *r)
 {
+    drive_end end = {0, 0, ADVLOCK_SQL_COUNT};
     int64_t started = advlock_pq_now_ms();
-    int interrupted = 0;
     while (advlock_pq_async_busy(a)) {
-        int64_t paused_ms = x != NULL ? tend_xact(a, x) : -1;
+        int64_t now = advlock_pq_now_ms();
+        if (now >= until_ms) {
+            end.abandoned = 1;
+            end.sql = in_flight(a);
+            cli_abandon(conn);
+            break;
+        }
+        if (shown != NULL)
+            show_progress(o, shown, started, now);
+        int64_t paused_ms = x != NULL ? tend_xact(a, x, (cli_bound){until_ms, o->timeout_ms}) : -1;
+        if (x != NULL && x->failed > 0 && end.signal == 0)
+            end.signal = x->failed; /* a stop signal ended BEGIN or ROLLBACK */
         if (paused_ms < 0)
             paused_ms = tend_reach(a, r);
-        if (shown != NULL)
-            show_progress(o, shown, started, advlock_pq_now_ms());
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        int64_t tick = shown != NULL ? 100 : -1;
+        int64_t wait_ms =
+            shorter_wait(shown != NULL ? 100 : -1, until_ms == INT64_MAX ? -1 : until_ms - now);
         if (paused_ms >= 0)
-            wait_for_signals(tick >= 0 && tick < paused_ms ? tick : paused_ms);
-        else if (advlock_pq_wait(a, cli_signals_fd(), (int)tick) < 0)
+            wait_for_signals(shorter_wait(wait_ms, paused_ms));
+        else if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms)
+                 < 0)
             break;
         int sig;
-        while ((sig = cli_signals_next()) != 0)
-            if (sig != SIGCHLD && !interrupted) {
-                interrupted = sig;
-                advlock_pq_async_cancel(a, advlock_pq_now_ms());
+        while ((sig = cli_signals_next()) != 0) {
+            if (sig == SIGCHLD)
+                continue;
+            now = advlock_pq_now_ms();
+            if (end.signal != 0) {
+                until_ms = now; /* asked twice: no more waiting for the server */
+                continue;
             }
+            end.signal = sig;
+            until_ms = until_ms - now > SIGNAL_GRACE_MS ? now + SIGNAL_GRACE_MS : until_ms;
+            advlock_pq_async_cancel(a, now);
+        }
     }
     if (shown != NULL)
         clear_progress();
-    return interrupted;
+    return end;
+}
+
+/* What the statement an abandoned operation had in flight was doing, for
+ * the message that says it got no answer. */
+static const char *asked_for(advlock_sql sql)
+{
+    switch (sql) {
+    case ADVLOCK_SQL_SESSION: return "the session check";
+    case ADVLOCK_SQL_HOLDERS: return "the question who holds lock";
+    case ADVLOCK_SQL_UNLOCK:
+    case ADVLOCK_SQL_UNLOCK_SHARED:
+    case ADVLOCK_SQL_UNLOCK_GUARDED:
+    case ADVLOCK_SQL_UNLOCK_SHARED_GUARDED: return "the release of lock";
+    case ADVLOCK_SQL_HELD:
+    case ADVLOCK_SQL_HELD_SHARED:
+    case ADVLOCK_SQL_HELD_GUARDED:
+    case ADVLOCK_SQL_HELD_SHARED_GUARDED: return "the check of lock";
+    case ADVLOCK_SQL_COUNT: return "the wait for lock";
+    default: return "the attempt on lock";
+    }
+}
+
+/* Says that an abandoned operation's statement got no answer within
+ * bound_ms. */
+static void say_abandoned(const drive_end *end, const run_options *o, int64_t bound_ms)
+{
+    char seconds[32];
+    advlock_format_seconds(bound_ms, seconds, sizeof seconds);
+    const char *what = asked_for(end->sql);
+    int names_lock = end->sql != ADVLOCK_SQL_SESSION;
+    cli_error("no answer from the server within %ss to %s%s%s%s; connection closed", seconds, what,
+              names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
 }
 
 /* ---- the command, while the lock is held ------------------------------------ */
@@ -268,12 +360,6 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
     if (n > 0 && n < sizeof sentence && sentence[n - 1] == '.')
         sentence[n - 1] = '\0'; /* lock_gone goes on after it */
     snprintf(why, size, "checking lock '%s' while the command ran: %s", o->shown_key, sentence);
-}
-
-/* The shorter of two waits in ms, -1 meaning none. */
-static int64_t shorter_wait(int64_t a, int64_t b)
-{
-    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
 /* Waits for the command while the adapter watches the session that holds
@@ -399,8 +485,9 @@ static void usage(FILE *to)
           "  Run COMMAND while holding the advisory lock named KEY, like flock(1).\n"
           "\n"
           "  -d, --dbname CONNINFO        connection string or URI (default: PG* variables)\n"
-          "  -w, --timeout SECONDS        give up after this long (default: wait forever);\n"
-          "                               0 tries once\n"
+          "  -w, --timeout SECONDS        give up after this long, connecting included\n"
+          "                               (default: wait forever); 0 tries once; a server\n"
+          "                               that does not answer is left 1 s later\n"
           "  -E, --conflict-exit-code N   exit status when the lock stays busy (default 1)\n"
           "  -q, --quiet                  no progress line while waiting\n"
           "      --keep-running           if the lock is lost, let COMMAND go on\n"
@@ -540,27 +627,42 @@ static int acquire_failed_status(const advlock_report *r, const run_options *o)
     return r->failure == ADVLOCK_ESTANDBY ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
 }
 
+/* How a run whose BEGIN or CLOSE ALL (--xact) did not succeed exits: as the
+ * acquire would have, for a signal or no answer by the bound. */
+static int setup_failed_status(int rc)
+{
+    return rc > 0 ? 128 + rc : rc == CLI_NO_ANSWER ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
+}
+
 /* Releases what the acquire took, by its key: no second hash. Anything but
  * RELEASED means the lock was not where the run held it (NOT_HELD, or
  * ESESSION: the unlock reached another server session behind a proxy, and
  * the lock may be left on the one that took it), so the run fails. */
-/* Drives a release to its end, its retries helped to the claimed server
- * session behind a proxy. */
-static void drive_release(advlock_pq *a, const run_options *o)
+/* Drives a release to its end, from now to its bound (as long as the
+ * acquire's), its retries helped to the claimed server session behind a
+ * proxy. */
+static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t now)
 {
     cli_reach reach;
     cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a));
-    drive(a, o, NULL, NULL, advlock_pq_proxied(a) ? &reach : NULL);
+    drive_end end = drive(a, conn, o, NULL, bound_from(now, o->timeout_ms).until_ms, NULL,
+                          advlock_pq_proxied(a) ? &reach : NULL);
     cli_reach_end(&reach);
+    return end;
 }
 
-static int release(advlock_pq *a, const run_options *o, int64_t key)
+static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
 {
-    if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) != 0) {
+    int64_t now = advlock_pq_now_ms();
+    if (advlock_pq_async_start_release_key(a, key, now) != 0) {
         cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
         return -1;
     }
-    drive_release(a, o);
+    drive_end end = drive_release(a, conn, o, now);
+    if (end.abandoned) {
+        say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms);
+        return -1;
+    }
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
@@ -578,10 +680,11 @@ static int release(advlock_pq *a, const run_options *o, int64_t key)
  * to reach that session, within its bound) gives the lock back; unreported:
  * whatever it says, the message before has said the lock is gone or in
  * doubt. */
-static void release_quietly(advlock_pq *a, const run_options *o, int64_t key)
+static void release_quietly(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
 {
-    if (advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()) == 0)
-        drive_release(a, o);
+    int64_t now = advlock_pq_now_ms();
+    if (advlock_pq_async_start_release_key(a, key, now) == 0)
+        (void)drive_release(a, conn, o, now);
 }
 
 /* An acquire that failed while giving back a grant nobody wanted (its
@@ -599,7 +702,7 @@ static int grant_in_doubt(const advlock_report *r)
 static void close_session(PGconn *conn, const run_options *o)
 {
     if (o->xact)
-        cli_xact_end(conn, 0);
+        cli_xact_end(conn, 0, bound_from(advlock_pq_now_ms(), o->timeout_ms));
     PQfinish(conn);
 }
 
@@ -607,7 +710,9 @@ static void close_session(PGconn *conn, const run_options *o)
  * transaction's end, COMMIT only when the command succeeded. */
 static int give_back(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key, int commit)
 {
-    return o->xact ? cli_xact_end(conn, commit) : release(a, o, key);
+    if (o->xact)
+        return cli_xact_end(conn, commit, bound_from(advlock_pq_now_ms(), o->timeout_ms));
+    return release(a, conn, o, key);
 }
 
 int cmd_run(int argc, char **argv)
@@ -625,25 +730,36 @@ int cmd_run(int argc, char **argv)
         cli_error("cannot set up signal handling: %s", strerror(errno));
         return EXIT_LOCK_ERROR;
     }
+    /* --timeout counts from here: the connect, the session check and every
+     * attempt spend it together, and each must end by its bound. */
+    int64_t started = advlock_pq_now_ms();
+    cli_bound bound = bound_from(started, o.timeout_ms);
     PGconn *conn;
-    if ((rc = cli_connect(o.conninfo, o.application_name, &conn)) != EXIT_OK)
+    if ((rc = cli_connect_until(o.conninfo, o.application_name, bound, &conn)) != EXIT_OK)
         return rc;
 
     advlock_pq a;
     progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
     o.lock.on_event = on_lock_event;
     o.lock.event_user = &shown;
+    /* The last sleep ends at the timeout, so the last attempt is made by
+     * then and answered within the grace, not up to a second after it. */
+    o.lock.clip_to_deadline = 1;
     /* With --xact the acquire runs inside the transaction (the adapter
      * refuses a transaction-scoped acquire outside one); a pooler pins one
      * server session to it until COMMIT or ROLLBACK. */
-    if (o.xact && cli_xact_begin(conn) != 0) {
+    if (o.xact && (rc = cli_xact_begin(conn, bound)) != 0) {
         PQfinish(conn);
-        return EXIT_LOCK_ERROR;
+        return setup_failed_status(rc);
     }
+    /* The acquire's own timeout is what the connect left of --timeout. */
+    int64_t now = advlock_pq_now_ms();
+    int64_t left = o.timeout_ms == INT64_MAX          ? INT64_MAX
+                   : started + o.timeout_ms - now > 0 ? started + o.timeout_ms - now
+                                                      : 0;
     if ((rc = advlock_pq_async_init(&a, conn)) != 0
         || (rc = advlock_pq_set_options(&a, &o.lock)) != 0
-        || (rc = advlock_pq_async_start_acquire_key(&a, key, o.timeout_ms, advlock_pq_now_ms()))
-               != 0) {
+        || (rc = advlock_pq_async_start_acquire_key(&a, key, left, now)) != 0) {
         const char *why = PQerrorMessage(conn);
         cli_error("cannot start acquiring '%s': %s: %.*s", o.shown_key, advlock_strerror(rc),
                   cli_trimmed_length(why), why);
@@ -651,10 +767,19 @@ int cmd_run(int argc, char **argv)
         return EXIT_LOCK_ERROR;
     }
     xact_pause pause = {.conn = o.xact ? conn : NULL};
-    int interrupted =
-        drive(&a, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL, &pause, NULL);
+    drive_end end = drive(&a, conn, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL,
+                          bound.until_ms, &pause, NULL);
+    if (end.abandoned) {
+        say_abandoned(&end, &o, end.signal != 0 ? SIGNAL_GRACE_MS : o.timeout_ms);
+        PQfinish(conn);
+        if (end.signal != 0)
+            return 128 + end.signal;
+        /* Only a diagnosis comes after the timeout: the lock was busy. */
+        return end.sql == ADVLOCK_SQL_HOLDERS ? o.conflict_exit_code : EXIT_NO_SERVER;
+    }
+    int interrupted = end.signal;
     const advlock_pq_report *r = advlock_pq_async_report(&a);
-    if (pause.failed && !interrupted) {
+    if (pause.failed < 0 && !interrupted) {
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
@@ -664,21 +789,25 @@ int cmd_run(int argc, char **argv)
     if (r->lock.outcome == ADVLOCK_CANCELLED
         || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
         if (r->lock.outcome == ADVLOCK_ACQUIRED && !o.xact)
-            release_quietly(&a, &o, key);
+            release_quietly(&a, conn, &o, key);
         close_session(conn, &o);
         return 128 + interrupted;
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
+        /* The message names --timeout, all the run had, not what the
+         * connect left of it for the acquire. */
+        advlock_pq_report told = *r;
+        told.lock.timeout_ms = o.timeout_ms;
         char message[ADVLOCK_MESSAGE_MAX];
-        cli_error("%s", describe(r, o.key, message, sizeof message));
+        cli_error("%s", describe(&told, o.key, message, sizeof message));
         if (grant_in_doubt(&r->lock) && !o.xact)
-            release_quietly(&a, &o, key);
+            release_quietly(&a, conn, &o, key);
         close_session(conn, &o);
         return acquire_failed_status(&r->lock, &o);
     }
-    if (o.xact && cli_xact_drop_snapshot(conn) != 0) {
-        close_session(conn, &o);
-        return EXIT_LOCK_ERROR;
+    if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
+        close_session(conn, &o); /* a connection shut down sends no ROLLBACK */
+        return setup_failed_status(rc);
     }
 
     cli_child child;
@@ -694,7 +823,7 @@ int cmd_run(int argc, char **argv)
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     int given_back = lost == LOCK_KEPT && give_back(&a, conn, &o, key, exit_code == 0) == 0;
     if (lost == LOCK_UNVERIFIED)
-        release_quietly(&a, &o, key);
+        release_quietly(&a, conn, &o, key);
     /* Lost, a release that found no lock or reached another server session,
      * or with --xact a COMMIT that failed after the command succeeded (the
      * session broke as it ended): not a clean run, and said so. A ROLLBACK

@@ -1,11 +1,18 @@
 /*
  * One way to open a connection for every subcommand: libpq's own rules for
  * conninfo strings, PG* variables and service files (so no password need be
- * on the command line), plus the settings a lock holder needs.
+ * on the command line), plus the settings a lock holder needs, under a
+ * bound and ended by a stop signal (advlock run's).
  */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "advlock_pq.h"
 #include "cli.h"
 
 int cli_trimmed_length(const char *text)
@@ -24,9 +31,93 @@ static int is_conninfo(const char *text)
            || strchr(text, '=') != NULL;
 }
 
+/* libpq's reading of connect_timeout (connectDBComplete): whole seconds, 0
+ * or less for none, and at least 2, since rounding could otherwise end a
+ * connection hardly begun. Returns the bound in ms, or -1 for none. */
+static int64_t own_connect_timeout_ms(PGconn *conn)
+{
+    int64_t ms = -1;
+    PQconninfoOption *options = PQconninfo(conn);
+    for (PQconninfoOption *o = options; o != NULL && o->keyword != NULL; o++) {
+        if (strcmp(o->keyword, "connect_timeout") != 0 || o->val == NULL)
+            continue;
+        char *end;
+        long seconds = strtol(o->val, &end, 10);
+        if (end != o->val && seconds > 0)
+            ms = (seconds < 2 ? 2 : seconds > INT32_MAX ? INT32_MAX : seconds) * (int64_t)1000;
+    }
+    PQconninfoFree(options);
+    return ms;
+}
+
+/* Milliseconds from now until at, as poll()'s timeout (-1: no bound). */
+static int poll_timeout(int64_t at, int64_t now)
+{
+    if (at == INT64_MAX)
+        return -1;
+    return at <= now ? 0 : at - now > INT_MAX ? INT_MAX : (int)(at - now);
+}
+
+/* The stop signal that arrived on advlock run's signal pipe, or 0. */
+static int stop_signal_taken(void)
+{
+    int sig, stop = 0;
+    while ((sig = cli_signals_next()) != 0)
+        if (sig != SIGCHLD && stop == 0)
+            stop = sig;
+    return stop;
+}
+
+/* Drives libpq's nonblocking connect (PQconnectPoll) until it ends, the
+ * bound passes, or a stop signal arrives. PQconnectdb's own wait would
+ * honour connect_timeout only, and no signal: a host that never answers
+ * (a stopped postmaster, a full accept queue) held it for minutes. */
+static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_name)
+{
+    /* Before the first PQconnectPoll, as if it had asked to write. */
+    PostgresPollingStatusType state =
+        PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+    while (state != PGRES_POLLING_OK) {
+        if (state == PGRES_POLLING_FAILED) {
+            const char *why = PQerrorMessage(conn);
+            cli_error("cannot connect: %.*s", cli_trimmed_length(why), why);
+            return EXIT_NO_SERVER;
+        }
+        int64_t now = advlock_pq_now_ms();
+        if (now >= bound.until_ms) {
+            char seconds[32];
+            advlock_format_seconds(bound.named_ms, seconds, sizeof seconds);
+            cli_error("could not connect within %ss%s", seconds, bound_name);
+            return EXIT_NO_SERVER;
+        }
+        /* The socket may change between calls: libpq tries host after host. */
+        struct pollfd fds[2] = {
+            {.fd = PQsocket(conn), .events = state == PGRES_POLLING_READING ? POLLIN : POLLOUT},
+            {.fd = cli_signals_fd(), .events = POLLIN},
+        };
+        if (poll(fds, 2, poll_timeout(bound.until_ms, now)) < 0 && errno != EINTR) {
+            cli_error("cannot connect: poll: %s", strerror(errno));
+            return EXIT_NO_SERVER;
+        }
+        int sig = fds[1].revents != 0 ? stop_signal_taken() : 0;
+        if (sig != 0)
+            return 128 + sig;
+        if (fds[0].revents != 0)
+            state = PQconnectPoll(conn);
+    }
+    return EXIT_OK;
+}
+
 int cli_connect(const char *conninfo, const char *application_name, PGconn **out)
 {
+    return cli_connect_until(conninfo, application_name, (cli_bound){INT64_MAX, 0}, out);
+}
+
+int cli_connect_until(const char *conninfo, const char *application_name, cli_bound bound,
+                      PGconn **out)
+{
     *out = NULL;
+    int64_t started = advlock_pq_now_ms();
     /* A mistyped conninfo is a usage error, found before any connection. */
     char *error = NULL;
     PQconninfoOption *parsed;
@@ -47,16 +138,24 @@ int cli_connect(const char *conninfo, const char *application_name, PGconn **out
         "keepalives_idle", "keepalives_interval", "keepalives_count",          NULL};
     const char *values[] = {conninfo, application_name, "advlock", "1", "30", "10", "3", NULL};
     /* A NULL value is skipped, so an unset conninfo means "from the environment". */
-    PGconn *conn = PQconnectdbParams(keys, values, 1);
+    PGconn *conn = PQconnectStartParams(keys, values, 1);
     if (conn == NULL) {
         cli_error("cannot connect: out of memory");
         return EXIT_NO_SERVER;
     }
-    if (PQstatus(conn) != CONNECTION_OK) {
-        const char *why = PQerrorMessage(conn);
-        cli_error("cannot connect: %.*s", cli_trimmed_length(why), why);
+    /* The user's own connect_timeout (conninfo or PGCONNECT_TIMEOUT) still
+     * bounds the connect, here over all hosts together, when it is the
+     * shorter bound. */
+    const char *bound_name = "";
+    int64_t own_ms = own_connect_timeout_ms(conn);
+    if (own_ms >= 0 && (bound.until_ms == INT64_MAX || started + own_ms < bound.until_ms)) {
+        bound = (cli_bound){started + own_ms, own_ms};
+        bound_name = " (connect_timeout)";
+    }
+    int rc = complete_connect(conn, bound, bound_name);
+    if (rc != EXIT_OK) {
         PQfinish(conn);
-        return EXIT_NO_SERVER;
+        return rc;
     }
     *out = conn;
     return EXIT_OK;

@@ -1,34 +1,86 @@
 /*
  * advlock run --xact: the transaction held open around the command. Its
  * lock is transaction-scoped, so the transaction's end is the release:
- * COMMIT when the command succeeded, ROLLBACK otherwise. Run with PQexec on
- * the lock's own connection while the adapter has nothing in flight (it
- * blocks, whatever the connection's nonblocking mode; the server answers
- * these at once).
+ * COMMIT when the command succeeded, ROLLBACK otherwise. Sent on the lock's
+ * own connection while the adapter has nothing in flight, and waited for
+ * under advlock run's bound and its signals like the lock's statements: a
+ * server answers these at once, but a pooler makes BEGIN wait for a free
+ * server connection.
  */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "advlock_pq.h"
 #include "cli.h"
 
-/* Runs one transaction-control statement; returns 0 or prints why. */
-static int run_statement(PGconn *conn, const char *sql)
+/* Waits until conn's statement is all sent and its results are all in, the
+ * bound passes, or a stop signal arrives. Returns 0 when the results are in
+ * (or the connection failed: they say so), else what cli_xact_begin
+ * returns after shutting the connection down. */
+static int await_results(PGconn *conn, const char *sql, cli_bound bound)
 {
-    PGresult *res = PQexec(conn, sql);
-    int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    for (;;) {
+        int unsent = PQflush(conn);
+        if (unsent < 0 || (unsent == 0 && (!PQconsumeInput(conn) || !PQisBusy(conn))))
+            return 0;
+        int64_t now = advlock_pq_now_ms();
+        if (now >= bound.until_ms) {
+            char seconds[32];
+            advlock_format_seconds(bound.named_ms, seconds, sizeof seconds);
+            cli_abandon(conn);
+            cli_error("no answer from the server within %ss to %s; connection closed", seconds,
+                      sql);
+            return CLI_NO_ANSWER;
+        }
+        int64_t left = bound.until_ms == INT64_MAX ? -1 : bound.until_ms - now;
+        struct pollfd fds[2] = {
+            {.fd = PQsocket(conn), .events = (short)(POLLIN | (unsent ? POLLOUT : 0))},
+            {.fd = cli_signals_fd(), .events = POLLIN},
+        };
+        if (poll(fds, 2, left > INT_MAX ? INT_MAX : (int)left) < 0 && errno != EINTR)
+            return 0; /* libpq's next read says whether the connection failed */
+        int sig, stop = 0;
+        while (fds[1].revents != 0 && (sig = cli_signals_next()) != 0)
+            if (sig != SIGCHLD && stop == 0)
+                stop = sig;
+        if (stop != 0) {
+            /* Nothing is written in the transaction: whatever the statement
+             * would have done, closing the session ends it and its lock. */
+            cli_abandon(conn);
+            return stop;
+        }
+    }
+}
+
+/* Runs one transaction-control statement; returns 0, or as cli_xact_begin. */
+static int run_statement(PGconn *conn, const char *sql, cli_bound bound)
+{
+    int rc = PQsendQuery(conn, sql) ? await_results(conn, sql, bound) : 0;
+    if (rc != 0)
+        return rc;
+    int ok = 0; /* as PQexec, the last result says */
+    PGresult *res;
+    while ((res = PQgetResult(conn)) != NULL) {
+        ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+    }
     if (!ok) {
         const char *why = PQerrorMessage(conn);
         cli_error("%s failed: %.*s", sql, cli_trimmed_length(why), why);
     }
-    PQclear(res);
     return ok ? 0 : -1;
 }
 
-int cli_xact_begin(PGconn *conn)
+int cli_xact_begin(PGconn *conn, cli_bound bound)
 {
-    return run_statement(conn, "BEGIN");
+    return run_statement(conn, "BEGIN", bound);
 }
 
-int cli_xact_drop_snapshot(PGconn *conn)
+int cli_xact_drop_snapshot(PGconn *conn, cli_bound bound)
 {
     /* The acquire's statements went unnamed in the extended protocol, and
      * the unnamed portal of the last one keeps its snapshot until it is
@@ -37,16 +89,17 @@ int cli_xact_drop_snapshot(PGconn *conn)
      * anywhere in the cluster (seen on PostgreSQL 15 as backend_xmin in
      * pg_stat_activity). Any statement in the simple protocol replaces that
      * portal and drops its own at once; CLOSE ALL also says what is meant. */
-    return run_statement(conn, "CLOSE ALL");
+    return run_statement(conn, "CLOSE ALL", bound);
 }
 
-int cli_xact_end(PGconn *conn, int commit)
+int cli_xact_end(PGconn *conn, int commit, cli_bound bound)
 {
     PGTransactionStatusType state = PQtransactionStatus(conn);
     if (state == PQTRANS_INTRANS)
-        return run_statement(conn, commit ? "COMMIT" : "ROLLBACK");
-    if (state == PQTRANS_INERROR && run_statement(conn, "ROLLBACK") == 0 && !commit)
-        return 0;
+        return run_statement(conn, commit ? "COMMIT" : "ROLLBACK", bound);
+    int rc = state == PQTRANS_INERROR ? run_statement(conn, "ROLLBACK", bound) : -1;
+    if (rc > 0 || (rc == 0 && !commit))
+        return rc;
     /* No transaction left open (none began, or the session is gone): no
      * ROLLBACK, which would only draw the server's WARNING. */
     if (state != PQTRANS_INERROR && !commit)

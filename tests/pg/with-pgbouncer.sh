@@ -28,7 +28,9 @@
 #                       (default 3), so that with more clients than that,
 #                       successive statements of one client land on different
 #                       server sessions;
-#     session mode:     40 server connections (one per client, as direct).
+#     session mode:     ADVLOCK_TEST_PGBOUNCER_SESSION_POOL server connections
+#                       (default 40: one per client, as direct; 1 makes a
+#                       pool that one busy client saturates).
 # The session-mode PgBouncer resets a server session between clients with
 # its default server_reset_query (DISCARD ALL); when
 # ADVLOCK_TEST_PGBOUNCER_SESSION_RESET_QUERY is set, even to nothing, that is
@@ -96,6 +98,7 @@ guard_scratch "$dir" stop_pgbouncers
 tx_port=$((PGPORT + 1))
 session_port=$((PGPORT + 2))
 tx_pool=${ADVLOCK_TEST_PGBOUNCER_TX_POOL:-3}
+session_pool=${ADVLOCK_TEST_PGBOUNCER_SESSION_POOL:-40}
 
 printf '"postgres" ""\n' >"$dir/userlist.txt"
 
@@ -149,7 +152,7 @@ start_pgbouncer() {
 }
 
 write_ini tx "$tx_port" transaction "$tx_pool"
-write_ini session "$session_port" session 40
+write_ini session "$session_port" session "$session_pool"
 if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION_RESET_QUERY+set}" ]; then
     echo "server_reset_query = $ADVLOCK_TEST_PGBOUNCER_SESSION_RESET_QUERY" >>"$dir/session.ini"
 fi

@@ -122,7 +122,9 @@ void advlock_pq_report_copy(advlock_pq_report *to, const advlock_pq_report *from
 /*
  * Sends a cancel request for conn's statement in flight; returns 1 if the
  * server took it, else 0 with the reason in error (size bytes). Blocks for
- * one connection to the server (see "Server-side waiting" in advlock_pq.h).
+ * one connection to the server, 250 ms at most: a request the server has
+ * not taken by then goes on in a thread of its own and counts as not sent
+ * (see "Server-side waiting" in advlock_pq.h).
  */
 int advlock_pq_cancel_send(PGconn *conn, char *error, size_t size);
 
