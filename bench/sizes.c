@@ -5,7 +5,7 @@
  * Issue 13's goals: a machine of at most 256 bytes (it was 1,848 when it
  * kept its messages) and an adapter of at most 1 KB (5,136). Issue 11's
  * session check kept the machine within its goal by storing the options
- * compactly: 248 bytes with the session's token, pid and facts. The report
+ * compactly: 256 bytes with the session's token, pid and facts. The report
  * a blocking call fills is shown beside them; it lives only as long as the
  * caller keeps it.
  *

@@ -600,7 +600,7 @@ typedef struct advlock_session {
 ADVLOCK_API int advlock_session_init(advlock_session *s, int client_pid, uint64_t token);
 
 /*
- * A lock machine: 248 bytes. Allocate it anywhere (stack, static, inside
+ * A lock machine: 256 bytes. Allocate it anywhere (stack, static, inside
  * your own struct); it holds no pointers into itself, so it may be copied or
  * moved at any time (the copy shares the options' callbacks). It keeps facts
  * only: no name, no text. Its fields are private: use the functions below.

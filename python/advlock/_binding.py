@@ -38,7 +38,7 @@ SQL_COUNT = 26
 SQL_SESSION = 11  # ADVLOCK_SQL_SESSION: its answer is a row for advlock_on_session
 KEY_ECHO_MAX = 512
 MESSAGE_MAX = 1024
-MACHINE_SIZE = 248
+MACHINE_SIZE = 256
 
 # ---- loading -----------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class Session(Structure):
 
 
 class MachineStorage(Structure):
-    """advlock_machine: 248 opaque, 8-byte aligned bytes, touched only
+    """advlock_machine: 256 opaque, 8-byte aligned bytes, touched only
     through the library's functions."""
     _fields_ = [("bytes_", c_uint64 * (MACHINE_SIZE // 8))]
 

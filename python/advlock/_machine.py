@@ -314,7 +314,7 @@ def timeout_ms(timeout):
 
 
 class Machine:
-    """One advlock_machine (248 bytes, owned here) and the thin calls a
+    """One advlock_machine (256 bytes, owned here) and the thin calls a
     driver makes on it, for writing a driver of your own. Every input takes
     now= (monotonic ms; default now_ms()), so a test can drive it in virtual
     time. Methods raise CallError when the core refuses a call (and the
