@@ -101,7 +101,9 @@ void cli_abandon(PGconn *conn);
  * opened with conninfo and application_name) take the server sessions
  * PgBouncer hands out first: each occupies one that is not the session the
  * token claimed for 0.2 s, and gives the claimed one back at once, so that
- * the retry gets it. cli_reach_end() waits for the helpers' statements and
+ * the retry gets it. A helper connects within bound (the release's), and a
+ * stop signal that ends its connect is raised again for the release's own
+ * wait to see. cli_reach_end() waits for the helpers' statements and
  * closes them. The strings are borrowed, not copied.
  */
 enum { CLI_REACH_HELPERS = 4 };
@@ -109,12 +111,13 @@ typedef struct cli_reach {
     const char *conninfo;
     const char *application_name;
     char token[24]; /* the token as the setting holds it: a signed decimal */
+    cli_bound bound;
     PGconn *helper[CLI_REACH_HELPERS];
     int helpers;
     int64_t done_for_ms; /* the retry (its wake time) already prepared for */
 } cli_reach;
 void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_name,
-                    uint64_t token);
+                    uint64_t token, cli_bound bound);
 void cli_reach_occupy(cli_reach *r);
 void cli_reach_end(cli_reach *r);
 

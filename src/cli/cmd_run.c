@@ -643,10 +643,11 @@ static int setup_failed_status(int rc)
  * proxy. */
 static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t now)
 {
+    cli_bound bound = bound_from(now, o->timeout_ms);
     cli_reach reach;
-    cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a));
-    drive_end end = drive(a, conn, o, NULL, bound_from(now, o->timeout_ms).until_ms, NULL,
-                          advlock_pq_proxied(a) ? &reach : NULL);
+    cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a), bound);
+    drive_end end =
+        drive(a, conn, o, NULL, bound.until_ms, NULL, advlock_pq_proxied(a) ? &reach : NULL);
     cli_reach_end(&reach);
     return end;
 }

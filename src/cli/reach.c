@@ -14,6 +14,7 @@
  */
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -27,8 +28,9 @@ static const char occupy_sql[] =
 enum { HANDOUT_MS = 20 };
 
 void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_name,
-                    uint64_t token)
+                    uint64_t token, cli_bound bound)
 {
+    r->bound = bound;
     r->conninfo = conninfo;
     r->application_name = application_name;
     snprintf(r->token, sizeof r->token, "%" PRId64, (int64_t)token);
@@ -56,10 +58,16 @@ void cli_reach_occupy(cli_reach *r)
         drain(r->helper[i]);
         (void)occupy(r, r->helper[i]);
     }
-    if (r->helpers < CLI_REACH_HELPERS
-        && cli_connect(r->conninfo, r->application_name, &r->helper[r->helpers]) == EXIT_OK
-        && occupy(r, r->helper[r->helpers]))
-        r->helpers++;
+    if (r->helpers < CLI_REACH_HELPERS) {
+        PGconn *helper;
+        int rc = cli_connect_until(r->conninfo, r->application_name, r->bound, &helper);
+        if (rc == EXIT_OK && occupy(r, helper))
+            r->helper[r->helpers++] = helper;
+        else if (rc == EXIT_OK)
+            PQfinish(helper);
+        else if (rc > 128)
+            (void)raise(rc - 128); /* the release's wait sees it */
+    }
     (void)poll(NULL, 0, HANDOUT_MS);
 }
 
