@@ -214,12 +214,18 @@ static int check_progress(const sim_world *sim, const int held[ADVLOCK_SIM_MAX_K
  * overtake its query (which arrives at most half a round trip after it was
  * sent, and no later than the first cancel was sent) and be dropped; the
  * machine asks again every 250 ms, so the first repeat sent half a round
- * trip or more after the first cancel meets the statement. A release,
- * BEGIN, COMMIT: one round trip. */
-static int64_t step_limit(const sim_client *cl, int64_t rtt)
+ * trip or more after the first cancel meets the statement. A release
+ * behind a proxy: its session row's round trip, then guarded unlocks sent
+ * again within ADVLOCK_GUARD_RETRY_MS of its start (the last one's timer
+ * late by up to a round trip's share), and the last one's round trip. A
+ * release otherwise, BEGIN, COMMIT: one round trip. */
+static int64_t step_limit(const sim_world *sim, const sim_client *cl, int64_t rtt)
 {
     enum { CANCEL_REPEAT_MS = 250 };
     const advlock_options *o = &cl->options_;
+    if (cl->step_.kind == ADVLOCK_SIM_RELEASE
+        && sim->config_.sessions == ADVLOCK_SIM_SESSIONS_PROXIED)
+        return ADVLOCK_GUARD_RETRY_MS + 2 * rtt;
     if (cl->step_.kind != ADVLOCK_SIM_ACQUIRE)
         return rtt;
     int overshoot = o->wait == ADVLOCK_WAIT_POLL && o->backoff == ADVLOCK_BACKOFF_REFERENCE
@@ -246,7 +252,7 @@ static int check_durations(const sim_world *sim, char *why, size_t size)
         advlock_fake_clock_advance_to(&now, sim->now_ms_);
         int64_t seen = advlock_fake_clock_read(&now) - cl->started_reading_
                        - (now.jumped_ms_ - cl->jumped_at_start_);
-        int64_t limit = step_limit(cl, rtt);
+        int64_t limit = step_limit(sim, cl, rtt);
         if (seen > limit)
             return fail(why, size,
                         "progress: client %d's step started at %lld ms has run for "

@@ -16,9 +16,14 @@
  * one), holder diagnostics, and every outcome's
  * report: outcome, failure, detail, failing statement, SQLSTATE, key,
  * timeout, elapsed time, attempts and holder facts. With a session value
- * given (advlock_set_session), the session row first, once per value; then
- * behind a proxy the guarded rows with the token, refusals with nothing
- * sent, and a guarded statement's NULL as ESESSION. It compares facts, never
+ * given (advlock_set_session), the session row first, once per value (and
+ * once more for a session-scoped operation behind a proxy when only
+ * transaction-scoped ones, which claim nothing, asked before); then behind
+ * a proxy the guarded rows with the token, refusals with nothing sent, a
+ * guarded session-scoped statement's NULL as ESESSION, a guarded
+ * transaction-scoped one's as busy (no server-side wait after it), and a
+ * guarded unlock's NULL tried again on the backoff schedule within
+ * ADVLOCK_GUARD_RETRY_MS, then ESESSION. It compares facts, never
  * sentences (advlock_describe() words them, and the core's tests check its
  * bytes). Written from the design record and the header's contract, not from
  * the core's code, so that a wrong core shows up as a disagreement.
@@ -48,6 +53,7 @@ void advlock_sim_policy_seed(sim_client *cl, uint64_t jitter_seed)
 void advlock_sim_policy_new_session(sim_client *cl)
 {
     cl->policy_checked_ = cl->policy_proxied_ = cl->policy_claimed_ = cl->policy_standby_ = 0;
+    cl->policy_claim_asked_ = 0;
 }
 
 /* The generator the options name: splitmix64 (Steele, Lea, Flood). */
@@ -100,26 +106,44 @@ static int waits_on_server(const sim_client *cl)
     return opts(cl)->wait == ADVLOCK_WAIT_SERVER && cl->step_.timeout_ms > 0;
 }
 
-/* Behind a proxy a session-scoped statement runs only on the claimed
- * server session: its guarded form. A transaction stays on one server
- * session, so its rows are never guarded. */
+/* Behind a proxy every lock statement is guarded: a session-scoped one
+ * runs only on the claimed server session, a transaction-scoped one there
+ * or where the server session holds no grant of the key (a pooled session
+ * may hold it at session level for another client). */
 static int guarded(const sim_client *cl)
 {
-    return cl->policy_proxied_ && !xact(cl);
+    return cl->policy_proxied_;
+}
+
+/* Only a session-scoped operation claims its server session: a
+ * transaction keeps one for itself, and its claim would outlive it. */
+static int claims(const sim_client *cl)
+{
+    return !xact(cl);
 }
 
 /* wait: the server-side wait's statement rather than the try. The third
- * index: session scope, transaction scope, session scope guarded. */
+ * index: the scope (session, transaction), plus 2 when guarded. */
 static advlock_sql lock_statement(const sim_client *cl, int wait)
 {
-    static const advlock_sql by[2][2][3] = {
-        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_SQL_TRY_LOCK_GUARDED},
+    static const advlock_sql by[2][2][4] = {
+        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_SQL_TRY_LOCK_GUARDED,
+          ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED},
          {ADVLOCK_SQL_TRY_LOCK_SHARED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED,
-          ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED}},
-        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK, ADVLOCK_SQL_LOCK_GUARDED},
-         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED, ADVLOCK_SQL_LOCK_SHARED_GUARDED}},
+          ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED}},
+        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK, ADVLOCK_SQL_LOCK_GUARDED,
+          ADVLOCK_SQL_XACT_LOCK_GUARDED},
+         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED, ADVLOCK_SQL_LOCK_SHARED_GUARDED,
+          ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED}},
     };
-    return by[wait][opts(cl)->mode == ADVLOCK_SHARED][guarded(cl) ? 2 : xact(cl)];
+    return by[wait][opts(cl)->mode == ADVLOCK_SHARED][xact(cl) + (guarded(cl) ? 2 : 0)];
+}
+
+/* The rows whose NULL means busy: a guarded transaction-scoped try or wait
+ * reached a server session holding the key, and ran nothing. */
+static int null_is_busy(const sim_client *cl, advlock_sql sql)
+{
+    return xact(cl) && advlock_sql_guarded(sql);
 }
 
 static advlock_sql unlock_statement(const sim_client *cl)
@@ -244,9 +268,18 @@ static expected end_unwanted(sim_client *cl)
     return sleep_next(cl);
 }
 
+/* How long the operation goes on trying from its start: an acquire until
+ * its timeout, a guarded release that reached another server session
+ * within ADVLOCK_GUARD_RETRY_MS. */
+static int64_t retry_bound(const sim_client *cl)
+{
+    return cl->policy_op_ == OP_ACQUIRE ? cl->step_.timeout_ms : ADVLOCK_GUARD_RETRY_MS;
+}
+
 /* The n-th sleep: its ceiling, drawn (jitter) or not, then cut to the time
- * left (clipping, jitter). A caller's random callback cannot be replayed
- * here, so then any length up to that bound is allowed. */
+ * left (clipping, jitter, and always a release's retries). A caller's
+ * random callback cannot be replayed here, so then any length up to that
+ * bound is allowed. */
 static expected sleep_next(sim_client *cl)
 {
     int64_t ceiling = advlock_sim_policy_sleep(++cl->policy_sleeps_);
@@ -256,8 +289,8 @@ static expected sleep_next(sim_client *cl)
     } else if (jitter(cl)) {
         lo = hi = (int64_t)(splitmix64(&cl->policy_jitter_) % (uint64_t)(ceiling + 1));
     }
-    if (clipped(cl)) {
-        int64_t left = cl->step_.timeout_ms - (cl->policy_reading_ - cl->policy_start_);
+    if (clipped(cl) || cl->policy_op_ != OP_ACQUIRE) {
+        int64_t left = retry_bound(cl) - (cl->policy_reading_ - cl->policy_start_);
         lo = lo < left ? lo : left;
         hi = hi < left ? hi : left;
     }
@@ -265,6 +298,19 @@ static expected sleep_next(sim_client *cl)
     cl->policy_sleep_ = lo;
     cl->policy_wake_ = cl->policy_reading_ + lo;
     return (expected){ADVLOCK_ACTION_SLEEP, 0, cl->policy_wake_, lo, hi, 0, 0, ADVLOCK_DETAIL_NONE};
+}
+
+/* The lock is busy: cancelled, timed out, a server-side wait (only after a
+ * try that may_wait), or the next sleep. */
+static expected busy(sim_client *cl, int may_wait)
+{
+    if (cl->policy_cancel_)
+        return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
+    if (cl->policy_reading_ - cl->policy_start_ >= cl->step_.timeout_ms)
+        return timed_out(cl);
+    if (may_wait && waits_on_server(cl))
+        return wait_on_server(cl);
+    return sleep_next(cl);
 }
 
 static expected after_lock(sim_client *cl, advlock_result r, const char *sqlstate)
@@ -279,15 +325,12 @@ static expected after_lock(sim_client *cl, advlock_result r, const char *sqlstat
                         cl->policy_cancel_ ? ADVLOCK_DETAIL_CANCEL_TOO_LATE : ADVLOCK_DETAIL_NONE);
         return undo(cl, cl->policy_cancel_ ? ADVLOCK_DETAIL_UNDO_CANCELLED
                                            : ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE);
-    case ADVLOCK_RESULT_FALSE:
-        if (cl->policy_cancel_)
-            return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
-        if (cl->policy_reading_ - cl->policy_start_ >= cl->step_.timeout_ms)
-            return timed_out(cl);
-        if (waits_on_server(cl) && cl->policy_state_ == P_LOCK)
-            return wait_on_server(cl);
-        return sleep_next(cl);
+    case ADVLOCK_RESULT_FALSE: return busy(cl, cl->policy_state_ == P_LOCK);
     case ADVLOCK_RESULT_NULL:
+        /* Busy at this server session: as false, but polled, never waited
+         * for there (the transaction pins that same session). */
+        if (null_is_busy(cl, cl->policy_sql_))
+            return busy(cl, 0);
         /* A guarded NULL is no answer to a cancel: the connection is unfit. */
         return cl->policy_cancel_ && !advlock_sql_guarded(cl->policy_sql_)
                    ? done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE)
@@ -364,14 +407,25 @@ static expected after_result(sim_client *cl, advlock_result r, const char *sqlst
         if (r == ADVLOCK_RESULT_FALSE
             || (r == ADVLOCK_RESULT_NULL && !advlock_sql_guarded(unlock_statement(cl))))
             return done(ADVLOCK_NOT_HELD, ADVLOCK_DETAIL_NONE);
+        /* Another server session answered: the claimed one may be busy
+         * with another client's transaction for a moment. */
+        if (r == ADVLOCK_RESULT_NULL
+            && cl->policy_reading_ - cl->policy_start_ < ADVLOCK_GUARD_RETRY_MS)
+            return sleep_next(cl);
         return failure(cl, unlock_statement(cl), r);
     }
 }
 
 static expected on_timer(sim_client *cl)
 {
+    if (cl->policy_state_ == P_SLEEP && cl->policy_reading_ < cl->policy_wake_)
+        return current(cl);
+    if (cl->policy_state_ == P_SLEEP && cl->policy_op_ == OP_RELEASE) {
+        cl->policy_state_ = P_UNLOCK;
+        return current(cl);
+    }
     if (cl->policy_state_ == P_SLEEP)
-        return cl->policy_reading_ < cl->policy_wake_ ? current(cl) : attempt(cl);
+        return attempt(cl);
     /* The deadline, or the moment to ask again for a cancel sent (a request
      * that overtook its statement was dropped). A request not yet sent is
      * not asked for twice; INT64_MAX is no deadline at all. */
@@ -415,7 +469,7 @@ static expected begin(sim_client *cl)
         e.sql = ADVLOCK_SQL_SESSION;
         return e;
     }
-    if (guarded(cl) && !cl->policy_claimed_) {
+    if (claims(cl) && guarded(cl) && !cl->policy_claimed_) {
         expected e = done(ADVLOCK_FAILED, ADVLOCK_DETAIL_NONE);
         e.failure = ADVLOCK_ESESSION;
         e.sql = acquire ? ADVLOCK_SQL_SESSION : unlock_statement(cl);
@@ -427,10 +481,13 @@ static expected begin(sim_client *cl)
     return current(cl);
 }
 
-/* A session value not checked yet: its row comes first. */
+/* A session value not checked yet, or behind a proxy a session-scoped
+ * operation whose claim no row asked for yet: the row comes first. */
 static expected first_statement(sim_client *cl)
 {
-    if (cl->session_value_.token != 0 && !cl->policy_checked_) {
+    if (cl->session_value_.token != 0
+        && (!cl->policy_checked_
+            || (claims(cl) && cl->policy_proxied_ && !cl->policy_claim_asked_))) {
         cl->policy_state_ = P_SESSION;
         return current(cl);
     }
@@ -444,7 +501,8 @@ static expected on_session(sim_client *cl)
     int pid = cl->session_row_.pid;
     cl->policy_checked_ = 1;
     cl->policy_proxied_ = pid != cl->session_value_.client_pid || pid == 0;
-    cl->policy_claimed_ = cl->session_row_.ours != 0;
+    cl->policy_claim_asked_ = claims(cl);
+    cl->policy_claimed_ = claims(cl) && cl->session_row_.ours != 0;
     cl->policy_standby_ = cl->session_row_.in_recovery != 0;
     if (cl->policy_cancel_)
         return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
@@ -479,6 +537,7 @@ static expected advance(sim_client *cl, enum policy_input input, advlock_result 
     case IN_START_RELEASE:
         cl->policy_start_ = cl->policy_reading_ = reading;
         cl->policy_attempts_ = 0;
+        cl->policy_sleeps_ = 0;
         cl->policy_cancel_ = 0;
         cl->policy_sqlstate_[0] = '\0';
         if (xact(cl))
@@ -627,15 +686,17 @@ static int check_live_report(const sim_client *cl, const advlock_report *r, char
     return 0;
 }
 
-/* $1 the key (the session row's: the token), then a wait's bound, then a
- * guarded statement's token. */
+/* $1 the key (the session row's: the token, or 0 to claim nothing), then
+ * a wait's bound, then a guarded statement's token. */
 static int check_params(const sim_client *cl, const advlock_action *a, char *why, size_t size)
 {
     int64_t token = (int64_t)cl->session_value_.token;
-    if (a->sql == ADVLOCK_SQL_SESSION)
-        return a->param == token
+    if (a->sql == ADVLOCK_SQL_SESSION) {
+        int64_t claim = claims(cl) ? token : 0;
+        return a->param == claim
                    ? 0
-                   : mismatch(why, size, "the session row's token ($1)", token, a->param);
+                   : mismatch(why, size, "the session row's token ($1)", claim, a->param);
+    }
     if (a->param != cl->key_)
         return mismatch(why, size, "query parameter (the lock key)", cl->key_, a->param);
     int64_t guard = advlock_sql_guarded(a->sql) ? token : 0;

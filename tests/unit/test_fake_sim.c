@@ -131,7 +131,9 @@ static void sessions_are_checked_once_and_guarded_behind_a_proxy(void **state)
 
 /* Behind a proxy, a claim made inside a block that rolls back is undone:
  * the lock taken there cannot be released (ESESSION, the lock may still be
- * held) until a new connection, whose fresh session value is checked again. */
+ * held, after the unlock was tried again for ADVLOCK_GUARD_RETRY_MS: at 0,
+ * 100, 300, 700 and 1500 ms) until a new connection, whose fresh session
+ * value is checked again. */
 static void a_claim_rolled_back_fails_esession_until_a_new_connection(void **state)
 {
     advlock_sim *sim = *state;
@@ -151,6 +153,8 @@ static void a_claim_rolled_back_fails_esession_until_a_new_connection(void **sta
     assert_int_equal(seen[3].report.outcome, ADVLOCK_FAILED);
     assert_int_equal(seen[3].report.failure, ADVLOCK_ESESSION);
     assert_int_equal(seen[3].report.sql, ADVLOCK_SQL_UNLOCK_GUARDED);
+    assert_int_equal(seen[3].report.elapsed_ms, ADVLOCK_GUARD_RETRY_MS);
+    assert_int_equal(n.guarded, 2 + 5 + 1); /* two tries; five unlocks, then one */
     assert_int_equal(seen[5].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(seen[6].report.outcome, ADVLOCK_RELEASED);
     assert_int_equal(n.session_rows, 2);
