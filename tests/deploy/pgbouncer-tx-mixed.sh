@@ -26,10 +26,29 @@ advisory_locks() {
 
 # One run holding for 3 s, a second 0.5 s later with --timeout 10: both
 # run their commands, one after the other. $2 $3: each one's scope option
-# ("" or --xact). $4: 1 when the contender may instead fail loudly (exit 70
-# with the message: a session-scoped contender's statements hopping
-# between server sessions of a pool of several, as documented).
-rec() { echo "bash -c 'echo \$EPOCHREALTIME >$T/\$0.s; sleep \$1; echo \$EPOCHREALTIME >$T/\$0.e' $1 $2"; }
+# ("" or --xact). $4: 1 when the session-scoped one may instead fail
+# loudly (exit 70 with the message: its statements hopping between server
+# sessions of a pool of several, as documented): the contender at its
+# session row or try, the holder at a verify whose tries all landed on
+# another server session (its command then stopped, its lock given back).
+# A command records its start, and its end also when it is stopped.
+rec() {
+    echo "bash -c 'trap \"echo \\\$EPOCHREALTIME >$T/\$0.e; exit 143\" TERM;" \
+        "echo \$EPOCHREALTIME >$T/\$0.s; sleep \$1; echo \$EPOCHREALTIME >$T/\$0.e' $1 $2"
+}
+# One run's status ($4) and stderr ($5), named $1: 0 and nothing, or, for
+# a session-scoped run ($2, its scope option: "" or --xact) that may hop
+# ($3), 70 and the message.
+loud_or_clean() {
+    local label=$1 scope=$2 may_hop=$3 rc=$4 err=$5
+    if [ "$may_hop" = 1 ] && [ -z "$scope" ] && [ "$rc" = 70 ]; then
+        # shellcheck disable=SC2053
+        [[ $err == $SESSION_MOVED_MESSAGE ]] && pass || fail "$label: exit 70 without the message: [$err]"
+    else
+        check "$label: status" 0 "$rc"
+        check "$label: stderr" "" "$err"
+    fi
+}
 pair() {
     local label=$1 first_scope=$2 second_scope=$3 may_hop=$4 name="deploy-tx-mixed-$RANDOM"
     rm -f "$T"/first.* "$T"/second.*
@@ -42,17 +61,11 @@ pair() {
     capture "$A" run -q --timeout 10 -d "$PBX" $second_scope "$name" -- bash -c "$(rec second 0)"
     wait "$first"
     local first_rc=$?
-    check "$label: holder's status" 0 "$first_rc"
-    check "$label: holder's stderr" "" "$(cat "$T/first.err")"
-    if [ "$may_hop" = 1 ] && [ "$RC" = 70 ]; then
-        # shellcheck disable=SC2053
-        [[ $ERR == $SESSION_MOVED_MESSAGE ]] && pass || fail "$label: exit 70 without the message: [$ERR]"
+    loud_or_clean "$label: holder's" "$first_scope" "$may_hop" "$first_rc" "$(cat "$T/first.err")"
+    loud_or_clean "$label: contender's" "$second_scope" "$may_hop" "$RC" "$ERR"
+    if [ "$RC" = 70 ]; then
         check "$label: the refused contender's command did not run" "" "$(ls "$T"/second.* 2>/dev/null)"
-    else
-        check "$label: contender's status" 0 "$RC"
-        check "$label: contender's stderr" "" "$ERR"
-    fi
-    if [ "$RC" = 0 ] && [ -s "$T/first.e" ] && [ -s "$T/second.s" ]; then
+    elif [ "$RC" = 0 ] && [ -s "$T/first.e" ] && [ -s "$T/second.s" ]; then
         check "$label: contender's command after the holder's" 1 \
             "$(awk -v e="$(cat "$T/first.e")" -v s="$(cat "$T/second.s")" 'BEGIN { print (s > e) }')"
     elif [ "$RC" = 0 ]; then
@@ -63,7 +76,7 @@ pair() {
 
 for size in 1 3; do
     pool "$size"
-    pair "pool $size, session holder, --xact contender" "" --xact 0
+    pair "pool $size, session holder, --xact contender" "" --xact "$((size > 1))"
     pool "$size"
     pair "pool $size, --xact holder, session contender" --xact "" "$((size > 1))"
     # The load: session and --xact clients alternating, on one name. A
