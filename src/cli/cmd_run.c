@@ -634,16 +634,21 @@ static int setup_failed_status(int rc)
     return rc > 0 ? 128 + rc : rc == CLI_NO_ANSWER ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
 }
 
-/* Releases what the acquire took, by its key: no second hash. Anything but
- * RELEASED means the lock was not where the run held it (NOT_HELD, or
- * ESESSION: the unlock reached another server session behind a proxy, and
- * the lock may be left on the one that took it), so the run fails. */
-/* Drives a release to its end, from now to its bound (as long as the
- * acquire's), its retries helped to the claimed server session behind a
- * proxy. */
+/* How long a release may take, grace aside: as long as the acquire, and
+ * behind a proxy never less than a guarded unlock's retries
+ * (ADVLOCK_GUARD_RETRY_MS), or a short --timeout would abandon the release
+ * between its tries, the lock left on the claimed server session. */
+static int64_t release_ms(const advlock_pq *a, const run_options *o)
+{
+    int retries = advlock_pq_proxied(a) && o->timeout_ms < ADVLOCK_GUARD_RETRY_MS;
+    return retries ? ADVLOCK_GUARD_RETRY_MS : o->timeout_ms;
+}
+
+/* Drives a release to its end, from now to its bound (release_ms), its
+ * retries helped to the claimed server session behind a proxy. */
 static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t now)
 {
-    cli_bound bound = bound_from(now, o->timeout_ms);
+    cli_bound bound = bound_from(now, release_ms(a, o));
     cli_reach reach;
     cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a), bound);
     drive_end end =
@@ -652,6 +657,10 @@ static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o
     return end;
 }
 
+/* Releases what the acquire took, by its key: no second hash. Anything but
+ * RELEASED means the lock was not where the run held it (NOT_HELD, or
+ * ESESSION: the unlock reached another server session behind a proxy, and
+ * the lock may be left on the one that took it), so the run fails. */
 static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
 {
     int64_t now = advlock_pq_now_ms();
@@ -661,7 +670,7 @@ static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t ke
     }
     drive_end end = drive_release(a, conn, o, now);
     if (end.abandoned) {
-        say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms);
+        say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : release_ms(a, o));
         return -1;
     }
     const advlock_pq_report *r = advlock_pq_async_report(a);

@@ -52,4 +52,20 @@ messages_all_match "$T/load" 70 "$SESSION_MOVED_MESSAGE" && pass \
 # other server sessions first: nothing stranded on a pooled server session.
 check "load: advisory locks left on any server session" 0 "$leftover_all"
 
+# A release whose claimed server session is busy for a moment (another
+# client's statement, landing there as PgBouncer hands out the idle server
+# session used last, ends about 1.2 s into the release) tries again until
+# it reaches it, within ADVLOCK_GUARD_RETRY_MS (1.5 s) however short
+# --timeout is: exit 0, nothing left. Fresh server sessions first: the load
+# left claims on the pooled ones.
+psql -X -q -d "$ADVLOCK_TEST_PGBOUNCER_TX_ADMIN" -c "RECONNECT postgres" >/dev/null
+name=deploy-tx-busy-release
+capture "$A" run -q --timeout 0 --verify-interval 0 -d "$PBX" "$name" -- \
+    bash -c "setsid psql -X -q -d '$PBX' -c 'SELECT pg_sleep(1.7)' >/dev/null & sleep 0.5"
+check "release on a busy claimed session, --timeout 0: status" 0 "$RC"
+check "release on a busy claimed session, --timeout 0: stderr" "" "$ERR"
+sleep 1.5 # the other client's statement ends
+check "release on a busy claimed session, --timeout 0: advisory locks left" 0 \
+    "$(psql -X -At -d "$ADVLOCK_TEST_DIRECT" -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
+
 finish
