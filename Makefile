@@ -102,9 +102,9 @@ TEST_LIBS := -lcmocka $(CORE_LIBS)
 # test_no_malloc counts every allocation the project's own code makes.
 LDFLAGS_test_no_malloc := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 
-# The fake's and the simulator's tests (test_fake_*) link their objects too;
-# every other unit test links the core alone.
-FAKE_UNIT_TESTS := $(filter test_fake_%,$(UNIT_TESTS))
+# The fake's tests (test_fake_*) and the simulator's (test_sim_*) link their
+# objects too; every other unit test links the core alone.
+FAKE_UNIT_TESTS := $(filter test_fake_% test_sim_%,$(UNIT_TESTS))
 $(FAKE_UNIT_TESTS:%=$(BUILD)/tests/%): $(FAKE_OBJ)
 $(FAKE_UNIT_TESTS:%=$(BUILD)/san/tests/%): $(FAKE_SAN_OBJ)
 
