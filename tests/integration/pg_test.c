@@ -116,6 +116,20 @@ int64_t pgt_key_of(const char *name)
     return key;
 }
 
+void pgt_lock_begin(pgt_lock *l, const char *what, const char *observer_env)
+{
+    l->observer = observer_env ? pgt_connect_env(observer_env) : pgt_connect();
+    pgt_unique_key(l->key, sizeof l->key, what);
+    l->len = strlen(l->key);
+    l->derived = pgt_key_of(l->key);
+}
+
+void pgt_lock_end(pgt_lock *l)
+{
+    PQfinish(l->observer);
+    l->observer = NULL;
+}
+
 long long pgt_lock_count(PGconn *observer, int64_t key)
 {
     char text[32];
