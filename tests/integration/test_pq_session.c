@@ -1,6 +1,6 @@
 /*
  * The server session check on a direct connection, against a real
- * PostgreSQL (issue 11): the adapters tell the machine their connection, so
+ * PostgreSQL: the adapters tell the machine their connection, so
  * the first operation on it runs one session row, which claims the server
  * session; a direct connection then runs the plain statements, prepared as
  * before, and never the session row again until the backend changes (a

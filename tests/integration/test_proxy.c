@@ -1,5 +1,5 @@
 /*
- * The server session check through real PgBouncers (issue 11), under
+ * The server session check through real PgBouncers, under
  * tests/pg/with-pgbouncer.sh with ADVLOCK_TEST_PGBOUNCER_TX_POOL=2:
  *   - session pooling: the session row shows a proxy (PgBouncer announces a
  *     pid of its own), so the lock statements are the guarded ones, never
