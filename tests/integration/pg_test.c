@@ -212,6 +212,13 @@ void pgt_record_event(void *user, const advlock_event *event)
     r->n++;
 }
 
+void pgt_record_events(advlock_options *o, pgt_events *seen)
+{
+    memset(seen, 0, sizeof *seen);
+    o->on_event = pgt_record_event;
+    o->event_user = seen;
+}
+
 int pgt_find_event(const pgt_events *r, advlock_event_kind kind, int from)
 {
     for (int i = from < 0 ? 0 : from; i < r->n; i++)

@@ -141,6 +141,9 @@ typedef struct pgt_events {
 /* An advlock_event_fn recording into the pgt_events at user. */
 void pgt_record_event(void *user, const advlock_event *event);
 
+/* Empties seen and points o's event callback at it (pgt_record_event). */
+void pgt_record_events(advlock_options *o, pgt_events *seen);
+
 /* The index of the first event of kind at or after from, or -1. */
 int pgt_find_event(const pgt_events *r, advlock_event_kind kind, int from);
 

@@ -31,8 +31,7 @@ static int setup(void **state)
     f.c = pgt_connect();
     advlock_options o;
     advlock_options_init(&o);
-    o.on_event = pgt_record_event;
-    o.event_user = &f.seen;
+    pgt_record_events(&o, &f.seen);
     assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
     assert_int_equal(advlock_pq_set_options(&f.sa, &o), 0);
     assert_int_equal(advlock_pq_async_init(&f.ac, f.c), 0);

@@ -415,10 +415,8 @@ static void test_events_of_a_contended_acquire(void **state)
     fixture *f = *state;
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     static pgt_events seen;
-    memset(&seen, 0, sizeof seen);
     advlock_options o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
-    o.on_event = pgt_record_event;
-    o.event_user = &seen;
+    pgt_record_events(&o, &seen);
     assert_int_equal(advlock_pq_set_options(&f->sb, &o), 0);
 
     pgt_stderr_capture capture;
@@ -472,10 +470,8 @@ static void test_warning_event_nonblocking(void **state)
 {
     fixture *f = *state;
     static pgt_events seen;
-    memset(&seen, 0, sizeof seen);
     advlock_options o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    o.on_event = pgt_record_event;
-    o.event_user = &seen;
+    pgt_record_events(&o, &seen);
     assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
     async_release(f, &f->ad, ADVLOCK_NOT_HELD);
     int warning = pgt_find_event(&seen, ADVLOCK_EVENT_WARNING, 0);

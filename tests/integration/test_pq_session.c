@@ -33,8 +33,7 @@ static int setup(void **state)
     assert_int_equal(advlock_pq_init(&f.a, f.conn), 0);
     advlock_options o;
     advlock_options_init(&o);
-    o.on_event = pgt_record_event;
-    o.event_user = &f.seen;
+    pgt_record_events(&o, &f.seen);
     assert_int_equal(advlock_pq_set_options(&f.a, &o), 0);
     pgt_lock_begin(&f.lock, "session", NULL);
     *state = &f;

@@ -58,8 +58,7 @@ static void bind_scope(fixture *f, advlock_pq *a, PGconn *conn, advlock_scope sc
     advlock_options o;
     advlock_options_init(&o);
     o.scope = scope;
-    o.on_event = pgt_record_event;
-    o.event_user = &f->seen;
+    pgt_record_events(&o, &f->seen);
     assert_int_equal(advlock_pq_set_options(a, &o), 0);
 }
 

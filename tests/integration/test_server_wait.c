@@ -253,10 +253,8 @@ static void test_async_times_out_at_the_deadline(void **state)
     fixture *f = *state;
     hold(f);
     static pgt_events seen;
-    memset(&seen, 0, sizeof seen);
     advlock_options o = server_wait();
-    o.on_event = pgt_record_event;
-    o.event_user = &seen;
+    pgt_record_events(&o, &seen);
     assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
 
     pgt_exec(f->c, "SET lock_timeout = '7s'"); /* the caller's own, kept */
@@ -370,10 +368,8 @@ static void test_grant_inside_the_timed_out_statement(void **state)
     fixture *f = *state;
     hold(f);
     static pgt_events seen;
-    memset(&seen, 0, sizeof seen);
     advlock_options o = server_wait();
-    o.on_event = pgt_record_event;
-    o.event_user = &seen;
+    pgt_record_events(&o, &seen);
     assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
     int64_t begun = advlock_pq_now_ms();
     start(f, 300);
