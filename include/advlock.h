@@ -1,28 +1,14 @@
 /*
  * advlock — PostgreSQL advisory locks by name: the sans-I/O core.
  *
- * A lock name becomes a 64-bit key (SHA-256 of "74726:" + name, first 8
- * bytes big-endian). A lock machine then tells its driver, one step at a
- * time, what to do: run a query, sleep until a deadline, or stop with an
- * outcome. The machine never performs I/O, never reads a clock, never sleeps
- * and never allocates: the caller owns every byte of its state and feeds it
- * the current time (monotonic milliseconds) with every input.
- *
- * Driving loop, in outline:
- *
- *     advlock_machine m;
- *     advlock_machine_init(&m);
- *     advlock_start_acquire(&m, "migrations", 10, 30000, now());
- *     for (;;) {
- *         advlock_action a = advlock_next_action(&m);
- *         if (a.kind == ADVLOCK_ACTION_QUERY)      run a.sql_text with a.param,
- *                                                  then advlock_on_result(...)
- *         else if (a.kind == ADVLOCK_ACTION_SLEEP) wait until a.wake_at_ms,
- *                                                  then advlock_on_timer(...)
- *         else break;                              a.report->outcome says how;
- *                                                  advlock_describe() says it
- *                                                  in words
- *     }
+ * A lock name becomes a 64-bit key (advlock_derive_key()). A lock machine
+ * then tells its driver, one action at a time, to run a query, sleep until
+ * a deadline, or stop with an outcome. It never performs I/O, reads a
+ * clock, sleeps or allocates: the caller owns every byte of its state and
+ * feeds it the current time (monotonic milliseconds) with every input.
+ * docs/design.md describes the machine (its inputs, actions and states, the
+ * server session check, who owns every pointer); README.md shows the
+ * driving loop.
  *
  * Thread safety: a machine belongs to one thread at a time; different
  * machines may be driven from different threads without locking.
