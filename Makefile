@@ -39,7 +39,7 @@ SHELL := $(CURDIR)/scripts/quiet-shell.sh
 .SILENT:
 endif
 
-.PHONY: all test unit-tests core-imports symbols-check install-check quiet-build-check run FORCE install uninstall clean deps-build deps-test
+.PHONY: all test unit-tests core-imports symbols-check install-check quiet-build-check docs-check run FORCE install uninstall clean deps-build deps-test
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock_fake.so
@@ -148,8 +148,12 @@ install-check: all
 quiet-build-check:
 	@scripts/run-tests.sh -c scripts/check-quiet-build.sh
 
+# The writing rules a script can check (scripts/check-docs.sh).
+docs-check:
+	@scripts/run-tests.sh -c scripts/check-docs.sh
+
 # The fragments in mk/ add their suites as prerequisites; this line comes last.
-test: all core-imports unit-tests symbols-check install-check quiet-build-check
+test: all core-imports unit-tests symbols-check install-check quiet-build-check docs-check
 	@scripts/test-summary.sh $(TEST_COUNTS)
 
 # ---- the main job -----------------------------------------------------------
