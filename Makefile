@@ -39,7 +39,7 @@ SHELL := $(CURDIR)/scripts/quiet-shell.sh
 .SILENT:
 endif
 
-.PHONY: all test unit-tests core-imports symbols-check install-check quiet-build-check run FORCE install uninstall clean deps-build deps-test
+.PHONY: all test unit-tests core-imports symbols-check install-check quiet-build-check docs-check run FORCE install uninstall clean deps-build deps-test
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock_fake.so
@@ -102,9 +102,9 @@ TEST_LIBS := -lcmocka $(CORE_LIBS)
 # test_no_malloc counts every allocation the project's own code makes.
 LDFLAGS_test_no_malloc := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 
-# The fake's and the simulator's tests (test_fake_*) link their objects too;
-# every other unit test links the core alone.
-FAKE_UNIT_TESTS := $(filter test_fake_%,$(UNIT_TESTS))
+# The fake's tests (test_fake_*) and the simulator's (test_sim_*) link their
+# objects too; every other unit test links the core alone.
+FAKE_UNIT_TESTS := $(filter test_fake_% test_sim_%,$(UNIT_TESTS))
 $(FAKE_UNIT_TESTS:%=$(BUILD)/tests/%): $(FAKE_OBJ)
 $(FAKE_UNIT_TESTS:%=$(BUILD)/san/tests/%): $(FAKE_SAN_OBJ)
 
@@ -148,8 +148,12 @@ install-check: all
 quiet-build-check:
 	@scripts/run-tests.sh -c scripts/check-quiet-build.sh
 
+# The writing rules a script can check (scripts/check-docs.sh).
+docs-check:
+	@scripts/run-tests.sh -c scripts/check-docs.sh
+
 # The fragments in mk/ add their suites as prerequisites; this line comes last.
-test: all core-imports unit-tests symbols-check install-check quiet-build-check
+test: all core-imports unit-tests symbols-check install-check quiet-build-check docs-check
 	@scripts/test-summary.sh $(TEST_COUNTS)
 
 # ---- the main job -----------------------------------------------------------

@@ -65,7 +65,7 @@ double bench_median_ratio(const bench_contestant *a, const bench_contestant *b, 
  * value, unit the figure ("ns", "cycles/s", "instructions", ...)
  * limit       what it is compared with, in words with its value, or NULL
  * ratio       value / limit, or NAN when there is no limit
- * goal        the issue's goal as text ("ratio <= 1.1"), or NULL
+ * goal        the goal as text ("ratio <= 1.1"), or NULL
  * met         1 met, 0 missed, -1 no goal
  */
 typedef struct bench_figure {

@@ -2,8 +2,8 @@
  * Question 6: how much memory does a lock cost its caller? The lock machine
  * and the nonblocking adapter live in the caller's memory, one per lock in
  * flight, so their sizes are what ten thousand locks in one process cost.
- * Issue 13's goals: a machine of at most 256 bytes (it was 1,848 when it
- * kept its messages) and an adapter of at most 1 KB (5,136). Issue 11's
+ * The goals: a machine of at most 256 bytes (it was 1,848 when it kept
+ * its messages) and an adapter of at most 1 KB (5,136). The server
  * session check kept the machine within its goal by storing the options
  * compactly: 256 bytes with the session's token, pid and facts. The report
  * a blocking call fills is shown beside them; it lives only as long as the

@@ -1,28 +1,14 @@
 /*
  * advlock — PostgreSQL advisory locks by name: the sans-I/O core.
  *
- * A lock name becomes a 64-bit key (SHA-256 of "74726:" + name, first 8
- * bytes big-endian). A lock machine then tells its driver, one step at a
- * time, what to do: run a query, sleep until a deadline, or stop with an
- * outcome. The machine never performs I/O, never reads a clock, never sleeps
- * and never allocates: the caller owns every byte of its state and feeds it
- * the current time (monotonic milliseconds) with every input.
- *
- * Driving loop, in outline:
- *
- *     advlock_machine m;
- *     advlock_machine_init(&m);
- *     advlock_start_acquire(&m, "migrations", 10, 30000, now());
- *     for (;;) {
- *         advlock_action a = advlock_next_action(&m);
- *         if (a.kind == ADVLOCK_ACTION_QUERY)      run a.sql_text with a.param,
- *                                                  then advlock_on_result(...)
- *         else if (a.kind == ADVLOCK_ACTION_SLEEP) wait until a.wake_at_ms,
- *                                                  then advlock_on_timer(...)
- *         else break;                              a.report->outcome says how;
- *                                                  advlock_describe() says it
- *                                                  in words
- *     }
+ * A lock name becomes a 64-bit key (advlock_derive_key()). A lock machine
+ * then tells its driver, one action at a time, to run a query, sleep until
+ * a deadline, or stop with an outcome. It never performs I/O, reads a
+ * clock, sleeps or allocates: the caller owns every byte of its state and
+ * feeds it the current time (monotonic milliseconds) with every input.
+ * docs/design.md describes the machine (its inputs, actions and states, the
+ * server session check, who owns every pointer); README.md shows the
+ * driving loop.
  *
  * Thread safety: a machine belongs to one thread at a time; different
  * machines may be driven from different threads without locking.
@@ -138,10 +124,9 @@ ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
  * 24, 25) take $2: the wait's bound in milliseconds, set as lock_timeout
  * for the statement alone. The guarded statements (12 to 17, 20 to 25) take
  * the connection's session token last ($2, or $3 after a wait's bound):
- * they run their lock function (or the verify's look at pg_locks) only on a
- * server session this connection claimed (the transaction-scoped 22 to 25
- * also on one that holds nothing of the key), and answer NULL anywhere
- * else (see advlock_set_session()). advlock_sql_answer() says what a statement
+ * they run their lock function (or the verify's look at pg_locks) only
+ * where it is safe, and answer NULL anywhere else (docs/design.md, "The
+ * server session check"). advlock_sql_answer() says what a statement
  * returns. Drivers may prepare each statement once per connection, indexed
  * by this identifier.
  */
@@ -162,8 +147,7 @@ typedef enum advlock_sql {
     /* The server session's facts, once per connection: pg_backend_pid(),
      * pg_is_in_recovery(), and whether the session is this connection's:
      * $1 is the session token to claim it with, or 0 to claim nothing
-     * (then the answer is true). A session is claimed once, for good, and
-     * only if no other token claimed it and it holds no advisory lock. */
+     * (then the answer is true). The claim: docs/design.md. */
     ADVLOCK_SQL_SESSION = 11,
     /* The guarded forms of the session-scoped rows 0 to 3, 6 and 7. */
     ADVLOCK_SQL_TRY_LOCK_GUARDED = 12,
@@ -223,11 +207,9 @@ ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
  * advlock_sql), 0 for an unknown identifier. */
 ADVLOCK_API int advlock_sql_params(advlock_sql sql);
 
-/* Returns 1 for the guarded statements (rows 12 to 17, 20 to 25: they take
- * the session token and run their lock function only where it is safe: a
- * session-scoped row on the connection's claimed server session, a
- * transaction-scoped row where no other client holds the key; elsewhere
- * they answer NULL), 0 for every other identifier, unknown ones included. A driver
+/* Returns 1 for the guarded statements (rows 12 to 17, 20 to 25, which
+ * take the session token; see advlock_sql), 0 for every other identifier,
+ * unknown ones included. A driver
  * reads it to send a guarded statement as one message a proxy keeps on
  * one server session (never a named prepared statement). */
 ADVLOCK_API int advlock_sql_guarded(advlock_sql sql);
@@ -669,33 +651,15 @@ ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o
  *
  * The first operation given an unchecked value (checked 0) starts with one
  * ADVLOCK_SQL_SESSION query (a round trip once per connection, not per
- * operation, as long as the driver keeps the checked value), which
- *   - ends an acquire FAILED with ADVLOCK_ESTANDBY, before anything is
- *     locked, on a server in recovery, unless options.allow_standby;
- *   - compares the server session's own pid with client_pid: if they
- *     differ (a proxy, or client_pid 0), the session is claimed with the
- *     token, and every session-scoped lock and unlock statement from then
- *     on is a guarded one, which runs only on the claimed server session.
- *     A session-scoped operation on a session another client claimed, or a
- *     guarded statement that reaches another server session (a
- *     transaction-pooling proxy handing statements to whichever session is
- *     free), ends FAILED with ADVLOCK_ESESSION, so two clients never share
- *     a server session's locks. Transaction-scoped locks need no claim (a
- *     proxy keeps a transaction on one server session; their session query
- *     claims nothing, $1 0), but behind a proxy their statements are
- *     guarded too: they run only where no other client's session-level
- *     hold of the key is, and elsewhere count as busy (see advlock_sql).
- * An operation refused without a statement sent reports sql
- * ADVLOCK_SQL_SESSION (an acquire) or the guarded unlock it did not send (a
- * release, whose lock may still be held; advlock_describe says so).
- * A token names one connection: two checks with one token behind a
- * transaction-pooling proxy can claim two server sessions, between which
- * a lock taken on one is invisible from the other, so give every machine
- * on a connection the checked value (or a value of its own token).
- * A claim made inside the caller's transaction block is undone if that
- * block rolls back (PostgreSQL rolls back settings), after which guarded
- * statements fail ADVLOCK_ESESSION: behind a proxy, take session locks
- * outside transaction blocks.
+ * operation, as long as the driver keeps the checked value): it refuses an
+ * acquire on a standby (ADVLOCK_ESTANDBY, unless options.allow_standby),
+ * and behind a proxy claims the server session, after which the lock
+ * statements go in their guarded forms and a session-scoped operation
+ * that cannot reach its claimed session ends FAILED with ADVLOCK_ESESSION.
+ * docs/design.md, "The server session check", explains the claim, the
+ * guards, each failure and the limits. A token names one connection: give
+ * every machine on a connection the checked value (or a value of its own
+ * token), never one token to two checks.
  *
  * Returns 0, or ADVLOCK_EINVAL (m or s NULL, token 0, a fact other than 0
  * or 1) or ADVLOCK_EMISUSE (an operation is under way).

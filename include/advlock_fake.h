@@ -1,27 +1,15 @@
 /*
  * advlock_fake — deterministic simulation for advlock: a seeded random
- * generator, a virtual clock, an in-memory model of PostgreSQL's advisory
- * lock manager, and a driver that runs many lock machines against them.
+ * generator (advlock_prng), a virtual clock (advlock_fake_clock), an
+ * in-memory model of PostgreSQL's advisory lock manager answering the SQL
+ * the core emits (advlock_fake_db), and a driver that runs many lock
+ * machines against them, checking the lock's invariants after every event
+ * (advlock_sim). Nothing here performs I/O, reads a real clock, sleeps or
+ * allocates, and one seed replays a run exactly. docs/simulation.md
+ * describes the layers and shows how to write a deterministic lock test.
  *
- * Nothing here performs I/O, reads a real clock, sleeps or allocates: every
- * object lives in memory the caller provides (the structures below have fixed
- * sizes), and all randomness comes from one seed, so a seed replays a run
- * exactly, on every platform and compiler.
- *
- * Three layers, each usable alone:
- *   advlock_prng, advlock_fake_clock   the seeded stream and virtual time;
- *   advlock_fake_db                    PostgreSQL's advisory locks, answering
- *                                      the SQL text the core emits;
- *   advlock_sim                        N clients, each with its own lock
- *                                      machine, session and clock, driven by
- *                                      one event queue with faults, checking
- *                                      the lock's invariants after every event.
- * docs/simulation.md shows how to write a deterministic lock test with them.
- *
- * Library: libadvlock_fake, on top of the core's libadvlock: link with
- * -ladvlock_fake -ladvlock (pkg-config advlock_fake). The fake lives in
- * src/adapters/fake/, the simulation driver in src/sim/; the driver uses the
- * fake database only through the functions below.
+ * Library: libadvlock_fake, on top of the core's libadvlock (pkg-config
+ * advlock_fake).
  *
  * Thread safety: objects are independent; one object belongs to one thread
  * at a time.

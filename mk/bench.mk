@@ -15,7 +15,7 @@ BENCH_DIR := $(BUILD)/bench
 BENCH_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS) -gdwarf-4
 # Bound at load time, so no call callgrind measures pays for lazy binding.
 BENCH_LDFLAGS := -Wl,-z,now
-# Seconds of the contention run (the issue's 20 s; `make bench
+# Seconds of the contention run (20 s by default; `make bench
 # BENCH_CONTENTION_SECONDS=5` for a quicker look).
 BENCH_CONTENTION_SECONDS ?= 20
 

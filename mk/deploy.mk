@@ -1,4 +1,4 @@
-# Deployment tests (issue 11): advlock against the real components where
+# Deployment tests: advlock against the real components where
 # session advisory locks break in the field: PgBouncer in transaction and
 # session mode (tests/pg/with-pgbouncer.sh), a streaming hot standby and
 # failover (tests/pg/with-standby.sh), under the load of tests/deploy/load.sh.
@@ -26,7 +26,7 @@ DEPLOY_TESTS_IN_TEST := tests/deploy/pgbouncer-session.sh tests/deploy/pgbouncer
 # run.sh, as each test's runner, starts the harness its "# harness:" line
 # names; run-tests.sh counts each test once in make test's summary. The
 # session-mode test runs its two loads (PgBouncer, direct) at 8 clients x 8
-# rounds to keep make test short; the --xact load keeps the issue's 8 x 20.
+# rounds to keep make test short; the --xact load keeps the full 8 x 20.
 .PHONY: deploy-test-in-test
 deploy-test-in-test: $(BUILD)/advlock | deps-deploy
 	@ADVLOCK=$(BUILD)/advlock TEST_RUNNER=tests/deploy/run.sh ADVLOCK_DEPLOY_ROUNDS=8 \

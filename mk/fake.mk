@@ -1,7 +1,7 @@
 # The simulation: campaigns of seeded runs against the fake database
 # (libadvlock_fake: src/adapters/fake and src/sim), the canary that proves a campaign catches a planted bug, the
-# examples from docs/simulation.md, and the fake database's fidelity to a real
-# PostgreSQL. Included by the top-level Makefile, whose variables it uses.
+# examples from docs/simulation.md. (The fake's fidelity to a real PostgreSQL
+# is an integration test: mk/pq.mk.) Included by the top-level Makefile, whose variables it uses.
 
 SIM_CFLAGS := -std=c11 $(WARNINGS) $(CFLAGS)
 # Seeds `make test` runs; `make sim` runs SEEDS seeds from START.
@@ -10,7 +10,7 @@ SIM_SAN_SEEDS  := 2000
 SEEDS ?= 100000
 START ?= 1
 
-.PHONY: sim sim-test sim-san-test sim-canary-test sim-doc-test fidelity-test
+.PHONY: sim sim-test sim-san-test sim-canary-test sim-doc-test
 
 # Every campaign links the built-in profile (PROFILE_SRC): its modelled seeds
 # live in the world `advlock simulate` uses by default.
@@ -72,20 +72,3 @@ sim-doc-test: $(DOC_EXAMPLES)
 .SECONDARY: $(DOC_EXAMPLES:%=%.c)
 
 test: sim-test sim-san-test sim-canary-test sim-doc-test
-
-# Fidelity: the fake against a throwaway PostgreSQL (tests/pg/with-postgres.sh).
-FIDELITY_CPPFLAGS = -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
-DEPS_FIDELITY := libpq-dev:postgresql/libpq-fe.h
-
-.PHONY: deps-fidelity
-deps-fidelity:
-	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_FIDELITY)
-
-$(BUILD)/tests/test_fidelity: tests/integration/test_fidelity.c $(FAKE_OBJ) $(CORE_OBJ) | deps-test deps-fidelity
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(FIDELITY_CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ -lpq $(CORE_LIBS)
-
-fidelity-test: $(BUILD)/tests/test_fidelity
-	@tests/pg/with-postgres.sh scripts/run-tests.sh $(BUILD)/tests/test_fidelity
-
-test: fidelity-test

@@ -58,7 +58,7 @@ $(PQ_EXAMPLES): $(BUILD)/examples/%: examples/%.c $(BUILD)/libadvlock_pq.a $(BUI
 
 # Named, not globbed: other suites keep their own programs in tests/integration.
 PQ_TEST_SUPPORT := tests/integration/pg_test.c
-PQ_TEST_NAMES := test_blocking test_async test_modes test_server_wait test_lost test_session \
+PQ_TEST_NAMES := test_blocking test_async test_modes test_server_wait test_lost test_pq_session \
     test_server_stop
 PQ_TEST_BINS := $(PQ_TEST_NAMES:%=$(BUILD)/san/integration/%)
 PQ_PROXY_TEST := $(BUILD)/san/integration/test_proxy
@@ -73,6 +73,19 @@ $(PQ_TEST_BINS) $(PQ_PROXY_TEST): $(BUILD)/san/integration/%: tests/integration/
 
 pq-test: $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 	@tests/pg/with-postgres.sh scripts/run-tests.sh $(PQ_TEST_BINS) $(PQ_EXAMPLES)
+
+# The fake database's fidelity: the same statements sent to the fake and to
+# a throwaway PostgreSQL, answer by answer (docs/simulation.md). It links the
+# fake, not the adapters, and talks to the server through libpq directly.
+FIDELITY_TEST := $(BUILD)/integration/test_fidelity
+
+.PHONY: fidelity-test
+$(FIDELITY_TEST): tests/integration/test_fidelity.c $(FAKE_OBJ) $(CORE_OBJ) | deps-pq-test
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(PQ_CPPFLAGS) $(TEST_CFLAGS) -o $@ $^ $(PQ_LIBS) $(CORE_LIBS)
+
+fidelity-test: $(FIDELITY_TEST)
+	@tests/pg/with-postgres.sh scripts/run-tests.sh $(FIDELITY_TEST)
 
 # README's blocking example, as printed, built against the plain libraries
 # (tests/integration/readme_blocking.sh; advlock names its key). A script,
@@ -90,7 +103,7 @@ readme-test: $(PQ_LIBS_BUILT) $(BUILD)/libadvlock.a $(BUILD)/advlock | deps-pq-t
 pq-proxy-test: $(PQ_PROXY_TEST) | deps-deploy
 	@ADVLOCK_TEST_PGBOUNCER_TX_POOL=2 tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(PQ_PROXY_TEST)
 
-test: pq-test pq-proxy-test readme-test
+test: pq-test pq-proxy-test readme-test fidelity-test
 
 # ---- dependencies, install --------------------------------------------------
 

@@ -1,22 +1,16 @@
 """What the locks on one connection share about its server session.
 
 The core checks the server session once per session value it is given
-(advlock_session, docs/design.md "The server session check"): one
-ADVLOCK_SQL_SESSION row learns whether the server is a standby and whether
-a proxy stands between, and behind a proxy claims the server session with
-the value's token. Every lock object has its own machine, so the checked
-value is kept here, per connection, and handed to each machine:
+(advlock_session; the check and the claim are explained in docs/design.md,
+"The server session check"). Every lock object has its own machine, so the
+checked value is kept here, per connection, and handed to each machine:
 
-- one check per token: behind a transaction pooler one token checked twice
-  could claim two server sessions (a release landing on the other would
-  find nothing to unlock there, and the lock would stay). A lock copies the
-  connection's checked value, token included; a lock whose first operation
-  starts before any check has ended gets a fresh value with a token of its
-  own (its claim may then be refused, loudly: ADVLOCK_ESESSION);
+- one check per token, as a token must never claim two server sessions: a
+  lock copies the connection's checked value, token included; a lock whose
+  first operation starts before any check has ended gets a fresh value with
+  a token of its own (its claim may then be refused, loudly: ESESSION);
 - whether a proxy is in between (the value's proxied), for the drivers,
-  which then send no named prepared statement (a transaction-pooling proxy
-  runs each statement on whichever server session is free, where another
-  client's statement may hold the same name).
+  which then send no named prepared statement.
 """
 
 import os

@@ -2,20 +2,25 @@
  * The lock state machine: the reference's acquire loop and release, turned
  * inside out so that the caller performs every query, sleep and cancel.
  *
- *   IDLE --start--> QUERYING --granted-----------------------------> DONE
+ * docs/design.md ("States") draws every transition; in outline:
+ *
+ *   IDLE --start--> QUERYING [session row], once per connection a driver
+ *                     |  named (advlock_set_session) --row--> the first
+ *                     |  statement below, or DONE (standby, claim refused)
+ *                     v
+ *                   QUERYING [try] --granted----------------------> DONE
  *                     ^   |--false, time left--> SLEEPING --timer--^ (query)
  *                     |   |--false at the timeout, NULL, error, lost--> DONE
- *                     |   |--false, server-side waiting--> QUERYING (the wait)
+ *                     |   |--false, server-side waiting--> QUERYING [wait]
  *                     |   |--the wait's 55P03/57014: unlock once, then DONE
  *                     |   |--the wait stuck past its grace, or the caller
  *                     |   |  cancels it--> CANCELLING --sent--> (waits on)
  *                     +-- a grant nobody wants any more: unlock, then DONE
- *   After a timeout, diagnostics (if asked for) run one holders query first.
- *   Before the first lock statement on a connection a driver has named
- *   (advlock_set_session), one session query learns the server session.
- *   A release and a verify are one query each; behind a proxy a guarded
- *   one that reached another server session sleeps and is sent again, on
- *   the backoff schedule, within ADVLOCK_GUARD_RETRY_MS.
+ *   A release (QUERYING [unlock]) and a verify (QUERYING [held row]) are
+ *   one query each; behind a proxy a guarded one that reached another
+ *   server session goes to SLEEPING and is sent again, on the backoff
+ *   schedule, within ADVLOCK_GUARD_RETRY_MS. After a timeout, diagnostics
+ *   (if asked for) run one holders query first.
  */
 #include "core.h"
 

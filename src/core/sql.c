@@ -61,16 +61,10 @@
 #define BOUNDED_WAIT_SQL(function) "SELECT " BOUNDED_WAIT(function) CALLERS_LOCK_TIMEOUT
 
 /*
- * Behind a pooling proxy a connection's statements may run on any server
- * session, and a lock taken on one is invisible from the next. So the
- * connection claims one server session, once, by writing its token into a
- * setting of that session (advlock.session), and the guarded statements run
- * their lock function only where the setting holds their token ($2, or $3
- * after a wait's bound), answering NULL anywhere else: a lock statement
- * never runs on a session whose locks another client may hold. A setting is
- * the cheapest mark a session carries: it lives as long as the session,
- * and PgBouncer's reset between session-mode clients (DISCARD ALL) clears
- * it, with the session's advisory locks.
+ * The guarded rows run their lock function only on the server session this
+ * connection claimed, where the setting advlock.session holds their token
+ * ($2, or $3 after a wait's bound), and answer NULL anywhere else. Why a
+ * claim, and why a setting: docs/design.md, "The server session check".
  */
 #define OURS(token)        "pg_catalog.current_setting('advlock.session', true) = " token "::text"
 #define GUARDED_EXPR(expr) "SELECT CASE WHEN " OURS("$2") " THEN " expr " END"
@@ -79,16 +73,10 @@
     "SELECT CASE WHEN " OURS("$3") " THEN " BOUNDED_WAIT(function) " END" CALLERS_LOCK_TIMEOUT
 
 /*
- * A transaction-scoped lock behind a proxy needs no claim (a transaction
- * keeps its server session), but PostgreSQL grants a lock that the session
- * running the statement holds already, and a pooled server session may
- * hold the key at session level for another client. So the guarded
- * transaction rows run their lock function only on this connection's own
- * claimed session (where every hold is its own: re-entry as on a direct
- * connection) or on a session holding no granted row of the key in any
- * mode (inside the caller's fresh transaction such a row can only be
- * another client's session-level hold), and answer NULL elsewhere: busy,
- * not an error. Cheap test first: the setting, then pg_locks.
+ * The guarded transaction rows run their lock function on this
+ * connection's claimed session, or on one holding no granted row of the
+ * key in any mode, and answer NULL (busy) elsewhere (why: docs/design.md,
+ * "Guarded statements"). Cheap test first: the setting, then pg_locks.
  */
 #define KEY_FREE_HERE "NOT EXISTS (" HELD_ROWS ")"
 #define XACT_GUARDED_EXPR(token, expr) \
@@ -98,11 +86,9 @@
     "SELECT " XACT_GUARDED_EXPR("$3", BOUNDED_WAIT(function)) CALLERS_LOCK_TIMEOUT
 
 /*
- * The session's facts and its claim, in one row. $1 0 claims nothing. A
- * session is claimed only if no token claimed it and it holds no advisory
- * lock: a lock there would belong to a client that cannot claim it (one
- * whose claim its own ROLLBACK undid, say). CASE tries the cheap tests
- * first and sets the claim last. (Laid out by hand, one clause a line.)
+ * The session's facts and its claim, in one row (docs/design.md, "The
+ * claim"). $1 0 claims nothing. CASE tries the cheap tests first and sets
+ * the claim last. (Laid out by hand, one clause a line.)
  */
 /* clang-format off */
 #define SESSION_SQL                                                                            \

@@ -19,7 +19,7 @@ grep -q "sleeps 200 ms" <<<"$OUT" && pass || fail "no 200 ms sleep"
 check "acquisitions" 3 "$(grep -c ACQUIRED <<<"$OUT")"
 check "summary" "3 clients: 3 acquired, 0 timed out, 3 released," "$(tail -n 1 <<<"$OUT" | cut -d" " -f1-9)"
 
-# The idealised herd (issue 6): 50 clients starting in the same millisecond
+# The idealised herd: 50 clients starting in the same millisecond
 # with the reference schedule retry in lockstep: each wave grants one lock,
 # and most time out.
 # Full jitter spreads the retries and server-side waiting hands the lock

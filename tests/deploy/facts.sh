@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements behind issue 11's design, against the real components.
+# The measurements behind the server session check's design, against the real components.
 # Not a test: it prints what it sees. Needs `make deploy-probe` (the probe).
 #
 # Usage: ADVLOCK=build/advlock PROBE=build/deploy/probe tests/deploy/facts.sh SECTION

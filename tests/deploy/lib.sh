@@ -25,7 +25,7 @@ export LC_ALL=C
 T=$(mktemp -d "${TMPDIR:-/tmp}/advlock-deploy.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 
-# The load of the issue: 8 clients x 20 rounds (smaller for a quick look:
+# The load: 8 clients x 20 rounds (smaller for a quick look:
 # ADVLOCK_DEPLOY_CLIENTS=4 ADVLOCK_DEPLOY_ROUNDS=5 tests/deploy/run.sh ...).
 CLIENTS=${ADVLOCK_DEPLOY_CLIENTS:-8}
 ROUNDS=${ADVLOCK_DEPLOY_ROUNDS:-20}

@@ -9,7 +9,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 PBX=${ADVLOCK_TEST_PGBOUNCER_TX:?run under tests/pg/with-pgbouncer.sh}
 
-# The issue's reproduction: two runs 0.5 s apart on one name. Today both run
+# The hazard: two runs 0.5 s apart on one name. Unguarded, both would run
 # their commands at once and exit 0.
 name=deploy-tx-pair
 rec() { echo "bash -c 'echo \$EPOCHREALTIME >$T/\$0.s; sleep 2; echo \$EPOCHREALTIME >$T/\$0.e' $1"; }

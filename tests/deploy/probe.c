@@ -1,5 +1,5 @@
 /*
- * A libpq probe for the facts the deployment design rests on (issue 11):
+ * A libpq probe for the facts the server session check's design rests on:
  * what a transaction-pooling PgBouncer does to named and unnamed extended-
  * protocol statements, which server session runs each statement, and what
  * libpq reports when the server of an idle lock holder goes away.

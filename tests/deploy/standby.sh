@@ -21,8 +21,8 @@ check "standby: command not run" "" "$OUT"
 [[ $ERR == $STANDBY_MESSAGE ]] && pass || fail "standby: message does not name a standby: [$ERR]"
 check "standby: nothing held on the standby" 0 "$(held_on "$STANDBY" "$name")"
 
-# The issue's reproduction: a holder on the primary, a run on the standby at
-# the same time. Today both acquire; the standby's run must be refused.
+# The hazard: a holder on the primary, a run on the standby at the same
+# time. Unchecked, both would acquire; the standby's run must be refused.
 "$A" run -q -d "$PRIMARY" "$name" -- sleep 2 &
 holder=$!
 wait_held "$PRIMARY" "$name" || fail "standby: no holder on the primary"

@@ -116,6 +116,20 @@ int64_t pgt_key_of(const char *name)
     return key;
 }
 
+void pgt_lock_begin(pgt_lock *l, const char *what, const char *observer_env)
+{
+    l->observer = observer_env ? pgt_connect_env(observer_env) : pgt_connect();
+    pgt_unique_key(l->key, sizeof l->key, what);
+    l->len = strlen(l->key);
+    l->derived = pgt_key_of(l->key);
+}
+
+void pgt_lock_end(pgt_lock *l)
+{
+    PQfinish(l->observer);
+    l->observer = NULL;
+}
+
 long long pgt_lock_count(PGconn *observer, int64_t key)
 {
     char text[32];
@@ -196,6 +210,13 @@ void pgt_record_event(void *user, const advlock_event *event)
         r->reports[r->n] = *event->report;
     r->events[r->n].report = event->report != NULL ? &r->reports[r->n] : NULL;
     r->n++;
+}
+
+void pgt_record_events(advlock_options *o, pgt_events *seen)
+{
+    memset(seen, 0, sizeof *seen);
+    o->on_event = pgt_record_event;
+    o->event_user = seen;
 }
 
 int pgt_find_event(const pgt_events *r, advlock_event_kind kind, int from)

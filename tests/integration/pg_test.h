@@ -51,6 +51,28 @@ void pgt_unique_key(char *buf, size_t size, const char *what);
 /* The derived key of a lock name. */
 int64_t pgt_key_of(const char *name);
 
+/* ---- the lock every test of a suite works on ---- */
+
+/* What each suite's fixture starts from: a lock name no other test uses,
+ * its length and derived key, and an observer: a connection of its own that
+ * looks at pg_locks and pg_stat_activity from outside the sessions under
+ * test. */
+typedef struct pgt_lock {
+    PGconn *observer;
+    char key[160];
+    size_t len;
+    int64_t derived;
+} pgt_lock;
+
+/* Fills l for a test of the suite what: a fresh unique key, and an
+ * observer connected from the environment, or to the conninfo in the
+ * environment variable observer_env when it is not NULL (a proxy's tests
+ * observe the server itself). Fails the test if it cannot connect. */
+void pgt_lock_begin(pgt_lock *l, const char *what, const char *observer_env);
+
+/* Closes l's observer. */
+void pgt_lock_end(pgt_lock *l);
+
 /* Granted advisory locks on key seen from observer (any session). */
 long long pgt_lock_count(PGconn *observer, int64_t key);
 
@@ -118,6 +140,9 @@ typedef struct pgt_events {
 
 /* An advlock_event_fn recording into the pgt_events at user. */
 void pgt_record_event(void *user, const advlock_event *event);
+
+/* Empties seen and points o's event callback at it (pgt_record_event). */
+void pgt_record_events(advlock_options *o, pgt_events *seen);
 
 /* The index of the first event of kind at or after from, or -1. */
 int pgt_find_event(const pgt_events *r, advlock_event_kind kind, int from);

@@ -14,11 +14,10 @@
 enum { LIMIT_MS = 10000 };
 
 typedef struct fixture {
-    PGconn *a, *b, *observer;
+    pgt_lock lock; /* the key, and the observer */
+    PGconn *a, *b;
     advlock_pq aa, ab;
     advlock_pq sa; /* driven blocking, on a */
-    char key[160];
-    int64_t derived;
 } fixture;
 
 static int setup(void **state)
@@ -27,12 +26,10 @@ static int setup(void **state)
     memset(&f, 0, sizeof f);
     f.a = pgt_connect();
     f.b = pgt_connect();
-    f.observer = pgt_connect();
     assert_int_equal(advlock_pq_async_init(&f.aa, f.a), 0);
     assert_int_equal(advlock_pq_async_init(&f.ab, f.b), 0);
     assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
-    pgt_unique_key(f.key, sizeof f.key, "async");
-    f.derived = pgt_key_of(f.key);
+    pgt_lock_begin(&f.lock, "async", NULL);
     *state = &f;
     return 0;
 }
@@ -42,7 +39,7 @@ static int teardown(void **state)
     fixture *f = *state;
     PQfinish(f->a);
     PQfinish(f->b);
-    PQfinish(f->observer);
+    pgt_lock_end(&f->lock);
     return 0;
 }
 
@@ -82,15 +79,15 @@ static void release(advlock_pq *a, const char *key)
 static void test_lock_row_and_statement_text(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 1000);
+    acquire(&f->aa, f->lock.key, 1000);
     assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->lock.attempts, 1);
 
-    pgt_expect_lock_row(f->observer, f->derived, f->a);
-    pgt_expect_try_lock_statement(f->observer, f->a);
+    pgt_expect_lock_row(f->lock.observer, f->lock.derived, f->a);
+    pgt_expect_try_lock_statement(f->lock.observer, f->a);
 
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 /* ---- mutual exclusion ---- */
@@ -98,43 +95,43 @@ static void test_lock_row_and_statement_text(void **state)
 static void test_timeout_message_and_attempts(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 0);
+    acquire(&f->aa, f->lock.key, 0);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
 
     int64_t start = advlock_pq_now_ms();
-    acquire(&f->ab, f->key, 700);
+    acquire(&f->ab, f->lock.key, 700);
     const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_TIMED_OUT);
     assert_true(advlock_pq_now_ms() - start >= 700);
     assert_int_equal(r->lock.failure, 0);
     assert_int_equal(r->lock.attempts, 4); /* at 0, 100, 300 and 700 ms */
     char expected[256];
     snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within 0.7s.",
-             f->key);
-    assert_string_equal(pgt_describe(r, f->key), expected);
+             f->lock.key);
+    assert_string_equal(pgt_describe(r, f->lock.key), expected);
 
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
 }
 
 static void test_waiter_acquires_on_next_attempt(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 0);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000, advlock_pq_now_ms()),
-        0);
+    acquire(&f->aa, f->lock.key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 10000,
+                                                    advlock_pq_now_ms()),
+                     0);
     pgt_loop_until_sleeping(&f->ab, 2, deadline());
     uint64_t tried = advlock_next_action(advlock_pq_async_machine(&f->ab)).report->attempts;
     int64_t wake_at;
     assert_int_equal(advlock_pq_async_deadline(&f->ab, &wake_at), 1);
 
-    release(&f->aa, f->key); /* while B sleeps: nothing else needs the loop */
+    release(&f->aa, f->lock.key); /* while B sleeps: nothing else needs the loop */
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
     run(&f->ab);
     const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_ACQUIRED);
     assert_int_equal(r->lock.attempts, tried + 1);
     assert_true(advlock_pq_now_ms() - wake_at < 1000);
-    release(&f->ab, f->key);
+    release(&f->ab, f->lock.key);
 }
 
 /* ---- release and its warning ---- */
@@ -142,16 +139,16 @@ static void test_waiter_acquires_on_next_attempt(void **state)
 static void test_second_release_not_held_and_quiet(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 0);
+    acquire(&f->aa, f->lock.key, 0);
     PQnoticeReceiver before = PQsetNoticeReceiver(f->a, NULL, NULL);
 
     pgt_stderr_capture capture;
     char printed[512];
     pgt_stderr_begin(&capture);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     const advlock_pq_report *first = expect_outcome(&f->aa, ADVLOCK_RELEASED);
     assert_int_equal(first->notices, 0);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     pgt_stderr_end(&capture, printed, sizeof printed);
 
     assert_string_equal(printed, "");
@@ -168,18 +165,18 @@ static void test_second_release_not_held_and_quiet(void **state)
 static void test_reentrant_holds_need_two_releases(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 0);
+    acquire(&f->aa, f->lock.key, 0);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
-    acquire(&f->aa, f->key, 0);
+    acquire(&f->aa, f->lock.key, 0);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
-    acquire(&f->ab, f->key, 0);
+    acquire(&f->ab, f->lock.key, 0);
     expect_outcome(&f->ab, ADVLOCK_TIMED_OUT);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
-    release(&f->aa, f->key);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
+    release(&f->aa, f->lock.key);
     expect_outcome(&f->aa, ADVLOCK_NOT_HELD);
 }
 
@@ -188,10 +185,10 @@ static void test_reentrant_holds_need_two_releases(void **state)
 static void test_cancel_during_sleep(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 0);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000, advlock_pq_now_ms()),
-        0);
+    acquire(&f->aa, f->lock.key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 10000,
+                                                    advlock_pq_now_ms()),
+                     0);
     pgt_loop_until_sleeping(&f->ab, 2, deadline());
 
     assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
@@ -201,39 +198,39 @@ static void test_cancel_during_sleep(void **state)
     assert_int_equal(advlock_pq_async_deadline(&f->ab, &at), 0);
     const advlock_pq_report *r = expect_outcome(&f->ab, ADVLOCK_CANCELLED);
     char expected[256];
-    snprintf(expected, sizeof expected, "Acquire of lock '%s' was cancelled.", f->key);
-    assert_string_equal(pgt_describe(r, f->key), expected);
+    snprintf(expected, sizeof expected, "Acquire of lock '%s' was cancelled.", f->lock.key);
+    assert_string_equal(pgt_describe(r, f->lock.key), expected);
 
     /* Only A's lock is there, and B's connection is idle and usable. */
-    pgt_expect_lock_row(f->observer, f->derived, f->a);
+    pgt_expect_lock_row(f->lock.observer, f->lock.derived, f->a);
     assert_int_equal(PQtransactionStatus(f->b), PQTRANS_IDLE);
 
-    release(&f->aa, f->key);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    release(&f->aa, f->lock.key);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 static void test_cancel_while_the_lock_is_being_granted(void **state)
 {
     fixture *f = *state;
     /* The connection's one session row first, so that the cancel meets the
-     * try-lock (a cancel during the session row: test_session.c). */
-    release(&f->ab, f->key);
+     * try-lock (a cancel during the session row: test_pq_session.c). */
+    release(&f->ab, f->lock.key);
     expect_outcome(&f->ab, ADVLOCK_NOT_HELD);
     /* The lock is free: the try-lock in flight will be granted, and the
      * adapter must give it back before reporting CANCELLED. */
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 10000, advlock_pq_now_ms()),
-        0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 10000,
+                                                    advlock_pq_now_ms()),
+                     0);
     assert_int_equal(advlock_pq_async_busy(&f->ab), 1);
     assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
     assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
     run(&f->ab);
     expect_outcome(&f->ab, ADVLOCK_CANCELLED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
     /* Granted, then given back: B's last statement was the unlock. */
     char pid[16], buf[64];
     snprintf(pid, sizeof pid, "%d", PQbackendPID(f->b));
-    pgt_query(f->observer, buf, sizeof buf,
+    pgt_query(f->lock.observer, buf, sizeof buf,
               "SELECT query FROM pg_stat_activity WHERE pid = $1::int", pid, (char *)NULL);
     assert_string_equal(buf, advlock_sql_text(ADVLOCK_SQL_UNLOCK));
 }
@@ -254,35 +251,35 @@ static void expect_connection_lost(advlock_pq *a, const char *key, const char *f
 static void test_terminated_while_waiting(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 0);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000, advlock_pq_now_ms()),
-        0);
+    acquire(&f->aa, f->lock.key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 30000,
+                                                    advlock_pq_now_ms()),
+                     0);
     pgt_loop_until_sleeping(&f->ab, 2, deadline());
-    pgt_terminate(f->observer, PQbackendPID(f->b));
+    pgt_terminate(f->lock.observer, PQbackendPID(f->b));
     int64_t terminated = advlock_pq_now_ms();
     run(&f->ab);
-    expect_connection_lost(&f->ab, f->key, "pg_try_advisory_lock for '");
+    expect_connection_lost(&f->ab, f->lock.key, "pg_try_advisory_lock for '");
     assert_true(advlock_pq_now_ms() - terminated < 1500);
     assert_int_equal(advlock_pq_async_socket(&f->ab), -1);
 
     /* The dead connection makes the next operation end at once. */
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000, advlock_pq_now_ms()),
-        0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 30000,
+                                                    advlock_pq_now_ms()),
+                     0);
     assert_int_equal(advlock_pq_async_busy(&f->ab), 0);
     assert_int_equal(expect_outcome(&f->ab, ADVLOCK_FAILED)->lock.failure, ADVLOCK_ECONNLOST);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
 }
 
 static void test_terminated_while_holding(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 0);
-    pgt_terminate(f->observer, PQbackendPID(f->a));
-    release(&f->aa, f->key);
-    expect_connection_lost(&f->aa, f->key, "pg_advisory_unlock for '");
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    acquire(&f->aa, f->lock.key, 0);
+    pgt_terminate(f->lock.observer, PQbackendPID(f->a));
+    release(&f->aa, f->lock.key);
+    expect_connection_lost(&f->aa, f->lock.key, "pg_advisory_unlock for '");
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 static void test_terminated_mid_statement(void **state)
@@ -290,18 +287,18 @@ static void test_terminated_mid_statement(void **state)
     fixture *f = *state;
     /* The connection's one session row first, so that the termination
      * meets the try-lock. */
-    release(&f->ab, f->key);
+    release(&f->ab, f->lock.key);
     expect_outcome(&f->ab, ADVLOCK_NOT_HELD);
     int pid = PQbackendPID(f->b);
     pgt_freeze(pid);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ab, f->key, strlen(f->key), 30000, advlock_pq_now_ms()),
-        0);
-    pgt_terminate_frozen(f->observer, pid);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 30000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    pgt_terminate_frozen(f->lock.observer, pid);
     run(&f->ab);
     /* The server's FATAL answered the statement: its SQLSTATE is kept, not
      * replaced by libpq's "server closed the connection" that follows. */
-    expect_connection_lost(&f->ab, f->key, "pg_try_advisory_lock for '");
+    expect_connection_lost(&f->ab, f->lock.key, "pg_try_advisory_lock for '");
     assert_string_equal(advlock_pq_async_report(&f->ab)->lock.sqlstate, "57P01");
 }
 
@@ -320,8 +317,8 @@ static void test_many_adapters_one_key(void **state)
         conns[i] = pgt_connect();
         assert_int_equal(advlock_pq_async_init(&adapters[i], conns[i]), 0);
         list[i] = &adapters[i];
-        assert_int_equal(advlock_pq_async_start_acquire(list[i], f->key, strlen(f->key), 20000,
-                                                        advlock_pq_now_ms()),
+        assert_int_equal(advlock_pq_async_start_acquire(list[i], f->lock.key, strlen(f->lock.key),
+                                                        20000, advlock_pq_now_ms()),
                          0);
     }
     int64_t limit = advlock_pq_now_ms() + 30000;
@@ -336,9 +333,10 @@ static void test_many_adapters_one_key(void **state)
             if (acquired[i] == 0) {
                 pgt_expect_outcome(r, ADVLOCK_ACQUIRED);
                 /* Mutual exclusion, as the server sees it: one holder, this one. */
-                pgt_expect_lock_row(f->observer, f->derived, conns[i]);
+                pgt_expect_lock_row(f->lock.observer, f->lock.derived, conns[i]);
                 acquired[i] = 1;
-                assert_int_equal(advlock_pq_async_start_release(list[i], f->key, strlen(f->key),
+                assert_int_equal(advlock_pq_async_start_release(list[i], f->lock.key,
+                                                                strlen(f->lock.key),
                                                                 advlock_pq_now_ms()),
                                  0);
             } else {
@@ -350,7 +348,7 @@ static void test_many_adapters_one_key(void **state)
     }
     for (int i = 0; i < CLIENTS; i++)
         PQfinish(conns[i]);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 /* ---- prepared statements ---- */
@@ -358,22 +356,22 @@ static void test_many_adapters_one_key(void **state)
 static void test_statements_dropped_and_open_transaction(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->key, 0);
-    release(&f->aa, f->key);
+    acquire(&f->aa, f->lock.key, 0);
+    release(&f->aa, f->lock.key);
     /* Dropped while idle: prepared again on the fly. */
     pgt_exec(f->a, "DEALLOCATE ALL");
-    acquire(&f->aa, f->key, 0);
+    acquire(&f->aa, f->lock.key, 0);
     assert_int_equal(expect_outcome(&f->aa, ADVLOCK_ACQUIRED)->lock.attempts, 1);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
 
     /* Dropped, then a transaction: the statements go unnamed, and the
      * caller's transaction survives. */
     pgt_exec(f->a, "DEALLOCATE ALL");
     pgt_exec(f->a, "BEGIN");
-    acquire(&f->aa, f->key, 0);
+    acquire(&f->aa, f->lock.key, 0);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
     assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
     assert_int_equal(pgt_query_int(f->a, "SELECT 1", (char *)NULL), 1);
@@ -387,23 +385,25 @@ static void test_blocking_calls_on_a_nonblocking_connection(void **state)
     fixture *f = *state;
     advlock_pq_report r;
     assert_int_equal(PQisnonblocking(f->a), 1);
-    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->lock.key, strlen(f->lock.key), 0, &r), 0);
     assert_int_equal(r.lock.outcome, ADVLOCK_ACQUIRED);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
-    acquire(&f->aa, f->key, 0);
+    acquire(&f->aa, f->lock.key, 0);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
-    assert_int_equal(advlock_pq_release(&f->sa, f->key, strlen(f->key), &r), 0);
+    assert_int_equal(advlock_pq_release(&f->sa, f->lock.key, strlen(f->lock.key), &r), 0);
     assert_int_equal(r.lock.outcome, ADVLOCK_RELEASED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 
     /* Busy with the adapter's query: the blocking call sends nothing. */
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->aa, f->key, strlen(f->key), 0, advlock_pq_now_ms()), 0);
-    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->lock.key, strlen(f->lock.key), 0,
+                                                    advlock_pq_now_ms()),
+                     0);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->lock.key, strlen(f->lock.key), 0, &r),
+                     ADVLOCK_EMISUSE);
     run(&f->aa);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
-    release(&f->aa, f->key);
+    release(&f->aa, f->lock.key);
 }
 
 /* ---- the key: derived once, passed back ---- */
@@ -411,22 +411,22 @@ static void test_blocking_calls_on_a_nonblocking_connection(void **state)
 static void test_acquire_and_release_by_key(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(advlock_pq_async_start_acquire_key(&f->aa, f->derived, 0, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire_key(&f->aa, f->lock.derived, 0, advlock_pq_now_ms()), 0);
     run(&f->aa);
     const advlock_pq_report *r = expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
-    assert_true(r->lock.key == f->derived);
-    pgt_expect_lock_row(f->observer, f->derived, f->a);
+    assert_true(r->lock.key == f->lock.derived);
+    pgt_expect_lock_row(f->lock.observer, f->lock.derived, f->a);
 
     /* A name's acquire and the key's release meet on one lock. */
-    acquire(&f->ab, f->key, 0);
+    acquire(&f->ab, f->lock.key, 0);
     expect_outcome(&f->ab, ADVLOCK_TIMED_OUT);
     int64_t key = advlock_pq_async_report(&f->ab)->lock.key;
-    assert_true(key == f->derived);
+    assert_true(key == f->lock.derived);
     assert_int_equal(advlock_pq_async_start_release_key(&f->aa, key, advlock_pq_now_ms()), 0);
     run(&f->aa);
-    assert_true(expect_outcome(&f->aa, ADVLOCK_RELEASED)->lock.key == f->derived);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_true(expect_outcome(&f->aa, ADVLOCK_RELEASED)->lock.key == f->lock.derived);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
     assert_int_equal(advlock_pq_async_start_acquire_key(&f->aa, key, -1, advlock_pq_now_ms()),
                      ADVLOCK_EINVAL);
 }
@@ -446,10 +446,10 @@ static void test_wait_drives_an_operation_and_watches_a_pipe(void **state)
     assert_true(advlock_pq_now_ms() - start >= 30);
 
     /* Turns run an acquire to its end, through its sleeps. */
-    acquire(&f->ab, f->key, 0);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->aa, f->key, strlen(f->key), 250, advlock_pq_now_ms()),
-        0);
+    acquire(&f->ab, f->lock.key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->lock.key, strlen(f->lock.key), 250,
+                                                    advlock_pq_now_ms()),
+                     0);
     int turns = 0;
     while (advlock_pq_async_busy(&f->aa)) {
         assert_int_equal(advlock_pq_wait(&f->aa, pipe_fds[0], -1), 0);
@@ -460,8 +460,8 @@ static void test_wait_drives_an_operation_and_watches_a_pipe(void **state)
 
     /* Holding a lock, the adapter watches its socket; the pipe wakes the
      * wait, and is left unread for the caller. */
-    release(&f->ab, f->key);
-    acquire(&f->aa, f->key, 0);
+    release(&f->ab, f->lock.key);
+    acquire(&f->aa, f->lock.key, 0);
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED);
     assert_int_equal(advlock_pq_async_wants(&f->aa), ADVLOCK_PQ_READ);
     assert_int_equal(write(pipe_fds[1], "!", 1), 1);
@@ -473,7 +473,7 @@ static void test_wait_drives_an_operation_and_watches_a_pipe(void **state)
     assert_int_equal(advlock_pq_async_lost(&f->aa), 0);
 
     /* The session's end wakes it too: the lock is reported lost. */
-    pgt_terminate(f->observer, PQbackendPID(f->a));
+    pgt_terminate(f->lock.observer, PQbackendPID(f->a));
     while (!advlock_pq_async_lost(&f->aa))
         assert_int_equal(advlock_pq_wait(&f->aa, pipe_fds[0], 5000), 0);
     const advlock_pq_report *r = expect_outcome(&f->aa, ADVLOCK_FAILED);
@@ -543,7 +543,7 @@ static void test_wrong_order(void **state)
 {
     fixture *f = *state;
     int64_t now = advlock_pq_now_ms();
-    size_t len = strlen(f->key);
+    size_t len = strlen(f->lock.key);
 
     /* Nothing started yet. */
     assert_int_equal(advlock_pq_async_process(&f->aa, ADVLOCK_PQ_READ, now), ADVLOCK_EMISUSE);
@@ -552,15 +552,18 @@ static void test_wrong_order(void **state)
     assert_int_equal(advlock_pq_async_process(&f->aa, 4, now), ADVLOCK_EINVAL);
 
     /* Bad arguments to start change nothing. */
-    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, -5, now), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->lock.key, len, -5, now),
+                     ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_async_start_acquire(&f->aa, "\xFF", 1, 0, now), ADVLOCK_EUTF8);
     assert_int_equal(advlock_pq_async_busy(&f->aa), 0);
 
     /* Busy: a second start is refused and the first carries on. Readiness
      * that was not asked for, and early timer calls, are harmless. */
-    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 0, now), 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 0, now), ADVLOCK_EMISUSE);
-    assert_int_equal(advlock_pq_async_start_release(&f->aa, f->key, len, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->lock.key, len, 0, now), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->lock.key, len, 0, now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_release(&f->aa, f->lock.key, len, now),
+                     ADVLOCK_EMISUSE);
     assert_null(advlock_pq_async_report(&f->aa));
     assert_int_equal(advlock_pq_async_process(&f->aa, ADVLOCK_PQ_WRITE, now), 0);
     assert_int_equal(advlock_pq_async_process(&f->aa, 0, now), 0);
@@ -575,7 +578,7 @@ static void test_wrong_order(void **state)
     expect_outcome(&f->aa, ADVLOCK_ACQUIRED); /* the report is unchanged */
 
     /* A release cannot be cancelled. */
-    assert_int_equal(advlock_pq_async_start_release(&f->aa, f->key, len, now), 0);
+    assert_int_equal(advlock_pq_async_start_release(&f->aa, f->lock.key, len, now), 0);
     assert_int_equal(advlock_pq_async_cancel(&f->aa, now), ADVLOCK_EMISUSE);
     run(&f->aa);
     expect_outcome(&f->aa, ADVLOCK_RELEASED);
@@ -584,7 +587,8 @@ static void test_wrong_order(void **state)
     /* A query of the caller's in flight: nothing is sent, its result stays
      * the caller's to read. */
     assert_int_equal(PQsendQuery(f->a, "SELECT 42"), 1);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 0, now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->lock.key, len, 0, now),
+                     ADVLOCK_EMISUSE);
     while (PQflush(f->a) == 1)
         continue;
     PGresult *res;
@@ -596,10 +600,10 @@ static void test_wrong_order(void **state)
     assert_int_equal(rows, 1);
 
     /* A sleeping adapter ignores readiness and early deadlines. */
-    acquire(&f->ab, f->key, 0);
+    acquire(&f->ab, f->lock.key, 0);
     expect_outcome(&f->ab, ADVLOCK_ACQUIRED);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->aa, f->key, len, 5000, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->aa, f->lock.key, len, 5000, advlock_pq_now_ms()), 0);
     pgt_loop_until_sleeping(&f->aa, 1, deadline());
     uint64_t tried = advlock_next_action(advlock_pq_async_machine(&f->aa)).report->attempts;
     int64_t wake_at;
@@ -610,7 +614,7 @@ static void test_wrong_order(void **state)
     assert_int_equal(advlock_pq_async_busy(&f->aa), 1);
     assert_int_equal(advlock_pq_async_cancel(&f->aa, advlock_pq_now_ms()), 0);
     expect_outcome(&f->aa, ADVLOCK_CANCELLED);
-    release(&f->ab, f->key);
+    release(&f->ab, f->lock.key);
 }
 
 int main(void)

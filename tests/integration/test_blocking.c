@@ -12,10 +12,9 @@
 #include <unistd.h>
 
 typedef struct fixture {
-    PGconn *a, *b, *observer;
+    pgt_lock lock; /* the key, and the observer */
+    PGconn *a, *b;
     advlock_pq sa, sb;
-    char key[160];
-    int64_t derived;
 } fixture;
 
 static int setup(void **state)
@@ -24,11 +23,9 @@ static int setup(void **state)
     memset(&f, 0, sizeof f);
     f.a = pgt_connect();
     f.b = pgt_connect();
-    f.observer = pgt_connect();
     assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
     assert_int_equal(advlock_pq_init(&f.sb, f.b), 0);
-    pgt_unique_key(f.key, sizeof f.key, "blocking");
-    f.derived = pgt_key_of(f.key);
+    pgt_lock_begin(&f.lock, "blocking", NULL);
     *state = &f;
     return 0;
 }
@@ -38,7 +35,7 @@ static int teardown(void **state)
     fixture *f = *state;
     PQfinish(f->a);
     PQfinish(f->b);
-    PQfinish(f->observer);
+    pgt_lock_end(&f->lock);
     return 0;
 }
 
@@ -63,16 +60,16 @@ static void test_lock_row_and_statement_text(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 1000, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
     assert_int_equal(r.lock.attempts, 1);
 
-    pgt_expect_lock_row(f->observer, f->derived, f->a);
-    pgt_expect_try_lock_statement(f->observer, f->a);
+    pgt_expect_lock_row(f->lock.observer, f->lock.derived, f->a);
+    pgt_expect_try_lock_statement(f->lock.observer, f->a);
 
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 /* ---- mutual exclusion ---- */
@@ -81,12 +78,12 @@ static void test_timeout_message_and_attempts(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 1000, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
 
     /* Tries at 0, 100, 300 and 700 ms; at 700 the timeout has passed. */
     int64_t start = advlock_pq_now_ms();
-    assert_int_equal(acquire(&f->sb, f->key, 700, &r), 0);
+    assert_int_equal(acquire(&f->sb, f->lock.key, 700, &r), 0);
     int64_t took = advlock_pq_now_ms() - start;
     expect_outcome(&r, ADVLOCK_TIMED_OUT);
     assert_int_equal(r.lock.failure, 0);
@@ -94,11 +91,11 @@ static void test_timeout_message_and_attempts(void **state)
     assert_true(took >= 700);
     char expected[256];
     snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within 0.7s.",
-             f->key);
-    assert_string_equal(pgt_describe(&r, f->key), expected);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
+             f->lock.key);
+    assert_string_equal(pgt_describe(&r, f->lock.key), expected);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 1);
 
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
 }
 
@@ -132,14 +129,14 @@ static void test_waiter_acquires_on_next_attempt(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 1000, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
 
-    waiter w = {.session = &f->sb, .key = f->key, .timeout_ms = 10000};
+    waiter w = {.session = &f->sb, .key = f->lock.key, .timeout_ms = 10000};
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
     pgt_sleep_ms(500); /* B tried at 0, 100, 300 and sleeps until 700 */
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     int64_t released = advlock_pq_now_ms();
     expect_outcome(&r, ADVLOCK_RELEASED);
     assert_int_equal(pthread_join(thread, NULL), 0);
@@ -150,7 +147,7 @@ static void test_waiter_acquires_on_next_attempt(void **state)
      * the last sleep: B got it on its first try after the release. */
     assert_true(w.report.lock.attempts >= 2);
     assert_true(w.done_ms - released <= sleep_before(w.report.lock.attempts) + 250);
-    assert_int_equal(release(&f->sb, f->key, &r), 0);
+    assert_int_equal(release(&f->sb, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
 }
 
@@ -160,50 +157,50 @@ static void test_release_by_the_acquires_key(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    assert_true(r.lock.key == f->derived);
+    assert_true(r.lock.key == f->lock.derived);
 
     /* The acquire's report carries the key: releasing by it unlocks the
      * same lock, without hashing the name again. */
     assert_int_equal(advlock_pq_release_key(&f->sa, r.lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
-    assert_true(r.lock.key == f->derived);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
-    assert_int_equal(advlock_pq_release_key(&f->sa, f->derived, &r), 0);
+    assert_true(r.lock.key == f->lock.derived);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
+    assert_int_equal(advlock_pq_release_key(&f->sa, f->lock.derived, &r), 0);
     expect_outcome(&r, ADVLOCK_NOT_HELD);
     char expected[256];
-    snprintf(expected, sizeof expected, "This session held no lock '%s' to release.", f->key);
-    assert_string_equal(pgt_describe(&r, f->key), expected);
+    snprintf(expected, sizeof expected, "This session held no lock '%s' to release.", f->lock.key);
+    assert_string_equal(pgt_describe(&r, f->lock.key), expected);
 }
 
 static void test_acquire_by_key(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->derived, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->lock.derived, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    assert_true(r.lock.key == f->derived);
+    assert_true(r.lock.key == f->lock.derived);
     assert_int_equal(r.lock.attempts, 1);
-    pgt_expect_lock_row(f->observer, f->derived, f->a);
-    pgt_expect_try_lock_statement(f->observer, f->a);
+    pgt_expect_lock_row(f->lock.observer, f->lock.derived, f->a);
+    pgt_expect_try_lock_statement(f->lock.observer, f->a);
 
     /* The same lock as the name's: another session waits for it, and the
      * sentence names the lock by the name its caller knows. */
-    assert_int_equal(advlock_pq_acquire_key(&f->sb, f->derived, 250, &r), 0);
+    assert_int_equal(advlock_pq_acquire_key(&f->sb, f->lock.derived, 250, &r), 0);
     expect_outcome(&r, ADVLOCK_TIMED_OUT);
     char expected[256];
     snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within 0.25s.",
-             f->key);
-    assert_string_equal(pgt_describe(&r, f->key), expected);
+             f->lock.key);
+    assert_string_equal(pgt_describe(&r, f->lock.key), expected);
 
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
-    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->derived, -1, &r), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_acquire_key(NULL, f->derived, 0, &r), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->derived, 0, NULL), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_release_key(NULL, f->derived, &r), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_release_key(&f->sa, f->derived, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->lock.derived, -1, &r), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_acquire_key(NULL, f->lock.derived, 0, &r), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_acquire_key(&f->sa, f->lock.derived, 0, NULL), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_release_key(NULL, f->lock.derived, &r), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_release_key(&f->sa, f->lock.derived, NULL), ADVLOCK_EINVAL);
 }
 
 /* Times out on the lock named by len bytes of name, which b holds, and
@@ -227,12 +224,12 @@ static void test_describe_a_name_with_nul_bytes(void **state)
 {
     fixture *f = *state;
     char name[200];
-    int len = snprintf(name, sizeof name, "%s", f->key);
+    int len = snprintf(name, sizeof name, "%s", f->lock.key);
     memcpy(name + len, "\0tail\0", 6); /* two NUL bytes around "tail" */
     len += 6;
     char expected[300];
     snprintf(expected, sizeof expected,
-             "Could not acquire migration lock for '%s\\0tail\\0' within 0s.", f->key);
+             "Could not acquire migration lock for '%s\\0tail\\0' within 0s.", f->lock.key);
     assert_string_equal(timeout_sentence(f, name, (size_t)len), expected);
 }
 
@@ -276,15 +273,15 @@ static void test_second_release_not_held_and_quiet(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 1000, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 1000, &r), 0);
     PQnoticeReceiver before = PQsetNoticeReceiver(f->a, NULL, NULL);
 
     pgt_stderr_capture capture;
     char printed[512];
     pgt_stderr_begin(&capture);
-    int first = release(&f->sa, f->key, &r);
+    int first = release(&f->sa, f->lock.key, &r);
     advlock_pq_report second;
-    int again = release(&f->sa, f->key, &second);
+    int again = release(&f->sa, f->lock.key, &second);
     pgt_stderr_end(&capture, printed, sizeof printed);
 
     assert_string_equal(printed, "");
@@ -319,7 +316,7 @@ static void test_callers_receiver_left_in_place(void **state)
     pgt_stderr_capture capture;
     char printed[512];
     pgt_stderr_begin(&capture);
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     pgt_stderr_end(&capture, printed, sizeof printed);
 
     expect_outcome(&r, ADVLOCK_NOT_HELD);
@@ -346,7 +343,7 @@ static void test_callers_processor_gets_the_warning_too(void **state)
     notice_arg_seen = NULL;
 
     advlock_pq_report r;
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_NOT_HELD);
     assert_int_equal(r.notices, 1);
     assert_int_equal(notices_seen, 1);
@@ -365,26 +362,26 @@ static void test_reentrant_holds_need_two_releases(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 1);
 
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
-    assert_int_equal(acquire(&f->sb, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sb, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_TIMED_OUT); /* one hold left */
 
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_NOT_HELD);
 
-    assert_int_equal(acquire(&f->sb, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sb, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(release(&f->sb, f->key, &r), 0);
+    assert_int_equal(release(&f->sb, f->lock.key, &r), 0);
 }
 
 /* ---- terminated sessions ---- */
@@ -410,16 +407,16 @@ static void test_terminated_while_holding(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    pgt_terminate(f->observer, PQbackendPID(f->a));
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    pgt_terminate(f->lock.observer, PQbackendPID(f->a));
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 
-    int rc = release(&f->sa, f->key, &r);
-    expect_connection_lost(&r, rc, f->key, "pg_advisory_unlock for '");
+    int rc = release(&f->sa, f->lock.key, &r);
+    expect_connection_lost(&r, rc, f->lock.key, "pg_advisory_unlock for '");
 
     /* The connection stays dead: the next call fails at once, politely. */
-    rc = acquire(&f->sa, f->key, 5000, &r);
+    rc = acquire(&f->sa, f->lock.key, 5000, &r);
     assert_int_equal(rc, 0);
     expect_outcome(&r, ADVLOCK_FAILED);
     assert_int_equal(r.lock.failure, ADVLOCK_ECONNLOST);
@@ -430,19 +427,19 @@ static void test_terminated_while_waiting(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
 
-    waiter w = {.session = &f->sb, .key = f->key, .timeout_ms = 30000};
+    waiter w = {.session = &f->sb, .key = f->lock.key, .timeout_ms = 30000};
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
     pgt_sleep_ms(150);
     int64_t terminated = advlock_pq_now_ms();
-    pgt_terminate(f->observer, PQbackendPID(f->b));
+    pgt_terminate(f->lock.observer, PQbackendPID(f->b));
     assert_int_equal(pthread_join(thread, NULL), 0);
 
-    expect_connection_lost(&w.report, w.rc, f->key, "pg_try_advisory_lock for '");
+    expect_connection_lost(&w.report, w.rc, f->lock.key, "pg_try_advisory_lock for '");
     assert_true(w.done_ms - terminated < 1500); /* at its next try, not at the timeout */
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
 }
 
@@ -452,19 +449,19 @@ static void test_terminated_mid_statement(void **state)
     /* The connection's one session row first, so that the termination
      * meets the try-lock. */
     advlock_pq_report r;
-    assert_int_equal(release(&f->sb, f->key, &r), 0);
+    assert_int_equal(release(&f->sb, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_NOT_HELD);
     int pid = PQbackendPID(f->b);
     pgt_freeze(pid);
-    waiter w = {.session = &f->sb, .key = f->key, .timeout_ms = 30000};
+    waiter w = {.session = &f->sb, .key = f->lock.key, .timeout_ms = 30000};
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
     pgt_sleep_ms(100); /* the statement is on its way to the frozen backend */
-    pgt_terminate_frozen(f->observer, pid);
+    pgt_terminate_frozen(f->lock.observer, pid);
     assert_int_equal(pthread_join(thread, NULL), 0);
     /* The server's FATAL answered the statement: its SQLSTATE is kept, not
      * replaced by libpq's "server closed the connection" that follows. */
-    expect_connection_lost(&w.report, w.rc, f->key, "pg_try_advisory_lock for '");
+    expect_connection_lost(&w.report, w.rc, f->lock.key, "pg_try_advisory_lock for '");
     assert_string_equal(w.report.lock.sqlstate, "57P01");
 }
 
@@ -482,15 +479,15 @@ static void test_statements_dropped_behind_its_back(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     assert_int_equal(prepared_count(f->a), 2);
 
     pgt_exec(f->a, "DEALLOCATE ALL");
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
     assert_int_equal(r.lock.attempts, 1);
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
     assert_int_equal(prepared_count(f->a), 2);
 }
@@ -501,13 +498,13 @@ static void test_statements_prepared_by_someone_else(void **state)
     advlock_pq other;
     advlock_pq_report r;
     assert_int_equal(advlock_pq_init(&other, f->a), 0);
-    assert_int_equal(acquire(&other, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&other, f->lock.key, 0, &r), 0);
     /* sa has not prepared anything yet: its PREPARE finds them (42P05). */
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
-    assert_int_equal(release(&other, f->key, &r), 0);
+    assert_int_equal(release(&other, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
     assert_int_equal(PQtransactionStatus(f->a), PQTRANS_IDLE);
 }
@@ -517,15 +514,15 @@ static void test_open_transaction_is_never_aborted(void **state)
     fixture *f = *state;
     advlock_pq_report r;
     /* The session believes its statements exist; they do not. */
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     pgt_exec(f->a, "DEALLOCATE ALL");
 
     pgt_exec(f->a, "BEGIN");
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_ACQUIRED);
     assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
-    assert_int_equal(release(&f->sa, f->key, &r), 0);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
     expect_outcome(&r, ADVLOCK_RELEASED);
     assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
     assert_int_equal(pgt_query_int(f->a, "SELECT 1", (char *)NULL), 1);
@@ -535,7 +532,7 @@ static void test_open_transaction_is_never_aborted(void **state)
     /* In a failed transaction the server's own error comes back. */
     pgt_exec(f->a, "BEGIN");
     PQclear(PQexec(f->a, "SELECT 1/0"));
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), 0);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), 0);
     expect_outcome(&r, ADVLOCK_FAILED);
     assert_int_equal(r.lock.failure, ADVLOCK_ESERVER);
     assert_string_equal(r.lock.sqlstate, "25P02");
@@ -563,32 +560,34 @@ static void test_misuse_is_refused_cleanly(void **state)
 
     assert_int_equal(advlock_pq_init(NULL, f->a), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_init(&unbound, NULL), ADVLOCK_EINVAL);
-    assert_int_equal(acquire(NULL, f->key, 0, &r), ADVLOCK_EINVAL);
+    assert_int_equal(acquire(NULL, f->lock.key, 0, &r), ADVLOCK_EINVAL);
     expect_refused(&r);
-    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, strlen(f->key), 0, NULL), ADVLOCK_EINVAL);
-    assert_int_equal(advlock_pq_release(&f->sa, f->key, strlen(f->key), NULL), ADVLOCK_EINVAL);
-    assert_int_equal(acquire(&f->sa, f->key, -1, &r), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->lock.key, strlen(f->lock.key), 0, NULL),
+                     ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_release(&f->sa, f->lock.key, strlen(f->lock.key), NULL),
+                     ADVLOCK_EINVAL);
+    assert_int_equal(acquire(&f->sa, f->lock.key, -1, &r), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_acquire(&f->sa, NULL, 3, 0, &r), ADVLOCK_EINVAL);
-    assert_int_equal(acquire(&unbound, f->key, 0, &r), ADVLOCK_EMISUSE);
-    assert_int_equal(release(&unbound, f->key, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(acquire(&unbound, f->lock.key, 0, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(release(&unbound, f->lock.key, &r), ADVLOCK_EMISUSE);
     assert_int_equal(acquire(&f->sa, "bad \xC3\x28 utf-8", 0, &r), ADVLOCK_EUTF8);
     expect_refused(&r);
 
     /* A query of the caller's in flight: nothing is sent, its result stays
      * the caller's to read. */
     assert_int_equal(PQsendQuery(f->a, "SELECT 42"), 1);
-    assert_int_equal(acquire(&f->sa, f->key, 0, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(acquire(&f->sa, f->lock.key, 0, &r), ADVLOCK_EMISUSE);
     expect_refused(&r);
-    assert_int_equal(release(&f->sa, f->key, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(release(&f->sa, f->lock.key, &r), ADVLOCK_EMISUSE);
     expect_refused(&r);
-    assert_int_equal(advlock_pq_release_key(&f->sa, f->derived, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_release_key(&f->sa, f->lock.derived, &r), ADVLOCK_EMISUSE);
     expect_refused(&r);
     PGresult *res = PQgetResult(f->a);
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
     assert_string_equal(PQgetvalue(res, 0, 0), "42");
     PQclear(res);
     assert_null(PQgetResult(f->a));
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 int main(void)

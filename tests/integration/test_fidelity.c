@@ -445,10 +445,11 @@ static void mismatch(uint64_t seq, const char *what)
     fprintf(stderr, "\n  steps so far:\n");
     for (int i = 0; i < w.logged; i++)
         fprintf(stderr, "    %s\n", w.log[i]);
-    fprintf(stderr,
-            "  replay: tests/pg/with-postgres.sh build/tests/test_fidelity --sequence %" PRIu64
-            "\n",
-            seq);
+    fprintf(
+        stderr,
+        "  replay: tests/pg/with-postgres.sh build/integration/test_fidelity --sequence %" PRIu64
+        "\n",
+        seq);
     exit(1);
 }
 

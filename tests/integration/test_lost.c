@@ -16,13 +16,11 @@
 enum { LIMIT_MS = 10000 };
 
 typedef struct fixture {
-    PGconn *a, *c, *observer;
+    pgt_lock lock; /* the key, and the observer */
+    PGconn *a, *c;
     advlock_pq sa; /* blocking, on a */
     advlock_pq ac; /* nonblocking, on c */
     pgt_events seen;
-    char key[160];
-    size_t len;
-    int64_t derived;
 } fixture;
 
 static int setup(void **state)
@@ -31,18 +29,14 @@ static int setup(void **state)
     memset(&f, 0, sizeof f);
     f.a = pgt_connect();
     f.c = pgt_connect();
-    f.observer = pgt_connect();
     advlock_options o;
     advlock_options_init(&o);
-    o.on_event = pgt_record_event;
-    o.event_user = &f.seen;
+    pgt_record_events(&o, &f.seen);
     assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
     assert_int_equal(advlock_pq_set_options(&f.sa, &o), 0);
     assert_int_equal(advlock_pq_async_init(&f.ac, f.c), 0);
     assert_int_equal(advlock_pq_set_options(&f.ac, &o), 0);
-    pgt_unique_key(f.key, sizeof f.key, "lost");
-    f.len = strlen(f.key);
-    f.derived = pgt_key_of(f.key);
+    pgt_lock_begin(&f.lock, "lost", NULL);
     *state = &f;
     return 0;
 }
@@ -52,7 +46,7 @@ static int teardown(void **state)
     fixture *f = *state;
     PQfinish(f->a);
     PQfinish(f->c);
-    PQfinish(f->observer);
+    pgt_lock_end(&f->lock);
     return 0;
 }
 
@@ -63,8 +57,9 @@ static void expect(const advlock_pq_report *r, advlock_outcome outcome)
 
 static void async_acquire(fixture *f)
 {
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ac, f->key, f->len, 0, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ac, f->lock.key, f->lock.len, 0, advlock_pq_now_ms()),
+        0);
     advlock_pq *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_ACQUIRED);
@@ -101,7 +96,7 @@ static void test_async_reports_lost_within_one_turn(void **state)
     pgt_stderr_capture capture;
     char printed[512];
     pgt_stderr_begin(&capture);
-    pgt_terminate(f->observer, PQbackendPID(f->c));
+    pgt_terminate(f->lock.observer, PQbackendPID(f->c));
     one_turn(f, 2000);
     pgt_stderr_end(&capture, printed, sizeof printed);
     assert_string_equal(printed, "");
@@ -114,18 +109,18 @@ static void test_async_reports_lost_within_one_turn(void **state)
     assert_int_equal(r->lock.failure, ADVLOCK_ECONNLOST);
     assert_string_equal(r->lock.sqlstate, "57P01");
     assert_int_equal(r->lock.detail, ADVLOCK_DETAIL_LOST);
-    assert_true(r->lock.key == f->derived);
+    assert_true(r->lock.key == f->lock.derived);
     assert_string_equal(r->server_message, "terminating connection due to administrator command");
     char expected[512];
     snprintf(expected, sizeof expected,
              "Lock '%s' lost: the connection holding it closed: terminating connection due to "
              "administrator command",
-             f->key);
-    assert_string_equal(pgt_describe(r, f->key), expected);
+             f->lock.key);
+    assert_string_equal(pgt_describe(r, f->lock.key), expected);
     int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
     assert_true(lost >= 0);
     assert_string_equal(f->seen.messages[lost], r->server_message);
-    assert_true(f->seen.reports[lost].key == f->derived);
+    assert_true(f->seen.reports[lost].key == f->lock.derived);
     /* The server's FATAL came as a notice first: a warning, then the loss. */
     int warning = pgt_find_event(&f->seen, ADVLOCK_EVENT_WARNING, 0);
     assert_true(warning >= 0 && warning < lost);
@@ -135,8 +130,8 @@ static void test_async_reports_lost_within_one_turn(void **state)
     /* Lost is final: nothing to process, and the next operation fails. */
     assert_int_equal(advlock_pq_async_process(&f->ac, ADVLOCK_PQ_READ, advlock_pq_now_ms()),
                      ADVLOCK_EMISUSE);
-    assert_int_equal(advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_release(&f->ac, f->lock.key, f->lock.len, advlock_pq_now_ms()), 0);
     assert_int_equal(advlock_pq_async_lost(&f->ac), 0);
     advlock_pq *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
@@ -151,7 +146,7 @@ static void test_async_no_false_loss(void **state)
     async_acquire(f);
 
     /* A notification makes the idle session's socket readable. */
-    pgt_exec(f->observer, "NOTIFY advlock_it, 'hello'");
+    pgt_exec(f->lock.observer, "NOTIFY advlock_it, 'hello'");
     one_turn(f, 2000);
     expect_watching(f);
     PGnotify *n = PQnotifies(f->c); /* left in libpq for the caller */
@@ -189,9 +184,9 @@ static void test_async_no_false_loss(void **state)
     assert_int_equal(results, 1);
 
     /* Still held, still watched; the release ends the watch. */
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
-    assert_int_equal(advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->c), 1);
+    assert_int_equal(
+        advlock_pq_async_start_release(&f->ac, f->lock.key, f->lock.len, advlock_pq_now_ms()), 0);
     advlock_pq *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_RELEASED);
@@ -211,13 +206,13 @@ static void test_blocking_check(void **state)
     assert_int_equal(advlock_pq_check(&f->sa), 0); /* nothing held: still a check */
 
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->lock.key, f->lock.len, 0, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
     assert_int_equal(advlock_pq_check(&f->sa), 0);
 
     /* Healthy: a notification is left for the caller. */
     pgt_exec(f->a, "LISTEN advlock_it");
-    pgt_exec(f->observer, "NOTIFY advlock_it, 'still here'");
+    pgt_exec(f->lock.observer, "NOTIFY advlock_it, 'still here'");
     pgt_sleep_ms(50);
     assert_int_equal(advlock_pq_check(&f->sa), 0);
     PGnotify *n = PQnotifies(f->a);
@@ -229,7 +224,7 @@ static void test_blocking_check(void **state)
     pgt_stderr_capture capture;
     char printed[512];
     pgt_stderr_begin(&capture);
-    pgt_terminate(f->observer, PQbackendPID(f->a));
+    pgt_terminate(f->lock.observer, PQbackendPID(f->a));
     int64_t checking = advlock_pq_now_ms();
     int rc = advlock_pq_check(&f->sa);
     int64_t took = advlock_pq_now_ms() - checking;
@@ -253,7 +248,7 @@ static void test_blocking_check(void **state)
     assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, lost + 1), -1); /* once */
 
     /* The next operation fails as on any lost connection. */
-    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(&f->sa, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_FAILED);
     assert_int_equal(r.lock.failure, ADVLOCK_ECONNLOST);
     assert_int_equal(r.lock.detail, ADVLOCK_DETAIL_NONE);
@@ -266,9 +261,9 @@ static void test_blocking_check(void **state)
 static void expect_no_lock_left(fixture *f)
 {
     int64_t until = advlock_pq_now_ms() + 5000;
-    while (pgt_lock_count(f->observer, f->derived) != 0 && advlock_pq_now_ms() < until)
+    while (pgt_lock_count(f->lock.observer, f->lock.derived) != 0 && advlock_pq_now_ms() < until)
         pgt_sleep_ms(10);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 /* The loss of a lock held on pid old, now that conn has another backend:
@@ -282,7 +277,7 @@ static void expect_reset_loss(fixture *f, const advlock_pq_report *r, int old, P
     int lost = pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0);
     assert_true(lost >= 0);
     assert_string_equal(f->seen.messages[lost], words);
-    assert_true(f->seen.reports[lost].key == f->derived);
+    assert_true(f->seen.reports[lost].key == f->lock.derived);
     assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, lost + 1), -1); /* once */
     if (r == NULL)
         return;
@@ -293,8 +288,8 @@ static void expect_reset_loss(fixture *f, const advlock_pq_report *r, int old, P
     assert_string_equal(r->server_message, words);
     char expected[512];
     snprintf(expected, sizeof expected, "Lock '%s' lost: the connection holding it closed: %s",
-             f->key, words);
-    assert_string_equal(pgt_describe(r, f->key), expected);
+             f->lock.key, words);
+    assert_string_equal(pgt_describe(r, f->lock.key), expected);
 }
 
 static void test_async_reset_is_lost(void **state)
@@ -303,7 +298,7 @@ static void test_async_reset_is_lost(void **state)
     async_acquire(f);
     expect_watching(f);
     int old = PQbackendPID(f->c);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->c), 1);
 
     PQreset(f->c);
     assert_int_equal(PQstatus(f->c), CONNECTION_OK);
@@ -314,8 +309,8 @@ static void test_async_reset_is_lost(void **state)
     expect_no_lock_left(f);
 
     /* The new session works, and holds nothing of the old one's. */
-    assert_int_equal(advlock_pq_async_start_release(&f->ac, f->key, f->len, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_release(&f->ac, f->lock.key, f->lock.len, advlock_pq_now_ms()), 0);
     advlock_pq *const one[1] = {&f->ac};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ac), ADVLOCK_NOT_HELD);
@@ -341,7 +336,7 @@ static void test_async_reset_seen_by_a_turn(void **state)
 static int blocking_acquire_then_reset(fixture *f)
 {
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->lock.key, f->lock.len, 0, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
     int old = PQbackendPID(f->a);
     PQreset(f->a);
@@ -382,11 +377,11 @@ static void test_blocking_reset_then_acquire(void **state)
     int old = blocking_acquire_then_reset(f);
     expect_no_lock_left(f);
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->lock.key, f->lock.len, 0, &r), 0);
     expect_reset_loss(f, NULL, old, f->a);
     expect(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
-    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), 0);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->a), 1);
+    assert_int_equal(advlock_pq_release(&f->sa, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
 }
 

@@ -16,13 +16,11 @@
 enum { LIMIT_MS = 10000 };
 
 typedef struct fixture {
-    PGconn *a, *b, *c, *observer; /* blocking sessions */
-    PGconn *d, *e;                /* nonblocking adapters */
+    pgt_lock lock;     /* the key, and the observer */
+    PGconn *a, *b, *c; /* blocking sessions */
+    PGconn *d, *e;     /* nonblocking adapters */
     advlock_pq sa, sb, sc;
     advlock_pq ad, ae;
-    char key[160];
-    size_t len;
-    int64_t derived;
 } fixture;
 
 static int setup(void **state)
@@ -34,15 +32,12 @@ static int setup(void **state)
     f.c = pgt_connect();
     f.d = pgt_connect();
     f.e = pgt_connect();
-    f.observer = pgt_connect();
     assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
     assert_int_equal(advlock_pq_init(&f.sb, f.b), 0);
     assert_int_equal(advlock_pq_init(&f.sc, f.c), 0);
     assert_int_equal(advlock_pq_async_init(&f.ad, f.d), 0);
     assert_int_equal(advlock_pq_async_init(&f.ae, f.e), 0);
-    pgt_unique_key(f.key, sizeof f.key, "modes");
-    f.len = strlen(f.key);
-    f.derived = pgt_key_of(f.key);
+    pgt_lock_begin(&f.lock, "modes", NULL);
     *state = &f;
     return 0;
 }
@@ -55,7 +50,7 @@ static int teardown(void **state)
     PQfinish(f->c);
     PQfinish(f->d);
     PQfinish(f->e);
-    PQfinish(f->observer);
+    pgt_lock_end(&f->lock);
     return 0;
 }
 
@@ -76,14 +71,14 @@ static void expect(const advlock_pq_report *r, advlock_outcome outcome)
 static void blocking_acquire(fixture *f, advlock_pq *s, int64_t timeout_ms, advlock_outcome outcome)
 {
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(s, f->key, f->len, timeout_ms, &r), 0);
+    assert_int_equal(advlock_pq_acquire(s, f->lock.key, f->lock.len, timeout_ms, &r), 0);
     expect(&r, outcome);
 }
 
 static void blocking_release(fixture *f, advlock_pq *s, advlock_outcome outcome)
 {
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_release(s, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(s, f->lock.key, f->lock.len, &r), 0);
     expect(&r, outcome);
 }
 
@@ -95,15 +90,17 @@ static void run(advlock_pq *a)
 
 static void async_acquire(fixture *f, advlock_pq *a, int64_t timeout_ms, advlock_outcome outcome)
 {
-    assert_int_equal(
-        advlock_pq_async_start_acquire(a, f->key, f->len, timeout_ms, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(a, f->lock.key, f->lock.len, timeout_ms,
+                                                    advlock_pq_now_ms()),
+                     0);
     run(a);
     expect(advlock_pq_async_report(a), outcome);
 }
 
 static void async_release(fixture *f, advlock_pq *a, advlock_outcome outcome)
 {
-    assert_int_equal(advlock_pq_async_start_release(a, f->key, f->len, advlock_pq_now_ms()), 0);
+    assert_int_equal(
+        advlock_pq_async_start_release(a, f->lock.key, f->lock.len, advlock_pq_now_ms()), 0);
     run(a);
     expect(advlock_pq_async_report(a), outcome);
 }
@@ -118,13 +115,13 @@ static void test_default_options_are_the_reference(void **state)
     assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
 
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
-    pgt_expect_lock_row(f->observer, f->derived, f->a);
-    pgt_expect_try_lock_statement(f->observer, f->a);
+    pgt_expect_lock_row(f->lock.observer, f->lock.derived, f->a);
+    pgt_expect_try_lock_statement(f->lock.observer, f->a);
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
 
     async_acquire(f, &f->ad, 0, ADVLOCK_ACQUIRED);
-    pgt_expect_lock_row(f->observer, f->derived, f->d);
-    pgt_expect_try_lock_statement(f->observer, f->d);
+    pgt_expect_lock_row(f->lock.observer, f->lock.derived, f->d);
+    pgt_expect_try_lock_statement(f->lock.observer, f->d);
     async_release(f, &f->ad, ADVLOCK_RELEASED);
 }
 
@@ -149,12 +146,13 @@ static void test_set_options_misuse(void **state)
 
     /* Fixed from an operation's start to its end. */
     o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ad, f->lock.key, f->lock.len, 0, advlock_pq_now_ms()),
+        0);
     assert_int_equal(advlock_pq_set_options(&f->ad, &o), ADVLOCK_EMISUSE);
     run(&f->ad);
     expect(advlock_pq_async_report(&f->ad), ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->d), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->d), 1);
     /* Holding is no operation: options may change (for the next one). */
     assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
     o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
@@ -166,7 +164,7 @@ static void test_set_options_misuse(void **state)
     assert_int_equal(advlock_pq_set_options(&f->sa, &o), 0);
     assert_int_equal(advlock_pq_init(&f->sa, f->a), 0);
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->a), 1);
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
 }
 
@@ -183,7 +181,8 @@ typedef struct waiter {
 static void *wait_for_lock(void *arg)
 {
     waiter *w = arg;
-    w->rc = advlock_pq_acquire(w->session, w->f->key, w->f->len, w->timeout_ms, &w->report);
+    w->rc =
+        advlock_pq_acquire(w->session, w->f->lock.key, w->f->lock.len, w->timeout_ms, &w->report);
     return NULL;
 }
 
@@ -196,11 +195,11 @@ static void test_shared_holders_coexist_blocking(void **state)
 
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, NULL), 2);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->a), 1);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->b), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, NULL), 2);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, f->a), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, f->b), 1);
     char buf[128];
-    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->b, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_TRY_LOCK_SHARED));
 
     /* An exclusive acquire waits for both: refused while they hold... */
@@ -212,13 +211,13 @@ static void test_shared_holders_coexist_blocking(void **state)
     pgt_sleep_ms(150);
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
     pgt_sleep_ms(150);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, NULL), 0);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, NULL), 0);
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
     assert_int_equal(pthread_join(thread, NULL), 0);
     assert_int_equal(w.rc, 0);
     expect(&w.report, ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, 1, NULL), 1);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, NULL, 1, NULL), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->c), 1);
     /* A shared release of a lock not held shared: the server's own words. */
     blocking_release(f, &f->sa, ADVLOCK_NOT_HELD);
     blocking_release(f, &f->sc, ADVLOCK_RELEASED);
@@ -232,25 +231,26 @@ static void test_shared_holders_and_a_server_waiter_async(void **state)
     assert_int_equal(advlock_pq_set_options(&f->ad, &shared), 0);
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     async_acquire(f, &f->ad, 0, ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, NULL), 2);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, NULL), 2);
 
     /* An exclusive server-side waiter queues behind both shared holders. */
     advlock_options wait = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
     wait.wait = ADVLOCK_WAIT_SERVER;
     assert_int_equal(advlock_pq_set_options(&f->ae, &wait), 0);
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ae, f->key, f->len, 10000, advlock_pq_now_ms()), 0);
-    pgt_wait_until_waiting(f->observer, f->derived, f->e, &f->ae);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 0, f->e), 1);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ae, f->lock.key, f->lock.len, 10000,
+                                                    advlock_pq_now_ms()),
+                     0);
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->e, &f->ae);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 0, f->e), 1);
 
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
     async_release(f, &f->ad, ADVLOCK_RELEASED);
     run(&f->ae);
     expect(advlock_pq_async_report(&f->ae), ADVLOCK_ACQUIRED);
     assert_int_equal(advlock_pq_async_report(&f->ae)->lock.attempts, 2); /* try, wait */
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->e), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->e), 1);
     async_release(f, &f->ae, ADVLOCK_RELEASED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 /* ---- transaction scope ---- */
@@ -261,37 +261,38 @@ static void test_transaction_scope_blocking(void **state)
     advlock_options xact = options(ADVLOCK_EXCLUSIVE, ADVLOCK_TRANSACTION);
     assert_int_equal(advlock_pq_set_options(&f->sa, &xact), 0);
     char before[256], buf[256];
-    pgt_last_statement(f->observer, f->a, before, sizeof before);
+    pgt_last_statement(f->lock.observer, f->a, before, sizeof before);
 
     /* Outside a transaction block the lock would end with its statement:
      * refused, nothing sent. */
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->lock.key, f->lock.len, 0, &r), ADVLOCK_EMISUSE);
     assert_int_equal(r.lock.outcome, ADVLOCK_FAILED);
     assert_int_equal(r.lock.failure, 0);
-    assert_string_equal(pgt_last_statement(f->observer, f->a, buf, sizeof buf), before);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->a, buf, sizeof buf), before);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 
     pgt_exec(f->a, "BEGIN");
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
-    assert_string_equal(pgt_last_statement(f->observer, f->a, buf, sizeof buf),
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->a), 1);
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->a, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK));
     blocking_acquire(f, &f->sb, 0, ADVLOCK_TIMED_OUT);
 
     /* Release sends nothing: the transaction's end releases the lock. */
-    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(&f->sa, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_ENDS_WITH_TRANSACTION);
     char expected[256];
     snprintf(expected, sizeof expected,
-             "Lock '%s' is transaction-scoped: it is released when the transaction ends.", f->key);
-    assert_string_equal(pgt_describe(&r, f->key), expected);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 1);
-    assert_string_equal(pgt_last_statement(f->observer, f->a, buf, sizeof buf),
+             "Lock '%s' is transaction-scoped: it is released when the transaction ends.",
+             f->lock.key);
+    assert_string_equal(pgt_describe(&r, f->lock.key), expected);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 1);
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->a, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK));
     assert_int_equal(PQtransactionStatus(f->a), PQTRANS_INTRANS);
     pgt_exec(f->a, "COMMIT");
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
     /* Sent unnamed, inside the transaction. */
     assert_int_equal(pgt_query_int(f->a,
                                    "SELECT count(*) FROM pg_prepared_statements"
@@ -307,15 +308,16 @@ static void test_transaction_scope_shared_async(void **state)
     fixture *f = *state;
     advlock_options xact = options(ADVLOCK_SHARED, ADVLOCK_TRANSACTION);
     assert_int_equal(advlock_pq_set_options(&f->ad, &xact), 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 0, advlock_pq_now_ms()),
-                     ADVLOCK_EMISUSE);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->ad, f->lock.key, f->lock.len, 0, advlock_pq_now_ms()),
+        ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_async_busy(&f->ad), 0);
 
     pgt_exec(f->d, "BEGIN");
     async_acquire(f, &f->ad, 0, ADVLOCK_ACQUIRED);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->d), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, f->d), 1);
     char buf[256];
-    assert_string_equal(pgt_last_statement(f->observer, f->d, buf, sizeof buf),
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->d, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK_SHARED));
     /* Another shared holder coexists; an exclusive one does not. */
     advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
@@ -325,13 +327,13 @@ static void test_transaction_scope_shared_async(void **state)
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
 
     /* The release ends at once, with nothing sent. */
-    assert_int_equal(advlock_pq_async_start_release(&f->ad, f->key, f->len, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_release(&f->ad, f->lock.key, f->lock.len, advlock_pq_now_ms()), 0);
     assert_int_equal(advlock_pq_async_busy(&f->ad), 0);
     expect(advlock_pq_async_report(&f->ad), ADVLOCK_ENDS_WITH_TRANSACTION);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->d), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, f->d), 1);
     pgt_exec(f->d, "ROLLBACK");
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 /* ---- holder diagnostics ---- */
@@ -350,8 +352,8 @@ static void expect_holder(const fixture *f, const advlock_pq_report *r, const ch
     snprintf(expected, sizeof expected,
              "Could not acquire migration lock for '%s' within %ss. Held by pid %d (application "
              "'holder-app', state idle) for %llds.",
-             f->key, timeout, PQbackendPID(f->a), (long long)r->lock.holder_seconds);
-    assert_string_equal(pgt_describe(r, f->key), expected);
+             f->lock.key, timeout, PQbackendPID(f->a), (long long)r->lock.holder_seconds);
+    assert_string_equal(pgt_describe(r, f->lock.key), expected);
 }
 
 static void test_diagnostics_name_the_holder(void **state)
@@ -364,7 +366,7 @@ static void test_diagnostics_name_the_holder(void **state)
     /* Blocking, polling. */
     assert_int_equal(advlock_pq_set_options(&f->sb, &diagnose), 0);
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 150, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 150, &r), 0);
     expect_holder(f, &r, "0.15");
 
     /* Nonblocking, waiting on the server. */
@@ -372,11 +374,12 @@ static void test_diagnostics_name_the_holder(void **state)
     assert_int_equal(advlock_pq_set_options(&f->ad, &diagnose), 0);
     async_acquire(f, &f->ad, 200, ADVLOCK_TIMED_OUT);
     expect_holder(f, advlock_pq_async_report(&f->ad), "0.2");
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, 0, NULL), 0); /* no waiter */
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, NULL, 0, NULL),
+                     0); /* no waiter */
 
     /* Nobody holds it any more: said so. */
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 0, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
     assert_int_equal(r.lock.holder_pid, 0);
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
@@ -395,12 +398,12 @@ static void test_diagnostics_count_shared_holders(void **state)
     diagnose.diagnose = 1;
     assert_int_equal(advlock_pq_set_options(&f->sc, &diagnose), 0);
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sc, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sc, f->lock.key, f->lock.len, 0, &r), 0);
     expect(&r, ADVLOCK_TIMED_OUT);
     int first = PQbackendPID(f->a) < PQbackendPID(f->b) ? PQbackendPID(f->a) : PQbackendPID(f->b);
     assert_int_equal(r.lock.holder_pid, first); /* holders come in pid order */
     assert_int_equal(r.lock.other_holders, 1);
-    assert_non_null(strstr(pgt_describe(&r, f->key), " and by 1 other session."));
+    assert_non_null(strstr(pgt_describe(&r, f->lock.key), " and by 1 other session."));
     blocking_release(f, &f->sa, ADVLOCK_RELEASED);
     blocking_release(f, &f->sb, ADVLOCK_RELEASED);
 }
@@ -412,10 +415,8 @@ static void test_events_of_a_contended_acquire(void **state)
     fixture *f = *state;
     blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
     static pgt_events seen;
-    memset(&seen, 0, sizeof seen);
     advlock_options o = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
-    o.on_event = pgt_record_event;
-    o.event_user = &seen;
+    pgt_record_events(&o, &seen);
     assert_int_equal(advlock_pq_set_options(&f->sb, &o), 0);
 
     pgt_stderr_capture capture;
@@ -434,7 +435,7 @@ static void test_events_of_a_contended_acquire(void **state)
     assert_int_equal(seen.n, sizeof story / sizeof story[0]);
     for (int i = 0; i < seen.n; i++) {
         assert_int_equal(seen.events[i].kind, story[i]);
-        assert_int_equal(seen.reports[i].key, f->derived);
+        assert_int_equal(seen.reports[i].key, f->lock.derived);
     }
     assert_int_equal(seen.events[1].result, ADVLOCK_RESULT_FALSE);
     assert_int_equal(seen.events[2].sleep_ms, 100);
@@ -455,7 +456,7 @@ static void test_events_of_a_contended_acquire(void **state)
     int warning = pgt_find_event(&seen, ADVLOCK_EVENT_WARNING, 0);
     assert_true(warning >= 0);
     assert_string_equal(seen.messages[warning], "you don't own a lock of type ExclusiveLock");
-    assert_int_equal(seen.reports[warning].key, f->derived);
+    assert_int_equal(seen.reports[warning].key, f->lock.derived);
     int result = pgt_find_event(&seen, ADVLOCK_EVENT_RESULT, 0);
     assert_true(warning < result);
     assert_int_equal(seen.events[result].result, ADVLOCK_RESULT_FALSE);
@@ -469,10 +470,8 @@ static void test_warning_event_nonblocking(void **state)
 {
     fixture *f = *state;
     static pgt_events seen;
-    memset(&seen, 0, sizeof seen);
     advlock_options o = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    o.on_event = pgt_record_event;
-    o.event_user = &seen;
+    pgt_record_events(&o, &seen);
     assert_int_equal(advlock_pq_set_options(&f->ad, &o), 0);
     async_release(f, &f->ad, ADVLOCK_NOT_HELD);
     int warning = pgt_find_event(&seen, ADVLOCK_EVENT_WARNING, 0);
@@ -515,8 +514,10 @@ static void draw_sleeps(fixture *f, uint64_t seed, sleeps *d, sleeps *e)
     o.event_user = e;
     assert_int_equal(advlock_pq_set_options(&f->ae, &o), 0);
     int64_t now = advlock_pq_now_ms();
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->key, f->len, 2000, now), 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ae, f->key, f->len, 2000, now), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ad, f->lock.key, f->lock.len, 2000, now),
+                     0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ae, f->lock.key, f->lock.len, 2000, now),
+                     0);
     advlock_pq *const both[2] = {&f->ad, &f->ae};
     pgt_loop_until_idle(both, 2, advlock_pq_now_ms() + LIMIT_MS);
     expect(advlock_pq_async_report(&f->ad), ADVLOCK_TIMED_OUT);
@@ -546,7 +547,7 @@ static void test_jitter_is_random_unless_seeded(void **state)
     o.jitter_seed = 42;
     advlock_machine_init(&m);
     assert_int_equal(advlock_set_options(&m, &o), 0);
-    assert_int_equal(advlock_start_acquire(&m, f->key, f->len, 60000, 0), 0);
+    assert_int_equal(advlock_start_acquire(&m, f->lock.key, f->lock.len, 60000, 0), 0);
     for (int i = 0; i < SLEEPS; i++) {
         assert_int_equal(advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0), 0);
         advlock_action a = advlock_next_action(&m);

@@ -1,5 +1,5 @@
 /*
- * The server session check through real PgBouncers (issue 11), under
+ * The server session check through real PgBouncers, under
  * tests/pg/with-pgbouncer.sh with ADVLOCK_TEST_PGBOUNCER_TX_POOL=2:
  *   - session pooling: the session row shows a proxy (PgBouncer announces a
  *     pid of its own), so the lock statements are the guarded ones, never
@@ -30,21 +30,15 @@
 #include <unistd.h>
 
 typedef struct fixture {
-    PGconn *observer; /* the server itself */
+    pgt_lock lock; /* the key, and the observer */
     pgt_events seen;
-    char key[160];
-    size_t len;
-    int64_t derived;
 } fixture;
 
 static int setup(void **state)
 {
     static fixture f;
     memset(&f, 0, sizeof f);
-    f.observer = pgt_connect_env("ADVLOCK_TEST_DIRECT");
-    pgt_unique_key(f.key, sizeof f.key, "proxy");
-    f.len = strlen(f.key);
-    f.derived = pgt_key_of(f.key);
+    pgt_lock_begin(&f.lock, "proxy", "ADVLOCK_TEST_DIRECT");
     *state = &f;
     return 0;
 }
@@ -52,7 +46,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    PQfinish(f->observer);
+    pgt_lock_end(&f->lock);
     return 0;
 }
 
@@ -64,8 +58,7 @@ static void bind_scope(fixture *f, advlock_pq *a, PGconn *conn, advlock_scope sc
     advlock_options o;
     advlock_options_init(&o);
     o.scope = scope;
-    o.on_event = pgt_record_event;
-    o.event_user = &f->seen;
+    pgt_record_events(&o, &f->seen);
     assert_int_equal(advlock_pq_set_options(a, &o), 0);
 }
 
@@ -78,7 +71,7 @@ static const advlock_pq_report *acquire(fixture *f, advlock_pq *a, advlock_outco
 {
     static advlock_pq_report r;
     memset(&f->seen, 0, sizeof f->seen);
-    assert_int_equal(advlock_pq_acquire(a, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(a, f->lock.key, f->lock.len, 0, &r), 0);
     pgt_expect_outcome(&r, outcome);
     return &r;
 }
@@ -86,7 +79,7 @@ static const advlock_pq_report *acquire(fixture *f, advlock_pq *a, advlock_outco
 static const advlock_pq_report *release(fixture *f, advlock_pq *a, advlock_outcome outcome)
 {
     static advlock_pq_report r;
-    assert_int_equal(advlock_pq_release(a, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(a, f->lock.key, f->lock.len, &r), 0);
     pgt_expect_outcome(&r, outcome);
     return &r;
 }
@@ -107,8 +100,8 @@ static int server_pid(PGconn *conn)
 static int holder_pid(fixture *f)
 {
     char key[32], buf[16];
-    snprintf(key, sizeof key, "%lld", (long long)f->derived);
-    pgt_query(f->observer, buf, sizeof buf,
+    snprintf(key, sizeof key, "%lld", (long long)f->lock.derived);
+    pgt_query(f->lock.observer, buf, sizeof buf,
               "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted"
               " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
               key, (char *)NULL);
@@ -157,7 +150,7 @@ static void test_session_pool_claimed_session_and_discard_all(void **state)
     advlock_pq a;
     bind(f, &a, conn);
     const advlock_pq_report *r = acquire(f, &a, ADVLOCK_FAILED);
-    expect_session_failure(r, ADVLOCK_SQL_SESSION, f->key);
+    expect_session_failure(r, ADVLOCK_SQL_SESSION, f->lock.key);
     assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_ATTEMPT, 0), -1); /* none sent */
     assert_int_equal(holder_pid(f), 0);
     char claim[64];
@@ -222,11 +215,12 @@ static void test_transaction_pool_statements_on_other_sessions(void **state)
     /* ... so an acquire lands on the other one, where its guard runs
      * nothing: ESESSION, before anything is locked. */
     r = acquire(f, &a, ADVLOCK_FAILED);
-    expect_session_failure(r, ADVLOCK_SQL_TRY_LOCK_GUARDED, f->key);
+    expect_session_failure(r, ADVLOCK_SQL_TRY_LOCK_GUARDED, f->lock.key);
 
     /* A release lands there too, and its guard unlocks nothing; it tries
      * again on the backoff schedule, the lock still where it was taken ... */
-    assert_int_equal(advlock_pq_async_start_release(&a, f->key, f->len, advlock_pq_now_ms()), 0);
+    assert_int_equal(
+        advlock_pq_async_start_release(&a, f->lock.key, f->lock.len, advlock_pq_now_ms()), 0);
     while (advlock_next_action(advlock_pq_async_machine(&a)).kind != ADVLOCK_ACTION_SLEEP)
         assert_true(advlock_pq_wait(&a, -1, -1) >= 0);
     assert_int_equal(advlock_next_action(advlock_pq_async_machine(&a)).report->sql,
@@ -246,7 +240,7 @@ static void test_transaction_pool_statements_on_other_sessions(void **state)
     advlock_pq c;
     bind(f, &c, third);
     r = acquire(f, &c, ADVLOCK_FAILED);
-    expect_session_failure(r, ADVLOCK_SQL_SESSION, f->key);
+    expect_session_failure(r, ADVLOCK_SQL_SESSION, f->lock.key);
     assert_int_equal(holder_pid(f), 0);
     PQfinish(third);
     PQfinish(conn);
@@ -284,7 +278,7 @@ static void test_transaction_pool_xact_on_a_holding_session(void **state)
         fail_msg("PgBouncer did not hand out the last server session (LIFO) as expected");
     const advlock_pq_report *r = acquire(f, &x, ADVLOCK_TIMED_OUT);
     assert_int_equal(r->lock.sql, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED);
-    assert_int_equal(pgt_query_int(f->observer,
+    assert_int_equal(pgt_query_int(f->lock.observer,
                                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'",
                                    (char *)NULL),
                      1);
@@ -306,7 +300,7 @@ static void test_transaction_pool_xact_on_a_holding_session(void **state)
 static const advlock_pq_report *verify(fixture *f, advlock_pq *a, advlock_outcome outcome)
 {
     static advlock_pq_report r;
-    assert_int_equal(advlock_pq_verify_key(a, f->derived, &r), 0);
+    assert_int_equal(advlock_pq_verify_key(a, f->lock.derived, &r), 0);
     pgt_expect_outcome(&r, outcome);
     return &r;
 }
@@ -335,11 +329,11 @@ static void test_transaction_pool_verify_sees_the_holder_terminated(void **state
     PGconn *conn = holding_through(f, &a, "ADVLOCK_TEST_PGBOUNCER_TX", 1);
     const advlock_pq_report *r = verify(f, &a, ADVLOCK_HELD);
     assert_int_equal(r->lock.sql, ADVLOCK_SQL_HELD_GUARDED);
-    assert_string_equal(pgt_describe(r, f->key), "");
+    assert_string_equal(pgt_describe(r, f->lock.key), "");
 
     int holder = holder_pid(f);
     assert_int_not_equal(holder, 0);
-    pgt_terminate(f->observer, holder);
+    pgt_terminate(f->lock.observer, holder);
     assert_int_equal(holder_pid(f), 0); /* the lock went with its session */
     assert_int_equal(PQstatus(conn), CONNECTION_OK);
     /* The watch cannot see it: PgBouncer keeps the client's connection. */
@@ -347,16 +341,17 @@ static void test_transaction_pool_verify_sees_the_holder_terminated(void **state
     assert_int_equal(advlock_pq_async_lost(&a), 0);
 
     advlock_pq_report after;
-    assert_int_equal(advlock_pq_verify_key(&a, f->derived, &after), 0);
+    assert_int_equal(advlock_pq_verify_key(&a, f->lock.derived, &after), 0);
     if (after.lock.outcome == ADVLOCK_NOT_HELD) {
-        assert_non_null(strstr(pgt_describe(&after, f->key), "is no longer held"));
+        assert_non_null(strstr(pgt_describe(&after, f->lock.key), "is no longer held"));
     } else {
         pgt_expect_outcome(&after, ADVLOCK_FAILED);
-        expect_session_failure(&after, ADVLOCK_SQL_HELD_GUARDED, f->key);
-        assert_non_null(strstr(pgt_describe(&after, f->key), "cannot tell whether it still holds"));
+        expect_session_failure(&after, ADVLOCK_SQL_HELD_GUARDED, f->lock.key);
+        assert_non_null(
+            strstr(pgt_describe(&after, f->lock.key), "cannot tell whether it still holds"));
     }
     printf("verify after the holder's server session was terminated: %s\n",
-           pgt_describe(&after, f->key));
+           pgt_describe(&after, f->lock.key));
     /* The watch ended with it: nothing more to wait for. */
     assert_int_equal(advlock_pq_async_wants(&a), 0);
     assert_int_equal(advlock_pq_async_busy(&a), 0);
@@ -376,7 +371,7 @@ static void test_session_pool_verify_keeps_the_watch(void **state)
     assert_int_equal(advlock_pq_async_wants(&a), ADVLOCK_PQ_READ); /* still watching */
 
     memset(&f->seen, 0, sizeof f->seen);
-    pgt_terminate(f->observer, holder_pid(f));
+    pgt_terminate(f->lock.observer, holder_pid(f));
     for (int i = 0; i < 100 && !advlock_pq_async_lost(&a); i++) {
         pgt_sleep_ms(20);
         assert_int_equal(advlock_pq_check(&a), 0);
@@ -396,8 +391,9 @@ static void test_direct_verify_is_plain(void **state)
     release(f, &a, ADVLOCK_RELEASED);
     const advlock_pq_report *r = verify(f, &a, ADVLOCK_NOT_HELD);
     char expected[256];
-    snprintf(expected, sizeof expected, "Lock '%s' is no longer held by this session.", f->key);
-    assert_string_equal(pgt_describe(r, f->key), expected);
+    snprintf(expected, sizeof expected, "Lock '%s' is no longer held by this session.",
+             f->lock.key);
+    assert_string_equal(pgt_describe(r, f->lock.key), expected);
     PQfinish(conn);
 }
 

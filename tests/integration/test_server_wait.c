@@ -20,12 +20,10 @@
 enum { LIMIT_MS = 10000 };
 
 typedef struct fixture {
-    PGconn *a, *b, *c, *observer;
+    pgt_lock lock; /* the key, and the observer */
+    PGconn *a, *b, *c;
     advlock_pq sa, sb; /* blocking, on a and b */
     advlock_pq ac;     /* nonblocking, on c */
-    char key[160];
-    size_t len;
-    int64_t derived;
 } fixture;
 
 static advlock_options server_wait(void)
@@ -43,16 +41,13 @@ static int setup(void **state)
     f.a = pgt_connect();
     f.b = pgt_connect();
     f.c = pgt_connect();
-    f.observer = pgt_connect();
     advlock_options o = server_wait();
     assert_int_equal(advlock_pq_init(&f.sa, f.a), 0);
     assert_int_equal(advlock_pq_init(&f.sb, f.b), 0);
     assert_int_equal(advlock_pq_set_options(&f.sb, &o), 0);
     assert_int_equal(advlock_pq_async_init(&f.ac, f.c), 0);
     assert_int_equal(advlock_pq_set_options(&f.ac, &o), 0);
-    pgt_unique_key(f.key, sizeof f.key, "server-wait");
-    f.len = strlen(f.key);
-    f.derived = pgt_key_of(f.key);
+    pgt_lock_begin(&f.lock, "server-wait", NULL);
     *state = &f;
     return 0;
 }
@@ -63,7 +58,7 @@ static int teardown(void **state)
     PQfinish(f->a);
     PQfinish(f->b);
     PQfinish(f->c);
-    PQfinish(f->observer);
+    pgt_lock_end(&f->lock);
     return 0;
 }
 
@@ -75,14 +70,14 @@ static void expect(const advlock_pq_report *r, advlock_outcome outcome)
 static void hold(fixture *f)
 {
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sa, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sa, f->lock.key, f->lock.len, 0, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
 }
 
 static void let_go(fixture *f)
 {
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_release(&f->sa, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(&f->sa, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
 }
 
@@ -94,16 +89,17 @@ static void run(advlock_pq *a)
 
 static void start(fixture *f, int64_t timeout_ms)
 {
-    assert_int_equal(
-        advlock_pq_async_start_acquire(&f->ac, f->key, f->len, timeout_ms, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ac, f->lock.key, f->lock.len, timeout_ms,
+                                                    advlock_pq_now_ms()),
+                     0);
 }
 
 /* Nothing of session's in pg_locks for the key, held or awaited, and its
  * connection is idle and usable. */
 static void expect_nothing_left(fixture *f, PGconn *session)
 {
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, -1, session), 0);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, NULL, 0, NULL), 0);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, NULL, -1, session), 0);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, NULL, 0, NULL), 0);
     assert_int_equal(PQtransactionStatus(session), PQTRANS_IDLE);
     assert_int_equal(pgt_query_int(session, "SELECT 1", (char *)NULL), 1);
 }
@@ -113,13 +109,13 @@ static void expect_timeout_message(const fixture *f, const advlock_pq_report *r,
 {
     char expected[256];
     snprintf(expected, sizeof expected, "Could not acquire migration lock for '%s' within %ss.",
-             f->key, seconds);
+             f->lock.key, seconds);
     expect(r, ADVLOCK_TIMED_OUT);
     assert_int_equal(r->lock.failure, 0);
     assert_string_equal(r->lock.sqlstate, "");
     /* The 55P03 (or the 57014 of a cancel) is not what the report says. */
     assert_string_equal(r->server_message, "");
-    assert_string_equal(pgt_describe(r, f->key), expected);
+    assert_string_equal(pgt_describe(r, f->lock.key), expected);
     assert_int_equal(r->lock.attempts, 2); /* the try, and the wait */
 }
 
@@ -144,7 +140,8 @@ typedef struct waiter {
 static void *wait_for_lock(void *arg)
 {
     waiter *w = arg;
-    w->rc = advlock_pq_acquire(&w->f->sb, w->f->key, w->f->len, w->timeout_ms, &w->report);
+    w->rc =
+        advlock_pq_acquire(&w->f->sb, w->f->lock.key, w->f->lock.len, w->timeout_ms, &w->report);
     w->done_us = now_us();
     return NULL;
 }
@@ -162,9 +159,9 @@ static void test_blocking_handoff_in_one_round_trip(void **state)
     waiter w = {.f = f, .timeout_ms = LIMIT_MS};
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, wait_for_lock, &w), 0);
-    pgt_wait_until_waiting(f->observer, f->derived, f->b, NULL);
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->b, NULL);
     char buf[512];
-    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->b, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_LOCK));
 
     int64_t releasing = now_us();
@@ -177,10 +174,10 @@ static void test_blocking_handoff_in_one_round_trip(void **state)
     print_message("      blocking server-side hand-off: %lld us after the release began\n",
                   (long long)latency);
     assert_in_range(latency, 0, HANDOFF_BOUND_MS * 1000);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->b), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->b), 1);
 
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_release(&f->sb, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(&f->sb, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
 }
 
@@ -190,7 +187,7 @@ static void test_async_handoff_in_one_round_trip(void **state)
     hold(f);
     int64_t started = advlock_pq_now_ms();
     start(f, LIMIT_MS);
-    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
     /* Waiting on the server: the socket, and the deadline a grace after the
      * timeout (the server's lock_timeout ends the wait at the timeout). */
     assert_int_equal(advlock_pq_async_busy(&f->ac), 1);
@@ -209,27 +206,27 @@ static void test_async_handoff_in_one_round_trip(void **state)
     print_message("      nonblocking server-side hand-off: %lld us after the release began\n",
                   (long long)latency);
     assert_in_range(latency, 0, HANDOFF_BOUND_MS * 1000);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->c), 1);
 }
 
 static void test_free_lock_granted_at_once(void **state)
 {
     fixture *f = *state;
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 1000, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 1000, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
     char buf[128];
     /* The try granted it: no wait was needed. */
-    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->b, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_TRY_LOCK));
     assert_int_equal(r.lock.attempts, 1);
-    assert_int_equal(advlock_pq_release(&f->sb, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(&f->sb, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
     /* A zero timeout is one try, whatever the strategy. */
     hold(f);
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 0, &r), 0);
     expect(&r, ADVLOCK_TIMED_OUT);
-    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->b, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_TRY_LOCK));
     let_go(f);
 }
@@ -242,12 +239,12 @@ static void test_blocking_times_out_at_the_deadline(void **state)
     hold(f);
     int64_t begun = advlock_pq_now_ms();
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 300, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 300, &r), 0);
     int64_t took = advlock_pq_now_ms() - begun;
     expect_timeout_message(f, &r, "0.3");
     assert_in_range(took, 300, 300 + 1000);
     expect_nothing_left(f, f->b);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->a), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->a), 1);
     let_go(f);
 }
 
@@ -256,16 +253,14 @@ static void test_async_times_out_at_the_deadline(void **state)
     fixture *f = *state;
     hold(f);
     static pgt_events seen;
-    memset(&seen, 0, sizeof seen);
     advlock_options o = server_wait();
-    o.on_event = pgt_record_event;
-    o.event_user = &seen;
+    pgt_record_events(&o, &seen);
     assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
 
     pgt_exec(f->c, "SET lock_timeout = '7s'"); /* the caller's own, kept */
     int64_t begun = advlock_pq_now_ms();
     start(f, 250);
-    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac); /* past the try */
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac); /* past the try */
     int64_t at;
     assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
     /* from the start, a moment after begun, a grace after the timeout */
@@ -308,10 +303,10 @@ static void test_grant_racing_the_cancel_is_given_back(void **state)
     hold(f);
     int64_t begun = advlock_pq_now_ms();
     start(f, 300);
-    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
     let_go(f);
     /* The server granted it to c's backend at once. */
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->c), 1);
     int64_t at;
     assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
     /* The deadline counts from the start, which came a moment after begun
@@ -327,9 +322,9 @@ static void test_grant_racing_the_cancel_is_given_back(void **state)
     run(&f->ac);
     expect_timeout_message(f, advlock_pq_async_report(&f->ac), "0.3");
     char buf[128];
-    assert_string_equal(pgt_last_statement(f->observer, f->c, buf, sizeof buf),
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->c, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_UNLOCK));
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
     expect_nothing_left(f, f->c);
 }
 
@@ -349,17 +344,17 @@ static void test_grant_inside_the_cancelled_statement(void **state)
     hold(f);
     int64_t begun = advlock_pq_now_ms();
     start(f, 300);
-    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
     int pid = PQbackendPID(f->c);
     pgt_freeze(pid);
     let_go(f);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->c), 1);
     pgt_sleep_ms(begun + 320 + ADVLOCK_WAIT_GRACE_MS - advlock_pq_now_ms());
     assert_int_equal(advlock_pq_async_process(&f->ac, 0, advlock_pq_now_ms()), 0); /* cancel */
     assert_int_equal(kill(pid, SIGCONT), 0);
     run(&f->ac);
     expect_timeout_message(f, advlock_pq_async_report(&f->ac), "0.3");
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
     expect_nothing_left(f, f->c);
 }
 
@@ -373,18 +368,16 @@ static void test_grant_inside_the_timed_out_statement(void **state)
     fixture *f = *state;
     hold(f);
     static pgt_events seen;
-    memset(&seen, 0, sizeof seen);
     advlock_options o = server_wait();
-    o.on_event = pgt_record_event;
-    o.event_user = &seen;
+    pgt_record_events(&o, &seen);
     assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
     int64_t begun = advlock_pq_now_ms();
     start(f, 300);
-    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
     int pid = PQbackendPID(f->c);
     pgt_freeze(pid);
     let_go(f);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->c), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->c), 1);
     pgt_sleep_ms(begun + 400 - advlock_pq_now_ms()); /* the timer fires, pending */
     assert_int_equal(kill(pid, SIGCONT), 0);
     run(&f->ac);
@@ -403,7 +396,7 @@ static void test_grant_inside_the_timed_out_statement(void **state)
     assert_true(wait_error > 0 && unlock > wait_error);
     assert_string_equal(seen.messages[wait_error], "canceling statement due to lock timeout");
     assert_int_equal(seen.events[unlock].result, ADVLOCK_RESULT_TRUE);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
     expect_nothing_left(f, f->c);
 }
 
@@ -424,33 +417,33 @@ static void test_reentrant_acquire_keeps_the_older_hold(void **state)
     advlock_pq_report r;
     assert_int_equal(advlock_pq_init(&poll, f->b), 0);
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(advlock_pq_acquire(&poll, f->key, f->len, 0, &r), 0);
+        assert_int_equal(advlock_pq_acquire(&poll, f->lock.key, f->lock.len, 0, &r), 0);
         expect(&r, ADVLOCK_ACQUIRED);
     }
     /* One hold left; the unlock has been looked up too, so an undo would
      * not stall. */
-    assert_int_equal(advlock_pq_release(&poll, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(&poll, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
 
     PGconn *catalog = pgt_connect();
     pgt_exec(catalog, "BEGIN");
     pgt_exec(catalog, "LOCK TABLE pg_catalog.pg_proc IN ACCESS EXCLUSIVE MODE");
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 300, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 300, &r), 0);
     pgt_exec(catalog, "ROLLBACK");
     PQfinish(catalog);
     /* Whatever the acquire says it took is given back; the older hold
      * stays. */
     if (r.lock.outcome == ADVLOCK_ACQUIRED) {
         advlock_pq_report released;
-        assert_int_equal(advlock_pq_release(&f->sb, f->key, f->len, &released), 0);
+        assert_int_equal(advlock_pq_release(&f->sb, f->lock.key, f->lock.len, &released), 0);
         expect(&released, ADVLOCK_RELEASED);
     }
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->b), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->b), 1);
     expect(&r, ADVLOCK_ACQUIRED);
     assert_int_equal(r.lock.attempts, 1);
-    assert_int_equal(advlock_pq_release(&poll, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(&poll, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 /* A re-entrant acquire in another mode does wait: b holds the lock shared,
@@ -468,20 +461,21 @@ static void test_reentrant_wait_times_out_keeping_the_older_hold(void **state)
     assert_int_equal(advlock_pq_init(&sb, f->b), 0);
     assert_int_equal(advlock_pq_set_options(&sa, &shared), 0);
     assert_int_equal(advlock_pq_set_options(&sb, &shared), 0);
-    assert_int_equal(advlock_pq_acquire(&sa, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&sa, f->lock.key, f->lock.len, 0, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
-    assert_int_equal(advlock_pq_acquire(&sb, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&sb, f->lock.key, f->lock.len, 0, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
 
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 200, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 200, &r), 0);
     expect_timeout_message(f, &r, "0.2");
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ShareLock", 1, f->b), 1);
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", -1, f->b), 0);
-    assert_int_equal(advlock_pq_release(&sb, f->key, f->len, &r), 0);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, f->b), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", -1, f->b),
+                     0);
+    assert_int_equal(advlock_pq_release(&sb, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
-    assert_int_equal(advlock_pq_release(&sa, f->key, f->len, &r), 0);
+    assert_int_equal(advlock_pq_release(&sa, f->lock.key, f->lock.len, &r), 0);
     expect(&r, ADVLOCK_RELEASED);
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 /* ---- the caller's cancel ---- */
@@ -491,7 +485,7 @@ static void test_cancel_during_a_server_wait(void **state)
     fixture *f = *state;
     hold(f);
     start(f, 60000);
-    pgt_wait_until_waiting(f->observer, f->derived, f->c, &f->ac);
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
 
     int64_t cancelling = advlock_pq_now_ms(), cancelling_us = now_us();
     assert_int_equal(advlock_pq_async_cancel(&f->ac, cancelling), 0);
@@ -506,8 +500,8 @@ static void test_cancel_during_a_server_wait(void **state)
     const advlock_pq_report *r = advlock_pq_async_report(&f->ac);
     expect(r, ADVLOCK_CANCELLED);
     char expected[256];
-    snprintf(expected, sizeof expected, "Acquire of lock '%s' was cancelled.", f->key);
-    assert_string_equal(pgt_describe(r, f->key), expected);
+    snprintf(expected, sizeof expected, "Acquire of lock '%s' was cancelled.", f->lock.key);
+    assert_string_equal(pgt_describe(r, f->lock.key), expected);
     expect_nothing_left(f, f->c);
     let_go(f);
 }
@@ -540,15 +534,15 @@ static void test_statement_timeout_is_an_error(void **state)
     snprintf(expected, sizeof expected,
              "pg_advisory_lock for '%s' failed with SQLSTATE 57014: canceling statement due to "
              "statement timeout",
-             f->key);
+             f->lock.key);
 
     pgt_exec(f->b, "SET statement_timeout = 150");
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 30000, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 30000, &r), 0);
     expect(&r, ADVLOCK_FAILED);
     assert_int_equal(r.lock.failure, ADVLOCK_ESERVER);
     assert_string_equal(r.lock.sqlstate, "57014");
-    assert_string_equal(pgt_describe(&r, f->key), expected);
+    assert_string_equal(pgt_describe(&r, f->lock.key), expected);
     pgt_exec(f->b, "RESET statement_timeout");
     expect_nothing_left(f, f->b);
 
@@ -559,7 +553,7 @@ static void test_statement_timeout_is_an_error(void **state)
     expect(ar, ADVLOCK_FAILED);
     assert_int_equal(ar->lock.failure, ADVLOCK_ESERVER);
     assert_string_equal(ar->lock.sqlstate, "57014");
-    assert_string_equal(pgt_describe(ar, f->key), expected);
+    assert_string_equal(pgt_describe(ar, f->lock.key), expected);
     pgt_exec(f->c, "RESET statement_timeout");
     expect_nothing_left(f, f->c);
     let_go(f);
@@ -576,7 +570,7 @@ static void test_transaction_scoped_wait_aborts_the_transaction(void **state)
     assert_int_equal(advlock_pq_set_options(&f->sb, &o), 0);
     pgt_exec(f->b, "BEGIN");
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 200, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 200, &r), 0);
     expect_timeout_message(f, &r, "0.2");
     assert_int_equal(PQtransactionStatus(f->b), PQTRANS_INERROR);
     pgt_exec(f->b, "ROLLBACK");
@@ -585,14 +579,14 @@ static void test_transaction_scoped_wait_aborts_the_transaction(void **state)
     /* Granted inside the transaction: held until COMMIT. */
     let_go(f);
     pgt_exec(f->b, "BEGIN");
-    assert_int_equal(advlock_pq_acquire(&f->sb, f->key, f->len, 1000, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->sb, f->lock.key, f->lock.len, 1000, &r), 0);
     expect(&r, ADVLOCK_ACQUIRED);
     char buf[128];
-    assert_string_equal(pgt_last_statement(f->observer, f->b, buf, sizeof buf),
+    assert_string_equal(pgt_last_statement(f->lock.observer, f->b, buf, sizeof buf),
                         advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK));
-    assert_int_equal(pgt_lock_rows(f->observer, f->derived, "ExclusiveLock", 1, f->b), 1);
+    assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->b), 1);
     pgt_exec(f->b, "COMMIT");
-    assert_int_equal(pgt_lock_count(f->observer, f->derived), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
 int main(void)

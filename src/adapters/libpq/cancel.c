@@ -9,7 +9,7 @@
  * integration tests measure it). libpq 17's nonblocking PQcancelStart() and
  * PQcancelPoll() would need the event loop to watch a second socket for the
  * duration, which the adapters' one-socket contract has no room for; see
- * "Server-side waiting" in advlock_pq.h.
+ * "Server-side waiting" in docs/libpq.md.
  *
  * A server that does not answer (a stopped postmaster, a full accept queue:
  * the connect succeeds, the close never comes) would hold PQcancel(), and

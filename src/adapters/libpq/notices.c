@@ -2,7 +2,7 @@
  * Keeping server notices (the WARNING of an unlock that found no lock) off
  * stderr and in the caller's report, and telling the event callback about
  * them, leaving the connection's hooks exactly as found. The policy is
- * stated in advlock_pq.h under "Server notices".
+ * stated in docs/libpq.md under "Server notices".
  *
  * libpq's PQsetNoticeReceiver() returns the previous receiver but not its
  * argument, so only a receiver whose argument does not matter can be swapped

@@ -6,7 +6,7 @@
 
 /* ---- query.c: sending one of the machine's queries ------------------------ */
 
-/* The form a statement goes in; see "Prepared statements" in advlock_pq.h. */
+/* The form a statement goes in; see "On the wire" in docs/libpq.md. */
 enum advlock_pq_form {
     ADVLOCK_PQ_PREPARE = 1,    /* prepare it under its name, then execute */
     ADVLOCK_PQ_EXECUTE_NAMED,  /* execute the prepared statement */
@@ -94,7 +94,7 @@ typedef struct advlock_pq_notice_guard {
 /*
  * Until advlock_pq_notices_restore(g), notices on conn are counted in sink
  * and reported as ADVLOCK_EVENT_WARNING to the callback of the machine
- * events, at now_ms (see "Server notices" in advlock_pq.h). g must stay in
+ * events, at now_ms (see "Server notices" in docs/libpq.md). g must stay in
  * place until then.
  */
 void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock_pq_report *sink,
@@ -124,7 +124,7 @@ void advlock_pq_report_copy(advlock_pq_report *to, const advlock_pq_report *from
  * server took it, else 0 with the reason in error (size bytes). Blocks for
  * one connection to the server, 250 ms at most: a request the server has
  * not taken by then goes on in a thread of its own and counts as not sent
- * (see "Server-side waiting" in advlock_pq.h).
+ * (see "Server-side waiting" in docs/libpq.md).
  */
 int advlock_pq_cancel_send(PGconn *conn, char *error, size_t size);
 

@@ -2,7 +2,7 @@
  * Sending one of the machine's queries: which form it goes in (prepared
  * under a name, or unnamed), how its int8 parameters are encoded, and when
  * a missing prepared statement may be prepared again. The rule is stated in
- * advlock_pq.h under "Prepared statements".
+ * docs/libpq.md under "On the wire" (prepared statements).
  */
 #include "pq.h"
 

@@ -1,6 +1,6 @@
 /*
  * The server session check on a direct connection, against a real
- * PostgreSQL (issue 11): the adapters tell the machine their connection, so
+ * PostgreSQL: the adapters tell the machine their connection, so
  * the first operation on it runs one session row, which claims the server
  * session; a direct connection then runs the plain statements, prepared as
  * before, and never the session row again until the backend changes (a
@@ -19,11 +19,10 @@
 enum { LIMIT_MS = 10000 };
 
 typedef struct fixture {
-    PGconn *conn, *observer;
+    pgt_lock lock; /* the key, and the observer */
+    PGconn *conn;
     advlock_pq a;
     pgt_events seen;
-    char key[160];
-    size_t len;
 } fixture;
 
 static int setup(void **state)
@@ -31,15 +30,12 @@ static int setup(void **state)
     static fixture f;
     memset(&f, 0, sizeof f);
     f.conn = pgt_connect();
-    f.observer = pgt_connect();
     assert_int_equal(advlock_pq_init(&f.a, f.conn), 0);
     advlock_options o;
     advlock_options_init(&o);
-    o.on_event = pgt_record_event;
-    o.event_user = &f.seen;
+    pgt_record_events(&o, &f.seen);
     assert_int_equal(advlock_pq_set_options(&f.a, &o), 0);
-    pgt_unique_key(f.key, sizeof f.key, "session");
-    f.len = strlen(f.key);
+    pgt_lock_begin(&f.lock, "session", NULL);
     *state = &f;
     return 0;
 }
@@ -48,7 +44,7 @@ static int teardown(void **state)
 {
     fixture *f = *state;
     PQfinish(f->conn);
-    PQfinish(f->observer);
+    pgt_lock_end(&f->lock);
     return 0;
 }
 
@@ -58,7 +54,7 @@ static void acquire_and_release(fixture *f)
 {
     advlock_pq_report r;
     memset(&f->seen, 0, sizeof f->seen);
-    assert_int_equal(advlock_pq_acquire(&f->a, f->key, f->len, 0, &r), 0);
+    assert_int_equal(advlock_pq_acquire(&f->a, f->lock.key, f->lock.len, 0, &r), 0);
     pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
     assert_int_equal(r.lock.sql, ADVLOCK_SQL_TRY_LOCK);
     int attempts = 0;
@@ -66,11 +62,11 @@ static void acquire_and_release(fixture *f)
          i = pgt_find_event(&f->seen, ADVLOCK_EVENT_ATTEMPT, i + 1), attempts++)
         assert_int_equal(f->seen.reports[i].sql, ADVLOCK_SQL_TRY_LOCK);
     assert_int_equal(attempts, 1);
-    pgt_expect_lock_row(f->observer, pgt_key_of(f->key), f->conn);
-    assert_int_equal(advlock_pq_release(&f->a, f->key, f->len, &r), 0);
+    pgt_expect_lock_row(f->lock.observer, pgt_key_of(f->lock.key), f->conn);
+    assert_int_equal(advlock_pq_release(&f->a, f->lock.key, f->lock.len, &r), 0);
     pgt_expect_outcome(&r, ADVLOCK_RELEASED);
     assert_int_equal(r.lock.sql, ADVLOCK_SQL_UNLOCK);
-    assert_int_equal(pgt_lock_count(f->observer, pgt_key_of(f->key)), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, pgt_key_of(f->lock.key)), 0);
 }
 
 /* Whether the statement sql is prepared on conn's session. */
@@ -150,12 +146,14 @@ static void test_nonblocking_adapter_checks_too(void **state)
     PGconn *conn = pgt_connect();
     advlock_pq a;
     assert_int_equal(advlock_pq_async_init(&a, conn), 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&a, f->key, f->len, 0, advlock_pq_now_ms()), 0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&a, f->lock.key, f->lock.len, 0, advlock_pq_now_ms()), 0);
     advlock_pq *const one[1] = {&a};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     pgt_expect_outcome(advlock_pq_async_report(&a), ADVLOCK_ACQUIRED);
     assert_int_equal(advlock_pq_async_report(&a)->lock.sql, ADVLOCK_SQL_TRY_LOCK);
-    assert_int_equal(advlock_pq_async_start_release(&a, f->key, f->len, advlock_pq_now_ms()), 0);
+    assert_int_equal(
+        advlock_pq_async_start_release(&a, f->lock.key, f->lock.len, advlock_pq_now_ms()), 0);
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
     pgt_expect_outcome(advlock_pq_async_report(&a), ADVLOCK_RELEASED);
     /* The connection is nonblocking now; pgt_query waits all the same. */
@@ -169,8 +167,9 @@ static void test_cancel_during_the_session_row(void **state)
     PGconn *conn = pgt_connect();
     advlock_pq a;
     assert_int_equal(advlock_pq_async_init(&a, conn), 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&a, f->key, f->len, 10000, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&a, f->lock.key, f->lock.len, 10000, advlock_pq_now_ms()),
+        0);
     assert_int_equal(advlock_pq_async_cancel(&a, advlock_pq_now_ms()), 0);
     advlock_pq *const one[1] = {&a};
     pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
@@ -178,9 +177,9 @@ static void test_cancel_during_the_session_row(void **state)
     pgt_expect_outcome(advlock_pq_async_report(&a), ADVLOCK_CANCELLED);
     assert_int_equal(advlock_pq_async_report(&a)->lock.sql, ADVLOCK_SQL_SESSION);
     assert_int_equal(advlock_pq_async_report(&a)->lock.attempts, 0);
-    assert_int_equal(pgt_lock_count(f->observer, pgt_key_of(f->key)), 0);
+    assert_int_equal(pgt_lock_count(f->lock.observer, pgt_key_of(f->lock.key)), 0);
     char last[512];
-    assert_string_equal(pgt_last_statement(f->observer, conn, last, sizeof last),
+    assert_string_equal(pgt_last_statement(f->lock.observer, conn, last, sizeof last),
                         advlock_sql_text(ADVLOCK_SQL_SESSION));
     PQfinish(conn);
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The repository's writing rules that a script can check, over the files git
+# tracks: no text refers to an issue by number (a reader of the repository
+# cannot see the tracker); README.md's table rows stay readable (at most 300
+# characters: detail belongs in docs/ and the man page); every folder of
+# tests/ is described in tests/README.md; and no two C test files share a
+# name (one file name per subject).
+#   scripts/check-docs.sh        from the top of the tree
+set -u
+cd "$(dirname "$0")/.." || exit 1
+failures=0
+fail() {
+    echo "check-docs: $*" >&2
+    failures=$((failures + 1))
+}
+
+issue_refs=$(git ls-files -z -- ':!*.tsv' ':!fuzz/corpus' \
+    | xargs -0 grep -nIE '\b[Ii]ssues? #?[0-9]+' -- 2>/dev/null)
+[ -z "$issue_refs" ] || fail "text that refers to issue numbers:
+$issue_refs"
+
+long_rows=$(awk '/^\|/ && length > 300 { print FILENAME ":" FNR ": " length " characters" }' README.md)
+[ -z "$long_rows" ] || fail "README.md table rows longer than 300 characters:
+$long_rows"
+
+for dir in tests/*/; do
+    name=$(basename "$dir")
+    grep -q "| \`$name/\` |" tests/README.md || fail "tests/$name/ is not in tests/README.md's table"
+done
+
+shared=$(git ls-files 'tests/*/test_*.c' | xargs -n 1 basename | sort | uniq -d)
+[ -z "$shared" ] || fail "test files that share a name: $shared"
+
+[ "$failures" -eq 0 ] || exit 1
+echo "docs and test names follow the rules"
