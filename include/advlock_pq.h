@@ -292,6 +292,38 @@
  * the event's message "the connection was reset: server session <old pid>,
  * which held it, was replaced by <new pid>" and no SQLSTATE.
  *
+ * Leases
+ * ------
+ * With options.lease_ms > 0 (advlock_pq_set_options(); lease_stop_ms: how
+ * long the caller takes to stop its work) the adapter runs the core's lease
+ * (advlock.h, "Leases") on its connection:
+ *   - Setup: an acquire's first statement after the session check, once per
+ *     connection (and again after a reset), is ADVLOCK_SQL_LEASE_SETUP. If
+ *     the server did not apply the settings, or the statement failed, the
+ *     lock statement is never sent: the acquire ends FAILED (ADVLOCK_ESERVER)
+ *     with server_message "lease: ...". Behind a proxy nothing is set (the
+ *     proxy's own tcp settings bound the release; only the stop bound holds).
+ *   - While the lock is held and nothing else runs on the connection, a
+ *     heartbeat (one short statement) every plan.heartbeat_ms; its wake-ups
+ *     are in advlock_pq_async_deadline(), so any loop schedules them. busy
+ *     stays 0 meanwhile; an operation started while a heartbeat is out sends
+ *     its first statement once the heartbeat has answered. A verify keeps
+ *     the lease; a release ends it.
+ *   - When no heartbeat is answered by the stop deadline
+ *     (advlock_pq_lease_deadline()), or one fails, the lock is LOST at once,
+ *     whatever was in flight: advlock_pq_async_lost() turns 1, the report's
+ *     lease_expiry says why, and ADVLOCK_EVENT_LOST's words name the lease
+ *     ("no heartbeat answered within 16s (lease 30s): the server will free
+ *     the lock within 30s; stop the work now"). The server may still hold
+ *     the lock until then, so stop the work at once and close the
+ *     connection (PQfinish): never send a blocking PQcancel() on it (in a
+ *     partition it blocks for minutes), and never wait for a late answer,
+ *     which would not count anyway.
+ * Blocking users: after advlock_pq_acquire() call advlock_pq_check() at
+ * least every plan.heartbeat_ms (or loop on advlock_pq_wait(), which wakes
+ * at the lease's times by itself): each call sends a due heartbeat, reads
+ * its answer, and tells a lease that ran out, without blocking.
+ *
  * Events. options.on_event receives the machine's events (attempts, results,
  * sleeps, cancel requests, the outcome) and, from the adapters,
  * ADVLOCK_EVENT_WARNING for every server notice the adapter diverts (see
@@ -338,6 +370,10 @@ typedef struct advlock_pq_report {
     unsigned notices;                 /* how many arrived */
     char notice_sqlstate[6];          /* the last one's SQLSTATE ("01000"), or "" */
     char notice[ADVLOCK_PQ_TEXT_MAX]; /* the last one's primary message, or "" */
+
+    /* A held lock given up because its lease ran out (see "Leases"): why,
+     * else ADVLOCK_LEASE_LIVE (0). */
+    advlock_lease_expiry lease_expiry;
 } advlock_pq_report;
 
 /*
@@ -388,8 +424,8 @@ typedef struct advlock_pq_query_ {
 
 /*
  * A connection's lock adapter: one PGconn, one lock machine, one operation
- * at a time, driven blocking or nonblocking. Allocate it anywhere (under
- * 1 KB); between operations it holds no heap memory, so dropping it needs
+ * at a time, driven blocking or nonblocking. Allocate it anywhere (about
+ * 1.1 KB); between operations it holds no heap memory, so dropping it needs
  * no call, though an operation under way should be driven to its end first
  * (or the connection closed) so that no query is left in flight. Its fields
  * are private: use the functions below.
@@ -416,6 +452,15 @@ typedef struct advlock_pq {
     advlock_pq_query_ query_;
     advlock_machine machine_;
     advlock_pq_report report_;
+    advlock_lease lease_;
+    int64_t lease_ms_;       /* the options' lease and stop time, for the plan */
+    int64_t lease_stop_ms_;
+    int64_t sent_ms_;        /* when the machine's statement in flight was begun */
+    int64_t lease_free_ms_;  /* after the lease ran out: the server frees by then */
+    uint8_t lease_on_;       /* options.lease_ms > 0 */
+    uint8_t lease_query_;    /* the statement in flight is the lease's (async.c) */
+    uint8_t acquiring_;      /* the operation under way is an acquire */
+    uint8_t deferred_;       /* an operation waits for the heartbeat in flight */
 } advlock_pq;
 
 /*
@@ -750,6 +795,21 @@ ADVLOCK_API const advlock_pq_report *advlock_pq_async_report(const advlock_pq *a
  * the machine.
  */
 ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq *a);
+
+/*
+ * The lease's deadlines (see "Leases"). While a lock is held under a lease
+ * (options.lease_ms > 0; busy 0, or a verify under way): *stop_at_ms is
+ * the stop deadline, the send time of the last heartbeat answered in time
+ * plus the plan's D, by which the adapter turns LOST unless a heartbeat
+ * answers (*free_by_ms is INT64_MAX); returns 1. After the lease ran out
+ * (advlock_pq_async_lost(), report.lease_expiry set): *stop_at_ms is when
+ * it did, *free_by_ms the time by which the server frees the lock at the
+ * latest (then + the lease); returns 2. Otherwise (no lease, nothing held,
+ * a or NULL) returns 0 and stores nothing. Either pointer may be NULL.
+ * Times are the adapter's clock (the nonblocking calls' now_ms).
+ */
+ADVLOCK_API int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_ms,
+                                          int64_t *free_by_ms);
 
 /* ---- waiting without an event loop -------------------------------------- */
 
