@@ -199,10 +199,11 @@ typedef enum advlock_sql {
     ADVLOCK_SQL_LEASE_SETUP = 26,
     /* A heartbeat: TRUE while the server session still has tcp_user_timeout
      * = $1 (a rolled-back SET, RESET or another client's change answers
-     * FALSE). */
+     * FALSE), and always on a Unix socket (which needs no setting). */
     ADVLOCK_SQL_HEARTBEAT = 27,
     /* Behind a proxy: TRUE on this connection's claimed server session ($2
-     * the token), NULL on any other. */
+     * the token; $1 is U, unused: SHOW there describes the proxy's hop),
+     * NULL on any other. Guarded (advlock_sql_guarded()). */
     ADVLOCK_SQL_HEARTBEAT_GUARDED = 28,
     ADVLOCK_SQL_COUNT = 29
 } advlock_sql;
@@ -238,7 +239,7 @@ ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
  * advlock_sql), 0 for an unknown identifier. */
 ADVLOCK_API int advlock_sql_params(advlock_sql sql);
 
-/* Returns 1 for the guarded statements (rows 12 to 17, 20 to 25: they take
+/* Returns 1 for the guarded statements (rows 12 to 17, 20 to 25, 28: they take
  * the session token and run their lock function only where it is safe: a
  * session-scoped row on the connection's claimed server session, a
  * transaction-scoped row where no other client holds the key; elsewhere
@@ -675,9 +676,9 @@ ADVLOCK_API void advlock_machine_init(advlock_machine *m);
 
 /*
  * Sets the options for the operations started from now on; o is copied.
- * Returns 0, or ADVLOCK_EINVAL (m or o NULL, a value outside its enum) or
- * ADVLOCK_EMISUSE (an operation is under way: options apply from its start
- * to its end).
+ * Returns 0, or ADVLOCK_EINVAL (m or o NULL, a value outside its enum, a
+ * lease pair advlock_lease_plan_init() refuses) or ADVLOCK_EMISUSE (an
+ * operation is under way: options apply from its start to its end).
  */
 ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o);
 
@@ -955,8 +956,10 @@ ADVLOCK_API int advlock_format_seconds(int64_t ms, char *buf, size_t size);
 #define ADVLOCK_LEASE_SERVER_SLACK_MS  3000
 #define ADVLOCK_LEASE_MARGIN_MS        1000
 #define ADVLOCK_LEASE_MIN_DEADLINE_MS  2000
-/* The longest lease a plan accepts (a day). */
-#define ADVLOCK_LEASE_MAX_MS           86400000
+/* The longest lease a plan accepts (9 h): Linux takes tcp_keepalives_idle
+ * (U/1000 - 2) up to 32767 s, and a server that cannot apply the plan
+ * would fail the setup instead. */
+#define ADVLOCK_LEASE_MAX_MS           32400000
 /* The default lease of drivers that run one by default (advlock run,
  * Python): short enough that a cut-off holder's lock is free within it,
  * long enough to ride out blips of about 6 s. */
@@ -1032,9 +1035,11 @@ typedef struct advlock_lease_action {
     const char *sql_text;
     int64_t param;       /* QUERY: $1 (U) */
     int64_t param2;      /* QUERY, guarded: $2 (the session token) */
-    int64_t wake_at_ms;  /* QUERY, WAIT: when to call advlock_lease_on_timer() */
-    int64_t stop_at_ms;  /* once held (not during setup): the stop deadline, the
-                            send time of the last heartbeat answered in time + D */
+    int64_t wake_at_ms;  /* QUERY, WAIT: when to call advlock_lease_on_timer()
+                            (INT64_MAX: never, as during the setup) */
+    int64_t stop_at_ms;  /* held or EXPIRED: the stop deadline, the send time of
+                            the last heartbeat answered in time + D; INT64_MAX
+                            while no lock is held */
 } advlock_lease_action;
 
 /* Why a lease expired (advlock_lease_expiry_reason()). */
@@ -1076,13 +1081,13 @@ typedef struct advlock_lease {
     advlock_lease_plan plan_;
     uint64_t token_;       /* guarded heartbeats: the session token; 0 direct */
     int64_t anchor_ms_;    /* send time of the last heartbeat answered in time */
-    int64_t sent_ms_;      /* the outstanding query's send time, or -1 */
+    int64_t sent_ms_;      /* the outstanding query's send time, once sent */
     int64_t next_beat_ms_;
     int64_t now_ms_;
     uint8_t state_;
     uint8_t setup_;        /* advlock_lease_setup */
     uint8_t expiry_;       /* advlock_lease_expiry */
-    uint8_t outstanding_;  /* a query is out (sent or to send) */
+    uint8_t outstanding_;  /* a query is out: 0 none, 1 to send, 2 sent */
 } advlock_lease;
 
 /* Sets l to an idle lease with plan p (copied). Returns 0 or ADVLOCK_EINVAL
@@ -1108,13 +1113,15 @@ ADVLOCK_API advlock_lease_setup advlock_lease_setup_result(const advlock_lease *
  * that lasted longer than D: the holder must not start its work). token:
  * behind a proxy the connection's session token (guarded heartbeats), else
  * 0. Returns 0, ADVLOCK_EINVAL (l NULL) or ADVLOCK_EMISUSE (a setup query
- * is outstanding, or already holding).
+ * is outstanding, already holding, or EXPIRED: the connection must go).
  */
 ADVLOCK_API int advlock_lease_hold(advlock_lease *l, int64_t anchor_ms, uint64_t token,
                                    int64_t now_ms);
 
-/* The outstanding query was sent (its send time anchors the next renewal).
- * Returns 0, ADVLOCK_EINVAL or ADVLOCK_EMISUSE (no query to send). */
+/* The outstanding query was sent (its send time anchors the next renewal,
+ * and the next heartbeat falls due H after it). After EXPIRED it changes
+ * nothing. Returns 0, ADVLOCK_EINVAL or ADVLOCK_EMISUSE (no query to send,
+ * or it was sent already). */
 ADVLOCK_API int advlock_lease_on_sent(advlock_lease *l, int64_t now_ms);
 
 /*
@@ -1123,7 +1130,10 @@ ADVLOCK_API int advlock_lease_on_sent(advlock_lease *l, int64_t now_ms);
  * lease (the stop deadline moves to the query's send time + D) if it came
  * before the deadline; FALSE, NULL, an error or a lost connection expire it
  * (advlock_lease_expiry_reason() says which). An answer after EXPIRED changes
- * nothing. Returns 0, ADVLOCK_EINVAL or ADVLOCK_EMISUSE (no query out).
+ * nothing; one at or after the stop deadline finds the lease EXPIRED
+ * (NO_ANSWER). Returns 0, ADVLOCK_EINVAL (r not an advlock_result) or
+ * ADVLOCK_EMISUSE (no query out, or a heartbeat's TRUE before
+ * advlock_lease_on_sent(): a renewal needs the send time).
  */
 ADVLOCK_API int advlock_lease_on_result(advlock_lease *l, advlock_result r, int64_t now_ms);
 
@@ -1133,7 +1143,9 @@ ADVLOCK_API int advlock_lease_on_result(advlock_lease *l, advlock_result r, int6
 ADVLOCK_API int advlock_lease_on_timer(advlock_lease *l, int64_t now_ms);
 
 /* The lock was released (or the connection closed on purpose): no more
- * heartbeats; a setup already made stays made. Returns 0 or ADVLOCK_EINVAL. */
+ * heartbeats; a setup already made stays made. An EXPIRED lease stays
+ * EXPIRED (only advlock_lease_init() or a new setup, for a new connection,
+ * leaves it). Returns 0 or ADVLOCK_EINVAL. */
 ADVLOCK_API int advlock_lease_stop(advlock_lease *l);
 
 /* The next action, by value (kind NONE for l NULL). */
