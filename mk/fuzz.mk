@@ -5,7 +5,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      := clang
 FUZZ_FLAGS   := -std=c11 $(WARNINGS) -O1 -g -fsanitize=address,undefined \
                 -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_TARGETS := fuzz_machine fuzz_key
+FUZZ_TARGETS := fuzz_machine fuzz_key fuzz_lease
 FUZZ_CORE_SRC := $(wildcard src/core/*.c)
 FUZZ_CORE_OBJ := $(FUZZ_CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 
