@@ -32,7 +32,7 @@ from ._machine import (Backoff, Detail, Failure, LockState, Machine, Mode, Optio
 from ._loop import AsyncLock, Lock
 from ._binding import ADVLOCK_EINVAL
 from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
-                     LockTimeout, ServerSessionError, StandbyError)
+                     LockLost, LockTimeout, ServerSessionError, StandbyError)
 
 __version__ = "0.2.0"
 
@@ -72,7 +72,7 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
 __all__ = [
     "lock", "Lock", "AsyncLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
     "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
-    "format_seconds", "now_ms", "strerror", "Error", "LockError", "LockTimeout", "LockFailed",
+    "format_seconds", "now_ms", "strerror", "Error", "LockError", "LockTimeout", "LockFailed", "LockLost",
     "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "ArgumentTypeError",
     "LockState", "EXCLUSIVE", "SHARED",
     "SESSION", "TRANSACTION",

@@ -171,6 +171,17 @@ class Client:
             return (_LOST, None, _first_line(exc))
         raise exc
 
+    @staticmethod
+    def heartbeat_blocked():
+        """Never known beforehand: asyncpg refuses a heartbeat while the
+        body's statement runs (a Busy answer), and it is tried again."""
+        return False
+
+    def close_now(self):
+        """Closes the connection at once (the lease expired): the statement
+        in flight and the next ones fail."""
+        self.conn.terminate()
+
     def cancel(self):
         """Asks the server to cancel the statement in flight, with asyncpg's
         own cancellation (a CancelRequest on a new connection); returns a

@@ -66,6 +66,13 @@ class Recording:
     def pid(self):
         return self.inner.pid()
 
+    def heartbeat_blocked(self):
+        return self.inner.heartbeat_blocked()
+
+    def close_now(self):
+        self.sql.append("close")
+        self.inner.close_now()
+
     @property
     def state(self):
         return self.inner.state
