@@ -315,10 +315,12 @@
  *     lease_expiry says why, and ADVLOCK_EVENT_LOST's words name the lease
  *     ("no heartbeat answered within 16s (lease 30s): the server will free
  *     the lock within 30s; stop the work now"). The server may still hold
- *     the lock until then, so stop the work at once and close the
- *     connection (PQfinish): never send a blocking PQcancel() on it (in a
- *     partition it blocks for minutes), and never wait for a late answer,
- *     which would not count anyway.
+ *     the lock until then, so stop the work at once, and once it has
+ *     stopped, close the connection (PQfinish; not before: on a link that
+ *     has healed, the close frees the lock at once, while the work still
+ *     runs). Never send a blocking PQcancel() on it (in a partition it
+ *     blocks for minutes), and never wait for a late answer, which would
+ *     not count anyway.
  * Blocking users: after advlock_pq_acquire() call advlock_pq_check() at
  * least every plan.heartbeat_ms (or loop on advlock_pq_wait(), which wakes
  * at the lease's times by itself): each call sends a due heartbeat, reads
@@ -802,9 +804,10 @@ ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq *a)
  * the stop deadline, the send time of the last heartbeat answered in time
  * plus the plan's D, by which the adapter turns LOST unless a heartbeat
  * answers (*free_by_ms is INT64_MAX); returns 1. After the lease ran out
- * (advlock_pq_async_lost(), report.lease_expiry set): *stop_at_ms is when
- * it did, *free_by_ms the time by which the server frees the lock at the
- * latest (then + the lease); returns 2. Otherwise (no lease, nothing held,
+ * (advlock_pq_async_lost(), report.lease_expiry set): *stop_at_ms is the
+ * stop deadline it ran out at (or before, for a heartbeat that failed),
+ * *free_by_ms the time by which the server frees the lock at the latest
+ * (when the adapter saw the lease run out, + the lease); returns 2. Otherwise (no lease, nothing held,
  * a or NULL) returns 0 and stores nothing. Either pointer may be NULL.
  * Times are the adapter's clock (the nonblocking calls' now_ms).
  */

@@ -110,35 +110,84 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
 
 int cli_connect(const char *conninfo, const char *application_name, PGconn **out)
 {
-    return cli_connect_until(conninfo, application_name, (cli_bound){INT64_MAX, 0}, out);
+    return cli_connect_until(conninfo, application_name, NULL, (cli_bound){INT64_MAX, 0}, out);
 }
 
-int cli_connect_until(const char *conninfo, const char *application_name, cli_bound bound,
-                      PGconn **out)
+/* The settings a lease sets for itself: the user's startup options must
+ * not set them too (which value would the server keep?). */
+static const char *const lease_settings[] = {
+    "tcp_user_timeout", "tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count",
+    "client_connection_check_interval"};
+
+/* The user's startup options: the conninfo's options=, else PGOPTIONS (as
+ * libpq takes them), or NULL; *parsed is freed by the caller. */
+static const char *user_options(PQconninfoOption *parsed)
+{
+    for (PQconninfoOption *o = parsed; o != NULL && o->keyword != NULL; o++)
+        if (strcmp(o->keyword, "options") == 0 && o->val != NULL)
+            return o->val;
+    return getenv("PGOPTIONS");
+}
+
+/* The user's options and the server's (a lease's) together, or NULL with
+ * why said (a conflict: EXIT_USAGE in *rc; out of memory: EXIT_NO_SERVER). */
+static char *merged_options(const char *user, const char *server, int *rc)
+{
+    for (size_t i = 0; user != NULL && i < sizeof lease_settings / sizeof lease_settings[0]; i++) {
+        if (strstr(user, lease_settings[i]) != NULL) {
+            cli_error("the connection's options (options= or PGOPTIONS) set %s, which the lease "
+                      "sets itself (%s): leave it out, or turn the lease off with --lease 0",
+                      lease_settings[i], server);
+            *rc = EXIT_USAGE;
+            return NULL;
+        }
+    }
+    size_t size = (user != NULL ? strlen(user) + 1 : 0) + strlen(server) + 1;
+    char *both = malloc(size);
+    if (both == NULL) {
+        cli_error("cannot connect: out of memory");
+        *rc = EXIT_NO_SERVER;
+        return NULL;
+    }
+    snprintf(both, size, "%s%s%s", user != NULL ? user : "", user != NULL ? " " : "", server);
+    return both;
+}
+
+int cli_connect_until(const char *conninfo, const char *application_name,
+                      const char *server_options, cli_bound bound, PGconn **out)
 {
     *out = NULL;
     int64_t started = advlock_pq_now_ms();
     /* A mistyped conninfo is a usage error, found before any connection. */
     char *error = NULL;
-    PQconninfoOption *parsed;
-    if (conninfo != NULL && is_conninfo(conninfo)) {
-        if ((parsed = PQconninfoParse(conninfo, &error)) == NULL) {
-            const char *why = error != NULL ? error : "out of memory";
-            cli_error("bad connection string: %.*s", cli_trimmed_length(why), why);
-            PQfreemem(error);
-            return EXIT_USAGE;
-        }
-        PQconninfoFree(parsed);
+    PQconninfoOption *parsed = NULL;
+    if (conninfo != NULL && is_conninfo(conninfo)
+        && (parsed = PQconninfoParse(conninfo, &error)) == NULL) {
+        const char *why = error != NULL ? error : "out of memory";
+        cli_error("bad connection string: %.*s", cli_trimmed_length(why), why);
+        PQfreemem(error);
+        return EXIT_USAGE;
     }
-    /* Keepalives let the server notice a dead holder within about a minute
-     * and release its locks; without them a lost client can keep a lock
-     * for hours. (No effect on Unix-domain sockets, which need none.) */
-    const char *keys[] = {
-        "dbname",          "application_name",    "fallback_application_name", "keepalives",
-        "keepalives_idle", "keepalives_interval", "keepalives_count",          NULL};
-    const char *values[] = {conninfo, application_name, "advlock", "1", "30", "10", "3", NULL};
-    /* A NULL value is skipped, so an unset conninfo means "from the environment". */
+    int rc = EXIT_OK;
+    char *options = server_options != NULL
+                        ? merged_options(user_options(parsed), server_options, &rc)
+                        : NULL;
+    PQconninfoFree(parsed);
+    if (rc != EXIT_OK)
+        return rc;
+    /* Client keepalives let advlock notice a dead server sooner; the
+     * server's side is the lease's (startup options). They come before the
+     * conninfo, so that keepalive parameters the user put there win. (No
+     * effect on Unix-domain sockets, which need none.) A NULL value is
+     * skipped: an unset conninfo means "from the environment", and no
+     * lease leaves the user's options as they are. */
+    const char *keys[] = {"keepalives",       "keepalives_idle",           "keepalives_interval",
+                          "keepalives_count", "dbname",                    "application_name",
+                          "fallback_application_name", "options", NULL};
+    const char *values[] = {"1",        "30",     "10",    "3", conninfo, application_name,
+                            "advlock",  options,  NULL};
     PGconn *conn = PQconnectStartParams(keys, values, 1);
+    free(options);
     if (conn == NULL) {
         cli_error("cannot connect: out of memory");
         return EXIT_NO_SERVER;
@@ -152,7 +201,7 @@ int cli_connect_until(const char *conninfo, const char *application_name, cli_bo
         bound = (cli_bound){started + own_ms, own_ms};
         bound_name = " (connect_timeout)";
     }
-    int rc = complete_connect(conn, bound, bound_name);
+    rc = complete_connect(conn, bound, bound_name);
     if (rc != EXIT_OK) {
         PQfinish(conn);
         return rc;

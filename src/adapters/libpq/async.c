@@ -761,7 +761,7 @@ int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_ms, int64_t 
         return 0;
     if (a->phase_ == LOST && a->report_.lease_expiry != ADVLOCK_LEASE_LIVE) {
         if (stop_at_ms != NULL)
-            *stop_at_ms = a->lease_free_ms_ - a->lease_ms_;
+            *stop_at_ms = advlock_lease_next(&a->lease_).stop_at_ms;
         if (free_by_ms != NULL)
             *free_by_ms = a->lease_free_ms_;
         return 2;
