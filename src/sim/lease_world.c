@@ -116,7 +116,8 @@ static lease_session *open_session_of(lease_world *w, int pid)
 /* ---- the server's side ---------------------------------------------- */
 
 /* A segment from the client reached the server: its keepalive timer
- * starts over from the session's idle setting. */
+ * starts over from the session's idle setting (an abort not yet fired,
+ * late as timers are, no longer will). */
 static void heard(lease_world *w, lease_session *s, int64_t at_ms)
 {
     advlock_fake_tcp tcp;
@@ -125,6 +126,7 @@ static void heard(lease_world *w, lease_session *s, int64_t at_ms)
         return;
     s->last_rx_ms = at_ms;
     s->probes = 0;
+    s->end_ms = NEVER;
     s->tick_ms = at_ms + (int64_t)tcp.keepalives_idle_s * 1000;
 }
 
