@@ -18,6 +18,9 @@
 #   restart  pg_ctl restart under the holder: told, exit 70, no overlap
 #   default  --lease omitted: the server session's keepalive timer reads the
 #            default plan's tcp_keepalives_idle (25 s), not the kernel's 2 h
+#   settings a lease too short for --kill-after and a conflicting -c tcp_*
+#            in PGOPTIONS are refused before connecting (exit 64); keepalive
+#            parameters in the conninfo win over advlock run's defaults
 # and prints the figures: partitions, overlaps, release after the partition
 # p50/max, the holder's stop and the margin from its end to the release.
 #
@@ -85,6 +88,13 @@ BEGIN
 END \$\$;
 SELECT to_char(at, 'FM9999999999.000000') FROM grant_at;
 EOF
+}
+
+# The keepalive timer of the first socket ss -o lists, in seconds: ss
+# writes "28sec", "5.968ms" (5.968 s) or "119min".
+keepalive_seconds() {
+    sed -n 's/.*timer:(keepalive,\([^,]*\),.*/\1/p' | head -n 1 \
+        | awk '{ n = $0 + 0; if ($0 ~ /min/) n *= 60; print n }'
 }
 
 # The key advlock derives from NAME, as a signed bigint.
@@ -253,7 +263,7 @@ default_lease() {
     # would read about 2 h.
     local timer
     timer=$(ss -tnoH state established "( sport = :$PGPORT and dst $ADVLOCK_PARTITION_CLIENT_ADDR )" \
-        | sed -n 's/.*timer:(keepalive,\([0-9.]*\)\(m\?s\)\?ec.*/\1/p' | head -n 1)
+        | keepalive_seconds)
     check "default: the server session's keepalive timer is the lease's (<= 25 s)" 1 \
         "$(awk -v t="${timer:-99999}" 'BEGIN { print (t > 0 && t <= 25) }')"
     local status=0
@@ -262,13 +272,45 @@ default_lease() {
     clean_up
 }
 
+# ---- what advlock run refuses, and the user's settings it keeps -----------------------
+
+settings() {
+    # Refused before connecting: the host given does not exist.
+    capture "$ADVLOCK" run -d "host=/nonexistent" --lease 12 k -- true
+    check "settings: a lease too short for --kill-after: usage error" 64 "$RC"
+    check "settings: ... naming the minimum" 1 "$(echo "$ERR" | grep -c "must be at least 16 s")"
+    capture env PGOPTIONS="-c work_mem=5MB -c tcp_user_timeout=5000" \
+        "$ADVLOCK" run -d "host=/nonexistent" k -- true
+    check "settings: a conflicting -c tcp_user_timeout is reported" "64 1" \
+        "$RC $(echo "$ERR" | grep -c "set tcp_user_timeout, which the lease sets itself")"
+    capture env PGOPTIONS="-c work_mem=5MB -c tcp_user_timeout=5000" \
+        "$ADVLOCK" run -d "host=/nonexistent" --lease 0 k -- true
+    check "settings: ... and kept with --lease 0" 69 "$RC"
+    # The user's keepalives_idle is the client socket's (not advlock's 30 s
+    # default): its keepalive timer, seen from the namespace, is at most 7 s.
+    local timer
+    # shellcheck disable=SC2016
+    timer=$(in_ns "$ADVLOCK" run -q --lease 0 -d "$(partition_conninfo) keepalives_idle=7" k -- \
+        bash -c 'sleep 1; ss -tnoH state established "( dport = :$1 )"' _ "$PGPORT" \
+        | keepalive_seconds)
+    check "settings: keepalives_idle in the conninfo wins" 1 \
+        "$(awk -v t="${timer:-99999}" 'BEGIN { print (t > 0 && t <= 7) }')"
+    # The user's options and the lease's both reach the server.
+    capture in_ns env PGOPTIONS="-c work_mem=5MB" "$ADVLOCK" run -q -d "$(partition_conninfo)" k -- \
+        psql -X -At -c "SELECT 1"
+    check "settings: PGOPTIONS with the lease connects" "0 1" "$RC $OUT"
+    clean_up
+}
+
 # ---- the run ---------------------------------------------------------------------
 
-# The figures of every partition judged: release (grant - cut), stop (work's
-# end - cut), margin (grant - the holder's end).
+# The figures of every partition judged (not the restart, which is none):
+# release (grant - cut), stop (work's end - cut), margin (grant - the
+# holder's end).
 report_figures() {
     [ -s "$figures" ] || return 0
     awk -v runs_cli="$CLI_RUNS" '
+        $1 == "restart" { next }
         { n++; release[n] = $5 - $2; stop[n] = $3 - $2; margin[n] = $5 - $4
           if ($3 >= $5 || $4 >= $5) overlaps++ }
         function sort(a, k,   i, j, t) { for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
@@ -282,7 +324,7 @@ report_figures() {
 }
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(cli async blip restart default)
+[ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default)
 for c in "${cases[@]}"; do
     case "$c" in
         cli) for run in $(seq "$CLI_RUNS"); do cli_partition "$run"; done ;;
@@ -296,6 +338,7 @@ for c in "${cases[@]}"; do
         blip) blip ;;
         restart) restart ;;
         default) default_lease ;;
+        settings) settings ;;
         *) fail "unknown case: $c" ;;
     esac
 done
