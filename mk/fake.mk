@@ -78,15 +78,23 @@ test: sim-test sim-san-test sim-canary-test sim-doc-test
 # stop; its canary runs the same worlds without heartbeats, and must find
 # overlaps (a check that cannot fail proves nothing).
 LEASE_TEST_SEEDS := 10000
+LEASE_SAN_SEEDS  := 2000
 
-.PHONY: sim-lease-test sim-lease-canary-test
+.PHONY: sim-lease-test sim-lease-san-test sim-lease-canary-test
 
 $(BUILD)/sim/lease_campaign: tests/sim/lease_campaign.c $(FAKE_OBJ) $(CORE_OBJ) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
 
+$(BUILD)/san/sim/lease_campaign: tests/sim/lease_campaign.c $(FAKE_SAN_OBJ) $(CORE_SAN_OBJ) | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) $(SANITIZE) -o $@ $^ $(CORE_LIBS)
+
 sim-lease-test: $(BUILD)/sim/lease_campaign
 	@scripts/run-tests.sh -c $< --seeds $(LEASE_TEST_SEEDS) --start 1
+
+sim-lease-san-test: $(BUILD)/san/sim/lease_campaign
+	@scripts/run-tests.sh -c $< --seeds $(LEASE_SAN_SEEDS) --start 1
 
 sim-lease-canary-test: $(BUILD)/sim/lease_campaign
 	@scripts/run-tests.sh -c sh -c 'out=$$($< --seeds $(LEASE_TEST_SEEDS) --start 1 --no-heartbeats 2>&1); \
@@ -95,7 +103,7 @@ sim-lease-canary-test: $(BUILD)/sim/lease_campaign
 	        echo "lease canary: caught: $$(printf "%s\n" "$$out" | grep "^overlaps:" | cut -d";" -f1)"; \
 	    else printf "%s\n" "$$out"; echo "lease canary: no overlap found without heartbeats (status $$status)"; exit 1; fi'
 
-test: sim-lease-test sim-lease-canary-test
+test: sim-lease-test sim-lease-san-test sim-lease-canary-test
 
 # Fidelity: the fake against a throwaway PostgreSQL (tests/pg/with-postgres.sh).
 FIDELITY_CPPFLAGS = -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
