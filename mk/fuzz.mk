@@ -21,9 +21,9 @@ $(BUILD)/fuzz/obj/%.o: %.c | deps-fuzz deps-build
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(BUILD)/fuzz/%: fuzz/%.c $(FUZZ_CORE_OBJ) | deps-fuzz
+$(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz_input.h $(FUZZ_CORE_OBJ) | deps-fuzz
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(CORE_LIBS)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter-out %.h,$^) $(CORE_LIBS)
 
 fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 
@@ -52,9 +52,9 @@ $(BUILD)/fuzz-canary/obj/%.o: %.c | deps-fuzz deps-build
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) -DADVLOCK_CANARY $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(BUILD)/fuzz-canary/fuzz_machine: fuzz/fuzz_machine.c $(FUZZ_CANARY_OBJ) | deps-fuzz
+$(BUILD)/fuzz-canary/fuzz_machine: fuzz/fuzz_machine.c fuzz/fuzz_input.h $(FUZZ_CANARY_OBJ) | deps-fuzz
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(CORE_LIBS)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter-out %.h,$^) $(CORE_LIBS)
 
 .PHONY: fuzz-canary
 fuzz-canary: $(BUILD)/fuzz-canary/fuzz_machine
