@@ -585,6 +585,8 @@ class _LockBase:
         count, and the server frees the lock now if it still has it) and
         raises the LockLost."""
         self._drop_lost()
+        if cause is self._lost:  # check() raised it in the body
+            raise cause
         raise self._lost from cause
 
     def _drop_lost(self):
