@@ -973,6 +973,10 @@ typedef struct advlock_sim_lease_config {
      * heartbeat, as a driver that only sets keepalives: the release bound
      * holds, the stop bound does not, and cuts make holders overlap. */
     int heartbeats;
+    /* 1: a holder closes its connection as soon as its lease expires, not
+     * once its work stopped: the close can free the lock under the
+     * stopping work (a driver's mistake, shown by the campaign). */
+    int close_at_expiry;
     int64_t run_ms;                 /* no hold starts after this virtual time */
     int64_t hold_min_ms, hold_max_ms; /* each hold's work, drawn */
     int64_t latency_max_ms;         /* one way, drawn from 0 */

@@ -369,6 +369,8 @@ static void expire(lease_world *w, int c)
     cl->state = STOPPING;
     cl->timer_ms = NEVER;
     cl->work_end_ms = w->now_ms + advlock_prng_between(&w->prng, 0, w->plan.stop_ms);
+    if (w->cfg->close_at_expiry)
+        disconnect(w, c);
     trace(w, c, "lease EXPIRED (reason %d); stops at %" PRId64, advlock_lease_expiry_reason(&cl->lease),
           cl->work_end_ms);
 }

@@ -8,11 +8,13 @@
  * explains, any stop no cut explains, and any lock the server freed later
  * than L after its client fell silent; it prints the figures.
  *
- *   lease_campaign [--seeds N] [--start S] [--no-heartbeats]
- *   lease_campaign --seed S [--no-heartbeats] --trace    one seed's timeline
+ *   lease_campaign [--seeds N] [--start S] [--no-heartbeats | --close-at-expiry]
+ *   lease_campaign --seed S [...] --trace                one seed's timeline
  *
  * --no-heartbeats runs the same worlds with holders that set the server up
  * but never heartbeat (keepalives alone): there it must find overlaps.
+ * --close-at-expiry has holders close their connection when the lease
+ * expires rather than once their work stopped, a driver's mistake.
  * Exit status: 0 all seeds held, 1 some seed failed, 2 usage error.
  */
 #include "advlock_fake.h"
@@ -24,13 +26,15 @@
 
 enum { RUN_MS = 120000, SHOWN_FAILURES = 5 };
 
-static void choose_world(uint64_t seed, int heartbeats, advlock_sim_lease_config *cfg)
+static void choose_world(uint64_t seed, int heartbeats, int close_early,
+                         advlock_sim_lease_config *cfg)
 {
     advlock_prng p;
     advlock_prng_seed(&p, seed ^ UINT64_C(0x1EA5ECA4A1));
     memset(cfg, 0, sizeof *cfg);
     cfg->seed = seed;
     cfg->heartbeats = heartbeats;
+    cfg->close_at_expiry = close_early;
     cfg->clients = 2 + (int)advlock_prng_below(&p, 2);
     cfg->stop_ms = advlock_prng_between(&p, 0, 10000);
     cfg->lease_ms = ((cfg->stop_ms + 999) / 1000 + 6 + advlock_prng_between(&p, 0, 30)) * 1000;
@@ -80,7 +84,7 @@ static int parse_u64(const char *s, uint64_t *out)
 int main(int argc, char **argv)
 {
     uint64_t seeds = 10000, start = 1, one = 0;
-    int heartbeats = 1, trace = 0, single = 0;
+    int heartbeats = 1, close_early = 0, trace = 0, single = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--seeds") == 0 && parse_u64(v, &seeds))
@@ -91,11 +95,13 @@ int main(int argc, char **argv)
             i++, single = 1;
         else if (strcmp(a, "--no-heartbeats") == 0)
             heartbeats = 0;
+        else if (strcmp(a, "--close-at-expiry") == 0)
+            close_early = 1;
         else if (strcmp(a, "--trace") == 0)
             trace = 1;
         else {
             fprintf(stderr, "usage: %s [--seeds N] [--start S] [--seed S [--trace]] "
-                            "[--no-heartbeats]\n", argv[0]);
+                            "[--no-heartbeats | --close-at-expiry]\n", argv[0]);
             return 2;
         }
     }
@@ -109,7 +115,7 @@ int main(int argc, char **argv)
     uint64_t failed = 0, overlapping = 0;
     for (uint64_t seed = start; seed < start + seeds; seed++) {
         advlock_sim_lease_config cfg;
-        choose_world(seed, heartbeats, &cfg);
+        choose_world(seed, heartbeats, close_early, &cfg);
         if (trace) {
             cfg.trace = print_line;
             printf("seed %" PRIu64 ": %d clients, L %" PRId64 " ms, K %" PRId64 " ms\n", seed,
@@ -121,8 +127,9 @@ int main(int argc, char **argv)
             return 2;
         }
         if (rc == ADVLOCK_SIM_VIOLATION && failed++ < SHOWN_FAILURES)
-            printf("FAIL %s (replay: %s --seed %" PRIu64 "%s --trace)\n", st.violation, argv[0],
-                   seed, heartbeats ? "" : " --no-heartbeats");
+            printf("FAIL %s (replay: %s --seed %" PRIu64 "%s%s --trace)\n", st.violation,
+                   argv[0], seed, heartbeats ? "" : " --no-heartbeats",
+                   close_early ? " --close-at-expiry" : "");
         overlapping += st.overlaps > 0;
         sum.holds += st.holds;
         sum.heartbeats += st.heartbeats;
@@ -143,12 +150,12 @@ int main(int argc, char **argv)
         if (st.min_stop_margin_ms < sum.min_stop_margin_ms)
             sum.min_stop_margin_ms = st.min_stop_margin_ms;
     }
-    printf("lease campaign (heartbeats %s): %" PRIu64 " seeds, %" PRIu64 " partitions (%" PRIu64
+    printf("lease campaign (heartbeats %s%s): %" PRIu64 " seeds, %" PRIu64 " partitions (%" PRIu64
            " blips within the tolerance cut a holder), %" PRIu64 " pauses; %" PRIu64
            " holds, %" PRIu64 " heartbeats, %" PRIu64 " expiries, %" PRIu64
            " sessions ended for silence (at most %" PRId64 " ms after the last segment, at least %"
            PRId64 " ms before the lease's end)\n",
-           heartbeats ? "on" : "off", seeds, sum.partitions, sum.blips, sum.pauses, sum.holds,
+           heartbeats ? "on" : "off", close_early ? ", closing at expiry" : "", seeds, sum.partitions, sum.blips, sum.pauses, sum.holds,
            sum.heartbeats, sum.expiries, sum.releases, sum.max_release_ms,
            sum.min_lease_left_ms == INT64_MAX ? 0 : sum.min_lease_left_ms);
     printf("overlaps: %" PRIu64 " in %" PRIu64 " seeds (longest %" PRId64 " ms); %" PRIu64
