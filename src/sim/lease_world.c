@@ -27,6 +27,12 @@ enum {
     MAX_SESSIONS = ADVLOCK_SIM_LEASE_MAX_CLIENTS * 8
 };
 
+/* A TCP segment: when it was sent, its one-way latency, and when it is
+ * received (NEVER: none on its way). */
+typedef struct segment {
+    int64_t sent_ms, latency_ms, at_ms;
+} segment;
+
 enum client_state { THINK, SETUP, ACQUIRE, HOLD, STOPPING, RELEASE, FINISHED };
 enum purpose { Q_NONE, Q_SETUP, Q_MACHINE, Q_HEARTBEAT };
 
@@ -40,7 +46,7 @@ typedef struct lease_client {
     const char *sql;
     int64_t params[3];
     int nparams;
-    int64_t sent_ms, to_server_ms, to_client_ms;
+    segment up, down; /* the statement, its answer */
     advlock_result answer;
     int64_t timer_ms;    /* the machine's, the lease's or the think time's wake */
     int64_t stop_at_ms;  /* the lease's stop deadline, as its last action said */
@@ -56,7 +62,7 @@ typedef struct lease_session {
     int probes;
     int64_t holder_stop_ms; /* when the work its lock guarded stopped, or NEVER */
     int holder_paused;      /* ... and that work was paused */
-    int64_t fin_ms;         /* when the client's close reaches it, or NEVER */
+    segment fin;            /* the client's close */
 } lease_session;
 
 typedef struct lease_world {
@@ -94,9 +100,19 @@ static void violation(lease_world *w, int c, const char *what)
                  what);
 }
 
-static int64_t latency(lease_world *w)
+/* Sends a segment over client c's link now. */
+static void send_segment(lease_world *w, int c, segment *g)
 {
-    return advlock_prng_between(&w->prng, 0, w->cfg->latency_max_ms);
+    g->sent_ms = w->now_ms;
+    g->latency_ms = advlock_prng_between(&w->prng, 0, w->cfg->latency_max_ms);
+    g->at_ms = advlock_lease_net_delivery(&w->net, c, g->sent_ms, g->latency_ms);
+}
+
+/* A cut began: a segment on its way may now be lost, and sent again. */
+static void reroute(const lease_world *w, int c, segment *g)
+{
+    if (g->at_ms != NEVER)
+        g->at_ms = advlock_lease_net_delivery(&w->net, c, g->sent_ms, g->latency_ms);
 }
 
 /* The server's session with this pid (0: a free entry), or NULL. */
@@ -137,12 +153,14 @@ static void end_session(lease_world *w, lease_session *s, const char *why)
     advlock_fake_db_close(&w->db, s->pid);
     trace(w, s->client, "server ends session %d (%s)", s->pid, why);
     lease_client *cl = &w->clients[s->client];
-    if (cl->pid == s->pid && cl->to_client_ms != NEVER) {
+    if (cl->pid == s->pid && cl->down.at_ms != NEVER) {
         /* its answer dies with the socket: the client's own keepalives
          * tell it once the link is back */
         cl->answer = ADVLOCK_RESULT_CONNECTION_LOST;
-        cl->to_client_ms =
+        cl->down.sent_ms =
             advlock_lease_net_up_from(&w->net, s->client, w->now_ms) + CLIENT_NOTICE_MS;
+        cl->down.latency_ms = 0;
+        cl->down.at_ms = cl->down.sent_ms;
     }
     memset(s, 0, sizeof *s);
 }
@@ -212,24 +230,23 @@ static advlock_result result_of(const advlock_fake_result *r)
 static void on_arrive(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
-    cl->to_server_ms = NEVER;
+    cl->up.at_ms = NEVER;
     lease_session *s = open_session_of(w, cl->pid);
     if (s == NULL) {
         cl->answer = ADVLOCK_RESULT_CONNECTION_LOST;
-        cl->to_client_ms = w->now_ms + latency(w);
-        return;
+    } else {
+        heard(w, s, w->now_ms);
+        advlock_fake_result r;
+        advlock_fake_db_set_time(&w->db, w->now_ms);
+        advlock_fake_db_exec_params(&w->db, cl->pid, cl->sql, cl->params, cl->nparams, &r);
+        cl->answer = result_of(&r);
     }
-    heard(w, s, w->now_ms);
-    advlock_fake_result r;
-    advlock_fake_db_set_time(&w->db, w->now_ms);
-    advlock_fake_db_exec_params(&w->db, cl->pid, cl->sql, cl->params, cl->nparams, &r);
-    cl->answer = result_of(&r);
-    cl->to_client_ms = advlock_lease_net_delivery(&w->net, c, w->now_ms, latency(w));
+    send_segment(w, c, &cl->down);
 }
 
 static void on_fin(lease_world *w, lease_session *s)
 {
-    s->fin_ms = NEVER;
+    s->fin.at_ms = NEVER;
     end_session(w, s, "closed by its client");
 }
 
@@ -307,8 +324,7 @@ static void send_statement(lease_world *w, int c, enum purpose q, advlock_sql sq
     cl->params[0] = p1;
     cl->params[1] = p2;
     cl->params[2] = p3;
-    cl->sent_ms = w->now_ms;
-    cl->to_server_ms = advlock_lease_net_delivery(&w->net, c, w->now_ms, latency(w));
+    send_segment(w, c, &cl->up);
 }
 
 static void disconnect(lease_world *w, int c);
@@ -329,10 +345,10 @@ static void disconnect(lease_world *w, int c)
     lease_client *cl = &w->clients[c];
     lease_session *s = open_session_of(w, cl->pid);
     if (s != NULL)
-        s->fin_ms = advlock_lease_net_delivery(&w->net, c, w->now_ms, latency(w));
+        send_segment(w, c, &s->fin);
     cl->pid = 0;
     cl->q = Q_NONE;
-    cl->to_server_ms = cl->to_client_ms = NEVER;
+    cl->up.at_ms = cl->down.at_ms = NEVER;
 }
 
 static void connect_client(lease_world *w, int c)
@@ -349,7 +365,7 @@ static void connect_client(lease_world *w, int c)
     memset(s, 0, sizeof *s);
     s->pid = cl->pid;
     s->client = c;
-    s->end_ms = s->fin_ms = s->holder_stop_ms = NEVER;
+    s->end_ms = s->fin.at_ms = s->holder_stop_ms = NEVER;
     s->last_rx_ms = -1;
     heard(w, s, w->now_ms);
     advlock_lease_init(&cl->lease, &w->plan);
@@ -404,11 +420,11 @@ static void acquired(lease_world *w, int c)
     lease_client *cl = &w->clients[c];
     cl->state = HOLD;
     if (w->cfg->heartbeats) {
-        advlock_lease_hold(&cl->lease, cl->sent_ms, 0, w->now_ms);
+        advlock_lease_hold(&cl->lease, cl->up.sent_ms, 0, w->now_ms);
         if (advlock_lease_next(&cl->lease).kind == ADVLOCK_LEASE_EXPIRED) {
             trace(w, c, "granted too late for the lease: no work");
             w->st->expiries++;
-            judge_expiry(w, c, cl->sent_ms);
+            judge_expiry(w, c, cl->up.sent_ms);
             think(w, c);
             return;
         }
@@ -456,7 +472,7 @@ static void on_answer(lease_world *w, int c)
     enum purpose q = cl->q;
     advlock_result r = cl->answer;
     cl->q = Q_NONE;
-    cl->to_client_ms = NEVER;
+    cl->down.at_ms = NEVER;
     lease_session *s = open_session_of(w, cl->pid);
     if (s != NULL && r != ADVLOCK_RESULT_CONNECTION_LOST
         && !advlock_lease_net_cut_at(&w->net, c, w->now_ms))
@@ -550,16 +566,11 @@ static void on_cut_start(lease_world *w, lease_cut *k)
     }
     trace(w, k->client, "%s for %" PRId64 " ms", k->kind == ADVLOCK_SIM_CUT_PAUSE ? "pause" : "partition",
           length);
-    /* Segments already on their way may now be lost and sent again. */
-    if (cl->to_server_ms != NEVER)
-        cl->to_server_ms = advlock_lease_net_delivery(&w->net, k->client, cl->sent_ms, 0);
-    lease_session *s = open_session_of(w, cl->pid);
-    if (cl->to_client_ms != NEVER && s != NULL)
-        cl->to_client_ms = advlock_lease_net_delivery(&w->net, k->client, w->now_ms, 0);
+    reroute(w, k->client, &cl->up);
+    reroute(w, k->client, &cl->down);
     for (int i = 0; i < MAX_SESSIONS; i++)
-        if (w->sessions[i].pid != 0 && w->sessions[i].client == k->client
-            && w->sessions[i].fin_ms != NEVER)
-            w->sessions[i].fin_ms = advlock_lease_net_delivery(&w->net, k->client, w->now_ms, 0);
+        if (w->sessions[i].pid != 0 && w->sessions[i].client == k->client)
+            reroute(w, k->client, &w->sessions[i].fin);
 }
 
 /* ---- the loop --------------------------------------------------------- */
@@ -599,8 +610,8 @@ static next_event next_of(const lease_world *w)
             consider(&e, w->net.cuts[i].start_ms, EV_CUT, i);
     for (int c = 0; c < w->cfg->clients; c++) {
         const lease_client *cl = &w->clients[c];
-        consider(&e, cl->to_server_ms, EV_ARRIVE, c);
-        consider(&e, client_time(w, c, cl->to_client_ms), EV_ANSWER, c);
+        consider(&e, cl->up.at_ms, EV_ARRIVE, c);
+        consider(&e, client_time(w, c, cl->down.at_ms), EV_ANSWER, c);
         consider(&e, client_time(w, c, cl->timer_ms), EV_TIMER, c);
         consider(&e, client_time(w, c, cl->work_end_ms), EV_WORK_END, c);
     }
@@ -610,7 +621,7 @@ static next_event next_of(const lease_world *w)
             continue;
         consider(&e, s->tick_ms, EV_TICK, i);
         consider(&e, s->end_ms, EV_SILENCE_END, i);
-        consider(&e, s->fin_ms, EV_FIN, i);
+        consider(&e, s->fin.at_ms, EV_FIN, i);
     }
     return e;
 }
@@ -651,6 +662,7 @@ static void world_init(lease_world *w, const advlock_sim_lease_config *cfg,
 {
     w->cfg = cfg;
     w->st = out;
+    w->now_ms = 0;
     memset(out, 0, sizeof *out);
     out->min_stop_margin_ms = out->min_lease_left_ms = NEVER;
     advlock_prng_seed(&w->prng, cfg->seed ^ UINT64_C(0x1EA5E1EA5E));
@@ -669,7 +681,7 @@ static void world_init(lease_world *w, const advlock_sim_lease_config *cfg,
         lease_client *cl = &w->clients[c];
         advlock_machine_init(&cl->machine);
         cl->state = THINK;
-        cl->to_server_ms = cl->to_client_ms = cl->work_end_ms = NEVER;
+        cl->up.at_ms = cl->down.at_ms = cl->work_end_ms = NEVER;
         cl->timer_ms = advlock_prng_between(&w->prng, 0, THINK_MAX_MS);
     }
 }
@@ -691,6 +703,10 @@ int advlock_sim_lease_run(const advlock_sim_lease_config *cfg, advlock_sim_lease
         next_event e = next_of(&w);
         if (e.kind == EV_NONE)
             break;
+        if (e.at < w.now_ms) { /* the model's own check: events come in order */
+            violation(&w, e.index, "an event was due before the one just handled");
+            break;
+        }
         w.now_ms = e.at;
         handle(&w, &e);
     }
