@@ -977,9 +977,9 @@ typedef struct advlock_sim_lease_config {
      * once its work stopped: the close can free the lock under the
      * stopping work (a driver's mistake, shown by the campaign). */
     int close_at_expiry;
-    int64_t run_ms;                 /* no hold starts after this virtual time */
+    int64_t run_ms;                   /* no hold starts after this virtual time */
     int64_t hold_min_ms, hold_max_ms; /* each hold's work, drawn */
-    int64_t latency_max_ms;         /* one way, drawn from 0 */
+    int64_t latency_max_ms;           /* one way, drawn from 0 */
     advlock_sim_cut cuts[ADVLOCK_SIM_LEASE_MAX_CUTS];
     int ncuts;
     /* Called with each line of the run's timeline, or NULL. */
@@ -996,10 +996,10 @@ typedef struct advlock_sim_lease_stats {
     /* partitions that cut a working holder for no longer than the blip the
      * plan tolerates (advlock_sim_lease_tolerated_blip_ms()) */
     uint64_t blips;
-    uint64_t spurious_stops; /* expiries with no cut longer than the tolerated blip */
-    uint64_t overlaps;       /* a work began while another's went on, neither paused */
+    uint64_t spurious_stops;  /* expiries with no cut longer than the tolerated blip */
+    uint64_t overlaps;        /* a work began while another's went on, neither paused */
     uint64_t paused_overlaps; /* the same with the other holder paused during its work */
-    int64_t max_overlap_ms; /* of the counted overlaps */
+    int64_t max_overlap_ms;   /* of the counted overlaps */
     /* a silent session's end after the last segment it received: the
      * longest, and the least time left of the lease then (INT64_MAX if none) */
     int64_t max_release_ms, min_lease_left_ms;

@@ -180,7 +180,7 @@ static void on_tick(lease_world *w, lease_session *s)
     s->probes++;
     s->tick_ms = w->now_ms + (int64_t)tcp.keepalives_interval_s * 1000;
     int gives_up = tcp.user_timeout_ms > 0 ? w->now_ms - s->last_rx_ms >= tcp.user_timeout_ms
-                                            : s->probes > tcp.keepalives_count;
+                                           : s->probes > tcp.keepalives_count;
     if (gives_up) {
         s->tick_ms = NEVER;
         s->end_ms = w->now_ms + advlock_prng_between(&w->prng, 0, OVERSHOOT_MS);
@@ -199,8 +199,9 @@ static void on_silence_end(lease_world *w, lease_session *s)
     if (w->plan.lease_ms - release < st->min_lease_left_ms)
         st->min_lease_left_ms = w->plan.lease_ms - release;
     if (release > w->plan.lease_ms)
-        violation(w, s->client, "the server freed the lock later than the lease after the last "
-                                "segment it received");
+        violation(w, s->client,
+                  "the server freed the lock later than the lease after the last "
+                  "segment it received");
     /* the work it guarded stopped (or stops) when? */
     int held = 0;
     advlock_fake_db_holds(&w->db, s->pid, LEASE_KEY, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
@@ -264,8 +265,10 @@ static void work_starts(lease_world *w, int c)
             trace(w, c, "overlap with c%d (paused: fencing's case)", d);
         } else {
             char what[96];
-            snprintf(what, sizeof what, "two holders' work overlaps: it began while client %d's "
-                                        "went on", d);
+            snprintf(what, sizeof what,
+                     "two holders' work overlaps: it began while client %d's "
+                     "went on",
+                     d);
             w->st->overlaps++;
             violation(w, c, what);
         }
@@ -307,8 +310,9 @@ static void judge_expiry(lease_world *w, int c, int64_t anchor_ms)
     }
     if (first == NEVER || last - first <= w->tolerated_ms) {
         w->st->spurious_stops++;
-        violation(w, c, "the lease expired with no pause and no cut longer than the tolerated "
-                        "blip");
+        violation(w, c,
+                  "the lease expired with no pause and no cut longer than the tolerated "
+                  "blip");
     }
 }
 
@@ -387,8 +391,8 @@ static void expire(lease_world *w, int c)
     cl->work_end_ms = w->now_ms + advlock_prng_between(&w->prng, 0, w->plan.stop_ms);
     if (w->cfg->close_at_expiry)
         disconnect(w, c);
-    trace(w, c, "lease EXPIRED (reason %d); stops at %" PRId64, advlock_lease_expiry_reason(&cl->lease),
-          cl->work_end_ms);
+    trace(w, c, "lease EXPIRED (reason %d); stops at %" PRId64,
+          advlock_lease_expiry_reason(&cl->lease), cl->work_end_ms);
 }
 
 static void drive_lease(lease_world *w, int c)
@@ -564,8 +568,8 @@ static void on_cut_start(lease_world *w, lease_cut *k)
         if (cl->working && length <= w->tolerated_ms)
             w->st->blips++;
     }
-    trace(w, k->client, "%s for %" PRId64 " ms", k->kind == ADVLOCK_SIM_CUT_PAUSE ? "pause" : "partition",
-          length);
+    trace(w, k->client, "%s for %" PRId64 " ms",
+          k->kind == ADVLOCK_SIM_CUT_PAUSE ? "pause" : "partition", length);
     reroute(w, k->client, &cl->up);
     reroute(w, k->client, &cl->down);
     for (int i = 0; i < MAX_SESSIONS; i++)
@@ -575,8 +579,17 @@ static void on_cut_start(lease_world *w, lease_cut *k)
 
 /* ---- the loop --------------------------------------------------------- */
 
-enum event_kind { EV_NONE, EV_CUT, EV_ARRIVE, EV_ANSWER, EV_TIMER, EV_WORK_END, EV_TICK,
-                  EV_SILENCE_END, EV_FIN };
+enum event_kind {
+    EV_NONE,
+    EV_CUT,
+    EV_ARRIVE,
+    EV_ANSWER,
+    EV_TIMER,
+    EV_WORK_END,
+    EV_TICK,
+    EV_SILENCE_END,
+    EV_FIN
+};
 
 typedef struct next_event {
     int64_t at;

@@ -100,8 +100,10 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--trace") == 0)
             trace = 1;
         else {
-            fprintf(stderr, "usage: %s [--seeds N] [--start S] [--seed S [--trace]] "
-                            "[--no-heartbeats | --close-at-expiry]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--seeds N] [--start S] [--seed S [--trace]] "
+                    "[--no-heartbeats | --close-at-expiry]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -127,8 +129,8 @@ int main(int argc, char **argv)
             return 2;
         }
         if (rc == ADVLOCK_SIM_VIOLATION && failed++ < SHOWN_FAILURES)
-            printf("FAIL %s (replay: %s --seed %" PRIu64 "%s%s --trace)\n", st.violation,
-                   argv[0], seed, heartbeats ? "" : " --no-heartbeats",
+            printf("FAIL %s (replay: %s --seed %" PRIu64 "%s%s --trace)\n", st.violation, argv[0],
+                   seed, heartbeats ? "" : " --no-heartbeats",
                    close_early ? " --close-at-expiry" : "");
         overlapping += st.overlaps > 0;
         sum.holds += st.holds;
@@ -153,10 +155,11 @@ int main(int argc, char **argv)
     printf("lease campaign (heartbeats %s%s): %" PRIu64 " seeds, %" PRIu64 " partitions (%" PRIu64
            " blips within the tolerance cut a holder), %" PRIu64 " pauses; %" PRIu64
            " holds, %" PRIu64 " heartbeats, %" PRIu64 " expiries, %" PRIu64
-           " sessions ended for silence (at most %" PRId64 " ms after the last segment, at least %"
-           PRId64 " ms before the lease's end)\n",
-           heartbeats ? "on" : "off", close_early ? ", closing at expiry" : "", seeds, sum.partitions, sum.blips, sum.pauses, sum.holds,
-           sum.heartbeats, sum.expiries, sum.releases, sum.max_release_ms,
+           " sessions ended for silence (at most %" PRId64
+           " ms after the last segment, at least %" PRId64 " ms before the lease's end)\n",
+           heartbeats ? "on" : "off", close_early ? ", closing at expiry" : "", seeds,
+           sum.partitions, sum.blips, sum.pauses, sum.holds, sum.heartbeats, sum.expiries,
+           sum.releases, sum.max_release_ms,
            sum.min_lease_left_ms == INT64_MAX ? 0 : sum.min_lease_left_ms);
     printf("overlaps: %" PRIu64 " in %" PRIu64 " seeds (longest %" PRId64 " ms); %" PRIu64
            " more with a paused holder (not counted: fencing's case); spurious stops: %" PRIu64
