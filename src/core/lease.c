@@ -39,18 +39,19 @@ int advlock_lease_plan_init(advlock_lease_plan *p, int64_t lease_ms, int64_t sto
     if (lease_ms < ADVLOCK_LEASE_SERVER_SLACK_MS
         || stop_ms > user_timeout - ADVLOCK_LEASE_MARGIN_MS - ADVLOCK_LEASE_MIN_DEADLINE_MS)
         return ADVLOCK_EINVAL;
-    advlock_lease_plan plan = {
-        .lease_ms = lease_ms,
-        .stop_ms = stop_ms,
-        .user_timeout_ms = (int32_t)user_timeout,
-        .keepalives_idle_s = (int32_t)(user_timeout / 1000 - 2),
-        .keepalives_interval_s = 1,
-        .keepalives_count = 2,
-        .check_interval_ms = 1000,
-        .deadline_ms = user_timeout - stop_ms - ADVLOCK_LEASE_MARGIN_MS,
-    };
+    /* Zeroed padding too: plans and leases compare byte for byte. */
+    advlock_lease_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.lease_ms = lease_ms;
+    plan.stop_ms = stop_ms;
+    plan.user_timeout_ms = (int32_t)user_timeout;
+    plan.keepalives_idle_s = (int32_t)(user_timeout / 1000 - 2);
+    plan.keepalives_interval_s = 1;
+    plan.keepalives_count = 2;
+    plan.check_interval_ms = 1000;
+    plan.deadline_ms = user_timeout - stop_ms - ADVLOCK_LEASE_MARGIN_MS;
     plan.heartbeat_ms = plan.deadline_ms / 4;
-    *p = plan;
+    memcpy(p, &plan, sizeof plan);
     return 0;
 }
 
@@ -84,7 +85,7 @@ int advlock_lease_init(advlock_lease *l, const advlock_lease_plan *p)
     if (l == NULL || p == NULL)
         return ADVLOCK_EINVAL;
     memset(l, 0, sizeof *l);
-    l->plan_ = *p;
+    memcpy(&l->plan_, p, sizeof *p);
     l->now_ms_ = INT64_MIN;
     l->state_ = IDLE;
     return 0;
