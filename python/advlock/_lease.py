@@ -184,12 +184,19 @@ def _remember(lease, client, answer):
     return result, answer
 
 
-def start_holding(lease, setup, client, anchor_ms):
-    """The lock was granted by a statement sent at anchor_ms: True when
-    heartbeats are to run (TCP, or behind a proxy), False on a Unix socket."""
+def start_holding(lease, setup, session, anchor_ms):
+    """The lock was granted by a statement sent at anchor_ms on the server
+    session the machine's session value (a _binding.Session) describes: True when
+    heartbeats are to run (TCP, or behind a proxy), False on a Unix socket
+    and behind a proxy on a connection that claimed no server session (a
+    transaction-scoped lock's: a guarded heartbeat proves only a claim)."""
     if setup == B.LEASE_UNIX_SOCKET:
         return False
-    token = client.state.value.token if setup == B.LEASE_PROXIED else 0
+    token = 0
+    if setup == B.LEASE_PROXIED:
+        if not session.claimed:
+            return False
+        token = session.token
     with lease.guard:
         lease.hold(anchor_ms, token)
     return True

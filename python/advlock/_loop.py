@@ -556,7 +556,8 @@ class _LockBase:
         lease = _lease.Lease(self._plan)
         client = self._client
         setup = _lease.remembered(client.state, self._plan)
-        if not _lease.start_holding(lease, setup, client, self._machine.sent_ms):
+        m = self._machine
+        if not _lease.start_holding(lease, setup, m.session(), m.sent_ms):
             return False
         self._lease = lease
         return True
