@@ -1091,7 +1091,7 @@ typedef struct advlock_lease {
 } advlock_lease;
 
 /* Sets l to an idle lease with plan p (copied). Returns 0 or ADVLOCK_EINVAL
- * (l or p NULL). */
+ * (l or p NULL, or *p not a plan advlock_lease_plan_init() made). */
 ADVLOCK_API int advlock_lease_init(advlock_lease *l, const advlock_lease_plan *p);
 
 /*

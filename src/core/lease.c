@@ -80,9 +80,23 @@ int advlock_lease_options(const advlock_lease_plan *p, char *buf, size_t size)
     return (int)t.len;
 }
 
+/* A plan advlock_lease_plan_init() made: the engine relies on D >= 2 s and
+ * H > 0, and the heartbeat's $1 must be the U the setup set. */
+static int plan_valid(const advlock_lease_plan *p)
+{
+    advlock_lease_plan made;
+    return advlock_lease_plan_init(&made, p->lease_ms, p->stop_ms) == 0
+           && made.user_timeout_ms == p->user_timeout_ms
+           && made.keepalives_idle_s == p->keepalives_idle_s
+           && made.keepalives_interval_s == p->keepalives_interval_s
+           && made.keepalives_count == p->keepalives_count
+           && made.check_interval_ms == p->check_interval_ms && made.deadline_ms == p->deadline_ms
+           && made.heartbeat_ms == p->heartbeat_ms;
+}
+
 int advlock_lease_init(advlock_lease *l, const advlock_lease_plan *p)
 {
-    if (l == NULL || p == NULL)
+    if (l == NULL || p == NULL || !plan_valid(p))
         return ADVLOCK_EINVAL;
     memset(l, 0, sizeof *l);
     memcpy(&l->plan_, p, sizeof *p);

@@ -436,6 +436,19 @@ static void misuse_changes_nothing(void **state)
 
     assert_int_equal(advlock_lease_init(NULL, &p), ADVLOCK_EINVAL);
     assert_int_equal(advlock_lease_init(&l, NULL), ADVLOCK_EINVAL);
+    /* Only a plan the plan's function made: D and H are relied on. */
+    advlock_lease_plan forged = p;
+    forged.heartbeat_ms = 0;
+    assert_int_equal(advlock_lease_init(&l, &forged), ADVLOCK_EINVAL);
+    forged = p;
+    forged.deadline_ms = p.deadline_ms + 1;
+    assert_int_equal(advlock_lease_init(&l, &forged), ADVLOCK_EINVAL);
+    forged = p;
+    forged.user_timeout_ms = 3000;
+    assert_int_equal(advlock_lease_init(&l, &forged), ADVLOCK_EINVAL);
+    forged = p;
+    forged.lease_ms = 0;
+    assert_int_equal(advlock_lease_init(&l, &forged), ADVLOCK_EINVAL);
     assert_int_equal(advlock_lease_start_setup(NULL, 0, 0), ADVLOCK_EINVAL);
     assert_int_equal(advlock_lease_hold(NULL, 0, 0, 0), ADVLOCK_EINVAL);
     assert_int_equal(advlock_lease_on_sent(NULL, 0), ADVLOCK_EINVAL);
