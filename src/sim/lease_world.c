@@ -78,6 +78,9 @@ typedef struct lease_world {
 } lease_world;
 
 static void trace(lease_world *w, int c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void trace(lease_world *w, int c, const char *fmt, ...)
 {
     if (w->cfg->trace == NULL)
         return;

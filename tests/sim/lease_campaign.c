@@ -87,13 +87,14 @@ int main(int argc, char **argv)
     int heartbeats = 1, close_early = 0, trace = 0, single = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--seeds") == 0 && parse_u64(v, &seeds))
+        uint64_t *number = strcmp(a, "--seeds") == 0   ? &seeds
+                           : strcmp(a, "--start") == 0 ? &start
+                           : strcmp(a, "--seed") == 0  ? &one
+                                                       : NULL;
+        if (number != NULL && parse_u64(v, number)) {
+            single |= number == &one;
             i++;
-        else if (strcmp(a, "--start") == 0 && parse_u64(v, &start))
-            i++;
-        else if (strcmp(a, "--seed") == 0 && parse_u64(v, &one))
-            i++, single = 1;
-        else if (strcmp(a, "--no-heartbeats") == 0)
+        } else if (strcmp(a, "--no-heartbeats") == 0)
             heartbeats = 0;
         else if (strcmp(a, "--close-at-expiry") == 0)
             close_early = 1;
