@@ -18,6 +18,8 @@
 #   restart  pg_ctl restart under the holder: told, exit 70, no overlap
 #   default  --lease omitted: the server session's keepalive timer reads the
 #            default plan's tcp_keepalives_idle (25 s), not the kernel's 2 h
+#   wait     --wait for longer than D: the grant is confirmed by a heartbeat
+#            and the command runs
 #   settings a lease too short for --kill-after and a conflicting -c tcp_*
 #            in PGOPTIONS are refused before connecting (exit 64); keepalive
 #            parameters in the conninfo win over advlock run's defaults
@@ -302,6 +304,23 @@ settings() {
     clean_up
 }
 
+# ---- a server-side wait longer than the lease's deadline --------------------------
+
+long_wait() {
+    local key_name=lease-wait
+    # Held from outside for 5 s; the run in the namespace waits in the
+    # server's queue (D = 3 s), gets the lock, confirms it with a heartbeat
+    # and runs its command.
+    psql -X -At -c "SELECT pg_advisory_lock($(key_of "$key_name")), pg_sleep(5)" >/dev/null &
+    local blocker=$!
+    sleep 0.5
+    capture in_ns "$ADVLOCK" run -q --wait --lease "$LEASE_S" --kill-after "$KILL_S" \
+        -d "$(partition_conninfo)" "$key_name" -- echo ran
+    wait "$blocker" || true
+    check "wait: a grant after a wait longer than D runs the command" "0 ran " "$RC $OUT $ERR"
+    clean_up
+}
+
 # ---- the run ---------------------------------------------------------------------
 
 # The figures of every partition judged (not the restart, which is none):
@@ -324,7 +343,7 @@ report_figures() {
 }
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default)
+[ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default wait)
 for c in "${cases[@]}"; do
     case "$c" in
         cli) for run in $(seq "$CLI_RUNS"); do cli_partition "$run"; done ;;
@@ -339,6 +358,7 @@ for c in "${cases[@]}"; do
         restart) restart ;;
         default) default_lease ;;
         settings) settings ;;
+        wait) long_wait ;;
         *) fail "unknown case: $c" ;;
     esac
 done

@@ -40,8 +40,11 @@ enum phase {
  * caller's own statement streaming a large result cannot hold the loop. */
 enum { MAX_IDLE_READS = 16 };
 
-/* Whose statement is in flight when the lease's (lease_query_). */
-enum { MACHINE_QUERY = 0, LEASE_SETUP, LEASE_HEARTBEAT };
+/* Whose statement is in flight when the lease's (lease_query_): its
+ * setup, a heartbeat, or the heartbeat that confirms a grant which came
+ * long after its statement was sent (a server-side wait: the lease counts
+ * from a send, and the lock statement's is too old to count from). */
+enum { MACHINE_QUERY = 0, LEASE_SETUP, LEASE_HEARTBEAT, LEASE_CONFIRM };
 
 /* A heartbeat in flight while the lock is held belongs to the watch, not to
  * an operation: the caller sees the adapter holding, not busy. */
@@ -154,10 +157,16 @@ static advlock_action statement_in_flight(const advlock_pq *a)
 {
     if (a->lease_query_ == MACHINE_QUERY)
         return advlock_next_action(&a->machine_);
-    advlock_lease_action l = advlock_lease_next(&a->lease_);
     advlock_action act;
     memset(&act, 0, sizeof act);
     act.kind = ADVLOCK_ACTION_QUERY;
+    if (a->lease_query_ == LEASE_CONFIRM) {
+        act.sql = a->session_.proxied ? ADVLOCK_SQL_HEARTBEAT_GUARDED : ADVLOCK_SQL_HEARTBEAT;
+        act.param = lease_plan(a).user_timeout_ms;
+        act.param2 = (int64_t)a->session_.token;
+        return act;
+    }
+    advlock_lease_action l = advlock_lease_next(&a->lease_);
     act.sql = l.sql;
     act.param = l.param;
     act.param2 = l.param2;
@@ -172,18 +181,30 @@ static void send_form(advlock_pq *a, int64_t now_ms)
 {
     advlock_action next = statement_in_flight(a);
     int sent = advlock_pq_query_send(&a->query_, a->conn_, &next);
-    if (sent && a->lease_query_ != MACHINE_QUERY)
+    if (sent && a->lease_query_ == LEASE_CONFIRM)
+        a->sent_ms_ = now_ms; /* the lease will count from this send */
+    else if (sent && a->lease_query_ != MACHINE_QUERY)
         (void)advlock_lease_on_sent(&a->lease_, now_ms);
     a->phase_ = sent ? SENDING : ANSWERED;
 }
 
-/* Sends the lease's statement (kind: LEASE_SETUP or LEASE_HEARTBEAT). */
+/* Sends the lease's statement (kind: LEASE_SETUP, _HEARTBEAT, _CONFIRM). */
 static void send_lease_query(advlock_pq *a, int kind, int64_t now_ms)
 {
     a->lease_query_ = (uint8_t)kind;
-    advlock_pq_query_begin(&a->query_, advlock_lease_next(&a->lease_).sql, a->prepared_,
+    advlock_pq_query_begin(&a->query_, statement_in_flight(a).sql, a->prepared_,
                            a->session_.proxied, a->conn_);
     send_form(a, now_ms);
+}
+
+/* A grant whose statement went out more than a heartbeat's interval ago
+ * (a server-side wait) is confirmed by a heartbeat before it counts as
+ * held: anchoring the lease at the grant's arrival would be unsafe (the
+ * server may have stopped hearing this client while the grant came). */
+static int needs_confirm(const advlock_pq *a, const advlock_report *r, int64_t now_ms)
+{
+    return a->lease_on_ && r->outcome == ADVLOCK_ACQUIRED
+           && now_ms - a->sent_ms_ >= lease_plan(a).heartbeat_ms;
 }
 
 static int setup_holds(advlock_lease_setup s)
@@ -250,7 +271,9 @@ static void follow_machine(advlock_pq *a, int64_t now_ms)
          * for a cancel, so nothing else arrives here. */
         advlock_pq_report_finish(&a->report_, next.report);
         a->report_.lease_expiry = ADVLOCK_LEASE_LIVE;
-        if (holds(next.report))
+        if (needs_confirm(a, next.report, now_ms))
+            send_lease_query(a, LEASE_CONFIRM, now_ms);
+        else if (holds(next.report))
             hold(a, next.report, now_ms);
         else
             a->phase_ = DONE;
@@ -280,6 +303,25 @@ static void setup_answered(advlock_pq *a, const char *words, int64_t now_ms)
     follow_machine(a, now_ms);
 }
 
+static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, int64_t now_ms);
+
+/* A grant's confirming heartbeat answered: TRUE holds the lock from its
+ * send; anything else (or no answer within D: tend_lease) loses it. */
+static void confirm_answered(advlock_pq *a, advlock_result r, const char *words, int64_t now_ms)
+{
+    if (r == ADVLOCK_RESULT_TRUE) {
+        hold(a, &a->report_.lock, now_ms);
+        return;
+    }
+    char why[ADVLOCK_PQ_TEXT_MAX];
+    snprintf(why, sizeof why,
+             "the heartbeat after a long wait for the grant failed (%.150s); stop the work now",
+             words[0] != '\0' ? words : "the server session changed");
+    become_lost(a, "", why, now_ms);
+    a->report_.lease_expiry = r == ADVLOCK_RESULT_CONNECTION_LOST ? ADVLOCK_LEASE_CONNECTION
+                                                                   : ADVLOCK_LEASE_SETTINGS;
+}
+
 /* The lease's statement answered: the setup goes on to the machine's
  * statement, a heartbeat back to the watch (or to the operation that
  * started meanwhile), unless it ended the lease. */
@@ -289,6 +331,10 @@ static void lease_answered(advlock_pq *a, int64_t now_ms)
     advlock_result r = advlock_pq_answer_take(&a->query_, a->conn_, words, sizeof words);
     int kind = a->lease_query_;
     a->lease_query_ = MACHINE_QUERY;
+    if (kind == LEASE_CONFIRM) {
+        confirm_answered(a, r, words, now_ms);
+        return;
+    }
     (void)advlock_lease_on_result(&a->lease_, r, now_ms);
     if (kind == LEASE_SETUP) {
         setup_answered(a, words, now_ms);
@@ -474,6 +520,11 @@ static void tend_lease(advlock_pq *a, int64_t now_ms)
 {
     if (!a->lease_on_ || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
         return;
+    if (a->lease_query_ == LEASE_CONFIRM) {
+        if (now_ms >= a->sent_ms_ + lease_plan(a).deadline_ms)
+            become_lease_lost(a, "", now_ms);
+        return;
+    }
     (void)advlock_lease_on_timer(&a->lease_, now_ms);
     advlock_lease_action next = advlock_lease_next(&a->lease_);
     if (next.kind == ADVLOCK_LEASE_EXPIRED) {
@@ -749,6 +800,8 @@ static int64_t lease_wake(const advlock_pq *a)
 {
     if (!a->lease_on_ || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
         return INT64_MAX;
+    if (a->lease_query_ == LEASE_CONFIRM)
+        return a->sent_ms_ + lease_plan(a).deadline_ms;
     advlock_lease_action l = advlock_lease_next(&a->lease_);
     if (l.kind == ADVLOCK_LEASE_EXPIRED)
         return 0; /* at once: the loss is still to be told */
