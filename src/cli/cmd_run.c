@@ -777,7 +777,8 @@ static int give_back(advlock_pq *a, PGconn *conn, const run_options *o, int64_t 
 static const char *lease_startup_options(const run_options *o, char *buf, size_t size)
 {
     advlock_lease_plan plan;
-    if (o->lease_ms == 0 || o->xact || advlock_lease_plan_init(&plan, o->lease_ms, o->kill_after_ms) != 0
+    if (o->lease_ms == 0 || o->xact
+        || advlock_lease_plan_init(&plan, o->lease_ms, o->kill_after_ms) != 0
         || advlock_lease_options(&plan, buf, size) >= (int)size)
         return NULL;
     return buf;

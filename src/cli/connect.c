@@ -115,9 +115,9 @@ int cli_connect(const char *conninfo, const char *application_name, PGconn **out
 
 /* The settings a lease sets for itself: the user's startup options must
  * not set them too (which value would the server keep?). */
-static const char *const lease_settings[] = {
-    "tcp_user_timeout", "tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count",
-    "client_connection_check_interval"};
+static const char *const lease_settings[] = {"tcp_user_timeout", "tcp_keepalives_idle",
+                                             "tcp_keepalives_interval", "tcp_keepalives_count",
+                                             "client_connection_check_interval"};
 
 /* The user's startup options: the conninfo's options=, else PGOPTIONS (as
  * libpq takes them), or NULL; *parsed is freed by the caller. */
@@ -169,9 +169,8 @@ int cli_connect_until(const char *conninfo, const char *application_name,
         return EXIT_USAGE;
     }
     int rc = EXIT_OK;
-    char *options = server_options != NULL
-                        ? merged_options(user_options(parsed), server_options, &rc)
-                        : NULL;
+    char *options =
+        server_options != NULL ? merged_options(user_options(parsed), server_options, &rc) : NULL;
     PQconninfoFree(parsed);
     if (rc != EXIT_OK)
         return rc;
@@ -181,11 +180,12 @@ int cli_connect_until(const char *conninfo, const char *application_name,
      * effect on Unix-domain sockets, which need none.) A NULL value is
      * skipped: an unset conninfo means "from the environment", and no
      * lease leaves the user's options as they are. */
-    const char *keys[] = {"keepalives",       "keepalives_idle",           "keepalives_interval",
-                          "keepalives_count", "dbname",                    "application_name",
-                          "fallback_application_name", "options", NULL};
-    const char *values[] = {"1",        "30",     "10",    "3", conninfo, application_name,
-                            "advlock",  options,  NULL};
+    const char *keys[] = {
+        "keepalives", "keepalives_idle",  "keepalives_interval",       "keepalives_count",
+        "dbname",     "application_name", "fallback_application_name", "options",
+        NULL};
+    const char *values[] = {"1",       "30",    "10", "3", conninfo, application_name,
+                            "advlock", options, NULL};
     PGconn *conn = PQconnectStartParams(keys, values, 1);
     free(options);
     if (conn == NULL) {

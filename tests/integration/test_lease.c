@@ -37,8 +37,8 @@ static fixture *begin(int nonblocking)
     o.event_user = &f.seen;
     o.lease_ms = LEASE_MS;
     o.lease_stop_ms = STOP_MS;
-    assert_int_equal(nonblocking ? advlock_pq_async_init(&f.a, f.conn) : advlock_pq_init(&f.a, f.conn),
-                     0);
+    assert_int_equal(
+        nonblocking ? advlock_pq_async_init(&f.a, f.conn) : advlock_pq_init(&f.a, f.conn), 0);
     assert_int_equal(advlock_pq_set_options(&f.a, &o), 0);
     pgt_unique_key(f.key, sizeof f.key, "lease");
     return &f;
@@ -101,8 +101,8 @@ static void test_blocking_heartbeats_keep_then_lose(void **state)
         pgt_sleep_ms(100);
     }
     char buf[512];
-    assert_non_null(strstr(pgt_last_statement(f->observer, f->conn, buf, sizeof buf),
-                           "tcp_user_timeout"));
+    assert_non_null(
+        strstr(pgt_last_statement(f->observer, f->conn, buf, sizeof buf), "tcp_user_timeout"));
     assert_int_equal(pgt_lock_count(f->observer, pgt_key_of(f->key)), 1);
 
     /* The server stops answering: LOST by the stop deadline. */
@@ -126,9 +126,8 @@ static void test_nonblocking_deadline_drives_the_lease(void **state)
     (void)state;
     fixture *f = begin(1);
     advlock_pq *all[1] = {&f->a};
-    assert_int_equal(advlock_pq_async_start_acquire(&f->a, f->key, strlen(f->key), 0,
-                                                    advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(
+        advlock_pq_async_start_acquire(&f->a, f->key, strlen(f->key), 0, advlock_pq_now_ms()), 0);
     pgt_loop_until_idle(all, 1, advlock_pq_now_ms() + 5000);
     pgt_expect_outcome(advlock_pq_async_report(&f->a), ADVLOCK_ACQUIRED);
     int64_t at;

@@ -76,8 +76,7 @@ int main(int argc, char **argv)
     o.lease_stop_ms = atoll(argv[4]);
     if (PQstatus(conn) != CONNECTION_OK || advlock_pq_async_init(&a, conn) != 0
         || advlock_pq_set_options(&a, &o) != 0
-        || advlock_pq_async_start_acquire(&a, argv[2], strlen(argv[2]), 10000,
-                                          advlock_pq_now_ms())
+        || advlock_pq_async_start_acquire(&a, argv[2], strlen(argv[2]), 10000, advlock_pq_now_ms())
                != 0) {
         fprintf(stderr, "lease_holder: cannot start: %s", PQerrorMessage(conn));
         PQfinish(conn);
@@ -111,8 +110,8 @@ int main(int argc, char **argv)
     int64_t now = advlock_pq_now_ms(), stop_at = 0, free_by = 0;
     (void)advlock_pq_lease_deadline(&a, &stop_at, &free_by);
     r = advlock_pq_async_report(&a);
-    printf("lost %.6f %d %lld %lld %s\n", lost_at, (int)r->lease_expiry,
-           (long long)(stop_at - now), (long long)(free_by - now), r->server_message);
+    printf("lost %.6f %d %lld %lld %s\n", lost_at, (int)r->lease_expiry, (long long)(stop_at - now),
+           (long long)(free_by - now), r->server_message);
     PQfinish(conn);
     return 3;
 }

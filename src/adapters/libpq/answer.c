@@ -365,8 +365,7 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
     q->kept_ = NULL;
 }
 
-advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words,
-                                      size_t size)
+advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size)
 {
     if (!write_failure_words(q, conn, words, size))
         words[0] = '\0';

@@ -318,8 +318,8 @@ static void confirm_answered(advlock_pq *a, advlock_result r, const char *words,
              "the heartbeat after a long wait for the grant failed (%.150s); stop the work now",
              words[0] != '\0' ? words : "the server session changed");
     become_lost(a, "", why, now_ms);
-    a->report_.lease_expiry = r == ADVLOCK_RESULT_CONNECTION_LOST ? ADVLOCK_LEASE_CONNECTION
-                                                                   : ADVLOCK_LEASE_SETTINGS;
+    a->report_.lease_expiry =
+        r == ADVLOCK_RESULT_CONNECTION_LOST ? ADVLOCK_LEASE_CONNECTION : ADVLOCK_LEASE_SETTINGS;
 }
 
 /* The lease's statement answered: the setup goes on to the machine's
@@ -468,8 +468,8 @@ static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, 
 /* The lease's words for why it ran out (words: what the failed heartbeat
  * said, or ""). Never "no longer held": the server may hold the lock until
  * lease_free_ms_. */
-static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char *words,
-                       char *out, size_t size)
+static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char *words, char *out,
+                       size_t size)
 {
     advlock_lease_plan p = lease_plan(a);
     char d[32], l[32];
@@ -656,8 +656,7 @@ int advlock_pq_async_start_release(advlock_pq *a, const char *lock_key, size_t l
     int rc = check_can_start(a, 0, now_ms);
     if (rc != 0)
         return rc;
-    return started(a, advlock_start_release(&a->machine_, lock_key, len, now_ms), RELEASES,
-                   now_ms);
+    return started(a, advlock_start_release(&a->machine_, lock_key, len, now_ms), RELEASES, now_ms);
 }
 
 int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_ms)
@@ -868,8 +867,7 @@ int advlock_pq_async_lost(advlock_pq *a)
 
 const advlock_pq_report *advlock_pq_async_report(const advlock_pq *a)
 {
-    return a != NULL && (a->phase_ == DONE || holding(a) || a->phase_ == LOST) ? &a->report_
-                                                                                : NULL;
+    return a != NULL && (a->phase_ == DONE || holding(a) || a->phase_ == LOST) ? &a->report_ : NULL;
 }
 
 const advlock_machine *advlock_pq_async_machine(const advlock_pq *a)

@@ -83,8 +83,7 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
  * row, a BOOLEAN): returns the result, with a failure's words in words
  * (size bytes; "" for a success), and lets go of the kept result.
  */
-advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words,
-                                      size_t size);
+advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size);
 
 /* ---- notices.c: keeping server notices off stderr ------------------------- */
 
