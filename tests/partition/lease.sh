@@ -58,8 +58,7 @@ before() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 
 # Waits up to SECONDS for FILE to be non-empty.
 wait_for_file() {
-    local i
-    for i in $(seq $(($2 * 20))); do
+    for _ in $(seq $(($2 * 20))); do
         [ -s "$1" ] && return 0
         sleep 0.05
     done
@@ -183,8 +182,8 @@ async_partition() {
     local status=0
     wait "$holder" || status=$?
     check "async $run: the adapter turned LOST (exit 3)" 3 "$status"
-    local word lost expiry stop_in free_in words
-    read -r word lost expiry stop_in free_in words <"$dir/out" || true
+    local lost expiry stop_in free_in words
+    read -r _ lost expiry stop_in free_in words <"$dir/out" || true
     check "async $run: the report's lease_expiry is NO_ANSWER" 1 "${expiry:-}"
     # The stop deadline passed at most 100 ms before the loss was seen.
     check "async $run: LOST at the stop deadline (+100 ms at most)" 1 \
