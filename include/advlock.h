@@ -131,19 +131,20 @@ ADVLOCK_API int advlock_derive_key(const char *lock_key, size_t len, int64_t *ke
 ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
 
 /*
- * Every SQL statement a machine can emit. Every parameter is a bigint (int8,
- * type OID 20), and advlock_sql_params() says how many a statement takes;
- * the action's param, param2 and param3 are their values. $1 is the lock key,
- * except for ADVLOCK_SQL_SESSION. The waiting statements (6 to 9, 16, 17,
- * 24, 25) take $2: the wait's bound in milliseconds, set as lock_timeout
- * for the statement alone. The guarded statements (12 to 17, 20 to 25) take
- * the connection's session token last ($2, or $3 after a wait's bound):
- * they run their lock function (or the verify's look at pg_locks) only on a
- * server session this connection claimed (the transaction-scoped 22 to 25
- * also on one that holds nothing of the key), and answer NULL anywhere
- * else (see advlock_set_session()). advlock_sql_answer() says what a statement
- * returns. Drivers may prepare each statement once per connection, indexed
- * by this identifier.
+ * Every SQL statement a machine or a lease can emit. Every parameter is a
+ * bigint (int8, type OID 20), and advlock_sql_params() says how many a
+ * statement takes; the action's param, param2 and param3 are their values.
+ * $1 is the lock key, except for ADVLOCK_SQL_SESSION and the lease's rows
+ * (26 to 28). The waiting statements (6 to 9, 16, 17, 24, 25) take $2: the
+ * wait's bound in milliseconds, set as lock_timeout for the statement
+ * alone. The guarded statements (12 to 17, 20 to 25, 28) take the
+ * connection's session token last ($2, or $3 after a wait's bound): they
+ * run their lock function (or the verify's look at pg_locks, or a
+ * heartbeat) only on a server session this connection claimed (the
+ * transaction-scoped 22 to 25 also on one that holds nothing of the key),
+ * and answer NULL anywhere else (see advlock_set_session()).
+ * advlock_sql_answer() says what a statement returns. Drivers may prepare
+ * each statement once per connection, indexed by this identifier.
  */
 typedef enum advlock_sql {
     ADVLOCK_SQL_TRY_LOCK = 0,             /* SELECT pg_try_advisory_lock($1) */
