@@ -486,9 +486,15 @@ ADVLOCK_API int advlock_pq_init(advlock_pq *a, PGconn *conn);
  * an operation is under way (options hold from an operation's start to its
  * end).
  *
+ * Options with lease_ms > 0 run a lease (see "Leases"), set up anew at the
+ * next acquire; while a lock is held under a lease, the lease's two fields
+ * must stay as they are.
+ *
  * Returns 0, or:
- *     ADVLOCK_EINVAL    a or o NULL, or a value outside its enum;
- *     ADVLOCK_EMISUSE   a unbound, or an operation is under way.
+ *     ADVLOCK_EINVAL    a or o NULL, a value outside its enum, or a lease
+ *                       advlock_lease_plan_init() refuses;
+ *     ADVLOCK_EMISUSE   a unbound, an operation is under way, or another
+ *                       lease for a lock held under one.
  */
 ADVLOCK_API int advlock_pq_set_options(advlock_pq *a, const advlock_options *o);
 

@@ -132,6 +132,10 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
         return ADVLOCK_EMISUSE;
     if (o == NULL)
         return ADVLOCK_EINVAL;
+    /* Another lease while one runs would leave the held lock unguarded. */
+    if (holding(a) && a->lease_on_
+        && (o->lease_ms != a->lease_ms_ || o->lease_stop_ms != a->lease_stop_ms_))
+        return ADVLOCK_EMISUSE;
     /* Jitter asked for with nothing to draw from means random (advlock.h):
      * the core has no entropy, so it is given some here, once per call. */
     advlock_options chosen = *o;
@@ -144,6 +148,9 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
     a->scope_ = o->scope;
     /* The machine accepted the pair, so the plan does too. A lease set anew
      * sets the connection up anew (its first acquire). */
+    /* The lease of a held lock runs on as it is. */
+    if (holding(a) && o->lease_ms == a->lease_ms_ && o->lease_stop_ms == a->lease_stop_ms_)
+        return 0;
     a->lease_ms_ = o->lease_ms;
     a->lease_stop_ms_ = o->lease_stop_ms;
     a->lease_on_ = 0;
