@@ -935,7 +935,6 @@ ADVLOCK_API advlock_action advlock_next_action(const advlock_machine *m);
  */
 ADVLOCK_API int advlock_format_seconds(int64_t ms, char *buf, size_t size);
 
-
 /* ---- Leases ---------------------------------------------------------------
  *
  * A lease bounds, in time, what a silent network partition (no FIN, no RST)
@@ -954,17 +953,17 @@ ADVLOCK_API int advlock_format_seconds(int64_t ms, char *buf, size_t size);
  * unacknowledged answer, plus headroom for the round trip; the holder's
  * margin covers reaping its command after SIGKILL; a heartbeat needs at
  * least ADVLOCK_LEASE_MIN_DEADLINE_MS to be sent and answered. */
-#define ADVLOCK_LEASE_SERVER_SLACK_MS  3000
-#define ADVLOCK_LEASE_MARGIN_MS        1000
-#define ADVLOCK_LEASE_MIN_DEADLINE_MS  2000
+#define ADVLOCK_LEASE_SERVER_SLACK_MS 3000
+#define ADVLOCK_LEASE_MARGIN_MS       1000
+#define ADVLOCK_LEASE_MIN_DEADLINE_MS 2000
 /* The longest lease a plan accepts (9 h): Linux takes tcp_keepalives_idle
  * (U/1000 - 2) up to 32767 s, and a server that cannot apply the plan
  * would fail the setup instead. */
-#define ADVLOCK_LEASE_MAX_MS           32400000
+#define ADVLOCK_LEASE_MAX_MS 32400000
 /* The default lease of drivers that run one by default (advlock run,
  * Python): short enough that a cut-off holder's lock is free within it,
  * long enough to ride out blips of about 6 s. */
-#define ADVLOCK_LEASE_DEFAULT_MS       30000
+#define ADVLOCK_LEASE_DEFAULT_MS 30000
 
 /*
  * The numbers of one lease, all derived from the lease L and the longest
@@ -981,15 +980,15 @@ ADVLOCK_API int advlock_format_seconds(int64_t ms, char *buf, size_t size);
  * server frees it by U + ~0.75 s (+ 1 s inside a statement) < L.
  */
 typedef struct advlock_lease_plan {
-    int64_t lease_ms;           /* L */
-    int64_t stop_ms;            /* K */
-    int32_t user_timeout_ms;    /* U */
-    int32_t keepalives_idle_s;  /* I */
+    int64_t lease_ms;              /* L */
+    int64_t stop_ms;               /* K */
+    int32_t user_timeout_ms;       /* U */
+    int32_t keepalives_idle_s;     /* I */
     int32_t keepalives_interval_s; /* V */
-    int32_t keepalives_count;   /* C */
-    int32_t check_interval_ms;  /* client_connection_check_interval */
-    int64_t deadline_ms;        /* D */
-    int64_t heartbeat_ms;       /* H */
+    int32_t keepalives_count;      /* C */
+    int32_t check_interval_ms;     /* client_connection_check_interval */
+    int64_t deadline_ms;           /* D */
+    int64_t heartbeat_ms;          /* H */
 } advlock_lease_plan;
 
 /*
@@ -1015,32 +1014,32 @@ ADVLOCK_API int advlock_lease_options(const advlock_lease_plan *p, char *buf, si
 
 /* What a lease asks its driver to do next. */
 typedef enum advlock_lease_action_kind {
-    ADVLOCK_LEASE_NONE = 0,    /* not started, or stopped: nothing */
-    ADVLOCK_LEASE_QUERY = 1,   /* send sql with $1 = param (and $2 = param2),
-                                  call advlock_lease_on_sent() once it is
-                                  sent and advlock_lease_on_result() with its
-                                  answer; meanwhile wake at wake_at_ms */
-    ADVLOCK_LEASE_WAIT = 2,    /* nothing to send: wake at wake_at_ms (the next
-                                  heartbeat or the stop deadline, whichever
-                                  comes first) and call advlock_lease_on_timer() */
-    ADVLOCK_LEASE_EXPIRED = 3  /* stop the work guarded by the lock now: the
-                                  holder can no longer prove it holds it, and
-                                  the server may free it U - D - elapsed
-                                  later; close the connection (a late answer
-                                  must not count) */
+    ADVLOCK_LEASE_NONE = 0,   /* not started, or stopped: nothing */
+    ADVLOCK_LEASE_QUERY = 1,  /* send sql with $1 = param (and $2 = param2),
+                                 call advlock_lease_on_sent() once it is
+                                 sent and advlock_lease_on_result() with its
+                                 answer; meanwhile wake at wake_at_ms */
+    ADVLOCK_LEASE_WAIT = 2,   /* nothing to send: wake at wake_at_ms (the next
+                                 heartbeat or the stop deadline, whichever
+                                 comes first) and call advlock_lease_on_timer() */
+    ADVLOCK_LEASE_EXPIRED = 3 /* stop the work guarded by the lock now: the
+                                 holder can no longer prove it holds it, and
+                                 the server may free it U - D - elapsed
+                                 later; close the connection (a late answer
+                                 must not count) */
 } advlock_lease_action_kind;
 
 typedef struct advlock_lease_action {
     advlock_lease_action_kind kind;
-    advlock_sql sql;     /* QUERY: ADVLOCK_SQL_LEASE_SETUP, _HEARTBEAT or _HEARTBEAT_GUARDED */
+    advlock_sql sql; /* QUERY: ADVLOCK_SQL_LEASE_SETUP, _HEARTBEAT or _HEARTBEAT_GUARDED */
     const char *sql_text;
-    int64_t param;       /* QUERY: $1 (U) */
-    int64_t param2;      /* QUERY, guarded: $2 (the session token) */
-    int64_t wake_at_ms;  /* QUERY, WAIT: when to call advlock_lease_on_timer()
-                            (INT64_MAX: never, as during the setup) */
-    int64_t stop_at_ms;  /* held or EXPIRED: the stop deadline, the send time of
-                            the last heartbeat answered in time + D; INT64_MAX
-                            while no lock is held */
+    int64_t param;      /* QUERY: $1 (U) */
+    int64_t param2;     /* QUERY, guarded: $2 (the session token) */
+    int64_t wake_at_ms; /* QUERY, WAIT: when to call advlock_lease_on_timer()
+                           (INT64_MAX: never, as during the setup) */
+    int64_t stop_at_ms; /* held or EXPIRED: the stop deadline, the send time of
+                           the last heartbeat answered in time + D; INT64_MAX
+                           while no lock is held */
 } advlock_lease_action;
 
 /* Why a lease expired (advlock_lease_expiry_reason()). */
@@ -1080,15 +1079,15 @@ typedef enum advlock_lease_setup {
  */
 typedef struct advlock_lease {
     advlock_lease_plan plan_;
-    uint64_t token_;       /* guarded heartbeats: the session token; 0 direct */
-    int64_t anchor_ms_;    /* send time of the last heartbeat answered in time */
-    int64_t sent_ms_;      /* the outstanding query's send time, once sent */
+    uint64_t token_;    /* guarded heartbeats: the session token; 0 direct */
+    int64_t anchor_ms_; /* send time of the last heartbeat answered in time */
+    int64_t sent_ms_;   /* the outstanding query's send time, once sent */
     int64_t next_beat_ms_;
     int64_t now_ms_;
     uint8_t state_;
-    uint8_t setup_;        /* advlock_lease_setup */
-    uint8_t expiry_;       /* advlock_lease_expiry */
-    uint8_t outstanding_;  /* a query is out: 0 none, 1 to send, 2 sent */
+    uint8_t setup_;       /* advlock_lease_setup */
+    uint8_t expiry_;      /* advlock_lease_expiry */
+    uint8_t outstanding_; /* a query is out: 0 none, 1 to send, 2 sent */
 } advlock_lease;
 
 /* Sets l to an idle lease with plan p (copied). Returns 0 or ADVLOCK_EINVAL
