@@ -445,9 +445,17 @@ FAKE_MAX_LOCKS = 1024
 FAKE_MAX_HOLDS = 2048
 
 
+class FakeTcp(Structure):
+    """advlock_fake_tcp: a fake session's TCP settings."""
+    _fields_ = [("user_timeout_ms", c_int32), ("keepalives_idle_s", c_int32),
+                ("keepalives_interval_s", c_int32), ("keepalives_count", c_int32),
+                ("check_interval_ms", c_int32)]
+
+
 class _FakeSession(Structure):
     _fields_ = [("ints_", c_int * 9), ("times_", c_int64 * 4), ("claim_", c_int64),
-                ("claimed_", c_int * 2), ("claim_at_begin_", c_int64)]
+                ("claimed_", c_int * 2), ("claim_at_begin_", c_int64), ("transport_", c_int),
+                ("tcp_", FakeTcp), ("tcp_at_begin_", FakeTcp)]
 
 
 class _FakeLock(Structure):
@@ -475,7 +483,7 @@ MIRRORS = {
     "advlock_lease_action": LeaseAction, "advlock_lease": LeaseStorage,
     "advlock_prng": Prng, "advlock_fake_clock": FakeClock, "advlock_fake_result": FakeResult,
     "advlock_fake_lock_row": FakeLockRow, "advlock_fake_latency": Latency,
-    "advlock_fake_faults": Faults, "advlock_fake_db": FakeDB, "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,
+    "advlock_fake_faults": Faults, "advlock_fake_tcp": FakeTcp, "advlock_fake_db": FakeDB, "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,
     "advlock_sim_cycler": SimCycler,
     "advlock_sim_config": SimConfig, "advlock_sim_stats": SimStats, "advlock_sim": SimStorage,
 }
