@@ -483,7 +483,8 @@ MIRRORS = {
     "advlock_lease_action": LeaseAction, "advlock_lease": LeaseStorage,
     "advlock_prng": Prng, "advlock_fake_clock": FakeClock, "advlock_fake_result": FakeResult,
     "advlock_fake_lock_row": FakeLockRow, "advlock_fake_latency": Latency,
-    "advlock_fake_faults": Faults, "advlock_fake_tcp": FakeTcp, "advlock_fake_db": FakeDB, "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,
+    "advlock_fake_faults": Faults, "advlock_fake_tcp": FakeTcp, "advlock_fake_db": FakeDB,
+    "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,
     "advlock_sim_cycler": SimCycler,
     "advlock_sim_config": SimConfig, "advlock_sim_stats": SimStats, "advlock_sim": SimStorage,
 }

@@ -2,10 +2,11 @@
 include/advlock.h "Leases") driven while a lock's body runs, blocking (a
 watcher thread) or on asyncio (a task). The engine decides when a heartbeat
 is due and when the lease has expired; this module only sends the
-statements it asks for, tells it the time, and acts on EXPIRED: it marks the lock lost and stops the body (asyncio:
-cancels it; blocking: sets `lost`, and check() raises); the lock object
-closes the connection once the body has stopped (a late answer must not
-renew). docs/python.md "Leases" says why.
+statements it asks for, tells it the time, and acts on EXPIRED: it marks
+the lock lost and stops the body (asyncio: cancels it; blocking: sets
+`lost`, and check() raises); the lock object closes the connection once
+the body has stopped (a late answer must not renew). docs/python.md
+"Leases" says why.
 """
 
 import asyncio

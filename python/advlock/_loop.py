@@ -15,6 +15,10 @@ A client provides:
                        connect, 0 if unknown
     state              the connection's _session.ConnSession (its checked
                        session value)
+    heartbeat_blocked()  True when a lease's heartbeat cannot go out now
+                       (psycopg: the body's transaction failed)
+    close_now()        ends the connection at once (a lease expired), from
+                       any thread
 An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
 (result, sqlstate, message) for an error or a lost connection, a list of
 holder rows for the holders query, or a _session.SessionRow for the session
