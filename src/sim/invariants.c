@@ -215,11 +215,15 @@ static int check_progress(const sim_world *sim, const int held[ADVLOCK_SIM_MAX_K
  * sent, and no later than the first cancel was sent) and be dropped; the
  * machine asks again every 250 ms, so the first repeat sent half a round
  * trip or more after the first cancel meets the statement. A release,
- * BEGIN, COMMIT: one round trip. */
+ * BEGIN, COMMIT: one round trip; behind a proxy a release that reached
+ * another server session tries again until ADVLOCK_GUARD_RETRY_MS, its last
+ * try sent by then. */
 static int64_t step_limit(const sim_client *cl, int64_t rtt)
 {
     enum { CANCEL_REPEAT_MS = 250 };
     const advlock_options *o = &cl->options_;
+    if (cl->step_.kind == ADVLOCK_SIM_RELEASE && cl->policy_proxied_)
+        return ADVLOCK_GUARD_RETRY_MS + rtt;
     if (cl->step_.kind != ADVLOCK_SIM_ACQUIRE)
         return rtt;
     int overshoot = o->wait == ADVLOCK_WAIT_POLL && o->backoff == ADVLOCK_BACKOFF_REFERENCE

@@ -16,9 +16,13 @@
  * one), holder diagnostics, and every outcome's
  * report: outcome, failure, detail, failing statement, SQLSTATE, key,
  * timeout, elapsed time, attempts and holder facts. With a session value
- * given (advlock_set_session), the session row first, once per value; then
- * behind a proxy the guarded rows with the token, refusals with nothing
- * sent, and a guarded statement's NULL as ESESSION. It compares facts, never
+ * given (advlock_set_session), the session row first, once per value (a
+ * session-scoped operation behind a proxy asks again if only
+ * transaction-scoped ones asked, which claim nothing: $1 0); then behind a
+ * proxy the guarded rows with the token, refusals with nothing sent, a
+ * guarded transaction row's NULL as busy (the next round, never a wait), a
+ * guarded release's NULL retried on the backoff schedule within
+ * ADVLOCK_GUARD_RETRY_MS, then ESESSION, as is a guarded lock's NULL. It compares facts, never
  * sentences (advlock_describe() words them, and the core's tests check its
  * bytes). Written from the design record and the header's contract, not from
  * the core's code, so that a wrong core shows up as a disagreement.
@@ -48,6 +52,7 @@ void advlock_sim_policy_seed(sim_client *cl, uint64_t jitter_seed)
 void advlock_sim_policy_new_session(sim_client *cl)
 {
     cl->policy_checked_ = cl->policy_proxied_ = cl->policy_claimed_ = cl->policy_standby_ = 0;
+    cl->policy_claim_asked_ = 0;
 }
 
 /* The generator the options name: splitmix64 (Steele, Lea, Flood). */
@@ -100,26 +105,42 @@ static int waits_on_server(const sim_client *cl)
     return opts(cl)->wait == ADVLOCK_WAIT_SERVER && cl->step_.timeout_ms > 0;
 }
 
-/* Behind a proxy a session-scoped statement runs only on the claimed
- * server session: its guarded form. A transaction stays on one server
- * session, so its rows are never guarded. */
+/* Behind a proxy every lock statement is guarded: a session-scoped one
+ * runs only on the claimed server session, a transaction-scoped one only
+ * where no other client's session-level hold of the key is. */
 static int guarded(const sim_client *cl)
 {
-    return cl->policy_proxied_ && !xact(cl);
+    return cl->policy_proxied_;
+}
+
+/* The guarded transaction rows answer NULL where another client's
+ * session-level hold of the key is: busy, not a failure (advlock_sql). */
+static int null_is_busy(advlock_sql sql)
+{
+    return sql >= ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED && sql <= ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED;
+}
+
+/* Only a session-scoped operation claims the server session. */
+static int claims(const sim_client *cl)
+{
+    return !xact(cl);
 }
 
 /* wait: the server-side wait's statement rather than the try. The third
- * index: session scope, transaction scope, session scope guarded. */
+ * index: the scope, plus 2 when guarded. */
 static advlock_sql lock_statement(const sim_client *cl, int wait)
 {
-    static const advlock_sql by[2][2][3] = {
-        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_SQL_TRY_LOCK_GUARDED},
+    static const advlock_sql by[2][2][4] = {
+        {{ADVLOCK_SQL_TRY_LOCK, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_SQL_TRY_LOCK_GUARDED,
+          ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED},
          {ADVLOCK_SQL_TRY_LOCK_SHARED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED,
-          ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED}},
-        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK, ADVLOCK_SQL_LOCK_GUARDED},
-         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED, ADVLOCK_SQL_LOCK_SHARED_GUARDED}},
+          ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED}},
+        {{ADVLOCK_SQL_LOCK, ADVLOCK_SQL_XACT_LOCK, ADVLOCK_SQL_LOCK_GUARDED,
+          ADVLOCK_SQL_XACT_LOCK_GUARDED},
+         {ADVLOCK_SQL_LOCK_SHARED, ADVLOCK_SQL_XACT_LOCK_SHARED, ADVLOCK_SQL_LOCK_SHARED_GUARDED,
+          ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED}},
     };
-    return by[wait][opts(cl)->mode == ADVLOCK_SHARED][guarded(cl) ? 2 : xact(cl)];
+    return by[wait][opts(cl)->mode == ADVLOCK_SHARED][xact(cl) + (guarded(cl) ? 2 : 0)];
 }
 
 static advlock_sql unlock_statement(const sim_client *cl)
@@ -245,19 +266,22 @@ static expected end_unwanted(sim_client *cl)
 }
 
 /* The n-th sleep: its ceiling, drawn (jitter) or not, then cut to the time
- * left (clipping, jitter). A caller's random callback cannot be replayed
- * here, so then any length up to that bound is allowed. */
+ * left (clipping, jitter; a guarded release's retries always, within their
+ * own bound). A caller's random callback cannot be replayed here, so then
+ * any length up to that bound is allowed. */
 static expected sleep_next(sim_client *cl)
 {
     int64_t ceiling = advlock_sim_policy_sleep(++cl->policy_sleeps_);
     int64_t lo = ceiling, hi = ceiling;
+    int acquire = cl->policy_op_ == OP_ACQUIRE;
     if (jitter(cl) && opts(cl)->random != NULL) {
         lo = 0;
     } else if (jitter(cl)) {
         lo = hi = (int64_t)(splitmix64(&cl->policy_jitter_) % (uint64_t)(ceiling + 1));
     }
-    if (clipped(cl)) {
-        int64_t left = cl->step_.timeout_ms - (cl->policy_reading_ - cl->policy_start_);
+    if (clipped(cl) || !acquire) {
+        int64_t bound = acquire ? cl->step_.timeout_ms : ADVLOCK_GUARD_RETRY_MS;
+        int64_t left = bound - (cl->policy_reading_ - cl->policy_start_);
         lo = lo < left ? lo : left;
         hi = hi < left ? hi : left;
     }
@@ -288,6 +312,16 @@ static expected after_lock(sim_client *cl, advlock_result r, const char *sqlstat
             return wait_on_server(cl);
         return sleep_next(cl);
     case ADVLOCK_RESULT_NULL:
+        /* A guarded transaction row found another client's hold on its
+         * server session: busy, as a false, but never followed by a wait
+         * (it would land on the same session). */
+        if (null_is_busy(cl->policy_sql_)) {
+            if (cl->policy_cancel_)
+                return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
+            if (cl->policy_reading_ - cl->policy_start_ >= cl->step_.timeout_ms)
+                return timed_out(cl);
+            return sleep_next(cl);
+        }
         /* A guarded NULL is no answer to a cancel: the connection is unfit. */
         return cl->policy_cancel_ && !advlock_sql_guarded(cl->policy_sql_)
                    ? done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE)
@@ -364,14 +398,25 @@ static expected after_result(sim_client *cl, advlock_result r, const char *sqlst
         if (r == ADVLOCK_RESULT_FALSE
             || (r == ADVLOCK_RESULT_NULL && !advlock_sql_guarded(unlock_statement(cl))))
             return done(ADVLOCK_NOT_HELD, ADVLOCK_DETAIL_NONE);
+        /* Another server session: the claimed one may be busy with another
+         * client's transaction, and free at the next try. */
+        if (r == ADVLOCK_RESULT_NULL
+            && cl->policy_reading_ - cl->policy_start_ < ADVLOCK_GUARD_RETRY_MS)
+            return sleep_next(cl);
         return failure(cl, unlock_statement(cl), r);
     }
 }
 
 static expected on_timer(sim_client *cl)
 {
+    if (cl->policy_state_ == P_SLEEP && cl->policy_reading_ < cl->policy_wake_)
+        return current(cl);
+    if (cl->policy_state_ == P_SLEEP && cl->policy_op_ == OP_RELEASE) {
+        cl->policy_state_ = P_UNLOCK;
+        return current(cl);
+    }
     if (cl->policy_state_ == P_SLEEP)
-        return cl->policy_reading_ < cl->policy_wake_ ? current(cl) : attempt(cl);
+        return attempt(cl);
     /* The deadline, or the moment to ask again for a cancel sent (a request
      * that overtook its statement was dropped). A request not yet sent is
      * not asked for twice; INT64_MAX is no deadline at all. */
@@ -387,6 +432,9 @@ static expected on_timer(sim_client *cl)
 
 static expected on_cancel(sim_client *cl)
 {
+    /* A release sleeping between guarded unlocks ends as its bound would. */
+    if (cl->policy_state_ == P_SLEEP && cl->policy_op_ == OP_RELEASE)
+        return failure(cl, unlock_statement(cl), ADVLOCK_RESULT_NULL);
     if (cl->policy_state_ == P_SLEEP)
         return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
     if ((cl->policy_state_ == P_LOCK || cl->policy_state_ == P_WAIT
@@ -415,7 +463,7 @@ static expected begin(sim_client *cl)
         e.sql = ADVLOCK_SQL_SESSION;
         return e;
     }
-    if (guarded(cl) && !cl->policy_claimed_) {
+    if (guarded(cl) && claims(cl) && !cl->policy_claimed_) {
         expected e = done(ADVLOCK_FAILED, ADVLOCK_DETAIL_NONE);
         e.failure = ADVLOCK_ESESSION;
         e.sql = acquire ? ADVLOCK_SQL_SESSION : unlock_statement(cl);
@@ -427,10 +475,12 @@ static expected begin(sim_client *cl)
     return current(cl);
 }
 
-/* A session value not checked yet: its row comes first. */
+/* A session value not checked yet, or behind a proxy not yet asked for
+ * the claim a session-scoped operation needs: its row comes first. */
 static expected first_statement(sim_client *cl)
 {
-    if (cl->session_value_.token != 0 && !cl->policy_checked_) {
+    int unclaimed = claims(cl) && guarded(cl) && !cl->policy_claim_asked_;
+    if (cl->session_value_.token != 0 && (!cl->policy_checked_ || unclaimed)) {
         cl->policy_state_ = P_SESSION;
         return current(cl);
     }
@@ -444,7 +494,8 @@ static expected on_session(sim_client *cl)
     int pid = cl->session_row_.pid;
     cl->policy_checked_ = 1;
     cl->policy_proxied_ = pid != cl->session_value_.client_pid || pid == 0;
-    cl->policy_claimed_ = cl->session_row_.ours != 0;
+    cl->policy_claim_asked_ = claims(cl);
+    cl->policy_claimed_ = claims(cl) && cl->session_row_.ours != 0;
     cl->policy_standby_ = cl->session_row_.in_recovery != 0;
     if (cl->policy_cancel_)
         return done(ADVLOCK_CANCELLED, ADVLOCK_DETAIL_NONE);
@@ -478,7 +529,7 @@ static expected advance(sim_client *cl, enum policy_input input, advlock_result 
     case IN_START_ACQUIRE: return start_acquire(cl, reading);
     case IN_START_RELEASE:
         cl->policy_start_ = cl->policy_reading_ = reading;
-        cl->policy_attempts_ = 0;
+        cl->policy_attempts_ = cl->policy_sleeps_ = 0;
         cl->policy_cancel_ = 0;
         cl->policy_sqlstate_[0] = '\0';
         if (xact(cl))
@@ -632,10 +683,12 @@ static int check_live_report(const sim_client *cl, const advlock_report *r, char
 static int check_params(const sim_client *cl, const advlock_action *a, char *why, size_t size)
 {
     int64_t token = (int64_t)cl->session_value_.token;
-    if (a->sql == ADVLOCK_SQL_SESSION)
-        return a->param == token
+    if (a->sql == ADVLOCK_SQL_SESSION) {
+        int64_t claim = claims(cl) ? token : 0;
+        return a->param == claim
                    ? 0
-                   : mismatch(why, size, "the session row's token ($1)", token, a->param);
+                   : mismatch(why, size, "the session row's token ($1)", claim, a->param);
+    }
     if (a->param != cl->key_)
         return mismatch(why, size, "query parameter (the lock key)", cl->key_, a->param);
     int64_t guard = advlock_sql_guarded(a->sql) ? token : 0;

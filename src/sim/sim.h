@@ -84,6 +84,7 @@ typedef struct sim_client {
     int policy_op_;                       /* the operation: acquire 1, release 2 */
     int policy_checked_, policy_proxied_; /* what the model knows of the session */
     int policy_claimed_, policy_standby_;
+    int policy_claim_asked_; /* the session row asked for the claim */
     int policy_fail_after_undo_, policy_undo_reason_;
     advlock_sql policy_sql_;
     int64_t policy_start_, policy_reading_, policy_wake_, policy_sleep_, policy_deadline_;
