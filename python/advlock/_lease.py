@@ -185,22 +185,39 @@ def _remember(lease, client, answer):
     return result, answer
 
 
-def start_holding(lease, setup, session, anchor_ms):
-    """The lock was granted by a statement sent at anchor_ms on the server
-    session the machine's session value (a _binding.Session) describes: True when
-    heartbeats are to run (TCP, or behind a proxy), False on a Unix socket
-    and behind a proxy on a connection that claimed no server session (a
+def heartbeat_token(setup, session):
+    """For a lock just granted on the server session that session (the
+    machine's _binding.Session) describes: the token its heartbeats carry
+    (0 direct), or None when none are to run: on a Unix socket, and behind
+    a proxy on a connection that claimed no server session (a
     transaction-scoped lock's: a guarded heartbeat proves only a claim)."""
     if setup == B.LEASE_UNIX_SOCKET:
-        return False
-    token = 0
+        return None
     if setup == B.LEASE_PROXIED:
-        if not session.claimed:
-            return False
-        token = session.token
+        return session.token if session.claimed else None
+    return 0
+
+
+def is_stale(plan, anchor_ms):
+    """The grant's statement went out more than a heartbeat interval ago (a
+    server-side wait): one heartbeat renews the proof before the body runs."""
+    return now_ms() - anchor_ms > plan.heartbeat_ms
+
+
+def renewal(plan, token):
+    """The heartbeat statement that renews a stale grant: (sql, args)."""
+    if token:
+        return B.SQL_HEARTBEAT_GUARDED, (plan.user_timeout_ms, token)
+    return B.SQL_HEARTBEAT, (plan.user_timeout_ms,)
+
+
+def hold(plan, token, anchor_ms):
+    """A held Lease from anchor_ms, the send time of a statement the server
+    answered on the lock's session since the grant (or of the grant's)."""
+    lease = Lease(plan)
     with lease.guard:
         lease.hold(anchor_ms, token)
-    return True
+    return lease
 
 
 def shut_socket(fd):

@@ -552,19 +552,21 @@ class _LockBase:
             return None
         return (B.RESULT_SERVER_ERROR, None, self._refusal)
 
-    def _hold(self):
-        """After an acquire: starts the lease's heartbeats (not on a Unix
-        socket); returns True when they run."""
+    def _heartbeat_token(self):
+        """After an acquire: the token of the lease's heartbeats (0 direct),
+        or None when none are to run (no lease, a Unix socket, or a lease
+        held already: another hold of the lock)."""
         if self._plan is None or self._lease is not None:
-            return False  # no lease, or one held already (another hold of the lock)
-        lease = _lease.Lease(self._plan)
-        client = self._client
-        setup = _lease.remembered(client.state, self._plan)
-        m = self._machine
-        if not _lease.start_holding(lease, setup, m.session(), m.sent_ms):
-            return False
-        self._lease = lease
-        return True
+            return None
+        setup = _lease.remembered(self._client.state, self._plan)
+        return _lease.heartbeat_token(setup, self._machine.session())
+
+    def _hold(self, token, anchor_ms):
+        """Holds the lease from anchor_ms; raises LockLost if its deadline
+        has passed already."""
+        self._lease = _lease.hold(self._plan, token, anchor_ms)
+        if self._overdue():
+            self._raise_lost()
 
     def _expire(self, stop_at_ms):
         """The lease expired: the lock is lost. The connection stays open
@@ -638,9 +640,14 @@ class Lock(_LockBase):
         self.report = drive(m, self._client, self.name,
                             self._setup if self._plan is not None else None)
         self._ended(self.report)
-        if self._hold():
-            if self._overdue():  # granted after a wait longer than the deadline
-                self._raise_lost()
+        token = self._heartbeat_token()
+        if token is not None:
+            anchor = m.sent_ms
+            if _lease.is_stale(self._plan, anchor):
+                sent = now_ms()
+                if self._client.run(*_lease.renewal(self._plan, token)) == B.RESULT_TRUE:
+                    anchor = sent
+            self._hold(token, anchor)
             self._watch = _lease.ThreadWatch(self._lease, self._client, self._expire)
         return self.report
 
@@ -735,9 +742,14 @@ class AsyncLock(_LockBase):
         self.report = await drive_async(m, self._client, self.name, self.options.wait == POLL,
                                         self._setup if self._plan is not None else None)
         self._ended(self.report)
-        if self._hold():
-            if self._overdue():  # granted after a wait longer than the deadline
-                self._raise_lost()
+        token = self._heartbeat_token()
+        if token is not None:
+            anchor = m.sent_ms
+            if _lease.is_stale(self._plan, anchor):
+                sent = now_ms()
+                if await self._client.start(*_lease.renewal(self._plan, token)) == B.RESULT_TRUE:
+                    anchor = sent
+            self._hold(token, anchor)
             self._watch = _lease.TaskWatch(self._lease, self._client, self._expire_async)
         return self.report
 

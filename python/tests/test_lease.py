@@ -239,3 +239,25 @@ def test_blocking_check_and_the_lost_event(pg_conn):
     with pytest.raises(advlock.LockLost):
         lk.release()
     assert conn.closed or conn.broken
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_server_side_wait_longer_than_the_deadline_renews_before_the_body(flavour, pg_conn):
+    # The grant's statement went out D + 1 s before its answer: the body
+    # starts only after one more heartbeat answered.
+    async def main():
+        conn = await connect(flavour, tcp())
+        lk = advlock.lock(conn, "waited-" + flavour, timeout=10, lease=LEASE,
+                          wait=advlock.WAIT_SERVER)
+        pg_conn.execute("SELECT pg_advisory_lock(%s)", (lk.key,))
+        threading.Timer(D + 1, pg_conn.execute, ("SELECT pg_advisory_unlock(%s)", (lk.key,))
+                        ).start()
+        rec = Recording(lk)
+        started = time.monotonic()
+        lost, _ = await _hold_for(flavour, lk, H)
+        assert lost is None
+        assert time.monotonic() - started > D + 1
+        assert rec.sql[:5] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.LOCK, S.HEARTBEAT]
+        await close(conn)
+    asyncio.run(main())
