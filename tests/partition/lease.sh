@@ -49,7 +49,9 @@ KILL_S=1
 CLI_RUNS=${LEASE_CLI:-6}
 ASYNC_RUNS=${LEASE_ASYNC:-2}
 d=$ADVLOCK_PARTITION_DIR
-figures=$d/figures # one line per partition: case cut work_end holder_end grant
+# One line per partition: case cut work_end holder_end grant (LEASE_FIGURES
+# keeps them past the run).
+figures=${LEASE_FIGURES:-$d/figures}
 
 # ---- helpers ------------------------------------------------------------------
 
