@@ -19,6 +19,9 @@ A client provides:
                        (psycopg: the body's transaction failed)
     close_now()        ends the connection at once (a lease expired), from
                        any thread
+    heartbeat_client() a client for the lease's heartbeats, which run while
+                       the lock's own statements may (verify()): psycopg's
+                       has a cursor of its own
 An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
 (result, sqlstate, message) for an error or a lost connection, a list of
 holder rows for the holders query, or a _session.SessionRow for the session
@@ -648,7 +651,8 @@ class Lock(_LockBase):
                 if self._client.run(*_lease.renewal(self._plan, token)) == B.RESULT_TRUE:
                     anchor = sent
             self._hold(token, anchor)
-            self._watch = _lease.ThreadWatch(self._lease, self._client, self._expire)
+            self._watch = _lease.ThreadWatch(self._lease, self._client.heartbeat_client(),
+                                             self._expire)
         return self.report
 
     def _setup(self):
@@ -750,7 +754,8 @@ class AsyncLock(_LockBase):
                 if await self._client.start(*_lease.renewal(self._plan, token)) == B.RESULT_TRUE:
                     anchor = sent
             self._hold(token, anchor)
-            self._watch = _lease.TaskWatch(self._lease, self._client, self._expire_async)
+            self._watch = _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
+                                           self._expire_async)
         return self.report
 
     async def _setup(self):

@@ -171,6 +171,10 @@ class Client:
             return (_LOST, None, _first_line(exc))
         raise exc
 
+    def heartbeat_client(self):
+        """This client: it keeps no per-statement state."""
+        return self
+
     @staticmethod
     def heartbeat_blocked():
         """Never known beforehand: asyncpg refuses a heartbeat while the

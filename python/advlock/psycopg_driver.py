@@ -107,6 +107,11 @@ class _Client:
         info.backend_pid, read from the PGconn without building an info."""
         return self.conn.pgconn.backend_pid
 
+    def heartbeat_client(self):
+        """The same connection through a cursor of its own: a cursor is not
+        thread-safe, and heartbeats run beside the lock's statements."""
+        return type(self)(self.conn)
+
     def heartbeat_blocked(self):
         """A heartbeat cannot go out now: the body's transaction failed
         (every statement would, until its rollback)."""
