@@ -61,13 +61,21 @@ def plan_for(lease, lease_stop):
         if lease_ms == 0:
             return None
     stop_ms = _seconds_ms(DEFAULT_STOP_S if lease_stop is None else lease_stop, "lease_stop")
+    plan = _plans.get((lease_ms, stop_ms))
+    if plan is not None:
+        return plan
     plan = B.LeasePlan()
     if _lib.advlock_lease_plan_init(plan, lease_ms, stop_ms):
         raise CallError(B.ADVLOCK_EINVAL, "lease=%s is too short for lease_stop=%s: the lease"
                         " must be at least lease_stop + 6 s (3 s for the server's timers, 1 s"
                         " margin, 2 s to notice a loss), and at most 9 h"
                         % (format_seconds(lease_ms), format_seconds(stop_ms)))
+    if len(_plans) < 64:
+        _plans[(lease_ms, stop_ms)] = plan  # read only: shared by the locks
     return plan
+
+
+_plans = {}  # (lease_ms, stop_ms): LeasePlan
 
 
 class Lease:
