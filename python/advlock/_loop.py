@@ -423,7 +423,7 @@ async def _inflight(m, client, a, coro):
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
                  "release_report", "_raw", "_t", "_ms", "_pid", "_plan", "_lease", "_watch",
-                 "_lost", "_refusal", "lost")
+                 "_lost", "_refusal", "_lost_event")
 
     def __init__(self, client, name, timeout=None, options=None, lease=_lease.DEFAULT,
                  lease_stop=None, **option_kwargs):
@@ -442,8 +442,7 @@ class _LockBase:
         self._watch = None          # what drives it while the body runs
         self._lost = None           # the LockLost once the lease expired
         self._refusal = None        # the lease setup's refusal of the acquire
-        # Set when the held lock's lease expires (from the watcher).
-        self.lost = threading.Event()
+        self._lost_event = None     # lost, made on first use
 
     @property
     def held(self):
@@ -507,7 +506,8 @@ class _LockBase:
         self._tell_session(m)
         self.report = self.release_report = None
         self._lost = self._refusal = None
-        self.lost.clear()
+        if self._lost_event is not None:
+            self._lost_event.clear()
         m.server_message = None
         raw, t = self._raw, self.timeout
         if t is not self._t or self._ms is None:
@@ -562,11 +562,15 @@ class _LockBase:
         if self._plan is None or self._lease is not None:
             return None
         setup = _lease.remembered(self._client.state, self._plan)
+        if setup == B.LEASE_UNIX_SOCKET:
+            return None
         return _lease.heartbeat_token(setup, self._machine.session())
 
     def _hold(self, token, anchor_ms):
         """Holds the lease from anchor_ms; raises LockLost if its deadline
         has passed already."""
+        if self._lost_event is None:  # made here, before a watcher may set it
+            self._lost_event = threading.Event()
         self._lease = _lease.hold(self._plan, token, anchor_ms)
         if self._overdue():
             self._raise_lost()
@@ -578,6 +582,15 @@ class _LockBase:
         if self._lost is None:
             self._lost = _lease.lost_error(self, self._lease, stop_at_ms)
             self.lost.set()
+
+    @property
+    def lost(self):
+        """A threading.Event set when the held lock's lease expires (by the
+        watcher: wait on it from any thread); cleared by the next acquire."""
+        event = self._lost_event
+        if event is None:
+            event = self._lost_event = threading.Event()
+        return event
 
     def _overdue(self):
         """Drives the lease to now: True once it has expired."""
