@@ -11,7 +11,9 @@ start, which is later than the last message the server received). Holders:
 asyncpg and psycopg (blocking: the body calls lock.check() between writes),
 PARTITION_RUNS each (default 2), then one psycopg AsyncConnection. Prints
 the figures: the holder's stop, the release and the margin between them,
-after the partition's start.
+after the partition's start. Then a blip per driver: a 1 s partition under
+lease=12 (D = 7 s), which the holder rides out: no stop, the lock never
+free for the contender until the body ends on its own.
 
 Usage (root; exits 77 where namespaces cannot be made):
   ADVLOCK_LIBRARY=build/libadvlock.so PYTHONPATH=python \\
@@ -38,13 +40,16 @@ STAMP_S = 0.02  # how often a body writes its timestamp
 # ---- the holder (inside the namespace) -------------------------------------------
 
 
-def holder(flavour, name, out_path):
+def holder(flavour, name, out_path, lease=LEASE_S, seconds=None):
     """Takes the lock over TCP with a lease and writes a timestamp every
-    STAMP_S until the lease is lost; the last line says how it ended."""
+    STAMP_S until the lease is lost (or `seconds` passed); the last line
+    says how it ended."""
     sys.path.insert(0, os.path.join(TREE, "python"))
     import advlock
 
     out = open(out_path, "a", buffering=1)
+    lease = float(lease)
+    end = time.monotonic() + float(seconds) if seconds else float("inf")
 
     def stamp(word):
         out.write("%s %.6f\n" % (word, time.time()))
@@ -56,9 +61,9 @@ def holder(flavour, name, out_path):
         else:
             import psycopg
             conn = await psycopg.AsyncConnection.connect("", autocommit=True)
-        async with advlock.lock(conn, name, timeout=5, lease=LEASE_S):
+        async with advlock.lock(conn, name, timeout=5, lease=lease):
             stamp("acquired")
-            while True:
+            while time.monotonic() < end:
                 stamp("work")
                 await asyncio.sleep(STAMP_S)
 
@@ -66,9 +71,9 @@ def holder(flavour, name, out_path):
         if flavour == "psycopg":
             import psycopg
             conn = psycopg.connect("", autocommit=True)
-            with advlock.lock(conn, name, timeout=5, lease=LEASE_S) as lk:
+            with advlock.lock(conn, name, timeout=5, lease=lease) as lk:
                 stamp("acquired")
-                while True:
+                while time.monotonic() < end:
                     lk.check()
                     stamp("work")
                     time.sleep(STAMP_S)
@@ -79,7 +84,7 @@ def holder(flavour, name, out_path):
         out.write("reason %s\n" % exc.reason)
         return 0
     stamp("ended")
-    return 1
+    return 0
 
 
 # ---- the run (in the harness, outside the namespace) -------------------------------
@@ -107,24 +112,39 @@ def wait_for(predicate, seconds, step=0.02):
     return predicate()
 
 
-def one_partition(flavour, n, scratch):
-    """One partition of one holder; returns its figures (seconds after the
-    partition's start): stop, release, margin (release minus last work)."""
+def start_holder(flavour, n, scratch, *args):
+    """A holder in the namespace; returns (process, its output file, the
+    lock's key) once it works, and a contender's connection on the Unix
+    socket."""
     import psycopg
     sys.path.insert(0, os.path.join(TREE, "python"))
     import advlock
 
     name = "partition-%s-%d-%d" % (flavour, n, os.getpid())
-    key = advlock.derive_key(name)
     out = os.path.join(scratch, "holder-%s-%d" % (flavour, n))
     env = dict(os.environ, PGHOST=os.environ["ADVLOCK_PARTITION_SERVER_ADDR"])
     proc = subprocess.Popen(["ip", "netns", "exec", os.environ["ADVLOCK_PARTITION_NS"],
                              sys.executable, os.path.abspath(__file__), "holder", flavour, name,
-                             out], env=env)
+                             out] + [str(a) for a in args], env=env)
     contender = psycopg.connect("", autocommit=True)  # the Unix socket
+    if not wait_for(lambda: sum(1 for w in lines(out) if w[0] == "work") > 5, 15):
+        proc.kill()
+        raise AssertionError("%s: the holder did not start working" % flavour)
+    return proc, out, advlock.derive_key(name), contender
+
+
+def try_lock(contender, key):
+    """The contender's try; (granted, the server's clock)."""
+    return contender.execute(
+        "SELECT pg_try_advisory_lock(%s), extract(epoch FROM clock_timestamp())::float8",
+        (key,)).fetchone()
+
+
+def one_partition(flavour, n, scratch):
+    """One partition of one holder; returns its figures (seconds after the
+    partition's start): stop, release, margin (release minus last work)."""
+    proc, out, key, contender = start_holder(flavour, n, scratch)
     try:
-        assert wait_for(lambda: sum(1 for w in lines(out) if w[0] == "work") > 5, 15), \
-            "%s: the holder did not start working" % flavour
         # Somewhere between two heartbeats (H = 0.75 s for lease=8).
         time.sleep(random.uniform(0.5, 2.0))
         cut = time.time()
@@ -132,9 +152,7 @@ def one_partition(flavour, n, scratch):
         grant = None
         end = time.monotonic() + LEASE_S + SLACK_S + 5
         while grant is None and time.monotonic() < end:
-            got, at = contender.execute(
-                "SELECT pg_try_advisory_lock(%s), extract(epoch FROM clock_timestamp())::float8",
-                (key,)).fetchone()
+            got, at = try_lock(contender, key)
             if got:
                 grant = at
             else:
@@ -160,9 +178,34 @@ def one_partition(flavour, n, scratch):
         contender.close()
 
 
+def one_blip(flavour, n, scratch, blip_s=1.0, lease=12, body_s=6.0):
+    """A partition shorter than the holder's deadline: it keeps the lock
+    (no LockLost), and the contender gets it only after the body ended."""
+    proc, out, key, contender = start_holder(flavour, n, scratch, lease, body_s)
+    try:
+        time.sleep(random.uniform(0.3, 1.0))
+        shell("partition_on")
+        time.sleep(blip_s)
+        shell("partition_off")
+        while proc.poll() is None:
+            got, _ = try_lock(contender, key)
+            assert not got, "%s: the lock was free during the body after a blip" % flavour
+            time.sleep(0.05)
+        record = lines(out)
+        assert record[-1][0] == "ended", "%s: the holder stopped: %s" % (flavour, record[-2:])
+        last_work = max(float(w[1]) for w in record if w[0] == "work")
+        assert wait_for(lambda: try_lock(contender, key)[0], 5), "%s: not released" % flavour
+        return record[-1], last_work
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        contender.close()
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "holder":
-        return holder(*sys.argv[2:5])
+        return holder(*sys.argv[2:7])
     if not os.environ.get("ADVLOCK_PARTITION_NS"):
         os.execv(os.path.join(TREE, "tests", "partition", "with-partition.sh"),
                  ["with-partition.sh", sys.executable, os.path.abspath(__file__)])
@@ -174,6 +217,9 @@ def main():
         print("%-13s stop %.3f s, release %.3f s after the cut; margin %.3f s"
               % (flavour, stop, release, margin))
         figures.append((stop, release, margin))
+    for n, flavour in enumerate(("asyncpg", "psycopg"), len(plan)):
+        one_blip(flavour, n, os.environ["ADVLOCK_PARTITION_DIR"])
+        print("%-13s a 1 s blip under lease=12: kept the lock, no stop" % flavour)
     stops, releases, margins = zip(*figures)
     print("python leases (lease=%d): %d partitions, 0 overlaps; stop p50 %.3f max %.3f s;"
           " release p50 %.3f max %.3f s; margin p50 %.3f min %.3f s"
