@@ -298,6 +298,13 @@ settings() {
         | keepalive_seconds)
     check "settings: keepalives_idle in the conninfo wins" 1 \
         "$(awk -v t="${timer:-99999}" 'BEGIN { print (t > 0 && t <= 7) }')"
+    # On the Unix socket (PGHOST here) no lease is needed, and --lease says so.
+    capture "$ADVLOCK" run --lease 8 --kill-after 1 lease-unix -- echo ran
+    check "settings: --lease on a Unix socket: no lease, said" \
+        "0 ran advlock: --lease: no lease needed on a Unix socket: the kernel ends both sides at once" \
+        "$RC $OUT $ERR"
+    capture "$ADVLOCK" run lease-unix -- echo ran
+    check "settings: the default lease on a Unix socket says nothing" "0 ran " "$RC $OUT $ERR"
     # The user's options and the lease's both reach the server.
     capture in_ns env PGOPTIONS="-c work_mem=5MB" "$ADVLOCK" run -q -d "$(partition_conninfo)" k -- \
         psql -X -At -c "SELECT 1"
