@@ -16,7 +16,7 @@
 
 /* The shortest lease for a stop time of 1 s: D = 3 s, heartbeats every
  * 0.75 s. */
-enum { LEASE_MS = 8000, STOP_MS = 1000, D_MS = 3000, SLACK_MS = 300 };
+enum { LEASE_MS = 8000, STOP_MS = 1000, D_MS = 3000, SLACK_MS = 900 };
 
 typedef struct fixture {
     PGconn *conn, *observer;
