@@ -787,9 +787,19 @@ class AsyncLock(_LockBase):
             body.cancel()
 
     async def _stop_watch(self):
+        """Ends the lease's task, even if this task is cancelled meanwhile
+        (the release that follows must not meet a heartbeat in flight);
+        returns that CancelledError, for the caller to raise after it."""
         watch, self._watch = self._watch, None
+        cancelled = None
         if watch is not None:
-            await watch.stop()
+            stopping = asyncio.ensure_future(watch.stop())
+            while not stopping.done():
+                try:
+                    await asyncio.shield(stopping)
+                except asyncio.CancelledError as exc:
+                    cancelled = exc
+        return cancelled
 
     def check(self):
         """As Lock.check()."""
@@ -799,8 +809,7 @@ class AsyncLock(_LockBase):
     async def release(self):
         """As Lock.release(); runs to its end even if the task is cancelled
         meanwhile (the CancelledError is raised afterwards)."""
-        if self._lost is None:
-            await self._stop_watch()
+        cancelled = await self._stop_watch()
         if self._overdue():
             self._raise_lost()
         if self._lease is not None:
@@ -809,6 +818,8 @@ class AsyncLock(_LockBase):
         m = self._start_releasing()
         self.release_report = await drive_async(m, self._client, self.name,
                                                 self.options.wait == POLL)
+        if cancelled is not None:
+            raise cancelled
         return self._ended(self.release_report)
 
     async def verify(self):
@@ -830,15 +841,21 @@ class AsyncLock(_LockBase):
         makes it TimeoutError; a cancellation from elsewhere meanwhile still
         propagates as CancelledError."""
         body, self._body = self._body, None
-        if self._lost is None:
-            await self._stop_watch()
+        cancelled = await self._stop_watch()
         if self._overdue():
-            if self._cancelled_body:
+            cancelling = cancelled is not None or exc_type is asyncio.CancelledError
+            if self._cancelled_body:  # the lease's cancel: is there another?
                 self._cancelled_body = False
-                if body.uncancel() > self._cancelling and exc_type is asyncio.CancelledError:
-                    self._drop_lost()
-                    return False  # cancelled from elsewhere too
+                cancelling = cancelling and body.uncancel() > self._cancelling
+            if cancelling:  # cancelled from elsewhere: that goes on
+                self._drop_lost()
+                if cancelled is not None:
+                    raise cancelled
+                return False
             self._raise_lost(exc)
+        if cancelled is not None:
+            await self.release()  # to its end, then the cancellation goes on
+            raise cancelled
         if exc is None:
             await self.release()
             return False

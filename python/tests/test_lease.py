@@ -261,3 +261,34 @@ def test_a_server_side_wait_longer_than_the_deadline_renews_before_the_body(flav
         assert rec.sql[:5] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.LOCK, S.HEARTBEAT]
         await close(conn)
     asyncio.run(main())
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
+def test_an_outside_cancel_with_the_lease_expired_stays_a_cancelled_error(flavour, pg_conn,
+                                                                          monkeypatch):
+    # As asyncio.timeout(): the lease's own cancel becomes LockLost, but a
+    # cancel from elsewhere in the same moment is not swallowed.
+    from advlock._loop import AsyncLock
+    expire = AsyncLock._expire_async
+
+    def expire_and_cancel_from_elsewhere(self, stop_at_ms):
+        expire(self, stop_at_ms)
+        task.cancel()
+    monkeypatch.setattr(AsyncLock, "_expire_async", expire_and_cancel_from_elsewhere)
+
+    async def main():
+        nonlocal task
+        conn = await connect(flavour, tcp())
+        lk = advlock.lock(conn, "both", timeout=1, lease=LEASE)
+
+        async def holder():
+            async with lk:
+                pg_conn.execute("SELECT pg_terminate_backend(%s)", (announced_pid(conn),))
+                await asyncio.sleep(30)
+        task = asyncio.create_task(holder())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert lk.state == advlock.LockState.MAY_BE_HELD
+    task = None
+    asyncio.run(main())
