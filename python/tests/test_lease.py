@@ -107,7 +107,7 @@ def test_over_tcp_the_setup_applies_the_plan_and_heartbeats_run(flavour, pg_conn
         conn = await connect(flavour, tcp())
         lk = advlock.lock(conn, "tcp", timeout=1, lease=LEASE)
         rec = Recording(lk)
-        lost, _ = await _hold_for(flavour, lk, 3 * H + 0.3)
+        lost, _ = await _hold_for(flavour, lk, 4 * H + 0.3)
         assert lost is None
         assert rec.sql[:3] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK]
         assert rec.sql[-1] == S.UNLOCK
@@ -165,7 +165,7 @@ def test_a_terminated_session_is_lock_lost_within_a_heartbeat(flavour, pg_conn):
     lost, after = _ended_by_server(flavour, pg_conn, LEASE, None, terminate)
     assert lost.reason == 2  # ADVLOCK_LEASE_CONNECTION
     assert "connection lost" in str(lost)
-    assert after < H + 0.5, after  # the next heartbeat finds it
+    assert after < H + 1.0, after  # the next heartbeat finds it (+ a loaded machine)
     print("%s: stopped %.3f s after pg_terminate_backend" % (flavour, after))
 
 
@@ -179,7 +179,7 @@ def test_idle_session_timeout_is_lock_lost(flavour, pg_conn):
     lost, after = _ended_by_server(flavour, pg_conn, 16,
                                    "SET idle_session_timeout = '1s'", start)
     assert lost.reason == 2
-    assert after < 2.75 + 0.5, after
+    assert after < 2.75 + 1.0, after
     print("%s: stopped %.3f s after idle_session_timeout" % (flavour, after))
 
 
