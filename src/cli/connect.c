@@ -72,7 +72,12 @@ static int stop_signal_taken(void)
  * bound passes, or a stop signal arrives. PQconnectdb's own wait would
  * honour connect_timeout only, and no signal: a host that never answers
  * (a stopped postmaster, a full accept queue) held it for minutes. */
-static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_name)
+/* complete_connect's status for a server (a proxy: PgBouncer) that
+ * refuses startup options, when asked to say nothing of it. */
+enum { OPTIONS_REFUSED = -1 };
+
+static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_name,
+                            int options_may_be_refused)
 {
     /* Before the first PQconnectPoll, as if it had asked to write. */
     PostgresPollingStatusType state =
@@ -80,6 +85,8 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
     while (state != PGRES_POLLING_OK) {
         if (state == PGRES_POLLING_FAILED) {
             const char *why = PQerrorMessage(conn);
+            if (options_may_be_refused && strstr(why, "unsupported startup parameter: options"))
+                return OPTIONS_REFUSED;
             cli_error("cannot connect: %.*s", cli_trimmed_length(why), why);
             return EXIT_NO_SERVER;
         }
@@ -153,6 +160,9 @@ static char *merged_options(const char *user, const char *server, int *rc)
     return both;
 }
 
+static int open_connection(const char *conninfo, const char *application_name, const char *options,
+                           cli_bound bound, int64_t started, PGconn **out);
+
 int cli_connect_until(const char *conninfo, const char *application_name,
                       const char *server_options, cli_bound bound, PGconn **out)
 {
@@ -174,6 +184,20 @@ int cli_connect_until(const char *conninfo, const char *application_name,
     PQconninfoFree(parsed);
     if (rc != EXIT_OK)
         return rc;
+    rc = open_connection(conninfo, application_name, options, bound, started, out);
+    free(options);
+    /* A proxy (PgBouncer) refuses startup options: without them, the
+     * adapter's setup statement finds the proxy and says what holds. */
+    if (rc == OPTIONS_REFUSED)
+        rc = open_connection(conninfo, application_name, NULL, bound, started, out);
+    return rc;
+}
+
+/* Connects with options (NULL: the user's own, as libpq finds them);
+ * returns OPTIONS_REFUSED, said nowhere, if the server refuses them. */
+static int open_connection(const char *conninfo, const char *application_name, const char *options,
+                           cli_bound bound, int64_t started, PGconn **out)
+{
     /* Client keepalives let advlock notice a dead server sooner; the
      * server's side is the lease's (startup options). They come before the
      * conninfo, so that keepalive parameters the user put there win. (No
@@ -187,7 +211,6 @@ int cli_connect_until(const char *conninfo, const char *application_name,
     const char *values[] = {"1",       "30",    "10", "3", conninfo, application_name,
                             "advlock", options, NULL};
     PGconn *conn = PQconnectStartParams(keys, values, 1);
-    free(options);
     if (conn == NULL) {
         cli_error("cannot connect: out of memory");
         return EXIT_NO_SERVER;
@@ -201,7 +224,7 @@ int cli_connect_until(const char *conninfo, const char *application_name,
         bound = (cli_bound){started + own_ms, own_ms};
         bound_name = " (connect_timeout)";
     }
-    rc = complete_connect(conn, bound, bound_name);
+    int rc = complete_connect(conn, bound, bound_name, options != NULL);
     if (rc != EXIT_OK) {
         PQfinish(conn);
         return rc;
