@@ -18,7 +18,6 @@ enum {
 #include <stdint.h>
 
 #include <libpq-fe.h>
-#include <stdint.h>
 
 int cmd_key(int argc, char **argv);
 int cmd_status(int argc, char **argv);
