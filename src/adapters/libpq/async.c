@@ -593,7 +593,9 @@ static int check_can_start(advlock_pq *a, int acquire, int64_t now_ms)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
-    if (a->conn_ == NULL || busy(a) || !advlock_pq_conn_free(a->conn_))
+    /* A heartbeat in flight is the adapter's own statement: the operation
+     * waits for its answer (begin()). */
+    if (a->conn_ == NULL || busy(a) || (!beating(a) && !advlock_pq_conn_free(a->conn_)))
         return ADVLOCK_EMISUSE;
     /* A transaction-scoped lock taken outside a transaction block would be
      * released as soon as its own statement ends. */
