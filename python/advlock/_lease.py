@@ -10,6 +10,7 @@ the body has stopped (a late answer must not renew). docs/python.md
 """
 
 import asyncio
+import functools
 import os
 import socket
 import threading
@@ -285,7 +286,7 @@ class ThreadWatch:
             lease.on_sent()  # before the wait for the connection: an earlier anchor is safe
         answer = None
         while not self.stopping.is_set() and not lease.expired():
-            if client.heartbeat_blocked():
+            if client.heartbeat_blocked(None):
                 time.sleep(RETRY_S)
                 continue
             answer = client.run(sql, args)
@@ -323,8 +324,9 @@ class TaskWatch:
     that cannot go out is tried again, and the deadline still applies. On
     EXPIRED: on_expired()."""
 
-    def __init__(self, lease, client, on_expired):
+    def __init__(self, lease, client, on_expired, body):
         self.lease, self.client, self.on_expired = lease, client, on_expired
+        self.body = body  # the body's task (or None), for heartbeat_blocked()
         self.stopping = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
@@ -362,11 +364,12 @@ class TaskWatch:
     async def _beat(self, sql, args):
         client, lease = self.client, self.lease
         while not lease.expired() and not self.stopping.is_set():
-            if not client.heartbeat_blocked():
+            body = self.body()
+            if not client.heartbeat_blocked(body):
                 answer = await client.start(sql, args)
                 if answer.__class__ is not Busy:
                     return answer
-            await asyncio.sleep(RETRY_S)
+            await _after_next_step(body)
         return None
 
     async def stop(self):
@@ -374,3 +377,28 @@ class TaskWatch:
         the deadline in a partition)."""
         self.stopping.set()
         await asyncio.shield(self.task)
+
+
+def _wake(waiter, _done=None):
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _after_next_step(body):
+    """Waits until the body's task has taken its next step: when what it
+    awaits now ends, its own wake-up runs first (registered first), so a
+    heartbeat tried then meets the body's next wait, not a statement it is
+    about to start. At most RETRY_S; RETRY_S when there is no body."""
+    waiting_on = None if body is None else body._fut_waiter
+    if body is not None and (waiting_on is None or waiting_on.done()):
+        await asyncio.sleep(0)  # its step is scheduled already: after it
+        return
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+    timer = loop.call_later(RETRY_S, _wake, woken)
+    if waiting_on is not None:
+        waiting_on.add_done_callback(functools.partial(_wake, woken))
+    try:
+        await woken
+    finally:
+        timer.cancel()

@@ -15,8 +15,9 @@ A client provides:
                        connect, 0 if unknown
     state              the connection's _session.ConnSession (its checked
                        session value)
-    heartbeat_blocked()  True when a lease's heartbeat cannot go out now
-                       (psycopg: the body's transaction failed)
+    heartbeat_blocked(body)  True when a lease's heartbeat cannot go out now
+                       (psycopg: the body's transaction failed; asyncpg: the
+                       body's task, if any, is about to run)
     close_now()        ends the connection at once (a lease expired), from
                        any thread
     heartbeat_client() a client for the lease's heartbeats, which run while
@@ -768,7 +769,7 @@ class AsyncLock(_LockBase):
                     anchor = sent
             self._hold(token, anchor)
             self._watch = _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
-                                           self._expire_async)
+                                           self._expire_async, lambda: self._body)
         return self.report
 
     async def _setup(self):

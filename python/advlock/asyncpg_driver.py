@@ -176,10 +176,16 @@ class Client:
         return self
 
     @staticmethod
-    def heartbeat_blocked():
-        """Never known beforehand: asyncpg refuses a heartbeat while the
-        body's statement runs (a Busy answer), and it is tried again."""
-        return False
+    def heartbeat_blocked(body):
+        """asyncpg runs one operation at a time and refuses the next: a
+        heartbeat waits while the body's task is about to run (it may start
+        a statement at once, which a heartbeat in flight would make fail);
+        one that finds the body's statement running gets Busy, and both are
+        tried again."""
+        if body is None:
+            return False
+        waiting_on = body._fut_waiter  # asyncio.Task's: None while runnable
+        return waiting_on is None or waiting_on.done()
 
     def close_now(self):
         """Closes the connection at once (the lease expired): the statement

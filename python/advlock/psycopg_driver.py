@@ -112,9 +112,10 @@ class _Client:
         thread-safe, and heartbeats run beside the lock's statements."""
         return type(self)(self.conn)
 
-    def heartbeat_blocked(self):
+    def heartbeat_blocked(self, _body):
         """A heartbeat cannot go out now: the body's transaction failed
-        (every statement would, until its rollback)."""
+        (every statement would, until its rollback). The body's statements
+        themselves queue with it on the connection's lock."""
         return self.conn.pgconn.transaction_status == _INERROR
 
     def close_now(self):

@@ -66,8 +66,8 @@ class Recording:
     def pid(self):
         return self.inner.pid()
 
-    def heartbeat_blocked(self):
-        return self.inner.heartbeat_blocked()
+    def heartbeat_blocked(self, body):
+        return self.inner.heartbeat_blocked(body)
 
     def heartbeat_client(self):
         twin = object.__new__(Recording)  # the same list, the heartbeats' client

@@ -292,3 +292,41 @@ def test_an_outside_cancel_with_the_lease_expired_stays_a_cancelled_error(flavou
         assert lk.state == advlock.LockState.MAY_BE_HELD
     task = None
     asyncio.run(main())
+
+
+@need_tcp
+def test_asyncpg_heartbeats_never_make_the_bodys_statements_fail(pg_conn):
+    # asyncpg refuses a second operation on a connection: heartbeats go out
+    # only while the body's task waits on something else. A body that
+    # leaves the connection no gap starves them: the lease expires (the safe
+    # side), and none of its statements failed.
+    async def body(conn, seconds, pause):
+        failed = ran = 0
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                await conn.fetchval("SELECT 1")
+                ran += 1
+            except Exception:  # noqa: B902 - asyncpg's InterfaceError, counted
+                failed += 1
+            if pause:
+                await asyncio.sleep(pause)
+        return ran, failed
+
+    async def main():
+        conn = await connect("asyncpg", tcp())
+        lk = advlock.lock(conn, "shared", timeout=1, lease=LEASE)
+        rec = Recording(lk)
+        async with lk:
+            ran, failed = await body(conn, 4 * H, 0.001)
+        assert failed == 0 and ran > 100
+        assert rec.sql.count(S.HEARTBEAT) >= 2
+        with pytest.raises(advlock.LockLost):
+            async with lk:
+                counts = []
+                try:
+                    counts.append(await body(conn, 2 * D, 0))
+                finally:
+                    assert not counts or counts[0][1] == 0
+        await close(conn)
+    asyncio.run(main())
