@@ -40,39 +40,7 @@
 #include <string.h>
 
 #include "advlock.h"
-
-typedef struct input {
-    const uint8_t *data;
-    size_t size;
-} input;
-
-static uint8_t byte(input *in)
-{
-    if (in->size == 0)
-        return 0;
-    in->size--;
-    return *in->data++;
-}
-
-static int64_t number(input *in)
-{
-    uint64_t v = 0;
-    int n = byte(in) % 9;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | byte(in);
-    /* Small values are the interesting ones most of the time. */
-    switch (byte(in) % 4) {
-    case 0: return (int64_t)(v % 3000);
-    case 1: return -(int64_t)(v % 3000);
-    default: return (int64_t)v;
-    }
-}
-
-#define CHECK(cond)  \
-    do {             \
-        if (!(cond)) \
-            abort(); \
-    } while (0)
+#include "fuzz_input.h"
 
 typedef struct model {
     advlock_machine m;

@@ -117,18 +117,21 @@ ADVLOCK_API int advlock_derive_key(const char *lock_key, size_t len, int64_t *ke
 ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
 
 /*
- * Every SQL statement a machine can emit. Every parameter is a bigint (int8,
- * type OID 20), and advlock_sql_params() says how many a statement takes;
- * the action's param, param2 and param3 are their values. $1 is the lock key,
- * except for ADVLOCK_SQL_SESSION. The waiting statements (6 to 9, 16, 17,
- * 24, 25) take $2: the wait's bound in milliseconds, set as lock_timeout
- * for the statement alone. The guarded statements (12 to 17, 20 to 25) take
- * the connection's session token last ($2, or $3 after a wait's bound):
- * they run their lock function (or the verify's look at pg_locks) only
- * where it is safe, and answer NULL anywhere else (docs/design.md, "The
- * server session check"). advlock_sql_answer() says what a statement
- * returns. Drivers may prepare each statement once per connection, indexed
- * by this identifier.
+ * Every SQL statement a machine or a lease can emit. Every parameter is a
+ * bigint (int8, type OID 20), and advlock_sql_params() says how many a
+ * statement takes; the action's param, param2 and param3 are their values.
+ * $1 is the lock key, except for ADVLOCK_SQL_SESSION and the lease's rows
+ * (26 to 28). The waiting statements (6 to 9, 16, 17, 24, 25) take $2: the
+ * wait's bound in milliseconds, set as lock_timeout for the statement
+ * alone. The guarded statements (12 to 17, 20 to 25, 28) take the
+ * connection's session token last ($2, or $3 after a wait's bound): they
+ * run their lock function (or the verify's look at pg_locks, or a
+ * heartbeat) only on a server session this connection claimed (the
+ * transaction-scoped 22 to 25 also on one that holds nothing of the key),
+ * and answer NULL anywhere else (docs/design.md, "The
+ * server session check").
+ * advlock_sql_answer() says what a statement returns. Drivers may prepare
+ * each statement once per connection, indexed by this identifier.
  */
 typedef enum advlock_sql {
     ADVLOCK_SQL_TRY_LOCK = 0,             /* SELECT pg_try_advisory_lock($1) */
@@ -173,7 +176,23 @@ typedef enum advlock_sql {
     ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED = 23,
     ADVLOCK_SQL_XACT_LOCK_GUARDED = 24,
     ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED = 25,
-    ADVLOCK_SQL_COUNT = 26
+    /* The lease's rows (advlock_lease_*). $1 is the plan's tcp_user_timeout
+     * in ms (U). LEASE_SETUP sets, for the rest of the server session
+     * (set_config(..., false)), tcp_user_timeout = U, tcp_keepalives_idle =
+     * U/1000 - 2 s, tcp_keepalives_interval = 1 s, tcp_keepalives_count = 2
+     * and client_connection_check_interval = 1 s, and answers TRUE when the
+     * server applied them all, FALSE when it did not, NULL on a Unix socket
+     * (no TCP settings there: the server reads them as 0). */
+    ADVLOCK_SQL_LEASE_SETUP = 26,
+    /* A heartbeat: TRUE while the server session still has tcp_user_timeout
+     * = $1 (a rolled-back SET, RESET or another client's change answers
+     * FALSE), and always on a Unix socket (which needs no setting). */
+    ADVLOCK_SQL_HEARTBEAT = 27,
+    /* Behind a proxy: TRUE on this connection's claimed server session ($2
+     * the token; $1 is U, unused: SHOW there describes the proxy's hop),
+     * NULL on any other. Guarded (advlock_sql_guarded()). */
+    ADVLOCK_SQL_HEARTBEAT_GUARDED = 28,
+    ADVLOCK_SQL_COUNT = 29
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -207,9 +226,11 @@ ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
  * advlock_sql), 0 for an unknown identifier. */
 ADVLOCK_API int advlock_sql_params(advlock_sql sql);
 
-/* Returns 1 for the guarded statements (rows 12 to 17, 20 to 25, which
- * take the session token; see advlock_sql), 0 for every other identifier,
- * unknown ones included. A driver
+/* Returns 1 for the guarded statements (rows 12 to 17, 20 to 25, 28: they take
+ * the session token and run their lock function only where it is safe: a
+ * session-scoped row on the connection's claimed server session, a
+ * transaction-scoped row where no other client holds the key; elsewhere
+ * they answer NULL), 0 for every other identifier, unknown ones included. A driver
  * reads it to send a guarded statement as one message a proxy keeps on
  * one server session (never a named prepared statement). */
 ADVLOCK_API int advlock_sql_guarded(advlock_sql sql);
@@ -523,6 +544,13 @@ typedef struct advlock_options {
     /* Optional; see advlock_event_fn. */
     advlock_event_fn on_event;
     void *event_user;
+    /* For drivers that hold locks over a connection (the libpq adapter):
+     * a lease of lease_ms (0: none; see "Leases" below) whose holder takes
+     * up to lease_stop_ms to stop its work. The machine itself keeps no
+     * lease; advlock_set_options() refuses (ADVLOCK_EINVAL) a pair that
+     * advlock_lease_plan_init() refuses. */
+    int64_t lease_ms;
+    int64_t lease_stop_ms;
 } advlock_options;
 
 /* Fills o with the reference behaviour (all zero). No-op for NULL. */
@@ -635,9 +663,9 @@ ADVLOCK_API void advlock_machine_init(advlock_machine *m);
 
 /*
  * Sets the options for the operations started from now on; o is copied.
- * Returns 0, or ADVLOCK_EINVAL (m or o NULL, a value outside its enum) or
- * ADVLOCK_EMISUSE (an operation is under way: options apply from its start
- * to its end).
+ * Returns 0, or ADVLOCK_EINVAL (m or o NULL, a value outside its enum, a
+ * lease pair advlock_lease_plan_init() refuses) or ADVLOCK_EMISUSE (an
+ * operation is under way: options apply from its start to its end).
  */
 ADVLOCK_API int advlock_set_options(advlock_machine *m, const advlock_options *o);
 
@@ -874,6 +902,225 @@ ADVLOCK_API advlock_action advlock_next_action(const advlock_machine *m);
  * NULL with size > 0 or a negative ms.
  */
 ADVLOCK_API int advlock_format_seconds(int64_t ms, char *buf, size_t size);
+
+/* ---- Leases ---------------------------------------------------------------
+ *
+ * A lease bounds, in time, what a silent network partition (no FIN, no RST)
+ * does to a held session lock: the server frees the lock within lease_ms of
+ * the last message it received from the holder (the release bound), and
+ * the holder learns that it can no longer prove it holds the lock, and
+ * stops its work, strictly before the server could free it (the stop
+ * bound). docs/design.md "Leases" gives the arithmetic and the measurements
+ * behind it; this section is the sans-I/O engine that keeps it: a plan (the
+ * numbers), then an advlock_lease per held connection, driven like the
+ * machine (time in, actions out).
+ */
+
+/* Allowances the plan is made from (ms): the server's timers fire up to
+ * ~0.75 s late and its first retransmission comes ~0.4 s after an
+ * unacknowledged answer, plus headroom for the round trip; the holder's
+ * margin covers reaping its command after SIGKILL; a heartbeat needs at
+ * least ADVLOCK_LEASE_MIN_DEADLINE_MS to be sent and answered. */
+#define ADVLOCK_LEASE_SERVER_SLACK_MS 3000
+#define ADVLOCK_LEASE_MARGIN_MS       1000
+#define ADVLOCK_LEASE_MIN_DEADLINE_MS 2000
+/* The longest lease a plan accepts (9 h): Linux takes tcp_keepalives_idle
+ * (U/1000 - 2) up to 32767 s, and a server that cannot apply the plan
+ * would fail the setup instead. */
+#define ADVLOCK_LEASE_MAX_MS 32400000
+/* The default lease of drivers that run one by default (advlock run,
+ * Python): short enough that a cut-off holder's lock is free within it,
+ * long enough to ride out blips of about 6 s. */
+#define ADVLOCK_LEASE_DEFAULT_MS 30000
+
+/*
+ * The numbers of one lease, all derived from the lease L and the longest
+ * time the holder's stop takes, K (for advlock run: --kill-after):
+ *
+ *   U = L - ADVLOCK_LEASE_SERVER_SLACK_MS, whole seconds   tcp_user_timeout
+ *   I = U - 2 s, V = 1 s, C = 2                            tcp_keepalives_*
+ *   check_interval = 1 s                     client_connection_check_interval
+ *   D = U - K - ADVLOCK_LEASE_MARGIN_MS     from a heartbeat's send to the stop
+ *   H = D / 4                                        between heartbeats
+ *
+ * so that D + K + margin <= U <= (the earliest the server can free the
+ * lock, counted from the send of the last heartbeat it answered), and the
+ * server frees it by U + ~0.75 s (+ 1 s inside a statement) < L.
+ */
+typedef struct advlock_lease_plan {
+    int64_t lease_ms;              /* L */
+    int64_t stop_ms;               /* K */
+    int32_t user_timeout_ms;       /* U */
+    int32_t keepalives_idle_s;     /* I */
+    int32_t keepalives_interval_s; /* V */
+    int32_t keepalives_count;      /* C */
+    int32_t check_interval_ms;     /* client_connection_check_interval */
+    int64_t deadline_ms;           /* D */
+    int64_t heartbeat_ms;          /* H */
+} advlock_lease_plan;
+
+/*
+ * Makes the plan for a lease of lease_ms whose holder takes up to stop_ms
+ * to stop its work. Returns 0, or ADVLOCK_EINVAL (p NULL; lease_ms above
+ * ADVLOCK_LEASE_MAX_MS; stop_ms negative; or a lease too short for stop_ms:
+ * it must leave D >= ADVLOCK_LEASE_MIN_DEADLINE_MS, that is lease_ms >=
+ * stop_ms + 6 s, rounded up to whole seconds), leaving *p unchanged on error.
+ */
+ADVLOCK_API int advlock_lease_plan_init(advlock_lease_plan *p, int64_t lease_ms, int64_t stop_ms);
+
+/*
+ * Writes the plan's server settings as libpq startup options ("-c
+ * tcp_user_timeout=27000 -c tcp_keepalives_idle=25 ..."), for a connection
+ * the driver opens itself: startup options hold for the whole session, and
+ * survive RESET ALL, DISCARD ALL and a rolled-back SET. Writes at most size
+ * bytes including the NUL, like snprintf; returns the length the full text
+ * needs, or ADVLOCK_EINVAL (p NULL, or buf NULL with size > 0).
+ * ADVLOCK_LEASE_OPTIONS_MAX bytes always suffice.
+ */
+#define ADVLOCK_LEASE_OPTIONS_MAX 160
+ADVLOCK_API int advlock_lease_options(const advlock_lease_plan *p, char *buf, size_t size);
+
+/* What a lease asks its driver to do next. */
+typedef enum advlock_lease_action_kind {
+    ADVLOCK_LEASE_NONE = 0,   /* not started, or stopped: nothing */
+    ADVLOCK_LEASE_QUERY = 1,  /* send sql with $1 = param (and $2 = param2),
+                                 call advlock_lease_on_sent() once it is
+                                 sent and advlock_lease_on_result() with its
+                                 answer; meanwhile wake at wake_at_ms */
+    ADVLOCK_LEASE_WAIT = 2,   /* nothing to send: wake at wake_at_ms (the next
+                                 heartbeat or the stop deadline, whichever
+                                 comes first) and call advlock_lease_on_timer() */
+    ADVLOCK_LEASE_EXPIRED = 3 /* stop the work guarded by the lock now: the
+                                 holder can no longer prove it holds it, and
+                                 the server may free it U - D - elapsed
+                                 later; close the connection (a late answer
+                                 must not count) */
+} advlock_lease_action_kind;
+
+typedef struct advlock_lease_action {
+    advlock_lease_action_kind kind;
+    advlock_sql sql; /* QUERY: ADVLOCK_SQL_LEASE_SETUP, _HEARTBEAT or _HEARTBEAT_GUARDED */
+    const char *sql_text;
+    int64_t param;      /* QUERY: $1 (U) */
+    int64_t param2;     /* QUERY, guarded: $2 (the session token) */
+    int64_t wake_at_ms; /* QUERY, WAIT: when to call advlock_lease_on_timer()
+                           (INT64_MAX: never, as during the setup) */
+    int64_t stop_at_ms; /* held or EXPIRED: the stop deadline, the send time of
+                           the last heartbeat answered in time + D; INT64_MAX
+                           while no lock is held */
+} advlock_lease_action;
+
+/* Why a lease expired (advlock_lease_expiry_reason()). */
+typedef enum advlock_lease_expiry {
+    ADVLOCK_LEASE_LIVE = 0,        /* it has not */
+    ADVLOCK_LEASE_NO_ANSWER = 1,   /* no heartbeat was answered by the stop deadline */
+    ADVLOCK_LEASE_CONNECTION = 2,  /* a heartbeat found the connection lost */
+    ADVLOCK_LEASE_SETTINGS = 3,    /* a heartbeat found the server session's
+                                      settings changed (FALSE), or the
+                                      guarded one reached another server
+                                      session (NULL) */
+    ADVLOCK_LEASE_SERVER_ERROR = 4 /* a heartbeat failed on the server */
+} advlock_lease_expiry;
+
+/* What setting a lease up found (advlock_lease_setup_result()). */
+typedef enum advlock_lease_setup {
+    ADVLOCK_LEASE_SETUP_PENDING = 0, /* not asked, or no answer yet */
+    ADVLOCK_LEASE_APPLIED = 1,       /* TCP: the server applied the plan */
+    ADVLOCK_LEASE_UNIX_SOCKET = 2,   /* a Unix socket: no partition can be silent;
+                                        the lease needs no server settings */
+    ADVLOCK_LEASE_NOT_APPLIED = 3,   /* the server did not apply them (refuse to
+                                        hold: the release bound would not hold) */
+    ADVLOCK_LEASE_PROXIED = 4,       /* behind a proxy: the server's socket is the
+                                        proxy's, whose own tcp_* settings bound
+                                        the release; only the stop bound holds */
+    ADVLOCK_LEASE_SETUP_FAILED = 5   /* the statement failed or the connection was lost */
+} advlock_lease_setup;
+
+/*
+ * One lease on one connection: caller-allocated, no pointers inside but to
+ * static SQL text, copyable. Lifecycle: advlock_lease_init(), then
+ * advlock_lease_start_setup() before the first acquire on a connection (one
+ * statement; skip it for a connection opened with advlock_lease_options()
+ * whose settings you read back another way), then advlock_lease_hold() when
+ * a lock is acquired, heartbeats until advlock_lease_stop() (the lock
+ * released) or EXPIRED. Fields are private.
+ */
+typedef struct advlock_lease {
+    advlock_lease_plan plan_;
+    uint64_t token_;    /* guarded heartbeats: the session token; 0 direct */
+    int64_t anchor_ms_; /* send time of the last heartbeat answered in time */
+    int64_t sent_ms_;   /* the outstanding query's send time, once sent */
+    int64_t next_beat_ms_;
+    int64_t now_ms_;
+    uint8_t state_;
+    uint8_t setup_;       /* advlock_lease_setup */
+    uint8_t expiry_;      /* advlock_lease_expiry */
+    uint8_t outstanding_; /* a query is out: 0 none, 1 to send, 2 sent */
+} advlock_lease;
+
+/* Sets l to an idle lease with plan p (copied). Returns 0 or ADVLOCK_EINVAL
+ * (l or p NULL, or *p not a plan advlock_lease_plan_init() made). */
+ADVLOCK_API int advlock_lease_init(advlock_lease *l, const advlock_lease_plan *p);
+
+/*
+ * Starts the setup: the next action is ADVLOCK_SQL_LEASE_SETUP, or nothing
+ * behind a proxy (proxied nonzero: the session check found one), where the
+ * setup ends ADVLOCK_LEASE_PROXIED at once. Returns 0, ADVLOCK_EINVAL (l
+ * NULL) or ADVLOCK_EMISUSE (a query is outstanding, or a lock is held).
+ */
+ADVLOCK_API int advlock_lease_start_setup(advlock_lease *l, int proxied, int64_t now_ms);
+
+/* How the setup ended (ADVLOCK_LEASE_SETUP_PENDING for l NULL). */
+ADVLOCK_API advlock_lease_setup advlock_lease_setup_result(const advlock_lease *l);
+
+/*
+ * The lock is held from now on: heartbeats start. anchor_ms is the send
+ * time of the statement whose answer granted the lock (any earlier time is
+ * safe; a later one is not): the stop deadline is anchor_ms + D. A lease
+ * whose deadline has already passed is EXPIRED at once (a server-side wait
+ * that lasted longer than D: the holder must not start its work). token:
+ * behind a proxy the connection's session token (guarded heartbeats), else
+ * 0. Returns 0, ADVLOCK_EINVAL (l NULL) or ADVLOCK_EMISUSE (a setup query
+ * is outstanding, already holding, or EXPIRED: the connection must go).
+ */
+ADVLOCK_API int advlock_lease_hold(advlock_lease *l, int64_t anchor_ms, uint64_t token,
+                                   int64_t now_ms);
+
+/* The outstanding query was sent (its send time anchors the next renewal,
+ * and the next heartbeat falls due H after it). After EXPIRED it changes
+ * nothing. Returns 0, ADVLOCK_EINVAL or ADVLOCK_EMISUSE (no query to send,
+ * or it was sent already). */
+ADVLOCK_API int advlock_lease_on_sent(advlock_lease *l, int64_t now_ms);
+
+/*
+ * The outstanding query's answer. Setup: TRUE applied, FALSE not applied,
+ * NULL Unix socket, error or lost: SETUP_FAILED. Heartbeat: TRUE renews the
+ * lease (the stop deadline moves to the query's send time + D) if it came
+ * before the deadline; FALSE, NULL, an error or a lost connection expire it
+ * (advlock_lease_expiry_reason() says which). An answer after EXPIRED changes
+ * nothing; one at or after the stop deadline finds the lease EXPIRED
+ * (NO_ANSWER). Returns 0, ADVLOCK_EINVAL (r not an advlock_result) or
+ * ADVLOCK_EMISUSE (no query out, or a heartbeat's TRUE before
+ * advlock_lease_on_sent(): a renewal needs the send time).
+ */
+ADVLOCK_API int advlock_lease_on_result(advlock_lease *l, advlock_result r, int64_t now_ms);
+
+/* Time passes: a heartbeat falls due, or the stop deadline passes (EXPIRED,
+ * ADVLOCK_LEASE_NO_ANSWER). Early, late and repeated calls are harmless.
+ * Returns 0 or ADVLOCK_EINVAL. */
+ADVLOCK_API int advlock_lease_on_timer(advlock_lease *l, int64_t now_ms);
+
+/* The lock was released (or the connection closed on purpose): no more
+ * heartbeats; a setup already made stays made. An EXPIRED lease stays
+ * EXPIRED (only advlock_lease_init() or a new setup, for a new connection,
+ * leaves it). Returns 0 or ADVLOCK_EINVAL. */
+ADVLOCK_API int advlock_lease_stop(advlock_lease *l);
+
+/* The next action, by value (kind NONE for l NULL). */
+ADVLOCK_API advlock_lease_action advlock_lease_next(const advlock_lease *l);
+
+/* Why the lease expired, or ADVLOCK_LEASE_LIVE. */
+ADVLOCK_API advlock_lease_expiry advlock_lease_expiry_reason(const advlock_lease *l);
 
 #ifdef __cplusplus
 }

@@ -152,6 +152,18 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  *       to ADVLOCK_SQL_LOCK_SHARED_GUARDED, ADVLOCK_SQL_HELD_GUARDED and
  *       ADVLOCK_SQL_HELD_SHARED_GUARDED): their plain forms on a session
  *       the token (the last bigint) claimed, a NULL row anywhere else
+ *   advlock_sql_text(ADVLOCK_SQL_LEASE_SETUP) ($1 = U ms): sets the
+ *       session's TCP settings as the row's comment in advlock.h says
+ *       (tcp_user_timeout U, keepalives U/1000 - 2 s, 1 s, 2;
+ *       client_connection_check_interval 1 s; a SET, so a rolled-back
+ *       block undoes it and DISCARD ALL resets it); true over TCP, a NULL
+ *       row on a Unix socket, whose TCP settings read 0
+ *       (advlock_fake_db_set_transport())
+ *   advlock_sql_text(ADVLOCK_SQL_HEARTBEAT) ($1 = U ms): true while the
+ *       session's tcp_user_timeout reads $1 (always on a Unix socket),
+ *       else false
+ *   advlock_sql_text(ADVLOCK_SQL_HEARTBEAT_GUARDED) ($2 the token): true on
+ *       the session the token claimed, a NULL row anywhere else
  * and anything else with an error: 42883 (undefined function) for a call of
  * an unknown function, 42601 (syntax error) otherwise, 08P01 for a wrong
  * number of parameters; inside a failed transaction block, 25P02.
@@ -208,6 +220,25 @@ typedef struct advlock_fake_lock_row {
     int granted; /* 0 for the mode a waiting session asked for */
 } advlock_fake_lock_row;
 
+/* How a session's client reached the server: the TCP settings, and so
+ * the lease's rows, answer differently (PostgreSQL reads every tcp_*
+ * setting as 0 on a Unix socket). */
+typedef enum advlock_fake_transport {
+    ADVLOCK_FAKE_UNIX_SOCKET = 0, /* a new session's: the fidelity suite's server */
+    ADVLOCK_FAKE_TCP = 1
+} advlock_fake_transport;
+
+/* A session's TCP settings as SHOW reads them back (all 0 on a Unix
+ * socket; over TCP before any SET, the Linux kernel's 7200/75/9 and no user
+ * timeout). */
+typedef struct advlock_fake_tcp {
+    int32_t user_timeout_ms;       /* tcp_user_timeout; 0: none */
+    int32_t keepalives_idle_s;     /* tcp_keepalives_idle */
+    int32_t keepalives_interval_s; /* tcp_keepalives_interval */
+    int32_t keepalives_count;      /* tcp_keepalives_count */
+    int32_t check_interval_ms;     /* client_connection_check_interval (any transport) */
+} advlock_fake_tcp;
+
 /* Private parts of the database; use the functions below. */
 typedef struct advlock_fake_session_ {
     int pid_;       /* 0 when the slot is free */
@@ -230,6 +261,11 @@ typedef struct advlock_fake_session_ {
     int claimed_;
     int claimed_at_begin_;
     int64_t claim_at_begin_;
+    /* How the client reached the server (advlock_fake_transport), and the
+     * TCP settings as SET (now, and when the open block began). */
+    int transport_;
+    advlock_fake_tcp tcp_;
+    advlock_fake_tcp tcp_at_begin_;
 } advlock_fake_session_;
 
 typedef struct advlock_fake_lock_ {
@@ -300,6 +336,25 @@ ADVLOCK_API int advlock_fake_db_close(advlock_fake_db *db, int pid);
 
 /* Returns 1 if pid is an open session, else 0. */
 ADVLOCK_API int advlock_fake_db_is_open(const advlock_fake_db *db, int pid);
+
+/*
+ * Says how the session's client reached the server (a new session is
+ * ADVLOCK_FAKE_UNIX_SOCKET); the TCP settings start over from the
+ * transport's defaults. Set it right after connecting, as the transport is
+ * fixed before the first statement. Returns 0, or ADVLOCK_EINVAL (db NULL,
+ * pid not open, t not a transport).
+ */
+ADVLOCK_API int advlock_fake_db_set_transport(advlock_fake_db *db, int pid,
+                                              advlock_fake_transport t);
+
+/*
+ * Reads the session's TCP settings back, as SHOW would, into *out: what a
+ * model of the server's kernel needs to tell when the session ends after
+ * its client fell silent. Returns 0, or ADVLOCK_EINVAL (db or out NULL, pid
+ * not open).
+ */
+ADVLOCK_API int advlock_fake_db_tcp_settings(const advlock_fake_db *db, int pid,
+                                             advlock_fake_tcp *out);
 
 /*
  * Runs one statement on a session, exactly as PostgreSQL would.
@@ -869,6 +924,103 @@ ADVLOCK_API int advlock_sim_client_pid(const advlock_sim *sim, int client);
 
 /* Virtual time now; during a plan call, the time its previous step ended. */
 ADVLOCK_API int64_t advlock_sim_now(const advlock_sim *sim);
+
+/* ======================================================================
+ * The lease world: a few clients take turns holding one lock over TCP to
+ * the fake database, each holder running an advlock_lease, while a link
+ * is cut silently (a partition: every segment both ways lost, TCP
+ * retransmitting) or a client is paused (a frozen VM: its link cut and
+ * its timers held). The server ends a silent client's session as Linux
+ * does from its TCP settings (advlock_fake_db_tcp_settings(): keepalive
+ * ticks; at the first tick U after the last segment it received, plus an
+ * overshoot of 0 to 750 ms, the timer lateness measured in
+ * docs/design.md "Leases"). A holder's work runs from its ACQUIRED to its
+ * stop: the release's send, or EXPIRED plus a stop time of 0 to K; it
+ * closes its connection only then. docs/simulation.md describes the model.
+ * ====================================================================== */
+
+#define ADVLOCK_SIM_LEASE_MAX_CLIENTS 4
+#define ADVLOCK_SIM_LEASE_MAX_CUTS    4
+
+typedef enum advlock_sim_cut_kind {
+    ADVLOCK_SIM_CUT_PARTITION = 0, /* the client's link drops every segment */
+    ADVLOCK_SIM_CUT_PAUSE = 1      /* the client (and its kernel) is frozen */
+} advlock_sim_cut_kind;
+
+typedef struct advlock_sim_cut {
+    advlock_sim_cut_kind kind;
+    int64_t at_ms, length_ms;
+    int client; /* which client, or -1: the one working at at_ms (else client 0) */
+} advlock_sim_cut;
+
+typedef struct advlock_sim_lease_config {
+    uint64_t seed;
+    int clients;               /* 2 to ADVLOCK_SIM_LEASE_MAX_CLIENTS */
+    int64_t lease_ms, stop_ms; /* the plan's L and K (advlock_lease_plan_init) */
+    /* 1: holders run their lease. 0: they set the server up but send no
+     * heartbeat, as a driver that only sets keepalives: the release bound
+     * holds, the stop bound does not, and cuts make holders overlap. */
+    int heartbeats;
+    /* 1: a holder closes its connection as soon as its lease expires, not
+     * once its work stopped: the close can free the lock under the
+     * stopping work (a driver's mistake, shown by the campaign). */
+    int close_at_expiry;
+    int64_t run_ms;                   /* no hold starts after this virtual time */
+    int64_t hold_min_ms, hold_max_ms; /* each hold's work, drawn */
+    int64_t latency_max_ms;           /* one way, drawn from 0 */
+    advlock_sim_cut cuts[ADVLOCK_SIM_LEASE_MAX_CUTS];
+    int ncuts;
+    /* Called with each line of the run's timeline, or NULL. */
+    void (*trace)(void *user, const char *line);
+    void *trace_user;
+} advlock_sim_lease_config;
+
+typedef struct advlock_sim_lease_stats {
+    uint64_t holds;      /* works started */
+    uint64_t heartbeats; /* sent */
+    uint64_t expiries;   /* leases that ended EXPIRED */
+    uint64_t releases;   /* sessions the server ended for silence */
+    uint64_t partitions, pauses;
+    /* partitions that cut a working holder for no longer than the blip the
+     * plan tolerates (advlock_sim_lease_tolerated_blip_ms()) */
+    uint64_t blips;
+    uint64_t spurious_stops;  /* expiries with no cut longer than the tolerated blip */
+    uint64_t overlaps;        /* a work began while another's went on, neither paused */
+    uint64_t paused_overlaps; /* the same with the other holder paused during its work */
+    int64_t max_overlap_ms;   /* of the counted overlaps */
+    /* a silent session's end after the last segment it received: the
+     * longest, and the least time left of the lease then (INT64_MAX if none) */
+    int64_t max_release_ms, min_lease_left_ms;
+    /* a silent session's end freeing a lock, minus the stop of the work it
+     * guarded, for holders never paused (negative: a lock freed under
+     * running work); INT64_MAX if none */
+    int64_t min_stop_margin_ms;
+    char violation[ADVLOCK_SIM_VIOLATION_MAX]; /* the first, or "" */
+} advlock_sim_lease_stats;
+
+/*
+ * The longest partition a holder rides out with no stop, by the plan's
+ * arithmetic: a heartbeat sent just before the cut is answered at TCP's
+ * first retransmission after it, at most twice the cut later, so
+ * (D - H - 400 ms) / 2. 0 for p NULL.
+ */
+ADVLOCK_API int64_t advlock_sim_lease_tolerated_blip_ms(const advlock_lease_plan *p);
+
+/*
+ * Runs one lease world to its end (every hold stopped or released, every
+ * session ended) and fills *out. Violations: two holders' work overlapping
+ * with neither paused, a stop no cut explains, a session the server ended
+ * later than L after its client fell silent; overlaps a pause explains are
+ * counted, not violations (only fencing covers a paused holder). Needs
+ * no heap (about 120 KiB of stack).
+ *
+ * Returns 0, ADVLOCK_SIM_VIOLATION (out->violation has the first), or
+ * ADVLOCK_EINVAL (cfg or out NULL, clients out of range, a plan
+ * advlock_lease_plan_init() refuses, a negative duration, ncuts out of
+ * range, a cut naming no client).
+ */
+ADVLOCK_API int advlock_sim_lease_run(const advlock_sim_lease_config *cfg,
+                                      advlock_sim_lease_stats *out);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
  * docs/libpq.md explains what the declarations below share; the sections
  * their comments name ("On the wire", "Server notices", "Lost connections",
  * "The server session", "Verifying a held lock", "Options", "Server-side
- * waiting", "While a lock is held", "Events") are its sections.
+ * waiting", "While a lock is held", "Leases", "Events") are its sections.
  *
  * Thread safety: an advlock_pq, and its PGconn, belong to one thread at a
  * time. Different connections may be used from different threads.
@@ -49,6 +49,10 @@ typedef struct advlock_pq_report {
     unsigned notices;                 /* how many arrived */
     char notice_sqlstate[6];          /* the last one's SQLSTATE ("01000"), or "" */
     char notice[ADVLOCK_PQ_TEXT_MAX]; /* the last one's primary message, or "" */
+
+    /* A held lock given up because its lease ran out (see "Leases"): why,
+     * else ADVLOCK_LEASE_LIVE (0). */
+    advlock_lease_expiry lease_expiry;
 } advlock_pq_report;
 
 /*
@@ -99,8 +103,8 @@ typedef struct advlock_pq_query_ {
 
 /*
  * A connection's lock adapter: one PGconn, one lock machine, one operation
- * at a time, driven blocking or nonblocking. Allocate it anywhere (under
- * 1 KB); between operations it holds no heap memory, so dropping it needs
+ * at a time, driven blocking or nonblocking. Allocate it anywhere (about
+ * 1.1 KB); between operations it holds no heap memory, so dropping it needs
  * no call, though an operation under way should be driven to its end first
  * (or the connection closed) so that no query is left in flight. Its fields
  * are private: use the functions below.
@@ -127,6 +131,15 @@ typedef struct advlock_pq {
     advlock_pq_query_ query_;
     advlock_machine machine_;
     advlock_pq_report report_;
+    advlock_lease lease_;
+    int64_t lease_ms_; /* the options' lease and stop time, for the plan */
+    int64_t lease_stop_ms_;
+    int64_t sent_ms_;       /* when the machine's statement in flight was begun */
+    int64_t lease_free_ms_; /* after the lease ran out: the server frees by then */
+    uint8_t lease_on_;      /* options.lease_ms > 0 */
+    uint8_t lease_query_;   /* the statement in flight is the lease's (async.c) */
+    uint8_t acquiring_;     /* the operation under way is an acquire */
+    uint8_t deferred_;      /* an operation waits for the heartbeat in flight */
 } advlock_pq;
 
 /*
@@ -150,9 +163,15 @@ ADVLOCK_API int advlock_pq_init(advlock_pq *a, PGconn *conn);
  * an operation is under way (options hold from an operation's start to its
  * end).
  *
+ * Options with lease_ms > 0 run a lease (see "Leases"), set up anew at the
+ * next acquire; while a lock is held under a lease, the lease's two fields
+ * must stay as they are.
+ *
  * Returns 0, or:
- *     ADVLOCK_EINVAL    a or o NULL, or a value outside its enum;
- *     ADVLOCK_EMISUSE   a unbound, or an operation is under way.
+ *     ADVLOCK_EINVAL    a or o NULL, a value outside its enum, or a lease
+ *                       advlock_lease_plan_init() refuses;
+ *     ADVLOCK_EMISUSE   a unbound, an operation is under way, or another
+ *                       lease for a lock held under one.
  */
 ADVLOCK_API int advlock_pq_set_options(advlock_pq *a, const advlock_options *o);
 
@@ -461,6 +480,22 @@ ADVLOCK_API const advlock_pq_report *advlock_pq_async_report(const advlock_pq *a
  * the machine.
  */
 ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq *a);
+
+/*
+ * The lease's deadlines (see "Leases"). While a lock is held under a lease
+ * (options.lease_ms > 0; busy 0, or a verify under way): *stop_at_ms is
+ * the stop deadline, the send time of the last heartbeat answered in time
+ * plus the plan's D, by which the adapter turns LOST unless a heartbeat
+ * answers (*free_by_ms is INT64_MAX); returns 1. After the lease ran out
+ * (advlock_pq_async_lost(), report.lease_expiry set): *stop_at_ms is the
+ * stop deadline it ran out at (or before, for a heartbeat that failed),
+ * *free_by_ms the time by which the server frees the lock at the latest
+ * (when the adapter saw the lease run out, + the lease); returns 2. Otherwise (no lease, nothing
+ * held, a or NULL) returns 0 and stores nothing. Either pointer may be NULL. Times are the
+ * adapter's clock (the nonblocking calls' now_ms).
+ */
+ADVLOCK_API int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_ms,
+                                          int64_t *free_by_ms);
 
 /* ---- waiting without an event loop -------------------------------------- */
 

@@ -5,7 +5,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      := clang
 FUZZ_FLAGS   := -std=c11 $(WARNINGS) -O1 -g -fsanitize=address,undefined \
                 -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_TARGETS := fuzz_machine fuzz_key
+FUZZ_TARGETS := fuzz_machine fuzz_key fuzz_lease
 FUZZ_CORE_SRC := $(wildcard src/core/*.c)
 FUZZ_CORE_OBJ := $(FUZZ_CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 
@@ -21,9 +21,9 @@ $(BUILD)/fuzz/obj/%.o: %.c | deps-fuzz deps-build
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(BUILD)/fuzz/%: fuzz/%.c $(FUZZ_CORE_OBJ) | deps-fuzz
+$(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz_input.h $(FUZZ_CORE_OBJ) | deps-fuzz
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(CORE_LIBS)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter-out %.h,$^) $(CORE_LIBS)
 
 fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 
@@ -52,9 +52,9 @@ $(BUILD)/fuzz-canary/obj/%.o: %.c | deps-fuzz deps-build
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) -DADVLOCK_CANARY $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(BUILD)/fuzz-canary/fuzz_machine: fuzz/fuzz_machine.c $(FUZZ_CANARY_OBJ) | deps-fuzz
+$(BUILD)/fuzz-canary/fuzz_machine: fuzz/fuzz_machine.c fuzz/fuzz_input.h $(FUZZ_CANARY_OBJ) | deps-fuzz
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(CORE_LIBS)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter-out %.h,$^) $(CORE_LIBS)
 
 .PHONY: fuzz-canary
 fuzz-canary: $(BUILD)/fuzz-canary/fuzz_machine

@@ -38,8 +38,15 @@ deps-python:
 PYTHON_DEPLOY_TESTS := python/tests/test_deploy_pgbouncer.py python/tests/test_deploy_standby.py
 PYTEST = $(PYTHON) -m pytest $(PYTEST_ARGS) -p no:cacheprovider
 
+# The server listens on TCP too, on a loopback address of the run's own (all
+# of 127.0.0.0/8 is the loopback), for the lease tests: a Unix socket needs
+# no lease, so heartbeats run only over TCP.
+PYTHON_TEST_TCP = $(shell od -An -N3 -tu1 /dev/urandom | \
+    awk '{ print "127." $$1 % 250 + 1 "." $$2 "." $$3 % 250 + 1 }')
+
 python-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so $(BUILD)/advlock | deps-python
-	@$(PYTHON_ENV) tests/pg/with-postgres.sh scripts/run-tests.sh -c $(PYTEST) \
+	@$(PYTHON_ENV) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
+	    tests/pg/with-postgres.sh scripts/run-tests.sh -c $(PYTEST) \
 	    $(addprefix --ignore=,$(PYTHON_DEPLOY_TESTS)) python/tests
 
 # Each harness starts its own servers and removes them; each run counts as

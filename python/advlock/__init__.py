@@ -20,8 +20,9 @@ allow_standby=True, jitter_seed=N. Failures raise LockTimeout (a
 TimeoutError: "Could not acquire migration lock for '<name>' within
 <seconds>s."), LockFailed (StandbyError on a hot standby, ServerSessionError
 behind a transaction-pooling proxy), and asyncio.CancelledError for a
-cancelled task; CallError for refused calls. Every exception of the package
-derives from advlock.Error.
+cancelled task; LockLost when a held lock's lease expired (lease=, 30 s by
+default over TCP); CallError for refused calls. Every exception of the
+package derives from advlock.Error.
 advlock.fake holds the fake database, clock and simulator for deterministic
 tests. docs/python.md has the whole story.
 """
@@ -32,7 +33,7 @@ from ._machine import (Backoff, Detail, Failure, LockState, Machine, Mode, Optio
 from ._loop import AsyncLock, Lock
 from ._binding import ADVLOCK_EINVAL
 from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
-                     LockTimeout, ServerSessionError, StandbyError)
+                     LockLost, LockTimeout, ServerSessionError, StandbyError)
 
 __version__ = "0.2.0"
 
@@ -53,10 +54,17 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
         default, or infinity never gives up).
     options: an advlock.Options, and/or its fields as keywords (mode, scope,
         wait, backoff, clip_to_deadline, diagnose, allow_standby, jitter_seed).
+    lease: seconds (default 30, ADVLOCK_LEASE_DEFAULT_MS; None or 0: none):
+        while the lock is held over TCP, heartbeats prove it held, and when
+        they cannot the body is stopped and LockLost raised, before the
+        server could free the lock (docs/python.md "Leases").
+    lease_stop: seconds the body takes to stop once told (default 1): the
+        lease must be at least lease_stop + 6 s.
 
     Creating the lock sends nothing. Raises CallError for a name that is
-    not UTF-8 (acquire() for a negative or NaN timeout), ArgumentTypeError
-    (a CallError and a TypeError) for another kind of connection.
+    not UTF-8, or a lease too short or too long (acquire() for a negative
+    or NaN timeout), ArgumentTypeError (a CallError and a TypeError) for
+    another kind of connection.
     """
     module = type(conn).__module__
     if module.startswith("asyncpg"):
@@ -73,6 +81,7 @@ __all__ = [
     "lock", "Lock", "AsyncLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
     "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
     "format_seconds", "now_ms", "strerror", "Error", "LockError", "LockTimeout", "LockFailed",
+    "LockLost",
     "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "ArgumentTypeError",
     "LockState", "EXCLUSIVE", "SHARED",
     "SESSION", "TRANSACTION",

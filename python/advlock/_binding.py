@@ -34,8 +34,10 @@ ADVLOCK_ECRYPTO = -4
 ACTION_NONE, ACTION_QUERY, ACTION_SLEEP, ACTION_DONE, ACTION_CANCEL_QUERY = range(5)
 ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS, ANSWER_SESSION = range(4)
 RESULT_TRUE, RESULT_FALSE, RESULT_NULL, RESULT_SERVER_ERROR, RESULT_CONNECTION_LOST = range(5)
-SQL_COUNT = 26
+SQL_COUNT = 29
 SQL_SESSION = 11  # ADVLOCK_SQL_SESSION: its answer is a row for advlock_on_session
+SQL_LEASE_SETUP = 26  # ADVLOCK_SQL_LEASE_SETUP
+SQL_HEARTBEAT, SQL_HEARTBEAT_GUARDED = 27, 28
 KEY_ECHO_MAX = 512
 MESSAGE_MAX = 1024
 MACHINE_SIZE = 256
@@ -157,6 +159,8 @@ class Options(Structure):
         ("random_user", c_void_p),
         ("on_event", EVENT_FN),
         ("event_user", c_void_p),
+        ("lease_ms", c_int64),
+        ("lease_stop_ms", c_int64),
     ]
 
 
@@ -186,6 +190,38 @@ class MachineStorage(Structure):
     """advlock_machine: 256 opaque, 8-byte aligned bytes, touched only
     through the library's functions."""
     _fields_ = [("bytes_", c_uint64 * (MACHINE_SIZE // 8))]
+
+
+# ---- advlock.h: leases ---------------------------------------------------------
+
+LEASE_DEFAULT_MS = 30000  # ADVLOCK_LEASE_DEFAULT_MS
+LEASE_NONE, LEASE_QUERY, LEASE_WAIT, LEASE_EXPIRED = range(4)
+(LEASE_SETUP_PENDING, LEASE_APPLIED, LEASE_UNIX_SOCKET, LEASE_NOT_APPLIED, LEASE_PROXIED,
+ LEASE_SETUP_FAILED) = range(6)
+(LEASE_LIVE, LEASE_NO_ANSWER, LEASE_CONNECTION, LEASE_SETTINGS,
+ LEASE_SERVER_ERROR) = range(5)
+
+
+class LeasePlan(Structure):
+    """advlock_lease_plan: the numbers of one lease (a plain value)."""
+    _fields_ = [("lease_ms", c_int64), ("stop_ms", c_int64), ("user_timeout_ms", c_int32),
+                ("keepalives_idle_s", c_int32), ("keepalives_interval_s", c_int32),
+                ("keepalives_count", c_int32), ("check_interval_ms", c_int32),
+                ("deadline_ms", c_int64), ("heartbeat_ms", c_int64)]
+
+
+class LeaseAction(Structure):
+    """advlock_lease_action (sql_text kept as a raw pointer: drivers use the table)."""
+    _fields_ = [("kind", c_int), ("sql", c_int), ("sql_text", c_void_p), ("param", c_int64),
+                ("param2", c_int64), ("wake_at_ms", c_int64), ("stop_at_ms", c_int64)]
+
+
+class LeaseStorage(Structure):
+    """advlock_lease: one lease on one connection; private fields, copyable."""
+    _fields_ = [("plan_", LeasePlan), ("token_", c_uint64), ("anchor_ms_", c_int64),
+                ("sent_ms_", c_int64), ("next_beat_ms_", c_int64), ("now_ms_", c_int64),
+                ("state_", c_uint8), ("setup_", c_uint8), ("expiry_", c_uint8),
+                ("outstanding_", c_uint8)]
 
 
 # ---- advlock_fake.h ----------------------------------------------------------
@@ -329,6 +365,21 @@ _declare(core, [
     ("advlock_sql_guarded", c_int, [c_int]),
 ])
 
+L = POINTER(LeaseStorage)
+_declare(core, [
+    ("advlock_lease_plan_init", c_int, [POINTER(LeasePlan), c_int64, c_int64]),
+    ("advlock_lease_init", c_int, [L, POINTER(LeasePlan)]),
+    ("advlock_lease_start_setup", c_int, [L, c_int, c_int64]),
+    ("advlock_lease_setup_result", c_int, [L]),
+    ("advlock_lease_hold", c_int, [L, c_int64, c_uint64, c_int64]),
+    ("advlock_lease_on_sent", c_int, [L, c_int64]),
+    ("advlock_lease_on_result", c_int, [L, c_int, c_int64]),
+    ("advlock_lease_on_timer", c_int, [L, c_int64]),
+    ("advlock_lease_stop", c_int, [L]),
+    ("advlock_lease_next", LeaseAction, [L]),
+    ("advlock_lease_expiry_reason", c_int, [L]),
+])
+
 _fake = None
 
 
@@ -395,9 +446,17 @@ FAKE_MAX_LOCKS = 1024
 FAKE_MAX_HOLDS = 2048
 
 
+class FakeTcp(Structure):
+    """advlock_fake_tcp: a fake session's TCP settings."""
+    _fields_ = [("user_timeout_ms", c_int32), ("keepalives_idle_s", c_int32),
+                ("keepalives_interval_s", c_int32), ("keepalives_count", c_int32),
+                ("check_interval_ms", c_int32)]
+
+
 class _FakeSession(Structure):
     _fields_ = [("ints_", c_int * 9), ("times_", c_int64 * 4), ("claim_", c_int64),
-                ("claimed_", c_int * 2), ("claim_at_begin_", c_int64)]
+                ("claimed_", c_int * 2), ("claim_at_begin_", c_int64), ("transport_", c_int),
+                ("tcp_", FakeTcp), ("tcp_at_begin_", FakeTcp)]
 
 
 class _FakeLock(Structure):
@@ -421,10 +480,12 @@ class FakeDB(Structure):
 MIRRORS = {
     "advlock_report": Report, "advlock_action": Action, "advlock_event": Event,
     "advlock_options": Options, "advlock_holder": Holder, "advlock_session": Session,
-    "advlock_machine": MachineStorage,
+    "advlock_machine": MachineStorage, "advlock_lease_plan": LeasePlan,
+    "advlock_lease_action": LeaseAction, "advlock_lease": LeaseStorage,
     "advlock_prng": Prng, "advlock_fake_clock": FakeClock, "advlock_fake_result": FakeResult,
     "advlock_fake_lock_row": FakeLockRow, "advlock_fake_latency": Latency,
-    "advlock_fake_faults": Faults, "advlock_fake_db": FakeDB, "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,
+    "advlock_fake_faults": Faults, "advlock_fake_tcp": FakeTcp, "advlock_fake_db": FakeDB,
+    "advlock_sim_step": SimStep, "advlock_sim_done": SimDone,
     "advlock_sim_cycler": SimCycler,
     "advlock_sim_config": SimConfig, "advlock_sim_stats": SimStats, "advlock_sim": SimStorage,
 }

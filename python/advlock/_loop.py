@@ -15,6 +15,14 @@ A client provides:
                        connect, 0 if unknown
     state              the connection's _session.ConnSession (its checked
                        session value)
+    heartbeat_blocked(body)  True when a lease's heartbeat cannot go out now
+                       (psycopg: the body's transaction failed; asyncpg: the
+                       body's task, if any, is about to run)
+    close_now()        ends the connection at once (a lease expired), from
+                       any thread
+    heartbeat_client() a client for the lease's heartbeats, which run while
+                       the lock's own statements may (verify()): psycopg's
+                       has a cursor of its own
 An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
 (result, sqlstate, message) for an error or a lost connection, a list of
 holder rows for the holders query, or a _session.SessionRow for the session
@@ -29,8 +37,9 @@ import types
 from asyncio import isfuture
 
 from . import _binding as B
-from ._session import SessionRow
-from .errors import CallError, Error
+from ._session import Busy, SessionRow
+from .errors import CallError, Error, LockFailed
+from . import _lease
 from ._machine import (INT64_MAX, SQL_PARAMS, Detail, Failure, LockState, Machine, Options,
                        Outcome, Report, _encode, escape_name, now_ms, params, raise_for,
                        timeout_ms)
@@ -57,17 +66,6 @@ _UNDONE = frozenset(int(d) for d in (Detail.UNDO_CANCELLED, Detail.UNDO_AFTER_DE
 POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
     B.ACTION_CANCEL_QUERY
-
-
-class Busy:
-    """An answer: the client refused to send the statement because its
-    connection is busy with another operation (nothing was sent). The
-    machine is told a server error, and the lock raises CallError."""
-
-    __slots__ = ("message",)
-
-    def __init__(self, message):
-        self.message = message
 
 
 def _feed(m, answer):
@@ -125,16 +123,27 @@ def _run_with_deadline(m, client, action):
     return answer
 
 
-def drive(m, client, name):
+def drive(m, client, name, before_lock=None):
     """Runs the started operation to its end on this thread; returns the
     final Report. A KeyboardInterrupt during a sleep cancels the acquire
-    (the machine ends it CANCELLED) and is re-raised."""
+    (the machine ends it CANCELLED) and is re-raised.
+
+    before_lock: called once before the first statement that is not the
+    session row (the lease's setup); an answer it returns (an error tuple,
+    or Busy) is fed for that statement, not sent, and the operation ends
+    FAILED. m.sent_ms is the last statement's send time."""
     interrupted = None
     mm, run = m._m, client.run
     while True:
         a = _next_action(mm)
         kind = a.kind
         if kind == QUERY:
+            if before_lock is not None and a.sql != B.SQL_SESSION:
+                refusal, before_lock = before_lock(), None
+                if refusal is not None:
+                    _feed(m, refusal)
+                    continue
+            m.sent_ms = _mono() // 1000000
             if a.wake_at_ms == INT64_MAX:
                 sql = a.sql
                 answer = run(sql, (a.param,) if SQL_PARAMS[sql] == 1 else params(a))
@@ -285,7 +294,7 @@ def _guarded(coro, guard):
         raise
 
 
-async def drive_async(m, client, name, inline=True):
+async def drive_async(m, client, name, inline=True, before_lock=None):
     """Runs the started operation to its end on the running loop; returns
     the final Report. Cancelling the awaiting task (task.cancel(),
     asyncio.timeout) cancels the acquire through the machine: the statement
@@ -296,14 +305,22 @@ async def drive_async(m, client, name, inline=True):
 
     inline: run statements in this task (through a _Guard), which only a
     polling lock may: a server-side wait runs in a task of its own
-    (Inflight) while this one keeps its deadline and sends its cancel."""
+    (Inflight) while this one keeps its deadline and sends its cancel.
+    before_lock: as for drive(), a coroutine function."""
     cancelled = guard = None
     mm = m._m
     a = _next_action(mm)
     while True:
         kind = a.kind
+        if kind == QUERY and before_lock is not None and a.sql != B.SQL_SESSION:
+            refusal, before_lock = await before_lock(), None
+            if refusal is not None:
+                _feed(m, refusal)
+                a = _next_action(mm)
+                continue
         if kind == QUERY:
             sql = a.sql
+            m.sent_ms = _mono() // 1000000
             coro = client.start(sql, (a.param,) if SQL_PARAMS[sql] == 1 else params(a))
             if inline:
                 if guard is None:
@@ -406,25 +423,34 @@ async def _inflight(m, client, a, coro):
 
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
-                 "release_report", "_raw", "_t", "_ms", "_pid")
+                 "release_report", "_raw", "_t", "_ms", "_pid", "_plan", "_lease", "_watch",
+                 "_lost", "_refusal", "_lost_event")
 
-    def __init__(self, client, name, timeout=None, options=None, **option_kwargs):
+    def __init__(self, client, name, timeout=None, options=None, lease=_lease.DEFAULT,
+                 lease_stop=None, **option_kwargs):
         self._client = client
         self.name = name
         self.timeout = timeout
         self.options = Options.coerce(options, **option_kwargs)
-        self._machine = Machine(self.options)
         self._raw = _encode(name)
+        self._plan = _lease.plan_for(lease, lease_stop)  # None: no lease
+        self._machine = Machine(self.options)
         self._t = self._ms = None   # self.timeout and its ms, as last converted
         self._pid = None            # the announced pid the machine's session has
         self.report = None          # the last acquire's Report
         self.release_report = None  # the last release's Report
+        self._lease = None          # the held lock's _lease.Lease (heartbeats run)
+        self._watch = None          # what drives it while the body runs
+        self._lost = None           # the LockLost once the lease expired
+        self._refusal = None        # the lease setup's refusal of the acquire
+        self._lost_event = None     # lost, made on first use
 
     @property
     def held(self):
         """True between a successful acquire and its release."""
         r = self.report
-        return r is not None and r._c.outcome == ACQUIRED and self.release_report is None
+        return (r is not None and r._c.outcome == ACQUIRED and self.release_report is None
+                and self._lost is None)
 
     @property
     def state(self):
@@ -437,6 +463,8 @@ class _LockBase:
             return LockState.NOT_HELD
         if r._c.outcome != ACQUIRED:
             return LockState.MAY_BE_HELD if r._c.detail in _UNDONE else LockState.NOT_HELD
+        if self._lost is not None:
+            return LockState.MAY_BE_HELD  # the server frees it within the lease
         if rr is None:
             return LockState.HELD
         if rr._c.outcome != FAILED or (rr._c.failure == ECONNLOST
@@ -478,6 +506,9 @@ class _LockBase:
         m = self._machine
         self._tell_session(m)
         self.report = self.release_report = None
+        self._lost = self._refusal = None
+        if self._lost_event is not None:
+            self._lost_event.clear()
         m.server_message = None
         raw, t = self._raw, self.timeout
         if t is not self._t or self._ms is None:
@@ -509,9 +540,88 @@ class _LockBase:
         m.start_verify_key(self.key)
         return m
 
+    def _setup_needed(self):
+        """The connection's remembered setup for this lock's lease, or None
+        when the setup must run before the acquire's lock statement."""
+        return _lease.remembered(self._client.state, self._plan)
+
+    def _refuse(self, result, answer):
+        """What the setup leaves the acquire: None to go on; else the answer
+        its lock statement gets instead of being sent (the setup's own
+        failure, or a refusal to hold without the lease's settings)."""
+        if answer is not None and answer.__class__ is not int:
+            return answer
+        self._refusal = _lease.setup_message(result, self.name, self._plan)
+        if self._refusal is None:
+            return None
+        return (B.RESULT_SERVER_ERROR, None, self._refusal)
+
+    def _heartbeat_token(self):
+        """After an acquire: the token of the lease's heartbeats (0 direct),
+        or None when none are to run (no lease, a Unix socket, or a lease
+        held already: another hold of the lock)."""
+        if self._plan is None or self._lease is not None:
+            return None
+        setup = _lease.remembered(self._client.state, self._plan)
+        if setup == B.LEASE_UNIX_SOCKET:
+            return None
+        return _lease.heartbeat_token(setup, self._machine.session())
+
+    def _hold(self, token, anchor_ms):
+        """Holds the lease from anchor_ms; raises LockLost if its deadline
+        has passed already."""
+        if self._lost_event is None:  # made here, before a watcher may set it
+            self._lost_event = threading.Event()
+        self._lease = _lease.hold(self._plan, token, anchor_ms)
+        if self._overdue():
+            self._raise_lost()
+
+    def _expire(self, stop_at_ms):
+        """The lease expired: the lock is lost. The connection stays open
+        until the body has stopped (_raise_lost): closing it frees the lock
+        at once on a link that works, while the body may still run."""
+        if self._lost is None:
+            self._lost = _lease.lost_error(self, self._lease, stop_at_ms)
+            self.lost.set()
+
+    @property
+    def lost(self):
+        """A threading.Event set when the held lock's lease expires (by the
+        watcher: wait on it from any thread); cleared by the next acquire."""
+        event = self._lost_event
+        if event is None:
+            event = self._lost_event = threading.Event()
+        return event
+
+    def _overdue(self):
+        """Drives the lease to now: True once it has expired."""
+        lease = self._lease
+        if lease is not None and self._lost is None:
+            with lease.guard:
+                lease.on_timer()
+                a = lease.next()
+            if a.kind == B.LEASE_EXPIRED:
+                self._expire(a.stop_at_ms)
+        return self._lost is not None
+
+    def _raise_lost(self, cause=None):
+        """The body has stopped: closes the connection (no late answer can
+        count, and the server frees the lock now if it still has it) and
+        raises the LockLost."""
+        self._drop_lost()
+        if cause is self._lost:  # check() raised it in the body
+            raise cause
+        raise self._lost from cause
+
+    def _drop_lost(self):
+        self._lease = None
+        self._client.close_now()
+
     def _ended(self, report):
         """Raises for an outcome that is an error; else returns the report."""
         m = self._machine
+        if self._refusal is not None:
+            raise LockFailed(self._refusal, report, self.name, self._refusal)
         if m.refused is not None:
             raise CallError(B.ADVLOCK_EMISUSE, "A statement for lock '%s' was not sent: the"
                             " connection is busy with another operation (one operation at a"
@@ -544,15 +654,54 @@ class Lock(_LockBase):
         under way, or the connection is busy with another), KeyboardInterrupt
         (after the machine cancelled the acquire)."""
         m = self._start_acquiring()
-        self.report = drive(m, self._client, self.name)
-        return self._ended(self.report)
+        self.report = drive(m, self._client, self.name,
+                            self._setup if self._plan is not None else None)
+        self._ended(self.report)
+        token = self._heartbeat_token()
+        if token is not None:
+            anchor = m.sent_ms
+            if _lease.is_stale(self._plan, anchor):
+                sent = now_ms()
+                if self._client.run(*_lease.renewal(self._plan, token)) == B.RESULT_TRUE:
+                    anchor = sent
+            self._hold(token, anchor)
+            self._watch = _lease.ThreadWatch(self._lease, self._client.heartbeat_client(),
+                                             self._expire)
+        return self.report
+
+    def _setup(self):
+        result, answer = self._setup_needed(), None
+        if result is None:
+            result, answer = _lease.setup_blocking(_lease.Lease(self._plan), self._client)
+        return self._refuse(result, answer)
+
+    def _stop_watch(self):
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.stop()
+
+    def check(self):
+        """Raises LockLost once the held lock's lease has expired (its
+        deadline is checked here too, whatever the watcher thread is doing);
+        else returns. Call it between units of work of at most lease_stop
+        seconds: docs/python.md "Leases"."""
+        if self._overdue():
+            raise self._lost
 
     def release(self):
         """Releases what acquire() took (by its key, no second hash), or one
         hold of the name if nothing was acquired through this object.
         Returns the Report: RELEASED, NOT_HELD (a value, not an error) or
         ENDS_WITH_TRANSACTION. Raises LockFailed on a server error or a lost
-        connection."""
+        connection; LockLost when the lease expired (nothing is sent: the
+        connection is closed, and the server frees the lock within the
+        lease)."""
+        self._stop_watch()
+        if self._overdue():
+            self._raise_lost()
+        if self._lease is not None:
+            self._lease.stop()
+            self._lease = None
         m = self._start_releasing()
         self.release_report = drive(m, self._client, self.name)
         return self._ended(self.release_report)
@@ -574,7 +723,11 @@ class Lock(_LockBase):
 
     def __exit__(self, exc_type, exc, tb):
         """Releases. When the body raised, its exception is the one that
-        propagates: a release failure is attached to it as a note."""
+        propagates: a release failure is attached to it as a note. When the
+        lease expired, raises LockLost (from the body's exception, if any)."""
+        self._stop_watch()
+        if self._overdue():
+            self._raise_lost(exc)
         if exc is None:
             self.release()
             return False
@@ -589,7 +742,13 @@ class AsyncLock(_LockBase):
     """A lock on an asyncio connection. await acquire() and release(), or
     `async with lock:`. See advlock.lock()."""
 
-    __slots__ = ()
+    __slots__ = ("_body", "_cancelling", "_cancelled_body")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._body = None              # the task running `async with`'s body
+        self._cancelling = 0           # its cancelling() count on entry
+        self._cancelled_body = False   # the lease's expiry cancelled it
 
     async def acquire(self):
         """Takes the lock as the options say, within self.timeout seconds
@@ -598,15 +757,70 @@ class AsyncLock(_LockBase):
         asyncio.CancelledError when the task is cancelled (the machine has
         then cancelled the acquire: no lock is left held)."""
         m = self._start_acquiring()
-        self.report = await drive_async(m, self._client, self.name, self.options.wait == POLL)
-        return self._ended(self.report)
+        self.report = await drive_async(m, self._client, self.name, self.options.wait == POLL,
+                                        self._setup if self._plan is not None else None)
+        self._ended(self.report)
+        token = self._heartbeat_token()
+        if token is not None:
+            anchor = m.sent_ms
+            if _lease.is_stale(self._plan, anchor):
+                sent = now_ms()
+                if await self._client.start(*_lease.renewal(self._plan, token)) == B.RESULT_TRUE:
+                    anchor = sent
+            self._hold(token, anchor)
+            self._watch = _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
+                                           self._expire_async, lambda: self._body)
+        return self.report
+
+    async def _setup(self):
+        result, answer = self._setup_needed(), None
+        if result is None:
+            result, answer = await _lease.setup_async(_lease.Lease(self._plan), self._client)
+        return self._refuse(result, answer)
+
+    def _expire_async(self, stop_at_ms):
+        """The lease expired while held: as _expire, and the body is
+        cancelled (as asyncio.timeout() cancels it)."""
+        self._expire(stop_at_ms)
+        body = self._body
+        if body is not None and not body.done() and not self._cancelled_body:
+            self._cancelled_body = True
+            body.cancel()
+
+    async def _stop_watch(self):
+        """Ends the lease's task, even if this task is cancelled meanwhile
+        (the release that follows must not meet a heartbeat in flight);
+        returns that CancelledError, for the caller to raise after it."""
+        watch, self._watch = self._watch, None
+        cancelled = None
+        if watch is not None:
+            stopping = asyncio.ensure_future(watch.stop())
+            while not stopping.done():
+                try:
+                    await asyncio.shield(stopping)
+                except asyncio.CancelledError as exc:
+                    cancelled = exc
+        return cancelled
+
+    def check(self):
+        """As Lock.check()."""
+        if self._overdue():
+            raise self._lost
 
     async def release(self):
         """As Lock.release(); runs to its end even if the task is cancelled
         meanwhile (the CancelledError is raised afterwards)."""
+        cancelled = await self._stop_watch()
+        if self._overdue():
+            self._raise_lost()
+        if self._lease is not None:
+            self._lease.stop()
+            self._lease = None
         m = self._start_releasing()
         self.release_report = await drive_async(m, self._client, self.name,
                                                 self.options.wait == POLL)
+        if cancelled is not None:
+            raise cancelled
         return self._ended(self.release_report)
 
     async def verify(self):
@@ -616,11 +830,33 @@ class AsyncLock(_LockBase):
 
     async def __aenter__(self):
         await self.acquire()
+        self._body = asyncio.current_task()
+        self._cancelling = self._body.cancelling()
+        self._cancelled_body = False
         return self
 
     async def __aexit__(self, exc_type, exc, tb):
         """As Lock.__exit__ (a cancellation of the task during the release
-        still propagates, after it)."""
+        still propagates, after it). When the lease expired, the body was
+        cancelled: its CancelledError becomes LockLost, as asyncio.timeout()
+        makes it TimeoutError; a cancellation from elsewhere meanwhile still
+        propagates as CancelledError."""
+        body, self._body = self._body, None
+        cancelled = await self._stop_watch()
+        if self._overdue():
+            cancelling = cancelled is not None or exc_type is asyncio.CancelledError
+            if self._cancelled_body:  # the lease's cancel: is there another?
+                self._cancelled_body = False
+                cancelling = cancelling and body.uncancel() > self._cancelling
+            if cancelling:  # cancelled from elsewhere: that goes on
+                self._drop_lost()
+                if cancelled is not None:
+                    raise cancelled
+                return False
+            self._raise_lost(exc)
+        if cancelled is not None:
+            await self.release()  # to its end, then the cancellation goes on
+            raise cancelled
         if exc is None:
             await self.release()
             return False

@@ -100,6 +100,9 @@ class Sql(enum.IntEnum):
     TRY_XACT_LOCK_SHARED_GUARDED = 23
     XACT_LOCK_GUARDED = 24
     XACT_LOCK_SHARED_GUARDED = 25
+    LEASE_SETUP = 26
+    HEARTBEAT = 27
+    HEARTBEAT_GUARDED = 28
 
 
 # The SQL table, read once from the library: (text, answer kind) by id.
@@ -321,12 +324,15 @@ class Machine:
     machine is unchanged). A failing result's words are kept in
     .server_message for the report's sentence."""
 
-    __slots__ = ("_m", "server_message", "refused")
+    __slots__ = ("_m", "server_message", "refused", "sent_ms")
 
     def __init__(self, options=None):
         self._m = B.MachineStorage()
         _lib.advlock_machine_init(self._m)
         self.server_message = None
+        # The driver's send time of the last statement (monotonic ms): the
+        # anchor of a lease held from its grant.
+        self.sent_ms = None
         # A driver's words when its client refused to send a statement on a
         # connection busy with another operation (fed as a server error).
         self.refused = None

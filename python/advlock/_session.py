@@ -29,10 +29,13 @@ class ConnSession:
     """One connection's checked session value (a _binding.Session), once a
     lock's session row has answered."""
 
-    __slots__ = ("value", "__weakref__")
+    __slots__ = ("value", "lease_setup", "__weakref__")
 
     def __init__(self):
         self.value = None
+        # (tcp_user_timeout ms, advlock_lease_setup) of the last lease setup
+        # made on the connection, or None
+        self.lease_setup = None
 
     @property
     def proxied(self):
@@ -87,3 +90,15 @@ class SessionRow:
     def __init__(self, shared, pid, in_recovery, ours):
         self.shared = shared
         self.pid, self.in_recovery, self.ours = int(pid or 0), bool(in_recovery), bool(ours)
+
+
+class Busy:
+    """An answer: the client refused to send the statement because its
+    connection is busy with another operation (nothing was sent). The
+    machine is told a server error, and the lock raises CallError; a
+    heartbeat is tried again."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message):
+        self.message = message

@@ -171,6 +171,27 @@ class Client:
             return (_LOST, None, _first_line(exc))
         raise exc
 
+    def heartbeat_client(self):
+        """This client: it keeps no per-statement state."""
+        return self
+
+    @staticmethod
+    def heartbeat_blocked(body):
+        """asyncpg runs one operation at a time and refuses the next: a
+        heartbeat waits while the body's task is about to run (it may start
+        a statement at once, which a heartbeat in flight would make fail);
+        one that finds the body's statement running gets Busy, and both are
+        tried again."""
+        if body is None:
+            return False
+        waiting_on = body._fut_waiter  # asyncio.Task's: None while runnable
+        return waiting_on is None or waiting_on.done()
+
+    def close_now(self):
+        """Closes the connection at once (the lease expired): the statement
+        in flight and the next ones fail."""
+        self.conn.terminate()
+
     def cancel(self):
         """Asks the server to cancel the statement in flight, with asyncpg's
         own cancellation (a CancelRequest on a new connection); returns a

@@ -49,6 +49,24 @@ class ServerSessionError(LockFailed):
     a lock taken earlier may still be held on another server session."""
 
 
+class LockLost(LockError):
+    """A held lock's lease expired (docs/python.md "Leases"): this client
+    can no longer prove it holds the lock, because no heartbeat was answered
+    by the deadline, the connection was lost (the server ended the session:
+    pg_terminate_backend, idle_session_timeout, a restart), or the server
+    session's lease settings changed. The connection has been closed. The
+    lock is not necessarily free yet: the server frees it within the lease
+    of the last message it received. Raised on leaving the body (asyncio: the
+    body was cancelled first), by Lock.check(), and by release().
+
+    Attributes besides LockError's: reason (advlock_lease_expiry: 1 no
+    answer, 2 connection lost, 3 settings changed, 4 server error),
+    deadline (the stop deadline, time.monotonic() seconds), lease
+    (seconds)."""
+
+    reason = deadline = lease = None
+
+
 class LockCancelled(LockError):
     """CANCELLED where no asyncio cancellation can carry it (the blocking
     driver interrupted by KeyboardInterrupt re-raises that instead)."""

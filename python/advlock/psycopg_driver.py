@@ -29,6 +29,7 @@ import psycopg
 from psycopg.types.numeric import Int8BinaryDumper
 
 from . import _binding as B
+from ._lease import shut_socket
 from ._loop import AsyncLock, Lock
 from ._machine import SQL_ANSWER, SQL_TEXT
 from ._session import SessionRow, for_connection
@@ -36,6 +37,8 @@ from ._session import SessionRow, for_connection
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
 _VOID, _SESSION = B.ANSWER_VOID, B.ANSWER_SESSION
+_IDLE, _INERROR = psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.INERROR
+_LEASE_SETUP = B.SQL_LEASE_SETUP
 
 # The table's $n placeholders in psycopg's style (any % doubled): %s for a
 # statement naming $1 once, else %(pN)s with a dict (a name may repeat).
@@ -104,6 +107,35 @@ class _Client:
         info.backend_pid, read from the PGconn without building an info."""
         return self.conn.pgconn.backend_pid
 
+    def heartbeat_client(self):
+        """The same connection through a cursor of its own: a cursor is not
+        thread-safe, and heartbeats run beside the lock's statements."""
+        return type(self)(self.conn)
+
+    def heartbeat_blocked(self, _body):
+        """A heartbeat cannot go out now: the body's transaction failed
+        (every statement would, until its rollback). The body's statements
+        themselves queue with it on the connection's lock."""
+        return self.conn.pgconn.transaction_status == _INERROR
+
+    def close_now(self):
+        """Ends the connection's socket (the lease expired): the statement
+        in flight and the next ones fail at once; close() is the owner's."""
+        try:
+            fd = self.conn.pgconn.socket
+        except psycopg.Error:
+            return
+        shut_socket(fd)
+
+    def _own_transaction(self, sql):
+        """The lease's setup outlives the caller's transactions: outside
+        one, on a connection that is not autocommit, it is committed in a
+        block of its own (inside one, a rollback undoes it, and the next
+        heartbeat says so)."""
+        conn = self.conn
+        return (sql == _LEASE_SETUP and not conn.autocommit
+                and conn.pgconn.transaction_status == _IDLE)
+
 
 class Client(_Client):
     """Runs the core's statements on a blocking psycopg connection."""
@@ -112,6 +144,12 @@ class Client(_Client):
 
     def run(self, sql, args):
         """Runs one statement; returns its answer (see advlock._loop)."""
+        if self._own_transaction(sql):
+            with self.conn.transaction():
+                return self._run(sql, args)
+        return self._run(sql, args)
+
+    def _run(self, sql, args):
         cur = self._cur
         try:
             cur.execute(_TEXT[sql], args if not _NAMED[sql] else _args(args),
@@ -148,6 +186,12 @@ class AsyncClient(_Client):
         return self._run(sql, args)
 
     async def _run(self, sql, args):
+        if self._own_transaction(sql):
+            async with self.conn.transaction():
+                return await self._run_here(sql, args)
+        return await self._run_here(sql, args)
+
+    async def _run_here(self, sql, args):
         cur = self._cur
         try:
             await cur.execute(_TEXT[sql], args if not _NAMED[sql] else _args(args),

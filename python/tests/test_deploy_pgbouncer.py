@@ -350,3 +350,44 @@ def mixed_scopes(first, pool, pg_conn):
             break
         time.sleep(0.1)
     assert holds(pg_conn, key) == []
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_leases_behind_pgbouncer_beat_on_the_claimed_session_only(flavour, pg_conn):
+    # Behind a proxy no setup is sent (the server's socket is the proxy's);
+    # a session lock's heartbeats are guarded: they reach the claimed server
+    # session. A transaction-scoped lock claims nothing: no heartbeats.
+    async def main():
+        conn = await connect(flavour, SESSION)
+        lk = advlock.lock(conn, "pgb-lease", timeout=5, lease=8)  # H = 0.75 s
+        rec = Recording(lk)
+        await call(lk.acquire)
+        await asyncio.sleep(2)
+        lk.check()
+        await call(lk.release)
+        assert rec.sql[:2] == [S.SESSION, S.TRY_LOCK_GUARDED]
+        assert rec.sql[-1] == S.UNLOCK_GUARDED
+        assert rec.sql[2:-1].count(S.HEARTBEAT_GUARDED) >= 2
+        assert set(rec.sql[2:-1]) == {S.HEARTBEAT_GUARDED}
+        await close(conn)
+
+        conn = await connect(flavour, TX)
+        lk = advlock.lock(conn, "pgb-lease-tx", timeout=5, lease=8, scope=advlock.TRANSACTION)
+        rec = Recording(lk)
+        if flavour == "asyncpg":
+            async with conn.transaction():
+                await lk.acquire()
+                await asyncio.sleep(1.5)
+        else:
+            async def body():
+                await call(lk.acquire)
+                await asyncio.sleep(1.5)
+            if flavour == "psycopg":
+                with conn.transaction():
+                    await body()
+            else:
+                async with conn.transaction():
+                    await body()
+        assert S.HEARTBEAT_GUARDED not in rec.sql and S.HEARTBEAT not in rec.sql
+        await close(conn)
+    asyncio.run(main())

@@ -35,9 +35,11 @@ def test_direct_connection_checks_once_and_sends_no_guarded_sql(flavour):
         conn, first, rec = await recorded_lock(flavour, "direct")
         await call(first.acquire)
         await call(first.release)
-        assert rec.sql == [S.SESSION, S.TRY_LOCK, S.UNLOCK]
+        # The default lease's setup runs once per connection, after the
+        # session row (it needs to know whether a proxy is in between).
+        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
         # A second lock object on the connection starts from what the first
-        # learned: no second session row.
+        # learned: no second session row, no second setup.
         second = advlock.lock(conn, "direct", timeout=1, wait=advlock.WAIT_SERVER)
         rec2 = Recording(second)
         await call(second.acquire)
@@ -60,7 +62,7 @@ def test_verify_says_whether_the_session_holds_the_lock(flavour):
         r = await call(lk.verify)
         assert r.outcome == advlock.Outcome.NOT_HELD
         assert r.describe() == "Lock 'verified' is no longer held by this session."
-        assert rec.sql == [S.SESSION, S.TRY_LOCK, S.HELD, S.UNLOCK, S.HELD]
+        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.HELD, S.UNLOCK, S.HELD]
         await close(conn)
     asyncio.run(main())
 
@@ -84,7 +86,7 @@ def test_cancel_during_the_session_row(flavour, pg_conn):
         # The row was read: the next acquire needs no second one.
         await lk.acquire()
         await lk.release()
-        assert rec.sql == [S.SESSION, S.TRY_LOCK, S.UNLOCK]
+        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
         await close(conn)
     asyncio.run(main())
 

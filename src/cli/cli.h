@@ -28,7 +28,7 @@ int cmd_calibrate(int argc, char **argv);
 /*
  * Connects with libpq: conninfo may be NULL (then PG* variables and service
  * files decide), application_name NULL for the default "advlock". Sets TCP
- * keepalives. Returns EXIT_OK with *out set, or prints why on stderr and
+ * keepalives where conninfo does not. Returns EXIT_OK with *out set, or prints why on stderr and
  * returns EXIT_USAGE (conninfo does not parse) or EXIT_NO_SERVER.
  */
 int cli_connect(const char *conninfo, const char *application_name, PGconn **out);
@@ -47,10 +47,14 @@ typedef struct cli_bound {
  * connect_timeout of the user's (conninfo or PGCONNECT_TIMEOUT) that ends
  * sooner bounds it instead, named in the message. A stop signal on advlock
  * run's signal pipe (cli_signals_install) ends it too: returns 128 + the
- * signal's number, nothing printed.
+ * signal's number, nothing printed. server_options (a lease's startup
+ * options, advlock_lease_options(); NULL: none) go after the user's own
+ * (options= in conninfo, else PGOPTIONS); user options that set one of the
+ * lease's settings are refused (EXIT_USAGE, said). Keepalive parameters in
+ * conninfo win over advlock's defaults.
  */
-int cli_connect_until(const char *conninfo, const char *application_name, cli_bound bound,
-                      PGconn **out);
+int cli_connect_until(const char *conninfo, const char *application_name,
+                      const char *server_options, cli_bound bound, PGconn **out);
 
 /* The length of text without its trailing newlines and blanks: libpq's
  * messages end with a newline, which would print as a blank line. */

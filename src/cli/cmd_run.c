@@ -36,6 +36,8 @@ typedef struct run_options {
     int xact;              /* --xact: one transaction around the command */
     int64_t kill_after_ms; /* from the stop signal to SIGKILL */
     int64_t verify_ms;     /* --verify-interval: behind a proxy; 0: never */
+    int64_t lease_ms;      /* --lease; 0: none */
+    int lease_given;       /* --lease was on the command line */
     advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact, --allow-standby */
     const char *key;
     /* The key as messages show it (advlock_escape_name): one printable line
@@ -362,6 +364,22 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
     snprintf(why, size, "checking lock '%s' while the command ran: %s", o->shown_key, sentence);
 }
 
+/* Why the lock was lost, as lock_gone says it: a lease that ran out (the
+ * server may hold the lock a while yet: never "no longer held"), or the
+ * connection closed, which ended the session. */
+static void say_lost(char *why, size_t size, const advlock_pq *a, const run_options *o)
+{
+    const advlock_pq_report *r = advlock_pq_async_report(a);
+    if (r->lease_expiry != ADVLOCK_LEASE_LIVE)
+        snprintf(why, size, "lock '%s' lost: its lease ran out: %s", o->shown_key,
+                 r->server_message);
+    else
+        snprintf(why, size,
+                 "connection to the server lost while the command ran: lock '%s' is no "
+                 "longer held",
+                 o->shown_key);
+}
+
 /* Waits for the command while the adapter watches the session that holds
  * the lock (and, behind a proxy, verifies it). advlock stops the command
  * when the lock is lost (unless --keep-running) or when a stop signal comes
@@ -414,10 +432,7 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t 
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
         if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
-            snprintf(why, sizeof why,
-                     "connection to the server lost while the command ran: lock '%s' is no "
-                     "longer held",
-                     o->shown_key);
+            say_lost(why, sizeof why, a, o);
             lock_gone(c, o, &kill_at, why);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
             *lost = LOCK_UNVERIFIED;
@@ -505,10 +520,38 @@ static void usage(FILE *to)
           "                               ROLLBACK (works through transaction pooling)\n"
           "      --allow-standby          lock on a hot standby too (refused by default: its\n"
           "                               locks exclude nobody on the primary)\n"
+          "      --lease SECONDS          over TCP, bound a cut-off run: it stops COMMAND\n"
+          "                               before the server can free the lock, and the\n"
+          "                               server frees it within this long (default 30;\n"
+          "                               0: none; at least --kill-after + 6)\n"
           "      --verify-interval SECONDS  behind a proxy (PgBouncer), check this often\n"
           "                               that the server session still holds the lock while\n"
           "                               COMMAND runs; stop it if not (default 1; 0: never)\n",
           to);
+}
+
+/* A lease must leave the stop bound room: refused before connecting. */
+static int check_lease(const run_options *o)
+{
+    advlock_lease_plan plan;
+    if (o->lease_ms == 0 || advlock_lease_plan_init(&plan, o->lease_ms, o->kill_after_ms) == 0)
+        return 0;
+    char lease[32], kill[32], least[32];
+    advlock_format_seconds(o->lease_ms, lease, sizeof lease);
+    if (o->lease_ms > ADVLOCK_LEASE_MAX_MS) {
+        advlock_format_seconds(ADVLOCK_LEASE_MAX_MS, least, sizeof least);
+        cli_error("--lease %s is too long: at most %s s", lease, least);
+        return -1;
+    }
+    int64_t minimum = o->kill_after_ms + ADVLOCK_LEASE_SERVER_SLACK_MS + ADVLOCK_LEASE_MARGIN_MS
+                      + ADVLOCK_LEASE_MIN_DEADLINE_MS;
+    advlock_format_seconds(o->kill_after_ms, kill, sizeof kill);
+    advlock_format_seconds((minimum + 999) / 1000 * 1000, least, sizeof least);
+    cli_error("--lease %s is too short for --kill-after %s: the lease must be at least %s s "
+              "(kill-after + 3 s for the server's timers, 1 s margin, 2 s to notice a loss); "
+              "raise --lease or lower --kill-after, or turn the lease off with --lease 0",
+              lease, kill, least);
+    return -1;
 }
 
 static int parse_run_options(int argc, char **argv, run_options *o)
@@ -522,7 +565,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         OPT_DIAGNOSE,
         OPT_XACT,
         OPT_ALLOW_STANDBY,
-        OPT_VERIFY_INTERVAL
+        OPT_VERIFY_INTERVAL,
+        OPT_LEASE
     };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
@@ -539,6 +583,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"xact", no_argument, NULL, OPT_XACT},
         {"allow-standby", no_argument, NULL, OPT_ALLOW_STANDBY},
         {"verify-interval", required_argument, NULL, OPT_VERIFY_INTERVAL},
+        {"lease", required_argument, NULL, OPT_LEASE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -548,6 +593,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     o->conflict_exit_code = EXIT_BUSY;
     o->kill_after_ms = 10000;
     o->verify_ms = 1000;
+    o->lease_ms = ADVLOCK_LEASE_DEFAULT_MS;
     int opt;
     while ((opt = getopt_long(argc, argv, "+d:w:E:k:qh", options, NULL)) != -1) {
         switch (opt) {
@@ -589,6 +635,13 @@ static int parse_run_options(int argc, char **argv, run_options *o)
                 return -1;
             }
             break;
+        case OPT_LEASE:
+            if (parse_seconds(optarg, &o->lease_ms) != 0) {
+                cli_error("--lease wants seconds, such as 30 (at most 3 decimals; 0: none)");
+                return -1;
+            }
+            o->lease_given = 1;
+            break;
         case 'h': usage(stdout); exit(EXIT_OK);
         default: usage(stderr); return -1;
         }
@@ -603,7 +656,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     }
     advlock_escape_name(o->key, strlen(o->key), o->shown_key, sizeof o->shown_key);
     o->command = argv + optind;
-    return 0;
+    return check_lease(o);
 }
 
 /* ---- the whole run -------------------------------------------------------------- */
@@ -725,6 +778,55 @@ static int give_back(advlock_pq *a, PGconn *conn, const run_options *o, int64_t 
     return release(a, conn, o, key);
 }
 
+/* ---- the lease ------------------------------------------------------------ */
+
+/* The server settings of the run's lease as startup options (they hold for
+ * the whole session, whatever it runs), or NULL without a lease. --xact
+ * holds no lease: its transaction's statements are advlock run's own, sent
+ * beside the adapter's, where a heartbeat could be in flight. */
+static const char *lease_startup_options(const run_options *o, char *buf, size_t size)
+{
+    advlock_lease_plan plan;
+    if (o->lease_ms == 0 || o->xact
+        || advlock_lease_plan_init(&plan, o->lease_ms, o->kill_after_ms) != 0
+        || advlock_lease_options(&plan, buf, size) >= (int)size)
+        return NULL;
+    return buf;
+}
+
+/* A Unix-domain socket (a path or an abstract name: libpq's host) cannot
+ * be cut off silently: the kernel tells both ends at once. */
+static int unix_socket(PGconn *conn)
+{
+    const char *host = PQhost(conn);
+    return host == NULL || host[0] == '\0' || host[0] == '/' || host[0] == '@';
+}
+
+/* The lease the adapter runs: none on a Unix socket (said when asked for
+ * one), or with --xact; else --lease, with --kill-after the stop time. */
+static void take_lease(run_options *o, PGconn *conn)
+{
+    if (o->lease_ms > 0 && o->lease_given && (o->xact || unix_socket(conn)))
+        cli_error("--lease: %s",
+                  o->xact ? "not with --xact: this run has no lease"
+                          : "no lease needed on a Unix socket: the kernel ends both sides at once");
+    if (o->xact || unix_socket(conn))
+        o->lease_ms = 0;
+    o->lock.lease_ms = o->lease_ms;
+    o->lock.lease_stop_ms = o->lease_ms > 0 ? o->kill_after_ms : 0;
+}
+
+/* Behind a proxy the server's socket is the proxy's: only the stop bound
+ * is the lease's, said at start. */
+static void say_proxied_lease(const advlock_pq *a, const run_options *o)
+{
+    if (o->lease_ms > 0 && advlock_pq_proxied(a))
+        cli_error("lease: behind a proxy, the release bound is the proxy's tcp settings (the "
+                  "server frees lock '%s' when the proxy drops this client); COMMAND is still "
+                  "stopped within the lease",
+                  o->shown_key);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_options o;
@@ -745,8 +847,13 @@ int cmd_run(int argc, char **argv)
     int64_t started = advlock_pq_now_ms();
     cli_bound bound = bound_from(started, o.timeout_ms);
     PGconn *conn;
-    if ((rc = cli_connect_until(o.conninfo, o.application_name, bound, &conn)) != EXIT_OK)
+    char lease_options[ADVLOCK_LEASE_OPTIONS_MAX];
+    if ((rc = cli_connect_until(o.conninfo, o.application_name,
+                                lease_startup_options(&o, lease_options, sizeof lease_options),
+                                bound, &conn))
+        != EXIT_OK)
         return rc;
+    take_lease(&o, conn);
 
     advlock_pq a;
     progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
@@ -815,6 +922,7 @@ int cmd_run(int argc, char **argv)
         close_session(conn, &o);
         return acquire_failed_status(&r->lock, &o);
     }
+    say_proxied_lease(&a, &o);
     if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
         close_session(conn, &o); /* a connection shut down sends no ROLLBACK */
         return setup_failed_status(rc);

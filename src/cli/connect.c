@@ -72,7 +72,12 @@ static int stop_signal_taken(void)
  * bound passes, or a stop signal arrives. PQconnectdb's own wait would
  * honour connect_timeout only, and no signal: a host that never answers
  * (a stopped postmaster, a full accept queue) held it for minutes. */
-static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_name)
+/* complete_connect's status for a server (a proxy: PgBouncer) that
+ * refuses startup options, when asked to say nothing of it. */
+enum { OPTIONS_REFUSED = -1 };
+
+static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_name,
+                            int options_may_be_refused)
 {
     /* Before the first PQconnectPoll, as if it had asked to write. */
     PostgresPollingStatusType state =
@@ -80,6 +85,8 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
     while (state != PGRES_POLLING_OK) {
         if (state == PGRES_POLLING_FAILED) {
             const char *why = PQerrorMessage(conn);
+            if (options_may_be_refused && strstr(why, "unsupported startup parameter: options"))
+                return OPTIONS_REFUSED;
             cli_error("cannot connect: %.*s", cli_trimmed_length(why), why);
             return EXIT_NO_SERVER;
         }
@@ -110,34 +117,99 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
 
 int cli_connect(const char *conninfo, const char *application_name, PGconn **out)
 {
-    return cli_connect_until(conninfo, application_name, (cli_bound){INT64_MAX, 0}, out);
+    return cli_connect_until(conninfo, application_name, NULL, (cli_bound){INT64_MAX, 0}, out);
 }
 
-int cli_connect_until(const char *conninfo, const char *application_name, cli_bound bound,
-                      PGconn **out)
+/* The settings a lease sets for itself: the user's startup options must
+ * not set them too (which value would the server keep?). */
+static const char *const lease_settings[] = {"tcp_user_timeout", "tcp_keepalives_idle",
+                                             "tcp_keepalives_interval", "tcp_keepalives_count",
+                                             "client_connection_check_interval"};
+
+/* The user's startup options: the conninfo's options=, else PGOPTIONS (as
+ * libpq takes them), or NULL; *parsed is freed by the caller. */
+static const char *user_options(PQconninfoOption *parsed)
+{
+    for (PQconninfoOption *o = parsed; o != NULL && o->keyword != NULL; o++)
+        if (strcmp(o->keyword, "options") == 0 && o->val != NULL)
+            return o->val;
+    return getenv("PGOPTIONS");
+}
+
+/* The user's options and the server's (a lease's) together, or NULL with
+ * why said (a conflict: EXIT_USAGE in *rc; out of memory: EXIT_NO_SERVER). */
+static char *merged_options(const char *user, const char *server, int *rc)
+{
+    for (size_t i = 0; user != NULL && i < sizeof lease_settings / sizeof lease_settings[0]; i++) {
+        if (strstr(user, lease_settings[i]) != NULL) {
+            cli_error("the connection's options (options= or PGOPTIONS) set %s, which the lease "
+                      "sets itself (%s): leave it out, or turn the lease off with --lease 0",
+                      lease_settings[i], server);
+            *rc = EXIT_USAGE;
+            return NULL;
+        }
+    }
+    size_t size = (user != NULL ? strlen(user) + 1 : 0) + strlen(server) + 1;
+    char *both = malloc(size);
+    if (both == NULL) {
+        cli_error("cannot connect: out of memory");
+        *rc = EXIT_NO_SERVER;
+        return NULL;
+    }
+    snprintf(both, size, "%s%s%s", user != NULL ? user : "", user != NULL ? " " : "", server);
+    return both;
+}
+
+static int open_connection(const char *conninfo, const char *application_name, const char *options,
+                           cli_bound bound, int64_t started, PGconn **out);
+
+int cli_connect_until(const char *conninfo, const char *application_name,
+                      const char *server_options, cli_bound bound, PGconn **out)
 {
     *out = NULL;
     int64_t started = advlock_pq_now_ms();
     /* A mistyped conninfo is a usage error, found before any connection. */
     char *error = NULL;
-    PQconninfoOption *parsed;
-    if (conninfo != NULL && is_conninfo(conninfo)) {
-        if ((parsed = PQconninfoParse(conninfo, &error)) == NULL) {
-            const char *why = error != NULL ? error : "out of memory";
-            cli_error("bad connection string: %.*s", cli_trimmed_length(why), why);
-            PQfreemem(error);
-            return EXIT_USAGE;
-        }
-        PQconninfoFree(parsed);
+    PQconninfoOption *parsed = NULL;
+    if (conninfo != NULL && is_conninfo(conninfo)
+        && (parsed = PQconninfoParse(conninfo, &error)) == NULL) {
+        const char *why = error != NULL ? error : "out of memory";
+        cli_error("bad connection string: %.*s", cli_trimmed_length(why), why);
+        PQfreemem(error);
+        return EXIT_USAGE;
     }
-    /* Keepalives let the server notice a dead holder within about a minute
-     * and release its locks; without them a lost client can keep a lock
-     * for hours. (No effect on Unix-domain sockets, which need none.) */
+    int rc = EXIT_OK;
+    char *options =
+        server_options != NULL ? merged_options(user_options(parsed), server_options, &rc) : NULL;
+    PQconninfoFree(parsed);
+    if (rc != EXIT_OK)
+        return rc;
+    rc = open_connection(conninfo, application_name, options, bound, started, out);
+    free(options);
+    /* A proxy (PgBouncer) refuses startup options: without them, the
+     * adapter's setup statement finds the proxy and says what holds. */
+    if (rc == OPTIONS_REFUSED)
+        rc = open_connection(conninfo, application_name, NULL, bound, started, out);
+    return rc;
+}
+
+/* Connects with options (NULL: the user's own, as libpq finds them);
+ * returns OPTIONS_REFUSED, said nowhere, if the server refuses them. */
+static int open_connection(const char *conninfo, const char *application_name, const char *options,
+                           cli_bound bound, int64_t started, PGconn **out)
+{
+    /* Client keepalives let advlock notice a dead server sooner; the
+     * server's side is the lease's (startup options). They come before the
+     * conninfo, so that keepalive parameters the user put there win. (No
+     * effect on Unix-domain sockets, which need none.) A NULL value is
+     * skipped: an unset conninfo means "from the environment", and no
+     * lease leaves the user's options as they are. */
     const char *keys[] = {
-        "dbname",          "application_name",    "fallback_application_name", "keepalives",
-        "keepalives_idle", "keepalives_interval", "keepalives_count",          NULL};
-    const char *values[] = {conninfo, application_name, "advlock", "1", "30", "10", "3", NULL};
-    /* A NULL value is skipped, so an unset conninfo means "from the environment". */
+        "keepalives", "keepalives_idle",  "keepalives_interval",       "keepalives_count",
+        "dbname",     "application_name", "fallback_application_name", "options",
+        NULL};
+    const char *values[] = {"1",       "30",    "10", "3", conninfo, application_name,
+                            "advlock", options, NULL};
     PGconn *conn = PQconnectStartParams(keys, values, 1);
     if (conn == NULL) {
         cli_error("cannot connect: out of memory");
@@ -152,7 +224,7 @@ int cli_connect_until(const char *conninfo, const char *application_name, cli_bo
         bound = (cli_bound){started + own_ms, own_ms};
         bound_name = " (connect_timeout)";
     }
-    int rc = complete_connect(conn, bound, bound_name);
+    int rc = complete_connect(conn, bound, bound_name, options != NULL);
     if (rc != EXIT_OK) {
         PQfinish(conn);
         return rc;

@@ -300,6 +300,9 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
         || (unsigned)o->scope > ADVLOCK_TRANSACTION || (unsigned)o->wait > ADVLOCK_WAIT_SERVER
         || (unsigned)o->backoff > ADVLOCK_BACKOFF_FULL_JITTER)
         return ADVLOCK_EINVAL;
+    advlock_lease_plan plan;
+    if (o->lease_ms != 0 && advlock_lease_plan_init(&plan, o->lease_ms, o->lease_stop_ms) != 0)
+        return ADVLOCK_EINVAL;
     if (busy(m))
         return ADVLOCK_EMISUSE;
     m->jitter_state_ = o->jitter_seed;

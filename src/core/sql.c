@@ -101,6 +101,54 @@
     " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END"
 /* clang-format on */
 
+/*
+ * The lease's server settings (advlock_lease_plan), set for the rest of the
+ * server session and read back in the same statement. The settings are set
+ * in a subquery (OFFSET 0 keeps it apart) whose row the read-back takes as
+ * its input, so pg_settings is read after they are made. pg_settings shows
+ * each value as a plain number in its base unit (ms, or s for the
+ * keepalives), where current_setting() formats it ('27s'). On a Unix socket
+ * the server ignores the tcp_* settings and reads them back as 0, with no
+ * client address: NULL. A TCP server that reads any back otherwise (0
+ * because its platform lacks the option, or changed by a hook) did not
+ * apply the plan: FALSE. Every $1 is cast to bigint where it appears, so a
+ * driver that lets the server infer parameter types sends a bigint.
+ */
+/* clang-format off */
+#define LEASE_WANTED                                                   \
+    "(VALUES ('tcp_user_timeout', $1::bigint),"                        \
+    " ('tcp_keepalives_idle', $1::bigint / 1000 - 2),"                 \
+    " ('tcp_keepalives_interval', 1), ('tcp_keepalives_count', 2),"    \
+    " ('client_connection_check_interval', 1000)) w(name, value)"
+#define LEASE_SETUP_SQL                                                                 \
+    "SELECT CASE WHEN r.applied = 5 THEN true"                                          \
+    " WHEN pg_catalog.inet_client_addr() IS NULL AND r.tcp_zero = 4 THEN NULL"          \
+    " ELSE false END"                                                                   \
+    " FROM (SELECT pg_catalog.string_agg(pg_catalog.set_config(w.name, w.value::text,"  \
+    " false), ',') AS made FROM " LEASE_WANTED " OFFSET 0) s,"                          \
+    " LATERAL (SELECT pg_catalog.count(*) FILTER (WHERE p.setting = w.value::text)"     \
+    " AS applied, pg_catalog.count(*) FILTER (WHERE p.name LIKE 'tcp%' AND"             \
+    " p.setting = '0') AS tcp_zero"                                                     \
+    " FROM pg_catalog.pg_settings p JOIN " LEASE_WANTED " ON w.name = p.name"           \
+    " WHERE s.made IS NOT NULL) r"
+/* clang-format on */
+
+/* A heartbeat on a direct connection: any answer proves the session alive;
+ * this one also catches the lease's setting undone (a rolled-back SET, a
+ * RESET, another user of the connection). The server shows
+ * tcp_user_timeout as a plain number of ms (its own show function, not the
+ * unit-formatted text of other settings: '27000', never '27s'); a server
+ * that formatted it would fail the cast, loudly. A Unix socket reads 0 and
+ * needs no setting: TRUE there. */
+#define HEARTBEAT_SQL                                                            \
+    "SELECT pg_catalog.current_setting('tcp_user_timeout')::bigint = $1::bigint" \
+    " OR pg_catalog.inet_client_addr() IS NULL"
+
+/* Behind a proxy SHOW describes the proxy's hop, not the client's: only
+ * reaching the claimed server session proves anything. $1 is named (and
+ * always non-NULL) so that every driver can tell its type. */
+#define HEARTBEAT_GUARDED_SQL GUARDED_EXPR("$1::bigint IS NOT NULL")
+
 /* What messages call the verify's statement. */
 #define HELD_CHECK "the held-lock check"
 
@@ -164,6 +212,10 @@ static const struct {
     [ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED] = {XACT_GUARDED_WAIT_SQL("pg_advisory_xact_lock_shared"),
                                               "pg_advisory_xact_lock_shared", ADVLOCK_ANSWER_VOID,
                                               3},
+    [ADVLOCK_SQL_LEASE_SETUP] = {LEASE_SETUP_SQL, "the lease's setup", ADVLOCK_ANSWER_BOOLEAN, 1},
+    [ADVLOCK_SQL_HEARTBEAT] = {HEARTBEAT_SQL, "the lease's heartbeat", ADVLOCK_ANSWER_BOOLEAN, 1},
+    [ADVLOCK_SQL_HEARTBEAT_GUARDED] = {HEARTBEAT_GUARDED_SQL, "the lease's heartbeat",
+                                       ADVLOCK_ANSWER_BOOLEAN, 2},
 };
 
 static int known(advlock_sql sql)
@@ -190,7 +242,7 @@ int advlock_sql_guarded(advlock_sql sql)
 {
     return (sql >= ADVLOCK_SQL_TRY_LOCK_GUARDED && sql <= ADVLOCK_SQL_LOCK_SHARED_GUARDED)
            || sql == ADVLOCK_SQL_HELD_GUARDED || sql == ADVLOCK_SQL_HELD_SHARED_GUARDED
-           || advlock_sql_null_is_busy(sql);
+           || sql == ADVLOCK_SQL_HEARTBEAT_GUARDED || advlock_sql_null_is_busy(sql);
 }
 
 int advlock_sql_null_is_busy(advlock_sql sql)

@@ -24,7 +24,9 @@
  * where the session holds no granted row of the key); claims made in blocks
  * roll back. So do
  * the verify's rows (ADVLOCK_SQL_HELD: does this session hold the key in a
- * mode, at either level), plain and guarded.
+ * mode, at either level), plain and guarded, and the lease's rows as a
+ * Unix socket answers them (the setup NULL, the heartbeat TRUE, the guarded
+ * heartbeat by the claim), inside blocks and failed blocks too.
  *
  * Waiting statements (pg_advisory_lock and friends) are sent asynchronously
  * when the fake predicts they wait and no other session is waiting: with one
@@ -96,6 +98,9 @@ static const statement statements[] = {
     {NULL, 1, 0, 2, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED},
     {NULL, 1, 1, 1, ADVLOCK_SQL_XACT_LOCK_GUARDED},
     {NULL, 1, 1, 1, ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED},
+    {NULL, 0, 0, 2, ADVLOCK_SQL_LEASE_SETUP},
+    {NULL, 0, 0, 2, ADVLOCK_SQL_HEARTBEAT},
+    {NULL, 0, 0, 2, ADVLOCK_SQL_HEARTBEAT_GUARDED},
 };
 
 /* The sessions' claim tokens: two clients', and 0 (claims nothing). */
@@ -115,14 +120,20 @@ static int params_of(const statement *st)
     return st->sql == NULL ? advlock_sql_params(st->core) : st->keyed;
 }
 
-/* $1 the key (the session row's: the token), then a wait's bound, then a
- * guarded row's token, as the core's actions carry them. */
+/* The lease rows' $1: a plan's tcp_user_timeout (ms). */
+enum { LEASE_USER_TIMEOUT_MS = 27000 };
+
+/* $1 the key (the session row's: the token; the lease rows': U), then a
+ * wait's bound, then a guarded row's token, as the core's actions carry
+ * them. */
 static void params_for(const statement *st, int64_t key, int64_t bound, int64_t token,
                        int64_t params[3])
 {
     int session = st->sql == NULL && st->core == ADVLOCK_SQL_SESSION;
+    int lease = st->sql == NULL && st->core >= ADVLOCK_SQL_LEASE_SETUP
+                && st->core <= ADVLOCK_SQL_HEARTBEAT_GUARDED;
     int wait = st->sql == NULL && advlock_sql_answer(st->core) == ADVLOCK_ANSWER_VOID;
-    params[0] = session ? token : key;
+    params[0] = session ? token : lease ? LEASE_USER_TIMEOUT_MS : key;
     params[1] = wait ? bound : token;
     params[2] = token;
 }

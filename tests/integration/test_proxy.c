@@ -397,6 +397,74 @@ static void test_direct_verify_is_plain(void **state)
     PQfinish(conn);
 }
 
+/* ---- a lease behind a proxy -------------------------------------------------- */
+
+/* A blocking adapter through env under the shortest lease for a 1 s stop
+ * (D = 3 s, heartbeats every 0.75 s), holding the fixture's lock. */
+static PGconn *leased_through(fixture *f, advlock_pq *a, const char *env)
+{
+    PGconn *conn = pgt_connect_env(env);
+    bind(f, a, conn);
+    advlock_options o;
+    advlock_options_init(&o);
+    o.on_event = pgt_record_event;
+    o.event_user = &f->seen;
+    o.lease_ms = 8000;
+    o.lease_stop_ms = 1000;
+    assert_int_equal(advlock_pq_set_options(a, &o), 0);
+    acquire(f, a, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_proxied(a), 1);
+    return conn;
+}
+
+/* Checks the adapter every 50 ms for ms, verifying every 400 ms (each
+ * verify may find a heartbeat in flight, and waits for it). */
+static void hold_for(fixture *f, advlock_pq *a, int64_t ms)
+{
+    int64_t until = advlock_pq_now_ms() + ms;
+    for (int i = 0; advlock_pq_now_ms() < until && !advlock_pq_async_lost(a); i++) {
+        assert_int_equal(advlock_pq_check(a), 0);
+        if (i % 8 == 7)
+            verify(f, a, ADVLOCK_HELD);
+        pgt_sleep_ms(50);
+    }
+}
+
+/* Through the session pool: nothing is set (the proxy's own settings bound
+ * the release), guarded heartbeats keep the lock past D, between verifies. */
+static void test_session_pool_lease_heartbeats_keep_the_lock(void **state)
+{
+    fixture *f = *state;
+    advlock_pq a;
+    PGconn *conn = leased_through(f, &a, "ADVLOCK_TEST_PGBOUNCER_SESSION");
+    hold_for(f, &a, 7000);
+    assert_int_equal(advlock_pq_async_lost(&a), 0);
+    assert_int_not_equal(holder_pid(f), 0);
+    release(f, &a, ADVLOCK_RELEASED);
+    PQfinish(conn);
+}
+
+/* Through the transaction pool, the holder's server session closed behind
+ * PgBouncer's back: the next guarded heartbeat reaches another server
+ * session, and the lease ends the lock, in its own words. */
+static void test_transaction_pool_lease_sees_the_holder_terminated(void **state)
+{
+    fixture *f = *state;
+    fresh_tx_sessions();
+    advlock_pq a;
+    PGconn *conn = leased_through(f, &a, "ADVLOCK_TEST_PGBOUNCER_TX");
+    pgt_terminate(f->observer, holder_pid(f));
+    for (int i = 0; i < 100 && !advlock_pq_async_lost(&a); i++) {
+        assert_int_equal(advlock_pq_check(&a), 0);
+        pgt_sleep_ms(50);
+    }
+    assert_int_equal(advlock_pq_async_lost(&a), 1);
+    const advlock_pq_report *r = advlock_pq_async_report(&a);
+    assert_int_equal(r->lease_expiry, ADVLOCK_LEASE_SETTINGS);
+    assert_non_null(strstr(pgt_describe(r, f->key), "its lease ran out: a heartbeat found"));
+    PQfinish(conn);
+}
+
 int main(void)
 {
     alarm(60); /* a hang fails the program instead of the whole run */
@@ -409,6 +477,8 @@ int main(void)
         T(test_transaction_pool_verify_sees_the_holder_terminated),
         T(test_session_pool_verify_keeps_the_watch),
         T(test_direct_verify_is_plain),
+        T(test_session_pool_lease_heartbeats_keep_the_lock),
+        T(test_transaction_pool_lease_sees_the_holder_terminated),
     };
     return cmocka_run_group_tests_name("libpq adapters: the server session check through PgBouncer",
                                        tests, NULL, NULL);

@@ -142,12 +142,55 @@ static void the_session_check_allocates_nothing(void **state)
     assert_int_equal(allocations - before, 0);
 }
 
+/* The lease: its plan, options text, setup, heartbeats to an expiry. */
+static void the_lease_allocates_nothing(void **state)
+{
+    (void)state;
+    long before = allocations;
+    advlock_lease_plan p;
+    assert_int_equal(advlock_lease_plan_init(&p, ADVLOCK_LEASE_DEFAULT_MS, 10000), 0);
+    char text[ADVLOCK_LEASE_OPTIONS_MAX];
+    assert_true(advlock_lease_options(&p, text, sizeof text) > 0);
+    advlock_lease l;
+    assert_int_equal(advlock_lease_init(&l, &p), 0);
+    assert_int_equal(advlock_lease_start_setup(&l, 0, 0), 0);
+    assert_int_equal(advlock_lease_on_sent(&l, 0), 0);
+    assert_int_equal(advlock_lease_on_result(&l, ADVLOCK_RESULT_TRUE, 1), 0);
+    assert_int_equal(advlock_lease_hold(&l, 1, 99, 2), 0);
+    int64_t now = 2;
+    while (advlock_lease_next(&l).kind != ADVLOCK_LEASE_EXPIRED) {
+        advlock_lease_action a = advlock_lease_next(&l);
+        if (a.kind == ADVLOCK_LEASE_QUERY) {
+            assert_int_equal(advlock_lease_on_sent(&l, now), 0);
+            /* Answered until a minute has passed, then never again. */
+            if (now < 60000)
+                assert_int_equal(advlock_lease_on_result(&l, ADVLOCK_RESULT_TRUE, now + 1), 0);
+            else
+                now = advlock_lease_next(&l).wake_at_ms;
+        } else {
+            now = a.wake_at_ms;
+        }
+        assert_int_equal(advlock_lease_on_timer(&l, now), 0);
+    }
+    assert_int_equal(advlock_lease_expiry_reason(&l), ADVLOCK_LEASE_NO_ANSWER);
+    assert_int_equal(advlock_lease_stop(&l), 0);
+    advlock_machine m;
+    advlock_machine_init(&m);
+    advlock_options o;
+    advlock_options_init(&o);
+    o.lease_ms = ADVLOCK_LEASE_DEFAULT_MS;
+    o.lease_stop_ms = 10000;
+    assert_int_equal(advlock_set_options(&m, &o), 0);
+    assert_int_equal(allocations - before, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_sees_allocations),
         cmocka_unit_test(whole_operations_allocate_nothing),
         cmocka_unit_test(the_session_check_allocates_nothing),
+        cmocka_unit_test(the_lease_allocates_nothing),
     };
     return cmocka_run_group_tests_name("no allocation", tests, NULL, NULL);
 }

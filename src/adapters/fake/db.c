@@ -87,14 +87,17 @@ static void save_block_settings(advlock_fake_session_ *s)
 {
     s->claimed_at_begin_ = s->claimed_;
     s->claim_at_begin_ = s->claim_;
+    s->tcp_at_begin_ = s->tcp_;
 }
 
 /* The block's settings go back to what they were at its BEGIN: the claim
- * (advlock.session) is a setting, which PostgreSQL rolls back. */
+ * (advlock.session) and the TCP settings are settings, which PostgreSQL
+ * rolls back. */
 static void undo_block_settings(advlock_fake_session_ *s)
 {
     s->claimed_ = s->claimed_at_begin_;
     s->claim_ = s->claim_at_begin_;
+    s->tcp_ = s->tcp_at_begin_;
 }
 
 /* A statement ended with an error: a transaction block becomes failed, its
@@ -244,6 +247,7 @@ static void run_discard_all(advlock_fake_db *db, int slot, advlock_fake_result *
     }
     s->claimed_ = 0;
     s->claim_ = 0;
+    advlock_fake_tcp_defaults(s->transport_, &s->tcp_);
     advlock_lt_release_level(db, slot, SCOPE_SESSION);
     advlock_fake_result_command(out, "DISCARD ALL");
 }
@@ -364,6 +368,9 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     case ST_SESSION: run_session(db, slot, key, out); break;
     case ST_HELD: run_held(db, slot, st->mode, key, out); break;
     case ST_DISCARD_ALL: run_discard_all(db, slot, out); break;
+    case ST_LEASE_SETUP: advlock_fake_run_lease_setup(s, key, out); break;
+    case ST_HEARTBEAT: advlock_fake_run_heartbeat(s, key, out); break;
+    case ST_HEARTBEAT_GUARDED: advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_TRUE); break;
     case ST_UNLOCK_ALL:
         advlock_lt_release_level(db, slot, SCOPE_SESSION);
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);

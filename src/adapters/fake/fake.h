@@ -6,7 +6,8 @@
 #include "advlock_fake.h"
 
 /* The files call downwards only, never back up:
- *     db.c -> lock_table.c, deadlock.c, holders.c, statements.c, result.c
+ *     db.c -> lock_table.c, deadlock.c, holders.c, statements.c, result.c,
+ *             tcp_settings.c
  *     lock_table.c, deadlock.c, holders.c, inspect.c -> lock_queue.c
  * A wake-up inside the lock table only marks the sessions it grants
  * (finish_); the database finishes their statements after each call
@@ -82,7 +83,10 @@ enum stmt_kind {
     ST_HOLDERS,
     ST_SESSION,
     ST_DISCARD_ALL,
-    ST_HELD
+    ST_HELD,
+    ST_LEASE_SETUP,
+    ST_HEARTBEAT,
+    ST_HEARTBEAT_GUARDED
 };
 
 typedef struct advlock_fake_statement {
@@ -101,6 +105,15 @@ int advlock_fake_statement_parses(const char *sql);
 /* Fills out with PostgreSQL's error for text that is not a known statement:
  * 42883 for "SELECT name(...)", 42601 otherwise. */
 void advlock_fake_statement_reject(const char *sql, int have_param, advlock_fake_result *out);
+
+/* ---- TCP settings and the lease's rows (tcp_settings.c) ---- */
+
+/* Fills out with what SHOW reads before any SET on this transport. */
+void advlock_fake_tcp_defaults(int transport, advlock_fake_tcp *out);
+void advlock_fake_run_lease_setup(advlock_fake_session_ *s, int64_t user_timeout_ms,
+                                  advlock_fake_result *out);
+void advlock_fake_run_heartbeat(const advlock_fake_session_ *s, int64_t user_timeout_ms,
+                                advlock_fake_result *out);
 
 /* ---- results (result.c) ---- */
 

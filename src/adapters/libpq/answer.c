@@ -333,6 +333,18 @@ static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *w
     free(rows);
 }
 
+/* A failure's words into words; returns 0 (nothing written) for a success. */
+static int write_failure_words(const advlock_pq_query_ *q, PGconn *conn, char *words, size_t size)
+{
+    if (!is_failure(q->result_))
+        return 0;
+    if (q->unexpected_ != EXPECTED)
+        write_unexpected_words(words, size, q);
+    else
+        write_error_words(words, size, conn, q->kept_);
+    return 1;
+}
+
 void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
                             size_t size, int64_t now_ms)
 {
@@ -344,18 +356,20 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
         (void)advlock_on_session(m, (int)integer(q->kept_, 0, 0, 4), boolean_value(q->kept_, 1),
                                  boolean_value(q->kept_, 2), now_ms);
     } else {
-        const char *message = "";
-        if (is_failure(q->result_)) {
-            if (q->unexpected_ != EXPECTED)
-                write_unexpected_words(words, size, q);
-            else
-                write_error_words(words, size, conn, q->kept_);
-            message = words;
-        }
+        const char *message = write_failure_words(q, conn, words, size) ? words : "";
         const char *sqlstate = q->sqlstate_[0] != '\0' ? q->sqlstate_ : NULL;
         /* The machine is QUERYING whenever an answer is fed: it cannot refuse. */
         (void)advlock_on_result(m, (advlock_result)q->result_, sqlstate, message, now_ms);
     }
     PQclear(q->kept_);
     q->kept_ = NULL;
+}
+
+advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size)
+{
+    if (!write_failure_words(q, conn, words, size))
+        words[0] = '\0';
+    PQclear(q->kept_);
+    q->kept_ = NULL;
+    return (advlock_result)q->result_;
 }

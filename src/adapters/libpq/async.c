@@ -40,9 +40,28 @@ enum phase {
  * caller's own statement streaming a large result cannot hold the loop. */
 enum { MAX_IDLE_READS = 16 };
 
+/* Whose statement is in flight when the lease's (lease_query_): its
+ * setup, a heartbeat, or the heartbeat that confirms a grant which came
+ * long after its statement was sent (a server-side wait: the lease counts
+ * from a send, and the lock statement's is too old to count from). */
+enum { MACHINE_QUERY = 0, LEASE_SETUP, LEASE_HEARTBEAT, LEASE_CONFIRM };
+
+/* A heartbeat in flight while the lock is held belongs to the watch, not to
+ * an operation: the caller sees the adapter holding, not busy. */
+static int beating(const advlock_pq *a)
+{
+    return a->lease_query_ == LEASE_HEARTBEAT && !a->deferred_;
+}
+
 static int busy(const advlock_pq *a)
 {
-    return a->phase_ == SENDING || a->phase_ == AWAITING || a->phase_ == SLEEPING;
+    return (a->phase_ == SENDING || a->phase_ == AWAITING || a->phase_ == SLEEPING) && !beating(a);
+}
+
+/* Holding a lock, heartbeat or not: what the caller sees as the watch. */
+static int holding(const advlock_pq *a)
+{
+    return a->phase_ == HOLDING || beating(a);
 }
 
 /* A connection's token, drawn from the operating system so that no two
@@ -64,6 +83,14 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
     a->phase_ = IDLE;
     a->scope_ = ADVLOCK_SESSION;
     a->query_.kept_ = NULL;
+    a->lease_on_ = 0;
+    a->lease_ms_ = 0;
+    a->lease_stop_ms_ = 0;
+    a->lease_query_ = MACHINE_QUERY;
+    a->acquiring_ = 0;
+    a->deferred_ = 0;
+    a->sent_ms_ = 0;
+    a->lease_free_ms_ = 0;
     advlock_machine_init(&a->machine_);
     (void)advlock_set_session(&a->machine_, &a->session_);
     /* Notices read while nothing runs (advlock_pq_check) count here. */
@@ -81,6 +108,22 @@ int advlock_pq_async_init(advlock_pq *a, PGconn *conn)
     return 0;
 }
 
+/* The options' plan (the machine accepted the pair, so the plan does too). */
+static advlock_lease_plan lease_plan(const advlock_pq *a)
+{
+    advlock_lease_plan p;
+    memset(&p, 0, sizeof p);
+    (void)advlock_lease_plan_init(&p, a->lease_ms_, a->lease_stop_ms_);
+    return p;
+}
+
+/* A fresh lease for the connection: its first acquire sets it up. */
+static int start_lease(advlock_pq *a)
+{
+    advlock_lease_plan p = lease_plan(a);
+    return advlock_lease_init(&a->lease_, &p);
+}
+
 int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
 {
     if (a == NULL)
@@ -89,6 +132,10 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
         return ADVLOCK_EMISUSE;
     if (o == NULL)
         return ADVLOCK_EINVAL;
+    /* Another lease while one runs would leave the held lock unguarded. */
+    if (holding(a) && a->lease_on_
+        && (o->lease_ms != a->lease_ms_ || o->lease_stop_ms != a->lease_stop_ms_))
+        return ADVLOCK_EMISUSE;
     /* Jitter asked for with nothing to draw from means random (advlock.h):
      * the core has no entropy, so it is given some here, once per call. */
     advlock_options chosen = *o;
@@ -96,17 +143,90 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
         && chosen.random == NULL)
         chosen.jitter_seed = advlock_pq_entropy();
     int rc = advlock_set_options(&a->machine_, &chosen);
-    if (rc == 0)
-        a->scope_ = o->scope;
-    return rc;
+    if (rc != 0)
+        return rc;
+    a->scope_ = o->scope;
+    /* The machine accepted the pair, so the plan does too. A lease set anew
+     * sets the connection up anew (its first acquire). */
+    /* The lease of a held lock runs on as it is. */
+    if (holding(a) && o->lease_ms == a->lease_ms_ && o->lease_stop_ms == a->lease_stop_ms_)
+        return 0;
+    a->lease_ms_ = o->lease_ms;
+    a->lease_stop_ms_ = o->lease_stop_ms;
+    a->lease_on_ = 0;
+    a->lease_on_ = o->lease_ms > 0 && start_lease(a) == 0;
+    return 0;
+}
+
+/* The statement in flight as the machine's action: the machine's own, or
+ * the lease's row with its parameters. */
+static advlock_action statement_in_flight(const advlock_pq *a)
+{
+    if (a->lease_query_ == MACHINE_QUERY)
+        return advlock_next_action(&a->machine_);
+    advlock_action act;
+    memset(&act, 0, sizeof act);
+    act.kind = ADVLOCK_ACTION_QUERY;
+    if (a->lease_query_ == LEASE_CONFIRM) {
+        act.sql = a->session_.proxied ? ADVLOCK_SQL_HEARTBEAT_GUARDED : ADVLOCK_SQL_HEARTBEAT;
+        act.param = lease_plan(a).user_timeout_ms;
+        act.param2 = (int64_t)a->session_.token;
+        return act;
+    }
+    advlock_lease_action l = advlock_lease_next(&a->lease_);
+    act.sql = l.sql;
+    act.param = l.param;
+    act.param2 = l.param2;
+    return act;
 }
 
 /* Hands the current form of the query in flight to libpq. A statement libpq
- * refuses to send is over at once; its answer is libpq's message. */
-static void send_form(advlock_pq *a)
+ * refuses to send is over at once; its answer is libpq's message. A lease
+ * statement's send time is the lease's (an earlier one than the wire's is
+ * safe: it only shortens the stop deadline). */
+static void send_form(advlock_pq *a, int64_t now_ms)
 {
-    advlock_action next = advlock_next_action(&a->machine_);
-    a->phase_ = advlock_pq_query_send(&a->query_, a->conn_, &next) ? SENDING : ANSWERED;
+    advlock_action next = statement_in_flight(a);
+    int sent = advlock_pq_query_send(&a->query_, a->conn_, &next);
+    if (sent && a->lease_query_ == LEASE_CONFIRM)
+        a->sent_ms_ = now_ms; /* the lease will count from this send */
+    else if (sent && a->lease_query_ != MACHINE_QUERY)
+        (void)advlock_lease_on_sent(&a->lease_, now_ms);
+    a->phase_ = sent ? SENDING : ANSWERED;
+}
+
+/* Sends the lease's statement (kind: LEASE_SETUP, _HEARTBEAT, _CONFIRM). */
+static void send_lease_query(advlock_pq *a, int kind, int64_t now_ms)
+{
+    a->lease_query_ = (uint8_t)kind;
+    advlock_pq_query_begin(&a->query_, statement_in_flight(a).sql, a->prepared_,
+                           a->session_.proxied, a->conn_);
+    send_form(a, now_ms);
+}
+
+/* A grant whose statement went out more than a heartbeat's interval ago
+ * (a server-side wait) is confirmed by a heartbeat before it counts as
+ * held: anchoring the lease at the grant's arrival would be unsafe (the
+ * server may have stopped hearing this client while the grant came). */
+static int needs_confirm(const advlock_pq *a, const advlock_report *r, int64_t now_ms)
+{
+    return a->lease_on_ && r->outcome == ADVLOCK_ACQUIRED
+           && now_ms - a->sent_ms_ >= lease_plan(a).heartbeat_ms;
+}
+
+static int setup_holds(advlock_lease_setup s)
+{
+    return s == ADVLOCK_LEASE_APPLIED || s == ADVLOCK_LEASE_UNIX_SOCKET
+           || s == ADVLOCK_LEASE_PROXIED;
+}
+
+/* An acquire's lock statement goes only on a connection whose lease is set
+ * up; the setup follows the session row, which tells whether a proxy is in
+ * between. */
+static int needs_setup(const advlock_pq *a, advlock_sql sql)
+{
+    return a->lease_on_ && a->acquiring_ && sql != ADVLOCK_SQL_SESSION
+           && !setup_holds(advlock_lease_setup_result(&a->lease_));
 }
 
 /* An acquire that took the lock, or a verify that found it held: the
@@ -116,22 +236,122 @@ static int holds(const advlock_report *r)
     return r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD;
 }
 
+static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms);
+
+/* The operation ended holding the lock: an acquire's grant starts the
+ * lease from the send of the statement that took it; a verify's HELD keeps
+ * the lease as it runs, unless it ran out meanwhile. */
+static void hold(advlock_pq *a, const advlock_report *r, int64_t now_ms)
+{
+    a->phase_ = HOLDING;
+    if (!a->lease_on_)
+        return;
+    if (r->outcome == ADVLOCK_ACQUIRED)
+        (void)advlock_lease_hold(&a->lease_, a->sent_ms_,
+                                 a->session_.proxied ? a->session_.token : 0, now_ms);
+    (void)advlock_lease_on_timer(&a->lease_, now_ms);
+    if (advlock_lease_next(&a->lease_).kind == ADVLOCK_LEASE_EXPIRED)
+        become_lease_lost(a, "", now_ms);
+}
+
 /* Takes up the machine's next action. */
-static void follow_machine(advlock_pq *a)
+static void follow_machine(advlock_pq *a, int64_t now_ms)
 {
     advlock_action next = advlock_next_action(&a->machine_);
     switch (next.kind) {
     case ADVLOCK_ACTION_QUERY:
+        if (needs_setup(a, next.sql)) {
+            (void)advlock_lease_start_setup(&a->lease_, a->session_.proxied, now_ms);
+            if (advlock_lease_next(&a->lease_).kind == ADVLOCK_LEASE_QUERY) {
+                send_lease_query(a, LEASE_SETUP, now_ms);
+                break;
+            }
+            /* Behind a proxy the setup ends at once (PROXIED). */
+        }
+        a->sent_ms_ = now_ms;
         advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->session_.proxied, a->conn_);
-        send_form(a);
+        send_form(a, now_ms);
         break;
     case ADVLOCK_ACTION_SLEEP: a->phase_ = SLEEPING; break;
     default:
         /* DONE: a new answer or a timer never leaves the machine asking
          * for a cancel, so nothing else arrives here. */
         advlock_pq_report_finish(&a->report_, next.report);
-        a->phase_ = holds(next.report) ? HOLDING : DONE;
+        a->report_.lease_expiry = ADVLOCK_LEASE_LIVE;
+        if (needs_confirm(a, next.report, now_ms))
+            send_lease_query(a, LEASE_CONFIRM, now_ms);
+        else if (holds(next.report))
+            hold(a, next.report, now_ms);
+        else
+            a->phase_ = DONE;
         break;
+    }
+}
+
+/* The setup's answer: a lease that cannot hold refuses the lock statement,
+ * which is never sent; the machine is told it failed, in words. */
+static void setup_answered(advlock_pq *a, const char *words, int64_t now_ms)
+{
+    advlock_lease_setup s = advlock_lease_setup_result(&a->lease_);
+    if (!setup_holds(s)) {
+        char why[ADVLOCK_PQ_TEXT_MAX];
+        if (s == ADVLOCK_LEASE_NOT_APPLIED)
+            snprintf(why, sizeof why,
+                     "lease: the server did not apply tcp_user_timeout=%d and the keepalive "
+                     "settings, so it could hold the lock for hours after losing this client",
+                     (int)lease_plan(a).user_timeout_ms);
+        else
+            snprintf(why, sizeof why, "lease: setting the server session up failed: %.200s",
+                     words[0] != '\0' ? words : "no answer");
+        advlock_pq_copy_line(a->report_.server_message, sizeof a->report_.server_message, why);
+        (void)advlock_on_result(&a->machine_, ADVLOCK_RESULT_SERVER_ERROR, NULL,
+                                a->report_.server_message, now_ms);
+    }
+    follow_machine(a, now_ms);
+}
+
+static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, int64_t now_ms);
+
+/* A grant's confirming heartbeat answered: TRUE holds the lock from its
+ * send; anything else (or no answer within D: tend_lease) loses it. */
+static void confirm_answered(advlock_pq *a, advlock_result r, const char *words, int64_t now_ms)
+{
+    if (r == ADVLOCK_RESULT_TRUE) {
+        hold(a, &a->report_.lock, now_ms);
+        return;
+    }
+    char why[ADVLOCK_PQ_TEXT_MAX];
+    snprintf(why, sizeof why,
+             "the heartbeat after a long wait for the grant failed (%.150s); stop the work now",
+             words[0] != '\0' ? words : "the server session changed");
+    become_lost(a, "", why, now_ms);
+    a->report_.lease_expiry =
+        r == ADVLOCK_RESULT_CONNECTION_LOST ? ADVLOCK_LEASE_CONNECTION : ADVLOCK_LEASE_SETTINGS;
+}
+
+/* The lease's statement answered: the setup goes on to the machine's
+ * statement, a heartbeat back to the watch (or to the operation that
+ * started meanwhile), unless it ended the lease. */
+static void lease_answered(advlock_pq *a, int64_t now_ms)
+{
+    char words[ADVLOCK_PQ_TEXT_MAX];
+    advlock_result r = advlock_pq_answer_take(&a->query_, a->conn_, words, sizeof words);
+    int kind = a->lease_query_;
+    a->lease_query_ = MACHINE_QUERY;
+    if (kind == LEASE_CONFIRM) {
+        confirm_answered(a, r, words, now_ms);
+        return;
+    }
+    (void)advlock_lease_on_result(&a->lease_, r, now_ms);
+    if (kind == LEASE_SETUP) {
+        setup_answered(a, words, now_ms);
+    } else if (a->deferred_) {
+        a->deferred_ = 0;
+        follow_machine(a, now_ms);
+    } else if (advlock_lease_next(&a->lease_).kind == ADVLOCK_LEASE_EXPIRED) {
+        become_lease_lost(a, words, now_ms);
+    } else {
+        a->phase_ = HOLDING;
     }
 }
 
@@ -168,9 +388,12 @@ static void check_deadline(advlock_pq *a, int64_t now_ms)
 
 /* With the statement wholly sent and unanswered: sends the cancel the
  * machine asks for (it asks again while the answer is late, since the server
- * drops a cancel that overtakes its statement). */
+ * drops a cancel that overtakes its statement). A lease's statement is
+ * never cancelled: its deadline is the lease's. */
 static void tend_cancel(advlock_pq *a, int64_t now_ms)
 {
+    if (a->lease_query_ != MACHINE_QUERY)
+        return;
     check_deadline(a, now_ms);
     if (advlock_next_action(&a->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY) {
         send_cancel(a, now_ms);
@@ -187,7 +410,8 @@ static void drive(advlock_pq *a, int64_t now_ms)
             /* -1 (a write error) leaves the error to be read as a result.
              * A cancel waits until the server has the whole statement. */
             if (PQflush(a->conn_) == 1) {
-                check_deadline(a, now_ms);
+                if (a->lease_query_ == MACHINE_QUERY)
+                    check_deadline(a, now_ms);
                 return;
             }
             a->phase_ = AWAITING;
@@ -202,7 +426,9 @@ static void drive(advlock_pq *a, int64_t now_ms)
         case ANSWERED:
             advlock_pq_answer_end(&a->query_, a->conn_);
             if (advlock_pq_query_next(&a->query_, &a->prepared_, a->conn_)) {
-                send_form(a);
+                send_form(a, now_ms);
+            } else if (a->lease_query_ != MACHINE_QUERY) {
+                lease_answered(a, now_ms);
             } else {
                 advlock_pq_answer_feed(&a->query_, &a->machine_, a->conn_,
                                        a->report_.server_message, sizeof a->report_.server_message,
@@ -211,7 +437,7 @@ static void drive(advlock_pq *a, int64_t now_ms)
                  * on: the statements after it choose their form by it. */
                 if (a->query_.sql_ == ADVLOCK_SQL_SESSION)
                     (void)advlock_get_session(&a->machine_, &a->session_);
-                follow_machine(a);
+                follow_machine(a, now_ms);
             }
             break;
         case SLEEPING:
@@ -219,7 +445,7 @@ static void drive(advlock_pq *a, int64_t now_ms)
             (void)advlock_on_timer(&a->machine_, now_ms);
             if (advlock_next_action(&a->machine_).kind == ADVLOCK_ACTION_SLEEP)
                 return;
-            follow_machine(a);
+            follow_machine(a, now_ms);
             break;
         default: return;
         }
@@ -236,8 +462,87 @@ static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, 
     r->lock.detail = ADVLOCK_DETAIL_LOST;
     snprintf(r->lock.sqlstate, sizeof r->lock.sqlstate, "%s", sqlstate);
     advlock_pq_copy_line(r->server_message, sizeof r->server_message, words);
+    r->lease_expiry = ADVLOCK_LEASE_LIVE;
+    /* Whatever was in flight (a verify, a heartbeat) is abandoned with the
+     * connection, which the caller closes. */
+    advlock_pq_answer_clear(&a->query_);
+    a->lease_query_ = MACHINE_QUERY;
+    a->deferred_ = 0;
     a->phase_ = LOST;
     advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->server_message, now_ms);
+}
+
+/* The lease's words for why it ran out (words: what the failed heartbeat
+ * said, or ""). Never "no longer held": the server may hold the lock until
+ * lease_free_ms_. */
+static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char *words, char *out,
+                       size_t size)
+{
+    advlock_lease_plan p = lease_plan(a);
+    char d[32], l[32];
+    advlock_format_seconds(p.deadline_ms, d, sizeof d);
+    advlock_format_seconds(p.lease_ms, l, sizeof l);
+    switch (why) {
+    case ADVLOCK_LEASE_SETTINGS:
+        snprintf(out, size,
+                 "a heartbeat found the server session's lease settings changed (or another "
+                 "server session answering), so the server may free the lock early or late "
+                 "(lease %ss); stop the work now",
+                 l);
+        break;
+    case ADVLOCK_LEASE_CONNECTION:
+    case ADVLOCK_LEASE_SERVER_ERROR:
+        snprintf(out, size,
+                 "a heartbeat failed (%.120s): the server frees the lock within %ss (lease) at the "
+                 "latest; stop the work now",
+                 words[0] != '\0' ? words : "no answer", l);
+        break;
+    default:
+        snprintf(out, size,
+                 "no heartbeat answered within %ss (lease %ss): the server will free the lock "
+                 "within %ss; stop the work now",
+                 d, l, l);
+        break;
+    }
+}
+
+/* The lease ran out while the lock was held: the lock is LOST to the
+ * caller, who must stop the work and close the connection (a late answer
+ * must not count). The server frees it by now + the lease at the latest:
+ * the last message it got from this client was sent before now. */
+static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms)
+{
+    advlock_lease_expiry why = advlock_lease_expiry_reason(&a->lease_);
+    char message[ADVLOCK_PQ_TEXT_MAX];
+    say_expiry(a, why, words, message, sizeof message);
+    a->lease_free_ms_ = now_ms + a->lease_ms_;
+    become_lost(a, "", message, now_ms);
+    a->report_.lease_expiry = why != ADVLOCK_LEASE_LIVE ? why : ADVLOCK_LEASE_NO_ANSWER;
+}
+
+/* Time for the lease while a lock is held: a heartbeat falls due (sent
+ * only while the connection is idle: one statement at a time), or the stop
+ * deadline passes. */
+static void tend_lease(advlock_pq *a, int64_t now_ms)
+{
+    if (!a->lease_on_ || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
+        return;
+    if (a->lease_query_ == LEASE_CONFIRM) {
+        if (now_ms >= a->sent_ms_ + lease_plan(a).deadline_ms)
+            become_lease_lost(a, "", now_ms);
+        return;
+    }
+    (void)advlock_lease_on_timer(&a->lease_, now_ms);
+    advlock_lease_action next = advlock_lease_next(&a->lease_);
+    if (next.kind == ADVLOCK_LEASE_EXPIRED) {
+        become_lease_lost(a, "", now_ms);
+    } else if (next.kind == ADVLOCK_LEASE_QUERY && a->phase_ == HOLDING) {
+        advlock_pq_notice_guard notices;
+        advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
+        send_lease_query(a, LEASE_HEARTBEAT, now_ms);
+        drive(a, now_ms);
+        advlock_pq_notices_restore(&notices);
+    }
 }
 
 /* A connection reset since the lock was taken (PQreset(), or anything else
@@ -275,6 +580,9 @@ static int tell_session(advlock_pq *a)
      * lock on one would look released from the other. */
     (void)advlock_session_init(s, pid, new_token());
     a->prepared_ = 0;
+    /* A new server session has none of the old one's lease settings. */
+    if (a->lease_on_)
+        (void)start_lease(a);
     return advlock_set_session(&a->machine_, s);
 }
 
@@ -285,7 +593,9 @@ static int check_can_start(advlock_pq *a, int acquire, int64_t now_ms)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
-    if (a->conn_ == NULL || busy(a) || !advlock_pq_conn_free(a->conn_))
+    /* A heartbeat in flight is the adapter's own statement: the operation
+     * waits for its answer (begin()). */
+    if (a->conn_ == NULL || busy(a) || (!beating(a) && !advlock_pq_conn_free(a->conn_)))
         return ADVLOCK_EMISUSE;
     /* A transaction-scoped lock taken outside a transaction block would be
      * released as soon as its own statement ends. */
@@ -296,25 +606,39 @@ static int check_can_start(advlock_pq *a, int acquire, int64_t now_ms)
     return tell_session(a);
 }
 
-/* Runs the first action of a machine that has just started. */
+/* Runs the first action of a machine that has just started; behind a
+ * heartbeat in flight, once it has answered (the connection runs one
+ * statement at a time). */
 static void begin(advlock_pq *a, int64_t now_ms)
 {
     advlock_pq_notice_guard notices;
     advlock_pq_report_begin(&a->report_);
+    a->report_.lease_expiry = ADVLOCK_LEASE_LIVE;
     advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
-    follow_machine(a);
+    if (a->lease_query_ == LEASE_HEARTBEAT)
+        a->deferred_ = 1;
+    else
+        follow_machine(a, now_ms);
     drive(a, now_ms);
     advlock_pq_notices_restore(&notices);
 }
 
-/* Starts what start_rc says the machine started; a refused start sent
- * nothing and changed nothing. */
-static int started(advlock_pq *a, int start_rc, int64_t now_ms)
+/* Starts what start_rc says the machine started (acquire: an acquire, which
+ * sets the lease up first; a release ends the lease's heartbeats); a
+ * refused start sent nothing and changed nothing. */
+static int started(advlock_pq *a, int start_rc, int acquire, int64_t now_ms)
 {
-    if (start_rc == 0)
-        begin(a, now_ms);
-    return start_rc;
+    if (start_rc != 0)
+        return start_rc;
+    a->acquiring_ = (uint8_t)(acquire > 0);
+    if (acquire < 0 && a->lease_on_)
+        (void)advlock_lease_stop(&a->lease_);
+    begin(a, now_ms);
+    return 0;
 }
+
+/* What an operation does to the lease (started()'s acquire). */
+enum { RELEASES = -1, VERIFIES = 0, ACQUIRES = 1 };
 
 int advlock_pq_async_start_acquire(advlock_pq *a, const char *lock_key, size_t len,
                                    int64_t timeout_ms, int64_t now_ms)
@@ -323,7 +647,7 @@ int advlock_pq_async_start_acquire(advlock_pq *a, const char *lock_key, size_t l
     if (rc != 0)
         return rc;
     return started(a, advlock_start_acquire(&a->machine_, lock_key, len, timeout_ms, now_ms),
-                   now_ms);
+                   ACQUIRES, now_ms);
 }
 
 int advlock_pq_async_start_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
@@ -332,7 +656,8 @@ int advlock_pq_async_start_acquire_key(advlock_pq *a, int64_t key, int64_t timeo
     int rc = check_can_start(a, 1, now_ms);
     if (rc != 0)
         return rc;
-    return started(a, advlock_start_acquire_key(&a->machine_, key, timeout_ms, now_ms), now_ms);
+    return started(a, advlock_start_acquire_key(&a->machine_, key, timeout_ms, now_ms), ACQUIRES,
+                   now_ms);
 }
 
 int advlock_pq_async_start_release(advlock_pq *a, const char *lock_key, size_t len, int64_t now_ms)
@@ -340,7 +665,7 @@ int advlock_pq_async_start_release(advlock_pq *a, const char *lock_key, size_t l
     int rc = check_can_start(a, 0, now_ms);
     if (rc != 0)
         return rc;
-    return started(a, advlock_start_release(&a->machine_, lock_key, len, now_ms), now_ms);
+    return started(a, advlock_start_release(&a->machine_, lock_key, len, now_ms), RELEASES, now_ms);
 }
 
 int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_ms)
@@ -348,7 +673,7 @@ int advlock_pq_async_start_release_key(advlock_pq *a, int64_t key, int64_t now_m
     int rc = check_can_start(a, 0, now_ms);
     if (rc != 0)
         return rc;
-    return started(a, advlock_start_release_key(&a->machine_, key, now_ms), now_ms);
+    return started(a, advlock_start_release_key(&a->machine_, key, now_ms), RELEASES, now_ms);
 }
 
 int advlock_pq_async_start_verify_key(advlock_pq *a, int64_t key, int64_t now_ms)
@@ -356,7 +681,7 @@ int advlock_pq_async_start_verify_key(advlock_pq *a, int64_t key, int64_t now_ms
     int rc = check_can_start(a, 0, now_ms);
     if (rc != 0)
         return rc;
-    return started(a, advlock_start_verify_key(&a->machine_, key, now_ms), now_ms);
+    return started(a, advlock_start_verify_key(&a->machine_, key, now_ms), VERIFIES, now_ms);
 }
 
 int advlock_pq_proxied(const advlock_pq *a)
@@ -383,7 +708,7 @@ int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms)
      * server-side wait is asked to stop first: at once if the statement is
      * all sent, else as soon as it is. */
     if (a->phase_ == SLEEPING)
-        follow_machine(a);
+        follow_machine(a, now_ms);
     else if (a->phase_ == AWAITING)
         tend_cancel(a, now_ms);
     return 0;
@@ -419,13 +744,21 @@ void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms)
         return;
     advlock_pq_notice_guard notices;
     advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
-    int gone = read_idle(a->conn_) || notices.fatal;
+    int gone = 0;
+    if (beating(a)) {
+        /* The heartbeat's answer is read as any statement's is. */
+        (void)PQconsumeInput(a->conn_);
+        drive(a, now_ms);
+    } else {
+        gone = read_idle(a->conn_) || notices.fatal;
+    }
     advlock_pq_notices_restore(&notices);
     /* The server's FATAL says why better than libpq's "server closed the
      * connection unexpectedly". */
     if (gone && a->phase_ == HOLDING)
         become_lost(a, notices.fatal ? a->report_.notice_sqlstate : "",
                     notices.fatal ? a->report_.notice : PQerrorMessage(a->conn_), now_ms);
+    tend_lease(a, now_ms);
 }
 
 int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
@@ -438,9 +771,11 @@ int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
         if (!advlock_pq_engine_notice_reset(a, now_ms)
             && ((ready & ADVLOCK_PQ_READ) || PQstatus(a->conn_) == CONNECTION_BAD))
             advlock_pq_engine_watch(a, now_ms);
+        else
+            tend_lease(a, now_ms);
         return 0;
     }
-    if (!busy(a))
+    if (!busy(a) && !beating(a))
         return ADVLOCK_EMISUSE;
     advlock_pq_notice_guard notices;
     advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
@@ -449,6 +784,7 @@ int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
         (void)PQconsumeInput(a->conn_);
     drive(a, now_ms);
     advlock_pq_notices_restore(&notices);
+    tend_lease(a, now_ms);
     return 0;
 }
 
@@ -466,6 +802,43 @@ unsigned advlock_pq_async_wants(const advlock_pq *a)
     return a->phase_ == AWAITING || a->phase_ == HOLDING ? ADVLOCK_PQ_READ : 0;
 }
 
+/* The lease's next wake-up while it runs: a heartbeat or the stop deadline
+ * (INT64_MAX: none). */
+static int64_t lease_wake(const advlock_pq *a)
+{
+    if (!a->lease_on_ || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
+        return INT64_MAX;
+    if (a->lease_query_ == LEASE_CONFIRM)
+        return a->sent_ms_ + lease_plan(a).deadline_ms;
+    advlock_lease_action l = advlock_lease_next(&a->lease_);
+    if (l.kind == ADVLOCK_LEASE_EXPIRED)
+        return 0; /* at once: the loss is still to be told */
+    return l.kind == ADVLOCK_LEASE_QUERY || l.kind == ADVLOCK_LEASE_WAIT ? l.wake_at_ms : INT64_MAX;
+}
+
+int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_ms, int64_t *free_by_ms)
+{
+    if (a == NULL || !a->lease_on_)
+        return 0;
+    if (a->phase_ == LOST && a->report_.lease_expiry != ADVLOCK_LEASE_LIVE) {
+        if (stop_at_ms != NULL)
+            *stop_at_ms = advlock_lease_next(&a->lease_).stop_at_ms;
+        if (free_by_ms != NULL)
+            *free_by_ms = a->lease_free_ms_;
+        return 2;
+    }
+    advlock_lease_action l = advlock_lease_next(&a->lease_);
+    if (!holding(a) && !(busy(a) && !a->acquiring_))
+        return 0;
+    if (l.kind != ADVLOCK_LEASE_QUERY && l.kind != ADVLOCK_LEASE_WAIT)
+        return 0;
+    if (stop_at_ms != NULL)
+        *stop_at_ms = l.stop_at_ms;
+    if (free_by_ms != NULL)
+        *free_by_ms = INT64_MAX;
+    return 1;
+}
+
 int advlock_pq_async_deadline(const advlock_pq *a, int64_t *at_ms)
 {
     if (a == NULL || at_ms == NULL)
@@ -480,6 +853,9 @@ int advlock_pq_async_deadline(const advlock_pq *a, int64_t *at_ms)
         if (next.kind == ADVLOCK_ACTION_QUERY)
             at = next.wake_at_ms;
     }
+    int64_t lease = lease_wake(a);
+    if (lease < at)
+        at = lease;
     if (at == INT64_MAX)
         return 0;
     *at_ms = at;
@@ -500,9 +876,7 @@ int advlock_pq_async_lost(advlock_pq *a)
 
 const advlock_pq_report *advlock_pq_async_report(const advlock_pq *a)
 {
-    return a != NULL && (a->phase_ == DONE || a->phase_ == HOLDING || a->phase_ == LOST)
-               ? &a->report_
-               : NULL;
+    return a != NULL && (a->phase_ == DONE || holding(a) || a->phase_ == LOST) ? &a->report_ : NULL;
 }
 
 const advlock_machine *advlock_pq_async_machine(const advlock_pq *a)

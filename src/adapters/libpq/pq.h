@@ -78,6 +78,13 @@ void advlock_pq_copy_line(char *out, size_t size, const char *text);
 void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
                             size_t size, int64_t now_ms);
 
+/*
+ * The final answer of a statement that is not the machine's (a lease's
+ * row, a BOOLEAN): returns the result, with a failure's words in words
+ * (size bytes; "" for a success), and lets go of the kept result.
+ */
+advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size);
+
 /* ---- notices.c: keeping server notices off stderr ------------------------- */
 
 typedef struct advlock_pq_notice_guard {

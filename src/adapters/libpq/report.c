@@ -7,6 +7,7 @@
  */
 #include "pq.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void advlock_pq_report_begin(advlock_pq_report *r)
@@ -15,6 +16,7 @@ void advlock_pq_report_begin(advlock_pq_report *r)
     r->notices = 0;
     r->notice_sqlstate[0] = '\0';
     r->notice[0] = '\0';
+    r->lease_expiry = ADVLOCK_LEASE_LIVE;
 }
 
 /* Whether an outcome's sentence quotes the server's words. */
@@ -51,6 +53,7 @@ void advlock_pq_report_copy(advlock_pq_report *to, const advlock_pq_report *from
     to->notices = from->notices;
     memcpy(to->notice_sqlstate, from->notice_sqlstate, sizeof to->notice_sqlstate);
     copy_string(to->notice, from->notice);
+    to->lease_expiry = from->lease_expiry;
 }
 
 int advlock_pq_describe(const advlock_pq_report *r, const char *name, size_t len, char *buf,
@@ -59,5 +62,14 @@ int advlock_pq_describe(const advlock_pq_report *r, const char *name, size_t len
     if (r == NULL)
         return ADVLOCK_EINVAL;
     const char *words = r->server_message[0] != '\0' ? r->server_message : NULL;
-    return advlock_describe(&r->lock, name, len, words, buf, size);
+    if (r->lease_expiry == ADVLOCK_LEASE_LIVE || (name == NULL && len > 0)
+        || (buf == NULL && size > 0))
+        return advlock_describe(&r->lock, name, len, words, buf, size);
+    /* The core's sentence for a lost lock says its connection closed; a
+     * lease that ran out closed nothing, and the server may hold the lock
+     * yet: the words (the lease's) say so. */
+    char shown[ADVLOCK_KEY_ECHO_MAX + 4];
+    advlock_escape_name(name, len, shown, sizeof shown);
+    return snprintf(buf, size, "Lock '%s' lost: its lease ran out: %s", shown,
+                    words != NULL ? words : "");
 }

@@ -1,0 +1,404 @@
+"""The lease of a held lock: the core's sans-I/O lease engine (advlock_lease,
+include/advlock.h "Leases") driven while a lock's body runs, blocking (a
+watcher thread) or on asyncio (a task). The engine decides when a heartbeat
+is due and when the lease has expired; this module only sends the
+statements it asks for, tells it the time, and acts on EXPIRED: it marks
+the lock lost and stops the body (asyncio: cancels it; blocking: sets
+`lost`, and check() raises); the lock object closes the connection once
+the body has stopped (a late answer must not renew). docs/python.md
+"Leases" says why.
+"""
+
+import asyncio
+import functools
+import os
+import socket
+import threading
+import time
+
+from . import _binding as B
+from .errors import CallError, LockLost
+from ._machine import escape_name, format_seconds, now_ms, params
+from ._session import Busy
+
+_lib = B.core
+# How soon a heartbeat that could not be sent (the connection busy with the
+# body's statement, or its transaction failed) is tried again.
+RETRY_S = 0.05
+DEFAULT = object()  # lease= not given: ADVLOCK_LEASE_DEFAULT_MS
+DEFAULT_STOP_S = 1.0
+
+_REASONS = {
+    B.LEASE_NO_ANSWER: "no heartbeat was answered by the lease's deadline",
+    B.LEASE_CONNECTION: "a heartbeat found the connection lost",
+    B.LEASE_SETTINGS: "a heartbeat found the server session's lease settings changed"
+                      " (a rolled-back transaction, RESET, or another server session)",
+    B.LEASE_SERVER_ERROR: "a heartbeat failed on the server",
+}
+
+
+def _seconds_ms(value, what):
+    try:
+        ms = value * 1000
+        valid = ms >= 0
+    except TypeError:
+        raise CallError(B.ADVLOCK_EINVAL, "%s is seconds (a number) or None, not %s"
+                        % (what, type(value).__name__)) from None
+    if not valid:
+        raise CallError(B.ADVLOCK_EINVAL, "%s must be >= 0 seconds" % what)
+    return round(ms)
+
+
+def plan_for(lease, lease_stop):
+    """The advlock_lease_plan for lease= and lease_stop= (seconds), or None
+    for no lease (None or 0). Raises CallError for a lease the core refuses
+    (too short for lease_stop: at least lease_stop + 6 s)."""
+    if lease is DEFAULT:
+        lease_ms = B.LEASE_DEFAULT_MS
+    elif lease is None:
+        return None
+    else:
+        lease_ms = _seconds_ms(lease, "lease")
+        if lease_ms == 0:
+            return None
+    stop_ms = _seconds_ms(DEFAULT_STOP_S if lease_stop is None else lease_stop, "lease_stop")
+    plan = _plans.get((lease_ms, stop_ms))
+    if plan is not None:
+        return plan
+    plan = B.LeasePlan()
+    if _lib.advlock_lease_plan_init(plan, lease_ms, stop_ms):
+        raise CallError(B.ADVLOCK_EINVAL, "lease=%s is too short for lease_stop=%s: the lease"
+                        " must be at least lease_stop + 6 s (3 s for the server's timers, 1 s"
+                        " margin, 2 s to notice a loss), and at most 9 h"
+                        % (format_seconds(lease_ms), format_seconds(stop_ms)))
+    if len(_plans) < 64:
+        _plans[(lease_ms, stop_ms)] = plan  # read only: shared by the locks
+    return plan
+
+
+_plans = {}  # (lease_ms, stop_ms): LeasePlan
+
+
+class Lease:
+    """One advlock_lease; every call under .guard (the watcher and the body's
+    check() may both drive it)."""
+
+    __slots__ = ("_l", "plan", "guard")
+
+    def __init__(self, plan):
+        self._l = B.LeaseStorage()
+        self.plan = plan
+        self.guard = threading.Lock()
+        _lib.advlock_lease_init(self._l, plan)
+
+    def next(self):
+        return _lib.advlock_lease_next(self._l)
+
+    def start_setup(self, proxied):
+        _lib.advlock_lease_start_setup(self._l, 1 if proxied else 0, now_ms())
+
+    def setup_result(self):
+        return _lib.advlock_lease_setup_result(self._l)
+
+    def hold(self, anchor_ms, token):
+        _lib.advlock_lease_hold(self._l, anchor_ms, token, now_ms())
+
+    def on_sent(self):
+        _lib.advlock_lease_on_sent(self._l, now_ms())
+
+    def on_answer(self, answer):
+        """Feeds a client's answer (an int, or a tuple for an error)."""
+        r = answer if answer.__class__ is int else answer[0]
+        _lib.advlock_lease_on_result(self._l, r, now_ms())
+
+    def on_timer(self):
+        _lib.advlock_lease_on_timer(self._l, now_ms())
+
+    def stop(self):
+        _lib.advlock_lease_stop(self._l)
+
+    def expired(self):
+        return self.next().kind == B.LEASE_EXPIRED
+
+    def reason(self):
+        return _lib.advlock_lease_expiry_reason(self._l)
+
+
+def lost_error(lock, lease, stop_at_ms):
+    """The LockLost for a lock whose lease expired."""
+    reason = lease.reason()
+    lease_s = format_seconds(lease.plan.lease_ms)
+    err = LockLost("Lock '%s' can no longer be proven held: %s; the server frees it within"
+                   " %s s of the last message it received from this client (the connection"
+                   " is closed)." % (escape_name(lock.name), _REASONS.get(reason, "expired"),
+                                      lease_s), lock.report, lock.name)
+    err.reason = reason
+    err.deadline = stop_at_ms / 1000 if stop_at_ms else None
+    err.lease = lease.plan.lease_ms / 1000
+    return err
+
+
+# ---- the setup, before the first acquire on a connection -----------------------
+
+
+def setup_message(result, name, plan):
+    """None when the lock may be held under this setup; else why not."""
+    if result in (B.LEASE_APPLIED, B.LEASE_UNIX_SOCKET, B.LEASE_PROXIED):
+        return None
+    what = ("the server did not apply the lease's settings (tcp_user_timeout=%d ms): it would"
+            " not free the lock within the lease if this client were cut off"
+            % plan.user_timeout_ms if result == B.LEASE_NOT_APPLIED
+            else "setting the lease up failed")
+    return ("Refused to lock '%s' with a lease of %s s: %s; pass lease=None to hold it"
+            " without one." % (escape_name(name), format_seconds(plan.lease_ms), what))
+
+
+def remembered(state, plan):
+    """The connection's setup result for this plan's settings, or None."""
+    done = state.lease_setup
+    if done is not None and done[0] == plan.user_timeout_ms:
+        return done[1]
+    return None
+
+
+def setup_blocking(lease, client):
+    """Runs the lease's setup on a blocking client; returns its result,
+    remembered on the connection, and the statement's answer (None if none
+    was sent)."""
+    lease.start_setup(client.state.proxied)
+    a = lease.next()
+    answer = None
+    if a.kind == B.LEASE_QUERY:
+        lease.on_sent()
+        answer = client.run(a.sql, (a.param,))
+    return _remember(lease, client, answer)
+
+
+async def setup_async(lease, client):
+    """As setup_blocking, on asyncio."""
+    lease.start_setup(client.state.proxied)
+    a = lease.next()
+    answer = None
+    if a.kind == B.LEASE_QUERY:
+        lease.on_sent()
+        answer = await client.start(a.sql, (a.param,))
+    return _remember(lease, client, answer)
+
+
+def _remember(lease, client, answer):
+    if answer is not None and answer.__class__ is not Busy:
+        lease.on_answer(answer)
+    result = lease.setup_result()
+    if answer is None or answer.__class__ is int:
+        client.state.lease_setup = (lease.plan.user_timeout_ms, result)
+    return result, answer
+
+
+def heartbeat_token(setup, session):
+    """For a lock just granted on the server session that session (the
+    machine's _binding.Session) describes: the token its heartbeats carry
+    (0 direct), or None when none are to run: on a Unix socket, and behind
+    a proxy on a connection that claimed no server session (a
+    transaction-scoped lock's: a guarded heartbeat proves only a claim)."""
+    if setup == B.LEASE_UNIX_SOCKET:
+        return None
+    if setup == B.LEASE_PROXIED:
+        return session.token if session.claimed else None
+    return 0
+
+
+def is_stale(plan, anchor_ms):
+    """The grant's statement went out more than a heartbeat interval ago (a
+    server-side wait): one heartbeat renews the proof before the body runs."""
+    return now_ms() - anchor_ms > plan.heartbeat_ms
+
+
+def renewal(plan, token):
+    """The heartbeat statement that renews a stale grant: (sql, args)."""
+    if token:
+        return B.SQL_HEARTBEAT_GUARDED, (plan.user_timeout_ms, token)
+    return B.SQL_HEARTBEAT, (plan.user_timeout_ms,)
+
+
+def hold(plan, token, anchor_ms):
+    """A held Lease from anchor_ms, the send time of a statement the server
+    answered on the lock's session since the grant (or of the grant's)."""
+    lease = Lease(plan)
+    with lease.guard:
+        lease.hold(anchor_ms, token)
+    return lease
+
+
+def shut_socket(fd):
+    """Ends a connection's socket under its library's feet: the statement in
+    flight and every later one fail at once, and no late answer is read.
+    shutdown() acts on the socket, not on a descriptor (a dup is enough),
+    and unlike close() cannot pull the descriptor from under the library."""
+    try:
+        s = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        s.close()
+
+
+# ---- blocking: a watcher thread ----------------------------------------------------
+
+
+class ThreadWatch:
+    """Drives a held lease from a daemon thread while the body runs:
+    heartbeats go out on a helper thread through the client (psycopg's
+    connection lock serialises them with the body's statements), and the
+    deadline is kept here even while one waits. On EXPIRED: on_expired()."""
+
+    def __init__(self, lease, client, on_expired):
+        self.lease, self.client, self.on_expired = lease, client, on_expired
+        self.stopping = threading.Event()
+        self.wake = threading.Event()
+        self.beating = False
+        self.thread = threading.Thread(target=self._run, name="advlock-lease", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        lease = self.lease
+        while True:
+            with lease.guard:
+                lease.on_timer()
+                a = lease.next()
+                if a.kind == B.LEASE_EXPIRED or self.stopping.is_set():
+                    break
+                if a.kind == B.LEASE_QUERY and not self.beating:
+                    self.beating = True
+                    threading.Thread(target=self._beat, args=(a.sql, params(a)),
+                                     name="advlock-heartbeat", daemon=True).start()
+            self.wake.wait(max(0, a.wake_at_ms - now_ms()) / 1000)
+            self.wake.clear()
+        if a.kind == B.LEASE_EXPIRED and not self.stopping.is_set():
+            self.on_expired(a.stop_at_ms)
+
+    def _beat(self, sql, args):
+        lease, client = self.lease, self.client
+        with lease.guard:
+            lease.on_sent()  # before the wait for the connection: an earlier anchor is safe
+        answer = None
+        while not self.stopping.is_set() and not lease.expired():
+            if client.heartbeat_blocked(None):
+                time.sleep(RETRY_S)
+                continue
+            answer = client.run(sql, args)
+            if answer.__class__ is not Busy:
+                break
+            time.sleep(RETRY_S)
+        with lease.guard:
+            self.beating = False
+            if answer is not None and answer.__class__ is not Busy:
+                lease.on_answer(answer)
+        self.wake.set()
+
+    def stop(self):
+        """Ends the watcher (and waits for a heartbeat in flight: one round
+        trip, or the deadline in a partition)."""
+        self.stopping.set()
+        self.wake.set()
+        self.thread.join()
+        lease = self.lease
+        while self.beating:  # the release must not share the lock's cursor with it
+            with lease.guard:
+                lease.on_timer()
+            if lease.expired():
+                return  # closing the connection ends it
+            time.sleep(0.001)
+
+
+# ---- asyncio: a task ---------------------------------------------------------------
+
+
+class TaskWatch:
+    """Drives a held lease in a task of its own while the body runs. A
+    heartbeat goes out only when the connection is free of the body's
+    statements (asyncpg refuses a second operation, psycopg queues it): one
+    that cannot go out is tried again, and the deadline still applies. On
+    EXPIRED: on_expired()."""
+
+    def __init__(self, lease, client, on_expired, body):
+        self.lease, self.client, self.on_expired = lease, client, on_expired
+        self.body = body  # the body's task (or None), for heartbeat_blocked()
+        self.stopping = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self):
+        lease = self.lease
+        beat = None
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            while True:
+                lease.on_timer()
+                a = lease.next()
+                if a.kind == B.LEASE_EXPIRED:
+                    if not self.stopping.is_set():
+                        self.on_expired(a.stop_at_ms)
+                    return
+                if a.kind == B.LEASE_QUERY and beat is None:
+                    if self.stopping.is_set():
+                        return
+                    lease.on_sent()  # before any retry: an earlier anchor is safe
+                    beat = asyncio.ensure_future(self._beat(a.sql, params(a)))
+                if beat is None and self.stopping.is_set():
+                    return
+                waits = {stop} if beat is None else {beat}
+                delay = max(0, a.wake_at_ms - now_ms()) / 1000
+                await asyncio.wait(waits, timeout=delay)
+                if beat is not None and beat.done():
+                    answer, beat = beat.result(), None
+                    if answer is not None:
+                        lease.on_answer(answer)
+        finally:
+            stop.cancel()
+            if beat is not None:
+                beat.cancel()
+
+    async def _beat(self, sql, args):
+        client, lease = self.client, self.lease
+        while not lease.expired() and not self.stopping.is_set():
+            body = self.body()
+            if not client.heartbeat_blocked(body):
+                answer = await client.start(sql, args)
+                if answer.__class__ is not Busy:
+                    return answer
+            await _after_next_step(body)
+        return None
+
+    async def stop(self):
+        """Ends the task (after a heartbeat in flight: one round trip, or
+        the deadline in a partition)."""
+        self.stopping.set()
+        await asyncio.shield(self.task)
+
+
+def _wake(waiter, _done=None):
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _after_next_step(body):
+    """Waits until the body's task has taken its next step: when what it
+    awaits now ends, its own wake-up runs first (registered first), so a
+    heartbeat tried then meets the body's next wait, not a statement it is
+    about to start. At most RETRY_S; RETRY_S when there is no body."""
+    waiting_on = None if body is None else body._fut_waiter
+    if body is not None and (waiting_on is None or waiting_on.done()):
+        await asyncio.sleep(0)  # its step is scheduled already: after it
+        return
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+    timer = loop.call_later(RETRY_S, _wake, woken)
+    if waiting_on is not None:
+        waiting_on.add_done_callback(functools.partial(_wake, woken))
+    try:
+        await woken
+    finally:
+        timer.cancel()

@@ -1,0 +1,329 @@
+"""Leases (docs/python.md "Leases"): the setup, heartbeats while the body
+runs, and LockLost when the server ends the session under the holder. The
+TCP tests reach the harness's server on the loopback address make
+python-test has it listen on (ADVLOCK_PG_LISTEN): a Unix socket needs no
+lease, and the setup says so."""
+
+import asyncio
+import os
+import threading
+import time
+
+import asyncpg
+import pytest
+
+import advlock
+from advlock._loop import Lock
+from clients import FLAVOURS, Recording, announced_pid, call, close, connect
+from conftest import holds, need_server
+
+S = advlock.Sql
+TCP_ADDR = os.environ.get("ADVLOCK_PG_LISTEN", "").split("/")[0]
+need_tcp = pytest.mark.skipif(not (TCP_ADDR and os.environ.get("PGPORT")),
+                              reason="no server on TCP (make python-test provides one)")
+# lease=8 with the default lease_stop (1 s): tcp_user_timeout U = 5 s, the
+# deadline D = 3 s after a heartbeat's send, heartbeats every H = 0.75 s.
+LEASE, D, H = 8, 3.0, 0.75
+
+
+def tcp():
+    return "host=%s port=%s user=postgres dbname=postgres" % (TCP_ADDR, os.environ["PGPORT"])
+
+
+@pytest.mark.parametrize("lease", [6.9, 5, -1, "8", 9 * 3600 + 1])
+def test_a_lease_the_core_refuses_is_a_call_error(lease):
+    with pytest.raises(advlock.CallError):
+        Lock(None, "x", lease=lease)
+
+
+def test_a_longer_stop_time_needs_a_longer_lease():
+    Lock(None, "x", lease=16, lease_stop=10)
+    with pytest.raises(advlock.CallError, match="lease_stop \\+ 6 s"):
+        Lock(None, "x", lease=15, lease_stop=10)
+
+
+def test_no_lease_is_none_or_zero():
+    assert Lock(None, "x", lease=None)._plan is None
+    assert Lock(None, "x", lease=0)._plan is None
+    assert Lock(None, "x")._plan.lease_ms == 30000  # ADVLOCK_LEASE_DEFAULT_MS
+
+
+async def _body(flavour, lk, seconds, check=True):
+    """The body: waits `seconds`, checking the lease (blocking) on the way."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if flavour == "psycopg":
+            if check:
+                lk.check()
+            time.sleep(0.01)
+        else:
+            await asyncio.sleep(0.01)
+
+
+async def _hold_for(flavour, lk, seconds, during=None):
+    """Holds lk for `seconds` (calling during() once inside); returns the
+    LockLost that ended it, or None, and when the body stopped."""
+    stopped = None
+    try:
+        if flavour == "psycopg":
+            with lk:
+                if during:
+                    during()
+                try:
+                    await _body(flavour, lk, seconds)
+                finally:
+                    stopped = time.monotonic()
+        else:
+            async with lk:
+                if during:
+                    during()
+                try:
+                    await _body(flavour, lk, seconds)
+                finally:
+                    stopped = time.monotonic()
+    except advlock.LockLost as exc:
+        return exc, stopped
+    return None, stopped
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_unix_socket_needs_no_heartbeat(flavour, pg_conn):
+    async def main():
+        conn = await connect(flavour)
+        lk = advlock.lock(conn, "unix", timeout=1, lease=LEASE)
+        rec = Recording(lk)
+        lost, _ = await _hold_for(flavour, lk, 2 * H)
+        assert lost is None
+        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
+        assert holds(pg_conn, lk.key) == []
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_over_tcp_the_setup_applies_the_plan_and_heartbeats_run(flavour, pg_conn):
+    async def main():
+        conn = await connect(flavour, tcp())
+        lk = advlock.lock(conn, "tcp", timeout=1, lease=LEASE)
+        rec = Recording(lk)
+        lost, _ = await _hold_for(flavour, lk, 4 * H + 0.3)
+        assert lost is None
+        assert rec.sql[:3] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK]
+        assert rec.sql[-1] == S.UNLOCK
+        assert rec.sql[3:-1].count(S.HEARTBEAT) >= 3
+        assert holds(pg_conn, lk.key) == []
+        pid = announced_pid(conn)
+        row = pg_conn.execute("SELECT client_addr IS NOT NULL FROM pg_stat_activity"
+                              " WHERE pid = %s", (pid,)).fetchone()
+        assert row == (True,)
+        settings = await call(_settings, flavour, conn)
+        assert settings == ["5000", "3", "1", "2", "1s"]
+        await close(conn)
+    asyncio.run(main())
+
+
+SHOW = ("tcp_user_timeout", "tcp_keepalives_idle", "tcp_keepalives_interval",
+        "tcp_keepalives_count", "client_connection_check_interval")
+
+
+async def _settings(flavour, conn):
+    if flavour == "asyncpg":
+        return [await conn.fetchval("SHOW " + name) for name in SHOW]
+    out = []
+    for name in SHOW:
+        cur = await call(conn.execute, "SHOW " + name)
+        out.append((await call(cur.fetchone))[0])
+    return out
+
+
+def _ended_by_server(flavour, pg_conn, lease, before, during_fn):
+    """Holds a lock over TCP while the server ends its session (during_fn,
+    given the pid); returns the LockLost and how long after the end the
+    body stopped."""
+    async def main():
+        conn = await connect(flavour, tcp())
+        if before:
+            await call(conn.execute, before)
+        lk = advlock.lock(conn, "ended-" + flavour, timeout=1, lease=lease)
+        pid = announced_pid(conn)
+        at = []
+        lost, stopped = await _hold_for(flavour, lk, 20, lambda: at.append(during_fn(pid)))
+        assert isinstance(lost, advlock.LockLost), "the body ran on without being told"
+        assert lk.state == advlock.LockState.MAY_BE_HELD and not lk.held
+        assert lk.lost.is_set()
+        return lost, stopped - at[0]
+    return asyncio.run(main())
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_terminated_session_is_lock_lost_within_a_heartbeat(flavour, pg_conn):
+    def terminate(pid):
+        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return time.monotonic()
+    lost, after = _ended_by_server(flavour, pg_conn, LEASE, None, terminate)
+    assert lost.reason == 2  # ADVLOCK_LEASE_CONNECTION
+    assert "connection lost" in str(lost)
+    assert after < H + 1.0, after  # the next heartbeat finds it (+ a loaded machine)
+    print("%s: stopped %.3f s after pg_terminate_backend" % (flavour, after))
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_idle_session_timeout_is_lock_lost(flavour, pg_conn):
+    # lease=16: heartbeats every 2.75 s, longer than the 1 s idle timeout,
+    # so the server ends the session between two of them.
+    def start(pid):
+        return time.monotonic() + 1.0  # the server ends it 1 s after the grant
+    lost, after = _ended_by_server(flavour, pg_conn, 16,
+                                   "SET idle_session_timeout = '1s'", start)
+    assert lost.reason == 2
+    assert after < 2.75 + 1.0, after
+    print("%s: stopped %.3f s after idle_session_timeout" % (flavour, after))
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
+def test_a_cancel_from_elsewhere_stays_a_cancelled_error(flavour, pg_conn):
+    async def main():
+        conn = await connect(flavour, tcp())
+        lk = advlock.lock(conn, "cancelled", timeout=1, lease=LEASE)
+
+        async def holder():
+            async with lk:
+                await asyncio.sleep(30)
+        task = asyncio.create_task(holder())
+        await asyncio.sleep(2 * H)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert holds(pg_conn, lk.key) == []
+        assert lk._lost is None
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
+def test_the_lease_cancels_the_body_and_leaves_the_task_uncancelled(flavour, pg_conn):
+    # The LockLost leaves `async with`, from the body's CancelledError,
+    # and the task can go on awaiting: no cancellation is left pending.
+    async def plain():
+        conn = await connect(flavour, tcp())
+        lk = advlock.lock(conn, "expired", timeout=1, lease=LEASE)
+        with pytest.raises(advlock.LockLost) as info:
+            async with lk:
+                pg_conn.execute("SELECT pg_terminate_backend(%s)", (announced_pid(conn),))
+                await asyncio.sleep(30)
+        assert isinstance(info.value.__cause__, asyncio.CancelledError)
+        assert asyncio.current_task().cancelling() == 0
+        await asyncio.sleep(0.01)  # not cancelled
+        await close(conn)
+    asyncio.run(plain())
+
+
+@need_tcp
+def test_blocking_check_and_the_lost_event(pg_conn):
+    import psycopg
+    conn = psycopg.connect(tcp(), autocommit=True)
+    lk = advlock.lock(conn, "event", timeout=1, lease=LEASE)
+    lk.acquire()
+    lk.check()
+    told = threading.Event()
+    threading.Thread(target=lambda: (lk.lost.wait(10), told.set()), daemon=True).start()
+    pg_conn.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+    assert told.wait(H + 1)
+    with pytest.raises(advlock.LockLost):
+        lk.check()
+    with pytest.raises(advlock.LockLost):
+        lk.release()
+    assert conn.closed or conn.broken
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_server_side_wait_longer_than_the_deadline_renews_before_the_body(flavour, pg_conn):
+    # The grant's statement went out D + 1 s before its answer: the body
+    # starts only after one more heartbeat answered.
+    async def main():
+        conn = await connect(flavour, tcp())
+        lk = advlock.lock(conn, "waited-" + flavour, timeout=10, lease=LEASE,
+                          wait=advlock.WAIT_SERVER)
+        pg_conn.execute("SELECT pg_advisory_lock(%s)", (lk.key,))
+        threading.Timer(D + 1, pg_conn.execute, ("SELECT pg_advisory_unlock(%s)", (lk.key,))
+                        ).start()
+        rec = Recording(lk)
+        started = time.monotonic()
+        lost, _ = await _hold_for(flavour, lk, H)
+        assert lost is None
+        assert time.monotonic() - started > D + 1
+        assert rec.sql[:5] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.LOCK, S.HEARTBEAT]
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
+def test_an_outside_cancel_with_the_lease_expired_stays_a_cancelled_error(flavour, pg_conn,
+                                                                          monkeypatch):
+    # As asyncio.timeout(): the lease's own cancel becomes LockLost, but a
+    # cancel from elsewhere in the same moment is not swallowed.
+    from advlock._loop import AsyncLock
+    expire = AsyncLock._expire_async
+
+    def expire_and_cancel_from_elsewhere(self, stop_at_ms):
+        expire(self, stop_at_ms)
+        task.cancel()
+    monkeypatch.setattr(AsyncLock, "_expire_async", expire_and_cancel_from_elsewhere)
+
+    async def main():
+        nonlocal task
+        conn = await connect(flavour, tcp())
+        lk = advlock.lock(conn, "both", timeout=1, lease=LEASE)
+
+        async def holder():
+            async with lk:
+                pg_conn.execute("SELECT pg_terminate_backend(%s)", (announced_pid(conn),))
+                await asyncio.sleep(30)
+        task = asyncio.create_task(holder())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert lk.state == advlock.LockState.MAY_BE_HELD
+    task = None
+    asyncio.run(main())
+
+
+@need_tcp
+def test_asyncpg_heartbeats_never_make_the_bodys_statements_fail(pg_conn):
+    # asyncpg refuses a second operation on a connection: heartbeats go out
+    # only while the body's task waits on something else. A body that
+    # leaves the connection no gap starves them: the lease expires (the safe
+    # side), and none of its statements failed.
+    async def body(conn, seconds, pause, tally):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                await conn.fetchval("SELECT 1")
+                tally[0] += 1
+            except asyncpg.InterfaceError:
+                tally[1] += 1
+            if pause:
+                await asyncio.sleep(pause)
+
+    async def main():
+        conn = await connect("asyncpg", tcp())
+        lk = advlock.lock(conn, "shared", timeout=1, lease=LEASE)
+        rec = Recording(lk)
+        gaps, back_to_back = [0, 0], [0, 0]  # statements run, failed
+        async with lk:
+            await body(conn, 4 * H, 0.001, gaps)
+        assert gaps[1] == 0 and gaps[0] > 100
+        assert rec.sql.count(S.HEARTBEAT) >= 2
+        with pytest.raises(advlock.LockLost):
+            async with lk:
+                await body(conn, 2 * D, 0, back_to_back)
+        assert back_to_back[1] == 0 and back_to_back[0] > 100
+        await close(conn)
+    asyncio.run(main())

@@ -1,0 +1,374 @@
+#!/usr/bin/env bash
+# Leases under the real kernel: a holder in the partition harness's
+# namespace (tests/partition/lib.sh) reaching PostgreSQL over TCP, cut off
+# silently; a contender outside, on the Unix socket, polling the lock from
+# one session every 50 ms and taking the server's clock at the grant.
+#
+# Per partition it checks zero overlap (the holder's last moment of work,
+# and for advlock run the end of its whole process group, come before the
+# contender's grant) and the release bound (the grant comes within the lease
+# + 2 s of the partition's start, which is later than the last message the
+# server received). Cases:
+#   cli      advlock run --lease 8 --kill-after 1, a command stamping the time
+#            every 50 ms; exit 70 naming the lease             (LEASE_CLI runs)
+#   async    tests/partition/lease_holder.c: the nonblocking adapter with a
+#            lease in a poll() loop; its LOST time is recorded (LEASE_ASYNC runs)
+#   blip     a 1 s partition under --lease 12: the holder keeps the lock and
+#            its command ends on its own (exit 0, no stop)
+#   restart  pg_ctl restart under the holder: told, exit 70, no overlap
+#   default  --lease omitted: the server session's keepalive timer reads the
+#            default plan's tcp_keepalives_idle (25 s), not the kernel's 2 h
+#   wait     --wait for longer than D: the grant is confirmed by a heartbeat
+#            and the command runs
+#   settings a lease too short for --kill-after and a conflicting -c tcp_*
+#            in PGOPTIONS are refused before connecting (exit 64); keepalive
+#            parameters in the conninfo win over advlock run's defaults
+# and prints the figures: partitions, overlaps, release after the partition
+# p50/max, the holder's stop and the margin from its end to the release.
+#
+# Usage: ADVLOCK=build/advlock LEASE_HOLDER=build/partition/lease_holder \
+#          tests/partition/lease.sh [CASE...]     (default: every case)
+# LEASE_CLI (default 6) and LEASE_ASYNC (default 2) set the number of
+# partitions; make partition-test soaks with LEASE_CLI=100 and CASE cli.
+# Needs root; exits 77 where namespaces cannot be made.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/partition/lib.sh
+. "$here/lib.sh"
+# shellcheck source=tests/cli/lib.sh
+. "$here/../cli/lib.sh"
+absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+: "${ADVLOCK:?set ADVLOCK to the advlock binary}"
+ADVLOCK=$(absolute "$ADVLOCK")
+[ -z "${LEASE_HOLDER:-}" ] || LEASE_HOLDER=$(absolute "$LEASE_HOLDER")
+export ADVLOCK LEASE_HOLDER
+partition_enter "$0" "$@"
+
+LEASE_S=8
+KILL_S=1
+CLI_RUNS=${LEASE_CLI:-6}
+ASYNC_RUNS=${LEASE_ASYNC:-2}
+d=$ADVLOCK_PARTITION_DIR
+# One line per partition: case cut work_end holder_end grant (LEASE_FIGURES
+# keeps them past the run).
+figures=${LEASE_FIGURES:-$d/figures}
+
+# ---- helpers ------------------------------------------------------------------
+
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
+before() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+# Waits up to SECONDS for FILE to be non-empty.
+wait_for_file() {
+    for _ in $(seq $(($2 * 20))); do
+        [ -s "$1" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# The contender: one session on the Unix socket polling the key every 50 ms
+# (within BOUND s), then printing the server's clock at the grant and
+# letting go at once. The server's clock is this host's: the holder's stamps
+# compare with it.
+contend() {
+    local key=$1 bound=$2 out=$3
+    psql -X -At -q -v ON_ERROR_STOP=1 >"$out" 2>"$out.err" <<EOF
+CREATE TEMP TABLE grant_at (at float8);
+DO \$\$ DECLARE
+    until timestamptz := clock_timestamp() + interval '$bound s';
+    tried timestamptz;
+BEGIN
+    LOOP
+        tried := clock_timestamp(); -- before the grant, never after it
+        IF pg_try_advisory_lock($key) THEN
+            INSERT INTO grant_at VALUES (extract(epoch FROM tried));
+            EXIT;
+        END IF;
+        EXIT WHEN clock_timestamp() > until;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END \$\$;
+SELECT to_char(at, 'FM9999999999.000000') FROM grant_at;
+EOF
+}
+
+# The keepalive timer of the first socket ss -o lists, in seconds: ss
+# writes "28sec", "5.968ms" (5.968 s) or "119min".
+keepalive_seconds() {
+    sed -n 's/.*timer:(keepalive,\([^,]*\),.*/\1/p' | head -n 1 \
+        | awk '{ n = $0 + 0; if ($0 ~ /min/) n *= 60; print n }'
+}
+
+# The key advlock derives from NAME, as a signed bigint.
+key_of() { "$ADVLOCK" key "$1" | cut -f 1; }
+
+# Frees whatever a case left: the holder's processes, its server session.
+clean_up() {
+    partition_off 2>/dev/null || true
+    partition_end_processes
+    psql -X -q -At -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE client_addr = '$ADVLOCK_PARTITION_CLIENT_ADDR'" >/dev/null
+}
+
+# Checks one partition's timeline and records its figures. end: when the
+# holder (advlock run: its process group reaped) ended, or "" for the
+# in-process holder, whose work is its process.
+judge() {
+    local name=$1 cut=$2 work=$3 end=$4 grant=$5
+    check "$name: the contender got the lock" 1 "$([ -n "$grant" ] && echo 1 || echo 0)"
+    [ -n "$grant" ] || return 0
+    check "$name: the holder's work ended before the contender's grant" 1 \
+        "$(before "$work" "$grant" && echo 1 || echo "0 ($(minus "$work" "$grant") s late)")"
+    if [ -n "$end" ]; then
+        check "$name: the holder's group was reaped before the grant" 1 \
+            "$(before "$end" "$grant" && echo 1 || echo "0 ($(minus "$end" "$grant") s late)")"
+    fi
+    check "$name: the lock was free within the lease + 2 s" 1 \
+        "$(before "$grant" "$(awk -v c="$cut" -v l="$LEASE_S" 'BEGIN { print c + l + 2 }')" \
+            && echo 1 || echo "0 ($(minus "$grant" "$cut") s)")"
+    echo "$name $cut $work ${end:-$work} $grant" >>"$figures"
+}
+
+# ---- advlock run under a partition ------------------------------------------------
+
+cli_partition() {
+    local run=$1 dir=$d/cli.$1 key_name=lease-cli-$1
+    mkdir -p "$dir"
+    # shellcheck disable=SC2016
+    in_ns bash -c '"$ADVLOCK" run -q -d "$1" --lease '"$LEASE_S"' --kill-after '"$KILL_S"' "$2" -- \
+            bash -c "while :; do date +%s.%N >>\"$3/work\"; sleep 0.05; done"
+        echo "$? $(date +%s.%N)" >"$3/end"' _ "$(partition_conninfo)" "$key_name" "$dir" \
+        2>"$dir/holder.err" &
+    if ! wait_for_file "$dir/work" 10; then
+        fail "cli $run: the holder did not start: $(cat "$dir/holder.err")"
+        clean_up
+        return
+    fi
+    # A random phase against the heartbeats (every 0.75 s with this lease).
+    sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", 1 + (r % 1000) / 1000 }')"
+    partition_on
+    local cut
+    cut=$(now_s)
+    contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
+    wait_for_file "$dir/end" 10 || true
+    local status='' end=''
+    [ -s "$dir/end" ] && read -r status end <"$dir/end"
+    check "cli $run: advlock run exits 70" 70 "$status"
+    check "cli $run: the message names the lease" 1 \
+        "$(grep -c "lost: its lease ran out: no heartbeat answered within 3s (lease 8s)" "$dir/holder.err")"
+    check "cli $run: the message never says the lock is free" 0 \
+        "$(grep -c "no longer held" "$dir/holder.err" || true)"
+    judge "cli" "$cut" "$(tail -n 1 "$dir/work")" "$end" "$(cat "$dir/grant")"
+    clean_up
+}
+
+# ---- the nonblocking adapter under a partition -------------------------------------
+
+async_partition() {
+    local run=$1 dir=$d/async.$1 key_name=lease-async-$1
+    mkdir -p "$dir"
+    in_ns "$LEASE_HOLDER" "$(partition_conninfo)" "$key_name" $((LEASE_S * 1000)) \
+        $((KILL_S * 1000)) "$dir/work" >"$dir/out" 2>"$dir/err" &
+    local holder=$!
+    if ! wait_for_file "$dir/work" 10; then
+        fail "async $run: the holder did not start: $(cat "$dir/err")"
+        clean_up
+        return
+    fi
+    sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", 1 + (r % 1000) / 1000 }')"
+    partition_on
+    local cut
+    cut=$(now_s)
+    contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
+    local status=0
+    wait "$holder" || status=$?
+    check "async $run: the adapter turned LOST (exit 3)" 3 "$status"
+    local lost expiry stop_in free_in words
+    read -r _ lost expiry stop_in free_in words <"$dir/out" || true
+    check "async $run: the report's lease_expiry is NO_ANSWER" 1 "${expiry:-}"
+    # The stop deadline passed at most 250 ms before the loss was seen.
+    check "async $run: LOST at the stop deadline (+250 ms at most)" 1 \
+        "$(( ${stop_in:-1} <= 0 && ${stop_in:-1} > -250 ))"
+    check "async $run: the server frees it within the lease of the loss" 1 \
+        "$(( ${free_in:-0} > 0 && ${free_in:-0} <= LEASE_S * 1000 ))"
+    check "async $run: the words name the lease" 1 \
+        "$(echo "${words:-}" | grep -c "no heartbeat answered within 3s (lease 8s)")"
+    local grant
+    grant=$(cat "$dir/grant")
+    [ -z "$grant" ] || check "async $run: LOST came before the grant" 1 \
+        "$(before "${lost:-$grant}" "$grant" && echo 1 || echo 0)"
+    judge "async" "$cut" "$(tail -n 1 "$dir/work")" "" "$grant"
+    clean_up
+}
+
+# ---- a blip the lease rides out --------------------------------------------------
+
+blip() {
+    local dir=$d/blip key_name=lease-blip
+    mkdir -p "$dir"
+    # --lease 12, --kill-after 1: D = 7 s, heartbeats every 1.75 s; blips up
+    # to about 2.4 s pass (TCP's backoff doubles them), a 1 s one surely.
+    # shellcheck disable=SC2016
+    in_ns bash -c '"$ADVLOCK" run -q -d "$1" --lease 12 --kill-after 1 "$2" -- \
+            bash -c "for i in \$(seq 100); do date +%s.%N >>\"$3/work\"; sleep 0.05; done"
+        echo "$? $(date +%s.%N)" >"$3/end"' _ "$(partition_conninfo)" "$key_name" "$dir" \
+        2>"$dir/holder.err" &
+    wait_for_file "$dir/work" 10 || true
+    sleep 1.5
+    partition_on
+    sleep 1
+    partition_off
+    wait_for_file "$dir/end" 20 || true
+    local status='' end=''
+    [ -s "$dir/end" ] && read -r status end <"$dir/end"
+    check "blip: the command ran to its end, not stopped" "0 100" "$status $(wc -l <"$dir/work")"
+    check "blip: nothing said" "" "$(cat "$dir/holder.err")"
+    clean_up
+}
+
+# ---- the server restarting under the holder ----------------------------------------
+
+restart() {
+    local dir=$d/restart key_name=lease-restart
+    mkdir -p "$dir"
+    # shellcheck disable=SC2016
+    in_ns bash -c '"$ADVLOCK" run -q -d "$1" --lease '"$LEASE_S"' --kill-after '"$KILL_S"' "$2" -- \
+            bash -c "while :; do date +%s.%N >>\"$3/work\"; sleep 0.05; done"
+        echo "$? $(date +%s.%N)" >"$3/end"' _ "$(partition_conninfo)" "$key_name" "$dir" \
+        2>"$dir/holder.err" &
+    wait_for_file "$dir/work" 10 || true
+    sleep 1
+    local cut
+    cut=$(now_s)
+    runuser -u postgres -- "$ADVLOCK_PG_BIN/pg_ctl" -D "$ADVLOCK_PG_DATA" -w -m fast restart \
+        >"$dir/pg_ctl.log" 2>&1
+    contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
+    wait_for_file "$dir/end" 10 || true
+    local status='' end=''
+    [ -s "$dir/end" ] && read -r status end <"$dir/end"
+    check "restart: advlock run exits 70" 70 "$status"
+    check "restart: the holder is told" 1 "$(grep -c "lock '$key_name'" "$dir/holder.err")"
+    judge "restart" "$cut" "$(tail -n 1 "$dir/work")" "$end" "$(cat "$dir/grant")"
+    clean_up
+}
+
+# ---- the default lease ----------------------------------------------------------
+
+default_lease() {
+    local dir=$d/default key_name=lease-default
+    mkdir -p "$dir"
+    in_ns "$ADVLOCK" run -q -d "$(partition_conninfo)" "$key_name" -- sleep 3 2>"$dir/holder.err" &
+    local holder=$!
+    sleep 1.5
+    # The backend's socket: tcp_keepalives_idle = 25 s arms a keepalive timer
+    # of at most 25 s (renewed by every heartbeat); the kernel's default
+    # would read about 2 h.
+    local timer
+    timer=$(ss -tnoH state established "( sport = :$PGPORT and dst $ADVLOCK_PARTITION_CLIENT_ADDR )" \
+        | keepalive_seconds)
+    check "default: the server session's keepalive timer is the lease's (<= 25 s)" 1 \
+        "$(awk -v t="${timer:-99999}" 'BEGIN { print (t > 0 && t <= 25) }')"
+    local status=0
+    wait "$holder" || status=$?
+    check "default: the run ends as its command does" "0 " "$status $(cat "$dir/holder.err")"
+    clean_up
+}
+
+# ---- what advlock run refuses, and the user's settings it keeps -----------------------
+
+settings() {
+    # Refused before connecting: the host given does not exist.
+    capture "$ADVLOCK" run -d "host=/nonexistent" --lease 12 k -- true
+    check "settings: a lease too short for --kill-after: usage error" 64 "$RC"
+    check "settings: ... naming the minimum" 1 "$(echo "$ERR" | grep -c "must be at least 16 s")"
+    capture env PGOPTIONS="-c work_mem=5MB -c tcp_user_timeout=5000" \
+        "$ADVLOCK" run -d "host=/nonexistent" k -- true
+    check "settings: a conflicting -c tcp_user_timeout is reported" "64 1" \
+        "$RC $(echo "$ERR" | grep -c "set tcp_user_timeout, which the lease sets itself")"
+    capture env PGOPTIONS="-c work_mem=5MB -c tcp_user_timeout=5000" \
+        "$ADVLOCK" run -d "host=/nonexistent" --lease 0 k -- true
+    check "settings: ... and kept with --lease 0" 69 "$RC"
+    # The user's keepalives_idle is the client socket's (not advlock's 30 s
+    # default): its keepalive timer, seen from the namespace, is at most 7 s.
+    local timer
+    # shellcheck disable=SC2016
+    timer=$(in_ns "$ADVLOCK" run -q --lease 0 -d "$(partition_conninfo) keepalives_idle=7" k -- \
+        bash -c 'sleep 1; ss -tnoH state established "( dport = :$1 )"' _ "$PGPORT" \
+        | keepalive_seconds)
+    check "settings: keepalives_idle in the conninfo wins" 1 \
+        "$(awk -v t="${timer:-99999}" 'BEGIN { print (t > 0 && t <= 7) }')"
+    # On the Unix socket (PGHOST here) no lease is needed, and --lease says so.
+    capture "$ADVLOCK" run --lease 8 --kill-after 1 lease-unix -- echo ran
+    check "settings: --lease on a Unix socket: no lease, said" \
+        "0 ran advlock: --lease: no lease needed on a Unix socket: the kernel ends both sides at once" \
+        "$RC $OUT $ERR"
+    capture "$ADVLOCK" run lease-unix -- echo ran
+    check "settings: the default lease on a Unix socket says nothing" "0 ran " "$RC $OUT $ERR"
+    # The user's options and the lease's both reach the server.
+    capture in_ns env PGOPTIONS="-c work_mem=5MB" "$ADVLOCK" run -q -d "$(partition_conninfo)" k -- \
+        psql -X -At -c "SELECT 1"
+    check "settings: PGOPTIONS with the lease connects" "0 1" "$RC $OUT"
+    clean_up
+}
+
+# ---- a server-side wait longer than the lease's deadline --------------------------
+
+long_wait() {
+    local key_name=lease-wait
+    # Held from outside for 5 s; the run in the namespace waits in the
+    # server's queue (D = 3 s), gets the lock, confirms it with a heartbeat
+    # and runs its command.
+    psql -X -At -c "SELECT pg_advisory_lock($(key_of "$key_name")), pg_sleep(5)" >/dev/null &
+    local blocker=$!
+    sleep 0.5
+    capture in_ns "$ADVLOCK" run -q --wait --lease "$LEASE_S" --kill-after "$KILL_S" \
+        -d "$(partition_conninfo)" "$key_name" -- echo ran
+    wait "$blocker" || true
+    check "wait: a grant after a wait longer than D runs the command" "0 ran " "$RC $OUT $ERR"
+    clean_up
+}
+
+# ---- the run ---------------------------------------------------------------------
+
+# The figures of every partition judged (not the restart, which is none):
+# release (grant - cut), stop (work's end - cut), margin (grant - the
+# holder's end).
+report_figures() {
+    [ -s "$figures" ] || return 0
+    awk -v runs_cli="$CLI_RUNS" '
+        $1 == "restart" { next }
+        { n++; release[n] = $5 - $2; stop[n] = $3 - $2; margin[n] = $5 - $4
+          if ($3 >= $5 || $4 >= $5) overlaps++ }
+        function sort(a, k,   i, j, t) { for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
+        END {
+            sort(release, n); sort(stop, n); sort(margin, n)
+            printf "figures: %d partitions, %d overlaps; release after the partition p50 %.2f s, max %.2f s; " \
+                   "holder stopped p50 %.2f s, max %.2f s; stop-to-release margin p50 %.2f s, min %.2f s\n",
+                n, overlaps + 0, release[int((n + 1) / 2)], release[n], stop[int((n + 1) / 2)], stop[n],
+                margin[int((n + 1) / 2)], margin[1]
+        }' "$figures"
+}
+
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default wait)
+for c in "${cases[@]}"; do
+    case "$c" in
+        cli) for run in $(seq "$CLI_RUNS"); do cli_partition "$run"; done ;;
+        async)
+            if [ -n "${LEASE_HOLDER:-}" ]; then
+                for run in $(seq "$ASYNC_RUNS"); do async_partition "$run"; done
+            else
+                fail "async: set LEASE_HOLDER to build/partition/lease_holder"
+            fi
+            ;;
+        blip) blip ;;
+        restart) restart ;;
+        default) default_lease ;;
+        settings) settings ;;
+        wait) long_wait ;;
+        *) fail "unknown case: $c" ;;
+    esac
+done
+report_figures
+finish
