@@ -17,6 +17,7 @@ import threading
 import time
 
 from . import _binding as B
+from ._asyncio_task import awaited_future
 from .errors import CallError, LockLost
 from ._machine import escape_name, format_seconds, now_ms, params
 from ._session import Busy
@@ -197,11 +198,12 @@ def _remember(lease, client, answer):
 def heartbeat_token(setup, session):
     """For a lock just granted on the server session that session (the
     machine's _binding.Session) describes: the token its heartbeats carry
-    (0 direct), or None when none are to run: on a Unix socket, and behind
-    a proxy on a connection that claimed no server session (a
-    transaction-scoped lock's: a guarded heartbeat proves only a claim)."""
-    if setup == B.LEASE_UNIX_SOCKET:
-        return None
+    (0 direct), or None when none are to run: behind a proxy on a
+    connection that claimed no server session (a transaction-scoped lock's:
+    a guarded heartbeat proves only a claim). On a Unix socket they run
+    too: no partition is silent there, but nothing else would tell the body
+    of a session the server ended (pg_terminate_backend,
+    idle_session_timeout, a restart)."""
     if setup == B.LEASE_PROXIED:
         return session.token if session.claimed else None
     return 0
@@ -389,7 +391,7 @@ async def _after_next_step(body):
     awaits now ends, its own wake-up runs first (registered first), so a
     heartbeat tried then meets the body's next wait, not a statement it is
     about to start. At most RETRY_S; RETRY_S when there is no body."""
-    waiting_on = None if body is None else body._fut_waiter
+    waiting_on = awaited_future(body)
     if body is not None and (waiting_on is None or waiting_on.done()):
         await asyncio.sleep(0)  # its step is scheduled already: after it
         return

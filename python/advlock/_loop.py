@@ -558,13 +558,11 @@ class _LockBase:
 
     def _heartbeat_token(self):
         """After an acquire: the token of the lease's heartbeats (0 direct),
-        or None when none are to run (no lease, a Unix socket, or a lease
-        held already: another hold of the lock)."""
+        or None when none are to run (no lease, or a lease held already:
+        another hold of the lock; see _lease.heartbeat_token)."""
         if self._plan is None or self._lease is not None:
             return None
         setup = _lease.remembered(self._client.state, self._plan)
-        if setup == B.LEASE_UNIX_SOCKET:
-            return None
         return _lease.heartbeat_token(setup, self._machine.session())
 
     def _hold(self, token, anchor_ms):

@@ -27,6 +27,7 @@ import re
 import asyncpg
 
 from . import _binding as B
+from ._asyncio_task import awaited_future
 from ._asyncpg_cancel import send_cancel
 from ._loop import AsyncLock, Busy
 from ._machine import SQL_ANSWER, SQL_GUARDED, SQL_PARAMS, SQL_TEXT
@@ -184,7 +185,7 @@ class Client:
         tried again."""
         if body is None:
             return False
-        waiting_on = body._fut_waiter  # asyncio.Task's: None while runnable
+        waiting_on = awaited_future(body)
         return waiting_on is None or waiting_on.done()
 
     def close_now(self):

@@ -52,8 +52,9 @@ def test_timeouts_infinity_is_no_limit_and_nan_or_negative_are_refused():
         timeout_ms("5")
 
 
-def test_no_private_name_of_asyncio_or_asyncpg_outside_the_one_shim():
-    private = re.compile(r"_asyncio_future_blocking|_cancel_current_command|\._con\b")
+def test_no_private_name_of_asyncio_or_asyncpg_outside_their_shims():
+    private = re.compile(
+        r"_asyncio_future_blocking|_fut_waiter|_cancel_current_command|\._con\b")
     found = {}
     for name in sorted(os.listdir(PACKAGE)):
         if name.endswith(".py"):
@@ -61,7 +62,8 @@ def test_no_private_name_of_asyncio_or_asyncpg_outside_the_one_shim():
                 hits = private.findall(f.read())
             if hits:
                 found[name] = hits
-    assert found == {"_asyncpg_cancel.py": ["_cancel_current_command"] * 2}
+    assert found == {"_asyncpg_cancel.py": ["_cancel_current_command"] * 2,
+                     "_asyncio_task.py": ["_fut_waiter"] * 2}
 
 
 def run(coro_fn):
