@@ -180,14 +180,14 @@ static advlock_action statement_in_flight(const advlock_pq *a)
     return act;
 }
 
-/* Hands the current form of the query in flight to libpq. A statement libpq
- * refuses to send is over at once; its answer is libpq's message. A lease
- * statement's send time is the lease's (an earlier one than the wire's is
- * safe: it only shortens the stop deadline). */
-static void send_form(advlock_pq *a, int64_t now_ms)
+/* Hands the current form of the query in flight (stmt: its
+ * statement_in_flight(), which the caller has at hand) to libpq. A statement
+ * libpq refuses to send is over at once; its answer is libpq's message. A
+ * lease statement's send time is the lease's (an earlier one than the
+ * wire's is safe: it only shortens the stop deadline). */
+static void send_form(advlock_pq *a, const advlock_action *stmt, int64_t now_ms)
 {
-    advlock_action next = statement_in_flight(a);
-    int sent = advlock_pq_query_send(&a->query_, a->conn_, &next);
+    int sent = advlock_pq_query_send(&a->query_, a->conn_, stmt);
     if (sent && a->lease_query_ == LEASE_CONFIRM)
         a->sent_ms_ = now_ms; /* the lease will count from this send */
     else if (sent && a->lease_query_ != MACHINE_QUERY)
@@ -199,9 +199,9 @@ static void send_form(advlock_pq *a, int64_t now_ms)
 static void send_lease_query(advlock_pq *a, int kind, int64_t now_ms)
 {
     a->lease_query_ = (uint8_t)kind;
-    advlock_pq_query_begin(&a->query_, statement_in_flight(a).sql, a->prepared_,
-                           a->session_.proxied, a->conn_);
-    send_form(a, now_ms);
+    advlock_action stmt = statement_in_flight(a);
+    advlock_pq_query_begin(&a->query_, stmt.sql, a->prepared_, a->session_.proxied, a->conn_);
+    send_form(a, &stmt, now_ms);
 }
 
 /* A grant whose statement went out more than a heartbeat's interval ago
@@ -270,7 +270,7 @@ static void follow_machine(advlock_pq *a, int64_t now_ms)
         }
         a->sent_ms_ = now_ms;
         advlock_pq_query_begin(&a->query_, next.sql, a->prepared_, a->session_.proxied, a->conn_);
-        send_form(a, now_ms);
+        send_form(a, &next, now_ms);
         break;
     case ADVLOCK_ACTION_SLEEP: a->phase_ = SLEEPING; break;
     default:
@@ -378,12 +378,15 @@ static void send_cancel(advlock_pq *a, int64_t now_ms)
 }
 
 /* A server-side wait that has passed its deadline: tell the machine, which
- * then asks for the statement to be cancelled. */
-static void check_deadline(advlock_pq *a, int64_t now_ms)
+ * then asks for the statement to be cancelled. Returns the machine's next
+ * action after that. */
+static advlock_action check_deadline(advlock_pq *a, int64_t now_ms)
 {
     advlock_action next = advlock_next_action(&a->machine_);
-    if (next.kind == ADVLOCK_ACTION_QUERY && now_ms >= next.wake_at_ms)
-        (void)advlock_on_timer(&a->machine_, now_ms);
+    if (next.kind != ADVLOCK_ACTION_QUERY || now_ms < next.wake_at_ms)
+        return next;
+    (void)advlock_on_timer(&a->machine_, now_ms);
+    return advlock_next_action(&a->machine_);
 }
 
 /* With the statement wholly sent and unanswered: sends the cancel the
@@ -394,8 +397,7 @@ static void tend_cancel(advlock_pq *a, int64_t now_ms)
 {
     if (a->lease_query_ != MACHINE_QUERY)
         return;
-    check_deadline(a, now_ms);
-    if (advlock_next_action(&a->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY) {
+    if (check_deadline(a, now_ms).kind == ADVLOCK_ACTION_CANCEL_QUERY) {
         send_cancel(a, now_ms);
         (void)advlock_on_cancel_sent(&a->machine_, now_ms);
     }
@@ -411,7 +413,7 @@ static void drive(advlock_pq *a, int64_t now_ms)
              * A cancel waits until the server has the whole statement. */
             if (PQflush(a->conn_) == 1) {
                 if (a->lease_query_ == MACHINE_QUERY)
-                    check_deadline(a, now_ms);
+                    (void)check_deadline(a, now_ms);
                 return;
             }
             a->phase_ = AWAITING;
@@ -426,7 +428,8 @@ static void drive(advlock_pq *a, int64_t now_ms)
         case ANSWERED:
             advlock_pq_answer_end(&a->query_, a->conn_);
             if (advlock_pq_query_next(&a->query_, &a->prepared_, a->conn_)) {
-                send_form(a, now_ms);
+                advlock_action stmt = statement_in_flight(a);
+                send_form(a, &stmt, now_ms);
             } else if (a->lease_query_ != MACHINE_QUERY) {
                 lease_answered(a, now_ms);
             } else {
