@@ -378,15 +378,15 @@ static void send_cancel(advlock_pq *a, int64_t now_ms)
 }
 
 /* A server-side wait that has passed its deadline: tell the machine, which
- * then asks for the statement to be cancelled. Returns the machine's next
- * action after that. */
-static advlock_action check_deadline(advlock_pq *a, int64_t now_ms)
+ * then asks for the statement to be cancelled. Returns the kind of the
+ * machine's next action after that. */
+static advlock_action_kind check_deadline(advlock_pq *a, int64_t now_ms)
 {
     advlock_action next = advlock_next_action(&a->machine_);
     if (next.kind != ADVLOCK_ACTION_QUERY || now_ms < next.wake_at_ms)
-        return next;
+        return next.kind;
     (void)advlock_on_timer(&a->machine_, now_ms);
-    return advlock_next_action(&a->machine_);
+    return advlock_next_action(&a->machine_).kind;
 }
 
 /* With the statement wholly sent and unanswered: sends the cancel the
@@ -397,7 +397,7 @@ static void tend_cancel(advlock_pq *a, int64_t now_ms)
 {
     if (a->lease_query_ != MACHINE_QUERY)
         return;
-    if (check_deadline(a, now_ms).kind == ADVLOCK_ACTION_CANCEL_QUERY) {
+    if (check_deadline(a, now_ms) == ADVLOCK_ACTION_CANCEL_QUERY) {
         send_cancel(a, now_ms);
         (void)advlock_on_cancel_sent(&a->machine_, now_ms);
     }
