@@ -1,7 +1,7 @@
 # advlock — build, test, install. See README.md.
 
-VERSION   := 0.2.0
-SOVERSION := 0
+VERSION   := 0.3.0
+SOVERSION := 1
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include

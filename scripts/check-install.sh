@@ -20,9 +20,9 @@ build=${BUILD:-build}
 make -s install BUILD="$build" DESTDIR="$stage" PREFIX="$prefix" >/dev/null
 root="$stage$prefix"
 for f in include/advlock.h include/advlock_pq.h include/advlock_fake.h \
-         lib/libadvlock.a lib/libadvlock.so lib/libadvlock.so.0 \
-         lib/libadvlock_pq.a lib/libadvlock_pq.so lib/libadvlock_pq.so.0 \
-         lib/libadvlock_fake.a lib/libadvlock_fake.so lib/libadvlock_fake.so.0 \
+         lib/libadvlock.a lib/libadvlock.so lib/libadvlock.so.1 \
+         lib/libadvlock_pq.a lib/libadvlock_pq.so lib/libadvlock_pq.so.1 \
+         lib/libadvlock_fake.a lib/libadvlock_fake.so lib/libadvlock_fake.so.1 \
          lib/pkgconfig/advlock.pc lib/pkgconfig/advlock_pq.pc lib/pkgconfig/advlock_fake.pc; do
     [ -e "$root/$f" ] || { echo "install: missing $prefix/$f" >&2; exit 1; }
 done
@@ -99,7 +99,7 @@ for how in shared static; do
     needed=$(readelf -d "$stage/fake/a.out" | { grep -o 'libadvlock[a-z_]*\.so[.0-9]*' || true; } |
         sort -u | tr '\n' ' ')
     case $how in
-    shared) [ "$needed" = "libadvlock.so.0 libadvlock_fake.so.0 " ] ||
+    shared) [ "$needed" = "libadvlock.so.1 libadvlock_fake.so.1 " ] ||
         { echo "install: the shared doc example needs [$needed], not both libraries" >&2; exit 1; } ;;
     static) [ -z "$needed" ] ||
         { echo "install: the static doc example still needs $needed: $line" >&2; exit 1; } ;;

@@ -35,7 +35,7 @@ from ._binding import ADVLOCK_EINVAL
 from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
                      LockLost, LockTimeout, ServerSessionError, StandbyError)
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 EXCLUSIVE, SHARED = Mode.EXCLUSIVE, Mode.SHARED
 SESSION, TRANSACTION = Scope.SESSION, Scope.TRANSACTION

@@ -12,7 +12,7 @@ Libraries are found, in order:
   2. the source tree's build directory: ADVLOCK_BUILD (default "build")
      under the checkout this package sits in (python/advlock/..);
   3. the prefix `make install-python` recorded in advlock/_installed.py;
-  4. the dynamic linker's search path (libadvlock.so.0).
+  4. the dynamic linker's search path (libadvlock.so.1).
 No compiler is involved: the libraries are loaded as they are (ABI mode).
 """
 
@@ -41,6 +41,8 @@ SQL_HEARTBEAT, SQL_HEARTBEAT_GUARDED = 27, 28
 KEY_ECHO_MAX = 512
 MESSAGE_MAX = 1024
 MACHINE_SIZE = 256
+# The shared libraries' soname version (the Makefile's SOVERSION).
+SOVERSION = "1"
 
 # ---- loading -----------------------------------------------------------------
 
@@ -60,10 +62,10 @@ def _candidates(soname, env):
         out.append(os.path.join(tree, os.environ.get("ADVLOCK_BUILD", "build"), soname))
     try:
         from . import _installed  # written by `make install-python`
-        out.append(os.path.join(_installed.LIBDIR, soname + ".0"))
+        out.append(os.path.join(_installed.LIBDIR, soname + "." + SOVERSION))
     except ImportError:
         pass
-    out.append(soname + ".0")
+    out.append(soname + "." + SOVERSION)
     return out
 
 

@@ -71,3 +71,9 @@ def test_a_known_report_reads_back_through_the_mirror():
     assert (a.kind, a.sleep_ms, a.wake_at_ms) == (B.ACTION_SLEEP, 100, 1103)
     r = a.report.contents
     assert (r.key, r.timeout_ms, r.attempts) == (advlock.derive_key("migrations"), 1500, 1)
+
+
+def test_the_soname_version_is_the_makefiles():
+    with open(os.path.join(TREE, "Makefile"), encoding="utf-8") as f:
+        line = next(line for line in f if line.startswith("SOVERSION"))
+    assert line.split(":=")[1].strip() == B.SOVERSION
