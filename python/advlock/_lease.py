@@ -198,12 +198,13 @@ def _remember(lease, client, answer):
 def heartbeat_token(setup, session):
     """For a lock just granted on the server session that session (the
     machine's _binding.Session) describes: the token its heartbeats carry
-    (0 direct), or None when none are to run: behind a proxy on a
-    connection that claimed no server session (a transaction-scoped lock's:
-    a guarded heartbeat proves only a claim). On a Unix socket they run
-    too: no partition is silent there, but nothing else would tell the body
-    of a session the server ended (pg_terminate_backend,
-    idle_session_timeout, a restart)."""
+    (0 direct), or None when none are to run: on a Unix socket (no
+    partition is silent there; a heartbeat thread or task per lock would
+    cost more than the lock itself), and behind a proxy on a connection
+    that claimed no server session (a transaction-scoped lock's: a guarded
+    heartbeat proves only a claim)."""
+    if setup == B.LEASE_UNIX_SOCKET:
+        return None
     if setup == B.LEASE_PROXIED:
         return session.token if session.claimed else None
     return 0
