@@ -453,7 +453,7 @@ static void test_transaction_pool_lease_sees_the_holder_terminated(void **state)
     fresh_tx_sessions();
     advlock_pq a;
     PGconn *conn = leased_through(f, &a, "ADVLOCK_TEST_PGBOUNCER_TX");
-    pgt_terminate(f->observer, holder_pid(f));
+    pgt_terminate(f->lock.observer, holder_pid(f));
     for (int i = 0; i < 100 && !advlock_pq_async_lost(&a); i++) {
         assert_int_equal(advlock_pq_check(&a), 0);
         pgt_sleep_ms(50);
@@ -461,7 +461,7 @@ static void test_transaction_pool_lease_sees_the_holder_terminated(void **state)
     assert_int_equal(advlock_pq_async_lost(&a), 1);
     const advlock_pq_report *r = advlock_pq_async_report(&a);
     assert_int_equal(r->lease_expiry, ADVLOCK_LEASE_SETTINGS);
-    assert_non_null(strstr(pgt_describe(r, f->key), "its lease ran out: a heartbeat found"));
+    assert_non_null(strstr(pgt_describe(r, f->lock.key), "its lease ran out: a heartbeat found"));
     PQfinish(conn);
 }
 
