@@ -490,7 +490,9 @@ ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq *a)
  * (advlock_pq_async_lost(), report.lease_expiry set): *stop_at_ms is the
  * stop deadline it ran out at (or before, for a heartbeat that failed),
  * *free_by_ms the time by which the server frees the lock at the latest
- * (when the adapter saw the lease run out, + the lease); returns 2. Otherwise (no lease, nothing
+ * (when the adapter saw the lease run out, + the lease; INT64_MAX where the
+ * lease set nothing on the server: behind a proxy, whose own TCP settings
+ * bound that, or after a heartbeat found the settings changed); returns 2. Otherwise (no lease, nothing
  * held, a or NULL) returns 0 and stores nothing. Either pointer may be NULL. Times are the
  * adapter's clock (the nonblocking calls' now_ms).
  */

@@ -475,6 +475,16 @@ static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, 
     advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->server_message, now_ms);
 }
 
+/* 1 when the lease set nothing on the server session that holds the lock:
+ * behind a proxy (the server's socket is the proxy's), or after a heartbeat
+ * found its settings changed. Then the lease does not bound when the
+ * server frees the lock. */
+static int lease_unbound_on_server(const advlock_pq *a, advlock_lease_expiry why)
+{
+    return why == ADVLOCK_LEASE_SETTINGS
+           || advlock_lease_setup_result(&a->lease_) == ADVLOCK_LEASE_PROXIED;
+}
+
 /* The lease's words for why it ran out (words: what the failed heartbeat
  * said, or ""). Never "no longer held": the server may hold the lock until
  * lease_free_ms_. */
@@ -482,9 +492,17 @@ static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char
                        size_t size)
 {
     advlock_lease_plan p = lease_plan(a);
-    char d[32], l[32];
+    char d[32], l[32], frees[112];
     advlock_format_seconds(p.deadline_ms, d, sizeof d);
     advlock_format_seconds(p.lease_ms, l, sizeof l);
+    int failed = why == ADVLOCK_LEASE_CONNECTION || why == ADVLOCK_LEASE_SERVER_ERROR;
+    if (lease_unbound_on_server(a, why))
+        snprintf(frees, sizeof frees,
+                 "behind a proxy the server frees the lock when the proxy drops this connection: "
+                 "its own tcp settings bound that");
+    else
+        snprintf(frees, sizeof frees, "the server %s the lock within %ss%s",
+                 failed ? "frees" : "will free", l, failed ? " (lease) at the latest" : "");
     switch (why) {
     case ADVLOCK_LEASE_SETTINGS:
         snprintf(out, size,
@@ -495,16 +513,12 @@ static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char
         break;
     case ADVLOCK_LEASE_CONNECTION:
     case ADVLOCK_LEASE_SERVER_ERROR:
-        snprintf(out, size,
-                 "a heartbeat failed (%.120s): the server frees the lock within %ss (lease) at the "
-                 "latest; stop the work now",
-                 words[0] != '\0' ? words : "no answer", l);
+        snprintf(out, size, "a heartbeat failed (%.80s): %s; stop the work now",
+                 words[0] != '\0' ? words : "no answer", frees);
         break;
     default:
-        snprintf(out, size,
-                 "no heartbeat answered within %ss (lease %ss): the server will free the lock "
-                 "within %ss; stop the work now",
-                 d, l, l);
+        snprintf(out, size, "no heartbeat answered within %ss (lease %ss): %s; stop the work now", d,
+                 l, frees);
         break;
     }
 }
@@ -518,7 +532,9 @@ static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms)
     advlock_lease_expiry why = advlock_lease_expiry_reason(&a->lease_);
     char message[ADVLOCK_PQ_TEXT_MAX];
     say_expiry(a, why, words, message, sizeof message);
-    a->lease_free_ms_ = advlock_add_saturating(now_ms, a->lease_ms_);
+    a->lease_free_ms_ = lease_unbound_on_server(a, why)
+                            ? INT64_MAX
+                            : advlock_add_saturating(now_ms, a->lease_ms_);
     become_lost(a, "", message, now_ms);
     a->report_.lease_expiry = why != ADVLOCK_LEASE_LIVE ? why : ADVLOCK_LEASE_NO_ANSWER;
 }
