@@ -128,11 +128,17 @@ class Lease:
 def lost_error(lock, lease, stop_at_ms):
     """The LockLost for a lock whose lease expired."""
     reason = lease.reason()
-    lease_s = format_seconds(lease.plan.lease_ms)
-    err = LockLost("Lock '%s' can no longer be proven held: %s; the server frees it within"
-                   " %s s of the last message it received from this client (the connection"
-                   " is closed)." % (escape_name(lock.name), _REASONS.get(reason, "expired"),
-                                      lease_s), lock.report, lock.name)
+    if lock._client.state.proxied:  # the lease set nothing on the server
+        frees = ("behind a proxy the server frees the lock when the proxy drops this"
+                 " connection: its own tcp settings bound that")
+    elif reason == B.LEASE_SETTINGS:
+        frees = "the server may free it early or late"
+    else:
+        frees = ("the server frees it within %s s of the last message it received from this"
+                 " client" % format_seconds(lease.plan.lease_ms))
+    err = LockLost("Lock '%s' can no longer be proven held: %s; %s (the connection is closed)."
+                   % (escape_name(lock.name), _REASONS.get(reason, "expired"), frees),
+                   lock.report, lock.name)
     err.reason = reason
     err.deadline = stop_at_ms / 1000 if stop_at_ms else None
     err.lease = lease.plan.lease_ms / 1000
