@@ -82,7 +82,8 @@ _plans = {}  # (lease_ms, stop_ms): LeasePlan
 
 class Lease:
     """One advlock_lease; every call under .guard (the watcher and the body's
-    check() may both drive it)."""
+    check() may both drive it), which expired() and reason() take themselves:
+    ctypes lets go of the GIL in the call."""
 
     __slots__ = ("_l", "plan", "guard")
 
@@ -119,10 +120,12 @@ class Lease:
         _lib.advlock_lease_stop(self._l)
 
     def expired(self):
-        return self.next().kind == B.LEASE_EXPIRED
+        with self.guard:
+            return self.next().kind == B.LEASE_EXPIRED
 
     def reason(self):
-        return _lib.advlock_lease_expiry_reason(self._l)
+        with self.guard:
+            return _lib.advlock_lease_expiry_reason(self._l)
 
 
 def lost_error(lock, lease, stop_at_ms):
