@@ -218,17 +218,30 @@ def heartbeat_token(setup, session):
     return 0
 
 
-def is_stale(plan, anchor_ms):
-    """The grant's statement went out more than a heartbeat interval ago (a
-    server-side wait): one heartbeat renews the proof before the body runs."""
-    return now_ms() - anchor_ms > plan.heartbeat_ms
-
-
-def renewal(plan, token):
-    """The heartbeat statement that renews a stale grant: (sql, args)."""
+def renewal(plan, token, anchor_ms):
+    """The heartbeat statement (sql, args) that must confirm a grant whose
+    statement went out a heartbeat interval ago or more (a server-side
+    wait: the server may have stopped hearing this client meanwhile) before
+    the body runs; None when the grant's send time anchors the lease."""
+    if now_ms() < anchor_ms + plan.heartbeat_ms:
+        return None
     if token:
         return B.SQL_HEARTBEAT_GUARDED, (plan.user_timeout_ms, token)
     return B.SQL_HEARTBEAT, (plan.user_timeout_ms,)
+
+
+def unconfirmed_error(lock, answer):
+    """The LockLost for a grant whose confirming heartbeat (renewal())
+    answered anything but TRUE: the lock cannot be proven held."""
+    words = answer[2] if answer.__class__ is tuple and answer[2] else "the server session changed"
+    err = LockLost("Lock '%s' can no longer be proven held: the heartbeat after a long wait for"
+                   " the grant failed (%s); stop the work now (the connection is closed)."
+                   % (escape_name(lock.name), words), lock.report, lock.name)
+    err.reason = (B.LEASE_CONNECTION if answer.__class__ is tuple
+                  and answer[0] == B.RESULT_CONNECTION_LOST else B.LEASE_SETTINGS)
+    err.deadline = None
+    err.lease = lock._plan.lease_ms / 1000
+    return err
 
 
 def hold(plan, token, anchor_ms):
