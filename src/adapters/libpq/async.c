@@ -541,7 +541,9 @@ static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms)
 
 /* Time for the lease while a lock is held: a heartbeat falls due (sent
  * only while the connection is idle: one statement at a time), or the stop
- * deadline passes. */
+ * deadline passes. Another operation asleep between its tries leaves the
+ * connection idle too: the heartbeat goes then, and the operation follows
+ * its answer, as begin() defers one behind a heartbeat. */
 static void tend_lease(advlock_pq *a, int64_t now_ms)
 {
     if (!a->lease_on_ || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
@@ -555,7 +557,9 @@ static void tend_lease(advlock_pq *a, int64_t now_ms)
     advlock_lease_action next = advlock_lease_next(&a->lease_);
     if (next.kind == ADVLOCK_LEASE_EXPIRED) {
         become_lease_lost(a, "", now_ms);
-    } else if (next.kind == ADVLOCK_LEASE_QUERY && a->phase_ == HOLDING) {
+    } else if (next.kind == ADVLOCK_LEASE_QUERY && next.sql != ADVLOCK_SQL_LEASE_SETUP
+               && (a->phase_ == HOLDING || a->phase_ == SLEEPING)) {
+        a->deferred_ = a->phase_ == SLEEPING;
         advlock_pq_notice_guard notices;
         advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
         send_lease_query(a, LEASE_HEARTBEAT, now_ms);
