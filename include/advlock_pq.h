@@ -489,9 +489,10 @@ ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq *a)
  * *free_by_ms the time by which the server frees the lock at the latest
  * (when the adapter saw the lease run out, + the lease; INT64_MAX where the
  * lease set nothing on the server: behind a proxy, whose own TCP settings
- * bound that, or after a heartbeat found the settings changed); returns 2. Otherwise (no lease, nothing
- * held, a or NULL) returns 0 and stores nothing. Either pointer may be NULL. Times are the
- * adapter's clock (the nonblocking calls' now_ms).
+ * bound that, or after a heartbeat found the settings changed); returns 2.
+ * Otherwise (no lease, nothing held, a or NULL) returns 0 and stores
+ * nothing. Either pointer may be NULL. Times are the adapter's clock (the
+ * nonblocking calls' now_ms).
  */
 ADVLOCK_API int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_ms,
                                           int64_t *free_by_ms);

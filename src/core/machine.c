@@ -169,9 +169,9 @@ static advlock_sql wait_statement(const advlock_machine *m)
 static void issue_wait(advlock_machine *m)
 {
     int64_t left = m->report_.timeout_ms - elapsed_ms(m); /* > 0: not timed out */
-    issue_query(
-        m, STEP_WAIT, wait_statement(m),
-        advlock_add_saturating(advlock_add_saturating(m->start_ms_, m->report_.timeout_ms), ADVLOCK_WAIT_GRACE_MS));
+    issue_query(m, STEP_WAIT, wait_statement(m),
+                advlock_add_saturating(advlock_add_saturating(m->start_ms_, m->report_.timeout_ms),
+                                       ADVLOCK_WAIT_GRACE_MS));
     m->span_ms_ = left > INT32_MAX ? INT32_MAX : (int32_t)left;
 }
 

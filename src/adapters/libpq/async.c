@@ -517,8 +517,8 @@ static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char
                  words[0] != '\0' ? words : "no answer", frees);
         break;
     default:
-        snprintf(out, size, "no heartbeat answered within %ss (lease %ss): %s; stop the work now", d,
-                 l, frees);
+        snprintf(out, size, "no heartbeat answered within %ss (lease %ss): %s; stop the work now",
+                 d, l, frees);
         break;
     }
 }
