@@ -131,12 +131,9 @@ typedef struct advlock_pq {
     advlock_pq_query_ query_;
     advlock_machine machine_;
     advlock_pq_report report_;
-    advlock_lease lease_;
-    int64_t lease_ms_; /* the options' lease and stop time, for the plan */
-    int64_t lease_stop_ms_;
+    advlock_lease lease_;   /* its plan is the options' (all zero: no lease) */
     int64_t sent_ms_;       /* when the machine's statement in flight was begun */
     int64_t lease_free_ms_; /* after the lease ran out: the server frees by then */
-    uint8_t lease_on_;      /* options.lease_ms > 0 */
     uint8_t lease_query_;   /* the statement in flight is the lease's (async.c) */
     uint8_t acquiring_;     /* the operation under way is an acquire */
     uint8_t deferred_;      /* an operation waits for the heartbeat in flight */
@@ -490,9 +487,12 @@ ADVLOCK_API const advlock_machine *advlock_pq_async_machine(const advlock_pq *a)
  * (advlock_pq_async_lost(), report.lease_expiry set): *stop_at_ms is the
  * stop deadline it ran out at (or before, for a heartbeat that failed),
  * *free_by_ms the time by which the server frees the lock at the latest
- * (when the adapter saw the lease run out, + the lease); returns 2. Otherwise (no lease, nothing
- * held, a or NULL) returns 0 and stores nothing. Either pointer may be NULL. Times are the
- * adapter's clock (the nonblocking calls' now_ms).
+ * (when the adapter saw the lease run out, + the lease; INT64_MAX where the
+ * lease set nothing on the server: behind a proxy, whose own TCP settings
+ * bound that, or after a heartbeat found the settings changed); returns 2.
+ * Otherwise (no lease, nothing held, a or NULL) returns 0 and stores
+ * nothing. Either pointer may be NULL. Times are the adapter's clock (the
+ * nonblocking calls' now_ms).
  */
 ADVLOCK_API int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_ms,
                                           int64_t *free_by_ms);

@@ -82,7 +82,8 @@ _plans = {}  # (lease_ms, stop_ms): LeasePlan
 
 class Lease:
     """One advlock_lease; every call under .guard (the watcher and the body's
-    check() may both drive it)."""
+    check() may both drive it), which expired() and reason() take themselves:
+    ctypes lets go of the GIL in the call."""
 
     __slots__ = ("_l", "plan", "guard")
 
@@ -119,20 +120,28 @@ class Lease:
         _lib.advlock_lease_stop(self._l)
 
     def expired(self):
-        return self.next().kind == B.LEASE_EXPIRED
+        with self.guard:
+            return self.next().kind == B.LEASE_EXPIRED
 
     def reason(self):
-        return _lib.advlock_lease_expiry_reason(self._l)
+        with self.guard:
+            return _lib.advlock_lease_expiry_reason(self._l)
 
 
 def lost_error(lock, lease, stop_at_ms):
     """The LockLost for a lock whose lease expired."""
     reason = lease.reason()
-    lease_s = format_seconds(lease.plan.lease_ms)
-    err = LockLost("Lock '%s' can no longer be proven held: %s; the server frees it within"
-                   " %s s of the last message it received from this client (the connection"
-                   " is closed)." % (escape_name(lock.name), _REASONS.get(reason, "expired"),
-                                      lease_s), lock.report, lock.name)
+    if lock._client.state.proxied:  # the lease set nothing on the server
+        frees = ("behind a proxy the server frees the lock when the proxy drops this"
+                 " connection: its own tcp settings bound that")
+    elif reason == B.LEASE_SETTINGS:
+        frees = "the server may free it early or late"
+    else:
+        frees = ("the server frees it within %s s of the last message it received from this"
+                 " client" % format_seconds(lease.plan.lease_ms))
+    err = LockLost("Lock '%s' can no longer be proven held: %s; %s (the connection is closed)."
+                   % (escape_name(lock.name), _REASONS.get(reason, "expired"), frees),
+                   lock.report, lock.name)
     err.reason = reason
     err.deadline = stop_at_ms / 1000 if stop_at_ms else None
     err.lease = lease.plan.lease_ms / 1000
@@ -210,17 +219,30 @@ def heartbeat_token(setup, session):
     return 0
 
 
-def is_stale(plan, anchor_ms):
-    """The grant's statement went out more than a heartbeat interval ago (a
-    server-side wait): one heartbeat renews the proof before the body runs."""
-    return now_ms() - anchor_ms > plan.heartbeat_ms
-
-
-def renewal(plan, token):
-    """The heartbeat statement that renews a stale grant: (sql, args)."""
+def renewal(plan, token, anchor_ms):
+    """The heartbeat statement (sql, args) that must confirm a grant whose
+    statement went out a heartbeat interval ago or more (a server-side
+    wait: the server may have stopped hearing this client meanwhile) before
+    the body runs; None when the grant's send time anchors the lease."""
+    if now_ms() < anchor_ms + plan.heartbeat_ms:
+        return None
     if token:
         return B.SQL_HEARTBEAT_GUARDED, (plan.user_timeout_ms, token)
     return B.SQL_HEARTBEAT, (plan.user_timeout_ms,)
+
+
+def unconfirmed_error(lock, answer):
+    """The LockLost for a grant whose confirming heartbeat (renewal())
+    answered anything but TRUE: the lock cannot be proven held."""
+    words = answer[2] if answer.__class__ is tuple and answer[2] else "the server session changed"
+    err = LockLost("Lock '%s' can no longer be proven held: the heartbeat after a long wait for"
+                   " the grant failed (%s); stop the work now (the connection is closed)."
+                   % (escape_name(lock.name), words), lock.report, lock.name)
+    err.reason = (B.LEASE_CONNECTION if answer.__class__ is tuple
+                  and answer[0] == B.RESULT_CONNECTION_LOST else B.LEASE_SETTINGS)
+    err.deadline = None
+    err.lease = lock._plan.lease_ms / 1000
+    return err
 
 
 def hold(plan, token, anchor_ms):

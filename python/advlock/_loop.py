@@ -565,11 +565,19 @@ class _LockBase:
         setup = _lease.remembered(self._client.state, self._plan)
         return _lease.heartbeat_token(setup, self._machine.session())
 
-    def _hold(self, token, anchor_ms):
-        """Holds the lease from anchor_ms; raises LockLost if its deadline
-        has passed already."""
+    def _hold_granted(self, token, anchor_ms, answer):
+        """Holds the lease of a lock just granted, from anchor_ms: the
+        grant's send time (answer None), or that of the heartbeat that
+        confirmed a stale grant (_lease.renewal), which answered answer.
+        Raises LockLost, the connection closed, before the body runs when
+        that heartbeat answered anything but TRUE (the lock cannot be proven
+        held) or when the lease's deadline has passed already."""
         if self._lost_event is None:  # made here, before a watcher may set it
             self._lost_event = threading.Event()
+        if answer is not None and answer != B.RESULT_TRUE:
+            self._lost = _lease.unconfirmed_error(self, answer)
+            self._lost_event.set()
+            self._raise_lost()
         self._lease = _lease.hold(self._plan, token, anchor_ms)
         if self._overdue():
             self._raise_lost()
@@ -657,12 +665,9 @@ class Lock(_LockBase):
         self._ended(self.report)
         token = self._heartbeat_token()
         if token is not None:
-            anchor = m.sent_ms
-            if _lease.is_stale(self._plan, anchor):
-                sent = now_ms()
-                if self._client.run(*_lease.renewal(self._plan, token)) == B.RESULT_TRUE:
-                    anchor = sent
-            self._hold(token, anchor)
+            renewal, sent = _lease.renewal(self._plan, token, m.sent_ms), now_ms()
+            answer = self._client.run(*renewal) if renewal is not None else None
+            self._hold_granted(token, m.sent_ms if renewal is None else sent, answer)
             self._watch = _lease.ThreadWatch(self._lease, self._client.heartbeat_client(),
                                              self._expire)
         return self.report
@@ -760,12 +765,9 @@ class AsyncLock(_LockBase):
         self._ended(self.report)
         token = self._heartbeat_token()
         if token is not None:
-            anchor = m.sent_ms
-            if _lease.is_stale(self._plan, anchor):
-                sent = now_ms()
-                if await self._client.start(*_lease.renewal(self._plan, token)) == B.RESULT_TRUE:
-                    anchor = sent
-            self._hold(token, anchor)
+            renewal, sent = _lease.renewal(self._plan, token, m.sent_ms), now_ms()
+            answer = await self._client.start(*renewal) if renewal is not None else None
+            self._hold_granted(token, m.sent_ms if renewal is None else sent, answer)
             self._watch = _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
                                            self._expire_async, lambda: self._body)
         return self.report

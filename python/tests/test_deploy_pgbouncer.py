@@ -7,6 +7,7 @@ python-deploy-test` (part of `make test`)."""
 
 import asyncio
 import os
+import signal
 import time
 
 import pytest
@@ -391,3 +392,25 @@ def test_leases_behind_pgbouncer_beat_on_the_claimed_session_only(flavour, pg_co
         assert S.HEARTBEAT_GUARDED not in rec.sql and S.HEARTBEAT not in rec.sql
         await close(conn)
     asyncio.run(main())
+
+
+def test_lease_expiry_behind_pgbouncer_promises_no_free_time(pg_conn):
+    # Behind a proxy the lease set nothing on the server: when it runs out
+    # (the holder's backend frozen, no heartbeat answers), LockLost names the
+    # proxy's bound, not the lease's.
+    import psycopg
+    conn = psycopg.connect(SESSION, autocommit=True)
+    lk = advlock.lock(conn, "pgb-lease-lost", timeout=5, lease=8)  # D = 3 s
+    lk.acquire()
+    (pid, _), = holds(pg_conn, advlock.derive_key("pgb-lease-lost"))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert lk.lost.wait(6), "the lease never ran out"
+        with pytest.raises(advlock.LockLost) as info:
+            lk.check()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    said = str(info.value)
+    assert ("behind a proxy the server frees the lock when the proxy drops this connection:"
+            " its own tcp settings bound that") in said
+    assert "within 8 s" not in said

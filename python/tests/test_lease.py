@@ -265,6 +265,52 @@ def test_a_server_side_wait_longer_than_the_deadline_renews_before_the_body(flav
 
 
 @need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_confirming_heartbeat_that_fails_is_lock_lost_before_the_body(flavour, pg_conn):
+    # The grant came after a wait longer than H but shorter than D, and the
+    # server session ended before its confirming heartbeat: that heartbeat
+    # does not answer TRUE, so the lock cannot be proven held and the body
+    # never starts (the stale anchor alone would still be within D).
+    class EndingSession(Recording):
+        def _before(self, sql):
+            if sql == S.HEARTBEAT and S.HEARTBEAT not in self.sql:
+                (pid, _), = holds(pg_conn, lk.key)
+                pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                for _ in range(200):
+                    if not pg_conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                           (pid,)).fetchall():
+                        break
+                    time.sleep(0.01)
+
+        def start(self, sql, args):
+            self._before(sql)
+            return super().start(sql, args)
+
+        def run(self, sql, args):
+            self._before(sql)
+            return super().run(sql, args)
+
+    async def main():
+        conn = await connect(flavour, tcp())
+        nonlocal lk
+        lk = advlock.lock(conn, "confirm-" + flavour, timeout=10, lease=LEASE,
+                          wait=advlock.WAIT_SERVER)
+        pg_conn.execute("SELECT pg_advisory_lock(%s)", (lk.key,))
+        threading.Timer((H + D) / 2, pg_conn.execute,
+                        ("SELECT pg_advisory_unlock(%s)", (lk.key,))).start()
+        rec = EndingSession(lk)
+        body = []
+        lost, _ = await _hold_for(flavour, lk, H, during=lambda: body.append(1))
+        assert isinstance(lost, advlock.LockLost)
+        assert body == []
+        assert "the heartbeat after a long wait for the grant failed" in str(lost)
+        assert S.HEARTBEAT in rec.sql
+        await close(conn)
+    lk = None
+    asyncio.run(main())
+
+
+@need_tcp
 @pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
 def test_an_outside_cancel_with_the_lease_expired_stays_a_cancelled_error(flavour, pg_conn,
                                                                           monkeypatch):

@@ -107,7 +107,9 @@ void cli_abandon(PGconn *conn);
  * the retry gets it. A helper connects within bound (the release's), and a
  * stop signal that ends its connect is raised again for the release's own
  * wait to see. cli_reach_end() waits for the helpers' statements and
- * closes them. The strings are borrowed, not copied.
+ * closes them; neither waits for a helper past bound: a helper's statement
+ * still unanswered then is given up (cli_abandon). The strings are
+ * borrowed, not copied.
  */
 enum { CLI_REACH_HELPERS = 4 };
 typedef struct cli_reach {

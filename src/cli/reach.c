@@ -13,10 +13,12 @@
  * used last, the one the retry gets. One more helper per retry.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 
+#include "advlock_pq.h"
 #include "cli.h"
 
 /* How long a helper occupies a server session that is not the claimed one,
@@ -38,12 +40,30 @@ void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_
     r->done_for_ms = -1;
 }
 
-/* Reads a helper's results to the end (its pg_sleep finishing). */
-static void drain(PGconn *helper)
+/* Reads a helper's results to the end (its pg_sleep finishing), but not
+ * past the release's bound: a helper queued in PgBouncer (query_wait_timeout)
+ * or on a stopped backend may never answer. Then its statement is cancelled
+ * and its socket shut (cli_abandon); the caller PQfinish()es it as usual. */
+static void drain(const cli_reach *r, PGconn *helper)
 {
-    PGresult *res;
-    while ((res = PQgetResult(helper)) != NULL)
-        PQclear(res);
+    for (;;) {
+        if (!PQconsumeInput(helper))
+            return; /* broken: nothing more to read */
+        while (!PQisBusy(helper)) {
+            PGresult *res = PQgetResult(helper);
+            if (res == NULL)
+                return;
+            PQclear(res);
+        }
+        int64_t now = advlock_pq_now_ms();
+        if (now >= r->bound.until_ms) {
+            cli_abandon(helper);
+            return;
+        }
+        int64_t left = r->bound.until_ms - now;
+        struct pollfd p = {.fd = PQsocket(helper), .events = POLLIN};
+        (void)poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+    }
 }
 
 static int occupy(cli_reach *r, PGconn *helper)
@@ -55,7 +75,7 @@ static int occupy(cli_reach *r, PGconn *helper)
 void cli_reach_occupy(cli_reach *r)
 {
     for (int i = 0; i < r->helpers; i++) {
-        drain(r->helper[i]);
+        drain(r, r->helper[i]);
         (void)occupy(r, r->helper[i]);
     }
     if (r->helpers < CLI_REACH_HELPERS) {
@@ -77,7 +97,7 @@ void cli_reach_occupy(cli_reach *r)
 void cli_reach_end(cli_reach *r)
 {
     for (int i = 0; i < r->helpers; i++) {
-        drain(r->helper[i]);
+        drain(r, r->helper[i]);
         PQfinish(r->helper[i]);
     }
     r->helpers = 0;

@@ -24,11 +24,6 @@ enum state { IDLE, SETUP, HOLDING, EXPIRED };
 /* advlock_lease.outstanding_ */
 enum outstanding { NO_QUERY, TO_SEND, SENT };
 
-static int64_t add_saturating(int64_t a, int64_t b)
-{
-    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
 int advlock_lease_plan_init(advlock_lease_plan *p, int64_t lease_ms, int64_t stop_ms)
 {
     if (p == NULL || lease_ms < 0 || lease_ms > ADVLOCK_LEASE_MAX_MS || stop_ms < 0)
@@ -113,7 +108,7 @@ static void observe_time(advlock_lease *l, int64_t now_ms)
 
 static int64_t stop_deadline(const advlock_lease *l)
 {
-    return add_saturating(l->anchor_ms_, l->plan_.deadline_ms);
+    return advlock_add_saturating(l->anchor_ms_, l->plan_.deadline_ms);
 }
 
 static void expire(advlock_lease *l, advlock_lease_expiry why)
@@ -175,7 +170,7 @@ int advlock_lease_hold(advlock_lease *l, int64_t anchor_ms, uint64_t token, int6
     /* An anchor after now cannot be a send time already made: any earlier
      * time is safe, so take now. */
     l->anchor_ms_ = anchor_ms < l->now_ms_ ? anchor_ms : l->now_ms_;
-    l->next_beat_ms_ = add_saturating(l->anchor_ms_, l->plan_.heartbeat_ms);
+    l->next_beat_ms_ = advlock_add_saturating(l->anchor_ms_, l->plan_.heartbeat_ms);
     l->token_ = token;
     l->state_ = HOLDING;
     l->expiry_ = ADVLOCK_LEASE_LIVE;
@@ -196,7 +191,7 @@ int advlock_lease_on_sent(advlock_lease *l, int64_t now_ms)
         return 0;
     l->outstanding_ = SENT;
     l->sent_ms_ = l->now_ms_;
-    l->next_beat_ms_ = add_saturating(l->now_ms_, l->plan_.heartbeat_ms);
+    l->next_beat_ms_ = advlock_add_saturating(l->now_ms_, l->plan_.heartbeat_ms);
     return 0;
 }
 

@@ -61,11 +61,6 @@ static const char lock_not_available[] = "55P03";
  * same statement or an idle session: the driver sends nothing else meanwhile. */
 enum { CANCEL_RESEND_MS = 250 };
 
-static int64_t add_saturating(int64_t a, int64_t b)
-{
-    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
 /* now_ms_ never goes backwards, so the difference is never negative; it can
  * still exceed INT64_MAX when the caller's clock spans the whole range. */
 static int64_t elapsed_ms(const advlock_machine *m)
@@ -174,9 +169,9 @@ static advlock_sql wait_statement(const advlock_machine *m)
 static void issue_wait(advlock_machine *m)
 {
     int64_t left = m->report_.timeout_ms - elapsed_ms(m); /* > 0: not timed out */
-    issue_query(
-        m, STEP_WAIT, wait_statement(m),
-        add_saturating(add_saturating(m->start_ms_, m->report_.timeout_ms), ADVLOCK_WAIT_GRACE_MS));
+    issue_query(m, STEP_WAIT, wait_statement(m),
+                advlock_add_saturating(advlock_add_saturating(m->start_ms_, m->report_.timeout_ms),
+                                       ADVLOCK_WAIT_GRACE_MS));
     m->span_ms_ = left > INT32_MAX ? INT32_MAX : (int32_t)left;
 }
 
@@ -218,7 +213,7 @@ static void sleep_then_retry(advlock_machine *m)
 {
     m->state_ = SLEEPING;
     m->span_ms_ = next_sleep(m);
-    m->wake_at_ms_ = add_saturating(m->now_ms_, m->span_ms_);
+    m->wake_at_ms_ = advlock_add_saturating(m->now_ms_, m->span_ms_);
     advlock_event e;
     memset(&e, 0, sizeof e);
     e.kind = ADVLOCK_EVENT_SLEEP;
@@ -812,7 +807,7 @@ int advlock_on_cancel_sent(advlock_machine *m, int64_t now_ms)
         return ADVLOCK_EMISUSE;
     observe_time(m, now_ms);
     m->state_ = QUERYING;
-    m->wake_at_ms_ = add_saturating(m->now_ms_, CANCEL_RESEND_MS);
+    m->wake_at_ms_ = advlock_add_saturating(m->now_ms_, CANCEL_RESEND_MS);
     return 0;
 }
 

@@ -5,7 +5,8 @@
 # a stopped postmaster (kill -STOP: a hung host, a full accept queue), a
 # stopped backend (a hung statement), a saturated PgBouncer session pool.
 # Runs under tests/pg/with-pgbouncer.sh with
-# ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1. Prints each measured exit time.
+# ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 (its transaction pool: the default
+# 3). Prints each measured exit time.
 set -u
 . "$(dirname "$0")/lib.sh"
 A=${ADVLOCK:?set ADVLOCK to the advlock binary}
@@ -269,5 +270,48 @@ check "SIGTERM in PgBouncer's queue, --xact: status" 143 "$RC"
 within "saturated PgBouncer pool, --xact BEGIN, SIGTERM" 2000
 kill "$busy" 2>/dev/null
 wait "$busy" 2>/dev/null
+
+# ---- a release behind a transaction-pooling PgBouncer whose helpers meet a
+# stopped backend: the claimed server session is busy (another client's
+# statement), so the unlock lands elsewhere and is retried with helpers
+# (reach.c), and one helper's backend is stopped mid-statement. The release
+# still ends by its bound: the guarded retries (1.5 s) plus the grace ----
+rm -f "$T/proxied.ready" "$T/proxied.go"
+"$A" run -d "$ADVLOCK_TEST_PGBOUNCER_TX" --timeout 1 --verify-interval 0 "$name" -- \
+    sh -c "touch '$T/proxied.ready'; while [ ! -e '$T/proxied.go' ]; do sleep 0.02; done" \
+    >/dev/null 2>"$T/proxied.err" &
+proxied=$!
+bg_pids+=("$proxied")
+for _ in $(seq 250); do [ -e "$T/proxied.ready" ] && break; sleep 0.02; done
+# The idle server session used last, the claimed one, serves this client.
+psql -X -q "$ADVLOCK_TEST_PGBOUNCER_TX" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
+busy=$!
+bg_pids+=("$busy")
+for _ in $(seq 100); do
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'")" = 1 ] && break
+    sleep 0.05
+done
+start=$(now_ms)
+touch "$T/proxied.go"
+helper_backend=
+for _ in $(seq 200); do
+    helper_backend=$(psql -X -At -c "SELECT pid FROM pg_stat_activity WHERE state = 'active'
+        AND query LIKE 'SELECT pg_catalog.pg_sleep(CASE WHEN%' LIMIT 1")
+    [ -n "$helper_backend" ] && break
+    sleep 0.01
+done
+[ -n "$helper_backend" ] && stop "$helper_backend" || fail "proxied release: no helper seen"
+reap "$proxied"
+ELAPSED=$(($(now_ms) - start))
+resume_all
+ERR=$(cat "$T/proxied.err")
+check "proxied release, helper's backend stopped: status (lock error)" 70 "$RC"
+echo "proxied release: $ERR"
+within "proxied release, helper hung, --timeout 1" 3000
+kill "$busy" 2>/dev/null
+wait "$busy" 2>/dev/null
+# The lock stayed on the claimed server session, which PgBouncer keeps.
+psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'" >/dev/null
+wait_holders 0 || fail "locks left after the proxied release"
 
 finish

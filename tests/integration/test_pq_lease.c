@@ -172,12 +172,43 @@ static void test_release_ends_the_lease(void **state)
     end(f);
 }
 
+/* A second acquire on the connection (another key, held elsewhere) that
+ * polls for longer than D: between its tries the connection is idle, and
+ * the held lock's heartbeats go out then, so it stays held; the second
+ * acquire times out as it would without a lease. */
+static void test_heartbeats_run_while_a_second_acquire_sleeps(void **state)
+{
+    (void)state;
+    fixture *f = begin(0);
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->a, f->key, strlen(f->key), 0, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    char other[160], sql[96];
+    pgt_unique_key(other, sizeof other, "lease-other");
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%lld)", (long long)pgt_key_of(other));
+    pgt_exec(f->observer, sql);
+    assert_int_equal(pgt_lock_count(f->observer, pgt_key_of(other)), 1);
+
+    int64_t started = advlock_pq_now_ms();
+    assert_int_equal(advlock_pq_acquire(&f->a, other, strlen(other), D_MS + 1500, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_TIMED_OUT);
+    assert_true(advlock_pq_now_ms() - started >= D_MS + 1500);
+    assert_false(advlock_pq_async_lost(&f->a));
+    assert_int_equal(pgt_find_event(&f->seen, ADVLOCK_EVENT_LOST, 0), -1);
+    assert_int_equal(advlock_pq_check(&f->a), 0);
+    assert_int_equal(pgt_lock_count(f->observer, pgt_key_of(f->key)), 1);
+    assert_int_equal(advlock_pq_release(&f->a, f->key, strlen(f->key), &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_RELEASED);
+    end(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocking_heartbeats_keep_then_lose),
         cmocka_unit_test(test_nonblocking_deadline_drives_the_lease),
         cmocka_unit_test(test_release_ends_the_lease),
+        cmocka_unit_test(test_heartbeats_run_while_a_second_acquire_sleeps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -462,6 +462,38 @@ static void test_transaction_pool_lease_sees_the_holder_terminated(void **state)
     const advlock_pq_report *r = advlock_pq_async_report(&a);
     assert_int_equal(r->lease_expiry, ADVLOCK_LEASE_SETTINGS);
     assert_non_null(strstr(pgt_describe(r, f->lock.key), "its lease ran out: a heartbeat found"));
+    int64_t stop_at = 0, free_by = 0;
+    assert_int_equal(advlock_pq_lease_deadline(&a, &stop_at, &free_by), 2);
+    assert_true(free_by == INT64_MAX); /* the settings changed: no bound from the lease */
+    PQfinish(conn);
+}
+
+/* Through the session pool, the holder's backend frozen: no heartbeat
+ * answers, the lease runs out, and it promises no time by which the server
+ * frees the lock, since it set nothing there: the proxy's own settings
+ * bound that. */
+static void test_session_pool_lease_expiry_promises_no_free_time(void **state)
+{
+    fixture *f = *state;
+    advlock_pq a;
+    PGconn *conn = leased_through(f, &a, "ADVLOCK_TEST_PGBOUNCER_SESSION");
+    int holder = holder_pid(f);
+    pgt_freeze(holder);
+    for (int i = 0; i < 100 && !advlock_pq_async_lost(&a); i++) {
+        (void)advlock_pq_check(&a);
+        pgt_sleep_ms(50);
+    }
+    assert_int_equal(advlock_pq_async_lost(&a), 1);
+    const advlock_pq_report *r = advlock_pq_async_report(&a);
+    assert_int_not_equal(r->lease_expiry, ADVLOCK_LEASE_LIVE);
+    const char *said = pgt_describe(r, f->lock.key);
+    assert_non_null(strstr(said, "behind a proxy the server frees the lock when the proxy drops "
+                                 "this connection: its own tcp settings bound that"));
+    assert_null(strstr(said, "within 8s"));
+    int64_t stop_at = 0, free_by = 0;
+    assert_int_equal(advlock_pq_lease_deadline(&a, &stop_at, &free_by), 2);
+    assert_true(free_by == INT64_MAX);
+    pgt_terminate_frozen(f->lock.observer, holder);
     PQfinish(conn);
 }
 
@@ -479,6 +511,7 @@ int main(void)
         T(test_direct_verify_is_plain),
         T(test_session_pool_lease_heartbeats_keep_the_lock),
         T(test_transaction_pool_lease_sees_the_holder_terminated),
+        T(test_session_pool_lease_expiry_promises_no_free_time),
     };
     return cmocka_run_group_tests_name("libpq adapters: the server session check through PgBouncer",
                                        tests, NULL, NULL);

@@ -125,7 +125,7 @@ judge() {
             "$(before "$end" "$grant" && echo 1 || echo "0 ($(minus "$end" "$grant") s late)")"
     fi
     check "$name: the lock was free within the lease + 2 s" 1 \
-        "$(before "$grant" "$(awk -v c="$cut" -v l="$LEASE_S" 'BEGIN { printf "%.6f\n", c + l + 2 }')" \
+        "$(before "$grant" "$(awk -v c="$cut" -v l="$LEASE_S" 'BEGIN { printf "%.3f", c + l + 2 }')" \
             && echo 1 || echo "0 ($(minus "$grant" "$cut") s)")"
     echo "$name $cut $work ${end:-$work} $grant" >>"$figures"
 }

@@ -83,9 +83,7 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
     a->phase_ = IDLE;
     a->scope_ = ADVLOCK_SESSION;
     a->query_.kept_ = NULL;
-    a->lease_on_ = 0;
-    a->lease_ms_ = 0;
-    a->lease_stop_ms_ = 0;
+    memset(&a->lease_, 0, sizeof a->lease_); /* no lease */
     a->lease_query_ = MACHINE_QUERY;
     a->acquiring_ = 0;
     a->deferred_ = 0;
@@ -108,20 +106,25 @@ int advlock_pq_async_init(advlock_pq *a, PGconn *conn)
     return 0;
 }
 
-/* The options' plan (the machine accepted the pair, so the plan does too). */
-static advlock_lease_plan lease_plan(const advlock_pq *a)
+/* The lease's plan: the options' (lease_ms 0: no lease). */
+static const advlock_lease_plan *lease_plan(const advlock_pq *a)
 {
-    advlock_lease_plan p;
-    memset(&p, 0, sizeof p);
-    (void)advlock_lease_plan_init(&p, a->lease_ms_, a->lease_stop_ms_);
-    return p;
+    return advlock_lease_plan_of(&a->lease_);
 }
 
-/* A fresh lease for the connection: its first acquire sets it up. */
-static int start_lease(advlock_pq *a)
+static int lease_on(const advlock_pq *a)
 {
-    advlock_lease_plan p = lease_plan(a);
-    return advlock_lease_init(&a->lease_, &p);
+    return lease_plan(a)->lease_ms > 0;
+}
+
+/* A fresh lease for the connection under the plan for lease_ms and
+ * stop_ms (lease_ms 0: none): its first acquire sets it up. */
+static void start_lease(advlock_pq *a, int64_t lease_ms, int64_t stop_ms)
+{
+    advlock_lease_plan p;
+    if (lease_ms == 0 || advlock_lease_plan_init(&p, lease_ms, stop_ms) != 0
+        || advlock_lease_init(&a->lease_, &p) != 0)
+        memset(&a->lease_, 0, sizeof a->lease_);
 }
 
 int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
@@ -133,8 +136,9 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
     if (o == NULL)
         return ADVLOCK_EINVAL;
     /* Another lease while one runs would leave the held lock unguarded. */
-    if (holding(a) && a->lease_on_
-        && (o->lease_ms != a->lease_ms_ || o->lease_stop_ms != a->lease_stop_ms_))
+    int same_lease =
+        o->lease_ms == lease_plan(a)->lease_ms && o->lease_stop_ms == lease_plan(a)->stop_ms;
+    if (holding(a) && lease_on(a) && !same_lease)
         return ADVLOCK_EMISUSE;
     /* Jitter asked for with nothing to draw from means random (advlock.h):
      * the core has no entropy, so it is given some here, once per call. */
@@ -146,15 +150,11 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
     if (rc != 0)
         return rc;
     a->scope_ = o->scope;
-    /* The machine accepted the pair, so the plan does too. A lease set anew
-     * sets the connection up anew (its first acquire). */
-    /* The lease of a held lock runs on as it is. */
-    if (holding(a) && o->lease_ms == a->lease_ms_ && o->lease_stop_ms == a->lease_stop_ms_)
-        return 0;
-    a->lease_ms_ = o->lease_ms;
-    a->lease_stop_ms_ = o->lease_stop_ms;
-    a->lease_on_ = 0;
-    a->lease_on_ = o->lease_ms > 0 && start_lease(a) == 0;
+    /* The lease of a held lock runs on as it is; a lease set anew sets the
+     * connection up anew (its first acquire). The machine accepted the
+     * pair, so the plan does too. */
+    if (!(holding(a) && same_lease))
+        start_lease(a, o->lease_ms, o->lease_stop_ms);
     return 0;
 }
 
@@ -169,7 +169,7 @@ static advlock_action statement_in_flight(const advlock_pq *a)
     act.kind = ADVLOCK_ACTION_QUERY;
     if (a->lease_query_ == LEASE_CONFIRM) {
         act.sql = a->session_.proxied ? ADVLOCK_SQL_HEARTBEAT_GUARDED : ADVLOCK_SQL_HEARTBEAT;
-        act.param = lease_plan(a).user_timeout_ms;
+        act.param = lease_plan(a)->user_timeout_ms;
         act.param2 = (int64_t)a->session_.token;
         return act;
     }
@@ -210,8 +210,8 @@ static void send_lease_query(advlock_pq *a, int kind, int64_t now_ms)
  * server may have stopped hearing this client while the grant came). */
 static int needs_confirm(const advlock_pq *a, const advlock_report *r, int64_t now_ms)
 {
-    return a->lease_on_ && r->outcome == ADVLOCK_ACQUIRED
-           && now_ms - a->sent_ms_ >= lease_plan(a).heartbeat_ms;
+    return lease_on(a) && r->outcome == ADVLOCK_ACQUIRED
+           && now_ms >= advlock_add_saturating(a->sent_ms_, lease_plan(a)->heartbeat_ms);
 }
 
 static int setup_holds(advlock_lease_setup s)
@@ -225,7 +225,7 @@ static int setup_holds(advlock_lease_setup s)
  * between. */
 static int needs_setup(const advlock_pq *a, advlock_sql sql)
 {
-    return a->lease_on_ && a->acquiring_ && sql != ADVLOCK_SQL_SESSION
+    return lease_on(a) && a->acquiring_ && sql != ADVLOCK_SQL_SESSION
            && !setup_holds(advlock_lease_setup_result(&a->lease_));
 }
 
@@ -244,7 +244,7 @@ static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms);
 static void hold(advlock_pq *a, const advlock_report *r, int64_t now_ms)
 {
     a->phase_ = HOLDING;
-    if (!a->lease_on_)
+    if (!lease_on(a))
         return;
     if (r->outcome == ADVLOCK_ACQUIRED)
         (void)advlock_lease_hold(&a->lease_, a->sent_ms_,
@@ -299,7 +299,7 @@ static void setup_answered(advlock_pq *a, const char *words, int64_t now_ms)
             snprintf(why, sizeof why,
                      "lease: the server did not apply tcp_user_timeout=%d and the keepalive "
                      "settings, so it could hold the lock for hours after losing this client",
-                     (int)lease_plan(a).user_timeout_ms);
+                     (int)lease_plan(a)->user_timeout_ms);
         else
             snprintf(why, sizeof why, "lease: setting the server session up failed: %.200s",
                      words[0] != '\0' ? words : "no answer");
@@ -475,16 +475,34 @@ static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, 
     advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->server_message, now_ms);
 }
 
+/* 1 when the lease set nothing on the server session that holds the lock:
+ * behind a proxy (the server's socket is the proxy's), or after a heartbeat
+ * found its settings changed. Then the lease does not bound when the
+ * server frees the lock. */
+static int lease_unbound_on_server(const advlock_pq *a, advlock_lease_expiry why)
+{
+    return why == ADVLOCK_LEASE_SETTINGS
+           || advlock_lease_setup_result(&a->lease_) == ADVLOCK_LEASE_PROXIED;
+}
+
 /* The lease's words for why it ran out (words: what the failed heartbeat
  * said, or ""). Never "no longer held": the server may hold the lock until
  * lease_free_ms_. */
 static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char *words, char *out,
                        size_t size)
 {
-    advlock_lease_plan p = lease_plan(a);
-    char d[32], l[32];
-    advlock_format_seconds(p.deadline_ms, d, sizeof d);
-    advlock_format_seconds(p.lease_ms, l, sizeof l);
+    const advlock_lease_plan *p = lease_plan(a);
+    char d[32], l[32], frees[112];
+    advlock_format_seconds(p->deadline_ms, d, sizeof d);
+    advlock_format_seconds(p->lease_ms, l, sizeof l);
+    int failed = why == ADVLOCK_LEASE_CONNECTION || why == ADVLOCK_LEASE_SERVER_ERROR;
+    if (lease_unbound_on_server(a, why))
+        snprintf(frees, sizeof frees,
+                 "behind a proxy the server frees the lock when the proxy drops this connection: "
+                 "its own tcp settings bound that");
+    else
+        snprintf(frees, sizeof frees, "the server %s the lock within %ss%s",
+                 failed ? "frees" : "will free", l, failed ? " (lease) at the latest" : "");
     switch (why) {
     case ADVLOCK_LEASE_SETTINGS:
         snprintf(out, size,
@@ -495,16 +513,12 @@ static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char
         break;
     case ADVLOCK_LEASE_CONNECTION:
     case ADVLOCK_LEASE_SERVER_ERROR:
-        snprintf(out, size,
-                 "a heartbeat failed (%.120s): the server frees the lock within %ss (lease) at the "
-                 "latest; stop the work now",
-                 words[0] != '\0' ? words : "no answer", l);
+        snprintf(out, size, "a heartbeat failed (%.80s): %s; stop the work now",
+                 words[0] != '\0' ? words : "no answer", frees);
         break;
     default:
-        snprintf(out, size,
-                 "no heartbeat answered within %ss (lease %ss): the server will free the lock "
-                 "within %ss; stop the work now",
-                 d, l, l);
+        snprintf(out, size, "no heartbeat answered within %ss (lease %ss): %s; stop the work now",
+                 d, l, frees);
         break;
     }
 }
@@ -518,20 +532,24 @@ static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms)
     advlock_lease_expiry why = advlock_lease_expiry_reason(&a->lease_);
     char message[ADVLOCK_PQ_TEXT_MAX];
     say_expiry(a, why, words, message, sizeof message);
-    a->lease_free_ms_ = now_ms + a->lease_ms_;
+    a->lease_free_ms_ = lease_unbound_on_server(a, why)
+                            ? INT64_MAX
+                            : advlock_add_saturating(now_ms, lease_plan(a)->lease_ms);
     become_lost(a, "", message, now_ms);
     a->report_.lease_expiry = why != ADVLOCK_LEASE_LIVE ? why : ADVLOCK_LEASE_NO_ANSWER;
 }
 
 /* Time for the lease while a lock is held: a heartbeat falls due (sent
  * only while the connection is idle: one statement at a time), or the stop
- * deadline passes. */
+ * deadline passes. Another operation asleep between its tries leaves the
+ * connection idle too: the heartbeat goes then, and the operation follows
+ * its answer, as begin() defers one behind a heartbeat. */
 static void tend_lease(advlock_pq *a, int64_t now_ms)
 {
-    if (!a->lease_on_ || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
+    if (!lease_on(a) || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
         return;
     if (a->lease_query_ == LEASE_CONFIRM) {
-        if (now_ms >= a->sent_ms_ + lease_plan(a).deadline_ms)
+        if (now_ms >= advlock_add_saturating(a->sent_ms_, lease_plan(a)->deadline_ms))
             become_lease_lost(a, "", now_ms);
         return;
     }
@@ -539,7 +557,9 @@ static void tend_lease(advlock_pq *a, int64_t now_ms)
     advlock_lease_action next = advlock_lease_next(&a->lease_);
     if (next.kind == ADVLOCK_LEASE_EXPIRED) {
         become_lease_lost(a, "", now_ms);
-    } else if (next.kind == ADVLOCK_LEASE_QUERY && a->phase_ == HOLDING) {
+    } else if (next.kind == ADVLOCK_LEASE_QUERY && next.sql != ADVLOCK_SQL_LEASE_SETUP
+               && (a->phase_ == HOLDING || a->phase_ == SLEEPING)) {
+        a->deferred_ = a->phase_ == SLEEPING;
         advlock_pq_notice_guard notices;
         advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
         send_lease_query(a, LEASE_HEARTBEAT, now_ms);
@@ -584,8 +604,8 @@ static int tell_session(advlock_pq *a)
     (void)advlock_session_init(s, pid, new_token());
     a->prepared_ = 0;
     /* A new server session has none of the old one's lease settings. */
-    if (a->lease_on_)
-        (void)start_lease(a);
+    if (lease_on(a))
+        start_lease(a, lease_plan(a)->lease_ms, lease_plan(a)->stop_ms);
     return advlock_set_session(&a->machine_, s);
 }
 
@@ -634,7 +654,7 @@ static int started(advlock_pq *a, int start_rc, int acquire, int64_t now_ms)
     if (start_rc != 0)
         return start_rc;
     a->acquiring_ = (uint8_t)(acquire > 0);
-    if (acquire < 0 && a->lease_on_)
+    if (acquire < 0 && lease_on(a))
         (void)advlock_lease_stop(&a->lease_);
     begin(a, now_ms);
     return 0;
@@ -809,10 +829,10 @@ unsigned advlock_pq_async_wants(const advlock_pq *a)
  * (INT64_MAX: none). */
 static int64_t lease_wake(const advlock_pq *a)
 {
-    if (!a->lease_on_ || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
+    if (!lease_on(a) || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
         return INT64_MAX;
     if (a->lease_query_ == LEASE_CONFIRM)
-        return a->sent_ms_ + lease_plan(a).deadline_ms;
+        return advlock_add_saturating(a->sent_ms_, lease_plan(a)->deadline_ms);
     advlock_lease_action l = advlock_lease_next(&a->lease_);
     if (l.kind == ADVLOCK_LEASE_EXPIRED)
         return 0; /* at once: the loss is still to be told */
@@ -821,7 +841,7 @@ static int64_t lease_wake(const advlock_pq *a)
 
 int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_ms, int64_t *free_by_ms)
 {
-    if (a == NULL || !a->lease_on_)
+    if (a == NULL || !lease_on(a))
         return 0;
     if (a->phase_ == LOST && a->report_.lease_expiry != ADVLOCK_LEASE_LIVE) {
         if (stop_at_ms != NULL)

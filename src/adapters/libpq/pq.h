@@ -3,6 +3,7 @@
 #define ADVLOCK_PQ_INTERNAL_H
 
 #include "advlock_pq.h"
+#include "../../core/core.h" /* advlock_add_saturating */
 
 /* ---- query.c: sending one of the machine's queries ------------------------ */
 
