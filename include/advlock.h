@@ -1122,6 +1122,11 @@ ADVLOCK_API advlock_lease_action advlock_lease_next(const advlock_lease *l);
 /* Why the lease expired, or ADVLOCK_LEASE_LIVE. */
 ADVLOCK_API advlock_lease_expiry advlock_lease_expiry_reason(const advlock_lease *l);
 
+/* The plan l was made with (advlock_lease_init()), owned by l: valid while
+ * l is; NULL for l NULL. Drivers read the plan's times here rather than
+ * keep a copy. */
+ADVLOCK_API const advlock_lease_plan *advlock_lease_plan_of(const advlock_lease *l);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,13 +11,6 @@ static inline int64_t advlock_add_saturating(int64_t a, int64_t b)
     return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
-/* The plan a lease was made with (advlock_lease_init), for the adapters,
- * which keep no copy of it. */
-static inline const advlock_lease_plan *advlock_lease_plan_of(const advlock_lease *l)
-{
-    return &l->plan_;
-}
-
 /* The SQL function a statement calls, for messages ("pg_advisory_unlock"). */
 const char *advlock_sql_function(advlock_sql sql);
 

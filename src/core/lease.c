@@ -294,3 +294,8 @@ advlock_lease_expiry advlock_lease_expiry_reason(const advlock_lease *l)
 {
     return l == NULL ? ADVLOCK_LEASE_LIVE : (advlock_lease_expiry)l->expiry_;
 }
+
+const advlock_lease_plan *advlock_lease_plan_of(const advlock_lease *l)
+{
+    return l != NULL ? &l->plan_ : NULL;
+}

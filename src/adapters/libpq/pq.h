@@ -3,7 +3,13 @@
 #define ADVLOCK_PQ_INTERNAL_H
 
 #include "advlock_pq.h"
-#include "../../core/core.h" /* advlock_add_saturating */
+
+/* a + b, saturating at INT64_MAX: the caller's clock plus a plan's time
+ * must never wrap into the past. */
+static inline int64_t advlock_pq_add_ms(int64_t a, int64_t b)
+{
+    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
 
 /* ---- query.c: sending one of the machine's queries ------------------------ */
 
