@@ -25,8 +25,8 @@ A client provides:
                        has a cursor of its own
 An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
 (result, sqlstate, message) for an error or a lost connection, a list of
-holder rows for the holders query, or a _session.SessionRow for the session
-query. Every decision is the machine's: the loops only wait for what an
+holder rows for the holders query, a _session.SessionRow for the session
+query, or a FencedRow for a fenced try-lock's (granted, token) row. Every decision is the machine's: the loops only wait for what an
 action asks for and report what happened.
 """
 
@@ -68,6 +68,16 @@ QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE
     B.ACTION_CANCEL_QUERY
 
 
+class FencedRow:
+    """A fenced try-lock's answer: granted (True, False or None for a SQL
+    NULL) and the token the grant issued."""
+
+    __slots__ = ("granted", "token")
+
+    def __init__(self, granted, token):
+        self.granted, self.token = granted, token
+
+
 def _feed(m, answer):
     if answer.__class__ is int:
         if _on_result(m._m, answer, None, None, _mono() // 1000000):
@@ -79,6 +89,11 @@ def _feed(m, answer):
         # The connection's value from now on: the statements after the row
         # choose their form by it.
         answer.shared.remember(m.session())
+    elif answer.__class__ is FencedRow:
+        if answer.granted is None:
+            m.on_result(B.RESULT_NULL)
+        else:
+            m.on_fenced(answer.granted, answer.token)
     elif answer.__class__ is Busy:
         m.refused = answer.message
         m.on_result(B.RESULT_SERVER_ERROR, None, answer.message)
@@ -471,6 +486,14 @@ class _LockBase:
                                         and self._client.state.proxied is False):
             return LockState.NOT_HELD
         return LockState.MAY_BE_HELD
+
+    @property
+    def fence(self):
+        """The fencing token the held lock's grant issued (an int >= 1,
+        strictly above every token issued before for its key), for the
+        resource to check with advlock.fence_ok(); None when the lock is not
+        held or was not taken with fence=True."""
+        return (self.report._c.fence or None) if self.held else None
 
     @property
     def key(self):
