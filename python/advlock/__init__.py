@@ -83,8 +83,8 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
 __all__ = [
     "lock", "Lock", "AsyncLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
     "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
-    "format_seconds", "fence_setup_sql", "now_ms", "strerror", "Error", "LockError", "LockTimeout", "LockFailed",
-    "LockLost",
+    "format_seconds", "fence_setup_sql", "now_ms", "strerror", "Error", "LockError",
+    "LockTimeout", "LockFailed", "LockLost",
     "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "ArgumentTypeError",
     "LockState", "EXCLUSIVE", "SHARED",
     "SESSION", "TRANSACTION",
