@@ -258,6 +258,7 @@ class FakeResult(Structure):
         ("session_pid", c_int),
         ("in_recovery", c_int),
         ("ours", c_int),
+        ("fence_token", c_int64),
     ]
 
 
@@ -478,7 +479,8 @@ class FakeDB(Structure):
     _fields_ = [("sessions_", _FakeSession * FAKE_MAX_SESSIONS),
                 ("locks_", _FakeLock * FAKE_MAX_LOCKS), ("holds_", _FakeHold * FAKE_MAX_HOLDS),
                 ("next_pid_", c_int), ("now_ms_", c_int64), ("in_recovery_", c_int),
-                ("used_", c_int * 3)]
+                ("used_", c_int * 3), ("fence_keys_", c_int64 * FAKE_MAX_LOCKS),
+                ("fence_tokens_", c_int64 * FAKE_MAX_LOCKS), ("fences_used_", c_int)]
 
 
 # Every mirrored type, by its C name: the layout test walks this.
