@@ -308,8 +308,12 @@ typedef enum advlock_detail {
     /* FAILED, set by drivers in their copy of an ACQUIRED report: the
      * session that held the lock is gone, and the lock with it. */
     ADVLOCK_DETAIL_LOST = 7,
-    /* FAILED while giving back what a fenced try that failed on the server
-     * may have locked (the lock may still be held). */
+    /* FAILED after a session-scoped fenced try failed on the server (its
+     * error may come after the grant): one unlock was sent. If it failed
+     * too, the lock may still be held; if it ran, it may have given back an
+     * older hold of this session instead (a re-entrant acquire whose try
+     * failed before its grant). Either way this session's holds of the key
+     * are in doubt: close the connection. */
     ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR = 8
 } advlock_detail;
 
@@ -588,7 +592,7 @@ typedef struct advlock_options {
      * fenced acquire behind a proxy ends FAILED with ADVLOCK_ESESSION,
      * nothing sent. A server error from a session-scoped fenced try
      * (after which the lock may be held) is followed by one unlock before
-     * the acquire ends FAILED. */
+     * the acquire ends FAILED (ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR). */
     int fence;
 } advlock_options;
 

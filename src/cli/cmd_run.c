@@ -771,8 +771,7 @@ static int grant_in_doubt(const advlock_report *r)
 {
     return r->detail == ADVLOCK_DETAIL_UNDO_CANCELLED
            || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE
-           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_57014
-           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR;
+           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_57014;
 }
 
 /* Ends a run's session: with --xact its transaction rolls back first, so

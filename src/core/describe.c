@@ -162,8 +162,8 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
                             "lock may still be held)");
         break;
     case ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR:
-        advlock_text_put(t, " (giving back a grant the failed fenced statement may have made: "
-                            "the lock may still be held)");
+        advlock_text_put(t, " (one unlock was sent for a grant the failed fenced statement may "
+                            "have made: this session's holds of the lock are in doubt)");
         break;
     default: break;
     }

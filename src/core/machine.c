@@ -580,9 +580,13 @@ static int fails_before_locking(const char *sqlstate)
 
 /* A fenced try failed on the server. Its session lock outlives the
  * statement's rolled-back transaction, so one that may have been taken
- * (the upsert failed after the grant: a statement_timeout, a full disk) is
- * given back before the failure is reported. A transaction lock goes with
- * the caller's aborted transaction. */
+ * (the upsert failed after the grant: a statement_timeout while a
+ * fence_ok caller holds the row, a full disk) is given back before the
+ * failure is reported. Unlike a wait's, this try may have failed before
+ * its grant on a session that already held the lock (re-entrant), whose
+ * older hold the unlock then gives back: the outcome says the session's
+ * holds are in doubt. A transaction lock goes with the caller's aborted
+ * transaction. */
 static void on_fenced_error(advlock_machine *m)
 {
     if (m->scope_ == ADVLOCK_TRANSACTION || fails_before_locking(m->report_.sqlstate)) {
@@ -609,9 +613,11 @@ static void on_undo_result(advlock_machine *m, advlock_result result)
     case ADVLOCK_RESULT_TRUE:
     case ADVLOCK_RESULT_FALSE:
         if (m->fail_after_undo_) {
-            /* The failure to report is the wait's 57014, or the fenced try's. */
+            /* The failure to report is the wait's 57014, or the fenced try's
+             * (whose unlock may have given back an older hold instead). */
             m->report_.sql = failed_statement(m);
-            finish(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
+            finish(m, ADVLOCK_FAILED, ADVLOCK_ESERVER,
+                   option(m, FENCE) ? ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR : ADVLOCK_DETAIL_NONE);
         } else {
             end_unwanted(m);
         }

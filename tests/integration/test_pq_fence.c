@@ -142,6 +142,7 @@ static void an_error_after_the_grant_leaves_no_lock(void **state)
     pgt_expect_outcome(&r, ADVLOCK_FAILED);
     assert_int_equal(r.lock.failure, ADVLOCK_ESERVER);
     assert_string_equal(r.lock.sqlstate, "P0001");
+    assert_int_equal(r.lock.detail, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR);
     assert_int_equal(r.lock.fence, 0);
     assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
     pgt_exec(f->lock.observer, "DROP TRIGGER refuse ON advlock.fence");

@@ -810,7 +810,9 @@ static void fence_error_after_the_grant_is_undone(void **state)
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
     assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_TRY_LOCK_FENCED);
     assert_string_equal(report_of(m)->sqlstate, "57014");
-    assert_int_equal(report_of(m)->detail, ADVLOCK_DETAIL_NONE);
+    /* The unlock may have given back an older, re-entrant hold instead. */
+    assert_int_equal(report_of(m)->detail, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR);
+    assert_non_null(strstr(said(m), "in doubt"));
 
     /* The undo failing leaves the grant in doubt, and says so. */
     start_fenced(m, ADVLOCK_SESSION, 1000);
@@ -818,7 +820,6 @@ static void fence_error_after_the_grant_is_undone(void **state)
     assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57P01", NULL, 2), 0);
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
     assert_int_equal(report_of(m)->detail, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR);
-    assert_non_null(strstr(said(m), "may still be held"));
 
     /* A transaction lock goes with the aborted transaction: no unlock. */
     start_fenced(m, ADVLOCK_TRANSACTION, 1000);
