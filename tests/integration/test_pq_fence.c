@@ -56,7 +56,7 @@ static long long counter(fixture *f)
     snprintf(key, sizeof key, "%lld", (long long)f->lock.derived);
     return pgt_query_int(f->lock.observer,
                          "SELECT coalesce((SELECT token FROM advlock.fence WHERE key = $1), 0)",
-                         key, NULL);
+                         key, (char *)NULL);
 }
 
 static int64_t acquire(advlock_pq *s, fixture *f, advlock_outcome outcome)
