@@ -6,6 +6,8 @@
 # guarded write is refused while the new holder's is accepted.
 # Runs under tests/pg/with-postgres.sh.
 set -u
+# The commands below expand ADVLOCK_FENCE and ADVLOCK_KEY themselves.
+# shellcheck disable=SC2016
 . "$(dirname "$0")/lib.sh"
 A=${ADVLOCK:?set ADVLOCK to the advlock binary}
 here=$(dirname "$0")
