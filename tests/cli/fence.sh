@@ -5,9 +5,9 @@
 # the newest token and refusing older ones, and a paused holder whose late
 # guarded write is refused while the new holder's is accepted.
 # Runs under tests/pg/with-postgres.sh.
-set -u
 # The commands below expand ADVLOCK_FENCE and ADVLOCK_KEY themselves.
 # shellcheck disable=SC2016
+set -u
 . "$(dirname "$0")/lib.sh"
 A=${ADVLOCK:?set ADVLOCK to the advlock binary}
 here=$(dirname "$0")
