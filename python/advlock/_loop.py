@@ -60,9 +60,10 @@ _QUIET = frozenset(int(o) for o in (Outcome.ACQUIRED, Outcome.RELEASED, Outcome.
 CANCELLED = int(Outcome.CANCELLED)
 FAILED = int(Outcome.FAILED)
 ECONNLOST = int(Failure.ECONNLOST)
-# An acquire's details that mean the give-back of an unwanted grant failed.
+# An acquire's details that mean the give-back of an unwanted grant failed,
+# or (after a fenced try's server error) left the session's holds in doubt.
 _UNDONE = frozenset(int(d) for d in (Detail.UNDO_CANCELLED, Detail.UNDO_AFTER_DEADLINE,
-                                     Detail.UNDO_AFTER_57014))
+                                     Detail.UNDO_AFTER_57014, Detail.UNDO_AFTER_FENCE_ERROR))
 POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
     B.ACTION_CANCEL_QUERY
@@ -471,7 +472,8 @@ class _LockBase:
     def state(self):
         """LockState: HELD between a successful acquire and its release;
         MAY_BE_HELD after a failed release (or a failed give-back of an
-        unwanted grant), unless the connection was lost on a direct
+        unwanted grant, or a fenced try's server error: the session's holds
+        of the key are in doubt, close the connection), unless the connection was lost on a direct
         connection, whose server session ended with it; NOT_HELD otherwise."""
         r, rr = self.report, self.release_report
         if r is None:

@@ -166,6 +166,37 @@ def test_a_new_token_waits_for_a_guarded_write_in_flight(pg_conn):
 
 
 @pytest.fixture
+def failing_counter(pg_conn):
+    """A trigger that makes the token's write for one key fail: the
+    fenced try's error comes after its grant."""
+    key = advlock.derive_key("fenced-error")
+    pg_conn.execute("""CREATE OR REPLACE FUNCTION advlock.fail_for_test() RETURNS trigger
+        LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'counter refused'; END $$""")
+    pg_conn.execute("CREATE TRIGGER fail_for_test BEFORE INSERT OR UPDATE ON advlock.fence"
+                    " FOR EACH ROW WHEN (NEW.key = %s) EXECUTE FUNCTION advlock.fail_for_test()"
+                    % key)
+    yield key
+    pg_conn.execute("DROP TRIGGER fail_for_test ON advlock.fence")
+    pg_conn.execute("DROP FUNCTION advlock.fail_for_test()")
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_an_error_after_the_grant_is_undone_and_the_holds_in_doubt(flavour, pg_conn,
+                                                                    failing_counter):
+    async def body(a):
+        lk = advlock.lock(a, "fenced-error", timeout=5, fence=True)
+        with pytest.raises(advlock.LockFailed) as caught:
+            await call(lk.acquire)
+        report = caught.value.report
+        assert (report.sqlstate, report.detail) == ("P0001",
+                                                    advlock.Detail.UNDO_AFTER_FENCE_ERROR)
+        assert holds(pg_conn, failing_counter) == []  # the grant was given back
+        assert lk.state == advlock.LockState.MAY_BE_HELD and lk.fence is None
+
+    with_conns(flavour, body, n=1)
+
+
+@pytest.fixture
 def no_schema_db(pg_conn):
     pg_conn.execute("DROP DATABASE IF EXISTS " + NO_SCHEMA_DB)
     pg_conn.execute("CREATE DATABASE " + NO_SCHEMA_DB)
