@@ -84,6 +84,24 @@ void bench_pq_expect_outcome(const advlock_pq_report *r, advlock_outcome outcome
                advlock_outcome_name(outcome), message);
 }
 
+static void ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+void bench_pq_exec_script(PGconn *conn, const char *script, const char *what)
+{
+    /* An idempotent script's "already exists, skipping" is no news. */
+    PQnoticeProcessor shown = PQsetNoticeProcessor(conn, ignore_notice, NULL);
+    PGresult *res = PQexec(conn, script);
+    PQsetNoticeProcessor(conn, shown, NULL);
+    ExecStatusType status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+        bench_fail("%s: %s", what, PQerrorMessage(conn));
+    PQclear(res);
+}
+
 int64_t bench_pq_key(const char *name)
 {
     int64_t key;

@@ -42,6 +42,10 @@ void bench_pq_exec_true(PGconn *conn, const char *statement, int64_t key);
 void bench_pq_expect_outcome(const advlock_pq_report *r, advlock_outcome outcome, const char *name,
                              const char *what);
 
+/* Runs each SQL command of script (PQexec: several allowed) on conn, its
+ * notices unshown; exits on failure, naming what. */
+void bench_pq_exec_script(PGconn *conn, const char *script, const char *what);
+
 /* The advisory-lock key of a name, as the library derives it. */
 int64_t bench_pq_key(const char *name);
 

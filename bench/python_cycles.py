@@ -2,7 +2,9 @@
 """Uncontended acquire+release cycles per second through each Python
 driver of advlock (asyncpg, psycopg blocking, psycopg async), beside the same
 driver running the two statements by hand on the same connection
-(SELECT pg_try_advisory_lock($1); SELECT pg_advisory_unlock($1)).
+(SELECT pg_try_advisory_lock($1); SELECT pg_advisory_unlock($1)), and the
+driver's cycle with fence=True (a fencing token per grant: one durable
+write; the schema is installed first).
 
 Each round runs the sides in alternating batches of 10 cycles on one
 connection per driver (so a busy machine's drift weighs on all alike); the
@@ -58,18 +60,33 @@ async def ainterleaved(sides, seconds):
 BATCH = 10  # short batches: a busy machine's bursts fall on every side alike
 
 
-def psycopg_sides():
-    import psycopg
-    conn = psycopg.connect(autocommit=True)
-    lk = advlock.lock(conn, NAME, timeout=0)
-    key = advlock.derive_key(NAME)
-    cur = conn.cursor()
-
-    def driver():
+def cycles(lk):
+    """A batch of acquire + release cycles of a blocking lock."""
+    def batch():
         for _ in range(BATCH):
             lk.acquire()
             lk.release()
         return BATCH
+    return batch
+
+
+def acycles(lk):
+    """A batch of acquire + release cycles of an asyncio lock."""
+    async def batch():
+        for _ in range(BATCH):
+            await lk.acquire()
+            await lk.release()
+        return BATCH
+    return batch
+
+
+def psycopg_sides():
+    import psycopg
+    conn = psycopg.connect(autocommit=True)
+    lk = advlock.lock(conn, NAME, timeout=0)
+    fenced = advlock.lock(conn, NAME, timeout=0, fence=True)
+    key = advlock.derive_key(NAME)
+    cur = conn.cursor()
 
     def by_hand():
         for _ in range(BATCH):
@@ -85,21 +102,17 @@ def psycopg_sides():
                 pass
         return BATCH
 
-    return conn, {"driver": driver, "by_hand": by_hand, "with": with_block}
+    return conn, {"driver": cycles(lk), "by_hand": by_hand, "with": with_block,
+                  "fenced": cycles(fenced)}
 
 
 async def psycopg_async_sides():
     import psycopg
     conn = await psycopg.AsyncConnection.connect(autocommit=True)
     lk = advlock.lock(conn, NAME, timeout=0)
+    fenced = advlock.lock(conn, NAME, timeout=0, fence=True)
     key = advlock.derive_key(NAME)
     cur = conn.cursor()
-
-    async def driver():
-        for _ in range(BATCH):
-            await lk.acquire()
-            await lk.release()
-        return BATCH
 
     async def by_hand():
         for _ in range(BATCH):
@@ -115,20 +128,16 @@ async def psycopg_async_sides():
                 pass
         return BATCH
 
-    return conn, {"driver": driver, "by_hand": by_hand, "with": with_block}
+    return conn, {"driver": acycles(lk), "by_hand": by_hand, "with": with_block,
+                  "fenced": acycles(fenced)}
 
 
 async def asyncpg_sides():
     import asyncpg
     conn = await asyncpg.connect()
     lk = advlock.lock(conn, NAME, timeout=0)
+    fenced = advlock.lock(conn, NAME, timeout=0, fence=True)
     key = advlock.derive_key(NAME)
-
-    async def driver():
-        for _ in range(BATCH):
-            await lk.acquire()
-            await lk.release()
-        return BATCH
 
     async def by_hand():
         for _ in range(BATCH):
@@ -142,7 +151,8 @@ async def asyncpg_sides():
                 pass
         return BATCH
 
-    return conn, {"driver": driver, "by_hand": by_hand, "with": with_block}
+    return conn, {"driver": acycles(lk), "by_hand": by_hand, "with": with_block,
+                  "fenced": acycles(fenced)}
 
 
 def median_rounds(rounds):
@@ -155,8 +165,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json")
     args = ap.parse_args()
-    per = args.seconds / 3
+    per = args.seconds / 4
     results = {}
+    import psycopg
+    with psycopg.connect(autocommit=True) as conn:
+        conn.execute(advlock.fence_setup_sql())
 
     conn, sides = psycopg_sides()
     interleaved(sides, per / 4)  # warm up: statements prepared, caches filled
@@ -173,17 +186,21 @@ def main():
     asyncio.run(run_async())
 
     out = {}
-    print("%-15s %12s %12s %12s %7s %7s" % ("driver", "advlock/s", "with/s", "by hand/s",
-                                             "ratio", "with"))
+    print("%-15s %12s %12s %12s %12s %7s %7s %7s" % (
+        "driver", "advlock/s", "with/s", "fenced/s", "by hand/s", "ratio", "with", "fenced"))
     for label, r in results.items():
         ratio = r["driver"] / r["by_hand"]
         with_ratio = r["with"] / r["by_hand"]
-        print("%-15s %12.0f %12.0f %12.0f %7.3f %7.3f" % (label, r["driver"], r["with"],
-                                                          r["by_hand"], ratio, with_ratio))
+        fenced_ratio = r["fenced"] / r["by_hand"]
+        print("%-15s %12.0f %12.0f %12.0f %12.0f %7.3f %7.3f %7.3f" % (
+            label, r["driver"], r["with"], r["fenced"], r["by_hand"], ratio, with_ratio,
+            fenced_ratio))
         out["python_%s_cycles_per_s" % label] = {"value": round(r["driver"], 1),
                                                  "unit": "cycles/s", "ratio": round(ratio, 4)}
         out["python_%s_new_lock_cycles_per_s" % label] = {
             "value": round(r["with"], 1), "unit": "cycles/s", "ratio": round(with_ratio, 4)}
+        out["python_%s_fenced_cycles_per_s" % label] = {
+            "value": round(r["fenced"], 1), "unit": "cycles/s", "ratio": round(fenced_ratio, 4)}
         out["python_%s_by_hand_cycles_per_s" % label] = {"value": round(r["by_hand"], 1),
                                                          "unit": "cycles/s", "ratio": None}
     if args.json:

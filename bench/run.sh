@@ -41,6 +41,7 @@ if [ $smoke -eq 1 ]; then
     step "key derivation" "$dir/key_derivation" --rounds 1 --iterations 1000
     step "core cost" "$dir/core_cost" --iterations 100 --valgrind 0
     step "uncontended cycles" "$dir/uncontended_cycles" --rounds 1 --cycles 20
+    step "uncontended cycles, fsync on" "$dir/uncontended_cycles" --rounds 1 --cycles 5 --fsync 1
     step "event-loop scale" "$dir/event_loop_scale" --rounds 1 --seconds 0.05
     for policy in reference full-jitter server-wait; do
         step "contention ($policy)" "$dir/contention" --policy $policy --seconds 0.3 --rounds 1 \
@@ -57,6 +58,9 @@ step "sizes" "$dir/sizes"
 step "key derivation" "$dir/key_derivation"
 step "core cost (callgrind)" "$dir/core_cost"
 step "uncontended cycles" "$dir/uncontended_cycles"
+# The fenced cycle's durable write where every commit reaches the disk
+# (the harness's server runs with fsync off; see uncontended_cycles.c).
+step "uncontended cycles, fsync on" "$dir/uncontended_cycles" --fsync 1 --rounds 11 --cycles 100
 step "event-loop scale" "$dir/event_loop_scale"
 # Two workloads per policy: clients that want the lock again at once (who
 # gets it: fairness, starvation) and clients that pause 20 ms between holds

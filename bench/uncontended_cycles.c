@@ -2,11 +2,15 @@
  * Question 3: how many uncontended acquire + release cycles per second does
  * the blocking adapter do, next to raw libpq doing the same two round trips?
  *
- * Three contestants on one connection to the same server, interleaved:
+ * Four contestants on one connection to the same server, interleaved:
  *   adapter   advlock_pq_acquire() by name + advlock_pq_release_key() with
  *             the key the acquire reported: what a caller who takes and gives
  *             back one lock writes. The core remembers the last name each
  *             thread derived, so taking the same name again hashes nothing
+ *   fenced    the same with options.fence: each grant also issues a fencing
+ *             token, an upsert of the key's counter row committed with
+ *             synchronous_commit on, in the try-lock's own statement (the
+ *             schema is installed first, with advlock_fence_setup_sql())
  *   raw       PQexecPrepared(try-lock) + PQexecPrepared(unlock), prepared
  *             once, binary int8 in, binary boolean out: the same two round
  *             trips with nothing around them
@@ -22,11 +26,18 @@
  * turn, so that every acquire misses that cache and hashes its name once,
  * as the first acquire of a name always does.
  *
- *     uncontended_cycles [--rounds 21] [--cycles 1000] [--instructions 1]
+ * The harness's server runs with fsync off, so the fenced cycle's commit
+ * flushes nothing there. With --fsync 1 the program turns fsync on for its
+ * run (ALTER SYSTEM, reloaded; reset at the end), measures only the
+ * adapter, fenced and raw cycles, and names its figures uncontended_fsync_*:
+ * the durable write's cost where every commit reaches the disk.
+ *
+ *     uncontended_cycles [--rounds 21] [--cycles 1000] [--instructions 1] [--fsync 0]
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "advlock_pq.h"
 #include "bench.h"
@@ -39,22 +50,33 @@ static PGconn *conn;
 static advlock_pq adapter_state;
 static int64_t key;
 static long cycles;
+static advlock_options plain_options, fenced_options;
+static int64_t last_token; /* the fenced cycle's last token */
 
 typedef struct contestant_state {
     void (*cycle)(void);
+    const advlock_options *options; /* the adapter's, set before each round; NULL: raw */
     double cpu_us_per_cycle[BENCH_MAX_ROUNDS];
     int round;
 } contestant_state;
 
-static void adapter_cycle(void)
+/* One adapter cycle on name (len bytes); returns the acquire's token. */
+static int64_t take_and_give_back(const char *name, size_t len)
 {
     advlock_pq_report acquired, released;
-    if (advlock_pq_acquire(&adapter_state, lock_name, sizeof lock_name - 1, 30000, &acquired) != 0)
+    if (advlock_pq_acquire(&adapter_state, name, len, 30000, &acquired) != 0)
         bench_fail("adapter acquire refused");
-    bench_pq_expect_outcome(&acquired, ADVLOCK_ACQUIRED, lock_name, "adapter acquire");
+    bench_pq_expect_outcome(&acquired, ADVLOCK_ACQUIRED, name, "adapter acquire");
     if (advlock_pq_release_key(&adapter_state, acquired.lock.key, &released) != 0)
         bench_fail("adapter release refused");
-    bench_pq_expect_outcome(&released, ADVLOCK_RELEASED, lock_name, "adapter release");
+    bench_pq_expect_outcome(&released, ADVLOCK_RELEASED, name, "adapter release");
+    return acquired.lock.fence;
+}
+
+static void adapter_cycle(void)
+{
+    if (take_and_give_back(lock_name, sizeof lock_name - 1) != 0)
+        bench_fail("a plain acquire reported a fencing token");
 }
 
 /* The adapter's cycle on lock_name and other_name in turn: each acquire's
@@ -63,13 +85,17 @@ static void adapter_cycle_new_name(void)
 {
     static int turn;
     const char *name = (turn ^= 1) ? other_name : lock_name;
-    advlock_pq_report acquired, released;
-    if (advlock_pq_acquire(&adapter_state, name, strlen(name), 30000, &acquired) != 0)
-        bench_fail("adapter acquire refused");
-    bench_pq_expect_outcome(&acquired, ADVLOCK_ACQUIRED, name, "adapter acquire");
-    if (advlock_pq_release_key(&adapter_state, acquired.lock.key, &released) != 0)
-        bench_fail("adapter release refused");
-    bench_pq_expect_outcome(&released, ADVLOCK_RELEASED, name, "adapter release");
+    take_and_give_back(name, strlen(name));
+}
+
+/* The fenced cycle: each token above the last (a benchmark of a counter
+ * that does not count measures nothing). */
+static void fenced_cycle(void)
+{
+    int64_t token = take_and_give_back(lock_name, sizeof lock_name - 1);
+    if (token <= last_token)
+        bench_fail("fencing token %lld after %lld", (long long)token, (long long)last_token);
+    last_token = token;
 }
 
 static void raw_cycle(void)
@@ -106,6 +132,8 @@ static void pipeline_cycle(void)
 
 static void run_cycles(contestant_state *s, long n)
 {
+    if (s->options != NULL && advlock_pq_set_options(&adapter_state, s->options) != 0)
+        bench_fail("advlock_pq_set_options refused");
     int pipelined = s->cycle == pipeline_cycle;
     if (pipelined && !PQenterPipelineMode(conn))
         bench_fail("PQenterPipelineMode: %s", PQerrorMessage(conn));
@@ -155,10 +183,64 @@ static double instructions_per_cycle(const char *way, long n, double *sha256)
     return total / (double)n;
 }
 
+/* The server's fsync setting as SHOW prints it ("on" or "off"), in out. */
+static void show_fsync(char *out, size_t size)
+{
+    PGresult *res = PQexec(conn, "SHOW fsync");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+        bench_fail("SHOW fsync: %s", PQerrorMessage(conn));
+    snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+}
+
+/* Sets fsync for the whole server (ALTER SYSTEM, one statement each: it
+ * refuses a transaction block) and waits until this session sees it. */
+static void set_fsync(const char *value)
+{
+    char sql[64], now[8] = "";
+    snprintf(sql, sizeof sql, "ALTER SYSTEM SET fsync = %s", value);
+    bench_pq_exec_script(conn, sql, "ALTER SYSTEM SET fsync");
+    bench_pq_exec_script(conn, "SELECT pg_reload_conf()", "pg_reload_conf");
+    for (int i = 0; i < 200; i++) {
+        show_fsync(now, sizeof now);
+        if (strcmp(now, value) == 0)
+            return;
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    bench_fail("fsync is still %s after a reload asking for %s", now, value);
+}
+
+/* The --fsync 1 run: the adapter's plain and fenced cycles against raw
+ * libpq, every commit flushed. */
+static void durable_run(contestant_state *adapter, contestant_state *fenced, contestant_state *raw,
+                        int rounds)
+{
+    set_fsync("on");
+    bench_contestant c[] = {
+        {.name = "adapter", .run_round = round_of_cycles, .arg = adapter},
+        {.name = "fenced", .run_round = round_of_cycles, .arg = fenced},
+        {.name = "raw prepared", .run_round = round_of_cycles, .arg = raw},
+    };
+    bench_interleave(c, 3, rounds);
+    set_fsync("off");
+    double raw_rate = bench_median_of(&c[2], rounds);
+    char limit[96];
+    snprintf(limit, sizeof limit, "raw libpq PQexecPrepared x2, fsync on: %.0f/s", raw_rate);
+    bench_emit(&(bench_figure){"uncontended_fsync_cycles_per_s", bench_median_of(&c[0], rounds),
+                               "cycles/s", limit, bench_median_ratio(&c[0], &c[2], rounds), NULL,
+                               -1});
+    bench_emit(&(bench_figure){"uncontended_fsync_fenced_cycles_per_s",
+                               bench_median_of(&c[1], rounds), "cycles/s", limit,
+                               bench_median_ratio(&c[1], &c[2], rounds), NULL, -1});
+    bench_note("uncontended, fsync on: the fenced cycle runs at %.3f of the plain one's rate "
+               "(one WAL flush per acquisition)",
+               bench_median_ratio(&c[1], &c[0], rounds));
+}
+
 int main(int argc, char **argv)
 {
-    static const char *const options[] = {"--rounds", "--cycles", "--instructions",
-                                          "--callgrind-only", NULL};
+    static const char *const options[] = {"--rounds",         "--cycles", "--instructions",
+                                          "--callgrind-only", "--fsync",  NULL};
     bench_check_options(argc, argv, options);
     int rounds = (int)bench_option(argc, argv, "--rounds", 21);
     cycles = (long)bench_option(argc, argv, "--cycles", 1000);
@@ -170,11 +252,15 @@ int main(int argc, char **argv)
     if (advlock_pq_init(&adapter_state, conn) != 0)
         bench_fail("advlock_pq_init failed");
     key = bench_pq_key(lock_name);
+    advlock_options_init(&plain_options);
+    advlock_options_init(&fenced_options);
+    fenced_options.fence = 1;
 
-    contestant_state adapter = {.cycle = adapter_cycle};
+    contestant_state adapter = {.cycle = adapter_cycle, .options = &plain_options};
+    contestant_state fenced = {.cycle = fenced_cycle, .options = &fenced_options};
     contestant_state raw = {.cycle = raw_cycle};
     contestant_state pipeline = {.cycle = pipeline_cycle};
-    contestant_state new_name = {.cycle = adapter_cycle_new_name};
+    contestant_state new_name = {.cycle = adapter_cycle_new_name, .options = &plain_options};
 
     /* Under callgrind (see instructions_per_cycle): warm up uncounted,
      * then the counted cycles, and nothing printed. */
@@ -188,19 +274,25 @@ int main(int argc, char **argv)
         PQfinish(conn);
         return 0;
     }
+    bench_pq_exec_script(conn, advlock_fence_setup_sql(), "advlock_fence_setup_sql()");
     /* Warm up: the adapter prepares its statements, the server's caches
      * and the CPU's settle. */
-    for (contestant_state *s = &adapter; s != NULL; s = s == &adapter ? &raw
-                                                        : s == &raw   ? &pipeline
-                                                                      : NULL)
-        run_cycles(s, cycles / 4 + 1);
+    contestant_state *warm_up[] = {&adapter, &fenced, &raw, &pipeline};
+    for (size_t i = 0; i < sizeof warm_up / sizeof warm_up[0]; i++)
+        run_cycles(warm_up[i], cycles / 4 + 1);
 
+    if (bench_option(argc, argv, "--fsync", 0) != 0) {
+        durable_run(&adapter, &fenced, &raw, rounds);
+        PQfinish(conn);
+        return 0;
+    }
     bench_contestant c[] = {
         {.name = "adapter", .run_round = round_of_cycles, .arg = &adapter},
         {.name = "raw prepared", .run_round = round_of_cycles, .arg = &raw},
         {.name = "pipeline", .run_round = round_of_cycles, .arg = &pipeline},
+        {.name = "fenced", .run_round = round_of_cycles, .arg = &fenced},
     };
-    bench_interleave(c, 3, rounds);
+    bench_interleave(c, 4, rounds);
 
     double adapter_rate = bench_median_of(&c[0], rounds);
     double raw_rate = bench_median_of(&c[1], rounds);
@@ -218,6 +310,14 @@ int main(int argc, char **argv)
                                NAN, NULL, -1});
     bench_emit(&(bench_figure){"uncontended_pipeline_cycles_per_s", pipeline_rate, "cycles/s", NULL,
                                NAN, NULL, -1});
+    snprintf(limit, sizeof limit, "raw libpq PQexecPrepared x2: %.0f/s", raw_rate);
+    bench_emit(&(bench_figure){"uncontended_fenced_cycles_per_s", bench_median_of(&c[3], rounds),
+                               "cycles/s", limit, bench_median_ratio(&c[3], &c[1], rounds), NULL,
+                               -1});
+    bench_note("uncontended, fsync off: the fenced cycle (one upsert of the key's counter per "
+               "acquisition, committed in the try-lock's statement) runs at %.3f of the plain "
+               "one's rate; fsync on: uncontended_fsync_*",
+               bench_median_ratio(&c[3], &c[0], rounds));
 
     double adapter_cpu = median_cpu(&adapter), raw_cpu = median_cpu(&raw);
     snprintf(limit, sizeof limit, "raw libpq: %.2f us", raw_cpu);

@@ -58,7 +58,8 @@ typedef struct model {
     int client_pid;
     uint64_t token;
     uint64_t next_token;
-    int checked; /* a session row came since the last change */
+    int64_t next_fence; /* the server's fencing counter: the last token issued */
+    int checked;        /* a session row came since the last change */
     int proxied, claimed, standby;
     int claim_asked; /* the last session row answered a claim (session scope) */
     int done_seen;
@@ -142,6 +143,8 @@ static void on_done(model *s)
     switch (r->outcome) {
     case ADVLOCK_ACQUIRED:
         CHECK(s->acquiring && s->granted_in_op);
+        /* A fenced grant carries the token the server issued last. */
+        CHECK(r->fence == (s->options.fence ? s->next_fence : 0));
         s->caller_holds++;
         break;
     case ADVLOCK_RELEASED: s->caller_holds = s->caller_holds > 0 ? s->caller_holds - 1 : 0; break;
@@ -156,16 +159,19 @@ static void on_done(model *s)
             CHECK(s->acquiring && s->standby && !s->options.allow_standby && !s->granted_in_op
                   && r->attempts == 0 && r->sql == ADVLOCK_SQL_SESSION);
         if (r->failure == ADVLOCK_ESESSION)
-            CHECK(s->told && s->proxied && s->options.scope == ADVLOCK_SESSION);
+            CHECK(s->told && s->proxied
+                  && (s->options.scope == ADVLOCK_SESSION || s->options.fence));
         CHECK(r->failure != ADVLOCK_ENULL || !guarded_row(r->sql));
-        if (r->detail >= ADVLOCK_DETAIL_UNDO_CANCELLED
-            && r->detail <= ADVLOCK_DETAIL_UNDO_AFTER_57014)
+        if ((r->detail >= ADVLOCK_DETAIL_UNDO_CANCELLED
+             && r->detail <= ADVLOCK_DETAIL_UNDO_AFTER_57014)
+            || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR)
             s->in_doubt = 1;
         break;
     case ADVLOCK_ENDS_WITH_TRANSACTION: CHECK(s->options.scope == ADVLOCK_TRANSACTION); break;
     default: break;
     }
     CHECK(r->outcome == ADVLOCK_FAILED || (r->failure == 0 && r->sqlstate[0] == '\0'));
+    CHECK(r->outcome == ADVLOCK_ACQUIRED || r->fence == 0);
     /* Every report renders, whole, as one valid UTF-8 string (the names
      * the model starts with are bytes: only valid ones get this far). */
     char text[ADVLOCK_MESSAGE_MAX];
@@ -244,8 +250,16 @@ static void answer(model *s, input *in)
      * granted: PostgreSQL reports the error and the session holds it. */
     int hidden_grant =
         querying && is_wait && r == ADVLOCK_RESULT_SERVER_ERROR && how % 3 < 2 && (how & 0x80) != 0;
+    /* A fenced try answers a row: granted and a new token, or busy; its
+     * error may come after the grant (the upsert failed), whatever it is. */
+    int fenced = querying && advlock_sql_answer(a.sql) == ADVLOCK_ANSWER_FENCED;
+    hidden_grant |= fenced && r == ADVLOCK_RESULT_SERVER_ERROR && (how & 0x80) != 0;
+    if (fenced && r == ADVLOCK_RESULT_TRUE)
+        s->next_fence++;
     advlock_machine before = s->m;
-    int rc = advlock_on_result(&s->m, r, sqlstate, "fuzz", s->now);
+    int rc = fenced && r <= ADVLOCK_RESULT_FALSE
+                 ? advlock_on_fenced(&s->m, r == ADVLOCK_RESULT_TRUE, s->next_fence, s->now)
+                 : advlock_on_result(&s->m, r, sqlstate, "fuzz", s->now);
     check_unchanged_on_error(&before, &s->m, rc);
     if (rc != 0) {
         CHECK(!querying || a.sql == ADVLOCK_SQL_HOLDERS || a.sql == ADVLOCK_SQL_SESSION);
@@ -361,6 +375,7 @@ static void set_options(model *s, input *in)
     o.diagnose = b >> 5 & 1;
     o.jitter_seed = (uint64_t)number(in);
     o.allow_standby = b >> 6 == 1;
+    o.fence = byte(in) & 1; /* refused with shared locks or server-side waits */
     if (b >> 6 == 3)
         o.mode = (advlock_mode)5; /* out of range: refused */
     advlock_machine before = s->m;

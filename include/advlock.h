@@ -192,7 +192,15 @@ typedef enum advlock_sql {
      * the token; $1 is U, unused: SHOW there describes the proxy's hop),
      * NULL on any other. Guarded (advlock_sql_guarded()). */
     ADVLOCK_SQL_HEARTBEAT_GUARDED = 28,
-    ADVLOCK_SQL_COUNT = 29
+    /* Fencing (options.fence): the exclusive try-locks 0 and 4 that, in the
+     * same statement and only when granted, issue the key's next fencing
+     * token (the counter advlock_fence_setup_sql() creates), with
+     * synchronous_commit on for the statement's transaction. One row:
+     * granted boolean, token bigint (NULL unless granted);
+     * ADVLOCK_ANSWER_FENCED. docs/design.md, "Fencing tokens". */
+    ADVLOCK_SQL_TRY_LOCK_FENCED = 29,
+    ADVLOCK_SQL_TRY_XACT_LOCK_FENCED = 30,
+    ADVLOCK_SQL_COUNT = 31
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -210,7 +218,10 @@ typedef enum advlock_sql_answer_kind {
     ADVLOCK_ANSWER_HOLDERS = 2,
     /* One row: pid int4, in_recovery bool, ours bool (ADVLOCK_SQL_SESSION);
      * reported with advlock_on_session(). */
-    ADVLOCK_ANSWER_SESSION = 3
+    ADVLOCK_ANSWER_SESSION = 3,
+    /* One row: granted bool, token int8 (the fenced try-locks); reported
+     * with advlock_on_fenced() (a NULL granted with advlock_on_result()). */
+    ADVLOCK_ANSWER_FENCED = 4
 } advlock_sql_answer_kind;
 
 /*
@@ -221,6 +232,16 @@ ADVLOCK_API const char *advlock_sql_text(advlock_sql sql);
 
 /* Returns what a statement returns (BOOLEAN for an unknown identifier). */
 ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
+
+/*
+ * Returns the script that installs what fencing tokens need: schema
+ * advlock, table advlock.fence (the counter, one row per key) and function
+ * advlock.fence_ok(key bigint, token bigint) (true iff no newer token than
+ * token was issued for key). Idempotent; several statements, so run it with
+ * a simple-query call (libpq: PQexec). Static storage, never NULL.
+ * docs/operators.md prints it and the grants lock users need.
+ */
+ADVLOCK_API const char *advlock_fence_setup_sql(void);
 
 /* Returns how many bigint parameters a statement takes (1 to 3; see
  * advlock_sql), 0 for an unknown identifier. */
@@ -286,7 +307,14 @@ typedef enum advlock_detail {
     ADVLOCK_DETAIL_DIAGNOSIS_FAILED = 6,
     /* FAILED, set by drivers in their copy of an ACQUIRED report: the
      * session that held the lock is gone, and the lock with it. */
-    ADVLOCK_DETAIL_LOST = 7
+    ADVLOCK_DETAIL_LOST = 7,
+    /* FAILED after a session-scoped fenced try failed on the server (its
+     * error may come after the grant): one unlock was sent. If it failed
+     * too, the lock may still be held; if it ran, it may have given back an
+     * older hold of this session instead (a re-entrant acquire whose try
+     * failed before its grant). Either way this session's holds of the key
+     * are in doubt: close the connection. */
+    ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR = 8
 } advlock_detail;
 
 /* A holder's pg_stat_activity.state. */
@@ -331,6 +359,10 @@ typedef struct advlock_report {
                                            its last statement ended */
     advlock_backend_state holder_state; /* its pg_stat_activity state */
     char holder_application[64];        /* its application_name (cut), or "" */
+    /* ACQUIRED by a fenced acquire (options.fence): the fencing token the
+     * grant issued (>= 1, strictly above every token issued before for the
+     * key); 0 otherwise. */
+    int64_t fence;
 } advlock_report;
 
 /*
@@ -551,6 +583,17 @@ typedef struct advlock_options {
      * advlock_lease_plan_init() refuses. */
     int64_t lease_ms;
     int64_t lease_stop_ms;
+    /* Issue a fencing token with every grant (report.fence): the try-lock
+     * becomes ADVLOCK_SQL_TRY_LOCK_FENCED (or its transaction form), which
+     * needs the schema advlock_fence_setup_sql() installs and costs one
+     * durable write per acquisition. Exclusive locks only, and polling
+     * only: advlock_set_options() refuses fence with ADVLOCK_SHARED or
+     * ADVLOCK_WAIT_SERVER (ADVLOCK_EINVAL). Needs a direct connection: a
+     * fenced acquire behind a proxy ends FAILED with ADVLOCK_ESESSION,
+     * nothing sent. A server error from a session-scoped fenced try
+     * (after which the lock may be held) is followed by one unlock before
+     * the acquire ends FAILED (ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR). */
+    int fence;
 } advlock_options;
 
 /* Fills o with the reference behaviour (all zero). No-op for NULL. */
@@ -610,7 +653,7 @@ typedef struct advlock_session {
 ADVLOCK_API int advlock_session_init(advlock_session *s, int client_pid, uint64_t token);
 
 /*
- * A lock machine: 256 bytes. Allocate it anywhere (stack, static, inside
+ * A lock machine: 264 bytes. Allocate it anywhere (stack, static, inside
  * your own struct); it holds no pointers into itself, so it may be copied or
  * moved at any time (the copy shares the options' callbacks). It keeps facts
  * only: no name, no text. Its fields are private: use the functions below.
@@ -806,7 +849,9 @@ ADVLOCK_API int advlock_start_verify_key(advlock_machine *m, int64_t key, int64_
  *     ADVLOCK_EMISUSE  no query is outstanding (action is not QUERY), or
  *                      its answer is rows (the holders query's come with
  *                      advlock_on_holders(), the session query's with
- *                      advlock_on_session()) and result is not a failure.
+ *                      advlock_on_session(), a fenced row's with
+ *                      advlock_on_fenced()) and result is TRUE or FALSE
+ *                      (a fenced row's NULL granted is reported here).
  */
 ADVLOCK_API int advlock_on_result(advlock_machine *m, advlock_result result, const char *sqlstate,
                                   const char *message, int64_t now_ms);
@@ -846,6 +891,19 @@ ADVLOCK_API int advlock_on_holders(advlock_machine *m, const advlock_holder *row
  */
 ADVLOCK_API int advlock_on_session(advlock_machine *m, int server_pid, int in_recovery, int ours,
                                    int64_t now_ms);
+
+/*
+ * Reports the row of a fenced try-lock (ADVLOCK_ANSWER_FENCED): granted 1
+ * with the token the grant issued, or granted 0 (busy; token ignored). A
+ * NULL granted is reported with advlock_on_result(ADVLOCK_RESULT_NULL), a
+ * failure with advlock_on_result() as usual. A grant ends ACQUIRED with
+ * report.fence = token (or is undone like any unwanted grant).
+ *
+ * Returns 0, or ADVLOCK_EINVAL (m NULL, granted neither 0 nor 1, granted
+ * with token < 1) or ADVLOCK_EMISUSE (the outstanding query is not a
+ * fenced row).
+ */
+ADVLOCK_API int advlock_on_fenced(advlock_machine *m, int granted, int64_t token, int64_t now_ms);
 
 /*
  * For drivers: reports an event the machine cannot see (ADVLOCK_EVENT_LOST,

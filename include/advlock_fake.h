@@ -164,6 +164,13 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  *       else false
  *   advlock_sql_text(ADVLOCK_SQL_HEARTBEAT_GUARDED) ($2 the token): true on
  *       the session the token claimed, a NULL row anywhere else
+ *   advlock_sql_text(ADVLOCK_SQL_TRY_LOCK_FENCED) and its transaction form:
+ *       the exclusive try-lock that, when granted, issues key $1's next
+ *       fencing token from a per-key counter starting at 1
+ *       (ADVLOCK_FAKE_ROW_FENCED: fence_token, 0 when busy); in recovery
+ *       25006 before anything is locked. The fake always has the schema,
+ *       and its counter never rolls back (a rolled-back transaction's token
+ *       is not reissued, where PostgreSQL reissues it: both increase)
  * and anything else with an error: 42883 (undefined function) for a call of
  * an unknown function, 42601 (syntax error) otherwise, 08P01 for a wrong
  * number of parameters; inside a failed transaction block, 25P02.
@@ -190,7 +197,8 @@ typedef enum advlock_fake_status {
     ADVLOCK_FAKE_CONNECTION_LOST = 6, /* the session no longer exists */
     ADVLOCK_FAKE_WAITING = 7,         /* queued behind a conflicting lock: poll for the result */
     ADVLOCK_FAKE_ROWS = 8,            /* the holders query's rows: advlock_fake_db_holders() */
-    ADVLOCK_FAKE_ROW_SESSION = 9      /* the session query's row: session_pid, in_recovery, ours */
+    ADVLOCK_FAKE_ROW_SESSION = 9,     /* the session query's row: session_pid, in_recovery, ours */
+    ADVLOCK_FAKE_ROW_FENCED = 10      /* a fenced try's row: fence_token (0: not granted) */
 } advlock_fake_status;
 
 #define ADVLOCK_FAKE_TEXT_MAX 160
@@ -209,6 +217,8 @@ typedef struct advlock_fake_result {
     int session_pid;
     int in_recovery;
     int ours;
+    /* ADVLOCK_FAKE_ROW_FENCED: the token the grant issued, 0 when busy. */
+    int64_t fence_token;
 } advlock_fake_result;
 
 /* One pg_locks row of locktype advisory (objsubid 1): which session holds,
@@ -292,6 +302,10 @@ typedef struct advlock_fake_db {
     int sessions_used_; /* slots below this may be in use */
     int locks_used_;
     int holds_used_;
+    /* The fencing counter (advlock.fence): keys and their last tokens. */
+    int64_t fence_keys_[ADVLOCK_FAKE_MAX_LOCKS];
+    int64_t fence_tokens_[ADVLOCK_FAKE_MAX_LOCKS];
+    int fences_used_;
 } advlock_fake_db;
 
 /* Empties the database: no sessions, no locks, its clock at 0. It holds no

@@ -27,6 +27,8 @@ cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh tests/cli/quickstart.sh \
 	    tests/cli/calibrate.sh
+	@# Its own server: it installs the fencing schema and crash-restarts the server.
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/fence.sh
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/bounds.sh
 

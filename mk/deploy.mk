@@ -7,7 +7,7 @@
 #   make deploy-test DEPLOY_TESTS=tests/deploy/standby.sh
 #   make deploy-probe                   the libpq probe for the design facts
 #
-# `make test` runs all seven (DEPLOY_TESTS_IN_TEST), each one test in its
+# `make test` runs all of DEPLOY_TESTS_IN_TEST, each one test in its
 # tally. Included by the top-level Makefile, whose variables it uses.
 
 DEPLOY_TESTS ?=
@@ -21,7 +21,7 @@ deploy-test: $(BUILD)/advlock | deps-deploy
 DEPLOY_TESTS_IN_TEST := tests/deploy/pgbouncer-session.sh tests/deploy/pgbouncer-tx-xact.sh \
     tests/deploy/pgbouncer-tx-session.sh tests/deploy/pgbouncer-tx-verify.sh \
     tests/deploy/pgbouncer-session-noreset.sh tests/deploy/pgbouncer-tx-mixed.sh \
-    tests/deploy/standby.sh tests/deploy/failover.sh
+    tests/deploy/standby.sh tests/deploy/failover.sh tests/deploy/fence-failover.sh
 
 # run.sh, as each test's runner, starts the harness its "# harness:" line
 # names; run-tests.sh counts each test once in make test's summary. The

@@ -16,7 +16,9 @@ performs what it asks: run a statement, sleep, cancel a statement, done.
 Options, named as in C's advlock_options: mode=advlock.SHARED,
 scope=advlock.TRANSACTION, wait=advlock.WAIT_SERVER,
 backoff=advlock.FULL_JITTER, clip_to_deadline=True, diagnose=True,
-allow_standby=True, jitter_seed=N. Failures raise LockTimeout (a
+allow_standby=True, jitter_seed=N, fence=True (a fencing token with each
+grant: lock.fence, checked where the work lands with advlock.fence_ok();
+the schema from advlock.fence_setup_sql() or `advlock setup`). Failures raise LockTimeout (a
 TimeoutError: "Could not acquire migration lock for '<name>' within
 <seconds>s."), LockFailed (StandbyError on a hot standby, ServerSessionError
 behind a transaction-pooling proxy), and asyncio.CancelledError for a
@@ -28,8 +30,8 @@ tests. docs/python.md has the whole story.
 """
 
 from ._machine import (Backoff, Detail, Failure, LockState, Machine, Mode, Options, Outcome,
-                       Report, Scope, Sql, Wait, derive_key, escape_name, format_seconds, now_ms,
-                       strerror)
+                       Report, Scope, Sql, Wait, derive_key, escape_name, fence_setup_sql,
+                       format_seconds, now_ms, strerror)
 from ._loop import AsyncLock, Lock
 from ._binding import ADVLOCK_EINVAL
 from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
@@ -53,7 +55,8 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
     timeout: seconds to keep trying (int or float; 0 tries once; None, the
         default, or infinity never gives up).
     options: an advlock.Options, and/or its fields as keywords (mode, scope,
-        wait, backoff, clip_to_deadline, diagnose, allow_standby, jitter_seed).
+        wait, backoff, clip_to_deadline, diagnose, allow_standby, jitter_seed,
+        fence).
     lease: seconds (default 30, ADVLOCK_LEASE_DEFAULT_MS; None or 0: none):
         while the lock is held over TCP, heartbeats prove it held, and when
         they cannot the body is stopped and LockLost raised, before the
@@ -80,8 +83,8 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
 __all__ = [
     "lock", "Lock", "AsyncLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
     "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
-    "format_seconds", "now_ms", "strerror", "Error", "LockError", "LockTimeout", "LockFailed",
-    "LockLost",
+    "format_seconds", "fence_setup_sql", "now_ms", "strerror", "Error", "LockError",
+    "LockTimeout", "LockFailed", "LockLost",
     "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "ArgumentTypeError",
     "LockState", "EXCLUSIVE", "SHARED",
     "SESSION", "TRANSACTION",

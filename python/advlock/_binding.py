@@ -32,15 +32,16 @@ ADVLOCK_EMISUSE = -3
 ADVLOCK_ECRYPTO = -4
 
 ACTION_NONE, ACTION_QUERY, ACTION_SLEEP, ACTION_DONE, ACTION_CANCEL_QUERY = range(5)
-ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS, ANSWER_SESSION = range(4)
+ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS, ANSWER_SESSION, ANSWER_FENCED = range(5)
 RESULT_TRUE, RESULT_FALSE, RESULT_NULL, RESULT_SERVER_ERROR, RESULT_CONNECTION_LOST = range(5)
-SQL_COUNT = 29
+SQL_COUNT = 31
 SQL_SESSION = 11  # ADVLOCK_SQL_SESSION: its answer is a row for advlock_on_session
 SQL_LEASE_SETUP = 26  # ADVLOCK_SQL_LEASE_SETUP
 SQL_HEARTBEAT, SQL_HEARTBEAT_GUARDED = 27, 28
+SQL_TRY_LOCK_FENCED, SQL_TRY_XACT_LOCK_FENCED = 29, 30
 KEY_ECHO_MAX = 512
 MESSAGE_MAX = 1024
-MACHINE_SIZE = 256
+MACHINE_SIZE = 264
 # The shared libraries' soname version (the Makefile's SOVERSION).
 SOVERSION = "1"
 
@@ -112,6 +113,7 @@ class Report(Structure):
         ("holder_seconds", c_int64),
         ("holder_state", c_int),
         ("holder_application", c_char * 64),
+        ("fence", c_int64),
     ]
 
 
@@ -163,6 +165,7 @@ class Options(Structure):
         ("event_user", c_void_p),
         ("lease_ms", c_int64),
         ("lease_stop_ms", c_int64),
+        ("fence", c_int),
     ]
 
 
@@ -189,7 +192,7 @@ class Session(Structure):
 
 
 class MachineStorage(Structure):
-    """advlock_machine: 256 opaque, 8-byte aligned bytes, touched only
+    """advlock_machine: 264 opaque, 8-byte aligned bytes, touched only
     through the library's functions."""
     _fields_ = [("bytes_", c_uint64 * (MACHINE_SIZE // 8))]
 
@@ -257,6 +260,7 @@ class FakeResult(Structure):
         ("session_pid", c_int),
         ("in_recovery", c_int),
         ("ours", c_int),
+        ("fence_token", c_int64),
     ]
 
 
@@ -359,12 +363,14 @@ _declare(core, [
     ("advlock_on_cancel_sent", c_int, [M, c_int64]),
     ("advlock_on_holders", c_int, [M, POINTER(Holder), c_size_t, c_int64]),
     ("advlock_on_session", c_int, [M, c_int, c_int, c_int, c_int64]),
+    ("advlock_on_fenced", c_int, [M, c_int, c_int64, c_int64]),
     ("advlock_on_timer", c_int, [M, c_int64]),
     ("advlock_cancel", c_int, [M, c_int64]),
     ("advlock_next_action", Action, [M]),
     ("advlock_format_seconds", c_int, [c_int64, c_char_p, c_size_t]),
     ("advlock_sql_params", c_int, [c_int]),
     ("advlock_sql_guarded", c_int, [c_int]),
+    ("advlock_fence_setup_sql", c_char_p, []),
 ])
 
 L = POINTER(LeaseStorage)
@@ -475,7 +481,8 @@ class FakeDB(Structure):
     _fields_ = [("sessions_", _FakeSession * FAKE_MAX_SESSIONS),
                 ("locks_", _FakeLock * FAKE_MAX_LOCKS), ("holds_", _FakeHold * FAKE_MAX_HOLDS),
                 ("next_pid_", c_int), ("now_ms_", c_int64), ("in_recovery_", c_int),
-                ("used_", c_int * 3)]
+                ("used_", c_int * 3), ("fence_keys_", c_int64 * FAKE_MAX_LOCKS),
+                ("fence_tokens_", c_int64 * FAKE_MAX_LOCKS), ("fences_used_", c_int)]
 
 
 # Every mirrored type, by its C name: the layout test walks this.

@@ -25,8 +25,8 @@ A client provides:
                        has a cursor of its own
 An answer is RESULT_TRUE / RESULT_FALSE / RESULT_NULL (an int), or a tuple
 (result, sqlstate, message) for an error or a lost connection, a list of
-holder rows for the holders query, or a _session.SessionRow for the session
-query. Every decision is the machine's: the loops only wait for what an
+holder rows for the holders query, a _session.SessionRow for the session
+query, or a FencedRow for a fenced try-lock's (granted, token) row. Every decision is the machine's: the loops only wait for what an
 action asks for and report what happened.
 """
 
@@ -60,12 +60,23 @@ _QUIET = frozenset(int(o) for o in (Outcome.ACQUIRED, Outcome.RELEASED, Outcome.
 CANCELLED = int(Outcome.CANCELLED)
 FAILED = int(Outcome.FAILED)
 ECONNLOST = int(Failure.ECONNLOST)
-# An acquire's details that mean the give-back of an unwanted grant failed.
+# An acquire's details that mean the give-back of an unwanted grant failed,
+# or (after a fenced try's server error) left the session's holds in doubt.
 _UNDONE = frozenset(int(d) for d in (Detail.UNDO_CANCELLED, Detail.UNDO_AFTER_DEADLINE,
-                                     Detail.UNDO_AFTER_57014))
+                                     Detail.UNDO_AFTER_57014, Detail.UNDO_AFTER_FENCE_ERROR))
 POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
     B.ACTION_CANCEL_QUERY
+
+
+class FencedRow:
+    """A fenced try-lock's answer: granted (True, False or None for a SQL
+    NULL) and the token the grant issued."""
+
+    __slots__ = ("granted", "token")
+
+    def __init__(self, granted, token):
+        self.granted, self.token = granted, token
 
 
 def _feed(m, answer):
@@ -79,6 +90,11 @@ def _feed(m, answer):
         # The connection's value from now on: the statements after the row
         # choose their form by it.
         answer.shared.remember(m.session())
+    elif answer.__class__ is FencedRow:
+        if answer.granted is None:
+            m.on_result(B.RESULT_NULL)
+        else:
+            m.on_fenced(answer.granted, answer.token)
     elif answer.__class__ is Busy:
         m.refused = answer.message
         m.on_result(B.RESULT_SERVER_ERROR, None, answer.message)
@@ -456,7 +472,8 @@ class _LockBase:
     def state(self):
         """LockState: HELD between a successful acquire and its release;
         MAY_BE_HELD after a failed release (or a failed give-back of an
-        unwanted grant), unless the connection was lost on a direct
+        unwanted grant, or a fenced try's server error: the session's holds
+        of the key are in doubt, close the connection), unless the connection was lost on a direct
         connection, whose server session ended with it; NOT_HELD otherwise."""
         r, rr = self.report, self.release_report
         if r is None:
@@ -471,6 +488,14 @@ class _LockBase:
                                         and self._client.state.proxied is False):
             return LockState.NOT_HELD
         return LockState.MAY_BE_HELD
+
+    @property
+    def fence(self):
+        """The fencing token the held lock's grant issued (an int >= 1,
+        strictly above every token issued before for its key), for the
+        resource to check with advlock.fence_ok(); None when the lock is not
+        held or was not taken with fence=True."""
+        return (self.report._c.fence or None) if self.held else None
 
     @property
     def key(self):

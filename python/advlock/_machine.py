@@ -70,6 +70,7 @@ class Detail(enum.IntEnum):
     DIAGNOSED = 5
     DIAGNOSIS_FAILED = 6
     LOST = 7
+    UNDO_AFTER_FENCE_ERROR = 8
 
 
 class Sql(enum.IntEnum):
@@ -103,6 +104,8 @@ class Sql(enum.IntEnum):
     LEASE_SETUP = 26
     HEARTBEAT = 27
     HEARTBEAT_GUARDED = 28
+    TRY_LOCK_FENCED = 29
+    TRY_XACT_LOCK_FENCED = 30
 
 
 # The SQL table, read once from the library: (text, answer kind) by id.
@@ -162,6 +165,15 @@ def derive_key(name):
     return out.value
 
 
+def fence_setup_sql():
+    """advlock_fence_setup_sql: the idempotent script that installs the
+    schema fencing tokens need (schema advlock, table advlock.fence,
+    function advlock.fence_ok); several statements, for a simple-query
+    call (psycopg's execute() without parameters, asyncpg's execute()).
+    `advlock setup` runs the same; docs/operators.md prints it."""
+    return _lib.advlock_fence_setup_sql().decode()
+
+
 def format_seconds(ms):
     """A millisecond duration as the reference prints TotalSeconds
     (30000 -> "30", 500 -> "0.5")."""
@@ -187,7 +199,8 @@ class Report:
     Fields, as in C: outcome (Outcome), failure (Failure), sql (Sql),
     detail (Detail), sqlstate (str), key, timeout_ms, elapsed_ms, attempts,
     holder_pid, other_holders, holder_seconds, holder_state (pg_stat_activity
-    word), holder_application.
+    word), holder_application, fence (the fencing token a fenced acquire's
+    grant issued; 0 otherwise).
     """
 
     __slots__ = ("_c", "name", "server_message")
@@ -213,6 +226,7 @@ class Report:
         lambda self: _lib.advlock_backend_state_name(self._c.holder_state).decode())
     holder_application = property(
         lambda self: self._c.holder_application.decode("utf-8", "replace"))
+    fence = property(lambda self: self._c.fence)
 
     def describe(self, name=None, server_message=None):
         """advlock_describe: the sentence for this report ("" for ACQUIRED
@@ -256,14 +270,16 @@ class Options:
     allow_standby: bool (acquire on a hot standby too: its locks exclude
         nobody on the primary; off, such an acquire raises StandbyError)
     jitter_seed: int (the machine's splitmix64 seed for jitter)
+    fence: bool (each grant issues a fencing token, Report.fence; exclusive
+        and polling only: docs/python.md "Fencing tokens")
     """
 
     __slots__ = ("mode", "scope", "wait", "backoff", "clip_to_deadline", "diagnose",
-                 "allow_standby", "jitter_seed")
+                 "allow_standby", "jitter_seed", "fence")
 
     def __init__(self, mode=Mode.EXCLUSIVE, scope=Scope.SESSION, wait=Wait.POLL,
                  backoff=Backoff.REFERENCE, clip_to_deadline=False, diagnose=False,
-                 allow_standby=False, jitter_seed=0):
+                 allow_standby=False, jitter_seed=0, fence=False):
         self.mode = Mode(mode)
         self.scope = Scope(scope)
         self.wait = Wait(wait)
@@ -272,6 +288,7 @@ class Options:
         self.diagnose = bool(diagnose)
         self.allow_standby = bool(allow_standby)
         self.jitter_seed = int(jitter_seed)
+        self.fence = bool(fence)
 
     @classmethod
     def coerce(cls, options=None, **kw):
@@ -292,6 +309,7 @@ class Options:
         o.clip_to_deadline, o.diagnose = int(self.clip_to_deadline), int(self.diagnose)
         o.allow_standby = int(self.allow_standby)
         o.jitter_seed = self.jitter_seed & 0xFFFFFFFFFFFFFFFF
+        o.fence = int(self.fence)
         return o
 
     def __repr__(self):
@@ -317,7 +335,7 @@ def timeout_ms(timeout):
 
 
 class Machine:
-    """One advlock_machine (256 bytes, owned here) and the thin calls a
+    """One advlock_machine (264 bytes, owned here) and the thin calls a
     driver makes on it, for writing a driver of your own. Every input takes
     now= (monotonic ms; default now_ms()), so a test can drive it in virtual
     time. Methods raise CallError when the core refuses a call (and the
@@ -422,6 +440,12 @@ class Machine:
         _check(_lib.advlock_on_session(self._m, int(server_pid or 0), 1 if in_recovery else 0,
                                          1 if ours else 0, now_ms() if now is None else now))
 
+    def on_fenced(self, granted, token, now=None):
+        """advlock_on_fenced with the row of a fenced try-lock (granted
+        True/False, token an int or None; a NULL granted goes to on_result)."""
+        _check(_lib.advlock_on_fenced(self._m, 1 if granted else 0, int(token or 0),
+                                        now_ms() if now is None else now))
+
     def on_timer(self, now=None):
         """advlock_on_timer with the time now (early calls are harmless)."""
         _check(_lib.advlock_on_timer(self._m, now_ms() if now is None else now))
@@ -463,4 +487,4 @@ def raise_for(report, name):
 
 __all__ = ["Mode", "Scope", "Wait", "Backoff", "Outcome", "Failure", "Detail", "Sql", "Report",
            "Options", "Machine", "LockState", "derive_key", "format_seconds", "escape_name",
-           "strerror", "now_ms", "LockError"]
+           "strerror", "now_ms", "LockError", "fence_setup_sql"]

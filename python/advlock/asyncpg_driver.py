@@ -29,14 +29,15 @@ import asyncpg
 from . import _binding as B
 from ._asyncio_task import awaited_future
 from ._asyncpg_cancel import send_cancel
-from ._loop import AsyncLock, Busy
+from ._loop import AsyncLock, Busy, FencedRow
 from ._machine import SQL_ANSWER, SQL_GUARDED, SQL_PARAMS, SQL_TEXT
 from ._session import ConnSession, SessionRow
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
-_BOOLEAN, _VOID, _HOLDERS, _SESSION = (B.ANSWER_BOOLEAN, B.ANSWER_VOID, B.ANSWER_HOLDERS,
-                                       B.ANSWER_SESSION)
+_BOOLEAN, _VOID, _HOLDERS, _SESSION, _FENCED = (B.ANSWER_BOOLEAN, B.ANSWER_VOID,
+                                                B.ANSWER_HOLDERS, B.ANSWER_SESSION,
+                                                B.ANSWER_FENCED)
 _PARAM = re.compile(r"\$(\d+)")
 
 # Every parameter is a bigint, but asyncpg binds each one as the type the
@@ -111,6 +112,8 @@ class Client:
             return self._copy(sql, args)
         if SQL_ANSWER[sql] == _HOLDERS:
             return self._rows(_PREPARED_TEXT[sql], args)
+        if SQL_ANSWER[sql] == _FENCED:
+            return self._fenced(_PREPARED_TEXT[sql], args)
         return self._value(_PREPARED_TEXT[sql], args, SQL_ANSWER[sql])
 
     async def _value(self, text, args, answer):
@@ -129,6 +132,13 @@ class Client:
             return [tuple(r) for r in await self.conn.fetch(text, *args)]
         except BaseException as exc:  # noqa: B902
             return self._error(exc)
+
+    async def _fenced(self, text, args):
+        try:
+            row = await self.conn.fetchrow(text, *args)
+        except BaseException as exc:  # noqa: B902
+            return self._error(exc)
+        return FencedRow(None, None) if row is None else FencedRow(row[0], row[1])
 
     async def _copy(self, sql, args):
         """The statement as one COPY message; its answer from the text."""
@@ -154,6 +164,10 @@ class Client:
             return SessionRow(self.state, pid, in_recovery == "t", ours == "t")
         if kind == _VOID:
             return _NULL if value is None else _TRUE
+        if kind == _FENCED:
+            token = rows[0][1] if rows else None
+            return FencedRow(None if value is None else value == "t",
+                             None if token is None else int(token))
         return _TRUE if value == "t" else _FALSE if value == "f" else _NULL
 
     def _error(self, exc):

@@ -270,15 +270,17 @@ class FakeStatus(enum.IntEnum):
     WAITING = 7
     ROWS = 8
     ROW_SESSION = 9
+    ROW_FENCED = 10
 
 
 class FakeResult:
     """A statement's result on the fake database: status (FakeStatus),
-    command_tag, sqlstate, message, warning_sqlstate, warning, and the
-    session row's session_pid, in_recovery, ours (ROW_SESSION; else 0)."""
+    command_tag, sqlstate, message, warning_sqlstate, warning, the
+    session row's session_pid, in_recovery, ours (ROW_SESSION; else 0), and
+    a fenced try's fence_token (ROW_FENCED; 0 when busy)."""
 
     __slots__ = ("status", "command_tag", "sqlstate", "message", "warning_sqlstate", "warning",
-                 "session_pid", "in_recovery", "ours")
+                 "session_pid", "in_recovery", "ours", "fence_token")
 
     def __init__(self, c):
         self.status = FakeStatus(c.status)
@@ -288,6 +290,7 @@ class FakeResult:
         self.warning_sqlstate = c.warning_sqlstate.decode()
         self.warning = c.warning.decode()
         self.session_pid, self.in_recovery, self.ours = c.session_pid, c.in_recovery, c.ours
+        self.fence_token = c.fence_token
 
     def __repr__(self):
         return "<FakeResult %s %s%s>" % (self.status.name, self.command_tag,

@@ -2,8 +2,8 @@
 with a pool of 3 server sessions, and session mode), from each Python driver:
 session mode works as a direct connection does (with guarded statements);
 transaction mode with session-scoped locks fails with ServerSessionError,
-and never lets two clients hold a lock at once. Run by `make
-python-deploy-test` (part of `make test`)."""
+and never lets two clients hold a lock at once; a fenced acquire is refused
+in both modes. Run by `make python-deploy-test` (part of `make test`)."""
 
 import asyncio
 import os
@@ -100,6 +100,22 @@ def test_session_mode_works_with_guarded_statements(flavour, pg_conn):
         assert await prepared_statements(a) == 0 and await prepared_statements(b) == 0
         await close(a)
         await close(b)
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("mode", ["session", "transaction"])
+def test_fencing_needs_a_direct_connection(flavour, mode, pg_conn):
+    async def main():
+        conn = await connect(flavour, SESSION if mode == "session" else TX)
+        lk = advlock.lock(conn, "pgb-fenced", timeout=5, fence=True)
+        rec = Recording(lk)
+        with pytest.raises(advlock.ServerSessionError) as info:
+            await call(lk.acquire)
+        assert info.value.report.failure == advlock.Failure.ESESSION
+        assert rec.sql == [S.SESSION]  # no fenced statement through a proxy
+        assert lk.fence is None and holds(pg_conn, lk.key) == []
+        await close(conn)
     asyncio.run(main())
 
 

@@ -1,10 +1,11 @@
 """On a real streaming hot standby (tests/pg/with-standby.sh), from each
 Python driver: an acquire is refused with StandbyError by default, nothing
-locked, and allowed with allow_standby=True. Run by `make
-python-deploy-test` (part of `make test`)."""
+locked, and allowed with allow_standby=True; a fenced acquire never issues
+a token there. Run by `make python-deploy-test` (part of `make test`)."""
 
 import asyncio
 import os
+import time
 
 import pytest
 
@@ -63,3 +64,36 @@ def test_standby_allowed_with_the_option(flavour):
         await close(conn)
         await close(primary)
     asyncio.run(main())
+
+
+def install_fence_schema():
+    """The schema on the primary, waited for on the standby."""
+    import psycopg
+    with psycopg.connect(PRIMARY, autocommit=True) as c:
+        c.execute(advlock.fence_setup_sql())
+    with psycopg.connect(STANDBY, autocommit=True) as c:
+        for _ in range(100):
+            if c.execute("SELECT to_regproc('advlock.fence_ok') IS NOT NULL").fetchone()[0]:
+                return
+            time.sleep(0.1)
+    raise AssertionError("the fence schema did not reach the standby")
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_standby_never_issues_a_token(flavour):
+    install_fence_schema()
+
+    async def main():
+        conn = await connect(flavour, STANDBY)
+        lk = advlock.lock(conn, "nightly", timeout=5, allow_standby=True, fence=True)
+        with pytest.raises(advlock.LockFailed) as info:
+            await call(lk.acquire)
+        assert info.value.report.sqlstate == "25006"  # read-only transaction
+        assert lk.fence is None and info.value.report.fence == 0
+        assert advisory_locks(STANDBY) == 0  # nothing left locked there
+        await close(conn)
+    asyncio.run(main())
+    import psycopg
+    with psycopg.connect(PRIMARY, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM advlock.fence WHERE key = %s",
+                         (advlock.derive_key("nightly"),)).fetchone() == (0,)

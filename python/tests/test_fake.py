@@ -1,7 +1,10 @@
 """The fake database, clock, PRNG and simulator, reached from Python."""
 
+import pytest
+
 import advlock
 from advlock import fake
+from advlock._machine import SQL_TEXT
 
 
 def test_server_side_wait_hands_over_in_one_round_trip():
@@ -92,3 +95,29 @@ def test_database_and_clock():
     c.advance_to(400)
     assert (c.now, c.read()) == (400, 350)
     assert [fake.Prng(3).next() for _ in range(2)] == [fake.Prng(3).next()] * 2
+
+
+def test_the_fake_issues_fencing_tokens_the_machine_reports():
+    db = fake.Database()
+    p, q = db.connect(), db.connect()
+    k = advlock.derive_key("x")
+    fenced, unlock = SQL_TEXT[advlock.Sql.TRY_LOCK_FENCED], SQL_TEXT[advlock.Sql.UNLOCK]
+    m = advlock.Machine(advlock.Options(fence=True))
+    tokens = []
+    for pid in (p, q, p):
+        m.start_acquire_key(k, 0, now=0)
+        a = m.next_action()
+        assert a.sql == advlock.Sql.TRY_LOCK_FENCED
+        r = db.execute(pid, fenced, a.param)
+        assert r.status == fake.FakeStatus.ROW_FENCED
+        with pytest.raises(advlock.CallError):  # a fenced row is not a boolean
+            m.on_result(0, now=1)
+        m.on_fenced(True, r.fence_token, now=1)
+        tokens.append(m.report().fence)
+        assert db.execute(q if pid == p else p, fenced, k).fence_token == 0  # busy
+        db.execute(pid, unlock, k)
+    assert tokens == [1, 2, 3]
+    db.set_in_recovery(True)  # a standby: refused before anything is locked
+    r = db.execute(p, fenced, k)
+    assert (r.status, r.sqlstate, db.holds(p, k)) == (fake.FakeStatus.SERVER_ERROR, "25006",
+                                                      (0, 0))

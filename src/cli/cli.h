@@ -24,6 +24,7 @@ int cmd_status(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_setup(int argc, char **argv);
 
 /*
  * Connects with libpq: conninfo may be NULL (then PG* variables and service

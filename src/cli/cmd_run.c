@@ -38,7 +38,8 @@ typedef struct run_options {
     int64_t verify_ms;     /* --verify-interval: behind a proxy; 0: never */
     int64_t lease_ms;      /* --lease; 0: none */
     int lease_given;       /* --lease was on the command line */
-    advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact, --allow-standby */
+    advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact, --allow-standby,
+                              --fence */
     const char *key;
     /* The key as messages show it (advlock_escape_name): one printable line
      * whatever the name holds, so no name can move the terminal's cursor. */
@@ -520,6 +521,9 @@ static void usage(FILE *to)
           "                               ROLLBACK (works through transaction pooling)\n"
           "      --allow-standby          lock on a hot standby too (refused by default: its\n"
           "                               locks exclude nobody on the primary)\n"
+          "      --fence                  take a fencing token with the lock: COMMAND gets it\n"
+          "                               as ADVLOCK_FENCE (and the key as ADVLOCK_KEY); needs\n"
+          "                               'advlock setup'; not with --shared or --wait\n"
           "      --lease SECONDS          over TCP, bound a cut-off run: it stops COMMAND\n"
           "                               before the server can free the lock, and the\n"
           "                               server frees it within this long (default 30;\n"
@@ -566,7 +570,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         OPT_XACT,
         OPT_ALLOW_STANDBY,
         OPT_VERIFY_INTERVAL,
-        OPT_LEASE
+        OPT_LEASE,
+        OPT_FENCE
     };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
@@ -584,6 +589,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"allow-standby", no_argument, NULL, OPT_ALLOW_STANDBY},
         {"verify-interval", required_argument, NULL, OPT_VERIFY_INTERVAL},
         {"lease", required_argument, NULL, OPT_LEASE},
+        {"fence", no_argument, NULL, OPT_FENCE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -628,6 +634,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             o->lock.scope = ADVLOCK_TRANSACTION;
             break;
         case OPT_ALLOW_STANDBY: o->lock.allow_standby = 1; break;
+        case OPT_FENCE: o->lock.fence = 1; break;
         case OPT_VERIFY_INTERVAL:
             if (parse_seconds(optarg, &o->verify_ms) != 0) {
                 cli_error("--verify-interval wants seconds, such as 1 or 0.5 (at most 3 "
@@ -656,6 +663,13 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     }
     advlock_escape_name(o->key, strlen(o->key), o->shown_key, sizeof o->shown_key);
     o->command = argv + optind;
+    /* A token is issued by the try's own statement, and only an exclusive
+     * hold excludes a newer holder (advlock_options.fence). */
+    if (o->lock.fence && (o->lock.mode == ADVLOCK_SHARED || o->lock.wait == ADVLOCK_WAIT_SERVER)) {
+        cli_error("--fence: not with --%s (tokens are for exclusive locks, taken by polling)",
+                  o->lock.mode == ADVLOCK_SHARED ? "shared" : "wait");
+        return -1;
+    }
     return check_lease(o);
 }
 
@@ -827,6 +841,16 @@ static void say_proxied_lease(const advlock_pq *a, const run_options *o)
                   o->shown_key);
 }
 
+/* The command's proof of which holder it is: the token and the key it
+ * belongs to, as advlock.fence_ok(key, token) takes them. */
+static int export_fence(const advlock_report *r)
+{
+    char token[24], key[24];
+    snprintf(token, sizeof token, "%" PRId64, r->fence);
+    snprintf(key, sizeof key, "%" PRId64, r->key);
+    return setenv("ADVLOCK_FENCE", token, 1) != 0 || setenv("ADVLOCK_KEY", key, 1) != 0 ? -1 : 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_options o;
@@ -928,6 +952,12 @@ int cmd_run(int argc, char **argv)
         return setup_failed_status(rc);
     }
 
+    if (o.lock.fence && export_fence(&r->lock) != 0) {
+        cli_error("cannot set ADVLOCK_FENCE: %s", strerror(errno));
+        give_back(&a, conn, &o, key, 0);
+        PQfinish(conn);
+        return EXIT_LOCK_ERROR;
+    }
     cli_child child;
     if (cli_child_start(&child, o.command) != 0) {
         cli_error("cannot start '%s': %s", o.command[0], strerror(errno));

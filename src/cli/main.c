@@ -28,6 +28,7 @@ static const struct {
     {"status", cmd_status},
     {"simulate", cmd_simulate},
     {"calibrate", cmd_calibrate},
+    {"setup", cmd_setup},
 };
 
 static void usage(FILE *to)
@@ -42,6 +43,7 @@ static void usage(FILE *to)
           "  status KEY...   say whether each lock is held, by whom, and who waits\n"
           "  simulate        clients racing for locks on the fake database, no server\n"
           "  calibrate       measure a server as a herd meets it: a profile for simulate\n"
+          "  setup           install the schema fencing tokens need (run --fence)\n"
           "\n"
           "Run 'advlock COMMAND --help' for a command's options; see advlock(1).\n",
           to);

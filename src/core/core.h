@@ -29,6 +29,12 @@ advlock_sql advlock_sql_for_held(advlock_mode mode, advlock_scope scope, int gua
  * statement reached a server session holding the key for someone else. */
 int advlock_sql_null_is_busy(advlock_sql sql);
 
+/* 1 for the fenced try-locks (ADVLOCK_ANSWER_FENCED). */
+int advlock_sql_fenced(advlock_sql sql);
+
+/* The fenced try-lock of a scope (exclusive: only those take tokens). */
+advlock_sql advlock_sql_for_fenced(advlock_scope scope);
+
 /* 1 for the verify's rows (ADVLOCK_SQL_HELD and its forms). */
 int advlock_sql_verifies(advlock_sql sql);
 

@@ -96,6 +96,14 @@ static void put_holders(advlock_text *t, const advlock_report *r)
     advlock_text_put(t, ".");
 }
 
+/* A fenced try that failed for want of the schema (42P01: no table; 3F000:
+ * no schema). */
+static int fence_schema_missing(const advlock_report *r)
+{
+    return advlock_sql_fenced(r->sql)
+           && (strcmp(r->sqlstate, "42P01") == 0 || strcmp(r->sqlstate, "3F000") == 0);
+}
+
 /* "<function> for '<name>' <what went wrong>", for every FAILED outcome. */
 static void put_failure(advlock_text *t, const advlock_report *r, const char *name, size_t len,
                         const char *words)
@@ -122,6 +130,8 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
                           || r->sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED);
         if (release)
             advlock_text_put(t, " (the lock may still be held on another server session)");
+        else if (advlock_sql_fenced(r->sql))
+            advlock_text_put(t, " (fencing tokens need a direct connection)");
         else if (advlock_sql_verifies(r->sql))
             advlock_text_put(t, " (this connection cannot tell whether it still holds the lock)");
     } else if (r->failure == ADVLOCK_ENULL) {
@@ -135,6 +145,9 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
             advlock_text_putn(t, r->sqlstate, strnlen(r->sqlstate, sizeof r->sqlstate));
         }
         put_server_message(t, words);
+        if (fence_schema_missing(r))
+            advlock_text_put(t, " (fencing tokens need the advlock schema: run `advlock setup` "
+                                "on this database, or the SQL in docs/operators.md)");
     }
     switch (r->detail) {
     case ADVLOCK_DETAIL_UNDO_CANCELLED:
@@ -147,6 +160,10 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
     case ADVLOCK_DETAIL_UNDO_AFTER_57014:
         advlock_text_put(t, " (giving back a grant the cancelled statement may have made: the "
                             "lock may still be held)");
+        break;
+    case ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR:
+        advlock_text_put(t, " (one unlock was sent for a grant the failed fenced statement may "
+                            "have made: this session's holds of the lock are in doubt)");
         break;
     default: break;
     }

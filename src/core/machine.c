@@ -40,7 +40,7 @@ enum step {
     STEP_VERIFY
 };
 enum cancel { CANCEL_NONE, CANCEL_PENDING };
-enum option_flag { CLIP_TO_DEADLINE = 1, DIAGNOSE = 2, ALLOW_STANDBY = 4 };
+enum option_flag { CLIP_TO_DEADLINE = 1, DIAGNOSE = 2, ALLOW_STANDBY = 4, FENCE = 8 };
 
 /* The reference's schedule: Task.Delay(delayMs), then
  * delayMs = Math.Min(delayMs * 2, 1000), starting from 100.
@@ -151,16 +151,25 @@ static int waits_for_grant(const advlock_machine *m)
  * the wait's own grant. */
 static void issue_lock_query(advlock_machine *m)
 {
-    issue_query(
-        m, STEP_LOCK,
-        advlock_sql_for_lock((advlock_mode)m->mode_, (advlock_scope)m->scope_, 0, guarded(m)),
-        INT64_MAX);
+    advlock_scope scope = (advlock_scope)m->scope_;
+    issue_query(m, STEP_LOCK,
+                option(m, FENCE)
+                    ? advlock_sql_for_fenced(scope)
+                    : advlock_sql_for_lock((advlock_mode)m->mode_, scope, 0, guarded(m)),
+                INT64_MAX);
 }
 
 /* The statement the failure of a wait is reported on. */
 static advlock_sql wait_statement(const advlock_machine *m)
 {
     return advlock_sql_for_lock((advlock_mode)m->mode_, (advlock_scope)m->scope_, 1, guarded(m));
+}
+
+/* The statement whose error an undo precedes: a wait's, or a fenced try's
+ * (a fenced acquire never waits on the server). */
+static advlock_sql failed_statement(const advlock_machine *m)
+{
+    return option(m, FENCE) ? advlock_sql_for_fenced((advlock_scope)m->scope_) : wait_statement(m);
 }
 
 /* The server ends the wait at the deadline itself (lock_timeout, whose
@@ -231,6 +240,8 @@ static void finish(advlock_machine *m, advlock_outcome outcome, int failure, adv
     r->failure = failure;
     r->detail = detail;
     r->elapsed_ms = elapsed_ms(m);
+    if (outcome != ADVLOCK_ACQUIRED)
+        r->fence = 0; /* a token whose grant was given back proves nothing */
     advlock_event e;
     memset(&e, 0, sizeof e);
     e.kind = ADVLOCK_EVENT_DONE;
@@ -295,6 +306,10 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
         || (unsigned)o->scope > ADVLOCK_TRANSACTION || (unsigned)o->wait > ADVLOCK_WAIT_SERVER
         || (unsigned)o->backoff > ADVLOCK_BACKOFF_FULL_JITTER)
         return ADVLOCK_EINVAL;
+    /* Only an exclusive hold excludes a newer holder, and a token is issued
+     * in the try's statement, which a server-side wait is not. */
+    if (o->fence && (o->mode != ADVLOCK_EXCLUSIVE || o->wait != ADVLOCK_WAIT_POLL))
+        return ADVLOCK_EINVAL;
     advlock_lease_plan plan;
     if (o->lease_ms != 0 && advlock_lease_plan_init(&plan, o->lease_ms, o->lease_stop_ms) != 0)
         return ADVLOCK_EINVAL;
@@ -311,7 +326,7 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
     m->backoff_ = (uint8_t)o->backoff;
     m->option_flags_ =
         (uint8_t)((o->clip_to_deadline ? CLIP_TO_DEADLINE : 0) | (o->diagnose ? DIAGNOSE : 0)
-                  | (o->allow_standby ? ALLOW_STANDBY : 0));
+                  | (o->allow_standby ? ALLOW_STANDBY : 0) | (o->fence ? FENCE : 0));
     return 0;
 }
 
@@ -374,6 +389,11 @@ static void begin(advlock_machine *m)
     if (m->op_ == ACQUIRE && m->session_.standby && !option(m, ALLOW_STANDBY)) {
         m->report_.sql = ADVLOCK_SQL_SESSION;
         finish(m, ADVLOCK_FAILED, ADVLOCK_ESTANDBY, ADVLOCK_DETAIL_NONE);
+    } else if (m->op_ == ACQUIRE && option(m, FENCE) && guarded(m)) {
+        /* The fenced rows have no guarded form: fencing needs a direct
+         * connection. */
+        m->report_.sql = advlock_sql_for_fenced((advlock_scope)m->scope_);
+        finish(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
     } else if (session_scope && guarded(m) && !m->session_.claimed) {
         m->report_.sql = m->op_ == ACQUIRE ? ADVLOCK_SQL_SESSION : single_statement(m);
         finish(m, ADVLOCK_FAILED, ADVLOCK_ESESSION, ADVLOCK_DETAIL_NONE);
@@ -431,6 +451,7 @@ static int start(advlock_machine *m, enum op op, int64_t key, int64_t timeout_ms
     r->holder_seconds = 0;
     r->holder_state = ADVLOCK_BACKEND_UNKNOWN;
     r->holder_application[0] = '\0';
+    r->fence = 0;
     if (op == RELEASE && m->scope_ == ADVLOCK_TRANSACTION)
         finish(m, ADVLOCK_ENDS_WITH_TRANSACTION, 0, ADVLOCK_DETAIL_NONE);
     else if (needs_session_query(m))
@@ -543,6 +564,34 @@ static void on_wait_error(advlock_machine *m)
     undo(m, ADVLOCK_DETAIL_UNDO_AFTER_57014);
 }
 
+/* Errors a fenced try raises before it runs (class 42: the schema or a
+ * privilege missing, at parse or executor start; 3F000: no schema; 25006:
+ * read-only, a standby), so before anything is locked. */
+static int fails_before_locking(const char *sqlstate)
+{
+    return strncmp(sqlstate, "42", 2) == 0 || strcmp(sqlstate, "3F000") == 0
+           || strcmp(sqlstate, "25006") == 0;
+}
+
+/* A fenced try failed on the server. Its session lock outlives the
+ * statement's rolled-back transaction, so one that may have been taken
+ * (the upsert failed after the grant: a statement_timeout while a
+ * fence_ok caller holds the row, a full disk) is given back before the
+ * failure is reported. Unlike a wait's, this try may have failed before
+ * its grant on a session that already held the lock (re-entrant), whose
+ * older hold the unlock then gives back: the outcome says the session's
+ * holds are in doubt. A transaction lock goes with the caller's aborted
+ * transaction. */
+static void on_fenced_error(advlock_machine *m)
+{
+    if (m->scope_ == ADVLOCK_TRANSACTION || fails_before_locking(m->report_.sqlstate)) {
+        finish_failed(m, ADVLOCK_ESERVER);
+        return;
+    }
+    m->fail_after_undo_ = 1;
+    undo(m, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR);
+}
+
 /* A guarded statement answers NULL when it reached a server session this
  * connection did not claim, and ran nothing there. */
 static int null_failure(const advlock_machine *m)
@@ -559,9 +608,11 @@ static void on_undo_result(advlock_machine *m, advlock_result result)
     case ADVLOCK_RESULT_TRUE:
     case ADVLOCK_RESULT_FALSE:
         if (m->fail_after_undo_) {
-            /* The failure to report is the wait's 57014. */
-            m->report_.sql = wait_statement(m);
-            finish(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
+            /* The failure to report is the wait's 57014, or the fenced try's
+             * (whose unlock may have given back an older hold instead). */
+            m->report_.sql = failed_statement(m);
+            finish(m, ADVLOCK_FAILED, ADVLOCK_ESERVER,
+                   option(m, FENCE) ? ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR : ADVLOCK_DETAIL_NONE);
         } else {
             end_unwanted(m);
         }
@@ -619,6 +670,8 @@ static void on_lock_result(advlock_machine *m, advlock_result result)
     case ADVLOCK_RESULT_SERVER_ERROR:
         if (waits_on_server(m))
             on_wait_error(m);
+        else if (advlock_sql_fenced(m->report_.sql))
+            on_fenced_error(m);
         else
             finish_failed(m, ADVLOCK_ESERVER);
         break;
@@ -681,6 +734,12 @@ static void on_diagnose_failed(advlock_machine *m)
     finish(m, ADVLOCK_TIMED_OUT, 0, ADVLOCK_DETAIL_DIAGNOSIS_FAILED);
 }
 
+/* The try in flight is a fenced row, whose answer is (granted, token). */
+static int fenced_outstanding(const advlock_machine *m)
+{
+    return m->step_ == STEP_LOCK && advlock_sql_fenced(m->report_.sql);
+}
+
 int advlock_on_result(advlock_machine *m, advlock_result result, const char *sqlstate,
                       const char *message, int64_t now_ms)
 {
@@ -693,6 +752,8 @@ int advlock_on_result(advlock_machine *m, advlock_result result, const char *sql
     if ((m->step_ == STEP_DIAGNOSE || m->step_ == STEP_SESSION)
         && result < ADVLOCK_RESULT_SERVER_ERROR)
         return ADVLOCK_EMISUSE;
+    if (fenced_outstanding(m) && result < ADVLOCK_RESULT_NULL)
+        return ADVLOCK_EMISUSE; /* its answer is a row: advlock_on_fenced() */
     observe_time(m, now_ms);
     /* Only errors carry a SQLSTATE; a boolean answer to the unlock after a
      * 57014 keeps that 57014 for the failure it will report. */
@@ -738,6 +799,24 @@ int advlock_on_session(advlock_machine *m, int server_pid, int in_recovery, int 
         finish(m, ADVLOCK_CANCELLED, 0, ADVLOCK_DETAIL_NONE);
     else
         begin(m);
+    return 0;
+}
+
+int advlock_on_fenced(advlock_machine *m, int granted, int64_t token, int64_t now_ms)
+{
+    if (m == NULL || (granted != 0 && granted != 1) || (granted && token < 1))
+        return ADVLOCK_EINVAL;
+    if (m->state_ != QUERYING || !fenced_outstanding(m))
+        return ADVLOCK_EMISUSE;
+    observe_time(m, now_ms);
+    advlock_result result = granted ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
+    advlock_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = ADVLOCK_EVENT_RESULT;
+    e.result = result;
+    emit(m, &e);
+    m->report_.fence = granted ? token : 0;
+    on_lock_result(m, result);
     return 0;
 }
 

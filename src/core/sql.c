@@ -149,6 +149,45 @@
  * always non-NULL) so that every driver can tell its type. */
 #define HEARTBEAT_GUARDED_SQL GUARDED_EXPR("$1::bigint IS NOT NULL")
 
+/*
+ * A fenced try-lock: one statement, so one implicit transaction that
+ * commits before the answer leaves the server. The lock is taken first
+ * (the CTE l, referenced twice, runs once); only a grant upserts the key's
+ * counter row, whose new token is the answer's second column.
+ * synchronous_commit is set for this transaction alone and read at its
+ * commit: the token is durable (and on a synchronous standby) before the
+ * holder hears of it, whatever the server's default. Without the schema
+ * the statement fails at parse, on a standby at executor start (read-only):
+ * either way before anything is locked. Why FOR SHARE in fence_ok and
+ * which races it closes: docs/design.md, "Fencing tokens".
+ */
+#define FENCED_TRY_SQL(function)                                                     \
+    "WITH l AS (SELECT pg_catalog." function "($1::bigint) AS granted,"              \
+    " pg_catalog.set_config('synchronous_commit', 'on', true) AS durable),"          \
+    " t AS (INSERT INTO advlock.fence AS f (key, token) SELECT $1::bigint, 1 FROM l" \
+    " WHERE l.granted ON CONFLICT (key) DO UPDATE SET token = f.token + 1 RETURNING" \
+    " f.token)"                                                                      \
+    " SELECT l.granted, t.token FROM l LEFT JOIN t ON true"
+
+/* clang-format off */
+static const char fence_setup_sql[] =
+    "CREATE SCHEMA IF NOT EXISTS advlock;\n"
+    "CREATE TABLE IF NOT EXISTS advlock.fence (\n"
+    "    key bigint PRIMARY KEY,\n"
+    "    token bigint NOT NULL\n"
+    ");\n"
+    "CREATE OR REPLACE FUNCTION advlock.fence_ok(key bigint, token bigint)\n"
+    "RETURNS boolean LANGUAGE sql VOLATILE AS $fence_ok$\n"
+    "    SELECT coalesce((SELECT f.token <= fence_ok.token FROM advlock.fence f\n"
+    "                     WHERE f.key = fence_ok.key FOR SHARE), true)\n"
+    "$fence_ok$;\n";
+/* clang-format on */
+
+const char *advlock_fence_setup_sql(void)
+{
+    return fence_setup_sql;
+}
+
 /* What messages call the verify's statement. */
 #define HELD_CHECK "the held-lock check"
 
@@ -216,6 +255,10 @@ static const struct {
     [ADVLOCK_SQL_HEARTBEAT] = {HEARTBEAT_SQL, "the lease's heartbeat", ADVLOCK_ANSWER_BOOLEAN, 1},
     [ADVLOCK_SQL_HEARTBEAT_GUARDED] = {HEARTBEAT_GUARDED_SQL, "the lease's heartbeat",
                                        ADVLOCK_ANSWER_BOOLEAN, 2},
+    [ADVLOCK_SQL_TRY_LOCK_FENCED] = {FENCED_TRY_SQL("pg_try_advisory_lock"), "pg_try_advisory_lock",
+                                     ADVLOCK_ANSWER_FENCED, 1},
+    [ADVLOCK_SQL_TRY_XACT_LOCK_FENCED] = {FENCED_TRY_SQL("pg_try_advisory_xact_lock"),
+                                          "pg_try_advisory_xact_lock", ADVLOCK_ANSWER_FENCED, 1},
 };
 
 static int known(advlock_sql sql)
@@ -258,6 +301,17 @@ int advlock_sql_verifies(advlock_sql sql)
 const char *advlock_sql_function(advlock_sql sql)
 {
     return known(sql) ? statements[sql].function : "?";
+}
+
+int advlock_sql_fenced(advlock_sql sql)
+{
+    return sql == ADVLOCK_SQL_TRY_LOCK_FENCED || sql == ADVLOCK_SQL_TRY_XACT_LOCK_FENCED;
+}
+
+advlock_sql advlock_sql_for_fenced(advlock_scope scope)
+{
+    return scope == ADVLOCK_TRANSACTION ? ADVLOCK_SQL_TRY_XACT_LOCK_FENCED
+                                        : ADVLOCK_SQL_TRY_LOCK_FENCED;
 }
 
 /* Rows of the table, chosen by what the operation is and its options. */

@@ -30,6 +30,9 @@
 #   wait_ms_max    longest time from a run's start to its command's start
 #   leftover_key   advisory locks on NAME's key left on the server afterwards
 #   leftover_all   advisory locks of any key left on the server afterwards
+#   fence_tokens   commands that were given a fencing token (advlock run --fence)
+#   fence_disorder of those, taken in the order the commands started: tokens
+#                  not strictly above the one before (0: strictly increasing)
 #   wall_s         seconds the whole load took
 # and the most frequent stderr lines (numbers of 3+ digits shown as N) in
 # DIR/messages. Each command's interval is [start, end] as the command itself
@@ -93,6 +96,7 @@ done
 # shellcheck disable=SC2016
 cmd='rec=$1
 printf "%s\n" "$EPOCHREALTIME" >"$rec.s"
+[ -n "${ADVLOCK_FENCE-}" ] && printf "%s\n" "$ADVLOCK_FENCE" >"$rec.f"
 trap '\''printf "%s\n" "$EPOCHREALTIME" >"$rec.e"; exit 143'\'' TERM INT HUP
 sleep "$2" & wait $!
 printf "%s\n" "$EPOCHREALTIME" >"$rec.e"'
@@ -152,10 +156,11 @@ fi
 # runs), concurrency by a sweep.
 for f in "$out"/runs/*.r; do
     read -r id rc t0 t1 <"$f"
-    s=- e=-
+    s=- e=- f=-
     [ -s "$out/runs/$id.s" ] && s=$(cat "$out/runs/$id.s")
     [ -s "$out/runs/$id.e" ] && e=$(cat "$out/runs/$id.e")
-    printf '%s %s %s %s %s %s\n' "$id" "$rc" "$t0" "$t1" "$s" "$e"
+    [ -s "$out/runs/$id.f" ] && f=$(cat "$out/runs/$id.f")
+    printf '%s %s %s %s %s %s %s\n' "$id" "$rc" "$t0" "$t1" "$s" "$e" "$f"
 done >"$out/intervals"
 
 awk -v began="$began" -v ended="$ended" -v lk="$leftover_key" -v la="$leftover_all" '
@@ -167,6 +172,7 @@ awk -v began="$began" -v ended="$ended" -v lk="$leftover_key" -v la="$leftover_a
         n++; s[n] = $5 + 0; e[n] = ($6 != "-" ? $6 : $4) + 0; r[n] = $2
         w = ($5 - $3) * 1000; if (w > wmax) wmax = w
         if ($2 != 0) nonzero_ran++
+        if ($7 != "-") { nf++; fs[nf] = $5 + 0; ft[nf] = $7 + 0 }
     }
 }
 END {
@@ -182,6 +188,13 @@ END {
         for (j = i - 1; j >= 1 && (tm[j] > x || (tm[j] == x && d[j] > y)); j--) { tm[j+1] = tm[j]; d[j+1] = d[j] }
         tm[j+1] = x; d[j+1] = y
     }
+    # Tokens in the order their commands started (insertion sort, as above).
+    for (i = 2; i <= nf; i++) {
+        x = fs[i]; y = ft[i]
+        for (j = i - 1; j >= 1 && fs[j] > x; j--) { fs[j+1] = fs[j]; ft[j+1] = ft[j] }
+        fs[j+1] = x; ft[j+1] = y
+    }
+    for (i = 2; i <= nf; i++) if (ft[i] <= ft[i-1]) disorder++
     cur = 0; maxc = 0
     for (i = 1; i <= m; i++) { cur += d[i]; if (cur > maxc) maxc = cur }
     printf "runs=%d\ncommands=%d\n", runs, n
@@ -189,6 +202,7 @@ END {
     printf "overlaps=%d\noverlapping_runs=%d\nzero_exit_overlapping=%d\nnonzero_ran=%d\n", pairs, ovr, zero_ov, nonzero_ran
     printf "max_concurrency=%d\nwait_ms_max=%d\n", maxc, wmax
     printf "leftover_key=%s\nleftover_all=%s\nwall_s=%.1f\n", lk, la, ended - began
+    printf "fence_tokens=%d\nfence_disorder=%d\n", nf, disorder
 }' "$out/intervals" >"$out/summary"
 
 cat "$out"/runs/*.err 2>/dev/null | sed -E 's/[0-9]{3,}/N/g' | sort | uniq -c | sort -rn \

@@ -485,13 +485,14 @@ static void test_wait_drives_an_operation_and_watches_a_pipe(void **state)
 /* ---- size: an adapter per lock in flight ---- */
 
 /* Under 1 KB before leases; the lease (advlock_lease, 104 bytes) and its
- * bookkeeping make it 1144 on x86-64. */
+ * bookkeeping make it 1144 on x86-64, and the fencing token (8 bytes in
+ * the machine's report and 8 in the adapter's copy) 1160. */
 static void test_adapter_fits_in_a_kilobyte(void **state)
 {
     (void)state;
     print_message("      sizeof(advlock_pq) = %zu, sizeof(advlock_pq_report) = %zu\n",
                   sizeof(advlock_pq), sizeof(advlock_pq_report));
-    assert_true(sizeof(advlock_pq) <= 1152);
+    assert_true(sizeof(advlock_pq) <= 1160);
 }
 
 /* ---- misuse ---- */

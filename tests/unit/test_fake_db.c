@@ -547,9 +547,41 @@ static void waits_and_holds_are_read_by_pid(void **state)
     assert_int_equal(advlock_fake_db_each_hold(NULL, remember_hold, &seen), 0);
 }
 
+/* The fenced try-locks: a grant issues the key's next token, per key from
+ * 1; a busy try issues none; a standby refuses before locking. */
+static void fenced_tries_issue_tokens_per_key(void **state)
+{
+    fixture *f = *state;
+    const char *fenced = advlock_sql_text(ADVLOCK_SQL_TRY_LOCK_FENCED);
+    advlock_fake_result r = run(f, f->a, fenced, K);
+    assert_int_equal(r.status, ADVLOCK_FAKE_ROW_FENCED);
+    assert_int_equal(r.fence_token, 1);
+    r = run(f, f->b, fenced, K); /* busy */
+    assert_int_equal(r.status, ADVLOCK_FAKE_ROW_FENCED);
+    assert_int_equal(r.fence_token, 0);
+    assert_int_equal(run(f, f->b, fenced, K2).fence_token, 1); /* another key's own counter */
+    assert_int_equal(st(f, f->a, UNLOCK, K), ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(run(f, f->b, fenced, K).fence_token, 2);
+    assert_int_equal(held(f, f->b, K, ADVLOCK_FAKE_EXCLUSIVE, 0), 1);
+
+    /* The transaction form, inside a block: held until it ends. */
+    assert_int_equal(run0(f, f->c, "BEGIN").status, ADVLOCK_FAKE_COMMAND_OK);
+    assert_int_equal(st(f, f->b, UNLOCK, K), ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(
+        run(f, f->c, advlock_sql_text(ADVLOCK_SQL_TRY_XACT_LOCK_FENCED), K).fence_token, 3);
+    assert_int_equal(run0(f, f->c, "COMMIT").status, ADVLOCK_FAKE_COMMAND_OK);
+
+    advlock_fake_db_set_in_recovery(&f->db, 1);
+    r = run(f, f->d, fenced, K);
+    assert_int_equal(r.status, ADVLOCK_FAKE_SERVER_ERROR);
+    assert_string_equal(r.sqlstate, "25006");
+    assert_int_equal(held(f, f->d, K, ADVLOCK_FAKE_EXCLUSIVE, 0), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(fenced_tries_issue_tokens_per_key, setup, teardown),
         cmocka_unit_test_setup_teardown(exclusive_conflicts_and_stacks, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_is_compatible_with_shared_only, setup, teardown),
         cmocka_unit_test_setup_teardown(a_session_never_conflicts_with_itself, setup, teardown),

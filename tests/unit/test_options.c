@@ -705,10 +705,179 @@ static void events_tell_the_story(void **state)
     assert_int_equal(r.events[10].now_ms, 401);
 }
 
+/* ---- fencing tokens ------------------------------------------------------ */
+
+static void start_fenced(advlock_machine *m, advlock_scope scope, int64_t timeout)
+{
+    advlock_options o = defaults();
+    o.fence = 1;
+    o.scope = scope;
+    use(m, o);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, timeout, 0), 0);
+    expect_query(m, scope == ADVLOCK_SESSION ? ADVLOCK_SQL_TRY_LOCK_FENCED
+                                             : ADVLOCK_SQL_TRY_XACT_LOCK_FENCED);
+    assert_int_equal(act(m).param, report_of(m)->key);
+}
+
+static void fence_takes_the_token_with_the_grant(void **state)
+{
+    advlock_machine *m = *state;
+    start_fenced(m, ADVLOCK_SESSION, 1000);
+    assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_TRY_LOCK_FENCED), ADVLOCK_ANSWER_FENCED);
+    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_TRY_LOCK_FENCED), 1);
+    /* Busy: no token; the next round is fenced too. */
+    assert_int_equal(advlock_on_fenced(m, 0, 0, 1), 0);
+    assert_int_equal(act(m).kind, ADVLOCK_ACTION_SLEEP);
+    assert_int_equal(advlock_on_timer(m, 101), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_FENCED);
+    assert_int_equal(advlock_on_fenced(m, 1, 42, 102), 0);
+    expect_done(m, ADVLOCK_ACQUIRED, 0);
+    assert_int_equal(report_of(m)->fence, 42);
+    assert_int_equal(report_of(m)->attempts, 2);
+    /* A release is a plain unlock, and its report carries no token. */
+    assert_int_equal(advlock_start_release_key(m, report_of(m)->key, 103), 0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    assert_int_equal(report_of(m)->fence, 0);
+
+    advlock_machine_init(m);
+    start_fenced(m, ADVLOCK_TRANSACTION, 0);
+    assert_int_equal(advlock_on_fenced(m, 1, 7, 1), 0);
+    expect_done(m, ADVLOCK_ACQUIRED, 0);
+    assert_int_equal(report_of(m)->fence, 7);
+}
+
+static void fence_answers_are_rows(void **state)
+{
+    advlock_machine *m = *state;
+    assert_int_equal(advlock_on_fenced(NULL, 1, 1, 0), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_on_fenced(m, 1, 1, 0), ADVLOCK_EMISUSE); /* nothing out */
+    start_fenced(m, ADVLOCK_SESSION, 1000);
+    assert_int_equal(advlock_on_fenced(m, 2, 1, 0), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_on_fenced(m, 1, 0, 0), ADVLOCK_EINVAL); /* a grant needs a token */
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_TRUE, NULL, NULL, 0), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0), ADVLOCK_EMISUSE);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK_FENCED); /* the refusals changed nothing */
+    /* A NULL granted is the reference's NULL failure. */
+    answer(m, ADVLOCK_RESULT_NULL, 1);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ENULL);
+    assert_int_equal(report_of(m)->fence, 0);
+
+    /* An unfenced try answers with a boolean, never a fenced row. */
+    advlock_machine_init(m);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 0, 0), 0);
+    assert_int_equal(advlock_on_fenced(m, 1, 1, 0), ADVLOCK_EMISUSE);
+}
+
+static void fence_is_for_exclusive_polling_locks(void **state)
+{
+    advlock_machine *m = *state;
+    advlock_options o = defaults();
+    o.fence = 1;
+    o.mode = ADVLOCK_SHARED;
+    assert_int_equal(advlock_set_options(m, &o), ADVLOCK_EINVAL);
+    o.mode = ADVLOCK_EXCLUSIVE;
+    o.wait = ADVLOCK_WAIT_SERVER;
+    assert_int_equal(advlock_set_options(m, &o), ADVLOCK_EINVAL);
+    /* Unfenced options send the plain rows: nothing changes for them. */
+    use(m, defaults());
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 0, 0), 0);
+    expect_query(m, ADVLOCK_SQL_TRY_LOCK);
+}
+
+/* The schema missing: nothing was locked, nothing to give back, and the
+ * message says how to install it. */
+static void fence_without_the_schema_names_the_setup(void **state)
+{
+    advlock_machine *m = *state;
+    start_fenced(m, ADVLOCK_SESSION, 1000);
+    const char *words = "relation \"advlock.fence\" does not exist";
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "42P01", words, 1), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    assert_string_equal(report_of(m)->sqlstate, "42P01");
+    assert_non_null(strstr(said_with(m, words), "advlock setup"));
+    assert_non_null(strstr(said_with(m, words), words));
+}
+
+/* Any other error may come after the grant (the session lock outlives the
+ * statement's rolled-back transaction): one unlock, then the failure. */
+static void fence_error_after_the_grant_is_undone(void **state)
+{
+    advlock_machine *m = *state;
+    start_fenced(m, ADVLOCK_SESSION, 1000);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", "timeout", 1), 0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_TRUE, 2);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_TRY_LOCK_FENCED);
+    assert_string_equal(report_of(m)->sqlstate, "57014");
+    /* The unlock may have given back an older, re-entrant hold instead. */
+    assert_int_equal(report_of(m)->detail, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR);
+    assert_non_null(strstr(said(m), "in doubt"));
+
+    /* The undo failing leaves the grant in doubt, and says so. */
+    start_fenced(m, ADVLOCK_SESSION, 1000);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "53100", "disk full", 1), 0);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57P01", NULL, 2), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+    assert_int_equal(report_of(m)->detail, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR);
+
+    /* A transaction lock goes with the aborted transaction: no unlock. */
+    start_fenced(m, ADVLOCK_TRANSACTION, 1000);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57014", NULL, 1), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
+}
+
+/* A grant nobody wants any more is given back, its token with it. */
+static void fence_cancelled_grant_keeps_no_token(void **state)
+{
+    advlock_machine *m = *state;
+    start_fenced(m, ADVLOCK_SESSION, 1000);
+    assert_int_equal(advlock_cancel(m, 1), 0);
+    assert_int_equal(advlock_on_fenced(m, 1, 9, 2), 0);
+    expect_query(m, ADVLOCK_SQL_UNLOCK);
+    answer(m, ADVLOCK_RESULT_TRUE, 3);
+    expect_done(m, ADVLOCK_CANCELLED, 0);
+    assert_int_equal(report_of(m)->fence, 0);
+}
+
+/* The fenced rows have no guarded form: behind a proxy, refused unsent. */
+static void fence_behind_a_proxy_is_refused(void **state)
+{
+    advlock_machine *m = *state;
+    advlock_session s;
+    assert_int_equal(advlock_session_init(&s, 4242, 99), 0);
+    s.checked = s.proxied = s.claimed = s.claim_asked = 1;
+    assert_int_equal(advlock_set_session(m, &s), 0);
+    advlock_options o = defaults();
+    o.fence = 1;
+    use(m, o);
+    assert_int_equal(advlock_start_acquire(m, KEY, KEY_LEN, 1000, 0), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESESSION);
+    assert_non_null(strstr(said(m), "direct connection"));
+}
+
+static void fence_setup_script_installs_all_three(void **state)
+{
+    (void)state;
+    const char *sql = advlock_fence_setup_sql();
+    assert_non_null(strstr(sql, "CREATE SCHEMA IF NOT EXISTS advlock"));
+    assert_non_null(strstr(sql, "CREATE TABLE IF NOT EXISTS advlock.fence"));
+    assert_non_null(strstr(sql, "CREATE OR REPLACE FUNCTION advlock.fence_ok"));
+    assert_non_null(strstr(sql, "FOR SHARE"));
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(fence_takes_the_token_with_the_grant),
+        T(fence_answers_are_rows),
+        T(fence_is_for_exclusive_polling_locks),
+        T(fence_without_the_schema_names_the_setup),
+        T(fence_error_after_the_grant_is_undone),
+        T(fence_cancelled_grant_keeps_no_token),
+        T(fence_behind_a_proxy_is_refused),
+        T(fence_setup_script_installs_all_three),
         T(modes_and_scopes_pick_their_statements),
         T(options_are_checked_and_fixed_during_an_operation),
         T(clipping_puts_the_last_attempt_at_the_deadline),

@@ -172,6 +172,40 @@ static void run_try(advlock_fake_db *db, int slot, const advlock_fake_statement 
                                 r == LT_GRANTED ? ADVLOCK_FAKE_ROW_TRUE : ADVLOCK_FAKE_ROW_FALSE);
 }
 
+/* The key's counter row: its slot in the fence table, a new one (token 0)
+ * if the key has none yet, or -1 when the table is full. */
+static int fence_slot(advlock_fake_db *db, int64_t key)
+{
+    for (int i = 0; i < db->fences_used_; i++)
+        if (db->fence_keys_[i] == key)
+            return i;
+    if (db->fences_used_ == ADVLOCK_FAKE_MAX_LOCKS)
+        return -1;
+    db->fence_keys_[db->fences_used_] = key;
+    db->fence_tokens_[db->fences_used_] = 0;
+    return db->fences_used_++;
+}
+
+/* The fenced try: a standby refuses the upsert at executor start, before
+ * the lock is taken; a grant bumps the key's counter. */
+static void run_try_fenced(advlock_fake_db *db, int slot, const advlock_fake_statement *st,
+                           int64_t key, advlock_fake_result *out)
+{
+    if (db->in_recovery_) {
+        advlock_fake_result_error(out, "25006", "cannot execute INSERT in a read-only transaction");
+        return;
+    }
+    int row = fence_slot(db, key);
+    enum advlock_lt_outcome r =
+        row < 0 ? LT_FULL : advlock_lt_request(db, slot, key, st->mode, st->scope, 0);
+    if (r == LT_FULL) {
+        lock_table_full(out);
+        return;
+    }
+    advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_FENCED);
+    out->fence_token = r == LT_GRANTED ? ++db->fence_tokens_[row] : 0;
+}
+
 /* bound: the lock_timeout in ms a bounded wait sets (0: none), checked as
  * set_config checks it before the wait begins. */
 static void run_lock(advlock_fake_db *db, int slot, const advlock_fake_statement *st, int64_t key,
@@ -362,6 +396,7 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     }
     switch (st->kind) {
     case ST_TRY: run_try(db, slot, st, key, out); break;
+    case ST_TRY_FENCED: run_try_fenced(db, slot, st, key, out); break;
     case ST_LOCK: run_lock(db, slot, st, key, nparams > 1 ? params[1] : 0, out); break;
     case ST_UNLOCK: run_unlock(db, slot, st, key, out); break;
     case ST_HOLDERS: run_holders(db, slot, key, out); break;

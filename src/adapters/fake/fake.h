@@ -86,7 +86,8 @@ enum stmt_kind {
     ST_HELD,
     ST_LEASE_SETUP,
     ST_HEARTBEAT,
-    ST_HEARTBEAT_GUARDED
+    ST_HEARTBEAT_GUARDED,
+    ST_TRY_FENCED
 };
 
 typedef struct advlock_fake_statement {

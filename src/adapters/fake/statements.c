@@ -66,6 +66,8 @@ static const struct {
     {ADVLOCK_SQL_LEASE_SETUP, {NULL, ST_LEASE_SETUP, EX, SES, 1, 0}},
     {ADVLOCK_SQL_HEARTBEAT, {NULL, ST_HEARTBEAT, EX, SES, 1, 0}},
     {ADVLOCK_SQL_HEARTBEAT_GUARDED, {NULL, ST_HEARTBEAT_GUARDED, EX, SES, 2, 2}},
+    {ADVLOCK_SQL_TRY_LOCK_FENCED, {NULL, ST_TRY_FENCED, EX, SES, 1, 0}},
+    {ADVLOCK_SQL_TRY_XACT_LOCK_FENCED, {NULL, ST_TRY_FENCED, EX, XACT, 1, 0}},
 };
 
 const advlock_fake_statement *advlock_fake_statement_find(const char *sql)

@@ -6,7 +6,9 @@
  *            or NULL when a guarded wait did not run;
  *   HOLDERS  rows of advlock_holder columns, fed with advlock_on_holders();
  *   SESSION  one row: pid int4, in_recovery bool, ours bool, fed with
- *            advlock_on_session().
+ *            advlock_on_session();
+ *   FENCED   one row: granted bool, token int8 (NULL unless granted), fed
+ *            with advlock_on_fenced() (a NULL granted as NULL).
  * A server error becomes SERVER_ERROR with its SQLSTATE and primary message;
  * a broken connection, or no result at all, becomes CONNECTION_LOST. Written
  * once, for both adapters. Results are read in binary format only, so no
@@ -182,6 +184,28 @@ static void read_session(advlock_pq_query_ *q, const PGresult *res)
         q->result_ = ADVLOCK_RESULT_TRUE;
 }
 
+static int64_t integer(const PGresult *res, int row, int column, int width);
+
+/* The fenced row: granted and, with a grant, its token (8 bytes; NULL
+ * otherwise); read as TRUE or FALSE here, the token when fed. */
+static void read_fenced(advlock_pq_query_ *q, const PGresult *res)
+{
+    static const Oid types[2] = {BOOL_OID, INT8_OID};
+    if (!has_shape(q, res, 1, types, 2))
+        return;
+    if (PQgetisnull(res, 0, 0)) {
+        q->result_ = ADVLOCK_RESULT_NULL;
+        return;
+    }
+    int granted = boolean_value(res, 0);
+    if (granted < 0)
+        unexpected(q, UNEXPECTED_BOOLEAN);
+    else if (granted && integer(res, 0, 1, 8) < 1) /* NULL, another width, or edited */
+        unexpected(q, UNEXPECTED_SHAPE);
+    else
+        q->result_ = granted ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
+}
+
 /* The columns of ADVLOCK_SQL_HOLDERS, in advlock_holder's order. */
 static const Oid holder_types[] = {INT4_OID, BOOL_OID, TEXT_OID, TEXT_OID,
                                    TEXT_OID, TEXT_OID, TEXT_OID, INT8_OID};
@@ -246,6 +270,7 @@ static int read_result(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
         case ADVLOCK_ANSWER_VOID: read_void(q, res); break;
         case ADVLOCK_ANSWER_HOLDERS: read_holders(q, res); break;
         case ADVLOCK_ANSWER_SESSION: read_session(q, res); break;
+        case ADVLOCK_ANSWER_FENCED: read_fenced(q, res); break;
         default: read_boolean(q, res); break;
         }
     } else {
@@ -355,6 +380,11 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
         /* read_session checked every value. */
         (void)advlock_on_session(m, (int)integer(q->kept_, 0, 0, 4), boolean_value(q->kept_, 1),
                                  boolean_value(q->kept_, 2), now_ms);
+    } else if (kind == ADVLOCK_ANSWER_FENCED
+               && (q->result_ == ADVLOCK_RESULT_TRUE || q->result_ == ADVLOCK_RESULT_FALSE)) {
+        /* read_fenced checked the token that comes with a grant. */
+        int granted = q->result_ == ADVLOCK_RESULT_TRUE;
+        (void)advlock_on_fenced(m, granted, granted ? integer(q->kept_, 0, 1, 8) : 0, now_ms);
     } else {
         const char *message = write_failure_words(q, conn, words, size) ? words : "";
         const char *sqlstate = q->sqlstate_[0] != '\0' ? q->sqlstate_ : NULL;
