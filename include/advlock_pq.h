@@ -134,6 +134,7 @@ typedef struct advlock_pq {
     advlock_lease lease_;   /* its plan is the options' (all zero: no lease) */
     int64_t sent_ms_;       /* when the machine's statement in flight was begun */
     int64_t lease_free_ms_; /* after the lease ran out: the server frees by then */
+    uint8_t lease_on_;      /* a lease runs: options.lease_ms > 0 */
     uint8_t lease_query_;   /* the statement in flight is the lease's (async.c) */
     uint8_t acquiring_;     /* the operation under way is an acquire */
     uint8_t deferred_;      /* an operation waits for the heartbeat in flight */

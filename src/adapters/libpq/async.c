@@ -84,6 +84,7 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
     a->scope_ = ADVLOCK_SESSION;
     a->query_.kept_ = NULL;
     memset(&a->lease_, 0, sizeof a->lease_); /* no lease */
+    a->lease_on_ = 0;
     a->lease_query_ = MACHINE_QUERY;
     a->acquiring_ = 0;
     a->deferred_ = 0;
@@ -112,9 +113,11 @@ static const advlock_lease_plan *lease_plan(const advlock_pq *a)
     return advlock_lease_plan_of(&a->lease_);
 }
 
+/* Read on every turn of the engine: a flag, so that a connection without
+ * a lease pays no call for it. */
 static int lease_on(const advlock_pq *a)
 {
-    return lease_plan(a)->lease_ms > 0;
+    return a->lease_on_;
 }
 
 /* A fresh lease for the connection under the plan for lease_ms and
@@ -122,8 +125,9 @@ static int lease_on(const advlock_pq *a)
 static void start_lease(advlock_pq *a, int64_t lease_ms, int64_t stop_ms)
 {
     advlock_lease_plan p;
-    if (lease_ms == 0 || advlock_lease_plan_init(&p, lease_ms, stop_ms) != 0
-        || advlock_lease_init(&a->lease_, &p) != 0)
+    a->lease_on_ = lease_ms != 0 && advlock_lease_plan_init(&p, lease_ms, stop_ms) == 0
+                   && advlock_lease_init(&a->lease_, &p) == 0;
+    if (!a->lease_on_)
         memset(&a->lease_, 0, sizeof a->lease_);
 }
 
