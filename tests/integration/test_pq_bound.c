@@ -10,6 +10,7 @@
 #include "pg_test.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -65,8 +66,7 @@ static void expect_given_up(fixture *f, const advlock_pq_report *r, const char *
                      ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_release(&f->adapter, f->lock.key, f->lock.len, &again),
                      ADVLOCK_EMISUSE);
-    assert_int_equal(advlock_pq_verify_key(&f->adapter, f->lock.derived, &again),
-                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_verify_key(&f->adapter, f->lock.derived, &again), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_check(&f->adapter), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_wait(&f->adapter, -1, 0), ADVLOCK_EMISUSE);
     assert_int_equal(PQstatus(f->conn), CONNECTION_OK); /* the caller's to close */
