@@ -78,7 +78,12 @@ typedef enum advlock_failure {
      * sessions. The statement that found it locked or unlocked
      * nothing; a lock taken earlier may be left on the other server session
      * (detail says when that is the case). See advlock_set_session(). */
-    ADVLOCK_ESESSION = -9
+    ADVLOCK_ESESSION = -9,
+    /* A statement got no answer within the bound the driver sets (a stopped
+     * backend, a hung server): the connection is unusable and must be
+     * closed; closing it ends the server session and any lock it may have
+     * taken. Set by drivers, never by the machine. */
+    ADVLOCK_ENOANSWER = -10
 } advlock_failure;
 
 /*

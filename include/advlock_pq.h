@@ -9,8 +9,9 @@
  *
  * docs/libpq.md explains what the declarations below share; the sections
  * their comments name ("On the wire", "Server notices", "Lost connections",
- * "The server session", "Verifying a held lock", "Options", "Server-side
- * waiting", "While a lock is held", "Leases", "Events") are its sections.
+ * "A server that does not answer", "The server session", "Verifying a held
+ * lock", "Options", "Server-side waiting", "While a lock is held",
+ * "Leases", "Events") are its sections.
  *
  * Thread safety: an advlock_pq, and its PGconn, belong to one thread at a
  * time. Different connections may be used from different threads.
@@ -176,6 +177,20 @@ ADVLOCK_API int advlock_pq_set_options(advlock_pq *a, const advlock_options *o);
 /* ---- blocking ------------------------------------------------------------ */
 
 /*
+ * How long past its own schedule a blocking call, and advlock run, may wait
+ * for the server: room for a round trip to a far server (the last try and
+ * its answer, a diagnosis), never for a hung one. A blocking acquire whose
+ * statement is still unanswered at timeout_ms + ADVLOCK_PQ_GRACE_MS after
+ * its start, or a release or verify at ADVLOCK_GUARD_RETRY_MS +
+ * ADVLOCK_PQ_GRACE_MS (a guarded one's retries behind a proxy), sends the
+ * server a cancel request (250 ms at most) and waits 250 ms more for the
+ * answer; then it ends FAILED with ADVLOCK_ENOANSWER. So a blocking call
+ * returns within its bound + 0.5 s, and only a call that ends that way
+ * takes longer than its bound.
+ */
+#define ADVLOCK_PQ_GRACE_MS 1000
+
+/*
  * Acquires a lock, blocking until the core's schedule ends: try at once,
  * then sleep 100, 200, 400, 800, 1000, 1000, ... ms between tries until the
  * lock is granted or timeout_ms has passed (0: one try only); or, as the
@@ -184,12 +199,16 @@ ADVLOCK_API int advlock_pq_set_options(advlock_pq *a, const advlock_options *o);
  * socket with CLOCK_MONOTONIC deadlines and resumes after signals, so it
  * cannot be interrupted; use the nonblocking calls to cancel.
  *
- * timeout_ms bounds the schedule, not a statement the server never answers
- * (a stopped backend, a pooler's queue): the call waits for every answer
- * (a server-side wait's is asked for with cancel requests). For a hard
- * bound, drive the nonblocking calls under a deadline of your own and close
- * the connection when it passes, which ends the server session and any
- * lock it took, as advlock run does (advlock(1), --timeout).
+ * The call returns within timeout_ms + ADVLOCK_PQ_GRACE_MS + 0.5 s. A
+ * statement the server has not answered by then (a stopped backend, a
+ * pooler's queue, a hung host) ends the call FAILED with ADVLOCK_ENOANSWER
+ * (see ADVLOCK_PQ_GRACE_MS and "A server that does not answer" in
+ * docs/libpq.md): the statement is left in flight, so the adapter is
+ * unbound (every call on it returns ADVLOCK_EMISUSE until
+ * advlock_pq_init() on a new connection) and the caller must close the
+ * connection (PQfinish()), which ends the server session and any lock the
+ * statement may have taken. The adapter never closes it: the caller owns
+ * it.
  *
  * lock_key, len: the lock's name (UTF-8; len bytes, NUL allowed), read during
  *     the call only.
@@ -226,7 +245,9 @@ ADVLOCK_API int advlock_pq_acquire_key(advlock_pq *a, int64_t key, int64_t timeo
  * transaction scope nothing is sent: ENDS_WITH_TRANSACTION. Behind a proxy
  * it ends FAILED with ADVLOCK_ESESSION when the unlock reached a server
  * session other than the one this connection claimed: the lock may still
- * be held there (see "The server session").
+ * be held there (see "The server session"). A statement unanswered within
+ * ADVLOCK_GUARD_RETRY_MS + ADVLOCK_PQ_GRACE_MS ends it FAILED with
+ * ADVLOCK_ENOANSWER, the adapter unbound, as for advlock_pq_acquire().
  *
  * Arguments and errors as for advlock_pq_acquire() (without the timeout).
  */
@@ -249,7 +270,8 @@ ADVLOCK_API int advlock_pq_release_key(advlock_pq *a, int64_t key, advlock_pq_re
  *   ADVLOCK_FAILED    ADVLOCK_ESESSION behind a proxy: the statement reached
  *                     a server session this connection did not claim, or
  *                     the claim was refused (then nothing was sent);
- *                     ADVLOCK_ECONNLOST, ADVLOCK_ESERVER as any statement.
+ *                     ADVLOCK_ECONNLOST, ADVLOCK_ESERVER as any statement;
+ *                     ADVLOCK_ENOANSWER as for advlock_pq_release().
  * Anything but HELD ends the watch: act on it (stop the work the lock
  * guards). The first operation on a connection checks the server session
  * first, as for any operation. Transaction scope works too (a proxy keeps
@@ -503,10 +525,10 @@ ADVLOCK_API int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_
 /*
  * One turn of a poll() loop for one adapter, for programs without an event
  * loop of their own: waits once for what the adapter waits for, then lets
- * it process what came. The blocking calls are exactly
+ * it process what came. The blocking calls are
  *     while (advlock_pq_async_busy(a)) advlock_pq_wait(a, -1, -1);
- * and a program that must also react to signals (advlock run) passes the
- * read end of a self-pipe its handlers write to as extra_fd, then cancels
+ * under their bound (see ADVLOCK_PQ_GRACE_MS), and a program that must also react to signals
+ * (advlock run) passes the read end of a self-pipe its handlers write to as extra_fd, then cancels
  * or forwards as it sees fit before the next turn.
  *
  * The wait is one poll() on the adapter's socket for the readiness it wants

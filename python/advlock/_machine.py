@@ -58,6 +58,7 @@ class Failure(enum.IntEnum):
     ECONNLOST = -7
     ESTANDBY = -8
     ESESSION = -9
+    ENOANSWER = -10
 
 
 class Detail(enum.IntEnum):

@@ -92,19 +92,19 @@ static void clear_progress(void)
 /* ---- one lock operation, driven to its end -------------------------------- */
 
 /* How long past --timeout a run may take (see --timeout in advlock(1)): the
- * connect and every statement must end by --timeout plus GRACE_MS, past
- * which the connection is abandoned. It leaves room for a round trip to a
- * far server (the last attempt and its answer, the diagnosis), never for a
- * hung one. A statement cancelled by a stop signal has SIGNAL_GRACE_MS to
- * answer (a granted lock is then released), then it is abandoned too. */
-enum { GRACE_MS = 1000, SIGNAL_GRACE_MS = 500 };
+ * connect and every statement must end by --timeout plus the library's
+ * grace (ADVLOCK_PQ_GRACE_MS), past which the connection is abandoned. A
+ * statement cancelled by a stop signal has SIGNAL_GRACE_MS to answer (a
+ * granted lock is then released), then it is abandoned too. */
+enum { SIGNAL_GRACE_MS = 500 };
 
 /* The bound of a phase that starts at now and may take ms (INT64_MAX: no
  * bound), grace included. */
 static cli_bound bound_from(int64_t now, int64_t ms)
 {
-    int64_t until =
-        ms == INT64_MAX || ms > INT64_MAX - now - GRACE_MS ? INT64_MAX : now + ms + GRACE_MS;
+    int64_t until = ms == INT64_MAX || ms > INT64_MAX - now - ADVLOCK_PQ_GRACE_MS
+                        ? INT64_MAX
+                        : now + ms + ADVLOCK_PQ_GRACE_MS;
     return (cli_bound){until, ms};
 }
 

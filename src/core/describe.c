@@ -138,6 +138,10 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
         advlock_text_put(t, advlock_sql_answer(r->sql) == ADVLOCK_ANSWER_VOID
                                 ? "returned null (expected void)."
                                 : "returned null (expected boolean).");
+    } else if (r->failure == ADVLOCK_ENOANSWER) {
+        advlock_text_put(t, "failed: ");
+        advlock_text_put(t, advlock_strerror(ADVLOCK_ENOANSWER));
+        put_server_message(t, words);
     } else {
         advlock_text_put(t, r->failure == ADVLOCK_ECONNLOST ? "failed: connection lost" : "failed");
         if (r->sqlstate[0] != '\0') {

@@ -19,6 +19,9 @@ const char *advlock_strerror(int error)
     case ADVLOCK_ECONNLOST: return "connection to the server was lost";
     case ADVLOCK_ESTANDBY: return "the server is a standby in recovery";
     case ADVLOCK_ESESSION: return ADVLOCK_SESSION_ELSEWHERE;
+    case ADVLOCK_ENOANSWER:
+        return "no answer from the server within the bound; the connection is unusable and must "
+               "be closed (closing it ends the server session and any lock it may have taken)";
     default: return "unknown advlock error";
     }
 }

@@ -124,9 +124,10 @@ static void nul_bytes_are_shown_escaped(void **state)
 static void names_for_every_code(void **state)
 {
     (void)state;
-    static const int codes[] = {ADVLOCK_OK,      ADVLOCK_EINVAL,   ADVLOCK_EUTF8,
-                                ADVLOCK_EMISUSE, ADVLOCK_ECRYPTO,  ADVLOCK_ENULL,
-                                ADVLOCK_ESERVER, ADVLOCK_ECONNLOST};
+    static const int codes[] = {ADVLOCK_OK,       ADVLOCK_EINVAL,    ADVLOCK_EUTF8,
+                                ADVLOCK_EMISUSE,  ADVLOCK_ECRYPTO,   ADVLOCK_ENULL,
+                                ADVLOCK_ESERVER,  ADVLOCK_ECONNLOST, ADVLOCK_ESTANDBY,
+                                ADVLOCK_ESESSION, ADVLOCK_ENOANSWER};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         assert_string_not_equal(advlock_strerror(codes[i]), "unknown advlock error");
@@ -274,6 +275,14 @@ static void driver_reports_render(void **state)
                               "connection due to administrator command");
     advlock_describe(&r, "jobs", 4, NULL, text, sizeof text);
     assert_string_equal(text, "Lock 'jobs' lost: the connection holding it closed");
+    r.failure = ADVLOCK_ENOANSWER;
+    r.detail = ADVLOCK_DETAIL_NONE;
+    r.sql = ADVLOCK_SQL_TRY_LOCK;
+    advlock_describe(&r, "jobs", 4, NULL, text, sizeof text);
+    assert_string_equal(text, "pg_try_advisory_lock for 'jobs' failed: no answer from the server "
+                              "within the bound; the connection is unusable and must be closed "
+                              "(closing it ends the server session and any lock it may have "
+                              "taken)");
     r.outcome = ADVLOCK_OUTCOME_COUNT;
     assert_int_equal(advlock_describe(&r, "jobs", 4, NULL, text, sizeof text), 0);
     assert_string_equal(text, "");

@@ -459,6 +459,36 @@ static void drive(advlock_pq *a, int64_t now_ms)
     }
 }
 
+int advlock_pq_engine_in_flight(const advlock_pq *a)
+{
+    return a->phase_ == SENDING || a->phase_ == AWAITING;
+}
+
+void advlock_pq_engine_cancel_in_flight(advlock_pq *a, int64_t now_ms)
+{
+    send_cancel(a, now_ms);
+}
+
+/* The machine is left as it is, mid-statement: the adapter is unbound, so
+ * nothing drives it again until an init starts it afresh. */
+void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms)
+{
+    advlock_report r = *advlock_next_action(&a->machine_).report;
+    r.sql = statement_in_flight(a).sql;
+    r.outcome = ADVLOCK_FAILED;
+    r.failure = ADVLOCK_ENOANSWER;
+    r.detail = ADVLOCK_DETAIL_NONE;
+    r.sqlstate[0] = '\0';
+    r.elapsed_ms = elapsed_ms;
+    advlock_pq_report_finish(&a->report_, &r);
+    a->report_.server_message[0] = '\0'; /* the server said nothing */
+    advlock_pq_answer_clear(&a->query_);
+    a->lease_query_ = MACHINE_QUERY;
+    a->deferred_ = 0;
+    a->phase_ = DONE;
+    a->conn_ = NULL;
+}
+
 /* The session that held the lock is gone: the report says so, once, in
  * words (the server's or libpq's) and, if the server said it, its SQLSTATE. */
 static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, int64_t now_ms)

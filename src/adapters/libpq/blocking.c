@@ -5,9 +5,13 @@
  * its deadline). So both ways of driving an adapter share every line that
  * talks to libpq or to the machine, and a server-side wait blocks in poll()
  * only until its deadline, where the engine asks the server to cancel it.
- * Every decision is the machine's.
+ * Every decision about locks is the machine's; the one decision here is
+ * the call's bound, past which a statement the server never answers is
+ * given up on (the connection with it).
  */
 #include "pq.h"
+
+#include <limits.h>
 
 int advlock_pq_init(advlock_pq *a, PGconn *conn)
 {
@@ -17,16 +21,53 @@ int advlock_pq_init(advlock_pq *a, PGconn *conn)
     return 0;
 }
 
-/* Runs an operation that start_rc says started to its end, and copies out
- * its report; a refused call sent nothing. */
-static int run(advlock_pq *a, int start_rc, advlock_pq_report *report)
+/* How long a statement may stay unanswered after its cancel request
+ * before the call gives up on it (ADVLOCK_PQ_GRACE_MS in advlock_pq.h). */
+enum { CANCEL_ANSWER_MS = 250 };
+
+/* How long a release or verify may take: a guarded one's retries behind a
+ * proxy (its first operation on a connection may find the proxy), plus the
+ * grace. */
+static const int64_t ONE_STATEMENT_BOUND_MS = ADVLOCK_GUARD_RETRY_MS + ADVLOCK_PQ_GRACE_MS;
+
+/* A poll() wait until until_ms (INT_MAX at most), or -1 (only the
+ * adapter's own deadline) when there is none or it has passed. */
+static int wait_until(int64_t until_ms, int64_t now)
+{
+    if (until_ms == INT64_MAX || until_ms <= now)
+        return -1;
+    return until_ms - now > INT_MAX ? INT_MAX : (int)(until_ms - now);
+}
+
+/* Runs an operation that start_rc says started at started_ms to its end,
+ * and copies out its report; a refused call sent nothing. A statement
+ * still unanswered bound_ms after the start is asked to cancel; if it has
+ * not answered CANCEL_ANSWER_MS later, the call gives up on it (see
+ * advlock_pq_acquire() in advlock_pq.h). A sleep between tries is never
+ * cut: the schedule ends within the bound on its own. */
+static int run(advlock_pq *a, int start_rc, int64_t started_ms, int64_t bound_ms,
+               advlock_pq_report *report)
 {
     if (start_rc != 0) {
         advlock_pq_report_refuse(report);
         return start_rc;
     }
-    while (advlock_pq_async_busy(a))
-        (void)advlock_pq_wait(a, -1, -1);
+    int64_t until_ms = advlock_pq_add_ms(started_ms, bound_ms);
+    int cancelled = 0;
+    while (advlock_pq_async_busy(a)) {
+        int64_t now = advlock_pq_now_ms();
+        if (now >= until_ms && advlock_pq_engine_in_flight(a)) {
+            if (cancelled) {
+                advlock_pq_engine_give_up(a, now - started_ms);
+                break;
+            }
+            advlock_pq_engine_cancel_in_flight(a, now);
+            cancelled = 1;
+            now = advlock_pq_now_ms();
+            until_ms = now + CANCEL_ANSWER_MS;
+        }
+        (void)advlock_pq_wait(a, -1, wait_until(until_ms, now));
+    }
     advlock_pq_report_copy(report, &a->report_);
     return 0;
 }
@@ -37,9 +78,10 @@ int advlock_pq_acquire(advlock_pq *a, const char *lock_key, size_t len, int64_t 
     if (report == NULL)
         return ADVLOCK_EINVAL;
     if (a == NULL)
-        return run(a, ADVLOCK_EINVAL, report);
-    return run(a, advlock_pq_async_start_acquire(a, lock_key, len, timeout_ms, advlock_pq_now_ms()),
-               report);
+        return run(a, ADVLOCK_EINVAL, 0, 0, report);
+    int64_t now = advlock_pq_now_ms();
+    return run(a, advlock_pq_async_start_acquire(a, lock_key, len, timeout_ms, now), now,
+               advlock_pq_add_ms(timeout_ms, ADVLOCK_PQ_GRACE_MS), report);
 }
 
 int advlock_pq_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
@@ -48,9 +90,10 @@ int advlock_pq_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
     if (report == NULL)
         return ADVLOCK_EINVAL;
     if (a == NULL)
-        return run(a, ADVLOCK_EINVAL, report);
-    return run(a, advlock_pq_async_start_acquire_key(a, key, timeout_ms, advlock_pq_now_ms()),
-               report);
+        return run(a, ADVLOCK_EINVAL, 0, 0, report);
+    int64_t now = advlock_pq_now_ms();
+    return run(a, advlock_pq_async_start_acquire_key(a, key, timeout_ms, now), now,
+               advlock_pq_add_ms(timeout_ms, ADVLOCK_PQ_GRACE_MS), report);
 }
 
 int advlock_pq_release(advlock_pq *a, const char *lock_key, size_t len, advlock_pq_report *report)
@@ -58,8 +101,10 @@ int advlock_pq_release(advlock_pq *a, const char *lock_key, size_t len, advlock_
     if (report == NULL)
         return ADVLOCK_EINVAL;
     if (a == NULL)
-        return run(a, ADVLOCK_EINVAL, report);
-    return run(a, advlock_pq_async_start_release(a, lock_key, len, advlock_pq_now_ms()), report);
+        return run(a, ADVLOCK_EINVAL, 0, 0, report);
+    int64_t now = advlock_pq_now_ms();
+    return run(a, advlock_pq_async_start_release(a, lock_key, len, now), now,
+               ONE_STATEMENT_BOUND_MS, report);
 }
 
 int advlock_pq_release_key(advlock_pq *a, int64_t key, advlock_pq_report *report)
@@ -67,8 +112,10 @@ int advlock_pq_release_key(advlock_pq *a, int64_t key, advlock_pq_report *report
     if (report == NULL)
         return ADVLOCK_EINVAL;
     if (a == NULL)
-        return run(a, ADVLOCK_EINVAL, report);
-    return run(a, advlock_pq_async_start_release_key(a, key, advlock_pq_now_ms()), report);
+        return run(a, ADVLOCK_EINVAL, 0, 0, report);
+    int64_t now = advlock_pq_now_ms();
+    return run(a, advlock_pq_async_start_release_key(a, key, now), now, ONE_STATEMENT_BOUND_MS,
+               report);
 }
 
 /* The start refuses a NULL adapter (EINVAL), which run() reports. */
@@ -76,7 +123,9 @@ int advlock_pq_verify_key(advlock_pq *a, int64_t key, advlock_pq_report *report)
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    return run(a, advlock_pq_async_start_verify_key(a, key, advlock_pq_now_ms()), report);
+    int64_t now = advlock_pq_now_ms();
+    return run(a, advlock_pq_async_start_verify_key(a, key, now), now, ONE_STATEMENT_BOUND_MS,
+               report);
 }
 
 int advlock_pq_check(advlock_pq *a)

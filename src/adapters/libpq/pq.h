@@ -160,6 +160,23 @@ void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms);
  * did. Reads nothing from the socket. */
 int advlock_pq_engine_notice_reset(advlock_pq *a, int64_t now_ms);
 
+/* 1 while a statement of the operation under way is sent or being sent
+ * and not yet all answered (a sleep between tries is no statement). */
+int advlock_pq_engine_in_flight(const advlock_pq *a);
+
+/* Asks the server to cancel the statement in flight (cancel.c's request,
+ * 250 ms at most); a request not taken is reported as a warning event. */
+void advlock_pq_engine_cancel_in_flight(advlock_pq *a, int64_t now_ms);
+
+/*
+ * Ends the operation whose statement got no answer within the caller's
+ * bound: outcome FAILED, failure ADVLOCK_ENOANSWER, the statement in
+ * flight as its sql, elapsed_ms as given; and unbinds the adapter, whose
+ * connection is left with a statement in flight (every call but init
+ * then returns ADVLOCK_EMISUSE). The connection is the caller's to close.
+ */
+void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms);
+
 /* ---- shared checks ------------------------------------------------------- */
 
 /* 1 when conn can take a new statement from an adapter: no query of the
