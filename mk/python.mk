@@ -7,6 +7,9 @@
 #                        modes) and on a real hot standby (part of `make test`)
 #   make install-python  the package into PYTHON_SITEDIR (DESTDIR honoured)
 #   make python-install-test  where it lands, and importing it from there
+#   make python-wheel-test  the wheel (python/pyproject.toml) built and installed
+#                        offline into a fresh venv, locking on a throwaway
+#                        server; the other library-finding rules beside it
 #   make bench-python    Python cycles/s beside the same driver by hand
 #                        (part of `make bench`: build/bench.json)
 
@@ -62,7 +65,20 @@ python-deploy-test: $(BUILD)/libadvlock.so | deps-python deps-deploy
 python-install-test: all | deps-python
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/run-tests.sh -c scripts/check-install-python.sh
 
-test: python-test python-deploy-test python-install-test
+# The wheel is built with Debian's setuptools and wheel, offline (PyPI is
+# not needed), and installed into a venv (python3-venv).
+DEPS_WHEEL := python3-setuptools:py:setuptools python3-wheel:py:wheel python3-pip:py:pip \
+              python3-venv:py:ensurepip
+
+.PHONY: python-wheel-test deps-wheel
+deps-wheel:
+	@PYTHON=$(PYTHON) scripts/ensure-deps.sh $(DEPS_WHEEL)
+
+python-wheel-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so | deps-python deps-wheel
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) tests/pg/with-postgres.sh \
+	    scripts/run-tests.sh -c scripts/check-wheel.sh
+
+test: python-test python-deploy-test python-install-test python-wheel-test
 
 install-python:
 	@test -n "$(PYTHON_SITEDIR)" || { echo "install-python: $(PYTHON) did not say where it reads packages" >&2; exit 1; }

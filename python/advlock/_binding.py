@@ -6,13 +6,20 @@ source of truth, and python/tests/test_layout.py checks every mirror below
 against sizes and offsets a C program compiled from those headers reports.
 When a header changes, this file is the one edit.
 
-Libraries are found, in order:
+Libraries are found, in order (the first that exists and loads wins):
   1. ADVLOCK_LIBRARY (path of libadvlock.so) and ADVLOCK_FAKE_LIBRARY
      (default: libadvlock_fake.so beside ADVLOCK_LIBRARY);
   2. the source tree's build directory: ADVLOCK_BUILD (default "build")
      under the checkout this package sits in (python/advlock/..);
-  3. the prefix `make install-python` recorded in advlock/_installed.py;
-  4. the dynamic linker's search path (libadvlock.so.1).
+  3. inside the package itself (libadvlock.so.1 beside this file): the
+     copies a wheel carries (python/setup.py puts them there), ahead of
+     anything outside the package so a virtual environment keeps its own;
+  4. the prefix `make install-python` recorded in advlock/_installed.py;
+  5. the dynamic linker's search path (libadvlock.so.1): a system package,
+     with nothing set in the environment.
+Each rule has its test: the tree python/tests (make python-test), 3 and 5
+scripts/check-wheel.sh (make python-wheel-test), 4
+scripts/check-install-python.sh (make python-install-test).
 No compiler is involved: the libraries are loaded as they are (ABI mode).
 """
 
@@ -61,6 +68,7 @@ def _candidates(soname, env):
     tree = os.path.normpath(os.path.join(_HERE, "..", ".."))
     if os.path.exists(os.path.join(tree, "include", "advlock.h")):
         out.append(os.path.join(tree, os.environ.get("ADVLOCK_BUILD", "build"), soname))
+    out.append(os.path.join(_HERE, soname + "." + SOVERSION))
     try:
         from . import _installed  # written by `make install-python`
         out.append(os.path.join(_installed.LIBDIR, soname + "." + SOVERSION))
