@@ -31,6 +31,9 @@ LIBRARIES = ("libadvlock.so", "libadvlock_fake.so")
 
 
 def header_version():
+    if not os.path.exists(os.path.join(TREE, "include", "advlock.h")):
+        raise SystemExit("advlock: the wheel builds from a checkout of the whole repository "
+                         "(python/ beside include/ and src/), not from an sdist")
     with open(os.path.join(TREE, "include", "advlock.h"), encoding="utf-8") as header:
         return re.search(r'^#define ADVLOCK_VERSION "([^"]+)"$', header.read(), re.M).group(1)
 
@@ -46,7 +49,7 @@ class BuildPyWithLibraries(build_py):
         for lib in LIBRARIES:
             # build/libadvlock.so -> libadvlock.so.1 (the soname) -> the file.
             soname = os.readlink(os.path.join(built, lib))
-            shutil.copyfile(os.path.realpath(os.path.join(built, lib)),
+            shutil.copy(os.path.realpath(os.path.join(built, lib)),
                             os.path.join(self.build_lib, "advlock", soname))
 
 

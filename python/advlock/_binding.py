@@ -6,20 +6,8 @@ source of truth, and python/tests/test_layout.py checks every mirror below
 against sizes and offsets a C program compiled from those headers reports.
 When a header changes, this file is the one edit.
 
-Libraries are found, in order (the first that exists and loads wins):
-  1. ADVLOCK_LIBRARY (path of libadvlock.so) and ADVLOCK_FAKE_LIBRARY
-     (default: libadvlock_fake.so beside ADVLOCK_LIBRARY);
-  2. the source tree's build directory: ADVLOCK_BUILD (default "build")
-     under the checkout this package sits in (python/advlock/..);
-  3. inside the package itself (libadvlock.so.1 beside this file): the
-     copies a wheel carries (python/setup.py puts them there), ahead of
-     anything outside the package so a virtual environment keeps its own;
-  4. the prefix `make install-python` recorded in advlock/_installed.py;
-  5. the dynamic linker's search path (libadvlock.so.1): a system package,
-     with nothing set in the environment.
-Each rule has its test: the tree python/tests (make python-test), 3 and 5
-scripts/check-wheel.sh (make python-wheel-test), 4
-scripts/check-install-python.sh (make python-install-test).
+Libraries are found by the rules docs/python.md lists ("Where the package
+finds its libraries"), in _candidates below.
 No compiler is involved: the libraries are loaded as they are (ABI mode).
 """
 
