@@ -5,8 +5,9 @@
 Imports advlock as the interpreter finds it, loads both libraries (the
 core, and the fake on demand), and fails unless every libadvlock file mapped
 into the process lies in LIBDIR (symbolic links resolved: the process's own
-map is the truth, not what the package says it asked for), and NAME derives
-KEY. With --server, also takes and releases NAME's lock with asyncpg on the
+map is the truth, not what the package says it asked for), NAME derives KEY,
+and an installed package's version is its distribution's (the C header's).
+With --server, also takes and releases NAME's lock with asyncpg on the
 server the PG* variables name, checked from a second session in pg_locks.
 scripts/check-wheel.sh runs it for each of the package's library-finding
 rules it covers.
@@ -15,6 +16,7 @@ rules it covers.
 import asyncio
 import os
 import sys
+from importlib import metadata
 
 import advlock
 from advlock import _binding
@@ -51,6 +53,11 @@ def main():
     assert found == [libdir, libdir], "advlock from %s mapped %s; wanted the core and the " \
         "fake from %s" % (advlock.__file__, libraries, libdir)
     assert advlock.derive_key(name) == key, (advlock.derive_key(name), key)
+    try:  # installed: the distribution's version is the C header's
+        version = metadata.version("advlock")
+    except metadata.PackageNotFoundError:
+        version = advlock.__version__
+    assert advlock.__version__ == version, (advlock.__version__, version)
     if "--server" in sys.argv[4:]:
         asyncio.run(lock_cycle(name, key))
     print("advlock %s from %s runs on %s" % (advlock.__version__, os.path.dirname(advlock.__file__),
