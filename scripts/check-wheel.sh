@@ -49,7 +49,8 @@ esac
 for lib in libadvlock libadvlock_fake; do
     "$python" -c 'import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as whl, open(sys.argv[3], "rb") as built:
-    sys.exit(whl.read(sys.argv[2]) != built.read())' "$wheel" "advlock/$lib.so.1" "$build/$lib.so" ||
+    sys.exit(whl.read(sys.argv[2]) != built.read())' "$wheel" "advlock/$lib.so.1" \
+        "$built/$lib.so" ||
         fail "the wheel does not carry $build/$lib.so as advlock/$lib.so.1"
 done
 
@@ -57,7 +58,8 @@ done
 # be VENV itself (the wheel's copy, not Debian's or the tree's).
 package_in() {
     local package
-    package=$(clean "$1/bin/python" -c 'import os, advlock; print(os.path.dirname(advlock.__file__))')
+    package=$(clean "$1/bin/python" -c \
+        'import os, advlock; print(os.path.dirname(advlock.__file__))')
     case $package in
         "$1/"*) echo "$package" ;;
         *) fail "the virtual environment imports advlock from $package, not from the wheel" ;;
@@ -79,7 +81,8 @@ clean "$stage/alone/bin/python" "$probe" "$package" "$name" "$key"
 clean env ADVLOCK_LIBRARY="$built/libadvlock.so" \
     "$stage/venv/bin/python" "$probe" "$built" "$name" "$key"
 
-clean env PYTHONPATH="$tree/python" ADVLOCK_BUILD="$build" "$python" "$probe" "$built" "$name" "$key"
+clean env PYTHONPATH="$tree/python" ADVLOCK_BUILD="$build" \
+    "$python" "$probe" "$built" "$name" "$key"
 
 mkdir "$stage/bare"
 cp -r python/advlock "$stage/bare/"
