@@ -78,12 +78,13 @@ clean "$stage/venv/bin/python" "$probe" "$package" "$name" "$key" --server
     --disable-pip-version-check "$wheel" || fail "pip install of ${wheel##*/} failed"
 package=$(package_in "$stage/alone")
 clean "$stage/alone/bin/python" "$probe" "$package" "$name" "$key"
+# ADVLOCK_LIBRARY goes before the wheel's copies.
 clean env ADVLOCK_LIBRARY="$built/libadvlock.so" \
     "$stage/venv/bin/python" "$probe" "$built" "$name" "$key"
-
+# The checkout's package loads the checkout's build.
 clean env PYTHONPATH="$tree/python" ADVLOCK_BUILD="$build" \
     "$python" "$probe" "$built" "$name" "$key"
-
+# The package's modules alone load what the linker's path holds.
 mkdir "$stage/bare"
 cp -r python/advlock "$stage/bare/"
 clean env PYTHONPATH="$stage/bare" LD_LIBRARY_PATH="$built" \
