@@ -1,6 +1,7 @@
 # advlock — build, test, install. See README.md.
 
-VERSION   := 0.3.0
+# The version is written once, in include/advlock.h.
+VERSION   := $(shell sed -n 's/^#define ADVLOCK_VERSION "\(.*\)"$$/\1/p' include/advlock.h)
 SOVERSION := 1
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
