@@ -255,7 +255,8 @@ static void drive(world *w, int m)
             }
             if (rc == 0) {
                 w->st->local_busy++;
-                trace(w, m, "busy locally: %s", key_names[key_index_of(w, a.param)]);
+                trace(w, m, "busy locally: %s%s", key_names[key_index_of(w, a.param)],
+                      a.sql == ADVLOCK_SQL_TRY_LOCK_FENCED ? " (fenced)" : "");
                 if (answer_busy(w, mb, a.sql) != 0)
                     violation(w, m, "the machine refused the local busy answer");
                 continue;
@@ -344,6 +345,9 @@ static void start_operation(world *w, int m)
         o.mode = mb->mode;
         o.diagnose = w->cfg->diagnose;
         o.clip_to_deadline = advlock_prng_chance(&w->prng, 500000);
+        /* fencing tokens: exclusive, direct connections only */
+        o.fence = mb->mode == ADVLOCK_EXCLUSIVE && !w->cfg->proxied
+                  && advlock_prng_chance(&w->prng, w->cfg->fence_ppm);
         mb->key_index = (int)advlock_prng_below(&w->prng, (uint64_t)w->cfg->keys);
         int64_t timeout = advlock_prng_between(&w->prng, 0, w->cfg->timeout_max_ms);
         mb->cancel_at = advlock_prng_chance(&w->prng, w->cfg->cancel_ppm)
