@@ -3,11 +3,11 @@
  * (advlock_sim_lockset_run) against the fake database, each seed choosing
  * its own world: 1-4 sets of 1-16 callers sharing a connection, 0-4
  * ordinary clients, 1-3 lock names, exclusive (some fenced) and shared
- * acquires,
- * timeouts, cancels, diagnoses; every odd seed terminates sessions and
- * fails statements; every fourth seed puts the connections behind a proxy
- * (the session claim, the guarded rows, one statement at a time). Every
- * violated invariant is reported with a command that replays it.
+ * acquires, timeouts, cancels, diagnoses; every odd seed terminates
+ * sessions and fails statements; every fourth seed puts the connections
+ * behind a proxy (the session claim, the guarded rows, one statement at
+ * a time). Every violated invariant is reported with a command that
+ * replays it.
  *
  *   lockset_campaign [--seeds N] [--start S]   run seeds S .. S+N-1
  *   lockset_campaign --seed S [--trace]        replay one seed (trace on stdout)
