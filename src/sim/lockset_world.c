@@ -255,13 +255,18 @@ static void drive(world *w, int m)
             }
             if (rc == 0) {
                 w->st->local_busy++;
-                trace(w, m, "busy locally: %s%s", key_names[key_index_of(w, a.param)],
+                trace(w, m, "busy locally: %s%s", key_names[mb->key_index],
                       a.sql == ADVLOCK_SQL_TRY_LOCK_FENCED ? " (fenced)" : "");
                 if (answer_busy(w, mb, a.sql) != 0)
                     violation(w, m, "the machine refused the local busy answer");
                 continue;
             }
             through = 1;
+        }
+        int key_index = try_lock || is_unlock(a.sql) ? key_index_of(w, a.param) : -1;
+        if ((try_lock || is_unlock(a.sql)) && key_index < 0) {
+            violation(w, m, "a statement for a key no caller asked for");
+            return;
         }
         if (a.sql == ADVLOCK_SQL_SESSION)
             c->checking = 1;
@@ -273,7 +278,7 @@ static void drive(world *w, int m)
         s->params[1] = a.param2;
         s->params[2] = a.param3;
         s->through_peers = through;
-        s->key_index = try_lock || is_unlock(a.sql) ? key_index_of(w, a.param) : -1;
+        s->key_index = key_index;
         s->mode = mode_of(a.sql);
         mb->sent = 1;
         trace(w, m, "queue %s", advlock_sql_text(a.sql));
