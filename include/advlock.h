@@ -1190,6 +1190,99 @@ ADVLOCK_API advlock_lease_expiry advlock_lease_expiry_reason(const advlock_lease
  * keep a copy. */
 ADVLOCK_API const advlock_lease_plan *advlock_lease_plan_of(const advlock_lease *l);
 
+/* ---- In-process exclusion (lock sets) -------------------------------------
+ *
+ * A lock set is one connection, one server session, shared by many callers
+ * of one process, each with its own machine. The server's session locks are
+ * re-entrant: it would grant a second caller of the same session a key the
+ * first already holds. The set's driver therefore asks this table before it
+ * sends a caller's try-lock, and answers a conflict itself as "busy" (the
+ * answer the server gives for a lock another session holds), so the caller
+ * backs off, times out or diagnoses as if another process held the key.
+ * docs/design.md "Lock sets" gives the decisions (session scope and polling
+ * only, one session check and one lease per connection, LOST for all).
+ *
+ * Modes keep their meaning: an EXCLUSIVE peer conflicts with every other
+ * peer on its key, asking or holding; a SHARED one only with an EXCLUSIVE
+ * one. Two shared peers both go to the server and each releases its own
+ * hold.
+ *
+ * The table is a hash of intrusive lists: the caller owns the bucket array
+ * and every peer, the table allocates nothing. A table and its peers belong
+ * to one thread at a time (the set's driver).
+ */
+
+/* advlock_peer_state(): where a peer is. */
+typedef enum advlock_peer_state_kind {
+    ADVLOCK_PEER_OUT = 0,    /* in no table */
+    ADVLOCK_PEER_ASKING = 1, /* its try-lock is out to the server */
+    ADVLOCK_PEER_HELD = 2    /* the server granted it */
+} advlock_peer_state_kind;
+
+/* One caller's interest in a key: caller memory (inside the caller's own
+ * struct, typically), not moved while in a table. Fields are private. */
+typedef struct advlock_peer {
+    int64_t key_;
+    struct advlock_peer *next_; /* bucket chain, doubly linked: O(1) leave */
+    struct advlock_peer *prev_;
+    uint8_t mode_;  /* advlock_mode */
+    uint8_t state_; /* advlock_peer_state_kind */
+} advlock_peer;
+
+/* The table: caller memory. Fields are private. */
+typedef struct advlock_peers {
+    advlock_peer **buckets_;
+    size_t mask_;
+    size_t count_;
+} advlock_peers;
+
+/*
+ * Sets t to an empty table over buckets, an array of nbuckets pointers that
+ * the caller owns and keeps alive (and unmoved) as long as the table; this
+ * zeroes it. nbuckets is a power of two, at least 1 (about the number of
+ * keys held at once keeps chains short). Returns 0, or ADVLOCK_EINVAL (t or
+ * buckets NULL, nbuckets 0 or not a power of two; t is then untouched).
+ */
+ADVLOCK_API int advlock_peers_init(advlock_peers *t, advlock_peer **buckets, size_t nbuckets);
+
+/* Sets p to a peer in no table (ADVLOCK_PEER_OUT). A peer must be
+ * initialised, or zeroed, before its first advlock_peers_ask(). No-op for
+ * NULL. */
+ADVLOCK_API void advlock_peer_init(advlock_peer *p);
+
+/*
+ * Before a caller's try-lock on key in mode goes out. Returns 1 when no peer
+ * in t conflicts: p enters t as ASKING, send the try. Returns 0 when one
+ * does: p stays OUT, send nothing, and feed the machine the server's "held
+ * by another session" answer: advlock_on_result() FALSE for every
+ * session-scoped try row, the guarded ones too (their NULL means "not the
+ * claimed session" and fails ESESSION), advlock_on_fenced() with granted 0
+ * for a fenced one. Other returns:
+ * ADVLOCK_EINVAL (t or p NULL, mode not an advlock_mode), ADVLOCK_EMISUSE (p
+ * is already in a table: leave first).
+ */
+ADVLOCK_API int advlock_peers_ask(advlock_peers *t, advlock_peer *p, int64_t key,
+                                  advlock_mode mode);
+
+/* The server granted p's try: ASKING -> HELD. Returns 0, ADVLOCK_EINVAL (t
+ * or p NULL) or ADVLOCK_EMISUSE (p is not ASKING). */
+ADVLOCK_API int advlock_peers_granted(advlock_peers *t, advlock_peer *p);
+
+/*
+ * p leaves t (its try was refused or failed, its lock was released, lost or
+ * given up, its caller cancelled): -> OUT, and the key is free for the
+ * others' next tries (no one is woken: their schedules try again). p must be
+ * in t or OUT: leaving when OUT is a no-op returning 0, so drivers call it
+ * on every end path. Returns 0 or ADVLOCK_EINVAL (t or p NULL).
+ */
+ADVLOCK_API int advlock_peers_leave(advlock_peers *t, advlock_peer *p);
+
+/* How many peers are in t, asking or holding; 0 for NULL. */
+ADVLOCK_API size_t advlock_peers_count(const advlock_peers *t);
+
+/* p's state, an advlock_peer_state_kind (ADVLOCK_PEER_OUT for NULL). */
+ADVLOCK_API int advlock_peer_state(const advlock_peer *p);
+
 #ifdef __cplusplus
 }
 #endif
