@@ -6,11 +6,16 @@
 
 HERD_ROUNDS  ?= 3
 HERD_CLIENTS ?= 10 30 50
-HERD_TOOLS   := $(BUILD)/herd/launch $(BUILD)/herd/stamp
+HERD_TOOLS   := $(BUILD)/herd/launch $(BUILD)/herd/stamp $(BUILD)/herd/waits_svg
 
 $(BUILD)/herd/%: tests/herd/%.c | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -std=c11 $(WARNINGS) $(CFLAGS) -o $@ $<
+
+# The waits' picture, drawn with the command's SVG primitives.
+$(BUILD)/herd/waits_svg: tests/herd/waits_svg.c $(BUILD)/obj/src/cli/svg.o | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -std=c11 $(WARNINGS) $(CFLAGS) -o $@ $< $(BUILD)/obj/src/cli/svg.o
 
 .PHONY: herd
 herd: $(BUILD)/advlock $(HERD_TOOLS)
