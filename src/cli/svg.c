@@ -196,7 +196,7 @@ void svg_text(FILE *out, double x, double y, double size, svg_anchor anchor, int
 double svg_text_width(size_t n, double size)
 {
     /* sans-serif averages a little over half its size per character */
-    return (double)n * size * 0.56;
+    return (double)n * size * 0.52;
 }
 
 /* The round step (1, 2 or 5 times a power of ten, at least 1) that puts

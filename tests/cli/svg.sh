@@ -76,6 +76,9 @@ done
 self_contained eight "$dir/eight.svg"
 "$A" simulate --clients 8 --hold 250 --quiet --svg "$dir/again.svg" >/dev/null
 cmp -s "$dir/eight.svg" "$dir/again.svg" && pass || fail "eight: the same run drew another picture"
+cmp -s "$dir/eight.svg" "$(dirname "$0")/../../docs/simulate-timeline.svg" && pass ||
+    fail "docs/simulate-timeline.svg is not what the command draws today: run
+    advlock simulate --clients 8 --hold 250 --quiet --svg docs/simulate-timeline.svg"
 render "$dir/eight.svg" "$dir/eight.png"
 rendered eight "$dir/eight.png" "#009E73" 2000 "#9ACBEA" 2000 "#0072B2" 300
 check "eight: rendered at the picture's size" "1000 $(fact height "$dir/eight.svg.facts")" \
