@@ -1,7 +1,8 @@
 # The thundering herd, real beside simulated: `make herd` runs the same herd
 # on a throwaway PostgreSQL and in the simulator with the profile
-# `advlock calibrate` measured in the same run, and prints the table that
-# docs/simulation.md shows (tests/herd/herd.sh). Not part of `make test`: it
+# `advlock calibrate` measured in the same run, prints the table that
+# docs/simulation.md shows and draws every wait in $(BUILD)/herd/waits.svg
+# (tests/herd/herd.sh). Not part of `make test`: it
 # takes a few minutes. HERD_ROUNDS rounds per row; HERD_CLIENTS the sizes.
 
 HERD_ROUNDS  ?= 3

@@ -2,7 +2,8 @@
  * advlock simulate: clients racing for locks on the fake database, in
  * virtual time, with no server. Prints who tried, slept, waited, acquired
  * and timed out, then a summary. The timeline is read from the simulation's
- * own JSON-lines trace, so what is printed is exactly what --trace records.
+ * own JSON-lines trace, so what is printed is exactly what --trace records,
+ * and what --svg draws (sim_svg.c).
  * --jitter, --clip, --wait and --diagnose give every client those options.
  * The clients live in a measured world (a profile: when their processes
  * start, how long statements take, the server's queue; by default the one
