@@ -3,7 +3,7 @@
  * virtual time, with no server. Prints who tried, slept, waited, acquired
  * and timed out, then a summary. The timeline is read from the simulation's
  * own JSON-lines trace, so what is printed is exactly what --trace records,
- * and what --svg draws (sim_svg.c).
+ * and what --svg draws (timeline.c).
  * --jitter, --clip, --wait and --diagnose give every client those options.
  * The clients live in a measured world (a profile: when their processes
  * start, how long statements take, the server's queue; by default the one
@@ -21,14 +21,14 @@
 #include "advlock_fake.h"
 #include "cli.h"
 #include "profile.h"
-#include "sim_svg.h"
+#include "timeline.h"
 
 enum { MAX_WAITS = 4096 };
 
 typedef struct sim_view {
     int quiet;
     FILE *trace_file;
-    sim_svg *svg; /* --svg's timeline, or NULL */
+    cli_timeline *svg; /* --svg's timeline, or NULL */
     const char *const *names;
     int64_t keys[ADVLOCK_SIM_MAX_KEYS];
     int nkeys;
@@ -91,28 +91,28 @@ static int key_index(const sim_view *v, int64_t key)
 }
 
 /* What a trace event is in --svg's timeline. */
-static sim_svg_event svg_event(const char *event, int is_lock, int is_try)
+static cli_timeline_event svg_event(const char *event, int is_lock, int is_try)
 {
     if (strcmp(event, "query") == 0)
-        return !is_lock ? SIM_SVG_OTHER : is_try ? SIM_SVG_TRY : SIM_SVG_WAIT;
+        return !is_lock ? CLI_TIMELINE_OTHER : is_try ? CLI_TIMELINE_TRY : CLI_TIMELINE_WAIT;
     static const struct {
         const char *event;
-        sim_svg_event is;
+        cli_timeline_event is;
     } events[] = {
-        {"result", SIM_SVG_ANSWER},
-        {"sleep", SIM_SVG_SLEEP},
-        {"acquired", SIM_SVG_ACQUIRED},
-        {"timed_out", SIM_SVG_TIMED_OUT},
-        {"error", SIM_SVG_FAILED},
-        {"released", SIM_SVG_ENDED},
-        {"not_held", SIM_SVG_ENDED},
-        {"cancelled", SIM_SVG_ENDED},
-        {"ends_with_transaction", SIM_SVG_ENDED},
+        {"result", CLI_TIMELINE_ANSWER},
+        {"sleep", CLI_TIMELINE_SLEEP},
+        {"acquired", CLI_TIMELINE_ACQUIRED},
+        {"timed_out", CLI_TIMELINE_TIMED_OUT},
+        {"error", CLI_TIMELINE_FAILED},
+        {"released", CLI_TIMELINE_ENDED},
+        {"not_held", CLI_TIMELINE_ENDED},
+        {"cancelled", CLI_TIMELINE_ENDED},
+        {"ends_with_transaction", CLI_TIMELINE_ENDED},
     };
     for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
         if (strcmp(event, events[i].event) == 0)
             return events[i].is;
-    return SIM_SVG_OTHER;
+    return CLI_TIMELINE_OTHER;
 }
 
 static void on_trace(void *user, const char *given, size_t len)
@@ -165,7 +165,7 @@ static void on_trace(void *user, const char *given, size_t len)
     if (strcmp(event, "sleep") == 0)
         v->wake_due[client] = t + number(line, "wake") - number(line, "clock");
     if (v->svg != NULL)
-        sim_svg_note(v->svg, t, client, key, svg_event(event, is_lock, is_try));
+        cli_timeline_note(v->svg, t, client, key, svg_event(event, is_lock, is_try));
     if (v->quiet)
         return;
 
@@ -511,14 +511,14 @@ int cmd_simulate(int argc, char **argv)
     }
     FILE *svg_file = NULL;
     if (svg_path != NULL) {
-        view.svg = sim_svg_new((int)clients, (int)keys, lock_names, header);
+        view.svg = cli_timeline_new((int)clients, (int)keys, lock_names, header);
         if (view.svg == NULL) {
             cli_error("out of memory for the timeline");
             return EXIT_IO;
         }
         if ((svg_file = fopen(svg_path, "w")) == NULL) {
             cli_error("cannot write '%s': %s", svg_path, strerror(errno));
-            sim_svg_free(view.svg);
+            cli_timeline_free(view.svg);
             return EXIT_IO;
         }
     }
@@ -532,8 +532,8 @@ int cmd_simulate(int argc, char **argv)
     printf("\n%s\n", summary);
     int write_failed = view.trace_file != NULL && fclose(view.trace_file) != 0;
     if (svg_file != NULL) {
-        int drawn = sim_svg_write(view.svg, svg_file, summary);
-        sim_svg_free(view.svg);
+        int drawn = cli_timeline_write(view.svg, svg_file, summary);
+        cli_timeline_free(view.svg);
         if (fclose(svg_file) != 0 || drawn != 0) {
             cli_error("writing '%s' failed%s", svg_path, drawn != 0 ? ": out of memory" : "");
             return EXIT_IO;

@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-double svg_at(const svg_scale *s, double v)
+double cli_svg_at(const cli_svg_scale *s, double v)
 {
     if (s->hi == s->lo)
         return s->px_lo;
@@ -57,7 +57,7 @@ static void put_escaped(FILE *out, const char *s)
     }
 }
 
-void svg_begin(FILE *out, int width, int height, const char *title)
+void cli_svg_begin(FILE *out, int width, int height, const char *title)
 {
     fprintf(out,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -72,12 +72,12 @@ void svg_begin(FILE *out, int width, int height, const char *title)
     fprintf(out, "<rect width=\"%d\" height=\"%d\" fill=\"#FFFFFF\"/>\n", width, height);
 }
 
-void svg_end(FILE *out)
+void cli_svg_end(FILE *out)
 {
     fputs("</svg>\n", out);
 }
 
-void svg_group(FILE *out, const char *id)
+void cli_svg_group(FILE *out, const char *id)
 {
     if (id != NULL)
         fprintf(out, "<g id=\"%s\">\n", id);
@@ -85,7 +85,7 @@ void svg_group(FILE *out, const char *id)
         fputs("<g>\n", out);
 }
 
-void svg_group_end(FILE *out)
+void cli_svg_group_end(FILE *out)
 {
     fputs("</g>\n", out);
 }
@@ -96,8 +96,8 @@ static void put_class(FILE *out, const char *cls)
         fprintf(out, " class=\"%s\"", cls);
 }
 
-void svg_rect(FILE *out, double x, double y, double w, double h, const char *fill, const char *cls,
-              const char *tip)
+void cli_svg_rect(FILE *out, double x, double y, double w, double h, const char *fill,
+                  const char *cls, const char *tip)
 {
     fputs("<rect", out);
     put_class(out, cls);
@@ -123,8 +123,8 @@ static void put_stroke(FILE *out, const char *stroke, double width, const char *
         fprintf(out, " stroke-dasharray=\"%s\"", dash);
 }
 
-void svg_line(FILE *out, double x1, double y1, double x2, double y2, const char *stroke,
-              double width, const char *dash)
+void cli_svg_line(FILE *out, double x1, double y1, double x2, double y2, const char *stroke,
+                  double width, const char *dash)
 {
     fputs("<line", out);
     put_attr_num(out, "x1", x1);
@@ -145,8 +145,8 @@ static void put_point(FILE *out, char lead, double x, double y)
     put_num(out, y);
 }
 
-void svg_polyline(FILE *out, const double *x, const double *y, size_t n, const char *stroke,
-                  double width, const char *dash, const char *cls)
+void cli_svg_polyline(FILE *out, const double *x, const double *y, size_t n, const char *stroke,
+                      double width, const char *dash, const char *cls)
 {
     fputs("<polyline", out);
     put_class(out, cls);
@@ -158,7 +158,7 @@ void svg_polyline(FILE *out, const double *x, const double *y, size_t n, const c
     fputs("\"/>\n", out);
 }
 
-void svg_cross(FILE *out, double x, double y, double r, const char *stroke, const char *cls)
+void cli_svg_cross(FILE *out, double x, double y, double r, const char *stroke, const char *cls)
 {
     fputs("<path", out);
     put_class(out, cls);
@@ -171,8 +171,8 @@ void svg_cross(FILE *out, double x, double y, double r, const char *stroke, cons
     fputs("\"/>\n", out);
 }
 
-void svg_text(FILE *out, double x, double y, double size, svg_anchor anchor, int bold,
-              const char *fill, const char *fmt, ...)
+void cli_svg_text(FILE *out, double x, double y, double size, cli_svg_anchor anchor, int bold,
+                  const char *fill, const char *fmt, ...)
 {
     static const char *const anchors[] = {"start", "middle", "end"};
     char text[1024];
@@ -184,7 +184,7 @@ void svg_text(FILE *out, double x, double y, double size, svg_anchor anchor, int
     put_attr_num(out, "x", x);
     put_attr_num(out, "y", y);
     put_attr_num(out, "font-size", size);
-    if (anchor != SVG_START)
+    if (anchor != CLI_SVG_START)
         fprintf(out, " text-anchor=\"%s\"", anchors[anchor]);
     if (bold)
         fputs(" font-weight=\"bold\"", out);
@@ -193,7 +193,7 @@ void svg_text(FILE *out, double x, double y, double size, svg_anchor anchor, int
     fputs("</text>\n", out);
 }
 
-double svg_text_width(size_t n, double size)
+double cli_svg_text_width(size_t n, double size)
 {
     /* sans-serif averages a little over half its size per character */
     return (double)n * size * 0.52;
@@ -201,7 +201,7 @@ double svg_text_width(size_t n, double size)
 
 /* The round step (1, 2 or 5 times a power of ten, at least 1) that puts
  * ticks about every `every` pixels. */
-static long long round_step(const svg_scale *x, double every)
+static long long round_step(const cli_svg_scale *x, double every)
 {
     double span = x->hi - x->lo, ticks = (x->px_hi - x->px_lo) / every;
     double wanted = ticks >= 1 ? span / ticks : span;
@@ -212,50 +212,51 @@ static long long round_step(const svg_scale *x, double every)
                 return mantissas[i] * power;
 }
 
-void svg_ms_axis(FILE *out, const svg_scale *x, double top, double bottom)
+void cli_svg_ms_axis(FILE *out, const cli_svg_scale *x, double top, double bottom)
 {
     long long step = round_step(x, 80);
     long long first = (long long)(x->lo / (double)step) * step;
     if ((double)first < x->lo)
         first += step;
-    svg_group(out, NULL);
-    svg_line(out, x->px_lo, bottom, x->px_hi, bottom, SVG_GREY, 1, NULL);
+    cli_svg_group(out, NULL);
+    cli_svg_line(out, x->px_lo, bottom, x->px_hi, bottom, CLI_SVG_GREY, 1, NULL);
     for (long long v = first; (double)v <= x->hi; v += step) {
-        double px = svg_at(x, (double)v);
-        svg_line(out, px, top, px, bottom, SVG_GRID, 1, NULL);
-        svg_line(out, px, bottom, px, bottom + 4, SVG_GREY, 1, NULL);
+        double px = cli_svg_at(x, (double)v);
+        cli_svg_line(out, px, top, px, bottom, CLI_SVG_GRID, 1, NULL);
+        cli_svg_line(out, px, bottom, px, bottom + 4, CLI_SVG_GREY, 1, NULL);
         /* The unit once, after the last value that fits. */
         int last = (double)(v + step) > x->hi;
-        svg_text(out, px, bottom + 16, 11, SVG_MIDDLE, 0, SVG_INK, "%lld%s", v, last ? " ms" : "");
+        cli_svg_text(out, px, bottom + 16, 11, CLI_SVG_MIDDLE, 0, CLI_SVG_INK, "%lld%s", v,
+                     last ? " ms" : "");
     }
-    svg_group_end(out);
+    cli_svg_group_end(out);
 }
 
-double svg_legend(FILE *out, double x, double y, const svg_key *keys, size_t n)
+double cli_svg_legend(FILE *out, double x, double y, const cli_svg_key *keys, size_t n)
 {
     const double size = 12, swatch = 18;
-    svg_group(out, "legend");
+    cli_svg_group(out, "legend");
     for (size_t i = 0; i < n; i++) {
-        const svg_key *k = &keys[i];
+        const cli_svg_key *k = &keys[i];
         double mid = y - size * 0.35;
         switch (k->shape) {
-        case SVG_KEY_BAR:
-            svg_rect(out, x, y - size + 2, swatch, size - 2, k->colour, NULL, NULL);
+        case CLI_SVG_KEY_BAR:
+            cli_svg_rect(out, x, y - size + 2, swatch, size - 2, k->colour, NULL, NULL);
             break;
-        case SVG_KEY_TICK:
-            svg_rect(out, x + swatch / 2 - 1, y - size + 1, 2, size, k->colour, NULL, NULL);
+        case CLI_SVG_KEY_TICK:
+            cli_svg_rect(out, x + swatch / 2 - 1, y - size + 1, 2, size, k->colour, NULL, NULL);
             break;
-        case SVG_KEY_LINE:
-        case SVG_KEY_DASHED:
-            svg_line(out, x, mid, x + swatch, mid, k->colour, 2.5,
-                     k->shape == SVG_KEY_DASHED ? "5 3" : NULL);
+        case CLI_SVG_KEY_LINE:
+        case CLI_SVG_KEY_DASHED:
+            cli_svg_line(out, x, mid, x + swatch, mid, k->colour, 2.5,
+                         k->shape == CLI_SVG_KEY_DASHED ? "5 3" : NULL);
             break;
-        case SVG_KEY_CROSS: svg_cross(out, x + swatch / 2, mid, 4, k->colour, NULL); break;
+        case CLI_SVG_KEY_CROSS: cli_svg_cross(out, x + swatch / 2, mid, 4, k->colour, NULL); break;
         }
         x += swatch + 5;
-        svg_text(out, x, y, size, SVG_START, 0, SVG_INK, "%s", k->label);
-        x += svg_text_width(strlen(k->label), size) + 16;
+        cli_svg_text(out, x, y, size, CLI_SVG_START, 0, CLI_SVG_INK, "%s", k->label);
+        x += cli_svg_text_width(strlen(k->label), size) + 16;
     }
-    svg_group_end(out);
+    cli_svg_group_end(out);
     return x;
 }

@@ -101,7 +101,7 @@ static int compare_long(const void *a, const void *b)
 }
 
 /* The step curve of c's cumulative distribution on the panel's scales. */
-static void draw_curve(FILE *out, const curve *c, const svg_scale *x, const svg_scale *y,
+static void draw_curve(FILE *out, const curve *c, const cli_svg_scale *x, const cli_svg_scale *y,
                        const char *colour, const char *dash, const char *cls)
 {
     size_t all = c->n + c->timeouts;
@@ -114,17 +114,17 @@ static void draw_curve(FILE *out, const curve *c, const svg_scale *x, const svg_
         return;
     }
     size_t k = 0;
-    px[k] = svg_at(x, 0);
-    py[k++] = svg_at(y, 0);
+    px[k] = cli_svg_at(x, 0);
+    py[k++] = cli_svg_at(y, 0);
     for (size_t i = 0; i < c->n; i++) {
-        px[k] = px[k + 1] = svg_at(x, (double)c->waits[i]);
+        px[k] = px[k + 1] = cli_svg_at(x, (double)c->waits[i]);
         py[k] = py[k - 1];
-        py[k + 1] = svg_at(y, (double)(i + 1) / (double)all);
+        py[k + 1] = cli_svg_at(y, (double)(i + 1) / (double)all);
         k += 2;
     }
-    px[k] = svg_at(x, x->hi);
+    px[k] = cli_svg_at(x, x->hi);
     py[k] = py[k - 1];
-    svg_polyline(out, px, py, k + 1, colour, 2, dash, cls);
+    cli_svg_polyline(out, px, py, k + 1, colour, 2, dash, cls);
     free(px);
     free(py);
 }
@@ -132,25 +132,25 @@ static void draw_curve(FILE *out, const curve *c, const svg_scale *x, const svg_
 static void draw_panel(FILE *out, const herd *h, int s, int p, double left, double top, long max)
 {
     const curve *real = &h->curves[s][p][0], *sim = &h->curves[s][p][1];
-    svg_scale x = {0, (double)max, left, left + PANEL_W};
-    svg_scale y = {0, 1, top + PANEL_H, top};
+    cli_svg_scale x = {0, (double)max, left, left + PANEL_W};
+    cli_svg_scale y = {0, 1, top + PANEL_H, top};
     char id[64];
     snprintf(id, sizeof id, "panel-%s-%s", h->sizes[s], h->policies[p]);
-    svg_group(out, id);
-    svg_text(out, left, top - 10, 13, SVG_START, 1, SVG_INK, "%s clients, %s", h->sizes[s],
-             h->policies[p]);
-    svg_ms_axis(out, &x, top, top + PANEL_H);
+    cli_svg_group(out, id);
+    cli_svg_text(out, left, top - 10, 13, CLI_SVG_START, 1, CLI_SVG_INK, "%s clients, %s",
+                 h->sizes[s], h->policies[p]);
+    cli_svg_ms_axis(out, &x, top, top + PANEL_H);
     for (int pct = 0; pct <= 100; pct += 50) {
-        double py = svg_at(&y, pct / 100.0);
-        svg_line(out, left, py, left + PANEL_W, py, SVG_GRID, 1, pct == 50 ? "3 3" : NULL);
-        svg_text(out, left - 5, py + 4, 11, SVG_END, 0, SVG_INK, "%d%%", pct);
+        double py = cli_svg_at(&y, pct / 100.0);
+        cli_svg_line(out, left, py, left + PANEL_W, py, CLI_SVG_GRID, 1, pct == 50 ? "3 3" : NULL);
+        cli_svg_text(out, left - 5, py + 4, 11, CLI_SVG_END, 0, CLI_SVG_INK, "%d%%", pct);
     }
-    draw_curve(out, real, &x, &y, SVG_BLUE, NULL, "real");
-    draw_curve(out, sim, &x, &y, SVG_VERMILION, "6 3", "simulated");
+    draw_curve(out, real, &x, &y, CLI_SVG_BLUE, NULL, "real");
+    draw_curve(out, sim, &x, &y, CLI_SVG_VERMILION, "6 3", "simulated");
     if (real->timeouts + sim->timeouts > 0)
-        svg_text(out, left + PANEL_W, top + PANEL_H - 8, 11, SVG_END, 0, SVG_INK,
-                 "timed out: %zu real, %zu simulated", real->timeouts, sim->timeouts);
-    svg_group_end(out);
+        cli_svg_text(out, left + PANEL_W, top + PANEL_H - 8, 11, CLI_SVG_END, 0, CLI_SVG_INK,
+                     "timed out: %zu real, %zu simulated", real->timeouts, sim->timeouts);
+    cli_svg_group_end(out);
 }
 
 /* A panel's longest wait, either side (at least 1): its scale's end. Each
@@ -178,21 +178,21 @@ static void draw(FILE *out, herd *h, const char *title)
             }
     int width = LEFT + h->npolicies * (PANEL_W + GAP_X) - GAP_X + 24;
     int height = TOP + h->nsizes * (PANEL_H + GAP_Y);
-    svg_begin(out, width, height, title);
-    svg_text(out, 12, 24, 15, SVG_START, 1, SVG_INK, "%s", title);
-    svg_text(out, 12, 42, 11, SVG_START, 0, SVG_GREY,
-             "the share of a herd's clients holding the lock by each time since its process "
-             "started; clients that timed out never get there");
-    static const svg_key keys[] = {
-        {"real (PostgreSQL)", SVG_BLUE, SVG_KEY_LINE},
-        {"simulated (advlock simulate --profile)", SVG_VERMILION, SVG_KEY_DASHED},
+    cli_svg_begin(out, width, height, title);
+    cli_svg_text(out, 12, 24, 15, CLI_SVG_START, 1, CLI_SVG_INK, "%s", title);
+    cli_svg_text(out, 12, 42, 11, CLI_SVG_START, 0, CLI_SVG_GREY,
+                 "the share of a herd's clients holding the lock by each time since its process "
+                 "started; clients that timed out never get there");
+    static const cli_svg_key keys[] = {
+        {"real (PostgreSQL)", CLI_SVG_BLUE, CLI_SVG_KEY_LINE},
+        {"simulated (advlock simulate --profile)", CLI_SVG_VERMILION, CLI_SVG_KEY_DASHED},
     };
-    svg_legend(out, LEFT, 62, keys, sizeof keys / sizeof keys[0]);
+    cli_svg_legend(out, LEFT, 62, keys, sizeof keys / sizeof keys[0]);
     for (int s = 0; s < h->nsizes; s++)
         for (int p = 0; p < h->npolicies; p++)
             draw_panel(out, h, s, p, LEFT + p * (PANEL_W + GAP_X), TOP + s * (PANEL_H + GAP_Y),
                        longest(h, s, p));
-    svg_end(out);
+    cli_svg_end(out);
 }
 
 int main(int argc, char **argv)

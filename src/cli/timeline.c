@@ -1,12 +1,12 @@
 /*
- * advlock simulate --svg's timeline (sim_svg.h). Events become bars as
+ * advlock simulate --svg's timeline (timeline.h). Events become bars as
  * they come; the picture is drawn once the run is over, when its length is
  * known: the bars sorted by row and kind, and those closer than half a
  * pixel merged, so that a long run with many clients still makes a picture
  * of a few thousand shapes, not one per event.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "sim_svg.h"
+#include "timeline.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,7 @@ typedef struct open_bars {
     int hold_key;
 } open_bars;
 
-struct sim_svg {
+struct cli_timeline {
     int clients, nkeys, owner_rows;
     const char *const *key_names;
     char *title;
@@ -47,14 +47,15 @@ struct sim_svg {
     int out_of_memory;
 };
 
-sim_svg *sim_svg_new(int clients, int nkeys, const char *const *key_names, const char *title)
+cli_timeline *cli_timeline_new(int clients, int nkeys, const char *const *key_names,
+                               const char *title)
 {
-    sim_svg *s = calloc(1, sizeof *s);
+    cli_timeline *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
     s->clients = clients > 0 ? clients : 1;
     s->nkeys = nkeys > 0 ? nkeys : 0;
-    s->owner_rows = s->nkeys < SIM_SVG_MAX_OWNER_ROWS ? s->nkeys : SIM_SVG_MAX_OWNER_ROWS;
+    s->owner_rows = s->nkeys < CLI_TIMELINE_MAX_OWNER_ROWS ? s->nkeys : CLI_TIMELINE_MAX_OWNER_ROWS;
     s->key_names = key_names;
     s->cut_ms = -1;
     s->title = strdup(title != NULL ? title : "");
@@ -62,7 +63,7 @@ sim_svg *sim_svg_new(int clients, int nkeys, const char *const *key_names, const
     s->owner = malloc((size_t)(s->owner_rows + 1) * sizeof *s->owner);
     s->owner_from = malloc((size_t)(s->owner_rows + 1) * sizeof *s->owner_from);
     if (s->title == NULL || s->open == NULL || s->owner == NULL || s->owner_from == NULL) {
-        sim_svg_free(s);
+        cli_timeline_free(s);
         return NULL;
     }
     for (int c = 0; c < s->clients; c++)
@@ -72,7 +73,7 @@ sim_svg *sim_svg_new(int clients, int nkeys, const char *const *key_names, const
     return s;
 }
 
-void sim_svg_free(sim_svg *s)
+void cli_timeline_free(cli_timeline *s)
 {
     if (s == NULL)
         return;
@@ -84,7 +85,8 @@ void sim_svg_free(sim_svg *s)
     free(s);
 }
 
-static void add_bar(sim_svg *s, int kind, int row, int client, int key, int64_t from, int64_t to)
+static void add_bar(cli_timeline *s, int kind, int row, int client, int key, int64_t from,
+                    int64_t to)
 {
     if (s->nbars == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 1024;
@@ -100,7 +102,7 @@ static void add_bar(sim_svg *s, int kind, int row, int client, int key, int64_t 
 }
 
 /* The lock's owner row changes hands at t: the last holder's bar ends. */
-static void owner_changes(sim_svg *s, int key, int client, int64_t t)
+static void owner_changes(cli_timeline *s, int key, int client, int64_t t)
 {
     if (key < 0 || key >= s->owner_rows)
         return;
@@ -110,7 +112,7 @@ static void owner_changes(sim_svg *s, int key, int client, int64_t t)
     s->owner_from[key] = t;
 }
 
-static void end_hold(sim_svg *s, int client, int64_t t)
+static void end_hold(cli_timeline *s, int client, int64_t t)
 {
     open_bars *o = &s->open[client];
     if (o->hold_from < 0)
@@ -122,7 +124,7 @@ static void end_hold(sim_svg *s, int client, int64_t t)
 }
 
 /* The try or wait in flight, if any, ends at t. */
-static void end_query(sim_svg *s, int client, int64_t t)
+static void end_query(cli_timeline *s, int client, int64_t t)
 {
     open_bars *o = &s->open[client];
     if (o->try_from >= 0)
@@ -132,7 +134,7 @@ static void end_query(sim_svg *s, int client, int64_t t)
     o->try_from = o->wait_from = -1;
 }
 
-void sim_svg_note(sim_svg *s, int64_t t, int client, int key, sim_svg_event event)
+void cli_timeline_note(cli_timeline *s, int64_t t, int client, int key, cli_timeline_event event)
 {
     if (client < 0 || client >= s->clients || s->cut_ms >= 0)
         return;
@@ -149,27 +151,27 @@ void sim_svg_note(sim_svg *s, int64_t t, int client, int key, sim_svg_event even
         o->sleep_from = -1;
     }
     switch (event) {
-    case SIM_SVG_TRY: o->try_from = t; break;
-    case SIM_SVG_WAIT: o->wait_from = t; break;
-    case SIM_SVG_ANSWER: end_query(s, client, t); break;
-    case SIM_SVG_SLEEP: o->sleep_from = t; break;
-    case SIM_SVG_ACQUIRED:
+    case CLI_TIMELINE_TRY: o->try_from = t; break;
+    case CLI_TIMELINE_WAIT: o->wait_from = t; break;
+    case CLI_TIMELINE_ANSWER: end_query(s, client, t); break;
+    case CLI_TIMELINE_SLEEP: o->sleep_from = t; break;
+    case CLI_TIMELINE_ACQUIRED:
         end_query(s, client, t);
         end_hold(s, client, t);
         o->hold_from = t;
         o->hold_key = key;
         owner_changes(s, key, client, t);
         break;
-    case SIM_SVG_TIMED_OUT:
-    case SIM_SVG_FAILED:
-    case SIM_SVG_ENDED:
-        if (event != SIM_SVG_ENDED)
-            add_bar(s, event == SIM_SVG_TIMED_OUT ? K_TIMED_OUT : K_FAILED, client, client, key, t,
-                    t);
+    case CLI_TIMELINE_TIMED_OUT:
+    case CLI_TIMELINE_FAILED:
+    case CLI_TIMELINE_ENDED:
+        if (event != CLI_TIMELINE_ENDED)
+            add_bar(s, event == CLI_TIMELINE_TIMED_OUT ? K_TIMED_OUT : K_FAILED, client, client,
+                    key, t, t);
         end_query(s, client, t);
         end_hold(s, client, t);
         break;
-    case SIM_SVG_OTHER: break;
+    case CLI_TIMELINE_OTHER: break;
     }
 }
 
@@ -179,7 +181,7 @@ enum { WIDTH = 1000, LEFT = 84, RIGHT = 20, OWNER_STEP = 34, OWNER_HEIGHT = 16 }
 
 /* Where the rows are, decided once the number of rows is known. */
 typedef struct layout {
-    svg_scale x;
+    cli_svg_scale x;
     double owners_top, clients_top, row_height, axis_y;
     int rows;
 } layout;
@@ -214,7 +216,7 @@ typedef struct pending {
     int shade; /* an owner row's bars alternate shades, so hand-overs show */
 } pending;
 
-static void draw_pending(const sim_svg *s, FILE *out, const layout *l, pending *p)
+static void draw_pending(const cli_timeline *s, FILE *out, const layout *l, pending *p)
 {
     if (p->count == 0)
         return;
@@ -227,35 +229,37 @@ static void draw_pending(const sim_svg *s, FILE *out, const layout *l, pending *
              (long long)b->from, (long long)b->to);
     switch (b->kind) {
     case K_SLEEP:
-        svg_rect(out, p->x0, top + h * 0.3, w < 1 ? 1 : w, h * 0.4, SVG_SKY, "sleep", NULL);
+        cli_svg_rect(out, p->x0, top + h * 0.3, w < 1 ? 1 : w, h * 0.4, CLI_SVG_SKY, "sleep", NULL);
         break;
     case K_WAIT:
-        svg_rect(out, p->x0, top + 1, w < 1 ? 1 : w, h - 2, SVG_ORANGE, "wait", NULL);
+        cli_svg_rect(out, p->x0, top + 1, w < 1 ? 1 : w, h - 2, CLI_SVG_ORANGE, "wait", NULL);
         break;
     case K_HOLD:
-        svg_rect(out, p->x0, top + 1, w < 1 ? 1 : w, h - 2, SVG_GREEN, "hold",
-                 p->count == 1 ? tip : NULL);
+        cli_svg_rect(out, p->x0, top + 1, w < 1 ? 1 : w, h - 2, CLI_SVG_GREEN, "hold",
+                     p->count == 1 ? tip : NULL);
         break;
     case K_TRY:
         /* A try takes a millisecond or two: a tick, visible however short. */
         if (w < 1.6)
-            svg_rect(out, (p->x0 + p->x1) / 2 - 0.8, top, 1.6, h, SVG_BLUE, "try", NULL);
+            cli_svg_rect(out, (p->x0 + p->x1) / 2 - 0.8, top, 1.6, h, CLI_SVG_BLUE, "try", NULL);
         else
-            svg_rect(out, p->x0, top, w, h, SVG_BLUE, "try", NULL);
+            cli_svg_rect(out, p->x0, top, w, h, CLI_SVG_BLUE, "try", NULL);
         break;
     case K_TIMED_OUT:
     case K_FAILED: {
         double r = h * 0.32 < 5 ? h * 0.32 : 5;
-        svg_cross(out, p->x0, top + h / 2, r, b->kind == K_TIMED_OUT ? SVG_VERMILION : SVG_INK,
-                  b->kind == K_TIMED_OUT ? "timed-out" : "failed");
+        cli_svg_cross(out, p->x0, top + h / 2, r,
+                      b->kind == K_TIMED_OUT ? CLI_SVG_VERMILION : CLI_SVG_INK,
+                      b->kind == K_TIMED_OUT ? "timed-out" : "failed");
         break;
     }
     case K_OWNER:
-        svg_rect(out, p->x0, top, w < 1 ? 1 : w, h, p->shade ? SVG_DARK_GREEN : SVG_GREEN, "owner",
-                 p->count == 1 ? tip : NULL);
-        if (p->count == 1 && w >= svg_text_width(b->client >= 10 ? 2 : 1, 10) + 4)
-            svg_text(out, (p->x0 + p->x1) / 2, top + h - 4, 10, SVG_MIDDLE, 1, "#FFFFFF", "%d",
-                     b->client);
+        cli_svg_rect(out, p->x0, top, w < 1 ? 1 : w, h,
+                     p->shade ? CLI_SVG_DARK_GREEN : CLI_SVG_GREEN, "owner",
+                     p->count == 1 ? tip : NULL);
+        if (p->count == 1 && w >= cli_svg_text_width(b->client >= 10 ? 2 : 1, 10) + 4)
+            cli_svg_text(out, (p->x0 + p->x1) / 2, top + h - 4, 10, CLI_SVG_MIDDLE, 1, "#FFFFFF",
+                         "%d", b->client);
         p->shade = !p->shade;
         break;
     }
@@ -274,13 +278,13 @@ static int merges(const pending *p, const bar *b, double x0, double x1)
 }
 
 /* Draws one row's bars, bars[*i] onwards, and moves *i past them. */
-static void draw_row_bars(const sim_svg *s, FILE *out, const layout *l, size_t *i)
+static void draw_row_bars(const cli_timeline *s, FILE *out, const layout *l, size_t *i)
 {
     pending p = {0, 0, 0, NULL, 0};
     int row = s->bars[*i].row;
     for (; *i < s->nbars && s->bars[*i].row == row; (*i)++) {
         const bar *b = &s->bars[*i];
-        double x0 = svg_at(&l->x, (double)b->from), x1 = svg_at(&l->x, (double)b->to);
+        double x0 = cli_svg_at(&l->x, (double)b->from), x1 = cli_svg_at(&l->x, (double)b->to);
         if (merges(&p, b, x0, x1)) {
             if (x1 > p.x1)
                 p.x1 = x1;
@@ -297,44 +301,44 @@ static void draw_row_bars(const sim_svg *s, FILE *out, const layout *l, size_t *
 }
 
 /* The rows' backgrounds and labels, under everything else. */
-static void draw_row_frames(const sim_svg *s, FILE *out, const layout *l)
+static void draw_row_frames(const cli_timeline *s, FILE *out, const layout *l)
 {
     double plot_w = l->x.px_hi - l->x.px_lo;
-    svg_group(out, "frames");
+    cli_svg_group(out, "frames");
     for (int k = 0; k < s->owner_rows; k++) {
         double top, h;
         row_band(l, -1 - k, &top, &h);
-        svg_text(out, l->x.px_lo, top - 4, 11, SVG_START, 0, SVG_GREY, "who holds '%s'",
-                 s->key_names[k]);
-        svg_rect(out, l->x.px_lo, top, plot_w, h, SVG_STRIPE, NULL, NULL);
-        svg_text(out, LEFT - 6, top + h - 4, 11, SVG_END, 1, SVG_INK, "owner");
+        cli_svg_text(out, l->x.px_lo, top - 4, 11, CLI_SVG_START, 0, CLI_SVG_GREY, "who holds '%s'",
+                     s->key_names[k]);
+        cli_svg_rect(out, l->x.px_lo, top, plot_w, h, CLI_SVG_STRIPE, NULL, NULL);
+        cli_svg_text(out, LEFT - 6, top + h - 4, 11, CLI_SVG_END, 1, CLI_SVG_INK, "owner");
     }
     double size = l->row_height - 2 < 11 ? l->row_height - 2 : 11;
     for (int r = 0; r < l->rows; r++) {
         double top, h;
         row_band(l, r, &top, &h);
         if (r % 2 == 0)
-            svg_rect(out, 0, top, WIDTH, h, SVG_STRIPE, NULL, NULL);
-        svg_text(out, LEFT - 6, top + h / 2 + size * 0.36, size, SVG_END, 0, SVG_INK, "client %d",
-                 r);
+            cli_svg_rect(out, 0, top, WIDTH, h, CLI_SVG_STRIPE, NULL, NULL);
+        cli_svg_text(out, LEFT - 6, top + h / 2 + size * 0.36, size, CLI_SVG_END, 0, CLI_SVG_INK,
+                     "client %d", r);
     }
-    svg_group_end(out);
+    cli_svg_group_end(out);
 }
 
 static void draw_legend(FILE *out, double y)
 {
-    static const svg_key keys[] = {
-        {"try", SVG_BLUE, SVG_KEY_TICK},
-        {"sleep", SVG_SKY, SVG_KEY_BAR},
-        {"wait at the server", SVG_ORANGE, SVG_KEY_BAR},
-        {"hold", SVG_GREEN, SVG_KEY_BAR},
-        {"timed out", SVG_VERMILION, SVG_KEY_CROSS},
-        {"failed", SVG_INK, SVG_KEY_CROSS},
+    static const cli_svg_key keys[] = {
+        {"try", CLI_SVG_BLUE, CLI_SVG_KEY_TICK},
+        {"sleep", CLI_SVG_SKY, CLI_SVG_KEY_BAR},
+        {"wait at the server", CLI_SVG_ORANGE, CLI_SVG_KEY_BAR},
+        {"hold", CLI_SVG_GREEN, CLI_SVG_KEY_BAR},
+        {"timed out", CLI_SVG_VERMILION, CLI_SVG_KEY_CROSS},
+        {"failed", CLI_SVG_INK, CLI_SVG_KEY_CROSS},
     };
-    svg_legend(out, LEFT, y, keys, sizeof keys / sizeof keys[0]);
+    cli_svg_legend(out, LEFT, y, keys, sizeof keys / sizeof keys[0]);
 }
 
-int sim_svg_write(sim_svg *s, FILE *out, const char *caption)
+int cli_timeline_write(cli_timeline *s, FILE *out, const char *caption)
 {
     for (int c = 0; c < s->clients; c++) {
         end_query(s, c, s->end_ms);
@@ -351,14 +355,14 @@ int sim_svg_write(sim_svg *s, FILE *out, const char *caption)
         qsort(s->bars, s->nbars, sizeof *s->bars, compare_bars);
 
     layout l;
-    l.rows = s->clients < SIM_SVG_MAX_ROWS ? s->clients : SIM_SVG_MAX_ROWS;
+    l.rows = s->clients < CLI_TIMELINE_MAX_ROWS ? s->clients : CLI_TIMELINE_MAX_ROWS;
     /* Rows shrink as clients grow, from 22 pixels to 11 at 50. */
     l.row_height = 560.0 / l.rows;
     l.row_height = l.row_height > 22 ? 22 : l.row_height < 11 ? 11 : l.row_height;
     l.owners_top = 74;
     l.clients_top = l.owners_top + s->owner_rows * OWNER_STEP + 10;
     l.axis_y = l.clients_top + l.rows * l.row_height + 4;
-    l.x = (svg_scale){0, (double)s->end_ms, LEFT, WIDTH - RIGHT};
+    l.x = (cli_svg_scale){0, (double)s->end_ms, LEFT, WIDTH - RIGHT};
 
     const char *notes[3];
     char hidden_clients[96], hidden_keys[96], cut[128];
@@ -381,18 +385,19 @@ int sim_svg_write(sim_svg *s, FILE *out, const char *caption)
     }
     int height = (int)(l.axis_y + 42 + 16 * nnotes);
 
-    svg_begin(out, WIDTH, height, s->title);
-    svg_text(out, 12, 24, 15, SVG_START, 1, SVG_INK, "%s", s->title);
+    cli_svg_begin(out, WIDTH, height, s->title);
+    cli_svg_text(out, 12, 24, 15, CLI_SVG_START, 1, CLI_SVG_INK, "%s", s->title);
     if (caption != NULL)
-        svg_text(out, 12, 42, 11, SVG_START, 0, SVG_GREY, "%s", caption);
+        cli_svg_text(out, 12, 42, 11, CLI_SVG_START, 0, CLI_SVG_GREY, "%s", caption);
     draw_legend(out, 62);
     draw_row_frames(s, out, &l);
-    svg_ms_axis(out, &l.x, l.owners_top + (s->owner_rows > 0 ? OWNER_STEP - OWNER_HEIGHT : 0),
-                l.axis_y);
-    svg_text(out, (LEFT + WIDTH - RIGHT) / 2.0, l.axis_y + 34, 11, SVG_MIDDLE, 0, SVG_GREY,
-             "virtual time since the run began");
+    cli_svg_ms_axis(out, &l.x, l.owners_top + (s->owner_rows > 0 ? OWNER_STEP - OWNER_HEIGHT : 0),
+                    l.axis_y);
+    cli_svg_text(out, (LEFT + WIDTH - RIGHT) / 2.0, l.axis_y + 34, 11, CLI_SVG_MIDDLE, 0,
+                 CLI_SVG_GREY, "virtual time since the run began");
     for (int n = 0; n < nnotes; n++)
-        svg_text(out, 12, l.axis_y + 52 + 16 * n, 11, SVG_START, 0, SVG_VERMILION, "%s", notes[n]);
+        cli_svg_text(out, 12, l.axis_y + 52 + 16 * n, 11, CLI_SVG_START, 0, CLI_SVG_VERMILION, "%s",
+                     notes[n]);
 
     /* One group per row, every row drawn even when empty: owner rows
      * (-1 - key) first, as the bars are sorted. */
@@ -403,11 +408,11 @@ int sim_svg_write(sim_svg *s, FILE *out, const char *caption)
             snprintf(id, sizeof id, "owner-%d", -1 - row);
         else
             snprintf(id, sizeof id, "client-%d", row);
-        svg_group(out, id);
+        cli_svg_group(out, id);
         if (i < s->nbars && s->bars[i].row == row)
             draw_row_bars(s, out, &l, &i);
-        svg_group_end(out);
+        cli_svg_group_end(out);
     }
-    svg_end(out);
+    cli_svg_end(out);
     return 0;
 }
