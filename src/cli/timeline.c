@@ -1,9 +1,9 @@
 /*
  * advlock simulate --svg's timeline (timeline.h). Events become bars as
  * they come; the picture is drawn once the run is over, when its length is
- * known: the bars sorted by row and kind, and those closer than half a
- * pixel merged, so that a long run with many clients still makes a picture
- * of a few thousand shapes, not one per event.
+ * known: the bars sorted by row and kind, and those that would touch
+ * merged (merges()), so that a long run with many clients still makes a
+ * picture of a few thousand shapes, not one per event.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "timeline.h"
@@ -267,14 +267,21 @@ static void draw_pending(const cli_timeline *s, FILE *out, const layout *l, pend
 }
 
 /* Holds and owners merge only where a bar is narrower than a pixel, so a
- * hand-over stays visible; the rest where they are within half a pixel. */
+ * hand-over stays visible; ticks and crosses where they would touch
+ * anyway (a tick is 1.6 pixels wide, a cross up to 10); the rest where
+ * they are within half a pixel. */
 static int merges(const pending *p, const bar *b, double x0, double x1)
 {
     if (p->count == 0 || p->first->kind != b->kind || p->first->row != b->row)
         return 0;
-    if (b->kind == K_HOLD || b->kind == K_OWNER)
-        return p->x1 - p->x0 < 1 || x1 - x0 < 1;
-    return x0 <= p->x1 + 0.5;
+    switch (b->kind) {
+    case K_HOLD:
+    case K_OWNER: return p->x1 - p->x0 < 1 || x1 - x0 < 1;
+    case K_TRY: return x0 <= p->x1 + 2;
+    case K_TIMED_OUT:
+    case K_FAILED: return x0 <= p->x1 + 3;
+    default: return x0 <= p->x1 + 0.5;
+    }
 }
 
 /* Draws one row's bars, bars[*i] onwards, and moves *i past them. */
@@ -308,8 +315,6 @@ static void draw_row_frames(const cli_timeline *s, FILE *out, const layout *l)
     for (int k = 0; k < s->owner_rows; k++) {
         double top, h;
         row_band(l, -1 - k, &top, &h);
-        cli_svg_text(out, l->x.px_lo, top - 4, 11, CLI_SVG_START, 0, CLI_SVG_GREY, "who holds '%s'",
-                     s->key_names[k]);
         cli_svg_rect(out, l->x.px_lo, top, plot_w, h, CLI_SVG_STRIPE, NULL, NULL);
         cli_svg_text(out, LEFT - 6, top + h - 4, 11, CLI_SVG_END, 1, CLI_SVG_INK, "owner");
     }
@@ -323,6 +328,20 @@ static void draw_row_frames(const cli_timeline *s, FILE *out, const layout *l)
                      "client %d", r);
     }
     cli_svg_group_end(out);
+}
+
+/* Each owner row's lock name above it, on white over the grid. */
+static void draw_owner_names(const cli_timeline *s, FILE *out, const layout *l)
+{
+    for (int k = 0; k < s->owner_rows; k++) {
+        double top, h;
+        row_band(l, -1 - k, &top, &h);
+        char name[160];
+        snprintf(name, sizeof name, "who holds '%s'", s->key_names[k]);
+        cli_svg_rect(out, l->x.px_lo, top - 15, cli_svg_text_width(strlen(name), 11) + 4, 14,
+                     "#FFFFFF", NULL, NULL);
+        cli_svg_text(out, l->x.px_lo, top - 4, 11, CLI_SVG_START, 0, CLI_SVG_GREY, "%s", name);
+    }
 }
 
 static void draw_legend(FILE *out, double y)
@@ -393,6 +412,7 @@ int cli_timeline_write(cli_timeline *s, FILE *out, const char *caption)
     draw_row_frames(s, out, &l);
     cli_svg_ms_axis(out, &l.x, l.owners_top + (s->owner_rows > 0 ? OWNER_STEP - OWNER_HEIGHT : 0),
                     l.axis_y);
+    draw_owner_names(s, out, &l);
     cli_svg_text(out, (LEFT + WIDTH - RIGHT) / 2.0, l.axis_y + 34, 11, CLI_SVG_MIDDLE, 0,
                  CLI_SVG_GREY, "virtual time since the run began");
     for (int n = 0; n < nnotes; n++)

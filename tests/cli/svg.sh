@@ -114,6 +114,14 @@ for k in 0 1 2 3; do
     check "keys: owner row $k never overlaps" 0 "$(fact "owner-$k.overlaps" "$dir/keys.svg.facts")"
 done
 
+# A long run: bars that would touch are merged, so the picture stays small.
+capture "$A" simulate --clients 64 --cycles 300 --keys 2 --hold 5 --quiet --svg "$dir/long.svg"
+check "long run: status" 0 "$RC"
+size=$(wc -c <"$dir/long.svg")
+[ "$size" -lt 400000 ] && pass || fail "long run: $size bytes"
+python3 "$facts_of" svg "$dir/long.svg" >"$dir/long.svg.facts" && pass || fail "long run: not XML"
+[ "$(fact class.try "$dir/long.svg.facts")" -lt 5000 ] && pass || fail "long run: $(fact class.try "$dir/long.svg.facts") tries drawn"
+
 capture "$A" simulate --clients 2 --svg "$dir/no/such/dir.svg"
 check "unwritable picture: status" 74 "$RC"
 grep -q "cannot write '$dir/no/such/dir.svg'" <<<"$ERR" && pass || fail "unwritable picture: [$ERR]"
