@@ -2,7 +2,8 @@
  * advlock simulate: clients racing for locks on the fake database, in
  * virtual time, with no server. Prints who tried, slept, waited, acquired
  * and timed out, then a summary. The timeline is read from the simulation's
- * own JSON-lines trace, so what is printed is exactly what --trace records.
+ * own JSON-lines trace, so what is printed is exactly what --trace records,
+ * and what --svg draws (timeline.c).
  * --jitter, --clip, --wait and --diagnose give every client those options.
  * The clients live in a measured world (a profile: when their processes
  * start, how long statements take, the server's queue; by default the one
@@ -20,12 +21,14 @@
 #include "advlock_fake.h"
 #include "cli.h"
 #include "profile.h"
+#include "timeline.h"
 
 enum { MAX_WAITS = 4096 };
 
 typedef struct sim_view {
     int quiet;
     FILE *trace_file;
+    cli_timeline *svg; /* --svg's timeline, or NULL */
     const char *const *names;
     int64_t keys[ADVLOCK_SIM_MAX_KEYS];
     int nkeys;
@@ -78,12 +81,38 @@ static size_t text(const char *line, const char *name, char *out, size_t size)
     return n;
 }
 
-static const char *name_of(const sim_view *v, int64_t key)
+/* The key's index among the run's lock names, or -1. */
+static int key_index(const sim_view *v, int64_t key)
 {
     for (int i = 0; i < v->nkeys; i++)
         if (v->keys[i] == key)
-            return v->names[i];
-    return "?";
+            return i;
+    return -1;
+}
+
+/* What a trace event is in --svg's timeline. */
+static cli_timeline_event svg_event(const char *event, int is_lock, int is_try)
+{
+    if (strcmp(event, "query") == 0)
+        return !is_lock ? CLI_TIMELINE_OTHER : is_try ? CLI_TIMELINE_TRY : CLI_TIMELINE_WAIT;
+    static const struct {
+        const char *event;
+        cli_timeline_event is;
+    } events[] = {
+        {"result", CLI_TIMELINE_ANSWER},
+        {"sleep", CLI_TIMELINE_SLEEP},
+        {"acquired", CLI_TIMELINE_ACQUIRED},
+        {"timed_out", CLI_TIMELINE_TIMED_OUT},
+        {"error", CLI_TIMELINE_FAILED},
+        {"released", CLI_TIMELINE_ENDED},
+        {"not_held", CLI_TIMELINE_ENDED},
+        {"cancelled", CLI_TIMELINE_ENDED},
+        {"ends_with_transaction", CLI_TIMELINE_ENDED},
+    };
+    for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+        if (strcmp(event, events[i].event) == 0)
+            return events[i].is;
+    return CLI_TIMELINE_OTHER;
 }
 
 static void on_trace(void *user, const char *given, size_t len)
@@ -102,7 +131,8 @@ static void on_trace(void *user, const char *given, size_t len)
     text(line, "event", event, sizeof event);
     long long t = number(line, "t");
     int client = (int)number(line, "client");
-    const char *name = name_of(v, (int64_t)number(line, "key"));
+    int key = key_index(v, (int64_t)number(line, "key"));
+    const char *name = key >= 0 ? v->names[key] : "?";
     if (client < 0 || client >= ADVLOCK_SIM_MAX_CLIENTS)
         return;
 
@@ -134,6 +164,8 @@ static void on_trace(void *user, const char *given, size_t len)
     }
     if (strcmp(event, "sleep") == 0)
         v->wake_due[client] = t + number(line, "wake") - number(line, "clock");
+    if (v->svg != NULL)
+        cli_timeline_note(v->svg, t, client, key, svg_event(event, is_lock, is_try));
     if (v->quiet)
         return;
 
@@ -183,17 +215,20 @@ static int64_t percentile(const int64_t *sorted, size_t n, unsigned pct)
     return sorted[rank == 0 ? 0 : rank - 1];
 }
 
-static void print_summary(sim_view *v, const advlock_sim_stats *st, int clients)
+/* The summary line (also the --svg picture's caption). */
+static void format_summary(sim_view *v, const advlock_sim_stats *st, int clients, char *out,
+                           size_t size)
 {
     qsort(v->waits, v->nwaits, sizeof v->waits[0], compare_ms);
-    printf("\n%d clients: %" PRIu64 " acquired, %" PRIu64 " timed out, %" PRIu64
-           " released, %" PRIu64 " cancelled, %" PRIu64 " failed; %" PRIu64
-           " attempts; wait p50 %" PRId64 " ms, p99 %" PRId64 " ms; %" PRIu64
-           " faults injected; ended at %" PRId64 " ms virtual time\n",
-           clients, st->outcomes[ADVLOCK_ACQUIRED], st->outcomes[ADVLOCK_TIMED_OUT],
-           st->outcomes[ADVLOCK_RELEASED], st->outcomes[ADVLOCK_CANCELLED],
-           st->outcomes[ADVLOCK_FAILED], v->attempts, percentile(v->waits, v->nwaits, 50),
-           percentile(v->waits, v->nwaits, 99), st->faults, st->end_ms);
+    snprintf(out, size,
+             "%d clients: %" PRIu64 " acquired, %" PRIu64 " timed out, %" PRIu64
+             " released, %" PRIu64 " cancelled, %" PRIu64 " failed; %" PRIu64
+             " attempts; wait p50 %" PRId64 " ms, p99 %" PRId64 " ms; %" PRIu64
+             " faults injected; ended at %" PRId64 " ms virtual time",
+             clients, st->outcomes[ADVLOCK_ACQUIRED], st->outcomes[ADVLOCK_TIMED_OUT],
+             st->outcomes[ADVLOCK_RELEASED], st->outcomes[ADVLOCK_CANCELLED],
+             st->outcomes[ADVLOCK_FAILED], v->attempts, percentile(v->waits, v->nwaits, 50),
+             percentile(v->waits, v->nwaits, 99), st->faults, st->end_ms);
 }
 
 /* The header's second line: which world the clients live in, and what in
@@ -270,6 +305,8 @@ static void usage(FILE *to)
             "  --faults        inject latency spikes, NULLs, server errors, dropped and\n"
             "                  killed sessions, stalled and jumping clocks\n"
             "  --trace FILE    write the JSON-lines trace to FILE\n"
+            "  --svg FILE      draw the timeline in FILE (SVG): a row per client, the\n"
+            "                  lock's owner on top\n"
             "  --quiet         print the summary only\n",
             ADVLOCK_SIM_MAX_CLIENTS, ADVLOCK_SIM_MAX_KEYS, MAX_DURATION_MS, MAX_DURATION_MS,
             MAX_CYCLES, MAX_DURATION_MS);
@@ -318,6 +355,7 @@ int cmd_simulate(int argc, char **argv)
         O_SEED,
         O_FAULTS,
         O_TRACE,
+        O_SVG,
         O_QUIET,
         O_JITTER,
         O_CLIP,
@@ -342,6 +380,7 @@ int cmd_simulate(int argc, char **argv)
         {"profile", required_argument, NULL, O_PROFILE},
         {"ideal", no_argument, NULL, O_IDEAL},
         {"trace", required_argument, NULL, O_TRACE},
+        {"svg", required_argument, NULL, O_SVG},
         {"quiet", no_argument, NULL, O_QUIET},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -351,7 +390,7 @@ int cmd_simulate(int argc, char **argv)
     int faults = 0;
     advlock_options lock_options;
     advlock_options_init(&lock_options);
-    const char *trace_path = NULL, *profile_path = NULL;
+    const char *trace_path = NULL, *profile_path = NULL, *svg_path = NULL;
     int ideal = 0;
     static sim_view view; /* large; one per process */
     memset(&view, 0, sizeof view);
@@ -377,6 +416,7 @@ int cmd_simulate(int argc, char **argv)
         case O_PROFILE: profile_path = optarg; break;
         case O_IDEAL: ideal = 1; break;
         case O_TRACE: trace_path = optarg; break;
+        case O_SVG: svg_path = optarg; break;
         case O_QUIET: view.quiet = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
         default: usage(stderr); return EXIT_USAGE;
@@ -453,26 +493,52 @@ int cmd_simulate(int argc, char **argv)
         view.modelled = 1;
     }
 
-    if (!view.quiet)
-        printf("%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed "
-               "%lld, %s%s%s%s%s%s\n",
-               clients, keys, keys == 1 ? "" : "s", timeout, hold, seed,
-               ideal                  ? "idealised world"
-               : profile_path != NULL ? profile_path
-                                      : "built-in profile",
-               lock_options.wait == ADVLOCK_WAIT_SERVER ? ", waiting on the server" : "",
-               lock_options.backoff == ADVLOCK_BACKOFF_FULL_JITTER ? ", full jitter" : "",
-               lock_options.clip_to_deadline ? ", clipped" : "",
-               lock_options.diagnose ? ", diagnosing" : "", faults ? ", with faults" : "");
-    if (!view.quiet)
+    char header[256];
+    snprintf(header, sizeof header,
+             "%lld clients, %lld lock name%s, timeout %lld ms, hold %lld ms, seed "
+             "%lld, %s%s%s%s%s%s",
+             clients, keys, keys == 1 ? "" : "s", timeout, hold, seed,
+             ideal                  ? "idealised world"
+             : profile_path != NULL ? profile_path
+                                    : "built-in profile",
+             lock_options.wait == ADVLOCK_WAIT_SERVER ? ", waiting on the server" : "",
+             lock_options.backoff == ADVLOCK_BACKOFF_FULL_JITTER ? ", full jitter" : "",
+             lock_options.clip_to_deadline ? ", clipped" : "",
+             lock_options.diagnose ? ", diagnosing" : "", faults ? ", with faults" : "");
+    if (!view.quiet) {
+        puts(header);
         print_world(ideal, profile_path, faults);
+    }
+    FILE *svg_file = NULL;
+    if (svg_path != NULL) {
+        view.svg = cli_timeline_new((int)clients, (int)keys, lock_names, header);
+        if (view.svg == NULL) {
+            cli_error("out of memory for the timeline");
+            return EXIT_IO;
+        }
+        if ((svg_file = fopen(svg_path, "w")) == NULL) {
+            cli_error("cannot write '%s': %s", svg_path, strerror(errno));
+            cli_timeline_free(view.svg);
+            return EXIT_IO;
+        }
+    }
     view.late_cause = ideal ? "clock faults" : faults ? "world model, clock faults" : "world model";
     for (int c = 0; c < ADVLOCK_SIM_MAX_CLIENTS; c++)
         view.wake_due[c] = -1;
     int rc = advlock_sim_run(&sim);
     advlock_sim_stats st = advlock_sim_get_stats(&sim);
-    print_summary(&view, &st, (int)clients);
+    char summary[512];
+    format_summary(&view, &st, (int)clients, summary, sizeof summary);
+    printf("\n%s\n", summary);
     int write_failed = view.trace_file != NULL && fclose(view.trace_file) != 0;
+    if (svg_file != NULL) {
+        int drawn = cli_timeline_write(view.svg, svg_file, summary);
+        cli_timeline_free(view.svg);
+        if (fclose(svg_file) != 0 || drawn != 0) {
+            cli_error("writing '%s' failed%s", svg_path, drawn != 0 ? ": out of memory" : "");
+            return EXIT_IO;
+        }
+    }
     if (rc == ADVLOCK_SIM_VIOLATION) {
         cli_error("invariant violated: %s", advlock_sim_violation(&sim));
         return EXIT_LOCK_ERROR;
