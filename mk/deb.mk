@@ -1,0 +1,28 @@
+# Debian packages (debian/): libadvlock1, libadvlock-dev, advlock and
+# python3-advlock, built by dpkg-buildpackage with the project's own
+# Makefile (scripts/build-deb.sh) and checked by lintian.
+#
+#   make deb        the packages, into $(BUILD)/deb/
+#   make deb-test   builds them, installs them on this system, checks the
+#                   command, the -dev files and the Python package as a
+#                   user of them, and purges them (tests/deb/packages.sh;
+#                   needs root, else skipped; part of `make test`)
+# Included by the top-level Makefile.
+
+DEB_DIR := $(BUILD)/deb
+DEPS_DEB := debhelper:cmd:dh dpkg-dev:cmd:dpkg-buildpackage dh-python:cmd:dh_python3 \
+    lintian:cmd:lintian python3:cmd:/usr/bin/python3 pkg-config:cmd:pkg-config \
+    libssl-dev:openssl/evp.h libpq-dev:postgresql/libpq-fe.h
+
+.PHONY: deb deb-test deps-deb
+
+deps-deb:
+	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_DEB)
+
+deb: | deps-deb
+	@scripts/build-deb.sh $(DEB_DIR)
+
+deb-test: deb
+	@DEB_DIR=$(DEB_DIR) tests/pg/with-postgres.sh scripts/run-tests.sh tests/deb/packages.sh
+
+test: deb-test

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the Debian packages (debian/) into DEB_DIR, default build/deb:
+# copies the files git knows (tracked, and new ones not ignored: what a
+# commit of the tree would hold) to DEB_DIR/advlock-VERSION, runs
+# dpkg-buildpackage there (the .deb files land in DEB_DIR, its parent), and
+# checks them with lintian, failing on any error and listing the rest.
+# Its one warning, initial-upload-closes-no-bugs, asks for the Debian bug
+# (an ITP) that a first upload to Debian's archive would close: these
+# packages are built from the project's tree, not uploaded there.
+#   scripts/build-deb.sh [DEB_DIR]        from the top of the tree
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-build/deb}
+version=$(dpkg-parsechangelog -S Version)
+src=$out/advlock-${version%-*}
+rm -rf "$out"
+mkdir -p "$src"
+git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+    tar -c --null -T - | tar -x -C "$src"
+# A make that runs this one hands down its flags and command-line variables
+# (BUILD=..., -s): the package's own make must not see them.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
+# The four packages only: no -dbgsym packages beside them for
+# apt-get install ./build/deb/*.deb to pick up.
+export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }noautodbgsym"
+log=$out/build.log
+if ! (cd "$src" && dpkg-buildpackage -b -us -uc) >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "build-deb: dpkg-buildpackage failed; the whole log is $log" >&2
+    exit 1
+fi
+rm -rf "$src"
+changes=$(ls "$out"/*.changes)
+lintian --fail-on error --display-info "$changes" | tee "$out/lintian.txt"
+printf 'build-deb: %s\n' "$(cd "$out" && ls ./*.deb | tr '\n' ' ')"
