@@ -14,15 +14,23 @@ DEPS_DEB := debhelper:cmd:dh dpkg-dev:cmd:dpkg-buildpackage dh-python:cmd:dh_pyt
     lintian:cmd:lintian python3:cmd:/usr/bin/python3 pkg-config:cmd:pkg-config \
     libssl-dev:openssl/evp.h libpq-dev:postgresql/libpq-fe.h
 
-.PHONY: deb deb-test deps-deb
+DEPS_DEB_TEST := systemd:cmd:systemd-analyze
+
+.PHONY: deb deb-test deps-deb deps-deb-test
 
 deps-deb:
 	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_DEB)
 
+deps-deb-test:
+	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_DEB_TEST)
+
 deb: | deps-deb
 	@scripts/build-deb.sh $(DEB_DIR)
 
-deb-test: deb
-	@DEB_DIR=$(DEB_DIR) tests/pg/with-postgres.sh scripts/run-tests.sh tests/deb/packages.sh
+# The systemd example runs over TCP (its lease), on a loopback address of
+# the run's own (mk/python.mk).
+deb-test: deb | deps-deb-test
+	@DEB_DIR=$(DEB_DIR) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
+	    tests/pg/with-postgres.sh scripts/run-tests.sh tests/deb/packages.sh
 
 test: deb-test

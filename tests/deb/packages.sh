@@ -13,12 +13,15 @@
 #                    which loads the installed libadvlock.so.1 by its soname,
 #                    derives the key, and locks on the server with the client
 #                    the package recommends (psycopg 3, else asyncpg);
+#   the systemd example of docs/operators.md, run as printed
+#                    (systemd-unit.sh);
 # then purges the packages and checks that no file any of them held remains
 # (the Python byte code compiled at install time included). Always purges,
 # on failure too: an installed advlock must not stand in for the source
 # tree's in the other tests. Needs root (installs on the real system, as CI
 # runs it), else skipped; refuses, skipped, when any of the packages is
-# installed already. Runs under tests/pg/with-postgres.sh.
+# installed already. Runs under tests/pg/with-postgres.sh, its server listening
+# on TCP too (ADVLOCK_PG_LISTEN).
 set -u
 . "$(dirname "$0")/../cli/lib.sh"
 deb_dir=$(realpath "${DEB_DIR:-build/deb}")
@@ -176,6 +179,9 @@ case "$RC $OUT" in
 "0 psycopg 1" | "0 asyncpg 1") pass ;;
 *) fail "python3: a lock on the server: status $RC, [$OUT] $ERR" ;;
 esac
+
+# ---- the systemd example ----------------------------------------------------------
+. "$(dirname "$0")/systemd-unit.sh"
 
 # ---- purge ---------------------------------------------------------------------
 purge || fail "apt-get purge: $(cat "$work/purge.log")"
