@@ -8,6 +8,8 @@
 # (an ITP) that a first upload to Debian's archive would close: these
 # packages are built from the project's tree, not uploaded there.
 #   scripts/build-deb.sh [DEB_DIR]        from the top of the tree
+# Prints one line (V=1: the whole lintian report); the build's log is
+# DEB_DIR/build.log, lintian's DEB_DIR/lintian.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/deb}
@@ -32,5 +34,14 @@ if ! (cd "$src" && dpkg-buildpackage -b -us -uc) >"$log" 2>&1; then
 fi
 rm -rf "$src"
 changes=$(ls "$out"/*.changes)
-lintian --fail-on error --display-info "$changes" | tee "$out/lintian.txt"
-printf 'build-deb: %s\n' "$(cd "$out" && ls ./*.deb | tr '\n' ' ')"
+report=$out/lintian.txt
+status=0
+lintian --fail-on error --display-info "$changes" >"$report" 2>&1 || status=$?
+# One line, as the build's own; every tag when something fails, or with V=1.
+if [ "$status" -ne 0 ] || [ "${V:-0}" = 1 ]; then
+    cat "$report"
+fi
+count() { grep -c "^$1: " "$report" || true; }
+printf '  DEB     %s (lintian: %s errors, %s warnings, %s notes; %s)\n' \
+    "$(cd "$out" && echo *.deb)" "$(count E)" "$(count W)" "$(count I)" "$report"
+exit "$status"
