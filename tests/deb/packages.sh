@@ -77,7 +77,7 @@ check "advlock run: released after" 0 "$(psql -X -At -c "$held_sql")"
 # ---- libadvlock-dev ------------------------------------------------------------
 pc_env=(env -i PATH=/usr/bin:/bin)
 capture "${pc_env[@]}" pkg-config --libs advlock_pq
-check "pkg-config --libs advlock_pq" "0 -ladvlock_pq -ladvlock -lpq" "$RC $(echo $OUT $ERR)"
+check "pkg-config --libs advlock_pq" "0 -ladvlock_pq -ladvlock -lpq" "$RC ${OUT% }$ERR"
 check "pkg-config: the multiarch libdir" "$libdir" \
     "$("${pc_env[@]}" pkg-config --variable=libdir advlock_pq)"
 cat >"$work/lock.c" <<'C'

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154 # work: packages.sh's
 # The systemd example of docs/operators.md (a fleet-wide cron job), with the
 # packages installed: both unit files pass systemd-analyze verify, and the
 # service's ExecStart line, run as printed but for the command, against the
