@@ -27,9 +27,12 @@ deps-deb-test:
 deb: | deps-deb
 	@scripts/build-deb.sh $(DEB_DIR)
 
-# The systemd example runs over TCP (its lease), on a loopback address of
-# the run's own (mk/python.mk).
-deb-test: deb | deps-deb-test
+# The build counts as a test of its own, so that `make test` goes on past a
+# failed one (the package test then finds no packages, and fails too). The
+# systemd example runs over TCP (its lease), on a loopback address of the
+# run's own (mk/python.mk).
+deb-test: | deps-deb deps-deb-test
+	@scripts/run-tests.sh -c scripts/build-deb.sh $(DEB_DIR)
 	@DEB_DIR=$(DEB_DIR) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
 	    tests/pg/with-postgres.sh scripts/run-tests.sh tests/deb/packages.sh
 
