@@ -13,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/deb}
+# It is emptied first: a directory of its own, never the tree or a root.
+case ${out%/} in '' | . | .. | / | */. | */..) echo "build-deb: refusing DEB_DIR '$out'" >&2; exit 2 ;; esac
 version=$(dpkg-parsechangelog -S Version)
 src=$out/advlock-${version%-*}
 rm -rf "$out"
