@@ -66,7 +66,7 @@ $(BUILD)/libadvlock.a: $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
 $(BUILD)/libadvlock.so.$(VERSION): $(CORE_OBJ)
-	$(CC) -shared -Wl,-soname,libadvlock.so.$(SOVERSION) -Wl,--no-undefined -o $@ $^ $(CORE_LIBS)
+	$(CC) -shared -Wl,-soname,libadvlock.so.$(SOVERSION) -Wl,--no-undefined $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 
 $(BUILD)/libadvlock.so: $(BUILD)/libadvlock.so.$(VERSION)
 	ln -sf libadvlock.so.$(VERSION) $(BUILD)/libadvlock.so.$(SOVERSION)
@@ -82,7 +82,7 @@ $(BUILD)/libadvlock_fake.a: $(FAKE_OBJ)
 SIBLING_RPATH ?= -Wl,-rpath,'$$ORIGIN'
 
 $(BUILD)/libadvlock_fake.so.$(VERSION): $(FAKE_OBJ) $(BUILD)/libadvlock.so
-	$(CC) -shared -Wl,-soname,libadvlock_fake.so.$(SOVERSION) -Wl,--no-undefined $(SIBLING_RPATH) -o $@ \
+	$(CC) -shared -Wl,-soname,libadvlock_fake.so.$(SOVERSION) -Wl,--no-undefined $(SIBLING_RPATH) $(LDFLAGS) -o $@ \
 	    $(FAKE_OBJ) -L$(BUILD) -ladvlock
 
 $(BUILD)/libadvlock_fake.so: $(BUILD)/libadvlock_fake.so.$(VERSION)

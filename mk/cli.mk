@@ -10,7 +10,7 @@ $(filter-out $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o),$(CLI_OBJ)): | deps-pq
 
 # simulate runs the fake database and simulator (libadvlock_fake).
 $(BUILD)/advlock: $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock.a
-	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock.a \
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock.a \
 	    $(PQ_LIBS) $(CORE_LIBS)
 
 all: $(BUILD)/advlock

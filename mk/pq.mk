@@ -26,7 +26,7 @@ $(BUILD)/libadvlock_pq.a: $(PQ_OBJ)
 	$(AR) rcs $@ $^
 
 $(BUILD)/libadvlock_pq.so.$(VERSION): $(PQ_OBJ) $(BUILD)/libadvlock.so
-	$(CC) -shared -Wl,-soname,libadvlock_pq.so.$(SOVERSION) -Wl,--no-undefined $(SIBLING_RPATH) -o $@ \
+	$(CC) -shared -Wl,-soname,libadvlock_pq.so.$(SOVERSION) -Wl,--no-undefined $(SIBLING_RPATH) $(LDFLAGS) -o $@ \
 	    $(PQ_OBJ) -L$(BUILD) -ladvlock $(PQ_LIBS)
 
 $(BUILD)/libadvlock_pq.so: $(BUILD)/libadvlock_pq.so.$(VERSION)
