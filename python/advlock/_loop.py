@@ -807,6 +807,12 @@ class AsyncLock(_LockBase):
         """The lease expired while held: as _expire, and the body is
         cancelled (as asyncio.timeout() cancels it)."""
         self._expire(stop_at_ms)
+        self._cancel_body()
+
+    def _cancel_body(self):
+        """The lock is lost while `async with` runs its body: the body is
+        cancelled once, and __aexit__ turns that CancelledError into the
+        LockLost."""
         body = self._body
         if body is not None and not body.done() and not self._cancelled_body:
             self._cancelled_body = True
