@@ -289,7 +289,9 @@ def _guarded(coro, guard):
                 continue
             while not fut.done():
                 waiter = fut.get_loop().create_future()
-                wake = waiter.set_result  # called with fut: a result unread
+                # Called with fut, a result unread; the waiter may be
+                # cancelled by then (the task's cancel in the same turn).
+                wake = lambda _fut, w=waiter: _wake(w)  # noqa: E731
                 fut.add_done_callback(wake)
                 try:
                     yield from waiter.__await__()
