@@ -156,8 +156,9 @@ class LockSet:
 
     async def _send_queued(self):
         """The worker: sends the queued statements in order, each answer to
-        its lock. Cancelled (the loop is closing), it fails the statements
-        still queued with that cancellation."""
+        its lock. Cancelled (the loop is closing), or failed beyond an
+        answer (the connection closed under it), it hands that exception to
+        every statement still queued, whose locks raise it."""
         queue, start = self._queue, self._client.start
         try:
             while queue:
@@ -171,14 +172,16 @@ class LockSet:
                 lock, _sql, _args, answer = queue.popleft()
                 self._leave(lock)
                 answer.set_exception(exc)
-            if not isinstance(exc, asyncio.CancelledError):
-                raise
+            if not isinstance(exc, (Exception, asyncio.CancelledError)):
+                raise  # KeyboardInterrupt, SystemExit
         finally:
             self._worker = None
 
     def _answered(self, lock, sql, result):
         """Keeps the table: a try granted holds the key; refused, failed or
         lost, or an unlock answered (whatever it said), leaves it."""
+        if result.__class__ is tuple and result[0] == B.RESULT_CONNECTION_LOST:
+            self._on_lost(result[2])  # lock too, if held: its unlock is what found it
         if sql in _TRIES:
             if result == B.RESULT_TRUE or (result.__class__ is FencedRow
                                            and result.granted is True):
@@ -187,8 +190,6 @@ class LockSet:
                 self._leave(lock)
         elif sql in _UNLOCKS:
             self._leave(lock)
-        if result.__class__ is tuple and result[0] == B.RESULT_CONNECTION_LOST:
-            self._on_lost(result[2])
 
     def _leave(self, lock):
         _leave(self._table, lock._peer)
