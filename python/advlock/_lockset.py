@@ -13,15 +13,17 @@ backs off or times out as if another process held the key.
 
 The worker keeps the table, not the lock's task: a try answered after its
 task was cancelled still enters or leaves it, and the machine then gives the
-grant back. A lost connection ends every lock of the set at once: each held
-one is lost (LockLost, its `async with` body cancelled), and the table is
-emptied.
+grant back. The set's connection has one session check and one lease,
+whose heartbeats queue with the locks' statements. A lost connection or an
+expired lease ends every lock of the set at once: each held one is lost
+(LockLost, its `async with` body cancelled), and the table is emptied.
 """
 
 import asyncio
 import collections
 
 from . import _binding as B
+from . import _lease
 from ._loop import AsyncLock, FencedRow
 from ._machine import Scope, Sql, Wait, escape_name, strerror
 from .errors import ArgumentTypeError, CallError, LockFailed, LockLost
@@ -67,13 +69,23 @@ class LockSet:
     """Many locks over one asyncio connection: an asyncpg Connection or a
     psycopg AsyncConnection (autocommit, as for a single lock). See
     lock(). The set holds no lock itself; the connection stays the
-    caller's to close, after every lock of the set has ended."""
+    caller's to close, after every lock of the set has ended.
+
+    lease, lease_stop: the connection's lease, as advlock.lock()'s (default
+    30 s; None or 0: none): one setup and one stream of heartbeats for all
+    the set's held locks, which are all lost when it expires. Raises
+    CallError for a lease the core refuses, ArgumentTypeError for another
+    kind of connection."""
 
     __slots__ = ("_client", "_table", "_buckets", "_entered", "_queue", "_worker",
-                 "_checking", "lost")
+                 "_checking", "lost", "_plan", "_lease", "_watch", "_leased")
 
-    def __init__(self, conn):
+    def __init__(self, conn, lease=_lease.DEFAULT, lease_stop=None):
         self._client = _connection_client(conn)
+        self._plan = _lease.plan_for(lease, lease_stop)  # None: no lease
+        self._lease = None    # the held locks' one _lease.Lease
+        self._watch = None    # its TaskWatch
+        self._leased = set()  # the locks holding under it
         self._buckets = (B.P * _BUCKETS)()
         self._table = B.Peers()
         if _lib.advlock_peers_init(self._table, self._buckets, _BUCKETS):
@@ -88,18 +100,17 @@ class LockSet:
         if add_listener is not None:  # asyncpg: told when the socket closes
             add_listener(lambda _conn: self._on_lost("the connection was closed"))
 
-    def lock(self, name, timeout=None, options=None, lease=None, **option_kwargs):
+    def lock(self, name, timeout=None, options=None, **option_kwargs):
         """A SetLock named `name` on the set's connection: `async with`, or
         await acquire() and release(), from any task, as advlock.lock()'s
         AsyncLock. Same arguments and options, except: scope=TRANSACTION
-        (all the set's locks would share one transaction), wait=WAIT_SERVER
+        (all the set's locks would share one transaction) and wait=WAIT_SERVER
         (a wait on the server stalls every other lock's statements behind
-        it) and lease= (not implemented for sets: they hold without one) are
-        refused with CallError. Creating the lock sends nothing."""
-        if lease:
-            raise _refused("lease=%r" % (lease,), "a lock set holds without a lease (pass"
-                           " lease=None), and a lease over a set's connection is not"
-                           " implemented")
+        it) are refused with CallError, and the lease is the set's
+        (LockSet(conn, lease=...)). Creating the lock sends nothing."""
+        if "lease" in option_kwargs or "lease_stop" in option_kwargs:
+            raise _refused("a lease per lock", "the lease is the set's connection's: pass"
+                           " lease= to advlock.LockSet()")
         return SetLock(self, name, timeout, options, **option_kwargs)
 
     @property
@@ -139,7 +150,7 @@ class LockSet:
         """lock's statement sql with args, sent in its turn; its answer.
         A try that conflicts with another lock of the set is answered busy
         here, unsent."""
-        if sql != B.SQL_SESSION:
+        if sql != B.SQL_SESSION and sql != B.SQL_LEASE_SETUP:
             self._check_done(lock)
         if sql in _TRIES:
             asked = _ask(self._table, lock._peer, args[0], lock.options.mode)
@@ -205,6 +216,37 @@ class LockSet:
             if lock.held:
                 lock._lose(self.lost)
 
+    # ---- the lease: one for the connection -----------------------------------
+
+    def _share_lease(self, lock, lease):
+        """lock was granted under lease (held from its grant): the set's
+        lease from now on if none runs, else the running one. Returns the
+        lease lock holds under."""
+        if self._lease is None:
+            self._lease = lease
+            self._watch = _lease.TaskWatch(lease, _MemberClient(self), self._lease_expired,
+                                           lambda: None)
+        self._leased.add(lock)
+        return self._lease
+
+    async def _unshare_lease(self, lock):
+        """lock is released: the last holder stops the lease."""
+        self._leased.discard(lock)
+        if self._leased or self._watch is None:
+            return
+        watch, lease = self._watch, self._lease
+        self._watch = self._lease = None
+        await watch.stop()
+        lease.stop()
+
+    def _lease_expired(self, stop_at_ms):
+        """No heartbeat proved the session by the deadline: every held lock
+        of the set is lost (the first to leave its body closes the
+        connection)."""
+        for lock in list(self._leased):
+            lock._expire_async(stop_at_ms)
+        self._on_lost("the lease expired")
+
 
 class _MemberClient:
     """A lock's client: the set's connection, its statements through the
@@ -226,8 +268,14 @@ class _MemberClient:
         return self._set._statement(self.lock, sql, args)
 
     def close_now(self):
-        """Ends the set's connection (its lock was lost: it is gone already)."""
+        """Ends the set's connection: a lock was lost, so were all."""
         self._set._client.close_now()
+
+    @staticmethod
+    def heartbeat_blocked(_body):
+        """Never: the set's queue keeps a heartbeat apart from the locks'
+        statements."""
+        return False
 
 
 class SetLock(AsyncLock):
@@ -242,6 +290,7 @@ class SetLock(AsyncLock):
     def __init__(self, lockset, name, timeout=None, options=None, **option_kwargs):
         client = _MemberClient(lockset)
         super().__init__(client, name, timeout, options, lease=None, **option_kwargs)
+        self._plan = lockset._plan
         if self.options.scope == Scope.TRANSACTION:
             raise _refused("scope=TRANSACTION", "every lock of a set runs on its one"
                            " connection, so they would all share one transaction")
@@ -272,6 +321,16 @@ class SetLock(AsyncLock):
                 raise
             self._raise_lost(failure)
 
+    def _hold_granted(self, token, anchor_ms, answer):
+        super()._hold_granted(token, anchor_ms, answer)
+        self._lease = self._set._share_lease(self, self._lease)
+
+    def _watch_lease(self):
+        return _SetWatch(self)
+
+    def _end_lease(self):
+        self._lease = None  # the set's: its last holder stops it
+
     def _lose(self, why):
         """The set's connection was lost while this lock was held."""
         if self._lost is None:
@@ -282,3 +341,16 @@ class SetLock(AsyncLock):
             self._lost = err
             self.lost.set()
             self._cancel_body()
+
+
+class _SetWatch:
+    """A held SetLock's part in the set's lease."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock):
+        self._lock = lock
+
+    async def stop(self):
+        """The lock leaves the lease (the last one stops it)."""
+        await self._lock._set._unshare_lease(self._lock)

@@ -646,6 +646,12 @@ class _LockBase:
             raise cause
         raise self._lost from cause
 
+    def _end_lease(self):
+        """The release begins: the held lock's lease stops."""
+        if self._lease is not None:
+            self._lease.stop()
+            self._lease = None
+
     def _drop_lost(self):
         self._lease = None
         self._client.close_now()
@@ -729,9 +735,7 @@ class Lock(_LockBase):
         self._stop_watch()
         if self._overdue():
             self._raise_lost()
-        if self._lease is not None:
-            self._lease.stop()
-            self._lease = None
+        self._end_lease()
         m = self._start_releasing()
         self.release_report = drive(m, self._client, self.name)
         return self._ended(self.release_report)
@@ -795,9 +799,14 @@ class AsyncLock(_LockBase):
             renewal, sent = _lease.renewal(self._plan, token, m.sent_ms), now_ms()
             answer = await self._client.start(*renewal) if renewal is not None else None
             self._hold_granted(token, m.sent_ms if renewal is None else sent, answer)
-            self._watch = _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
-                                           self._expire_async, lambda: self._body)
+            self._watch = self._watch_lease()
         return self.report
+
+    def _watch_lease(self):
+        """What drives the held lock's lease while the body runs: a task of
+        its own (its stop() is awaited before the release)."""
+        return _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
+                                self._expire_async, lambda: self._body)
 
     async def _setup(self):
         result, answer = self._setup_needed(), None
@@ -846,9 +855,7 @@ class AsyncLock(_LockBase):
         cancelled = await self._stop_watch()
         if self._overdue():
             self._raise_lost()
-        if self._lease is not None:
-            self._lease.stop()
-            self._lease = None
+        self._end_lease()
         m = self._start_releasing()
         self.release_report = await drive_async(m, self._client, self.name,
                                                 self.options.wait == POLL)

@@ -10,6 +10,7 @@ import pytest
 import advlock
 from clients import announced_pid, connect
 from conftest import holds, need_server
+from test_lease import need_tcp, tcp
 
 pytestmark = need_server
 FLAVOURS = ["asyncpg", "psycopg-async"]
@@ -50,12 +51,12 @@ def record(locks):
     return locks._client.sent
 
 
-def run(flavour, body):
+def run(flavour, body, conninfo="", **set_kwargs):
     """asyncio.run(body(conn, locks)) on a fresh connection and its set."""
     async def main():
-        conn = await connect(flavour)
+        conn = await connect(flavour, conninfo)
         try:
-            await body(conn, advlock.LockSet(conn))
+            await body(conn, advlock.LockSet(conn, **set_kwargs))
         finally:
             await conn.close()
     asyncio.run(main())
@@ -84,7 +85,7 @@ def test_a_thousand_tasks_hold_a_thousand_names_on_one_backend(flavour, pg_conn)
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_the_session_check_runs_once_for_the_connection(flavour):
+def test_the_session_check_and_the_lease_setup_run_once_for_the_connection(flavour):
     async def body(conn, locks):
         sent = record(locks)
 
@@ -94,7 +95,8 @@ def test_the_session_check_runs_once_for_the_connection(flavour):
 
         await asyncio.gather(*(cycle(i) for i in range(50)))
         assert sent.count(advlock.Sql.SESSION) == 1
-        assert len(sent) == 1 + 50 * 2
+        assert sent.count(advlock.Sql.LEASE_SETUP) == 1
+        assert len(sent) == 2 + 50 * 2
     run(flavour, body)
 
 
@@ -313,3 +315,49 @@ def test_what_a_set_refuses(flavour):
 def test_a_blocking_connection_is_refused(pg_conn):
     with pytest.raises(advlock.ArgumentTypeError):
         advlock.LockSet(pg_conn)
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_one_stream_of_heartbeats_keeps_every_lock_of_the_set(flavour, pg_conn):
+    async def body(conn, locks):
+        sent, go, holding = record(locks), asyncio.Event(), []
+
+        async def hold(i):
+            async with locks.lock("leased-%d" % i, timeout=5) as lk:
+                holding.append(lk)
+                await go.wait()
+
+        tasks = [asyncio.create_task(hold(i)) for i in range(20)]
+        await until(lambda: len(holding) == 20)
+        await asyncio.sleep(2)  # heartbeats every 0.75 s (lease=8)
+        beats = sent.count(advlock.Sql.HEARTBEAT)
+        assert 1 <= beats <= 4
+        assert all(lk.held for lk in holding)
+        go.set()
+        await asyncio.gather(*tasks)
+        await asyncio.sleep(1)
+        assert sent.count(advlock.Sql.HEARTBEAT) == beats  # stopped with the last lock
+        assert advisory_count(pg_conn, announced_pid(conn)) == 0 and locks.in_use == 0
+    run(flavour, body, tcp(), lease=8)
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_the_heartbeat_finds_the_session_gone_and_every_body_stops(flavour, pg_conn):
+    async def body(conn, locks):
+        pid, holding = announced_pid(conn), []
+
+        async def hold(i):
+            async with locks.lock("stopped-%d" % i, timeout=5) as lk:
+                holding.append(lk)
+                await asyncio.sleep(60)  # stopped by the set, not by its end
+
+        tasks = [asyncio.create_task(hold(i)) for i in range(5)]
+        await until(lambda: len(holding) == 5)
+        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        done, _ = await asyncio.wait(tasks, timeout=5)
+        assert len(done) == 5
+        assert all(isinstance(t.exception(), advlock.LockLost) for t in tasks)
+        assert locks.lost and locks.in_use == 0
+    run(flavour, body, tcp(), lease=8)
