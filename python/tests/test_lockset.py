@@ -31,6 +31,21 @@ async def until(predicate, seconds=10):
     raise AssertionError("still not so after %s s" % seconds)
 
 
+async def hold_many(locks, prefix, n):
+    """n tasks, each holding the set's lock "<prefix>-<i>" until the event
+    is set; returns once all hold: (the tasks, their locks, the event)."""
+    go, holding = asyncio.Event(), []
+
+    async def hold(i):
+        async with locks.lock("%s-%d" % (prefix, i), timeout=10) as lk:
+            holding.append(lk)
+            await go.wait()
+
+    tasks = [asyncio.create_task(hold(i)) for i in range(n)]
+    await until(lambda: len(holding) == n)
+    return tasks, holding, go
+
+
 class _Recorder:
     """The set's client, recording the statements it sends."""
 
@@ -65,15 +80,8 @@ def run(flavour, body, conninfo="", **set_kwargs):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_thousand_tasks_hold_a_thousand_names_on_one_backend(flavour, pg_conn):
     async def body(conn, locks):
-        pid, n, holding, go = announced_pid(conn), 1000, [], asyncio.Event()
-
-        async def hold(i):
-            async with locks.lock("many-%d" % i, timeout=10) as lk:
-                holding.append(lk)
-                await go.wait()
-
-        tasks = [asyncio.create_task(hold(i)) for i in range(n)]
-        await until(lambda: len(holding) == n)
+        pid, n = announced_pid(conn), 1000
+        tasks, holding, go = await hold_many(locks, "many", n)
         assert advisory_count(pg_conn, pid) == n
         assert locks.in_use == n
         go.set()
@@ -190,15 +198,8 @@ def test_a_set_and_another_connection_exclude_each_other(flavour):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_terminated_backend_makes_every_held_lock_lost(flavour, pg_conn):
     async def body(conn, locks):
-        pid, n, holding, go = announced_pid(conn), 20, [], asyncio.Event()
-
-        async def hold(i):
-            async with locks.lock("doomed-%d" % i, timeout=5) as lk:
-                holding.append(lk)
-                await go.wait()
-
-        tasks = [asyncio.create_task(hold(i)) for i in range(n)]
-        await until(lambda: len(holding) == n)
+        pid = announced_pid(conn)
+        tasks, holding, go = await hold_many(locks, "doomed", 20)
         pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         await asyncio.sleep(0.1)
         go.set()  # each body ends; its release finds the session gone
@@ -281,15 +282,8 @@ def test_cancellations_in_the_middle_of_a_batch_leave_nothing(flavour, pg_conn):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_cancelled_holder_leaves_the_others_held(flavour, pg_conn):
     async def body(conn, locks):
-        pid, go, holding = announced_pid(conn), asyncio.Event(), []
-
-        async def hold(i):
-            async with locks.lock("holder-%d" % i, timeout=5) as lk:
-                holding.append(lk)
-                await go.wait()
-
-        tasks = [asyncio.create_task(hold(i)) for i in range(10)]
-        await until(lambda: len(holding) == 10)
+        pid = announced_pid(conn)
+        tasks, _, go = await hold_many(locks, "holder", 10)
         tasks[3].cancel()
         with pytest.raises(asyncio.CancelledError):
             await tasks[3]
@@ -321,15 +315,8 @@ def test_a_blocking_connection_is_refused(pg_conn):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_one_stream_of_heartbeats_keeps_every_lock_of_the_set(flavour, pg_conn):
     async def body(conn, locks):
-        sent, go, holding = record(locks), asyncio.Event(), []
-
-        async def hold(i):
-            async with locks.lock("leased-%d" % i, timeout=5) as lk:
-                holding.append(lk)
-                await go.wait()
-
-        tasks = [asyncio.create_task(hold(i)) for i in range(20)]
-        await until(lambda: len(holding) == 20)
+        sent = record(locks)
+        tasks, holding, go = await hold_many(locks, "leased", 20)
         await asyncio.sleep(2)  # heartbeats every 0.75 s (lease=8)
         beats = sent.count(advlock.Sql.HEARTBEAT)
         assert 1 <= beats <= 4
@@ -346,15 +333,8 @@ def test_one_stream_of_heartbeats_keeps_every_lock_of_the_set(flavour, pg_conn):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_the_heartbeat_finds_the_session_gone_and_every_body_stops(flavour, pg_conn):
     async def body(conn, locks):
-        pid, holding = announced_pid(conn), []
-
-        async def hold(i):
-            async with locks.lock("stopped-%d" % i, timeout=5) as lk:
-                holding.append(lk)
-                await asyncio.sleep(60)  # stopped by the set, not by its end
-
-        tasks = [asyncio.create_task(hold(i)) for i in range(5)]
-        await until(lambda: len(holding) == 5)
+        pid = announced_pid(conn)
+        tasks, _, _ = await hold_many(locks, "stopped", 5)  # stopped by the set, never let go
         pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         done, _ = await asyncio.wait(tasks, timeout=5)
         assert len(done) == 5
