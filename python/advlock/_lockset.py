@@ -334,9 +334,9 @@ class SetLock(AsyncLock):
     def _lose(self, why):
         """The set's connection was lost while this lock was held."""
         if self._lost is None:
-            err = LockLost("Lock '%s' was lost: %s, and the server session with it, which"
-                           " frees every lock of the set." % (escape_name(self.name), why),
-                           self.report, self.name, why)
+            err = LockLost("Lock '%s' was lost with its lock set's connection (%s): the"
+                           " server session ended, and every lock of the set with it."
+                           % (escape_name(self.name), why), self.report, self.name, why)
             err.reason = B.LEASE_CONNECTION
             self._lost = err
             self.lost.set()

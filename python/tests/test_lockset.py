@@ -341,3 +341,17 @@ def test_the_heartbeat_finds_the_session_gone_and_every_body_stops(flavour, pg_c
         assert all(isinstance(t.exception(), advlock.LockLost) for t in tasks)
         assert locks.lost and locks.in_use == 0
     run(flavour, body, tcp(), lease=8)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_fenced_lock_of_the_set_is_busy_for_another_of_the_set(flavour):
+    async def body(conn, locks):
+        await conn.execute(advlock.fence_setup_sql())
+        async with locks.lock("fenced", timeout=0, fence=True) as first:
+            assert first.fence >= 1
+            with pytest.raises(advlock.LockTimeout):
+                await locks.lock("fenced", timeout=0.2, fence=True).acquire()
+        async with locks.lock("fenced", timeout=0, fence=True) as second:
+            assert second.fence > first.report.fence
+        assert locks.in_use == 0
+    run(flavour, body)
