@@ -1071,6 +1071,7 @@ typedef struct advlock_sim_lockset_config {
     int proxied;
     int diagnose;           /* callers that time out ask who holds the key */
     uint32_t shared_ppm;    /* an acquire is shared */
+    uint32_t fence_ppm;     /* a direct exclusive acquire takes a fencing token */
     uint32_t cancel_ppm;    /* an acquire is cancelled at a random time */
     uint32_t kill_ppm;      /* per connection: its session is terminated once */
     uint32_t error_ppm;     /* a lock, session or holders statement fails */
@@ -1094,7 +1095,7 @@ typedef struct advlock_sim_lockset_stats {
 
 /*
  * Runs one lock-set world to its end (every caller done its cycles, every
- * statement answered) and fills *out. Needs no heap (about 200 KiB of
+ * statement answered) and fills *out. Needs no heap (about 350 KiB of
  * stack). Returns 0, ADVLOCK_SIM_VIOLATION (out->violation has the first),
  * or ADVLOCK_EINVAL (cfg or out NULL, a count out of range, a negative
  * duration).
