@@ -331,6 +331,10 @@ class SetLock(AsyncLock):
     def _end_lease(self):
         self._lease = None  # the set's: its last holder stops it
 
+    def _drop_lost(self):
+        self._set._leave(self)  # unlocked by the connection's end, not by a statement
+        super()._drop_lost()
+
     def _lose(self, why):
         """The set's connection was lost while this lock was held."""
         if self._lost is None:
