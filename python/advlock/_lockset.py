@@ -203,8 +203,9 @@ class LockSet:
             self._leave(lock)
 
     def _leave(self, lock):
-        _leave(self._table, lock._peer)
-        self._entered.discard(lock)
+        if lock is not None:  # None: the lease's heartbeat
+            _leave(self._table, lock._peer)
+            self._entered.discard(lock)
 
     def _on_lost(self, why):
         """The connection is lost, and the server session with it: every
