@@ -26,13 +26,16 @@ cancelled task; LockLost when a held lock's lease expired (lease=, 30 s by
 default over TCP); CallError for refused calls. Every exception of the
 package derives from advlock.Error.
 advlock.fake holds the fake database, clock and simulator for deterministic
-tests. docs/python.md has the whole story.
+tests. advlock.LockSet(conn) holds many locks from many tasks over one
+asyncio connection (docs/python.md "Lock sets"). docs/python.md has the
+whole story.
 """
 
 from ._machine import (Backoff, Detail, Failure, LockState, Machine, Mode, Options, Outcome,
                        Report, Scope, Sql, Wait, derive_key, escape_name, fence_setup_sql,
                        format_seconds, now_ms, strerror)
 from ._loop import AsyncLock, Lock
+from ._lockset import LockSet, SetLock
 from ._binding import ADVLOCK_EINVAL
 from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
                      LockLost, LockTimeout, ServerSessionError, StandbyError)
@@ -81,7 +84,7 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
 
 
 __all__ = [
-    "lock", "Lock", "AsyncLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
+    "lock", "Lock", "AsyncLock", "LockSet", "SetLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
     "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
     "format_seconds", "fence_setup_sql", "now_ms", "strerror", "Error", "LockError",
     "LockTimeout", "LockFailed", "LockLost",

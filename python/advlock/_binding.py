@@ -225,6 +225,23 @@ class LeaseStorage(Structure):
                 ("outstanding_", c_uint8)]
 
 
+# ---- advlock.h: in-process exclusion (lock sets) -------------------------------
+
+PEER_OUT, PEER_ASKING, PEER_HELD = range(3)
+
+
+class Peer(Structure):
+    """advlock_peer: one lock's interest in a key; private fields, zeroed
+    (PEER_OUT) when made, never moved while in a table."""
+    _fields_ = [("key_", c_int64), ("next_", c_void_p), ("prev_", c_void_p), ("mode_", c_uint8),
+                ("state_", c_uint8)]
+
+
+class Peers(Structure):
+    """advlock_peers: the table over a bucket array its owner keeps alive."""
+    _fields_ = [("buckets_", c_void_p), ("mask_", c_size_t), ("count_", c_size_t)]
+
+
 # ---- advlock_fake.h ----------------------------------------------------------
 
 FAKE_TEXT_MAX = 160
@@ -384,6 +401,16 @@ _declare(core, [
     ("advlock_lease_expiry_reason", c_int, [L]),
 ])
 
+P = POINTER(Peer)
+_declare(core, [
+    ("advlock_peers_init", c_int, [POINTER(Peers), POINTER(P), c_size_t]),
+    ("advlock_peers_ask", c_int, [POINTER(Peers), P, c_int64, c_int]),
+    ("advlock_peers_granted", c_int, [POINTER(Peers), P]),
+    ("advlock_peers_leave", c_int, [POINTER(Peers), P]),
+    ("advlock_peers_count", c_size_t, [POINTER(Peers)]),
+    ("advlock_peer_state", c_int, [P]),
+])
+
 _fake = None
 
 
@@ -487,6 +514,7 @@ MIRRORS = {
     "advlock_options": Options, "advlock_holder": Holder, "advlock_session": Session,
     "advlock_machine": MachineStorage, "advlock_lease_plan": LeasePlan,
     "advlock_lease_action": LeaseAction, "advlock_lease": LeaseStorage,
+    "advlock_peer": Peer, "advlock_peers": Peers,
     "advlock_prng": Prng, "advlock_fake_clock": FakeClock, "advlock_fake_result": FakeResult,
     "advlock_fake_lock_row": FakeLockRow, "advlock_fake_latency": Latency,
     "advlock_fake_faults": Faults, "advlock_fake_tcp": FakeTcp, "advlock_fake_db": FakeDB,

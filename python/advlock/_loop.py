@@ -289,7 +289,9 @@ def _guarded(coro, guard):
                 continue
             while not fut.done():
                 waiter = fut.get_loop().create_future()
-                wake = waiter.set_result  # called with fut: a result unread
+                # Called with fut, a result unread; the waiter may be
+                # cancelled by then (the task's cancel in the same turn).
+                wake = lambda _fut, w=waiter: _wake(w)  # noqa: E731
                 fut.add_done_callback(wake)
                 try:
                     yield from waiter.__await__()
@@ -644,6 +646,12 @@ class _LockBase:
             raise cause
         raise self._lost from cause
 
+    def _end_lease(self):
+        """The release begins: the held lock's lease stops."""
+        if self._lease is not None:
+            self._lease.stop()
+            self._lease = None
+
     def _drop_lost(self):
         self._lease = None
         self._client.close_now()
@@ -727,9 +735,7 @@ class Lock(_LockBase):
         self._stop_watch()
         if self._overdue():
             self._raise_lost()
-        if self._lease is not None:
-            self._lease.stop()
-            self._lease = None
+        self._end_lease()
         m = self._start_releasing()
         self.release_report = drive(m, self._client, self.name)
         return self._ended(self.release_report)
@@ -793,9 +799,14 @@ class AsyncLock(_LockBase):
             renewal, sent = _lease.renewal(self._plan, token, m.sent_ms), now_ms()
             answer = await self._client.start(*renewal) if renewal is not None else None
             self._hold_granted(token, m.sent_ms if renewal is None else sent, answer)
-            self._watch = _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
-                                           self._expire_async, lambda: self._body)
+            self._watch = self._watch_lease()
         return self.report
+
+    def _watch_lease(self):
+        """What drives the held lock's lease while the body runs: a task of
+        its own (its stop() is awaited before the release)."""
+        return _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
+                                self._expire_async, lambda: self._body)
 
     async def _setup(self):
         result, answer = self._setup_needed(), None
@@ -807,6 +818,12 @@ class AsyncLock(_LockBase):
         """The lease expired while held: as _expire, and the body is
         cancelled (as asyncio.timeout() cancels it)."""
         self._expire(stop_at_ms)
+        self._cancel_body()
+
+    def _cancel_body(self):
+        """The lock is lost while `async with` runs its body: the body is
+        cancelled once, and __aexit__ turns that CancelledError into the
+        LockLost."""
         body = self._body
         if body is not None and not body.done() and not self._cancelled_body:
             self._cancelled_body = True
@@ -838,9 +855,7 @@ class AsyncLock(_LockBase):
         cancelled = await self._stop_watch()
         if self._overdue():
             self._raise_lost()
-        if self._lease is not None:
-            self._lease.stop()
-            self._lease = None
+        self._end_lease()
         m = self._start_releasing()
         self.release_report = await drive_async(m, self._client, self.name,
                                                 self.options.wait == POLL)

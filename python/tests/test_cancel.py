@@ -170,3 +170,28 @@ def test_cancel_racing_a_poll_at_random_moments(flavour, pg_conn):
         await conn.close()
         await holder.close()
     asyncio.run(main())
+
+
+def test_a_cancel_in_the_turn_the_answer_comes_is_not_an_error_of_the_loop():
+    """The statement's future is done and the task cancelled in one turn of
+    the loop: the waiter's wake-up, already scheduled, finds it cancelled
+    (a lock set's tasks meet this often) and must let it be."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        errors = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        answer = loop.create_future()
+
+        async def statement():
+            return await answer
+
+        guard = _loop._Guard()
+        task = asyncio.create_task(_loop._guarded(statement(), guard))
+        await asyncio.sleep(0)
+        answer.set_result(7)
+        task.cancel()
+        assert await task == 7
+        assert guard.cancelled_by is not None
+        await asyncio.sleep(0)
+        assert errors == []
+    asyncio.run(main())

@@ -430,3 +430,33 @@ def test_lease_expiry_behind_pgbouncer_promises_no_free_time(pg_conn):
     assert ("behind a proxy the server frees the lock when the proxy drops this connection:"
             " its own tcp settings bound that") in said
     assert "within 8 s" not in said
+
+
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
+def test_a_lock_set_in_session_mode_uses_one_server_session(flavour, pg_conn):
+    async def main():
+        conn = await connect(flavour, SESSION)
+        locks = advlock.LockSet(conn)
+        go, holding = asyncio.Event(), []
+
+        async def hold(i):
+            async with locks.lock("pgb-set-%d" % (i % 20), timeout=10) as lk:
+                holding.append(lk)
+                await go.wait()
+                holding.remove(lk)
+
+        tasks = [asyncio.create_task(hold(i)) for i in range(40)]
+        while len(holding) < 20:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # the other 20 keep trying: the set answers them busy
+        assert len(holding) == 20
+        rows = [holds(pg_conn, lk.key) for lk in holding]
+        assert all(len(r) == 1 for r in rows)
+        assert len({r[0][0] for r in rows}) == 1  # one server session holds them all
+        assert locks._client.state.proxied is True
+        go.set()
+        await asyncio.gather(*tasks)
+        assert locks.in_use == 0
+        assert all(holds(pg_conn, advlock.derive_key("pgb-set-%d" % i)) == [] for i in range(20))
+        await close(conn)
+    asyncio.run(main())

@@ -1,0 +1,361 @@
+"""Lock sets: many locks, from any number of asyncio tasks, over one
+connection and its one server session (docs/python.md "Lock sets"; the
+rules: docs/design.md "Lock sets").
+
+Each lock of a set (SetLock) has its own machine, report and deadline. Their
+statements queue on the set and one worker task sends them over the
+connection one at a time, in the order asked (asyncpg refuses a second
+operation while one runs), and routes each answer back to its lock. The
+server's session locks are re-entrant, so the set keeps its own locks apart
+through the core's table (advlock_peers): a try-lock that conflicts with
+another lock of the set is answered "busy" here and never sent, and the lock
+backs off or times out as if another process held the key.
+
+The worker keeps the table, not the lock's task: a try answered after its
+task was cancelled still enters or leaves it, and the machine then gives the
+grant back. The set's connection has one session check and one lease,
+whose heartbeats queue with the locks' statements. A lost connection or an
+expired lease ends every lock of the set at once: each held one is lost
+(LockLost, its `async with` body cancelled), and the table is emptied.
+"""
+
+import asyncio
+import collections
+
+from . import _binding as B
+from . import _lease
+from ._loop import AsyncLock, FencedRow
+from ._machine import Scope, Sql, Wait, escape_name, strerror
+from .errors import ArgumentTypeError, CallError, LockFailed, LockLost
+
+_lib = B.core
+_ask, _granted, _leave = _lib.advlock_peers_ask, _lib.advlock_peers_granted, \
+    _lib.advlock_peers_leave
+_TRIES = frozenset(int(s) for s in (Sql.TRY_LOCK, Sql.TRY_LOCK_SHARED, Sql.TRY_LOCK_GUARDED,
+                                    Sql.TRY_LOCK_SHARED_GUARDED, Sql.TRY_LOCK_FENCED))
+_UNLOCKS = frozenset(int(s) for s in (Sql.UNLOCK, Sql.UNLOCK_SHARED, Sql.UNLOCK_GUARDED,
+                                      Sql.UNLOCK_SHARED_GUARDED))
+# What the server answers a session-scoped try for a key another session
+# holds, the guarded forms included (their NULL means "not this session").
+_BUSY = B.RESULT_FALSE
+_BUSY_FENCED = FencedRow(False, None)
+# The table's buckets: about the number of keys held at once keeps chains short.
+_BUCKETS = 1024
+
+
+def _connection_client(conn):
+    """The driver's client for the set's connection; for asyncpg, also
+    the set's hook for the connection's closing."""
+    module = type(conn).__module__
+    if module.startswith("asyncpg"):
+        from . import asyncpg_driver
+        return asyncpg_driver.Client(conn)
+    if module.startswith("psycopg"):
+        import psycopg
+        if isinstance(conn, psycopg.AsyncConnection):
+            from . import psycopg_driver
+            return psycopg_driver.AsyncClient(conn)
+    raise ArgumentTypeError(B.ADVLOCK_EINVAL, "advlock.LockSet: an asyncpg connection or a"
+                            " psycopg AsyncConnection, not %s.%s"
+                            % (module, type(conn).__name__))
+
+
+def _refused(what, why):
+    return CallError(B.ADVLOCK_EINVAL, "advlock.LockSet refuses %s: %s (docs/design.md,"
+                     " \"Lock sets\")." % (what, why))
+
+
+class LockSet:
+    """Many locks over one asyncio connection: an asyncpg Connection or a
+    psycopg AsyncConnection (autocommit, as for a single lock). See
+    lock(). The set holds no lock itself; the connection stays the
+    caller's to close, after every lock of the set has ended.
+
+    lease, lease_stop: the connection's lease, as advlock.lock()'s (default
+    30 s; None or 0: none): one setup and one stream of heartbeats for all
+    the set's held locks, which are all lost when it expires. Raises
+    CallError for a lease the core refuses, ArgumentTypeError for another
+    kind of connection."""
+
+    __slots__ = ("_client", "_table", "_buckets", "_entered", "_queue", "_worker",
+                 "_checking", "lost", "_plan", "_lease", "_watch", "_leased")
+
+    def __init__(self, conn, lease=_lease.DEFAULT, lease_stop=None):
+        self._client = _connection_client(conn)
+        self._plan = _lease.plan_for(lease, lease_stop)  # None: no lease
+        self._lease = None    # the held locks' one _lease.Lease
+        self._watch = None    # its TaskWatch
+        self._leased = set()  # the locks holding under it
+        self._buckets = (B.P * _BUCKETS)()
+        self._table = B.Peers()
+        if _lib.advlock_peers_init(self._table, self._buckets, _BUCKETS):
+            raise CallError(B.ADVLOCK_EINVAL, strerror(B.ADVLOCK_EINVAL))
+        self._entered = set()              # the locks whose peer is in the table
+        self._queue = collections.deque()  # (lock, sql, args, future) to send
+        self._worker = None                # the task sending them
+        self._checking = None              # (lock, future) of the session check
+        # Why the connection was lost (a str), once a statement found it so.
+        self.lost = None
+        add_listener = getattr(conn, "add_termination_listener", None)
+        if add_listener is not None:  # asyncpg: told when the socket closes
+            add_listener(lambda _conn: self._on_lost("the connection was closed"))
+
+    def lock(self, name, timeout=None, options=None, **option_kwargs):
+        """A SetLock named `name` on the set's connection: `async with`, or
+        await acquire() and release(), from any task, as advlock.lock()'s
+        AsyncLock. Same arguments and options, except: scope=TRANSACTION
+        (all the set's locks would share one transaction) and wait=WAIT_SERVER
+        (a wait on the server stalls every other lock's statements behind
+        it) are refused with CallError, and the lease is the set's
+        (LockSet(conn, lease=...)). Creating the lock sends nothing."""
+        if "lease" in option_kwargs or "lease_stop" in option_kwargs:
+            raise _refused("a lease per lock", "the lease is the set's connection's: pass"
+                           " lease= to advlock.LockSet()")
+        return SetLock(self, name, timeout, options, **option_kwargs)
+
+    @property
+    def in_use(self):
+        """How many locks of the set hold their key or have a try out for
+        it (advlock_peers_count): 0 once every lock has ended."""
+        return _lib.advlock_peers_count(self._table)
+
+    # ---- the session check: once per connection, shared -------------------
+
+    async def _session_checked(self, lock):
+        """Before lock's acquire: returns at once when the connection's
+        session value is checked or lock is to check it; else waits for
+        the check in flight (the waiter that finds none checked after it
+        checks next)."""
+        client = self._client
+        while True:
+            value = client.state.value
+            if value is not None and value.client_pid == client.pid():
+                return
+            if self._checking is None:
+                self._checking = (lock, asyncio.get_running_loop().create_future())
+                return
+            await asyncio.shield(self._checking[1])
+
+    def _check_done(self, lock):
+        """lock's session row has been answered and fed (its next statement
+        is asked for, or its operation ended): the waiters go on."""
+        checking = self._checking
+        if checking is not None and checking[0] is lock:
+            self._checking = None
+            checking[1].set_result(None)
+
+    # ---- statements: one at a time, the table kept around them ---------------
+
+    async def _statement(self, lock, sql, args):
+        """lock's statement sql with args, sent in its turn; its answer.
+        A try that conflicts with another lock of the set is answered busy
+        here, unsent."""
+        if sql != B.SQL_SESSION and sql != B.SQL_LEASE_SETUP:
+            self._check_done(lock)
+        if sql in _TRIES:
+            asked = _ask(self._table, lock._peer, args[0], lock.options.mode)
+            if asked == 0:
+                return _BUSY_FENCED if sql == B.SQL_TRY_LOCK_FENCED else _BUSY
+            if asked < 0:  # EMISUSE: the peer was left in the table, a bug
+                raise CallError(asked, strerror(asked))
+            self._entered.add(lock)
+        answer = asyncio.get_running_loop().create_future()
+        self._queue.append((lock, sql, args, answer))
+        if self._worker is None:
+            self._worker = asyncio.get_running_loop().create_task(self._send_queued())
+        return await answer
+
+    async def _send_queued(self):
+        """The worker: sends the queued statements in order, each answer to
+        its lock. Cancelled (the loop is closing), or failed beyond an
+        answer (the connection closed under it), it hands that exception to
+        every statement still queued, whose locks raise it."""
+        queue, start = self._queue, self._client.start
+        try:
+            while queue:
+                lock, sql, args, answer = queue[0]
+                result = await start(sql, args)
+                queue.popleft()
+                self._answered(lock, sql, result)
+                answer.set_result(result)
+        except BaseException as exc:  # noqa: B902 - every queued lock must hear of it
+            while queue:
+                lock, _sql, _args, answer = queue.popleft()
+                self._leave(lock)
+                answer.set_exception(exc)
+            if not isinstance(exc, (Exception, asyncio.CancelledError)):
+                raise  # KeyboardInterrupt, SystemExit
+        finally:
+            self._worker = None
+
+    def _answered(self, lock, sql, result):
+        """Keeps the table: a try granted holds the key; refused, failed or
+        lost, or an unlock answered (whatever it said), leaves it."""
+        if result.__class__ is tuple and result[0] == B.RESULT_CONNECTION_LOST:
+            self._on_lost(result[2])  # lock too, if held: its unlock is what found it
+        if sql in _TRIES:
+            if result == B.RESULT_TRUE or (result.__class__ is FencedRow
+                                           and result.granted is True):
+                _granted(self._table, lock._peer)
+            else:
+                self._leave(lock)
+        elif sql in _UNLOCKS:
+            self._leave(lock)
+
+    def _leave(self, lock):
+        if lock is not None:  # None: the lease's heartbeat
+            _leave(self._table, lock._peer)
+            self._entered.discard(lock)
+
+    def _on_lost(self, why):
+        """The connection is lost, and the server session with it: every
+        held lock of the set is lost, every peer leaves the table."""
+        if self.lost is None:
+            self.lost = why or "the connection was lost"
+        for lock in list(self._entered):
+            self._leave(lock)
+            if lock.held:
+                lock._lose(self.lost)
+
+    # ---- the lease: one for the connection -----------------------------------
+
+    def _share_lease(self, lock, lease):
+        """lock was granted under lease (held from its grant): the set's
+        lease from now on if none runs, else the running one. Returns the
+        lease lock holds under."""
+        if self._lease is None:
+            self._lease = lease
+            self._watch = _lease.TaskWatch(lease, _MemberClient(self), self._lease_expired,
+                                           lambda: None)
+        self._leased.add(lock)
+        return self._lease
+
+    async def _unshare_lease(self, lock):
+        """lock is released: the last holder stops the lease."""
+        self._leased.discard(lock)
+        if self._leased or self._watch is None:
+            return
+        watch, lease = self._watch, self._lease
+        self._watch = self._lease = None
+        await watch.stop()
+        lease.stop()
+
+    def _lease_expired(self, stop_at_ms):
+        """No heartbeat proved the session by the deadline: every held lock
+        of the set is lost (the first to leave its body closes the
+        connection)."""
+        for lock in list(self._leased):
+            lock._expire_async(stop_at_ms)
+        self._on_lost("the lease expired")
+
+
+class _MemberClient:
+    """A lock's client: the set's connection, its statements through the
+    set's queue."""
+
+    __slots__ = ("_set", "lock", "state")
+
+    def __init__(self, lockset):
+        self._set = lockset
+        self.lock = None
+        self.state = lockset._client.state
+
+    def pid(self):
+        """The connection's announced backend pid."""
+        return self._set._client.pid()
+
+    def start(self, sql, args):
+        """The statement in the set's queue, as a coroutine of its answer."""
+        return self._set._statement(self.lock, sql, args)
+
+    def close_now(self):
+        """Ends the set's connection: a lock was lost, so were all."""
+        self._set._client.close_now()
+
+    @staticmethod
+    def heartbeat_blocked(_body):
+        """Never: the set's queue keeps a heartbeat apart from the locks'
+        statements."""
+        return False
+
+
+class SetLock(AsyncLock):
+    """A lock of a LockSet (LockSet.lock()): an AsyncLock whose statements
+    share the set's connection, and which the set keeps apart from its
+    other locks on the same key. When the connection is lost, a held
+    SetLock raises LockLost (reason: connection lost) on leaving `async
+    with` (its body cancelled first) or from release()."""
+
+    __slots__ = ("_set", "_peer")
+
+    def __init__(self, lockset, name, timeout=None, options=None, **option_kwargs):
+        client = _MemberClient(lockset)
+        super().__init__(client, name, timeout, options, lease=None, **option_kwargs)
+        self._plan = lockset._plan
+        if self.options.scope == Scope.TRANSACTION:
+            raise _refused("scope=TRANSACTION", "every lock of a set runs on its one"
+                           " connection, so they would all share one transaction")
+        if self.options.wait == Wait.SERVER:
+            raise _refused("wait=WAIT_SERVER", "a wait on the server would stall the"
+                           " statements of every other lock of the set behind it")
+        client.lock = self
+        self._set = lockset
+        self._peer = B.Peer()  # zeroed: ADVLOCK_PEER_OUT
+
+    async def acquire(self):
+        """As AsyncLock.acquire(); the first acquire on the connection makes
+        its session check, the others wait for it."""
+        lockset = self._set
+        await lockset._session_checked(self)
+        try:
+            return await super().acquire()
+        finally:
+            lockset._check_done(self)
+
+    async def release(self):
+        """As AsyncLock.release(); raises LockLost when the set's connection
+        was lost while the lock was held."""
+        try:
+            return await super().release()
+        except LockFailed as failure:
+            if self._lost is None:
+                raise
+            self._raise_lost(failure)
+
+    def _hold_granted(self, token, anchor_ms, answer):
+        super()._hold_granted(token, anchor_ms, answer)
+        self._lease = self._set._share_lease(self, self._lease)
+
+    def _watch_lease(self):
+        return _SetWatch(self)
+
+    def _end_lease(self):
+        self._lease = None  # the set's: its last holder stops it
+
+    def _drop_lost(self):
+        self._set._leave(self)  # unlocked by the connection's end, not by a statement
+        super()._drop_lost()
+
+    def _lose(self, why):
+        """The set's connection was lost while this lock was held."""
+        if self._lost is None:
+            err = LockLost("Lock '%s' was lost with its lock set's connection (%s): the"
+                           " server session ended, and every lock of the set with it."
+                           % (escape_name(self.name), why), self.report, self.name, why)
+            err.reason = B.LEASE_CONNECTION
+            self._lost = err
+            self.lost.set()
+            self._cancel_body()
+
+
+class _SetWatch:
+    """A held SetLock's part in the set's lease."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock):
+        self._lock = lock
+
+    async def stop(self):
+        """The lock leaves the lease (the last one stops it)."""
+        await self._lock._set._unshare_lease(self._lock)

@@ -1,0 +1,357 @@
+"""Lock sets against the real server: many tasks' locks over one asyncpg or
+psycopg AsyncConnection, kept apart in the process, contending with other
+connections, lost together, and leaving nothing behind when cancelled."""
+
+import asyncio
+import random
+
+import pytest
+
+import advlock
+from clients import announced_pid, connect
+from conftest import holds, need_server
+from test_lease import need_tcp, tcp
+
+pytestmark = need_server
+FLAVOURS = ["asyncpg", "psycopg-async"]
+
+
+def advisory_count(pg_conn, pid):
+    """pg_locks' granted advisory rows of backend pid."""
+    return pg_conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                           " AND granted AND pid = %s", (pid,)).fetchone()[0]
+
+
+async def until(predicate, seconds=10):
+    """Yields to the loop until predicate() holds (or fails the test)."""
+    for _ in range(int(seconds * 100)):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("still not so after %s s" % seconds)
+
+
+async def hold_many(locks, prefix, n):
+    """n tasks, each holding the set's lock "<prefix>-<i>" until the event
+    is set; returns once all hold: (the tasks, their locks, the event)."""
+    go, holding = asyncio.Event(), []
+
+    async def hold(i):
+        async with locks.lock("%s-%d" % (prefix, i), timeout=10) as lk:
+            holding.append(lk)
+            await go.wait()
+
+    tasks = [asyncio.create_task(hold(i)) for i in range(n)]
+    await until(lambda: len(holding) == n)
+    return tasks, holding, go
+
+
+class _Recorder:
+    """The set's client, recording the statements it sends."""
+
+    def __init__(self, inner):
+        self.inner, self.sent = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def start(self, sql, args):
+        self.sent.append(advlock.Sql(sql))
+        return self.inner.start(sql, args)
+
+
+def record(locks):
+    """The list of the statements the set sends from now on."""
+    locks._client = _Recorder(locks._client)
+    return locks._client.sent
+
+
+def run(flavour, body, conninfo="", **set_kwargs):
+    """asyncio.run(body(conn, locks)) on a fresh connection and its set."""
+    async def main():
+        conn = await connect(flavour, conninfo)
+        try:
+            await body(conn, advlock.LockSet(conn, **set_kwargs))
+        finally:
+            await conn.close()
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_thousand_tasks_hold_a_thousand_names_on_one_backend(flavour, pg_conn):
+    async def body(conn, locks):
+        pid, n = announced_pid(conn), 1000
+        tasks, holding, go = await hold_many(locks, "many", n)
+        assert advisory_count(pg_conn, pid) == n
+        assert locks.in_use == n
+        go.set()
+        await asyncio.gather(*tasks)
+        assert advisory_count(pg_conn, pid) == 0
+        assert locks.in_use == 0
+        assert all(lk.state == advlock.LockState.NOT_HELD for lk in holding)
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_the_session_check_and_the_lease_setup_run_once_for_the_connection(flavour):
+    async def body(conn, locks):
+        sent = record(locks)
+
+        async def cycle(i):
+            async with locks.lock("check-%d" % i, timeout=5):
+                pass
+
+        await asyncio.gather(*(cycle(i) for i in range(50)))
+        assert sent.count(advlock.Sql.SESSION) == 1
+        assert sent.count(advlock.Sql.LEASE_SETUP) == 1
+        assert len(sent) == 2 + 50 * 2
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_two_tasks_on_one_name_exclude_each_other(flavour, pg_conn):
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        first = locks.lock("same", timeout=0)
+        await first.acquire()
+        # The server would grant the second again (its locks are re-entrant
+        # per session): the set answers busy, as for another process.
+        second = locks.lock("same", timeout=0.3)
+        with pytest.raises(advlock.LockTimeout) as caught:
+            await second.acquire()
+        assert str(caught.value) == "Could not acquire migration lock for 'same' within 0.3s."
+        assert caught.value.report.attempts == 3
+        assert holds(pg_conn, first.key, pid) == [(pid, "ExclusiveLock")]
+        # Released, the key is free for the second's next try.
+        waiter = locks.lock("same", timeout=5)
+        waiting = asyncio.create_task(waiter.acquire())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await first.release()
+        assert (await waiting).attempts > 1
+        assert holds(pg_conn, first.key, pid) == [(pid, "ExclusiveLock")]
+        await waiter.release()
+        assert holds(pg_conn, first.key) == [] and locks.in_use == 0
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_tasks_racing_for_one_name_get_it_one_at_a_time(flavour, pg_conn):
+    async def body(conn, locks):
+        inside, most = 0, 0
+
+        async def work():
+            nonlocal inside, most
+            async with locks.lock("race", timeout=30):
+                inside += 1
+                most = max(most, inside)
+                await asyncio.sleep(0.002)
+                inside -= 1
+
+        await asyncio.gather(*(work() for _ in range(4)))
+        assert most == 1
+        assert advisory_count(pg_conn, announced_pid(conn)) == 0
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_shared_locks_share_and_exclude_an_exclusive_one(flavour, pg_conn):
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        one = locks.lock("reports", timeout=0, mode=advlock.SHARED)
+        two = locks.lock("reports", timeout=0, mode=advlock.SHARED)
+        await one.acquire()
+        await two.acquire()
+        assert holds(pg_conn, one.key, pid) == [(pid, "ShareLock")]
+        with pytest.raises(advlock.LockTimeout):
+            await locks.lock("reports", timeout=0.2).acquire()
+        # Each released its own hold: the key stays shared until both did.
+        await one.release()
+        assert holds(pg_conn, one.key, pid) == [(pid, "ShareLock")]
+        await two.release()
+        assert holds(pg_conn, one.key) == []
+        # An exclusive holder keeps a shared one out, too.
+        async with locks.lock("reports", timeout=0):
+            with pytest.raises(advlock.LockTimeout):
+                await locks.lock("reports", timeout=0.2, mode=advlock.SHARED).acquire()
+        assert locks.in_use == 0
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_set_and_another_connection_exclude_each_other(flavour):
+    async def body(conn, locks):
+        other = await connect(flavour)
+        try:
+            async with advlock.lock(other, "shared-name", timeout=0, lease=None):
+                with pytest.raises(advlock.LockTimeout):
+                    await locks.lock("shared-name", timeout=0.2).acquire()
+                assert locks.in_use == 0
+            async with locks.lock("shared-name", timeout=0):
+                with pytest.raises(advlock.LockTimeout):
+                    await advlock.lock(other, "shared-name", timeout=0.2, lease=None).acquire()
+        finally:
+            await other.close()
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_terminated_backend_makes_every_held_lock_lost(flavour, pg_conn):
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        tasks, holding, go = await hold_many(locks, "doomed", 20)
+        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        await asyncio.sleep(0.1)
+        go.set()  # each body ends; its release finds the session gone
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, advlock.LockLost) for r in results), results
+        assert all(r.reason == advlock._binding.LEASE_CONNECTION for r in results)
+        assert all(lk.lost.is_set() and not lk.held for lk in holding)
+        assert locks.lost and locks.in_use == 0
+        # An acquire on the lost set fails, and takes no peer.
+        with pytest.raises(advlock.LockFailed):
+            await locks.lock("after", timeout=0).acquire()
+        assert locks.in_use == 0
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_try_granted_after_its_task_was_cancelled_is_given_back(flavour, pg_conn):
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        async with locks.lock("warm-up", timeout=0):
+            pass
+        sent = record(locks)
+        keeper = locks.lock("kept", timeout=0)
+        await keeper.acquire()
+        lk = locks.lock("race", timeout=10)
+        task = asyncio.create_task(lk.acquire())
+        await asyncio.sleep(0)  # the try is queued and sent, its answer not read
+        assert sent[-1] == advlock.Sql.TRY_LOCK
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert sent[-2:] == [advlock.Sql.TRY_LOCK, advlock.Sql.UNLOCK]
+        assert holds(pg_conn, lk.key, pid) == []
+        assert holds(pg_conn, keeper.key, pid) == [(pid, "ExclusiveLock")]
+        assert locks.in_use == 1
+        await keeper.release()
+        assert locks.in_use == 0
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_cancellations_in_the_middle_of_a_batch_leave_nothing(flavour, pg_conn):
+    async def body(conn, locks):
+        pid, rng, go = announced_pid(conn), random.Random(23), asyncio.Event()
+        holding = set()
+
+        async def hold(i):
+            # Pairs of tasks share a name: some back off while others hold.
+            lk = locks.lock("batch-%d" % (i // 2), timeout=10)
+            async with lk:
+                holding.add(lk)
+                try:
+                    await go.wait()
+                finally:
+                    holding.discard(lk)
+
+        tasks = [asyncio.create_task(hold(i)) for i in range(300)]
+        cancelled = set()
+        for _ in range(30):  # cancel a few at each turn of the loop
+            for t in rng.sample(tasks, 5):
+                t.cancel()
+                cancelled.add(t)
+            await asyncio.sleep(0 if rng.random() < 0.7 else 0.001)
+        survivors = [t for t in tasks if t not in cancelled]
+        # The survivors' locks are untouched: each name a survivor asked
+        # for ends up held by one, once the cancelled tasks have ended.
+        names = {i // 2 for i, t in enumerate(tasks) if t not in cancelled}
+        await until(lambda: len(holding) == len(names))
+        assert advisory_count(pg_conn, pid) == len(names)
+        await asyncio.sleep(0.05)
+        assert all(t.done() for t in cancelled)
+        go.set()
+        results = await asyncio.gather(*survivors, return_exceptions=True)
+        assert results == [None] * len(survivors)
+        assert advisory_count(pg_conn, pid) == 0
+        assert locks.in_use == 0
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_cancelled_holder_leaves_the_others_held(flavour, pg_conn):
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        tasks, _, go = await hold_many(locks, "holder", 10)
+        tasks[3].cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await tasks[3]
+        assert advisory_count(pg_conn, pid) == 9
+        assert locks.in_use == 9
+        go.set()
+        await asyncio.gather(*tasks[:3], *tasks[4:])
+        assert advisory_count(pg_conn, pid) == 0 and locks.in_use == 0
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_what_a_set_refuses(flavour):
+    async def body(conn, locks):
+        for kwargs in ({"scope": advlock.TRANSACTION}, {"wait": advlock.WAIT_SERVER},
+                       {"lease": 30}):
+            with pytest.raises(advlock.CallError) as caught:
+                locks.lock("refused", **kwargs)
+            assert 'docs/design.md, "Lock sets"' in str(caught.value)
+    run(flavour, body)
+
+
+def test_a_blocking_connection_is_refused(pg_conn):
+    with pytest.raises(advlock.ArgumentTypeError):
+        advlock.LockSet(pg_conn)
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_one_stream_of_heartbeats_keeps_every_lock_of_the_set(flavour, pg_conn):
+    async def body(conn, locks):
+        sent = record(locks)
+        tasks, holding, go = await hold_many(locks, "leased", 20)
+        await asyncio.sleep(2)  # heartbeats every 0.75 s (lease=8)
+        beats = sent.count(advlock.Sql.HEARTBEAT)
+        assert 1 <= beats <= 4
+        assert all(lk.held for lk in holding)
+        go.set()
+        await asyncio.gather(*tasks)
+        await asyncio.sleep(1)
+        assert sent.count(advlock.Sql.HEARTBEAT) == beats  # stopped with the last lock
+        assert advisory_count(pg_conn, announced_pid(conn)) == 0 and locks.in_use == 0
+    run(flavour, body, tcp(), lease=8)
+
+
+@need_tcp
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_the_heartbeat_finds_the_session_gone_and_every_body_stops(flavour, pg_conn):
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        tasks, _, _ = await hold_many(locks, "stopped", 5)  # stopped by the set, never let go
+        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        done, _ = await asyncio.wait(tasks, timeout=5)
+        assert len(done) == 5
+        assert all(isinstance(t.exception(), advlock.LockLost) for t in tasks)
+        assert locks.lost and locks.in_use == 0
+    run(flavour, body, tcp(), lease=8)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_fenced_lock_of_the_set_is_busy_for_another_of_the_set(flavour):
+    async def body(conn, locks):
+        await conn.execute(advlock.fence_setup_sql())
+        async with locks.lock("fenced", timeout=0, fence=True) as first:
+            assert first.fence >= 1
+            with pytest.raises(advlock.LockTimeout):
+                await locks.lock("fenced", timeout=0.2, fence=True).acquire()
+        async with locks.lock("fenced", timeout=0, fence=True) as second:
+            assert second.fence > first.report.fence
+        assert locks.in_use == 0
+    run(flavour, body)
