@@ -31,6 +31,8 @@ cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/fence.sh
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/bounds.sh
+	@# Several names: direct, and through the session pool too (about 15 s).
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-pgbouncer.sh scripts/run-tests.sh tests/cli/names.sh
 
 test: cli-test
 
