@@ -144,6 +144,16 @@ check "SIGTERM while waiting for the second name: status" 143 "$?"
 check "SIGTERM while waiting for the second name: the first not held after" 0 "$(held "$lo")"
 check "SIGTERM while waiting for the second name: said" \
     "advlock: lock '$lo' released: the run holds all its names or none" "$(cat "$TMPDIR_NAMES/signal.err")"
+# The server ending the session while the second name is waited for: the
+# first went with the session.
+"$A" run -q --application-name names-lost "$lo" "$hi" -- echo never 2>"$TMPDIR_NAMES/lost.err" &
+waiter=$!
+wait_until_held "$lo" || fail "lost: the waiter never took lo"
+psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'names-lost'" >/dev/null
+wait "$waiter"
+check "session ended while waiting for the second name: status" 70 "$?"
+check "session ended while waiting for the second name: the first not held after" 0 "$(held "$lo")"
+grep -q "'$hi'" "$TMPDIR_NAMES/lost.err" && pass || fail "lost: message does not name '$hi': [$(cat "$TMPDIR_NAMES/lost.err")]"
 # --xact: the same, by ROLLBACK.
 capture "$A" run -q --xact -w 0.5 "$lo" "$hi" -- echo never
 check "--xact timeout on the second name: status" 1 "$RC"
@@ -173,6 +183,25 @@ check "--fence with several names: refused" "64 advlock: --fence: one name only 
 # Without "--", the first word alone is the name, as ever.
 capture "$A" run -q "$lo" sh -c 'psql -X -At -c "$HELD_BOTH_SQL"'
 check "no --: one name" "1 1" "$OUT"
+
+# Over TCP (ADVLOCK_PG_LISTEN), under a lease: it is the session's, for every
+# name; while the second name is waited for, the first is held under it, and
+# its heartbeats go between the tries, so a wait longer than the lease does
+# not run it out.
+if [ -n "${ADVLOCK_PG_LISTEN:-}" ]; then
+    psql -X -q -c "SET application_name = 'names-holder'" -c "SELECT pg_advisory_lock($(key_of "$hi"))" \
+         -c "SELECT pg_sleep(7)" >/dev/null 2>&1 &
+    outside=$!
+    wait_until_held "$hi" || fail "lease: the outside holder never took '$hi'"
+    tcp="host=${ADVLOCK_PG_LISTEN%/*} port=$PGPORT dbname=$PGDATABASE user=$PGUSER"
+    capture "$A" run -q -d "$tcp" --lease 6 --kill-after 0 -w 30 "$lo" "$hi" -- psql -X -At -c "$HELD_BOTH_SQL"
+    check "lease: a wait for the second name longer than the lease" "0 2 1" "$RC $OUT"
+    wait "$outside"
+    capture "$A" run -q -d "$tcp" --wait "$lo" "$hi" -- echo never
+    check "lease: --wait with several names refused" 64 "$RC"
+    capture "$A" run -q -d "$tcp" --lease 0 --wait "$lo" "$hi" -- echo ran
+    check "lease: --wait with several names and --lease 0" "0 ran" "$RC $OUT"
+fi
 
 # Through PgBouncer's session pool, verifying the names while the command
 # runs (each interval asks about every name).
