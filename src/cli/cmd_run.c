@@ -994,8 +994,11 @@ static int wait_needs_no_lease(const run_options *o)
 
 /* Acquires name (in hand: focus) on the run's connection, with what is
  * left of --timeout: all the names share it, from started, each phase
- * bounded by bound. first: the first name, the only one that --xact's
- * pause may give back while it backs off (see xact_pause). Returns
+ * bounded by bound. first: the first name, for which the adapter is bound
+ * to the connection (one adapter takes every name, one after another: the
+ * session holds them all, and its end, or the transaction's with --xact,
+ * frees them all), and the only one that --xact's pause may give back
+ * while it backs off (see xact_pause). Returns
  * NAME_TAKEN once the lock is held, else how the run exits, said, the
  * lock not held; *gone is then set if the connection was closed (its
  * statement did not answer), which ends the session and its locks. */
@@ -1007,8 +1010,11 @@ static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progr
     int64_t left = o->timeout_ms == INT64_MAX          ? INT64_MAX
                    : started + o->timeout_ms - now > 0 ? started + o->timeout_ms - now
                                                        : 0;
-    int rc = advlock_pq_async_start_acquire_key(a, key, left, now);
-    if (rc != 0) {
+    int rc;
+    if ((first
+         && ((rc = advlock_pq_async_init(a, conn)) != 0
+             || (rc = advlock_pq_set_options(a, &o->lock)) != 0))
+        || (rc = advlock_pq_async_start_acquire_key(a, key, left, now)) != 0) {
         const char *why = PQerrorMessage(conn);
         cli_error("cannot start acquiring '%s': %s: %.*s", o->shown_key, advlock_strerror(rc),
                   cli_trimmed_length(why), why);
@@ -1094,18 +1100,6 @@ int cmd_run(int argc, char **argv)
     if (o.xact && (rc = cli_xact_begin(conn, bound)) != 0) {
         PQfinish(conn);
         return setup_failed_status(rc);
-    }
-    /* One adapter takes every name, one after another on the one
-     * connection: session locks are per session, so the session holds them
-     * all, and its end (or the transaction's, with --xact) frees them all. */
-    focus(&o, 0);
-    if ((rc = advlock_pq_async_init(&a, conn)) != 0
-        || (rc = advlock_pq_set_options(&a, &o.lock)) != 0) {
-        const char *why = PQerrorMessage(conn);
-        cli_error("cannot start acquiring '%s': %s: %.*s", o.shown_key, advlock_strerror(rc),
-                  cli_trimmed_length(why), why);
-        close_session(conn, &o);
-        return EXIT_LOCK_ERROR;
     }
     int taken = 0, gone = 0;
     rc = NAME_TAKEN;

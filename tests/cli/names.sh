@@ -170,10 +170,10 @@ capture "$A" run -q -w 0 "$hi" "$lo" -- echo never
 check "timeout on the first name" "1 advlock: Could not acquire migration lock for '$lo' within 0s." "$RC $ERR"
 release_outside
 
-# A command that cannot start: every name given back.
+# A command that cannot be executed: every name given back.
 capture "$A" run -q "$lo" "$hi" -- /nonexistent/command
-check "command start failure: none held after" 0 "$(advisory_locks)"
-[ "$RC" != 0 ] && pass || fail "command start failure: status 0"
+check "command not found: status" 127 "$RC"
+check "command not found: none held after" 0 "$(advisory_locks)"
 
 # A name given twice is refused before connecting; so is --fence with several.
 capture "$A" run "$lo" "$hi" "$lo" -- echo never
