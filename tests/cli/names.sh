@@ -90,6 +90,7 @@ opposite_rounds() { # ROUNDS LABEL [advlock options...]
 }
 opposite_rounds 20 "opposite orders"
 opposite_rounds 5 "opposite orders, --wait" --wait
+opposite_rounds 5 "opposite orders, --xact" --xact
 
 # Opposite orders, staged in the server's queue (--wait: first come, first
 # served), where taking names in the order given deadlocks every time: hi
@@ -117,6 +118,17 @@ for r in 1 2 3; do
     wait "$p2" || stuck=$((stuck + 1))
 done
 check "staged opposite orders: no run failed" 0 "$stuck"
+
+# --xact: waiting for the second name keeps the transaction, and the first
+# name in it, open between the tries.
+hold_outside "$hi"
+"$A" run -q --xact "$lo" "$hi" -- psql -X -At -c "$HELD_BOTH_SQL" >"$TMPDIR_NAMES/xact.out" &
+waiter=$!
+wait_until_held "$lo" || fail "--xact wait: lo never taken"
+sleep 0.5
+release_outside
+wait "$waiter"
+check "--xact: a wait for the second name keeps the first" "2 1" "$(cat "$TMPDIR_NAMES/xact.out")"
 
 # A timeout on the second name gives back the first, and says which name was
 # busy (and, with --diagnose, who holds it).
@@ -204,12 +216,17 @@ if [ -n "${ADVLOCK_PG_LISTEN:-}" ]; then
 fi
 
 # Through PgBouncer's session pool, verifying the names while the command
-# runs (each interval asks about every name).
+# runs (each interval asks about every name); and its transaction pool.
 if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
     capture "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" --verify-interval 0.1 "$lo" "$hi" -- \
         sh -c 'sleep 0.5; psql -X -At -c "$HELD_BOTH_SQL"'
     check "session pool: both held, verified" "0 2 1" "$RC $OUT"
     opposite_rounds 5 "session pool, opposite orders" -d "$ADVLOCK_TEST_PGBOUNCER_SESSION"
     check "session pool: none held after" 0 "$(advisory_locks)"
+    # Through the transaction pool, --xact: one transaction holds them all.
+    capture "$A" run -q --xact -d "$ADVLOCK_TEST_PGBOUNCER_TX" "$hi" "$lo" -- psql -X -At -c "$HELD_BOTH_SQL"
+    check "transaction pool, --xact: both held" "0 2 1" "$RC $OUT"
+    opposite_rounds 5 "transaction pool, --xact, opposite orders" --xact -d "$ADVLOCK_TEST_PGBOUNCER_TX"
+    check "transaction pool: none held after" 0 "$(advisory_locks)"
 fi
 finish
