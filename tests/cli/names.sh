@@ -46,6 +46,28 @@ release_outside() {
     fail "the outside holder's lock stayed"
 }
 
+# The statements the server ran, from its log, while log_statement = all.
+log_all() {
+    psql -X -q -c "ALTER SYSTEM SET log_statement = 'all'" -c "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.2 # the postmaster's reload, before the next session forks
+    log_from=$(cat "$ADVLOCK_PG_DATA"/log/* | wc -l)
+}
+log_none() {
+    psql -X -q -c "ALTER SYSTEM RESET log_statement" -c "SELECT pg_reload_conf()" >/dev/null
+}
+# The lock parameter ($1) of each logged statement that holds TEXT, in order.
+logged_keys() {
+    cat "$ADVLOCK_PG_DATA"/log/* | tail -n +$((log_from + 1)) | grep -A1 -F "$1" |
+        sed -n "s/.*DETAIL:  parameters: \$1 = '\(-\{0,1\}[0-9]*\)'.*/\1/p" | xargs
+}
+
+# Taken by key whatever the order given, released the other way round.
+log_all
+capture "$A" run -q "$hi" "$lo" -- true
+log_none
+check "taken by key" "$(key_of "$lo") $(key_of "$hi")" "$(logged_keys "pg_try_advisory_lock(")"
+check "released the other way round" "$(key_of "$hi") $(key_of "$lo")" "$(logged_keys "pg_advisory_unlock(")"
+
 # Both names held, by one session, while the command runs; none after; the
 # command's status is the run's.
 export HELD_BOTH_SQL="SELECT count(*) || ' ' || count(DISTINCT pid) FROM pg_locks
@@ -218,9 +240,17 @@ fi
 # Through PgBouncer's session pool, verifying the names while the command
 # runs (each interval asks about every name); and its transaction pool.
 if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
+    log_all
     capture "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" --verify-interval 0.1 "$lo" "$hi" -- \
         sh -c 'sleep 0.5; psql -X -At -c "$HELD_BOTH_SQL"'
+    log_none
     check "session pool: both held, verified" "0 2 1" "$RC $OUT"
+    # About five rounds of verifies, each asking about lo, then hi.
+    verified=$(logged_keys "AND granted AND pid = pg_catalog.pg_backend_pid()" |
+        tr ' ' '\n' | uniq -c | awk '{ print $1 }' | sort -u | xargs)
+    check "session pool: each verify round asks about both names" 1 "$verified"
+    rounds=$(logged_keys "AND granted AND pid = pg_catalog.pg_backend_pid()" | wc -w)
+    [ "$rounds" -ge 4 ] && pass || fail "session pool: $rounds verifies, not two rounds"
     opposite_rounds 5 "session pool, opposite orders" -d "$ADVLOCK_TEST_PGBOUNCER_SESSION"
     check "session pool: none held after" 0 "$(advisory_locks)"
     # Through the transaction pool, --xact: one transaction holds them all.
