@@ -31,6 +31,9 @@ cli-test: $(BUILD)/advlock
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/fence.sh
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/bounds.sh
+	@# Several names: direct, over TCP (a lease), and through the session pool (about 25 s).
+	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=127.0.0.1/32 tests/pg/with-pgbouncer.sh \
+	    scripts/run-tests.sh tests/cli/names.sh
 
 test: cli-test
 

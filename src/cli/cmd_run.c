@@ -26,6 +26,15 @@
 #include "child.h"
 #include "cli.h"
 
+/* The most names one run holds (see KEY... in advlock(1)). */
+enum { RUN_NAMES_MAX = 64 };
+
+/* A name the run holds, and its key. */
+typedef struct run_name {
+    const char *name;
+    int64_t key;
+} run_name;
+
 typedef struct run_options {
     const char *conninfo;
     const char *application_name;
@@ -40,12 +49,49 @@ typedef struct run_options {
     int lease_given;       /* --lease was on the command line */
     advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact, --allow-standby,
                               --fence */
+    /* The names, in the order they are taken and the reverse of the order
+     * they are given back: by key (order_names), so that runs naming the
+     * same locks in any order take them in one order and never wait for
+     * each other in a cycle. */
+    run_name names[RUN_NAMES_MAX];
+    int name_count;
+    /* The name in hand (focus): the one being acquired, released or
+     * checked; while the command runs, all of them (focus_all). */
     const char *key;
     /* The key as messages show it (advlock_escape_name): one printable line
      * whatever the name holds, so no name can move the terminal's cursor. */
     char shown_key[ADVLOCK_KEY_ECHO_MAX + 4];
     char **command;
 } run_options;
+
+/* Puts name i in hand: messages from now on name it. */
+static void focus(run_options *o, int i)
+{
+    o->key = o->names[i].name;
+    advlock_escape_name(o->key, strlen(o->key), o->shown_key, sizeof o->shown_key);
+}
+
+/* Puts every name in hand, for what concerns them all (the session that
+ * holds them): messages name them as 'A', 'B', cut with "..." where the
+ * line would grow too long. */
+static void focus_all(run_options *o)
+{
+    focus(o, 0);
+    size_t used = strlen(o->shown_key);
+    for (int i = 1; i < o->name_count; i++) {
+        char one[sizeof o->shown_key];
+        advlock_escape_name(o->names[i].name, strlen(o->names[i].name), one, sizeof one);
+        size_t more = strlen(one) + 4; /* "', '" before it */
+        if (used + more >= sizeof o->shown_key) {
+            if (used + 6 < sizeof o->shown_key)
+                memcpy(o->shown_key + used, "', ...", 7);
+            return;
+        }
+        memcpy(o->shown_key + used, "', '", 4);
+        memcpy(o->shown_key + used + 4, one, strlen(one) + 1);
+        used += more;
+    }
+}
 
 /* ---- progress on a terminal, from the machine's events ------------------- */
 
@@ -308,20 +354,27 @@ static void lock_gone(const cli_child *c, const run_options *o, int64_t *kill_at
  * may close it, and the lock goes with it while advlock's own connection to
  * the proxy stays up. So there, and only there (a direct connection's end
  * is seen on its socket at no cost), one statement every interval asks
- * whether the claimed server session still holds the lock. */
+ * whether the claimed server session still holds the lock. With several
+ * names, each interval verifies them all, one statement after another. */
 typedef struct verifier {
-    int64_t key;
+    const run_name *names;
+    int name_count;
+    int next;            /* the name the next verify asks about */
     int64_t interval_ms; /* 0: not verifying (direct, --xact, off, or done) */
     int64_t due_ms;      /* when the next verify starts */
+    int64_t round_ms;    /* when the verify of the first name last started */
     int in_flight;       /* a verify started and its outcome not yet read */
 } verifier;
 
-static void verifier_init(verifier *v, const advlock_pq *a, const run_options *o, int64_t key)
+static void verifier_init(verifier *v, const advlock_pq *a, const run_options *o)
 {
     int session_scope = o->lock.scope == ADVLOCK_SESSION;
-    v->key = key;
+    v->names = o->names;
+    v->name_count = o->name_count;
+    v->next = 0;
     v->interval_ms = session_scope && advlock_pq_proxied(a) ? o->verify_ms : 0;
     v->due_ms = advlock_pq_now_ms() + v->interval_ms;
+    v->round_ms = v->due_ms;
     v->in_flight = 0;
 }
 
@@ -334,8 +387,9 @@ static int64_t verify_wait_ms(const verifier *v, int64_t now)
 }
 
 /* Starts the verify that is due (while the command runs), and reads the
- * outcome of one that ended: HELD schedules the next; anything else means
- * the lock is gone or cannot be shown held, and returns 1 once it is said. */
+ * outcome of one that ended: HELD schedules the next (the next name at
+ * once, the first an interval after the round began); anything else means
+ * the lock (v->next's) is gone or cannot be shown held, and returns 1. */
 static int tend_verify(verifier *v, advlock_pq *a, int command_running)
 {
     if (v->interval_ms == 0)
@@ -343,13 +397,18 @@ static int tend_verify(verifier *v, advlock_pq *a, int command_running)
     int64_t now = advlock_pq_now_ms();
     if (!v->in_flight && command_running && now >= v->due_ms) {
         v->due_ms = now + v->interval_ms; /* from this start, whatever it does */
-        v->in_flight = advlock_pq_async_start_verify_key(a, v->key, now) == 0;
+        if (v->next == 0)
+            v->round_ms = now;
+        v->in_flight = advlock_pq_async_start_verify_key(a, v->names[v->next].key, now) == 0;
     }
     if (!v->in_flight || advlock_pq_async_busy(a))
         return 0;
     v->in_flight = 0;
-    if (advlock_pq_async_report(a)->lock.outcome == ADVLOCK_HELD)
+    if (advlock_pq_async_report(a)->lock.outcome == ADVLOCK_HELD) {
+        v->next = (v->next + 1) % v->name_count;
+        v->due_ms = v->next != 0 ? now : v->round_ms + v->interval_ms;
         return 0;
+    }
     v->interval_ms = 0;
     return 1;
 }
@@ -389,12 +448,12 @@ static void say_lost(char *why, size_t size, const advlock_pq *a, const run_opti
  * Returns the command's wait status (-1 if it could not be waited for);
  * *lost says whether the lock was lost meanwhile, and how. */
 enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED };
-static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t key, int *lost)
+static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
 {
     int status = -1, exited = 0;
     int64_t kill_at = -1; /* -1: not stopping; INT64_MAX: SIGKILL sent */
     verifier v;
-    verifier_init(&v, a, o, key);
+    verifier_init(&v, a, o);
     *lost = LOCK_KEPT;
     for (;;) {
         int st, changed;
@@ -437,7 +496,9 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t 
             lock_gone(c, o, &kill_at, why);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
             *lost = LOCK_UNVERIFIED;
+            focus(o, v.next);
             say_unverified(why, sizeof why, a, o);
+            focus_all(o);
             lock_gone(c, o, &kill_at, why);
         }
     }
@@ -498,7 +559,10 @@ static int parse_exit_code(const char *text, int *code)
 static void usage(FILE *to)
 {
     fputs("usage: advlock run [OPTIONS] KEY [--] COMMAND [ARGS...]\n"
-          "  Run COMMAND while holding the advisory lock named KEY, like flock(1).\n"
+          "       advlock run [OPTIONS] KEY... -- COMMAND [ARGS...]\n"
+          "  Run COMMAND while holding the advisory lock named KEY, like flock(1); with\n"
+          "  several KEYs (up to 64, before a \"--\"), all of them, taken in one order (by\n"
+          "  key) under one --timeout, all given back if one cannot be taken.\n"
           "\n"
           "  -d, --dbname CONNINFO        connection string or URI (default: PG* variables)\n"
           "  -w, --timeout SECONDS        give up after this long, connecting included\n"
@@ -653,16 +717,30 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         default: usage(stderr); return -1;
         }
     }
-    if (optind < argc)
-        o->key = argv[optind++];
+    /* KEY [--] COMMAND, or KEY... -- COMMAND: with a "--" the names are the
+     * words before it, without one the first word alone. */
+    int names_end = optind;
+    while (names_end < argc && strcmp(argv[names_end], "--") != 0)
+        names_end++;
+    if (names_end == argc)
+        names_end = optind < argc ? optind + 1 : optind;
+    if (names_end - optind > RUN_NAMES_MAX) {
+        cli_error("at most %d names", RUN_NAMES_MAX);
+        return -1;
+    }
+    for (; optind < names_end; optind++)
+        o->names[o->name_count++].name = argv[optind];
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
-    if (o->key == NULL || optind == argc) {
+    if (o->name_count == 0 || optind == argc) {
         usage(stderr);
         return -1;
     }
-    advlock_escape_name(o->key, strlen(o->key), o->shown_key, sizeof o->shown_key);
     o->command = argv + optind;
+    if (o->lock.fence && o->name_count > 1) {
+        cli_error("--fence: one name only (a token fences one lock)");
+        return -1;
+    }
     /* A token is issued by the try's own statement, and only an exclusive
      * hold excludes a newer holder (advlock_options.fence). */
     if (o->lock.fence && (o->lock.mode == ADVLOCK_SHARED || o->lock.wait == ADVLOCK_WAIT_SERVER)) {
@@ -783,13 +861,32 @@ static void close_session(PGconn *conn, const run_options *o)
     PQfinish(conn);
 }
 
-/* Gives back the lock the command held: the release, or with --xact the
- * transaction's end, COMMIT only when the command succeeded. */
-static int give_back(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key, int commit)
+/* Gives back the first taken names, the last taken first: with --xact by
+ * the transaction's end, COMMIT only if commit is set; else one release
+ * each, its name in hand (say_each: and said once released). The first
+ * release that fails ends it (said): closing the session gives the rest
+ * back. Returns 0, or -1 once something failed. */
+static int give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int commit,
+                     int say_each)
 {
-    if (o->xact)
-        return cli_xact_end(conn, commit, bound_from(advlock_pq_now_ms(), o->timeout_ms));
-    return release(a, conn, o, key);
+    if (o->xact && cli_xact_end(conn, commit, bound_from(advlock_pq_now_ms(), o->timeout_ms)) != 0)
+        return -1;
+    for (int i = taken - 1; i >= 0; i--) {
+        focus(o, i);
+        if (!o->xact && release(a, conn, o, o->names[i].key) != 0)
+            return -1;
+        if (say_each)
+            cli_error("lock '%s' released: the run holds all its names or none", o->shown_key);
+    }
+    return 0;
+}
+
+/* After a verify that could not show a name held: release_quietly, for
+ * every name, the last taken first. */
+static void release_all_quietly(advlock_pq *a, PGconn *conn, const run_options *o)
+{
+    for (int i = o->name_count - 1; i >= 0; i--)
+        release_quietly(a, conn, o, o->names[i].key);
 }
 
 /* ---- the lease ------------------------------------------------------------ */
@@ -851,17 +948,124 @@ static int export_fence(const advlock_report *r)
     return setenv("ADVLOCK_FENCE", token, 1) != 0 || setenv("ADVLOCK_KEY", key, 1) != 0 ? -1 : 0;
 }
 
+/* Derives every name's key and sorts the names by it (signed order), so
+ * that every run takes the same names in the same order. Returns EXIT_OK,
+ * or how the run exits, said: a name that is no lock name, or one named
+ * twice (its key found twice: distinct names never share one). */
+static int order_names(run_options *o)
+{
+    for (int i = 0; i < o->name_count; i++) {
+        focus(o, i);
+        int rc = advlock_derive_key(o->key, strlen(o->key), &o->names[i].key);
+        if (rc != 0) {
+            cli_error("lock key '%s': %s", o->shown_key, advlock_strerror(rc));
+            return EXIT_BAD_KEY;
+        }
+    }
+    /* Insertion sort: a handful of names, and no callback to write. */
+    for (int i = 1; i < o->name_count; i++) {
+        run_name n = o->names[i];
+        int j = i;
+        for (; j > 0 && o->names[j - 1].key > n.key; j--)
+            o->names[j] = o->names[j - 1];
+        o->names[j] = n;
+    }
+    for (int i = 1; i < o->name_count; i++) {
+        if (o->names[i].key == o->names[i - 1].key) {
+            focus(o, i);
+            cli_error("lock '%s' is named twice", o->shown_key);
+            return EXIT_USAGE;
+        }
+    }
+    return EXIT_OK;
+}
+
+/* --wait with several names and a lease: a later name's wait in the
+ * server's queue holds the connection, so the lease of the names taken
+ * before it could send no heartbeat and would run out. Said, and refused. */
+static int wait_needs_no_lease(const run_options *o)
+{
+    if (o->name_count < 2 || o->lock.wait != ADVLOCK_WAIT_SERVER || o->lease_ms == 0)
+        return 0;
+    cli_error("--wait with several names: not under a lease (no heartbeat can go while a "
+              "later name waits in the server's queue); add --lease 0, or poll (no --wait)");
+    return -1;
+}
+
+/* Acquires name (in hand: focus) on the run's connection, with what is
+ * left of --timeout: all the names share it, from started, each phase
+ * bounded by bound. first: the first name, for which the adapter is bound
+ * to the connection (one adapter takes every name, one after another: the
+ * session holds them all, and its end, or the transaction's with --xact,
+ * frees them all), and the only one that --xact's pause may give back
+ * while it backs off (see xact_pause). Returns
+ * NAME_TAKEN once the lock is held, else how the run exits, said, the
+ * lock not held; *gone is then set if the connection was closed (its
+ * statement did not answer), which ends the session and its locks. */
+enum { NAME_TAKEN = -1 };
+static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progress *shown,
+                        int64_t started, cli_bound bound, int64_t key, int first, int *gone)
+{
+    int64_t now = advlock_pq_now_ms();
+    int64_t left = o->timeout_ms == INT64_MAX          ? INT64_MAX
+                   : started + o->timeout_ms - now > 0 ? started + o->timeout_ms - now
+                                                       : 0;
+    int rc;
+    if ((first
+         && ((rc = advlock_pq_async_init(a, conn)) != 0
+             || (rc = advlock_pq_set_options(a, &o->lock)) != 0))
+        || (rc = advlock_pq_async_start_acquire_key(a, key, left, now)) != 0) {
+        const char *why = PQerrorMessage(conn);
+        cli_error("cannot start acquiring '%s': %s: %.*s", o->shown_key, advlock_strerror(rc),
+                  cli_trimmed_length(why), why);
+        return EXIT_LOCK_ERROR;
+    }
+    xact_pause pause = {.conn = o->xact && first ? conn : NULL};
+    drive_end end = drive(a, conn, o, !o->quiet && isatty(STDERR_FILENO) ? shown : NULL,
+                          bound.until_ms, &pause, NULL);
+    if (end.abandoned) {
+        say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms);
+        *gone = 1;
+        if (end.signal != 0)
+            return 128 + end.signal;
+        /* Only a diagnosis comes after the timeout: the lock was busy. */
+        return end.sql == ADVLOCK_SQL_HOLDERS ? o->conflict_exit_code : EXIT_NO_SERVER;
+    }
+    int interrupted = end.signal;
+    const advlock_pq_report *r = advlock_pq_async_report(a);
+    if (pause.failed < 0 && !interrupted)
+        return EXIT_LOCK_ERROR;
+    /* A signal that came too late to stop the grant still means stop: the
+     * rollback gives a transaction-scoped lock back, an unlock a session
+     * lock (closing the connection would not, behind a pooler). */
+    if (r->lock.outcome == ADVLOCK_CANCELLED
+        || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
+        if (r->lock.outcome == ADVLOCK_ACQUIRED && !o->xact)
+            release_quietly(a, conn, o, key);
+        return 128 + interrupted;
+    }
+    if (r->lock.outcome != ADVLOCK_ACQUIRED) {
+        /* The message names --timeout, all the run had, not what the
+         * connect and the names before left of it for this acquire. */
+        advlock_pq_report told = *r;
+        told.lock.timeout_ms = o->timeout_ms;
+        char message[ADVLOCK_MESSAGE_MAX];
+        cli_error("%s", describe(&told, o->key, message, sizeof message));
+        if (grant_in_doubt(&r->lock) && !o->xact)
+            release_quietly(a, conn, o, key);
+        return acquire_failed_status(&r->lock, o);
+    }
+    return NAME_TAKEN;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_options o;
     if (parse_run_options(argc, argv, &o) != 0)
         return EXIT_USAGE;
-    int64_t key;
-    int rc = advlock_derive_key(o.key, strlen(o.key), &key);
-    if (rc != 0) {
-        cli_error("lock key '%s': %s", o.shown_key, advlock_strerror(rc));
-        return EXIT_BAD_KEY;
-    }
+    int rc = order_names(&o);
+    if (rc != EXIT_OK)
+        return rc;
     if (cli_signals_install() != 0) {
         cli_error("cannot set up signal handling: %s", strerror(errno));
         return EXIT_LOCK_ERROR;
@@ -878,6 +1082,10 @@ int cmd_run(int argc, char **argv)
         != EXIT_OK)
         return rc;
     take_lease(&o, conn);
+    if (wait_needs_no_lease(&o) != 0) {
+        PQfinish(conn);
+        return EXIT_USAGE;
+    }
 
     advlock_pq a;
     progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
@@ -893,85 +1101,54 @@ int cmd_run(int argc, char **argv)
         PQfinish(conn);
         return setup_failed_status(rc);
     }
-    /* The acquire's own timeout is what the connect left of --timeout. */
-    int64_t now = advlock_pq_now_ms();
-    int64_t left = o.timeout_ms == INT64_MAX          ? INT64_MAX
-                   : started + o.timeout_ms - now > 0 ? started + o.timeout_ms - now
-                                                      : 0;
-    if ((rc = advlock_pq_async_init(&a, conn)) != 0
-        || (rc = advlock_pq_set_options(&a, &o.lock)) != 0
-        || (rc = advlock_pq_async_start_acquire_key(&a, key, left, now)) != 0) {
-        const char *why = PQerrorMessage(conn);
-        cli_error("cannot start acquiring '%s': %s: %.*s", o.shown_key, advlock_strerror(rc),
-                  cli_trimmed_length(why), why);
-        close_session(conn, &o);
-        return EXIT_LOCK_ERROR;
+    int taken = 0, gone = 0;
+    rc = NAME_TAKEN;
+    while (rc == NAME_TAKEN && taken < o.name_count) {
+        focus(&o, taken);
+        rc = acquire_name(&a, conn, &o, &shown, started, bound, o.names[taken].key, taken == 0,
+                          &gone);
+        if (rc == NAME_TAKEN)
+            taken++;
     }
-    xact_pause pause = {.conn = o.xact ? conn : NULL};
-    drive_end end = drive(&a, conn, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL,
-                          bound.until_ms, &pause, NULL);
-    if (end.abandoned) {
-        say_abandoned(&end, &o, end.signal != 0 ? SIGNAL_GRACE_MS : o.timeout_ms);
-        PQfinish(conn);
-        if (end.signal != 0)
-            return 128 + end.signal;
-        /* Only a diagnosis comes after the timeout: the lock was busy. */
-        return end.sql == ADVLOCK_SQL_HOLDERS ? o.conflict_exit_code : EXIT_NO_SERVER;
+    if (rc != NAME_TAKEN) {
+        /* All or none: a name that could not be taken gives back those
+         * taken before it. */
+        if (!gone && PQstatus(conn) == CONNECTION_OK)
+            (void)give_back(&a, conn, &o, taken, 0, 1);
+        if (gone)
+            PQfinish(conn);
+        else
+            close_session(conn, &o);
+        return rc;
     }
-    int interrupted = end.signal;
-    const advlock_pq_report *r = advlock_pq_async_report(&a);
-    if (pause.failed < 0 && !interrupted) {
-        close_session(conn, &o);
-        return EXIT_LOCK_ERROR;
-    }
-    /* A signal that came too late to stop the grant still means stop: the
-     * rollback gives a transaction-scoped lock back, an unlock a session
-     * lock (closing the connection would not, behind a pooler). */
-    if (r->lock.outcome == ADVLOCK_CANCELLED
-        || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
-        if (r->lock.outcome == ADVLOCK_ACQUIRED && !o.xact)
-            release_quietly(&a, conn, &o, key);
-        close_session(conn, &o);
-        return 128 + interrupted;
-    }
-    if (r->lock.outcome != ADVLOCK_ACQUIRED) {
-        /* The message names --timeout, all the run had, not what the
-         * connect left of it for the acquire. */
-        advlock_pq_report told = *r;
-        told.lock.timeout_ms = o.timeout_ms;
-        char message[ADVLOCK_MESSAGE_MAX];
-        cli_error("%s", describe(&told, o.key, message, sizeof message));
-        if (grant_in_doubt(&r->lock) && !o.xact)
-            release_quietly(&a, conn, &o, key);
-        close_session(conn, &o);
-        return acquire_failed_status(&r->lock, &o);
-    }
+    focus_all(&o);
     say_proxied_lease(&a, &o);
     if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
         close_session(conn, &o); /* a connection shut down sends no ROLLBACK */
         return setup_failed_status(rc);
     }
 
-    if (o.lock.fence && export_fence(&r->lock) != 0) {
+    if (o.lock.fence && export_fence(&advlock_pq_async_report(&a)->lock) != 0) {
         cli_error("cannot set ADVLOCK_FENCE: %s", strerror(errno));
-        give_back(&a, conn, &o, key, 0);
+        give_back(&a, conn, &o, o.name_count, 0, 0);
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
     cli_child child;
     if (cli_child_start(&child, o.command) != 0) {
         cli_error("cannot start '%s': %s", o.command[0], strerror(errno));
-        give_back(&a, conn, &o, key, 0);
+        give_back(&a, conn, &o, o.name_count, 0, 0);
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
     int lost;
-    int status = supervise(&child, &a, &o, key, &lost);
+    int status = supervise(&child, &a, &o, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
-    int given_back = lost == LOCK_KEPT && give_back(&a, conn, &o, key, exit_code == 0) == 0;
+    int given_back =
+        lost == LOCK_KEPT && give_back(&a, conn, &o, o.name_count, exit_code == 0, 0) == 0;
     if (lost == LOCK_UNVERIFIED)
-        release_quietly(&a, conn, &o, key);
+        release_all_quietly(&a, conn, &o);
     /* Lost, a release that found no lock or reached another server session,
      * or with --xact a COMMIT that failed after the command succeeded (the
      * session broke as it ended): not a clean run, and said so. A ROLLBACK
