@@ -25,6 +25,7 @@
 #include "advlock_pq.h"
 #include "child.h"
 #include "cli.h"
+#include "log.h"
 
 typedef struct run_options {
     const char *conninfo;
@@ -50,6 +51,7 @@ typedef struct run_options {
 /* ---- progress on a terminal, from the machine's events ------------------- */
 
 typedef struct progress {
+    const char *lock; /* the name the events say */
     uint64_t attempt;
     int64_t retry_at_ms; /* 0: no sleep under way */
     int server_wait;
@@ -58,11 +60,18 @@ typedef struct progress {
 static void on_lock_event(void *user, const advlock_event *e)
 {
     progress *p = user;
+    cli_event said = {.lock = p->lock, .key = e->report->key, .report = e->report};
     if (e->kind == ADVLOCK_EVENT_ATTEMPT) {
         p->attempt = e->report->attempts;
         p->retry_at_ms = 0;
-    } else if (e->kind == ADVLOCK_EVENT_SLEEP) {
+        said.kind = CLI_EVENT_TRYING;
+        cli_log(&said);
+    } else if (e->kind == ADVLOCK_EVENT_SLEEP && e->report->attempts > 0) {
+        /* (a release's retries behind a proxy sleep too: no attempts) */
         p->retry_at_ms = e->now_ms + e->sleep_ms;
+        said.kind = CLI_EVENT_WAITING;
+        said.sleep_ms = e->sleep_ms;
+        cli_log(&said);
     }
 }
 
@@ -286,17 +295,27 @@ static void say_abandoned(const drive_end *end, const run_options *o, int64_t bo
 static void stop_command(const cli_child *c, const run_options *o, int sig, int64_t *kill_at)
 {
     cli_child_signal(c, sig);
+    cli_log(&(cli_event){.kind = CLI_EVENT_SIGNAL_SENT, .signal = sig});
     if (*kill_at < 0)
         *kill_at = advlock_pq_now_ms() + o->kill_after_ms;
 }
 
-/* The lock is gone, or cannot be shown held any more: say so, and stop
- * the command unless --keep-running. */
-static void lock_gone(const cli_child *c, const run_options *o, int64_t *kill_at, const char *why)
+/* The lock (key) is gone, or cannot be shown held any more (reason, as
+ * the JSON log names it): say so, and stop the command unless
+ * --keep-running. */
+static void lock_gone(const cli_child *c, const run_options *o, int64_t key, int64_t *kill_at,
+                      const char *why, const char *reason)
 {
-    cli_error("%s%s", why,
-              o->keep_running ? " (command left running: --keep-running)"
-                              : "; terminating the command");
+    char said[2 * ADVLOCK_MESSAGE_MAX + 64];
+    snprintf(said, sizeof said, "%s%s", why,
+             o->keep_running ? " (command left running: --keep-running)"
+                             : "; terminating the command");
+    cli_log(&(cli_event){.kind = CLI_EVENT_LOCK_LOST,
+                         .lock = o->key,
+                         .key = key,
+                         .said = said,
+                         .reason = reason,
+                         .kept = o->keep_running});
     if (!o->keep_running)
         stop_command(c, o, SIGTERM, kill_at);
 }
@@ -367,18 +386,37 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
 
 /* Why the lock was lost, as lock_gone says it: a lease that ran out (the
  * server may hold the lock a while yet: never "no longer held"), or the
- * connection closed, which ended the session. */
-static void say_lost(char *why, size_t size, const advlock_pq *a, const run_options *o)
+ * connection closed, which ended the session; returns which, as the JSON
+ * log names it. */
+static const char *say_lost(char *why, size_t size, const advlock_pq *a, const run_options *o)
 {
     const advlock_pq_report *r = advlock_pq_async_report(a);
-    if (r->lease_expiry != ADVLOCK_LEASE_LIVE)
+    if (r->lease_expiry != ADVLOCK_LEASE_LIVE) {
         snprintf(why, size, "lock '%s' lost: its lease ran out: %s", o->shown_key,
                  r->server_message);
-    else
-        snprintf(why, size,
-                 "connection to the server lost while the command ran: lock '%s' is no "
-                 "longer held",
-                 o->shown_key);
+        return "lease";
+    }
+    snprintf(why, size,
+             "connection to the server lost while the command ran: lock '%s' is no "
+             "longer held",
+             o->shown_key);
+    return "connection";
+}
+
+/* A lease's heartbeat answered: its stop deadline (*stop_at, 0 at first:
+ * only noted) moved on. Said to the JSON log; text says nothing. */
+static void say_lease_renewed(const advlock_pq *a, const run_options *o, int64_t key,
+                              int64_t *stop_at)
+{
+    int64_t now_stop_at;
+    if (advlock_pq_lease_deadline(a, &now_stop_at, NULL) != 1)
+        return;
+    if (*stop_at != 0 && now_stop_at > *stop_at)
+        cli_log(&(cli_event){.kind = CLI_EVENT_LEASE_RENEWED,
+                             .lock = o->key,
+                             .key = key,
+                             .deadline_ms = now_stop_at - advlock_pq_now_ms()});
+    *stop_at = now_stop_at;
 }
 
 /* Waits for the command while the adapter watches the session that holds
@@ -396,6 +434,8 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t 
     verifier v;
     verifier_init(&v, a, o, key);
     *lost = LOCK_KEPT;
+    int64_t lease_stop_at = 0;
+    say_lease_renewed(a, o, key, &lease_stop_at);
     for (;;) {
         int st, changed;
         while ((changed = cli_child_reap(c, &st)) > 0) {
@@ -415,6 +455,7 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t 
         int64_t now = advlock_pq_now_ms();
         if (kill_at >= 0 && kill_at != INT64_MAX && now >= kill_at) {
             cli_child_signal(c, SIGKILL);
+            cli_log(&(cli_event){.kind = CLI_EVENT_SIGNAL_SENT, .signal = SIGKILL});
             kill_at = INT64_MAX;
         }
         /* The command's end wakes the wait (SIGCHLD), and so does the end of
@@ -433,13 +474,14 @@ static int supervise(cli_child *c, advlock_pq *a, const run_options *o, int64_t 
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
         if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
-            say_lost(why, sizeof why, a, o);
-            lock_gone(c, o, &kill_at, why);
+            const char *reason = say_lost(why, sizeof why, a, o);
+            lock_gone(c, o, key, &kill_at, why, reason);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
             *lost = LOCK_UNVERIFIED;
             say_unverified(why, sizeof why, a, o);
-            lock_gone(c, o, &kill_at, why);
+            lock_gone(c, o, key, &kill_at, why, "unverified");
         }
+        say_lease_renewed(a, o, key, &lease_stop_at);
     }
 }
 
@@ -530,7 +572,9 @@ static void usage(FILE *to)
           "                               0: none; at least --kill-after + 6)\n"
           "      --verify-interval SECONDS  behind a proxy (PgBouncer), check this often\n"
           "                               that the server session still holds the lock while\n"
-          "                               COMMAND runs; stop it if not (default 1; 0: never)\n",
+          "                               COMMAND runs; stop it if not (default 1; 0: never)\n"
+          "      --log-format FORMAT      text (default: sentences) or json (one object per\n"
+          "                               line on stderr for every event of the run)\n",
           to);
 }
 
@@ -571,7 +615,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         OPT_ALLOW_STANDBY,
         OPT_VERIFY_INTERVAL,
         OPT_LEASE,
-        OPT_FENCE
+        OPT_FENCE,
+        OPT_LOG_FORMAT
     };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
@@ -590,6 +635,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"verify-interval", required_argument, NULL, OPT_VERIFY_INTERVAL},
         {"lease", required_argument, NULL, OPT_LEASE},
         {"fence", no_argument, NULL, OPT_FENCE},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -649,6 +695,15 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             }
             o->lease_given = 1;
             break;
+        case OPT_LOG_FORMAT: {
+            cli_log_format format;
+            if (cli_log_parse_format(optarg, &format) != 0) {
+                cli_error("--log-format wants text or json");
+                return -1;
+            }
+            cli_log_set_format(format); /* the next error is said in it too */
+            break;
+        }
         case 'h': usage(stdout); exit(EXIT_OK);
         default: usage(stderr); return -1;
         }
@@ -731,8 +786,12 @@ static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o
 static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
 {
     int64_t now = advlock_pq_now_ms();
+    char said[2 * ADVLOCK_MESSAGE_MAX];
+    cli_event failed = {.kind = CLI_EVENT_RELEASE_FAILED, .lock = o->key, .key = key, .said = said};
     if (advlock_pq_async_start_release_key(a, key, now) != 0) {
-        cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
+        snprintf(said, sizeof said, "could not release lock '%s'; closing the session releases it",
+                 o->shown_key);
+        cli_log(&failed);
         return -1;
     }
     drive_end end = drive_release(a, conn, o, now);
@@ -743,8 +802,10 @@ static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t ke
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
-        cli_error("releasing lock '%s': %s", o->shown_key,
-                  describe(r, o->key, message, sizeof message));
+        snprintf(said, sizeof said, "releasing lock '%s': %s", o->shown_key,
+                 describe(r, o->key, message, sizeof message));
+        failed.report = &r->lock;
+        cli_log(&failed);
         return -1;
     }
     return 0;
@@ -787,9 +848,16 @@ static void close_session(PGconn *conn, const run_options *o)
  * transaction's end, COMMIT only when the command succeeded. */
 static int give_back(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key, int commit)
 {
-    if (o->xact)
-        return cli_xact_end(conn, commit, bound_from(advlock_pq_now_ms(), o->timeout_ms));
-    return release(a, conn, o, key);
+    int rc = o->xact ? cli_xact_end(conn, commit, bound_from(advlock_pq_now_ms(), o->timeout_ms))
+                     : release(a, conn, o, key);
+    if (rc == 0)
+        cli_log(&(cli_event){.kind = CLI_EVENT_RELEASED,
+                             .lock = o->key,
+                             .key = key,
+                             .reason = !o->xact ? "unlock"
+                                       : commit ? "commit"
+                                                : "rollback"});
+    return rc;
 }
 
 /* ---- the lease ------------------------------------------------------------ */
@@ -880,7 +948,7 @@ int cmd_run(int argc, char **argv)
     take_lease(&o, conn);
 
     advlock_pq a;
-    progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
+    progress shown = {.lock = o.key, .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
     o.lock.on_event = on_lock_event;
     o.lock.event_user = &shown;
     /* The last sleep ends at the timeout, so the last attempt is made by
@@ -902,13 +970,15 @@ int cmd_run(int argc, char **argv)
         || (rc = advlock_pq_set_options(&a, &o.lock)) != 0
         || (rc = advlock_pq_async_start_acquire_key(&a, key, left, now)) != 0) {
         const char *why = PQerrorMessage(conn);
-        cli_error("cannot start acquiring '%s': %s: %.*s", o.shown_key, advlock_strerror(rc),
-                  cli_trimmed_length(why), why);
+        char said[ADVLOCK_MESSAGE_MAX + 512];
+        snprintf(said, sizeof said, "cannot start acquiring '%s': %s: %.*s", o.shown_key,
+                 advlock_strerror(rc), cli_trimmed_length(why), why);
+        cli_log(&(cli_event){.kind = CLI_EVENT_FAILED, .lock = o.key, .key = key, .said = said});
         close_session(conn, &o);
         return EXIT_LOCK_ERROR;
     }
     xact_pause pause = {.conn = o.xact ? conn : NULL};
-    drive_end end = drive(&a, conn, &o, !o.quiet && isatty(STDERR_FILENO) ? &shown : NULL,
+    drive_end end = drive(&a, conn, &o, !o.quiet && cli_log_draws_progress() ? &shown : NULL,
                           bound.until_ms, &pause, NULL);
     if (end.abandoned) {
         say_abandoned(&end, &o, end.signal != 0 ? SIGNAL_GRACE_MS : o.timeout_ms);
@@ -932,6 +1002,8 @@ int cmd_run(int argc, char **argv)
         if (r->lock.outcome == ADVLOCK_ACQUIRED && !o.xact)
             release_quietly(&a, conn, &o, key);
         close_session(conn, &o);
+        cli_log(&(cli_event){
+            .kind = CLI_EVENT_CANCELLED, .lock = o.key, .key = key, .signal = interrupted});
         return 128 + interrupted;
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
@@ -940,12 +1012,22 @@ int cmd_run(int argc, char **argv)
         advlock_pq_report told = *r;
         told.lock.timeout_ms = o.timeout_ms;
         char message[ADVLOCK_MESSAGE_MAX];
-        cli_error("%s", describe(&told, o.key, message, sizeof message));
+        cli_log(&(cli_event){.kind = r->lock.outcome == ADVLOCK_TIMED_OUT ? CLI_EVENT_TIMED_OUT
+                                                                          : CLI_EVENT_FAILED,
+                             .lock = o.key,
+                             .key = key,
+                             .report = &told.lock,
+                             .said = describe(&told, o.key, message, sizeof message)});
         if (grant_in_doubt(&r->lock) && !o.xact)
             release_quietly(&a, conn, &o, key);
         close_session(conn, &o);
         return acquire_failed_status(&r->lock, &o);
     }
+    cli_log(&(cli_event){.kind = CLI_EVENT_ACQUIRED,
+                         .lock = o.key,
+                         .key = key,
+                         .report = &r->lock,
+                         .lease_ms = o.lease_ms});
     say_proxied_lease(&a, &o);
     if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
         close_session(conn, &o); /* a connection shut down sends no ROLLBACK */
@@ -965,10 +1047,22 @@ int cmd_run(int argc, char **argv)
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
+    cli_log(&(cli_event){.kind = CLI_EVENT_COMMAND_STARTED,
+                         .lock = o.key,
+                         .key = key,
+                         .pid = child.pid,
+                         .command = o.command});
     int lost;
     int status = supervise(&child, &a, &o, key, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
+    if (status >= 0)
+        cli_log(&(cli_event){.kind = CLI_EVENT_COMMAND_EXITED,
+                             .lock = o.key,
+                             .key = key,
+                             .pid = child.pid,
+                             .wait_status = status,
+                             .status = exit_code});
     int given_back = lost == LOCK_KEPT && give_back(&a, conn, &o, key, exit_code == 0) == 0;
     if (lost == LOCK_UNVERIFIED)
         release_quietly(&a, conn, &o, key);
