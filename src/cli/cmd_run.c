@@ -48,13 +48,21 @@ typedef struct run_options {
     char **command;
 } run_options;
 
-/* ---- progress on a terminal, from the machine's events ------------------- */
+/* ---- progress on a terminal and in the log, from the machine's events ----- */
 
 typedef struct progress {
     const char *lock; /* the name the events say */
+    int draw;         /* a progress line on the terminal */
     uint64_t attempt;
     int64_t retry_at_ms; /* 0: no sleep under way */
     int server_wait;
+    /* --diagnose with the JSON log: the first waiting event is held back
+     * (pending) until the holder is asked (tend_diagnosis), and names it. */
+    int diagnose;
+    int pending;
+    cli_event waiting;
+    advlock_report report; /* the waiting event's */
+    advlock_report holder;
 } progress;
 
 static void on_lock_event(void *user, const advlock_event *e)
@@ -71,7 +79,15 @@ static void on_lock_event(void *user, const advlock_event *e)
         p->retry_at_ms = e->now_ms + e->sleep_ms;
         said.kind = CLI_EVENT_WAITING;
         said.sleep_ms = e->sleep_ms;
-        cli_log(&said);
+        if (!p->diagnose) {
+            cli_log(&said);
+            return;
+        }
+        p->diagnose = 0; /* once */
+        p->pending = 1;
+        p->report = *e->report;
+        p->waiting = said;
+        p->waiting.report = &p->report;
     }
 }
 
@@ -203,13 +219,35 @@ static void wait_for_signals(int64_t ms)
     (void)poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
 }
 
+/* --diagnose with the JSON log, in the acquire's first sleep: who holds the
+ * lock, asked once on the lock's connection while the adapter has nothing
+ * in flight (with --xact, once the transaction is ended for the sleep), so
+ * that the first waiting event names the holder (said then, with or
+ * without it). A stop signal that ends the question (its connection
+ * abandoned, as for --xact's statements) is raised again for drive's own
+ * wait to see; a question unanswered by the bound has said so, and the
+ * next try fails on the closed connection. */
+static void tend_diagnosis(advlock_pq *a, PGconn *conn, progress *p, const xact_pause *x,
+                           cli_bound bound)
+{
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    if (next.kind == ADVLOCK_ACTION_SLEEP && !x->failed && (x->conn == NULL || x->ended)) {
+        int rc = cli_holders_ask(conn, p->waiting.key, bound, &p->holder);
+        if (rc > 0)
+            raise(rc);
+        p->waiting.holder = rc == 0 ? &p->holder : NULL;
+    }
+    cli_log(&p->waiting);
+    p->pending = 0;
+}
+
 /* Runs the adapter's operation to its end, or to until_ms, cancelling an
  * acquire if a forwarded signal arrives; a statement still unanswered at
  * until_ms (or SIGNAL_GRACE_MS after the signal; at once after a second one) is
  * cancelled and its connection, conn, closed. The waiting is the adapter's
  * own (advlock_pq_wait), with the signal pipe beside it; x: see xact_pause
  * (NULL but for an acquire); r: see tend_reach (NULL but for a release). */
-static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, const progress *shown,
+static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, progress *seen,
                        int64_t until_ms, xact_pause *x, cli_reach *r)
 {
     drive_end end = {0, 0, ADVLOCK_SQL_COUNT};
@@ -222,16 +260,18 @@ static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, const 
             cli_abandon(conn);
             break;
         }
-        if (shown != NULL)
-            show_progress(o, shown, started, now);
+        if (seen != NULL && seen->draw)
+            show_progress(o, seen, started, now);
         int64_t paused_ms = x != NULL ? tend_xact(a, x, (cli_bound){until_ms, o->timeout_ms}) : -1;
         if (x != NULL && x->failed > 0 && end.signal == 0)
             end.signal = x->failed; /* a stop signal ended BEGIN or ROLLBACK */
+        if (seen != NULL && seen->pending)
+            tend_diagnosis(a, conn, seen, x, (cli_bound){until_ms, o->timeout_ms});
         if (paused_ms < 0)
             paused_ms = tend_reach(a, r);
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        int64_t wait_ms =
-            shorter_wait(shown != NULL ? 100 : -1, until_ms == INT64_MAX ? -1 : until_ms - now);
+        int64_t wait_ms = shorter_wait(seen != NULL && seen->draw ? 100 : -1,
+                                       until_ms == INT64_MAX ? -1 : until_ms - now);
         if (paused_ms >= 0)
             wait_for_signals(shorter_wait(wait_ms, paused_ms));
         else if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms)
@@ -251,7 +291,7 @@ static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, const 
             advlock_pq_async_cancel(a, now);
         }
     }
-    if (shown != NULL)
+    if (seen != NULL && seen->draw)
         clear_progress();
     return end;
 }
@@ -948,7 +988,10 @@ int cmd_run(int argc, char **argv)
     take_lease(&o, conn);
 
     advlock_pq a;
-    progress shown = {.lock = o.key, .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
+    progress shown = {.lock = o.key,
+                      .draw = !o.quiet && cli_log_draws_progress(),
+                      .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER,
+                      .diagnose = o.lock.diagnose && cli_log_structured()};
     o.lock.on_event = on_lock_event;
     o.lock.event_user = &shown;
     /* The last sleep ends at the timeout, so the last attempt is made by
@@ -978,8 +1021,7 @@ int cmd_run(int argc, char **argv)
         return EXIT_LOCK_ERROR;
     }
     xact_pause pause = {.conn = o.xact ? conn : NULL};
-    drive_end end = drive(&a, conn, &o, !o.quiet && cli_log_draws_progress() ? &shown : NULL,
-                          bound.until_ms, &pause, NULL);
+    drive_end end = drive(&a, conn, &o, &shown, bound.until_ms, &pause, NULL);
     if (end.abandoned) {
         say_abandoned(&end, &o, end.signal != 0 ? SIGNAL_GRACE_MS : o.timeout_ms);
         PQfinish(conn);

@@ -33,6 +33,11 @@ int cli_log_parse_format(const char *text, cli_log_format *format)
     return 0;
 }
 
+int cli_log_structured(void)
+{
+    return log_format == CLI_LOG_JSON;
+}
+
 int cli_log_draws_progress(void)
 {
     return log_format == CLI_LOG_TEXT && isatty(STDERR_FILENO);
@@ -192,6 +197,8 @@ static void json_fields(FILE *f, const cli_event *e, char *said, size_t size)
     case CLI_EVENT_WAITING:
         json_field_int(f, "attempt", (int64_t)r->attempts);
         json_field_int(f, "retry_in_ms", e->sleep_ms);
+        if (e->holder != NULL)
+            json_holder(f, e->holder);
         snprintf(said, size, "busy; next attempt in %" PRId64 " ms", e->sleep_ms);
         break;
     case CLI_EVENT_ACQUIRED:

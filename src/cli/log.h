@@ -48,6 +48,7 @@ typedef struct cli_event {
     const char *lock;             /* the lock's name as given, or NULL: none */
     int64_t key;                  /* its key (with lock) */
     const advlock_report *report; /* the operation's facts, or NULL */
+    const advlock_report *holder; /* WAITING: who held the lock (--diagnose), or NULL */
     const char *said;             /* the sentence text prints (no "advlock: "), or NULL */
     const char *reason;           /* LOCK_LOST: "connection", "lease", "unverified";
                                      RELEASED: "unlock", "commit", "rollback" */
@@ -68,6 +69,10 @@ void cli_log_set_format(cli_log_format format);
 /* Parses --log-format's argument ("text", "json"); returns 0, or -1 for
  * anything else. */
 int cli_log_parse_format(const char *text, cli_log_format *format);
+
+/* Whether the format is JSON: worth asking the server for facts that only
+ * its events carry. */
+int cli_log_structured(void);
 
 /* Whether a progress line may be drawn on stderr: text, on a terminal. */
 int cli_log_draws_progress(void);

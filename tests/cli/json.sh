@@ -62,17 +62,17 @@ print(" ".join(names))
 EOF
 }
 # field FILE EVENT PATH: the value at PATH (dotted; "command.1") in the last
-# EVENT of FILE, as JSON.
+# EVENT of FILE (EVENT#N: the Nth), as JSON; null where there is none.
 field() {
     "$py" - "$@" <<'EOF'
 import json, sys
-path, value = sys.argv[3].split("."), None
-for line in open(sys.argv[1], encoding="utf-8"):
-    o = json.loads(line)
-    if o["event"] == sys.argv[2]:
-        value = o
-        for p in path:
-            value = value[int(p)] if isinstance(value, list) else value.get(p)
+path = sys.argv[3].split(".")
+event, _, nth = sys.argv[2].partition("#")
+found = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+found = [o for o in found if o["event"] == event]
+value = found[int(nth) - 1 if nth else -1] if len(found) >= int(nth or 1) else None
+for p in path:
+    value = None if value is None else value[int(p)] if isinstance(value, list) else value.get(p)
 print(json.dumps(value, ensure_ascii=False))
 EOF
 }
@@ -94,19 +94,25 @@ check "uncontended: nothing held" 0 "$(held)"
 "$A" run "$name" -- true 2>"$T/text"
 check "text: a clean run says nothing" "" "$(cat "$T/text")"
 
-# Contended: tries and sleeps until the holder lets go, then acquires.
+# Contended: tries and sleeps until the holder lets go, then acquires; with
+# --diagnose the first waiting event names the holder, asked then.
 "$A" run -q --application-name json-holder "$name" -- sleep 1.5 &
 holder=$!
 wait_for_holder || fail "the holder never appeared"
-"$A" run --log-format json -w 20 "$name" -- true 2>"$T/waited"
+holder_pid=$(backend_of json-holder)
+"$A" run --log-format json --diagnose -w 20 "$name" -- true 2>"$T/waited"
 check "contended: status" 0 "$?"
 seq_waited=$(events "$T/waited")
 [[ $seq_waited =~ ^(trying\ waiting\ )+trying\ acquired\ command_started\ command_exited\ released\ exit$ ]] &&
     pass || fail "contended: events [$seq_waited]"
 tries=$(grep -o trying <<<"$seq_waited" | wc -l)
 check "contended: attempts counted" "$tries" "$(field "$T/waited" acquired attempts)"
-check "contended: the first sleep is the reference's" 100 \
-    "$("$py" -c 'import json, sys; print(next(json.loads(l)["retry_in_ms"] for l in open(sys.argv[1]) if "waiting" in l))' "$T/waited")"
+check "contended: the first sleep is the reference's" 100 "$(field "$T/waited" 'waiting#1' retry_in_ms)"
+check "contended, --diagnose: the first wait names the holder" "$holder_pid" \
+    "$(field "$T/waited" 'waiting#1' holder.pid)"
+check "contended, --diagnose: its application" '"json-holder"' \
+    "$(field "$T/waited" 'waiting#1' holder.application)"
+check "contended, --diagnose: asked once" null "$(field "$T/waited" 'waiting#2' holder)"
 wait_ms=$(field "$T/waited" acquired wait_ms)
 [ "$wait_ms" -ge 500 ] && pass || fail "contended: waited ${wait_ms} ms for a holder of 1.5 s"
 wait "$holder"
@@ -136,6 +142,18 @@ check "timeout without --diagnose: no holder" null "$(field "$T/undiagnosed" tim
 "$A" run -w 0 "$name" -- true 2>"$T/text"
 check "text: the timeout's sentence as before" \
     "advlock: Could not acquire migration lock for '$name' within 0s." "$(cat "$T/text")"
+wait "$holder"
+
+# With --xact the question goes between the transactions of the tries.
+"$A" run -q --application-name json-holder "$name" -- sleep 1.5 &
+holder=$!
+wait_for_holder || fail "the holder never appeared"
+holder_pid=$(backend_of json-holder)
+"$A" run --log-format json --xact --diagnose -w 20 "$name" -- true 2>"$T/xact"
+check "--xact --diagnose: status" 0 "$?"
+check "--xact --diagnose: the first wait names the holder" "$holder_pid" \
+    "$(field "$T/xact" 'waiting#1' holder.pid)"
+check "--xact --diagnose: released by COMMIT" '"commit"' "$(field "$T/xact" released by)"
 wait "$holder"
 
 # SIGTERM to advlock reaches the command; the lock is released after.
