@@ -50,7 +50,7 @@ static void first_holder(const PGresult *res, advlock_report *into)
     while (holders < rows && strcmp(PQgetvalue(res, holders, COL_GRANTED), "t") == 0)
         holders++;
     into->detail = ADVLOCK_DETAIL_DIAGNOSED;
-    into->holder_pid = holders > 0 ? atoi(PQgetvalue(res, 0, COL_PID)) : 0;
+    into->holder_pid = holders > 0 ? (int)strtol(PQgetvalue(res, 0, COL_PID), NULL, 10) : 0;
     into->other_holders = holders > 0 ? holders - 1 : 0;
     if (holders == 0)
         return;
