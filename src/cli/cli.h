@@ -162,5 +162,8 @@ int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *
 /* Prints "advlock: " and the formatted message to stderr (in the format
  * --log-format chose: log.h). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* As cli_error, for what does not stop the run (level warning in the JSON
+ * log). */
+void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -317,15 +317,19 @@ static const char *asked_for(advlock_sql sql)
 }
 
 /* Says that an abandoned operation's statement got no answer within
- * bound_ms. */
-static void say_abandoned(const drive_end *end, const run_options *o, int64_t bound_ms)
+ * bound_ms: as kind, the operation's failure (the acquire's or the
+ * release's) on the lock, key. */
+static void say_abandoned(const drive_end *end, const run_options *o, int64_t key, int64_t bound_ms,
+                          cli_event_kind kind)
 {
-    char seconds[32];
+    char seconds[32], said[ADVLOCK_MESSAGE_MAX];
     advlock_format_seconds(bound_ms, seconds, sizeof seconds);
     const char *what = asked_for(end->sql);
     int names_lock = end->sql != ADVLOCK_SQL_SESSION;
-    cli_error("no answer from the server within %ss to %s%s%s%s; connection closed", seconds, what,
-              names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
+    snprintf(said, sizeof said,
+             "no answer from the server within %ss to %s%s%s%s; connection closed", seconds, what,
+             names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
+    cli_log(&(cli_event){.kind = kind, .lock = o->key, .key = key, .said = said});
 }
 
 /* ---- the command, while the lock is held ------------------------------------ */
@@ -836,7 +840,8 @@ static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t ke
     }
     drive_end end = drive_release(a, conn, o, now);
     if (end.abandoned) {
-        say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : release_ms(a, o));
+        say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : release_ms(a, o),
+                      CLI_EVENT_RELEASE_FAILED);
         return -1;
     }
     const advlock_pq_report *r = advlock_pq_async_report(a);
@@ -929,9 +934,10 @@ static int unix_socket(PGconn *conn)
 static void take_lease(run_options *o, PGconn *conn)
 {
     if (o->lease_ms > 0 && o->lease_given && (o->xact || unix_socket(conn)))
-        cli_error("--lease: %s",
-                  o->xact ? "not with --xact: this run has no lease"
-                          : "no lease needed on a Unix socket: the kernel ends both sides at once");
+        cli_warning("--lease: %s",
+                    o->xact
+                        ? "not with --xact: this run has no lease"
+                        : "no lease needed on a Unix socket: the kernel ends both sides at once");
     if (o->xact || unix_socket(conn))
         o->lease_ms = 0;
     o->lock.lease_ms = o->lease_ms;
@@ -943,10 +949,10 @@ static void take_lease(run_options *o, PGconn *conn)
 static void say_proxied_lease(const advlock_pq *a, const run_options *o)
 {
     if (o->lease_ms > 0 && advlock_pq_proxied(a))
-        cli_error("lease: behind a proxy, the release bound is the proxy's tcp settings (the "
-                  "server frees lock '%s' when the proxy drops this client); COMMAND is still "
-                  "stopped within the lease",
-                  o->shown_key);
+        cli_warning("lease: behind a proxy, the release bound is the proxy's tcp settings (the "
+                    "server frees lock '%s' when the proxy drops this client); COMMAND is still "
+                    "stopped within the lease",
+                    o->shown_key);
 }
 
 /* The command's proof of which holder it is: the token and the key it
@@ -1023,10 +1029,14 @@ int cmd_run(int argc, char **argv)
     xact_pause pause = {.conn = o.xact ? conn : NULL};
     drive_end end = drive(&a, conn, &o, &shown, bound.until_ms, &pause, NULL);
     if (end.abandoned) {
-        say_abandoned(&end, &o, end.signal != 0 ? SIGNAL_GRACE_MS : o.timeout_ms);
+        say_abandoned(&end, &o, key, end.signal != 0 ? SIGNAL_GRACE_MS : o.timeout_ms,
+                      CLI_EVENT_FAILED);
         PQfinish(conn);
-        if (end.signal != 0)
+        if (end.signal != 0) {
+            cli_log(&(cli_event){
+                .kind = CLI_EVENT_CANCELLED, .lock = o.key, .key = key, .signal = end.signal});
             return 128 + end.signal;
+        }
         /* Only a diagnosis comes after the timeout: the lock was busy. */
         return end.sql == ADVLOCK_SQL_HOLDERS ? o.conflict_exit_code : EXIT_NO_SERVER;
     }

@@ -34,7 +34,7 @@ typedef enum cli_event_kind {
     CLI_EVENT_TIMED_OUT,       /* said; report (attempts, elapsed, timeout, holder) */
     CLI_EVENT_FAILED,          /* said; report where the acquire ran (NULL: before) */
     CLI_EVENT_CANCELLED,       /* the acquire ended by a stop signal: signal */
-    CLI_EVENT_MESSAGE,         /* said: any other message (cli_error) */
+    CLI_EVENT_MESSAGE,         /* said: any other message (cli_error, cli_warning) */
     CLI_EVENT_EXIT             /* advlock's exit status: status */
 } cli_event_kind;
 

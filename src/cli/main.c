@@ -18,6 +18,14 @@ void cli_error(const char *fmt, ...)
     va_end(ap);
 }
 
+void cli_warning(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cli_log_vmessage(CLI_WARNING, fmt, ap);
+    va_end(ap);
+}
+
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);

@@ -224,6 +224,51 @@ check "lease lost: exit status" 70 "$(field "$T/lost" exit status)"
 for _ in $(seq 100); do [ "$(held)" = 0 ] && break; sleep 0.05; done
 check "lease lost: freed with the session" 0 "$(held)"
 
+# The session killed while the command runs: the lock lost, the command
+# stopped, nothing to release.
+kill_me="SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'json-killed'"
+"$A" run --log-format json --application-name json-killed "$name" -- \
+    sh -c "psql -X -q -c \"$kill_me\" >/dev/null; sleep 10" 2>"$T/killed"
+check "session killed: status" 70 "$?"
+check "session killed: events" \
+    "trying acquired command_started lock_lost signal_sent command_exited exit" "$(events "$T/killed")"
+check "session killed: reason" '"connection"' "$(field "$T/killed" lock_lost reason)"
+check "session killed: the text's sentence" \
+    "\"connection to the server lost while the command ran: lock '$name' is no longer held; terminating the command\"" \
+    "$(field "$T/killed" lock_lost message)"
+
+# A command that ignores SIGTERM gets SIGKILL after --kill-after.
+"$A" run --log-format json --kill-after 0.3 "$name" -- \
+    sh -c 'trap "" TERM; kill -TERM $PPID; sleep 5' 2>"$T/killed"
+check "--kill-after: status" 137 "$?"
+check "--kill-after: events" \
+    "trying acquired command_started signal_sent signal_sent command_exited released exit" \
+    "$(events "$T/killed")"
+check "--kill-after: SIGKILL" '"SIGKILL"' "$(field "$T/killed" signal_sent signal)"
+check "--kill-after: ended by it" '"SIGKILL"' "$(field "$T/killed" command_exited signal)"
+
+# --wait: the second statement waits in the server's queue: no sleeps.
+"$A" run -q "$name" -- sleep 1.5 &
+holder=$!
+wait_for_holder || fail "the holder never appeared"
+"$A" run --log-format json --wait -w 0.5 "$name" -- true 2>"$T/queued"
+check "--wait: status" 1 "$?"
+check "--wait: events" "trying trying timed_out exit" "$(events "$T/queued")"
+wait "$holder"
+
+# A failed acquire: --fence without the schema, the server's SQLSTATE given.
+"$A" run --log-format json --fence "$name" -- true 2>"$T/failed"
+check "failed: status" 70 "$?"
+check "failed: events" "trying failed exit" "$(events "$T/failed")"
+check "failed: SQLSTATE" '"42P01"' "$(field "$T/failed" failed sqlstate)"
+check "failed: level" '"error"' "$(field "$T/failed" failed level)"
+
+# A note that does not stop the run is a warning.
+"$A" run --log-format json --lease 30 "$name" -- true 2>"$T/note"
+check "note: events" "message trying acquired command_started command_exited released exit" \
+    "$(events "$T/note")"
+check "note: level" '"warning"' "$(field "$T/note" message level)"
+
 # Names and arguments any bytes: a name is well-formed UTF-8 (checked
 # before anything is said about it) and comes back as it was given; an
 # argument that is not UTF-8 comes with U+FFFD where its bad byte was.
