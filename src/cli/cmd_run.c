@@ -48,7 +48,7 @@ typedef struct run_options {
     char **command;
 } run_options;
 
-/* ---- progress on a terminal and in the log, from the machine's events ----- */
+/* ---- progress on a terminal, from the machine's events ------------------- */
 
 typedef struct progress {
     const char *lock; /* the name the events say */
