@@ -68,25 +68,25 @@ typedef struct progress {
 static void on_lock_event(void *user, const advlock_event *e)
 {
     progress *p = user;
-    cli_event said = {.lock = p->lock, .key = e->report->key, .report = e->report};
+    cli_event event = {.lock = p->lock, .key = e->report->key, .report = e->report};
     if (e->kind == ADVLOCK_EVENT_ATTEMPT) {
         p->attempt = e->report->attempts;
         p->retry_at_ms = 0;
-        said.kind = CLI_EVENT_TRYING;
-        cli_log(&said);
+        event.kind = CLI_EVENT_TRYING;
+        cli_log(&event);
     } else if (e->kind == ADVLOCK_EVENT_SLEEP && e->report->attempts > 0) {
         /* (a release's retries behind a proxy sleep too: no attempts) */
         p->retry_at_ms = e->now_ms + e->sleep_ms;
-        said.kind = CLI_EVENT_WAITING;
-        said.sleep_ms = e->sleep_ms;
+        event.kind = CLI_EVENT_WAITING;
+        event.sleep_ms = e->sleep_ms;
         if (!p->diagnose) {
-            cli_log(&said);
+            cli_log(&event);
             return;
         }
         p->diagnose = 0; /* once */
         p->pending = 1;
         p->report = *e->report;
-        p->waiting = said;
+        p->waiting = event;
         p->waiting.report = &p->report;
     }
 }
