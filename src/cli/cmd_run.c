@@ -220,18 +220,20 @@ static void wait_for_signals(int64_t ms)
 }
 
 /* --diagnose with the JSON log, in the acquire's first sleep: who holds the
- * lock, asked once on the lock's connection while the adapter has nothing
- * in flight (with --xact, once the transaction is ended for the sleep), so
+ * lock, asked once on the lock's connection while it is idle (with --xact,
+ * once the transaction is ended for the sleep: tend_xact comes first), so
  * that the first waiting event names the holder (said then, with or
  * without it). A stop signal that ends the question (its connection
  * abandoned, as for --xact's statements) is raised again for drive's own
  * wait to see; a question unanswered by the bound has said so, and the
  * next try fails on the closed connection. */
-static void tend_diagnosis(advlock_pq *a, PGconn *conn, progress *p, const xact_pause *x,
-                           cli_bound bound)
+static void tend_diagnosis(advlock_pq *a, PGconn *conn, progress *p, cli_bound bound)
 {
     advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
-    if (next.kind == ADVLOCK_ACTION_SLEEP && !x->failed && (x->conn == NULL || x->ended)) {
+    /* Idle, not only the machine: outside any transaction (an error would
+     * abort --xact's), and nothing of libpq's under way (a lease's heartbeat
+     * for a lock already held may be out during an acquire's sleep). */
+    if (next.kind == ADVLOCK_ACTION_SLEEP && PQtransactionStatus(conn) == PQTRANS_IDLE) {
         int rc = cli_holders_ask(conn, p->waiting.key, bound, &p->holder);
         if (rc > 0)
             raise(rc);
@@ -266,7 +268,7 @@ static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, progre
         if (x != NULL && x->failed > 0 && end.signal == 0)
             end.signal = x->failed; /* a stop signal ended BEGIN or ROLLBACK */
         if (seen != NULL && seen->pending)
-            tend_diagnosis(a, conn, seen, x, (cli_bound){until_ms, o->timeout_ms});
+            tend_diagnosis(a, conn, seen, (cli_bound){until_ms, o->timeout_ms});
         if (paused_ms < 0)
             paused_ms = tend_reach(a, r);
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */

@@ -63,7 +63,11 @@ static void first_holder(const PGresult *res, advlock_report *into)
 int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *into)
 {
     const char *what = "the question who holds the lock";
-    int rc = send_holders(conn, key) ? cli_await_results(conn, what, bound) : 0;
+    if (!send_holders(conn, key)) {
+        cli_error("%s: %.*s", what, cli_trimmed_length(PQerrorMessage(conn)), PQerrorMessage(conn));
+        return -1;
+    }
+    int rc = cli_await_results(conn, what, bound);
     if (rc != 0)
         return rc;
     PGresult *res = last_result(conn);
