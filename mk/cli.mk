@@ -22,8 +22,8 @@ $(BUILD)/san/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_
 
 # bounds.sh stops the server's processes and saturates a PgBouncer session
 # pool of one connection: its own PgBouncer, about 40 s.
-.PHONY: cli-test
-cli-test: $(BUILD)/advlock
+.PHONY: cli-test deps-cli
+cli-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh tests/cli/quickstart.sh \
 	    tests/cli/calibrate.sh
@@ -34,8 +34,15 @@ cli-test: $(BUILD)/advlock
 	@# Several names: direct, over TCP (a lease), and through the session pool (about 25 s).
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=127.0.0.1/32 tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/names.sh
+	@# Its own server, on TCP too (a loopback address of its own, as python-test's): a lease.
+	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \
+	    scripts/run-tests.sh tests/cli/json.sh
 
 test: cli-test
+
+# json.sh judges every line with Debian's Python's json module.
+deps-cli:
+	@scripts/ensure-deps.sh python3:py:json
 
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man

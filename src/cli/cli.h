@@ -19,6 +19,8 @@ enum {
 
 #include <libpq-fe.h>
 
+#include "advlock.h"
+
 int cmd_key(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_run(int argc, char **argv);
@@ -83,6 +85,12 @@ int cli_signals_next(void);
  * to commit).
  */
 enum { CLI_NO_ANSWER = -2 };
+/* Waits until conn's statement (sql: what the message calls it) is all
+ * sent and its results are all in, the bound passes, or a stop signal
+ * arrives. Returns 0 when the results are in (or the connection failed:
+ * they say so), else as cli_xact_begin after shutting the connection down
+ * (cli_abandon). */
+int cli_await_results(PGconn *conn, const char *sql, cli_bound bound);
 int cli_xact_begin(PGconn *conn, cli_bound bound);
 /* After the acquire: lets go of the snapshot its last statement kept, so
  * that the transaction held open holds no xmin. Returns as cli_xact_begin. */
@@ -127,7 +135,35 @@ void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_
 void cli_reach_occupy(cli_reach *r);
 void cli_reach_end(cli_reach *r);
 
-/* Prints "advlock: " and the formatted message to stderr. */
+/*
+ * Who holds a lock (holders.c), with the core's own statement
+ * (ADVLOCK_SQL_HOLDERS), so that status, run --diagnose and the library
+ * never disagree. cli_holders_query runs it blocking and returns libpq's
+ * result (the caller PQclear()s it). cli_holders_ask sends it on conn,
+ * waits for it as cli_await_results does (and returns the same), and
+ * puts the first holder's facts in into's holder fields (detail
+ * ADVLOCK_DETAIL_DIAGNOSED; holder_pid 0: nobody holds it), or returns -1
+ * after saying why the question failed.
+ */
+PGresult *cli_holders_query(PGconn *conn, int64_t key);
+/* The statement's columns, in the order advlock_sql_answer() documents. */
+enum {
+    COL_PID,
+    COL_GRANTED,
+    COL_MODE,
+    COL_APPLICATION,
+    COL_CLIENT,
+    COL_STATE,
+    COL_START,
+    COL_SECONDS
+};
+int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *into);
+
+/* Prints "advlock: " and the formatted message to stderr (in the format
+ * --log-format chose: log.h). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* As cli_error, for what does not stop the run (level warning in the JSON
+ * log). */
+void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

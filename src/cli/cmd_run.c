@@ -25,6 +25,7 @@
 #include "advlock_pq.h"
 #include "child.h"
 #include "cli.h"
+#include "log.h"
 
 /* The most names one run holds (see KEY... in advlock(1)). */
 enum { RUN_NAMES_MAX = 64 };
@@ -96,19 +97,43 @@ static void focus_all(run_options *o)
 /* ---- progress on a terminal, from the machine's events ------------------- */
 
 typedef struct progress {
+    const char *lock; /* the name the events say */
+    int draw;         /* a progress line on the terminal */
     uint64_t attempt;
     int64_t retry_at_ms; /* 0: no sleep under way */
     int server_wait;
+    /* --diagnose with the JSON log: the first waiting event is held back
+     * (pending) until the holder is asked (tend_diagnosis), and names it. */
+    int diagnose;
+    int pending;
+    cli_event waiting;
+    advlock_report report; /* the waiting event's */
+    advlock_report holder;
 } progress;
 
 static void on_lock_event(void *user, const advlock_event *e)
 {
     progress *p = user;
+    cli_event event = {.lock = p->lock, .key = e->report->key, .report = e->report};
     if (e->kind == ADVLOCK_EVENT_ATTEMPT) {
         p->attempt = e->report->attempts;
         p->retry_at_ms = 0;
-    } else if (e->kind == ADVLOCK_EVENT_SLEEP) {
+        event.kind = CLI_EVENT_TRYING;
+        cli_log(&event);
+    } else if (e->kind == ADVLOCK_EVENT_SLEEP && e->report->attempts > 0) {
+        /* (a release's retries behind a proxy sleep too: no attempts) */
         p->retry_at_ms = e->now_ms + e->sleep_ms;
+        event.kind = CLI_EVENT_WAITING;
+        event.sleep_ms = e->sleep_ms;
+        if (!p->diagnose) {
+            cli_log(&event);
+            return;
+        }
+        p->diagnose = 0; /* once */
+        p->pending = 1;
+        p->report = *e->report;
+        p->waiting = event;
+        p->waiting.report = &p->report;
     }
 }
 
@@ -240,13 +265,37 @@ static void wait_for_signals(int64_t ms)
     (void)poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
 }
 
+/* --diagnose with the JSON log, in the acquire's first sleep: who holds the
+ * lock, asked once on the lock's connection while it is idle (with --xact,
+ * once the transaction is ended for the sleep: tend_xact comes first), so
+ * that the first waiting event names the holder (said then, with or
+ * without it). A stop signal that ends the question (its connection
+ * abandoned, as for --xact's statements) is raised again for drive's own
+ * wait to see; a question unanswered by the bound has said so, and the
+ * next try fails on the closed connection. */
+static void tend_diagnosis(advlock_pq *a, PGconn *conn, progress *p, cli_bound bound)
+{
+    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    /* Idle, not only the machine: outside any transaction (an error would
+     * abort --xact's), and nothing of libpq's under way (a lease's heartbeat
+     * for a lock already held may be out during an acquire's sleep). */
+    if (next.kind == ADVLOCK_ACTION_SLEEP && PQtransactionStatus(conn) == PQTRANS_IDLE) {
+        int rc = cli_holders_ask(conn, p->waiting.key, bound, &p->holder);
+        if (rc > 0)
+            raise(rc);
+        p->waiting.holder = rc == 0 ? &p->holder : NULL;
+    }
+    cli_log(&p->waiting);
+    p->pending = 0;
+}
+
 /* Runs the adapter's operation to its end, or to until_ms, cancelling an
  * acquire if a forwarded signal arrives; a statement still unanswered at
  * until_ms (or SIGNAL_GRACE_MS after the signal; at once after a second one) is
  * cancelled and its connection, conn, closed. The waiting is the adapter's
  * own (advlock_pq_wait), with the signal pipe beside it; x: see xact_pause
  * (NULL but for an acquire); r: see tend_reach (NULL but for a release). */
-static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, const progress *shown,
+static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, progress *seen,
                        int64_t until_ms, xact_pause *x, cli_reach *r)
 {
     drive_end end = {0, 0, ADVLOCK_SQL_COUNT};
@@ -259,16 +308,18 @@ static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, const 
             cli_abandon(conn);
             break;
         }
-        if (shown != NULL)
-            show_progress(o, shown, started, now);
+        if (seen != NULL && seen->draw)
+            show_progress(o, seen, started, now);
         int64_t paused_ms = x != NULL ? tend_xact(a, x, (cli_bound){until_ms, o->timeout_ms}) : -1;
         if (x != NULL && x->failed > 0 && end.signal == 0)
             end.signal = x->failed; /* a stop signal ended BEGIN or ROLLBACK */
+        if (seen != NULL && seen->pending)
+            tend_diagnosis(a, conn, seen, (cli_bound){until_ms, o->timeout_ms});
         if (paused_ms < 0)
             paused_ms = tend_reach(a, r);
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        int64_t wait_ms =
-            shorter_wait(shown != NULL ? 100 : -1, until_ms == INT64_MAX ? -1 : until_ms - now);
+        int64_t wait_ms = shorter_wait(seen != NULL && seen->draw ? 100 : -1,
+                                       until_ms == INT64_MAX ? -1 : until_ms - now);
         if (paused_ms >= 0)
             wait_for_signals(shorter_wait(wait_ms, paused_ms));
         else if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms)
@@ -288,7 +339,7 @@ static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, const 
             advlock_pq_async_cancel(a, now);
         }
     }
-    if (shown != NULL)
+    if (seen != NULL && seen->draw)
         clear_progress();
     return end;
 }
@@ -314,15 +365,19 @@ static const char *asked_for(advlock_sql sql)
 }
 
 /* Says that an abandoned operation's statement got no answer within
- * bound_ms. */
-static void say_abandoned(const drive_end *end, const run_options *o, int64_t bound_ms)
+ * bound_ms: as kind, the operation's failure (the acquire's or the
+ * release's) on the lock, key. */
+static void say_abandoned(const drive_end *end, const run_options *o, int64_t key, int64_t bound_ms,
+                          cli_event_kind kind)
 {
-    char seconds[32];
+    char seconds[32], said[ADVLOCK_MESSAGE_MAX];
     advlock_format_seconds(bound_ms, seconds, sizeof seconds);
     const char *what = asked_for(end->sql);
     int names_lock = end->sql != ADVLOCK_SQL_SESSION;
-    cli_error("no answer from the server within %ss to %s%s%s%s; connection closed", seconds, what,
-              names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
+    snprintf(said, sizeof said,
+             "no answer from the server within %ss to %s%s%s%s; connection closed", seconds, what,
+             names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
+    cli_log(&(cli_event){.kind = kind, .lock = o->key, .key = key, .said = said});
 }
 
 /* ---- the command, while the lock is held ------------------------------------ */
@@ -332,17 +387,27 @@ static void say_abandoned(const drive_end *end, const run_options *o, int64_t bo
 static void stop_command(const cli_child *c, const run_options *o, int sig, int64_t *kill_at)
 {
     cli_child_signal(c, sig);
+    cli_log(&(cli_event){.kind = CLI_EVENT_SIGNAL_SENT, .signal = sig});
     if (*kill_at < 0)
         *kill_at = advlock_pq_now_ms() + o->kill_after_ms;
 }
 
-/* The lock is gone, or cannot be shown held any more: say so, and stop
- * the command unless --keep-running. */
-static void lock_gone(const cli_child *c, const run_options *o, int64_t *kill_at, const char *why)
+/* The lock (key) is gone, or cannot be shown held any more (reason, as
+ * the JSON log names it): say so, and stop the command unless
+ * --keep-running. */
+static void lock_gone(const cli_child *c, const run_options *o, int64_t key, int64_t *kill_at,
+                      const char *why, const char *reason)
 {
-    cli_error("%s%s", why,
-              o->keep_running ? " (command left running: --keep-running)"
-                              : "; terminating the command");
+    char said[2 * ADVLOCK_MESSAGE_MAX + 64];
+    snprintf(said, sizeof said, "%s%s", why,
+             o->keep_running ? " (command left running: --keep-running)"
+                             : "; terminating the command");
+    cli_log(&(cli_event){.kind = CLI_EVENT_LOCK_LOST,
+                         .lock = o->key,
+                         .key = key,
+                         .said = said,
+                         .reason = reason,
+                         .kept = o->keep_running});
     if (!o->keep_running)
         stop_command(c, o, SIGTERM, kill_at);
 }
@@ -426,18 +491,37 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
 
 /* Why the lock was lost, as lock_gone says it: a lease that ran out (the
  * server may hold the lock a while yet: never "no longer held"), or the
- * connection closed, which ended the session. */
-static void say_lost(char *why, size_t size, const advlock_pq *a, const run_options *o)
+ * connection closed, which ended the session; returns which, as the JSON
+ * log names it. */
+static const char *say_lost(char *why, size_t size, const advlock_pq *a, const run_options *o)
 {
     const advlock_pq_report *r = advlock_pq_async_report(a);
-    if (r->lease_expiry != ADVLOCK_LEASE_LIVE)
+    if (r->lease_expiry != ADVLOCK_LEASE_LIVE) {
         snprintf(why, size, "lock '%s' lost: its lease ran out: %s", o->shown_key,
                  r->server_message);
-    else
-        snprintf(why, size,
-                 "connection to the server lost while the command ran: lock '%s' is no "
-                 "longer held",
-                 o->shown_key);
+        return "lease";
+    }
+    snprintf(why, size,
+             "connection to the server lost while the command ran: lock '%s' is no "
+             "longer held",
+             o->shown_key);
+    return "connection";
+}
+
+/* A lease's heartbeat answered: its stop deadline (*stop_at, 0 at first:
+ * only noted) moved on. Said to the JSON log; text says nothing. */
+static void say_lease_renewed(const advlock_pq *a, const run_options *o, int64_t key,
+                              int64_t *stop_at)
+{
+    int64_t now_stop_at;
+    if (advlock_pq_lease_deadline(a, &now_stop_at, NULL) != 1)
+        return;
+    if (*stop_at != 0 && now_stop_at > *stop_at)
+        cli_log(&(cli_event){.kind = CLI_EVENT_LEASE_RENEWED,
+                             .lock = o->key,
+                             .key = key,
+                             .deadline_ms = now_stop_at - advlock_pq_now_ms()});
+    *stop_at = now_stop_at;
 }
 
 /* Waits for the command while the adapter watches the session that holds
@@ -455,6 +539,8 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
     verifier v;
     verifier_init(&v, a, o);
     *lost = LOCK_KEPT;
+    int64_t lease_stop_at = 0;
+    say_lease_renewed(a, o, o->names[0].key, &lease_stop_at);
     for (;;) {
         int st, changed;
         while ((changed = cli_child_reap(c, &st)) > 0) {
@@ -474,6 +560,7 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
         int64_t now = advlock_pq_now_ms();
         if (kill_at >= 0 && kill_at != INT64_MAX && now >= kill_at) {
             cli_child_signal(c, SIGKILL);
+            cli_log(&(cli_event){.kind = CLI_EVENT_SIGNAL_SENT, .signal = SIGKILL});
             kill_at = INT64_MAX;
         }
         /* The command's end wakes the wait (SIGCHLD), and so does the end of
@@ -492,15 +579,16 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
         if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
-            say_lost(why, sizeof why, a, o);
-            lock_gone(c, o, &kill_at, why);
+            const char *reason = say_lost(why, sizeof why, a, o);
+            lock_gone(c, o, o->names[0].key, &kill_at, why, reason);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
             *lost = LOCK_UNVERIFIED;
             focus(o, v.next);
             say_unverified(why, sizeof why, a, o);
             focus_all(o);
-            lock_gone(c, o, &kill_at, why);
+            lock_gone(c, o, o->names[0].key, &kill_at, why, "unverified");
         }
+        say_lease_renewed(a, o, o->names[0].key, &lease_stop_at);
     }
 }
 
@@ -594,7 +682,9 @@ static void usage(FILE *to)
           "                               0: none; at least --kill-after + 6)\n"
           "      --verify-interval SECONDS  behind a proxy (PgBouncer), check this often\n"
           "                               that the server session still holds the lock while\n"
-          "                               COMMAND runs; stop it if not (default 1; 0: never)\n",
+          "                               COMMAND runs; stop it if not (default 1; 0: never)\n"
+          "      --log-format FORMAT      text (default: sentences) or json (one object per\n"
+          "                               line on stderr for every event of the run)\n",
           to);
 }
 
@@ -635,7 +725,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         OPT_ALLOW_STANDBY,
         OPT_VERIFY_INTERVAL,
         OPT_LEASE,
-        OPT_FENCE
+        OPT_FENCE,
+        OPT_LOG_FORMAT
     };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
@@ -654,6 +745,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"verify-interval", required_argument, NULL, OPT_VERIFY_INTERVAL},
         {"lease", required_argument, NULL, OPT_LEASE},
         {"fence", no_argument, NULL, OPT_FENCE},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -713,6 +805,15 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             }
             o->lease_given = 1;
             break;
+        case OPT_LOG_FORMAT: {
+            cli_log_format format;
+            if (cli_log_parse_format(optarg, &format) != 0) {
+                cli_error("--log-format wants text or json");
+                return -1;
+            }
+            cli_log_set_format(format); /* the next error is said in it too */
+            break;
+        }
         case 'h': usage(stdout); exit(EXIT_OK);
         default: usage(stderr); return -1;
         }
@@ -809,20 +910,27 @@ static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o
 static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
 {
     int64_t now = advlock_pq_now_ms();
+    char said[2 * ADVLOCK_MESSAGE_MAX];
+    cli_event failed = {.kind = CLI_EVENT_RELEASE_FAILED, .lock = o->key, .key = key, .said = said};
     if (advlock_pq_async_start_release_key(a, key, now) != 0) {
-        cli_error("could not release lock '%s'; closing the session releases it", o->shown_key);
+        snprintf(said, sizeof said, "could not release lock '%s'; closing the session releases it",
+                 o->shown_key);
+        cli_log(&failed);
         return -1;
     }
     drive_end end = drive_release(a, conn, o, now);
     if (end.abandoned) {
-        say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : release_ms(a, o));
+        say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : release_ms(a, o),
+                      CLI_EVENT_RELEASE_FAILED);
         return -1;
     }
     const advlock_pq_report *r = advlock_pq_async_report(a);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
-        cli_error("releasing lock '%s': %s", o->shown_key,
-                  describe(r, o->key, message, sizeof message));
+        snprintf(said, sizeof said, "releasing lock '%s': %s", o->shown_key,
+                 describe(r, o->key, message, sizeof message));
+        failed.report = &r->lock;
+        cli_log(&failed);
         return -1;
     }
     return 0;
@@ -875,8 +983,16 @@ static int give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int
         focus(o, i);
         if (!o->xact && release(a, conn, o, o->names[i].key) != 0)
             return -1;
-        if (say_each)
-            cli_error("lock '%s' released: the run holds all its names or none", o->shown_key);
+        char said[ADVLOCK_KEY_ECHO_MAX + 64];
+        snprintf(said, sizeof said, "lock '%s' released: the run holds all its names or none",
+                 o->shown_key);
+        cli_log(&(cli_event){.kind = CLI_EVENT_RELEASED,
+                             .lock = o->key,
+                             .key = o->names[i].key,
+                             .said = say_each ? said : NULL,
+                             .reason = !o->xact ? "unlock"
+                                       : commit ? "commit"
+                                                : "rollback"});
     }
     return 0;
 }
@@ -918,9 +1034,10 @@ static int unix_socket(PGconn *conn)
 static void take_lease(run_options *o, PGconn *conn)
 {
     if (o->lease_ms > 0 && o->lease_given && (o->xact || unix_socket(conn)))
-        cli_error("--lease: %s",
-                  o->xact ? "not with --xact: this run has no lease"
-                          : "no lease needed on a Unix socket: the kernel ends both sides at once");
+        cli_warning("--lease: %s",
+                    o->xact
+                        ? "not with --xact: this run has no lease"
+                        : "no lease needed on a Unix socket: the kernel ends both sides at once");
     if (o->xact || unix_socket(conn))
         o->lease_ms = 0;
     o->lock.lease_ms = o->lease_ms;
@@ -932,10 +1049,10 @@ static void take_lease(run_options *o, PGconn *conn)
 static void say_proxied_lease(const advlock_pq *a, const run_options *o)
 {
     if (o->lease_ms > 0 && advlock_pq_proxied(a))
-        cli_error("lease: behind a proxy, the release bound is the proxy's tcp settings (the "
-                  "server frees lock '%s' when the proxy drops this client); COMMAND is still "
-                  "stopped within the lease",
-                  o->shown_key);
+        cli_warning("lease: behind a proxy, the release bound is the proxy's tcp settings (the "
+                    "server frees lock '%s' when the proxy drops this client); COMMAND is still "
+                    "stopped within the lease",
+                    o->shown_key);
 }
 
 /* The command's proof of which holder it is: the token and the key it
@@ -1011,23 +1128,29 @@ static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progr
                    : started + o->timeout_ms - now > 0 ? started + o->timeout_ms - now
                                                        : 0;
     int rc;
+    shown->lock = o->key; /* the name the events say, from its first try */
     if ((first
          && ((rc = advlock_pq_async_init(a, conn)) != 0
              || (rc = advlock_pq_set_options(a, &o->lock)) != 0))
         || (rc = advlock_pq_async_start_acquire_key(a, key, left, now)) != 0) {
         const char *why = PQerrorMessage(conn);
-        cli_error("cannot start acquiring '%s': %s: %.*s", o->shown_key, advlock_strerror(rc),
-                  cli_trimmed_length(why), why);
+        char said[ADVLOCK_MESSAGE_MAX + 512];
+        snprintf(said, sizeof said, "cannot start acquiring '%s': %s: %.*s", o->shown_key,
+                 advlock_strerror(rc), cli_trimmed_length(why), why);
+        cli_log(&(cli_event){.kind = CLI_EVENT_FAILED, .lock = o->key, .key = key, .said = said});
         return EXIT_LOCK_ERROR;
     }
     xact_pause pause = {.conn = o->xact && first ? conn : NULL};
-    drive_end end = drive(a, conn, o, !o->quiet && isatty(STDERR_FILENO) ? shown : NULL,
-                          bound.until_ms, &pause, NULL);
+    drive_end end = drive(a, conn, o, shown, bound.until_ms, &pause, NULL);
     if (end.abandoned) {
-        say_abandoned(&end, o, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms);
+        say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms,
+                      CLI_EVENT_FAILED);
         *gone = 1;
-        if (end.signal != 0)
+        if (end.signal != 0) {
+            cli_log(&(cli_event){
+                .kind = CLI_EVENT_CANCELLED, .lock = o->key, .key = key, .signal = end.signal});
             return 128 + end.signal;
+        }
         /* Only a diagnosis comes after the timeout: the lock was busy. */
         return end.sql == ADVLOCK_SQL_HOLDERS ? o->conflict_exit_code : EXIT_NO_SERVER;
     }
@@ -1042,6 +1165,8 @@ static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progr
         || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
         if (r->lock.outcome == ADVLOCK_ACQUIRED && !o->xact)
             release_quietly(a, conn, o, key);
+        cli_log(&(cli_event){
+            .kind = CLI_EVENT_CANCELLED, .lock = o->key, .key = key, .signal = interrupted});
         return 128 + interrupted;
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
@@ -1050,11 +1175,21 @@ static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progr
         advlock_pq_report told = *r;
         told.lock.timeout_ms = o->timeout_ms;
         char message[ADVLOCK_MESSAGE_MAX];
-        cli_error("%s", describe(&told, o->key, message, sizeof message));
+        cli_log(&(cli_event){.kind = r->lock.outcome == ADVLOCK_TIMED_OUT ? CLI_EVENT_TIMED_OUT
+                                                                          : CLI_EVENT_FAILED,
+                             .lock = o->key,
+                             .key = key,
+                             .report = &told.lock,
+                             .said = describe(&told, o->key, message, sizeof message)});
         if (grant_in_doubt(&r->lock) && !o->xact)
             release_quietly(a, conn, o, key);
         return acquire_failed_status(&r->lock, o);
     }
+    cli_log(&(cli_event){.kind = CLI_EVENT_ACQUIRED,
+                         .lock = o->key,
+                         .key = key,
+                         .report = &r->lock,
+                         .lease_ms = o->lease_ms});
     return NAME_TAKEN;
 }
 
@@ -1088,7 +1223,10 @@ int cmd_run(int argc, char **argv)
     }
 
     advlock_pq a;
-    progress shown = {.server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
+    progress shown = {.lock = o.key,
+                      .draw = !o.quiet && cli_log_draws_progress(),
+                      .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER,
+                      .diagnose = o.lock.diagnose && cli_log_structured()};
     o.lock.on_event = on_lock_event;
     o.lock.event_user = &shown;
     /* The last sleep ends at the timeout, so the last attempt is made by
@@ -1141,10 +1279,22 @@ int cmd_run(int argc, char **argv)
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
+    cli_log(&(cli_event){.kind = CLI_EVENT_COMMAND_STARTED,
+                         .lock = o.names[0].name,
+                         .key = o.names[0].key,
+                         .pid = child.pid,
+                         .command = o.command});
     int lost;
     int status = supervise(&child, &a, &o, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
+    if (status >= 0)
+        cli_log(&(cli_event){.kind = CLI_EVENT_COMMAND_EXITED,
+                             .lock = o.names[0].name,
+                             .key = o.names[0].key,
+                             .pid = child.pid,
+                             .wait_status = status,
+                             .status = exit_code});
     int given_back =
         lost == LOCK_KEPT && give_back(&a, conn, &o, o.name_count, exit_code == 0, 0) == 0;
     if (lost == LOCK_UNVERIFIED)

@@ -16,40 +16,11 @@
 #include "advlock.h"
 #include "cli.h"
 
-/* The statement's columns, in the order advlock_sql_answer() documents. */
-enum {
-    COL_PID,
-    COL_GRANTED,
-    COL_MODE,
-    COL_APPLICATION,
-    COL_CLIENT,
-    COL_STATE,
-    COL_START,
-    COL_SECONDS
-};
-
-enum { INT8_OID = 20 };
-
 static void format_duration(long long seconds, char *buf, size_t size)
 {
     if (seconds < 0)
         seconds = 0;
     snprintf(buf, size, "%lld:%02lld:%02lld", seconds / 3600, seconds / 60 % 60, seconds % 60);
-}
-
-/* Runs the holders statement for key, its parameter a binary int8 as the
- * adapters send it; rows come back as text. */
-static PGresult *query_holders(PGconn *conn, int64_t key)
-{
-    char param[8];
-    uint64_t v = (uint64_t)key;
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        param[i] = (char)(v & 0xFF);
-    const Oid types[] = {INT8_OID};
-    const char *values[] = {param};
-    const int lengths[] = {sizeof param}, formats[] = {1};
-    return PQexecParams(conn, advlock_sql_text(ADVLOCK_SQL_HOLDERS), 1, types, values, lengths,
-                        formats, 0);
 }
 
 /* An empty column as "?": the session has left pg_stat_activity. */
@@ -73,7 +44,7 @@ static int show_key(PGconn *conn, const char *raw_name)
         cli_error("'%s': %s", name, advlock_strerror(rc));
         return -2;
     }
-    PGresult *res = query_holders(conn, key);
+    PGresult *res = cli_holders_query(conn, key);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         const char *why = PQerrorMessage(conn);
         cli_error("status of '%s': %.*s", name, cli_trimmed_length(why), why);

@@ -8,14 +8,21 @@
 
 #include "advlock.h"
 #include "cli.h"
+#include "log.h"
 
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("advlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_log_vmessage(CLI_ERROR, fmt, ap);
+    va_end(ap);
+}
+
+void cli_warning(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cli_log_vmessage(CLI_WARNING, fmt, ap);
     va_end(ap);
 }
 
@@ -69,7 +76,7 @@ int main(int argc, char **argv)
              * every other error, rather than the subcommand's name. */
             static char program[] = "advlock";
             argv[1] = program;
-            return commands[i].run(argc - 1, argv + 1);
+            return cli_log_exit(commands[i].run(argc - 1, argv + 1));
         }
     cli_error("unknown command '%s'", argv[1]);
     usage(stderr);

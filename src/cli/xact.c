@@ -17,11 +17,7 @@
 #include "advlock_pq.h"
 #include "cli.h"
 
-/* Waits until conn's statement is all sent and its results are all in, the
- * bound passes, or a stop signal arrives. Returns 0 when the results are in
- * (or the connection failed: they say so), else what cli_xact_begin
- * returns after shutting the connection down. */
-static int await_results(PGconn *conn, const char *sql, cli_bound bound)
+int cli_await_results(PGconn *conn, const char *sql, cli_bound bound)
 {
     for (;;) {
         int unsent = PQflush(conn);
@@ -59,7 +55,7 @@ static int await_results(PGconn *conn, const char *sql, cli_bound bound)
 /* Runs one transaction-control statement; returns 0, or as cli_xact_begin. */
 static int run_statement(PGconn *conn, const char *sql, cli_bound bound)
 {
-    int rc = PQsendQuery(conn, sql) ? await_results(conn, sql, bound) : 0;
+    int rc = PQsendQuery(conn, sql) ? cli_await_results(conn, sql, bound) : 0;
     if (rc != 0)
         return rc;
     int ok = 0; /* as PQexec, the last result says */
