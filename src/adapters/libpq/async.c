@@ -144,12 +144,8 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
         o->lease_ms == lease_plan(a)->lease_ms && o->lease_stop_ms == lease_plan(a)->stop_ms;
     if (holding(a) && lease_on(a) && !same_lease)
         return ADVLOCK_EMISUSE;
-    /* Jitter asked for with nothing to draw from means random (advlock.h):
-     * the core has no entropy, so it is given some here, once per call. */
     advlock_options chosen = *o;
-    if (chosen.backoff == ADVLOCK_BACKOFF_FULL_JITTER && chosen.jitter_seed == 0
-        && chosen.random == NULL)
-        chosen.jitter_seed = advlock_pq_entropy();
+    advlock_pq_seed_jitter(&chosen);
     int rc = advlock_set_options(&a->machine_, &chosen);
     if (rc != 0)
         return rc;
@@ -494,12 +490,7 @@ void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms)
 static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, int64_t now_ms)
 {
     advlock_pq_report *r = &a->report_;
-    r->lock.outcome = ADVLOCK_FAILED;
-    r->lock.failure = ADVLOCK_ECONNLOST;
-    r->lock.detail = ADVLOCK_DETAIL_LOST;
-    snprintf(r->lock.sqlstate, sizeof r->lock.sqlstate, "%s", sqlstate);
-    advlock_pq_copy_line(r->server_message, sizeof r->server_message, words);
-    r->lease_expiry = ADVLOCK_LEASE_LIVE;
+    advlock_pq_report_lost(r, sqlstate, words);
     /* Whatever was in flight (a verify, a heartbeat) is abandoned with the
      * connection, which the caller closes. */
     advlock_pq_answer_clear(&a->query_);
@@ -778,10 +769,9 @@ static int readable_now(int fd)
     return fd >= 0 && poll(&p, 1, 0) > 0 && p.revents != 0;
 }
 
-/* Reads what an idle session's socket holds; returns 1 if the connection
- * is gone. The server's last words and the end of the connection often
+/* The server's last words and the end of the connection often
  * arrive together, so the socket is read until it has nothing more. */
-static int read_idle(PGconn *conn)
+int advlock_pq_read_idle(PGconn *conn)
 {
     for (int reads = 0; reads < MAX_IDLE_READS; reads++) {
         if (PQstatus(conn) == CONNECTION_BAD || !PQconsumeInput(conn))
@@ -807,7 +797,7 @@ void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms)
         (void)PQconsumeInput(a->conn_);
         drive(a, now_ms);
     } else {
-        gone = read_idle(a->conn_) || notices.fatal;
+        gone = advlock_pq_read_idle(a->conn_) || notices.fatal;
     }
     advlock_pq_notices_restore(&notices);
     /* The server's FATAL says why better than libpq's "server closed the
