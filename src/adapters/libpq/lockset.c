@@ -326,9 +326,16 @@ int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int
         advlock_pq_ls_follow(set, m, now_ms);
         return 0;
     }
+    /* The member that was to check the session for the others lets
+     * another do it (a row in flight is the set's to wait for). */
+    advlock_action next = advlock_next_action(&m->machine_);
+    int asked_session = m->phase_ == LS_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
+                        && next.sql == ADVLOCK_SQL_SESSION;
     if (m->phase_ == LS_SENT)
         advlock_pq_ls_detach(set, m);
     cancelled(set, m, now_ms);
+    if (asked_session)
+        advlock_pq_ls_session_answered(set, now_ms);
     return 0;
 }
 

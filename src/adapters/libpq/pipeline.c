@@ -159,7 +159,7 @@ static int batch_closed(const advlock_pq_lockset *s)
     return s->ring_count_ > 0 && (s->session_.proxied || !s->session_.checked);
 }
 
-/* Sends what the queued members' machines ask for, then a sync. */
+/* Sends what the queued members' machines ask for. */
 static void send_queued(advlock_pq_lockset *s, int64_t now_ms)
 {
     advlock_pq_member *m;
@@ -173,6 +173,12 @@ static void send_queued(advlock_pq_lockset *s, int64_t now_ms)
         if (advlock_pq_ls_may_send(s, m, &act, now_ms))
             send_member(s, m, &act, now_ms);
     }
+}
+
+/* Ends the batch sent since the last sync (members' statements, the set's
+ * give-backs) with a sync, and hands libpq's output to the socket. */
+static void end_batch(advlock_pq_lockset *s)
+{
     if (s->unsynced_) {
         advlock_pq_entry_ sync = {NULL, 0, SYNC, 0, 0};
         if (ring_push(s, &sync) && PQpipelineSync(s->conn_) != 1)
@@ -381,7 +387,9 @@ int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready, int64_t 
     collect(set, now_ms);
     advlock_pq_ls_wake_sleepers(set, now_ms);
     send_queued(set, now_ms);
+    end_batch(set);
     collect(set, now_ms); /* a broken connection fails what was just sent */
+    end_batch(set);       /* give-backs the answers asked for */
     advlock_pq_notices_restore(&notices);
     /* The server's FATAL says why better than libpq's "server closed the
      * connection unexpectedly". */
