@@ -41,9 +41,10 @@ $(BUILD)/advlock_pq.pc: advlock_pq.pc.in FORCE
 
 # ---- examples: one thread, many connections, on poll() and on libuv ----------
 
-PQ_EXAMPLES := $(BUILD)/examples/poll_locks $(BUILD)/examples/libuv_lock
+PQ_EXAMPLES := $(BUILD)/examples/poll_locks $(BUILD)/examples/libuv_lock $(BUILD)/examples/lockset_jobs
 LIBS_poll_locks :=
 LIBS_libuv_lock := -luv
+LIBS_lockset_jobs :=
 
 examples: $(PQ_EXAMPLES)
 
