@@ -1036,6 +1036,72 @@ ADVLOCK_API int64_t advlock_sim_lease_tolerated_blip_ms(const advlock_lease_plan
 ADVLOCK_API int advlock_sim_lease_run(const advlock_sim_lease_config *cfg,
                                       advlock_sim_lease_stats *out);
 
+/* ======================================================================
+ * The lock-set world: lock sets (docs/design.md "Lock sets") against the
+ * fake database. Each set is one connection, one server session, shared
+ * by several callers, each with its own machine; their statements go out
+ * in order on that connection (pipelined, or one at a time behind a
+ * proxy) and come back in order, and the set answers local conflicts
+ * through its advlock_peers table as the drivers must. Ordinary clients,
+ * one caller per connection, contend for the same keys. Callers lock and
+ * release in cycles, shared or exclusive, with timeouts and cancels;
+ * faults kill sessions (every held member of a set must then be LOST at
+ * once) and fail statements. Checked after every event: no two callers
+ * whose sessions live believe they hold one key in conflicting modes; per
+ * connection, key and mode, the server's hold count equals the holds its
+ * callers were told of (a set: its HELD peers) plus the answers still on
+ * their way. At the end nothing is held and every peers table is empty.
+ * ====================================================================== */
+
+#define ADVLOCK_SIM_LOCKSET_MAX_SETS    4
+#define ADVLOCK_SIM_LOCKSET_MAX_MEMBERS 16
+#define ADVLOCK_SIM_LOCKSET_MAX_LONERS  8
+#define ADVLOCK_SIM_LOCKSET_MAX_KEYS    4
+
+typedef struct advlock_sim_lockset_config {
+    uint64_t seed;
+    int sets;        /* connections shared by callers: 1 to ADVLOCK_SIM_LOCKSET_MAX_SETS */
+    int members;     /* callers per set: 1 to ADVLOCK_SIM_LOCKSET_MAX_MEMBERS */
+    int loners;      /* ordinary clients, a connection each: 0 to ..._MAX_LONERS */
+    int keys;        /* lock names they share: 1 to ADVLOCK_SIM_LOCKSET_MAX_KEYS */
+    unsigned cycles; /* acquire (and release, if acquired) per caller: 1 or more */
+    /* Every connection announces a proxy's pid: the session check claims
+     * its server session, the guarded rows run, and each connection sends
+     * one statement at a time. 0: direct, sets pipeline. */
+    int proxied;
+    int diagnose;           /* callers that time out ask who holds the key */
+    uint32_t shared_ppm;    /* an acquire is shared */
+    uint32_t cancel_ppm;    /* an acquire is cancelled at a random time */
+    uint32_t kill_ppm;      /* per connection: its session is terminated once */
+    uint32_t error_ppm;     /* a lock, session or holders statement fails */
+    int64_t latency_max_ms; /* one way, drawn from 0 */
+    int64_t think_max_ms, hold_max_ms, timeout_max_ms;
+    /* Called with each line of the run's timeline, or NULL. */
+    void (*trace)(void *user, const char *line);
+    void *trace_user;
+} advlock_sim_lockset_config;
+
+typedef struct advlock_sim_lockset_stats {
+    uint64_t events;
+    uint64_t statements;  /* sent to the server */
+    uint64_t local_busy;  /* tries a set answered itself: a peer conflicted */
+    uint64_t server_busy; /* tries the server refused */
+    uint64_t acquired, timed_out, cancelled, failed, released;
+    uint64_t kills, lost;                      /* sessions terminated; held locks told LOST */
+    int max_in_flight;                         /* most statements out at once on one connection */
+    char violation[ADVLOCK_SIM_VIOLATION_MAX]; /* the first, or "" */
+} advlock_sim_lockset_stats;
+
+/*
+ * Runs one lock-set world to its end (every caller done its cycles, every
+ * statement answered) and fills *out. Needs no heap (about 350 KiB of
+ * stack). Returns 0, ADVLOCK_SIM_VIOLATION (out->violation has the first),
+ * or ADVLOCK_EINVAL (cfg or out NULL, a count out of range, a negative
+ * duration).
+ */
+ADVLOCK_API int advlock_sim_lockset_run(const advlock_sim_lockset_config *cfg,
+                                        advlock_sim_lockset_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

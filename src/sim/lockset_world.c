@@ -1,0 +1,755 @@
+/*
+ * The lock-set world (advlock_sim_lockset_run): lock sets, several callers
+ * sharing one connection and one server session, driven against the fake
+ * database exactly as docs/design.md "Lock sets" asks of a driver, beside
+ * ordinary clients with a connection each, with the invariants checked
+ * after every event. Every caller is a "member" of a connection; a loner's
+ * connection has one member and no peers table.
+ *
+ * A connection's statements form one FIFO: each reaches the server no
+ * earlier than the one before it, runs there at once (polling only: no
+ * statement waits), and its answer comes back no earlier than the one
+ * before it. Pipelined, a statement goes out as soon as its machine asks;
+ * behind a proxy, only when the one before it has answered. Events are few
+ * per member and connection, so the next one is found by looking at all.
+ */
+#include "advlock_fake.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NEVER INT64_MAX
+
+enum {
+    MAX_CONNS = ADVLOCK_SIM_LOCKSET_MAX_SETS + ADVLOCK_SIM_LOCKSET_MAX_LONERS,
+    MAX_MEMBERS = ADVLOCK_SIM_LOCKSET_MAX_SETS * ADVLOCK_SIM_LOCKSET_MAX_MEMBERS
+                  + ADVLOCK_SIM_LOCKSET_MAX_LONERS,
+    NBUCKETS = 8,
+    MAX_ROWS = 2 * MAX_CONNS, /* a holders answer: a granted row per session and mode */
+    MAX_EVENTS = 4000000,     /* a run that has not ended by then never will */
+    DEFER_MS = 1              /* a start waiting for the connection's session check */
+};
+
+static const char *const key_names[ADVLOCK_SIM_LOCKSET_MAX_KEYS] = {"set-0", "set-1", "set-2",
+                                                                    "set-3"};
+
+enum phase { THINK, ACQUIRING, HOLDING, RELEASING, FINISHED };
+
+/* One caller: its machine, its peer in its set's table, and what it was
+ * told. */
+typedef struct member {
+    int conn;
+    advlock_machine machine;
+    advlock_peer peer;
+    enum phase phase;
+    unsigned cycles_left;
+    int key_index;
+    advlock_mode mode;
+    int64_t step_at;   /* THINK: the acquire starts; HOLDING: the release starts */
+    int64_t wake_at;   /* the machine's SLEEP */
+    int64_t cancel_at; /* ACQUIRING: the caller gives up */
+    int sent;          /* the machine's QUERY is on the connection */
+    int believes;      /* told ACQUIRED, release not started: its work runs */
+    int told_holds;    /* the server's hold as the answers told it (try TRUE, unlock TRUE) */
+    /* the holders answer, read at the server when the query ran */
+    advlock_holder rows[MAX_ROWS];
+    size_t nrows;
+} member;
+
+/* One statement on a connection, from its send to its answer. */
+typedef struct statement {
+    int member;
+    advlock_sql sql;
+    int64_t params[3];
+    int sent, ran;
+    int64_t arrive_at, deliver_at;
+    int through_peers; /* a try-lock the table let through */
+    int effect;        /* +1 a grant, -1 a release, on the server's count */
+    int key_index;
+    advlock_mode mode;
+    advlock_fake_result result;
+} statement;
+
+typedef struct conn {
+    int is_set;
+    int pid;
+    int killed;        /* terminated at the server, the client not told yet */
+    int64_t kill_at;   /* when its session is terminated (once), or NEVER */
+    int64_t notice_at; /* killed: when the client reads the end */
+    advlock_session session;
+    int checking; /* a member's session row is out */
+    advlock_peers peers;
+    advlock_peer *buckets[NBUCKETS];
+    statement queue[ADVLOCK_SIM_LOCKSET_MAX_MEMBERS];
+    int head, len;
+    int64_t last_arrive, last_deliver;
+    /* answers on their way: what they will tell of the server's holds */
+    int pending[ADVLOCK_SIM_LOCKSET_MAX_KEYS][2];
+} conn;
+
+typedef struct world {
+    const advlock_sim_lockset_config *cfg;
+    advlock_sim_lockset_stats *st;
+    advlock_prng prng;
+    advlock_fake_db db;
+    conn conns[MAX_CONNS];
+    int nconns;
+    member members[MAX_MEMBERS];
+    int nmembers;
+    int64_t keys[ADVLOCK_SIM_LOCKSET_MAX_KEYS];
+    int64_t now_ms;
+} world;
+
+static void trace(world *w, int m, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void trace(world *w, int m, const char *fmt, ...)
+{
+    if (w->cfg->trace == NULL)
+        return;
+    char line[256];
+    int n = snprintf(line, sizeof line, "t=%" PRId64 " m%d/c%d ", w->now_ms, m,
+                     m >= 0 ? w->members[m].conn : -1);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    w->cfg->trace(w->cfg->trace_user, line);
+}
+
+/* Records "seed S: t=T ms, member M: what"; the first one stays. */
+static void violation(world *w, int m, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void violation(world *w, int m, const char *fmt, ...)
+{
+    char what[ADVLOCK_SIM_VIOLATION_MAX - 80]; /* room for the seed, time and member */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    trace(w, m, "VIOLATION %s", what);
+    if (w->st->violation[0] == '\0')
+        snprintf(w->st->violation, sizeof w->st->violation,
+                 "seed %" PRIu64 ": t=%" PRId64 " ms, member %d: %s", w->cfg->seed, w->now_ms, m,
+                 what);
+}
+
+static int failed(const world *w)
+{
+    return w->st->violation[0] != '\0';
+}
+
+/* ---- statements -------------------------------------------------------- */
+
+/* The try-locks a set must ask its table about (session scope only). */
+static int is_try_lock(advlock_sql sql)
+{
+    return sql == ADVLOCK_SQL_TRY_LOCK || sql == ADVLOCK_SQL_TRY_LOCK_GUARDED
+           || sql == ADVLOCK_SQL_TRY_LOCK_FENCED || sql == ADVLOCK_SQL_TRY_LOCK_SHARED
+           || sql == ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED;
+}
+
+/* The mode a try-lock takes or an unlock gives back. */
+static advlock_mode mode_of(advlock_sql sql)
+{
+    return sql == ADVLOCK_SQL_TRY_LOCK_SHARED || sql == ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED
+                   || sql == ADVLOCK_SQL_UNLOCK_SHARED || sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED
+               ? ADVLOCK_SHARED
+               : ADVLOCK_EXCLUSIVE;
+}
+
+static int is_unlock(advlock_sql sql)
+{
+    return sql == ADVLOCK_SQL_UNLOCK || sql == ADVLOCK_SQL_UNLOCK_SHARED
+           || sql == ADVLOCK_SQL_UNLOCK_GUARDED || sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
+}
+
+static int key_index_of(const world *w, int64_t key)
+{
+    for (int k = 0; k < w->cfg->keys; k++)
+        if (w->keys[k] == key)
+            return k;
+    return -1;
+}
+
+static statement *queued(conn *c, int i)
+{
+    return &c->queue[(c->head + i) % ADVLOCK_SIM_LOCKSET_MAX_MEMBERS];
+}
+
+/* Puts the statement on its way: it reaches the server after the one
+ * before it, and its answer comes back after that one's. */
+static void send_statement(world *w, conn *c, statement *s)
+{
+    int64_t up = advlock_prng_between(&w->prng, 0, w->cfg->latency_max_ms);
+    int64_t down = advlock_prng_between(&w->prng, 0, w->cfg->latency_max_ms);
+    s->sent = 1;
+    s->arrive_at = w->now_ms + up > c->last_arrive ? w->now_ms + up : c->last_arrive;
+    c->last_arrive = s->arrive_at;
+    s->deliver_at = s->arrive_at + down > c->last_deliver ? s->arrive_at + down : c->last_deliver;
+    c->last_deliver = s->deliver_at;
+    w->st->statements++;
+    int out = 0;
+    for (int i = 0; i < c->len; i++)
+        out += queued(c, i)->sent;
+    if (out > w->st->max_in_flight)
+        w->st->max_in_flight = out;
+}
+
+/* Sends what the connection may send now: everything pipelined, the head
+ * alone behind a proxy. */
+static void send_ready(world *w, conn *c)
+{
+    for (int i = 0; i < c->len; i++) {
+        statement *s = queued(c, i);
+        if (w->cfg->proxied && i > 0)
+            return;
+        if (!s->sent)
+            send_statement(w, c, s);
+    }
+}
+
+/* ---- the machine's actions -------------------------------------------- */
+
+static void finish_operation(world *w, int m, const advlock_report *r);
+
+/* The answer a set gives a try-lock a peer conflicts with: the server's
+ * for a lock held by another session. */
+static int answer_busy(world *w, member *mb, advlock_sql sql)
+{
+    if (advlock_sql_answer(sql) == ADVLOCK_ANSWER_FENCED)
+        return advlock_on_fenced(&mb->machine, 0, 0, w->now_ms);
+    return advlock_on_result(&mb->machine, ADVLOCK_RESULT_FALSE, NULL, NULL, w->now_ms);
+}
+
+/* Does what member m's machine asks until it waits: a statement out, a
+ * sleep, or the operation's end. */
+static void drive(world *w, int m)
+{
+    member *mb = &w->members[m];
+    conn *c = &w->conns[mb->conn];
+    for (;;) {
+        advlock_action a = advlock_next_action(&mb->machine);
+        if (a.kind == ADVLOCK_ACTION_SLEEP) {
+            mb->wake_at = a.wake_at_ms;
+            return;
+        }
+        if (a.kind == ADVLOCK_ACTION_DONE) {
+            finish_operation(w, m, a.report);
+            return;
+        }
+        if (a.kind != ADVLOCK_ACTION_QUERY) {
+            violation(w, m, "a polling machine asked for action %d", (int)a.kind);
+            return;
+        }
+        if (mb->sent)
+            return;
+        int try_lock = is_try_lock(a.sql);
+        int through = 0;
+        if (try_lock && c->is_set) {
+            int rc = advlock_peers_ask(&c->peers, &mb->peer, a.param, mode_of(a.sql));
+            if (rc < 0) {
+                violation(w, m, "advlock_peers_ask refused: %d", rc);
+                return;
+            }
+            if (rc == 0) {
+                w->st->local_busy++;
+                trace(w, m, "busy locally: %s", key_names[key_index_of(w, a.param)]);
+                if (answer_busy(w, mb, a.sql) != 0)
+                    violation(w, m, "the machine refused the local busy answer");
+                continue;
+            }
+            through = 1;
+        }
+        if (a.sql == ADVLOCK_SQL_SESSION)
+            c->checking = 1;
+        statement *s = queued(c, c->len++);
+        memset(s, 0, sizeof *s);
+        s->member = m;
+        s->sql = a.sql;
+        s->params[0] = a.param;
+        s->params[1] = a.param2;
+        s->params[2] = a.param3;
+        s->through_peers = through;
+        s->key_index = try_lock || is_unlock(a.sql) ? key_index_of(w, a.param) : -1;
+        s->mode = mode_of(a.sql);
+        mb->sent = 1;
+        trace(w, m, "queue %s", advlock_sql_text(a.sql));
+        send_ready(w, c);
+        return;
+    }
+}
+
+/* The caller's next cycle, or its end. */
+static void next_cycle(world *w, member *mb)
+{
+    mb->phase = --mb->cycles_left == 0 ? FINISHED : THINK;
+    mb->step_at = mb->phase == FINISHED
+                      ? NEVER
+                      : w->now_ms + advlock_prng_between(&w->prng, 0, w->cfg->think_max_ms);
+}
+
+static void finish_operation(world *w, int m, const advlock_report *r)
+{
+    member *mb = &w->members[m];
+    conn *c = &w->conns[mb->conn];
+    mb->cancel_at = NEVER;
+    mb->wake_at = NEVER;
+    advlock_sim_lockset_stats *st = w->st;
+    trace(w, m, "done %s", advlock_outcome_name(r->outcome));
+    if (mb->phase == ACQUIRING && r->outcome == ADVLOCK_ACQUIRED) {
+        st->acquired++;
+        if (c->is_set && advlock_peer_state(&mb->peer) != ADVLOCK_PEER_HELD)
+            violation(w, m, "ACQUIRED, but its peer is not HELD");
+        mb->believes = 1;
+        mb->phase = HOLDING;
+        mb->step_at = w->now_ms + advlock_prng_between(&w->prng, 0, w->cfg->hold_max_ms);
+        return;
+    }
+    st->timed_out += r->outcome == ADVLOCK_TIMED_OUT;
+    st->cancelled += r->outcome == ADVLOCK_CANCELLED;
+    st->failed += r->outcome == ADVLOCK_FAILED;
+    st->released += r->outcome == ADVLOCK_RELEASED;
+    /* A release that did not release, on a connection that lives, means
+     * the caller was told of a hold the server did not have. */
+    if (mb->phase == RELEASING && r->outcome != ADVLOCK_RELEASED && !c->killed
+        && r->failure != ADVLOCK_ECONNLOST)
+        violation(w, m, "a release ended %s", advlock_outcome_name(r->outcome));
+    if (c->is_set)
+        advlock_peers_leave(&c->peers, &mb->peer);
+    next_cycle(w, mb);
+}
+
+static void start_operation(world *w, int m)
+{
+    member *mb = &w->members[m];
+    conn *c = &w->conns[mb->conn];
+    /* One session check per connection: the others wait for its value. */
+    if (!c->session.checked && c->checking) {
+        mb->step_at = w->now_ms + DEFER_MS;
+        return;
+    }
+    mb->step_at = NEVER;
+    if (advlock_set_session(&mb->machine, &c->session) != 0) {
+        violation(w, m, "advlock_set_session refused the connection's value");
+        return;
+    }
+    int rc;
+    if (mb->phase == THINK) {
+        advlock_options o;
+        advlock_options_init(&o);
+        mb->mode =
+            advlock_prng_chance(&w->prng, w->cfg->shared_ppm) ? ADVLOCK_SHARED : ADVLOCK_EXCLUSIVE;
+        o.mode = mb->mode;
+        o.diagnose = w->cfg->diagnose;
+        o.clip_to_deadline = advlock_prng_chance(&w->prng, 500000);
+        mb->key_index = (int)advlock_prng_below(&w->prng, (uint64_t)w->cfg->keys);
+        int64_t timeout = advlock_prng_between(&w->prng, 0, w->cfg->timeout_max_ms);
+        mb->cancel_at = advlock_prng_chance(&w->prng, w->cfg->cancel_ppm)
+                            ? w->now_ms + advlock_prng_between(&w->prng, 0, timeout + 200)
+                            : NEVER;
+        rc = advlock_set_options(&mb->machine, &o);
+        if (rc == 0)
+            rc =
+                advlock_start_acquire_key(&mb->machine, w->keys[mb->key_index], timeout, w->now_ms);
+        mb->phase = ACQUIRING;
+        trace(w, m, "acquire %s %s within %" PRId64 " ms", key_names[mb->key_index],
+              mb->mode == ADVLOCK_SHARED ? "shared" : "exclusive", timeout);
+    } else {
+        mb->believes = 0; /* its work stops as the release goes out */
+        mb->phase = RELEASING;
+        rc = advlock_start_release_key(&mb->machine, w->keys[mb->key_index], w->now_ms);
+        trace(w, m, "release %s", key_names[mb->key_index]);
+    }
+    if (rc != 0) {
+        violation(w, m, "the machine refused to start: %d", rc);
+        return;
+    }
+    drive(w, m);
+}
+
+/* ---- the server and the answers --------------------------------------- */
+
+/* The head's turn: the first statement not yet run reaches the server. */
+static void on_arrive(world *w, conn *c, statement *s)
+{
+    member *mb = &w->members[s->member];
+    s->ran = 1;
+    advlock_fake_db_set_time(&w->db, w->now_ms);
+    /* A release's statements (and an undo's unlock) never fail here: a
+     * lock whose release failed on a live connection stays held, which is
+     * the caller's to handle, not the set's. */
+    if (mb->phase != RELEASING && !is_unlock(s->sql)
+        && advlock_prng_chance(&w->prng, w->cfg->error_ppm)) {
+        /* failed before it ran: nothing changes at the server */
+        memset(&s->result, 0, sizeof s->result);
+        s->result.status = ADVLOCK_FAKE_SERVER_ERROR;
+        snprintf(s->result.sqlstate, sizeof s->result.sqlstate, "53200");
+        snprintf(s->result.message, sizeof s->result.message, "out of memory");
+        return;
+    }
+    advlock_fake_db_exec_params(&w->db, c->pid, advlock_sql_text(s->sql), s->params,
+                                advlock_sql_params(s->sql), &s->result);
+    if (s->result.status == ADVLOCK_FAKE_ROWS) {
+        size_t n = advlock_fake_db_holders(&w->db, c->pid, s->params[0], mb->rows, MAX_ROWS);
+        mb->nrows = n < MAX_ROWS ? n : MAX_ROWS;
+    }
+    int granted = s->result.status == ADVLOCK_FAKE_ROW_TRUE
+                  || (s->result.status == ADVLOCK_FAKE_ROW_FENCED && s->result.fence_token > 0);
+    if (granted && s->key_index >= 0)
+        s->effect = is_unlock(s->sql) ? -1 : +1;
+    if (s->effect != 0)
+        c->pending[s->key_index][s->mode] += s->effect;
+}
+
+static advlock_result result_of(const advlock_fake_result *r)
+{
+    switch (r->status) {
+    case ADVLOCK_FAKE_ROW_TRUE: return ADVLOCK_RESULT_TRUE;
+    case ADVLOCK_FAKE_ROW_FALSE: return ADVLOCK_RESULT_FALSE;
+    case ADVLOCK_FAKE_ROW_NULL: return ADVLOCK_RESULT_NULL;
+    case ADVLOCK_FAKE_CONNECTION_LOST: return ADVLOCK_RESULT_CONNECTION_LOST;
+    default: return ADVLOCK_RESULT_SERVER_ERROR;
+    }
+}
+
+/* Feeds the answer to its machine, in the input its row kind takes. */
+static int feed(world *w, member *mb, const advlock_fake_result *r)
+{
+    advlock_machine *m = &mb->machine;
+    switch (r->status) {
+    case ADVLOCK_FAKE_ROWS: return advlock_on_holders(m, mb->rows, mb->nrows, w->now_ms);
+    case ADVLOCK_FAKE_ROW_SESSION:
+        return advlock_on_session(m, r->session_pid, r->in_recovery, r->ours, w->now_ms);
+    case ADVLOCK_FAKE_ROW_FENCED:
+        return advlock_on_fenced(m, r->fence_token > 0, r->fence_token, w->now_ms);
+    default:
+        return advlock_on_result(m, result_of(r), r->sqlstate[0] ? r->sqlstate : NULL,
+                                 r->message[0] ? r->message : NULL, w->now_ms);
+    }
+}
+
+/* The head's answer reaches its member. */
+static void on_deliver(world *w, conn *c)
+{
+    statement s = *queued(c, 0);
+    c->head = (c->head + 1) % ADVLOCK_SIM_LOCKSET_MAX_MEMBERS;
+    c->len--;
+    member *mb = &w->members[s.member];
+    mb->sent = 0;
+    if (s.effect != 0) {
+        c->pending[s.key_index][s.mode] -= s.effect;
+        mb->told_holds = s.effect > 0;
+    }
+    int refused = s.result.status == ADVLOCK_FAKE_ROW_FALSE
+                  || (s.result.status == ADVLOCK_FAKE_ROW_FENCED && s.result.fence_token == 0);
+    if (refused && is_try_lock(s.sql))
+        w->st->server_busy++;
+    if (s.through_peers) {
+        int rc = s.effect > 0 ? advlock_peers_granted(&c->peers, &mb->peer)
+                              : advlock_peers_leave(&c->peers, &mb->peer);
+        if (rc != 0)
+            violation(w, s.member, "the peers table refused the answer: %d", rc);
+    }
+    if (s.sql == ADVLOCK_SQL_SESSION)
+        c->checking = 0;
+    trace(w, s.member, "answer %d", (int)s.result.status);
+    if (feed(w, mb, &s.result) != 0) {
+        violation(w, s.member, "the machine refused its answer (status %d)", (int)s.result.status);
+        return;
+    }
+    if (s.result.status == ADVLOCK_FAKE_ROW_SESSION)
+        advlock_get_session(&mb->machine, &c->session);
+    send_ready(w, c);
+    drive(w, s.member);
+}
+
+/* ---- sessions: open, killed, noticed ---------------------------------- */
+
+static void open_session(world *w, conn *c)
+{
+    advlock_fake_db_set_time(&w->db, w->now_ms);
+    if (advlock_fake_db_connect(&w->db, &c->pid) != 0) {
+        violation(w, -1, "the fake database refused a connection");
+        return;
+    }
+    /* Behind a proxy the pid the client was told is the proxy's own. */
+    int announced = w->cfg->proxied ? c->pid + 100000 : c->pid;
+    advlock_session_init(&c->session, announced, advlock_prng_next(&w->prng) | 1);
+    c->checking = 0;
+    c->killed = 0;
+    c->notice_at = NEVER;
+    c->last_arrive = c->last_deliver = w->now_ms;
+}
+
+static void on_kill(world *w, int ci)
+{
+    conn *c = &w->conns[ci];
+    c->kill_at = NEVER;
+    advlock_fake_db_set_time(&w->db, w->now_ms);
+    advlock_fake_db_close(&w->db, c->pid);
+    c->killed = 1;
+    c->notice_at = w->now_ms + advlock_prng_between(&w->prng, 1, w->cfg->latency_max_ms + 1);
+    w->st->kills++;
+    trace(w, -1, "session %d of connection %d terminated", c->pid, ci);
+}
+
+/* The client reads the connection's end: every held member is LOST at
+ * once, every statement out fails, the table empties, and the connection
+ * opens again. */
+static void on_notice(world *w, int ci)
+{
+    conn *c = &w->conns[ci];
+    for (int m = 0; m < w->nmembers; m++) {
+        member *mb = &w->members[m];
+        if (mb->conn != ci)
+            continue;
+        mb->told_holds = 0;
+        if (mb->phase != HOLDING)
+            continue;
+        advlock_notify(&mb->machine, ADVLOCK_EVENT_LOST, "the connection holding it closed",
+                       w->now_ms);
+        w->st->lost++;
+        mb->believes = 0;
+        trace(w, m, "LOST");
+        if (c->is_set)
+            advlock_peers_leave(&c->peers, &mb->peer);
+        next_cycle(w, mb);
+    }
+    while (c->len > 0) {
+        statement *s = queued(c, 0);
+        memset(&s->result, 0, sizeof s->result);
+        s->result.status = ADVLOCK_FAKE_CONNECTION_LOST;
+        snprintf(s->result.sqlstate, sizeof s->result.sqlstate, "57P01");
+        s->effect = 0;
+        on_deliver(w, c);
+    }
+    memset(c->pending, 0, sizeof c->pending);
+    if (c->is_set && advlock_peers_count(&c->peers) != 0)
+        violation(w, -1, "connection %d lost, yet %zu peers are still in its table", ci,
+                  advlock_peers_count(&c->peers));
+    open_session(w, c);
+}
+
+/* ---- the invariants ----------------------------------------------------- */
+
+static void check_world(world *w)
+{
+    int excl[ADVLOCK_SIM_LOCKSET_MAX_KEYS] = {0}, shared[ADVLOCK_SIM_LOCKSET_MAX_KEYS] = {0};
+    int told[MAX_CONNS][ADVLOCK_SIM_LOCKSET_MAX_KEYS][2];
+    memset(told, 0, sizeof told);
+    for (int m = 0; m < w->nmembers; m++) {
+        const member *mb = &w->members[m];
+        const conn *c = &w->conns[mb->conn];
+        if (c->killed)
+            continue;
+        if (mb->believes)
+            (mb->mode == ADVLOCK_SHARED ? shared : excl)[mb->key_index]++;
+        if (mb->told_holds)
+            told[mb->conn][mb->key_index][mb->mode]++;
+        if (c->is_set && mb->told_holds != (advlock_peer_state(&mb->peer) == ADVLOCK_PEER_HELD))
+            violation(w, m, "its peer's state %d disagrees with the holds it was told of (%d)",
+                      advlock_peer_state(&mb->peer), mb->told_holds);
+    }
+    for (int k = 0; k < w->cfg->keys; k++)
+        if (excl[k] > 1 || (excl[k] == 1 && shared[k] > 0))
+            violation(w, -1, "%s held by %d exclusive and %d shared callers at once", key_names[k],
+                      excl[k], shared[k]);
+    for (int ci = 0; ci < w->nconns; ci++) {
+        const conn *c = &w->conns[ci];
+        if (c->killed)
+            continue;
+        for (int k = 0; k < w->cfg->keys; k++)
+            for (int mode = 0; mode < 2; mode++) {
+                int server = 0;
+                advlock_fake_db_holds(&w->db, c->pid, w->keys[k], (advlock_fake_mode)mode, &server,
+                                      NULL);
+                if (server != told[ci][k][mode] + c->pending[k][mode])
+                    violation(w, -1,
+                              "connection %d: the server holds %s %s %d times; its callers "
+                              "were told of %d, and %d answers are on their way",
+                              ci, key_names[k], mode ? "shared" : "exclusive", server,
+                              told[ci][k][mode], c->pending[k][mode]);
+            }
+    }
+}
+
+static int count_hold(void *user, int pid, int64_t key, advlock_fake_mode mode, int session_level,
+                      int transaction_level)
+{
+    (void)pid, (void)key, (void)mode;
+    *(int *)user += session_level + transaction_level;
+    return 0;
+}
+
+static void check_end(world *w)
+{
+    int holds = 0;
+    advlock_fake_db_each_hold(&w->db, count_hold, &holds);
+    if (holds != 0)
+        violation(w, -1, "the run ended with %d holds at the server", holds);
+    for (int ci = 0; ci < w->nconns; ci++)
+        if (w->conns[ci].is_set && advlock_peers_count(&w->conns[ci].peers) != 0)
+            violation(w, -1, "the run ended with %zu peers in connection %d's table",
+                      advlock_peers_count(&w->conns[ci].peers), ci);
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+static int config_ok(const advlock_sim_lockset_config *cfg)
+{
+    return cfg->sets >= 1 && cfg->sets <= ADVLOCK_SIM_LOCKSET_MAX_SETS && cfg->members >= 1
+           && cfg->members <= ADVLOCK_SIM_LOCKSET_MAX_MEMBERS && cfg->loners >= 0
+           && cfg->loners <= ADVLOCK_SIM_LOCKSET_MAX_LONERS && cfg->keys >= 1
+           && cfg->keys <= ADVLOCK_SIM_LOCKSET_MAX_KEYS && cfg->cycles >= 1
+           && cfg->latency_max_ms >= 0 && cfg->think_max_ms >= 0 && cfg->hold_max_ms >= 0
+           && cfg->timeout_max_ms >= 0;
+}
+
+static void add_conn(world *w, int is_set, int members)
+{
+    int ci = w->nconns++;
+    conn *c = &w->conns[ci];
+    memset(c, 0, sizeof *c);
+    c->is_set = is_set;
+    advlock_peers_init(&c->peers, c->buckets, NBUCKETS);
+    open_session(w, c);
+    c->kill_at = advlock_prng_chance(&w->prng, w->cfg->kill_ppm) ? advlock_prng_between(
+                     &w->prng, 0,
+                     (int64_t)w->cfg->cycles
+                         * (w->cfg->think_max_ms + w->cfg->hold_max_ms + w->cfg->timeout_max_ms))
+                                                                 : NEVER;
+    for (int i = 0; i < members; i++) {
+        member *mb = &w->members[w->nmembers++];
+        memset(mb, 0, sizeof *mb);
+        mb->conn = ci;
+        advlock_machine_init(&mb->machine);
+        advlock_peer_init(&mb->peer);
+        mb->cycles_left = w->cfg->cycles;
+        mb->phase = THINK;
+        mb->step_at = advlock_prng_between(&w->prng, 0, w->cfg->think_max_ms);
+        mb->wake_at = NEVER;
+        mb->cancel_at = NEVER;
+    }
+}
+
+enum event_kind { EV_NONE, EV_STEP, EV_WAKE, EV_CANCEL, EV_ARRIVE, EV_DELIVER, EV_KILL, EV_NOTICE };
+
+typedef struct next_event {
+    enum event_kind kind;
+    int index;
+    int64_t at;
+} next_event;
+
+static void consider(next_event *e, enum event_kind kind, int index, int64_t at)
+{
+    if (at < e->at) {
+        e->kind = kind;
+        e->index = index;
+        e->at = at;
+    }
+}
+
+static next_event next_of(const world *w)
+{
+    next_event e = {EV_NONE, 0, NEVER};
+    int busy = 0;
+    for (int m = 0; m < w->nmembers; m++)
+        busy |= w->members[m].phase != FINISHED;
+    for (int ci = 0; ci < w->nconns; ci++) {
+        const conn *c = &w->conns[ci];
+        if (c->killed) {
+            consider(&e, EV_NOTICE, ci, c->notice_at);
+            continue;
+        }
+        for (int i = 0; i < c->len; i++) {
+            const statement *s = &c->queue[(c->head + i) % ADVLOCK_SIM_LOCKSET_MAX_MEMBERS];
+            if (s->sent && !s->ran) {
+                consider(&e, EV_ARRIVE, ci, s->arrive_at);
+                break;
+            }
+        }
+        if (c->len > 0 && c->queue[c->head].ran)
+            consider(&e, EV_DELIVER, ci, c->queue[c->head].deliver_at);
+        if (busy)
+            consider(&e, EV_KILL, ci, c->kill_at);
+    }
+    for (int m = 0; m < w->nmembers; m++) {
+        const member *mb = &w->members[m];
+        consider(&e, EV_STEP, m, mb->step_at);
+        consider(&e, EV_WAKE, m, mb->wake_at);
+        consider(&e, EV_CANCEL, m, mb->cancel_at);
+    }
+    return e;
+}
+
+static void handle(world *w, const next_event *e)
+{
+    /* index: a member's for the first three kinds, else a connection's */
+    member *mb = e->kind <= EV_CANCEL ? &w->members[e->index] : NULL;
+    conn *c = e->kind > EV_CANCEL ? &w->conns[e->index] : NULL;
+    switch (e->kind) {
+    case EV_STEP: start_operation(w, e->index); break;
+    case EV_WAKE:
+        mb->wake_at = NEVER;
+        if (advlock_on_timer(&mb->machine, w->now_ms) != 0)
+            violation(w, e->index, "the machine refused its timer");
+        drive(w, e->index);
+        break;
+    case EV_CANCEL:
+        mb->cancel_at = NEVER;
+        trace(w, e->index, "cancel");
+        if (advlock_cancel(&mb->machine, w->now_ms) != 0)
+            violation(w, e->index, "the machine refused a cancel of its acquire");
+        drive(w, e->index);
+        break;
+    case EV_ARRIVE:
+        for (int i = 0; i < c->len; i++)
+            if (!queued(c, i)->ran) {
+                on_arrive(w, c, queued(c, i));
+                break;
+            }
+        break;
+    case EV_DELIVER: on_deliver(w, c); break;
+    case EV_KILL: on_kill(w, e->index); break;
+    case EV_NOTICE: on_notice(w, e->index); break;
+    case EV_NONE: break;
+    }
+}
+
+int advlock_sim_lockset_run(const advlock_sim_lockset_config *cfg, advlock_sim_lockset_stats *out)
+{
+    if (cfg == NULL || out == NULL || !config_ok(cfg))
+        return ADVLOCK_EINVAL;
+    world w;
+    memset(out, 0, sizeof *out);
+    w.cfg = cfg;
+    w.st = out;
+    w.now_ms = 0;
+    w.nconns = 0;
+    w.nmembers = 0;
+    advlock_prng_seed(&w.prng, cfg->seed);
+    advlock_fake_db_init(&w.db);
+    for (int k = 0; k < cfg->keys; k++)
+        advlock_derive_key(key_names[k], strlen(key_names[k]), &w.keys[k]);
+    for (int s = 0; s < cfg->sets; s++)
+        add_conn(&w, 1, cfg->members);
+    for (int l = 0; l < cfg->loners; l++)
+        add_conn(&w, 0, 1);
+    while (!failed(&w)) {
+        next_event e = next_of(&w);
+        if (e.kind == EV_NONE)
+            break;
+        if (++out->events > MAX_EVENTS) {
+            violation(&w, -1, "the run did not end within %d events", MAX_EVENTS);
+            break;
+        }
+        w.now_ms = e.at > w.now_ms ? e.at : w.now_ms;
+        handle(&w, &e);
+        check_world(&w);
+    }
+    if (!failed(&w))
+        check_end(&w);
+    return failed(&w) ? ADVLOCK_SIM_VIOLATION : 0;
+}
