@@ -75,16 +75,15 @@ int advlock_pq_ls_try_mode(int sql, advlock_mode *mode)
 }
 
 /* The answer the server gives a try-lock for a key another session holds
- * (see advlock_peers_ask()): the member backs off exactly as then. */
+ * (docs/design.md, "Lock sets"): FALSE, the guarded rows' too (their NULL
+ * would say the claimed session was missed); the member backs off exactly
+ * as then. */
 static void answer_busy(advlock_pq_member *m, advlock_sql sql, int64_t now_ms)
 {
     if (sql == ADVLOCK_SQL_TRY_LOCK_FENCED)
         (void)advlock_on_fenced(&m->machine_, 0, 0, now_ms);
     else
-        (void)advlock_on_result(&m->machine_,
-                                advlock_sql_guarded(sql) ? ADVLOCK_RESULT_NULL
-                                                         : ADVLOCK_RESULT_FALSE,
-                                NULL, NULL, now_ms);
+        (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);
 }
 
 int advlock_pq_ls_may_send(advlock_pq_lockset *s, advlock_pq_member *m, const advlock_action *act,
