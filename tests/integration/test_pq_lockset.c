@@ -276,6 +276,34 @@ static void test_terminated_backend_loses_every_held_lock(void **state)
     assert_int_equal(advlock_pq_member_report(&f->members[0])->lock.failure, ADVLOCK_ECONNLOST);
 }
 
+static void test_reset_connection_loses_every_held_lock(void **state)
+{
+    fixture *f = *state;
+    char name[200];
+    enum { HELD = 3 };
+    for (int i = 0; i < HELD; i++) {
+        name_of(name, sizeof name, f, i);
+        start(f, &f->members[i], name, 0, NULL);
+    }
+    run(&f->set);
+    int old_pid = PQbackendPID(f->conn);
+    PQreset(f->conn);
+    assert_int_equal(PQstatus(f->conn), CONNECTION_OK);
+    assert_int_not_equal(PQbackendPID(f->conn), old_pid);
+    assert_int_equal(advlock_pq_lockset_process(&f->set, 0, advlock_pq_now_ms()), 0);
+    for (int i = 0; i < HELD; i++) {
+        assert_true(advlock_pq_member_lost(&f->members[i]));
+        assert_non_null(
+            strstr(advlock_pq_member_report(&f->members[i])->server_message, "was reset"));
+    }
+    /* The set goes on over the new session: checked, pipelined anew. */
+    start(f, &f->members[0], f->lock.key, 0, NULL);
+    run(&f->set);
+    expect(&f->members[0], ADVLOCK_ACQUIRED);
+    assert_int_equal(backend_locks(f, NULL), 1);
+    release(f, &f->members[0]);
+}
+
 /* ---- cancellations in a pipelined batch ---- */
 
 static void test_cancels_in_a_batch_leave_nothing_behind(void **state)
@@ -418,6 +446,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_members_and_another_process_contend_both_ways, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_terminated_backend_loses_every_held_lock, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reset_connection_loses_every_held_lock, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancels_in_a_batch_leave_nothing_behind, setup,
                                         teardown),
