@@ -627,7 +627,8 @@ typedef struct advlock_pq_lockset {
     advlock_peer **buckets_;
     advlock_pq_entry_ *ring_; /* the pipeline's statements, oldest first */
     size_t ring_head_, ring_count_, ring_size_;
-    advlock_pq_member *lists_[5];
+    advlock_pq_member *lists_[5]; /* members by phase, oldest first */
+    advlock_pq_member *tails_[5];
     advlock_pq_query_ query_; /* the answer being read */
     advlock_pq_report notices_;
     int64_t pending_since_ms_;

@@ -18,14 +18,18 @@
 #include <stdio.h>
 #include <string.h>
 
+/* At the end: members are sent, woken and restarted in the order they
+ * came, so the first to ask for a name is the first to try it. */
 static void list_add(advlock_pq_lockset *s, advlock_pq_member *m, int list)
 {
     m->list_ = (uint8_t)list;
-    m->prev_ = NULL;
-    m->next_ = s->lists_[list];
-    if (m->next_ != NULL)
-        m->next_->prev_ = m;
-    s->lists_[list] = m;
+    m->next_ = NULL;
+    m->prev_ = s->tails_[list];
+    if (m->prev_ != NULL)
+        m->prev_->next_ = m;
+    else
+        s->lists_[list] = m;
+    s->tails_[list] = m;
 }
 
 static void list_remove(advlock_pq_lockset *s, advlock_pq_member *m)
@@ -38,6 +42,8 @@ static void list_remove(advlock_pq_lockset *s, advlock_pq_member *m)
         s->lists_[m->list_] = m->next_;
     if (m->next_ != NULL)
         m->next_->prev_ = m->prev_;
+    else
+        s->tails_[m->list_] = m->prev_;
     m->next_ = m->prev_ = NULL;
     m->list_ = LS_NO_LIST;
 }
@@ -182,7 +188,7 @@ void advlock_pq_ls_session_answered(advlock_pq_lockset *s, int64_t now_ms)
     /* Taken whole first: a start may park a member again (a failed check
      * leaves the session unchecked, and the first restarted asks anew). */
     advlock_pq_member *m = s->lists_[LS_PENDING_LIST];
-    s->lists_[LS_PENDING_LIST] = NULL;
+    s->lists_[LS_PENDING_LIST] = s->tails_[LS_PENDING_LIST] = NULL;
     while (m != NULL) {
         advlock_pq_member *next = m->next_;
         m->list_ = LS_NO_LIST;
