@@ -51,8 +51,8 @@ static void set_take_all(void)
 {
     int64_t now = advlock_pq_now_ms();
     for (int i = 0; i < locks; i++)
-        if (advlock_pq_lockset_start_acquire(&set, &members[i], names[i], strlen(names[i]), 0,
-                                             NULL, now)
+        if (advlock_pq_lockset_start_acquire(&set, &members[i], names[i], strlen(names[i]), 0, NULL,
+                                             now)
             != 0)
             bench_fail("set: the acquire of %s was refused", names[i]);
     drive_set();
@@ -140,8 +140,8 @@ static void drive_adapters(int n)
         int64_t now = advlock_pq_now_ms(), at;
         for (int i = 0; i < n; i++) {
             busy += advlock_pq_async_busy(&adapters[i]);
-            unsigned wants = advlock_pq_async_busy(&adapters[i]) ? advlock_pq_async_wants(&adapters[i])
-                                                                 : 0;
+            unsigned wants =
+                advlock_pq_async_busy(&adapters[i]) ? advlock_pq_async_wants(&adapters[i]) : 0;
             fds[i].fd = wants != 0 ? advlock_pq_async_socket(&adapters[i]) : -1;
             fds[i].events = (short)(((wants & ADVLOCK_PQ_READ) ? POLLIN : 0)
                                     | ((wants & ADVLOCK_PQ_WRITE) ? POLLOUT : 0));
@@ -170,8 +170,8 @@ static void connections_take(int first, int n)
 {
     int64_t now = advlock_pq_now_ms();
     for (int i = 0; i < n; i++)
-        if (advlock_pq_async_start_acquire(&adapters[i], names[first + i],
-                                           strlen(names[first + i]), 0, now)
+        if (advlock_pq_async_start_acquire(&adapters[i], names[first + i], strlen(names[first + i]),
+                                           0, now)
             != 0)
             bench_fail("connections: the acquire of %s was refused", names[first + i]);
     drive_adapters(n);
@@ -308,8 +308,8 @@ int main(int argc, char **argv)
     snprintf(limit, sizeof limit, "raw libpq pipeline, same keys: %.0f/s", raw_rate);
     bench_emit(&(bench_figure){"many_locks_one_connection", set_rate, "locks/s", limit, vs_raw,
                                "ratio >= 0.8", vs_raw >= 0.8});
-    bench_emit(&(bench_figure){"many_locks_one_connection_locks", locks, "locks", NULL, NAN, NULL,
-                               -1});
+    bench_emit(
+        &(bench_figure){"many_locks_one_connection_locks", locks, "locks", NULL, NAN, NULL, -1});
     snprintf(limit, sizeof limit, "the set: %.0f/s", set_rate);
     bench_emit(&(bench_figure){"many_locks_connection_per_lock", conn_rate, "locks/s", limit,
                                bench_median_ratio(&c[2], &c[0], rounds), NULL, -1});

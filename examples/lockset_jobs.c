@@ -86,8 +86,8 @@ int main(void)
         else
             snprintf(j->name, sizeof j->name, "nightly report");
         advlock_pq_member_init(&j->lock);
-        (void)advlock_pq_lockset_start_acquire(&set, &j->lock, j->name, strlen(j->name),
-                                               TIMEOUT_MS, NULL, now);
+        (void)advlock_pq_lockset_start_acquire(&set, &j->lock, j->name, strlen(j->name), TIMEOUT_MS,
+                                               NULL, now);
     }
 
     int ended = 0, ok = 1;

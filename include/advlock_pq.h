@@ -557,7 +557,6 @@ ADVLOCK_API int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_
  */
 ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
 
-
 /* ---- lock sets: many locks over one connection ------------------------------ */
 
 /*
@@ -731,8 +730,7 @@ ADVLOCK_API int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_me
  * Returns 0, or ADVLOCK_EINVAL (set NULL, ready has other bits) or
  * ADVLOCK_EMISUSE (set unbound).
  */
-ADVLOCK_API int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready,
-                                           int64_t now_ms);
+ADVLOCK_API int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready, int64_t now_ms);
 
 /* The socket to watch (PQsocket()), or -1 (NULL, unbound, closed). */
 ADVLOCK_API int advlock_pq_lockset_socket(const advlock_pq_lockset *set);

@@ -75,8 +75,8 @@ static void run_until_sleeping(advlock_pq_lockset *set, advlock_pq_member *m)
 static void start(fixture *f, advlock_pq_member *m, const char *name, int64_t timeout_ms,
                   const advlock_options *o)
 {
-    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, name, strlen(name), timeout_ms,
-                                                      o, advlock_pq_now_ms()),
+    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, name, strlen(name), timeout_ms, o,
+                                                      advlock_pq_now_ms()),
                      0);
 }
 
@@ -107,6 +107,19 @@ static long long backend_locks(fixture *f, const char *mode)
 static void name_of(char *buf, size_t size, const fixture *f, int i)
 {
     snprintf(buf, size, "%s #%d", f->lock.key, i);
+}
+
+/* Members 0 .. n-1 take names #0 .. #n-1 (one try each) and hold them. */
+static void hold_distinct(fixture *f, int n)
+{
+    char name[200];
+    for (int i = 0; i < n; i++) {
+        name_of(name, sizeof name, f, i);
+        start(f, &f->members[i], name, 0, NULL);
+    }
+    run(&f->set);
+    for (int i = 0; i < n; i++)
+        expect(&f->members[i], ADVLOCK_ACQUIRED);
 }
 
 /* ---- many locks, one connection ---- */
@@ -222,8 +235,8 @@ static void test_members_and_another_process_contend_both_ways(void **state)
     /* The other process lets go while the member waits: it gets it. */
     start(f, m, f->lock.key, 10000, NULL);
     run_until_sleeping(&f->set, m);
-    assert_string_equal(pgt_query(f->other, buf, sizeof buf, "SELECT pg_advisory_unlock($1::bigint)",
-                                  key, (char *)NULL),
+    assert_string_equal(pgt_query(f->other, buf, sizeof buf,
+                                  "SELECT pg_advisory_unlock($1::bigint)", key, (char *)NULL),
                         "t");
     run(&f->set);
     expect(m, ADVLOCK_ACQUIRED);
@@ -243,15 +256,8 @@ static void test_members_and_another_process_contend_both_ways(void **state)
 static void test_terminated_backend_loses_every_held_lock(void **state)
 {
     fixture *f = *state;
-    char name[200];
     enum { HELD = 5 };
-    for (int i = 0; i < HELD; i++) {
-        name_of(name, sizeof name, f, i);
-        start(f, &f->members[i], name, 0, NULL);
-    }
-    run(&f->set);
-    for (int i = 0; i < HELD; i++)
-        expect(&f->members[i], ADVLOCK_ACQUIRED);
+    hold_distinct(f, HELD);
 
     pgt_terminate(f->lock.observer, PQbackendPID(f->conn));
     int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
@@ -279,13 +285,8 @@ static void test_terminated_backend_loses_every_held_lock(void **state)
 static void test_reset_connection_loses_every_held_lock(void **state)
 {
     fixture *f = *state;
-    char name[200];
     enum { HELD = 3 };
-    for (int i = 0; i < HELD; i++) {
-        name_of(name, sizeof name, f, i);
-        start(f, &f->members[i], name, 0, NULL);
-    }
-    run(&f->set);
+    hold_distinct(f, HELD);
     int old_pid = PQbackendPID(f->conn);
     PQreset(f->conn);
     assert_int_equal(PQstatus(f->conn), CONNECTION_OK);
@@ -330,8 +331,7 @@ static void test_cancels_in_a_batch_leave_nothing_behind(void **state)
                          0);
     /* The batch goes; every third of the rest is cancelled in flight. */
     assert_int_equal(advlock_pq_lockset_wants(&f->set), ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE);
-    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()),
-                     0);
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
     /* Sent, unanswered: nothing has been read since. */
     assert_int_equal(advlock_pq_lockset_wants(&f->set), ADVLOCK_PQ_READ);
     for (int i = 1; i < BATCH; i += 3) {
@@ -376,9 +376,9 @@ static void test_blocking_acquire_drives_the_whole_set(void **state)
         start(f, &f->members[i], name, 0, NULL);
     }
     advlock_pq_report r;
-    assert_int_equal(advlock_pq_lockset_acquire(&f->set, &f->members[0], f->lock.key,
-                                                f->lock.len, 0, NULL, &r),
-                     0);
+    assert_int_equal(
+        advlock_pq_lockset_acquire(&f->set, &f->members[0], f->lock.key, f->lock.len, 0, NULL, &r),
+        0);
     pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
     run(&f->set);
     for (int i = 1; i <= OTHERS; i++)

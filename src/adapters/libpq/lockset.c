@@ -247,8 +247,7 @@ static int set_options(advlock_pq_member *m, const advlock_options *o)
         chosen = *o;
     else
         advlock_options_init(&chosen);
-    if (chosen.scope != ADVLOCK_SESSION || chosen.wait != ADVLOCK_WAIT_POLL
-        || chosen.lease_ms != 0)
+    if (chosen.scope != ADVLOCK_SESSION || chosen.wait != ADVLOCK_WAIT_POLL || chosen.lease_ms != 0)
         return ADVLOCK_EINVAL;
     advlock_pq_seed_jitter(&chosen);
     advlock_machine_init(&m->machine_);
@@ -364,7 +363,7 @@ const advlock_pq_report *advlock_pq_member_report(const advlock_pq_member *m)
     if (m == NULL)
         return NULL;
     return m->phase_ == LS_DONE || m->phase_ == LS_HELD || m->phase_ == LS_LOST ? &m->report_
-                                                                                 : NULL;
+                                                                                : NULL;
 }
 
 size_t advlock_pq_lockset_busy(const advlock_pq_lockset *set)
@@ -452,10 +451,10 @@ int advlock_pq_lockset_acquire(advlock_pq_lockset *set, advlock_pq_member *m, co
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    return run(set, m,
-               advlock_pq_lockset_start_acquire(set, m, name, len, timeout_ms, o,
-                                                advlock_pq_now_ms()),
-               report);
+    return run(
+        set, m,
+        advlock_pq_lockset_start_acquire(set, m, name, len, timeout_ms, o, advlock_pq_now_ms()),
+        report);
 }
 
 int advlock_pq_lockset_release(advlock_pq_lockset *set, advlock_pq_member *m,

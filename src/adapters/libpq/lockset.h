@@ -6,16 +6,7 @@
 #include "pq.h"
 
 /* A member's phase (advlock_pq_member.phase_); lockset.c says what each means. */
-enum {
-    LS_IDLE = 0,
-    LS_PENDING,
-    LS_QUEUED,
-    LS_SENT,
-    LS_SLEEPING,
-    LS_HELD,
-    LS_DONE,
-    LS_LOST
-};
+enum { LS_IDLE = 0, LS_PENDING, LS_QUEUED, LS_SENT, LS_SLEEPING, LS_HELD, LS_DONE, LS_LOST };
 
 /* The set's member lists (advlock_pq_lockset.lists_). */
 enum { LS_NO_LIST = 0, LS_PENDING_LIST, LS_QUEUE_LIST, LS_SLEEP_LIST, LS_HELD_LIST };

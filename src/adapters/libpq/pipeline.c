@@ -132,8 +132,8 @@ static uint8_t choose_form(advlock_pq_lockset *s, const advlock_action *act)
 /* A statement that could not go: its answer is libpq's reason, at once. */
 static void not_sent(advlock_pq_lockset *s, advlock_pq_member *m, int64_t now_ms)
 {
-    const char *why = PQstatus(s->conn_) == CONNECTION_BAD ? PQerrorMessage(s->conn_)
-                                                           : "out of memory";
+    const char *why =
+        PQstatus(s->conn_) == CONNECTION_BAD ? PQerrorMessage(s->conn_) : "out of memory";
     advlock_pq_copy_line(m->report_.server_message, sizeof m->report_.server_message, why);
     (void)advlock_peers_leave(&s->peers_, &m->peer_);
     (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_CONNECTION_LOST, NULL,
@@ -246,8 +246,9 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
         break;
     case GIVE_BACK:
         if (again)
-            give_back(s, e.sql_ == ADVLOCK_SQL_UNLOCK_SHARED ? ADVLOCK_SQL_TRY_LOCK_SHARED
-                                                             : ADVLOCK_SQL_TRY_LOCK,
+            give_back(s,
+                      e.sql_ == ADVLOCK_SQL_UNLOCK_SHARED ? ADVLOCK_SQL_TRY_LOCK_SHARED
+                                                          : ADVLOCK_SQL_TRY_LOCK,
                       e.key_);
         break;
     case DETACHED:

@@ -199,8 +199,8 @@ typedef struct advlock_pq_turn {
  * *at (NULL: no deadline) and no longer than max_wait_ms (-1: no limit);
  * returns at once when there is nothing to wait for. A signal ends it with
  * nothing seen. The caller processes when ready or due. */
-void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd,
-                          int max_wait_ms, advlock_pq_turn *turn);
+void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd, int max_wait_ms,
+                          advlock_pq_turn *turn);
 
 /* Reads what an idle session's socket holds, without blocking; returns 1
  * if the connection is gone (async.c). */

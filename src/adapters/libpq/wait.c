@@ -38,8 +38,8 @@ static unsigned seen(short revents)
     return ready;
 }
 
-void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd,
-                         int max_wait_ms, advlock_pq_turn *turn)
+void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd, int max_wait_ms,
+                          advlock_pq_turn *turn)
 {
     struct pollfd fds[2] = {
         {.fd = wants != 0 ? fd : -1, .events = poll_events(wants)},
