@@ -570,14 +570,15 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  * for in a conflicting mode is answered "busy" without a statement, exactly
  * as if another process held it, and backs off or times out as usual.
  *
- * Session scope and polling only; no lease (refused, see
- * advlock_pq_lockset_start_acquire()).
+ * Session scope and polling only; the lease is the connection's
+ * (advlock_pq_lockset_set_lease()).
  */
 
 /* Private to the set: one statement in the pipeline, in the order sent. */
 typedef struct advlock_pq_entry_ {
     struct advlock_pq_member *member_; /* NULL once its member let go of it */
     int64_t key_;
+    int64_t sent_ms_;
     uint8_t kind_;
     uint8_t sql_;
     uint8_t form_;
@@ -630,7 +631,11 @@ typedef struct advlock_pq_lockset {
     advlock_pq_member *tails_[5];
     advlock_pq_query_ query_; /* the answer being read */
     advlock_pq_report notices_;
-    int64_t pending_since_ms_;
+    advlock_lease lease_;   /* the connection's (all zero: none) */
+    uint8_t lease_on_;      /* advlock_pq_lockset_set_lease() asked for one */
+    uint8_t lease_query_;   /* the lease's statement in flight: setup, heartbeat */
+    uint8_t lease_holding_; /* its heartbeats run: some member holds a lock */
+    uint8_t lease_expired_; /* it ran out: the connection must go */
     uint8_t reading_;       /* the head entry's first result came */
     uint8_t session_asked_; /* a session row is in flight */
     uint8_t unsynced_;      /* statements sent since the last sync */
@@ -661,6 +666,23 @@ ADVLOCK_API int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn);
  */
 ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
 
+/*
+ * Runs a lease on the set's connection (docs/libpq.md, "Leases"; lease_ms
+ * 0: none, the default): one setup before the first try-lock goes out, then,
+ * while any member holds a lock, one heartbeat at a time in the pipeline
+ * for all of them, and one stop deadline. A lease that runs out makes every
+ * held member LOST at once (report.lease_expiry says why, the words say
+ * when the server frees the locks); then close the connection: the set
+ * refuses new acquires (ADVLOCK_EMISUSE) until it is reset or bound anew.
+ * A setup the server refuses ends the acquires waiting for it FAILED, in
+ * words; the next acquire tries again.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (set NULL, a pair advlock_lease_plan_init()
+ * refuses) or ADVLOCK_EMISUSE (set unbound, a member busy or holding).
+ */
+ADVLOCK_API int advlock_pq_lockset_set_lease(advlock_pq_lockset *set, int64_t lease_ms,
+                                             int64_t stop_ms);
+
 /* Sets m to a member of no set, with nothing under way. No-op for NULL. */
 ADVLOCK_API void advlock_pq_member_init(advlock_pq_member *m);
 
@@ -683,9 +705,11 @@ ADVLOCK_API void advlock_pq_member_init(advlock_pq_member *m);
  *                       member would share one transaction),
  *                       ADVLOCK_WAIT_SERVER (a server-side wait would stall
  *                       every member's statements behind it), lease_ms > 0
- *                       (no lease on a set's connection yet);
+ *                       (the lease is the connection's:
+ *                       advlock_pq_lockset_set_lease());
  *     ADVLOCK_EUTF8, ADVLOCK_ECRYPTO  as for advlock_derive_key();
- *     ADVLOCK_EMISUSE   the set unbound, or m busy or holding a lock.
+ *     ADVLOCK_EMISUSE   the set unbound, m busy or holding a lock, or the
+ *                       set's lease ran out (close the connection).
  */
 ADVLOCK_API int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member *m,
                                                  const char *name, size_t len, int64_t timeout_ms,
@@ -745,8 +769,8 @@ ADVLOCK_API unsigned advlock_pq_lockset_wants(const advlock_pq_lockset *set);
 /*
  * Returns 1 and stores in *at_ms the earliest time at which
  * advlock_pq_lockset_process() must be called even if the socket stays
- * quiet: the end of the first member's sleep. Returns 0 when no member
- * sleeps (or for NULLs).
+ * quiet: the end of the first member's sleep, or the lease's next heartbeat
+ * or stop deadline. Returns 0 when there is none (or for NULLs).
  */
 ADVLOCK_API int advlock_pq_lockset_deadline(const advlock_pq_lockset *set, int64_t *at_ms);
 

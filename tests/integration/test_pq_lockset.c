@@ -305,6 +305,57 @@ static void test_reset_connection_loses_every_held_lock(void **state)
     release(f, &f->members[0]);
 }
 
+/* ---- the connection's lease ---- */
+
+/* The shortest lease: U = 3 s, D = 2 s, heartbeats every 0.5 s. */
+enum { LEASE_MS = 6000, D_MS = 2000 };
+
+static void test_one_lease_for_every_member(void **state)
+{
+    fixture *f = *state;
+    enum { HELD = 3 };
+    assert_int_equal(advlock_pq_lockset_set_lease(&f->set, 1000, 0), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_lockset_set_lease(&f->set, LEASE_MS, 0), 0);
+    hold_distinct(f, HELD);
+    assert_int_equal(advlock_pq_lockset_set_lease(&f->set, 0, 0), ADVLOCK_EMISUSE);
+    int64_t at;
+    assert_int_equal(advlock_pq_lockset_deadline(&f->set, &at), 1);
+    assert_true(at <= advlock_pq_now_ms() + D_MS);
+
+    /* Twice D with the server answering the heartbeats: all held. */
+    int64_t until = advlock_pq_now_ms() + 2 * D_MS;
+    while (advlock_pq_now_ms() < until) {
+        (void)advlock_pq_lockset_wait(&f->set, -1, 100);
+        for (int i = 0; i < HELD; i++)
+            assert_true(advlock_pq_member_held(&f->members[i]));
+    }
+    char buf[512];
+    assert_non_null(
+        strstr(pgt_last_statement(f->lock.observer, f->conn, buf, sizeof buf), "tcp_user_timeout"));
+
+    /* The server stops answering: every member LOST by the stop deadline. */
+    int pid = PQbackendPID(f->conn);
+    int64_t frozen_at = advlock_pq_now_ms();
+    pgt_freeze(pid);
+    until = frozen_at + D_MS + 2000;
+    while (!advlock_pq_member_lost(&f->members[0]) && advlock_pq_now_ms() < until)
+        (void)advlock_pq_lockset_wait(&f->set, -1, 100);
+    assert_true(advlock_pq_now_ms() <= frozen_at + D_MS + 200);
+    for (int i = 0; i < HELD; i++) {
+        const advlock_pq_report *r = advlock_pq_member_report(&f->members[i]);
+        assert_true(advlock_pq_member_lost(&f->members[i]));
+        assert_int_equal(r->lease_expiry, ADVLOCK_LEASE_NO_ANSWER);
+        assert_non_null(strstr(r->server_message, "no heartbeat answered within 2s (lease 6s)"));
+        assert_non_null(
+            strstr(pgt_describe(r, "x"), "lost: its lease ran out: no heartbeat answered"));
+    }
+    /* The connection must go: the set takes no new acquire on it. */
+    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[0], "x", 1, 0, NULL,
+                                                      advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
+    pgt_terminate_frozen(f->lock.observer, pid);
+}
+
 /* ---- cancellations in a pipelined batch ---- */
 
 static void test_cancels_in_a_batch_leave_nothing_behind(void **state)
@@ -408,7 +459,7 @@ static void test_refused_options_and_misuse(void **state)
     assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, "x", 1, 0, &o, now),
                      ADVLOCK_EINVAL);
     advlock_options_init(&o);
-    o.lease_ms = 30000;
+    o.lease_ms = 30000; /* the lease is the set's: advlock_pq_lockset_set_lease() */
     o.lease_stop_ms = 5000;
     assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, "x", 1, 0, &o, now),
                      ADVLOCK_EINVAL);
@@ -449,6 +500,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reset_connection_loses_every_held_lock, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_one_lease_for_every_member, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancels_in_a_batch_leave_nothing_behind, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_blocking_acquire_drives_the_whole_set, setup,

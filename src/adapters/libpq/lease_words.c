@@ -22,8 +22,7 @@ void advlock_pq_lease_say_setup_failed(const advlock_lease *l, const char *words
 
 int advlock_pq_lease_unbound(const advlock_lease *l, advlock_lease_expiry why)
 {
-    return why == ADVLOCK_LEASE_SETTINGS
-           || advlock_lease_setup_result(l) == ADVLOCK_LEASE_PROXIED;
+    return why == ADVLOCK_LEASE_SETTINGS || advlock_lease_setup_result(l) == ADVLOCK_LEASE_PROXIED;
 }
 
 /* The lease's words for why it ran out (words: what the failed heartbeat

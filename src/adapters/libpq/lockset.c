@@ -141,7 +141,7 @@ void advlock_pq_ls_follow(advlock_pq_lockset *s, advlock_pq_member *m, int64_t n
 }
 
 void advlock_pq_ls_answered(advlock_pq_lockset *s, advlock_pq_member *m, advlock_pq_query_ *q,
-                            int64_t now_ms)
+                            int64_t sent_ms, int64_t now_ms)
 {
     int granted = q->result_ == ADVLOCK_RESULT_TRUE;
     advlock_pq_ls_take_notices(s, &m->report_);
@@ -149,9 +149,10 @@ void advlock_pq_ls_answered(advlock_pq_lockset *s, advlock_pq_member *m, advlock
                            sizeof m->report_.server_message, now_ms);
     advlock_mode mode;
     if (advlock_pq_ls_try_mode(q->sql_, &mode)) {
-        if (granted)
+        if (granted) {
             (void)advlock_peers_granted(&s->peers_, &m->peer_);
-        else
+            advlock_pq_ls_lease_granted(s, sent_ms, now_ms);
+        } else
             (void)advlock_peers_leave(&s->peers_, &m->peer_);
     }
     if (q->sql_ == ADVLOCK_SQL_SESSION) {
@@ -199,12 +200,13 @@ void advlock_pq_ls_session_answered(advlock_pq_lockset *s, int64_t now_ms)
 }
 
 void advlock_pq_ls_lose_held(advlock_pq_lockset *s, const char *sqlstate, const char *words,
-                             int64_t now_ms)
+                             advlock_lease_expiry expiry, int64_t now_ms)
 {
     advlock_pq_member *m;
     while ((m = s->lists_[LS_HELD_LIST]) != NULL) {
         (void)advlock_peers_leave(&s->peers_, &m->peer_);
         advlock_pq_report_lost(&m->report_, sqlstate, words);
+        m->report_.lease_expiry = expiry;
         advlock_pq_ls_move(s, m, LS_LOST);
         advlock_notify(&m->machine_, ADVLOCK_EVENT_LOST, m->report_.server_message, now_ms);
     }
@@ -262,13 +264,15 @@ int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member 
         return ADVLOCK_EINVAL;
     if (set->conn_ == NULL || busy(m) || m->phase_ == LS_HELD)
         return ADVLOCK_EMISUSE;
+    advlock_pq_ls_notice_reset(set, now_ms);
+    if (set->lease_expired_)
+        return ADVLOCK_EMISUSE;
     int64_t key;
     int rc = advlock_derive_key(name, len, &key);
     if (rc == 0)
         rc = set_options(m, o);
     if (rc != 0)
         return rc;
-    advlock_pq_ls_notice_reset(set, now_ms);
     m->set_ = set;
     m->key_ = key;
     m->timeout_ms_ = timeout_ms;
@@ -382,7 +386,7 @@ int advlock_pq_lockset_deadline(const advlock_pq_lockset *set, int64_t *at_ms)
 {
     if (set == NULL || at_ms == NULL)
         return 0;
-    int64_t at = INT64_MAX;
+    int64_t at = advlock_pq_ls_lease_wake(set);
     for (const advlock_pq_member *m = set->lists_[LS_SLEEP_LIST]; m != NULL; m = m->next_) {
         int64_t wake = advlock_next_action(&m->machine_).wake_at_ms;
         if (wake < at)

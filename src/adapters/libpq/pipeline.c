@@ -25,15 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What an entry is (advlock_pq_entry_.kind_). */
-enum {
-    MEMBER,    /* a member's statement: its answer goes to the member */
-    DETACHED,  /* a cancelled member's: read and dropped, a grant given back */
-    PREPARE,   /* the set's PREPARE of a statement */
-    GIVE_BACK, /* the set's unlock of a detached member's grant */
-    SYNC       /* the end of a batch */
-};
-
 enum { BUCKETS = 4096, FIRST_RING = 64 };
 
 static uint32_t bit(int sql)
@@ -79,8 +70,8 @@ void advlock_pq_ls_detach(advlock_pq_lockset *s, advlock_pq_member *m)
 {
     for (size_t i = 0; i < s->ring_count_; i++) {
         advlock_pq_entry_ *e = ring_at(s, i);
-        if (e->kind_ == MEMBER && e->member_ == m) {
-            e->kind_ = DETACHED;
+        if (e->kind_ == LS_MEMBER && e->member_ == m) {
+            e->kind_ = LS_DETACHED;
             e->member_ = NULL;
         }
     }
@@ -90,16 +81,16 @@ size_t advlock_pq_ls_members_in_flight(const advlock_pq_lockset *s)
 {
     size_t n = 0;
     for (size_t i = 0; i < s->ring_count_; i++)
-        n += ring_at(s, i)->kind_ == MEMBER;
+        n += ring_at(s, i)->kind_ == LS_MEMBER;
     return n;
 }
 
 /* ---- sending ------------------------------------------------------------- */
 
-/* Appends entry e and sends its statement (act's parameters); 0 if libpq
- * refused it (a broken connection) or memory ran out: nothing sent. */
-static int send_entry(advlock_pq_lockset *s, const advlock_pq_entry_ *e, const advlock_action *act)
+int advlock_pq_ls_send_entry(advlock_pq_lockset *s, advlock_pq_entry_ *e, const advlock_action *act,
+                             int64_t now_ms)
 {
+    e->sent_ms_ = now_ms;
     advlock_pq_query_ q;
     memset(&q, 0, sizeof q);
     q.sql_ = e->sql_;
@@ -122,8 +113,8 @@ static uint8_t choose_form(advlock_pq_lockset *s, const advlock_action *act)
     if (s->session_.proxied || sql == ADVLOCK_SQL_SESSION || (s->unnamed_ & bit(sql)))
         return ADVLOCK_PQ_EXECUTE_UNNAMED;
     if (!(s->prepared_ & bit(sql)) && !(s->preparing_ & bit(sql))) {
-        advlock_pq_entry_ prepare = {NULL, 0, PREPARE, (uint8_t)sql, ADVLOCK_PQ_PREPARE};
-        if (send_entry(s, &prepare, act))
+        advlock_pq_entry_ prepare = {NULL, 0, 0, LS_PREPARE, (uint8_t)sql, ADVLOCK_PQ_PREPARE};
+        if (advlock_pq_ls_send_entry(s, &prepare, act, 0))
             s->preparing_ |= bit(sql);
     }
     return ADVLOCK_PQ_EXECUTE_NAMED;
@@ -144,19 +135,21 @@ static void not_sent(advlock_pq_lockset *s, advlock_pq_member *m, int64_t now_ms
 static void send_member(advlock_pq_lockset *s, advlock_pq_member *m, const advlock_action *act,
                         int64_t now_ms)
 {
-    advlock_pq_entry_ e = {m, act->param, MEMBER, (uint8_t)act->sql, 0};
+    advlock_pq_entry_ e = {m, act->param, 0, LS_MEMBER, (uint8_t)act->sql, 0};
     e.form_ = choose_form(s, act);
-    if (send_entry(s, &e, act))
+    if (advlock_pq_ls_send_entry(s, &e, act, now_ms))
         advlock_pq_ls_move(s, m, LS_SENT);
     else
         not_sent(s, m, now_ms);
 }
 
 /* One statement at a time where batches are not safe: behind a proxy,
- * and for the session check, which finds out whether there is one. */
+ * for the session check, which finds out whether there is one, and for
+ * the lease's setup, which the first try must wait for. */
 static int batch_closed(const advlock_pq_lockset *s)
 {
-    return s->ring_count_ > 0 && (s->session_.proxied || !s->session_.checked);
+    return s->ring_count_ > 0
+           && (s->session_.proxied || !s->session_.checked || s->lease_query_ == LS_LEASE_SETUP);
 }
 
 /* Sends what the queued members' machines ask for. */
@@ -164,8 +157,12 @@ static void send_queued(advlock_pq_lockset *s, int64_t now_ms)
 {
     advlock_pq_member *m;
     while ((m = s->lists_[LS_QUEUE_LIST]) != NULL && !batch_closed(s)) {
-        advlock_pq_ls_move(s, m, LS_IDLE); /* out of the queue */
         advlock_action act = advlock_next_action(&m->machine_);
+        if (act.kind == ADVLOCK_ACTION_QUERY && advlock_pq_ls_lease_needs_setup(s, &act)) {
+            advlock_pq_ls_lease_setup(s, now_ms); /* m waits for it, queued */
+            continue;
+        }
+        advlock_pq_ls_move(s, m, LS_IDLE); /* out of the queue */
         if (act.kind != ADVLOCK_ACTION_QUERY) {
             advlock_pq_ls_follow(s, m, now_ms);
             continue;
@@ -177,10 +174,10 @@ static void send_queued(advlock_pq_lockset *s, int64_t now_ms)
 
 /* Ends the batch sent since the last sync (members' statements, the set's
  * give-backs) with a sync, and hands libpq's output to the socket. */
-static void end_batch(advlock_pq_lockset *s)
+void advlock_pq_ls_end_batch(advlock_pq_lockset *s)
 {
     if (s->unsynced_) {
-        advlock_pq_entry_ sync = {NULL, 0, SYNC, 0, 0};
+        advlock_pq_entry_ sync = {NULL, 0, 0, LS_SYNC, 0, 0};
         if (ring_push(s, &sync) && PQpipelineSync(s->conn_) != 1)
             s->ring_count_--;
         s->unsynced_ = 0;
@@ -205,8 +202,9 @@ static void give_back(advlock_pq_lockset *s, int try_sql, int64_t key)
     act.sql = (advlock_sql)unlock_of[try_sql];
     act.param = key;
     act.param2 = (int64_t)s->session_.token;
-    advlock_pq_entry_ e = {NULL, key, GIVE_BACK, (uint8_t)act.sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
-    (void)send_entry(s, &e, &act);
+    advlock_pq_entry_ e = {
+        NULL, key, 0, LS_GIVE_BACK, (uint8_t)act.sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
+    (void)advlock_pq_ls_send_entry(s, &e, &act, 0);
 }
 
 /* ---- answers ------------------------------------------------------------- */
@@ -236,7 +234,7 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
     }
     advlock_mode mode;
     switch (e.kind_) {
-    case PREPARE:
+    case LS_PREPARE:
         s->preparing_ &= ~bit(e.sql_);
         /* 42P05: prepared already, by another adapter on this connection. */
         if (q->status_ == PGRES_COMMAND_OK || strcmp(q->sqlstate_, "42P05") == 0)
@@ -244,25 +242,26 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
         else if (!again && !lost)
             s->unnamed_ |= bit(e.sql_);
         break;
-    case GIVE_BACK:
+    case LS_GIVE_BACK:
         if (again)
             give_back(s,
                       e.sql_ == ADVLOCK_SQL_UNLOCK_SHARED ? ADVLOCK_SQL_TRY_LOCK_SHARED
                                                           : ADVLOCK_SQL_TRY_LOCK,
                       e.key_);
         break;
-    case DETACHED:
+    case LS_DETACHED:
         if (e.sql_ == ADVLOCK_SQL_SESSION)
             advlock_pq_ls_session_answered(s, now_ms);
         else if (q->result_ == ADVLOCK_RESULT_TRUE && advlock_pq_ls_try_mode(e.sql_, &mode))
             give_back(s, e.sql_, e.key_);
         break;
-    case MEMBER:
+    case LS_MEMBER:
         if (again)
             advlock_pq_ls_move(s, e.member_, LS_QUEUED);
         else
-            advlock_pq_ls_answered(s, e.member_, q, now_ms);
+            advlock_pq_ls_answered(s, e.member_, q, e.sent_ms_, now_ms);
         break;
+    case LS_LEASE: advlock_pq_ls_lease_answered(s, q, now_ms); break;
     default: break;
     }
     advlock_pq_answer_clear(q);
@@ -280,7 +279,7 @@ static void collect(advlock_pq_lockset *s, int64_t now_ms)
         if (PQisBusy(s->conn_))
             return;
         PGresult *res = PQgetResult(s->conn_);
-        if (head->kind_ == SYNC) {
+        if (head->kind_ == LS_SYNC) {
             if (res == NULL)
                 return; /* not yet */
             /* The batch's end; never followed by a NULL. */
@@ -325,7 +324,8 @@ void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms)
     (void)PQsetnonblocking(c, 1);
     if (PQpipelineStatus(c) == PQ_PIPELINE_OFF)
         (void)PQenterPipelineMode(c);
-    advlock_pq_ls_lose_held(s, "", words, now_ms);
+    advlock_pq_ls_lease_restart(s);
+    advlock_pq_ls_lose_held(s, "", words, ADVLOCK_LEASE_LIVE, now_ms);
     /* The old session's statements died with it. */
     while (s->ring_count_ > 0)
         complete(s, now_ms);
@@ -388,16 +388,17 @@ int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready, int64_t 
     collect(set, now_ms);
     advlock_pq_ls_wake_sleepers(set, now_ms);
     send_queued(set, now_ms);
-    end_batch(set);
-    collect(set, now_ms); /* a broken connection fails what was just sent */
-    end_batch(set);       /* give-backs the answers asked for */
+    advlock_pq_ls_end_batch(set);
+    collect(set, now_ms);         /* a broken connection fails what was just sent */
+    advlock_pq_ls_end_batch(set); /* give-backs the answers asked for */
+    advlock_pq_ls_lease_tend(set, now_ms);
     advlock_pq_notices_restore(&notices);
     /* The server's FATAL says why better than libpq's "server closed the
      * connection unexpectedly". */
     if (PQstatus(set->conn_) == CONNECTION_BAD || notices.fatal)
         advlock_pq_ls_lose_held(set, notices.fatal ? set->notices_.notice_sqlstate : "",
                                 notices.fatal ? set->notices_.notice : PQerrorMessage(set->conn_),
-                                now_ms);
+                                ADVLOCK_LEASE_LIVE, now_ms);
     return 0;
 }
 
