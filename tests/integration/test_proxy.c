@@ -22,7 +22,8 @@
  *     session pool and directly it says HELD, and the watch of the held lock
  *     goes on after it (a terminated session is still reported LOST);
  *   - a lock set through the session pool: its statements one at a time,
- *     guarded, its members excluding each other.
+ *     guarded, its members excluding each other, its lease's heartbeats
+ *     guarded too.
  */
 #include "pg_test.h"
 
@@ -509,6 +510,7 @@ static void test_session_pool_lockset(void **state)
     advlock_pq_lockset set;
     advlock_pq_member m[MEMBERS + 1];
     assert_int_equal(advlock_pq_lockset_init(&set, conn), 0);
+    assert_int_equal(advlock_pq_lockset_set_lease(&set, 6000, 0), 0); /* heartbeats every 0.5 s */
     char names[MEMBERS][200];
     for (int i = 0; i <= MEMBERS; i++) {
         advlock_pq_member_init(&m[i]);
@@ -533,6 +535,12 @@ static void test_session_pool_lockset(void **state)
     pgt_expect_outcome(advlock_pq_member_report(&m[MEMBERS]), ADVLOCK_TIMED_OUT);
     for (int i = 0; i < MEMBERS; i++)
         assert_int_equal(pgt_lock_count(f->lock.observer, pgt_key_of(names[i])), 1);
+    /* The lease's guarded heartbeats reach the claimed session: held on. */
+    int64_t until = advlock_pq_now_ms() + 3000; /* past D (2 s) */
+    while (advlock_pq_now_ms() < until)
+        (void)advlock_pq_lockset_wait(&set, -1, 100);
+    for (int i = 0; i < MEMBERS; i++)
+        assert_true(advlock_pq_member_held(&m[i]));
 
     for (int i = 0; i < MEMBERS; i++)
         assert_int_equal(advlock_pq_lockset_start_release(&set, &m[i], advlock_pq_now_ms()), 0);
