@@ -715,6 +715,12 @@ ADVLOCK_API int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advloc
                                                  const char *name, size_t len, int64_t timeout_ms,
                                                  const advlock_options *o, int64_t now_ms);
 
+/* As advlock_pq_lockset_start_acquire(), for a key already derived
+ * (advlock_derive_key()). */
+ADVLOCK_API int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                     int64_t key, int64_t timeout_ms,
+                                                     const advlock_options *o, int64_t now_ms);
+
 /*
  * Starts releasing the lock m holds (its acquire ended ACQUIRED): one
  * unlock statement in the acquire's mode, pipelined like the others.

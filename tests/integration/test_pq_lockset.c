@@ -159,8 +159,10 @@ static void test_two_members_on_one_name_exclude_each_other(void **state)
     expect(a, ADVLOCK_ACQUIRED);
 
     /* The server would grant b too (its locks are re-entrant per session):
-     * the set answers b "busy" itself, so b times out. */
-    start(f, b, f->lock.key, 300, NULL);
+     * the set answers b "busy" itself, so b times out (b asks by key). */
+    assert_int_equal(advlock_pq_lockset_start_acquire_key(&f->set, b, f->lock.derived, 300, NULL,
+                                                          advlock_pq_now_ms()),
+                     0);
     run(&f->set);
     expect(b, ADVLOCK_TIMED_OUT);
     assert_true(advlock_pq_member_report(b)->lock.attempts >= 2);

@@ -256,21 +256,18 @@ static int set_options(advlock_pq_member *m, const advlock_options *o)
     return advlock_set_options(&m->machine_, &chosen);
 }
 
-int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member *m,
-                                     const char *name, size_t len, int64_t timeout_ms,
-                                     const advlock_options *o, int64_t now_ms)
+int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_member *m, int64_t key,
+                                         int64_t timeout_ms, const advlock_options *o,
+                                         int64_t now_ms)
 {
-    if (set == NULL || m == NULL || (name == NULL && len > 0) || timeout_ms < 0)
+    if (set == NULL || m == NULL || timeout_ms < 0)
         return ADVLOCK_EINVAL;
     if (set->conn_ == NULL || busy(m) || m->phase_ == LS_HELD)
         return ADVLOCK_EMISUSE;
     advlock_pq_ls_notice_reset(set, now_ms);
     if (set->lease_expired_)
         return ADVLOCK_EMISUSE;
-    int64_t key;
-    int rc = advlock_derive_key(name, len, &key);
-    if (rc == 0)
-        rc = set_options(m, o);
+    int rc = set_options(m, o);
     if (rc != 0)
         return rc;
     m->set_ = set;
@@ -281,6 +278,17 @@ int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member 
     advlock_pq_report_begin(&m->report_);
     start_machine(set, m, now_ms);
     return 0;
+}
+
+int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member *m,
+                                     const char *name, size_t len, int64_t timeout_ms,
+                                     const advlock_options *o, int64_t now_ms)
+{
+    if (name == NULL && len > 0)
+        return ADVLOCK_EINVAL;
+    int64_t key;
+    int rc = advlock_derive_key(name, len, &key);
+    return rc != 0 ? rc : advlock_pq_lockset_start_acquire_key(set, m, key, timeout_ms, o, now_ms);
 }
 
 int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member *m, int64_t now_ms)
