@@ -260,7 +260,7 @@ static void setup(void)
     if (PQsetnonblocking(raw_conn, 1) != 0 || PQenterPipelineMode(raw_conn) != 1)
         bench_fail("raw: no pipeline mode: %s", PQerrorMessage(raw_conn));
 
-    conns = allocate((size_t)connections, sizeof *conns);
+    conns = allocate((size_t)connections, sizeof(PGconn *));
     adapters = allocate((size_t)connections, sizeof *adapters);
     fds = allocate((size_t)connections, sizeof *fds);
     for (int i = 0; i < connections; i++) {

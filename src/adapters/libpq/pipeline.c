@@ -42,7 +42,7 @@ static advlock_pq_entry_ *ring_at(const advlock_pq_lockset *s, size_t i)
 static int ring_push(advlock_pq_lockset *s, const advlock_pq_entry_ *e)
 {
     if (s->ring_count_ == s->ring_size_) {
-        size_t size = s->ring_size_ * 2;
+        size_t size = s->ring_size_ > 0 ? s->ring_size_ * 2 : FIRST_RING;
         advlock_pq_entry_ *bigger = malloc(size * sizeof *bigger);
         if (bigger == NULL)
             return 0;
@@ -339,7 +339,7 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
     if (PQstatus(conn) != CONNECTION_OK || !advlock_pq_conn_free(conn)
         || PQsetnonblocking(conn, 1) != 0)
         return ADVLOCK_EMISUSE;
-    set->buckets_ = calloc(BUCKETS, sizeof *set->buckets_);
+    set->buckets_ = calloc(BUCKETS, sizeof(advlock_peer *));
     set->ring_ = malloc(FIRST_RING * sizeof *set->ring_);
     if (set->buckets_ == NULL || set->ring_ == NULL) {
         advlock_pq_lockset_finish(set);
