@@ -417,6 +417,40 @@ static void test_cancels_in_a_batch_leave_nothing_behind(void **state)
     assert_int_equal(advlock_pq_lockset_wants(&f->set), 0);
 }
 
+/* Fenced members: each grant issues its key's next token; a fenced try
+ * goes in a batch of its own, so no other statement's failure can roll its
+ * token back. */
+static void test_fenced_members_get_increasing_tokens(void **state)
+{
+    fixture *f = *state;
+    enum { FENCED = 4 };
+    pgt_exec(f->lock.observer, advlock_fence_setup_sql());
+    advlock_options o;
+    advlock_options_init(&o);
+    o.fence = 1;
+    char name[200];
+    for (int i = 0; i < FENCED; i++) {
+        name_of(name, sizeof name, f, i);
+        start(f, &f->members[i], name, 0, &o);
+    }
+    start(f, &f->members[FENCED], f->lock.key, 0, NULL); /* a plain one among them */
+    run(&f->set);
+    for (int i = 0; i <= FENCED; i++)
+        expect(&f->members[i], ADVLOCK_ACQUIRED);
+    for (int i = 0; i < FENCED; i++)
+        assert_true(advlock_pq_member_report(&f->members[i])->lock.fence >= 1);
+    int64_t first = advlock_pq_member_report(&f->members[0])->lock.fence;
+    release(f, &f->members[0]);
+    name_of(name, sizeof name, f, 0);
+    start(f, &f->members[0], name, 0, &o);
+    run(&f->set);
+    expect(&f->members[0], ADVLOCK_ACQUIRED);
+    assert_true(advlock_pq_member_report(&f->members[0])->lock.fence > first);
+    for (int i = 0; i <= FENCED; i++)
+        release(f, &f->members[i]);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
 /* ---- the blocking forms ---- */
 
 static void test_blocking_acquire_drives_the_whole_set(void **state)
@@ -505,6 +539,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_lease_for_every_member, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancels_in_a_batch_leave_nothing_behind, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_fenced_members_get_increasing_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blocking_acquire_drives_the_whole_set, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),

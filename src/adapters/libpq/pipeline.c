@@ -14,7 +14,7 @@
  * any members' statements. The session check goes alone (its claim is a
  * setting, which an aborted batch would roll back); behind a proxy every
  * statement goes alone, since a transaction-pooling proxy may hand a batch
- * to another server session.
+ * to another server session. A fenced try goes in a batch of its own too.
  *
  * Statements go prepared: the first use of a statement sends its PREPARE
  * (the set's own entry) ahead of it in the same batch.
@@ -167,8 +167,17 @@ static void send_queued(advlock_pq_lockset *s, int64_t now_ms)
             advlock_pq_ls_follow(s, m, now_ms);
             continue;
         }
-        if (advlock_pq_ls_may_send(s, m, &act, now_ms))
-            send_member(s, m, &act, now_ms);
+        if (!advlock_pq_ls_may_send(s, m, &act, now_ms))
+            continue;
+        /* A fenced try writes its token in the batch's implicit transaction,
+         * which a later failure in the batch would roll back after the
+         * token was handed out: it goes in a batch of its own. */
+        int alone = act.sql == ADVLOCK_SQL_TRY_LOCK_FENCED;
+        if (alone)
+            advlock_pq_ls_end_batch(s);
+        send_member(s, m, &act, now_ms);
+        if (alone)
+            advlock_pq_ls_end_batch(s);
     }
 }
 
