@@ -166,6 +166,15 @@ static void test_two_members_on_one_name_exclude_each_other(void **state)
     run(&f->set);
     expect(b, ADVLOCK_TIMED_OUT);
     assert_true(advlock_pq_member_report(b)->lock.attempts >= 2);
+    /* Diagnosed, the holder is this process's own backend. */
+    advlock_options diagnose;
+    advlock_options_init(&diagnose);
+    diagnose.diagnose = 1;
+    start(f, b, f->lock.key, 0, &diagnose);
+    run(&f->set);
+    expect(b, ADVLOCK_TIMED_OUT);
+    assert_int_equal(advlock_pq_member_report(b)->lock.detail, ADVLOCK_DETAIL_DIAGNOSED);
+    assert_int_equal(advlock_pq_member_report(b)->lock.holder_pid, PQbackendPID(f->conn));
     assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, NULL, 1, f->conn), 1);
 
     /* b waits; a releases; b's next try finds the name free. */
