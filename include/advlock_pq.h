@@ -816,8 +816,15 @@ ADVLOCK_API const advlock_pq_report *advlock_pq_member_report(const advlock_pq_m
  * Blocking forms: start the operation and drive the whole set (every
  * member, advlock_pq_lockset_wait()) until m's has ended, then copy m's
  * report into report. Other members' operations go on meanwhile; other
- * threads must not touch the set. Unlike advlock_pq_acquire() there is no
- * bound past the schedule for a server that never answers.
+ * threads must not touch the set. As for advlock_pq_acquire(), an
+ * operation still waiting for the server ADVLOCK_PQ_GRACE_MS + 0.5 s past
+ * its schedule (timeout_ms for an acquire, 0 for a release) ends FAILED
+ * with ADVLOCK_ENOANSWER; since every member's statements wait behind the
+ * unanswered one, the set gives the connection up: every member under way
+ * ends so too, every held one turns LOST, and the set is unbound (calls
+ * return ADVLOCK_EMISUSE; advlock_pq_lockset_finish() still frees it):
+ * close the connection. No cancel request is sent (it would cancel
+ * whichever member's statement the server is running).
  *
  * Returns 0 when the operation ran (whatever its outcome), or the start's
  * error (report filled as for a refused call), or ADVLOCK_EINVAL (report

@@ -486,6 +486,30 @@ static void test_blocking_acquire_drives_the_whole_set(void **state)
     assert_int_equal(backend_locks(f, NULL), 0);
 }
 
+/* A blocking acquire whose statement the server never answers gives the
+ * whole connection up (every member's statements wait behind it): FAILED
+ * ENOANSWER within its bound, the held members LOST, the set unbound. */
+static void test_a_server_that_does_not_answer_gives_the_connection_up(void **state)
+{
+    fixture *f = *state;
+    hold_distinct(f, 2);
+    int pid = PQbackendPID(f->conn);
+    pgt_freeze(pid);
+    advlock_pq_report r;
+    int64_t started = advlock_pq_now_ms();
+    assert_int_equal(
+        advlock_pq_lockset_acquire(&f->set, &f->members[2], "unanswered", 10, 0, NULL, &r), 0);
+    int64_t took = advlock_pq_now_ms() - started;
+    assert_true(took >= ADVLOCK_PQ_GRACE_MS && took < ADVLOCK_PQ_GRACE_MS + 1000);
+    pgt_expect_outcome(&r, ADVLOCK_FAILED);
+    assert_int_equal(r.lock.failure, ADVLOCK_ENOANSWER);
+    for (int i = 0; i < 2; i++)
+        assert_true(advlock_pq_member_lost(&f->members[i]));
+    assert_int_equal(advlock_pq_lockset_process(&f->set, 0, advlock_pq_now_ms()), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_lockset_wants(&f->set), 0);
+    pgt_terminate_frozen(f->lock.observer, pid);
+}
+
 /* ---- what a set refuses ---- */
 
 static void test_refused_options_and_misuse(void **state)
@@ -551,6 +575,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fenced_members_get_increasing_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blocking_acquire_drives_the_whole_set, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_server_that_does_not_answer_gives_the_connection_up,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),
     };
     return cmocka_run_group_tests_name("libpq lock sets", tests, NULL, NULL);

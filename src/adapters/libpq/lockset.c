@@ -15,6 +15,7 @@
  */
 #include "lockset.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -310,9 +311,8 @@ int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member 
     return 0;
 }
 
-/* Ends an acquire CANCELLED without its machine, which may be waiting for
- * an answer that now goes to the set (or was never started). */
-static void cancelled(advlock_pq_lockset *s, advlock_pq_member *m, int64_t now_ms)
+void advlock_pq_ls_end(advlock_pq_lockset *s, advlock_pq_member *m, advlock_outcome outcome,
+                       int failure, int64_t now_ms)
 {
     advlock_report r;
     const advlock_report *live = advlock_next_action(&m->machine_).report;
@@ -323,8 +323,8 @@ static void cancelled(advlock_pq_lockset *s, advlock_pq_member *m, int64_t now_m
         r.key = m->key_;
         r.timeout_ms = m->timeout_ms_;
     }
-    r.outcome = ADVLOCK_CANCELLED;
-    r.failure = 0;
+    r.outcome = outcome;
+    r.failure = failure;
     r.detail = ADVLOCK_DETAIL_NONE;
     r.sqlstate[0] = '\0';
     r.elapsed_ms = now_ms - m->started_ms_;
@@ -349,7 +349,7 @@ int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int
                         && next.sql == ADVLOCK_SQL_SESSION;
     if (m->phase_ == LS_SENT)
         advlock_pq_ls_detach(set, m);
-    cancelled(set, m, now_ms);
+    advlock_pq_ls_end(set, m, ADVLOCK_CANCELLED, 0, now_ms);
     if (asked_session)
         advlock_pq_ls_session_answered(set, now_ms);
     return 0;
@@ -443,16 +443,39 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
     return turn.extra;
 }
 
-/* Drives the set until m's operation, which start_rc says started, ends. */
-static int run(advlock_pq_lockset *set, advlock_pq_member *m, int start_rc,
+/* How long past its schedule a blocking call waits for the server: the
+ * single adapter's grace plus the wait it gives its cancel request (see
+ * ADVLOCK_PQ_GRACE_MS). A set sends no cancel request: it would cancel
+ * whichever member's statement the server is running. */
+static const int64_t NO_ANSWER_GRACE_MS = ADVLOCK_PQ_GRACE_MS + 500;
+
+/* A poll() wait until until_ms, or -1 when it has passed. */
+static int wait_until(int64_t until_ms, int64_t now)
+{
+    if (until_ms == INT64_MAX || until_ms <= now)
+        return -1;
+    return until_ms - now > INT_MAX ? INT_MAX : (int)(until_ms - now);
+}
+
+/* Drives the set until m's operation, which start_rc says started, ends;
+ * one still waiting for the server bound_ms after its start (a statement
+ * unanswered, or queued behind one) gives the connection up. */
+static int run(advlock_pq_lockset *set, advlock_pq_member *m, int start_rc, int64_t bound_ms,
                advlock_pq_report *report)
 {
     if (start_rc != 0) {
         advlock_pq_report_refuse(report);
         return start_rc;
     }
-    while (advlock_pq_member_busy(m))
-        (void)advlock_pq_lockset_wait(set, -1, -1);
+    int64_t until = advlock_pq_add_ms(m->started_ms_, bound_ms);
+    while (advlock_pq_member_busy(m)) {
+        int64_t now = advlock_pq_now_ms();
+        if (now >= until && m->phase_ != LS_SLEEPING) {
+            advlock_pq_ls_give_up(set, now);
+            break;
+        }
+        (void)advlock_pq_lockset_wait(set, -1, wait_until(until, now));
+    }
     advlock_pq_report_copy(report, &m->report_);
     return 0;
 }
@@ -466,7 +489,7 @@ int advlock_pq_lockset_acquire(advlock_pq_lockset *set, advlock_pq_member *m, co
     return run(
         set, m,
         advlock_pq_lockset_start_acquire(set, m, name, len, timeout_ms, o, advlock_pq_now_ms()),
-        report);
+        advlock_pq_add_ms(timeout_ms, NO_ANSWER_GRACE_MS), report);
 }
 
 int advlock_pq_lockset_release(advlock_pq_lockset *set, advlock_pq_member *m,
@@ -474,5 +497,6 @@ int advlock_pq_lockset_release(advlock_pq_lockset *set, advlock_pq_member *m,
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    return run(set, m, advlock_pq_lockset_start_release(set, m, advlock_pq_now_ms()), report);
+    return run(set, m, advlock_pq_lockset_start_release(set, m, advlock_pq_now_ms()),
+               NO_ANSWER_GRACE_MS, report);
 }

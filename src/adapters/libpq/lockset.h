@@ -58,6 +58,12 @@ void advlock_pq_ls_lose_held(advlock_pq_lockset *s, const char *sqlstate, const 
 /* Moves the notices the set collected into a member's report. */
 void advlock_pq_ls_take_notices(advlock_pq_lockset *s, advlock_pq_report *to);
 
+/* Ends m's operation here, without its machine (which may be waiting for
+ * an answer that now goes to the set, or was never started): outcome and
+ * failure, the machine's facts so far, the peer out of the table. */
+void advlock_pq_ls_end(advlock_pq_lockset *s, advlock_pq_member *m, advlock_outcome outcome,
+                       int failure, int64_t now_ms);
+
 /* Sleepers whose time has come take up their next action. */
 void advlock_pq_ls_wake_sleepers(advlock_pq_lockset *s, int64_t now_ms);
 
@@ -66,6 +72,11 @@ void advlock_pq_ls_wake_sleepers(advlock_pq_lockset *s, int64_t now_ms);
 /* m's statement in the pipeline is left to the set: its answer is read and
  * dropped, a grant given back with an unlock. */
 void advlock_pq_ls_detach(advlock_pq_lockset *s, advlock_pq_member *m);
+
+/* The server did not answer within a blocking call's bound: every member
+ * under way ends FAILED with ADVLOCK_ENOANSWER, every held one is LOST,
+ * and the set is unbound; the caller closes the connection. */
+void advlock_pq_ls_give_up(advlock_pq_lockset *s, int64_t now_ms);
 
 /* How many members have a statement in the pipeline. */
 size_t advlock_pq_ls_members_in_flight(const advlock_pq_lockset *s);

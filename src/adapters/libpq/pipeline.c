@@ -77,6 +77,26 @@ void advlock_pq_ls_detach(advlock_pq_lockset *s, advlock_pq_member *m)
     }
 }
 
+void advlock_pq_ls_give_up(advlock_pq_lockset *s, int64_t now_ms)
+{
+    for (size_t i = 0; i < s->ring_count_; i++) {
+        advlock_pq_entry_ *e = ring_at(s, i);
+        if (e->kind_ == LS_MEMBER)
+            advlock_pq_ls_end(s, e->member_, ADVLOCK_FAILED, ADVLOCK_ENOANSWER, now_ms);
+    }
+    static const int waiting[] = {LS_PENDING_LIST, LS_QUEUE_LIST, LS_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
+        while (s->lists_[waiting[i]] != NULL)
+            advlock_pq_ls_end(s, s->lists_[waiting[i]], ADVLOCK_FAILED, ADVLOCK_ENOANSWER, now_ms);
+    advlock_pq_ls_lose_held(s, "",
+                            "the server did not answer: the connection is given up and must be "
+                            "closed, which ends the session and its locks",
+                            ADVLOCK_LEASE_LIVE, now_ms);
+    advlock_pq_answer_clear(&s->query_);
+    s->ring_count_ = 0;
+    s->conn_ = NULL;
+}
+
 size_t advlock_pq_ls_members_in_flight(const advlock_pq_lockset *s)
 {
     size_t n = 0;
