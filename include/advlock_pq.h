@@ -11,7 +11,7 @@
  * their comments name ("On the wire", "Server notices", "Lost connections",
  * "A server that does not answer", "The server session", "Verifying a held
  * lock", "Options", "Server-side waiting", "While a lock is held",
- * "Leases", "Events") are its sections.
+ * "Leases", "Events", "Lock sets") are its sections.
  *
  * Thread safety: an advlock_pq, and its PGconn, belong to one thread at a
  * time. Different connections may be used from different threads.
@@ -586,7 +586,7 @@ typedef struct advlock_pq_entry_ {
 
 /*
  * One caller of a lock set: a lock machine, its report, its place in the
- * set's exclusion table. Allocate it anywhere (caller memory, about 1.1 KB),
+ * set's exclusion table. Allocate it anywhere (caller memory, about 1 KB),
  * initialise it once with advlock_pq_member_init(), and keep it in place
  * while an operation is under way or it holds a lock. Fields are private.
  */
