@@ -1254,8 +1254,10 @@ ADVLOCK_API void advlock_peer_init(advlock_peer *p);
  * Before a caller's try-lock on key in mode goes out. Returns 1 when no peer
  * in t conflicts: p enters t as ASKING, send the try. Returns 0 when one
  * does: p stays OUT, send nothing, and feed the machine the server's "held
- * by another session" answer (FALSE; NULL for a guarded row;
- * advlock_on_fenced() with granted 0 for a fenced one). Other returns:
+ * by another session" answer: advlock_on_result() FALSE for every
+ * session-scoped try row, the guarded ones too (their NULL means "not the
+ * claimed session" and fails ESESSION), advlock_on_fenced() with granted 0
+ * for a fenced one. Other returns:
  * ADVLOCK_EINVAL (t or p NULL, mode not an advlock_mode), ADVLOCK_EMISUSE (p
  * is already in a table: leave first).
  */

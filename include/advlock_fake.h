@@ -1071,6 +1071,7 @@ typedef struct advlock_sim_lockset_config {
     int proxied;
     int diagnose;           /* callers that time out ask who holds the key */
     uint32_t shared_ppm;    /* an acquire is shared */
+    uint32_t fence_ppm;     /* a direct exclusive acquire takes a fencing token */
     uint32_t cancel_ppm;    /* an acquire is cancelled at a random time */
     uint32_t kill_ppm;      /* per connection: its session is terminated once */
     uint32_t error_ppm;     /* a lock, session or holders statement fails */

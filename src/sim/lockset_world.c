@@ -255,12 +255,18 @@ static void drive(world *w, int m)
             }
             if (rc == 0) {
                 w->st->local_busy++;
-                trace(w, m, "busy locally: %s", key_names[key_index_of(w, a.param)]);
+                trace(w, m, "busy locally: %s%s", key_names[mb->key_index],
+                      a.sql == ADVLOCK_SQL_TRY_LOCK_FENCED ? " (fenced)" : "");
                 if (answer_busy(w, mb, a.sql) != 0)
                     violation(w, m, "the machine refused the local busy answer");
                 continue;
             }
             through = 1;
+        }
+        int key_index = try_lock || is_unlock(a.sql) ? key_index_of(w, a.param) : -1;
+        if ((try_lock || is_unlock(a.sql)) && key_index < 0) {
+            violation(w, m, "a statement for a key no caller asked for");
+            return;
         }
         if (a.sql == ADVLOCK_SQL_SESSION)
             c->checking = 1;
@@ -272,7 +278,7 @@ static void drive(world *w, int m)
         s->params[1] = a.param2;
         s->params[2] = a.param3;
         s->through_peers = through;
-        s->key_index = try_lock || is_unlock(a.sql) ? key_index_of(w, a.param) : -1;
+        s->key_index = key_index;
         s->mode = mode_of(a.sql);
         mb->sent = 1;
         trace(w, m, "queue %s", advlock_sql_text(a.sql));
@@ -344,6 +350,9 @@ static void start_operation(world *w, int m)
         o.mode = mb->mode;
         o.diagnose = w->cfg->diagnose;
         o.clip_to_deadline = advlock_prng_chance(&w->prng, 500000);
+        /* fencing tokens: exclusive, direct connections only */
+        o.fence = mb->mode == ADVLOCK_EXCLUSIVE && !w->cfg->proxied
+                  && advlock_prng_chance(&w->prng, w->cfg->fence_ppm);
         mb->key_index = (int)advlock_prng_below(&w->prng, (uint64_t)w->cfg->keys);
         int64_t timeout = advlock_prng_between(&w->prng, 0, w->cfg->timeout_max_ms);
         mb->cancel_at = advlock_prng_chance(&w->prng, w->cfg->cancel_ppm)

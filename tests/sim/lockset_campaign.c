@@ -2,11 +2,12 @@
  * Lock-set campaign: runs many seeds of the lock-set world
  * (advlock_sim_lockset_run) against the fake database, each seed choosing
  * its own world: 1-4 sets of 1-16 callers sharing a connection, 0-4
- * ordinary clients, 1-3 lock names, exclusive and shared acquires,
- * timeouts, cancels, diagnoses; every odd seed terminates sessions and
- * fails statements; every fourth seed puts the connections behind a proxy
- * (the session claim, the guarded rows, one statement at a time). Every
- * violated invariant is reported with a command that replays it.
+ * ordinary clients, 1-3 lock names, exclusive (some fenced) and shared
+ * acquires, timeouts, cancels, diagnoses; every odd seed terminates
+ * sessions and fails statements; every fourth seed puts the connections
+ * behind a proxy (the session claim, the guarded rows, one statement at
+ * a time). Every violated invariant is reported with a command that
+ * replays it.
  *
  *   lockset_campaign [--seeds N] [--start S]   run seeds S .. S+N-1
  *   lockset_campaign --seed S [--trace]        replay one seed (trace on stdout)
@@ -37,6 +38,7 @@ static void choose_world(uint64_t seed, advlock_sim_lockset_config *cfg)
     cfg->diagnose = advlock_prng_chance(&p, 300000);
     cfg->shared_ppm =
         advlock_prng_chance(&p, 400000) ? 0 : (uint32_t)advlock_prng_below(&p, 1000001);
+    cfg->fence_ppm = advlock_prng_chance(&p, 300000) ? 300000 : 0;
     cfg->cancel_ppm = (uint32_t)advlock_prng_between(&p, 0, 150000);
     cfg->kill_ppm = faults ? 300000 : 0;
     cfg->error_ppm = faults ? 5000 : 0;
