@@ -214,25 +214,29 @@ void advlock_pq_ls_end_batch(advlock_pq_lockset *s)
     s->flushing_ = PQflush(s->conn_) == 1;
 }
 
-/* A detached member's grant is given back: the server counts holds per
- * session, so this unlock takes back exactly the one it granted. */
-static void give_back(advlock_pq_lockset *s, int try_sql, int64_t key)
+/* The unlock that gives back a grant of the try-lock try_sql. */
+static advlock_sql unlock_of(int try_sql)
 {
-    static const uint8_t unlock_of[ADVLOCK_SQL_COUNT] = {
-        [ADVLOCK_SQL_TRY_LOCK] = ADVLOCK_SQL_UNLOCK,
-        [ADVLOCK_SQL_TRY_LOCK_FENCED] = ADVLOCK_SQL_UNLOCK,
-        [ADVLOCK_SQL_TRY_LOCK_SHARED] = ADVLOCK_SQL_UNLOCK_SHARED,
-        [ADVLOCK_SQL_TRY_LOCK_GUARDED] = ADVLOCK_SQL_UNLOCK_GUARDED,
-        [ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED] = ADVLOCK_SQL_UNLOCK_SHARED_GUARDED,
-    };
+    switch (try_sql) {
+    case ADVLOCK_SQL_TRY_LOCK_SHARED: return ADVLOCK_SQL_UNLOCK_SHARED;
+    case ADVLOCK_SQL_TRY_LOCK_GUARDED: return ADVLOCK_SQL_UNLOCK_GUARDED;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED: return ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
+    default: return ADVLOCK_SQL_UNLOCK; /* plain and fenced */
+    }
+}
+
+/* A detached member's grant is given back with unlock_sql: the server
+ * counts holds per session, so this takes back exactly the one granted. */
+static void give_back(advlock_pq_lockset *s, advlock_sql unlock_sql, int64_t key)
+{
     advlock_action act;
     memset(&act, 0, sizeof act);
     act.kind = ADVLOCK_ACTION_QUERY;
-    act.sql = (advlock_sql)unlock_of[try_sql];
+    act.sql = unlock_sql;
     act.param = key;
     act.param2 = (int64_t)s->session_.token;
     advlock_pq_entry_ e = {
-        NULL, key, 0, LS_GIVE_BACK, (uint8_t)act.sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
+        NULL, key, 0, LS_GIVE_BACK, (uint8_t)unlock_sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
     (void)advlock_pq_ls_send_entry(s, &e, &act, 0);
 }
 
@@ -273,16 +277,13 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
         break;
     case LS_GIVE_BACK:
         if (again)
-            give_back(s,
-                      e.sql_ == ADVLOCK_SQL_UNLOCK_SHARED ? ADVLOCK_SQL_TRY_LOCK_SHARED
-                                                          : ADVLOCK_SQL_TRY_LOCK,
-                      e.key_);
+            give_back(s, (advlock_sql)e.sql_, e.key_);
         break;
     case LS_DETACHED:
         if (e.sql_ == ADVLOCK_SQL_SESSION)
             advlock_pq_ls_session_answered(s, now_ms);
         else if (q->result_ == ADVLOCK_RESULT_TRUE && advlock_pq_ls_try_mode(e.sql_, &mode))
-            give_back(s, e.sql_, e.key_);
+            give_back(s, unlock_of(e.sql_), e.key_);
         break;
     case LS_MEMBER:
         if (again)
