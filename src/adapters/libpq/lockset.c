@@ -15,7 +15,6 @@
  */
 #include "lockset.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -449,14 +448,6 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
  * whichever member's statement the server is running. */
 static const int64_t NO_ANSWER_GRACE_MS = ADVLOCK_PQ_GRACE_MS + 500;
 
-/* A poll() wait until until_ms, or -1 when it has passed. */
-static int wait_until(int64_t until_ms, int64_t now)
-{
-    if (until_ms == INT64_MAX || until_ms <= now)
-        return -1;
-    return until_ms - now > INT_MAX ? INT_MAX : (int)(until_ms - now);
-}
-
 /* Drives the set until m's operation, which start_rc says started, ends;
  * one still waiting for the server bound_ms after its start (a statement
  * unanswered, or queued behind one) gives the connection up. */
@@ -474,7 +465,7 @@ static int run(advlock_pq_lockset *set, advlock_pq_member *m, int start_rc, int6
             advlock_pq_ls_give_up(set, now);
             break;
         }
-        (void)advlock_pq_lockset_wait(set, -1, wait_until(until, now));
+        (void)advlock_pq_lockset_wait(set, -1, advlock_pq_wait_until(until, now));
     }
     advlock_pq_report_copy(report, &m->report_);
     return 0;

@@ -202,6 +202,10 @@ typedef struct advlock_pq_turn {
 void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd, int max_wait_ms,
                           advlock_pq_turn *turn);
 
+/* A blocking call's max_wait_ms until until_ms (INT_MAX at most), or -1
+ * (only the driver's own deadline) when there is none or it has passed. */
+int advlock_pq_wait_until(int64_t until_ms, int64_t now);
+
 /* Reads what an idle session's socket holds, without blocking; returns 1
  * if the connection is gone (async.c). */
 int advlock_pq_read_idle(PGconn *conn);

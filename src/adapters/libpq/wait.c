@@ -38,6 +38,13 @@ static unsigned seen(short revents)
     return ready;
 }
 
+int advlock_pq_wait_until(int64_t until_ms, int64_t now)
+{
+    if (until_ms == INT64_MAX || until_ms <= now)
+        return -1;
+    return until_ms - now > INT_MAX ? INT_MAX : (int)(until_ms - now);
+}
+
 void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd, int max_wait_ms,
                           advlock_pq_turn *turn)
 {
