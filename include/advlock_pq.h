@@ -603,6 +603,7 @@ typedef struct advlock_pq_member {
     uint8_t phase_;
     uint8_t list_;
     uint8_t acquiring_;
+    uint8_t verifying_;
 } advlock_pq_member;
 
 /*
@@ -636,6 +637,7 @@ typedef struct advlock_pq_lockset {
     uint8_t lease_query_;   /* the lease's statement in flight: setup, heartbeat */
     uint8_t lease_holding_; /* its heartbeats run: some member holds a lock */
     uint8_t lease_expired_; /* it ran out: the connection must go */
+    uint32_t verifying_;    /* members verifying a lock they hold */
     uint8_t reading_;       /* the head entry's first result came */
     uint8_t session_asked_; /* a session row is in flight */
     uint8_t unsynced_;      /* statements sent since the last sync */
@@ -731,6 +733,20 @@ ADVLOCK_API int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, ad
  */
 ADVLOCK_API int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member *m,
                                                  int64_t now_ms);
+
+/*
+ * Starts verifying that the set's server session still holds the lock m
+ * holds (see advlock_pq_verify_key() and "Verifying a held lock"): one
+ * statement, pipelined like the others. Ending HELD, m holds on
+ * (advlock_pq_member_held()); NOT_HELD or FAILED end its hold, and the
+ * report says why. Meanwhile m is busy, and counts as holding for the
+ * lease.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (the set
+ * unbound, m not holding a lock in this set).
+ */
+ADVLOCK_API int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                int64_t now_ms);
 
 /*
  * Cancels m's acquire, ending it CANCELLED at once (busy turns 0), without

@@ -333,6 +333,16 @@ static void test_one_lease_for_every_member(void **state)
     assert_int_equal(advlock_pq_lockset_deadline(&f->set, &at), 1);
     assert_true(at <= advlock_pq_now_ms() + D_MS);
 
+    /* A verify keeps the lock, and the lease, going. */
+    assert_int_equal(advlock_pq_lockset_start_verify(&f->set, &f->members[0], advlock_pq_now_ms()),
+                     0);
+    assert_true(advlock_pq_member_busy(&f->members[0]));
+    run(&f->set);
+    expect(&f->members[0], ADVLOCK_HELD);
+    assert_true(advlock_pq_member_held(&f->members[0]));
+    assert_int_equal(advlock_pq_lockset_start_verify(&f->set, &f->members[HELD], 0),
+                     ADVLOCK_EMISUSE);
+
     /* Twice D with the server answering the heartbeats: all held. */
     int64_t until = advlock_pq_now_ms() + 2 * D_MS;
     while (advlock_pq_now_ms() < until) {

@@ -541,6 +541,12 @@ static void test_session_pool_lockset(void **state)
         (void)advlock_pq_lockset_wait(&set, -1, 100);
     for (int i = 0; i < MEMBERS; i++)
         assert_true(advlock_pq_member_held(&m[i]));
+    /* A guarded verify finds it on the claimed session. */
+    assert_int_equal(advlock_pq_lockset_start_verify(&set, &m[0], advlock_pq_now_ms()), 0);
+    while (advlock_pq_member_busy(&m[0]))
+        (void)advlock_pq_lockset_wait(&set, -1, 100);
+    pgt_expect_outcome(advlock_pq_member_report(&m[0]), ADVLOCK_HELD);
+    assert_int_equal(advlock_pq_member_report(&m[0])->lock.sql, ADVLOCK_SQL_HELD_GUARDED);
 
     for (int i = 0; i < MEMBERS; i++)
         assert_int_equal(advlock_pq_lockset_start_release(&set, &m[i], advlock_pq_now_ms()), 0);

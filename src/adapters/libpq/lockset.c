@@ -107,12 +107,16 @@ int advlock_pq_ls_may_send(advlock_pq_lockset *s, advlock_pq_member *m, const ad
     return 0;
 }
 
-/* An operation ended: a grant is held (and watched with the others),
- * anything else leaves the table. */
+/* An operation ended: a grant, or a verify that found the lock, is held
+ * (and watched with the others); anything else leaves the table. */
 static void finish(advlock_pq_lockset *s, advlock_pq_member *m, const advlock_report *r)
 {
     advlock_pq_report_finish(&m->report_, r);
-    if (r->outcome == ADVLOCK_ACQUIRED) {
+    if (m->verifying_) {
+        m->verifying_ = 0;
+        s->verifying_--;
+    }
+    if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD) {
         if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
             (void)advlock_peers_granted(&s->peers_, &m->peer_);
         advlock_pq_ls_move(s, m, LS_HELD);
@@ -291,7 +295,8 @@ int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member 
     return rc != 0 ? rc : advlock_pq_lockset_start_acquire_key(set, m, key, timeout_ms, o, now_ms);
 }
 
-int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member *m, int64_t now_ms)
+/* Starts a release or a verify (verify) of the lock m holds. */
+static int start_on_held(advlock_pq_lockset *set, advlock_pq_member *m, int verify, int64_t now_ms)
 {
     if (set == NULL || m == NULL)
         return ADVLOCK_EINVAL;
@@ -300,14 +305,27 @@ int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member 
     if (set->conn_ == NULL || m->set_ != set || m->phase_ != LS_HELD)
         return ADVLOCK_EMISUSE;
     (void)advlock_set_session(&m->machine_, &set->session_);
-    int rc = advlock_start_release_key(&m->machine_, m->key_, now_ms);
+    int rc = verify ? advlock_start_verify_key(&m->machine_, m->key_, now_ms)
+                    : advlock_start_release_key(&m->machine_, m->key_, now_ms);
     if (rc != 0)
         return rc;
     m->started_ms_ = now_ms;
     m->acquiring_ = 0;
+    m->verifying_ = (uint8_t)verify;
+    set->verifying_ += (uint32_t)verify;
     advlock_pq_report_begin(&m->report_);
     advlock_pq_ls_follow(set, m, now_ms);
     return 0;
+}
+
+int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member *m, int64_t now_ms)
+{
+    return start_on_held(set, m, 0, now_ms);
+}
+
+int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock_pq_member *m, int64_t now_ms)
+{
+    return start_on_held(set, m, 1, now_ms);
 }
 
 void advlock_pq_ls_end(advlock_pq_lockset *s, advlock_pq_member *m, advlock_outcome outcome,

@@ -157,9 +157,15 @@ void advlock_pq_ls_lease_granted(advlock_pq_lockset *s, int64_t sent_ms, int64_t
 
 void advlock_pq_ls_lease_tend(advlock_pq_lockset *s, int64_t now_ms)
 {
-    if (!s->lease_on_ || !s->lease_holding_)
+    if (!s->lease_on_)
         return;
-    if (s->lists_[LS_HELD_LIST] == NULL) {
+    /* A hold that ended after the lease ran out (a verify in flight then)
+     * is lost like the others. */
+    if (s->lease_expired_ && s->lists_[LS_HELD_LIST] != NULL)
+        expired(s, "", now_ms);
+    if (!s->lease_holding_)
+        return;
+    if (s->lists_[LS_HELD_LIST] == NULL && s->verifying_ == 0) {
         /* Nothing held (released, or lost with the connection): no more
          * heartbeats until the next grant. */
         (void)advlock_lease_stop(&s->lease_);
