@@ -48,6 +48,7 @@ if [ $smoke -eq 1 ]; then
             --timeout-ms 100
     done
     step "contention (think)" "$dir/contention" --seconds 0.3 --rounds 1 --think-ms 20
+    step "many locks" "$dir/many_locks" --locks 20 --rounds 1 --connections 4
     "$dir/report" "$results" "$json" >/dev/null
     echo "bench-smoke: every benchmark program ran ($(grep -vc '^#' "$results") figures, not checked)"
     exit 0
@@ -62,6 +63,7 @@ step "uncontended cycles" "$dir/uncontended_cycles"
 # (the harness's server runs with fsync off; see uncontended_cycles.c).
 step "uncontended cycles, fsync on" "$dir/uncontended_cycles" --fsync 1 --rounds 11 --cycles 100
 step "event-loop scale" "$dir/event_loop_scale"
+step "many locks, one connection" "$dir/many_locks"
 # Two workloads per policy: clients that want the lock again at once (who
 # gets it: fairness, starvation) and clients that pause 20 ms between holds
 # (how long the lock lies free while others wait).

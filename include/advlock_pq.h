@@ -11,7 +11,7 @@
  * their comments name ("On the wire", "Server notices", "Lost connections",
  * "A server that does not answer", "The server session", "Verifying a held
  * lock", "Options", "Server-side waiting", "While a lock is held",
- * "Leases", "Events") are its sections.
+ * "Leases", "Events", "Lock sets") are its sections.
  *
  * Thread safety: an advlock_pq, and its PGconn, belong to one thread at a
  * time. Different connections may be used from different threads.
@@ -556,6 +556,301 @@ ADVLOCK_API int advlock_pq_lease_deadline(const advlock_pq *a, int64_t *stop_at_
  * unbound).
  */
 ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
+
+/* ---- lock sets: many locks over one connection ------------------------------ */
+
+/*
+ * A lock set shares one connection (one server session) among many
+ * in-process callers, each a member with its own lock machine, report and
+ * deadline: see "Lock sets" in docs/libpq.md, and docs/design.md for why.
+ * Statements of many members go out together in libpq's pipeline mode and
+ * their answers come back to the member whose statement each was. The set
+ * excludes its own members from one another (the server's session locks
+ * are re-entrant): a member asking for a key another member holds or asks
+ * for in a conflicting mode is answered "busy" without a statement, exactly
+ * as if another process held it, and backs off or times out as usual.
+ *
+ * Session scope and polling only; the lease is the connection's
+ * (advlock_pq_lockset_set_lease()).
+ */
+
+/* Private to the set: one statement in the pipeline, in the order sent. */
+typedef struct advlock_pq_entry_ {
+    struct advlock_pq_member *member_; /* NULL once its member let go of it */
+    int64_t key_;
+    int64_t sent_ms_;
+    uint8_t kind_;
+    uint8_t sql_;
+    uint8_t form_;
+} advlock_pq_entry_;
+
+/*
+ * One caller of a lock set: a lock machine, its report, its place in the
+ * set's exclusion table. Allocate it anywhere (caller memory, about 1 KB),
+ * initialise it once with advlock_pq_member_init(), and keep it in place
+ * while an operation is under way or it holds a lock. Fields are private.
+ */
+typedef struct advlock_pq_member {
+    advlock_machine machine_;
+    advlock_pq_report report_;
+    advlock_peer peer_;
+    struct advlock_pq_lockset *set_;
+    struct advlock_pq_member *next_; /* in one of the set's lists (list_) */
+    struct advlock_pq_member *prev_;
+    int64_t key_;
+    int64_t timeout_ms_;
+    int64_t started_ms_;
+    uint8_t phase_;
+    uint8_t list_;
+    uint8_t acquiring_;
+    uint8_t verifying_;
+} advlock_pq_member;
+
+/*
+ * The set: one PGconn in pipeline mode, the members' exclusion table
+ * (advlock_peers), the connection's session value (one session check for
+ * all members), the statements in flight. Allocate it anywhere;
+ * advlock_pq_lockset_init() allocates its tables on the heap and
+ * advlock_pq_lockset_finish() frees them. Fields are private.
+ *
+ * The loop's side is the single adapter's (see advlock_pq): one socket
+ * (advlock_pq_lockset_socket()), one readiness (advlock_pq_lockset_wants()),
+ * one next deadline (advlock_pq_lockset_deadline(), the earliest of the
+ * members'), one advlock_pq_lockset_process(). One thread at a time.
+ */
+typedef struct advlock_pq_lockset {
+    PGconn *conn_;
+    advlock_session session_;
+    uint32_t prepared_; /* statements prepared on the connection */
+    uint32_t unnamed_;  /* statements that could not be prepared */
+    uint32_t preparing_;
+    advlock_peers peers_;
+    advlock_peer **buckets_;
+    advlock_pq_entry_ *ring_; /* the pipeline's statements, oldest first */
+    size_t ring_head_, ring_count_, ring_size_;
+    advlock_pq_member *lists_[5]; /* members by phase, oldest first */
+    advlock_pq_member *tails_[5];
+    advlock_pq_query_ query_; /* the answer being read */
+    advlock_pq_report notices_;
+    advlock_lease lease_;   /* the connection's (all zero: none) */
+    uint8_t lease_on_;      /* advlock_pq_lockset_set_lease() asked for one */
+    uint8_t lease_query_;   /* the lease's statement in flight: setup, heartbeat */
+    uint8_t lease_holding_; /* its heartbeats run: some member holds a lock */
+    uint8_t lease_expired_; /* it ran out: the connection must go */
+    uint32_t verifying_;    /* members verifying a lock they hold */
+    uint8_t reading_;       /* the head entry's first result came */
+    uint8_t session_asked_; /* a session row is in flight */
+    uint8_t unsynced_;      /* statements sent since the last sync */
+    uint8_t flushing_;      /* libpq holds output the socket did not take */
+} advlock_pq_lockset;
+
+/*
+ * Binds a set to a connected PGconn, puts the connection in nonblocking
+ * mode and in pipeline mode (PQenterPipelineMode()), where it stays until
+ * advlock_pq_lockset_finish(); only the set may send on it meanwhile. The
+ * caller keeps owning conn. The first operation checks the server session
+ * (see "The server session"), once for every member.
+ *
+ * Returns 0, or:
+ *     ADVLOCK_EINVAL    set or conn NULL, or out of memory (set untouched
+ *                       but unbound);
+ *     ADVLOCK_EMISUSE   the connection is not ready, busy with a query, or
+ *                       cannot be made nonblocking or pipelined.
+ */
+ADVLOCK_API int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn);
+
+/*
+ * Frees the set's tables and leaves pipeline mode when nothing is in
+ * flight (a connection with statements in flight should be closed). Every
+ * member's lock is forgotten, not released: release them first, or close
+ * the connection, which ends the session and its locks. Members must not
+ * be used with the set again. No-op for NULL.
+ */
+ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
+
+/*
+ * Runs a lease on the set's connection (docs/libpq.md, "Leases"; lease_ms
+ * 0: none, the default): one setup before the first try-lock goes out, then,
+ * while any member holds a lock, one heartbeat at a time in the pipeline
+ * for all of them, and one stop deadline. A lease that runs out makes every
+ * held member LOST at once (report.lease_expiry says why, the words say
+ * when the server frees the locks); then close the connection: the set
+ * refuses new acquires (ADVLOCK_EMISUSE) until it is reset or bound anew.
+ * A setup the server refuses ends the acquires waiting for it FAILED, in
+ * words; the next acquire tries again.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (set NULL, a pair advlock_lease_plan_init()
+ * refuses) or ADVLOCK_EMISUSE (set unbound, a member busy or holding).
+ */
+ADVLOCK_API int advlock_pq_lockset_set_lease(advlock_pq_lockset *set, int64_t lease_ms,
+                                             int64_t stop_ms);
+
+/* Sets m to a member of no set, with nothing under way. No-op for NULL. */
+ADVLOCK_API void advlock_pq_member_init(advlock_pq_member *m);
+
+/*
+ * Starts acquiring the lock name (len bytes, UTF-8) for member m, as
+ * advlock_pq_async_start_acquire() does for an adapter: the machine's
+ * schedule, timeout and report are m's own. The statement goes out at the
+ * set's next advlock_pq_lockset_process() (wants includes WRITE), together
+ * with the other members' statements. Ends the watch of a lock m held and
+ * lost before.
+ *
+ * o: the options (NULL: the reference's), copied; its callbacks must stay
+ *     valid until the operation and the hold end. Session scope, polling
+ *     and no lease only.
+ *
+ * Returns 0, or (nothing started):
+ *     ADVLOCK_EINVAL    set or m NULL, name NULL with len > 0, timeout_ms
+ *                       < 0, an option the machine refuses, or options a
+ *                       set refuses: ADVLOCK_TRANSACTION scope (every
+ *                       member would share one transaction),
+ *                       ADVLOCK_WAIT_SERVER (a server-side wait would stall
+ *                       every member's statements behind it), lease_ms > 0
+ *                       (the lease is the connection's:
+ *                       advlock_pq_lockset_set_lease());
+ *     ADVLOCK_EUTF8, ADVLOCK_ECRYPTO  as for advlock_derive_key();
+ *     ADVLOCK_EMISUSE   the set unbound, m busy or holding a lock, or the
+ *                       set's lease ran out (close the connection).
+ */
+ADVLOCK_API int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                 const char *name, size_t len, int64_t timeout_ms,
+                                                 const advlock_options *o, int64_t now_ms);
+
+/* As advlock_pq_lockset_start_acquire(), for a key already derived
+ * (advlock_derive_key()). */
+ADVLOCK_API int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                     int64_t key, int64_t timeout_ms,
+                                                     const advlock_options *o, int64_t now_ms);
+
+/*
+ * Starts releasing the lock m holds (its acquire ended ACQUIRED): one
+ * unlock statement in the acquire's mode, pipelined like the others.
+ * Ends RELEASED or NOT_HELD as advlock_pq_release() does.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (the set
+ * unbound, m not holding a lock in this set).
+ */
+ADVLOCK_API int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                 int64_t now_ms);
+
+/*
+ * Starts verifying that the set's server session still holds the lock m
+ * holds (see advlock_pq_verify_key() and "Verifying a held lock"): one
+ * statement, pipelined like the others. Ending HELD, m holds on
+ * (advlock_pq_member_held()); NOT_HELD or FAILED end its hold, and the
+ * report says why. Meanwhile m is busy, and counts as holding for the
+ * lease.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (the set
+ * unbound, m not holding a lock in this set).
+ */
+ADVLOCK_API int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                int64_t now_ms);
+
+/*
+ * Cancels m's acquire, ending it CANCELLED at once (busy turns 0), without
+ * touching any other member's statements. A try-lock of m's already in the
+ * pipeline is left to the set: if the server grants it, the set gives it
+ * back with an unlock of its own, so a cancelled acquire never leaves a
+ * lock behind. m may start again, or go, as soon as this returns.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (m not
+ * acquiring in this set: idle, ended, or releasing).
+ */
+ADVLOCK_API int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m,
+                                          int64_t now_ms);
+
+/*
+ * Lets the set make progress, as advlock_pq_async_process() does for an
+ * adapter: call it when the socket showed the readiness it wanted (ready:
+ * ADVLOCK_PQ_READ, ADVLOCK_PQ_WRITE, both) or the deadline came (ready 0).
+ * It sends the members' statements waiting to go, with one pipeline sync
+ * after them; reads the answers and hands each to its member, whose machine
+ * then sleeps, sends again or ends; wakes members whose sleep is over; and
+ * watches the held locks' session. A connection found closed or reset
+ * ends every member: those holding a lock turn LOST at once
+ * (advlock_pq_member_lost()), those under way end FAILED with
+ * ADVLOCK_ECONNLOST. Never blocks.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (set NULL, ready has other bits) or
+ * ADVLOCK_EMISUSE (set unbound).
+ */
+ADVLOCK_API int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready, int64_t now_ms);
+
+/* The socket to watch (PQsocket()), or -1 (NULL, unbound, closed). */
+ADVLOCK_API int advlock_pq_lockset_socket(const advlock_pq_lockset *set);
+
+/*
+ * The readiness the set waits for: READ | WRITE while statements wait to
+ * be sent, READ while answers are due or any member holds a lock (the
+ * watch), else 0.
+ */
+ADVLOCK_API unsigned advlock_pq_lockset_wants(const advlock_pq_lockset *set);
+
+/*
+ * Returns 1 and stores in *at_ms the earliest time at which
+ * advlock_pq_lockset_process() must be called even if the socket stays
+ * quiet: the end of the first member's sleep, or the lease's next heartbeat
+ * or stop deadline. Returns 0 when there is none (or for NULLs).
+ */
+ADVLOCK_API int advlock_pq_lockset_deadline(const advlock_pq_lockset *set, int64_t *at_ms);
+
+/* How many members have an operation under way (0 for NULL). */
+ADVLOCK_API size_t advlock_pq_lockset_busy(const advlock_pq_lockset *set);
+
+/*
+ * One turn of a poll() loop for the whole set: as advlock_pq_wait() is for
+ * one adapter (extra_fd, max_wait_ms and the return value alike). Times come
+ * from advlock_pq_now_ms().
+ */
+ADVLOCK_API int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_ms);
+
+/* 1 while m has an operation under way, else 0 (also for NULL). */
+ADVLOCK_API int advlock_pq_member_busy(const advlock_pq_member *m);
+
+/* 1 while m holds a lock (its acquire ended ACQUIRED, not released, not
+ * lost), else 0 (also for NULL). */
+ADVLOCK_API int advlock_pq_member_held(const advlock_pq_member *m);
+
+/*
+ * 1 when the lock m held was lost with the set's connection (closed,
+ * terminated, reset): its report then says so as advlock_pq_async_lost()'s
+ * does (FAILED, ADVLOCK_ECONNLOST, ADVLOCK_DETAIL_LOST), and
+ * ADVLOCK_EVENT_LOST went to its event callback. Else 0 (also for NULL).
+ */
+ADVLOCK_API int advlock_pq_member_lost(const advlock_pq_member *m);
+
+/*
+ * m's report of the operation that ended last (the member's memory, valid
+ * until its next start), or NULL while one is under way or before the
+ * first ended, or for NULL.
+ */
+ADVLOCK_API const advlock_pq_report *advlock_pq_member_report(const advlock_pq_member *m);
+
+/*
+ * Blocking forms: start the operation and drive the whole set (every
+ * member, advlock_pq_lockset_wait()) until m's has ended, then copy m's
+ * report into report. Other members' operations go on meanwhile; other
+ * threads must not touch the set. As for advlock_pq_acquire(), an
+ * operation still waiting for the server ADVLOCK_PQ_GRACE_MS + 0.5 s past
+ * its schedule (timeout_ms for an acquire, 0 for a release) ends FAILED
+ * with ADVLOCK_ENOANSWER; since every member's statements wait behind the
+ * unanswered one, the set gives the connection up: every member under way
+ * ends so too, every held one turns LOST, and the set is unbound (calls
+ * return ADVLOCK_EMISUSE; advlock_pq_lockset_finish() still frees it):
+ * close the connection. No cancel request is sent (it would cancel
+ * whichever member's statement the server is running).
+ *
+ * Returns 0 when the operation ran (whatever its outcome), or the start's
+ * error (report filled as for a refused call), or ADVLOCK_EINVAL (report
+ * NULL).
+ */
+ADVLOCK_API int advlock_pq_lockset_acquire(advlock_pq_lockset *set, advlock_pq_member *m,
+                                           const char *name, size_t len, int64_t timeout_ms,
+                                           const advlock_options *o, advlock_pq_report *report);
+ADVLOCK_API int advlock_pq_lockset_release(advlock_pq_lockset *set, advlock_pq_member *m,
+                                           advlock_pq_report *report);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@ BENCH_CONTENTION_SECONDS ?= 20
 
 BENCH_CORE_PROGRAMS := key_derivation core_cost
 # sizes includes advlock_pq.h (sizeof advlock_pq) but calls nothing.
-BENCH_PQ_PROGRAMS   := uncontended_cycles event_loop_scale contention sizes
+BENCH_PQ_PROGRAMS   := uncontended_cycles event_loop_scale contention sizes many_locks
 BENCH_PROGRAMS := $(BENCH_CORE_PROGRAMS:%=$(BENCH_DIR)/%) $(BENCH_PQ_PROGRAMS:%=$(BENCH_DIR)/%) \
                   $(BENCH_DIR)/report
 
@@ -63,7 +63,7 @@ $(BENCH_DIR)/uncontended_cycles: $(BENCH_DIR)/obj/uncontended_cycles.o \
         $(BENCH_LIB_CORE_OBJ)
 	$(CC) $(BENCH_LDFLAGS) -o $@ $^ $(PQ_LIBS) $(CORE_LIBS) -lm
 
-$(BENCH_DIR)/event_loop_scale $(BENCH_DIR)/contention: $(BENCH_DIR)/%: $(BENCH_DIR)/obj/%.o \
+$(BENCH_DIR)/event_loop_scale $(BENCH_DIR)/contention $(BENCH_DIR)/many_locks: $(BENCH_DIR)/%: $(BENCH_DIR)/obj/%.o \
         $(BENCH_DIR)/obj/bench_pq.o $(BENCH_DIR)/obj/bench.o \
         $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a
 	$(CC) -o $@ $^ $(PQ_LIBS) $(CORE_LIBS) -lm

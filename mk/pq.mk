@@ -41,9 +41,10 @@ $(BUILD)/advlock_pq.pc: advlock_pq.pc.in FORCE
 
 # ---- examples: one thread, many connections, on poll() and on libuv ----------
 
-PQ_EXAMPLES := $(BUILD)/examples/poll_locks $(BUILD)/examples/libuv_lock
+PQ_EXAMPLES := $(BUILD)/examples/poll_locks $(BUILD)/examples/libuv_lock $(BUILD)/examples/lockset_jobs
 LIBS_poll_locks :=
 LIBS_libuv_lock := -luv
+LIBS_lockset_jobs :=
 
 examples: $(PQ_EXAMPLES)
 
@@ -59,7 +60,7 @@ $(PQ_EXAMPLES): $(BUILD)/examples/%: examples/%.c $(BUILD)/libadvlock_pq.a $(BUI
 # Named, not globbed: other suites keep their own programs in tests/integration.
 PQ_TEST_SUPPORT := tests/integration/pg_test.c
 PQ_TEST_NAMES := test_blocking test_async test_modes test_server_wait test_lost test_pq_session test_pq_lease \
-    test_pq_fence test_pq_bound \
+    test_pq_fence test_pq_bound test_pq_lockset \
     test_server_stop
 PQ_TEST_BINS := $(PQ_TEST_NAMES:%=$(BUILD)/san/integration/%)
 PQ_PROXY_TEST := $(BUILD)/san/integration/test_proxy

@@ -20,7 +20,10 @@
  *     (the client's connection to PgBouncer stays up), the verify says so
  *     (ESESSION: it reached a server session nobody claimed); through the
  *     session pool and directly it says HELD, and the watch of the held lock
- *     goes on after it (a terminated session is still reported LOST).
+ *     goes on after it (a terminated session is still reported LOST);
+ *   - a lock set through the session pool: its statements one at a time,
+ *     guarded, its members excluding each other, its lease's heartbeats
+ *     guarded too.
  */
 #include "pg_test.h"
 
@@ -497,6 +500,68 @@ static void test_session_pool_lease_expiry_promises_no_free_time(void **state)
     PQfinish(conn);
 }
 
+/* A lock set behind a session pool: one statement at a time, guarded, and
+ * the members still exclude each other. */
+static void test_session_pool_lockset(void **state)
+{
+    fixture *f = *state;
+    enum { MEMBERS = 12 };
+    PGconn *conn = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_SESSION");
+    advlock_pq_lockset set;
+    advlock_pq_member m[MEMBERS + 1];
+    assert_int_equal(advlock_pq_lockset_init(&set, conn), 0);
+    assert_int_equal(advlock_pq_lockset_set_lease(&set, 6000, 0), 0); /* heartbeats every 0.5 s */
+    char names[MEMBERS][200];
+    for (int i = 0; i <= MEMBERS; i++) {
+        advlock_pq_member_init(&m[i]);
+        if (i < MEMBERS)
+            snprintf(names[i], sizeof names[i], "%s #%d", f->lock.key, i);
+        const char *name = i < MEMBERS ? names[i] : names[0]; /* the last: a second on #0 */
+        assert_int_equal(advlock_pq_lockset_start_acquire(&set, &m[i], name, strlen(name),
+                                                          i < MEMBERS ? 0 : 250, NULL,
+                                                          advlock_pq_now_ms()),
+                         0);
+    }
+    int64_t limit = advlock_pq_now_ms() + 10000;
+    while (advlock_pq_lockset_busy(&set) > 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(&set, -1, 100);
+    }
+    for (int i = 0; i < MEMBERS; i++) {
+        const advlock_pq_report *r = advlock_pq_member_report(&m[i]);
+        pgt_expect_outcome(r, ADVLOCK_ACQUIRED);
+        assert_int_equal(r->lock.sql, ADVLOCK_SQL_TRY_LOCK_GUARDED);
+    }
+    pgt_expect_outcome(advlock_pq_member_report(&m[MEMBERS]), ADVLOCK_TIMED_OUT);
+    for (int i = 0; i < MEMBERS; i++)
+        assert_int_equal(pgt_lock_count(f->lock.observer, pgt_key_of(names[i])), 1);
+    /* The lease's guarded heartbeats reach the claimed session: held on. */
+    int64_t until = advlock_pq_now_ms() + 3000; /* past D (2 s) */
+    while (advlock_pq_now_ms() < until)
+        (void)advlock_pq_lockset_wait(&set, -1, 100);
+    for (int i = 0; i < MEMBERS; i++)
+        assert_true(advlock_pq_member_held(&m[i]));
+    /* A guarded verify finds it on the claimed session. */
+    assert_int_equal(advlock_pq_lockset_start_verify(&set, &m[0], advlock_pq_now_ms()), 0);
+    while (advlock_pq_member_busy(&m[0]))
+        (void)advlock_pq_lockset_wait(&set, -1, 100);
+    pgt_expect_outcome(advlock_pq_member_report(&m[0]), ADVLOCK_HELD);
+    assert_int_equal(advlock_pq_member_report(&m[0])->lock.sql, ADVLOCK_SQL_HELD_GUARDED);
+
+    for (int i = 0; i < MEMBERS; i++)
+        assert_int_equal(advlock_pq_lockset_start_release(&set, &m[i], advlock_pq_now_ms()), 0);
+    while (advlock_pq_lockset_busy(&set) > 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(&set, -1, 100);
+    }
+    for (int i = 0; i < MEMBERS; i++) {
+        pgt_expect_outcome(advlock_pq_member_report(&m[i]), ADVLOCK_RELEASED);
+        assert_int_equal(pgt_lock_count(f->lock.observer, pgt_key_of(names[i])), 0);
+    }
+    advlock_pq_lockset_finish(&set);
+    PQfinish(conn);
+}
+
 int main(void)
 {
     alarm(60); /* a hang fails the program instead of the whole run */
@@ -512,6 +577,7 @@ int main(void)
         T(test_session_pool_lease_heartbeats_keep_the_lock),
         T(test_transaction_pool_lease_sees_the_holder_terminated),
         T(test_session_pool_lease_expiry_promises_no_free_time),
+        T(test_session_pool_lockset),
     };
     return cmocka_run_group_tests_name("libpq adapters: the server session check through PgBouncer",
                                        tests, NULL, NULL);

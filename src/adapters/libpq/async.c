@@ -144,12 +144,8 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
         o->lease_ms == lease_plan(a)->lease_ms && o->lease_stop_ms == lease_plan(a)->stop_ms;
     if (holding(a) && lease_on(a) && !same_lease)
         return ADVLOCK_EMISUSE;
-    /* Jitter asked for with nothing to draw from means random (advlock.h):
-     * the core has no entropy, so it is given some here, once per call. */
     advlock_options chosen = *o;
-    if (chosen.backoff == ADVLOCK_BACKOFF_FULL_JITTER && chosen.jitter_seed == 0
-        && chosen.random == NULL)
-        chosen.jitter_seed = advlock_pq_entropy();
+    advlock_pq_seed_jitter(&chosen);
     int rc = advlock_set_options(&a->machine_, &chosen);
     if (rc != 0)
         return rc;
@@ -299,14 +295,7 @@ static void setup_answered(advlock_pq *a, const char *words, int64_t now_ms)
     advlock_lease_setup s = advlock_lease_setup_result(&a->lease_);
     if (!setup_holds(s)) {
         char why[ADVLOCK_PQ_TEXT_MAX];
-        if (s == ADVLOCK_LEASE_NOT_APPLIED)
-            snprintf(why, sizeof why,
-                     "lease: the server did not apply tcp_user_timeout=%d and the keepalive "
-                     "settings, so it could hold the lock for hours after losing this client",
-                     (int)lease_plan(a)->user_timeout_ms);
-        else
-            snprintf(why, sizeof why, "lease: setting the server session up failed: %.200s",
-                     words[0] != '\0' ? words : "no answer");
+        advlock_pq_lease_say_setup_failed(&a->lease_, words, why, sizeof why);
         advlock_pq_copy_line(a->report_.server_message, sizeof a->report_.server_message, why);
         (void)advlock_on_result(&a->machine_, ADVLOCK_RESULT_SERVER_ERROR, NULL,
                                 a->report_.server_message, now_ms);
@@ -494,12 +483,7 @@ void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms)
 static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, int64_t now_ms)
 {
     advlock_pq_report *r = &a->report_;
-    r->lock.outcome = ADVLOCK_FAILED;
-    r->lock.failure = ADVLOCK_ECONNLOST;
-    r->lock.detail = ADVLOCK_DETAIL_LOST;
-    snprintf(r->lock.sqlstate, sizeof r->lock.sqlstate, "%s", sqlstate);
-    advlock_pq_copy_line(r->server_message, sizeof r->server_message, words);
-    r->lease_expiry = ADVLOCK_LEASE_LIVE;
+    advlock_pq_report_lost(r, sqlstate, words);
     /* Whatever was in flight (a verify, a heartbeat) is abandoned with the
      * connection, which the caller closes. */
     advlock_pq_answer_clear(&a->query_);
@@ -507,54 +491,6 @@ static void become_lost(advlock_pq *a, const char *sqlstate, const char *words, 
     a->deferred_ = 0;
     a->phase_ = LOST;
     advlock_notify(&a->machine_, ADVLOCK_EVENT_LOST, r->server_message, now_ms);
-}
-
-/* 1 when the lease set nothing on the server session that holds the lock:
- * behind a proxy (the server's socket is the proxy's), or after a heartbeat
- * found its settings changed. Then the lease does not bound when the
- * server frees the lock. */
-static int lease_unbound_on_server(const advlock_pq *a, advlock_lease_expiry why)
-{
-    return why == ADVLOCK_LEASE_SETTINGS
-           || advlock_lease_setup_result(&a->lease_) == ADVLOCK_LEASE_PROXIED;
-}
-
-/* The lease's words for why it ran out (words: what the failed heartbeat
- * said, or ""). Never "no longer held": the server may hold the lock until
- * lease_free_ms_. */
-static void say_expiry(const advlock_pq *a, advlock_lease_expiry why, const char *words, char *out,
-                       size_t size)
-{
-    const advlock_lease_plan *p = lease_plan(a);
-    char d[32], l[32], frees[112];
-    advlock_format_seconds(p->deadline_ms, d, sizeof d);
-    advlock_format_seconds(p->lease_ms, l, sizeof l);
-    int failed = why == ADVLOCK_LEASE_CONNECTION || why == ADVLOCK_LEASE_SERVER_ERROR;
-    if (lease_unbound_on_server(a, why))
-        snprintf(frees, sizeof frees,
-                 "behind a proxy the server frees the lock when the proxy drops this connection: "
-                 "its own tcp settings bound that");
-    else
-        snprintf(frees, sizeof frees, "the server %s the lock within %ss%s",
-                 failed ? "frees" : "will free", l, failed ? " (lease) at the latest" : "");
-    switch (why) {
-    case ADVLOCK_LEASE_SETTINGS:
-        snprintf(out, size,
-                 "a heartbeat found the server session's lease settings changed (or another "
-                 "server session answering), so the server may free the lock early or late "
-                 "(lease %ss); stop the work now",
-                 l);
-        break;
-    case ADVLOCK_LEASE_CONNECTION:
-    case ADVLOCK_LEASE_SERVER_ERROR:
-        snprintf(out, size, "a heartbeat failed (%.80s): %s; stop the work now",
-                 words[0] != '\0' ? words : "no answer", frees);
-        break;
-    default:
-        snprintf(out, size, "no heartbeat answered within %ss (lease %ss): %s; stop the work now",
-                 d, l, frees);
-        break;
-    }
 }
 
 /* The lease ran out while the lock was held: the lock is LOST to the
@@ -565,8 +501,8 @@ static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms)
 {
     advlock_lease_expiry why = advlock_lease_expiry_reason(&a->lease_);
     char message[ADVLOCK_PQ_TEXT_MAX];
-    say_expiry(a, why, words, message, sizeof message);
-    a->lease_free_ms_ = lease_unbound_on_server(a, why)
+    advlock_pq_lease_say_expiry(&a->lease_, why, words, message, sizeof message);
+    a->lease_free_ms_ = advlock_pq_lease_unbound(&a->lease_, why)
                             ? INT64_MAX
                             : advlock_pq_add_ms(now_ms, lease_plan(a)->lease_ms);
     become_lost(a, "", message, now_ms);
@@ -778,10 +714,9 @@ static int readable_now(int fd)
     return fd >= 0 && poll(&p, 1, 0) > 0 && p.revents != 0;
 }
 
-/* Reads what an idle session's socket holds; returns 1 if the connection
- * is gone. The server's last words and the end of the connection often
+/* The server's last words and the end of the connection often
  * arrive together, so the socket is read until it has nothing more. */
-static int read_idle(PGconn *conn)
+int advlock_pq_read_idle(PGconn *conn)
 {
     for (int reads = 0; reads < MAX_IDLE_READS; reads++) {
         if (PQstatus(conn) == CONNECTION_BAD || !PQconsumeInput(conn))
@@ -807,7 +742,7 @@ void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms)
         (void)PQconsumeInput(a->conn_);
         drive(a, now_ms);
     } else {
-        gone = read_idle(a->conn_) || notices.fatal;
+        gone = advlock_pq_read_idle(a->conn_) || notices.fatal;
     }
     advlock_pq_notices_restore(&notices);
     /* The server's FATAL says why better than libpq's "server closed the

@@ -11,8 +11,6 @@
  */
 #include "pq.h"
 
-#include <limits.h>
-
 int advlock_pq_init(advlock_pq *a, PGconn *conn)
 {
     if (a == NULL || conn == NULL)
@@ -29,15 +27,6 @@ enum { CANCEL_ANSWER_MS = 250 };
  * proxy (its first operation on a connection may find the proxy), plus the
  * grace. */
 static const int64_t ONE_STATEMENT_BOUND_MS = ADVLOCK_GUARD_RETRY_MS + ADVLOCK_PQ_GRACE_MS;
-
-/* A poll() wait until until_ms (INT_MAX at most), or -1 (only the
- * adapter's own deadline) when there is none or it has passed. */
-static int wait_until(int64_t until_ms, int64_t now)
-{
-    if (until_ms == INT64_MAX || until_ms <= now)
-        return -1;
-    return until_ms - now > INT_MAX ? INT_MAX : (int)(until_ms - now);
-}
 
 /* Runs an operation that start_rc says started at started_ms to its end,
  * and copies out its report; a refused call sent nothing. A statement
@@ -66,7 +55,7 @@ static int run(advlock_pq *a, int start_rc, int64_t started_ms, int64_t bound_ms
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_wait(a, -1, wait_until(until_ms, now));
+        (void)advlock_pq_wait(a, -1, advlock_pq_wait_until(until_ms, now));
     }
     advlock_pq_report_copy(report, &a->report_);
     return 0;

@@ -38,6 +38,10 @@ int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advloc
  * still differs between processes started together. */
 uint64_t advlock_pq_entropy(void);
 
+/* Seeds full jitter from advlock_pq_entropy() when o asks for it with no
+ * seed and no generator of its own ("random": see advlock_options). */
+void advlock_pq_seed_jitter(advlock_options *o);
+
 /*
  * Given the answer to the current form, decides whether another form must
  * follow (returns 1: send it; the answer is cleared) or the answer is the
@@ -125,6 +129,10 @@ void advlock_pq_report_begin(advlock_pq_report *r);
  * words stay only where the outcome quotes them. */
 void advlock_pq_report_finish(advlock_pq_report *r, const advlock_report *lock);
 
+/* Turns a report into a lost lock's: FAILED, ADVLOCK_ECONNLOST,
+ * ADVLOCK_DETAIL_LOST, with the server's sqlstate ("" if none) and words. */
+void advlock_pq_report_lost(advlock_pq_report *r, const char *sqlstate, const char *words);
+
 /* Fills a report for a refused call: outcome FAILED, failure 0, no text. */
 void advlock_pq_report_refuse(advlock_pq_report *r);
 
@@ -176,6 +184,49 @@ void advlock_pq_engine_cancel_in_flight(advlock_pq *a, int64_t now_ms);
  * then returns ADVLOCK_EMISUSE). The connection is the caller's to close.
  */
 void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms);
+
+/* ---- wait.c: one poll() turn ------------------------------------------------ */
+
+/* What one turn saw: the socket's readiness, whether the deadline has come,
+ * whether extra_fd is readable. */
+typedef struct advlock_pq_turn {
+    unsigned ready;
+    int due;
+    int extra;
+} advlock_pq_turn;
+
+/* One poll() on fd for wants (0: not fd) and on extra_fd (-1: none), until
+ * *at (NULL: no deadline) and no longer than max_wait_ms (-1: no limit);
+ * returns at once when there is nothing to wait for. A signal ends it with
+ * nothing seen. The caller processes when ready or due. */
+void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd, int max_wait_ms,
+                          advlock_pq_turn *turn);
+
+/* A blocking call's max_wait_ms until until_ms (INT_MAX at most), or -1
+ * (only the driver's own deadline) when there is none or it has passed. */
+int advlock_pq_wait_until(int64_t until_ms, int64_t now);
+
+/* Reads what an idle session's socket holds, without blocking; returns 1
+ * if the connection is gone (async.c). */
+int advlock_pq_read_idle(PGconn *conn);
+
+/* ---- lease_words.c: a lease's failures in words ------------------------------ */
+
+/* Why a lease's setup refuses the lock (words: what its statement said, or
+ * ""), into out (size bytes). */
+void advlock_pq_lease_say_setup_failed(const advlock_lease *l, const char *words, char *out,
+                                       size_t size);
+
+/* 1 when the lease set nothing on the server session that holds the lock:
+ * behind a proxy (the server's socket is the proxy's), or after a heartbeat
+ * found its settings changed. Then the lease does not bound when the
+ * server frees the lock. */
+int advlock_pq_lease_unbound(const advlock_lease *l, advlock_lease_expiry why);
+
+/* Why the lease ran out, as the loss's words (words: what the failed
+ * heartbeat said, or ""), into out (size bytes). */
+void advlock_pq_lease_say_expiry(const advlock_lease *l, advlock_lease_expiry why,
+                                 const char *words, char *out, size_t size);
 
 /* ---- shared checks ------------------------------------------------------- */
 

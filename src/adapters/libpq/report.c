@@ -34,6 +34,16 @@ void advlock_pq_report_finish(advlock_pq_report *r, const advlock_report *lock)
         r->server_message[0] = '\0';
 }
 
+void advlock_pq_report_lost(advlock_pq_report *r, const char *sqlstate, const char *words)
+{
+    r->lock.outcome = ADVLOCK_FAILED;
+    r->lock.failure = ADVLOCK_ECONNLOST;
+    r->lock.detail = ADVLOCK_DETAIL_LOST;
+    snprintf(r->lock.sqlstate, sizeof r->lock.sqlstate, "%s", sqlstate);
+    advlock_pq_copy_line(r->server_message, sizeof r->server_message, words);
+    r->lease_expiry = ADVLOCK_LEASE_LIVE;
+}
+
 void advlock_pq_report_refuse(advlock_pq_report *r)
 {
     memset(&r->lock, 0, sizeof r->lock);

@@ -36,3 +36,11 @@ uint64_t advlock_pq_entropy(void)
     return mix((uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 30) ^ ((uint64_t)getpid() << 17)
                ^ (uint64_t)(uintptr_t)&now);
 }
+
+/* Jitter asked for with nothing to draw from means random (advlock.h): the
+ * core has no entropy, so it is given some here. */
+void advlock_pq_seed_jitter(advlock_options *o)
+{
+    if (o->backoff == ADVLOCK_BACKOFF_FULL_JITTER && o->jitter_seed == 0 && o->random == NULL)
+        o->jitter_seed = advlock_pq_entropy();
+}

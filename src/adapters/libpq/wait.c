@@ -38,6 +38,40 @@ static unsigned seen(short revents)
     return ready;
 }
 
+int advlock_pq_wait_until(int64_t until_ms, int64_t now)
+{
+    if (until_ms == INT64_MAX || until_ms <= now)
+        return -1;
+    return until_ms - now > INT_MAX ? INT_MAX : (int)(until_ms - now);
+}
+
+void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd, int max_wait_ms,
+                          advlock_pq_turn *turn)
+{
+    struct pollfd fds[2] = {
+        {.fd = wants != 0 ? fd : -1, .events = poll_events(wants)},
+        {.fd = extra_fd, .events = POLLIN},
+    };
+    int64_t now = advlock_pq_now_ms();
+    int timeout = shorter(at != NULL ? until(*at, now) : -1, max_wait_ms < 0 ? -1 : max_wait_ms);
+    turn->ready = 0;
+    turn->due = 0;
+    turn->extra = 0;
+    if (fds[0].fd < 0 && extra_fd < 0 && timeout < 0)
+        return; /* nothing to wait for */
+    if (poll(fds, 2, timeout) < 0) {
+        if (errno == EINTR)
+            return; /* a signal: the caller turns again, for the time left */
+        /* poll() itself failed: libpq's next read says whether the
+         * connection did. */
+        turn->ready = fds[0].fd >= 0 ? ADVLOCK_PQ_READ : 0;
+    } else {
+        turn->ready = seen(fds[0].revents);
+    }
+    turn->due = at != NULL && advlock_pq_now_ms() >= *at;
+    turn->extra = extra_fd >= 0 && fds[1].revents != 0;
+}
+
 int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
 {
     if (a == NULL)
@@ -49,35 +83,19 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
      * end: the loss is told before the wait. */
     (void)advlock_pq_engine_notice_reset(a, advlock_pq_now_ms());
     unsigned wants = advlock_pq_async_wants(a);
-    struct pollfd fds[2] = {
-        {.fd = wants != 0 ? advlock_pq_async_socket(a) : -1, .events = poll_events(wants)},
-        {.fd = extra_fd, .events = POLLIN},
-    };
-    int64_t at, now = advlock_pq_now_ms();
+    int fd = advlock_pq_async_socket(a);
+    int64_t at;
     int has_deadline = advlock_pq_async_deadline(a, &at);
-    int timeout = shorter(has_deadline ? until(at, now) : -1, max_wait_ms < 0 ? -1 : max_wait_ms);
 
-    if (advlock_pq_async_busy(a) && fds[0].fd < 0 && !has_deadline) {
+    if (advlock_pq_async_busy(a) && (wants == 0 || fd < 0) && !has_deadline) {
         /* Busy with no socket any more and no deadline: nothing will ever
          * wake the wait, so let libpq say what broke. */
-        (void)advlock_pq_async_process(a, ADVLOCK_PQ_READ, now);
+        (void)advlock_pq_async_process(a, ADVLOCK_PQ_READ, advlock_pq_now_ms());
         return 0;
     }
-    if (fds[0].fd < 0 && extra_fd < 0 && timeout < 0)
-        return 0; /* nothing to wait for */
-
-    unsigned ready = 0;
-    if (poll(fds, 2, timeout) < 0) {
-        if (errno == EINTR)
-            return 0; /* a signal: the caller turns again, for the time left */
-        /* poll() itself failed: libpq's next read says whether the
-         * connection did. */
-        ready = fds[0].fd >= 0 ? ADVLOCK_PQ_READ : 0;
-    } else {
-        ready = seen(fds[0].revents);
-    }
-    now = advlock_pq_now_ms();
-    if (ready != 0 || (has_deadline && now >= at))
-        (void)advlock_pq_async_process(a, ready, now);
-    return extra_fd >= 0 && fds[1].revents != 0;
+    advlock_pq_turn turn;
+    advlock_pq_poll_turn(fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms, &turn);
+    if (turn.ready != 0 || turn.due)
+        (void)advlock_pq_async_process(a, turn.ready, advlock_pq_now_ms());
+    return turn.extra;
 }
