@@ -2,11 +2,14 @@
 # python3-advlock, built by dpkg-buildpackage with the project's own
 # Makefile (scripts/build-deb.sh) and checked by lintian.
 #
-#   make deb        the packages, into $(BUILD)/deb/
+#   make deb        the packages, into $(BUILD)/deb/, from the files git
+#                   tracks (untracked ones are left out, and counted)
 #   make deb-test   builds them, installs them on this system, checks the
 #                   command, the -dev files and the Python package as a
 #                   user of them, and purges them (tests/deb/packages.sh;
-#                   needs root, else skipped; part of `make test`)
+#                   needs root, else skipped; packages of these names
+#                   left by an earlier run are purged first; part of
+#                   `make test`)
 # Included by the top-level Makefile.
 
 DEB_DIR := $(BUILD)/deb

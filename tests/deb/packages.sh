@@ -19,9 +19,11 @@
 # (the Python byte code compiled at install time included). Always purges,
 # on failure too: an installed advlock must not stand in for the source
 # tree's in the other tests. Needs root (installs on the real system, as CI
-# runs it), else skipped; refuses, skipped, when any of the packages is
-# installed already. Runs under tests/pg/with-postgres.sh, its server listening
-# on TCP too (ADVLOCK_PG_LISTEN).
+# runs it), else skipped. Packages of these four names found on the system
+# first (what a run killed before its purge leaves: SIGKILL runs no trap) are
+# purged, and the output says so: the test then starts from none of them.
+# Runs under tests/pg/with-postgres.sh, its server listening on TCP too
+# (ADVLOCK_PG_LISTEN).
 set -u
 . "$(dirname "$0")/../cli/lib.sh"
 deb_dir=$(realpath "${DEB_DIR:-build/deb}")
@@ -31,17 +33,25 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "skipped: installing the packages needs root (CI runs make deb-test as root)"
     exit 77
 fi
-for p in "${packages[@]}"; do
-    if dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed; then
-        echo "skipped: $p is installed here already, and the test ends by purging it"
-        exit 77
-    fi
-done
 debs=("$deb_dir"/*.deb)
 [ "${#debs[@]}" -eq 4 ] || { echo "expected the 4 packages in $deb_dir, found: ${debs[*]}" >&2; exit 1; }
+# The libraries' file names carry the version, as the Makefile names them.
+version=$(sed -n 's/^#define ADVLOCK_VERSION "\(.*\)"$/\1/p' include/advlock.h)
+[ -n "$version" ] || { echo "no ADVLOCK_VERSION in include/advlock.h" >&2; exit 1; }
 
 work=$(mktemp -d)
 export DEBIAN_FRONTEND=noninteractive
+# Any state but not-installed (installed, config-files, half-installed...).
+leftovers=()
+for p in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) || continue
+    [ "$status" = not-installed ] || leftovers+=("$p")
+done
+if [ "${#leftovers[@]}" -gt 0 ]; then
+    echo "purging leftovers of an earlier run first: ${leftovers[*]}"
+    apt-get purge -y -qq "${leftovers[@]}" >"$work/leftovers.log" 2>&1 ||
+        { cat "$work/leftovers.log" >&2; echo "apt-get purge of the leftovers failed" >&2; rm -rf "$work"; exit 1; }
+fi
 purge() { apt-get purge -y -qq "${packages[@]}" >"$work/purge.log" 2>&1; }
 trap 'purge; rm -rf "$work"' EXIT
 apt-get install -y -qq "${debs[@]}" >"$work/install.log" 2>&1 ||
@@ -146,7 +156,7 @@ print(advlock.derive_key(sys.argv[1]), advlock.__file__, *loaded)
 PY
 capture env -i /usr/bin/python3 "$work/key.py" "$name"
 check "python3: import advlock and derive the key" \
-    "$want_key /usr/lib/python3/dist-packages/advlock/__init__.py $libdir/libadvlock.so.0.3.0 $libdir/libadvlock_fake.so.0.3.0" \
+    "$want_key /usr/lib/python3/dist-packages/advlock/__init__.py $libdir/libadvlock.so.$version $libdir/libadvlock_fake.so.$version" \
     "$OUT$ERR"
 cat >"$work/lock.py" <<'PY'
 import asyncio
