@@ -56,12 +56,29 @@ for _ in $(seq 100); do grep -q started "$work/job.out" && break; sleep 0.05; do
 # so the lock stays held until --kill-after, past the second run's --timeout.
 env "${tcp_env[@]}" "${run[@]}" true >/dev/null 2>&1 &
 second=$!
+# bounded_wait PID SECONDS: sets status to PID's, as wait gives it, if it
+# ends within SECONDS; else kills it and its children, as systemd does past
+# TimeoutStopSec, and sets status to "stuck".
+bounded_wait() {
+    local deadline=$(($(date +%s) + $2))
+    while kill -0 "$1" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
+    if kill -0 "$1" 2>/dev/null; then
+        pkill -KILL -P "$1"
+        kill -KILL "$1"
+        wait "$1"
+        status=stuck
+    else
+        wait "$1"
+        status=$?
+    fi
+}
 started=$(date +%s%N)
 kill -TERM "$holder"
-wait "$holder"
-rc=$? elapsed_ms=$((($(date +%s%N) - started) / 1000000))
-wait "$second"
-check "a second host's run: the busy status" "$busy" "$?"
+bounded_wait "$holder" "$stop_sec"
+rc=$status elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+[ "$rc" = stuck ] && fail "advlock still ran TimeoutStopSec=${stop_sec}s after SIGTERM: killed"
+bounded_wait "$second" $((timeout + 5))
+check "a second host's run: the busy status" "$busy" "$status"
 check "after SIGTERM: the command killed by KILL" 137 "$rc"
 [ "$elapsed_ms" -ge $((kill_after * 1000)) ] && [ "$elapsed_ms" -lt $((stop_sec * 1000)) ] && pass ||
     fail "advlock exited ${elapsed_ms} ms after SIGTERM: not between --kill-after ${kill_after}s and TimeoutStopSec=${stop_sec}s"
