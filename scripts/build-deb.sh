@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian packages (debian/) into DEB_DIR, default build/deb:
-# copies the files git knows (tracked, and new ones not ignored: what a
-# commit of the tree would hold) to DEB_DIR/advlock-VERSION, runs
+# copies the files git tracks (as they are in the working tree, edits
+# included; files not yet added are left out, and counted on stderr) to
+# DEB_DIR/advlock-VERSION, runs
 # dpkg-buildpackage there (the .deb files land in DEB_DIR, its parent), and
 # checks them with lintian, failing on any error and listing the rest.
 # Its one warning, initial-upload-closes-no-bugs, asks for the Debian bug
@@ -19,9 +20,12 @@ version=$(dpkg-parsechangelog -S Version)
 src=$out/advlock-${version%-*}
 rm -rf "$out"
 mkdir -p "$src"
-git ls-files -z --cached --others --exclude-standard |
+git ls-files -z --cached |
     while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
     tar -c --null -T - | tar -x -C "$src"
+untracked=$(git ls-files --others --exclude-standard | wc -l)
+[ "$untracked" -eq 0 ] ||
+    echo "build-deb: left out $untracked file(s) git does not track (git status lists them)" >&2
 # A make that runs this one hands down its flags and command-line variables
 # (BUILD=..., -s): the package's own make must not see them.
 unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
