@@ -42,7 +42,7 @@ test: cli-test
 
 # json.sh judges every line with Debian's Python's json module.
 deps-cli:
-	@scripts/ensure-deps.sh python3:py:json
+	@PYTHON=/usr/bin/python3 scripts/ensure-deps.sh python3:py:json
 
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man

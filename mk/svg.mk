@@ -2,7 +2,7 @@
 # (tests/herd/waits_svg.c), parsed, checked self-contained and rendered by
 # Debian's headless Chromium (tests/cli/svg.sh; about 15 s, no server).
 
-DEPS_SVG := chromium:cmd:chromium python3:cmd:python3
+DEPS_SVG := chromium:cmd:chromium python3:cmd:/usr/bin/python3
 
 .PHONY: svg-test deps-svg
 deps-svg:

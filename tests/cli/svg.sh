@@ -9,6 +9,8 @@ set -u
 A=${ADVLOCK:?set ADVLOCK to the advlock binary}
 WAITS_SVG=${WAITS_SVG:?set WAITS_SVG to the herd picture tool}
 facts_of="$(dirname "$0")/picture.py"
+# Debian's python3 (deps-svg): another python3 may come first on PATH.
+py=/usr/bin/python3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -18,7 +20,7 @@ fact() { awk -v n="$1" '$1 == n { sub(/^[^ ]* /, ""); print; exit }' "$2"; }
 # render SVG PNG: headless Chromium draws SVG at its own size into PNG.
 render() {
     local size
-    size=$(python3 -c 'import sys, xml.etree.ElementTree as E
+    size=$("$py" -c 'import sys, xml.etree.ElementTree as E
 r = E.parse(sys.argv[1]).getroot(); print(r.get("width") + "," + r.get("height"))' "$1")
     timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
         --disable-background-networking --disable-component-update --disable-sync \
@@ -41,7 +43,7 @@ rendered() {
     [ -s "$png" ] || { fail "$name: Chromium wrote no PNG"; return; }
     local want=() mins=()
     while [ $# -gt 0 ]; do want+=("$1") && mins+=("$2") && shift 2; done
-    python3 "$facts_of" png "$png" "${want[@]}" >"$png.facts"
+    "$py" "$facts_of" png "$png" "${want[@]}" >"$png.facts"
     [ "$(fact colours "$png.facts")" -ge 20 ] && pass || fail "$name: only $(fact colours "$png.facts") colours"
     [ "$(fact nonwhite "$png.facts")" -ge 50 ] && pass || fail "$name: $(fact nonwhite "$png.facts") per mille not white"
     for i in "${!want[@]}"; do
@@ -56,7 +58,7 @@ rendered() {
 capture "$A" simulate --clients 8 --hold 250 --svg "$dir/eight.svg"
 check "eight: status" 0 "$RC"
 check "eight: the printed timeline is the same with --svg" "$("$A" simulate --clients 8 --hold 250)" "$OUT"
-python3 "$facts_of" svg "$dir/eight.svg" >"$dir/eight.svg.facts" && pass || fail "eight: not XML"
+"$py" "$facts_of" svg "$dir/eight.svg" >"$dir/eight.svg.facts" && pass || fail "eight: not XML"
 check "eight: an SVG" "{http://www.w3.org/2000/svg}svg" "$(fact root "$dir/eight.svg.facts")"
 check "eight: titled with the run" "$(head -n 1 <<<"$OUT")" "$(fact title "$dir/eight.svg.facts")"
 check "eight: a row per client" 8 "$(fact rows.client "$dir/eight.svg.facts")"
@@ -87,7 +89,7 @@ check "eight: rendered at the picture's size" "1000 $(fact height "$dir/eight.sv
 # More clients than rows: 50 drawn, the rest counted; waits at the server.
 capture "$A" simulate --clients 60 --hold 50 --wait --quiet --svg "$dir/sixty.svg"
 check "sixty: status" 0 "$RC"
-python3 "$facts_of" svg "$dir/sixty.svg" >"$dir/sixty.svg.facts"
+"$py" "$facts_of" svg "$dir/sixty.svg" >"$dir/sixty.svg.facts"
 check "sixty: 50 rows drawn" 50 "$(fact rows.client "$dir/sixty.svg.facts")"
 check "sixty: the rest counted" 1 "$(grep -cxF 'text 10 more clients not drawn (clients 50 to 59)' "$dir/sixty.svg.facts")"
 [ "$(fact class.wait "$dir/sixty.svg.facts")" -ge 40 ] && pass || fail "sixty: $(fact class.wait "$dir/sixty.svg.facts") waits drawn"
@@ -98,14 +100,14 @@ rendered sixty "$dir/sixty.png" "#E69F00" 20000 "#009E73" 2000
 
 # The idealised herd: a cross per timeout.
 capture "$A" simulate --clients 50 --hold 50 --ideal --quiet --svg "$dir/herd.svg"
-python3 "$facts_of" svg "$dir/herd.svg" >"$dir/herd.svg.facts"
+"$py" "$facts_of" svg "$dir/herd.svg" >"$dir/herd.svg.facts"
 check "idealised herd: a cross per timeout" "$(grep -o '[0-9]* timed out' <<<"$OUT" | cut -d' ' -f1)" \
     "$(fact class.timed-out "$dir/herd.svg.facts")"
 
 # Several lock names, with faults: the first four have owner rows, a cross
 # per failure.
 capture "$A" simulate --clients 20 --keys 6 --cycles 3 --faults --wait --seed 4 --quiet --svg "$dir/keys.svg"
-python3 "$facts_of" svg "$dir/keys.svg" >"$dir/keys.svg.facts"
+"$py" "$facts_of" svg "$dir/keys.svg" >"$dir/keys.svg.facts"
 check "keys: four owner rows" 4 "$(fact rows.owner "$dir/keys.svg.facts")"
 check "keys: the rest counted" 1 "$(grep -cxF 'text 2 more lock names have no owner row' "$dir/keys.svg.facts")"
 check "keys: a cross per failure" "$(grep -o '[0-9]* failed' <<<"$OUT" | cut -d' ' -f1)" \
@@ -119,7 +121,7 @@ capture "$A" simulate --clients 64 --cycles 300 --keys 2 --hold 5 --quiet --svg 
 check "long run: status" 0 "$RC"
 size=$(wc -c <"$dir/long.svg")
 [ "$size" -lt 400000 ] && pass || fail "long run: $size bytes"
-python3 "$facts_of" svg "$dir/long.svg" >"$dir/long.svg.facts" && pass || fail "long run: not XML"
+"$py" "$facts_of" svg "$dir/long.svg" >"$dir/long.svg.facts" && pass || fail "long run: not XML"
 [ "$(fact class.try "$dir/long.svg.facts")" -lt 5000 ] && pass || fail "long run: $(fact class.try "$dir/long.svg.facts") tries drawn"
 
 capture "$A" simulate --clients 2 --svg "$dir/no/such/dir.svg"
@@ -140,7 +142,7 @@ for n in 10 30; do
 done >"$dir/samples"
 capture "$WAITS_SVG" "$dir/waits.svg" "make herd: acquire waits" <"$dir/samples"
 check "waits: status" 0 "$RC"
-python3 "$facts_of" svg "$dir/waits.svg" >"$dir/waits.svg.facts" && pass || fail "waits: not XML"
+"$py" "$facts_of" svg "$dir/waits.svg" >"$dir/waits.svg.facts" && pass || fail "waits: not XML"
 check "waits: a panel per size and policy" 4 "$(fact rows.panel "$dir/waits.svg.facts")"
 check "waits: a real curve each" 4 "$(fact class.real "$dir/waits.svg.facts")"
 check "waits: a simulated curve each" 4 "$(fact class.simulated "$dir/waits.svg.facts")"
