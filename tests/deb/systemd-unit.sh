@@ -60,8 +60,8 @@ second=$!
 # ends within SECONDS; else kills it and its children, as systemd does past
 # TimeoutStopSec, and sets status to "stuck".
 bounded_wait() {
-    local deadline=$(($(date +%s) + $2))
-    while kill -0 "$1" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
+    local deadline=$(($(date +%s%N) + $2 * 1000000000))
+    while kill -0 "$1" 2>/dev/null && [ "$(date +%s%N)" -lt "$deadline" ]; do sleep 0.1; done
     if kill -0 "$1" 2>/dev/null; then
         pkill -KILL -P "$1"
         kill -KILL "$1"
