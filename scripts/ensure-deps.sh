@@ -5,7 +5,9 @@
 #   a module Debian's Python must import (py:asyncpg; PYTHON names the
 #   interpreter, /usr/bin/python3 by default).
 # As root, missing packages are installed; otherwise the script prints the
-# exact command to run and fails.
+# exact command to run and fails. NO_RECOMMENDS=1 installs them without
+# their Recommends (chromium's are desktop services a headless run never
+# opens).
 set -euo pipefail
 
 # CC may carry flags ("gcc --coverage"): split it into words.
@@ -22,14 +24,16 @@ for spec in "$@"; do
     missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
+flags=()
+[ "${NO_RECOMMENDS:-0}" = 1 ] && flags=(--no-install-recommends)
 
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing missing packages: ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
-    apt-get install -y -qq "${missing[@]}" >&2
+    apt-get install -y -qq "${flags[@]}" "${missing[@]}" >&2
     exit 0
 fi
 echo "error: missing packages. Run:" >&2
-echo "    sudo apt-get install -y ${missing[*]}" >&2
+echo "    sudo apt-get install -y ${flags[*]}${flags[*]:+ }${missing[*]}" >&2
 exit 1
