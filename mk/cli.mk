@@ -49,7 +49,9 @@ MANDIR ?= $(PREFIX)/share/man
 
 .PHONY: install-cli
 install: install-cli
+# The installed page's footer names the version, include/advlock.h's.
 install-cli: $(BUILD)/advlock
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(BUILD)/advlock $(DESTDIR)$(BINDIR)/
-	install -m 644 docs/advlock.1 $(DESTDIR)$(MANDIR)/man1/
+	sed '/^\.TH /s/ "advlock" / "advlock $(VERSION)" /' docs/advlock.1 >$(DESTDIR)$(MANDIR)/man1/advlock.1
+	chmod 644 $(DESTDIR)$(MANDIR)/man1/advlock.1

@@ -75,6 +75,8 @@ check "advlock key: the reference's key" "$want_key" "$(printf '%s' "$OUT" | cut
 capture env -i /usr/bin/advlock --version
 check "advlock --version" "advlock $(dpkg-query -W -f='${Version}' advlock | sed 's/-[^-]*$//')" "$OUT"
 check "man page found" /usr/share/man/man1/advlock.1.gz "$(man -w advlock 2>/dev/null)"
+check "man page: the version in its footer" "$OUT" \
+    "$(zcat /usr/share/man/man1/advlock.1.gz | sed -n 's/^\.TH ADVLOCK 1 "[^"]*" "\([^"]*\)".*/\1/p')"
 read -r _ _ classid objid < <(/usr/bin/advlock key deb-test-run)
 held_sql="SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
           AND classid = $classid AND objid = $objid AND objsubid = 1"
