@@ -33,6 +33,11 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "skipped: installing the packages needs root (CI runs make deb-test as root)"
     exit 77
 fi
+# One run at a time on this machine: a second would purge the first's
+# packages as leftovers. The kernel drops the lock with the process, even
+# one killed by SIGKILL.
+exec 9>/run/lock/advlock-deb-test.lock
+flock -w 300 9 || { echo "another deb-test held /run/lock/advlock-deb-test.lock for 300 s" >&2; exit 1; }
 debs=("$deb_dir"/*.deb)
 [ "${#debs[@]}" -eq 4 ] || { echo "expected the 4 packages in $deb_dir, found: ${debs[*]}" >&2; exit 1; }
 # The libraries' file names carry the version, as the Makefile names them.
