@@ -577,6 +577,7 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
 /* Private to the set: one statement in the pipeline, in the order sent. */
 typedef struct advlock_pq_entry_ {
     struct advlock_pq_member *member_; /* NULL once its member let go of it */
+    advlock_peer *kept_; /* a cancelled member's place in the exclusion table, the set's */
     int64_t key_;
     int64_t sent_ms_;
     uint8_t kind_;
@@ -652,8 +653,9 @@ typedef struct advlock_pq_lockset {
  * (see "The server session"), once for every member.
  *
  * Returns 0, or:
- *     ADVLOCK_EINVAL    set or conn NULL, or out of memory (set untouched
- *                       but unbound);
+ *     ADVLOCK_EINVAL    set or conn NULL;
+ *     ADVLOCK_ENOMEM    the tables could not be allocated (set unbound,
+ *                       the connection left as it was but nonblocking);
  *     ADVLOCK_EMISUSE   the connection is not ready, busy with a query, or
  *                       cannot be made nonblocking or pipelined.
  */
@@ -753,10 +755,14 @@ ADVLOCK_API int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock
  * touching any other member's statements. A try-lock of m's already in the
  * pipeline is left to the set: if the server grants it, the set gives it
  * back with an unlock of its own, so a cancelled acquire never leaves a
- * lock behind. m may start again, or go, as soon as this returns.
+ * lock behind. Until that try has been answered (and a grant given back),
+ * its key stays taken in the set's exclusion table, in the set's memory:
+ * a member asking for it meanwhile is answered "busy", as while m asked.
+ * m may start again, or go, as soon as this returns.
  *
- * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (m not
- * acquiring in this set: idle, ended, or releasing).
+ * Returns 0, or ADVLOCK_EINVAL (NULLs), ADVLOCK_EMISUSE (m not acquiring
+ * in this set: idle, ended, or releasing) or ADVLOCK_ENOMEM (the set could
+ * not keep the key's place: nothing changed, m's acquire goes on).
  */
 ADVLOCK_API int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m,
                                           int64_t now_ms);
