@@ -656,17 +656,29 @@ typedef struct advlock_pq_lockset {
  *     ADVLOCK_EINVAL    set or conn NULL;
  *     ADVLOCK_ENOMEM    the tables could not be allocated (set unbound,
  *                       the connection left as it was but nonblocking);
- *     ADVLOCK_EMISUSE   the connection is not ready, busy with a query, or
- *                       cannot be made nonblocking or pipelined.
+ *     ADVLOCK_EMISUSE   the connection is not ready, busy with a query, in
+ *                       a transaction block (every member's statements
+ *                       would run in it, and one error would fail them
+ *                       all), or cannot be made nonblocking or pipelined.
+ *
+ * A set and a single adapter (advlock_pq) must not share a PGconn: they
+ * would share one server session, whose locks are re-entrant, so a lock
+ * the adapter holds would be granted to a member too. While the set is
+ * bound the adapter's calls are refused (the connection is in pipeline
+ * mode), but the set cannot tell that an adapter bound to its connection,
+ * or the caller's own SQL, holds locks from before: bind a set to a
+ * connection of its own. (Their prepared statements may coexist: the
+ * names are shared, and so are the statements behind them.)
  */
 ADVLOCK_API int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn);
 
 /*
  * Frees the set's tables and leaves pipeline mode when nothing is in
- * flight (a connection with statements in flight should be closed). Every
- * member's lock is forgotten, not released: release them first, or close
- * the connection, which ends the session and its locks. Members must not
- * be used with the set again. No-op for NULL.
+ * flight (a connection with statements in flight should be closed).
+ * Members under way end CANCELLED; every held member's lock is forgotten,
+ * not released (advlock_pq_member_held() turns 0): release them first, or
+ * close the connection, which ends the session and its locks. Members may
+ * then start in another set. No-op for NULL.
  */
 ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
 

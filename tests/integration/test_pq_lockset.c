@@ -659,6 +659,45 @@ static void test_refused_options_and_misuse(void **state)
     while ((res = PQgetResult(f->other)) != NULL)
         PQclear(res);
     assert_int_equal(advlock_pq_lockset_init(NULL, f->other), ADVLOCK_EINVAL);
+    /* So is one in a transaction block: every member's statements would
+     * run in the caller's transaction. */
+    pgt_exec(f->other, "BEGIN");
+    assert_int_equal(advlock_pq_lockset_init(&other, f->other), ADVLOCK_EMISUSE);
+    pgt_exec(f->other, "ROLLBACK");
+}
+
+/* Finishing a set ends its members: those under way CANCELLED (queued or
+ * in flight), those holding forgotten; each may start in another set,
+ * where the exclusion table knows it afresh. */
+static void test_finish_leaves_members_free_for_another_set(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_member *m = f->members;
+    hold_distinct(f, 1);
+    start(f, &m[1], "lockset: in flight", 5000, NULL);
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_lockset_wants(&f->set), ADVLOCK_PQ_READ); /* sent, unanswered */
+    start(f, &m[2], "lockset: queued", 5000, NULL);
+    advlock_pq_lockset_finish(&f->set);
+    assert_false(advlock_pq_member_held(&m[0]));
+    expect(&m[1], ADVLOCK_CANCELLED);
+    expect(&m[2], ADVLOCK_CANCELLED);
+
+    advlock_pq_lockset next;
+    assert_int_equal(advlock_pq_lockset_init(&next, f->other), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(advlock_pq_lockset_start_acquire(&next, &m[i], f->lock.key, f->lock.len, 0,
+                                                          NULL, advlock_pq_now_ms()),
+                         0);
+    run(&next);
+    expect(&m[0], ADVLOCK_ACQUIRED);
+    expect(&m[1], ADVLOCK_TIMED_OUT);
+    expect(&m[2], ADVLOCK_TIMED_OUT);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 1);
+    assert_int_equal(advlock_pq_lockset_start_release(&next, &m[0], advlock_pq_now_ms()), 0);
+    run(&next);
+    expect(&m[0], ADVLOCK_RELEASED);
+    advlock_pq_lockset_finish(&next);
 }
 
 int main(void)
@@ -689,6 +728,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_server_that_does_not_answer_gives_the_connection_up,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_finish_leaves_members_free_for_another_set, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("libpq lock sets", tests, NULL, NULL);
 }

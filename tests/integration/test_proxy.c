@@ -634,8 +634,8 @@ static void test_transaction_pool_lockset(void **state)
     if (server_pid(pinning) != claimed)
         fail_msg("PgBouncer did not hand out the last server session (LIFO) as expected");
     advlock_pq_member *late = &m[MEMBERS + 1];
-    assert_int_equal(advlock_pq_lockset_start_acquire(&set, late, f->lock.key, f->lock.len, 0,
-                                                      NULL, advlock_pq_now_ms()),
+    assert_int_equal(advlock_pq_lockset_start_acquire(&set, late, f->lock.key, f->lock.len, 0, NULL,
+                                                      advlock_pq_now_ms()),
                      0);
     run_set(&set);
     expect_session_failure(advlock_pq_member_report(late), ADVLOCK_SQL_TRY_LOCK_GUARDED,

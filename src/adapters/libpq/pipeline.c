@@ -125,17 +125,24 @@ static void drop_ring(advlock_pq_lockset *s)
     }
 }
 
-void advlock_pq_ls_give_up(advlock_pq_lockset *s, int64_t now_ms)
+/* Ends every member's operation under way with outcome and failure. */
+static void end_under_way(advlock_pq_lockset *s, advlock_outcome outcome, int failure,
+                          int64_t now_ms)
 {
     for (size_t i = 0; i < s->ring_count_; i++) {
         advlock_pq_entry_ *e = ring_at(s, i);
         if (e->kind_ == LS_MEMBER)
-            advlock_pq_ls_end(s, e->member_, ADVLOCK_FAILED, ADVLOCK_ENOANSWER, now_ms);
+            advlock_pq_ls_end(s, e->member_, outcome, failure, now_ms);
     }
     static const int waiting[] = {LS_PENDING_LIST, LS_QUEUE_LIST, LS_SLEEP_LIST};
     for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
         while (s->lists_[waiting[i]] != NULL)
-            advlock_pq_ls_end(s, s->lists_[waiting[i]], ADVLOCK_FAILED, ADVLOCK_ENOANSWER, now_ms);
+            advlock_pq_ls_end(s, s->lists_[waiting[i]], outcome, failure, now_ms);
+}
+
+void advlock_pq_ls_give_up(advlock_pq_lockset *s, int64_t now_ms)
+{
+    end_under_way(s, ADVLOCK_FAILED, ADVLOCK_ENOANSWER, now_ms);
     advlock_pq_ls_lose_held(s, "",
                             "the server did not answer: the connection is given up and must be "
                             "closed, which ends the session and its locks",
@@ -426,8 +433,11 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
     if (set == NULL || conn == NULL)
         return ADVLOCK_EINVAL;
     memset(set, 0, sizeof *set);
+    /* Inside a transaction block every member's statements would run in
+     * the caller's transaction: one error, and all of them fail until it
+     * ends. */
     if (PQstatus(conn) != CONNECTION_OK || !advlock_pq_conn_free(conn)
-        || PQsetnonblocking(conn, 1) != 0)
+        || PQtransactionStatus(conn) != PQTRANS_IDLE || PQsetnonblocking(conn, 1) != 0)
         return ADVLOCK_EMISUSE;
     set->buckets_ = calloc(BUCKETS, sizeof(advlock_peer *));
     set->ring_ = malloc(FIRST_RING * sizeof *set->ring_);
@@ -453,6 +463,14 @@ void advlock_pq_lockset_finish(advlock_pq_lockset *set)
         return;
     if (set->conn_ != NULL && set->ring_count_ == 0)
         (void)PQexitPipelineMode(set->conn_);
+    /* No member may be left busy or holding in a table that is going:
+     * each can start again in another set. */
+    end_under_way(set, ADVLOCK_CANCELLED, 0, advlock_pq_now_ms());
+    advlock_pq_member *m;
+    while ((m = set->lists_[LS_HELD_LIST]) != NULL) {
+        (void)advlock_peers_leave(&set->peers_, &m->peer_);
+        advlock_pq_ls_move(set, m, LS_DONE);
+    }
     advlock_pq_answer_clear(&set->query_);
     if (set->ring_ != NULL)
         drop_ring(set);
