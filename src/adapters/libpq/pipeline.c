@@ -428,6 +428,18 @@ void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms)
         complete(s, now_ms);
 }
 
+/* Frees the exclusion table and the ring, and what the ring's entries kept. */
+static void free_tables(advlock_pq_lockset *s)
+{
+    if (s->ring_ != NULL)
+        drop_ring(s);
+    free(s->buckets_);
+    free(s->ring_);
+    s->buckets_ = NULL;
+    s->ring_ = NULL;
+    s->ring_count_ = 0;
+}
+
 int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
 {
     if (set == NULL || conn == NULL)
@@ -442,11 +454,11 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
     set->buckets_ = calloc(BUCKETS, sizeof(advlock_peer *));
     set->ring_ = malloc(FIRST_RING * sizeof *set->ring_);
     if (set->buckets_ == NULL || set->ring_ == NULL) {
-        advlock_pq_lockset_finish(set);
+        free_tables(set);
         return ADVLOCK_ENOMEM;
     }
     if (PQenterPipelineMode(conn) != 1) {
-        advlock_pq_lockset_finish(set);
+        free_tables(set);
         return ADVLOCK_EMISUSE;
     }
     (void)advlock_peers_init(&set->peers_, set->buckets_, BUCKETS);
@@ -472,13 +484,7 @@ void advlock_pq_lockset_finish(advlock_pq_lockset *set)
         advlock_pq_ls_move(set, m, LS_DONE);
     }
     advlock_pq_answer_clear(&set->query_);
-    if (set->ring_ != NULL)
-        drop_ring(set);
-    free(set->buckets_);
-    free(set->ring_);
-    set->buckets_ = NULL;
-    set->ring_ = NULL;
-    set->ring_count_ = 0;
+    free_tables(set);
     set->conn_ = NULL;
 }
 
