@@ -666,6 +666,28 @@ static void test_refused_options_and_misuse(void **state)
     pgt_exec(f->other, "ROLLBACK");
 }
 
+/* A connection whose set finished serves a single adapter: pipeline mode
+ * is left, and the statements the set prepared, under the names the
+ * adapter uses too, are the adapter's (its PREPARE finds them there). */
+static void test_a_finished_sets_connection_serves_an_adapter(void **state)
+{
+    fixture *f = *state;
+    hold_distinct(f, 1);
+    release(f, &f->members[0]);
+    advlock_pq_lockset_finish(&f->set);
+    assert_int_equal(PQpipelineStatus(f->conn), PQ_PIPELINE_OFF);
+    advlock_pq a;
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_init(&a, f->conn), 0);
+    assert_int_equal(advlock_pq_acquire(&a, f->lock.key, f->lock.len, 0, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(r.lock.sql, ADVLOCK_SQL_TRY_LOCK);
+    assert_int_equal(backend_locks(f, NULL), 1);
+    assert_int_equal(advlock_pq_release(&a, f->lock.key, f->lock.len, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
 /* Finishing a set ends its members: those under way CANCELLED (queued or
  * in flight), those holding forgotten; each may start in another set,
  * where the exclusion table knows it afresh. */
@@ -729,6 +751,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_finish_leaves_members_free_for_another_set, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_finished_sets_connection_serves_an_adapter, setup,
                                         teardown),
     };
     return cmocka_run_group_tests_name("libpq lock sets", tests, NULL, NULL);
