@@ -642,13 +642,18 @@ static void test_transaction_pool_lockset(void **state)
                            f->lock.key);
     assert_int_equal(holder_pid(f), 0);
 
-    /* Releases started meanwhile try again until the session is free. */
+    /* Releases started meanwhile try again until the session is free.
+     * It is freed while none of the set's statements is out: PgBouncer
+     * hands out the session freed last, which must be the claimed one. */
     for (int i = 0; i < MEMBERS; i++)
         assert_int_equal(advlock_pq_lockset_start_release(&set, &m[i], advlock_pq_now_ms()), 0);
-    int64_t until = advlock_pq_now_ms() + 300;
-    while (advlock_pq_now_ms() < until)
-        (void)advlock_pq_lockset_wait(&set, -1, 50);
-    assert_true(advlock_pq_member_busy(&m[0]));
+    int64_t limit = advlock_pq_now_ms() + 1000;
+    do {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(&set, -1, 10);
+    } while (advlock_pq_lockset_wants(&set) != 0);
+    for (int i = 0; i < MEMBERS; i++)
+        assert_true(advlock_pq_member_busy(&m[i])); /* sleeping before the next try */
     assert_int_equal(pid_holding(f, pgt_key_of(names[0])), claimed);
     pgt_exec(pinning, "COMMIT");
     run_set(&set);
