@@ -48,7 +48,10 @@ typedef enum advlock_error {
     /* The call is not allowed in the machine's current state. */
     ADVLOCK_EMISUSE = -3,
     /* libcrypto failed to compute SHA-256 (for example, out of memory). */
-    ADVLOCK_ECRYPTO = -4
+    ADVLOCK_ECRYPTO = -4,
+    /* A driver could not allocate the memory the call needs (the core
+     * never allocates). -11: the values in between are advlock_failure's. */
+    ADVLOCK_ENOMEM = -11
 } advlock_error;
 
 /*

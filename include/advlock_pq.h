@@ -577,6 +577,7 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
 /* Private to the set: one statement in the pipeline, in the order sent. */
 typedef struct advlock_pq_entry_ {
     struct advlock_pq_member *member_; /* NULL once its member let go of it */
+    advlock_peer *kept_; /* a cancelled member's place in the exclusion table, the set's */
     int64_t key_;
     int64_t sent_ms_;
     uint8_t kind_;
@@ -652,19 +653,32 @@ typedef struct advlock_pq_lockset {
  * (see "The server session"), once for every member.
  *
  * Returns 0, or:
- *     ADVLOCK_EINVAL    set or conn NULL, or out of memory (set untouched
- *                       but unbound);
- *     ADVLOCK_EMISUSE   the connection is not ready, busy with a query, or
- *                       cannot be made nonblocking or pipelined.
+ *     ADVLOCK_EINVAL    set or conn NULL;
+ *     ADVLOCK_ENOMEM    the tables could not be allocated (set unbound,
+ *                       the connection left as it was but nonblocking);
+ *     ADVLOCK_EMISUSE   the connection is not ready, busy with a query, in
+ *                       a transaction block (every member's statements
+ *                       would run in it, and one error would fail them
+ *                       all), or cannot be made nonblocking or pipelined.
+ *
+ * A set and a single adapter (advlock_pq) must not share a PGconn: they
+ * would share one server session, whose locks are re-entrant, so a lock
+ * the adapter holds would be granted to a member too. While the set is
+ * bound the adapter's calls are refused (the connection is in pipeline
+ * mode), but the set cannot tell that an adapter bound to its connection,
+ * or the caller's own SQL, holds locks from before: bind a set to a
+ * connection of its own. (Their prepared statements may coexist: the
+ * names are shared, and so are the statements behind them.)
  */
 ADVLOCK_API int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn);
 
 /*
  * Frees the set's tables and leaves pipeline mode when nothing is in
- * flight (a connection with statements in flight should be closed). Every
- * member's lock is forgotten, not released: release them first, or close
- * the connection, which ends the session and its locks. Members must not
- * be used with the set again. No-op for NULL.
+ * flight (a connection with statements in flight should be closed).
+ * Members under way end CANCELLED; every held member's lock is forgotten,
+ * not released (advlock_pq_member_held() turns 0): release them first, or
+ * close the connection, which ends the session and its locks. Members may
+ * then start in another set. No-op for NULL.
  */
 ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
 
@@ -753,10 +767,14 @@ ADVLOCK_API int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock
  * touching any other member's statements. A try-lock of m's already in the
  * pipeline is left to the set: if the server grants it, the set gives it
  * back with an unlock of its own, so a cancelled acquire never leaves a
- * lock behind. m may start again, or go, as soon as this returns.
+ * lock behind. Until that try has been answered (and a grant given back),
+ * its key stays taken in the set's exclusion table, in the set's memory:
+ * a member asking for it meanwhile is answered "busy", as while m asked.
+ * m may start again, or go, as soon as this returns.
  *
- * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (m not
- * acquiring in this set: idle, ended, or releasing).
+ * Returns 0, or ADVLOCK_EINVAL (NULLs), ADVLOCK_EMISUSE (m not acquiring
+ * in this set: idle, ended, or releasing) or ADVLOCK_ENOMEM (the set could
+ * not keep the key's place: nothing changed, m's acquire goes on).
  */
 ADVLOCK_API int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m,
                                           int64_t now_ms);

@@ -71,7 +71,11 @@ $(PQ_TEST_BINS) $(PQ_PROXY_TEST): $(BUILD)/san/integration/%: tests/integration/
                 tests/integration/pg_test.h $(PQ_SAN_OBJ) $(PQ_TEST_CORE_OBJ) | deps-pq-test
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(PQ_CPPFLAGS) $(TEST_CFLAGS) $(SANITIZE) -o $@ \
-	    $< $(PQ_TEST_SUPPORT) $(PQ_SAN_OBJ) $(PQ_TEST_CORE_OBJ) $(PQ_LIBS) $(TEST_LIBS)
+	    $< $(PQ_TEST_SUPPORT) $(PQ_SAN_OBJ) $(PQ_TEST_CORE_OBJ) $(PQ_LIBS) $(TEST_LIBS) $(LDFLAGS_$*)
+
+# test_pq_lockset fails the set's allocations on demand: its malloc and
+# calloc calls (the set's objects are linked in) go through the test's.
+LDFLAGS_test_pq_lockset := -Wl,--wrap=malloc -Wl,--wrap=calloc
 
 pq-test: $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 	@tests/pg/with-postgres.sh scripts/run-tests.sh $(PQ_TEST_BINS) $(PQ_EXAMPLES)

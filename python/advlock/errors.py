@@ -74,7 +74,7 @@ class LockCancelled(LockError):
 
 class CallError(Error, ValueError):
     """A call refused before anything was sent (ADVLOCK_EINVAL, EUTF8,
-    EMISUSE, ECRYPTO), changing nothing: a wrong argument, a call in the
+    EMISUSE, ECRYPTO, ENOMEM), changing nothing: a wrong argument, a call in the
     wrong state, or a connection busy with another operation.
     Attribute code: the advlock_error value."""
 

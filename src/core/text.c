@@ -14,6 +14,7 @@ const char *advlock_strerror(int error)
     case ADVLOCK_EUTF8: return "lock key is not valid UTF-8";
     case ADVLOCK_EMISUSE: return "call not allowed in the lock machine's current state";
     case ADVLOCK_ECRYPTO: return "SHA-256 computation failed in libcrypto";
+    case ADVLOCK_ENOMEM: return "out of memory";
     case ADVLOCK_ENULL: return "server returned NULL where a boolean was expected";
     case ADVLOCK_ESERVER: return "server reported an error";
     case ADVLOCK_ECONNLOST: return "connection to the server was lost";

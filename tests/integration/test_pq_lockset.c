@@ -15,6 +15,25 @@
 
 enum { LIMIT_MS = 20000, THOUSAND = 1000, BATCH = 200 };
 
+/* Allocations refused on demand: this program is linked with
+ * --wrap=malloc,calloc (mk/pq.mk), so the set's calls, in objects linked
+ * in, come here; libpq and cmocka, shared libraries, keep the real ones. */
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+static int refuse_allocations;
+
+void *__wrap_malloc(size_t size)
+{
+    return refuse_allocations ? NULL : __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    return refuse_allocations ? NULL : __real_calloc(n, size);
+}
+
 typedef struct fixture {
     pgt_lock lock; /* the key, and the observer */
     PGconn *conn;  /* the set's */
@@ -27,6 +46,7 @@ static int setup(void **state)
 {
     static fixture f;
     memset(&f, 0, sizeof f);
+    refuse_allocations = 0; /* after a test that failed with it set */
     f.conn = pgt_connect();
     f.other = pgt_connect();
     assert_int_equal(advlock_pq_lockset_init(&f.set, f.conn), 0);
@@ -436,6 +456,84 @@ static void test_cancels_in_a_batch_leave_nothing_behind(void **state)
     assert_int_equal(advlock_pq_lockset_wants(&f->set), 0);
 }
 
+/* A member cancelled with its try in flight: the server may grant that try
+ * to the set's session, so its key stays taken in the set until the try
+ * has been answered and the grant given back. A member asking meanwhile
+ * is answered busy locally, nothing sent, and the server's holds for the
+ * session never outnumber the set's asking and holding peers (read from
+ * the set's table, advlock_peers_count()). */
+static void test_a_cancelled_try_keeps_its_key_until_answered(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_member *a = &f->members[0], *b = &f->members[1];
+    start(f, a, "lockset: first", 0, NULL); /* the session check, out of the way */
+    run(&f->set);
+    release(f, a);
+
+    start(f, a, f->lock.key, 5000, NULL);
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_lockset_wants(&f->set), ADVLOCK_PQ_READ); /* sent, unanswered */
+    assert_int_equal(advlock_pq_lockset_cancel(&f->set, a, advlock_pq_now_ms()), 0);
+    expect(a, ADVLOCK_CANCELLED);
+
+    start(f, b, f->lock.key, 0, NULL); /* one try */
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
+    expect(b, ADVLOCK_TIMED_OUT);
+    assert_int_equal(advlock_pq_member_report(b)->lock.attempts, 1);
+    assert_int_equal(advlock_peers_count(&f->set.peers_), 1);
+
+    /* The server grants a's try to the session: the set accounts for it. */
+    int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
+    while (backend_locks(f, NULL) == 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        pgt_sleep_ms(5);
+    }
+    assert_int_equal(advlock_peers_count(&f->set.peers_), 1);
+    /* Through the grant's answer and the give-back's. */
+    while (advlock_pq_lockset_wants(&f->set) != 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        long long server = backend_locks(f, NULL);
+        assert_true(server <= (long long)advlock_peers_count(&f->set.peers_));
+        (void)advlock_pq_lockset_wait(&f->set, -1, 100);
+    }
+    assert_int_equal(advlock_peers_count(&f->set.peers_), 0);
+    assert_int_equal(backend_locks(f, NULL), 0);
+    start(f, b, f->lock.key, 0, NULL);
+    run(&f->set);
+    expect(b, ADVLOCK_ACQUIRED);
+    release(f, b);
+}
+
+/* Out of memory: the set's init and a cancel that must keep a key's place
+ * refuse with ADVLOCK_ENOMEM and change nothing. */
+static void test_out_of_memory_is_enomem(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_lockset other;
+    refuse_allocations = 1;
+    assert_int_equal(advlock_pq_lockset_init(&other, f->other), ADVLOCK_ENOMEM);
+    refuse_allocations = 0;
+    assert_int_equal(advlock_pq_lockset_process(&other, 0, advlock_pq_now_ms()), ADVLOCK_EMISUSE);
+    assert_string_equal(advlock_strerror(ADVLOCK_ENOMEM), "out of memory");
+    assert_int_equal(advlock_pq_lockset_init(&other, f->other), 0);
+    advlock_pq_lockset_finish(&other);
+
+    advlock_pq_member *a = &f->members[0];
+    start(f, a, "lockset: first", 0, NULL);
+    run(&f->set);
+    release(f, a);
+    start(f, a, f->lock.key, 5000, NULL);
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
+    refuse_allocations = 1;
+    int rc = advlock_pq_lockset_cancel(&f->set, a, advlock_pq_now_ms());
+    refuse_allocations = 0;
+    assert_int_equal(rc, ADVLOCK_ENOMEM);
+    run(&f->set); /* the acquire went on */
+    expect(a, ADVLOCK_ACQUIRED);
+    release(f, a);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
 /* Fenced members: each grant issues its key's next token; a fenced try
  * goes in a batch of its own, so no other statement's failure can roll its
  * token back. */
@@ -561,6 +659,67 @@ static void test_refused_options_and_misuse(void **state)
     while ((res = PQgetResult(f->other)) != NULL)
         PQclear(res);
     assert_int_equal(advlock_pq_lockset_init(NULL, f->other), ADVLOCK_EINVAL);
+    /* So is one in a transaction block: every member's statements would
+     * run in the caller's transaction. */
+    pgt_exec(f->other, "BEGIN");
+    assert_int_equal(advlock_pq_lockset_init(&other, f->other), ADVLOCK_EMISUSE);
+    pgt_exec(f->other, "ROLLBACK");
+}
+
+/* A connection whose set finished serves a single adapter: pipeline mode
+ * is left, and the statements the set prepared, under the names the
+ * adapter uses too, are the adapter's (its PREPARE finds them there). */
+static void test_a_finished_sets_connection_serves_an_adapter(void **state)
+{
+    fixture *f = *state;
+    hold_distinct(f, 1);
+    release(f, &f->members[0]);
+    advlock_pq_lockset_finish(&f->set);
+    assert_int_equal(PQpipelineStatus(f->conn), PQ_PIPELINE_OFF);
+    advlock_pq a;
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_init(&a, f->conn), 0);
+    assert_int_equal(advlock_pq_acquire(&a, f->lock.key, f->lock.len, 0, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(r.lock.sql, ADVLOCK_SQL_TRY_LOCK);
+    assert_int_equal(backend_locks(f, NULL), 1);
+    assert_int_equal(advlock_pq_release(&a, f->lock.key, f->lock.len, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
+/* Finishing a set ends its members: those under way CANCELLED (queued or
+ * in flight), those holding forgotten; each may start in another set,
+ * where the exclusion table knows it afresh. */
+static void test_finish_leaves_members_free_for_another_set(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_member *m = f->members;
+    hold_distinct(f, 1);
+    start(f, &m[1], "lockset: in flight", 5000, NULL);
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_lockset_wants(&f->set), ADVLOCK_PQ_READ); /* sent, unanswered */
+    start(f, &m[2], "lockset: queued", 5000, NULL);
+    advlock_pq_lockset_finish(&f->set);
+    assert_false(advlock_pq_member_held(&m[0]));
+    expect(&m[1], ADVLOCK_CANCELLED);
+    expect(&m[2], ADVLOCK_CANCELLED);
+
+    advlock_pq_lockset next;
+    assert_int_equal(advlock_pq_lockset_init(&next, f->other), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(advlock_pq_lockset_start_acquire(&next, &m[i], f->lock.key, f->lock.len, 0,
+                                                          NULL, advlock_pq_now_ms()),
+                         0);
+    run(&next);
+    expect(&m[0], ADVLOCK_ACQUIRED);
+    expect(&m[1], ADVLOCK_TIMED_OUT);
+    expect(&m[2], ADVLOCK_TIMED_OUT);
+    assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 1);
+    assert_int_equal(advlock_pq_lockset_start_release(&next, &m[0], advlock_pq_now_ms()), 0);
+    run(&next);
+    expect(&m[0], ADVLOCK_RELEASED);
+    advlock_pq_lockset_finish(&next);
 }
 
 int main(void)
@@ -582,12 +741,19 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_lease_for_every_member, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancels_in_a_batch_leave_nothing_behind, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_cancelled_try_keeps_its_key_until_answered, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_memory_is_enomem, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fenced_members_get_increasing_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blocking_acquire_drives_the_whole_set, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_server_that_does_not_answer_gives_the_connection_up,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_finish_leaves_members_free_for_another_set, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_finished_sets_connection_serves_an_adapter, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("libpq lock sets", tests, NULL, NULL);
 }

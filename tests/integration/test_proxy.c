@@ -23,7 +23,9 @@
  *     goes on after it (a terminated session is still reported LOST);
  *   - a lock set through the session pool: its statements one at a time,
  *     guarded, its members excluding each other, its lease's heartbeats
- *     guarded too.
+ *     guarded too; through the transaction pool the same while its claimed
+ *     server session is free, and ESESSION (a try) or retries (a release)
+ *     while another client's transaction pins it, as for a single lock.
  */
 #include "pg_test.h"
 
@@ -99,16 +101,22 @@ static int server_pid(PGconn *conn)
     return (int)pgt_query_int(conn, "SELECT pg_catalog.pg_backend_pid()", (char *)NULL);
 }
 
-/* The pid of the server session holding the fixture's lock, or 0. */
-static int holder_pid(fixture *f)
+/* The pid of the server session holding key, or 0. */
+static int pid_holding(fixture *f, int64_t key)
 {
-    char key[32], buf[16];
-    snprintf(key, sizeof key, "%lld", (long long)f->lock.derived);
+    char k[32], buf[16];
+    snprintf(k, sizeof k, "%lld", (long long)key);
     pgt_query(f->lock.observer, buf, sizeof buf,
               "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted"
               " AND ((classid::bigint << 32) | objid::bigint) = $1::bigint",
-              key, (char *)NULL);
+              k, (char *)NULL);
     return buf[0] != '\0' ? (int)strtol(buf, NULL, 10) : 0;
+}
+
+/* The pid of the server session holding the fixture's lock, or 0. */
+static int holder_pid(fixture *f)
+{
+    return pid_holding(f, f->lock.derived);
 }
 
 static void test_session_pool_runs_guarded_statements(void **state)
@@ -562,6 +570,106 @@ static void test_session_pool_lockset(void **state)
     PQfinish(conn);
 }
 
+static void run_set(advlock_pq_lockset *set)
+{
+    int64_t limit = advlock_pq_now_ms() + 10000;
+    while (advlock_pq_lockset_busy(set) > 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(set, -1, 100);
+    }
+}
+
+/* A lock set behind a transaction pool works as a single adapter does
+ * there: its statements, one at a time and guarded, all land on the
+ * server session it claimed while that one is free, so its members hold
+ * there, exclude each other and another client, and release; a try that
+ * lands on another server session (the claimed one pinned by another
+ * client's transaction) fails ESESSION, locking nothing, and a release
+ * tries again until it reaches the claimed one. */
+static void test_transaction_pool_lockset(void **state)
+{
+    fixture *f = *state;
+    enum { MEMBERS = 3 };
+    fresh_tx_sessions();
+    PGconn *conn = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
+    PGconn *pinning = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
+    PGconn *direct = pgt_connect_env("ADVLOCK_TEST_DIRECT");
+    advlock_pq_lockset set;
+    advlock_pq_member m[MEMBERS + 2];
+    assert_int_equal(advlock_pq_lockset_init(&set, conn), 0);
+    char names[MEMBERS][200];
+    for (int i = 0; i < MEMBERS + 2; i++)
+        advlock_pq_member_init(&m[i]);
+    for (int i = 0; i <= MEMBERS; i++) {
+        if (i < MEMBERS)
+            snprintf(names[i], sizeof names[i], "%s #%d", f->lock.key, i);
+        const char *name = i < MEMBERS ? names[i] : names[0]; /* the last: a second on #0 */
+        assert_int_equal(advlock_pq_lockset_start_acquire(&set, &m[i], name, strlen(name),
+                                                          i < MEMBERS ? 0 : 250, NULL,
+                                                          advlock_pq_now_ms()),
+                         0);
+    }
+    run_set(&set);
+    int claimed = pid_holding(f, pgt_key_of(names[0]));
+    assert_int_not_equal(claimed, 0);
+    for (int i = 0; i < MEMBERS; i++) {
+        const advlock_pq_report *r = advlock_pq_member_report(&m[i]);
+        pgt_expect_outcome(r, ADVLOCK_ACQUIRED);
+        assert_int_equal(r->lock.sql, ADVLOCK_SQL_TRY_LOCK_GUARDED);
+        assert_int_equal(pid_holding(f, pgt_key_of(names[i])), claimed);
+        assert_int_equal(pgt_lock_count(f->lock.observer, pgt_key_of(names[i])), 1);
+    }
+    pgt_expect_outcome(advlock_pq_member_report(&m[MEMBERS]), ADVLOCK_TIMED_OUT);
+
+    /* Another client contends, and is excluded. */
+    advlock_pq other;
+    bind(f, &other, direct);
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&other, names[1], strlen(names[1]), 0, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_TIMED_OUT);
+
+    /* Another client's transaction pins the claimed session: a try lands
+     * on the other one, where its guard locks nothing. */
+    pgt_exec(pinning, "BEGIN");
+    if (server_pid(pinning) != claimed)
+        fail_msg("PgBouncer did not hand out the last server session (LIFO) as expected");
+    advlock_pq_member *late = &m[MEMBERS + 1];
+    assert_int_equal(advlock_pq_lockset_start_acquire(&set, late, f->lock.key, f->lock.len, 0, NULL,
+                                                      advlock_pq_now_ms()),
+                     0);
+    run_set(&set);
+    expect_session_failure(advlock_pq_member_report(late), ADVLOCK_SQL_TRY_LOCK_GUARDED,
+                           f->lock.key);
+    assert_int_equal(holder_pid(f), 0);
+
+    /* Releases started meanwhile try again until the session is free.
+     * It is freed while none of the set's statements is out: PgBouncer
+     * hands out the session freed last, which must be the claimed one. */
+    for (int i = 0; i < MEMBERS; i++)
+        assert_int_equal(advlock_pq_lockset_start_release(&set, &m[i], advlock_pq_now_ms()), 0);
+    int64_t limit = advlock_pq_now_ms() + 1000;
+    do {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(&set, -1, 10);
+    } while (advlock_pq_lockset_wants(&set) != 0);
+    for (int i = 0; i < MEMBERS; i++)
+        assert_true(advlock_pq_member_busy(&m[i])); /* sleeping before the next try */
+    assert_int_equal(pid_holding(f, pgt_key_of(names[0])), claimed);
+    pgt_exec(pinning, "COMMIT");
+    run_set(&set);
+    for (int i = 0; i < MEMBERS; i++) {
+        pgt_expect_outcome(advlock_pq_member_report(&m[i]), ADVLOCK_RELEASED);
+        assert_int_equal(pgt_lock_count(f->lock.observer, pgt_key_of(names[i])), 0);
+    }
+    assert_int_equal(advlock_pq_acquire(&other, names[1], strlen(names[1]), 0, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_pq_release(&other, names[1], strlen(names[1]), &r), 0);
+    advlock_pq_lockset_finish(&set);
+    PQfinish(conn);
+    PQfinish(pinning);
+    PQfinish(direct);
+}
+
 int main(void)
 {
     alarm(60); /* a hang fails the program instead of the whole run */
@@ -578,6 +686,7 @@ int main(void)
         T(test_transaction_pool_lease_sees_the_holder_terminated),
         T(test_session_pool_lease_expiry_promises_no_free_time),
         T(test_session_pool_lockset),
+        T(test_transaction_pool_lockset),
     };
     return cmocka_run_group_tests_name("libpq adapters: the server session check through PgBouncer",
                                        tests, NULL, NULL);

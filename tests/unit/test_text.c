@@ -127,7 +127,7 @@ static void names_for_every_code(void **state)
     static const int codes[] = {ADVLOCK_OK,       ADVLOCK_EINVAL,    ADVLOCK_EUTF8,
                                 ADVLOCK_EMISUSE,  ADVLOCK_ECRYPTO,   ADVLOCK_ENULL,
                                 ADVLOCK_ESERVER,  ADVLOCK_ECONNLOST, ADVLOCK_ESTANDBY,
-                                ADVLOCK_ESESSION, ADVLOCK_ENOANSWER};
+                                ADVLOCK_ESESSION, ADVLOCK_ENOANSWER, ADVLOCK_ENOMEM};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         assert_string_not_equal(advlock_strerror(codes[i]), "unknown advlock error");

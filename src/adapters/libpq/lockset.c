@@ -364,8 +364,11 @@ int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int
     advlock_action next = advlock_next_action(&m->machine_);
     int asked_session = m->phase_ == LS_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
                         && next.sql == ADVLOCK_SQL_SESSION;
-    if (m->phase_ == LS_SENT)
-        advlock_pq_ls_detach(set, m);
+    if (m->phase_ == LS_SENT) {
+        int rc = advlock_pq_ls_detach(set, m);
+        if (rc != 0)
+            return rc;
+    }
     advlock_pq_ls_end(set, m, ADVLOCK_CANCELLED, 0, now_ms);
     if (asked_session)
         advlock_pq_ls_session_answered(set, now_ms);

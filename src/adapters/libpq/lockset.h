@@ -70,8 +70,10 @@ void advlock_pq_ls_wake_sleepers(advlock_pq_lockset *s, int64_t now_ms);
 /* ---- pipeline.c ---- */
 
 /* m's statement in the pipeline is left to the set: its answer is read and
- * dropped, a grant given back with an unlock. */
-void advlock_pq_ls_detach(advlock_pq_lockset *s, advlock_pq_member *m);
+ * dropped, a grant given back with an unlock. A try's place in the
+ * exclusion table moves to the set's memory and stays until that answer (a
+ * grant's: until the give-back's). 0, or ADVLOCK_ENOMEM (nothing changed). */
+int advlock_pq_ls_detach(advlock_pq_lockset *s, advlock_pq_member *m);
 
 /* The server did not answer within a blocking call's bound: every member
  * under way ends FAILED with ADVLOCK_ENOANSWER, every held one is LOST,

@@ -74,7 +74,8 @@ static int send_lease_query(advlock_pq_lockset *s, int kind, int64_t now_ms)
     act.sql = l.sql;
     act.param = l.param;
     act.param2 = l.param2;
-    advlock_pq_entry_ e = {NULL, 0, now_ms, LS_LEASE, (uint8_t)l.sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
+    advlock_pq_entry_ e = {
+        NULL, NULL, 0, now_ms, LS_LEASE, (uint8_t)l.sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
     advlock_pq_ls_end_batch(s);
     int sent = advlock_pq_ls_send_entry(s, &e, &act, now_ms);
     if (sent) {

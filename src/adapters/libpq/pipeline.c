@@ -66,34 +66,89 @@ static advlock_pq_entry_ ring_pop(advlock_pq_lockset *s)
     return e;
 }
 
-void advlock_pq_ls_detach(advlock_pq_lockset *s, advlock_pq_member *m)
+/* Takes p out of the table and puts a copy of the set's in its place, in
+ * p's state (the key stays taken exactly as it was); NULL: out of memory,
+ * nothing changed. */
+static advlock_peer *keep_peer(advlock_pq_lockset *s, advlock_peer *p, int64_t key,
+                               advlock_mode mode)
+{
+    advlock_peer *kept = malloc(sizeof *kept);
+    if (kept == NULL)
+        return NULL;
+    advlock_peer_init(kept);
+    int held = advlock_peer_state(p) == ADVLOCK_PEER_HELD;
+    (void)advlock_peers_leave(&s->peers_, p);
+    (void)advlock_peers_ask(&s->peers_, kept, key, mode); /* p's place: free */
+    if (held)
+        (void)advlock_peers_granted(&s->peers_, kept);
+    return kept;
+}
+
+/* The set's place in the table ends: the statement that kept it answered. */
+static void drop_peer(advlock_pq_lockset *s, advlock_pq_entry_ *e)
+{
+    if (e->kept_ == NULL)
+        return;
+    (void)advlock_peers_leave(&s->peers_, e->kept_);
+    free(e->kept_);
+    e->kept_ = NULL;
+}
+
+int advlock_pq_ls_detach(advlock_pq_lockset *s, advlock_pq_member *m)
 {
     for (size_t i = 0; i < s->ring_count_; i++) {
         advlock_pq_entry_ *e = ring_at(s, i);
-        if (e->kind_ == LS_MEMBER && e->member_ == m) {
-            e->kind_ = LS_DETACHED;
-            e->member_ = NULL;
+        if (e->kind_ != LS_MEMBER || e->member_ != m)
+            continue;
+        advlock_mode mode;
+        if (advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT
+            && advlock_pq_ls_try_mode(e->sql_, &mode)) {
+            /* The server may grant the try for this session until it has
+             * answered: the key stays taken till then (and till a grant's
+             * give-back has answered), though m may go at once. */
+            e->kept_ = keep_peer(s, &m->peer_, e->key_, mode);
+            if (e->kept_ == NULL)
+                return ADVLOCK_ENOMEM;
         }
+        e->kind_ = LS_DETACHED;
+        e->member_ = NULL;
+    }
+    return 0;
+}
+
+/* Forgets every statement in flight, and the places in the table they kept. */
+static void drop_ring(advlock_pq_lockset *s)
+{
+    while (s->ring_count_ > 0) {
+        advlock_pq_entry_ e = ring_pop(s);
+        drop_peer(s, &e);
     }
 }
 
-void advlock_pq_ls_give_up(advlock_pq_lockset *s, int64_t now_ms)
+/* Ends every member's operation under way with outcome and failure. */
+static void end_under_way(advlock_pq_lockset *s, advlock_outcome outcome, int failure,
+                          int64_t now_ms)
 {
     for (size_t i = 0; i < s->ring_count_; i++) {
         advlock_pq_entry_ *e = ring_at(s, i);
         if (e->kind_ == LS_MEMBER)
-            advlock_pq_ls_end(s, e->member_, ADVLOCK_FAILED, ADVLOCK_ENOANSWER, now_ms);
+            advlock_pq_ls_end(s, e->member_, outcome, failure, now_ms);
     }
     static const int waiting[] = {LS_PENDING_LIST, LS_QUEUE_LIST, LS_SLEEP_LIST};
     for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
         while (s->lists_[waiting[i]] != NULL)
-            advlock_pq_ls_end(s, s->lists_[waiting[i]], ADVLOCK_FAILED, ADVLOCK_ENOANSWER, now_ms);
+            advlock_pq_ls_end(s, s->lists_[waiting[i]], outcome, failure, now_ms);
+}
+
+void advlock_pq_ls_give_up(advlock_pq_lockset *s, int64_t now_ms)
+{
+    end_under_way(s, ADVLOCK_FAILED, ADVLOCK_ENOANSWER, now_ms);
     advlock_pq_ls_lose_held(s, "",
                             "the server did not answer: the connection is given up and must be "
                             "closed, which ends the session and its locks",
                             ADVLOCK_LEASE_LIVE, now_ms);
     advlock_pq_answer_clear(&s->query_);
-    s->ring_count_ = 0;
+    drop_ring(s);
     s->conn_ = NULL;
 }
 
@@ -133,7 +188,8 @@ static uint8_t choose_form(advlock_pq_lockset *s, const advlock_action *act)
     if (s->session_.proxied || sql == ADVLOCK_SQL_SESSION || (s->unnamed_ & bit(sql)))
         return ADVLOCK_PQ_EXECUTE_UNNAMED;
     if (!(s->prepared_ & bit(sql)) && !(s->preparing_ & bit(sql))) {
-        advlock_pq_entry_ prepare = {NULL, 0, 0, LS_PREPARE, (uint8_t)sql, ADVLOCK_PQ_PREPARE};
+        advlock_pq_entry_ prepare = {
+            NULL, NULL, 0, 0, LS_PREPARE, (uint8_t)sql, ADVLOCK_PQ_PREPARE};
         if (advlock_pq_ls_send_entry(s, &prepare, act, 0))
             s->preparing_ |= bit(sql);
     }
@@ -155,7 +211,7 @@ static void not_sent(advlock_pq_lockset *s, advlock_pq_member *m, int64_t now_ms
 static void send_member(advlock_pq_lockset *s, advlock_pq_member *m, const advlock_action *act,
                         int64_t now_ms)
 {
-    advlock_pq_entry_ e = {m, act->param, 0, LS_MEMBER, (uint8_t)act->sql, 0};
+    advlock_pq_entry_ e = {m, NULL, act->param, 0, LS_MEMBER, (uint8_t)act->sql, 0};
     e.form_ = choose_form(s, act);
     if (advlock_pq_ls_send_entry(s, &e, act, now_ms))
         advlock_pq_ls_move(s, m, LS_SENT);
@@ -206,7 +262,7 @@ static void send_queued(advlock_pq_lockset *s, int64_t now_ms)
 void advlock_pq_ls_end_batch(advlock_pq_lockset *s)
 {
     if (s->unsynced_) {
-        advlock_pq_entry_ sync = {NULL, 0, 0, LS_SYNC, 0, 0};
+        advlock_pq_entry_ sync = {NULL, NULL, 0, 0, LS_SYNC, 0, 0};
         if (ring_push(s, &sync) && PQpipelineSync(s->conn_) != 1)
             s->ring_count_--;
         s->unsynced_ = 0;
@@ -226,8 +282,11 @@ static advlock_sql unlock_of(int try_sql)
 }
 
 /* A detached member's grant is given back with unlock_sql: the server
- * counts holds per session, so this takes back exactly the one granted. */
-static void give_back(advlock_pq_lockset *s, advlock_sql unlock_sql, int64_t key)
+ * counts holds per session, so this takes back exactly the one granted.
+ * kept: the set's place in the table for it, HELD until the unlock's
+ * answer (freed here if the unlock cannot go). */
+static void give_back(advlock_pq_lockset *s, advlock_sql unlock_sql, int64_t key,
+                      advlock_peer *kept)
 {
     advlock_action act;
     memset(&act, 0, sizeof act);
@@ -236,8 +295,9 @@ static void give_back(advlock_pq_lockset *s, advlock_sql unlock_sql, int64_t key
     act.param = key;
     act.param2 = (int64_t)s->session_.token;
     advlock_pq_entry_ e = {
-        NULL, key, 0, LS_GIVE_BACK, (uint8_t)unlock_sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
-    (void)advlock_pq_ls_send_entry(s, &e, &act, 0);
+        NULL, kept, key, 0, LS_GIVE_BACK, (uint8_t)unlock_sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
+    if (!advlock_pq_ls_send_entry(s, &e, &act, 0))
+        drop_peer(s, &e);
 }
 
 /* ---- answers ------------------------------------------------------------- */
@@ -276,14 +336,20 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
             s->unnamed_ |= bit(e.sql_);
         break;
     case LS_GIVE_BACK:
-        if (again)
-            give_back(s, (advlock_sql)e.sql_, e.key_);
+        if (again) {
+            give_back(s, (advlock_sql)e.sql_, e.key_, e.kept_);
+            e.kept_ = NULL;
+        }
         break;
     case LS_DETACHED:
         if (e.sql_ == ADVLOCK_SQL_SESSION)
             advlock_pq_ls_session_answered(s, now_ms);
-        else if (q->result_ == ADVLOCK_RESULT_TRUE && advlock_pq_ls_try_mode(e.sql_, &mode))
-            give_back(s, unlock_of(e.sql_), e.key_);
+        else if (q->result_ == ADVLOCK_RESULT_TRUE && advlock_pq_ls_try_mode(e.sql_, &mode)) {
+            if (e.kept_ != NULL)
+                (void)advlock_peers_granted(&s->peers_, e.kept_);
+            give_back(s, unlock_of(e.sql_), e.key_, e.kept_);
+            e.kept_ = NULL;
+        }
         break;
     case LS_MEMBER:
         if (again)
@@ -294,6 +360,7 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
     case LS_LEASE: advlock_pq_ls_lease_answered(s, q, now_ms); break;
     default: break;
     }
+    drop_peer(s, &e);
     advlock_pq_answer_clear(q);
 }
 
@@ -361,22 +428,37 @@ void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms)
         complete(s, now_ms);
 }
 
+/* Frees the exclusion table and the ring, and what the ring's entries kept. */
+static void free_tables(advlock_pq_lockset *s)
+{
+    if (s->ring_ != NULL)
+        drop_ring(s);
+    free(s->buckets_);
+    free(s->ring_);
+    s->buckets_ = NULL;
+    s->ring_ = NULL;
+    s->ring_count_ = 0;
+}
+
 int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
 {
     if (set == NULL || conn == NULL)
         return ADVLOCK_EINVAL;
     memset(set, 0, sizeof *set);
+    /* Inside a transaction block every member's statements would run in
+     * the caller's transaction: one error, and all of them fail until it
+     * ends. */
     if (PQstatus(conn) != CONNECTION_OK || !advlock_pq_conn_free(conn)
-        || PQsetnonblocking(conn, 1) != 0)
+        || PQtransactionStatus(conn) != PQTRANS_IDLE || PQsetnonblocking(conn, 1) != 0)
         return ADVLOCK_EMISUSE;
     set->buckets_ = calloc(BUCKETS, sizeof(advlock_peer *));
     set->ring_ = malloc(FIRST_RING * sizeof *set->ring_);
     if (set->buckets_ == NULL || set->ring_ == NULL) {
-        advlock_pq_lockset_finish(set);
-        return ADVLOCK_EINVAL;
+        free_tables(set);
+        return ADVLOCK_ENOMEM;
     }
     if (PQenterPipelineMode(conn) != 1) {
-        advlock_pq_lockset_finish(set);
+        free_tables(set);
         return ADVLOCK_EMISUSE;
     }
     (void)advlock_peers_init(&set->peers_, set->buckets_, BUCKETS);
@@ -393,12 +475,16 @@ void advlock_pq_lockset_finish(advlock_pq_lockset *set)
         return;
     if (set->conn_ != NULL && set->ring_count_ == 0)
         (void)PQexitPipelineMode(set->conn_);
+    /* No member may be left busy or holding in a table that is going:
+     * each can start again in another set. */
+    end_under_way(set, ADVLOCK_CANCELLED, 0, advlock_pq_now_ms());
+    advlock_pq_member *m;
+    while ((m = set->lists_[LS_HELD_LIST]) != NULL) {
+        (void)advlock_peers_leave(&set->peers_, &m->peer_);
+        advlock_pq_ls_move(set, m, LS_DONE);
+    }
     advlock_pq_answer_clear(&set->query_);
-    free(set->buckets_);
-    free(set->ring_);
-    set->buckets_ = NULL;
-    set->ring_ = NULL;
-    set->ring_count_ = 0;
+    free_tables(set);
     set->conn_ = NULL;
 }
 
