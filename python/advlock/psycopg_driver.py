@@ -107,8 +107,12 @@ class _Client:
 
     def pid(self):
         """The backend pid announced at connect (a proxy's own number):
-        info.backend_pid, read from the PGconn without building an info."""
-        return self.conn.pgconn.backend_pid
+        info.backend_pid, read from the PGconn without building an info;
+        0 once the connection is closed (its next statement finds it so)."""
+        try:
+            return self.conn.pgconn.backend_pid
+        except psycopg.OperationalError:
+            return 0
 
     def heartbeat_client(self):
         """The same connection through a cursor of its own: a cursor is not
