@@ -24,9 +24,10 @@ import collections
 
 from . import _binding as B
 from . import _lease
+from ._clients import client_for, is_asyncio, wrong_kind
 from ._loop import ECONNLOST, AsyncLock, FencedRow, Guard, guarded
 from ._machine import LockState, Scope, Sql, Wait, escape_name, strerror
-from .errors import ArgumentTypeError, CallError, LockFailed, LockLost
+from .errors import CallError, LockFailed, LockLost
 
 _lib = B.core
 _ask, _granted, _leave = _lib.advlock_peers_ask, _lib.advlock_peers_granted, \
@@ -45,25 +46,9 @@ _GIVE_BACK = {int(Sql.TRY_LOCK): int(Sql.UNLOCK), int(Sql.TRY_LOCK_FENCED): int(
               int(Sql.TRY_LOCK_SHARED): int(Sql.UNLOCK_SHARED),
               int(Sql.TRY_LOCK_GUARDED): int(Sql.UNLOCK_GUARDED),
               int(Sql.TRY_LOCK_SHARED_GUARDED): int(Sql.UNLOCK_SHARED_GUARDED)}
+_KINDS = "an asyncpg connection or a psycopg AsyncConnection"
 # The table's buckets: about the number of keys held at once keeps chains short.
 _BUCKETS = 1024
-
-
-def _connection_client(conn):
-    """The driver's client for the set's connection; for asyncpg, also
-    the set's hook for the connection's closing."""
-    module = type(conn).__module__
-    if module.startswith("asyncpg"):
-        from . import asyncpg_driver
-        return asyncpg_driver.Client(conn)
-    if module.startswith("psycopg"):
-        import psycopg
-        if isinstance(conn, psycopg.AsyncConnection):
-            from . import psycopg_driver
-            return psycopg_driver.AsyncClient(conn)
-    raise ArgumentTypeError(B.ADVLOCK_EINVAL, "advlock.LockSet: an asyncpg connection or a"
-                            " psycopg AsyncConnection, not %s.%s"
-                            % (module, type(conn).__name__))
 
 
 def _refused(what, why):
@@ -87,7 +72,9 @@ class LockSet:
                  "_checking", "lost", "_plan", "_lease", "_watch", "_leased", "_loop")
 
     def __init__(self, conn, lease=_lease.DEFAULT, lease_stop=None):
-        self._client = _connection_client(conn)
+        self._client = client_for(conn, "advlock.LockSet", _KINDS)
+        if not is_asyncio(self._client):
+            raise wrong_kind(conn, "advlock.LockSet", _KINDS)
         self._plan = _lease.plan_for(lease, lease_stop)  # None: no lease
         self._lease = None    # the held locks' one _lease.Lease
         self._watch = None    # its TaskWatch

@@ -215,9 +215,15 @@ class AsyncClient(_Client):
         return self._loop.run_in_executor(None, self.conn.cancel)
 
 
+def client(conn):
+    """The client for a psycopg connection: AsyncClient for an
+    AsyncConnection, else Client."""
+    return AsyncClient(conn) if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
+
+
 def lock(conn, name, timeout=None, options=None, **option_kwargs):
     """An advlock.Lock (blocking connection) or advlock.AsyncLock
     (AsyncConnection) on a psycopg connection (see advlock.lock)."""
-    if isinstance(conn, psycopg.AsyncConnection):
-        return AsyncLock(AsyncClient(conn), name, timeout, options, **option_kwargs)
-    return Lock(Client(conn), name, timeout, options, **option_kwargs)
+    c = client(conn)
+    return (AsyncLock if isinstance(c, AsyncClient) else Lock)(c, name, timeout, options,
+                                                              **option_kwargs)
