@@ -173,7 +173,11 @@ class LockSet:
         self._queue.append((lock, sql, args, answer))
         if self._worker is None:
             self._worker = asyncio.get_running_loop().create_task(self._send_queued())
-        return await answer
+        try:
+            return await answer
+        except BaseException:  # noqa: B902 - whatever cut the wait, nobody reads the answer
+            answer.cancel()    # so the worker gives back what it grants
+            raise
 
     async def _send_queued(self):
         """The worker: sends the queued statements in order, each answer to

@@ -425,6 +425,26 @@ def test_a_cancelled_worker_reads_the_answer_in_flight_and_gives_it_back(flavour
     run(flavour, body)
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_statement_whose_waiter_is_cancelled_leaves_the_next_ones_alone(flavour):
+    # As the lease's heartbeat at teardown: its task cancelled (the future
+    # it awaits with it) while the statement is on the wire, a lock's try
+    # queued behind it.
+    async def body(conn, locks):
+        async with locks.lock("warm-up", timeout=0):
+            pass
+        sent = record(locks)
+        beat = asyncio.create_task(locks._statement(None, advlock.Sql.UNLOCK,
+                                                    (advlock.derive_key("not-held"),)))
+        behind = asyncio.create_task(locks.lock("behind", timeout=5).acquire())
+        while not sent:
+            await asyncio.sleep(0)
+        beat.cancel()
+        assert (await behind).outcome == advlock.Outcome.ACQUIRED
+        assert beat.cancelled() and locks.in_use == 1
+    run(flavour, body)
+
+
 class _Interrupting(_Recorder):
     """The set's client, interrupted (KeyboardInterrupt) as it starts its
     n-th try-lock."""
