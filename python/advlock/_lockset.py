@@ -14,8 +14,10 @@ backs off or times out as if another process held the key.
 The worker keeps the table, not the lock's task: a try answered after its
 task was cancelled still enters or leaves it, and the machine then gives the
 grant back (the worker does, when nobody waits for the answer). No answer is
-ever dropped, not even when the loop closes (_send_queued). The set's connection has one session check and one lease,
-whose heartbeats queue with the locks' statements. A lost connection or an
+ever dropped, not even when the loop closes (_send_queued).
+
+The set's connection has one session check and one lease, whose heartbeats
+queue with the locks' statements. A lost connection or an
 expired lease ends every lock of the set at once: each held one is lost
 (LockLost, its `async with` body cancelled), and the table is emptied.
 """
