@@ -4,7 +4,9 @@ driver of advlock (asyncpg, psycopg blocking, psycopg async), beside the same
 driver running the two statements by hand on the same connection
 (SELECT pg_try_advisory_lock($1); SELECT pg_advisory_unlock($1)), and the
 driver's cycle with fence=True (a fencing token per grant: one durable
-write; the schema is installed first).
+write; the schema is installed first). And, for the asyncio clients, 1,000
+distinct locks taken and released on one connection through an
+advlock.LockSet (a task per lock) beside the same statements by hand.
 
 Each round runs the sides in alternating batches of 10 cycles on one
 connection per driver (so a busy machine's drift weighs on all alike); the
@@ -155,6 +157,76 @@ async def asyncpg_sides():
                   "fenced": acycles(fenced)}
 
 
+LOCKS = 1000  # many_locks_one_connection's N, as bench/many_locks.c's default
+
+
+def many_locks_sides(conn, try_lock, unlock):
+    """LOCKS distinct names taken and given back on one connection, each by
+    a task of its own through an advlock.LockSet, beside the same
+    statements sent one after another by hand on the same client
+    (try_lock(key), unlock(key): coroutines)."""
+    locks = advlock.LockSet(conn, lease=None)
+    names = ["%s-many-%d" % (NAME, i) for i in range(LOCKS)]
+    keys = [advlock.derive_key(n) for n in names]
+
+    async def through_set():
+        members = [locks.lock(n, timeout=0) for n in names]
+        await asyncio.gather(*(m.acquire() for m in members))
+        await asyncio.gather(*(m.release() for m in members))
+        return LOCKS
+
+    async def by_hand():
+        for k in keys:
+            assert await try_lock(k) is True
+        for k in keys:
+            await unlock(k)
+        return LOCKS
+
+    return {"set": through_set, "by_hand": by_hand}
+
+
+async def many_locks_rates(sides, rounds):
+    """Each side's median locks/s over the rounds, the sides alternating."""
+    for side in sides.values():  # warm up: statements prepared, the session checked
+        await side()
+    rates = {k: [] for k in sides}
+    for _ in range(rounds):
+        for k, side in sides.items():
+            t0 = time.perf_counter()
+            n = await side()
+            rates[k].append(n / (time.perf_counter() - t0))
+    return {k: statistics.median(v) for k, v in rates.items()}
+
+
+async def many_locks_asyncpg(rounds):
+    import asyncpg
+    conn = await asyncpg.connect()
+    try:
+        sides = many_locks_sides(
+            conn, lambda k: conn.fetchval("SELECT pg_try_advisory_lock($1)", k),
+            lambda k: conn.fetchval("SELECT pg_advisory_unlock($1)", k))
+        return await many_locks_rates(sides, rounds)
+    finally:
+        await conn.close()
+
+
+async def many_locks_psycopg_async(rounds):
+    import psycopg
+    conn = await psycopg.AsyncConnection.connect(autocommit=True)
+    cur = conn.cursor()
+
+    async def one(sql, key):
+        await cur.execute(sql, (key,))
+        return (await cur.fetchone())[0]
+
+    try:
+        sides = many_locks_sides(conn, lambda k: one("SELECT pg_try_advisory_lock(%s)", k),
+                                 lambda k: one("SELECT pg_advisory_unlock(%s)", k))
+        return await many_locks_rates(sides, rounds)
+    finally:
+        await conn.close()
+
+
 def median_rounds(rounds):
     return {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
 
@@ -183,6 +255,10 @@ def main():
             results[label] = median_rounds([await ainterleaved(sides, per)
                                             for _ in range(args.rounds)])
             await conn.close()
+        for label, measure in (("asyncpg", many_locks_asyncpg),
+                               ("psycopg_async", many_locks_psycopg_async)):
+            many[label] = await measure(args.rounds)
+    many = {}
     asyncio.run(run_async())
 
     out = {}
@@ -203,6 +279,18 @@ def main():
             "value": round(r["fenced"], 1), "unit": "cycles/s", "ratio": round(fenced_ratio, 4)}
         out["python_%s_by_hand_cycles_per_s" % label] = {"value": round(r["by_hand"], 1),
                                                          "unit": "cycles/s", "ratio": None}
+    print("\n%d distinct locks acquired + released on one connection (locks/s, median of %d)"
+          % (LOCKS, args.rounds))
+    print("%-15s %12s %12s %7s" % ("driver", "LockSet", "by hand", "ratio"))
+    for label, r in many.items():
+        ratio = r["set"] / r["by_hand"]
+        print("%-15s %12.0f %12.0f %7.3f" % (label, r["set"], r["by_hand"], ratio))
+        out["python_%s_many_locks_one_connection" % label] = {
+            "value": round(r["set"], 1), "unit": "locks/s", "ratio": round(ratio, 4)}
+        out["python_%s_many_locks_by_hand" % label] = {
+            "value": round(r["by_hand"], 1), "unit": "locks/s", "ratio": None}
+    out["python_many_locks_one_connection_locks"] = {"value": LOCKS, "unit": "locks",
+                                                     "ratio": None}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

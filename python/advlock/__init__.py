@@ -35,8 +35,9 @@ from ._machine import (Backoff, Detail, Failure, LockState, Machine, Mode, Optio
                        Report, Scope, Sql, Wait, derive_key, escape_name, fence_setup_sql,
                        format_seconds, now_ms, strerror)
 from ._loop import AsyncLock, Lock
+from ._clients import client_for, is_asyncio
 from ._lockset import LockSet, SetLock
-from ._binding import ADVLOCK_EINVAL
+from ._binding import ADVLOCK_EINVAL  # noqa: F401 - advlock.ADVLOCK_EINVAL, for checks of .code
 from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
                      LockLost, LockTimeout, ServerSessionError, StandbyError)
 
@@ -72,15 +73,9 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
     or NaN timeout), ArgumentTypeError (a CallError and a TypeError) for
     another kind of connection.
     """
-    module = type(conn).__module__
-    if module.startswith("asyncpg"):
-        from . import asyncpg_driver
-        return asyncpg_driver.lock(conn, name, timeout, options, **option_kwargs)
-    if module.startswith("psycopg"):
-        from . import psycopg_driver
-        return psycopg_driver.lock(conn, name, timeout, options, **option_kwargs)
-    raise ArgumentTypeError(ADVLOCK_EINVAL, "advlock.lock: an asyncpg or psycopg connection,"
-                            " not %s.%s" % (module, type(conn).__name__))
+    client = client_for(conn, "advlock.lock")
+    return (AsyncLock if is_asyncio(client) else Lock)(client, name, timeout, options,
+                                                       **option_kwargs)
 
 
 __all__ = [

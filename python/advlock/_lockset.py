@@ -13,8 +13,11 @@ backs off or times out as if another process held the key.
 
 The worker keeps the table, not the lock's task: a try answered after its
 task was cancelled still enters or leaves it, and the machine then gives the
-grant back. The set's connection has one session check and one lease,
-whose heartbeats queue with the locks' statements. A lost connection or an
+grant back (the worker does, when nobody waits for the answer). No answer is
+ever dropped, not even when the loop closes (_send_queued).
+
+The set's connection has one session check and one lease, whose heartbeats
+queue with the locks' statements. A lost connection or an
 expired lease ends every lock of the set at once: each held one is lost
 (LockLost, its `async with` body cancelled), and the table is emptied.
 """
@@ -24,9 +27,10 @@ import collections
 
 from . import _binding as B
 from . import _lease
-from ._loop import AsyncLock, FencedRow
-from ._machine import Scope, Sql, Wait, escape_name, strerror
-from .errors import ArgumentTypeError, CallError, LockFailed, LockLost
+from ._clients import client_for, is_asyncio, wrong_kind
+from ._loop import ECONNLOST, AsyncLock, FencedRow, Guard, guarded
+from ._machine import LockState, Scope, Sql, Wait, escape_name, strerror
+from .errors import CallError, LockFailed, LockLost
 
 _lib = B.core
 _ask, _granted, _leave = _lib.advlock_peers_ask, _lib.advlock_peers_granted, \
@@ -39,25 +43,15 @@ _UNLOCKS = frozenset(int(s) for s in (Sql.UNLOCK, Sql.UNLOCK_SHARED, Sql.UNLOCK_
 # holds, the guarded forms included (their NULL means "not this session").
 _BUSY = B.RESULT_FALSE
 _BUSY_FENCED = FencedRow(False, None)
+# The statement that gives back what a try granted, when nobody waits for
+# the try's answer (the worker's own give-back): same arguments.
+_GIVE_BACK = {int(Sql.TRY_LOCK): int(Sql.UNLOCK), int(Sql.TRY_LOCK_FENCED): int(Sql.UNLOCK),
+              int(Sql.TRY_LOCK_SHARED): int(Sql.UNLOCK_SHARED),
+              int(Sql.TRY_LOCK_GUARDED): int(Sql.UNLOCK_GUARDED),
+              int(Sql.TRY_LOCK_SHARED_GUARDED): int(Sql.UNLOCK_SHARED_GUARDED)}
+_KINDS = "an asyncpg connection or a psycopg AsyncConnection"
 # The table's buckets: about the number of keys held at once keeps chains short.
 _BUCKETS = 1024
-
-
-def _connection_client(conn):
-    """The driver's client for the set's connection; for asyncpg, also
-    the set's hook for the connection's closing."""
-    module = type(conn).__module__
-    if module.startswith("asyncpg"):
-        from . import asyncpg_driver
-        return asyncpg_driver.Client(conn)
-    if module.startswith("psycopg"):
-        import psycopg
-        if isinstance(conn, psycopg.AsyncConnection):
-            from . import psycopg_driver
-            return psycopg_driver.AsyncClient(conn)
-    raise ArgumentTypeError(B.ADVLOCK_EINVAL, "advlock.LockSet: an asyncpg connection or a"
-                            " psycopg AsyncConnection, not %s.%s"
-                            % (module, type(conn).__name__))
 
 
 def _refused(what, why):
@@ -78,10 +72,12 @@ class LockSet:
     kind of connection."""
 
     __slots__ = ("_client", "_table", "_buckets", "_entered", "_queue", "_worker",
-                 "_checking", "lost", "_plan", "_lease", "_watch", "_leased")
+                 "_checking", "lost", "_plan", "_lease", "_watch", "_leased", "_loop")
 
     def __init__(self, conn, lease=_lease.DEFAULT, lease_stop=None):
-        self._client = _connection_client(conn)
+        self._client = client_for(conn, "advlock.LockSet", _KINDS)
+        if not is_asyncio(self._client):
+            raise wrong_kind(conn, "advlock.LockSet", _KINDS)
         self._plan = _lease.plan_for(lease, lease_stop)  # None: no lease
         self._lease = None    # the held locks' one _lease.Lease
         self._watch = None    # its TaskWatch
@@ -94,6 +90,7 @@ class LockSet:
         self._queue = collections.deque()  # (lock, sql, args, future) to send
         self._worker = None                # the task sending them
         self._checking = None              # (lock, future) of the session check
+        self._loop = None                  # the event loop of the set's first operation
         # Why the connection was lost (a str), once a statement found it so.
         self.lost = None
         add_listener = getattr(conn, "add_termination_listener", None)
@@ -118,6 +115,17 @@ class LockSet:
         """How many locks of the set hold their key or have a try out for
         it (advlock_peers_count): 0 once every lock has ended."""
         return _lib.advlock_peers_count(self._table)
+
+    def _check_loop(self, lock):
+        """Before an operation of lock: the set, like its connection, serves
+        the event loop of its first operation; raises CallError on another."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise CallError(B.ADVLOCK_EMISUSE, "Lock '%s' of an advlock.LockSet was used from"
+                            " another event loop than the set's first operation: a set, as"
+                            " its connection, serves one event loop." % escape_name(lock.name))
 
     # ---- the session check: once per connection, shared -------------------
 
@@ -149,9 +157,13 @@ class LockSet:
     async def _statement(self, lock, sql, args):
         """lock's statement sql with args, sent in its turn; its answer.
         A try that conflicts with another lock of the set is answered busy
-        here, unsent."""
+        here, unsent; on a lost set every statement is answered lost,
+        unsent (its session is gone: a new connection needs a new set)."""
         if sql != B.SQL_SESSION and sql != B.SQL_LEASE_SETUP:
             self._check_done(lock)
+        if self.lost is not None:
+            return (B.RESULT_CONNECTION_LOST, None, "the lock set's connection was lost (%s)"
+                    % self.lost)
         if sql in _TRIES:
             asked = _ask(self._table, lock._peer, args[0], lock.options.mode)
             if asked == 0:
@@ -163,30 +175,57 @@ class LockSet:
         self._queue.append((lock, sql, args, answer))
         if self._worker is None:
             self._worker = asyncio.get_running_loop().create_task(self._send_queued())
-        return await answer
+        try:
+            return await answer
+        except BaseException:  # noqa: B902 - whatever cut the wait, nobody reads the answer
+            answer.cancel()    # so the worker gives back what it grants
+            raise
 
     async def _send_queued(self):
         """The worker: sends the queued statements in order, each answer to
-        its lock. Cancelled (the loop is closing), or failed beyond an
-        answer (the connection closed under it), it hands that exception to
-        every statement still queued, whose locks raise it."""
-        queue, start = self._queue, self._client.start
+        its lock; it owns the give-back of a try granted when nobody waits
+        for the answer any more (its future cancelled). A cancellation of
+        the worker (the loop closing: asyncio.run cancels every task) never
+        drops an answer: the statement in flight is read, the queue sent to
+        its end (the give-backs and releases of the locks cancelled
+        meanwhile included), and then the worker ends cancelled. Any other
+        exception out of a statement (KeyboardInterrupt) leaves the
+        connection in doubt: _abandon() closes it, and the exception goes
+        on."""
+        queue, start, guard = self._queue, self._client.start, Guard()
         try:
             while queue:
                 lock, sql, args, answer = queue[0]
-                result = await start(sql, args)
+                result = await guarded(start(sql, args), guard)
                 queue.popleft()
                 self._answered(lock, sql, result)
-                answer.set_result(result)
+                if answer is not None and not answer.done():
+                    answer.set_result(result)
+                elif sql in _TRIES and _lib.advlock_peer_state(lock._peer) == B.PEER_HELD:
+                    queue.append((lock, _GIVE_BACK[sql], args, None))
         except BaseException as exc:  # noqa: B902 - every queued lock must hear of it
-            while queue:
-                lock, _sql, _args, answer = queue.popleft()
-                self._leave(lock)
-                answer.set_exception(exc)
-            if not isinstance(exc, (Exception, asyncio.CancelledError)):
-                raise  # KeyboardInterrupt, SystemExit
+            self._abandon(exc)
+            raise
         finally:
             self._worker = None
+        if guard.cancelled_by is not None:
+            raise guard.cancelled_by
+
+    def _abandon(self, exc):
+        """A statement was cut off by exc: what reached the server is
+        unknown, so the connection is closed (the server session ends, and
+        every lock of the set with it) and every queued statement, the one
+        in flight included, is answered lost."""
+        why = "a statement was interrupted by %s" % type(exc).__name__
+        self._client.close_now()
+        self._on_lost(why)
+        lost = (B.RESULT_CONNECTION_LOST, None, "the lock set's connection was closed: "
+                + why)
+        while self._queue:
+            lock, _sql, _args, answer = self._queue.popleft()
+            self._leave(lock)
+            if answer is not None and not answer.done():
+                answer.set_result(lost)
 
     def _answered(self, lock, sql, result):
         """Keeps the table: a try granted holds the key; refused, failed or
@@ -306,6 +345,7 @@ class SetLock(AsyncLock):
         """As AsyncLock.acquire(); the first acquire on the connection makes
         its session check, the others wait for it."""
         lockset = self._set
+        lockset._check_loop(self)
         await lockset._session_checked(self)
         try:
             return await super().acquire()
@@ -315,12 +355,25 @@ class SetLock(AsyncLock):
     async def release(self):
         """As AsyncLock.release(); raises LockLost when the set's connection
         was lost while the lock was held."""
+        self._set._check_loop(self)
         try:
             return await super().release()
         except LockFailed as failure:
             if self._lost is None:
                 raise
             self._raise_lost(failure)
+
+    async def verify(self):
+        """As AsyncLock.verify()."""
+        self._set._check_loop(self)
+        return await super().verify()
+
+    def _lost_state(self):
+        """Lost with the set's connection, as a single lock whose release
+        found its connection lost; else (the lease) as a single lock's."""
+        if self._lost.reason == B.LEASE_CONNECTION and self._session_ended(ECONNLOST):
+            return LockState.NOT_HELD
+        return super()._lost_state()
 
     def _hold_granted(self, token, anchor_ms, answer):
         super()._hold_granted(token, anchor_ms, answer)

@@ -240,8 +240,8 @@ def _wake(waiter):
         waiter.set_result(None)
 
 
-class _Guard:
-    """What a task's cancel() did while a statement ran inline (_guarded):
+class Guard:
+    """What a task's cancel() did while a statement ran inline (guarded):
     the CancelledError the loop hands the machine with the answer."""
 
     __slots__ = ("cancelled_by",)
@@ -251,7 +251,7 @@ class _Guard:
 
 
 @types.coroutine
-def _guarded(coro, guard):
+def guarded(coro, guard):
     """Awaits coro (a statement) inline, in the task that drives the
     machine (no task of its own), while keeping a cancellation of that task
     away from the statement.
@@ -321,7 +321,7 @@ async def drive_async(m, client, name, inline=True, before_lock=None):
     LockError if the operation failed meanwhile). A release is not
     cancelled: it runs to its end before the CancelledError goes on.
 
-    inline: run statements in this task (through a _Guard), which only a
+    inline: run statements in this task (through a Guard), which only a
     polling lock may: a server-side wait runs in a task of its own
     (Inflight) while this one keeps its deadline and sends its cancel.
     before_lock: as for drive(), a coroutine function."""
@@ -342,8 +342,8 @@ async def drive_async(m, client, name, inline=True, before_lock=None):
             coro = client.start(sql, (a.param,) if SQL_PARAMS[sql] == 1 else params(a))
             if inline:
                 if guard is None:
-                    guard = _Guard()
-                answer = await _guarded(coro, guard)
+                    guard = Guard()
+                answer = await guarded(coro, guard)
                 if guard.cancelled_by is not None:
                     cancelled, guard.cancelled_by = guard.cancelled_by, None
                     m.cancel()
@@ -483,13 +483,22 @@ class _LockBase:
         if r._c.outcome != ACQUIRED:
             return LockState.MAY_BE_HELD if r._c.detail in _UNDONE else LockState.NOT_HELD
         if self._lost is not None:
-            return LockState.MAY_BE_HELD  # the server frees it within the lease
+            return self._lost_state()
         if rr is None:
             return LockState.HELD
-        if rr._c.outcome != FAILED or (rr._c.failure == ECONNLOST
-                                        and self._client.state.proxied is False):
+        if rr._c.outcome != FAILED or self._session_ended(rr._c.failure):
             return LockState.NOT_HELD
         return LockState.MAY_BE_HELD
+
+    def _session_ended(self, failure):
+        """Whether a failure ended the server session, and every lock it
+        held: a lost connection made directly to the server (behind a proxy
+        the server session may outlive it)."""
+        return failure == ECONNLOST and self._client.state.proxied is False
+
+    def _lost_state(self):
+        """The state of a lock lost while held (self._lost)."""
+        return LockState.MAY_BE_HELD  # the lease: the server frees it within the lease
 
     @property
     def fence(self):

@@ -107,8 +107,12 @@ class _Client:
 
     def pid(self):
         """The backend pid announced at connect (a proxy's own number):
-        info.backend_pid, read from the PGconn without building an info."""
-        return self.conn.pgconn.backend_pid
+        info.backend_pid, read from the PGconn without building an info;
+        0 once the connection is closed (its next statement finds it so)."""
+        try:
+            return self.conn.pgconn.backend_pid
+        except psycopg.OperationalError:
+            return 0
 
     def heartbeat_client(self):
         """The same connection through a cursor of its own: a cursor is not
@@ -211,9 +215,15 @@ class AsyncClient(_Client):
         return self._loop.run_in_executor(None, self.conn.cancel)
 
 
+def client(conn):
+    """The client for a psycopg connection: AsyncClient for an
+    AsyncConnection, else Client."""
+    return AsyncClient(conn) if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
+
+
 def lock(conn, name, timeout=None, options=None, **option_kwargs):
     """An advlock.Lock (blocking connection) or advlock.AsyncLock
     (AsyncConnection) on a psycopg connection (see advlock.lock)."""
-    if isinstance(conn, psycopg.AsyncConnection):
-        return AsyncLock(AsyncClient(conn), name, timeout, options, **option_kwargs)
-    return Lock(Client(conn), name, timeout, options, **option_kwargs)
+    c = client(conn)
+    return (AsyncLock if isinstance(c, AsyncClient) else Lock)(c, name, timeout, options,
+                                                              **option_kwargs)

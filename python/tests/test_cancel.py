@@ -185,8 +185,8 @@ def test_a_cancel_in_the_turn_the_answer_comes_is_not_an_error_of_the_loop():
         async def statement():
             return await answer
 
-        guard = _loop._Guard()
-        task = asyncio.create_task(_loop._guarded(statement(), guard))
+        guard = _loop.Guard()
+        task = asyncio.create_task(_loop.guarded(statement(), guard))
         await asyncio.sleep(0)
         answer.set_result(7)
         task.cancel()

@@ -4,6 +4,7 @@ connections, lost together, and leaving nothing behind when cancelled."""
 
 import asyncio
 import random
+import time
 
 import pytest
 
@@ -64,6 +65,17 @@ def record(locks):
     """The list of the statements the set sends from now on."""
     locks._client = _Recorder(locks._client)
     return locks._client.sent
+
+
+async def try_on_the_wire(locks, name):
+    """A lock of the set whose acquire's try-lock is sent, its answer not
+    read: (the lock, the acquire's task, the statements sent from then)."""
+    sent = record(locks)
+    lk = locks.lock(name, timeout=10)
+    task = asyncio.create_task(lk.acquire())
+    while advlock.Sql.TRY_LOCK not in sent:
+        await asyncio.sleep(0)
+    return lk, task, sent
 
 
 def run(flavour, body, conninfo="", **set_kwargs):
@@ -219,15 +231,9 @@ def test_a_terminated_backend_makes_every_held_lock_lost(flavour, pg_conn):
 def test_a_try_granted_after_its_task_was_cancelled_is_given_back(flavour, pg_conn):
     async def body(conn, locks):
         pid = announced_pid(conn)
-        async with locks.lock("warm-up", timeout=0):
-            pass
-        sent = record(locks)
         keeper = locks.lock("kept", timeout=0)
         await keeper.acquire()
-        lk = locks.lock("race", timeout=10)
-        task = asyncio.create_task(lk.acquire())
-        await asyncio.sleep(0)  # the try is queued and sent, its answer not read
-        assert sent[-1] == advlock.Sql.TRY_LOCK
+        lk, task, sent = await try_on_the_wire(locks, "race")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -354,4 +360,210 @@ def test_a_fenced_lock_of_the_set_is_busy_for_another_of_the_set(flavour):
         async with locks.lock("fenced", timeout=0, fence=True) as second:
             assert second.fence > first.report.fence
         assert locks.in_use == 0
+    run(flavour, body)
+
+
+def backend_alive(pg_conn, pid, seconds=5):
+    """Whether backend pid still runs once `seconds` have let it end."""
+    for _ in range(int(seconds * 100)):
+        if not pg_conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                               (pid,)).fetchall():
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_loop_closed_with_tries_queued_leaves_nothing_held(flavour, pg_conn):
+    # asyncio.run's teardown cancels every task, the set's worker too, while
+    # tries are queued or on the wire and some locks are held: the worker
+    # reads every answer and the grants are given back before the loop
+    # closes. The connection stays open (the caller's): its session holds
+    # nothing.
+    for turns in (1, 2, 3, 5, 8, 10, 15, 20, 30, 50):
+        seen = {}
+
+        async def main():
+            conn = seen["conn"] = await connect(flavour)
+            locks = seen["locks"] = advlock.LockSet(conn)
+            seen["pid"], go = announced_pid(conn), asyncio.Event()
+
+            async def hold(i):
+                async with locks.lock("teardown-%d" % (i // 2), timeout=10):
+                    await go.wait()
+
+            seen["tasks"] = [asyncio.create_task(hold(i)) for i in range(200)]
+            for _ in range(turns):
+                await asyncio.sleep(0)
+
+        asyncio.run(main())
+        try:
+            assert advisory_count(pg_conn, seen["pid"]) == 0, turns
+            assert seen["locks"].in_use == 0
+            assert all(t.cancelled() for t in seen["tasks"])
+        finally:
+            pg_conn.execute("SELECT pg_terminate_backend(%s)", (seen["pid"],))
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_cancelled_worker_reads_the_answer_in_flight_and_gives_it_back(flavour, pg_conn):
+    # What asyncio.run's teardown does: the worker and the lock's task
+    # cancelled while the lock's try is on the wire.
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        async with locks.lock("warm-up", timeout=0):
+            pass
+        lk, task, sent = await try_on_the_wire(locks, "in-flight")
+        locks._worker.cancel()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert holds(pg_conn, lk.key, pid) == [] and locks.in_use == 0
+        assert sent == [advlock.Sql.TRY_LOCK, advlock.Sql.UNLOCK]
+        async with locks.lock("in-flight", timeout=0):  # the set goes on
+            assert holds(pg_conn, lk.key, pid) == [(pid, "ExclusiveLock")]
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_statement_whose_waiter_is_cancelled_leaves_the_next_ones_alone(flavour):
+    # As the lease's heartbeat at teardown: its task cancelled (the future
+    # it awaits with it) while the statement is on the wire, a lock's try
+    # queued behind it.
+    async def body(conn, locks):
+        async with locks.lock("warm-up", timeout=0):
+            pass
+        sent = record(locks)
+        beat = asyncio.create_task(locks._statement(None, advlock.Sql.UNLOCK,
+                                                    (advlock.derive_key("not-held"),)))
+        behind = asyncio.create_task(locks.lock("behind", timeout=5).acquire())
+        while not sent:
+            await asyncio.sleep(0)
+        beat.cancel()
+        assert (await behind).outcome == advlock.Outcome.ACQUIRED
+        assert beat.cancelled() and locks.in_use == 1
+    run(flavour, body)
+
+
+class _Interrupting(_Recorder):
+    """The set's client, interrupted (KeyboardInterrupt) as it starts its
+    n-th try-lock."""
+
+    def __init__(self, inner, n):
+        super().__init__(inner)
+        self.n = n
+
+    def start(self, sql, args):
+        if sql == advlock.Sql.TRY_LOCK:
+            self.n -= 1
+            if self.n == 0:
+                raise KeyboardInterrupt
+        return super().start(sql, args)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_an_interrupted_worker_ends_the_session_and_every_lock(flavour, pg_conn):
+    # A KeyboardInterrupt in the worker leaves the connection in an unknown
+    # state: the set closes it (the server frees every lock of the session),
+    # the queued locks fail as for a lost connection, and the interrupt goes
+    # on out of the loop.
+    seen = {}
+
+    async def main():
+        conn = await connect(flavour)
+        locks = seen["locks"] = advlock.LockSet(conn, lease=None)
+        seen["pid"] = announced_pid(conn)
+        locks._client = _Interrupting(locks._client, 30)
+        go = asyncio.Event()
+
+        async def hold(i):
+            lk = locks.lock("interrupted-%d" % i, timeout=10)
+            seen.setdefault("locks_made", []).append(lk)
+            async with lk:
+                await go.wait()
+
+        tasks = [asyncio.create_task(hold(i)) for i in range(50)]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+    assert not backend_alive(pg_conn, seen["pid"])
+    assert seen["locks"].in_use == 0 and seen["locks"].lost
+    assert all(lk.state == advlock.LockState.NOT_HELD for lk in seen["locks_made"])
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_lost_set_lock_reads_as_a_single_lock_on_the_same_connection_kind(flavour, pg_conn):
+    # Direct connections, their backends terminated while each holds: the
+    # session ended, and each lock says so alike.
+    async def body(conn, locks):
+        other = await connect(flavour)
+        single = advlock.lock(other, "lost-single", timeout=0, lease=None)
+        member = locks.lock("lost-member", timeout=0)
+        await single.acquire()
+        await member.acquire()
+        for c in (conn, other):
+            pg_conn.execute("SELECT pg_terminate_backend(%s)", (announced_pid(c),))
+        await asyncio.sleep(0.1)
+        with pytest.raises(advlock.LockFailed):
+            await single.release()
+        with pytest.raises(advlock.LockLost):
+            await member.release()
+        assert single.state == advlock.LockState.NOT_HELD
+        assert member.state == single.state
+        await other.close()
+    run(flavour, body, lease=None)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_set_is_used_from_the_loop_of_its_connection_only(flavour):
+    loop = asyncio.new_event_loop()
+    try:
+        conn = loop.run_until_complete(connect(flavour))
+        locks = advlock.LockSet(conn, lease=None)
+        loop.run_until_complete(locks.lock("first-loop", timeout=0).acquire())
+
+        async def elsewhere():
+            lk = locks.lock("second-loop", timeout=0)
+            with pytest.raises(advlock.CallError) as caught:
+                await lk.acquire()
+            assert "event loop" in str(caught.value)
+            assert not lk.held
+        asyncio.run(elsewhere())
+        assert locks.in_use == 1
+        loop.run_until_complete(conn.close())
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_connection_closed_by_its_owner_ends_the_set(flavour, pg_conn):
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        tasks, holding, go = await hold_many(locks, "owner-closed", 5)
+        await conn.close()
+        go.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, advlock.LockLost) for r in results), results
+        assert all(lk.state == advlock.LockState.NOT_HELD for lk in holding)
+        assert locks.lost and locks.in_use == 0
+        assert not backend_alive(pg_conn, pid)
+        # A lock of the lost set fails at once: nothing is sent.
+        sent = record(locks)
+        with pytest.raises(advlock.LockFailed) as caught:
+            await locks.lock("after-close", timeout=0).acquire()
+        assert sent == [] and "lost" in str(caught.value)
+    run(flavour, body, lease=None)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_body_that_raises_releases_its_lock(flavour, pg_conn):
+    async def body(conn, locks):
+        pid = announced_pid(conn)
+        lk = locks.lock("raising", timeout=0)
+        with pytest.raises(ValueError):
+            async with lk:
+                raise ValueError("the work failed")
+        assert holds(pg_conn, lk.key, pid) == [] and locks.in_use == 0
+        assert lk.state == advlock.LockState.NOT_HELD
     run(flavour, body)
