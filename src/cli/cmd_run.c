@@ -27,15 +27,6 @@
 #include "cli.h"
 #include "log.h"
 
-/* The most names one run holds (see KEY... in advlock(1)). */
-enum { RUN_NAMES_MAX = 64 };
-
-/* A name the run holds, and its key. */
-typedef struct run_name {
-    const char *name;
-    int64_t key;
-} run_name;
-
 typedef struct run_options {
     const char *conninfo;
     const char *application_name;
@@ -54,7 +45,7 @@ typedef struct run_options {
      * they are given back: by key (order_names), so that runs naming the
      * same locks in any order take them in one order and never wait for
      * each other in a cycle. */
-    run_name names[RUN_NAMES_MAX];
+    cli_lock names[CLI_RUN_LOCKS_MAX];
     int name_count;
     /* The name in hand (focus): the one being acquired, released or
      * checked; while the command runs, all of them (focus_all). */
@@ -99,11 +90,15 @@ static void focus_all(run_options *o)
 typedef struct progress {
     const char *lock; /* the name the events say */
     int draw;         /* a progress line on the terminal */
+    /* The run's start: the line's elapsed time counts from it, as --timeout
+     * does, through every name (the set shares one timeout). */
+    int64_t started_ms;
     uint64_t attempt;
     int64_t retry_at_ms; /* 0: no sleep under way */
     int server_wait;
-    /* --diagnose with the JSON log: the first waiting event is held back
-     * (pending) until the holder is asked (tend_diagnosis), and names it. */
+    /* --diagnose with the JSON log: each name's first waiting event is held
+     * back (pending) until the holder is asked (tend_diagnosis), and names
+     * it. */
     int diagnose;
     int pending;
     cli_event waiting;
@@ -137,10 +132,10 @@ static void on_lock_event(void *user, const advlock_event *e)
     }
 }
 
-static void show_progress(const run_options *o, const progress *p, int64_t started, int64_t now)
+static void show_progress(const run_options *o, const progress *p, int64_t now)
 {
     char elapsed[32], retry[32];
-    advlock_format_seconds(now - started, elapsed, sizeof elapsed);
+    advlock_format_seconds(now - p->started_ms, elapsed, sizeof elapsed);
     if (p->server_wait) {
         fprintf(stderr, "\r\033[Kadvlock: waiting for '%s' in the server's queue, %ss elapsed",
                 o->shown_key, elapsed);
@@ -299,7 +294,6 @@ static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, progre
                        int64_t until_ms, xact_pause *x, cli_reach *r)
 {
     drive_end end = {0, 0, ADVLOCK_SQL_COUNT};
-    int64_t started = advlock_pq_now_ms();
     while (advlock_pq_async_busy(a)) {
         int64_t now = advlock_pq_now_ms();
         if (now >= until_ms) {
@@ -309,7 +303,7 @@ static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, progre
             break;
         }
         if (seen != NULL && seen->draw)
-            show_progress(o, seen, started, now);
+            show_progress(o, seen, now);
         int64_t paused_ms = x != NULL ? tend_xact(a, x, (cli_bound){until_ms, o->timeout_ms}) : -1;
         if (x != NULL && x->failed > 0 && end.signal == 0)
             end.signal = x->failed; /* a stop signal ended BEGIN or ROLLBACK */
@@ -392,19 +386,19 @@ static void stop_command(const cli_child *c, const run_options *o, int sig, int6
         *kill_at = advlock_pq_now_ms() + o->kill_after_ms;
 }
 
-/* The lock (key) is gone, or cannot be shown held any more (reason, as
- * the JSON log names it): say so, and stop the command unless
- * --keep-running. */
-static void lock_gone(const cli_child *c, const run_options *o, int64_t key, int64_t *kill_at,
-                      const char *why, const char *reason)
+/* The session's locks are gone, or one of them (which, else NULL) cannot
+ * be shown held any more (reason, as the JSON log names it): say so, and
+ * stop the command unless --keep-running. */
+static void lock_gone(const cli_child *c, const run_options *o, const cli_lock *which,
+                      int64_t *kill_at, const char *why, const char *reason)
 {
     char said[2 * ADVLOCK_MESSAGE_MAX + 64];
     snprintf(said, sizeof said, "%s%s", why,
              o->keep_running ? " (command left running: --keep-running)"
                              : "; terminating the command");
     cli_log(&(cli_event){.kind = CLI_EVENT_LOCK_LOST,
-                         .lock = o->key,
-                         .key = key,
+                         .lock = which != NULL ? which->name : NULL,
+                         .key = which != NULL ? which->key : 0,
                          .said = said,
                          .reason = reason,
                          .kept = o->keep_running});
@@ -422,7 +416,7 @@ static void lock_gone(const cli_child *c, const run_options *o, int64_t key, int
  * whether the claimed server session still holds the lock. With several
  * names, each interval verifies them all, one statement after another. */
 typedef struct verifier {
-    const run_name *names;
+    const cli_lock *names;
     int name_count;
     int next;            /* the name the next verify asks about */
     int64_t interval_ms; /* 0: not verifying (direct, --xact, off, or done) */
@@ -510,16 +504,13 @@ static const char *say_lost(char *why, size_t size, const advlock_pq *a, const r
 
 /* A lease's heartbeat answered: its stop deadline (*stop_at, 0 at first:
  * only noted) moved on. Said to the JSON log; text says nothing. */
-static void say_lease_renewed(const advlock_pq *a, const run_options *o, int64_t key,
-                              int64_t *stop_at)
+static void say_lease_renewed(const advlock_pq *a, int64_t *stop_at)
 {
     int64_t now_stop_at;
     if (advlock_pq_lease_deadline(a, &now_stop_at, NULL) != 1)
         return;
     if (*stop_at != 0 && now_stop_at > *stop_at)
         cli_log(&(cli_event){.kind = CLI_EVENT_LEASE_RENEWED,
-                             .lock = o->key,
-                             .key = key,
                              .deadline_ms = now_stop_at - advlock_pq_now_ms()});
     *stop_at = now_stop_at;
 }
@@ -540,7 +531,7 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
     verifier_init(&v, a, o);
     *lost = LOCK_KEPT;
     int64_t lease_stop_at = 0;
-    say_lease_renewed(a, o, o->names[0].key, &lease_stop_at);
+    say_lease_renewed(a, &lease_stop_at);
     for (;;) {
         int st, changed;
         while ((changed = cli_child_reap(c, &st)) > 0) {
@@ -580,15 +571,15 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
         if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
             const char *reason = say_lost(why, sizeof why, a, o);
-            lock_gone(c, o, o->names[0].key, &kill_at, why, reason);
+            lock_gone(c, o, NULL, &kill_at, why, reason);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
             *lost = LOCK_UNVERIFIED;
             focus(o, v.next);
             say_unverified(why, sizeof why, a, o);
             focus_all(o);
-            lock_gone(c, o, o->names[0].key, &kill_at, why, "unverified");
+            lock_gone(c, o, &o->names[v.next], &kill_at, why, "unverified");
         }
-        say_lease_renewed(a, o, o->names[0].key, &lease_stop_at);
+        say_lease_renewed(a, &lease_stop_at);
     }
 }
 
@@ -825,8 +816,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         names_end++;
     if (names_end == argc)
         names_end = optind < argc ? optind + 1 : optind;
-    if (names_end - optind > RUN_NAMES_MAX) {
-        cli_error("at most %d names", RUN_NAMES_MAX);
+    if (names_end - optind > CLI_RUN_LOCKS_MAX) {
+        cli_error("at most %d names", CLI_RUN_LOCKS_MAX);
         return -1;
     }
     for (; optind < names_end; optind++)
@@ -1081,7 +1072,7 @@ static int order_names(run_options *o)
     }
     /* Insertion sort: a handful of names, and no callback to write. */
     for (int i = 1; i < o->name_count; i++) {
-        run_name n = o->names[i];
+        cli_lock n = o->names[i];
         int j = i;
         for (; j > 0 && o->names[j - 1].key > n.key; j--)
             o->names[j] = o->names[j - 1];
@@ -1129,6 +1120,8 @@ static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progr
                                                        : 0;
     int rc;
     shown->lock = o->key; /* the name the events say, from its first try */
+    shown->diagnose = o->lock.diagnose && cli_log_structured(); /* asked for each name */
+    shown->pending = 0;
     if ((first
          && ((rc = advlock_pq_async_init(a, conn)) != 0
              || (rc = advlock_pq_set_options(a, &o->lock)) != 0))
@@ -1201,6 +1194,7 @@ int cmd_run(int argc, char **argv)
     int rc = order_names(&o);
     if (rc != EXIT_OK)
         return rc;
+    cli_log_set_locks(o.names, o.name_count);
     if (cli_signals_install() != 0) {
         cli_error("cannot set up signal handling: %s", strerror(errno));
         return EXIT_LOCK_ERROR;
@@ -1223,10 +1217,9 @@ int cmd_run(int argc, char **argv)
     }
 
     advlock_pq a;
-    progress shown = {.lock = o.key,
-                      .draw = !o.quiet && cli_log_draws_progress(),
-                      .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER,
-                      .diagnose = o.lock.diagnose && cli_log_structured()};
+    progress shown = {.draw = !o.quiet && cli_log_draws_progress(),
+                      .started_ms = started,
+                      .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
     o.lock.on_event = on_lock_event;
     o.lock.event_user = &shown;
     /* The last sleep ends at the timeout, so the last attempt is made by
@@ -1279,19 +1272,14 @@ int cmd_run(int argc, char **argv)
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
-    cli_log(&(cli_event){.kind = CLI_EVENT_COMMAND_STARTED,
-                         .lock = o.names[0].name,
-                         .key = o.names[0].key,
-                         .pid = child.pid,
-                         .command = o.command});
+    cli_log(
+        &(cli_event){.kind = CLI_EVENT_COMMAND_STARTED, .pid = child.pid, .command = o.command});
     int lost;
     int status = supervise(&child, &a, &o, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (status >= 0)
         cli_log(&(cli_event){.kind = CLI_EVENT_COMMAND_EXITED,
-                             .lock = o.names[0].name,
-                             .key = o.names[0].key,
                              .pid = child.pid,
                              .wait_status = status,
                              .status = exit_code});

@@ -198,6 +198,22 @@ esac
 check "--xact timeout on the second name: the first not held after" 0 "$(held "$lo")"
 release_outside
 
+# On a terminal, the progress line's elapsed time is the run's, as its one
+# --timeout is: waiting for the second name, it goes on from the first's.
+hold_outside "$hi"
+"$A" run -q "$lo" -- sleep 1.2 &
+holder_lo=$!
+wait_until_held "$lo" || fail "progress: the holder never took '$lo'"
+tty_out=$(script -qec "'$A' run -w 2.5 '$lo' '$hi' -- echo never" /dev/null)
+wait "$holder_lo"
+first_hi=$(grep -o "waiting for '$hi': attempt [0-9]*, [0-9.]*s elapsed" <<<"$tty_out" | head -n 1)
+elapsed=${first_hi##*, }
+elapsed=${elapsed%s elapsed}
+awk -v e="${elapsed:-0}" 'BEGIN { exit !(e >= 0.8) }' && pass ||
+    fail "progress: the second name's elapsed time starts again [$first_hi]"
+grep -q "waiting for '$lo': attempt" <<<"$tty_out" && pass || fail "progress: the first name's line [$tty_out]"
+release_outside
+
 # A timeout on the first name: nothing was taken, nothing to give back.
 hold_outside "$lo"
 capture "$A" run -q -w 0 "$hi" "$lo" -- echo never
