@@ -1,12 +1,12 @@
 /*
- * advlock run: flock(1) for PostgreSQL. Takes the lock on its own session,
- * runs the command while holding it, releases, and exits with the command's
- * status. The wait and the release go through the nonblocking adapter, and
- * every wait is the adapter's (advlock_pq_wait) with a signal self-pipe
- * beside its socket, so signals are seen at once and, while the command
- * runs, so is the server closing the session (which drops the lock).
- * Behind a proxy the server session can end while the connection to the
- * proxy stays up, so there the lock is verified every --verify-interval.
+ * advlock run: flock(1) for PostgreSQL. Takes the lock (or every lock
+ * named, one after another in key order) on its own session, runs the
+ * command while holding it, releases, and exits with the command's status. The wait and the release
+ * go through the nonblocking adapter, and every wait is the adapter's (advlock_pq_wait) with a
+ * signal self-pipe beside its socket, so signals are seen at once and, while the command runs, so
+ * is the server closing the session (which drops the lock). Behind a proxy the server session can
+ * end while the connection to the proxy stays up, so there the lock is verified every
+ * --verify-interval.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -825,7 +825,10 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (o->name_count == 0 || optind == argc) {
-        usage(stderr);
+        if (cli_log_structured()) /* a usage error is a message like any other */
+            cli_error("a KEY and a COMMAND are needed; see advlock run --help");
+        else
+            usage(stderr);
         return -1;
     }
     o->command = argv + optind;
@@ -1100,20 +1103,31 @@ static int wait_needs_no_lease(const run_options *o)
     return -1;
 }
 
-/* Acquires name (in hand: focus) on the run's connection, with what is
- * left of --timeout: all the names share it, from started, each phase
- * bounded by bound. first: the first name, for which the adapter is bound
- * to the connection (one adapter takes every name, one after another: the
- * session holds them all, and its end, or the transaction's with --xact,
- * frees them all), and the only one that --xact's pause may give back
- * while it backs off (see xact_pause). Returns
- * NAME_TAKEN once the lock is held, else how the run exits, said, the
- * lock not held; *gone is then set if the connection was closed (its
- * statement did not answer), which ends the session and its locks. */
-enum { NAME_TAKEN = -1 };
-static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progress *shown,
-                        int64_t started, cli_bound bound, int64_t key, int first, int *gone)
+/* Says that a stop signal ended the acquire of the name in hand (key), and
+ * returns how the run exits for it. */
+static int say_cancelled(const run_options *o, int64_t key, int sig)
 {
+    cli_log(&(cli_event){.kind = CLI_EVENT_CANCELLED, .lock = o->key, .key = key, .signal = sig});
+    return 128 + sig;
+}
+
+/* Acquires name i, put in hand (focus), on the run's connection, with what
+ * is left of --timeout: all the names share it, from started, each phase
+ * bounded by bound. The first name's binds the adapter to the connection
+ * (one adapter takes every name, one after another: the session holds them
+ * all, and its end, or the transaction's with --xact, frees them all), and
+ * only its acquire may have --xact's pause give the transaction back while
+ * it backs off (see xact_pause). Returns NAME_TAKEN once the lock is held,
+ * else how the run exits, said, the lock not held; *gone is then set if
+ * the connection was closed (its statement did not answer), which ends the
+ * session and its locks. */
+enum { NAME_TAKEN = -1 };
+static int acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *shown,
+                        int64_t started, cli_bound bound, int i, int *gone)
+{
+    focus(o, i);
+    int64_t key = o->names[i].key;
+    int first = i == 0;
     int64_t now = advlock_pq_now_ms();
     int64_t left = o->timeout_ms == INT64_MAX          ? INT64_MAX
                    : started + o->timeout_ms - now > 0 ? started + o->timeout_ms - now
@@ -1139,11 +1153,8 @@ static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progr
         say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms,
                       CLI_EVENT_FAILED);
         *gone = 1;
-        if (end.signal != 0) {
-            cli_log(&(cli_event){
-                .kind = CLI_EVENT_CANCELLED, .lock = o->key, .key = key, .signal = end.signal});
-            return 128 + end.signal;
-        }
+        if (end.signal != 0)
+            return say_cancelled(o, key, end.signal);
         /* Only a diagnosis comes after the timeout: the lock was busy. */
         return end.sql == ADVLOCK_SQL_HOLDERS ? o->conflict_exit_code : EXIT_NO_SERVER;
     }
@@ -1158,9 +1169,7 @@ static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progr
         || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
         if (r->lock.outcome == ADVLOCK_ACQUIRED && !o->xact)
             release_quietly(a, conn, o, key);
-        cli_log(&(cli_event){
-            .kind = CLI_EVENT_CANCELLED, .lock = o->key, .key = key, .signal = interrupted});
-        return 128 + interrupted;
+        return say_cancelled(o, key, interrupted);
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
         /* The message names --timeout, all the run had, not what the
@@ -1235,18 +1244,16 @@ int cmd_run(int argc, char **argv)
     int taken = 0, gone = 0;
     rc = NAME_TAKEN;
     while (rc == NAME_TAKEN && taken < o.name_count) {
-        focus(&o, taken);
-        rc = acquire_name(&a, conn, &o, &shown, started, bound, o.names[taken].key, taken == 0,
-                          &gone);
+        rc = acquire_name(&a, conn, &o, &shown, started, bound, taken, &gone);
         if (rc == NAME_TAKEN)
             taken++;
     }
     if (rc != NAME_TAKEN) {
         /* All or none: a name that could not be taken gives back those
-         * taken before it. */
-        if (!gone && PQstatus(conn) == CONNECTION_OK)
-            (void)give_back(&a, conn, &o, taken, 0, 1);
-        if (gone)
+         * taken before it (with --xact, by the ROLLBACK that ends the
+         * session's transaction); closing the session gives back what a
+         * failed release left. */
+        if (gone || (PQstatus(conn) == CONNECTION_OK && give_back(&a, conn, &o, taken, 0, 1) == 0))
             PQfinish(conn);
         else
             close_session(conn, &o);
