@@ -336,9 +336,9 @@ check "two names: the exit names both" "[\"$lo\", \"$hi\"]" "$(field "$T/two" ex
 
 # Both names busy, with --diagnose: each name's first wait names its own
 # holder (lo's freed first, then hi's).
-"$A" run -q --application-name json-holder-lo "$lo" -- sleep 1 &
+"$A" run -q --application-name json-holder-lo "$lo" -- sleep 2 &
 holder_lo=$!
-"$A" run -q --application-name json-holder-hi "$hi" -- sleep 2 &
+"$A" run -q --application-name json-holder-hi "$hi" -- sleep 3.5 &
 holder_hi=$!
 for _ in $(seq 100); do [ -n "$(backend_of json-holder-lo)" ] && [ -n "$(backend_of json-holder-hi)" ] && break; sleep 0.05; done
 pid_lo=$(backend_of json-holder-lo)
