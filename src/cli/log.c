@@ -181,7 +181,8 @@ static cli_log_level level_of(const cli_event *e)
     return kinds[e->kind].level;
 }
 
-/* Who held the lock when a diagnosed acquire timed out. */
+/* Who held the lock, as a diagnosed acquire found it: at its timeout, or
+ * in its first sleep. */
 static void json_holder(FILE *f, const advlock_report *r)
 {
     if (r->detail != ADVLOCK_DETAIL_DIAGNOSED || r->holder_pid == 0)
