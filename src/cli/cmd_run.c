@@ -1,12 +1,13 @@
 /*
  * advlock run: flock(1) for PostgreSQL. Takes the lock (or every lock
  * named, one after another in key order) on its own session, runs the
- * command while holding it, releases, and exits with the command's status. The wait and the release
- * go through the nonblocking adapter, and every wait is the adapter's (advlock_pq_wait) with a
- * signal self-pipe beside its socket, so signals are seen at once and, while the command runs, so
- * is the server closing the session (which drops the lock). Behind a proxy the server session can
- * end while the connection to the proxy stays up, so there the lock is verified every
- * --verify-interval.
+ * command while holding it, releases, and exits with the command's status.
+ * The wait and the release go through the nonblocking adapter, and every
+ * wait is the adapter's (advlock_pq_wait) with a signal self-pipe beside
+ * its socket, so signals are seen at once and, while the command runs, so
+ * is the server closing the session (which drops the lock). Behind a proxy
+ * the server session can end while the connection to the proxy stays up,
+ * so there the lock is verified every --verify-interval.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
