@@ -966,18 +966,24 @@ static void close_session(PGconn *conn, const run_options *o)
 
 /* Gives back the first taken names, the last taken first: with --xact by
  * the transaction's end, COMMIT only if commit is set; else one release
- * each, its name in hand (say_each: and said once released). The first
- * release that fails ends it (said): closing the session gives the rest
- * back. Returns 0, or -1 once something failed. */
+ * each, its name in hand (say_each: and said once released). A release that
+ * fails (said) does not stop the others: behind a transaction pool, closing
+ * the connection would leave them held on the server session that took
+ * them. Only a connection that is gone ends it. Returns 0, or -1 if
+ * anything failed. */
 static int give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int commit,
                      int say_each)
 {
     if (o->xact && cli_xact_end(conn, commit, bound_from(advlock_pq_now_ms(), o->timeout_ms)) != 0)
         return -1;
+    int failed = 0;
     for (int i = taken - 1; i >= 0; i--) {
         focus(o, i);
-        if (!o->xact && release(a, conn, o, o->names[i].key) != 0)
-            return -1;
+        if (!o->xact
+            && (PQstatus(conn) != CONNECTION_OK || release(a, conn, o, o->names[i].key) != 0)) {
+            failed = 1;
+            continue;
+        }
         char said[ADVLOCK_KEY_ECHO_MAX + 64];
         snprintf(said, sizeof said, "lock '%s' released: the run holds all its names or none",
                  o->shown_key);
@@ -989,7 +995,7 @@ static int give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int
                                        : commit ? "commit"
                                                 : "rollback"});
     }
-    return 0;
+    return failed ? -1 : 0;
 }
 
 /* After a verify that could not show a name held: release_quietly, for

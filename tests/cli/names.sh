@@ -279,5 +279,48 @@ if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
     check "transaction pool, --xact: both held" "0 2 1" "$RC $OUT"
     opposite_rounds 5 "transaction pool, --xact, opposite orders" --xact -d "$ADVLOCK_TEST_PGBOUNCER_TX"
     check "transaction pool: none held after" 0 "$(advisory_locks)"
+
+    # Another client of the transaction pool can land on the server session
+    # that holds the run's names, idle in the pool while the command runs,
+    # and unlock one there (unlock_on_pool). Without a verify, the release of
+    # that name fails at the end; the others must still be given back, or
+    # the pool keeps them held after advlock has gone.
+    unlock_on_pool() {
+        for _ in $(seq 200); do
+            psql -X -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" -c "SELECT pg_advisory_unlock($(key_of "$1"))" \
+                >/dev/null 2>&1
+            [ "$(held "$1")" = 0 ] && return 0
+        done
+        return 1
+    }
+    "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" --verify-interval 0 "$lo" "$hi" -- sleep 2 \
+        2>"$TMPDIR_NAMES/release.err" &
+    runner=$!
+    wait_until_held "$lo" && wait_until_held "$hi" || fail "failed release: the run never took both"
+    unlock_on_pool "$hi" || fail "failed release: '$hi' never unlocked through the pool"
+    wait "$runner"
+    check "a failed release: status" 70 "$?"
+    check "a failed release: the other name given back" 0 "$(held "$lo")"
+    grep -q "releasing lock '$hi'" "$TMPDIR_NAMES/release.err" && pass ||
+        fail "a failed release: not said [$(cat "$TMPDIR_NAMES/release.err")]"
+    # The pool's server sessions keep the run's claim (and, before the fix,
+    # the lock): ended, for the next run to claim one afresh.
+    psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                   WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
+
+    # With the verify, the second name unlocked there is seen while the
+    # command runs: the JSON log's lock_lost names that name.
+    "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" --verify-interval 0.2 --log-format json "$lo" "$hi" -- \
+        sleep 20 2>"$TMPDIR_NAMES/unverified.json" &
+    runner=$!
+    wait_until_held "$lo" && wait_until_held "$hi" || fail "unverified: the run never took both"
+    unlock_on_pool "$hi" || fail "unverified: '$hi' never unlocked through the pool"
+    wait "$runner"
+    check "unverified second name: status" 70 "$?"
+    lost=$(grep '"event":"lock_lost"' "$TMPDIR_NAMES/unverified.json")
+    check "unverified second name: the event's lock" "\"lock\":\"$hi\"" "$(grep -o '"lock":"[^"]*"' <<<"$lost")"
+    check "unverified second name: the event's key" "\"key\":\"$(key_of "$hi")\"" \
+        "$(grep -o '"key":"[^"]*"' <<<"$lost")"
+    check "unverified second name: none held after" 0 "$(advisory_locks)"
 fi
 finish
