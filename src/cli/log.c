@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* sigabbrev_np */
 #include "log.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,11 +307,15 @@ static void json_fields(FILE *f, const cli_event *e, char *said, size_t size)
     }
 }
 
-/* Writes all of buf, retrying short writes and interruptions. */
+/* Writes all of buf, retrying short writes and interruptions (a signal
+ * handler installed without SA_RESTART, or a write that cannot restart),
+ * so that a line is never cut; any other error gives up. */
 static void write_all(const char *buf, size_t len)
 {
     while (len > 0) {
         ssize_t n = write(STDERR_FILENO, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             return;
         buf += n;
