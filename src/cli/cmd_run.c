@@ -1202,6 +1202,20 @@ static int acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *s
     return NAME_TAKEN;
 }
 
+/* With several names, text says which it holds once it holds them all
+ * (unless --quiet): every word before "--" is a name, so a command line
+ * written for one name with a "--" among the command's arguments (advlock
+ * run K cmd -- x) shows that K and cmd are both held and x runs. JSON says
+ * each name's acquired event already. */
+static void say_names_held(const run_options *o)
+{
+    if (o->name_count < 2 || o->quiet || cli_log_structured())
+        return;
+    char said[sizeof o->shown_key + 32];
+    snprintf(said, sizeof said, "holding locks '%s'", o->shown_key);
+    cli_log(&(cli_event){.kind = CLI_EVENT_MESSAGE, .level = CLI_INFO, .said = said});
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_options o;
@@ -1267,6 +1281,7 @@ int cmd_run(int argc, char **argv)
         return rc;
     }
     focus_all(&o);
+    say_names_held(&o);
     say_proxied_lease(&a, &o);
     if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
         close_session(conn, &o); /* a connection shut down sends no ROLLBACK */

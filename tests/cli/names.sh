@@ -76,6 +76,15 @@ capture "$A" run "$hi" "$lo" -- sh -c 'psql -X -At -c "$HELD_BOTH_SQL"; exit 3'
 check "two names: held by one session while the command runs" "2 1" "$OUT"
 check "two names: the command's status" 3 "$RC"
 check "two names: none held after" 0 "$(advisory_locks)"
+check "two names: said once both are held, in the order taken" "advlock: holding locks '$lo', '$hi'" "$ERR"
+# A line written for one name with a "--" among the command's arguments:
+# every word before the "--" is a name now, and the run says so.
+capture "$A" run "$lo" true -- echo ran
+check "KEY COMMAND -- ARG: what runs" "0 ran" "$RC $OUT"
+case "$ERR" in
+    "advlock: holding locks '$lo', 'true'" | "advlock: holding locks 'true', '$lo'") pass ;;
+    *) fail "KEY COMMAND -- ARG: both words before -- are names, said [$ERR]" ;;
+esac
 capture "$A" run -q --xact "$lo" "$hi" -- psql -X -At -c "$HELD_BOTH_SQL"
 check "--xact: both held in the transaction" "2 1" "$OUT"
 check "--xact: none held after" 0 "$(advisory_locks)"
