@@ -317,6 +317,25 @@ if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
     psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                    WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
 
+    # The same on the all-or-none path: waiting for a third name, busy (its
+    # key the largest), the second is unlocked there; at the timeout, the
+    # first must still be given back.
+    for third in names-busy-{1..50}; do [ "$(key_of "$third")" -gt "$(key_of "$hi")" ] && break; done
+    hold_outside "$third"
+    "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" -w 4 "$third" "$lo" "$hi" -- echo never \
+        2>"$TMPDIR_NAMES/give-back.err" &
+    runner=$!
+    wait_until_held "$lo" && wait_until_held "$hi" || fail "failed give-back: the run never took two"
+    unlock_on_pool "$hi" || fail "failed give-back: '$hi' never unlocked through the pool"
+    wait "$runner"
+    check "a failed give-back: status" 1 "$?"
+    check "a failed give-back: the first name given back" 0 "$(held "$lo")"
+    grep -q "lock '$lo' released: the run holds all its names or none" "$TMPDIR_NAMES/give-back.err" && pass ||
+        fail "a failed give-back: not said [$(cat "$TMPDIR_NAMES/give-back.err")]"
+    release_outside
+    psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                   WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
+
     # With the verify, the second name unlocked there is seen while the
     # command runs: the JSON log's lock_lost names that name.
     "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" --verify-interval 0.2 --log-format json "$lo" "$hi" -- \
