@@ -38,7 +38,7 @@ int cli_connect(const char *conninfo, const char *application_name, PGconn **out
 
 /* A bound on a phase of advlock run: when it passes (advlock_pq_now_ms's
  * clock; INT64_MAX: never), and the time its messages name (--timeout's:
- * the bound itself includes a grace, see cmd_run.c). */
+ * the bound itself includes a grace, see run.h). */
 typedef struct cli_bound {
     int64_t until_ms;
     int64_t named_ms;

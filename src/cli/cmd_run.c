@@ -1,20 +1,19 @@
 /*
- * advlock run: flock(1) for PostgreSQL. Takes the lock on its own session,
- * runs the command while holding it, releases, and exits with the command's
- * status. The wait and the release go through the nonblocking adapter, and
- * every wait is the adapter's (advlock_pq_wait) with a signal self-pipe
- * beside its socket, so signals are seen at once and, while the command
- * runs, so is the server closing the session (which drops the lock).
- * Behind a proxy the server session can end while the connection to the
- * proxy stays up, so there the lock is verified every --verify-interval.
+ * advlock run: flock(1) for PostgreSQL. Takes the lock (or every lock
+ * named, one after another in key order) on its own session, runs the
+ * command while holding it, releases, and exits with the command's status.
+ * The wait and the release go through the nonblocking adapter, and every
+ * wait is the adapter's (advlock_pq_wait) with a signal self-pipe beside
+ * its socket, so signals are seen at once and, while the command runs, so
+ * is the server closing the session (which drops the lock). Behind a proxy
+ * the server session can end while the connection to the proxy stays up,
+ * so there the lock is verified every --verify-interval.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,363 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "advlock_pq.h"
 #include "child.h"
-#include "cli.h"
-#include "log.h"
-
-/* The most names one run holds (see KEY... in advlock(1)). */
-enum { RUN_NAMES_MAX = 64 };
-
-/* A name the run holds, and its key. */
-typedef struct run_name {
-    const char *name;
-    int64_t key;
-} run_name;
-
-typedef struct run_options {
-    const char *conninfo;
-    const char *application_name;
-    int64_t timeout_ms;
-    int conflict_exit_code;
-    int quiet;
-    int keep_running;
-    int xact;              /* --xact: one transaction around the command */
-    int64_t kill_after_ms; /* from the stop signal to SIGKILL */
-    int64_t verify_ms;     /* --verify-interval: behind a proxy; 0: never */
-    int64_t lease_ms;      /* --lease; 0: none */
-    int lease_given;       /* --lease was on the command line */
-    advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact, --allow-standby,
-                              --fence */
-    /* The names, in the order they are taken and the reverse of the order
-     * they are given back: by key (order_names), so that runs naming the
-     * same locks in any order take them in one order and never wait for
-     * each other in a cycle. */
-    run_name names[RUN_NAMES_MAX];
-    int name_count;
-    /* The name in hand (focus): the one being acquired, released or
-     * checked; while the command runs, all of them (focus_all). */
-    const char *key;
-    /* The key as messages show it (advlock_escape_name): one printable line
-     * whatever the name holds, so no name can move the terminal's cursor. */
-    char shown_key[ADVLOCK_KEY_ECHO_MAX + 4];
-    char **command;
-} run_options;
-
-/* Puts name i in hand: messages from now on name it. */
-static void focus(run_options *o, int i)
-{
-    o->key = o->names[i].name;
-    advlock_escape_name(o->key, strlen(o->key), o->shown_key, sizeof o->shown_key);
-}
-
-/* Puts every name in hand, for what concerns them all (the session that
- * holds them): messages name them as 'A', 'B', cut with "..." where the
- * line would grow too long. */
-static void focus_all(run_options *o)
-{
-    focus(o, 0);
-    size_t used = strlen(o->shown_key);
-    for (int i = 1; i < o->name_count; i++) {
-        char one[sizeof o->shown_key];
-        advlock_escape_name(o->names[i].name, strlen(o->names[i].name), one, sizeof one);
-        size_t more = strlen(one) + 4; /* "', '" before it */
-        if (used + more >= sizeof o->shown_key) {
-            if (used + 6 < sizeof o->shown_key)
-                memcpy(o->shown_key + used, "', ...", 7);
-            return;
-        }
-        memcpy(o->shown_key + used, "', '", 4);
-        memcpy(o->shown_key + used + 4, one, strlen(one) + 1);
-        used += more;
-    }
-}
-
-/* ---- progress on a terminal, from the machine's events ------------------- */
-
-typedef struct progress {
-    const char *lock; /* the name the events say */
-    int draw;         /* a progress line on the terminal */
-    uint64_t attempt;
-    int64_t retry_at_ms; /* 0: no sleep under way */
-    int server_wait;
-    /* --diagnose with the JSON log: the first waiting event is held back
-     * (pending) until the holder is asked (tend_diagnosis), and names it. */
-    int diagnose;
-    int pending;
-    cli_event waiting;
-    advlock_report report; /* the waiting event's */
-    advlock_report holder;
-} progress;
-
-static void on_lock_event(void *user, const advlock_event *e)
-{
-    progress *p = user;
-    cli_event event = {.lock = p->lock, .key = e->report->key, .report = e->report};
-    if (e->kind == ADVLOCK_EVENT_ATTEMPT) {
-        p->attempt = e->report->attempts;
-        p->retry_at_ms = 0;
-        event.kind = CLI_EVENT_TRYING;
-        cli_log(&event);
-    } else if (e->kind == ADVLOCK_EVENT_SLEEP && e->report->attempts > 0) {
-        /* (a release's retries behind a proxy sleep too: no attempts) */
-        p->retry_at_ms = e->now_ms + e->sleep_ms;
-        event.kind = CLI_EVENT_WAITING;
-        event.sleep_ms = e->sleep_ms;
-        if (!p->diagnose) {
-            cli_log(&event);
-            return;
-        }
-        p->diagnose = 0; /* once */
-        p->pending = 1;
-        p->report = *e->report;
-        p->waiting = event;
-        p->waiting.report = &p->report;
-    }
-}
-
-static void show_progress(const run_options *o, const progress *p, int64_t started, int64_t now)
-{
-    char elapsed[32], retry[32];
-    advlock_format_seconds(now - started, elapsed, sizeof elapsed);
-    if (p->server_wait) {
-        fprintf(stderr, "\r\033[Kadvlock: waiting for '%s' in the server's queue, %ss elapsed",
-                o->shown_key, elapsed);
-        return;
-    }
-    if (p->retry_at_ms == 0)
-        return; /* a try is in flight: the line stays as it was */
-    advlock_format_seconds(p->retry_at_ms > now ? p->retry_at_ms - now : 0, retry, sizeof retry);
-    fprintf(stderr,
-            "\r\033[Kadvlock: waiting for '%s': attempt %" PRIu64 ", %ss elapsed, "
-            "next retry in %ss",
-            o->shown_key, p->attempt, elapsed, retry);
-}
-
-static void clear_progress(void)
-{
-    fputs("\r\033[K", stderr);
-}
-
-/* ---- one lock operation, driven to its end -------------------------------- */
-
-/* How long past --timeout a run may take (see --timeout in advlock(1)): the
- * connect and every statement must end by --timeout plus the library's
- * grace (ADVLOCK_PQ_GRACE_MS), past which the connection is abandoned. A
- * statement cancelled by a stop signal has SIGNAL_GRACE_MS to answer (a
- * granted lock is then released), then it is abandoned too. */
-enum { SIGNAL_GRACE_MS = 500 };
-
-/* The bound of a phase that starts at now and may take ms (INT64_MAX: no
- * bound), grace included. */
-static cli_bound bound_from(int64_t now, int64_t ms)
-{
-    int64_t until = ms == INT64_MAX || ms > INT64_MAX - now - ADVLOCK_PQ_GRACE_MS
-                        ? INT64_MAX
-                        : now + ms + ADVLOCK_PQ_GRACE_MS;
-    return (cli_bound){until, ms};
-}
-
-/* The shorter of two waits in ms, -1 meaning none. */
-static int64_t shorter_wait(int64_t a, int64_t b)
-{
-    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
-}
-
-/* How an operation driven by drive() ended for the run. */
-typedef struct drive_end {
-    int signal;      /* the first stop signal that arrived, or 0 */
-    int abandoned;   /* it did not end by its bound: the connection is closed */
-    advlock_sql sql; /* abandoned: the statement in flight (ADVLOCK_SQL_COUNT: none) */
-} drive_end;
-
-/* The statement the adapter has in flight (ADVLOCK_SQL_COUNT: none). */
-static advlock_sql in_flight(const advlock_pq *a)
-{
-    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
-    return next.kind == ADVLOCK_ACTION_QUERY || next.kind == ADVLOCK_ACTION_CANCEL_QUERY
-               ? next.sql
-               : ADVLOCK_SQL_COUNT;
-}
-
-/* advlock run --xact while acquiring: the transaction is open only while a
- * try is out. It ends (ROLLBACK: nothing was granted) when the acquire
- * starts a sleep and begins again when the sleep is over, so that the run
- * pins no pooled server session while it backs off: the session another
- * client holds the key on stays free for that client's unlock, and the next
- * try may land elsewhere. A try must never run outside a transaction (its
- * lock would end with its statement): if BEGIN or ROLLBACK fails, the
- * acquire is cancelled and failed set. */
-typedef struct xact_pause {
-    PGconn *conn; /* NULL: not --xact */
-    int ended;    /* the transaction is ended for the sleep */
-    int failed;   /* BEGIN or ROLLBACK failed: -1, or a stop signal's number */
-} xact_pause;
-
-/* How long to wait for signals alone before the next try (the transaction
- * ended for the sleep), or -1 for the adapter's own wait. */
-static int64_t tend_xact(advlock_pq *a, xact_pause *x, cli_bound bound)
-{
-    if (x->conn == NULL || x->failed)
-        return -1;
-    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
-    if (next.kind != ADVLOCK_ACTION_SLEEP)
-        return -1;
-    int rc = 0;
-    if (!x->ended && (rc = cli_xact_end(x->conn, 0, bound)) == 0)
-        x->ended = 1;
-    int64_t left = next.wake_at_ms - advlock_pq_now_ms();
-    if (x->ended && left > 0)
-        return left;
-    if (x->ended && (rc = cli_xact_begin(x->conn, bound)) == 0) {
-        x->ended = 0;
-        return -1;
-    }
-    x->failed = rc > 0 ? rc : -1;
-    advlock_pq_async_cancel(a, advlock_pq_now_ms());
-    return -1;
-}
-
-/* A release behind a proxy (r, else NULL): how long to wait for signals
- * alone before its retry is due, or -1 for the adapter's own wait; at the
- * retry's time, helpers occupy the server sessions PgBouncer would hand it
- * first (reach.c). */
-static int64_t tend_reach(advlock_pq *a, cli_reach *r)
-{
-    if (r == NULL)
-        return -1;
-    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
-    if (next.kind != ADVLOCK_ACTION_SLEEP || r->done_for_ms == next.wake_at_ms)
-        return -1;
-    int64_t left = next.wake_at_ms - advlock_pq_now_ms();
-    if (left > 0)
-        return left;
-    cli_reach_occupy(r);
-    r->done_for_ms = next.wake_at_ms;
-    return -1;
-}
-
-/* Waits up to ms for the signal pipe alone. */
-static void wait_for_signals(int64_t ms)
-{
-    struct pollfd p = {.fd = cli_signals_fd(), .events = POLLIN};
-    (void)poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
-}
-
-/* --diagnose with the JSON log, in the acquire's first sleep: who holds the
- * lock, asked once on the lock's connection while it is idle (with --xact,
- * once the transaction is ended for the sleep: tend_xact comes first), so
- * that the first waiting event names the holder (said then, with or
- * without it). A stop signal that ends the question (its connection
- * abandoned, as for --xact's statements) is raised again for drive's own
- * wait to see; a question unanswered by the bound has said so, and the
- * next try fails on the closed connection. */
-static void tend_diagnosis(advlock_pq *a, PGconn *conn, progress *p, cli_bound bound)
-{
-    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
-    /* Idle, not only the machine: outside any transaction (an error would
-     * abort --xact's), and nothing of libpq's under way (a lease's heartbeat
-     * for a lock already held may be out during an acquire's sleep). */
-    if (next.kind == ADVLOCK_ACTION_SLEEP && PQtransactionStatus(conn) == PQTRANS_IDLE) {
-        int rc = cli_holders_ask(conn, p->waiting.key, bound, &p->holder);
-        if (rc > 0)
-            raise(rc);
-        p->waiting.holder = rc == 0 ? &p->holder : NULL;
-    }
-    cli_log(&p->waiting);
-    p->pending = 0;
-}
-
-/* Runs the adapter's operation to its end, or to until_ms, cancelling an
- * acquire if a forwarded signal arrives; a statement still unanswered at
- * until_ms (or SIGNAL_GRACE_MS after the signal; at once after a second one) is
- * cancelled and its connection, conn, closed. The waiting is the adapter's
- * own (advlock_pq_wait), with the signal pipe beside it; x: see xact_pause
- * (NULL but for an acquire); r: see tend_reach (NULL but for a release). */
-static drive_end drive(advlock_pq *a, PGconn *conn, const run_options *o, progress *seen,
-                       int64_t until_ms, xact_pause *x, cli_reach *r)
-{
-    drive_end end = {0, 0, ADVLOCK_SQL_COUNT};
-    int64_t started = advlock_pq_now_ms();
-    while (advlock_pq_async_busy(a)) {
-        int64_t now = advlock_pq_now_ms();
-        if (now >= until_ms) {
-            end.abandoned = 1;
-            end.sql = in_flight(a);
-            cli_abandon(conn);
-            break;
-        }
-        if (seen != NULL && seen->draw)
-            show_progress(o, seen, started, now);
-        int64_t paused_ms = x != NULL ? tend_xact(a, x, (cli_bound){until_ms, o->timeout_ms}) : -1;
-        if (x != NULL && x->failed > 0 && end.signal == 0)
-            end.signal = x->failed; /* a stop signal ended BEGIN or ROLLBACK */
-        if (seen != NULL && seen->pending)
-            tend_diagnosis(a, conn, seen, (cli_bound){until_ms, o->timeout_ms});
-        if (paused_ms < 0)
-            paused_ms = tend_reach(a, r);
-        /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        int64_t wait_ms = shorter_wait(seen != NULL && seen->draw ? 100 : -1,
-                                       until_ms == INT64_MAX ? -1 : until_ms - now);
-        if (paused_ms >= 0)
-            wait_for_signals(shorter_wait(wait_ms, paused_ms));
-        else if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms)
-                 < 0)
-            break;
-        int sig;
-        while ((sig = cli_signals_next()) != 0) {
-            if (sig == SIGCHLD)
-                continue;
-            now = advlock_pq_now_ms();
-            if (end.signal != 0) {
-                until_ms = now; /* asked twice: no more waiting for the server */
-                continue;
-            }
-            end.signal = sig;
-            until_ms = until_ms - now > SIGNAL_GRACE_MS ? now + SIGNAL_GRACE_MS : until_ms;
-            advlock_pq_async_cancel(a, now);
-        }
-    }
-    if (seen != NULL && seen->draw)
-        clear_progress();
-    return end;
-}
-
-/* What the statement an abandoned operation had in flight was doing, for
- * the message that says it got no answer. */
-static const char *asked_for(advlock_sql sql)
-{
-    switch (sql) {
-    case ADVLOCK_SQL_SESSION: return "the session check";
-    case ADVLOCK_SQL_HOLDERS: return "the question who holds lock";
-    case ADVLOCK_SQL_UNLOCK:
-    case ADVLOCK_SQL_UNLOCK_SHARED:
-    case ADVLOCK_SQL_UNLOCK_GUARDED:
-    case ADVLOCK_SQL_UNLOCK_SHARED_GUARDED: return "the release of lock";
-    case ADVLOCK_SQL_HELD:
-    case ADVLOCK_SQL_HELD_SHARED:
-    case ADVLOCK_SQL_HELD_GUARDED:
-    case ADVLOCK_SQL_HELD_SHARED_GUARDED: return "the check of lock";
-    case ADVLOCK_SQL_COUNT: return "the wait for lock";
-    default: return "the attempt on lock";
-    }
-}
-
-/* Says that an abandoned operation's statement got no answer within
- * bound_ms: as kind, the operation's failure (the acquire's or the
- * release's) on the lock, key. */
-static void say_abandoned(const drive_end *end, const run_options *o, int64_t key, int64_t bound_ms,
-                          cli_event_kind kind)
-{
-    char seconds[32], said[ADVLOCK_MESSAGE_MAX];
-    advlock_format_seconds(bound_ms, seconds, sizeof seconds);
-    const char *what = asked_for(end->sql);
-    int names_lock = end->sql != ADVLOCK_SQL_SESSION;
-    snprintf(said, sizeof said,
-             "no answer from the server within %ss to %s%s%s%s; connection closed", seconds, what,
-             names_lock ? " '" : "", names_lock ? o->shown_key : "", names_lock ? "'" : "");
-    cli_log(&(cli_event){.kind = kind, .lock = o->key, .key = key, .said = said});
-}
+#include "run.h"
 
 /* ---- the command, while the lock is held ------------------------------------ */
 
@@ -392,19 +36,19 @@ static void stop_command(const cli_child *c, const run_options *o, int sig, int6
         *kill_at = advlock_pq_now_ms() + o->kill_after_ms;
 }
 
-/* The lock (key) is gone, or cannot be shown held any more (reason, as
- * the JSON log names it): say so, and stop the command unless
- * --keep-running. */
-static void lock_gone(const cli_child *c, const run_options *o, int64_t key, int64_t *kill_at,
-                      const char *why, const char *reason)
+/* The session's locks are gone, or one of them (which, else NULL) cannot
+ * be shown held any more (reason, as the JSON log names it): say so, and
+ * stop the command unless --keep-running. */
+static void lock_gone(const cli_child *c, const run_options *o, const cli_lock *which,
+                      int64_t *kill_at, const char *why, const char *reason)
 {
     char said[2 * ADVLOCK_MESSAGE_MAX + 64];
     snprintf(said, sizeof said, "%s%s", why,
              o->keep_running ? " (command left running: --keep-running)"
                              : "; terminating the command");
     cli_log(&(cli_event){.kind = CLI_EVENT_LOCK_LOST,
-                         .lock = o->key,
-                         .key = key,
+                         .lock = which != NULL ? which->name : NULL,
+                         .key = which != NULL ? which->key : 0,
                          .said = said,
                          .reason = reason,
                          .kept = o->keep_running});
@@ -422,7 +66,7 @@ static void lock_gone(const cli_child *c, const run_options *o, int64_t key, int
  * whether the claimed server session still holds the lock. With several
  * names, each interval verifies them all, one statement after another. */
 typedef struct verifier {
-    const run_name *names;
+    const cli_lock *names;
     int name_count;
     int next;            /* the name the next verify asks about */
     int64_t interval_ms; /* 0: not verifying (direct, --xact, off, or done) */
@@ -510,16 +154,13 @@ static const char *say_lost(char *why, size_t size, const advlock_pq *a, const r
 
 /* A lease's heartbeat answered: its stop deadline (*stop_at, 0 at first:
  * only noted) moved on. Said to the JSON log; text says nothing. */
-static void say_lease_renewed(const advlock_pq *a, const run_options *o, int64_t key,
-                              int64_t *stop_at)
+static void say_lease_renewed(const advlock_pq *a, int64_t *stop_at)
 {
     int64_t now_stop_at;
     if (advlock_pq_lease_deadline(a, &now_stop_at, NULL) != 1)
         return;
     if (*stop_at != 0 && now_stop_at > *stop_at)
         cli_log(&(cli_event){.kind = CLI_EVENT_LEASE_RENEWED,
-                             .lock = o->key,
-                             .key = key,
                              .deadline_ms = now_stop_at - advlock_pq_now_ms()});
     *stop_at = now_stop_at;
 }
@@ -540,7 +181,7 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
     verifier_init(&v, a, o);
     *lost = LOCK_KEPT;
     int64_t lease_stop_at = 0;
-    say_lease_renewed(a, o, o->names[0].key, &lease_stop_at);
+    say_lease_renewed(a, &lease_stop_at);
     for (;;) {
         int st, changed;
         while ((changed = cli_child_reap(c, &st)) > 0) {
@@ -567,9 +208,9 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
          * each of its orphans that advlock reaps (child.c); the group is
          * still looked for, as a process can be in it without being
          * advlock's descendant, or advlock no reaper (not Linux). */
-        int64_t wait_ms = shorter_wait(exited ? 50 : -1, verify_wait_ms(&v, now));
+        int64_t wait_ms = run_shorter_wait(exited ? 50 : -1, verify_wait_ms(&v, now));
         if (kill_at >= 0 && kill_at != INT64_MAX)
-            wait_ms = shorter_wait(wait_ms, kill_at - now);
+            wait_ms = run_shorter_wait(wait_ms, kill_at - now);
         if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms) < 0)
             return -1;
         int sig;
@@ -580,15 +221,15 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
         if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
             const char *reason = say_lost(why, sizeof why, a, o);
-            lock_gone(c, o, o->names[0].key, &kill_at, why, reason);
+            lock_gone(c, o, NULL, &kill_at, why, reason);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
             *lost = LOCK_UNVERIFIED;
-            focus(o, v.next);
+            run_focus(o, v.next);
             say_unverified(why, sizeof why, a, o);
-            focus_all(o);
-            lock_gone(c, o, o->names[0].key, &kill_at, why, "unverified");
+            run_focus_all(o);
+            lock_gone(c, o, &o->names[v.next], &kill_at, why, "unverified");
         }
-        say_lease_renewed(a, o, o->names[0].key, &lease_stop_at);
+        say_lease_renewed(a, &lease_stop_at);
     }
 }
 
@@ -825,8 +466,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         names_end++;
     if (names_end == argc)
         names_end = optind < argc ? optind + 1 : optind;
-    if (names_end - optind > RUN_NAMES_MAX) {
-        cli_error("at most %d names", RUN_NAMES_MAX);
+    if (names_end - optind > CLI_RUN_LOCKS_MAX) {
+        cli_error("at most %d names", CLI_RUN_LOCKS_MAX);
         return -1;
     }
     for (; optind < names_end; optind++)
@@ -834,7 +475,10 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (o->name_count == 0 || optind == argc) {
-        usage(stderr);
+        if (cli_log_structured()) /* a usage error is a message like any other */
+            cli_error("a KEY and a COMMAND are needed; see advlock run --help");
+        else
+            usage(stderr);
         return -1;
     }
     o->command = argv + optind;
@@ -854,25 +498,6 @@ static int parse_run_options(int argc, char **argv, run_options *o)
 
 /* ---- the whole run -------------------------------------------------------------- */
 
-/* An operation's outcome in the core's words (the reference's sentences). */
-static const char *describe(const advlock_pq_report *r, const char *key, char *buf, size_t size)
-{
-    if (advlock_pq_describe(r, key, strlen(key), buf, size) <= 0)
-        return advlock_strerror(r->lock.failure);
-    return buf;
-}
-
-/* How a run that did not get the lock exits: the timeout's status; a
- * standby, which cannot serve the lock, as an unavailable server; any other
- * failure (a lost connection, statements on different server sessions
- * behind a proxy) as a lock error. */
-static int acquire_failed_status(const advlock_report *r, const run_options *o)
-{
-    if (r->outcome == ADVLOCK_TIMED_OUT)
-        return o->conflict_exit_code;
-    return r->failure == ADVLOCK_ESTANDBY ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
-}
-
 /* How a run whose BEGIN or CLOSE ALL (--xact) did not succeed exits: as the
  * acquire would have, for a signal or no answer by the bound. */
 static int setup_failed_status(int rc)
@@ -880,129 +505,13 @@ static int setup_failed_status(int rc)
     return rc > 0 ? 128 + rc : rc == CLI_NO_ANSWER ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
 }
 
-/* How long a release may take, grace aside: as long as the acquire, and
- * behind a proxy never less than a guarded unlock's retries
- * (ADVLOCK_GUARD_RETRY_MS), or a short --timeout would abandon the release
- * between its tries, the lock left on the claimed server session. */
-static int64_t release_ms(const advlock_pq *a, const run_options *o)
-{
-    int retries = advlock_pq_proxied(a) && o->timeout_ms < ADVLOCK_GUARD_RETRY_MS;
-    return retries ? ADVLOCK_GUARD_RETRY_MS : o->timeout_ms;
-}
-
-/* Drives a release to its end, from now to its bound (release_ms), its
- * retries helped to the claimed server session behind a proxy. */
-static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t now)
-{
-    cli_bound bound = bound_from(now, release_ms(a, o));
-    cli_reach reach;
-    cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a), bound);
-    drive_end end =
-        drive(a, conn, o, NULL, bound.until_ms, NULL, advlock_pq_proxied(a) ? &reach : NULL);
-    cli_reach_end(&reach);
-    return end;
-}
-
-/* Releases what the acquire took, by its key: no second hash. Anything but
- * RELEASED means the lock was not where the run held it (NOT_HELD, or
- * ESESSION: the unlock reached another server session behind a proxy, and
- * the lock may be left on the one that took it), so the run fails. */
-static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
-{
-    int64_t now = advlock_pq_now_ms();
-    char said[2 * ADVLOCK_MESSAGE_MAX];
-    cli_event failed = {.kind = CLI_EVENT_RELEASE_FAILED, .lock = o->key, .key = key, .said = said};
-    if (advlock_pq_async_start_release_key(a, key, now) != 0) {
-        snprintf(said, sizeof said, "could not release lock '%s'; closing the session releases it",
-                 o->shown_key);
-        cli_log(&failed);
-        return -1;
-    }
-    drive_end end = drive_release(a, conn, o, now);
-    if (end.abandoned) {
-        say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : release_ms(a, o),
-                      CLI_EVENT_RELEASE_FAILED);
-        return -1;
-    }
-    const advlock_pq_report *r = advlock_pq_async_report(a);
-    if (r->lock.outcome != ADVLOCK_RELEASED) {
-        char message[ADVLOCK_MESSAGE_MAX];
-        snprintf(said, sizeof said, "releasing lock '%s': %s", o->shown_key,
-                 describe(r, o->key, message, sizeof message));
-        failed.report = &r->lock;
-        cli_log(&failed);
-        return -1;
-    }
-    return 0;
-}
-
-/* After a verify that could not show the lock held, or an acquire that
- * ended with a grant in doubt: the claimed server session may still hold it
- * (busy with another client's transaction when the statement came), and it
- * outlives advlock's connection in the pool. The release (which keeps trying
- * to reach that session, within its bound) gives the lock back; unreported:
- * whatever it says, the message before has said the lock is gone or in
- * doubt. */
-static void release_quietly(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
-{
-    int64_t now = advlock_pq_now_ms();
-    if (advlock_pq_async_start_release_key(a, key, now) == 0)
-        (void)drive_release(a, conn, o, now);
-}
-
-/* An acquire that failed while giving back a grant nobody wanted (its
- * unlock failed or reached another server session): the lock may be left
- * where it was granted. */
-static int grant_in_doubt(const advlock_report *r)
-{
-    return r->detail == ADVLOCK_DETAIL_UNDO_CANCELLED
-           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE
-           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_57014;
-}
-
 /* Ends a run's session: with --xact its transaction rolls back first, so
  * that a pooler gets its server connection back clean. */
 static void close_session(PGconn *conn, const run_options *o)
 {
     if (o->xact)
-        cli_xact_end(conn, 0, bound_from(advlock_pq_now_ms(), o->timeout_ms));
+        cli_xact_end(conn, 0, run_bound_from(advlock_pq_now_ms(), o->timeout_ms));
     PQfinish(conn);
-}
-
-/* Gives back the first taken names, the last taken first: with --xact by
- * the transaction's end, COMMIT only if commit is set; else one release
- * each, its name in hand (say_each: and said once released). The first
- * release that fails ends it (said): closing the session gives the rest
- * back. Returns 0, or -1 once something failed. */
-static int give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int commit,
-                     int say_each)
-{
-    if (o->xact && cli_xact_end(conn, commit, bound_from(advlock_pq_now_ms(), o->timeout_ms)) != 0)
-        return -1;
-    for (int i = taken - 1; i >= 0; i--) {
-        focus(o, i);
-        if (!o->xact && release(a, conn, o, o->names[i].key) != 0)
-            return -1;
-        char said[ADVLOCK_KEY_ECHO_MAX + 64];
-        snprintf(said, sizeof said, "lock '%s' released: the run holds all its names or none",
-                 o->shown_key);
-        cli_log(&(cli_event){.kind = CLI_EVENT_RELEASED,
-                             .lock = o->key,
-                             .key = o->names[i].key,
-                             .said = say_each ? said : NULL,
-                             .reason = !o->xact ? "unlock"
-                                       : commit ? "commit"
-                                                : "rollback"});
-    }
-    return 0;
-}
-
-/* After a verify that could not show a name held: release_quietly, for
- * every name, the last taken first. */
-static void release_all_quietly(advlock_pq *a, PGconn *conn, const run_options *o)
-{
-    for (int i = o->name_count - 1; i >= 0; i--)
-        release_quietly(a, conn, o, o->names[i].key);
 }
 
 /* ---- the lease ------------------------------------------------------------ */
@@ -1065,132 +574,18 @@ static int export_fence(const advlock_report *r)
     return setenv("ADVLOCK_FENCE", token, 1) != 0 || setenv("ADVLOCK_KEY", key, 1) != 0 ? -1 : 0;
 }
 
-/* Derives every name's key and sorts the names by it (signed order), so
- * that every run takes the same names in the same order. Returns EXIT_OK,
- * or how the run exits, said: a name that is no lock name, or one named
- * twice (its key found twice: distinct names never share one). */
-static int order_names(run_options *o)
+/* With several names, text says which it holds once it holds them all
+ * (unless --quiet): every word before "--" is a name, so a command line
+ * written for one name with a "--" among the command's arguments (advlock
+ * run K cmd -- x) shows that K and cmd are both held and x runs. JSON says
+ * each name's acquired event already. */
+static void say_names_held(const run_options *o)
 {
-    for (int i = 0; i < o->name_count; i++) {
-        focus(o, i);
-        int rc = advlock_derive_key(o->key, strlen(o->key), &o->names[i].key);
-        if (rc != 0) {
-            cli_error("lock key '%s': %s", o->shown_key, advlock_strerror(rc));
-            return EXIT_BAD_KEY;
-        }
-    }
-    /* Insertion sort: a handful of names, and no callback to write. */
-    for (int i = 1; i < o->name_count; i++) {
-        run_name n = o->names[i];
-        int j = i;
-        for (; j > 0 && o->names[j - 1].key > n.key; j--)
-            o->names[j] = o->names[j - 1];
-        o->names[j] = n;
-    }
-    for (int i = 1; i < o->name_count; i++) {
-        if (o->names[i].key == o->names[i - 1].key) {
-            focus(o, i);
-            cli_error("lock '%s' is named twice", o->shown_key);
-            return EXIT_USAGE;
-        }
-    }
-    return EXIT_OK;
-}
-
-/* --wait with several names and a lease: a later name's wait in the
- * server's queue holds the connection, so the lease of the names taken
- * before it could send no heartbeat and would run out. Said, and refused. */
-static int wait_needs_no_lease(const run_options *o)
-{
-    if (o->name_count < 2 || o->lock.wait != ADVLOCK_WAIT_SERVER || o->lease_ms == 0)
-        return 0;
-    cli_error("--wait with several names: not under a lease (no heartbeat can go while a "
-              "later name waits in the server's queue); add --lease 0, or poll (no --wait)");
-    return -1;
-}
-
-/* Acquires name (in hand: focus) on the run's connection, with what is
- * left of --timeout: all the names share it, from started, each phase
- * bounded by bound. first: the first name, for which the adapter is bound
- * to the connection (one adapter takes every name, one after another: the
- * session holds them all, and its end, or the transaction's with --xact,
- * frees them all), and the only one that --xact's pause may give back
- * while it backs off (see xact_pause). Returns
- * NAME_TAKEN once the lock is held, else how the run exits, said, the
- * lock not held; *gone is then set if the connection was closed (its
- * statement did not answer), which ends the session and its locks. */
-enum { NAME_TAKEN = -1 };
-static int acquire_name(advlock_pq *a, PGconn *conn, const run_options *o, progress *shown,
-                        int64_t started, cli_bound bound, int64_t key, int first, int *gone)
-{
-    int64_t now = advlock_pq_now_ms();
-    int64_t left = o->timeout_ms == INT64_MAX          ? INT64_MAX
-                   : started + o->timeout_ms - now > 0 ? started + o->timeout_ms - now
-                                                       : 0;
-    int rc;
-    shown->lock = o->key; /* the name the events say, from its first try */
-    if ((first
-         && ((rc = advlock_pq_async_init(a, conn)) != 0
-             || (rc = advlock_pq_set_options(a, &o->lock)) != 0))
-        || (rc = advlock_pq_async_start_acquire_key(a, key, left, now)) != 0) {
-        const char *why = PQerrorMessage(conn);
-        char said[ADVLOCK_MESSAGE_MAX + 512];
-        snprintf(said, sizeof said, "cannot start acquiring '%s': %s: %.*s", o->shown_key,
-                 advlock_strerror(rc), cli_trimmed_length(why), why);
-        cli_log(&(cli_event){.kind = CLI_EVENT_FAILED, .lock = o->key, .key = key, .said = said});
-        return EXIT_LOCK_ERROR;
-    }
-    xact_pause pause = {.conn = o->xact && first ? conn : NULL};
-    drive_end end = drive(a, conn, o, shown, bound.until_ms, &pause, NULL);
-    if (end.abandoned) {
-        say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms,
-                      CLI_EVENT_FAILED);
-        *gone = 1;
-        if (end.signal != 0) {
-            cli_log(&(cli_event){
-                .kind = CLI_EVENT_CANCELLED, .lock = o->key, .key = key, .signal = end.signal});
-            return 128 + end.signal;
-        }
-        /* Only a diagnosis comes after the timeout: the lock was busy. */
-        return end.sql == ADVLOCK_SQL_HOLDERS ? o->conflict_exit_code : EXIT_NO_SERVER;
-    }
-    int interrupted = end.signal;
-    const advlock_pq_report *r = advlock_pq_async_report(a);
-    if (pause.failed < 0 && !interrupted)
-        return EXIT_LOCK_ERROR;
-    /* A signal that came too late to stop the grant still means stop: the
-     * rollback gives a transaction-scoped lock back, an unlock a session
-     * lock (closing the connection would not, behind a pooler). */
-    if (r->lock.outcome == ADVLOCK_CANCELLED
-        || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
-        if (r->lock.outcome == ADVLOCK_ACQUIRED && !o->xact)
-            release_quietly(a, conn, o, key);
-        cli_log(&(cli_event){
-            .kind = CLI_EVENT_CANCELLED, .lock = o->key, .key = key, .signal = interrupted});
-        return 128 + interrupted;
-    }
-    if (r->lock.outcome != ADVLOCK_ACQUIRED) {
-        /* The message names --timeout, all the run had, not what the
-         * connect and the names before left of it for this acquire. */
-        advlock_pq_report told = *r;
-        told.lock.timeout_ms = o->timeout_ms;
-        char message[ADVLOCK_MESSAGE_MAX];
-        cli_log(&(cli_event){.kind = r->lock.outcome == ADVLOCK_TIMED_OUT ? CLI_EVENT_TIMED_OUT
-                                                                          : CLI_EVENT_FAILED,
-                             .lock = o->key,
-                             .key = key,
-                             .report = &told.lock,
-                             .said = describe(&told, o->key, message, sizeof message)});
-        if (grant_in_doubt(&r->lock) && !o->xact)
-            release_quietly(a, conn, o, key);
-        return acquire_failed_status(&r->lock, o);
-    }
-    cli_log(&(cli_event){.kind = CLI_EVENT_ACQUIRED,
-                         .lock = o->key,
-                         .key = key,
-                         .report = &r->lock,
-                         .lease_ms = o->lease_ms});
-    return NAME_TAKEN;
+    if (o->name_count < 2 || o->quiet || cli_log_structured())
+        return;
+    char said[sizeof o->shown_key + 32];
+    snprintf(said, sizeof said, "holding locks '%s'", o->shown_key);
+    cli_log(&(cli_event){.kind = CLI_EVENT_MESSAGE, .level = CLI_INFO, .said = said});
 }
 
 int cmd_run(int argc, char **argv)
@@ -1198,9 +593,10 @@ int cmd_run(int argc, char **argv)
     run_options o;
     if (parse_run_options(argc, argv, &o) != 0)
         return EXIT_USAGE;
-    int rc = order_names(&o);
+    int rc = run_order_names(&o);
     if (rc != EXIT_OK)
         return rc;
+    cli_log_set_locks(o.names, o.name_count);
     if (cli_signals_install() != 0) {
         cli_error("cannot set up signal handling: %s", strerror(errno));
         return EXIT_LOCK_ERROR;
@@ -1208,7 +604,7 @@ int cmd_run(int argc, char **argv)
     /* --timeout counts from here: the connect, the session check and every
      * attempt spend it together, and each must end by its bound. */
     int64_t started = advlock_pq_now_ms();
-    cli_bound bound = bound_from(started, o.timeout_ms);
+    cli_bound bound = run_bound_from(started, o.timeout_ms);
     PGconn *conn;
     char lease_options[ADVLOCK_LEASE_OPTIONS_MAX];
     if ((rc = cli_connect_until(o.conninfo, o.application_name,
@@ -1217,17 +613,16 @@ int cmd_run(int argc, char **argv)
         != EXIT_OK)
         return rc;
     take_lease(&o, conn);
-    if (wait_needs_no_lease(&o) != 0) {
+    if (run_wait_needs_no_lease(&o) != 0) {
         PQfinish(conn);
         return EXIT_USAGE;
     }
 
     advlock_pq a;
-    progress shown = {.lock = o.key,
-                      .draw = !o.quiet && cli_log_draws_progress(),
-                      .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER,
-                      .diagnose = o.lock.diagnose && cli_log_structured()};
-    o.lock.on_event = on_lock_event;
+    progress shown = {.draw = !o.quiet && cli_log_draws_progress(),
+                      .started_ms = started,
+                      .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
+    o.lock.on_event = run_on_lock_event;
     o.lock.event_user = &shown;
     /* The last sleep ends at the timeout, so the last attempt is made by
      * then and answered within the grace, not up to a second after it. */
@@ -1242,24 +637,24 @@ int cmd_run(int argc, char **argv)
     int taken = 0, gone = 0;
     rc = NAME_TAKEN;
     while (rc == NAME_TAKEN && taken < o.name_count) {
-        focus(&o, taken);
-        rc = acquire_name(&a, conn, &o, &shown, started, bound, o.names[taken].key, taken == 0,
-                          &gone);
+        rc = run_acquire_name(&a, conn, &o, &shown, started, bound, taken, &gone);
         if (rc == NAME_TAKEN)
             taken++;
     }
     if (rc != NAME_TAKEN) {
         /* All or none: a name that could not be taken gives back those
-         * taken before it. */
-        if (!gone && PQstatus(conn) == CONNECTION_OK)
-            (void)give_back(&a, conn, &o, taken, 0, 1);
-        if (gone)
+         * taken before it (with --xact, by the ROLLBACK that ends the
+         * session's transaction); closing the session gives back what a
+         * failed release left. */
+        if (gone
+            || (PQstatus(conn) == CONNECTION_OK && run_give_back(&a, conn, &o, taken, 0, 1) == 0))
             PQfinish(conn);
         else
             close_session(conn, &o);
         return rc;
     }
-    focus_all(&o);
+    run_focus_all(&o);
+    say_names_held(&o);
     say_proxied_lease(&a, &o);
     if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
         close_session(conn, &o); /* a connection shut down sends no ROLLBACK */
@@ -1268,37 +663,32 @@ int cmd_run(int argc, char **argv)
 
     if (o.lock.fence && export_fence(&advlock_pq_async_report(&a)->lock) != 0) {
         cli_error("cannot set ADVLOCK_FENCE: %s", strerror(errno));
-        give_back(&a, conn, &o, o.name_count, 0, 0);
+        run_give_back(&a, conn, &o, o.name_count, 0, 0);
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
     cli_child child;
     if (cli_child_start(&child, o.command) != 0) {
         cli_error("cannot start '%s': %s", o.command[0], strerror(errno));
-        give_back(&a, conn, &o, o.name_count, 0, 0);
+        run_give_back(&a, conn, &o, o.name_count, 0, 0);
         PQfinish(conn);
         return EXIT_LOCK_ERROR;
     }
-    cli_log(&(cli_event){.kind = CLI_EVENT_COMMAND_STARTED,
-                         .lock = o.names[0].name,
-                         .key = o.names[0].key,
-                         .pid = child.pid,
-                         .command = o.command});
+    cli_log(
+        &(cli_event){.kind = CLI_EVENT_COMMAND_STARTED, .pid = child.pid, .command = o.command});
     int lost;
     int status = supervise(&child, &a, &o, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (status >= 0)
         cli_log(&(cli_event){.kind = CLI_EVENT_COMMAND_EXITED,
-                             .lock = o.names[0].name,
-                             .key = o.names[0].key,
                              .pid = child.pid,
                              .wait_status = status,
                              .status = exit_code});
     int given_back =
-        lost == LOCK_KEPT && give_back(&a, conn, &o, o.name_count, exit_code == 0, 0) == 0;
+        lost == LOCK_KEPT && run_give_back(&a, conn, &o, o.name_count, exit_code == 0, 0) == 0;
     if (lost == LOCK_UNVERIFIED)
-        release_all_quietly(&a, conn, &o);
+        run_release_all_quietly(&a, conn, &o);
     /* Lost, a release that found no lock or reached another server session,
      * or with --xact a COMMIT that failed after the command succeeded (the
      * session broke as it ended): not a clean run, and said so. A ROLLBACK

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* sigabbrev_np */
 #include "log.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +17,18 @@
 #include <unistd.h>
 
 static cli_log_format log_format = CLI_LOG_TEXT;
+static cli_lock run_locks[CLI_RUN_LOCKS_MAX];
+static int run_lock_count;
 
 void cli_log_set_format(cli_log_format format)
 {
     log_format = format;
+}
+
+void cli_log_set_locks(const cli_lock *locks, int count)
+{
+    run_lock_count = count < CLI_RUN_LOCKS_MAX ? count : CLI_RUN_LOCKS_MAX;
+    memcpy(run_locks, locks, (size_t)run_lock_count * sizeof *locks);
 }
 
 int cli_log_parse_format(const char *text, cli_log_format *format)
@@ -138,25 +147,28 @@ static void json_field_signal(FILE *f, int sig)
     json_field_string(f, "signal", signal_name(sig, name, sizeof name));
 }
 
+/* Each event's name, level, and whether it is about the whole run (all its
+ * locks) rather than one lock. */
 static const struct {
     const char *name;
     cli_log_level level;
+    int whole_run;
 } kinds[] = {
-    [CLI_EVENT_TRYING] = {"trying", CLI_DEBUG},
-    [CLI_EVENT_WAITING] = {"waiting", CLI_INFO},
-    [CLI_EVENT_ACQUIRED] = {"acquired", CLI_INFO},
-    [CLI_EVENT_LEASE_RENEWED] = {"lease_renewed", CLI_DEBUG},
-    [CLI_EVENT_LOCK_LOST] = {"lock_lost", CLI_ERROR},
-    [CLI_EVENT_COMMAND_STARTED] = {"command_started", CLI_INFO},
-    [CLI_EVENT_SIGNAL_SENT] = {"signal_sent", CLI_WARNING},
-    [CLI_EVENT_COMMAND_EXITED] = {"command_exited", CLI_INFO},
-    [CLI_EVENT_RELEASED] = {"released", CLI_INFO},
-    [CLI_EVENT_RELEASE_FAILED] = {"release_failed", CLI_ERROR},
-    [CLI_EVENT_TIMED_OUT] = {"timed_out", CLI_WARNING},
-    [CLI_EVENT_FAILED] = {"failed", CLI_ERROR},
-    [CLI_EVENT_CANCELLED] = {"cancelled", CLI_WARNING},
-    [CLI_EVENT_MESSAGE] = {"message", CLI_ERROR},
-    [CLI_EVENT_EXIT] = {"exit", CLI_INFO},
+    [CLI_EVENT_TRYING] = {"trying", CLI_DEBUG, 0},
+    [CLI_EVENT_WAITING] = {"waiting", CLI_INFO, 0},
+    [CLI_EVENT_ACQUIRED] = {"acquired", CLI_INFO, 0},
+    [CLI_EVENT_LEASE_RENEWED] = {"lease_renewed", CLI_DEBUG, 1},
+    [CLI_EVENT_LOCK_LOST] = {"lock_lost", CLI_ERROR, 1},
+    [CLI_EVENT_COMMAND_STARTED] = {"command_started", CLI_INFO, 1},
+    [CLI_EVENT_SIGNAL_SENT] = {"signal_sent", CLI_WARNING, 1},
+    [CLI_EVENT_COMMAND_EXITED] = {"command_exited", CLI_INFO, 1},
+    [CLI_EVENT_RELEASED] = {"released", CLI_INFO, 0},
+    [CLI_EVENT_RELEASE_FAILED] = {"release_failed", CLI_ERROR, 0},
+    [CLI_EVENT_TIMED_OUT] = {"timed_out", CLI_WARNING, 0},
+    [CLI_EVENT_FAILED] = {"failed", CLI_ERROR, 0},
+    [CLI_EVENT_CANCELLED] = {"cancelled", CLI_WARNING, 0},
+    [CLI_EVENT_MESSAGE] = {"message", CLI_ERROR, 0},
+    [CLI_EVENT_EXIT] = {"exit", CLI_INFO, 1},
 };
 
 static const char *const level_names[] = {"debug", "info", "warning", "error"};
@@ -170,7 +182,8 @@ static cli_log_level level_of(const cli_event *e)
     return kinds[e->kind].level;
 }
 
-/* Who held the lock when a diagnosed acquire timed out. */
+/* Who held the lock, as a diagnosed acquire found it: at its timeout, or
+ * in its first sleep. */
 static void json_holder(FILE *f, const advlock_report *r)
 {
     if (r->detail != ADVLOCK_DETAIL_DIAGNOSED || r->holder_pid == 0)
@@ -183,7 +196,23 @@ static void json_holder(FILE *f, const advlock_report *r)
     fputc('}', f);
 }
 
-/* The fields an event adds to ts, level, event, lock and key, and a
+/* All the run's locks: their names, and their keys as strings, in the
+ * order taken. */
+static void json_run_locks(FILE *f)
+{
+    fputs(",\"locks\":[", f);
+    for (int i = 0; i < run_lock_count; i++) {
+        if (i > 0)
+            fputc(',', f);
+        json_string(f, run_locks[i].name);
+    }
+    fputs("],\"keys\":[", f);
+    for (int i = 0; i < run_lock_count; i++)
+        fprintf(f, "%s\"%" PRId64 "\"", i > 0 ? "," : "", run_locks[i].key);
+    fputc(']', f);
+}
+
+/* The fields an event adds to ts, level, event, locks, lock and key, and a
  * sentence for "message" where text says nothing (written to said). */
 static void json_fields(FILE *f, const cli_event *e, char *said, size_t size)
 {
@@ -278,11 +307,15 @@ static void json_fields(FILE *f, const cli_event *e, char *said, size_t size)
     }
 }
 
-/* Writes all of buf, retrying short writes and interruptions. */
+/* Writes all of buf, retrying short writes and interruptions (a signal
+ * handler installed without SA_RESTART, or a write that cannot restart),
+ * so that a line is never cut; any other error gives up. */
 static void write_all(const char *buf, size_t len)
 {
     while (len > 0) {
         ssize_t n = write(STDERR_FILENO, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             return;
         buf += n;
@@ -300,6 +333,8 @@ static void json_sink(const cli_event *e)
     json_timestamp(f);
     json_field_string(f, "level", level_names[level_of(e)]);
     json_field_string(f, "event", kinds[e->kind].name);
+    if (kinds[e->kind].whole_run && run_lock_count > 0)
+        json_run_locks(f);
     if (e->lock != NULL) {
         json_field_string(f, "lock", e->lock);
         json_field_int64_string(f, "key", e->key);

@@ -40,12 +40,24 @@ typedef enum cli_event_kind {
 
 typedef enum cli_log_level { CLI_DEBUG, CLI_INFO, CLI_WARNING, CLI_ERROR } cli_log_level;
 
+/* The most names one run holds (see KEY... in advlock(1)). */
+enum { CLI_RUN_LOCKS_MAX = 64 };
+
+/* A name a run holds, as given, and its key. */
+typedef struct cli_lock {
+    const char *name;
+    int64_t key;
+} cli_lock;
+
 /* One event. Only the fields its kind names (above) are read; strings are
- * borrowed for the call. */
+ * borrowed for the call. The events about the whole run (lease_renewed,
+ * lock_lost, command_started, signal_sent, command_exited, exit) name every
+ * lock the run holds (cli_log_set_locks) by themselves; lock names the one
+ * an event is about. */
 typedef struct cli_event {
     cli_event_kind kind;
     cli_log_level level;          /* MESSAGE only: other kinds have their own */
-    const char *lock;             /* the lock's name as given, or NULL: none */
+    const char *lock;             /* the one lock's name as given, or NULL: none */
     int64_t key;                  /* its key (with lock) */
     const advlock_report *report; /* the operation's facts, or NULL */
     const advlock_report *holder; /* WAITING: who held the lock (--diagnose), or NULL */
@@ -65,6 +77,12 @@ typedef struct cli_event {
 
 /* Chooses the format of everything said from now on (default text). */
 void cli_log_set_format(cli_log_format format);
+
+/* Names the locks of the run, in the order they are taken, for the events
+ * about the whole run from now on (at most CLI_RUN_LOCKS_MAX; the array is
+ * copied, the names borrowed: they must live until the exit is said, as
+ * argv's words do). */
+void cli_log_set_locks(const cli_lock *locks, int count);
 
 /* Parses --log-format's argument ("text", "json"); returns 0, or -1 for
  * anything else. */

@@ -30,8 +30,9 @@ trap 'kill -CONT "${stopped_backend:-0}" 2>/dev/null; rm -rf "$T"' EXIT
 py=/usr/bin/python3
 # events FILE: checks every line of FILE (one JSON object, "ts" in RFC 3339
 # UTC with milliseconds, a level, a message, the key of a lock as a decimal
-# string, the fields each event must have) and prints the events in order,
-# or the first fault.
+# string, the fields each event must have, "lock" on the events about one
+# lock and "locks" with as many "keys" on those about the whole run) and
+# prints the events in order, or the first fault.
 events() {
     "$py" - "$1" <<'EOF'
 import json, re, sys
@@ -43,6 +44,9 @@ required = {
     "release_failed": [], "timed_out": ["attempts", "wait_ms", "timeout_ms"],
     "failed": [], "cancelled": ["signal"], "message": [], "exit": ["status"],
 }
+one_lock = {"trying", "waiting", "acquired", "released", "release_failed", "timed_out",
+            "failed", "cancelled"}
+whole_run = {"lease_renewed", "lock_lost", "command_started", "signal_sent", "command_exited"}
 names = []
 for n, line in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
     try:
@@ -52,6 +56,14 @@ for n, line in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
         assert isinstance(o["message"], str) and o["message"], "message"
         assert ("lock" in o) == ("key" in o), "lock and key together"
         assert "key" not in o or re.fullmatch(r"-?\d{1,19}", o["key"]), "key"
+        if o["event"] in one_lock:
+            assert "lock" in o and "locks" not in o, "one lock's event"
+        if o["event"] in whole_run or "locks" in o:
+            assert o["event"] in whole_run | {"exit"}, "locks on an event about one lock"
+            assert isinstance(o["locks"], list) and o["locks"], "locks"
+            assert len(o["keys"]) == len(o["locks"]), "a key for each lock"
+            assert all(re.fullmatch(r"-?\d{1,19}", k) for k in o["keys"]), "keys"
+            assert "lock" not in o or o["reason"] == "unverified", "lock on the run's event"
         missing = [f for f in required[o["event"]] if f not in o]
         assert not missing, "missing " + " ".join(missing)
         names.append(o["event"])
@@ -62,14 +74,16 @@ print(" ".join(names))
 EOF
 }
 # field FILE EVENT PATH: the value at PATH (dotted; "command.1") in the last
-# EVENT of FILE (EVENT#N: the Nth), as JSON; null where there is none.
+# EVENT of FILE (EVENT#N: the Nth; EVENT@LOCK: of those about LOCK), as
+# JSON; null where there is none.
 field() {
     "$py" - "$@" <<'EOF'
 import json, sys
 path = sys.argv[3].split(".")
 event, _, nth = sys.argv[2].partition("#")
+event, _, lock = event.partition("@")
 found = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
-found = [o for o in found if o["event"] == event]
+found = [o for o in found if o["event"] == event and (not lock or o.get("lock") == lock)]
 value = found[int(nth) - 1 if nth else -1] if len(found) >= int(nth or 1) else None
 for p in path:
     value = None if value is None else value[int(p)] if isinstance(value, list) else value.get(p)
@@ -87,6 +101,8 @@ check "uncontended: the key, a string" "\"$("$A" key "$name" | awk '{ print $1 }
     "$(field "$T/plain" acquired key)"
 check "uncontended: one attempt" 1 "$(field "$T/plain" acquired attempts)"
 check "uncontended: the command" '["sh", "-c", "exit 3"]' "$(field "$T/plain" command_started command)"
+check "uncontended: the run's events name its locks" "[\"$name\"]" "$(field "$T/plain" command_started locks)"
+check "uncontended: the exit too" "[\"$name\"]" "$(field "$T/plain" exit locks)"
 check "uncontended: exit code" 3 "$(field "$T/plain" command_exited exit_code)"
 check "uncontended: released by unlock" '"unlock"' "$(field "$T/plain" released by)"
 check "uncontended: exit status" 3 "$(field "$T/plain" exit status)"
@@ -288,8 +304,88 @@ check "no server: status" 69 "$?"
 check "no server: events" "message exit" "$(events "$T/noserver")"
 "$A" run --log-format json --timeout x "$name" -- true 2>"$T/usage"
 check "usage error after --log-format: events" "message exit" "$(events "$T/usage")"
+"$A" run --log-format json "$name" 2>"$T/usage"
+check "no command: status" 64 "$?"
+check "no command: a message, no usage text" "message exit" "$(events "$T/usage")"
 capture "$A" run --log-format yaml "$name" -- true
 check "unknown format: status" 64 "$RC"
 check "unknown format: message" "advlock: --log-format wants text or json" "$ERR"
+
+# Several names: the events about one name name it, in the order taken
+# (by key), the run's events name them all; released the other way round.
+set_a="json-set-a"
+set_b="json-set-b"
+key_of() { "$A" key "$1" | cut -f1; }
+if [ "$(key_of "$set_a")" -lt "$(key_of "$set_b")" ]; then lo=$set_a hi=$set_b; else lo=$set_b hi=$set_a; fi
+"$A" run --log-format json "$hi" "$lo" -- true 2>"$T/two"
+check "two names: status" 0 "$?"
+check "two names: events" \
+    "trying acquired trying acquired command_started command_exited released released exit" \
+    "$(events "$T/two")"
+check "two names: tried first" "\"$lo\"" "$(field "$T/two" 'trying#1' lock)"
+check "two names: taken first" "\"$lo\"" "$(field "$T/two" 'acquired#1' lock)"
+check "two names: tried second" "\"$hi\"" "$(field "$T/two" 'trying#2' lock)"
+check "two names: taken second, its own key" "\"$(key_of "$hi")\"" "$(field "$T/two" 'acquired#2' key)"
+check "two names: the command's locks, by key" "[\"$lo\", \"$hi\"]" "$(field "$T/two" command_started locks)"
+check "two names: their keys" "[\"$(key_of "$lo")\", \"$(key_of "$hi")\"]" \
+    "$(field "$T/two" command_started keys)"
+check "two names: no one lock on the run's events" null "$(field "$T/two" command_exited lock)"
+check "two names: released last first" "\"$hi\" \"$lo\"" \
+    "$(field "$T/two" 'released#1' lock) $(field "$T/two" 'released#2' lock)"
+check "two names: the exit names both" "[\"$lo\", \"$hi\"]" "$(field "$T/two" exit locks)"
+
+# Both names busy, with --diagnose: each name's first wait names its own
+# holder (lo's freed first, then hi's).
+"$A" run -q --application-name json-holder-lo "$lo" -- sleep 2 &
+holder_lo=$!
+"$A" run -q --application-name json-holder-hi "$hi" -- sleep 3.5 &
+holder_hi=$!
+for _ in $(seq 100); do [ -n "$(backend_of json-holder-lo)" ] && [ -n "$(backend_of json-holder-hi)" ] && break; sleep 0.05; done
+pid_lo=$(backend_of json-holder-lo)
+pid_hi=$(backend_of json-holder-hi)
+"$A" run --log-format json --diagnose -w 20 "$lo" "$hi" -- true 2>"$T/both"
+check "both busy: status" 0 "$?"
+seq_both=$(events "$T/both")
+[[ $seq_both =~ ^(trying\ waiting\ )+trying\ acquired\ (trying\ waiting\ )+trying\ acquired\ command_started ]] &&
+    pass || fail "both busy: events [$seq_both]"
+check "both busy: the first name's wait, its holder" "$pid_lo" "$(field "$T/both" "waiting@$lo#1" holder.pid)"
+check "both busy: the second name's wait names it" "\"$hi\"" "$(field "$T/both" "waiting@$hi#1" lock)"
+check "both busy: the second name's wait, its holder" "$pid_hi" "$(field "$T/both" "waiting@$hi#1" holder.pid)"
+check "both busy: its application" '"json-holder-hi"' "$(field "$T/both" "waiting@$hi#1" holder.application)"
+wait "$holder_lo" "$holder_hi"
+
+# A timeout on the second name: said for it, with its holder; the first
+# given back, and said why.
+"$A" run -q --application-name json-holder-hi "$hi" -- sleep 3 &
+holder_hi=$!
+for _ in $(seq 100); do [ -n "$(backend_of json-holder-hi)" ] && break; sleep 0.05; done
+pid_hi=$(backend_of json-holder-hi)
+"$A" run --log-format json --diagnose -w 0.5 "$hi" "$lo" -- echo never >"$T/out" 2>"$T/second"
+check "timeout on the second name: status" 1 "$?"
+check "timeout on the second name: command not run" "" "$(cat "$T/out")"
+seq_second=$(events "$T/second")
+[[ $seq_second =~ ^trying\ acquired\ (trying\ waiting\ )+trying\ timed_out\ released\ exit$ ]] &&
+    pass || fail "timeout on the second name: events [$seq_second]"
+check "timeout on the second name: its wait names its holder" "$pid_hi" \
+    "$(field "$T/second" "waiting@$hi#1" holder.pid)"
+check "timeout on the second name: timed out on it" "\"$hi\"" "$(field "$T/second" timed_out lock)"
+check "timeout on the second name: its holder" "$pid_hi" "$(field "$T/second" timed_out holder.pid)"
+check "timeout on the second name: the whole run's bound" 500 "$(field "$T/second" timed_out timeout_ms)"
+check "timeout on the second name: the first given back" "\"$lo\"" "$(field "$T/second" released lock)"
+check "timeout on the second name: why" "\"lock '$lo' released: the run holds all its names or none\"" \
+    "$(field "$T/second" released message)"
+"$A" run --diagnose -w 0.5 "$hi" "$lo" -- echo never 2>"$T/text"
+case "$(head -n 1 "$T/text")" in
+    "advlock: Could not acquire migration lock for '$hi' within 0.5s. Held by pid $pid_hi (application 'json-holder-hi', "*) pass ;;
+    *) fail "text: the busy name and its holder [$(cat "$T/text")]" ;;
+esac
+wait "$holder_hi"
+
+# The session killed while the command runs: lost for every name.
+"$A" run --log-format json --application-name json-killed "$lo" "$hi" -- \
+    sh -c "psql -X -q -c \"$kill_me\" >/dev/null; sleep 10" 2>"$T/killed"
+check "two names, session killed: status" 70 "$?"
+check "two names, session killed: lost, both" "[\"$lo\", \"$hi\"]" "$(field "$T/killed" lock_lost locks)"
+check "two names, session killed: no one lock" null "$(field "$T/killed" lock_lost lock)"
 
 finish

@@ -76,6 +76,15 @@ capture "$A" run "$hi" "$lo" -- sh -c 'psql -X -At -c "$HELD_BOTH_SQL"; exit 3'
 check "two names: held by one session while the command runs" "2 1" "$OUT"
 check "two names: the command's status" 3 "$RC"
 check "two names: none held after" 0 "$(advisory_locks)"
+check "two names: said once both are held, in the order taken" "advlock: holding locks '$lo', '$hi'" "$ERR"
+# A line written for one name with a "--" among the command's arguments:
+# every word before the "--" is a name now, and the run says so.
+capture "$A" run "$lo" true -- echo ran
+check "KEY COMMAND -- ARG: what runs" "0 ran" "$RC $OUT"
+case "$ERR" in
+    "advlock: holding locks '$lo', 'true'" | "advlock: holding locks 'true', '$lo'") pass ;;
+    *) fail "KEY COMMAND -- ARG: both words before -- are names, said [$ERR]" ;;
+esac
 capture "$A" run -q --xact "$lo" "$hi" -- psql -X -At -c "$HELD_BOTH_SQL"
 check "--xact: both held in the transaction" "2 1" "$OUT"
 check "--xact: none held after" 0 "$(advisory_locks)"
@@ -198,6 +207,27 @@ esac
 check "--xact timeout on the second name: the first not held after" 0 "$(held "$lo")"
 release_outside
 
+# On a terminal, the progress line's elapsed time is the run's, as its one
+# --timeout is: waiting for the second name, it goes on from the first's.
+hold_outside "$hi"
+"$A" run -q "$lo" -- sleep 1.5 &
+holder_lo=$!
+wait_until_held "$lo" || fail "progress: the holder never took '$lo'"
+tty_out=$(script -qec "'$A' run -w 3 '$lo' '$hi' -- echo never" /dev/null)
+wait "$holder_lo"
+# The elapsed seconds of each progress line for a name, in order.
+elapsed() {
+    grep -o "waiting for '$1': attempt [0-9]*, [0-9.]*s elapsed" <<<"$tty_out" |
+        sed 's/.*, \([0-9.]*\)s elapsed/\1/'
+}
+last_lo=$(elapsed "$lo" | tail -n 1)
+first_hi=$(elapsed "$hi" | head -n 1)
+awk -v lo="${last_lo:-x}" -v hi="${first_hi:-0}" 'BEGIN { exit !(lo != "x" && hi > 0 && hi >= lo) }' &&
+    pass ||
+    fail "progress: the second name's elapsed time starts again ('$lo' last ${last_lo}s, '$hi' first ${first_hi}s)"
+grep -q "waiting for '$lo': attempt" <<<"$tty_out" && pass || fail "progress: the first name's line [$tty_out]"
+release_outside
+
 # A timeout on the first name: nothing was taken, nothing to give back.
 hold_outside "$lo"
 capture "$A" run -q -w 0 "$hi" "$lo" -- echo never
@@ -258,5 +288,67 @@ if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
     check "transaction pool, --xact: both held" "0 2 1" "$RC $OUT"
     opposite_rounds 5 "transaction pool, --xact, opposite orders" --xact -d "$ADVLOCK_TEST_PGBOUNCER_TX"
     check "transaction pool: none held after" 0 "$(advisory_locks)"
+
+    # Another client of the transaction pool can land on the server session
+    # that holds the run's names, idle in the pool while the command runs,
+    # and unlock one there (unlock_on_pool). Without a verify, the release of
+    # that name fails at the end; the others must still be given back, or
+    # the pool keeps them held after advlock has gone.
+    unlock_on_pool() {
+        for _ in $(seq 200); do
+            psql -X -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" -c "SELECT pg_advisory_unlock($(key_of "$1"))" \
+                >/dev/null 2>&1
+            [ "$(held "$1")" = 0 ] && return 0
+        done
+        return 1
+    }
+    "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" --verify-interval 0 "$lo" "$hi" -- sleep 2 \
+        2>"$TMPDIR_NAMES/release.err" &
+    runner=$!
+    wait_until_held "$lo" && wait_until_held "$hi" || fail "failed release: the run never took both"
+    unlock_on_pool "$hi" || fail "failed release: '$hi' never unlocked through the pool"
+    wait "$runner"
+    check "a failed release: status" 70 "$?"
+    check "a failed release: the other name given back" 0 "$(held "$lo")"
+    grep -q "releasing lock '$hi'" "$TMPDIR_NAMES/release.err" && pass ||
+        fail "a failed release: not said [$(cat "$TMPDIR_NAMES/release.err")]"
+    # The pool's server sessions keep the run's claim (and, before the fix,
+    # the lock): ended, for the next run to claim one afresh.
+    psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                   WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
+
+    # The same on the all-or-none path: waiting for a third name, busy (its
+    # key the largest), the second is unlocked there; at the timeout, the
+    # first must still be given back.
+    for third in names-busy-{1..50}; do [ "$(key_of "$third")" -gt "$(key_of "$hi")" ] && break; done
+    hold_outside "$third"
+    "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" -w 4 "$third" "$lo" "$hi" -- echo never \
+        2>"$TMPDIR_NAMES/give-back.err" &
+    runner=$!
+    wait_until_held "$lo" && wait_until_held "$hi" || fail "failed give-back: the run never took two"
+    unlock_on_pool "$hi" || fail "failed give-back: '$hi' never unlocked through the pool"
+    wait "$runner"
+    check "a failed give-back: status" 1 "$?"
+    check "a failed give-back: the first name given back" 0 "$(held "$lo")"
+    grep -q "lock '$lo' released: the run holds all its names or none" "$TMPDIR_NAMES/give-back.err" && pass ||
+        fail "a failed give-back: not said [$(cat "$TMPDIR_NAMES/give-back.err")]"
+    release_outside
+    psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                   WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
+
+    # With the verify, the second name unlocked there is seen while the
+    # command runs: the JSON log's lock_lost names that name.
+    "$A" run -q -d "$ADVLOCK_TEST_PGBOUNCER_TX" --verify-interval 0.2 --log-format json "$lo" "$hi" -- \
+        sleep 20 2>"$TMPDIR_NAMES/unverified.json" &
+    runner=$!
+    wait_until_held "$lo" && wait_until_held "$hi" || fail "unverified: the run never took both"
+    unlock_on_pool "$hi" || fail "unverified: '$hi' never unlocked through the pool"
+    wait "$runner"
+    check "unverified second name: status" 70 "$?"
+    lost=$(grep '"event":"lock_lost"' "$TMPDIR_NAMES/unverified.json")
+    check "unverified second name: the event's lock" "\"lock\":\"$hi\"" "$(grep -o '"lock":"[^"]*"' <<<"$lost")"
+    check "unverified second name: the event's key" "\"key\":\"$(key_of "$hi")\"" \
+        "$(grep -o '"key":"[^"]*"' <<<"$lost")"
+    check "unverified second name: none held after" 0 "$(advisory_locks)"
 fi
 finish
