@@ -446,8 +446,14 @@ def test_a_lock_set_in_session_mode_uses_one_server_session(flavour, pg_conn):
                 holding.remove(lk)
 
         tasks = [asyncio.create_task(hold(i)) for i in range(40)]
-        while len(holding) < 20:
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(holding) < 20 and asyncio.get_running_loop().time() < deadline:
+            if any(t.done() for t in tasks):
+                break  # a task that ended early has failed: its error is raised below
             await asyncio.sleep(0.01)
+        for t in tasks:
+            if t.done():
+                t.result()
         await asyncio.sleep(0.3)  # the other 20 keep trying: the set answers them busy
         assert len(holding) == 20
         rows = [holds(pg_conn, lk.key) for lk in holding]
