@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define ADVLOCK_VERSION "0.3.0"
+#define ADVLOCK_VERSION "0.4.0"
 
 /* Marks the exported API; everything else in the libraries is hidden. */
 #if defined(__GNUC__) && !defined(ADVLOCK_STATIC_ONLY)

@@ -41,7 +41,7 @@ from ._binding import ADVLOCK_EINVAL  # noqa: F401 - advlock.ADVLOCK_EINVAL, for
 from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
                      LockLost, LockTimeout, ServerSessionError, StandbyError)
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 EXCLUSIVE, SHARED = Mode.EXCLUSIVE, Mode.SHARED
 SESSION, TRANSACTION = Scope.SESSION, Scope.TRANSACTION
