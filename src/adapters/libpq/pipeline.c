@@ -27,11 +27,6 @@
 
 enum { BUCKETS = 4096, FIRST_RING = 64 };
 
-static uint32_t bit(int sql)
-{
-    return UINT32_C(1) << sql;
-}
-
 /* ---- the ring ------------------------------------------------------------ */
 
 static advlock_pq_entry_ *ring_at(const advlock_pq_lockset *s, size_t i)
@@ -185,13 +180,14 @@ int advlock_pq_ls_send_entry(advlock_pq_lockset *s, advlock_pq_entry_ *e, const 
 static uint8_t choose_form(advlock_pq_lockset *s, const advlock_action *act)
 {
     advlock_sql sql = act->sql;
-    if (s->session_.proxied || sql == ADVLOCK_SQL_SESSION || (s->unnamed_ & bit(sql)))
+    if (s->session_.proxied || sql == ADVLOCK_SQL_SESSION
+        || (s->unnamed_ & advlock_pq_sql_bit(sql)))
         return ADVLOCK_PQ_EXECUTE_UNNAMED;
-    if (!(s->prepared_ & bit(sql)) && !(s->preparing_ & bit(sql))) {
+    if (!(s->prepared_ & advlock_pq_sql_bit(sql)) && !(s->preparing_ & advlock_pq_sql_bit(sql))) {
         advlock_pq_entry_ prepare = {
             NULL, NULL, 0, 0, LS_PREPARE, (uint8_t)sql, ADVLOCK_PQ_PREPARE};
         if (advlock_pq_ls_send_entry(s, &prepare, act, 0))
-            s->preparing_ |= bit(sql);
+            s->preparing_ |= advlock_pq_sql_bit(sql);
     }
     return ADVLOCK_PQ_EXECUTE_NAMED;
 }
@@ -322,18 +318,18 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
                 && (q->status_ == PGRES_PIPELINE_ABORTED
                     || (e.form_ == ADVLOCK_PQ_EXECUTE_NAMED && strcmp(q->sqlstate_, "26000") == 0));
     if (!lost && e.form_ == ADVLOCK_PQ_EXECUTE_NAMED && strcmp(q->sqlstate_, "26000") == 0) {
-        s->prepared_ &= ~bit(e.sql_);
-        s->unnamed_ |= bit(e.sql_);
+        s->prepared_ &= ~advlock_pq_sql_bit(e.sql_);
+        s->unnamed_ |= advlock_pq_sql_bit(e.sql_);
     }
     advlock_mode mode;
     switch (e.kind_) {
     case LS_PREPARE:
-        s->preparing_ &= ~bit(e.sql_);
+        s->preparing_ &= ~advlock_pq_sql_bit(e.sql_);
         /* 42P05: prepared already, by another adapter on this connection. */
         if (q->status_ == PGRES_COMMAND_OK || strcmp(q->sqlstate_, "42P05") == 0)
-            s->prepared_ |= bit(e.sql_);
+            s->prepared_ |= advlock_pq_sql_bit(e.sql_);
         else if (!again && !lost)
-            s->unnamed_ |= bit(e.sql_);
+            s->unnamed_ |= advlock_pq_sql_bit(e.sql_);
         break;
     case LS_GIVE_BACK:
         if (again) {

@@ -20,6 +20,10 @@ enum advlock_pq_form {
     ADVLOCK_PQ_EXECUTE_UNNAMED /* parse, bind and execute in one go */
 };
 
+/* sql's bit in a mask of prepared statements (ADVLOCK_SQL_COUNT <= 32,
+ * checked in query.c). */
+uint32_t advlock_pq_sql_bit(int sql);
+
 /* Chooses the first form for the machine's query sql on conn; proxied:
  * the connection reaches the server through a proxy (unnamed forms only). */
 void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, int proxied,
