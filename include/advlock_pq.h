@@ -577,7 +577,7 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
 /* Private to the set: one statement in the pipeline, in the order sent. */
 typedef struct advlock_pq_entry_ {
     struct advlock_pq_member *member_; /* NULL once its member let go of it */
-    advlock_peer *kept_; /* a cancelled member's place in the exclusion table, the set's */
+    struct advlock_pq_kept_ *kept_;    /* a cancelled member's place in the table, the set's */
     int64_t key_;
     int64_t sent_ms_;
     uint8_t kind_;
@@ -627,7 +627,8 @@ typedef struct advlock_pq_lockset {
     uint32_t preparing_;
     advlock_peers peers_;
     advlock_peer **buckets_;
-    advlock_pq_entry_ *ring_; /* the pipeline's statements, oldest first */
+    advlock_pq_entry_ *ring_;       /* the pipeline's statements, oldest first */
+    struct advlock_pq_kept_ *owed_; /* grants whose give-back could not go yet */
     size_t ring_head_, ring_count_, ring_size_;
     advlock_pq_member *lists_[5]; /* members by phase, oldest first */
     advlock_pq_member *tails_[5];

@@ -534,6 +534,39 @@ static void test_out_of_memory_is_enomem(void **state)
     assert_int_equal(backend_locks(f, NULL), 0);
 }
 
+/* Out of memory as a batch fills the pipeline's ring: the statement that
+ * found no room (for itself and the batch's sync) is answered at once, and
+ * the batch sent still ends with its sync, so its members are answered. */
+static void test_a_batch_that_fills_the_ring_is_synced(void **state)
+{
+    fixture *f = *state;
+    start(f, &f->members[0], "lockset: first", 0, NULL); /* session checked, try prepared */
+    run(&f->set);
+    release(f, &f->members[0]);
+    size_t n = f->set.ring_size_;
+    assert_true(n < THOUSAND);
+    char name[200];
+    for (size_t i = 0; i < n; i++) {
+        name_of(name, sizeof name, f, (int)i);
+        start(f, &f->members[i], name, 0, NULL);
+    }
+    refuse_allocations = 1;
+    (void)advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms());
+    refuse_allocations = 0;
+    expect(&f->members[n - 1], ADVLOCK_FAILED);
+    assert_string_equal(advlock_pq_member_report(&f->members[n - 1])->server_message,
+                        "out of memory");
+    run(&f->set);
+    for (size_t i = 0; i + 1 < n; i++)
+        expect(&f->members[i], ADVLOCK_ACQUIRED);
+    assert_int_equal(backend_locks(f, NULL), (long long)n - 1);
+    for (size_t i = 0; i + 1 < n; i++)
+        assert_int_equal(
+            advlock_pq_lockset_start_release(&f->set, &f->members[i], advlock_pq_now_ms()), 0);
+    run(&f->set);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
 /* Fenced members: each grant issues its key's next token; a fenced try
  * goes in a batch of its own, so no other statement's failure can roll its
  * token back. */
@@ -744,6 +777,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_cancelled_try_keeps_its_key_until_answered, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_out_of_memory_is_enomem, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_batch_that_fills_the_ring_is_synced, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fenced_members_get_increasing_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blocking_acquire_drives_the_whole_set, setup,
                                         teardown),
