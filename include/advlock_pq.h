@@ -741,7 +741,12 @@ ADVLOCK_API int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, ad
 /*
  * Starts releasing the lock m holds (its acquire ended ACQUIRED): one
  * unlock statement in the acquire's mode, pipelined like the others.
- * Ends RELEASED or NOT_HELD as advlock_pq_release() does.
+ * Ends RELEASED or NOT_HELD as advlock_pq_release() does. A release that
+ * ends FAILED (the server refused the unlock, or libpq could not send it)
+ * leaves the lock in doubt, so m still holds (advlock_pq_member_held(),
+ * its key taken in the set, the lease running): start the release again,
+ * or close the connection, which ends the session and its locks (m then
+ * turns LOST).
  *
  * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (the set
  * unbound, m not holding a lock in this set).

@@ -336,6 +336,63 @@ static void test_reset_connection_loses_every_held_lock(void **state)
     release(f, &f->members[0]);
 }
 
+/* Runs sql on the set's connection between its batches, out of pipeline
+ * mode (nothing is in flight), as the caller's own SQL would. */
+static void exec_between_batches(fixture *f, const char *sql)
+{
+    assert_int_equal(PQexitPipelineMode(f->conn), 1);
+    assert_int_equal(PQsetnonblocking(f->conn, 0), 0);
+    pgt_exec(f->conn, sql);
+    assert_int_equal(PQsetnonblocking(f->conn, 1), 0);
+    assert_int_equal(PQenterPipelineMode(f->conn), 1);
+}
+
+/* A release the server refuses leaves the lock in doubt: the member still
+ * holds it, its key stays taken in the set (a re-entrant grant to another
+ * member would be the session's second hold, which nobody would give
+ * back), and the release may be started again. The unlock is made to fail
+ * by a statement of the same name that divides by zero. */
+static void test_a_failed_release_keeps_the_lock(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_member *a = &f->members[0], *b = &f->members[1];
+    start(f, a, "lockset: first", 0, NULL); /* the unlock prepared */
+    run(&f->set);
+    release(f, a);
+    start(f, a, f->lock.key, 0, NULL);
+    run(&f->set);
+    expect(a, ADVLOCK_ACQUIRED);
+
+    char name[64], sql[256];
+    assert_int_equal(PQexitPipelineMode(f->conn), 1);
+    PGresult *res = PQexec(f->conn, "SELECT name FROM pg_prepared_statements"
+                                    " WHERE statement = 'SELECT pg_advisory_unlock($1)'");
+    assert_int_equal(PQntuples(res), 1);
+    snprintf(name, sizeof name, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    assert_int_equal(PQenterPipelineMode(f->conn), 1);
+    snprintf(sql, sizeof sql,
+             "DEALLOCATE %s; PREPARE %s(bigint) AS SELECT pg_advisory_unlock($1 / 0)", name, name);
+    exec_between_batches(f, sql);
+
+    assert_int_equal(advlock_pq_lockset_start_release(&f->set, a, advlock_pq_now_ms()), 0);
+    run(&f->set);
+    expect(a, ADVLOCK_FAILED);
+    assert_string_equal(advlock_pq_member_report(a)->lock.sqlstate, "22012");
+    assert_true(advlock_pq_member_held(a));
+    assert_int_equal(backend_locks(f, NULL), 1);
+    start(f, b, f->lock.key, 0, NULL);
+    run(&f->set);
+    expect(b, ADVLOCK_TIMED_OUT);
+
+    /* The statement gone, the set sends the unlock unnamed: released. */
+    snprintf(sql, sizeof sql, "DEALLOCATE %s", name);
+    exec_between_batches(f, sql);
+    release(f, a);
+    assert_false(advlock_pq_member_held(a));
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
 /* ---- the connection's lease ---- */
 
 /* The shortest lease: U = 3 s, D = 2 s, heartbeats every 0.5 s. */
@@ -771,6 +828,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reset_connection_loses_every_held_lock, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_failed_release_keeps_the_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_lease_for_every_member, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancels_in_a_batch_leave_nothing_behind, setup,
                                         teardown),

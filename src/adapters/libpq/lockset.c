@@ -108,15 +108,19 @@ int advlock_pq_ls_may_send(advlock_pq_lockset *s, advlock_pq_member *m, const ad
 }
 
 /* An operation ended: a grant, or a verify that found the lock, is held
- * (and watched with the others); anything else leaves the table. */
+ * (and watched with the others); so is a lock whose release failed, which
+ * the session may still hold (the member keeps its key till it is
+ * released or lost); anything else leaves the table. */
 static void finish(advlock_pq_lockset *s, advlock_pq_member *m, const advlock_report *r)
 {
     advlock_pq_report_finish(&m->report_, r);
+    int releasing = !m->acquiring_ && !m->verifying_;
     if (m->verifying_) {
         m->verifying_ = 0;
         s->verifying_--;
     }
-    if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD) {
+    if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
+        || (releasing && r->outcome == ADVLOCK_FAILED)) {
         if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
             (void)advlock_peers_granted(&s->peers_, &m->peer_);
         advlock_pq_ls_move(s, m, LS_HELD);
