@@ -318,6 +318,11 @@ static void test_reset_connection_loses_every_held_lock(void **state)
     fixture *f = *state;
     enum { HELD = 3 };
     hold_distinct(f, HELD);
+    /* The last one's release is sent, its answer unread, when the session
+     * goes: the lock went with it. */
+    assert_int_equal(
+        advlock_pq_lockset_start_release(&f->set, &f->members[HELD - 1], advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
     int old_pid = PQbackendPID(f->conn);
     PQreset(f->conn);
     assert_int_equal(PQstatus(f->conn), CONNECTION_OK);

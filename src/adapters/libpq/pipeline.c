@@ -461,10 +461,15 @@ void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms)
     if (PQpipelineStatus(c) == PQ_PIPELINE_OFF)
         (void)PQenterPipelineMode(c);
     advlock_pq_ls_lease_restart(s);
-    advlock_pq_ls_lose_held(s, "", words, ADVLOCK_LEASE_LIVE, now_ms);
-    /* The old session's statements died with it. */
+    drop_owed(s);
+    /* The old session's statements died with it, an answer half read too:
+     * each is answered lost before the holders hear of the loss, so that
+     * nothing the old session said (a grant, a failed release) counts on
+     * the new one. */
+    s->reading_ = 0;
     while (s->ring_count_ > 0)
         complete(s, now_ms);
+    advlock_pq_ls_lose_held(s, "", words, ADVLOCK_LEASE_LIVE, now_ms);
 }
 
 /* Frees the exclusion table and the ring, and what the ring's entries kept. */
