@@ -654,13 +654,15 @@ typedef struct advlock_pq_lockset {
  * (see "The server session"), once for every member.
  *
  * Returns 0, or:
- *     ADVLOCK_EINVAL    set or conn NULL;
- *     ADVLOCK_ENOMEM    the tables could not be allocated (set unbound,
- *                       the connection left as it was but nonblocking);
+ *     ADVLOCK_EINVAL    set or conn NULL (nothing touched);
+ *     ADVLOCK_ENOMEM    the tables could not be allocated;
  *     ADVLOCK_EMISUSE   the connection is not ready, busy with a query, in
  *                       a transaction block (every member's statements
  *                       would run in it, and one error would fail them
  *                       all), or cannot be made nonblocking or pipelined.
+ * On ENOMEM and EMISUSE the set is left unbound (zeroed: its calls return
+ * ADVLOCK_EMISUSE, advlock_pq_lockset_finish() does nothing) and conn as
+ * it was, in its blocking mode.
  *
  * A set and a single adapter (advlock_pq) must not share a PGconn: they
  * would share one server session, whose locks are re-entrant, so a lock
@@ -674,12 +676,15 @@ typedef struct advlock_pq_lockset {
 ADVLOCK_API int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn);
 
 /*
- * Frees the set's tables and leaves pipeline mode when nothing is in
- * flight (a connection with statements in flight should be closed).
- * Members under way end CANCELLED; every held member's lock is forgotten,
- * not released (advlock_pq_member_held() turns 0): release them first, or
- * close the connection, which ends the session and its locks. Members may
- * then start in another set. No-op for NULL.
+ * Frees the set's tables and lets go of every member: the set keeps no
+ * pointer to one, and each may start in another set (or be freed).
+ * Members under way end CANCELLED. A held member's lock is forgotten, not
+ * released: advlock_pq_member_held() turns 0, its report stays the
+ * acquire's, and the session still holds the lock, so release held
+ * members first, or close the connection, which ends the session and its
+ * locks. Leaves pipeline mode when nothing is in flight and no cancelled
+ * grant is still to be given back; otherwise the connection should be
+ * closed. No-op for NULL and for a set whose init failed.
  */
 ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
 
@@ -690,12 +695,14 @@ ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
  * for all of them, and one stop deadline. A lease that runs out makes every
  * held member LOST at once (report.lease_expiry says why, the words say
  * when the server frees the locks); then close the connection: the set
- * refuses new acquires (ADVLOCK_EMISUSE) until it is reset or bound anew.
+ * refuses new acquires and a new lease (ADVLOCK_EMISUSE) until the
+ * connection is reset (PQreset()) or the set is bound anew.
  * A setup the server refuses ends the acquires waiting for it FAILED, in
  * words; the next acquire tries again.
  *
  * Returns 0, or ADVLOCK_EINVAL (set NULL, a pair advlock_lease_plan_init()
- * refuses) or ADVLOCK_EMISUSE (set unbound, a member busy or holding).
+ * refuses) or ADVLOCK_EMISUSE (set unbound, a member busy or holding, the
+ * lease ran out).
  */
 ADVLOCK_API int advlock_pq_lockset_set_lease(advlock_pq_lockset *set, int64_t lease_ms,
                                              int64_t stop_ms);

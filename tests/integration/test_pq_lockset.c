@@ -452,7 +452,12 @@ static void test_one_lease_for_every_member(void **state)
         assert_non_null(
             strstr(pgt_describe(r, "x"), "lost: its lease ran out: no heartbeat answered"));
     }
-    /* The connection must go: the set takes no new acquire on it. */
+    /* The connection must go: the set takes no new acquire on it, nor a
+     * lease that would let one through. */
+    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[0], "x", 1, 0, NULL,
+                                                      advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_lockset_set_lease(&f->set, 0, 0), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[0], "x", 1, 0, NULL,
                                                       advlock_pq_now_ms()),
                      ADVLOCK_EMISUSE);
@@ -576,6 +581,8 @@ static void test_out_of_memory_is_enomem(void **state)
     assert_int_equal(advlock_pq_lockset_init(&other, f->other), ADVLOCK_ENOMEM);
     refuse_allocations = 0;
     assert_int_equal(advlock_pq_lockset_process(&other, 0, advlock_pq_now_ms()), ADVLOCK_EMISUSE);
+    assert_int_equal(PQisnonblocking(f->other), 0); /* the connection as it was */
+    advlock_pq_lockset_finish(&other);
     assert_string_equal(advlock_strerror(ADVLOCK_ENOMEM), "out of memory");
     assert_int_equal(advlock_pq_lockset_init(&other, f->other), 0);
     advlock_pq_lockset_finish(&other);

@@ -494,17 +494,20 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
      * the caller's transaction: one error, and all of them fail until it
      * ends. */
     if (PQstatus(conn) != CONNECTION_OK || !advlock_pq_conn_free(conn)
-        || PQtransactionStatus(conn) != PQTRANS_IDLE || PQsetnonblocking(conn, 1) != 0)
+        || PQtransactionStatus(conn) != PQTRANS_IDLE)
+        return ADVLOCK_EMISUSE;
+    int was_nonblocking = PQisnonblocking(conn);
+    if (PQsetnonblocking(conn, 1) != 0)
         return ADVLOCK_EMISUSE;
     set->buckets_ = calloc(BUCKETS, sizeof(advlock_peer *));
     set->ring_ = malloc(FIRST_RING * sizeof *set->ring_);
-    if (set->buckets_ == NULL || set->ring_ == NULL) {
+    int rc = set->buckets_ == NULL || set->ring_ == NULL ? ADVLOCK_ENOMEM
+             : PQenterPipelineMode(conn) != 1            ? ADVLOCK_EMISUSE
+                                                         : 0;
+    if (rc != 0) {
         free_tables(set);
-        return ADVLOCK_ENOMEM;
-    }
-    if (PQenterPipelineMode(conn) != 1) {
-        free_tables(set);
-        return ADVLOCK_EMISUSE;
+        (void)PQsetnonblocking(conn, was_nonblocking);
+        return rc;
     }
     (void)advlock_peers_init(&set->peers_, set->buckets_, BUCKETS);
     (void)advlock_session_init(&set->session_, PQbackendPID(conn), new_token());
