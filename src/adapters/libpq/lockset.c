@@ -451,18 +451,12 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
     if (set->conn_ == NULL)
         return ADVLOCK_EMISUSE;
     advlock_pq_ls_notice_reset(set, advlock_pq_now_ms());
-    unsigned wants = advlock_pq_lockset_wants(set);
-    int fd = advlock_pq_lockset_socket(set);
     int64_t at;
     int has_deadline = advlock_pq_lockset_deadline(set, &at);
-    if (advlock_pq_lockset_busy(set) > 0 && (wants == 0 || fd < 0) && !has_deadline) {
-        /* Nothing would ever wake the wait: let libpq say what broke. */
-        (void)advlock_pq_lockset_process(set, ADVLOCK_PQ_READ, advlock_pq_now_ms());
-        return 0;
-    }
     advlock_pq_turn turn;
-    advlock_pq_poll_turn(fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms, &turn);
-    if (turn.ready != 0 || turn.due)
+    if (advlock_pq_wait_turn(advlock_pq_lockset_busy(set) > 0, advlock_pq_lockset_socket(set),
+                             advlock_pq_lockset_wants(set), has_deadline ? &at : NULL, extra_fd,
+                             max_wait_ms, &turn))
         (void)advlock_pq_lockset_process(set, turn.ready, advlock_pq_now_ms());
     return turn.extra;
 }
