@@ -564,11 +564,10 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  * in-process callers, each a member with its own lock machine, report and
  * deadline: see "Lock sets" in docs/libpq.md, and docs/design.md for why.
  * Statements of many members go out together in libpq's pipeline mode and
- * their answers come back to the member whose statement each was. The set
- * excludes its own members from one another (the server's session locks
- * are re-entrant): a member asking for a key another member holds or asks
- * for in a conflicting mode is answered "busy" without a statement, exactly
- * as if another process held it, and backs off or times out as usual.
+ * their answers come back to the member whose statement each was. A member
+ * whose key another member holds or asks for in a conflicting mode is
+ * answered "busy", with no statement sent, as if another process held it
+ * (docs/design.md, "Lock sets", says why).
  *
  * Session scope and polling only; the lease is the connection's
  * (advlock_pq_lockset_set_lease()).
