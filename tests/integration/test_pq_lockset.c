@@ -636,6 +636,53 @@ static void test_a_batch_that_fills_the_ring_is_synced(void **state)
     assert_int_equal(backend_locks(f, NULL), 0);
 }
 
+/* A cancelled member's grant whose give-back finds no room in a full ring
+ * (out of memory) is owed, its key still taken, and goes once the batch's
+ * answers have made room: the session never keeps a lock nobody holds. */
+static void test_a_give_back_without_room_goes_later(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_member *a = &f->members[0];
+    start(f, a, "lockset: first", 0, NULL); /* session checked, try prepared */
+    run(&f->set);
+    release(f, a);
+    /* One batch fills the ring: n - 1 statements and the sync. */
+    size_t n = f->set.ring_size_;
+    start(f, a, f->lock.key, 5000, NULL);
+    char name[200];
+    for (size_t i = 1; i + 1 < n; i++) {
+        name_of(name, sizeof name, f, (int)i);
+        start(f, &f->members[i], name, 0, NULL);
+    }
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
+    assert_int_equal(f->set.ring_count_, n);
+    assert_int_equal(advlock_pq_lockset_cancel(&f->set, a, advlock_pq_now_ms()), 0);
+    int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
+    while (backend_locks(f, NULL) < (long long)n - 1) {
+        assert_true(advlock_pq_now_ms() < limit);
+        pgt_sleep_ms(5);
+    }
+    pgt_sleep_ms(100); /* the batch's answers in the socket */
+
+    refuse_allocations = 1;
+    (void)advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_READ, advlock_pq_now_ms());
+    refuse_allocations = 0;
+    assert_int_equal(advlock_peers_count(&f->set.peers_), n - 1); /* a's key still taken */
+    while (f->set.owed_ != NULL || f->set.ring_count_ > 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(&f->set, -1, 100);
+    }
+    assert_int_equal(backend_locks(f, NULL), (long long)n - 2);
+    assert_int_equal(advlock_peers_count(&f->set.peers_), n - 2);
+    for (size_t i = 1; i + 1 < n; i++) {
+        expect(&f->members[i], ADVLOCK_ACQUIRED);
+        assert_int_equal(
+            advlock_pq_lockset_start_release(&f->set, &f->members[i], advlock_pq_now_ms()), 0);
+    }
+    run(&f->set);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
 /* Fenced members: each grant issues its key's next token; a fenced try
  * goes in a batch of its own, so no other statement's failure can roll its
  * token back. */
@@ -849,6 +896,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_out_of_memory_is_enomem, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_batch_that_fills_the_ring_is_synced, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_give_back_without_room_goes_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fenced_members_get_increasing_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blocking_acquire_drives_the_whole_set, setup,
                                         teardown),
