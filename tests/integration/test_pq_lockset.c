@@ -3,8 +3,9 @@
  * thousand names on one connection, members of one set excluding each
  * other (exclusive and shared), members against other processes both ways,
  * a terminated backend losing every held lock at once, cancellations in
- * the middle of a pipelined batch leaving nothing behind, and the options
- * a set refuses.
+ * the middle of a pipelined batch leaving nothing behind, a release the
+ * server refuses keeping the lock, allocations refused mid-batch, and the
+ * options a set refuses.
  */
 #include "pg_test.h"
 
