@@ -1195,15 +1195,10 @@ ADVLOCK_API const advlock_lease_plan *advlock_lease_plan_of(const advlock_lease 
 
 /* ---- In-process exclusion (lock sets) -------------------------------------
  *
- * A lock set is one connection, one server session, shared by many callers
- * of one process, each with its own machine. The server's session locks are
- * re-entrant: it would grant a second caller of the same session a key the
- * first already holds. The set's driver therefore asks this table before it
- * sends a caller's try-lock, and answers a conflict itself as "busy" (the
- * answer the server gives for a lock another session holds), so the caller
- * backs off, times out or diagnoses as if another process held the key.
- * docs/design.md "Lock sets" gives the decisions (session scope and polling
- * only, one session check and one lease per connection, LOST for all).
+ * A lock set's driver asks this table before it sends a caller's try-lock,
+ * and answers a conflict itself as "busy": docs/design.md, "Lock sets",
+ * says why (the callers share one re-entrant server session) and gives the
+ * decisions drivers share.
  *
  * Modes keep their meaning: an EXCLUSIVE peer conflicts with every other
  * peer on its key, asking or holding; a SHARED one only with an EXCLUSIVE

@@ -564,11 +564,10 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  * in-process callers, each a member with its own lock machine, report and
  * deadline: see "Lock sets" in docs/libpq.md, and docs/design.md for why.
  * Statements of many members go out together in libpq's pipeline mode and
- * their answers come back to the member whose statement each was. The set
- * excludes its own members from one another (the server's session locks
- * are re-entrant): a member asking for a key another member holds or asks
- * for in a conflicting mode is answered "busy" without a statement, exactly
- * as if another process held it, and backs off or times out as usual.
+ * their answers come back to the member whose statement each was. A member
+ * whose key another member holds or asks for in a conflicting mode is
+ * answered "busy", with no statement sent, as if another process held it
+ * (docs/design.md, "Lock sets", says why).
  *
  * Session scope and polling only; the lease is the connection's
  * (advlock_pq_lockset_set_lease()).
@@ -577,7 +576,7 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
 /* Private to the set: one statement in the pipeline, in the order sent. */
 typedef struct advlock_pq_entry_ {
     struct advlock_pq_member *member_; /* NULL once its member let go of it */
-    advlock_peer *kept_; /* a cancelled member's place in the exclusion table, the set's */
+    struct advlock_pq_kept_ *kept_;    /* a cancelled member's place in the table, the set's */
     int64_t key_;
     int64_t sent_ms_;
     uint8_t kind_;
@@ -627,7 +626,8 @@ typedef struct advlock_pq_lockset {
     uint32_t preparing_;
     advlock_peers peers_;
     advlock_peer **buckets_;
-    advlock_pq_entry_ *ring_; /* the pipeline's statements, oldest first */
+    advlock_pq_entry_ *ring_;       /* the pipeline's statements, oldest first */
+    struct advlock_pq_kept_ *owed_; /* grants whose give-back could not go yet */
     size_t ring_head_, ring_count_, ring_size_;
     advlock_pq_member *lists_[5]; /* members by phase, oldest first */
     advlock_pq_member *tails_[5];
@@ -653,13 +653,15 @@ typedef struct advlock_pq_lockset {
  * (see "The server session"), once for every member.
  *
  * Returns 0, or:
- *     ADVLOCK_EINVAL    set or conn NULL;
- *     ADVLOCK_ENOMEM    the tables could not be allocated (set unbound,
- *                       the connection left as it was but nonblocking);
+ *     ADVLOCK_EINVAL    set or conn NULL (nothing touched);
+ *     ADVLOCK_ENOMEM    the tables could not be allocated;
  *     ADVLOCK_EMISUSE   the connection is not ready, busy with a query, in
  *                       a transaction block (every member's statements
  *                       would run in it, and one error would fail them
  *                       all), or cannot be made nonblocking or pipelined.
+ * On ENOMEM and EMISUSE the set is left unbound (zeroed: its calls return
+ * ADVLOCK_EMISUSE, advlock_pq_lockset_finish() does nothing) and conn as
+ * it was, in its blocking mode.
  *
  * A set and a single adapter (advlock_pq) must not share a PGconn: they
  * would share one server session, whose locks are re-entrant, so a lock
@@ -673,12 +675,15 @@ typedef struct advlock_pq_lockset {
 ADVLOCK_API int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn);
 
 /*
- * Frees the set's tables and leaves pipeline mode when nothing is in
- * flight (a connection with statements in flight should be closed).
- * Members under way end CANCELLED; every held member's lock is forgotten,
- * not released (advlock_pq_member_held() turns 0): release them first, or
- * close the connection, which ends the session and its locks. Members may
- * then start in another set. No-op for NULL.
+ * Frees the set's tables and lets go of every member: the set keeps no
+ * pointer to one, and each may start in another set (or be freed).
+ * Members under way end CANCELLED. A held member's lock is forgotten, not
+ * released: advlock_pq_member_held() turns 0, its report stays the
+ * acquire's, and the session still holds the lock, so release held
+ * members first, or close the connection, which ends the session and its
+ * locks. Leaves pipeline mode when nothing is in flight and no cancelled
+ * grant is still to be given back; otherwise the connection should be
+ * closed. No-op for NULL and for a set whose init failed.
  */
 ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
 
@@ -689,12 +694,14 @@ ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
  * for all of them, and one stop deadline. A lease that runs out makes every
  * held member LOST at once (report.lease_expiry says why, the words say
  * when the server frees the locks); then close the connection: the set
- * refuses new acquires (ADVLOCK_EMISUSE) until it is reset or bound anew.
+ * refuses new acquires and a new lease (ADVLOCK_EMISUSE) until the
+ * connection is reset (PQreset()) or the set is bound anew.
  * A setup the server refuses ends the acquires waiting for it FAILED, in
  * words; the next acquire tries again.
  *
  * Returns 0, or ADVLOCK_EINVAL (set NULL, a pair advlock_lease_plan_init()
- * refuses) or ADVLOCK_EMISUSE (set unbound, a member busy or holding).
+ * refuses) or ADVLOCK_EMISUSE (set unbound, a member busy or holding, the
+ * lease ran out).
  */
 ADVLOCK_API int advlock_pq_lockset_set_lease(advlock_pq_lockset *set, int64_t lease_ms,
                                              int64_t stop_ms);
@@ -740,7 +747,12 @@ ADVLOCK_API int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, ad
 /*
  * Starts releasing the lock m holds (its acquire ended ACQUIRED): one
  * unlock statement in the acquire's mode, pipelined like the others.
- * Ends RELEASED or NOT_HELD as advlock_pq_release() does.
+ * Ends RELEASED or NOT_HELD as advlock_pq_release() does. A release that
+ * ends FAILED (the server refused the unlock, or libpq could not send it)
+ * leaves the lock in doubt, so m still holds (advlock_pq_member_held(),
+ * its key taken in the set, the lease running): start the release again,
+ * or close the connection, which ends the session and its locks (m then
+ * turns LOST).
  *
  * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (the set
  * unbound, m not holding a lock in this set).

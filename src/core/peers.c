@@ -1,8 +1,8 @@
 /*
  * The in-process exclusion table of a lock set (include/advlock.h "In-process
  * exclusion"): which of this process's callers ask for or hold which key, in
- * which mode, so that the set answers a local conflict itself instead of
- * letting the server's re-entrant session locks grant it twice.
+ * which mode, so that the set answers a local conflict itself (why:
+ * docs/design.md, "Lock sets").
  *
  * A hash of intrusive, doubly linked chains: the caller owns the buckets
  * and the peers, so ask and leave cost a chain walk and O(1) and allocate

@@ -3,8 +3,9 @@
  * thousand names on one connection, members of one set excluding each
  * other (exclusive and shared), members against other processes both ways,
  * a terminated backend losing every held lock at once, cancellations in
- * the middle of a pipelined batch leaving nothing behind, and the options
- * a set refuses.
+ * the middle of a pipelined batch leaving nothing behind, a release the
+ * server refuses keeping the lock, allocations refused mid-batch, and the
+ * options a set refuses.
  */
 #include "pg_test.h"
 
@@ -318,6 +319,11 @@ static void test_reset_connection_loses_every_held_lock(void **state)
     fixture *f = *state;
     enum { HELD = 3 };
     hold_distinct(f, HELD);
+    /* The last one's release is sent, its answer unread, when the session
+     * goes: the lock went with it. */
+    assert_int_equal(
+        advlock_pq_lockset_start_release(&f->set, &f->members[HELD - 1], advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
     int old_pid = PQbackendPID(f->conn);
     PQreset(f->conn);
     assert_int_equal(PQstatus(f->conn), CONNECTION_OK);
@@ -334,6 +340,63 @@ static void test_reset_connection_loses_every_held_lock(void **state)
     expect(&f->members[0], ADVLOCK_ACQUIRED);
     assert_int_equal(backend_locks(f, NULL), 1);
     release(f, &f->members[0]);
+}
+
+/* Runs sql on the set's connection between its batches, out of pipeline
+ * mode (nothing is in flight), as the caller's own SQL would. */
+static void exec_between_batches(fixture *f, const char *sql)
+{
+    assert_int_equal(PQexitPipelineMode(f->conn), 1);
+    assert_int_equal(PQsetnonblocking(f->conn, 0), 0);
+    pgt_exec(f->conn, sql);
+    assert_int_equal(PQsetnonblocking(f->conn, 1), 0);
+    assert_int_equal(PQenterPipelineMode(f->conn), 1);
+}
+
+/* A release the server refuses leaves the lock in doubt: the member still
+ * holds it, its key stays taken in the set (a re-entrant grant to another
+ * member would be the session's second hold, which nobody would give
+ * back), and the release may be started again. The unlock is made to fail
+ * by a statement of the same name that divides by zero. */
+static void test_a_failed_release_keeps_the_lock(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_member *a = &f->members[0], *b = &f->members[1];
+    start(f, a, "lockset: first", 0, NULL); /* the unlock prepared */
+    run(&f->set);
+    release(f, a);
+    start(f, a, f->lock.key, 0, NULL);
+    run(&f->set);
+    expect(a, ADVLOCK_ACQUIRED);
+
+    char name[64], sql[256];
+    assert_int_equal(PQexitPipelineMode(f->conn), 1);
+    PGresult *res = PQexec(f->conn, "SELECT name FROM pg_prepared_statements"
+                                    " WHERE statement = 'SELECT pg_advisory_unlock($1)'");
+    assert_int_equal(PQntuples(res), 1);
+    snprintf(name, sizeof name, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    assert_int_equal(PQenterPipelineMode(f->conn), 1);
+    snprintf(sql, sizeof sql,
+             "DEALLOCATE %s; PREPARE %s(bigint) AS SELECT pg_advisory_unlock($1 / 0)", name, name);
+    exec_between_batches(f, sql);
+
+    assert_int_equal(advlock_pq_lockset_start_release(&f->set, a, advlock_pq_now_ms()), 0);
+    run(&f->set);
+    expect(a, ADVLOCK_FAILED);
+    assert_string_equal(advlock_pq_member_report(a)->lock.sqlstate, "22012");
+    assert_true(advlock_pq_member_held(a));
+    assert_int_equal(backend_locks(f, NULL), 1);
+    start(f, b, f->lock.key, 0, NULL);
+    run(&f->set);
+    expect(b, ADVLOCK_TIMED_OUT);
+
+    /* The statement gone, the set sends the unlock unnamed: released. */
+    snprintf(sql, sizeof sql, "DEALLOCATE %s", name);
+    exec_between_batches(f, sql);
+    release(f, a);
+    assert_false(advlock_pq_member_held(a));
+    assert_int_equal(backend_locks(f, NULL), 0);
 }
 
 /* ---- the connection's lease ---- */
@@ -390,7 +453,12 @@ static void test_one_lease_for_every_member(void **state)
         assert_non_null(
             strstr(pgt_describe(r, "x"), "lost: its lease ran out: no heartbeat answered"));
     }
-    /* The connection must go: the set takes no new acquire on it. */
+    /* The connection must go: the set takes no new acquire on it, nor a
+     * lease that would let one through. */
+    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[0], "x", 1, 0, NULL,
+                                                      advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_pq_lockset_set_lease(&f->set, 0, 0), ADVLOCK_EMISUSE);
     assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[0], "x", 1, 0, NULL,
                                                       advlock_pq_now_ms()),
                      ADVLOCK_EMISUSE);
@@ -514,6 +582,8 @@ static void test_out_of_memory_is_enomem(void **state)
     assert_int_equal(advlock_pq_lockset_init(&other, f->other), ADVLOCK_ENOMEM);
     refuse_allocations = 0;
     assert_int_equal(advlock_pq_lockset_process(&other, 0, advlock_pq_now_ms()), ADVLOCK_EMISUSE);
+    assert_int_equal(PQisnonblocking(f->other), 0); /* the connection as it was */
+    advlock_pq_lockset_finish(&other);
     assert_string_equal(advlock_strerror(ADVLOCK_ENOMEM), "out of memory");
     assert_int_equal(advlock_pq_lockset_init(&other, f->other), 0);
     advlock_pq_lockset_finish(&other);
@@ -531,6 +601,86 @@ static void test_out_of_memory_is_enomem(void **state)
     run(&f->set); /* the acquire went on */
     expect(a, ADVLOCK_ACQUIRED);
     release(f, a);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
+/* Out of memory as a batch fills the pipeline's ring: the statement that
+ * found no room (for itself and the batch's sync) is answered at once, and
+ * the batch sent still ends with its sync, so its members are answered. */
+static void test_a_batch_that_fills_the_ring_is_synced(void **state)
+{
+    fixture *f = *state;
+    start(f, &f->members[0], "lockset: first", 0, NULL); /* session checked, try prepared */
+    run(&f->set);
+    release(f, &f->members[0]);
+    size_t n = f->set.ring_size_;
+    assert_true(n < THOUSAND);
+    char name[200];
+    for (size_t i = 0; i < n; i++) {
+        name_of(name, sizeof name, f, (int)i);
+        start(f, &f->members[i], name, 0, NULL);
+    }
+    refuse_allocations = 1;
+    (void)advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms());
+    refuse_allocations = 0;
+    expect(&f->members[n - 1], ADVLOCK_FAILED);
+    assert_string_equal(advlock_pq_member_report(&f->members[n - 1])->server_message,
+                        "out of memory");
+    run(&f->set);
+    for (size_t i = 0; i + 1 < n; i++)
+        expect(&f->members[i], ADVLOCK_ACQUIRED);
+    assert_int_equal(backend_locks(f, NULL), (long long)n - 1);
+    for (size_t i = 0; i + 1 < n; i++)
+        assert_int_equal(
+            advlock_pq_lockset_start_release(&f->set, &f->members[i], advlock_pq_now_ms()), 0);
+    run(&f->set);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
+/* A cancelled member's grant whose give-back finds no room in a full ring
+ * (out of memory) is owed, its key still taken, and goes once the batch's
+ * answers have made room: the session never keeps a lock nobody holds. */
+static void test_a_give_back_without_room_goes_later(void **state)
+{
+    fixture *f = *state;
+    advlock_pq_member *a = &f->members[0];
+    start(f, a, "lockset: first", 0, NULL); /* session checked, try prepared */
+    run(&f->set);
+    release(f, a);
+    /* One batch fills the ring: n - 1 statements and the sync. */
+    size_t n = f->set.ring_size_;
+    start(f, a, f->lock.key, 5000, NULL);
+    char name[200];
+    for (size_t i = 1; i + 1 < n; i++) {
+        name_of(name, sizeof name, f, (int)i);
+        start(f, &f->members[i], name, 0, NULL);
+    }
+    assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
+    assert_int_equal(f->set.ring_count_, n);
+    assert_int_equal(advlock_pq_lockset_cancel(&f->set, a, advlock_pq_now_ms()), 0);
+    int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
+    while (backend_locks(f, NULL) < (long long)n - 1) {
+        assert_true(advlock_pq_now_ms() < limit);
+        pgt_sleep_ms(5);
+    }
+    pgt_sleep_ms(100); /* the batch's answers in the socket */
+
+    refuse_allocations = 1;
+    (void)advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_READ, advlock_pq_now_ms());
+    refuse_allocations = 0;
+    assert_int_equal(advlock_peers_count(&f->set.peers_), n - 1); /* a's key still taken */
+    while (f->set.owed_ != NULL || f->set.ring_count_ > 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(&f->set, -1, 100);
+    }
+    assert_int_equal(backend_locks(f, NULL), (long long)n - 2);
+    assert_int_equal(advlock_peers_count(&f->set.peers_), n - 2);
+    for (size_t i = 1; i + 1 < n; i++) {
+        expect(&f->members[i], ADVLOCK_ACQUIRED);
+        assert_int_equal(
+            advlock_pq_lockset_start_release(&f->set, &f->members[i], advlock_pq_now_ms()), 0);
+    }
+    run(&f->set);
     assert_int_equal(backend_locks(f, NULL), 0);
 }
 
@@ -738,12 +888,16 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reset_connection_loses_every_held_lock, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_failed_release_keeps_the_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_lease_for_every_member, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancels_in_a_batch_leave_nothing_behind, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_cancelled_try_keeps_its_key_until_answered, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_out_of_memory_is_enomem, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_batch_that_fills_the_ring_is_synced, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_give_back_without_room_goes_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fenced_members_get_increasing_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blocking_acquire_drives_the_whole_set, setup,
                                         teardown),

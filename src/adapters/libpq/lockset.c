@@ -108,15 +108,19 @@ int advlock_pq_ls_may_send(advlock_pq_lockset *s, advlock_pq_member *m, const ad
 }
 
 /* An operation ended: a grant, or a verify that found the lock, is held
- * (and watched with the others); anything else leaves the table. */
+ * (and watched with the others); so is a lock whose release failed, which
+ * the session may still hold (the member keeps its key till it is
+ * released or lost); anything else leaves the table. */
 static void finish(advlock_pq_lockset *s, advlock_pq_member *m, const advlock_report *r)
 {
     advlock_pq_report_finish(&m->report_, r);
+    int releasing = !m->acquiring_ && !m->verifying_;
     if (m->verifying_) {
         m->verifying_ = 0;
         s->verifying_--;
     }
-    if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD) {
+    if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
+        || (releasing && r->outcome == ADVLOCK_FAILED)) {
         if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
             (void)advlock_peers_granted(&s->peers_, &m->peer_);
         advlock_pq_ls_move(s, m, LS_HELD);
@@ -447,18 +451,12 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
     if (set->conn_ == NULL)
         return ADVLOCK_EMISUSE;
     advlock_pq_ls_notice_reset(set, advlock_pq_now_ms());
-    unsigned wants = advlock_pq_lockset_wants(set);
-    int fd = advlock_pq_lockset_socket(set);
     int64_t at;
     int has_deadline = advlock_pq_lockset_deadline(set, &at);
-    if (advlock_pq_lockset_busy(set) > 0 && (wants == 0 || fd < 0) && !has_deadline) {
-        /* Nothing would ever wake the wait: let libpq say what broke. */
-        (void)advlock_pq_lockset_process(set, ADVLOCK_PQ_READ, advlock_pq_now_ms());
-        return 0;
-    }
     advlock_pq_turn turn;
-    advlock_pq_poll_turn(fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms, &turn);
-    if (turn.ready != 0 || turn.due)
+    if (advlock_pq_wait_turn(advlock_pq_lockset_busy(set) > 0, advlock_pq_lockset_socket(set),
+                             advlock_pq_lockset_wants(set), has_deadline ? &at : NULL, extra_fd,
+                             max_wait_ms, &turn))
         (void)advlock_pq_lockset_process(set, turn.ready, advlock_pq_now_ms());
     return turn.extra;
 }

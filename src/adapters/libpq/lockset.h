@@ -21,6 +21,17 @@ enum {
     LS_SYNC       /* the end of a batch */
 };
 
+/* The set's place in the exclusion table for a cancelled member's try
+ * (advlock_pq_entry_.kept_); once the try is granted, the give-back it
+ * owes, in the set's owed list (advlock_pq_lockset.owed_) while its unlock
+ * could not be sent. */
+typedef struct advlock_pq_kept_ {
+    advlock_peer peer;
+    struct advlock_pq_kept_ *next;
+    int64_t key;
+    uint8_t unlock_sql;
+} advlock_pq_kept_;
+
 /* The lease's statement in flight (advlock_pq_lockset.lease_query_). */
 enum { LS_LEASE_NONE = 0, LS_LEASE_SETUP, LS_LEASE_HEARTBEAT };
 

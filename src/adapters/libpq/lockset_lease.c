@@ -33,12 +33,13 @@ int advlock_pq_lockset_set_lease(advlock_pq_lockset *set, int64_t lease_ms, int6
 {
     if (set == NULL)
         return ADVLOCK_EINVAL;
-    if (set->conn_ == NULL || advlock_pq_lockset_busy(set) > 0 || set->lists_[LS_HELD_LIST] != NULL)
+    /* A lease that ran out stays out: its connection must go. */
+    if (set->conn_ == NULL || advlock_pq_lockset_busy(set) > 0 || set->lists_[LS_HELD_LIST] != NULL
+        || set->lease_expired_)
         return ADVLOCK_EMISUSE;
     if (lease_ms == 0) {
         memset(&set->lease_, 0, sizeof set->lease_);
         set->lease_on_ = 0;
-        set->lease_expired_ = 0;
         return 0;
     }
     advlock_lease_plan p;

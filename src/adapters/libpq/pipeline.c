@@ -27,11 +27,6 @@
 
 enum { BUCKETS = 4096, FIRST_RING = 64 };
 
-static uint32_t bit(int sql)
-{
-    return UINT32_C(1) << sql;
-}
-
 /* ---- the ring ------------------------------------------------------------ */
 
 static advlock_pq_entry_ *ring_at(const advlock_pq_lockset *s, size_t i)
@@ -39,9 +34,10 @@ static advlock_pq_entry_ *ring_at(const advlock_pq_lockset *s, size_t i)
     return &s->ring_[(s->ring_head_ + i) & (s->ring_size_ - 1)];
 }
 
-static int ring_push(advlock_pq_lockset *s, const advlock_pq_entry_ *e)
+/* Makes room for n more entries; 0: out of memory, nothing changed. */
+static int ring_room(advlock_pq_lockset *s, size_t n)
 {
-    if (s->ring_count_ == s->ring_size_) {
+    while (s->ring_count_ + n > s->ring_size_) {
         size_t size = s->ring_size_ > 0 ? s->ring_size_ * 2 : FIRST_RING;
         advlock_pq_entry_ *bigger = malloc(size * sizeof *bigger);
         if (bigger == NULL)
@@ -53,9 +49,14 @@ static int ring_push(advlock_pq_lockset *s, const advlock_pq_entry_ *e)
         s->ring_head_ = 0;
         s->ring_size_ = size;
     }
+    return 1;
+}
+
+/* Appends e, in room made before. */
+static void ring_push(advlock_pq_lockset *s, const advlock_pq_entry_ *e)
+{
     s->ring_[(s->ring_head_ + s->ring_count_) & (s->ring_size_ - 1)] = *e;
     s->ring_count_++;
-    return 1;
 }
 
 static advlock_pq_entry_ ring_pop(advlock_pq_lockset *s)
@@ -69,19 +70,27 @@ static advlock_pq_entry_ ring_pop(advlock_pq_lockset *s)
 /* Takes p out of the table and puts a copy of the set's in its place, in
  * p's state (the key stays taken exactly as it was); NULL: out of memory,
  * nothing changed. */
-static advlock_peer *keep_peer(advlock_pq_lockset *s, advlock_peer *p, int64_t key,
-                               advlock_mode mode)
+static advlock_pq_kept_ *keep_peer(advlock_pq_lockset *s, advlock_peer *p, int64_t key,
+                                   advlock_mode mode)
 {
-    advlock_peer *kept = malloc(sizeof *kept);
+    advlock_pq_kept_ *kept = malloc(sizeof *kept);
     if (kept == NULL)
         return NULL;
-    advlock_peer_init(kept);
+    memset(kept, 0, sizeof *kept);
+    advlock_peer_init(&kept->peer);
+    kept->key = key;
     int held = advlock_peer_state(p) == ADVLOCK_PEER_HELD;
     (void)advlock_peers_leave(&s->peers_, p);
-    (void)advlock_peers_ask(&s->peers_, kept, key, mode); /* p's place: free */
+    (void)advlock_peers_ask(&s->peers_, &kept->peer, key, mode); /* p's place: free */
     if (held)
-        (void)advlock_peers_granted(&s->peers_, kept);
+        (void)advlock_peers_granted(&s->peers_, &kept->peer);
     return kept;
+}
+
+static void forget_kept(advlock_pq_lockset *s, advlock_pq_kept_ *kept)
+{
+    (void)advlock_peers_leave(&s->peers_, &kept->peer);
+    free(kept);
 }
 
 /* The set's place in the table ends: the statement that kept it answered. */
@@ -89,9 +98,19 @@ static void drop_peer(advlock_pq_lockset *s, advlock_pq_entry_ *e)
 {
     if (e->kept_ == NULL)
         return;
-    (void)advlock_peers_leave(&s->peers_, e->kept_);
-    free(e->kept_);
+    forget_kept(s, e->kept_);
     e->kept_ = NULL;
+}
+
+/* Forgets the give-backs owed: the session that held their grants is gone
+ * (or the connection given up, whose end frees them). */
+static void drop_owed(advlock_pq_lockset *s)
+{
+    while (s->owed_ != NULL) {
+        advlock_pq_kept_ *next = s->owed_->next;
+        forget_kept(s, s->owed_);
+        s->owed_ = next;
+    }
 }
 
 int advlock_pq_ls_detach(advlock_pq_lockset *s, advlock_pq_member *m)
@@ -149,6 +168,7 @@ void advlock_pq_ls_give_up(advlock_pq_lockset *s, int64_t now_ms)
                             ADVLOCK_LEASE_LIVE, now_ms);
     advlock_pq_answer_clear(&s->query_);
     drop_ring(s);
+    drop_owed(s);
     s->conn_ = NULL;
 }
 
@@ -170,12 +190,10 @@ int advlock_pq_ls_send_entry(advlock_pq_lockset *s, advlock_pq_entry_ *e, const 
     memset(&q, 0, sizeof q);
     q.sql_ = e->sql_;
     q.form_ = e->form_;
-    if (!ring_push(s, e))
+    /* Room for the batch's sync too, so that it can always be sent. */
+    if (!ring_room(s, 2) || !advlock_pq_query_send(&q, s->conn_, act))
         return 0;
-    if (!advlock_pq_query_send(&q, s->conn_, act)) {
-        s->ring_count_--;
-        return 0;
-    }
+    ring_push(s, e);
     s->unsynced_ = 1;
     return 1;
 }
@@ -185,13 +203,14 @@ int advlock_pq_ls_send_entry(advlock_pq_lockset *s, advlock_pq_entry_ *e, const 
 static uint8_t choose_form(advlock_pq_lockset *s, const advlock_action *act)
 {
     advlock_sql sql = act->sql;
-    if (s->session_.proxied || sql == ADVLOCK_SQL_SESSION || (s->unnamed_ & bit(sql)))
+    if (s->session_.proxied || sql == ADVLOCK_SQL_SESSION
+        || (s->unnamed_ & advlock_pq_sql_bit(sql)))
         return ADVLOCK_PQ_EXECUTE_UNNAMED;
-    if (!(s->prepared_ & bit(sql)) && !(s->preparing_ & bit(sql))) {
+    if (!(s->prepared_ & advlock_pq_sql_bit(sql)) && !(s->preparing_ & advlock_pq_sql_bit(sql))) {
         advlock_pq_entry_ prepare = {
             NULL, NULL, 0, 0, LS_PREPARE, (uint8_t)sql, ADVLOCK_PQ_PREPARE};
         if (advlock_pq_ls_send_entry(s, &prepare, act, 0))
-            s->preparing_ |= bit(sql);
+            s->preparing_ |= advlock_pq_sql_bit(sql);
     }
     return ADVLOCK_PQ_EXECUTE_NAMED;
 }
@@ -263,9 +282,12 @@ void advlock_pq_ls_end_batch(advlock_pq_lockset *s)
 {
     if (s->unsynced_) {
         advlock_pq_entry_ sync = {NULL, NULL, 0, 0, LS_SYNC, 0, 0};
-        if (ring_push(s, &sync) && PQpipelineSync(s->conn_) != 1)
-            s->ring_count_--;
-        s->unsynced_ = 0;
+        int synced = PQpipelineSync(s->conn_) == 1;
+        if (synced)
+            ring_push(s, &sync); /* in the room its batch's statements made */
+        /* Refused on a sound connection (libpq's memory ran out): again at
+         * the next turn; a broken one answers the batch lost. */
+        s->unsynced_ = !synced && PQstatus(s->conn_) == CONNECTION_OK;
     }
     s->flushing_ = PQflush(s->conn_) == 1;
 }
@@ -281,23 +303,41 @@ static advlock_sql unlock_of(int try_sql)
     }
 }
 
-/* A detached member's grant is given back with unlock_sql: the server
+/* A detached member's grant is given back with kept's unlock: the server
  * counts holds per session, so this takes back exactly the one granted.
- * kept: the set's place in the table for it, HELD until the unlock's
- * answer (freed here if the unlock cannot go). */
-static void give_back(advlock_pq_lockset *s, advlock_sql unlock_sql, int64_t key,
-                      advlock_peer *kept)
+ * kept, the set's place in the table for it, stays HELD until the unlock's
+ * answer. An unlock that cannot go on a sound connection is owed, sent
+ * again at the set's next turn; a broken connection's session took the
+ * grant with it. */
+static void give_back(advlock_pq_lockset *s, advlock_pq_kept_ *kept)
 {
     advlock_action act;
     memset(&act, 0, sizeof act);
     act.kind = ADVLOCK_ACTION_QUERY;
-    act.sql = unlock_sql;
-    act.param = key;
+    act.sql = (advlock_sql)kept->unlock_sql;
+    act.param = kept->key;
     act.param2 = (int64_t)s->session_.token;
     advlock_pq_entry_ e = {
-        NULL, kept, key, 0, LS_GIVE_BACK, (uint8_t)unlock_sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
-    if (!advlock_pq_ls_send_entry(s, &e, &act, 0))
+        NULL, kept, kept->key, 0, LS_GIVE_BACK, kept->unlock_sql, ADVLOCK_PQ_EXECUTE_UNNAMED};
+    if (advlock_pq_ls_send_entry(s, &e, &act, 0))
+        return;
+    if (PQstatus(s->conn_) == CONNECTION_OK) {
+        kept->next = s->owed_;
+        s->owed_ = kept;
+    } else {
         drop_peer(s, &e);
+    }
+}
+
+static void send_owed(advlock_pq_lockset *s)
+{
+    advlock_pq_kept_ *kept = s->owed_;
+    s->owed_ = NULL;
+    while (kept != NULL) {
+        advlock_pq_kept_ *next = kept->next;
+        give_back(s, kept); /* owed again if it still cannot go */
+        kept = next;
+    }
 }
 
 /* ---- answers ------------------------------------------------------------- */
@@ -322,32 +362,31 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
                 && (q->status_ == PGRES_PIPELINE_ABORTED
                     || (e.form_ == ADVLOCK_PQ_EXECUTE_NAMED && strcmp(q->sqlstate_, "26000") == 0));
     if (!lost && e.form_ == ADVLOCK_PQ_EXECUTE_NAMED && strcmp(q->sqlstate_, "26000") == 0) {
-        s->prepared_ &= ~bit(e.sql_);
-        s->unnamed_ |= bit(e.sql_);
+        s->prepared_ &= ~advlock_pq_sql_bit(e.sql_);
+        s->unnamed_ |= advlock_pq_sql_bit(e.sql_);
     }
-    advlock_mode mode;
     switch (e.kind_) {
     case LS_PREPARE:
-        s->preparing_ &= ~bit(e.sql_);
+        s->preparing_ &= ~advlock_pq_sql_bit(e.sql_);
         /* 42P05: prepared already, by another adapter on this connection. */
         if (q->status_ == PGRES_COMMAND_OK || strcmp(q->sqlstate_, "42P05") == 0)
-            s->prepared_ |= bit(e.sql_);
+            s->prepared_ |= advlock_pq_sql_bit(e.sql_);
         else if (!again && !lost)
-            s->unnamed_ |= bit(e.sql_);
+            s->unnamed_ |= advlock_pq_sql_bit(e.sql_);
         break;
     case LS_GIVE_BACK:
         if (again) {
-            give_back(s, (advlock_sql)e.sql_, e.key_, e.kept_);
+            give_back(s, e.kept_);
             e.kept_ = NULL;
         }
         break;
     case LS_DETACHED:
         if (e.sql_ == ADVLOCK_SQL_SESSION)
             advlock_pq_ls_session_answered(s, now_ms);
-        else if (q->result_ == ADVLOCK_RESULT_TRUE && advlock_pq_ls_try_mode(e.sql_, &mode)) {
-            if (e.kept_ != NULL)
-                (void)advlock_peers_granted(&s->peers_, e.kept_);
-            give_back(s, unlock_of(e.sql_), e.key_, e.kept_);
+        else if (e.kept_ != NULL && q->result_ == ADVLOCK_RESULT_TRUE) { /* a try's */
+            (void)advlock_peers_granted(&s->peers_, &e.kept_->peer);
+            e.kept_->unlock_sql = (uint8_t)unlock_of(e.sql_);
+            give_back(s, e.kept_);
             e.kept_ = NULL;
         }
         break;
@@ -422,10 +461,15 @@ void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms)
     if (PQpipelineStatus(c) == PQ_PIPELINE_OFF)
         (void)PQenterPipelineMode(c);
     advlock_pq_ls_lease_restart(s);
-    advlock_pq_ls_lose_held(s, "", words, ADVLOCK_LEASE_LIVE, now_ms);
-    /* The old session's statements died with it. */
+    drop_owed(s);
+    /* The old session's statements died with it, an answer half read too:
+     * each is answered lost before the holders hear of the loss, so that
+     * nothing the old session said (a grant, a failed release) counts on
+     * the new one. */
+    s->reading_ = 0;
     while (s->ring_count_ > 0)
         complete(s, now_ms);
+    advlock_pq_ls_lose_held(s, "", words, ADVLOCK_LEASE_LIVE, now_ms);
 }
 
 /* Frees the exclusion table and the ring, and what the ring's entries kept. */
@@ -433,6 +477,7 @@ static void free_tables(advlock_pq_lockset *s)
 {
     if (s->ring_ != NULL)
         drop_ring(s);
+    drop_owed(s);
     free(s->buckets_);
     free(s->ring_);
     s->buckets_ = NULL;
@@ -449,17 +494,20 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
      * the caller's transaction: one error, and all of them fail until it
      * ends. */
     if (PQstatus(conn) != CONNECTION_OK || !advlock_pq_conn_free(conn)
-        || PQtransactionStatus(conn) != PQTRANS_IDLE || PQsetnonblocking(conn, 1) != 0)
+        || PQtransactionStatus(conn) != PQTRANS_IDLE)
+        return ADVLOCK_EMISUSE;
+    int was_nonblocking = PQisnonblocking(conn);
+    if (PQsetnonblocking(conn, 1) != 0)
         return ADVLOCK_EMISUSE;
     set->buckets_ = calloc(BUCKETS, sizeof(advlock_peer *));
     set->ring_ = malloc(FIRST_RING * sizeof *set->ring_);
-    if (set->buckets_ == NULL || set->ring_ == NULL) {
+    int rc = set->buckets_ == NULL || set->ring_ == NULL ? ADVLOCK_ENOMEM
+             : PQenterPipelineMode(conn) != 1            ? ADVLOCK_EMISUSE
+                                                         : 0;
+    if (rc != 0) {
         free_tables(set);
-        return ADVLOCK_ENOMEM;
-    }
-    if (PQenterPipelineMode(conn) != 1) {
-        free_tables(set);
-        return ADVLOCK_EMISUSE;
+        (void)PQsetnonblocking(conn, was_nonblocking);
+        return rc;
     }
     (void)advlock_peers_init(&set->peers_, set->buckets_, BUCKETS);
     (void)advlock_session_init(&set->session_, PQbackendPID(conn), new_token());
@@ -473,7 +521,7 @@ void advlock_pq_lockset_finish(advlock_pq_lockset *set)
 {
     if (set == NULL)
         return;
-    if (set->conn_ != NULL && set->ring_count_ == 0)
+    if (set->conn_ != NULL && set->ring_count_ == 0 && set->owed_ == NULL)
         (void)PQexitPipelineMode(set->conn_);
     /* No member may be left busy or holding in a table that is going:
      * each can start again in another set. */
@@ -503,6 +551,7 @@ int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready, int64_t 
         set->flushing_ = PQflush(set->conn_) == 1;
     collect(set, now_ms);
     advlock_pq_ls_wake_sleepers(set, now_ms);
+    send_owed(set);
     send_queued(set, now_ms);
     advlock_pq_ls_end_batch(set);
     collect(set, now_ms);         /* a broken connection fails what was just sent */
@@ -527,7 +576,8 @@ unsigned advlock_pq_lockset_wants(const advlock_pq_lockset *set)
 {
     if (set == NULL || set->conn_ == NULL)
         return 0;
-    if (set->flushing_ || (set->lists_[LS_QUEUE_LIST] != NULL && !batch_closed(set)))
+    if (set->flushing_ || set->unsynced_ || set->owed_ != NULL
+        || (set->lists_[LS_QUEUE_LIST] != NULL && !batch_closed(set)))
         return ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE;
     return set->ring_count_ > 0 || set->lists_[LS_HELD_LIST] != NULL ? ADVLOCK_PQ_READ : 0;
 }

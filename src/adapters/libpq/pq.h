@@ -20,6 +20,10 @@ enum advlock_pq_form {
     ADVLOCK_PQ_EXECUTE_UNNAMED /* parse, bind and execute in one go */
 };
 
+/* sql's bit in a mask of prepared statements (ADVLOCK_SQL_COUNT <= 32,
+ * checked in query.c). */
+uint32_t advlock_pq_sql_bit(int sql);
+
 /* Chooses the first form for the machine's query sql on conn; proxied:
  * the connection reaches the server through a proxy (unnamed forms only). */
 void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, int proxied,
@@ -187,20 +191,25 @@ void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms);
 
 /* ---- wait.c: one poll() turn ------------------------------------------------ */
 
-/* What one turn saw: the socket's readiness, whether the deadline has come,
- * whether extra_fd is readable. */
+/* What one turn saw: the readiness to process with, whether extra_fd is
+ * readable. */
 typedef struct advlock_pq_turn {
     unsigned ready;
-    int due;
     int extra;
 } advlock_pq_turn;
 
-/* One poll() on fd for wants (0: not fd) and on extra_fd (-1: none), until
- * *at (NULL: no deadline) and no longer than max_wait_ms (-1: no limit);
- * returns at once when there is nothing to wait for. A signal ends it with
- * nothing seen. The caller processes when ready or due. */
-void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd, int max_wait_ms,
-                          advlock_pq_turn *turn);
+/* One turn of a driver's poll() loop (advlock_pq_wait(),
+ * advlock_pq_lockset_wait()), from what the driver says of itself: busy,
+ * its socket fd and the readiness it wants (0: not fd), its deadline *at
+ * (NULL: none). Polls fd and extra_fd (-1: none) until *at and no longer
+ * than max_wait_ms (-1: no limit); returns at once when there is nothing
+ * to wait for, and a signal ends it with nothing seen. Returns 1 when the
+ * driver must process now, with turn->ready: the socket was ready or the
+ * deadline came, or (READ, without polling) the driver is busy with
+ * nothing that could ever wake the wait, and libpq's read says what
+ * broke. */
+int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, int extra_fd,
+                         int max_wait_ms, advlock_pq_turn *turn);
 
 /* A blocking call's max_wait_ms until until_ms (INT_MAX at most), or -1
  * (only the driver's own deadline) when there is none or it has passed. */

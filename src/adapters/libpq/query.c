@@ -10,9 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* One bit per statement in the prepared-statement masks. */
-_Static_assert(ADVLOCK_SQL_COUNT <= 32, "prepared masks have 32 bits");
-
 enum { INT8_OID = 20, BINARY = 1 };
 
 /* "advlock_" + 16 hex digits + NUL */
@@ -42,7 +39,11 @@ const char *advlock_pq_statement_name(advlock_sql sql)
     return statement_names[sql];
 }
 
-static uint32_t bit(int sql)
+/* One bit per statement in the prepared-statement masks (the single
+ * adapter's and the lock set's). */
+_Static_assert(ADVLOCK_SQL_COUNT <= 32, "prepared masks have 32 bits");
+
+uint32_t advlock_pq_sql_bit(int sql)
 {
     return UINT32_C(1) << sql;
 }
@@ -68,7 +69,7 @@ void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prep
      * the two this is, so it is never worth a PREPARE. */
     if (PQtransactionStatus(conn) != PQTRANS_IDLE || proxied || sql == ADVLOCK_SQL_SESSION)
         q->form_ = ADVLOCK_PQ_EXECUTE_UNNAMED;
-    else if (prepared & bit(sql))
+    else if (prepared & advlock_pq_sql_bit(sql))
         q->form_ = ADVLOCK_PQ_EXECUTE_NAMED;
     else
         q->form_ = ADVLOCK_PQ_PREPARE;
@@ -132,7 +133,7 @@ int advlock_pq_query_next(advlock_pq_query_ *q, uint32_t *prepared, PGconn *conn
         /* 42P05 duplicate_prepared_statement: someone (another session
          * object on this connection) prepared it already. */
         if (q->status_ == PGRES_COMMAND_OK || sqlstate_is(q, "42P05")) {
-            *prepared |= bit(q->sql_);
+            *prepared |= advlock_pq_sql_bit(q->sql_);
             q->form_ = ADVLOCK_PQ_EXECUTE_NAMED;
         } else {
             q->form_ = ADVLOCK_PQ_EXECUTE_UNNAMED;
@@ -144,7 +145,7 @@ int advlock_pq_query_next(advlock_pq_query_ *q, uint32_t *prepared, PGconn *conn
          * aborted nothing; check anyway before sending more. */
         if (!sqlstate_is(q, "26000") || q->reprepared_ || PQtransactionStatus(conn) != PQTRANS_IDLE)
             return 0;
-        *prepared &= ~bit(q->sql_);
+        *prepared &= ~advlock_pq_sql_bit(q->sql_);
         q->reprepared_ = 1;
         q->form_ = ADVLOCK_PQ_PREPARE;
         break;

@@ -1,8 +1,8 @@
 /*
- * One turn of a poll() loop for one adapter (advlock_pq_wait): the loop the
- * blocking calls run, offered to programs without an event loop of their
- * own, with room for one more descriptor (a signal self-pipe), so that such
- * a program need not copy it.
+ * One turn of a poll() loop for an adapter (advlock_pq_wait) or a lock set
+ * (advlock_pq_lockset_wait): the loop the blocking calls run, offered to programs without an event
+ * loop of their own, with room for one more descriptor (a signal self-pipe), so that such a program
+ * need not copy it.
  */
 #include "pq.h"
 
@@ -45,8 +45,8 @@ int advlock_pq_wait_until(int64_t until_ms, int64_t now)
     return until_ms - now > INT_MAX ? INT_MAX : (int)(until_ms - now);
 }
 
-void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_fd, int max_wait_ms,
-                          advlock_pq_turn *turn)
+int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, int extra_fd,
+                         int max_wait_ms, advlock_pq_turn *turn)
 {
     struct pollfd fds[2] = {
         {.fd = wants != 0 ? fd : -1, .events = poll_events(wants)},
@@ -55,21 +55,26 @@ void advlock_pq_poll_turn(int fd, unsigned wants, const int64_t *at, int extra_f
     int64_t now = advlock_pq_now_ms();
     int timeout = shorter(at != NULL ? until(*at, now) : -1, max_wait_ms < 0 ? -1 : max_wait_ms);
     turn->ready = 0;
-    turn->due = 0;
     turn->extra = 0;
+    if (busy && (wants == 0 || fd < 0) && at == NULL) {
+        /* Busy with no socket any more and no deadline: nothing will ever
+         * wake the wait, so let libpq say what broke. */
+        turn->ready = ADVLOCK_PQ_READ;
+        return 1;
+    }
     if (fds[0].fd < 0 && extra_fd < 0 && timeout < 0)
-        return; /* nothing to wait for */
+        return 0; /* nothing to wait for */
     if (poll(fds, 2, timeout) < 0) {
         if (errno == EINTR)
-            return; /* a signal: the caller turns again, for the time left */
+            return 0; /* a signal: the caller turns again, for the time left */
         /* poll() itself failed: libpq's next read says whether the
          * connection did. */
         turn->ready = fds[0].fd >= 0 ? ADVLOCK_PQ_READ : 0;
     } else {
         turn->ready = seen(fds[0].revents);
     }
-    turn->due = at != NULL && advlock_pq_now_ms() >= *at;
     turn->extra = extra_fd >= 0 && fds[1].revents != 0;
+    return turn->ready != 0 || (at != NULL && advlock_pq_now_ms() >= *at);
 }
 
 int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
@@ -82,20 +87,12 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
     /* A reset connection's new socket would say nothing of the held lock's
      * end: the loss is told before the wait. */
     (void)advlock_pq_engine_notice_reset(a, advlock_pq_now_ms());
-    unsigned wants = advlock_pq_async_wants(a);
-    int fd = advlock_pq_async_socket(a);
     int64_t at;
     int has_deadline = advlock_pq_async_deadline(a, &at);
-
-    if (advlock_pq_async_busy(a) && (wants == 0 || fd < 0) && !has_deadline) {
-        /* Busy with no socket any more and no deadline: nothing will ever
-         * wake the wait, so let libpq say what broke. */
-        (void)advlock_pq_async_process(a, ADVLOCK_PQ_READ, advlock_pq_now_ms());
-        return 0;
-    }
     advlock_pq_turn turn;
-    advlock_pq_poll_turn(fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms, &turn);
-    if (turn.ready != 0 || turn.due)
+    if (advlock_pq_wait_turn(advlock_pq_async_busy(a), advlock_pq_async_socket(a),
+                             advlock_pq_async_wants(a), has_deadline ? &at : NULL, extra_fd,
+                             max_wait_ms, &turn))
         (void)advlock_pq_async_process(a, turn.ready, advlock_pq_now_ms());
     return turn.extra;
 }
