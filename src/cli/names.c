@@ -23,9 +23,11 @@ void run_focus_all(run_options *o)
         char one[sizeof o->shown_key];
         advlock_escape_name(o->names[i].name, strlen(o->names[i].name), one, sizeof one);
         size_t more = strlen(one) + 4; /* "', '" before it */
-        if (used + more >= sizeof o->shown_key) {
-            if (used + 6 < sizeof o->shown_key)
-                memcpy(o->shown_key + used, "', ...", 7);
+        /* Room is kept for the mark of a cut list, which the callers'
+         * quotes close: 'a', 'b', '...' */
+        if (used + more + sizeof "', '..." > sizeof o->shown_key) {
+            if (used + sizeof "', '..." <= sizeof o->shown_key)
+                memcpy(o->shown_key + used, "', '...", sizeof "', '...");
             return;
         }
         memcpy(o->shown_key + used, "', '", 4);

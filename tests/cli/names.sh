@@ -85,6 +85,14 @@ case "$ERR" in
     "advlock: holding locks '$lo', 'true'" | "advlock: holding locks 'true', '$lo'") pass ;;
     *) fail "KEY COMMAND -- ARG: both words before -- are names, said [$ERR]" ;;
 esac
+# Sixty long names do not fit the line: it ends with a mark, in quotes.
+many=()
+for i in $(seq 10 69); do many+=("a-rather-long-lock-name-number-$i"); done
+capture "$A" run "${many[@]}" -- true
+case "$ERR" in
+    "advlock: holding locks '"*"', '...'") pass ;;
+    *) fail "sixty names: the list is cut with a mark [${ERR: -60}]" ;;
+esac
 capture "$A" run -q --xact "$lo" "$hi" -- psql -X -At -c "$HELD_BOTH_SQL"
 check "--xact: both held in the transaction" "2 1" "$OUT"
 check "--xact: none held after" 0 "$(advisory_locks)"
