@@ -5,11 +5,9 @@ rules: docs/design.md "Lock sets").
 Each lock of a set (SetLock) has its own machine, report and deadline. Their
 statements queue on the set and one worker task sends them over the
 connection one at a time, in the order asked (asyncpg refuses a second
-operation while one runs), and routes each answer back to its lock. The
-server's session locks are re-entrant, so the set keeps its own locks apart
-through the core's table (advlock_peers): a try-lock that conflicts with
-another lock of the set is answered "busy" here and never sent, and the lock
-backs off or times out as if another process held the key.
+operation while one runs), and routes each answer back to its lock. A
+try-lock that conflicts with another lock of the set is answered "busy"
+unsent, by the core's table (advlock_peers; why: docs/design.md "Lock sets").
 
 The worker keeps the table, not the lock's task: a try answered after its
 task was cancelled still enters or leaves it, and the machine then gives the
