@@ -55,7 +55,7 @@ static int run(advlock_pq *a, int start_rc, int64_t started_ms, int64_t bound_ms
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_wait(a, -1, advlock_pq_wait_until(until_ms, now));
+        (void)advlock_pq_wait_at(a, -1, advlock_pq_wait_until(until_ms, now), now);
     }
     advlock_pq_report_copy(report, &a->report_);
     return 0;

@@ -450,14 +450,15 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
         return ADVLOCK_EINVAL;
     if (set->conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    advlock_pq_ls_notice_reset(set, advlock_pq_now_ms());
+    int64_t now = advlock_pq_now_ms();
+    advlock_pq_ls_notice_reset(set, now);
     int64_t at;
     int has_deadline = advlock_pq_lockset_deadline(set, &at);
     advlock_pq_turn turn;
     if (advlock_pq_wait_turn(advlock_pq_lockset_busy(set) > 0, advlock_pq_lockset_socket(set),
                              advlock_pq_lockset_wants(set), has_deadline ? &at : NULL, extra_fd,
-                             max_wait_ms, &turn))
-        (void)advlock_pq_lockset_process(set, turn.ready, advlock_pq_now_ms());
+                             max_wait_ms, now, &turn))
+        (void)advlock_pq_lockset_process(set, turn.ready, turn.now_ms);
     return turn.extra;
 }
 

@@ -196,12 +196,13 @@ void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms);
 typedef struct advlock_pq_turn {
     unsigned ready;
     int extra;
+    int64_t now_ms; /* the clock once the turn ended: the time to process at */
 } advlock_pq_turn;
 
 /* One turn of a driver's poll() loop (advlock_pq_wait(),
- * advlock_pq_lockset_wait()), from what the driver says of itself: busy,
- * its socket fd and the readiness it wants (0: not fd), its deadline *at
- * (NULL: none). Polls fd and extra_fd (-1: none) until *at and no longer
+ * advlock_pq_lockset_wait()), from what the driver says of itself at now:
+ * busy, its socket fd and the readiness it wants (0: not fd), its deadline
+ * *at (NULL: none). Polls fd and extra_fd (-1: none) until *at and no longer
  * than max_wait_ms (-1: no limit); returns at once when there is nothing
  * to wait for, and a signal ends it with nothing seen. Returns 1 when the
  * driver must process now, with turn->ready: the socket was ready or the
@@ -209,7 +210,11 @@ typedef struct advlock_pq_turn {
  * nothing that could ever wake the wait, and libpq's read says what
  * broke. */
 int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, int extra_fd,
-                         int max_wait_ms, advlock_pq_turn *turn);
+                         int max_wait_ms, int64_t now, advlock_pq_turn *turn);
+
+/* advlock_pq_wait() for a bound adapter, at now: the blocking calls' loop
+ * has just read the clock. */
+int advlock_pq_wait_at(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now);
 
 /* A blocking call's max_wait_ms until until_ms (INT_MAX at most), or -1
  * (only the driver's own deadline) when there is none or it has passed. */

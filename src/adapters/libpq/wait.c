@@ -46,16 +46,16 @@ int advlock_pq_wait_until(int64_t until_ms, int64_t now)
 }
 
 int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, int extra_fd,
-                         int max_wait_ms, advlock_pq_turn *turn)
+                         int max_wait_ms, int64_t now, advlock_pq_turn *turn)
 {
     struct pollfd fds[2] = {
         {.fd = wants != 0 ? fd : -1, .events = poll_events(wants)},
         {.fd = extra_fd, .events = POLLIN},
     };
-    int64_t now = advlock_pq_now_ms();
     int timeout = shorter(at != NULL ? until(*at, now) : -1, max_wait_ms < 0 ? -1 : max_wait_ms);
     turn->ready = 0;
     turn->extra = 0;
+    turn->now_ms = now;
     if (busy && (wants == 0 || fd < 0) && at == NULL) {
         /* Busy with no socket any more and no deadline: nothing will ever
          * wake the wait, so let libpq say what broke. */
@@ -74,7 +74,23 @@ int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, in
         turn->ready = seen(fds[0].revents);
     }
     turn->extra = extra_fd >= 0 && fds[1].revents != 0;
-    return turn->ready != 0 || (at != NULL && advlock_pq_now_ms() >= *at);
+    turn->now_ms = advlock_pq_now_ms(); /* the poll took time */
+    return turn->ready != 0 || (at != NULL && turn->now_ms >= *at);
+}
+
+int advlock_pq_wait_at(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now)
+{
+    /* A reset connection's new socket would say nothing of the held lock's
+     * end: the loss is told before the wait. */
+    (void)advlock_pq_engine_notice_reset(a, now);
+    int64_t at;
+    int has_deadline = advlock_pq_async_deadline(a, &at);
+    advlock_pq_turn turn;
+    if (advlock_pq_wait_turn(advlock_pq_async_busy(a), advlock_pq_async_socket(a),
+                             advlock_pq_async_wants(a), has_deadline ? &at : NULL, extra_fd,
+                             max_wait_ms, now, &turn))
+        (void)advlock_pq_async_process(a, turn.ready, turn.now_ms);
+    return turn.extra;
 }
 
 int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
@@ -83,16 +99,5 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
         return ADVLOCK_EINVAL;
     if (a->conn_ == NULL)
         return ADVLOCK_EMISUSE;
-
-    /* A reset connection's new socket would say nothing of the held lock's
-     * end: the loss is told before the wait. */
-    (void)advlock_pq_engine_notice_reset(a, advlock_pq_now_ms());
-    int64_t at;
-    int has_deadline = advlock_pq_async_deadline(a, &at);
-    advlock_pq_turn turn;
-    if (advlock_pq_wait_turn(advlock_pq_async_busy(a), advlock_pq_async_socket(a),
-                             advlock_pq_async_wants(a), has_deadline ? &at : NULL, extra_fd,
-                             max_wait_ms, &turn))
-        (void)advlock_pq_async_process(a, turn.ready, advlock_pq_now_ms());
-    return turn.extra;
+    return advlock_pq_wait_at(a, extra_fd, max_wait_ms, advlock_pq_now_ms());
 }
