@@ -139,6 +139,7 @@ typedef struct advlock_pq {
     uint8_t lease_query_;   /* the statement in flight is the lease's (async.c) */
     uint8_t acquiring_;     /* the operation under way is an acquire */
     uint8_t deferred_;      /* an operation waits for the heartbeat in flight */
+    uint8_t held_notices_;  /* a blocking call diverts the notices for all its turns */
 } advlock_pq;
 
 /*

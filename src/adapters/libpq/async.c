@@ -88,6 +88,7 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
     a->lease_query_ = MACHINE_QUERY;
     a->acquiring_ = 0;
     a->deferred_ = 0;
+    a->held_notices_ = 0;
     a->sent_ms_ = 0;
     a->lease_free_ms_ = 0;
     advlock_machine_init(&a->machine_);
@@ -252,6 +253,19 @@ static void hold(advlock_pq *a, const advlock_report *r, int64_t now_ms)
     (void)advlock_lease_on_timer(&a->lease_, now_ms);
     if (advlock_lease_next(&a->lease_).kind == ADVLOCK_LEASE_EXPIRED)
         become_lease_lost(a, "", now_ms);
+}
+
+/* Diverts the notices for one turn of the engine (g as for
+ * advlock_pq_notices_divert), unless a blocking call holds them diverted
+ * for all of its turns (blocking.c): then g changes nothing. */
+static void divert_notices(advlock_pq *a, advlock_pq_notice_guard *g, int64_t now_ms)
+{
+    if (a->held_notices_) {
+        g->diverted = 0;
+        g->fatal = 0;
+        return;
+    }
+    advlock_pq_notices_divert(g, a->conn_, &a->report_, &a->machine_, now_ms);
 }
 
 /* Takes up the machine's next action. */
@@ -531,7 +545,7 @@ static void tend_lease(advlock_pq *a, int64_t now_ms)
                && (a->phase_ == HOLDING || a->phase_ == SLEEPING)) {
         a->deferred_ = a->phase_ == SLEEPING;
         advlock_pq_notice_guard notices;
-        advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
+        divert_notices(a, &notices, now_ms);
         send_lease_query(a, LEASE_HEARTBEAT, now_ms);
         drive(a, now_ms);
         advlock_pq_notices_restore(&notices);
@@ -607,7 +621,7 @@ static void begin(advlock_pq *a, int64_t now_ms)
     advlock_pq_notice_guard notices;
     advlock_pq_report_begin(&a->report_);
     a->report_.lease_expiry = ADVLOCK_LEASE_LIVE;
-    advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
+    divert_notices(a, &notices, now_ms);
     if (a->lease_query_ == LEASE_HEARTBEAT)
         a->deferred_ = 1;
     else
@@ -770,7 +784,7 @@ int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
     if (!busy(a) && !beating(a))
         return ADVLOCK_EMISUSE;
     advlock_pq_notice_guard notices;
-    advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, now_ms);
+    divert_notices(a, &notices, now_ms);
     /* A failure here breaks the connection, which the results then report. */
     if ((ready & ADVLOCK_PQ_READ) && (a->phase_ == SENDING || a->phase_ == AWAITING))
         (void)PQconsumeInput(a->conn_);

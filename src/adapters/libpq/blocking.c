@@ -28,20 +28,58 @@ enum { CANCEL_ANSWER_MS = 250 };
  * grace. */
 static const int64_t ONE_STATEMENT_BOUND_MS = ADVLOCK_GUARD_RETRY_MS + ADVLOCK_PQ_GRACE_MS;
 
-/* Runs an operation that start_rc says started at started_ms to its end,
- * and copies out its report; a refused call sent nothing. A statement
- * still unanswered bound_ms after the start is asked to cancel; if it has
- * not answered CANCEL_ANSWER_MS later, the call gives up on it (see
- * advlock_pq_acquire() in advlock_pq.h). A sleep between tries is never
- * cut: the schedule ends within the bound on its own. */
-static int run(advlock_pq *a, int start_rc, int64_t started_ms, int64_t bound_ms,
-               advlock_pq_report *report)
+/* An operation of the blocking calls, started by start() below. */
+typedef struct {
+    enum { ACQUIRE, ACQUIRE_KEY, RELEASE, RELEASE_KEY, VERIFY_KEY } kind;
+    const char *lock_key;
+    size_t len;
+    int64_t key;
+    int64_t timeout_ms;
+} operation;
+
+static int start(advlock_pq *a, const operation *op, int64_t now)
 {
-    if (start_rc != 0) {
-        advlock_pq_report_refuse(report);
-        return start_rc;
+    switch (op->kind) {
+    case ACQUIRE:
+        return advlock_pq_async_start_acquire(a, op->lock_key, op->len, op->timeout_ms, now);
+    case ACQUIRE_KEY: return advlock_pq_async_start_acquire_key(a, op->key, op->timeout_ms, now);
+    case RELEASE: return advlock_pq_async_start_release(a, op->lock_key, op->len, now);
+    case RELEASE_KEY: return advlock_pq_async_start_release_key(a, op->key, now);
+    default: return advlock_pq_async_start_verify_key(a, op->key, now);
     }
-    int64_t until_ms = advlock_pq_add_ms(started_ms, bound_ms);
+}
+
+/* Runs op on a to its end and copies out its report; a refused call sent
+ * nothing. A statement still unanswered the call's bound after the start
+ * (an acquire's timeout plus ADVLOCK_PQ_GRACE_MS, else
+ * ONE_STATEMENT_BOUND_MS) is asked to cancel; if it has not answered
+ * CANCEL_ANSWER_MS later, the call gives up on it (see advlock_pq_acquire()
+ * in advlock_pq.h). A sleep between tries is never cut: the schedule ends
+ * within the bound on its own. The notices are diverted once for the whole
+ * call (docs/libpq.md "Server notices"), not once per turn of the engine:
+ * nothing of the caller's runs between the turns. */
+static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
+{
+    if (a == NULL) {
+        advlock_pq_report_refuse(report);
+        return ADVLOCK_EINVAL;
+    }
+    int64_t started_ms = advlock_pq_now_ms();
+    advlock_pq_notice_guard notices;
+    advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, started_ms);
+    a->held_notices_ = 1;
+    int rc = start(a, op, started_ms);
+    if (rc != 0) {
+        a->held_notices_ = 0;
+        advlock_pq_notices_restore(&notices);
+        advlock_pq_report_refuse(report);
+        return rc;
+    }
+    int acquires = op->kind == ACQUIRE || op->kind == ACQUIRE_KEY;
+    int64_t until_ms =
+        advlock_pq_add_ms(started_ms, acquires ? advlock_pq_add_ms(op->timeout_ms,
+                                                                   ADVLOCK_PQ_GRACE_MS)
+                                               : ONE_STATEMENT_BOUND_MS);
     int cancelled = 0;
     while (advlock_pq_async_busy(a)) {
         int64_t now = advlock_pq_now_ms();
@@ -55,8 +93,10 @@ static int run(advlock_pq *a, int start_rc, int64_t started_ms, int64_t bound_ms
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_wait_at(a, -1, advlock_pq_wait_until(until_ms, now), now);
+        (void)advlock_pq_wait_at(a, -1, advlock_pq_wait_until(until_ms, now), now, &notices);
     }
+    a->held_notices_ = 0;
+    advlock_pq_notices_restore(&notices);
     advlock_pq_report_copy(report, &a->report_);
     return 0;
 }
@@ -66,11 +106,8 @@ int advlock_pq_acquire(advlock_pq *a, const char *lock_key, size_t len, int64_t 
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    if (a == NULL)
-        return run(a, ADVLOCK_EINVAL, 0, 0, report);
-    int64_t now = advlock_pq_now_ms();
-    return run(a, advlock_pq_async_start_acquire(a, lock_key, len, timeout_ms, now), now,
-               advlock_pq_add_ms(timeout_ms, ADVLOCK_PQ_GRACE_MS), report);
+    operation op = {.kind = ACQUIRE, .lock_key = lock_key, .len = len, .timeout_ms = timeout_ms};
+    return run(a, &op, report);
 }
 
 int advlock_pq_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
@@ -78,43 +115,32 @@ int advlock_pq_acquire_key(advlock_pq *a, int64_t key, int64_t timeout_ms,
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    if (a == NULL)
-        return run(a, ADVLOCK_EINVAL, 0, 0, report);
-    int64_t now = advlock_pq_now_ms();
-    return run(a, advlock_pq_async_start_acquire_key(a, key, timeout_ms, now), now,
-               advlock_pq_add_ms(timeout_ms, ADVLOCK_PQ_GRACE_MS), report);
+    operation op = {.kind = ACQUIRE_KEY, .key = key, .timeout_ms = timeout_ms};
+    return run(a, &op, report);
 }
 
 int advlock_pq_release(advlock_pq *a, const char *lock_key, size_t len, advlock_pq_report *report)
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    if (a == NULL)
-        return run(a, ADVLOCK_EINVAL, 0, 0, report);
-    int64_t now = advlock_pq_now_ms();
-    return run(a, advlock_pq_async_start_release(a, lock_key, len, now), now,
-               ONE_STATEMENT_BOUND_MS, report);
+    operation op = {.kind = RELEASE, .lock_key = lock_key, .len = len};
+    return run(a, &op, report);
 }
 
 int advlock_pq_release_key(advlock_pq *a, int64_t key, advlock_pq_report *report)
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    if (a == NULL)
-        return run(a, ADVLOCK_EINVAL, 0, 0, report);
-    int64_t now = advlock_pq_now_ms();
-    return run(a, advlock_pq_async_start_release_key(a, key, now), now, ONE_STATEMENT_BOUND_MS,
-               report);
+    operation op = {.kind = RELEASE_KEY, .key = key};
+    return run(a, &op, report);
 }
 
-/* The start refuses a NULL adapter (EINVAL), which run() reports. */
 int advlock_pq_verify_key(advlock_pq *a, int64_t key, advlock_pq_report *report)
 {
     if (report == NULL)
         return ADVLOCK_EINVAL;
-    int64_t now = advlock_pq_now_ms();
-    return run(a, advlock_pq_async_start_verify_key(a, key, now), now, ONE_STATEMENT_BOUND_MS,
-               report);
+    operation op = {.kind = VERIFY_KEY, .key = key};
+    return run(a, &op, report);
 }
 
 int advlock_pq_check(advlock_pq *a)

@@ -213,8 +213,10 @@ int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, in
                          int max_wait_ms, int64_t now, advlock_pq_turn *turn);
 
 /* advlock_pq_wait() for a bound adapter, at now: the blocking calls' loop
- * has just read the clock. */
-int advlock_pq_wait_at(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now);
+ * has just read the clock. notices (NULL: none) is the guard the caller
+ * diverts them with, whose time becomes the process's. */
+int advlock_pq_wait_at(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now,
+                       advlock_pq_notice_guard *notices);
 
 /* A blocking call's max_wait_ms until until_ms (INT_MAX at most), or -1
  * (only the driver's own deadline) when there is none or it has passed. */
