@@ -36,6 +36,16 @@ enum unexpected {
     UNEXPECTED_BOOLEAN /* a boolean that is neither true nor false */
 };
 
+/* Frees the kept result, if any: most statements keep none when this
+ * runs, and PQclear(NULL), which does nothing, costs a call into libpq. */
+static void forget(advlock_pq_query_ *q)
+{
+    if (q->kept_ != NULL) {
+        PQclear(q->kept_);
+        q->kept_ = NULL;
+    }
+}
+
 void advlock_pq_answer_clear(advlock_pq_query_ *q)
 {
     q->answered_ = 0;
@@ -43,8 +53,7 @@ void advlock_pq_answer_clear(advlock_pq_query_ *q)
     q->result_ = ADVLOCK_RESULT_CONNECTION_LOST;
     q->unexpected_ = EXPECTED;
     q->sqlstate_[0] = '\0';
-    PQclear(q->kept_); /* PQclear(NULL) does nothing */
-    q->kept_ = NULL;
+    forget(q);
 }
 
 void advlock_pq_copy_line(char *out, size_t size, const char *text)
@@ -148,15 +157,13 @@ static void read_boolean(advlock_pq_query_ *q, const PGresult *res)
     static const Oid types[1] = {BOOL_OID};
     if (!has_shape(q, res, 1, types, 1))
         return;
-    if (PQgetisnull(res, 0, 0)) {
-        q->result_ = ADVLOCK_RESULT_NULL;
-        return;
-    }
-    int value = boolean_value(res, 0);
-    if (value < 0)
-        unexpected(q, UNEXPECTED_BOOLEAN);
-    else
+    int value = boolean_value(res, 0); /* asks whether NULL first */
+    if (value >= 0)
         q->result_ = value ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
+    else if (PQgetisnull(res, 0, 0))
+        q->result_ = ADVLOCK_RESULT_NULL;
+    else
+        unexpected(q, UNEXPECTED_BOOLEAN);
 }
 
 /* One row, one void column: the function returned, so the lock is held.
@@ -246,7 +253,7 @@ static int read_result(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
     }
     /* A result after the rows (there is none in the protocol, but a failure
      * would say more than the rows) replaces them. */
-    PQclear(q->kept_);
+    forget(q);
     q->kept_ = res;
     q->answered_ = 1;
     q->status_ = (uint8_t)PQresultStatus(res);
@@ -391,15 +398,13 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
         /* The machine is QUERYING whenever an answer is fed: it cannot refuse. */
         (void)advlock_on_result(m, (advlock_result)q->result_, sqlstate, message, now_ms);
     }
-    PQclear(q->kept_);
-    q->kept_ = NULL;
+    forget(q);
 }
 
 advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size)
 {
     if (!write_failure_words(q, conn, words, size))
         words[0] = '\0';
-    PQclear(q->kept_);
-    q->kept_ = NULL;
+    forget(q);
     return (advlock_result)q->result_;
 }
