@@ -140,6 +140,7 @@ typedef struct advlock_pq {
     uint8_t acquiring_;     /* the operation under way is an acquire */
     uint8_t deferred_;      /* an operation waits for the heartbeat in flight */
     uint8_t held_notices_;  /* a blocking call diverts the notices for all its turns */
+    uint8_t untimed_;       /* the machine asks for a query without deadline (async.c) */
 } advlock_pq;
 
 /*

@@ -89,6 +89,7 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
     a->acquiring_ = 0;
     a->deferred_ = 0;
     a->held_notices_ = 0;
+    a->untimed_ = 0;
     a->sent_ms_ = 0;
     a->lease_free_ms_ = 0;
     advlock_machine_init(&a->machine_);
@@ -150,6 +151,7 @@ int advlock_pq_set_options(advlock_pq *a, const advlock_options *o)
     int rc = advlock_set_options(&a->machine_, &chosen);
     if (rc != 0)
         return rc;
+    a->untimed_ = 0;
     a->scope_ = o->scope;
     /* The lease of a held lock runs on as it is; a lease set anew sets the
      * connection up anew (its first acquire). The machine accepted the
@@ -268,10 +270,15 @@ static void divert_notices(advlock_pq *a, advlock_pq_notice_guard *g, int64_t no
     advlock_pq_notices_divert(g, a->conn_, &a->report_, &a->machine_, now_ms);
 }
 
-/* Takes up the machine's next action. */
+/* Takes up the machine's next action. Whether it is a query without a
+ * deadline (most are: only a server-side wait has one) is kept, so that
+ * the turns until its answer need not ask the machine again: nothing but
+ * its answer, a timer when due or a cancel changes that, and each of
+ * those is followed here again or clears it. */
 static void follow_machine(advlock_pq *a, int64_t now_ms)
 {
     advlock_action next = advlock_next_action(&a->machine_);
+    a->untimed_ = next.kind == ADVLOCK_ACTION_QUERY && next.wake_at_ms == INT64_MAX;
     switch (next.kind) {
     case ADVLOCK_ACTION_QUERY:
         if (needs_setup(a, next.sql)) {
@@ -389,6 +396,8 @@ static void send_cancel(advlock_pq *a, int64_t now_ms)
  * machine's next action after that. */
 static advlock_action_kind check_deadline(advlock_pq *a, int64_t now_ms)
 {
+    if (a->untimed_)
+        return ADVLOCK_ACTION_QUERY; /* never due */
     advlock_action next = advlock_next_action(&a->machine_);
     if (next.kind != ADVLOCK_ACTION_QUERY || now_ms < next.wake_at_ms)
         return next.kind;
@@ -635,6 +644,7 @@ static void begin(advlock_pq *a, int64_t now_ms)
  * refused start sent nothing and changed nothing. */
 static int started(advlock_pq *a, int start_rc, int acquire, int64_t now_ms)
 {
+    a->untimed_ = 0; /* until follow_machine() looks at what started */
     if (start_rc != 0)
         return start_rc;
     a->acquiring_ = (uint8_t)(acquire > 0);
@@ -710,6 +720,7 @@ int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms)
     int rc = advlock_cancel(&a->machine_, now_ms);
     if (rc != 0)
         return rc;
+    a->untimed_ = 0;
     /* Asleep, the machine ends at once; with a query in flight it waits for
      * the answer (and undoes a granted lock), which process() delivers. A
      * server-side wait is asked to stop first: at once if the statement is
@@ -849,13 +860,13 @@ int advlock_pq_async_deadline(const advlock_pq *a, int64_t *at_ms)
 {
     if (a == NULL || at_ms == NULL)
         return 0;
-    advlock_action next = advlock_next_action(&a->machine_);
     int64_t at = INT64_MAX;
     if (a->phase_ == SLEEPING) {
-        at = next.wake_at_ms;
-    } else if (a->phase_ == SENDING || a->phase_ == AWAITING) {
+        at = advlock_next_action(&a->machine_).wake_at_ms;
+    } else if ((a->phase_ == SENDING || a->phase_ == AWAITING) && !a->untimed_) {
         /* A server-side wait's deadline or its next cancel repeat
          * (INT64_MAX for every other query). */
+        advlock_action next = advlock_next_action(&a->machine_);
         if (next.kind == ADVLOCK_ACTION_QUERY)
             at = next.wake_at_ms;
     }
