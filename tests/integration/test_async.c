@@ -74,6 +74,17 @@ static void release(advlock_pq *a, const char *key)
     run(a);
 }
 
+/* A holds the key; B's acquire, with timeout_ms, was refused and sleeps
+ * before its next attempt. */
+static void b_sleeps_behind_a(fixture *f, int64_t timeout_ms)
+{
+    acquire(&f->aa, f->lock.key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key),
+                                                    timeout_ms, advlock_pq_now_ms()),
+                     0);
+    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+}
+
 /* ---- what the server sees ---- */
 
 static void test_lock_row_and_statement_text(void **state)
@@ -116,11 +127,7 @@ static void test_timeout_message_and_attempts(void **state)
 static void test_waiter_acquires_on_next_attempt(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->lock.key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 10000,
-                                                    advlock_pq_now_ms()),
-                     0);
-    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+    b_sleeps_behind_a(f, 10000);
     uint64_t tried = advlock_next_action(advlock_pq_async_machine(&f->ab)).report->attempts;
     int64_t wake_at;
     assert_int_equal(advlock_pq_async_deadline(&f->ab, &wake_at), 1);
@@ -185,11 +192,7 @@ static void test_reentrant_holds_need_two_releases(void **state)
 static void test_cancel_during_sleep(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->lock.key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 10000,
-                                                    advlock_pq_now_ms()),
-                     0);
-    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+    b_sleeps_behind_a(f, 10000);
 
     assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
     assert_int_equal(advlock_pq_async_busy(&f->ab), 0); /* at once */
@@ -251,11 +254,7 @@ static void expect_connection_lost(advlock_pq *a, const char *key, const char *f
 static void test_terminated_while_waiting(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->lock.key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 30000,
-                                                    advlock_pq_now_ms()),
-                     0);
-    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+    b_sleeps_behind_a(f, 30000);
     pgt_terminate(f->lock.observer, PQbackendPID(f->b));
     int64_t terminated = advlock_pq_now_ms();
     run(&f->ab);

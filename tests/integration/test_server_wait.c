@@ -81,6 +81,16 @@ static void let_go(fixture *f)
     expect(&r, ADVLOCK_RELEASED);
 }
 
+/* a holds the key; the nonblocking waiter on c, waiting on the server,
+ * records its events in seen. */
+static void hold_and_record_the_waiter(fixture *f, pgt_events *seen)
+{
+    hold(f);
+    advlock_options o = server_wait();
+    pgt_record_events(&o, seen);
+    assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
+}
+
 static void run(advlock_pq *a)
 {
     advlock_pq *const one[1] = {a};
@@ -251,11 +261,8 @@ static void test_blocking_times_out_at_the_deadline(void **state)
 static void test_async_times_out_at_the_deadline(void **state)
 {
     fixture *f = *state;
-    hold(f);
     static pgt_events seen;
-    advlock_options o = server_wait();
-    pgt_record_events(&o, &seen);
-    assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
+    hold_and_record_the_waiter(f, &seen);
 
     pgt_exec(f->c, "SET lock_timeout = '7s'"); /* the caller's own, kept */
     int64_t begun = advlock_pq_now_ms();
@@ -366,11 +373,8 @@ static void test_grant_inside_the_cancelled_statement(void **state)
 static void test_grant_inside_the_timed_out_statement(void **state)
 {
     fixture *f = *state;
-    hold(f);
     static pgt_events seen;
-    advlock_options o = server_wait();
-    pgt_record_events(&o, &seen);
-    assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
+    hold_and_record_the_waiter(f, &seen);
     int64_t begun = advlock_pq_now_ms();
     start(f, 300);
     pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
