@@ -240,17 +240,6 @@ static void test_cancel_while_the_lock_is_being_granted(void **state)
 
 /* ---- terminated sessions ---- */
 
-static void expect_connection_lost(advlock_pq *a, const char *key, const char *function)
-{
-    const advlock_pq_report *r = expect_outcome(a, ADVLOCK_FAILED);
-    assert_int_equal(r->lock.failure, ADVLOCK_ECONNLOST);
-    if (r->lock.sqlstate[0] != '\0')
-        assert_string_equal(r->lock.sqlstate, "57P01");
-    const char *message = pgt_describe(r, key);
-    assert_non_null(strstr(message, function));
-    assert_non_null(strstr(message, "terminating connection due to administrator command"));
-}
-
 static void test_terminated_while_waiting(void **state)
 {
     fixture *f = *state;
@@ -258,7 +247,8 @@ static void test_terminated_while_waiting(void **state)
     pgt_terminate(f->lock.observer, PQbackendPID(f->b));
     int64_t terminated = advlock_pq_now_ms();
     run(&f->ab);
-    expect_connection_lost(&f->ab, f->lock.key, "pg_try_advisory_lock for '");
+    pgt_expect_connection_lost(advlock_pq_async_report(&f->ab), f->lock.key,
+                               "pg_try_advisory_lock for '");
     assert_true(advlock_pq_now_ms() - terminated < 1500);
     assert_int_equal(advlock_pq_async_socket(&f->ab), -1);
 
@@ -277,7 +267,8 @@ static void test_terminated_while_holding(void **state)
     acquire(&f->aa, f->lock.key, 0);
     pgt_terminate(f->lock.observer, PQbackendPID(f->a));
     release(&f->aa, f->lock.key);
-    expect_connection_lost(&f->aa, f->lock.key, "pg_advisory_unlock for '");
+    pgt_expect_connection_lost(advlock_pq_async_report(&f->aa), f->lock.key,
+                               "pg_advisory_unlock for '");
     assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
@@ -297,7 +288,8 @@ static void test_terminated_mid_statement(void **state)
     run(&f->ab);
     /* The server's FATAL answered the statement: its SQLSTATE is kept, not
      * replaced by libpq's "server closed the connection" that follows. */
-    expect_connection_lost(&f->ab, f->lock.key, "pg_try_advisory_lock for '");
+    pgt_expect_connection_lost(advlock_pq_async_report(&f->ab), f->lock.key,
+                               "pg_try_advisory_lock for '");
     assert_string_equal(advlock_pq_async_report(&f->ab)->lock.sqlstate, "57P01");
 }
 
