@@ -48,6 +48,18 @@ static int add_holder(advlock_sim *sim, advlock_sim_step holder[3], int64_t hold
     return advlock_sim_add_script(sim, holder, 3, NULL);
 }
 
+/* Adds a client that asks for "m" 1 ms in, for timeout_ms, with options o,
+ * recording its steps in done (when not NULL); the steps are written into
+ * waiter, which must outlive the run. */
+static void add_waiter(advlock_sim *sim, advlock_sim_step waiter[2], int64_t timeout_ms,
+                       const advlock_options *o, advlock_sim_done *done)
+{
+    waiter[0] = (advlock_sim_step){.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1};
+    waiter[1] =
+        (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
+    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, done), o);
+}
+
 /* A busy world: 20 clients cycling over 3 keys. */
 static void add_cyclers(advlock_sim *sim, int n)
 {
@@ -555,15 +567,12 @@ static void server_wait_times_out_at_its_deadline_by_lock_timeout(void **state)
 {
     advlock_sim *sim = *state;
     advlock_sim_step holder[3];
-    const advlock_sim_step waiter[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000},
-    };
+    advlock_sim_step waiter[2];
     advlock_sim_done seen[2] = {0};
     advlock_options o = with_wait();
     fixed_latency(sim, 10);
     add_holder(sim, holder, 10000);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
+    add_waiter(sim, waiter, 2000, &o, seen);
     assert_int_equal(advlock_sim_run(sim), 0);
     /* The try answers false at 11; the wait reaches the server at 16,
      * bounded by the 1990 ms left: the server ends it at 2006 (55P03), the
@@ -589,10 +598,7 @@ static void server_wait_grant_racing_the_lock_timeout_is_given_back(void **state
 {
     advlock_sim *sim = *state;
     advlock_sim_step holder[3];
-    const advlock_sim_step waiter[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 12000},
-    };
+    advlock_sim_step waiter[2];
     const advlock_sim_step latecomer[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 27002},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
@@ -602,7 +608,7 @@ static void server_wait_grant_racing_the_lock_timeout_is_given_back(void **state
     advlock_options o = with_wait();
     fixed_latency(sim, 10000);
     add_holder(sim, holder, 2001);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
+    add_waiter(sim, waiter, 12000, &o, seen);
     advlock_sim_add_script(sim, latecomer, 3, late);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
@@ -735,17 +741,14 @@ static void diagnostics_name_the_holder_from_the_lock_table(void **state)
 {
     advlock_sim *sim = *state;
     advlock_sim_step holder[3];
-    const advlock_sim_step waiter[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000},
-    };
+    advlock_sim_step waiter[2];
     advlock_sim_done seen[2] = {0};
     advlock_options o;
     advlock_options_init(&o);
     o.diagnose = 1;
     assert_int_equal(advlock_sim_init(sim, NULL), 0);
     add_holder(sim, holder, 5000);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
+    add_waiter(sim, waiter, 2000, &o, seen);
     assert_int_equal(advlock_sim_run(sim), 0);
     char want[160];
     snprintf(want, sizeof want,
@@ -786,10 +789,7 @@ static void record_sleeps(void *user, const char *line, size_t len)
 static void jittered_run(advlock_sim *sim, uint64_t seed, sleeps *s, advlock_sim_done done[2][2])
 {
     advlock_sim_step holder[3];
-    static const advlock_sim_step waiter[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 5000},
-    };
+    advlock_sim_step waiter[2];
     memset(s, 0, sizeof *s);
     advlock_sim_config cfg;
     advlock_sim_config_default(&cfg);
@@ -800,8 +800,8 @@ static void jittered_run(advlock_sim *sim, uint64_t seed, sleeps *s, advlock_sim
     advlock_options_init(&o);
     o.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
     assert_int_equal(advlock_sim_init(sim, &cfg), 0);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, done[0]), &o);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, done[1]), &o);
+    add_waiter(sim, waiter, 5000, &o, done[0]);
+    add_waiter(sim, waiter, 5000, &o, done[1]);
     add_holder(sim, holder, 60000);
     assert_int_equal(advlock_sim_run(sim), 0);
 }
