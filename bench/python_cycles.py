@@ -82,6 +82,16 @@ def acycles(lk):
     return batch
 
 
+def awith_blocks(conn):
+    """A batch of `async with advlock.lock(...)` blocks on an asyncio connection."""
+    async def batch():
+        for _ in range(BATCH):
+            async with advlock.lock(conn, NAME, timeout=0):
+                pass
+        return BATCH
+    return batch
+
+
 def psycopg_sides():
     import psycopg
     conn = psycopg.connect(autocommit=True)
@@ -124,13 +134,7 @@ async def psycopg_async_sides():
             await cur.fetchone()
         return BATCH
 
-    async def with_block():
-        for _ in range(BATCH):
-            async with advlock.lock(conn, NAME, timeout=0):
-                pass
-        return BATCH
-
-    return conn, {"driver": acycles(lk), "by_hand": by_hand, "with": with_block,
+    return conn, {"driver": acycles(lk), "by_hand": by_hand, "with": awith_blocks(conn),
                   "fenced": acycles(fenced)}
 
 
@@ -147,13 +151,7 @@ async def asyncpg_sides():
             await conn.fetchval("SELECT pg_advisory_unlock($1)", key)
         return BATCH
 
-    async def with_block():
-        for _ in range(BATCH):
-            async with advlock.lock(conn, NAME, timeout=0):
-                pass
-        return BATCH
-
-    return conn, {"driver": acycles(lk), "by_hand": by_hand, "with": with_block,
+    return conn, {"driver": acycles(lk), "by_hand": by_hand, "with": awith_blocks(conn),
                   "fenced": acycles(fenced)}
 
 

@@ -82,11 +82,12 @@ LEASE_SAN_SEEDS  := 2000
 
 .PHONY: sim-lease-test sim-lease-san-test sim-lease-canary-test
 
-$(BUILD)/sim/lease_campaign: tests/sim/lease_campaign.c $(FAKE_OBJ) $(CORE_OBJ) | deps-build
+# The lease and lock-set campaigns link the fake and the core alone.
+$(BUILD)/sim/%_campaign: tests/sim/%_campaign.c $(FAKE_OBJ) $(CORE_OBJ) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
 
-$(BUILD)/san/sim/lease_campaign: tests/sim/lease_campaign.c $(FAKE_SAN_OBJ) $(CORE_SAN_OBJ) | deps-build
+$(BUILD)/san/sim/%_campaign: tests/sim/%_campaign.c $(FAKE_SAN_OBJ) $(CORE_SAN_OBJ) | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) $(SANITIZE) -o $@ $^ $(CORE_LIBS)
 
@@ -116,14 +117,6 @@ LOCKSET_SAN_SEEDS  := 2000
 LOCKSET_CANARY_SEEDS := 500
 
 .PHONY: sim-lockset-test sim-lockset-san-test sim-lockset-canary-test
-
-$(BUILD)/sim/lockset_campaign: tests/sim/lockset_campaign.c $(FAKE_OBJ) $(CORE_OBJ) | deps-build
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
-
-$(BUILD)/san/sim/lockset_campaign: tests/sim/lockset_campaign.c $(FAKE_SAN_OBJ) $(CORE_SAN_OBJ) | deps-build
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) $(SANITIZE) -o $@ $^ $(CORE_LIBS)
 
 $(BUILD)/peers-canary/obj/%.o: %.c | deps-build
 	@mkdir -p $(@D)

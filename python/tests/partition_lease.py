@@ -140,6 +140,18 @@ def try_lock(contender, key):
         (key,)).fetchone()
 
 
+def poll_for_grant(contender, key, within_s):
+    """The contender tries every 50 ms for within_s seconds; the server's
+    clock at the grant, or None."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        got, at = try_lock(contender, key)
+        if got:
+            return at
+        time.sleep(0.05)
+    return None
+
+
 def one_partition(flavour, n, scratch):
     """One partition of one holder; returns its figures (seconds after the
     partition's start): stop, release, margin (release minus last work)."""
@@ -149,14 +161,7 @@ def one_partition(flavour, n, scratch):
         time.sleep(random.uniform(0.5, 2.0))
         cut = time.time()
         shell("partition_on")
-        grant = None
-        end = time.monotonic() + LEASE_S + SLACK_S + 5
-        while grant is None and time.monotonic() < end:
-            got, at = try_lock(contender, key)
-            if got:
-                grant = at
-            else:
-                time.sleep(0.05)
+        grant = poll_for_grant(contender, key, LEASE_S + SLACK_S + 5)
         assert wait_for(lambda: proc.poll() is not None, 10), "%s: the holder went on" % flavour
         shell("partition_off")
         record = lines(out)
@@ -187,14 +192,7 @@ def one_blip(flavour, n, scratch, blip_s=1.0, lease=12, body_s=6.0):
         shell("partition_on")
         time.sleep(blip_s)
         shell("partition_off")
-        grant = None
-        end = time.monotonic() + body_s + 5
-        while grant is None and time.monotonic() < end:
-            got, at = try_lock(contender, key)
-            if got:
-                grant = at
-            else:
-                time.sleep(0.05)
+        grant = poll_for_grant(contender, key, body_s + 5)
         assert wait_for(lambda: proc.poll() is not None, 10), "%s: the holder went on" % flavour
         record = lines(out)
         assert record[-1][0] == "ended", "%s: the holder stopped: %s" % (flavour, record[-2:])

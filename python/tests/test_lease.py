@@ -5,6 +5,7 @@ python-test has it listen on (ADVLOCK_PG_LISTEN): a Unix socket needs no
 lease, and the setup says so."""
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -65,22 +66,17 @@ async def _hold_for(flavour, lk, seconds, during=None):
     LockLost that ended it, or None, and when the body stopped."""
     stopped = None
     try:
-        if flavour == "psycopg":
-            with lk:
-                if during:
-                    during()
-                try:
-                    await _body(flavour, lk, seconds)
-                finally:
-                    stopped = time.monotonic()
-        else:
-            async with lk:
-                if during:
-                    during()
-                try:
-                    await _body(flavour, lk, seconds)
-                finally:
-                    stopped = time.monotonic()
+        async with contextlib.AsyncExitStack() as held:
+            if flavour == "psycopg":
+                held.enter_context(lk)
+            else:
+                await held.enter_async_context(lk)
+            if during:
+                during()
+            try:
+                await _body(flavour, lk, seconds)
+            finally:
+                stopped = time.monotonic()
     except advlock.LockLost as exc:
         return exc, stopped
     return None, stopped

@@ -72,18 +72,24 @@ reap() {
     kill -9 "$1" 2>/dev/null
     wait "$1" && RC=0 || RC=$?
 }
-# signalled SIGNAL AFTER_S CMD...: starts CMD in the background, sends SIGNAL
-# AFTER_S seconds later, and waits for it: RC, and ELAPSED from the signal.
+# signal SIGNAL PID: sends SIGNAL to PID and waits for it: RC, and ELAPSED
+# from the signal.
+signal() {
+    local start
+    start=$(now_ms)
+    kill -"$1" "$2"
+    reap "$2"
+    ELAPSED=$(($(now_ms) - start))
+}
+# signalled SIGNAL AFTER_S CMD...: starts CMD in the background and signals
+# it AFTER_S seconds later, as signal does.
 signalled() {
-    local sig=$1 after=$2 pid start
+    local sig=$1 after=$2 pid
     shift 2
     "$@" 2>/dev/null &
     pid=$!
     sleep "$after"
-    start=$(now_ms)
-    kill -"$sig" "$pid"
-    reap "$pid"
-    ELAPSED=$(($(now_ms) - start))
+    signal "$sig" "$pid"
 }
 
 # ---- connecting: a stopped postmaster never answers the startup packet ----
@@ -183,10 +189,7 @@ for wait_option in "" --wait --wait-postmaster; do
     stop "$backend"
     [ "$wait_option" = --wait-postmaster ] && stop "$postmaster"
     sleep 0.3
-    start=$(now_ms)
-    kill -TERM "$waiter"
-    reap "$waiter"
-    ELAPSED=$(($(now_ms) - start))
+    signal TERM "$waiter"
     resume_all
     check "SIGTERM, hung statement ${wait_option:-polling}: status" 143 "$RC"
     within "${wait_option:-trying}, hung, SIGTERM" 2000
@@ -222,10 +225,7 @@ releaser=$!
 for _ in $(seq 200); do [ -s "$T/bounds.backend" ] && break; sleep 0.02; done
 stopped+=("$(cat "$T/bounds.backend")")
 sleep 0.5
-start=$(now_ms)
-kill -TERM "$releaser"
-reap "$releaser"
-ELAPSED=$(($(now_ms) - start))
+signal TERM "$releaser"
 resume_all
 check "SIGTERM in a hung release: status (lock error)" 70 "$RC"
 within "releasing, SIGTERM" 2000

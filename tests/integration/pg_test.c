@@ -198,6 +198,18 @@ void pgt_expect_outcome(const advlock_pq_report *r, advlock_outcome outcome)
                  r->lock.sqlstate, r->server_message);
 }
 
+void pgt_expect_connection_lost(const advlock_pq_report *r, const char *name, const char *function)
+{
+    pgt_expect_outcome(r, ADVLOCK_FAILED);
+    assert_int_equal(r->lock.failure, ADVLOCK_ECONNLOST);
+    if (r->lock.sqlstate[0] != '\0')
+        assert_string_equal(r->lock.sqlstate, "57P01");
+    const char *message = pgt_describe(r, name);
+    assert_non_null(strstr(message, function));
+    assert_non_null(strstr(message, "connection lost"));
+    assert_non_null(strstr(message, "terminating connection due to administrator command"));
+}
+
 void pgt_record_event(void *user, const advlock_event *event)
 {
     pgt_events *r = user;

@@ -124,6 +124,13 @@ const char *pgt_describe(const advlock_pq_report *r, const char *name);
 /* Fails the test, saying what happened instead, unless r ended outcome. */
 void pgt_expect_outcome(const advlock_pq_report *r, advlock_outcome outcome);
 
+/* Fails the test unless r ended FAILED with ECONNLOST after the server
+ * terminated its session, saying so in its sentence for the lock named
+ * name, which names function. libpq 14+ reports the server's SQLSTATE
+ * (57P01) only when the session dies mid-statement; otherwise its reason
+ * arrives as text only. Either way the caller learns the server's reason. */
+void pgt_expect_connection_lost(const advlock_pq_report *r, const char *name, const char *function);
+
 /* ---- events ---- */
 
 enum { PGT_MAX_EVENTS = 64 };

@@ -74,6 +74,17 @@ static void release(advlock_pq *a, const char *key)
     run(a);
 }
 
+/* A holds the key; B's acquire, with timeout_ms, was refused and sleeps
+ * before its next attempt. */
+static void b_sleeps_behind_a(fixture *f, int64_t timeout_ms)
+{
+    acquire(&f->aa, f->lock.key, 0);
+    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key),
+                                                    timeout_ms, advlock_pq_now_ms()),
+                     0);
+    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+}
+
 /* ---- what the server sees ---- */
 
 static void test_lock_row_and_statement_text(void **state)
@@ -116,11 +127,7 @@ static void test_timeout_message_and_attempts(void **state)
 static void test_waiter_acquires_on_next_attempt(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->lock.key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 10000,
-                                                    advlock_pq_now_ms()),
-                     0);
-    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+    b_sleeps_behind_a(f, 10000);
     uint64_t tried = advlock_next_action(advlock_pq_async_machine(&f->ab)).report->attempts;
     int64_t wake_at;
     assert_int_equal(advlock_pq_async_deadline(&f->ab, &wake_at), 1);
@@ -185,11 +192,7 @@ static void test_reentrant_holds_need_two_releases(void **state)
 static void test_cancel_during_sleep(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->lock.key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 10000,
-                                                    advlock_pq_now_ms()),
-                     0);
-    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+    b_sleeps_behind_a(f, 10000);
 
     assert_int_equal(advlock_pq_async_cancel(&f->ab, advlock_pq_now_ms()), 0);
     assert_int_equal(advlock_pq_async_busy(&f->ab), 0); /* at once */
@@ -237,29 +240,15 @@ static void test_cancel_while_the_lock_is_being_granted(void **state)
 
 /* ---- terminated sessions ---- */
 
-static void expect_connection_lost(advlock_pq *a, const char *key, const char *function)
-{
-    const advlock_pq_report *r = expect_outcome(a, ADVLOCK_FAILED);
-    assert_int_equal(r->lock.failure, ADVLOCK_ECONNLOST);
-    if (r->lock.sqlstate[0] != '\0')
-        assert_string_equal(r->lock.sqlstate, "57P01");
-    const char *message = pgt_describe(r, key);
-    assert_non_null(strstr(message, function));
-    assert_non_null(strstr(message, "terminating connection due to administrator command"));
-}
-
 static void test_terminated_while_waiting(void **state)
 {
     fixture *f = *state;
-    acquire(&f->aa, f->lock.key, 0);
-    assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 30000,
-                                                    advlock_pq_now_ms()),
-                     0);
-    pgt_loop_until_sleeping(&f->ab, 2, deadline());
+    b_sleeps_behind_a(f, 30000);
     pgt_terminate(f->lock.observer, PQbackendPID(f->b));
     int64_t terminated = advlock_pq_now_ms();
     run(&f->ab);
-    expect_connection_lost(&f->ab, f->lock.key, "pg_try_advisory_lock for '");
+    pgt_expect_connection_lost(advlock_pq_async_report(&f->ab), f->lock.key,
+                               "pg_try_advisory_lock for '");
     assert_true(advlock_pq_now_ms() - terminated < 1500);
     assert_int_equal(advlock_pq_async_socket(&f->ab), -1);
 
@@ -278,7 +267,8 @@ static void test_terminated_while_holding(void **state)
     acquire(&f->aa, f->lock.key, 0);
     pgt_terminate(f->lock.observer, PQbackendPID(f->a));
     release(&f->aa, f->lock.key);
-    expect_connection_lost(&f->aa, f->lock.key, "pg_advisory_unlock for '");
+    pgt_expect_connection_lost(advlock_pq_async_report(&f->aa), f->lock.key,
+                               "pg_advisory_unlock for '");
     assert_int_equal(pgt_lock_count(f->lock.observer, f->lock.derived), 0);
 }
 
@@ -298,7 +288,8 @@ static void test_terminated_mid_statement(void **state)
     run(&f->ab);
     /* The server's FATAL answered the statement: its SQLSTATE is kept, not
      * replaced by libpq's "server closed the connection" that follows. */
-    expect_connection_lost(&f->ab, f->lock.key, "pg_try_advisory_lock for '");
+    pgt_expect_connection_lost(advlock_pq_async_report(&f->ab), f->lock.key,
+                               "pg_try_advisory_lock for '");
     assert_string_equal(advlock_pq_async_report(&f->ab)->lock.sqlstate, "57P01");
 }
 

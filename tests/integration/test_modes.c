@@ -105,6 +105,16 @@ static void async_release(fixture *f, advlock_pq *a, advlock_outcome outcome)
     expect(advlock_pq_async_report(a), outcome);
 }
 
+/* Sessions a and b, set to shared mode, both hold the key. */
+static void a_and_b_hold_shared(fixture *f)
+{
+    advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
+    assert_int_equal(advlock_pq_set_options(&f->sa, &shared), 0);
+    assert_int_equal(advlock_pq_set_options(&f->sb, &shared), 0);
+    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
+    blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
+}
+
 /* ---- the options' plumbing ---- */
 
 static void test_default_options_are_the_reference(void **state)
@@ -189,12 +199,7 @@ static void *wait_for_lock(void *arg)
 static void test_shared_holders_coexist_blocking(void **state)
 {
     fixture *f = *state;
-    advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_set_options(&f->sa, &shared), 0);
-    assert_int_equal(advlock_pq_set_options(&f->sb, &shared), 0);
-
-    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
-    blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
+    a_and_b_hold_shared(f);
     assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, NULL), 2);
     assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, f->a), 1);
     assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ShareLock", 1, f->b), 1);
@@ -388,11 +393,7 @@ static void test_diagnostics_name_the_holder(void **state)
 static void test_diagnostics_count_shared_holders(void **state)
 {
     fixture *f = *state;
-    advlock_options shared = options(ADVLOCK_SHARED, ADVLOCK_SESSION);
-    assert_int_equal(advlock_pq_set_options(&f->sa, &shared), 0);
-    assert_int_equal(advlock_pq_set_options(&f->sb, &shared), 0);
-    blocking_acquire(f, &f->sa, 0, ADVLOCK_ACQUIRED);
-    blocking_acquire(f, &f->sb, 0, ADVLOCK_ACQUIRED);
+    a_and_b_hold_shared(f);
 
     advlock_options diagnose = options(ADVLOCK_EXCLUSIVE, ADVLOCK_SESSION);
     diagnose.diagnose = 1;

@@ -81,6 +81,16 @@ static void let_go(fixture *f)
     expect(&r, ADVLOCK_RELEASED);
 }
 
+/* a holds the key; the nonblocking waiter on c, waiting on the server,
+ * records its events in seen. */
+static void hold_and_record_the_waiter(fixture *f, pgt_events *seen)
+{
+    hold(f);
+    advlock_options o = server_wait();
+    pgt_record_events(&o, seen);
+    assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
+}
+
 static void run(advlock_pq *a)
 {
     advlock_pq *const one[1] = {a};
@@ -92,6 +102,16 @@ static void start(fixture *f, int64_t timeout_ms)
     assert_int_equal(advlock_pq_async_start_acquire(&f->ac, f->lock.key, f->lock.len, timeout_ms,
                                                     advlock_pq_now_ms()),
                      0);
+}
+
+/* Starts the nonblocking acquire and returns once its backend waits on the
+ * server, past the try; returns the time just before the start. */
+static int64_t start_waiting(fixture *f, int64_t timeout_ms)
+{
+    int64_t begun = advlock_pq_now_ms();
+    start(f, timeout_ms);
+    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
+    return begun;
 }
 
 /* Nothing of session's in pg_locks for the key, held or awaited, and its
@@ -185,9 +205,7 @@ static void test_async_handoff_in_one_round_trip(void **state)
 {
     fixture *f = *state;
     hold(f);
-    int64_t started = advlock_pq_now_ms();
-    start(f, LIMIT_MS);
-    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
+    int64_t started = start_waiting(f, LIMIT_MS);
     /* Waiting on the server: the socket, and the deadline a grace after the
      * timeout (the server's lock_timeout ends the wait at the timeout). */
     assert_int_equal(advlock_pq_async_busy(&f->ac), 1);
@@ -251,16 +269,11 @@ static void test_blocking_times_out_at_the_deadline(void **state)
 static void test_async_times_out_at_the_deadline(void **state)
 {
     fixture *f = *state;
-    hold(f);
     static pgt_events seen;
-    advlock_options o = server_wait();
-    pgt_record_events(&o, &seen);
-    assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
+    hold_and_record_the_waiter(f, &seen);
 
     pgt_exec(f->c, "SET lock_timeout = '7s'"); /* the caller's own, kept */
-    int64_t begun = advlock_pq_now_ms();
-    start(f, 250);
-    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac); /* past the try */
+    int64_t begun = start_waiting(f, 250);
     int64_t at;
     assert_int_equal(advlock_pq_async_deadline(&f->ac, &at), 1);
     /* from the start, a moment after begun, a grace after the timeout */
@@ -301,9 +314,7 @@ static void test_grant_racing_the_cancel_is_given_back(void **state)
 {
     fixture *f = *state;
     hold(f);
-    int64_t begun = advlock_pq_now_ms();
-    start(f, 300);
-    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
+    int64_t begun = start_waiting(f, 300);
     let_go(f);
     /* The server granted it to c's backend at once. */
     assert_int_equal(pgt_lock_rows(f->lock.observer, f->lock.derived, "ExclusiveLock", 1, f->c), 1);
@@ -342,9 +353,7 @@ static void test_grant_inside_the_cancelled_statement(void **state)
 {
     fixture *f = *state;
     hold(f);
-    int64_t begun = advlock_pq_now_ms();
-    start(f, 300);
-    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
+    int64_t begun = start_waiting(f, 300);
     int pid = PQbackendPID(f->c);
     pgt_freeze(pid);
     let_go(f);
@@ -366,14 +375,9 @@ static void test_grant_inside_the_cancelled_statement(void **state)
 static void test_grant_inside_the_timed_out_statement(void **state)
 {
     fixture *f = *state;
-    hold(f);
     static pgt_events seen;
-    advlock_options o = server_wait();
-    pgt_record_events(&o, &seen);
-    assert_int_equal(advlock_pq_set_options(&f->ac, &o), 0);
-    int64_t begun = advlock_pq_now_ms();
-    start(f, 300);
-    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
+    hold_and_record_the_waiter(f, &seen);
+    int64_t begun = start_waiting(f, 300);
     int pid = PQbackendPID(f->c);
     pgt_freeze(pid);
     let_go(f);
@@ -484,8 +488,7 @@ static void test_cancel_during_a_server_wait(void **state)
 {
     fixture *f = *state;
     hold(f);
-    start(f, 60000);
-    pgt_wait_until_waiting(f->lock.observer, f->lock.derived, f->c, &f->ac);
+    start_waiting(f, 60000);
 
     int64_t cancelling = advlock_pq_now_ms(), cancelling_us = now_us();
     assert_int_equal(advlock_pq_async_cancel(&f->ac, cancelling), 0);

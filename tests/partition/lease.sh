@@ -111,6 +111,37 @@ clean_up() {
         WHERE client_addr = '$ADVLOCK_PARTITION_CLIENT_ADDR'" >/dev/null
 }
 
+# Starts advlock run in the namespace on KEY_NAME with the cases' lease and
+# --kill-after, its command stamping the time into DIR/work every 50 ms
+# until stopped; DIR/end gets the run's status and end time.
+start_cli_holder() {
+    local dir=$1 key_name=$2
+    # shellcheck disable=SC2016
+    in_ns bash -c '"$ADVLOCK" run -q -d "$1" --lease '"$LEASE_S"' --kill-after '"$KILL_S"' "$2" -- \
+            bash -c "while :; do date +%s.%N >>\"$3/work\"; sleep 0.05; done"
+        echo "$? $(date +%s.%N)" >"$3/end"' _ "$(partition_conninfo)" "$key_name" "$dir" \
+        2>"$dir/holder.err" &
+}
+
+# Waits up to SECONDS for DIR/end and reads the holder's STATUS and END
+# from it ('' for both when it never came).
+read_end() {
+    STATUS='' END=''
+    wait_for_file "$1/end" "$2" || return 0
+    read -r STATUS END <"$1/end" || true
+}
+
+# Cuts the holder off at a random phase against its heartbeats (every
+# 0.75 s with this lease), CUT then, and lets the contender poll for
+# KEY_NAME into DIR/grant.
+cut_off_and_contend() {
+    local dir=$1 key_name=$2
+    sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", 1 + (r % 1000) / 1000 }')"
+    partition_on
+    CUT=$(now_s)
+    contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
+}
+
 # Checks one partition's timeline and records its figures. end: when the
 # holder (advlock run: its process group reaped) ended, or "" for the
 # in-process holder, whose work is its process.
@@ -135,31 +166,20 @@ judge() {
 cli_partition() {
     local run=$1 dir=$d/cli.$1 key_name=lease-cli-$1
     mkdir -p "$dir"
-    # shellcheck disable=SC2016
-    in_ns bash -c '"$ADVLOCK" run -q -d "$1" --lease '"$LEASE_S"' --kill-after '"$KILL_S"' "$2" -- \
-            bash -c "while :; do date +%s.%N >>\"$3/work\"; sleep 0.05; done"
-        echo "$? $(date +%s.%N)" >"$3/end"' _ "$(partition_conninfo)" "$key_name" "$dir" \
-        2>"$dir/holder.err" &
+    start_cli_holder "$dir" "$key_name"
     if ! wait_for_file "$dir/work" 10; then
         fail "cli $run: the holder did not start: $(cat "$dir/holder.err")"
         clean_up
         return
     fi
-    # A random phase against the heartbeats (every 0.75 s with this lease).
-    sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", 1 + (r % 1000) / 1000 }')"
-    partition_on
-    local cut
-    cut=$(now_s)
-    contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
-    wait_for_file "$dir/end" 10 || true
-    local status='' end=''
-    [ -s "$dir/end" ] && read -r status end <"$dir/end"
-    check "cli $run: advlock run exits 70" 70 "$status"
+    cut_off_and_contend "$dir" "$key_name"
+    read_end "$dir" 10
+    check "cli $run: advlock run exits 70" 70 "$STATUS"
     check "cli $run: the message names the lease" 1 \
         "$(grep -c "lost: its lease ran out: no heartbeat answered within 3s (lease 8s)" "$dir/holder.err")"
     check "cli $run: the message never says the lock is free" 0 \
         "$(grep -c "no longer held" "$dir/holder.err" || true)"
-    judge "cli" "$cut" "$(tail -n 1 "$dir/work")" "$end" "$(cat "$dir/grant")"
+    judge "cli" "$CUT" "$(tail -n 1 "$dir/work")" "$END" "$(cat "$dir/grant")"
     clean_up
 }
 
@@ -176,11 +196,7 @@ async_partition() {
         clean_up
         return
     fi
-    sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", 1 + (r % 1000) / 1000 }')"
-    partition_on
-    local cut
-    cut=$(now_s)
-    contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
+    cut_off_and_contend "$dir" "$key_name"
     local status=0
     wait "$holder" || status=$?
     check "async $run: the adapter turned LOST (exit 3)" 3 "$status"
@@ -198,7 +214,7 @@ async_partition() {
     grant=$(cat "$dir/grant")
     [ -z "$grant" ] || check "async $run: LOST came before the grant" 1 \
         "$(before "${lost:-$grant}" "$grant" && echo 1 || echo 0)"
-    judge "async" "$cut" "$(tail -n 1 "$dir/work")" "" "$grant"
+    judge "async" "$CUT" "$(tail -n 1 "$dir/work")" "" "$grant"
     clean_up
 }
 
@@ -219,10 +235,8 @@ blip() {
     partition_on
     sleep 1
     partition_off
-    wait_for_file "$dir/end" 20 || true
-    local status='' end=''
-    [ -s "$dir/end" ] && read -r status end <"$dir/end"
-    check "blip: the command ran to its end, not stopped" "0 100" "$status $(wc -l <"$dir/work")"
+    read_end "$dir" 20
+    check "blip: the command ran to its end, not stopped" "0 100" "$STATUS $(wc -l <"$dir/work")"
     check "blip: nothing said" "" "$(cat "$dir/holder.err")"
     clean_up
 }
@@ -232,11 +246,7 @@ blip() {
 restart() {
     local dir=$d/restart key_name=lease-restart
     mkdir -p "$dir"
-    # shellcheck disable=SC2016
-    in_ns bash -c '"$ADVLOCK" run -q -d "$1" --lease '"$LEASE_S"' --kill-after '"$KILL_S"' "$2" -- \
-            bash -c "while :; do date +%s.%N >>\"$3/work\"; sleep 0.05; done"
-        echo "$? $(date +%s.%N)" >"$3/end"' _ "$(partition_conninfo)" "$key_name" "$dir" \
-        2>"$dir/holder.err" &
+    start_cli_holder "$dir" "$key_name"
     wait_for_file "$dir/work" 10 || true
     sleep 1
     local cut
@@ -244,12 +254,10 @@ restart() {
     runuser -u postgres -- "$ADVLOCK_PG_BIN/pg_ctl" -D "$ADVLOCK_PG_DATA" -w -m fast restart \
         >"$dir/pg_ctl.log" 2>&1
     contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
-    wait_for_file "$dir/end" 10 || true
-    local status='' end=''
-    [ -s "$dir/end" ] && read -r status end <"$dir/end"
-    check "restart: advlock run exits 70" 70 "$status"
+    read_end "$dir" 10
+    check "restart: advlock run exits 70" 70 "$STATUS"
     check "restart: the holder is told" 1 "$(grep -c "lock '$key_name'" "$dir/holder.err")"
-    judge "restart" "$cut" "$(tail -n 1 "$dir/work")" "$end" "$(cat "$dir/grant")"
+    judge "restart" "$cut" "$(tail -n 1 "$dir/work")" "$END" "$(cat "$dir/grant")"
     clean_up
 }
 

@@ -37,6 +37,29 @@ static const char *described(const advlock_sim_done *d, char *buf, size_t size)
     return buf;
 }
 
+/* Adds a client that takes "m", keeps it hold_ms and lets it go, with its
+ * steps written into holder, which must outlive the run. Returns as
+ * advlock_sim_add_script. */
+static int add_holder(advlock_sim *sim, advlock_sim_step holder[3], int64_t hold_ms)
+{
+    holder[0] = (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"};
+    holder[1] = (advlock_sim_step){.kind = ADVLOCK_SIM_PAUSE, .pause_ms = hold_ms};
+    holder[2] = (advlock_sim_step){.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"};
+    return advlock_sim_add_script(sim, holder, 3, NULL);
+}
+
+/* Adds a client that asks for "m" 1 ms in, for timeout_ms, with options o,
+ * recording its steps in done (when not NULL); the steps are written into
+ * waiter, which must outlive the run. */
+static void add_waiter(advlock_sim *sim, advlock_sim_step waiter[2], int64_t timeout_ms,
+                       const advlock_options *o, advlock_sim_done *done)
+{
+    waiter[0] = (advlock_sim_step){.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1};
+    waiter[1] =
+        (advlock_sim_step){.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = timeout_ms};
+    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, done), o);
+}
+
 /* A busy world: 20 clients cycling over 3 keys. */
 static void add_cyclers(advlock_sim *sim, int n)
 {
@@ -163,11 +186,7 @@ static void a_claim_rolled_back_fails_esession_until_a_new_connection(void **sta
 static void a_waiter_gets_the_lock_within_its_next_backoff(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 2500},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
+    advlock_sim_step holder[3];
     const advlock_sim_step waiter[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 30000},
@@ -175,7 +194,7 @@ static void a_waiter_gets_the_lock_within_its_next_backoff(void **state)
     };
     advlock_sim_done seen[3] = {0};
     assert_int_equal(advlock_sim_init(sim, NULL), 0);
-    assert_int_equal(advlock_sim_add_script(sim, holder, 3, NULL), 0);
+    assert_int_equal(add_holder(sim, holder, 2500), 0);
     assert_int_equal(advlock_sim_add_script(sim, waiter, 3, seen), 1);
     assert_int_equal(advlock_sim_run(sim), 0);
     /* Tries at 1, 101, 301, 701, 1501: busy; released at 2500; 2501: ours. */
@@ -222,18 +241,14 @@ static void retrying_service(void *state, advlock_sim *sim, int client,
 static void a_plan_decides_what_to_do_after_a_timeout(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 10000},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
+    advlock_sim_step holder[3];
     service s;
     memset(&s, 0, sizeof s);
     advlock_sim_config cfg;
     advlock_sim_config_default(&cfg);
     cfg.latency = (advlock_fake_latency){2, 2, 0, 0}; /* 1 ms each way */
     assert_int_equal(advlock_sim_init(sim, &cfg), 0);
-    advlock_sim_add_script(sim, holder, 3, NULL);
+    add_holder(sim, holder, 10000);
     advlock_sim_add_client(sim, retrying_service, &s);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(s.logged, 4);
@@ -255,11 +270,7 @@ static void a_plan_decides_what_to_do_after_a_timeout(void **state)
 static void cancel_ends_a_sleep_and_leaves_nothing_held(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 5000},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
+    advlock_sim_step holder[3];
     const advlock_sim_step waiter[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
         {.kind = ADVLOCK_SIM_ACQUIRE,
@@ -275,7 +286,7 @@ static void cancel_ends_a_sleep_and_leaves_nothing_held(void **state)
     advlock_sim_config_default(&cfg);
     cfg.latency = (advlock_fake_latency){4, 4, 0, 0};
     assert_int_equal(advlock_sim_init(sim, &cfg), 0);
-    advlock_sim_add_script(sim, holder, 3, NULL);
+    add_holder(sim, holder, 5000);
     advlock_sim_add_script(sim, waiter, 4, seen);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(seen[1].report.outcome, ADVLOCK_CANCELLED);
@@ -528,11 +539,7 @@ static void fixed_latency(advlock_sim *sim, int64_t rtt)
 static void server_wait_hands_over_within_one_round_trip(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1000},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
+    advlock_sim_step holder[3];
     const advlock_sim_step waiter[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 30000},
@@ -541,7 +548,7 @@ static void server_wait_hands_over_within_one_round_trip(void **state)
     advlock_sim_done seen[3] = {0};
     advlock_options o = with_wait();
     fixed_latency(sim, 10); /* 5 ms each way */
-    advlock_sim_add_script(sim, holder, 3, NULL);
+    add_holder(sim, holder, 1000);
     assert_int_equal(advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 3, seen), &o),
                      0);
     assert_int_equal(advlock_sim_run(sim), 0);
@@ -559,20 +566,13 @@ static void server_wait_hands_over_within_one_round_trip(void **state)
 static void server_wait_times_out_at_its_deadline_by_lock_timeout(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 10000},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
-    const advlock_sim_step waiter[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000},
-    };
+    advlock_sim_step holder[3];
+    advlock_sim_step waiter[2];
     advlock_sim_done seen[2] = {0};
     advlock_options o = with_wait();
     fixed_latency(sim, 10);
-    advlock_sim_add_script(sim, holder, 3, NULL);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
+    add_holder(sim, holder, 10000);
+    add_waiter(sim, waiter, 2000, &o, seen);
     assert_int_equal(advlock_sim_run(sim), 0);
     /* The try answers false at 11; the wait reaches the server at 16,
      * bounded by the 1990 ms left: the server ends it at 2006 (55P03), the
@@ -597,15 +597,8 @@ static void server_wait_times_out_at_its_deadline_by_lock_timeout(void **state)
 static void server_wait_grant_racing_the_lock_timeout_is_given_back(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 2001},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
-    const advlock_sim_step waiter[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 12000},
-    };
+    advlock_sim_step holder[3];
+    advlock_sim_step waiter[2];
     const advlock_sim_step latecomer[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 27002},
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
@@ -614,8 +607,8 @@ static void server_wait_grant_racing_the_lock_timeout_is_given_back(void **state
     advlock_sim_done seen[2] = {0}, late[3] = {0};
     advlock_options o = with_wait();
     fixed_latency(sim, 10000);
-    advlock_sim_add_script(sim, holder, 3, NULL);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
+    add_holder(sim, holder, 2001);
+    add_waiter(sim, waiter, 12000, &o, seen);
     advlock_sim_add_script(sim, latecomer, 3, late);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
@@ -747,22 +740,15 @@ static void a_transaction_lock_outside_a_block_is_caught(void **state)
 static void diagnostics_name_the_holder_from_the_lock_table(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 5000},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
-    const advlock_sim_step waiter[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 2000},
-    };
+    advlock_sim_step holder[3];
+    advlock_sim_step waiter[2];
     advlock_sim_done seen[2] = {0};
     advlock_options o;
     advlock_options_init(&o);
     o.diagnose = 1;
     assert_int_equal(advlock_sim_init(sim, NULL), 0);
-    advlock_sim_add_script(sim, holder, 3, NULL);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
+    add_holder(sim, holder, 5000);
+    add_waiter(sim, waiter, 2000, &o, seen);
     assert_int_equal(advlock_sim_run(sim), 0);
     char want[160];
     snprintf(want, sizeof want,
@@ -802,15 +788,8 @@ static void record_sleeps(void *user, const char *line, size_t len)
 /* Two jittered clients against a holder that never lets go in time. */
 static void jittered_run(advlock_sim *sim, uint64_t seed, sleeps *s, advlock_sim_done done[2][2])
 {
-    static const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 60000},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
-    static const advlock_sim_step waiter[] = {
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 5000},
-    };
+    advlock_sim_step holder[3];
+    advlock_sim_step waiter[2];
     memset(s, 0, sizeof *s);
     advlock_sim_config cfg;
     advlock_sim_config_default(&cfg);
@@ -821,9 +800,9 @@ static void jittered_run(advlock_sim *sim, uint64_t seed, sleeps *s, advlock_sim
     advlock_options_init(&o);
     o.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
     assert_int_equal(advlock_sim_init(sim, &cfg), 0);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, done[0]), &o);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, done[1]), &o);
-    advlock_sim_add_script(sim, holder, 3, NULL);
+    add_waiter(sim, waiter, 5000, &o, done[0]);
+    add_waiter(sim, waiter, 5000, &o, done[1]);
+    add_holder(sim, holder, 60000);
     assert_int_equal(advlock_sim_run(sim), 0);
 }
 
@@ -873,11 +852,7 @@ static void meddling_plan(void *state, advlock_sim *sim, int client, const advlo
 static void options_are_checked_and_fixed_during_a_step(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1000},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
+    advlock_sim_step holder[3];
     const advlock_sim_step waiter[] = {
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 5000},
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
@@ -886,7 +861,7 @@ static void options_are_checked_and_fixed_during_a_step(void **state)
     advlock_options_init(&o);
     assert_int_equal(advlock_sim_init(sim, NULL), 0);
     assert_int_equal(advlock_sim_set_options(sim, 0, &o), ADVLOCK_EINVAL); /* no such client */
-    advlock_sim_add_script(sim, holder, 3, NULL);
+    add_holder(sim, holder, 1000);
     assert_int_equal(advlock_sim_set_options(NULL, 0, &o), ADVLOCK_EINVAL);
     assert_int_equal(advlock_sim_set_options(sim, 0, NULL), ADVLOCK_EINVAL);
     o.mode = (advlock_mode)9;
@@ -896,6 +871,30 @@ static void options_are_checked_and_fixed_during_a_step(void **state)
     advlock_sim_add_client(sim, meddling_plan, &m);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(m.rc, ADVLOCK_EMISUSE);
+}
+
+/* A fake server where one session holds "m", and a machine that waits on
+ * the server has just begun to acquire it for another: tests that
+ * drive it from there by hand. */
+typedef struct held_m {
+    advlock_fake_db db;
+    int holder, waiter;
+    int64_t key;
+    advlock_machine m;
+} held_m;
+
+static void start_waiting_for_held_m(held_m *h)
+{
+    advlock_fake_result r;
+    advlock_fake_db_init(&h->db);
+    advlock_fake_db_connect(&h->db, &h->holder);
+    advlock_fake_db_connect(&h->db, &h->waiter);
+    advlock_derive_key("m", 1, &h->key);
+    advlock_fake_db_exec(&h->db, h->holder, "SELECT pg_try_advisory_lock($1)", &h->key, &r);
+    advlock_options o = with_wait();
+    advlock_machine_init(&h->m);
+    advlock_set_options(&h->m, &o);
+    advlock_start_acquire(&h->m, "m", 1, 60000, 0);
 }
 
 /*
@@ -910,51 +909,39 @@ static void options_are_checked_and_fixed_during_a_step(void **state)
 static void a_cancel_that_overtakes_its_query_is_asked_for_again(void **state)
 {
     (void)state;
-    static advlock_fake_db db;
-    int holder, waiter;
-    int64_t key;
+    static held_m h;
     advlock_fake_result r;
-    advlock_fake_db_init(&db);
-    advlock_fake_db_connect(&db, &holder);
-    advlock_fake_db_connect(&db, &waiter);
-    advlock_derive_key("m", 1, &key);
-    advlock_fake_db_exec(&db, holder, "SELECT pg_try_advisory_lock($1)", &key, &r);
-
-    advlock_machine m;
-    advlock_options o = with_wait();
-    advlock_machine_init(&m);
-    advlock_set_options(&m, &o);
-    advlock_start_acquire(&m, "m", 1, 60000, 0);
-    advlock_fake_db_exec(&db, waiter, advlock_next_action(&m).sql_text, &key, &r);
+    start_waiting_for_held_m(&h);
+    advlock_fake_db_exec(&h.db, h.waiter, advlock_next_action(&h.m).sql_text, &h.key, &r);
     assert_int_equal(r.status, ADVLOCK_FAKE_ROW_FALSE); /* the try: busy */
-    advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0);
-    advlock_action a = advlock_next_action(&m);
-    const int64_t params[2] = {key, a.param2};
-    advlock_cancel(&m, 1); /* the caller's cancel; the wait is held up on the way */
-    assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
-    assert_int_equal(advlock_fake_db_cancel(&db, waiter), 0); /* idle: nothing to cancel */
-    advlock_on_cancel_sent(&m, 11);
-    advlock_fake_db_exec_params(&db, waiter, a.sql_text, params, 2, &r);
+    advlock_on_result(&h.m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0);
+    advlock_action a = advlock_next_action(&h.m);
+    const int64_t params[2] = {h.key, a.param2};
+    advlock_cancel(&h.m, 1); /* the caller's cancel; the wait is held up on the way */
+    assert_int_equal(advlock_next_action(&h.m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
+    assert_int_equal(advlock_fake_db_cancel(&h.db, h.waiter), 0); /* idle: nothing to cancel */
+    advlock_on_cancel_sent(&h.m, 11);
+    advlock_fake_db_exec_params(&h.db, h.waiter, a.sql_text, params, 2, &r);
     assert_int_equal(r.status, ADVLOCK_FAKE_WAITING); /* the query arrives, and waits */
-    a = advlock_next_action(&m);
+    a = advlock_next_action(&h.m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_QUERY);
     assert_int_equal(a.wake_at_ms, 11 + 250); /* still a deadline: the repeat */
-    advlock_on_timer(&m, 260);
-    assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_QUERY); /* not yet */
-    advlock_on_timer(&m, 261);
-    assert_int_equal(advlock_next_action(&m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
-    assert_int_equal(advlock_fake_db_cancel(&db, waiter), 1); /* this one lands on the wait */
-    advlock_on_cancel_sent(&m, 262);
-    assert_int_equal(advlock_fake_db_poll(&db, waiter, &r), 1);
+    advlock_on_timer(&h.m, 260);
+    assert_int_equal(advlock_next_action(&h.m).kind, ADVLOCK_ACTION_QUERY); /* not yet */
+    advlock_on_timer(&h.m, 261);
+    assert_int_equal(advlock_next_action(&h.m).kind, ADVLOCK_ACTION_CANCEL_QUERY);
+    assert_int_equal(advlock_fake_db_cancel(&h.db, h.waiter), 1); /* this one lands on the wait */
+    advlock_on_cancel_sent(&h.m, 262);
+    assert_int_equal(advlock_fake_db_poll(&h.db, h.waiter, &r), 1);
     assert_string_equal(r.sqlstate, "57014");
-    advlock_on_result(&m, ADVLOCK_RESULT_SERVER_ERROR, r.sqlstate, r.message, 270);
-    a = advlock_next_action(&m);
+    advlock_on_result(&h.m, ADVLOCK_RESULT_SERVER_ERROR, r.sqlstate, r.message, 270);
+    a = advlock_next_action(&h.m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_QUERY);
     assert_int_equal(a.sql, ADVLOCK_SQL_UNLOCK);
-    advlock_fake_db_exec(&db, waiter, a.sql_text, &key, &r);
+    advlock_fake_db_exec(&h.db, h.waiter, a.sql_text, &h.key, &r);
     assert_int_equal(r.status, ADVLOCK_FAKE_ROW_FALSE); /* nothing was granted */
-    advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 271);
-    a = advlock_next_action(&m);
+    advlock_on_result(&h.m, ADVLOCK_RESULT_FALSE, NULL, NULL, 271);
+    a = advlock_next_action(&h.m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_DONE);
     assert_int_equal(a.report->outcome, ADVLOCK_CANCELLED);
     assert_string_equal(a.report->sqlstate, "");
@@ -992,11 +979,7 @@ static void keep_client_1(void *user, const char *bytes, size_t len)
 static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
 {
     advlock_sim *sim = *state;
-    const advlock_sim_step holder[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1000},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
-    };
+    advlock_sim_step holder[3];
     const advlock_sim_step waiter[] = {
         {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 1},
         {.kind = ADVLOCK_SIM_ACQUIRE,
@@ -1013,7 +996,7 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
     cfg.trace_user = &l;
     advlock_options o = with_wait();
     assert_int_equal(advlock_sim_init(sim, &cfg), 0); /* no latency: all at 1000 ms */
-    advlock_sim_add_script(sim, holder, 3, NULL);
+    add_holder(sim, holder, 1000);
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
     assert_int_equal(advlock_sim_run(sim), 0);
     static const char *const story[] = {
@@ -1045,42 +1028,31 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
 static void an_unrequested_57014_gives_back_the_grant_it_hid(void **state)
 {
     (void)state;
-    static advlock_fake_db db;
-    int holder, waiter, held;
-    int64_t key;
+    static held_m h;
     advlock_fake_result r;
-    advlock_fake_db_init(&db);
-    advlock_fake_db_connect(&db, &holder);
-    advlock_fake_db_connect(&db, &waiter);
-    advlock_derive_key("m", 1, &key);
-    advlock_fake_db_exec(&db, holder, "SELECT pg_try_advisory_lock($1)", &key, &r);
-
-    advlock_machine m;
-    advlock_options o = with_wait();
-    advlock_machine_init(&m);
-    advlock_set_options(&m, &o);
-    advlock_start_acquire(&m, "m", 1, 60000, 0);
-    advlock_on_result(&m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0); /* the try: busy */
-    const int64_t params[2] = {key, advlock_next_action(&m).param2};
-    advlock_fake_db_exec_params(&db, waiter, advlock_next_action(&m).sql_text, params, 2, &r);
+    start_waiting_for_held_m(&h);
+    int held;
+    advlock_on_result(&h.m, ADVLOCK_RESULT_FALSE, NULL, NULL, 0); /* the try: busy */
+    const int64_t params[2] = {h.key, advlock_next_action(&h.m).param2};
+    advlock_fake_db_exec_params(&h.db, h.waiter, advlock_next_action(&h.m).sql_text, params, 2, &r);
     assert_int_equal(r.status, ADVLOCK_FAKE_WAITING);
-    advlock_fake_db_exec(&db, holder, "SELECT pg_advisory_unlock($1)", &key, &r); /* grants */
-    assert_int_equal(advlock_fake_db_cancel(&db, waiter), 1); /* statement_timeout, now */
-    assert_int_equal(advlock_fake_db_poll(&db, waiter, &r), 1);
+    advlock_fake_db_exec(&h.db, h.holder, "SELECT pg_advisory_unlock($1)", &h.key, &r); /* grants */
+    assert_int_equal(advlock_fake_db_cancel(&h.db, h.waiter), 1); /* statement_timeout, now */
+    assert_int_equal(advlock_fake_db_poll(&h.db, h.waiter, &r), 1);
     assert_string_equal(r.sqlstate, "57014");
-    advlock_fake_db_holds(&db, waiter, key, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
+    advlock_fake_db_holds(&h.db, h.waiter, h.key, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
     assert_int_equal(held, 1); /* the grant the 57014 hides */
-    advlock_on_result(&m, ADVLOCK_RESULT_SERVER_ERROR, "57014",
+    advlock_on_result(&h.m, ADVLOCK_RESULT_SERVER_ERROR, "57014",
                       "canceling statement due to statement timeout", 100);
-    advlock_action a = advlock_next_action(&m);
+    advlock_action a = advlock_next_action(&h.m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_QUERY);
     assert_int_equal(a.sql, ADVLOCK_SQL_UNLOCK);
-    advlock_fake_db_exec(&db, waiter, a.sql_text, &key, &r);
+    advlock_fake_db_exec(&h.db, h.waiter, a.sql_text, &h.key, &r);
     assert_int_equal(r.status, ADVLOCK_FAKE_ROW_TRUE);
-    advlock_fake_db_holds(&db, waiter, key, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
+    advlock_fake_db_holds(&h.db, h.waiter, h.key, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
     assert_int_equal(held, 0); /* given back */
-    advlock_on_result(&m, ADVLOCK_RESULT_TRUE, NULL, NULL, 101);
-    a = advlock_next_action(&m);
+    advlock_on_result(&h.m, ADVLOCK_RESULT_TRUE, NULL, NULL, 101);
+    a = advlock_next_action(&h.m);
     assert_int_equal(a.kind, ADVLOCK_ACTION_DONE);
     assert_int_equal(a.report->outcome, ADVLOCK_FAILED);
     assert_int_equal(a.report->failure, ADVLOCK_ESERVER);

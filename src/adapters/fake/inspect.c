@@ -36,25 +36,32 @@ static void offer(advlock_fake_lock_row *rows, size_t max, size_t *seen, advlock
     rows[i] = row;
 }
 
+/* Where advlock_fake_db_lock_rows() offers the granted rows. */
+typedef struct row_sink {
+    advlock_fake_lock_row *rows;
+    size_t max, seen;
+} row_sink;
+
+static int offer_hold(void *user, int pid, int64_t key, advlock_fake_mode mode, int session,
+                      int xact)
+{
+    (void)session;
+    (void)xact;
+    row_sink *sink = user;
+    advlock_fake_lock_row row = {pid, key, mode, 1};
+    offer(sink->rows, sink->max, &sink->seen, row);
+    return 0;
+}
+
 size_t advlock_fake_db_lock_rows(const advlock_fake_db *db, advlock_fake_lock_row *rows, size_t max)
 {
     if (db == NULL)
         return 0;
     if (rows == NULL)
         max = 0;
-    size_t seen = 0;
-    for (int i = 0; i < db->holds_used_; i++) {
-        const advlock_fake_hold_ *h = &db->holds_[i];
-        if (h->session_ < 0)
-            continue;
-        for (int mode = 0; mode < 2; mode++) {
-            if (advlock_lt_hold_total(h, mode) == 0)
-                continue;
-            advlock_fake_lock_row row = {db->sessions_[h->session_].pid_, db->locks_[h->lock_].key_,
-                                         (advlock_fake_mode)mode, 1};
-            offer(rows, max, &seen, row);
-        }
-    }
+    row_sink granted = {rows, max, 0};
+    advlock_fake_db_each_hold(db, offer_hold, &granted);
+    size_t seen = granted.seen;
     for (int i = 0; i < db->sessions_used_; i++) {
         const advlock_fake_session_ *s = &db->sessions_[i];
         if (s->pid_ == 0 || s->wait_ != WAIT_QUEUED)
