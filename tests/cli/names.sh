@@ -38,9 +38,12 @@ hold_outside() {
     outside=$!
     wait_until_held "$1" || fail "the outside holder never took '$1'"
 }
+# Ends the server sessions the condition picks (pg_stat_activity's columns).
+end_sessions() {
+    psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE $1" >/dev/null
+}
 release_outside() {
-    psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                   WHERE application_name = 'names-holder'" >/dev/null
+    end_sessions "application_name = 'names-holder'"
     wait "$outside" 2>/dev/null
     for _ in $(seq 100); do [ "$(advisory_locks)" = 0 ] && return 0; sleep 0.05; done
     fail "the outside holder's lock stayed"
@@ -200,7 +203,7 @@ check "SIGTERM while waiting for the second name: said" \
 "$A" run -q --application-name names-lost "$lo" "$hi" -- echo never 2>"$TMPDIR_NAMES/lost.err" &
 waiter=$!
 wait_until_held "$lo" || fail "lost: the waiter never took lo"
-psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'names-lost'" >/dev/null
+end_sessions "application_name = 'names-lost'"
 wait "$waiter"
 check "session ended while waiting for the second name: status" 70 "$?"
 check "session ended while waiting for the second name: the first not held after" 0 "$(held "$lo")"
@@ -322,8 +325,7 @@ if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
         fail "a failed release: not said [$(cat "$TMPDIR_NAMES/release.err")]"
     # The pool's server sessions keep the run's claim (and, before the fix,
     # the lock): ended, for the next run to claim one afresh.
-    psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                   WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
+    end_sessions "backend_type = 'client backend' AND pid <> pg_backend_pid()"
 
     # The same on the all-or-none path: waiting for a third name, busy (its
     # key the largest), the second is unlocked there; at the timeout, the
@@ -341,8 +343,7 @@ if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
     grep -q "lock '$lo' released: the run holds all its names or none" "$TMPDIR_NAMES/give-back.err" && pass ||
         fail "a failed give-back: not said [$(cat "$TMPDIR_NAMES/give-back.err")]"
     release_outside
-    psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                   WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
+    end_sessions "backend_type = 'client backend' AND pid <> pg_backend_pid()"
 
     # With the verify, the second name unlocked there is seen while the
     # command runs: the JSON log's lock_lost names that name.
