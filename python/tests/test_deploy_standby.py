@@ -97,3 +97,21 @@ def test_standby_never_issues_a_token(flavour):
     with psycopg.connect(PRIMARY, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM advlock.fence WHERE key = %s",
                          (advlock.derive_key("nightly"),)).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async"])
+def test_a_lock_set_on_a_standby_is_refused_and_allowed_with_the_option(flavour):
+    async def main():
+        conn = await connect(flavour, STANDBY)
+        locks = advlock.LockSet(conn)
+        with pytest.raises(advlock.StandbyError) as info:
+            async with locks.lock("nightly", timeout=5):
+                pass
+        assert str(info.value) == REFUSED
+        assert advisory_locks(STANDBY) == 0
+        assert locks.in_use == 0
+        async with locks.lock("nightly", timeout=5, allow_standby=True):
+            assert advisory_locks(STANDBY) == 1
+        assert advisory_locks(STANDBY) == 0
+        await close(conn)
+    asyncio.run(main())
