@@ -46,6 +46,11 @@ case ${wheel##*/} in
     advlock-*-py3-none-linux_*.whl) ;;
     *) fail "the wheel is not tagged for this platform: ${wheel##*/}" ;;
 esac
+"$python" -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as whl:
+    meta = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+    lines = whl.read(meta).decode().splitlines()
+sys.exit("License: MIT" not in lines)' "$wheel" || fail "the wheel's metadata does not say License: MIT"
 for lib in libadvlock libadvlock_fake; do
     "$python" -c 'import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as whl, open(sys.argv[3], "rb") as built:

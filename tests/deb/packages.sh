@@ -26,6 +26,7 @@
 # (ADVLOCK_PG_LISTEN).
 set -u
 . "$(dirname "$0")/../cli/lib.sh"
+apt=("$(dirname "$0")/../../scripts/apt-get.sh")
 deb_dir=$(realpath "${DEB_DIR:-build/deb}")
 packages=(libadvlock1 libadvlock-dev advlock python3-advlock)
 
@@ -54,13 +55,13 @@ for p in "${packages[@]}"; do
 done
 if [ "${#leftovers[@]}" -gt 0 ]; then
     echo "purging leftovers of an earlier run first: ${leftovers[*]}"
-    apt-get purge -y -qq "${leftovers[@]}" >"$work/leftovers.log" 2>&1 ||
+    "${apt[@]}" purge -y -qq "${leftovers[@]}" >"$work/leftovers.log" 2>&1 ||
         { cat "$work/leftovers.log" >&2; echo "apt-get purge of the leftovers failed" >&2; rm -rf "$work"; exit 1; }
 fi
-purge() { apt-get purge -y -qq "${packages[@]}" >"$work/purge.log" 2>&1; }
+purge() { "${apt[@]}" purge -y -qq "${packages[@]}" >"$work/purge.log" 2>&1; }
 trap 'purge; rm -rf "$work"' EXIT
-apt-get install -y -qq "${debs[@]}" >"$work/install.log" 2>&1 ||
-    { apt-get update -qq && apt-get install -y -qq "${debs[@]}"; } >>"$work/install.log" 2>&1 ||
+"${apt[@]}" install -y -qq "${debs[@]}" >"$work/install.log" 2>&1 ||
+    { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq "${debs[@]}"; } >>"$work/install.log" 2>&1 ||
     { cat "$work/install.log" >&2; echo "apt-get install failed" >&2; exit 1; }
 # Every file and link the packages put in place, for the check after the purge.
 for p in "${packages[@]}"; do
@@ -77,6 +78,10 @@ name=$(printf '%s' "$vector" | cut -f1 | sed 's/^"//; s/"$//')
 want_key=$(printf '%s' "$vector" | cut -f2)
 capture env -i /usr/bin/advlock key "$name"
 check "advlock key: the reference's key" "$want_key" "$(printf '%s' "$OUT" | cut -f1)"
+for p in "${packages[@]}"; do
+    check "$p: MIT (Expat) in its copyright file" "License: Expat" \
+        "$(grep -m 1 '^License: Expat$' "/usr/share/doc/$p/copyright")"
+done
 capture env -i /usr/bin/advlock --version
 check "advlock --version" "advlock $(dpkg-query -W -f='${Version}' advlock | sed 's/-[^-]*$//')" "$OUT"
 check "man page found" /usr/share/man/man1/advlock.1.gz "$(man -w advlock 2>/dev/null)"
