@@ -30,8 +30,8 @@ flags=()
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing missing packages: ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq "${flags[@]}" "${missing[@]}" >&2
+    "$(dirname "$0")/apt-get.sh" update -qq >&2
+    "$(dirname "$0")/apt-get.sh" install -y -qq "${flags[@]}" "${missing[@]}" >&2
     exit 0
 fi
 echo "error: missing packages. Run:" >&2

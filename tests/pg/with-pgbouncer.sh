@@ -61,8 +61,9 @@ if [ "${1:-}" != "--inside-postgres" ]; then
         fi
         echo "installing PgBouncer (apt-get install pgbouncer)" >&2
         export DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -qq pgbouncer >&2 2>/dev/null \
-            || { apt-get update -qq >&2 && apt-get install -y -qq pgbouncer >&2; }
+        apt=("$here/../../scripts/apt-get.sh")
+        "${apt[@]}" install -y -qq pgbouncer >&2 2>/dev/null \
+            || { "${apt[@]}" update -qq >&2 && "${apt[@]}" install -y -qq pgbouncer >&2; }
         # The package enables a system service; it is not ours to run.
         find_pgbouncer >/dev/null || { echo "error: pgbouncer installed but not found" >&2; exit 1; }
     fi

@@ -59,8 +59,9 @@ if [ -z "$bindir" ]; then
     fi
     echo "installing the PostgreSQL server (apt-get install postgresql)" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq postgresql >&2
+    apt=("$(dirname "${BASH_SOURCE[0]}")/../../scripts/apt-get.sh")
+    "${apt[@]}" update -qq >&2
+    "${apt[@]}" install -y -qq postgresql >&2
     bindir=$(find_bindir) || { echo "error: postgresql installed but no initdb found" >&2; exit 1; }
 fi
 
