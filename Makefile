@@ -40,7 +40,7 @@ SHELL := $(CURDIR)/scripts/quiet-shell.sh
 .SILENT:
 endif
 
-.PHONY: all test unit-tests core-imports symbols-check install-check quiet-build-check docs-check run FORCE install uninstall clean deps-build deps-test
+.PHONY: all test unit-tests core-imports symbols-check install-check quiet-build-check docs-check apt-lock-test run FORCE install uninstall clean deps-build deps-test
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock_fake.so
@@ -124,6 +124,12 @@ $(BUILD)/locale/de_DE.UTF-8: | deps-test
 
 UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/san/tests/%)
 
+# Every C program `make test` compiles, built and not run: the fragments in
+# mk/ add theirs. make coverage builds them at -O0 with gcc --coverage, where
+# warnings the optimiser hides at -O2 appear (mk/coverage.mk).
+.PHONY: programs
+programs: all $(UNIT_BINS)
+
 # `make test` goes on past a failed suite and ends with one line, the sum of
 # every suite's tally, failing if any test failed: each suite adds its tally
 # to TEST_COUNTS (scripts/run-tests.sh does it), emptied as make starts.
@@ -149,12 +155,16 @@ install-check: all
 quiet-build-check:
 	@scripts/run-tests.sh -c scripts/check-quiet-build.sh
 
+# Installs wait for another apt or dpkg instead of failing (scripts/apt-get.sh).
+apt-lock-test:
+	@scripts/run-tests.sh tests/build/apt-lock.sh
+
 # The writing rules a script can check (scripts/check-docs.sh).
 docs-check:
 	@scripts/run-tests.sh -c scripts/check-docs.sh
 
 # The fragments in mk/ add their suites as prerequisites; this line comes last.
-test: all core-imports unit-tests symbols-check install-check quiet-build-check docs-check
+test: all core-imports unit-tests symbols-check install-check quiet-build-check docs-check apt-lock-test
 	@scripts/test-summary.sh $(TEST_COUNTS)
 
 # ---- the main job -----------------------------------------------------------
@@ -175,6 +185,12 @@ deps-build:
 
 deps-test:
 	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_TEST)
+
+# Every Debian package any step may install, one a line (README.md names
+# each: scripts/check-docs.sh checks it).
+.PHONY: deps-list
+deps-list:
+	@printf '%s\n' $(foreach v,$(filter DEPS_%,$(.VARIABLES)),$(foreach d,$($(v)),$(firstword $(subst :, ,$(d))))) | sort -u
 
 # libadvlock and libadvlock_fake, each with its header and pkg-config file
 # (libadvlock_pq's are installed by mk/pq.mk).

@@ -85,6 +85,7 @@ bench-smoke: $(BENCH_PROGRAMS)
 	    $(BENCH_DIR)/smoke.json
 
 test: bench-smoke
+programs: $(BENCH_PROGRAMS)
 
 deps-bench:
 	@CC="$(CC)" scripts/ensure-deps.sh $(DEPS_BENCH)

@@ -41,8 +41,9 @@ cli-test: $(BUILD)/advlock | deps-cli
 test: cli-test
 
 # json.sh judges every line with Debian's Python's json module.
+DEPS_CLI := python3:py:json
 deps-cli:
-	@PYTHON=/usr/bin/python3 scripts/ensure-deps.sh python3:py:json
+	@PYTHON=/usr/bin/python3 scripts/ensure-deps.sh $(DEPS_CLI)
 
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man

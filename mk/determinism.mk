@@ -16,6 +16,7 @@ SAME_TRACE_SRC := $(CORE_SRC) $(FAKE_SRC) $(PROFILE_SRC)
 .PHONY: same-trace-test same-trace-canary-test $(SAME_TRACE_COMPILERS:%=deps-%)
 
 # Debian names each compiler's package after its command.
+DEPS_SAME_TRACE := $(foreach c,$(SAME_TRACE_COMPILERS),$(c):cmd:$(c))
 $(SAME_TRACE_COMPILERS:%=deps-%): deps-%:
 	@scripts/ensure-deps.sh $*:cmd:$*
 

@@ -72,6 +72,7 @@ sim-doc-test: $(DOC_EXAMPLES)
 .SECONDARY: $(DOC_EXAMPLES:%=%.c)
 
 test: sim-test sim-san-test sim-canary-test sim-doc-test
+programs: $(BUILD)/sim/campaign $(BUILD)/san/sim/campaign $(BUILD)/sim/campaign-canary $(DOC_EXAMPLES)
 
 # The lease campaign (tests/sim/lease_campaign.c): partitions and pauses of
 # holders running a lease must give no overlapping work and no spurious
@@ -105,6 +106,7 @@ sim-lease-canary-test: $(BUILD)/sim/lease_campaign
 	    else printf "%s\n" "$$out"; echo "lease canary: no overlap found without heartbeats (status $$status)"; exit 1; fi'
 
 test: sim-lease-test sim-lease-san-test sim-lease-canary-test
+programs: $(BUILD)/sim/lease_campaign $(BUILD)/san/sim/lease_campaign
 
 # The lock-set campaign (tests/sim/lockset_campaign.c): sets of callers
 # sharing one connection beside ordinary clients, checked after every event
@@ -142,3 +144,4 @@ sim-lockset-canary-test: $(BUILD)/sim/lockset_campaign-canary
 	    else printf "%s\n" "$$out"; echo "lockset canary: a table letting every peer through was not caught (status $$status)"; exit 1; fi'
 
 test: sim-lockset-test sim-lockset-san-test sim-lockset-canary-test
+programs: $(BUILD)/sim/lockset_campaign $(BUILD)/san/sim/lockset_campaign $(BUILD)/sim/lockset_campaign-canary

@@ -11,11 +11,15 @@ FUZZ_CORE_OBJ := $(FUZZ_CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 
 .PHONY: fuzz fuzz-build deps-fuzz
 
+# libFuzzer's runtime is in clang's package on newer Debian, apart on 12.
+DEPS_FUZZ := clang:cmd:clang
+DEPS_FUZZ_RUNTIME := libclang-rt-14-dev:cmd:no-such-command-forces-install
+
 deps-fuzz:
-	@scripts/ensure-deps.sh clang:cmd:clang
+	@scripts/ensure-deps.sh $(DEPS_FUZZ)
 	@printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; return (int)n * 0; }\n' \
 	    | clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null \
-	    || scripts/ensure-deps.sh libclang-rt-14-dev:cmd:no-such-command-forces-install
+	    || scripts/ensure-deps.sh $(DEPS_FUZZ_RUNTIME)
 
 $(BUILD)/fuzz/obj/%.o: %.c | deps-fuzz deps-build
 	@mkdir -p $(@D)

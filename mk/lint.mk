@@ -7,8 +7,10 @@ LINT_DEFINES := -Iinclude -I$(shell pg_config --includedir 2>/dev/null || echo /
 
 .PHONY: lint lint-cppcheck lint-tidy lint-format format deps-lint
 
+DEPS_LINT := cppcheck:cmd:cppcheck clang-tidy:cmd:clang-tidy clang-format:cmd:clang-format
+
 deps-lint:
-	@scripts/ensure-deps.sh cppcheck:cmd:cppcheck clang-tidy:cmd:clang-tidy clang-format:cmd:clang-format
+	@scripts/ensure-deps.sh $(DEPS_LINT)
 
 lint: lint-format lint-cppcheck lint-tidy
 

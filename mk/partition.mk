@@ -48,6 +48,7 @@ partition-lease-test: $(BUILD)/advlock $(LEASE_HOLDER) $(BUILD)/libadvlock.so | 
 	    /usr/bin/python3 python/tests/partition_lease.py
 
 test: partition-lease-test
+programs: $(LEASE_HOLDER)
 
 partition-test: $(BUILD)/advlock | deps-partition
 	$(PARTITION_LEASE_ENV) LEASE_CLI=100 tests/partition/lease.sh cli

@@ -110,6 +110,7 @@ pq-proxy-test: $(PQ_PROXY_TEST) | deps-deploy
 	@ADVLOCK_TEST_PGBOUNCER_TX_POOL=2 tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(PQ_PROXY_TEST)
 
 test: pq-test pq-proxy-test readme-test fidelity-test
+programs: $(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(FIDELITY_TEST)
 
 # ---- dependencies, install --------------------------------------------------
 

@@ -14,5 +14,6 @@ valgrind-test: | deps-valgrind
 	TEST_RUNNER="$(VALGRIND)" $(MAKE) BUILD=$(BUILD)/vg SANITIZE= CFLAGS="-O1 -g -gdwarf-4" pq-test pq-proxy-test
 
 .PHONY: deps-valgrind
+DEPS_VALGRIND := valgrind:cmd:valgrind
 deps-valgrind:
-	@scripts/ensure-deps.sh valgrind:cmd:valgrind
+	@scripts/ensure-deps.sh $(DEPS_VALGRIND)

@@ -4,7 +4,8 @@
 # cannot see the tracker); README.md's table rows stay readable (at most 300
 # characters: detail belongs in docs/ and the man page); every folder of
 # tests/ is described in tests/README.md; and no two C test files share a
-# name (one file name per subject).
+# name (one file name per subject); README.md names every Debian package a
+# make step may install (make deps-list).
 #   scripts/check-docs.sh        from the top of the tree
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -26,6 +27,13 @@ $long_rows"
 for dir in tests/*/; do
     name=$(basename "$dir")
     grep -q "| \`$name/\` |" tests/README.md || fail "tests/$name/ is not in tests/README.md's table"
+done
+
+[ "$(head -n 1 LICENSE 2>/dev/null)" = "MIT License" ] || fail "LICENSE is missing or not the MIT licence"
+grep -q '^License: Expat$' debian/copyright || fail "debian/copyright does not name the MIT (Expat) licence"
+
+for package in $(make -s --no-print-directory deps-list); do
+    grep -q "\`$package\`" README.md || fail "README.md does not name the package $package, which a make step installs"
 done
 
 shared=$(git ls-files 'tests/*/test_*.c' | xargs -n 1 basename | sort | uniq -d)

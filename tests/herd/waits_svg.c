@@ -134,7 +134,7 @@ static void draw_panel(FILE *out, const herd *h, int s, int p, double left, doub
     const curve *real = &h->curves[s][p][0], *sim = &h->curves[s][p][1];
     cli_svg_scale x = {0, (double)max, left, left + PANEL_W};
     cli_svg_scale y = {0, 1, top + PANEL_H, top};
-    char id[64];
+    char id[sizeof "panel--" + 2 * WORD]; /* both words whole, so never cut */
     snprintf(id, sizeof id, "panel-%s-%s", h->sizes[s], h->policies[p]);
     cli_svg_group(out, id);
     cli_svg_text(out, left, top - 10, 13, CLI_SVG_START, 1, CLI_SVG_INK, "%s clients, %s",
