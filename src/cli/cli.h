@@ -159,6 +159,15 @@ enum {
 };
 int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *into);
 
+/*
+ * A usage error of the subcommand command (NULL: of advlock itself): says
+ * what is wrong (fmt; NULL when getopt has said it already) and where help
+ * is ("try 'advlock run --help'"), in two lines, never the whole usage.
+ * Returns EXIT_USAGE.
+ */
+int cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Prints "advlock: " and the formatted message to stderr (in the format
  * --log-format chose: log.h). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

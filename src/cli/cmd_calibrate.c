@@ -524,7 +524,7 @@ int cmd_calibrate(int argc, char **argv)
             break;
         case O_PROBE: is_probe = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return cli_usage_error("calibrate", NULL);
         }
     }
     if (is_probe) {

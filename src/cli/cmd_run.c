@@ -456,7 +456,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             break;
         }
         case 'h': usage(stdout); exit(EXIT_OK);
-        default: usage(stderr); return -1;
+        default: cli_usage_error("run", NULL); return -1;
         }
     }
     /* KEY [--] COMMAND, or KEY... -- COMMAND: with a "--" the names are the
@@ -475,10 +475,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (o->name_count == 0 || optind == argc) {
-        if (cli_log_structured()) /* a usage error is a message like any other */
-            cli_error("a KEY and a COMMAND are needed; see advlock run --help");
-        else
-            usage(stderr);
+        cli_usage_error("run", "a KEY and a COMMAND are needed");
         return -1;
     }
     o->command = argv + optind;

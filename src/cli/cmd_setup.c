@@ -41,13 +41,11 @@ int cmd_setup(int argc, char **argv)
         switch (opt) {
         case 'd': conninfo = optarg; break;
         case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return cli_usage_error("setup", NULL);
         }
     }
-    if (optind != argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (optind != argc)
+        return cli_usage_error("setup", "unexpected argument '%s'", argv[optind]);
     PGconn *conn;
     int rc = cli_connect(conninfo, NULL, &conn);
     if (rc != EXIT_OK)

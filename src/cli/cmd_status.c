@@ -118,13 +118,11 @@ int cmd_status(int argc, char **argv)
         case 'd': conninfo = optarg; break;
         case O_ALLOW_STANDBY: allow_standby = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return cli_usage_error("status", NULL);
         }
     }
-    if (optind == argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (optind == argc)
+        return cli_usage_error("status", "a KEY is needed");
     PGconn *conn;
     int rc = cli_connect(conninfo, NULL, &conn);
     if (rc != EXIT_OK)

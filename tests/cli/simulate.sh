@@ -172,4 +172,8 @@ check "unknown option: status" 64 "$RC"
 check "unknown option: prefix" "advlock: unrecognized option '--no-such-option'" "$(head -n 1 <<<"$ERR")"
 capture "$A" simulate --trace /nonexistent/dir/trace
 check "unwritable trace" 74 "$RC"
+capture bash -c "'$A' simulate --clients 2 >/dev/full"
+check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
+capture bash -c "'$A' simulate --clients 2 --quiet >/dev/full"
+check "stdout full, summary only" 74 "$RC"
 finish

@@ -70,6 +70,10 @@ case "$(sed -n 2p <<<"$OUT")" in *"holder	pid "*"application 'odd-holder'"*) pas
 psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'odd-holder'" >/dev/null
 wait "$holder" 2>/dev/null
 
+# Its answer cannot be written: an I/O error (74), said.
+capture bash -c "'$A' status '$name' >/dev/full"
+check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
+
 capture "$A" status -d "host=/nonexistent-dir" "$name"
 check "no server: status" 69 "$RC"
 case "$ERR" in "advlock: cannot connect: "*) pass ;; *) fail "no server: message [$ERR]" ;; esac
