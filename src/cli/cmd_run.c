@@ -316,7 +316,7 @@ static void usage(FILE *to)
           "                               locks exclude nobody on the primary)\n"
           "      --fence                  take a fencing token with the lock: COMMAND gets it\n"
           "                               as ADVLOCK_FENCE (and the key as ADVLOCK_KEY); needs\n"
-          "                               'advlock setup'; not with --shared or --wait\n"
+          "                               'advlock setup'; not with --shared, --wait, --xact\n"
           "      --lease SECONDS          over TCP, bound a cut-off run: it stops COMMAND\n"
           "                               before the server can free the lock, and the\n"
           "                               server frees it within this long (default 30;\n"
@@ -488,6 +488,16 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     if (o->lock.fence && (o->lock.mode == ADVLOCK_SHARED || o->lock.wait == ADVLOCK_WAIT_SERVER)) {
         cli_error("--fence: not with --%s (tokens are for exclusive locks, taken by polling)",
                   o->lock.mode == ADVLOCK_SHARED ? "shared" : "wait");
+        return -1;
+    }
+    /* With --xact the token's row is written in the run's transaction,
+     * which ends only after the command: the command's own sessions would
+     * not see the token, and advlock.fence_ok() would wait for that row's
+     * writer, advlock, which waits for the command. */
+    if (o->lock.fence && o->xact) {
+        cli_error("--fence: not with --xact (the token would commit only when the run's "
+                  "transaction ends, after COMMAND: COMMAND's guarded writes would wait for it "
+                  "in advlock.fence_ok())");
         return -1;
     }
     return check_lease(o);

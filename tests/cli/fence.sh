@@ -46,12 +46,17 @@ check "second token" 2 "$OUT"
 capture "$A" run "$name" -- sh -c 'echo "${ADVLOCK_FENCE-unset}"'
 check "no --fence: no token, no statement of its own" "unset 2" "$OUT $(sql "SELECT token FROM advlock.fence")"
 
-# --xact: the token is taken inside the transaction and commits with it; a
-# command that fails rolls it back, so committed tokens still increase.
-capture "$A" run --xact --fence "$name" -- sh -c 'echo "$ADVLOCK_FENCE"'
-check "--xact token" 3 "$OUT"
-capture "$A" run --xact --fence "$name" -- false
-check "--xact failed command: its token rolled back" "1 3" "$RC $(sql "SELECT token FROM advlock.fence")"
+# --xact: refused. Its token would commit only with the run's transaction,
+# after the command, so the command's guarded write (fence_ok reads the
+# key's row FOR SHARE) would wait for advlock, which waits for it: a
+# deadlock from the key's second acquisition on. Refused before connecting.
+capture timeout -s KILL 20 "$A" run --xact --fence "$name" -- \
+    sh -c 'psql -X -At -c "SELECT advlock.fence_ok($ADVLOCK_KEY, $ADVLOCK_FENCE)"'
+check "--xact --fence: refused" 64 "$RC"
+case $ERR in *"not with --xact"*"fence_ok"*) pass ;; *) fail "--xact --fence: the reason: $ERR" ;; esac
+check "--xact --fence: no token taken" 2 "$(sql "SELECT token FROM advlock.fence")"
+capture "$A" run --fence "$name" -- sh -c 'echo "$ADVLOCK_FENCE"'
+check "third token" 3 "$OUT"
 
 # fence_ok: true for the newest token (and any later), false for older;
 # true for a key that never had one.
