@@ -329,7 +329,7 @@ static void usage(FILE *to)
           to);
 }
 
-/* A lease must leave the stop bound room: refused before connecting. */
+/* A lease must leave the stop bound room. */
 static int check_lease(const run_options *o)
 {
     advlock_lease_plan plan;
@@ -500,7 +500,10 @@ static int parse_run_options(int argc, char **argv, run_options *o)
                   "in advlock.fence_ok())");
         return -1;
     }
-    return check_lease(o);
+    /* A --lease given is checked before connecting; the default one only
+     * once the connection shows it applies (TCP, no --xact): --kill-after
+     * alone must not refuse a run over a Unix socket, which has none. */
+    return o->lease_given ? check_lease(o) : 0;
 }
 
 /* ---- the whole run -------------------------------------------------------------- */
@@ -546,8 +549,9 @@ static int unix_socket(PGconn *conn)
 }
 
 /* The lease the adapter runs: none on a Unix socket (said when asked for
- * one), or with --xact; else --lease, with --kill-after the stop time. */
-static void take_lease(run_options *o, PGconn *conn)
+ * one), or with --xact; else --lease, with --kill-after the stop time.
+ * Returns -1, said, if the default lease is too short for --kill-after. */
+static int take_lease(run_options *o, PGconn *conn)
 {
     if (o->lease_ms > 0 && o->lease_given && (o->xact || unix_socket(conn)))
         cli_warning("--lease: %s",
@@ -556,8 +560,11 @@ static void take_lease(run_options *o, PGconn *conn)
                         : "no lease needed on a Unix socket: the kernel ends both sides at once");
     if (o->xact || unix_socket(conn))
         o->lease_ms = 0;
+    if (!o->lease_given && check_lease(o) != 0)
+        return -1;
     o->lock.lease_ms = o->lease_ms;
     o->lock.lease_stop_ms = o->lease_ms > 0 ? o->kill_after_ms : 0;
+    return 0;
 }
 
 /* Behind a proxy the server's socket is the proxy's: only the stop bound
@@ -619,8 +626,7 @@ int cmd_run(int argc, char **argv)
                                 bound, &conn))
         != EXIT_OK)
         return rc;
-    take_lease(&o, conn);
-    if (run_wait_needs_no_lease(&o) != 0) {
+    if (take_lease(&o, conn) != 0 || run_wait_needs_no_lease(&o) != 0) {
         PQfinish(conn);
         return EXIT_USAGE;
     }
