@@ -12,6 +12,8 @@ enum {
     EXIT_LOCK_ERROR = 70, /* the server failed a lock query, the connection broke, or run:
                            * its statements ran on different server sessions (a proxy) */
     EXIT_IO = 74,         /* reading input or writing output failed (EX_IOERR) */
+    EXIT_NO_PERM = 77,    /* the server refused who connects: authentication,
+                           * pg_hba.conf, no such role, no CONNECT (EX_NOPERM) */
     EXIT_NO_COMMAND = 127 /* run: the command could not be started */
 };
 
@@ -32,7 +34,8 @@ int cmd_setup(int argc, char **argv);
  * Connects with libpq: conninfo may be NULL (then PG* variables and service
  * files decide), application_name NULL for the default "advlock". Sets TCP
  * keepalives where conninfo does not. Returns EXIT_OK with *out set, or prints why on stderr and
- * returns EXIT_USAGE (conninfo does not parse) or EXIT_NO_SERVER.
+ * returns EXIT_USAGE (conninfo does not parse), EXIT_NO_PERM (the server refused
+ * the user: cli_refused_user) or EXIT_NO_SERVER.
  */
 int cli_connect(const char *conninfo, const char *application_name, PGconn **out);
 

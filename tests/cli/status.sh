@@ -91,4 +91,26 @@ case "$ERR" in "advlock: 'bad\xff': "*) pass ;; *) fail "bad key shown escaped: 
 capture "$A" status
 check "no keys: status" 64 "$RC"
 
+# The server refuses who connects (a wrong or missing password, SQLSTATE
+# 28P01; no such role, 28000): 77 (EX_NOPERM), not an unreachable server's
+# 69. A role of its own asks for a password on the socket (the harness
+# trusts everyone else), for as long as the test runs.
+: "${ADVLOCK_PG_DATA:?run under tests/pg/with-postgres.sh}"
+hba="$ADVLOCK_PG_DATA/pg_hba.conf"
+cp -p "$hba" "$hba.status-test"
+trap 'mv "$hba.status-test" "$hba"; psql -X -q -c "SELECT pg_reload_conf()" >/dev/null' EXIT
+psql -X -q -c "CREATE ROLE status_pw LOGIN PASSWORD 'right'" >/dev/null
+{ echo "local all status_pw scram-sha-256"; cat "$hba.status-test"; } >"$hba"
+psql -X -q -c "SELECT pg_reload_conf()" >/dev/null
+capture env PGPASSWORD=wrong "$A" status -d "user=status_pw" "$name"
+check "wrong password: status" 77 "$RC"
+case "$ERR" in *"password authentication failed"*) pass ;; *) fail "wrong password: message [$ERR]" ;; esac
+capture env -u PGPASSWORD PGPASSFILE=/nonexistent "$A" status -d "user=status_pw" "$name"
+check "no password: status" 77 "$RC"
+capture env PGPASSWORD=right "$A" status -d "user=status_pw" "$name"
+check "right password: status" 0 "$RC"
+capture "$A" status -d "user=no_such_role" "$name"
+check "no such role: status" 77 "$RC"
+psql -X -q -c "DROP ROLE status_pw" >/dev/null
+
 finish
