@@ -163,6 +163,31 @@ static void a_client_starts_at_its_launch_and_startup(void **state)
     assert_int_equal(done[0].ended_ms, 16);
 }
 
+/* A pause before the first acquire (think time) is the process's time
+ * before it starts, not a wait for the lock: the launch moves on by it, and
+ * a pause after that acquire leaves it. */
+static void think_time_before_the_first_acquire_is_not_waiting(void **state)
+{
+    (void)state;
+    const advlock_sim_step steps[] = {
+        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 3000},
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "a", .timeout_ms = 1000},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "a"},
+        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 500},
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "a", .timeout_ms = 1000},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "a"},
+    };
+    advlock_sim_done done[6];
+    advlock_sim_model m = constant_model(5000, 7000, 4000, 0, 0, 0);
+    assert_int_equal(advlock_sim_init(&sim, NULL), 0);
+    assert_int_equal(advlock_sim_add_script(&sim, steps, 6, done), 0);
+    assert_int_equal(advlock_sim_set_model(&sim, &m), 0);
+    run_clean();
+    assert_int_equal(advlock_sim_client_launched(&sim, 0), 3005);
+    assert_int_equal(done[1].started_ms, 3012);
+    assert_int_equal(done[1].ended_ms, 3016);
+}
+
 /* One server: the second statement sent in the same millisecond waits for
  * the first to be served. */
 static void statements_queue_for_the_servers(void **state)
@@ -313,6 +338,7 @@ int main(void)
         cmocka_unit_test(constants_take_one_value_like_the_rest),
         cmocka_unit_test(set_model_checks_its_arguments),
         cmocka_unit_test(a_client_starts_at_its_launch_and_startup),
+        cmocka_unit_test(think_time_before_the_first_acquire_is_not_waiting),
         cmocka_unit_test(statements_queue_for_the_servers),
         cmocka_unit_test(timers_fire_late_by_the_wakeup),
         cmocka_unit_test(the_cycler_holds_for_the_command_too),
