@@ -142,6 +142,18 @@ static void set_model_checks_its_arguments(void **state)
     assert_int_equal(advlock_sim_client_launched(NULL, 0), ADVLOCK_EINVAL);
 }
 
+/* Runs one scripted client in a world where it launches at 5 ms, starts up
+ * in 7 ms and every statement takes 4 ms. */
+static void run_one_client_launched_at_5_ms(const advlock_sim_step *steps, size_t count,
+                                            advlock_sim_done *done)
+{
+    advlock_sim_model m = constant_model(5000, 7000, 4000, 0, 0, 0);
+    assert_int_equal(advlock_sim_init(&sim, NULL), 0);
+    assert_int_equal(advlock_sim_add_script(&sim, steps, count, done), 0);
+    assert_int_equal(advlock_sim_set_model(&sim, &m), 0);
+    run_clean();
+}
+
 /* A client starts at its launch, sends its first statement after its
  * startup, and gets the answer a statement's time later. */
 static void a_client_starts_at_its_launch_and_startup(void **state)
@@ -152,11 +164,7 @@ static void a_client_starts_at_its_launch_and_startup(void **state)
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "a"},
     };
     advlock_sim_done done[2];
-    advlock_sim_model m = constant_model(5000, 7000, 4000, 0, 0, 0);
-    assert_int_equal(advlock_sim_init(&sim, NULL), 0);
-    assert_int_equal(advlock_sim_add_script(&sim, steps, 2, done), 0);
-    assert_int_equal(advlock_sim_set_model(&sim, &m), 0);
-    run_clean();
+    run_one_client_launched_at_5_ms(steps, 2, done);
     assert_int_equal(advlock_sim_client_launched(&sim, 0), 5);
     assert_int_equal(done[0].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(done[0].started_ms, 12);
@@ -178,11 +186,7 @@ static void think_time_before_the_first_acquire_is_not_waiting(void **state)
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "a"},
     };
     advlock_sim_done done[6];
-    advlock_sim_model m = constant_model(5000, 7000, 4000, 0, 0, 0);
-    assert_int_equal(advlock_sim_init(&sim, NULL), 0);
-    assert_int_equal(advlock_sim_add_script(&sim, steps, 6, done), 0);
-    assert_int_equal(advlock_sim_set_model(&sim, &m), 0);
-    run_clean();
+    run_one_client_launched_at_5_ms(steps, 6, done);
     assert_int_equal(advlock_sim_client_launched(&sim, 0), 3005);
     assert_int_equal(done[1].started_ms, 3012);
     assert_int_equal(done[1].ended_ms, 3016);
