@@ -171,6 +171,15 @@ int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/*
+ * After a fenced try refused for a privilege (SQLSTATE 42501): asks the
+ * server which grants of those fencing tokens need (docs/operators.md) the
+ * connected role lacks, and says them as the GRANT statements a DBA runs.
+ * Waits for its statement as cli_await_results does; says nothing if the
+ * question fails or nothing is missing.
+ */
+void cli_say_missing_grants(PGconn *conn, cli_bound bound);
+
 /* Prints "advlock: " and the formatted message to stderr (in the format
  * --log-format chose: log.h). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

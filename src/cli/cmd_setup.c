@@ -3,11 +3,15 @@
  * script advlock_fence_setup_sql() returns: schema advlock, its counter
  * table and advlock.fence_ok()). Idempotent, so it may run on every deploy;
  * it needs CREATE on the database (the first time), and is never run
- * implicitly: users who take no tokens get no schema.
+ * implicitly: users who take no tokens get no schema. Once installed, as
+ * the script installs it, nothing is run: a role with only the grants
+ * fencing needs (which the script's CREATE ... IF NOT EXISTS would refuse:
+ * PostgreSQL checks CREATE on the database before it looks) succeeds too.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "advlock.h"
 #include "cli.h"
@@ -26,6 +30,42 @@ static void ignore_notice(void *arg, const char *message)
 {
     (void)arg;
     (void)message;
+}
+
+/* What is installed: the schema, the table, and advlock.fence_ok's body
+ * (NULL if none), read from the catalogs, which any role may read. */
+static const char installed_sql[] =
+    "SELECT pg_catalog.to_regnamespace('advlock') IS NOT NULL,"
+    " EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+    "  ON n.oid = c.relnamespace WHERE n.nspname = 'advlock' AND c.relname = 'fence'),"
+    " (SELECT p.prosrc FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
+    "  ON n.oid = p.pronamespace WHERE n.nspname = 'advlock' AND p.proname = 'fence_ok'"
+    "  AND pg_catalog.pg_get_function_identity_arguments(p.oid) = 'key bigint, token bigint')";
+
+/* The body the script gives advlock.fence_ok: between its dollar quotes. */
+static int body_is_current(const char *installed)
+{
+    static const char tag[] = "$fence_ok$";
+    const char *script = advlock_fence_setup_sql();
+    const char *start = strstr(script, tag), *end;
+    if (start == NULL || (end = strstr(start + strlen(tag), tag)) == NULL)
+        return 0;
+    start += strlen(tag);
+    return strlen(installed) == (size_t)(end - start)
+           && strncmp(installed, start, (size_t)(end - start)) == 0;
+}
+
+/* 1 if the script would change nothing, 0 if it has work to do (or the
+ * question failed: the script then says why). */
+static int already_installed(PGconn *conn)
+{
+    PGresult *res = PQexec(conn, installed_sql);
+    int done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
+               && strcmp(PQgetvalue(res, 0, 0), "t") == 0
+               && strcmp(PQgetvalue(res, 0, 1), "t") == 0 && !PQgetisnull(res, 0, 2)
+               && body_is_current(PQgetvalue(res, 0, 2));
+    PQclear(res);
+    return done;
 }
 
 int cmd_setup(int argc, char **argv)
@@ -54,11 +94,21 @@ int cmd_setup(int argc, char **argv)
      * transaction, so it installs all of it or nothing. Notices ("schema
      * already exists, skipping") say nothing an operator needs. */
     PQsetNoticeProcessor(conn, ignore_notice, NULL);
+    if (already_installed(conn)) {
+        PQfinish(conn);
+        return EXIT_OK;
+    }
     PGresult *res = PQexec(conn, advlock_fence_setup_sql());
     int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     if (!ok) {
         const char *why = PQresultErrorMessage(res);
-        cli_error("setup failed: %.*s", cli_trimmed_length(why), why);
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        cli_error("setup failed: %.*s%s", cli_trimmed_length(why), why,
+                  state != NULL && strcmp(state, "42501") == 0
+                      ? " (installing or updating the schema needs CREATE on the database, and "
+                        "to update advlock.fence_ok its ownership: run advlock setup as the "
+                        "role that owns the schema)"
+                      : "");
     }
     PQclear(res);
     PQfinish(conn);

@@ -276,6 +276,8 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
                              .said = describe(&told, o->key, message, sizeof message)});
         if (grant_in_doubt(&r->lock) && !o->xact)
             release_quietly(a, conn, o, key);
+        if (o->lock.fence && strcmp(r->lock.sqlstate, "42501") == 0)
+            cli_say_missing_grants(conn, bound);
         return acquire_failed_status(&r->lock, o);
     }
     cli_log(&(cli_event){.kind = CLI_EVENT_ACQUIRED,
