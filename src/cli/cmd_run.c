@@ -244,36 +244,6 @@ static int exit_status_of(int status)
 
 /* ---- options ------------------------------------------------------------------ */
 
-/* Seconds with up to three decimals ("30", "0.5", "1.25") to milliseconds. */
-static int parse_seconds(const char *text, int64_t *ms)
-{
-    int64_t whole = 0, frac = 0;
-    const char *p = text;
-    if (*p < '0' || *p > '9')
-        return -1;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (whole > (INT64_MAX / 1000 - 9) / 10)
-            return -1;
-        whole = whole * 10 + (*p - '0');
-    }
-    if (*p == '.') {
-        int digits = 0;
-        for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
-            if (digits == 3)
-                return -1; /* finer than a millisecond */
-            frac = frac * 10 + (*p - '0');
-        }
-        if (digits == 0)
-            return -1;
-        for (; digits < 3; digits++)
-            frac *= 10;
-    }
-    if (*p != '\0')
-        return -1;
-    *ms = whole * 1000 + frac;
-    return 0;
-}
-
 static int parse_exit_code(const char *text, int *code)
 {
     char *end;
@@ -402,13 +372,11 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         switch (opt) {
         case 'd': o->conninfo = optarg; break;
         case 'w':
-            if (parse_seconds(optarg, &o->timeout_ms) != 0) {
-                cli_error("--timeout wants seconds, such as 30 or 0.5 (at most 3 decimals)");
+            if (cli_timeout_option(optarg, &o->timeout_ms) != 0)
                 return -1;
-            }
             break;
         case 'k':
-            if (parse_seconds(optarg, &o->kill_after_ms) != 0) {
+            if (cli_parse_seconds(optarg, &o->kill_after_ms) != 0) {
                 cli_error("--kill-after wants seconds, such as 10 or 0.5 (at most 3 decimals)");
                 return -1;
             }
@@ -433,14 +401,14 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         case OPT_ALLOW_STANDBY: o->lock.allow_standby = 1; break;
         case OPT_FENCE: o->lock.fence = 1; break;
         case OPT_VERIFY_INTERVAL:
-            if (parse_seconds(optarg, &o->verify_ms) != 0) {
+            if (cli_parse_seconds(optarg, &o->verify_ms) != 0) {
                 cli_error("--verify-interval wants seconds, such as 1 or 0.5 (at most 3 "
                           "decimals; 0: never)");
                 return -1;
             }
             break;
         case OPT_LEASE:
-            if (parse_seconds(optarg, &o->lease_ms) != 0) {
+            if (cli_parse_seconds(optarg, &o->lease_ms) != 0) {
                 cli_error("--lease wants seconds, such as 30 (at most 3 decimals; 0: none)");
                 return -1;
             }
@@ -520,7 +488,7 @@ static int setup_failed_status(int rc)
 static void close_session(PGconn *conn, const run_options *o)
 {
     if (o->xact)
-        cli_xact_end(conn, 0, run_bound_from(advlock_pq_now_ms(), o->timeout_ms));
+        cli_xact_end(conn, 0, cli_bound_from(advlock_pq_now_ms(), o->timeout_ms));
     PQfinish(conn);
 }
 
@@ -618,12 +586,13 @@ int cmd_run(int argc, char **argv)
     /* --timeout counts from here: the connect, the session check and every
      * attempt spend it together, and each must end by its bound. */
     int64_t started = advlock_pq_now_ms();
-    cli_bound bound = run_bound_from(started, o.timeout_ms);
+    cli_bound bound = cli_bound_from(started, o.timeout_ms);
+    o.handshake = o.timeout_ms != INT64_MAX ? bound : cli_bound_from(started, CLI_DEFAULT_TIMEOUT_MS);
     PGconn *conn;
     char lease_options[ADVLOCK_LEASE_OPTIONS_MAX];
     if ((rc = cli_connect_until(o.conninfo, o.application_name,
                                 lease_startup_options(&o, lease_options, sizeof lease_options),
-                                bound, &conn))
+                                o.handshake, &conn))
         != EXIT_OK)
         return rc;
     if (take_lease(&o, conn) != 0 || run_wait_needs_no_lease(&o) != 0) {

@@ -14,15 +14,18 @@
 #include <string.h>
 
 #include "advlock.h"
+#include "advlock_pq.h"
 #include "cli.h"
 
 static void usage(FILE *to)
 {
-    fputs("usage: advlock setup [-d CONNINFO]\n"
+    fputs("usage: advlock setup [-d CONNINFO] [-w SECONDS]\n"
           "  Create (if missing) the schema advlock, its table advlock.fence and the\n"
           "  function advlock.fence_ok(key, token) that 'advlock run --fence' needs.\n"
           "\n"
-          "  -d, --dbname CONNINFO  connection string or URI (default: PG* variables)\n",
+          "  -d, --dbname CONNINFO  connection string or URI (default: PG* variables)\n"
+          "  -w, --timeout SECONDS  give up on a server that does not answer after this\n"
+          "                         long, connecting included (default 30); exit 69\n",
           to);
 }
 
@@ -56,10 +59,14 @@ static int body_is_current(const char *installed)
 }
 
 /* 1 if the script would change nothing, 0 if it has work to do (or the
- * question failed: the script then says why). */
-static int already_installed(PGconn *conn)
+ * question failed: the script then says why), or as cli_await_results
+ * when the server did not answer within bound. */
+static int already_installed(PGconn *conn, cli_bound bound)
 {
-    PGresult *res = PQexec(conn, installed_sql);
+    int rc;
+    PGresult *res = cli_exec_until(conn, installed_sql, "the check of the schema", bound, &rc);
+    if (rc != 0)
+        return rc;
     int done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
                && strcmp(PQgetvalue(res, 0, 0), "t") == 0
                && strcmp(PQgetvalue(res, 0, 1), "t") == 0 && !PQgetisnull(res, 0, 2)
@@ -72,33 +79,44 @@ int cmd_setup(int argc, char **argv)
 {
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
+        {"timeout", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *conninfo = NULL;
     int opt;
-    while ((opt = getopt_long(argc, argv, "+d:h", options, NULL)) != -1) {
+    int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+    while ((opt = getopt_long(argc, argv, "+d:w:h", options, NULL)) != -1) {
         switch (opt) {
         case 'd': conninfo = optarg; break;
+        case 'w':
+            if (cli_timeout_option(optarg, &timeout_ms) != 0)
+                return EXIT_USAGE;
+            break;
         case 'h': usage(stdout); return EXIT_OK;
         default: return cli_usage_error("setup", NULL);
         }
     }
     if (optind != argc)
         return cli_usage_error("setup", "unexpected argument '%s'", argv[optind]);
+    /* The timeout bounds the whole command: the connect and both statements. */
+    cli_bound bound = cli_bound_from(advlock_pq_now_ms(), timeout_ms);
     PGconn *conn;
-    int rc = cli_connect(conninfo, NULL, &conn);
+    int rc = cli_connect_until(conninfo, NULL, NULL, bound, &conn);
     if (rc != EXIT_OK)
         return rc;
     /* One simple-query message: the server runs the script in one implicit
      * transaction, so it installs all of it or nothing. Notices ("schema
      * already exists, skipping") say nothing an operator needs. */
     PQsetNoticeProcessor(conn, ignore_notice, NULL);
-    if (already_installed(conn)) {
+    int installed = already_installed(conn, bound);
+    PGresult *res = installed == 0 ? cli_exec_until(conn, advlock_fence_setup_sql(),
+                                                    "the setup script", bound, &installed)
+                                   : NULL;
+    if (installed != 0) {
         PQfinish(conn);
-        return EXIT_OK;
+        return installed == 1 ? EXIT_OK : EXIT_NO_SERVER;
     }
-    PGresult *res = PQexec(conn, advlock_fence_setup_sql());
     int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     if (!ok) {
         const char *why = PQresultErrorMessage(res);

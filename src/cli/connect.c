@@ -137,11 +137,6 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
     return EXIT_OK;
 }
 
-int cli_connect(const char *conninfo, const char *application_name, PGconn **out)
-{
-    return cli_connect_until(conninfo, application_name, NULL, (cli_bound){INT64_MAX, 0}, out);
-}
-
 /* The settings a lease sets for itself: the user's startup options must
  * not set them too (which value would the server keep?). */
 static const char *const lease_settings[] = {"tcp_user_timeout", "tcp_keepalives_idle",

@@ -27,14 +27,9 @@ static const char missing_sql[] =
 
 void cli_say_missing_grants(PGconn *conn, cli_bound bound)
 {
-    if (!PQsendQuery(conn, missing_sql) || cli_await_results(conn, "the grants' check", bound) != 0)
-        return;
-    PGresult *res, *last = NULL;
-    while ((res = PQgetResult(conn)) != NULL) {
-        PQclear(last);
-        last = res;
-    }
-    if (PQresultStatus(last) == PGRES_TUPLES_OK && PQntuples(last) == 1
+    int rc;
+    PGresult *last = cli_exec_until(conn, missing_sql, "the grants' check", bound, &rc);
+    if (rc == 0 && PQresultStatus(last) == PGRES_TUPLES_OK && PQntuples(last) == 1
         && !PQgetisnull(last, 0, 0))
         cli_error("fencing tokens need grants this role lacks; a DBA runs: %s",
                   PQgetvalue(last, 0, 0));
