@@ -323,6 +323,9 @@ static int check_lease(const run_options *o)
     return -1;
 }
 
+/* parse_run_options's status after --help: the usage is on stdout. */
+enum { HELP_SHOWN = 1 };
+
 static int parse_run_options(int argc, char **argv, run_options *o)
 {
     enum {
@@ -423,7 +426,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             cli_log_set_format(format); /* the next error is said in it too */
             break;
         }
-        case 'h': usage(stdout); exit(EXIT_OK);
+        case 'h': usage(stdout); return HELP_SHOWN;
         default: cli_usage_error("run", NULL); return -1;
         }
     }
@@ -573,8 +576,9 @@ static void say_names_held(const run_options *o)
 int cmd_run(int argc, char **argv)
 {
     run_options o;
-    if (parse_run_options(argc, argv, &o) != 0)
-        return EXIT_USAGE;
+    int parsed = parse_run_options(argc, argv, &o);
+    if (parsed != 0)
+        return parsed == HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
     int rc = run_order_names(&o);
     if (rc != EXIT_OK)
         return rc;

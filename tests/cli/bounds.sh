@@ -333,7 +333,8 @@ held = []
 while True:
     held.append(s.accept()[0])
 ' >"$T/silent.port" &
-bg_pids+=("$!")
+listener=$!
+bg_pids+=("$listener")
 for _ in $(seq 100); do [ -s "$T/silent.port" ] && break; sleep 0.05; done
 silent="host=127.0.0.1 port=$(cat "$T/silent.port")"
 # The defaults take 30 s: both run meanwhile. A run that would wait for the
@@ -383,5 +384,7 @@ within "hung session check, run without --timeout (default 30 s)" 36000
 kill "$locker" 2>/dev/null
 psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK%'" >/dev/null
 wait "$locker" 2>/dev/null
+kill "$listener"
+wait "$listener" 2>/dev/null
 
 finish
