@@ -90,7 +90,8 @@ static void usage(FILE *to)
           to);
 }
 
-int main(int argc, char **argv)
+/* The subcommand argv[1] names, or advlock's own --help and --version. */
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2)
         return cli_usage_error(NULL, "a command is needed");
@@ -108,7 +109,12 @@ int main(int argc, char **argv)
              * every other error, rather than the subcommand's name. */
             static char program[] = "advlock";
             argv[1] = program;
-            return cli_log_exit(close_stdout(commands[i].run(argc - 1, argv + 1)));
+            return commands[i].run(argc - 1, argv + 1);
         }
     return cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+}
+
+int main(int argc, char **argv)
+{
+    return cli_log_exit(close_stdout(dispatch(argc, argv)));
 }

@@ -54,7 +54,7 @@ check "run, nothing to run" "64 advlock: a KEY and a COMMAND are needed; try 'ad
 # Output that cannot be written is an I/O error (74), said.
 capture bash -c "'$A' key a >/dev/full"
 check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
-for cmd in key run status simulate calibrate setup; do
+for cmd in "" key run status simulate calibrate setup; do
     capture bash -c "'$A' $cmd --help >/dev/full"
     check "$cmd --help, stdout full" 74 "$RC"
 done
