@@ -904,9 +904,11 @@ ADVLOCK_API int advlock_sim_set_options(advlock_sim *sim, int client, const advl
 ADVLOCK_API int advlock_sim_set_model(advlock_sim *sim, const advlock_sim_model *m);
 
 /*
- * When client's process started, in virtual ms: the run's start plus its
- * launch draw under a model (known once the run began), else the run's
- * start. ADVLOCK_EINVAL for sim NULL or an unknown client.
+ * When the process that makes client's first acquire started, in virtual
+ * ms: the run's start plus its launch draw under a model (known once the
+ * run began), else the run's start; plus the pauses (think time) its plan
+ * took before that acquire, which a process spends before it starts, not
+ * waiting for the lock. ADVLOCK_EINVAL for sim NULL or an unknown client.
  */
 ADVLOCK_API int64_t advlock_sim_client_launched(const advlock_sim *sim, int client);
 

@@ -12,6 +12,8 @@ enum {
     EXIT_LOCK_ERROR = 70, /* the server failed a lock query, the connection broke, or run:
                            * its statements ran on different server sessions (a proxy) */
     EXIT_IO = 74,         /* reading input or writing output failed (EX_IOERR) */
+    EXIT_NO_PERM = 77,    /* the server refused who connects: authentication,
+                           * pg_hba.conf, no such role, no CONNECT (EX_NOPERM) */
     EXIT_NO_COMMAND = 127 /* run: the command could not be started */
 };
 
@@ -28,13 +30,6 @@ int cmd_simulate(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_setup(int argc, char **argv);
 
-/*
- * Connects with libpq: conninfo may be NULL (then PG* variables and service
- * files decide), application_name NULL for the default "advlock". Sets TCP
- * keepalives where conninfo does not. Returns EXIT_OK with *out set, or prints why on stderr and
- * returns EXIT_USAGE (conninfo does not parse) or EXIT_NO_SERVER.
- */
-int cli_connect(const char *conninfo, const char *application_name, PGconn **out);
 
 /* A bound on a phase of advlock run: when it passes (advlock_pq_now_ms's
  * clock; INT64_MAX: never), and the time its messages name (--timeout's:
@@ -44,9 +39,36 @@ typedef struct cli_bound {
     int64_t named_ms;
 } cli_bound;
 
+/* The bound of a phase that starts at now and may take ms (INT64_MAX: no
+ * bound), the library's grace (ADVLOCK_PQ_GRACE_MS) included: a statement
+ * unanswered by then is given up (timeout.c). */
+cli_bound cli_bound_from(int64_t now, int64_t ms);
+
 /*
- * cli_connect, bounded: gives up when bound passes, saying "could not
- * connect within S" (S: bound.named_ms), and returns EXIT_NO_SERVER. A
+ * The default of --timeout for status, setup and calibrate, and advlock
+ * run's bound on connecting and its session check when no --timeout is
+ * given (it may wait for the lock forever, but not for a server that does
+ * not answer): 30 s.
+ */
+enum { CLI_DEFAULT_TIMEOUT_MS = 30000 };
+
+/* Seconds with up to three decimals ("30", "0.5", "1.25") to milliseconds
+ * in *ms; returns 0, or -1 for anything else (nothing said). */
+int cli_parse_seconds(const char *text, int64_t *ms);
+
+/* --timeout's argument, as cli_parse_seconds reads it; returns 0, or -1
+ * after saying what it wants. */
+int cli_timeout_option(const char *text, int64_t *ms);
+
+/*
+ * Connects with libpq: conninfo may be NULL (then PG* variables and service
+ * files decide), application_name NULL for the default "advlock". Sets TCP
+ * keepalives where conninfo does not. Returns EXIT_OK with *out set, or
+ * prints why on stderr and returns EXIT_USAGE (conninfo does not parse),
+ * EXIT_NO_PERM (the server refused the user: authentication, pg_hba.conf,
+ * no such role, no CONNECT) or EXIT_NO_SERVER. Gives up when bound passes
+ * (INT64_MAX: never), saying "could not connect within S" (S:
+ * bound.named_ms), and returns EXIT_NO_SERVER. A
  * connect_timeout of the user's (conninfo or PGCONNECT_TIMEOUT) that ends
  * sooner bounds it instead, named in the message. A stop signal on advlock
  * run's signal pipe (cli_signals_install) ends it too: returns 128 + the
@@ -91,6 +113,15 @@ enum { CLI_NO_ANSWER = -2 };
  * they say so), else as cli_xact_begin after shutting the connection down
  * (cli_abandon). */
 int cli_await_results(PGconn *conn, const char *sql, cli_bound bound);
+/* cli_await_results, then the statement's last result (the others cleared,
+ * as PQexec; the caller PQclear()s it), or NULL with *rc set as
+ * cli_await_results returns (said, or a stop signal's number). */
+PGresult *cli_await_last_result(PGconn *conn, const char *sql, cli_bound bound, int *rc);
+/* Sends sql (the simple protocol: one or more statements) and returns as
+ * cli_await_last_result, what naming it in messages; a statement libpq
+ * could not send gives its failed result, *rc 0. */
+PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound,
+                         int *rc);
 int cli_xact_begin(PGconn *conn, cli_bound bound);
 /* After the acquire: lets go of the snapshot its last statement kept, so
  * that the transaction held open holds no xmin. Returns as cli_xact_begin. */
@@ -138,14 +169,15 @@ void cli_reach_end(cli_reach *r);
 /*
  * Who holds a lock (holders.c), with the core's own statement
  * (ADVLOCK_SQL_HOLDERS), so that status, run --diagnose and the library
- * never disagree. cli_holders_query runs it blocking and returns libpq's
- * result (the caller PQclear()s it). cli_holders_ask sends it on conn,
+ * never disagree. cli_holders_query runs it under bound and returns libpq's
+ * result (the caller PQclear()s it), or NULL as cli_await_last_result.
+ * cli_holders_ask sends it on conn,
  * waits for it as cli_await_results does (and returns the same), and
  * puts the first holder's facts in into's holder fields (detail
  * ADVLOCK_DETAIL_DIAGNOSED; holder_pid 0: nobody holds it), or returns -1
  * after saying why the question failed.
  */
-PGresult *cli_holders_query(PGconn *conn, int64_t key);
+PGresult *cli_holders_query(PGconn *conn, int64_t key, cli_bound bound, int *rc);
 /* The statement's columns, in the order advlock_sql_answer() documents. */
 enum {
     COL_PID,
@@ -158,6 +190,24 @@ enum {
     COL_SECONDS
 };
 int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *into);
+
+/*
+ * A usage error of the subcommand command (NULL: of advlock itself): says
+ * what is wrong (fmt; NULL when getopt has said it already) and where help
+ * is ("try 'advlock run --help'"), in two lines, never the whole usage.
+ * Returns EXIT_USAGE.
+ */
+int cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * After a fenced try refused for a privilege (SQLSTATE 42501): asks the
+ * server which grants of those fencing tokens need (docs/operators.md) the
+ * connected role lacks, and says them as the GRANT statements a DBA runs.
+ * Waits for its statement as cli_await_results does; says nothing if the
+ * question fails or nothing is missing.
+ */
+void cli_say_missing_grants(PGconn *conn, cli_bound bound);
 
 /* Prints "advlock: " and the formatted message to stderr (in the format
  * --log-format chose: log.h). */

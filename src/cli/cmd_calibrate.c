@@ -99,6 +99,17 @@ static int lock_and_unlock(advlock_pq *a, const char *name, int64_t samples[2])
     return 0;
 }
 
+/* --timeout: how long each connection (the launcher's, each probe's) may
+ * take to open; the lock statements have their own bound (the blocking
+ * adapter's, 10 s and its grace). */
+static int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+
+static int connect_bounded(const char *conninfo, PGconn **conn)
+{
+    return cli_connect_until(conninfo, "advlock calibrate", NULL,
+                             cli_bound_from(advlock_pq_now_ms(), timeout_ms), conn);
+}
+
 /* ---- a probe: one of the N processes ------------------------------------------ */
 
 /* Runs in the exec'd process: startup, then (after the launcher's go, the
@@ -118,7 +129,7 @@ static int probe(const char *conninfo, int out_fd, int go_fd, int64_t forked_us,
     char name[64];
     own_lock_name(name, sizeof name);
     int64_t pair[2];
-    int rc = cli_connect(conninfo, "advlock calibrate", &conn);
+    int rc = connect_bounded(conninfo, &conn);
     if (rc != EXIT_OK) {
         fprintf(out, "E cannot connect\n");
         fclose(out);
@@ -186,7 +197,7 @@ typedef struct holder {
 /* Connects, and times round trips alone. */
 static int measure_alone(holder *h, const char *conninfo, int statements, measured *m)
 {
-    int rc = cli_connect(conninfo, "advlock calibrate", &h->conn);
+    int rc = connect_bounded(conninfo, &h->conn);
     if (rc != EXIT_OK)
         return rc;
     advlock_pq_init(&h->a, h->conn);
@@ -244,7 +255,9 @@ static int holder_cycle(holder *h, measured *m)
 static int launch(const char *conninfo, int clients, int statements, int out_fd, int go_fd,
                   measured *m, pid_t *pids)
 {
-    char fd_text[2][16], stmts[16];
+    char fd_text[2][16], stmts[16], timeout[32];
+    snprintf(timeout, sizeof timeout, "%lld.%03lld", (long long)(timeout_ms / 1000),
+             (long long)(timeout_ms % 1000));
     snprintf(fd_text[0], sizeof fd_text[0], "%d", out_fd);
     snprintf(fd_text[1], sizeof fd_text[1], "%d", go_fd);
     snprintf(stmts, sizeof stmts, "%d", statements);
@@ -268,6 +281,8 @@ static int launch(const char *conninfo, int clients, int statements, int out_fd,
                             forked_text,
                             "--statements",
                             stmts,
+                            "--timeout",
+                            timeout,
                             "-d",
                             (char *)(conninfo != NULL ? conninfo : ""),
                             NULL};
@@ -420,7 +435,7 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: advlock calibrate [-d CONNINFO] [--clients N] [--statements K] [-o FILE]\n"
-            "                         [--hold MS] [-- CMD...]\n"
+            "                         [--hold MS] [-w SECONDS] [-- CMD...]\n"
             "  Measures a real server as a herd of N `advlock run` processes meets it, and\n"
             "  writes a profile for `advlock simulate --profile FILE`.\n"
             "\n"
@@ -430,6 +445,8 @@ static void usage(FILE *to)
             "  -o, --output FILE      write the profile to FILE (default: standard output)\n"
             "  --hold MS              the command's own work, left out of its cost\n"
             "                         (0-3600000, default 0)\n"
+            "  -w, --timeout SECONDS  how long each connection may take to open (default\n"
+            "                         30); a server that does not answer: exit 69\n"
             "  -- CMD...              the command the lock will guard (default: true); its\n"
             "                         run less --hold is what it adds to a hold\n",
             MAX_PROBES, MAX_STATEMENTS);
@@ -499,6 +516,7 @@ int cmd_calibrate(int argc, char **argv)
         {"statements", required_argument, NULL, O_STATEMENTS},
         {"output", required_argument, NULL, 'o'},
         {"hold", required_argument, NULL, O_HOLD},
+        {"timeout", required_argument, NULL, 'w'},
         {"probe", no_argument, NULL, O_PROBE}, /* internal: one of the N processes */
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -506,8 +524,12 @@ int cmd_calibrate(int argc, char **argv)
     const char *conninfo = NULL, *output = NULL;
     long clients = 10, statements = 20, hold = 0;
     int is_probe = 0, opt, which = 0;
-    while ((opt = getopt_long(argc, argv, "d:o:h", options, &which)) != -1) {
+    while ((opt = getopt_long(argc, argv, "d:o:w:h", options, &which)) != -1) {
         switch (opt) {
+        case 'w':
+            if (cli_timeout_option(optarg, &timeout_ms) != 0)
+                return EXIT_USAGE;
+            break;
         case 'd': conninfo = optarg[0] != '\0' ? optarg : NULL; break;
         case 'o': output = optarg; break;
         case O_CLIENTS:
@@ -524,7 +546,7 @@ int cmd_calibrate(int argc, char **argv)
             break;
         case O_PROBE: is_probe = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return cli_usage_error("calibrate", NULL);
         }
     }
     if (is_probe) {

@@ -45,7 +45,8 @@ static void handle_key(key_job *job, const char *name, size_t len, const char *o
     }
 }
 
-/* One key per line; the newline ends the key and is not part of it. */
+/* One key per line; the line's end, a newline or a CR LF (a file written
+ * on Windows), ends the key and is not part of it. */
 static int keys_from_stdin(key_job *job)
 {
     char *line = NULL;
@@ -56,6 +57,8 @@ static int keys_from_stdin(key_job *job)
         number++;
         size_t len = (size_t)n;
         if (len > 0 && line[len - 1] == '\n')
+            len--;
+        if (len > 0 && line[len - 1] == '\r' && (size_t)n > len)
             len--;
         handle_key(job, line, len, "line", number);
     }
@@ -101,7 +104,7 @@ int cmd_key(int argc, char **argv)
         switch (opt) {
         case 'l': job.lookup = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return cli_usage_error("key", NULL);
         }
     }
     argv += optind;
@@ -116,10 +119,8 @@ int cmd_key(int argc, char **argv)
         argv += 2;
         argc -= 2;
     }
-    if (argc == 0) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (argc == 0)
+        return cli_usage_error("key", "a KEY (or -, to read them) is needed");
 
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-") == 0) {
@@ -128,10 +129,6 @@ int cmd_key(int argc, char **argv)
         } else {
             handle_key(&job, argv[i], strlen(argv[i]), "argument", (unsigned long)i + 1);
         }
-    }
-    if (fflush(stdout) != 0) {
-        cli_error("writing standard output: %s", strerror(errno));
-        return EXIT_IO;
     }
     if (job.bad_keys > 0)
         return EXIT_BAD_KEY;

@@ -244,36 +244,6 @@ static int exit_status_of(int status)
 
 /* ---- options ------------------------------------------------------------------ */
 
-/* Seconds with up to three decimals ("30", "0.5", "1.25") to milliseconds. */
-static int parse_seconds(const char *text, int64_t *ms)
-{
-    int64_t whole = 0, frac = 0;
-    const char *p = text;
-    if (*p < '0' || *p > '9')
-        return -1;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (whole > (INT64_MAX / 1000 - 9) / 10)
-            return -1;
-        whole = whole * 10 + (*p - '0');
-    }
-    if (*p == '.') {
-        int digits = 0;
-        for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
-            if (digits == 3)
-                return -1; /* finer than a millisecond */
-            frac = frac * 10 + (*p - '0');
-        }
-        if (digits == 0)
-            return -1;
-        for (; digits < 3; digits++)
-            frac *= 10;
-    }
-    if (*p != '\0')
-        return -1;
-    *ms = whole * 1000 + frac;
-    return 0;
-}
-
 static int parse_exit_code(const char *text, int *code)
 {
     char *end;
@@ -316,7 +286,7 @@ static void usage(FILE *to)
           "                               locks exclude nobody on the primary)\n"
           "      --fence                  take a fencing token with the lock: COMMAND gets it\n"
           "                               as ADVLOCK_FENCE (and the key as ADVLOCK_KEY); needs\n"
-          "                               'advlock setup'; not with --shared or --wait\n"
+          "                               'advlock setup'; not with --shared, --wait, --xact\n"
           "      --lease SECONDS          over TCP, bound a cut-off run: it stops COMMAND\n"
           "                               before the server can free the lock, and the\n"
           "                               server frees it within this long (default 30;\n"
@@ -329,7 +299,7 @@ static void usage(FILE *to)
           to);
 }
 
-/* A lease must leave the stop bound room: refused before connecting. */
+/* A lease must leave the stop bound room. */
 static int check_lease(const run_options *o)
 {
     advlock_lease_plan plan;
@@ -352,6 +322,9 @@ static int check_lease(const run_options *o)
               lease, kill, least);
     return -1;
 }
+
+/* parse_run_options's status after --help: the usage is on stdout. */
+enum { HELP_SHOWN = 1 };
 
 static int parse_run_options(int argc, char **argv, run_options *o)
 {
@@ -402,13 +375,11 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         switch (opt) {
         case 'd': o->conninfo = optarg; break;
         case 'w':
-            if (parse_seconds(optarg, &o->timeout_ms) != 0) {
-                cli_error("--timeout wants seconds, such as 30 or 0.5 (at most 3 decimals)");
+            if (cli_timeout_option(optarg, &o->timeout_ms) != 0)
                 return -1;
-            }
             break;
         case 'k':
-            if (parse_seconds(optarg, &o->kill_after_ms) != 0) {
+            if (cli_parse_seconds(optarg, &o->kill_after_ms) != 0) {
                 cli_error("--kill-after wants seconds, such as 10 or 0.5 (at most 3 decimals)");
                 return -1;
             }
@@ -433,14 +404,14 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         case OPT_ALLOW_STANDBY: o->lock.allow_standby = 1; break;
         case OPT_FENCE: o->lock.fence = 1; break;
         case OPT_VERIFY_INTERVAL:
-            if (parse_seconds(optarg, &o->verify_ms) != 0) {
+            if (cli_parse_seconds(optarg, &o->verify_ms) != 0) {
                 cli_error("--verify-interval wants seconds, such as 1 or 0.5 (at most 3 "
                           "decimals; 0: never)");
                 return -1;
             }
             break;
         case OPT_LEASE:
-            if (parse_seconds(optarg, &o->lease_ms) != 0) {
+            if (cli_parse_seconds(optarg, &o->lease_ms) != 0) {
                 cli_error("--lease wants seconds, such as 30 (at most 3 decimals; 0: none)");
                 return -1;
             }
@@ -455,8 +426,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             cli_log_set_format(format); /* the next error is said in it too */
             break;
         }
-        case 'h': usage(stdout); exit(EXIT_OK);
-        default: usage(stderr); return -1;
+        case 'h': usage(stdout); return HELP_SHOWN;
+        default: cli_usage_error("run", NULL); return -1;
         }
     }
     /* KEY [--] COMMAND, or KEY... -- COMMAND: with a "--" the names are the
@@ -475,10 +446,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (o->name_count == 0 || optind == argc) {
-        if (cli_log_structured()) /* a usage error is a message like any other */
-            cli_error("a KEY and a COMMAND are needed; see advlock run --help");
-        else
-            usage(stderr);
+        cli_usage_error("run", "a KEY and a COMMAND are needed");
         return -1;
     }
     o->command = argv + optind;
@@ -493,7 +461,20 @@ static int parse_run_options(int argc, char **argv, run_options *o)
                   o->lock.mode == ADVLOCK_SHARED ? "shared" : "wait");
         return -1;
     }
-    return check_lease(o);
+    /* With --xact the token's row is written in the run's transaction,
+     * which ends only after the command: the command's own sessions would
+     * not see the token, and advlock.fence_ok() would wait for that row's
+     * writer, advlock, which waits for the command. */
+    if (o->lock.fence && o->xact) {
+        cli_error("--fence: not with --xact (the token would commit only when the run's "
+                  "transaction ends, after COMMAND: COMMAND's guarded writes would wait for it "
+                  "in advlock.fence_ok())");
+        return -1;
+    }
+    /* A --lease given is checked before connecting; the default one only
+     * once the connection shows it applies (TCP, no --xact): --kill-after
+     * alone must not refuse a run over a Unix socket, which has none. */
+    return o->lease_given ? check_lease(o) : 0;
 }
 
 /* ---- the whole run -------------------------------------------------------------- */
@@ -510,7 +491,7 @@ static int setup_failed_status(int rc)
 static void close_session(PGconn *conn, const run_options *o)
 {
     if (o->xact)
-        cli_xact_end(conn, 0, run_bound_from(advlock_pq_now_ms(), o->timeout_ms));
+        cli_xact_end(conn, 0, cli_bound_from(advlock_pq_now_ms(), o->timeout_ms));
     PQfinish(conn);
 }
 
@@ -539,8 +520,9 @@ static int unix_socket(PGconn *conn)
 }
 
 /* The lease the adapter runs: none on a Unix socket (said when asked for
- * one), or with --xact; else --lease, with --kill-after the stop time. */
-static void take_lease(run_options *o, PGconn *conn)
+ * one), or with --xact; else --lease, with --kill-after the stop time.
+ * Returns -1, said, if the default lease is too short for --kill-after. */
+static int take_lease(run_options *o, PGconn *conn)
 {
     if (o->lease_ms > 0 && o->lease_given && (o->xact || unix_socket(conn)))
         cli_warning("--lease: %s",
@@ -549,8 +531,11 @@ static void take_lease(run_options *o, PGconn *conn)
                         : "no lease needed on a Unix socket: the kernel ends both sides at once");
     if (o->xact || unix_socket(conn))
         o->lease_ms = 0;
+    if (!o->lease_given && check_lease(o) != 0)
+        return -1;
     o->lock.lease_ms = o->lease_ms;
     o->lock.lease_stop_ms = o->lease_ms > 0 ? o->kill_after_ms : 0;
+    return 0;
 }
 
 /* Behind a proxy the server's socket is the proxy's: only the stop bound
@@ -591,8 +576,9 @@ static void say_names_held(const run_options *o)
 int cmd_run(int argc, char **argv)
 {
     run_options o;
-    if (parse_run_options(argc, argv, &o) != 0)
-        return EXIT_USAGE;
+    int parsed = parse_run_options(argc, argv, &o);
+    if (parsed != 0)
+        return parsed == HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
     int rc = run_order_names(&o);
     if (rc != EXIT_OK)
         return rc;
@@ -604,16 +590,16 @@ int cmd_run(int argc, char **argv)
     /* --timeout counts from here: the connect, the session check and every
      * attempt spend it together, and each must end by its bound. */
     int64_t started = advlock_pq_now_ms();
-    cli_bound bound = run_bound_from(started, o.timeout_ms);
+    cli_bound bound = cli_bound_from(started, o.timeout_ms);
+    o.handshake = o.timeout_ms != INT64_MAX ? bound : cli_bound_from(started, CLI_DEFAULT_TIMEOUT_MS);
     PGconn *conn;
     char lease_options[ADVLOCK_LEASE_OPTIONS_MAX];
     if ((rc = cli_connect_until(o.conninfo, o.application_name,
                                 lease_startup_options(&o, lease_options, sizeof lease_options),
-                                bound, &conn))
+                                o.handshake, &conn))
         != EXIT_OK)
         return rc;
-    take_lease(&o, conn);
-    if (run_wait_needs_no_lease(&o) != 0) {
+    if (take_lease(&o, conn) != 0 || run_wait_needs_no_lease(&o) != 0) {
         PQfinish(conn);
         return EXIT_USAGE;
     }

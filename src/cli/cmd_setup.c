@@ -3,22 +3,29 @@
  * script advlock_fence_setup_sql() returns: schema advlock, its counter
  * table and advlock.fence_ok()). Idempotent, so it may run on every deploy;
  * it needs CREATE on the database (the first time), and is never run
- * implicitly: users who take no tokens get no schema.
+ * implicitly: users who take no tokens get no schema. Once installed, as
+ * the script installs it, nothing is run: a role with only the grants
+ * fencing needs (which the script's CREATE ... IF NOT EXISTS would refuse:
+ * PostgreSQL checks CREATE on the database before it looks) succeeds too.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "advlock.h"
+#include "advlock_pq.h"
 #include "cli.h"
 
 static void usage(FILE *to)
 {
-    fputs("usage: advlock setup [-d CONNINFO]\n"
+    fputs("usage: advlock setup [-d CONNINFO] [-w SECONDS]\n"
           "  Create (if missing) the schema advlock, its table advlock.fence and the\n"
           "  function advlock.fence_ok(key, token) that 'advlock run --fence' needs.\n"
           "\n"
-          "  -d, --dbname CONNINFO  connection string or URI (default: PG* variables)\n",
+          "  -d, --dbname CONNINFO  connection string or URI (default: PG* variables)\n"
+          "  -w, --timeout SECONDS  give up on a server that does not answer after this\n"
+          "                         long, connecting included (default 30); exit 69\n",
           to);
 }
 
@@ -28,39 +35,98 @@ static void ignore_notice(void *arg, const char *message)
     (void)message;
 }
 
+/* What is installed: the schema, the table, and advlock.fence_ok's body
+ * (NULL if none), read from the catalogs, which any role may read. */
+static const char installed_sql[] =
+    "SELECT pg_catalog.to_regnamespace('advlock') IS NOT NULL,"
+    " EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+    "  ON n.oid = c.relnamespace WHERE n.nspname = 'advlock' AND c.relname = 'fence'),"
+    " (SELECT p.prosrc FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
+    "  ON n.oid = p.pronamespace WHERE n.nspname = 'advlock' AND p.proname = 'fence_ok'"
+    "  AND pg_catalog.pg_get_function_identity_arguments(p.oid) = 'key bigint, token bigint')";
+
+/* The body the script gives advlock.fence_ok: between its dollar quotes. */
+static int body_is_current(const char *installed)
+{
+    static const char tag[] = "$fence_ok$";
+    const char *script = advlock_fence_setup_sql();
+    const char *start = strstr(script, tag), *end;
+    if (start == NULL || (end = strstr(start + strlen(tag), tag)) == NULL)
+        return 0;
+    start += strlen(tag);
+    return strlen(installed) == (size_t)(end - start)
+           && strncmp(installed, start, (size_t)(end - start)) == 0;
+}
+
+/* 1 if the script would change nothing, 0 if it has work to do (or the
+ * question failed: the script then says why), or as cli_await_results
+ * when the server did not answer within bound. */
+static int already_installed(PGconn *conn, cli_bound bound)
+{
+    int rc;
+    PGresult *res = cli_exec_until(conn, installed_sql, "the check of the schema", bound, &rc);
+    if (rc != 0)
+        return rc;
+    int done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
+               && strcmp(PQgetvalue(res, 0, 0), "t") == 0
+               && strcmp(PQgetvalue(res, 0, 1), "t") == 0 && !PQgetisnull(res, 0, 2)
+               && body_is_current(PQgetvalue(res, 0, 2));
+    PQclear(res);
+    return done;
+}
+
 int cmd_setup(int argc, char **argv)
 {
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
+        {"timeout", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *conninfo = NULL;
     int opt;
-    while ((opt = getopt_long(argc, argv, "+d:h", options, NULL)) != -1) {
+    int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+    while ((opt = getopt_long(argc, argv, "+d:w:h", options, NULL)) != -1) {
         switch (opt) {
         case 'd': conninfo = optarg; break;
+        case 'w':
+            if (cli_timeout_option(optarg, &timeout_ms) != 0)
+                return EXIT_USAGE;
+            break;
         case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return cli_usage_error("setup", NULL);
         }
     }
-    if (optind != argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (optind != argc)
+        return cli_usage_error("setup", "unexpected argument '%s'", argv[optind]);
+    /* The timeout bounds the whole command: the connect and both statements. */
+    cli_bound bound = cli_bound_from(advlock_pq_now_ms(), timeout_ms);
     PGconn *conn;
-    int rc = cli_connect(conninfo, NULL, &conn);
+    int rc = cli_connect_until(conninfo, NULL, NULL, bound, &conn);
     if (rc != EXIT_OK)
         return rc;
     /* One simple-query message: the server runs the script in one implicit
      * transaction, so it installs all of it or nothing. Notices ("schema
      * already exists, skipping") say nothing an operator needs. */
     PQsetNoticeProcessor(conn, ignore_notice, NULL);
-    PGresult *res = PQexec(conn, advlock_fence_setup_sql());
+    int installed = already_installed(conn, bound);
+    PGresult *res = installed == 0 ? cli_exec_until(conn, advlock_fence_setup_sql(),
+                                                    "the setup script", bound, &installed)
+                                   : NULL;
+    if (installed != 0) {
+        PQfinish(conn);
+        return installed == 1 ? EXIT_OK : EXIT_NO_SERVER;
+    }
     int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     if (!ok) {
         const char *why = PQresultErrorMessage(res);
-        cli_error("setup failed: %.*s", cli_trimmed_length(why), why);
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        cli_error("setup failed: %.*s%s", cli_trimmed_length(why), why,
+                  state != NULL && strcmp(state, "42501") == 0
+                      ? " (installing or updating the schema needs CREATE on the database, and "
+                        "to update advlock.fence_ok its ownership: run advlock setup as the "
+                        "role that owns the schema)"
+                      : "");
     }
     PQclear(res);
     PQfinish(conn);

@@ -419,15 +419,13 @@ int cmd_simulate(int argc, char **argv)
         case O_SVG: svg_path = optarg; break;
         case O_QUIET: view.quiet = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return cli_usage_error("simulate", NULL);
         }
         if (bad)
             return EXIT_USAGE;
     }
-    if (optind != argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (optind != argc)
+        return cli_usage_error("simulate", "unexpected argument '%s'", argv[optind]);
     if (ideal && profile_path != NULL) {
         cli_error("--ideal and --profile choose two worlds; give one");
         return EXIT_USAGE;

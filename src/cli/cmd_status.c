@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "advlock.h"
+#include "advlock_pq.h"
 #include "cli.h"
 
 static void format_duration(long long seconds, char *buf, size_t size)
@@ -30,9 +31,13 @@ static const char *or_unknown(const PGresult *res, int row, int col)
     return v[0] != '\0' ? v : "?";
 }
 
+/* How show_key and in_recovery end when the server did not answer within
+ * the bound (said): the connection is closed. */
+enum { NO_ANSWER = -3 };
+
 /* Prints one key's holders and waiters; returns 1 if held, 0 if free, -1 on
- * a failed query, -2 for a name that is not a lock name. */
-static int show_key(PGconn *conn, const char *raw_name)
+ * a failed query, -2 for a name that is not a lock name, NO_ANSWER. */
+static int show_key(PGconn *conn, const char *raw_name, cli_bound bound)
 {
     /* One printable line whatever the name holds: a tab or a newline in it
      * cannot break the tab-separated output. */
@@ -44,7 +49,10 @@ static int show_key(PGconn *conn, const char *raw_name)
         cli_error("'%s': %s", name, advlock_strerror(rc));
         return -2;
     }
-    PGresult *res = cli_holders_query(conn, key);
+    int rc_wait;
+    PGresult *res = cli_holders_query(conn, key, bound, &rc_wait);
+    if (rc_wait != 0)
+        return NO_ANSWER;
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         const char *why = PQerrorMessage(conn);
         cli_error("status of '%s': %.*s", name, cli_trimmed_length(why), why);
@@ -76,10 +84,14 @@ static int show_key(PGconn *conn, const char *raw_name)
 }
 
 /* 1 if the server is in recovery (a hot standby), 0 if not, -1 if the
- * question failed (said on stderr). */
-static int in_recovery(PGconn *conn)
+ * question failed (said on stderr), NO_ANSWER. */
+static int in_recovery(PGconn *conn, cli_bound bound)
 {
-    PGresult *res = PQexec(conn, "SELECT pg_is_in_recovery()");
+    int rc_wait;
+    PGresult *res = cli_exec_until(conn, "SELECT pg_is_in_recovery()",
+                                   "the question whether the server is a standby", bound, &rc_wait);
+    if (rc_wait != 0)
+        return NO_ANSWER;
     int rc = -1;
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
         rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -92,12 +104,14 @@ static int in_recovery(PGconn *conn)
 
 static void usage(FILE *to)
 {
-    fputs("usage: advlock status [-d CONNINFO] [--allow-standby] KEY...\n"
+    fputs("usage: advlock status [-d CONNINFO] [-w SECONDS] [--allow-standby] KEY...\n"
           "  For each key: free or held, and every holder and waiter (pid, application,\n"
           "  client, state, backend start, how long). Exit 0 if all free, 1 if any held,\n"
           "  69 if the server is a hot standby (whose locks say nothing of the primary's).\n"
           "  Needs PostgreSQL 14 or later.\n"
           "\n"
+          "  -w, --timeout SECONDS  give up on a server that does not answer after this\n"
+          "                   long, connecting included (default 30); exit 69\n"
           "  --allow-standby  on a hot standby, show its own locks (local to it)\n",
           to);
 }
@@ -108,28 +122,38 @@ int cmd_status(int argc, char **argv)
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
         {"allow-standby", no_argument, NULL, O_ALLOW_STANDBY},
+        {"timeout", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *conninfo = NULL;
     int opt, allow_standby = 0;
-    while ((opt = getopt_long(argc, argv, "+d:h", options, NULL)) != -1) {
+    int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+    while ((opt = getopt_long(argc, argv, "+d:w:h", options, NULL)) != -1) {
         switch (opt) {
         case 'd': conninfo = optarg; break;
+        case 'w':
+            if (cli_timeout_option(optarg, &timeout_ms) != 0)
+                return EXIT_USAGE;
+            break;
         case O_ALLOW_STANDBY: allow_standby = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return cli_usage_error("status", NULL);
         }
     }
-    if (optind == argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (optind == argc)
+        return cli_usage_error("status", "a KEY is needed");
+    /* The timeout bounds the whole command: the connect and every question. */
+    cli_bound bound = cli_bound_from(advlock_pq_now_ms(), timeout_ms);
     PGconn *conn;
-    int rc = cli_connect(conninfo, NULL, &conn);
+    int rc = cli_connect_until(conninfo, NULL, NULL, bound, &conn);
     if (rc != EXIT_OK)
         return rc;
-    int standby = allow_standby ? 0 : in_recovery(conn);
+    int standby = allow_standby ? 0 : in_recovery(conn, bound);
+    if (standby == NO_ANSWER) {
+        PQfinish(conn);
+        return EXIT_NO_SERVER;
+    }
     if (standby != 0) {
         if (standby > 0)
             cli_error("status refused: the server is a standby in recovery; its advisory "
@@ -141,7 +165,11 @@ int cmd_status(int argc, char **argv)
 
     int any_held = 0, failed = 0, bad_key = 0;
     for (int i = optind; i < argc; i++) {
-        int held = show_key(conn, argv[i]);
+        int held = show_key(conn, argv[i], bound);
+        if (held == NO_ANSWER) {
+            PQfinish(conn);
+            return EXIT_NO_SERVER;
+        }
         if (held == -2)
             bad_key = 1;
         else if (held < 0)

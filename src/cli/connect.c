@@ -68,6 +68,28 @@ static int stop_signal_taken(void)
     return stop;
 }
 
+/* Whether libpq's message for a failed connect says the server refused who
+ * connects rather than could not be reached: the server's FATAL for
+ * SQLSTATE 28P01 (a wrong password) and 28000 (no pg_hba.conf entry, no
+ * such role, an ident or peer mismatch), 42501 at connect (no CONNECT
+ * privilege), or libpq's own "no password supplied". libpq gives a failed
+ * connect's SQLSTATE only inside its message, so its words are read (as
+ * the server and libpq send them untranslated, lc_messages C). */
+static int refused_user(const char *why)
+{
+    static const char *const refusals[] = {
+        "authentication failed",        /* 28P01, and ident/peer/gss: 28000 */
+        "no password supplied",         /* libpq: the server asked for one */
+        "no pg_hba.conf entry",         /* 28000 */
+        "pg_hba.conf rejects",          /* 28000 */
+        "permission denied for database" /* 42501: no CONNECT */
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)
+        if (strstr(why, refusals[i]) != NULL)
+            return 1;
+    return strstr(why, "FATAL:  role \"") != NULL && strstr(why, "\" does not exist") != NULL;
+}
+
 /* Drives libpq's nonblocking connect (PQconnectPoll) until it ends, the
  * bound passes, or a stop signal arrives. PQconnectdb's own wait would
  * honour connect_timeout only, and no signal: a host that never answers
@@ -88,7 +110,7 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
             if (options_may_be_refused && strstr(why, "unsupported startup parameter: options"))
                 return OPTIONS_REFUSED;
             cli_error("cannot connect: %.*s", cli_trimmed_length(why), why);
-            return EXIT_NO_SERVER;
+            return refused_user(why) ? EXIT_NO_PERM : EXIT_NO_SERVER;
         }
         int64_t now = advlock_pq_now_ms();
         if (now >= bound.until_ms) {
@@ -113,11 +135,6 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
             state = PQconnectPoll(conn);
     }
     return EXIT_OK;
-}
-
-int cli_connect(const char *conninfo, const char *application_name, PGconn **out)
-{
-    return cli_connect_until(conninfo, application_name, NULL, (cli_bound){INT64_MAX, 0}, out);
 }
 
 /* The settings a lease sets for itself: the user's startup options must

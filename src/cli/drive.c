@@ -62,14 +62,6 @@ static void clear_progress(void)
     fputs("\r\033[K", stderr);
 }
 
-cli_bound run_bound_from(int64_t now, int64_t ms)
-{
-    int64_t until = ms == INT64_MAX || ms > INT64_MAX - now - ADVLOCK_PQ_GRACE_MS
-                        ? INT64_MAX
-                        : now + ms + ADVLOCK_PQ_GRACE_MS;
-    return (cli_bound){until, ms};
-}
-
 int64_t run_shorter_wait(int64_t a, int64_t b)
 {
     return a < 0 ? b : b < 0 ? a : a < b ? a : b;
@@ -164,7 +156,9 @@ drive_end run_drive(advlock_pq *a, PGconn *conn, const run_options *o, progress 
     drive_end end = {0, 0, ADVLOCK_SQL_COUNT};
     while (advlock_pq_async_busy(a)) {
         int64_t now = advlock_pq_now_ms();
-        if (now >= until_ms) {
+        /* The session check has the handshake's bound too. */
+        int checking = in_flight(a) == ADVLOCK_SQL_SESSION;
+        if (now >= until_ms || (checking && now >= o->handshake.until_ms)) {
             end.abandoned = 1;
             end.sql = in_flight(a);
             cli_abandon(conn);
@@ -180,8 +174,10 @@ drive_end run_drive(advlock_pq *a, PGconn *conn, const run_options *o, progress 
         if (paused_ms < 0)
             paused_ms = tend_reach(a, r);
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
+        int64_t until = checking && o->handshake.until_ms < until_ms ? o->handshake.until_ms
+                                                                     : until_ms;
         int64_t wait_ms = run_shorter_wait(seen != NULL && seen->draw ? 100 : -1,
-                                           until_ms == INT64_MAX ? -1 : until_ms - now);
+                                           until == INT64_MAX ? -1 : until - now);
         if (paused_ms >= 0)
             wait_for_signals(run_shorter_wait(wait_ms, paused_ms));
         else if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms)

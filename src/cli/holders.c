@@ -26,20 +26,12 @@ static int send_holders(PGconn *conn, int64_t key)
                              formats, 0);
 }
 
-/* The last result of conn's statement, the others cleared (as PQexec). */
-static PGresult *last_result(PGconn *conn)
+PGresult *cli_holders_query(PGconn *conn, int64_t key, cli_bound bound, int *rc)
 {
-    PGresult *last = NULL, *res;
-    while ((res = PQgetResult(conn)) != NULL) {
-        PQclear(last);
-        last = res;
-    }
-    return last;
-}
-
-PGresult *cli_holders_query(PGconn *conn, int64_t key)
-{
-    return send_holders(conn, key) ? last_result(conn) : PQgetResult(conn);
+    *rc = 0;
+    return send_holders(conn, key)
+               ? cli_await_last_result(conn, "the question who holds the lock", bound, rc)
+               : PQgetResult(conn);
 }
 
 /* The holder's facts from the statement's rows: holders come first (ORDER
@@ -62,19 +54,15 @@ static void first_holder(const PGresult *res, advlock_report *into)
 
 int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *into)
 {
-    const char *what = "the question who holds the lock";
-    if (!send_holders(conn, key)) {
-        cli_error("%s: %.*s", what, cli_trimmed_length(PQerrorMessage(conn)), PQerrorMessage(conn));
-        return -1;
-    }
-    int rc = cli_await_results(conn, what, bound);
+    int rc;
+    PGresult *res = cli_holders_query(conn, key, bound, &rc);
     if (rc != 0)
         return rc;
-    PGresult *res = last_result(conn);
     if (PQresultStatus(res) == PGRES_TUPLES_OK)
         first_holder(res, into);
     else
-        cli_error("%s: %.*s", what, cli_trimmed_length(PQerrorMessage(conn)), PQerrorMessage(conn));
+        cli_error("the question who holds the lock: %.*s",
+                  cli_trimmed_length(PQerrorMessage(conn)), PQerrorMessage(conn));
     PQclear(res);
     return into->detail == ADVLOCK_DETAIL_DIAGNOSED ? 0 : -1;
 }

@@ -2,8 +2,10 @@
  * advlock: PostgreSQL advisory locks by name, for operators.
  * Dispatches to one subcommand per file; see docs/advlock.1.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <string.h>
 
 #include "advlock.h"
@@ -24,6 +26,38 @@ void cli_warning(const char *fmt, ...)
     va_start(ap, fmt);
     cli_log_vmessage(CLI_WARNING, fmt, ap);
     va_end(ap);
+}
+
+int cli_usage_error(const char *command, const char *fmt, ...)
+{
+    char what[512] = "";
+    if (fmt != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+    }
+    cli_error("%s%stry 'advlock%s%s --help'", what, what[0] != '\0' ? "; " : "",
+              command != NULL ? " " : "", command != NULL ? command : "");
+    return EXIT_USAGE;
+}
+
+/* What a subcommand wrote to standard output must have reached it: a write
+ * that failed (a full disk, /dev/full, a closed pipe's EPIPE) turns the
+ * exit status into EXIT_IO, said, as any failed output does. A stdout
+ * closed by the caller (>&-) is no failure when nothing was written to it
+ * (run's output is its command's). */
+static int close_stdout(int rc)
+{
+    int pending = __fpending(stdout) != 0;
+    int failed_before = ferror(stdout) != 0;
+    int failed_close = fclose(stdout) != 0;
+    if (failed_before || (failed_close && (pending || errno != EBADF))) {
+        cli_error("writing standard output: %s",
+                  failed_close && errno != 0 ? strerror(errno) : "write error");
+        return EXIT_IO;
+    }
+    return rc;
 }
 
 static const struct {
@@ -56,12 +90,11 @@ static void usage(FILE *to)
           to);
 }
 
-int main(int argc, char **argv)
+/* The subcommand argv[1] names, or advlock's own --help and --version. */
+static int dispatch(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (argc < 2)
+        return cli_usage_error(NULL, "a command is needed");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(stdout);
         return EXIT_OK;
@@ -76,9 +109,12 @@ int main(int argc, char **argv)
              * every other error, rather than the subcommand's name. */
             static char program[] = "advlock";
             argv[1] = program;
-            return cli_log_exit(commands[i].run(argc - 1, argv + 1));
+            return commands[i].run(argc - 1, argv + 1);
         }
-    cli_error("unknown command '%s'", argv[1]);
-    usage(stderr);
-    return EXIT_USAGE;
+    return cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+}
+
+int main(int argc, char **argv)
+{
+    return cli_log_exit(close_stdout(dispatch(argc, argv)));
 }

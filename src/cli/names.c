@@ -69,7 +69,7 @@ static int64_t release_ms(const advlock_pq *a, const run_options *o)
  * retries helped to the claimed server session behind a proxy. */
 static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t now)
 {
-    cli_bound bound = run_bound_from(now, release_ms(a, o));
+    cli_bound bound = cli_bound_from(now, release_ms(a, o));
     cli_reach reach;
     cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a), bound);
     drive_end end =
@@ -138,7 +138,7 @@ static int grant_in_doubt(const advlock_report *r)
 int run_give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int commit, int say_each)
 {
     if (o->xact
-        && cli_xact_end(conn, commit, run_bound_from(advlock_pq_now_ms(), o->timeout_ms)) != 0)
+        && cli_xact_end(conn, commit, cli_bound_from(advlock_pq_now_ms(), o->timeout_ms)) != 0)
         return -1;
     int failed = 0;
     for (int i = taken - 1; i >= 0; i--) {
@@ -241,7 +241,10 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
     xact_pause pause = {.conn = o->xact && first ? conn : NULL};
     drive_end end = run_drive(a, conn, o, shown, bound.until_ms, &pause, NULL);
     if (end.abandoned) {
-        run_say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : o->timeout_ms,
+        run_say_abandoned(&end, o, key,
+                          end.signal != 0                  ? SIGNAL_GRACE_MS
+                          : end.sql == ADVLOCK_SQL_SESSION ? o->handshake.named_ms
+                                                           : o->timeout_ms,
                           CLI_EVENT_FAILED);
         *gone = 1;
         if (end.signal != 0)
@@ -276,6 +279,8 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
                              .said = describe(&told, o->key, message, sizeof message)});
         if (grant_in_doubt(&r->lock) && !o->xact)
             release_quietly(a, conn, o, key);
+        if (o->lock.fence && strcmp(r->lock.sqlstate, "42501") == 0)
+            cli_say_missing_grants(conn, bound);
         return acquire_failed_status(&r->lock, o);
     }
     cli_log(&(cli_event){.kind = CLI_EVENT_ACQUIRED,

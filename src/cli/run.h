@@ -17,6 +17,10 @@ typedef struct run_options {
     const char *conninfo;
     const char *application_name;
     int64_t timeout_ms;
+    /* The bound on connecting and the session check: --timeout's, or
+     * without one CLI_DEFAULT_TIMEOUT_MS from the run's start (a run may
+     * wait for the lock forever, not for a server that does not answer). */
+    cli_bound handshake;
     int conflict_exit_code;
     int quiet;
     int keep_running;
@@ -92,10 +96,6 @@ typedef struct xact_pause {
 } xact_pause;
 
 /* ---- drive.c: one operation, driven to its end ------------------------------ */
-
-/* The bound of a phase that starts at now and may take ms (INT64_MAX: no
- * bound), grace included. */
-cli_bound run_bound_from(int64_t now, int64_t ms);
 
 /* The shorter of two waits in ms, -1 meaning none. */
 int64_t run_shorter_wait(int64_t a, int64_t b);

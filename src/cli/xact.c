@@ -52,18 +52,35 @@ int cli_await_results(PGconn *conn, const char *sql, cli_bound bound)
     }
 }
 
+PGresult *cli_await_last_result(PGconn *conn, const char *sql, cli_bound bound, int *rc)
+{
+    if ((*rc = cli_await_results(conn, sql, bound)) != 0)
+        return NULL;
+    PGresult *last = NULL, *res;
+    while ((res = PQgetResult(conn)) != NULL) {
+        PQclear(last);
+        last = res;
+    }
+    return last;
+}
+
+PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound,
+                         int *rc)
+{
+    *rc = 0;
+    return PQsendQuery(conn, sql) ? cli_await_last_result(conn, what, bound, rc)
+                                  : PQgetResult(conn);
+}
+
 /* Runs one transaction-control statement; returns 0, or as cli_xact_begin. */
 static int run_statement(PGconn *conn, const char *sql, cli_bound bound)
 {
-    int rc = PQsendQuery(conn, sql) ? cli_await_results(conn, sql, bound) : 0;
+    int rc;
+    PGresult *res = cli_exec_until(conn, sql, sql, bound, &rc);
     if (rc != 0)
         return rc;
-    int ok = 0; /* as PQexec, the last result says */
-    PGresult *res;
-    while ((res = PQgetResult(conn)) != NULL) {
-        ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-        PQclear(res);
-    }
+    int ok = PQresultStatus(res) == PGRES_COMMAND_OK; /* as PQexec, the last result says */
+    PQclear(res);
     if (!ok) {
         const char *why = PQerrorMessage(conn);
         cli_error("%s failed: %.*s", sql, cli_trimmed_length(why), why);

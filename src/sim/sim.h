@@ -42,7 +42,11 @@ typedef struct sim_client {
     int64_t jumped_at_start_;
     int cancel_sent_;
     uint64_t timer_serial_;
-    int64_t launched_ms_; /* when its process started (world.c) */
+    /* When the process that makes its first acquire started (world.c):
+     * its launch, moved on by the pauses its plan took before that acquire
+     * (think time: a process that thinks first starts when it is done). */
+    int64_t launched_ms_;
+    int acquire_begun_; /* its first acquire has begun: launched_ms_ stays */
     /* the query in flight */
     int query_; /* none, on its way to the server, waiting there, on its way back */
     const char *query_text_;

@@ -75,7 +75,9 @@ static int begin_step(sim_world *sim, int c, const advlock_sim_step *step)
     switch (step->kind) {
     case ADVLOCK_SIM_STOP: cl->stopped_ = 1; return 0;
     case ADVLOCK_SIM_PAUSE: {
-        int64_t until = sim->now_ms_ + (step->pause_ms > 0 ? step->pause_ms : 0);
+        int64_t pause = step->pause_ms > 0 ? step->pause_ms : 0, until = sim->now_ms_ + pause;
+        if (!cl->acquire_begun_)
+            cl->launched_ms_ += pause;
         cl->last_.ended_ms = until;
         return advlock_sim_must_schedule(sim, until, EV_STEP, c, 0, 0);
     }
@@ -88,6 +90,7 @@ static int begin_step(sim_world *sim, int c, const advlock_sim_step *step)
         return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
     case ADVLOCK_SIM_ACQUIRE:
     case ADVLOCK_SIM_RELEASE: {
+        cl->acquire_begun_ |= step->kind == ADVLOCK_SIM_ACQUIRE;
         int rc = advlock_sim_start_operation(sim, c);
         return rc < 0 ? refuse_step(sim, c, rc) : rc;
     }

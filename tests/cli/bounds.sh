@@ -4,6 +4,10 @@
 # ends it promptly in every phase, against a server that does not answer:
 # a stopped postmaster (kill -STOP: a hung host, a full accept queue), a
 # stopped backend (a hung statement), a saturated PgBouncer session pool.
+# Without --timeout, run still gives up connecting and on its session check
+# after 30 s; status, setup and calibrate take --timeout (default 30 s); a
+# user's connect_timeout or PGCONNECT_TIMEOUT bounds connecting too: all
+# against a listener that accepts connections and never answers.
 # Runs under tests/pg/with-pgbouncer.sh with
 # ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 (its transaction pool: the default
 # 3). Prints each measured exit time.
@@ -116,14 +120,18 @@ wait_holders 0 || fail "the postmaster did not come back"
 
 # ---- the session check: its statement hangs on a lock another session holds
 # on the pg_locks view (the check reads it on a fresh session) ----
-psql -X -q -c "BEGIN; LOCK pg_catalog.pg_locks IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(8)" \
-    >/dev/null 2>&1 &
-locker=$!
-bg_pids+=("$locker")
-for _ in $(seq 100); do
-    [ "$(psql -X -At -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK%'")" = 1 ] && break
-    sleep 0.05
-done
+# lock_pg_locks SECONDS: that lock, held SECONDS in the background (locker).
+lock_pg_locks() {
+    psql -X -q -c "BEGIN; LOCK pg_catalog.pg_locks IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep($1)" \
+        >/dev/null 2>&1 &
+    locker=$!
+    bg_pids+=("$locker")
+    for _ in $(seq 100); do
+        [ "$(psql -X -At -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK%'")" = 1 ] && break
+        sleep 0.05
+    done
+}
+lock_pg_locks 8
 sleep 0.2
 timed "$A" run --timeout 1 "$name" -- echo never
 check "hung session check, --timeout 1: status" 69 "$RC"
@@ -313,5 +321,70 @@ wait "$busy" 2>/dev/null
 # The lock stayed on the claimed server session, which PgBouncer keeps.
 psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'" >/dev/null
 wait_holders 0 || fail "locks left after the proxied release"
+
+# ---- a peer that accepts connections and never says a word ----
+python3 -c '
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])
+' >"$T/silent.port" &
+listener=$!
+bg_pids+=("$listener")
+for _ in $(seq 100); do [ -s "$T/silent.port" ] && break; sleep 0.05; done
+silent="host=127.0.0.1 port=$(cat "$T/silent.port")"
+# The defaults take 30 s: both run meanwhile. A run that would wait for the
+# lock forever, against the silent peer; and one whose session check hangs
+# (pg_locks locked, as above, for longer than the default bound).
+lock_pg_locks 40
+default_start=$(now_ms)
+timeout -s KILL 60 "$A" run -d "$silent" "$name" -- echo never >"$T/default-connect.out" \
+    2>"$T/default-connect.err" &
+default_connect=$!
+timeout -s KILL 60 "$A" run "$name" -- echo never >"$T/default-check.out" \
+    2>"$T/default-check.err" &
+default_check=$!
+
+for cmd in status setup calibrate; do
+    keys=()
+    [ "$cmd" = status ] && keys=("$name")
+    timed "$A" "$cmd" -d "$silent" --timeout 1 "${keys[@]}"
+    check "silent peer, $cmd --timeout 1: status" 69 "$RC"
+    check "silent peer, $cmd --timeout 1: message" "advlock: could not connect within 1s" "$ERR"
+    within "silent peer, $cmd --timeout 1" 3500
+done
+timed env PGCONNECT_TIMEOUT=2 "$A" status -d "$silent" "$name"
+check "silent peer, PGCONNECT_TIMEOUT=2 status: status" 69 "$RC"
+check "silent peer, PGCONNECT_TIMEOUT=2: message" \
+    "advlock: could not connect within 2s (connect_timeout)" "$ERR"
+within "silent peer, PGCONNECT_TIMEOUT=2 status" 4500
+timed env PGCONNECT_TIMEOUT=2 "$A" run -d "$silent" "$name" -- echo never
+check "silent peer, PGCONNECT_TIMEOUT=2 run: status" 69 "$RC"
+within "silent peer, PGCONNECT_TIMEOUT=2 run" 4500
+
+wait "$default_connect" && RC=0 || RC=$?
+ELAPSED=$(($(now_ms) - default_start))
+check "silent peer, run without --timeout: status" 69 "$RC"
+check "silent peer, run without --timeout: message" "advlock: could not connect within 30s" \
+    "$(cat "$T/default-connect.err")"
+check "silent peer, run without --timeout: command not run" "" "$(cat "$T/default-connect.out")"
+[ "$ELAPSED" -ge 30000 ] && pass || fail "run without --timeout gave up after ${ELAPSED} ms, before 30 s"
+within "silent peer, run without --timeout (default 30 s)" 36000
+wait "$default_check" && RC=0 || RC=$?
+ELAPSED=$(($(now_ms) - default_start))
+check "hung session check, run without --timeout: status" 69 "$RC"
+check "hung session check, run without --timeout: message" \
+    "advlock: no answer from the server within 30s to the session check; connection closed" \
+    "$(cat "$T/default-check.err")"
+within "hung session check, run without --timeout (default 30 s)" 36000
+kill "$locker" 2>/dev/null
+psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK%'" >/dev/null
+wait "$locker" 2>/dev/null
+kill "$listener"
+wait "$listener" 2>/dev/null
 
 finish

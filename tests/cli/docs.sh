@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The man page and --help agree: every long option a subcommand's --help
 # lists is documented in docs/advlock.1, and every subcommand in the man
-# page's synopsis is in advlock --help.
+# page's synopsis is in advlock --help. And the page renders its sentences
+# with their spaces: an alternating-font macro (.BR, .IR, ...) joins its
+# arguments without one, so a sentence written on such a line runs its
+# words together.
 set -u
 . "$(dirname "$0")/lib.sh"
 A=${ADVLOCK:?set ADVLOCK to the advlock binary}
@@ -19,4 +22,20 @@ done
 for cmd in $(grep -o '^\.B advlock [a-z]*' "$man_page" | awk '{ print $3 }'); do
     "$A" --help | grep -q "^  $cmd " && pass || fail "man page documents '$cmd', which --help does not list"
 done
+
+# Three plain words in a row among a font macro's unquoted arguments are a
+# sentence that lost its spaces (".BR message . Fields may be added").
+while IFS= read -r line; do
+    fail "man page: words run together in [$line]"
+done < <(awk '/^\.(BR|RB|IR|RI|BI|IB) / {
+        rest = substr($0, 5); gsub(/"[^"]*"/, " \"\" ", rest)
+        n = split(rest, w, " "); run = 0
+        for (i = 1; i <= n; i++) { run = w[i] ~ /^[A-Za-z]+$/ ? run + 1 : 0; if (run >= 3) { print NR ": " $0; next } }
+    }' "$man_page")
+pass
+rendered=$(MANWIDTH=80 man -l "$man_page" 2>/dev/null | tr -s ' \n' ' ')
+case $rendered in
+    *"is a message. Fields may be added to events"*) pass ;;
+    *) fail "man page: the log format's last sentence does not render with its spaces" ;;
+esac
 finish

@@ -29,11 +29,24 @@ check "--fence --shared refused" 64 "$RC"
 capture "$A" run --fence --wait "$name" -- echo never
 check "--fence --wait refused" 64 "$RC"
 
+# The role that deploys (no CREATE on the database) cannot install the
+# schema: said, with what it needs.
+sql "CREATE ROLE fence_deployer LOGIN" >/dev/null
+capture "$A" setup -d "user=fence_deployer"
+check "setup by a role without CREATE, no schema yet" 70 "$RC"
+case $ERR in *"permission denied for database"*"needs CREATE on the database"*) pass ;; *) fail "setup without CREATE: [$ERR]" ;; esac
+
 # setup is idempotent: twice, the second changes nothing and says nothing.
 capture "$A" setup
 check "setup" "0:" "$RC:$ERR"
 capture "$A" setup
 check "setup again" "0:" "$RC:$ERR"
+# And so for the deploying role once it has the grants docs/operators.md
+# lists (read from there): it finds everything installed.
+sql "$(sed -n '/^GRANT USAGE ON SCHEMA advlock/,/^GRANT EXECUTE/p' "$here/../../docs/operators.md" |
+    sed 's/lock_users/fence_deployer/')" >/dev/null
+capture "$A" setup -d "user=fence_deployer"
+check "setup again by the role with the documented grants" "0:" "$RC:$ERR"
 check "the counter table" "key bigint token bigint" \
     "$(sql "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ' ' ORDER BY attnum)
             FROM pg_attribute WHERE attrelid = 'advlock.fence'::regclass AND attnum > 0")"
@@ -46,12 +59,17 @@ check "second token" 2 "$OUT"
 capture "$A" run "$name" -- sh -c 'echo "${ADVLOCK_FENCE-unset}"'
 check "no --fence: no token, no statement of its own" "unset 2" "$OUT $(sql "SELECT token FROM advlock.fence")"
 
-# --xact: the token is taken inside the transaction and commits with it; a
-# command that fails rolls it back, so committed tokens still increase.
-capture "$A" run --xact --fence "$name" -- sh -c 'echo "$ADVLOCK_FENCE"'
-check "--xact token" 3 "$OUT"
-capture "$A" run --xact --fence "$name" -- false
-check "--xact failed command: its token rolled back" "1 3" "$RC $(sql "SELECT token FROM advlock.fence")"
+# --xact: refused. Its token would commit only with the run's transaction,
+# after the command, so the command's guarded write (fence_ok reads the
+# key's row FOR SHARE) would wait for advlock, which waits for it: a
+# deadlock from the key's second acquisition on. Refused before connecting.
+capture timeout -s KILL 20 "$A" run --xact --fence "$name" -- \
+    sh -c 'psql -X -At -c "SELECT advlock.fence_ok($ADVLOCK_KEY, $ADVLOCK_FENCE)"'
+check "--xact --fence: refused" 64 "$RC"
+case $ERR in *"not with --xact"*"fence_ok"*) pass ;; *) fail "--xact --fence: the reason: $ERR" ;; esac
+check "--xact --fence: no token taken" 2 "$(sql "SELECT token FROM advlock.fence")"
+capture "$A" run --fence "$name" -- sh -c 'echo "$ADVLOCK_FENCE"'
+check "third token" 3 "$OUT"
 
 # fence_ok: true for the newest token (and any later), false for older;
 # true for a key that never had one.
@@ -104,5 +122,19 @@ wait "$holder"
 check "the paused holder's late write is refused" "UPDATE 0" "$(cat "$T/a.out")"
 check "the resource holds the new holder's write" "new $(($(cat "$T/a.token") + 1))" \
     "$(sql "SELECT writer, token FROM resource" | tr '|' ' ')"
+
+# The documented grants are enough for a token and a guarded check; one
+# missing is named, as the GRANT a DBA runs.
+capture "$A" run --fence -d "user=fence_deployer" fence-grants -- \
+    sh -c 'psql -X -At -c "SELECT advlock.fence_ok($ADVLOCK_KEY, $ADVLOCK_FENCE)"'
+check "the deploying role: token and fence_ok" "0 t" "$RC $OUT"
+sql "REVOKE UPDATE ON advlock.fence FROM fence_deployer" >/dev/null
+capture "$A" run --fence -d "user=fence_deployer" fence-grants -- echo never
+check "UPDATE missing: lock error" "70 " "$RC $OUT"
+case $ERR in *"a DBA runs: GRANT UPDATE ON advlock.fence TO fence_deployer;") pass ;; *) fail "UPDATE missing: not named: [$ERR]" ;; esac
+sql "REVOKE USAGE ON SCHEMA advlock FROM fence_deployer" >/dev/null
+capture "$A" run --fence -d "user=fence_deployer" fence-grants -- echo never
+case $ERR in *"GRANT USAGE ON SCHEMA advlock TO fence_deployer; GRANT UPDATE ON advlock.fence TO fence_deployer;") pass ;; *) fail "USAGE missing: not named: [$ERR]" ;; esac
+check "nothing left locked" 0 "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
 
 finish

@@ -253,6 +253,14 @@ check "session killed: the text's sentence" \
     "\"connection to the server lost while the command ran: lock '$name' is no longer held; terminating the command\"" \
     "$(field "$T/killed" lock_lost message)"
 
+# Over TCP the default lease (30 s) is too short for --kill-after 30:
+# refused once connected, naming the minimum; a Unix socket runs it.
+capture "$A" run -d "$tcp" --kill-after 30 "$name" -- echo never
+check "TCP, default lease, --kill-after 30: refused" "64 " "$RC $OUT"
+case $ERR in *"--lease 30 is too short for --kill-after 30"*"at least 36 s"*) pass ;; *) fail "default lease too short: $ERR" ;; esac
+capture "$A" run --xact -d "$tcp" --kill-after 30 "$name" -- true
+check "TCP, --xact (no lease), --kill-after 30" "0" "$RC"
+
 # A command that ignores SIGTERM gets SIGKILL after --kill-after.
 "$A" run --log-format json --kill-after 0.3 "$name" -- \
     sh -c 'trap "" TERM; kill -TERM $PPID; sleep 5' 2>"$T/killed"

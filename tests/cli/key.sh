@@ -21,6 +21,10 @@ check "stdin, first column" "$(printf '5833259923214357904\n-4681257986631115808
 capture bash -c "printf 'a\0b\n' | '$A' key -"
 check "stdin keeps NUL bytes" "1372762861005608360" "$(cut -f1 <<<"$OUT")"
 
+# A file written on Windows: the CR LF ends the line, the name is the same.
+capture bash -c "printf 'BrighterMigration_public.Outbox\r\nx\n' | '$A' key -"
+check "stdin, CR LF line end" "6330443736081384332 -7095688318469890164" "$(cut -f1 <<<"$OUT" | tr '\n' ' ' | sed 's/ $//')"
+
 capture "$A" key --lookup 1473921289 2948219788 nope BrighterMigration_public.Outbox other
 check "lookup, status" 0 "$RC"
 check "lookup, match" "BrighterMigration_public.Outbox" "$OUT"
@@ -35,12 +39,25 @@ capture "$A" key --lookup 1 notanumber a
 check "lookup, bad objid" 64 "$RC"
 capture "$A" key --lookup 4294967296 1 a
 check "lookup, classid beyond 32 bits" 64 "$RC"
+# A usage error says what is wrong and where help is, not the whole usage.
 capture "$A" key
-check "no keys" 64 "$RC"
+check "no keys" "64 advlock: a KEY (or -, to read them) is needed; try 'advlock key --help'" "$RC $ERR"
 capture "$A" key --bogus a
-check "unknown option" 64 "$RC"
+check "unknown option" "64 $(printf "advlock: unrecognized option '--bogus'\nadvlock: try 'advlock key --help'")" "$RC $ERR"
 capture "$A" frobnicate
-check "unknown command" 64 "$RC"
+check "unknown command" "64 advlock: unknown command 'frobnicate'; try 'advlock --help'" "$RC $ERR"
+capture "$A"
+check "no command" "64 advlock: a command is needed; try 'advlock --help'" "$RC $ERR"
+capture "$A" run
+check "run, nothing to run" "64 advlock: a KEY and a COMMAND are needed; try 'advlock run --help'" "$RC $ERR"
+
+# Output that cannot be written is an I/O error (74), said.
+capture bash -c "'$A' key a >/dev/full"
+check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
+for cmd in "" key run status simulate calibrate setup; do
+    capture bash -c "'$A' $cmd --help >/dev/full"
+    check "$cmd --help, stdout full" 74 "$RC"
+done
 capture "$A" --version
 # The version the library's header declares (docs.sh holds the man page to it).
 header_version=$(sed -n 's/^#define ADVLOCK_VERSION "\(.*\)"$/\1/p' "$(dirname "$0")/../../include/advlock.h")

@@ -354,6 +354,10 @@ capture "$A" run --timeout -1 "$name" -- true
 check "negative timeout" 64 "$RC"
 capture "$A" run --timeout 0.0001 "$name" -- true
 check "timeout finer than a millisecond" 64 "$RC"
+# A Unix socket has no lease, so no --kill-after is too long for it.
+capture "$A" run --kill-after 30 "$name" -- true
+check "--kill-after 30 on a Unix socket" "0:" "$RC:$ERR"
+
 capture "$A" run "$name" -- /nonexistent/command
 check "command not found" 127 "$RC"
 check "nothing held at the end" 0 "$(held)"

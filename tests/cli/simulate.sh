@@ -170,6 +170,16 @@ check "week-long holds: the run ends" 0 "$RC"
 capture "$A" simulate --no-such-option
 check "unknown option: status" 64 "$RC"
 check "unknown option: prefix" "advlock: unrecognized option '--no-such-option'" "$(head -n 1 <<<"$ERR")"
+# Think time is not waiting: in the measured world a client that thinks up
+# to 5 s before its acquire waits only its startup and its statements.
+capture "$A" simulate --clients 2 --hold 10 --think 5000
+longest=$(grep -o 'after waiting [0-9]* ms' <<<"$OUT" | awk '$3 > m { m = $3 } END { print m + 0 }')
+[ "$longest" -lt 1000 ] && pass || fail "--think 5000: think time counted as waiting ($longest ms)"
+
 capture "$A" simulate --trace /nonexistent/dir/trace
 check "unwritable trace" 74 "$RC"
+capture bash -c "'$A' simulate --clients 2 >/dev/full"
+check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
+capture bash -c "'$A' simulate --clients 2 --quiet >/dev/full"
+check "stdout full, summary only" 74 "$RC"
 finish

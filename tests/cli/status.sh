@@ -70,6 +70,10 @@ case "$(sed -n 2p <<<"$OUT")" in *"holder	pid "*"application 'odd-holder'"*) pas
 psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'odd-holder'" >/dev/null
 wait "$holder" 2>/dev/null
 
+# Its answer cannot be written: an I/O error (74), said.
+capture bash -c "'$A' status '$name' >/dev/full"
+check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
+
 capture "$A" status -d "host=/nonexistent-dir" "$name"
 check "no server: status" 69 "$RC"
 case "$ERR" in "advlock: cannot connect: "*) pass ;; *) fail "no server: message [$ERR]" ;; esac
@@ -86,5 +90,27 @@ check "bad key: status" 2 "$RC"
 case "$ERR" in "advlock: 'bad\xff': "*) pass ;; *) fail "bad key shown escaped: [$ERR]" ;; esac
 capture "$A" status
 check "no keys: status" 64 "$RC"
+
+# The server refuses who connects (a wrong or missing password, SQLSTATE
+# 28P01; no such role, 28000): 77 (EX_NOPERM), not an unreachable server's
+# 69. A role of its own asks for a password on the socket (the harness
+# trusts everyone else), for as long as the test runs.
+: "${ADVLOCK_PG_DATA:?run under tests/pg/with-postgres.sh}"
+hba="$ADVLOCK_PG_DATA/pg_hba.conf"
+cp -p "$hba" "$hba.status-test"
+trap 'mv "$hba.status-test" "$hba"; psql -X -q -c "SELECT pg_reload_conf()" >/dev/null' EXIT
+psql -X -q -c "CREATE ROLE status_pw LOGIN PASSWORD 'right'" >/dev/null
+{ echo "local all status_pw scram-sha-256"; cat "$hba.status-test"; } >"$hba"
+psql -X -q -c "SELECT pg_reload_conf()" >/dev/null
+capture env PGPASSWORD=wrong "$A" status -d "user=status_pw" "$name"
+check "wrong password: status" 77 "$RC"
+case "$ERR" in *"password authentication failed"*) pass ;; *) fail "wrong password: message [$ERR]" ;; esac
+capture env -u PGPASSWORD PGPASSFILE=/nonexistent "$A" status -d "user=status_pw" "$name"
+check "no password: status" 77 "$RC"
+capture env PGPASSWORD=right "$A" status -d "user=status_pw" "$name"
+check "right password: status" 0 "$RC"
+capture "$A" status -d "user=no_such_role" "$name"
+check "no such role: status" 77 "$RC"
+psql -X -q -c "DROP ROLE status_pw" >/dev/null
 
 finish

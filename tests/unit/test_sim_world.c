@@ -142,6 +142,18 @@ static void set_model_checks_its_arguments(void **state)
     assert_int_equal(advlock_sim_client_launched(NULL, 0), ADVLOCK_EINVAL);
 }
 
+/* Runs one scripted client in a world where it launches at 5 ms, starts up
+ * in 7 ms and every statement takes 4 ms. */
+static void run_one_client_launched_at_5_ms(const advlock_sim_step *steps, size_t count,
+                                            advlock_sim_done *done)
+{
+    advlock_sim_model m = constant_model(5000, 7000, 4000, 0, 0, 0);
+    assert_int_equal(advlock_sim_init(&sim, NULL), 0);
+    assert_int_equal(advlock_sim_add_script(&sim, steps, count, done), 0);
+    assert_int_equal(advlock_sim_set_model(&sim, &m), 0);
+    run_clean();
+}
+
 /* A client starts at its launch, sends its first statement after its
  * startup, and gets the answer a statement's time later. */
 static void a_client_starts_at_its_launch_and_startup(void **state)
@@ -152,15 +164,32 @@ static void a_client_starts_at_its_launch_and_startup(void **state)
         {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "a"},
     };
     advlock_sim_done done[2];
-    advlock_sim_model m = constant_model(5000, 7000, 4000, 0, 0, 0);
-    assert_int_equal(advlock_sim_init(&sim, NULL), 0);
-    assert_int_equal(advlock_sim_add_script(&sim, steps, 2, done), 0);
-    assert_int_equal(advlock_sim_set_model(&sim, &m), 0);
-    run_clean();
+    run_one_client_launched_at_5_ms(steps, 2, done);
     assert_int_equal(advlock_sim_client_launched(&sim, 0), 5);
     assert_int_equal(done[0].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(done[0].started_ms, 12);
     assert_int_equal(done[0].ended_ms, 16);
+}
+
+/* A pause before the first acquire (think time) is the process's time
+ * before it starts, not a wait for the lock: the launch moves on by it, and
+ * a pause after that acquire leaves it. */
+static void think_time_before_the_first_acquire_is_not_waiting(void **state)
+{
+    (void)state;
+    const advlock_sim_step steps[] = {
+        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 3000},
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "a", .timeout_ms = 1000},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "a"},
+        {.kind = ADVLOCK_SIM_PAUSE, .pause_ms = 500},
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "a", .timeout_ms = 1000},
+        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "a"},
+    };
+    advlock_sim_done done[6];
+    run_one_client_launched_at_5_ms(steps, 6, done);
+    assert_int_equal(advlock_sim_client_launched(&sim, 0), 3005);
+    assert_int_equal(done[1].started_ms, 3012);
+    assert_int_equal(done[1].ended_ms, 3016);
 }
 
 /* One server: the second statement sent in the same millisecond waits for
@@ -313,6 +342,7 @@ int main(void)
         cmocka_unit_test(constants_take_one_value_like_the_rest),
         cmocka_unit_test(set_model_checks_its_arguments),
         cmocka_unit_test(a_client_starts_at_its_launch_and_startup),
+        cmocka_unit_test(think_time_before_the_first_acquire_is_not_waiting),
         cmocka_unit_test(statements_queue_for_the_servers),
         cmocka_unit_test(timers_fire_late_by_the_wakeup),
         cmocka_unit_test(the_cycler_holds_for_the_command_too),
