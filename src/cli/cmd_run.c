@@ -122,6 +122,16 @@ static int tend_verify(verifier *v, advlock_pq *a, int command_running)
     return 1;
 }
 
+/* The adapter lost the session (its lease ran out, or the connection
+ * ended): a verify in flight went with it, as the adapter abandons
+ * whatever it had in flight, and no other starts. Nothing is left to read
+ * before the command's end is waited for. */
+static void verifier_stop(verifier *v)
+{
+    v->in_flight = 0;
+    v->interval_ms = 0;
+}
+
 /* Why a verify did not end HELD, as lock_gone says it. */
 static void say_unverified(char *why, size_t size, const advlock_pq *a, const run_options *o)
 {
@@ -220,6 +230,7 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
         if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
+            verifier_stop(&v);
             const char *reason = say_lost(why, sizeof why, a, o);
             lock_gone(c, o, NULL, &kill_at, why, reason);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
@@ -554,14 +565,25 @@ static void take_lease(run_options *o, PGconn *conn)
 }
 
 /* Behind a proxy the server's socket is the proxy's: only the stop bound
- * is the lease's, said at start. */
+ * is the lease's. Said at start, with the proxy's settings that keep its
+ * release after this run's stop: the plan's own server settings, as
+ * docs/operators.md "Leases" derives them. */
 static void say_proxied_lease(const advlock_pq *a, const run_options *o)
 {
-    if (o->lease_ms > 0 && advlock_pq_proxied(a))
-        cli_warning("lease: behind a proxy, the release bound is the proxy's tcp settings (the "
-                    "server frees lock '%s' when the proxy drops this client); COMMAND is still "
-                    "stopped within the lease",
-                    o->shown_key);
+    advlock_lease_plan p;
+    if (o->lease_ms == 0 || !advlock_pq_proxied(a)
+        || advlock_lease_plan_init(&p, o->lease_ms, o->kill_after_ms) != 0)
+        return;
+    char lease[32];
+    advlock_format_seconds(p.lease_ms, lease, sizeof lease);
+    cli_warning("lease: behind a proxy the server frees lock '%s' when the proxy drops this "
+                "client, which only the proxy's settings bound: for a lease of %ss PgBouncer "
+                "needs tcp_keepalive=1 tcp_keepidle=%d tcp_keepintvl=%d tcp_keepcnt=%d "
+                "tcp_user_timeout=%d client_idle_timeout=0 (set for the longest lease used "
+                "through it; see --lease in advlock(1)); COMMAND is still stopped "
+                "within the lease",
+                o->shown_key, lease, (int)p.keepalives_idle_s, (int)p.keepalives_interval_s,
+                (int)p.keepalives_count, (int)p.user_timeout_ms);
 }
 
 /* The command's proof of which holder it is: the token and the key it
@@ -695,6 +717,10 @@ int cmd_run(int argc, char **argv)
      * that fails after a failed command leaves the command's status. */
     if (lost || (!given_back && (!o.xact || exit_code == 0)))
         exit_code = EXIT_LOCK_ERROR;
+    /* A lease that ran out left its statement (a heartbeat, a verify) with
+     * no answer: given up on as any statement past its bound is. */
+    if (lost == LOCK_LOST && PQtransactionStatus(conn) == PQTRANS_ACTIVE)
+        cli_abandon(conn);
     PQfinish(conn);
     return exit_code;
 }
