@@ -51,7 +51,7 @@ PGBOUNCER_VALUES=${PROXY_PGBOUNCER_VALUES:-tcp_keepalive=1 tcp_keepidle=5 tcp_ke
 # the veth's host end too, with the values above.
 if [ -z "${ADVLOCK_TEST_PGBOUNCER_DIR:-}" ]; then
     export ADVLOCK_TEST_PGBOUNCER_LISTEN=$ADVLOCK_PARTITION_SERVER_ADDR
-    ADVLOCK_TEST_PGBOUNCER_SETTINGS=$(printf '%s\n' $PGBOUNCER_VALUES | sed 's/=/ = /')
+    ADVLOCK_TEST_PGBOUNCER_SETTINGS=$(echo "$PGBOUNCER_VALUES" | tr ' ' '\n' | sed 's/=/ = /')
     export ADVLOCK_TEST_PGBOUNCER_SETTINGS
     exec "$here/../pg/with-pgbouncer.sh" --inside-postgres "$0" "$@"
 fi
@@ -61,7 +61,8 @@ d=$ADVLOCK_PARTITION_DIR
 figures=${PROXY_FIGURES:-$d/figures}
 holder_conninfo=$ADVLOCK_TEST_PGBOUNCER_SESSION_TCP
 contender_conninfo=$ADVLOCK_TEST_PGBOUNCER_SESSION
-proxy_port=$(echo "$holder_conninfo" | sed 's/.*port=\([0-9]*\).*/\1/')
+proxy_port=${holder_conninfo##*port=}
+proxy_port=${proxy_port%% *}
 
 # Frees whatever a case left: the holder's processes; its PgBouncer client
 # goes by PgBouncer's keepalives, its server session with it.
@@ -143,7 +144,7 @@ cut_off_run() {
             grep -q "lease ran out" "$dir/holder.err" && break
             sleep 0.05
         done
-        kill -TERM "$(cat "$dir/pid")"
+        kill -TERM "$(cat "$dir/pid")" 2>/dev/null || true
     fi
     judge_holder "$name" "$dir"
     if [ -n "$ignore" ]; then
