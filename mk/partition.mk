@@ -54,8 +54,8 @@ partition-test: $(BUILD)/advlock | deps-partition
 
 # ---- leases behind PgBouncer under partitions (tests/partition/pgbouncer.sh) ---
 # In make test: the start-up warning, one cut-off run with a contender
-# through the same PgBouncer, a SIGTERM while the command is stopped (about
-# 30 s). make partition-proxy-measure repeats the cut-off run PROXY_RUNS
+# through the same PgBouncer and a SIGTERM while the command is stopped, a
+# SIGTERM while a verify is out after the command's end (about 30 s). make partition-proxy-measure repeats the cut-off run PROXY_RUNS
 # times (default 10) and prints the figures (not in make test: ~2 min).
 # PgBouncer comes with deps-deploy (mk/deploy.mk).
 

@@ -143,6 +143,25 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
     snprintf(why, size, "checking lock '%s' while the command ran: %s", o->shown_key, sentence);
 }
 
+/* After the command's end a verify in flight is waited for (the release
+ * needs the connection), unless a stop signal came: then, as for the
+ * release itself, it has SIGNAL_GRACE_MS to answer, none after a second
+ * signal (*give_up_at: INT64_MAX while no signal came). Past that its
+ * connection is given up (cli_abandon), which ends the session and its
+ * locks, and said; returns 1 then. */
+static int tend_give_up(verifier *v, PGconn *conn, run_options *o, int64_t *give_up_at)
+{
+    if (!v->in_flight || advlock_pq_now_ms() < *give_up_at)
+        return 0;
+    cli_abandon(conn);
+    run_focus(o, v->next);
+    run_say_abandoned(&(drive_end){.sql = ADVLOCK_SQL_HELD_GUARDED}, o, o->names[v->next].key,
+                      SIGNAL_GRACE_MS, CLI_EVENT_RELEASE_FAILED);
+    run_focus_all(o);
+    verifier_stop(v);
+    return 1;
+}
+
 /* Why the lock was lost, as lock_gone says it: a lease that ran out (the
  * server may hold the lock a while yet: never "no longer held"), or the
  * connection closed, which ended the session; returns which, as the JSON
@@ -182,11 +201,12 @@ static void say_lease_renewed(const advlock_pq *a, int64_t *stop_at)
  * and advlock waits until the whole group is gone, not just the command.
  * Returns the command's wait status (-1 if it could not be waited for);
  * *lost says whether the lock was lost meanwhile, and how. */
-enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED };
-static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
+enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED, LOCK_ABANDONED };
+static int supervise(cli_child *c, advlock_pq *a, PGconn *conn, run_options *o, int *lost)
 {
     int status = -1, exited = 0;
     int64_t kill_at = -1; /* -1: not stopping; INT64_MAX: SIGKILL sent */
+    int64_t give_up_at = INT64_MAX; /* see tend_give_up */
     verifier v;
     verifier_init(&v, a, o);
     *lost = LOCK_KEPT;
@@ -221,14 +241,24 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
         int64_t wait_ms = run_shorter_wait(exited ? 50 : -1, verify_wait_ms(&v, now));
         if (kill_at >= 0 && kill_at != INT64_MAX)
             wait_ms = run_shorter_wait(wait_ms, kill_at - now);
+        if (give_up_at != INT64_MAX)
+            wait_ms = run_shorter_wait(wait_ms, give_up_at > now ? give_up_at - now : 0);
         if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms) < 0)
             return -1;
         int sig;
-        while ((sig = cli_signals_next()) != 0)
-            if (sig != SIGCHLD)
-                stop_command(c, o, sig, &kill_at);
+        while ((sig = cli_signals_next()) != 0) {
+            if (sig == SIGCHLD)
+                continue;
+            stop_command(c, o, sig, &kill_at);
+            if (exited && v.in_flight) {
+                now = advlock_pq_now_ms();
+                give_up_at = give_up_at == INT64_MAX ? now + SIGNAL_GRACE_MS : now;
+            }
+        }
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
-        if (!*lost && advlock_pq_async_lost(a)) {
+        if (!*lost && tend_give_up(&v, conn, o, &give_up_at)) {
+            *lost = LOCK_ABANDONED;
+        } else if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
             verifier_stop(&v);
             const char *reason = say_lost(why, sizeof why, a, o);
@@ -699,7 +729,7 @@ int cmd_run(int argc, char **argv)
     cli_log(
         &(cli_event){.kind = CLI_EVENT_COMMAND_STARTED, .pid = child.pid, .command = o.command});
     int lost;
-    int status = supervise(&child, &a, &o, &lost);
+    int status = supervise(&child, &a, conn, &o, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (status >= 0)

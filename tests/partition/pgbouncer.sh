@@ -20,11 +20,15 @@
 #            to advlock run once the lease has run out reaches the command's
 #            group, and advlock run still ends within U (KILL after
 #            --kill-after): no phase of the stop ignores a signal
+#   exited   --lease 0: the command ends on its own after the cut, while a
+#            verify is out; a SIGTERM then gives the verify 0.5 s, as the
+#            release would get, and advlock run exits 70, its connection
+#            given up, instead of waiting for TCP to give up (minutes)
 #   warning  advlock run's start-up warning behind a proxy names these values
 # and prints the figures (tests/partition/timeline.sh).
 #
 # Usage: ADVLOCK=build/advlock tests/partition/pgbouncer.sh [CASE...]
-# (default: warning signal); make partition-proxy-test runs that in make test,
+# (default: warning signal exited); make partition-proxy-test runs that in make test,
 # make partition-proxy-measure with PROXY_RUNS=10 and CASE stop.
 # Needs root; exits 77 where namespaces cannot be made.
 set -euo pipefail
@@ -156,6 +160,37 @@ cut_off_run() {
     clean_up
 }
 
+# ---- a signal while a verify is out after the command's end ----------------------
+
+exited() {
+    local dir=$d/exited key_name=proxy-exited
+    mkdir -p "$dir"
+    # shellcheck disable=SC2016
+    in_ns bash -c '"$ADVLOCK" run -q -d "$1" --lease 0 "$2" -- \
+            bash -c "while [ ! -e \"\$1/cut\" ]; do sleep 0.05; done; sleep 1.5" _ "$3" &
+        echo $! >"$3/pid"
+        wait $! && status=0 || status=$?
+        echo "$status $(date +%s.%N)" >"$3/end"' _ "$holder_conninfo" "$key_name" "$dir" \
+        2>"$dir/holder.err" &
+    sleep 1.5
+    partition_on
+    touch "$dir/cut"
+    # The command ends 1.5 s after the cut; a verify (every 1 s) is out by then.
+    sleep 2.5
+    local signalled
+    signalled=$(now_s)
+    kill -TERM "$(cat "$dir/pid")" 2>/dev/null || true
+    read_end "$dir" 5
+    check "exited: advlock run exits 70" 70 "$STATUS"
+    check "exited: ... soon after the signal (0.5 s for the verify)" 1 \
+        "$([ -n "$END" ] && before "$END" "$(awk -v s="$signalled" 'BEGIN { printf "%.3f", s + 2 }')" \
+            && echo 1 || echo "0 (${END:+$(minus "$END" "$signalled") s after it}${END:-never})")"
+    check "exited: ... its connection closed" 0 "$(open_connections)"
+    check "exited: the verify given up is said" 1 \
+        "$(grep -c "no answer from the server within 0.5s to the check of lock '$key_name'; connection closed" "$dir/holder.err")"
+    clean_up
+}
+
 # ---- what advlock run says at start behind a proxy -------------------------------------
 
 warning() {
@@ -168,11 +203,12 @@ warning() {
 }
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(warning signal)
+[ ${#cases[@]} -gt 0 ] || cases=(warning signal exited)
 for c in "${cases[@]}"; do
     case "$c" in
         stop) for run in $(seq "$RUNS"); do cut_off_run "stop $run" "proxy-stop-$run"; done ;;
         signal) cut_off_run signal proxy-signal ignore ;;
+        exited) exited ;;
         warning) warning ;;
         *) fail "unknown case: $c" ;;
     esac
