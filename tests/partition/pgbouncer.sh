@@ -8,10 +8,11 @@
 # socket) polls the lock every 50 ms and takes the server's clock at the
 # grant.
 #
-# The lease is --lease 10 --kill-after 3 (U = 7000 ms, D = 3 s), and
-# PgBouncer runs with the values docs/operators.md gives for it (behind a
-# proxy, in "Leases"): tcp_keepidle 5, tcp_keepintvl 1, tcp_keepcnt 2,
-# tcp_user_timeout 7000, client_idle_timeout 0. Cases:
+# The lease is --lease 10 --kill-after 3 (U = 7000 ms, D = 3 s; PROXY_LEASE
+# and PROXY_KILL_AFTER, in whole seconds, choose others), and PgBouncer runs
+# with the values docs/operators.md, "Leases behind PgBouncer", gives for it:
+# tcp_keepidle 5, tcp_keepintvl 1, tcp_keepcnt 2, tcp_user_timeout 7000,
+# client_idle_timeout 0. Cases:
 #   stop     cut off: the command is stopped, advlock run exits 70 naming
 #            the lease with its connection closed, within U of the cut, and
 #            the contender gets the lock only after the holder's group was
@@ -44,12 +45,14 @@ ADVLOCK=$(cd "$(dirname "$ADVLOCK")" && pwd)/$(basename "$ADVLOCK")
 export ADVLOCK
 partition_enter "$0" "$@"
 
-LEASE_S=10
-KILL_S=3
-U_S=7 # the plan's tcp_user_timeout: L - 3 s, as docs/design.md "Leases" derives it
+LEASE_S=${PROXY_LEASE:-10}
+KILL_S=${PROXY_KILL_AFTER:-3}
+# The plan's U and D, as docs/design.md "Leases" derives them.
+U_S=$((LEASE_S - 3))
+D_S=$((U_S - KILL_S - 1))
 # PROXY_PGBOUNCER_VALUES replaces them, to measure others (the warning
 # case then fails: it names the right ones).
-PGBOUNCER_VALUES=${PROXY_PGBOUNCER_VALUES:-tcp_keepalive=1 tcp_keepidle=5 tcp_keepintvl=1 tcp_keepcnt=2 tcp_user_timeout=7000 client_idle_timeout=0}
+PGBOUNCER_VALUES=${PROXY_PGBOUNCER_VALUES:-tcp_keepalive=1 tcp_keepidle=$((U_S - 2)) tcp_keepintvl=1 tcp_keepcnt=2 tcp_user_timeout=$((U_S * 1000)) client_idle_timeout=0}
 
 # In the harness, once: the PgBouncers in front of its server, listening on
 # the veth's host end too, with the values above.
@@ -92,8 +95,8 @@ start_holder() {
         2>"$dir/holder.err" &
 }
 
-# Cuts the holder off at a random phase against its heartbeats (every
-# 0.75 s) and verifies (every 1 s); CUT then.
+# Cuts the holder off at a random phase against its heartbeats (every D/4)
+# and verifies (every 1 s); CUT then.
 cut_off() {
     sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", 1 + (r % 1000) / 1000 }')"
     partition_on
@@ -121,7 +124,7 @@ judge_holder() {
     check "$name: ... within U of the cut, its group reaped" 1 "$(within_u)"
     check "$name: ... and its connection closed" 0 "$(open_connections)"
     check "$name: the message names the lease" 1 \
-        "$(grep -c "lost: its lease ran out: no heartbeat answered within 3s (lease 10s)" "$dir/holder.err")"
+        "$(grep -c "lost: its lease ran out: no heartbeat answered within ${D_S}s (lease ${LEASE_S}s)" "$dir/holder.err")"
 }
 
 # ---- cut off: stopped, ended, and no overlap -------------------------------------
@@ -142,9 +145,9 @@ cut_off_run() {
     contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant" "$contender_conninfo" &
     local contender=$!
     if [ -n "$ignore" ]; then
-        # The lease runs out D = 3 s after the last answered heartbeat's
-        # send; the command, ignoring SIGTERM, is KILLed 3 s later.
-        for _ in $(seq 100); do
+        # The lease runs out D after the last answered heartbeat's send;
+        # the command, ignoring SIGTERM, is KILLed --kill-after later.
+        for _ in $(seq $((D_S * 20 + 40))); do
             grep -q "lease ran out" "$dir/holder.err" && break
             sleep 0.05
         done
