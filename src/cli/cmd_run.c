@@ -155,6 +155,8 @@ static int tend_give_up(verifier *v, PGconn *conn, run_options *o, int64_t *give
         return 0;
     cli_abandon(conn);
     run_focus(o, v->next);
+    /* A verify is the guarded check (behind a proxy only), shared or not:
+     * the words are the same. */
     run_say_abandoned(&(drive_end){.sql = ADVLOCK_SQL_HELD_GUARDED}, o, o->names[v->next].key,
                       SIGNAL_GRACE_MS, CLI_EVENT_RELEASE_FAILED);
     run_focus_all(o);
@@ -200,7 +202,9 @@ static void say_lease_renewed(const advlock_pq *a, int64_t *stop_at)
  * (forwarded): its group gets that signal, then SIGKILL after --kill-after,
  * and advlock waits until the whole group is gone, not just the command.
  * Returns the command's wait status (-1 if it could not be waited for);
- * *lost says whether the lock was lost meanwhile, and how. */
+ * *lost says whether the lock was lost meanwhile, and how (LOCK_ABANDONED:
+ * a verify out after the command's end was given up on a signal, its
+ * connection shut: see tend_give_up). */
 enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED, LOCK_ABANDONED };
 static int supervise(cli_child *c, advlock_pq *a, PGconn *conn, run_options *o, int *lost)
 {
@@ -597,7 +601,7 @@ static void take_lease(run_options *o, PGconn *conn)
 /* Behind a proxy the server's socket is the proxy's: only the stop bound
  * is the lease's. Said at start, with the proxy's settings that keep its
  * release after this run's stop: the plan's own server settings, as
- * docs/operators.md "Leases" derives them. */
+ * docs/operators.md, "Leases behind PgBouncer", derives them. */
 static void say_proxied_lease(const advlock_pq *a, const run_options *o)
 {
     advlock_lease_plan p;
