@@ -209,7 +209,7 @@ enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED, LOCK_ABANDONED };
 static int supervise(cli_child *c, advlock_pq *a, PGconn *conn, run_options *o, int *lost)
 {
     int status = -1, exited = 0;
-    int64_t kill_at = -1; /* -1: not stopping; INT64_MAX: SIGKILL sent */
+    int64_t kill_at = -1;           /* -1: not stopping; INT64_MAX: SIGKILL sent */
     int64_t give_up_at = INT64_MAX; /* see tend_give_up */
     verifier v;
     verifier_init(&v, a, o);
