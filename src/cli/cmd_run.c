@@ -146,12 +146,12 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
 /* After the command's end a verify in flight is waited for (the release
  * needs the connection), unless a stop signal came: then, as for the
  * release itself, it has SIGNAL_GRACE_MS to answer, none after a second
- * signal (*give_up_at: INT64_MAX while no signal came). Past that its
+ * signal (give_up_at: INT64_MAX while no signal came). Past that its
  * connection is given up (cli_abandon), which ends the session and its
  * locks, and said; returns 1 then. */
-static int tend_give_up(verifier *v, PGconn *conn, run_options *o, int64_t *give_up_at)
+static int tend_give_up(verifier *v, PGconn *conn, run_options *o, int64_t give_up_at)
 {
-    if (!v->in_flight || advlock_pq_now_ms() < *give_up_at)
+    if (!v->in_flight || advlock_pq_now_ms() < give_up_at)
         return 0;
     cli_abandon(conn);
     run_focus(o, v->next);
@@ -260,7 +260,7 @@ static int supervise(cli_child *c, advlock_pq *a, PGconn *conn, run_options *o, 
             }
         }
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
-        if (!*lost && tend_give_up(&v, conn, o, &give_up_at)) {
+        if (!*lost && tend_give_up(&v, conn, o, give_up_at)) {
             *lost = LOCK_ABANDONED;
         } else if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
