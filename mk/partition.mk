@@ -52,3 +52,22 @@ programs: $(LEASE_HOLDER)
 
 partition-test: $(BUILD)/advlock | deps-partition
 	$(PARTITION_LEASE_ENV) LEASE_CLI=100 tests/partition/lease.sh cli
+
+# ---- leases behind PgBouncer under partitions (tests/partition/pgbouncer.sh) ---
+# In make test: the start-up warning, one cut-off run with a contender
+# through the same PgBouncer and a SIGTERM while the command is stopped, a
+# SIGTERM while a verify is out after the command's end (about 30 s). make partition-proxy-measure repeats the cut-off run PROXY_RUNS
+# times (default 10) and prints the figures (not in make test: ~2 min).
+# PgBouncer comes with deps-deploy (mk/deploy.mk).
+
+PROXY_RUNS ?= 10
+
+.PHONY: partition-proxy-test partition-proxy-measure
+
+partition-proxy-test: $(BUILD)/advlock | deps-partition deps-deploy
+	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/partition/pgbouncer.sh
+
+test: partition-proxy-test
+
+partition-proxy-measure: $(BUILD)/advlock | deps-partition deps-deploy
+	ADVLOCK=$(BUILD)/advlock PROXY_RUNS=$(PROXY_RUNS) tests/partition/pgbouncer.sh stop

@@ -122,6 +122,16 @@ static int tend_verify(verifier *v, advlock_pq *a, int command_running)
     return 1;
 }
 
+/* The adapter lost the session (its lease ran out, or the connection
+ * ended): a verify in flight went with it, as the adapter abandons
+ * whatever it had in flight, and no other starts. Nothing is left to read
+ * before the command's end is waited for. */
+static void verifier_stop(verifier *v)
+{
+    v->in_flight = 0;
+    v->interval_ms = 0;
+}
+
 /* Why a verify did not end HELD, as lock_gone says it. */
 static void say_unverified(char *why, size_t size, const advlock_pq *a, const run_options *o)
 {
@@ -131,6 +141,27 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
     if (n > 0 && n < sizeof sentence && sentence[n - 1] == '.')
         sentence[n - 1] = '\0'; /* lock_gone goes on after it */
     snprintf(why, size, "checking lock '%s' while the command ran: %s", o->shown_key, sentence);
+}
+
+/* After the command's end a verify in flight is waited for (the release
+ * needs the connection), unless a stop signal came: then, as for the
+ * release itself, it has SIGNAL_GRACE_MS to answer, none after a second
+ * signal (give_up_at: INT64_MAX while no signal came). Past that its
+ * connection is given up (cli_abandon), which ends the session and its
+ * locks, and said; returns 1 then. */
+static int tend_give_up(verifier *v, PGconn *conn, run_options *o, int64_t give_up_at)
+{
+    if (!v->in_flight || advlock_pq_now_ms() < give_up_at)
+        return 0;
+    cli_abandon(conn);
+    run_focus(o, v->next);
+    /* A verify is the guarded check (behind a proxy only), shared or not:
+     * the words are the same. */
+    run_say_abandoned(&(drive_end){.sql = ADVLOCK_SQL_HELD_GUARDED}, o, o->names[v->next].key,
+                      SIGNAL_GRACE_MS, CLI_EVENT_RELEASE_FAILED);
+    run_focus_all(o);
+    verifier_stop(v);
+    return 1;
 }
 
 /* Why the lock was lost, as lock_gone says it: a lease that ran out (the
@@ -171,12 +202,15 @@ static void say_lease_renewed(const advlock_pq *a, int64_t *stop_at)
  * (forwarded): its group gets that signal, then SIGKILL after --kill-after,
  * and advlock waits until the whole group is gone, not just the command.
  * Returns the command's wait status (-1 if it could not be waited for);
- * *lost says whether the lock was lost meanwhile, and how. */
-enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED };
-static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
+ * *lost says whether the lock was lost meanwhile, and how (LOCK_ABANDONED:
+ * a verify out after the command's end was given up on a signal, its
+ * connection shut: see tend_give_up). */
+enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED, LOCK_ABANDONED };
+static int supervise(cli_child *c, advlock_pq *a, PGconn *conn, run_options *o, int *lost)
 {
     int status = -1, exited = 0;
-    int64_t kill_at = -1; /* -1: not stopping; INT64_MAX: SIGKILL sent */
+    int64_t kill_at = -1;           /* -1: not stopping; INT64_MAX: SIGKILL sent */
+    int64_t give_up_at = INT64_MAX; /* see tend_give_up */
     verifier v;
     verifier_init(&v, a, o);
     *lost = LOCK_KEPT;
@@ -211,15 +245,26 @@ static int supervise(cli_child *c, advlock_pq *a, run_options *o, int *lost)
         int64_t wait_ms = run_shorter_wait(exited ? 50 : -1, verify_wait_ms(&v, now));
         if (kill_at >= 0 && kill_at != INT64_MAX)
             wait_ms = run_shorter_wait(wait_ms, kill_at - now);
+        if (give_up_at != INT64_MAX)
+            wait_ms = run_shorter_wait(wait_ms, give_up_at > now ? give_up_at - now : 0);
         if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms) < 0)
             return -1;
         int sig;
-        while ((sig = cli_signals_next()) != 0)
-            if (sig != SIGCHLD)
-                stop_command(c, o, sig, &kill_at);
+        while ((sig = cli_signals_next()) != 0) {
+            if (sig == SIGCHLD)
+                continue;
+            stop_command(c, o, sig, &kill_at);
+            if (exited && v.in_flight) {
+                now = advlock_pq_now_ms();
+                give_up_at = give_up_at == INT64_MAX ? now + SIGNAL_GRACE_MS : now;
+            }
+        }
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
-        if (!*lost && advlock_pq_async_lost(a)) {
+        if (!*lost && tend_give_up(&v, conn, o, give_up_at)) {
+            *lost = LOCK_ABANDONED;
+        } else if (!*lost && advlock_pq_async_lost(a)) {
             *lost = LOCK_LOST;
+            verifier_stop(&v);
             const char *reason = say_lost(why, sizeof why, a, o);
             lock_gone(c, o, NULL, &kill_at, why, reason);
         } else if (!*lost && tend_verify(&v, a, !exited)) {
@@ -539,14 +584,25 @@ static int take_lease(run_options *o, PGconn *conn)
 }
 
 /* Behind a proxy the server's socket is the proxy's: only the stop bound
- * is the lease's, said at start. */
+ * is the lease's. Said at start, with the proxy's settings that keep its
+ * release after this run's stop: the plan's own server settings, as
+ * docs/operators.md, "Leases behind PgBouncer", derives them. */
 static void say_proxied_lease(const advlock_pq *a, const run_options *o)
 {
-    if (o->lease_ms > 0 && advlock_pq_proxied(a))
-        cli_warning("lease: behind a proxy, the release bound is the proxy's tcp settings (the "
-                    "server frees lock '%s' when the proxy drops this client); COMMAND is still "
-                    "stopped within the lease",
-                    o->shown_key);
+    advlock_lease_plan p;
+    if (o->lease_ms == 0 || !advlock_pq_proxied(a)
+        || advlock_lease_plan_init(&p, o->lease_ms, o->kill_after_ms) != 0)
+        return;
+    char lease[32];
+    advlock_format_seconds(p.lease_ms, lease, sizeof lease);
+    cli_warning("lease: behind a proxy the server frees lock '%s' when the proxy drops this "
+                "client, which only the proxy's settings bound: for a lease of %ss PgBouncer "
+                "needs tcp_keepalive=1 tcp_keepidle=%d tcp_keepintvl=%d tcp_keepcnt=%d "
+                "tcp_user_timeout=%d client_idle_timeout=0 (set for the longest lease used "
+                "through it; see --lease in advlock(1)); COMMAND is still stopped "
+                "within the lease",
+                o->shown_key, lease, (int)p.keepalives_idle_s, (int)p.keepalives_interval_s,
+                (int)p.keepalives_count, (int)p.user_timeout_ms);
 }
 
 /* The command's proof of which holder it is: the token and the key it
@@ -663,7 +719,7 @@ int cmd_run(int argc, char **argv)
     cli_log(
         &(cli_event){.kind = CLI_EVENT_COMMAND_STARTED, .pid = child.pid, .command = o.command});
     int lost;
-    int status = supervise(&child, &a, &o, &lost);
+    int status = supervise(&child, &a, conn, &o, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (status >= 0)
@@ -681,6 +737,10 @@ int cmd_run(int argc, char **argv)
      * that fails after a failed command leaves the command's status. */
     if (lost || (!given_back && (!o.xact || exit_code == 0)))
         exit_code = EXIT_LOCK_ERROR;
+    /* A lease that ran out left its statement (a heartbeat, a verify) with
+     * no answer: given up on as any statement past its bound is. */
+    if (lost == LOCK_LOST && PQtransactionStatus(conn) == PQTRANS_ACTIVE)
+        cli_abandon(conn);
     PQfinish(conn);
     return exit_code;
 }

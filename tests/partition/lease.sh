@@ -35,6 +35,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/partition/lib.sh
 . "$here/lib.sh"
+# shellcheck source=tests/partition/timeline.sh
+. "$here/timeline.sh"
 # shellcheck source=tests/cli/lib.sh
 . "$here/../cli/lib.sh"
 absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
@@ -55,53 +57,12 @@ figures=${LEASE_FIGURES:-$d/figures}
 
 # ---- helpers ------------------------------------------------------------------
 
-minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
-before() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
-
-# Waits up to SECONDS for FILE to be non-empty.
-wait_for_file() {
-    for _ in $(seq $(($2 * 20))); do
-        [ -s "$1" ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
-
-# The contender: one session on the Unix socket polling the key every 50 ms
-# (within BOUND s), then printing the server's clock at the grant and
-# letting go at once. The server's clock is this host's: the holder's stamps
-# compare with it.
-contend() {
-    local key=$1 bound=$2 out=$3
-    psql -X -At -q -v ON_ERROR_STOP=1 >"$out" 2>"$out.err" <<EOF
-CREATE TEMP TABLE grant_at (at float8);
-DO \$\$ DECLARE
-    until timestamptz := clock_timestamp() + interval '$bound s';
-    tried timestamptz;
-BEGIN
-    LOOP
-        tried := clock_timestamp(); -- before the grant, never after it
-        IF pg_try_advisory_lock($key) THEN
-            INSERT INTO grant_at VALUES (extract(epoch FROM tried));
-            EXIT;
-        END IF;
-        EXIT WHEN clock_timestamp() > until;
-        PERFORM pg_sleep(0.05);
-    END LOOP;
-END \$\$;
-SELECT to_char(at, 'FM9999999999.000000') FROM grant_at;
-EOF
-}
-
 # The keepalive timer of the first socket ss -o lists, in seconds: ss
 # writes "28sec", "5.968ms" (5.968 s) or "119min".
 keepalive_seconds() {
     sed -n 's/.*timer:(keepalive,\([^,]*\),.*/\1/p' | head -n 1 \
         | awk '{ n = $0 + 0; if ($0 ~ /min/) n *= 60; print n }'
 }
-
-# The key advlock derives from NAME, as a signed bigint.
-key_of() { "$ADVLOCK" key "$1" | cut -f 1; }
 
 # Frees whatever a case left: the holder's processes, its server session.
 clean_up() {
@@ -123,14 +84,6 @@ start_cli_holder() {
         2>"$dir/holder.err" &
 }
 
-# Waits up to SECONDS for DIR/end and reads the holder's STATUS and END
-# from it ('' for both when it never came).
-read_end() {
-    STATUS='' END=''
-    wait_for_file "$1/end" "$2" || return 0
-    read -r STATUS END <"$1/end" || true
-}
-
 # Cuts the holder off at a random phase against its heartbeats (every
 # 0.75 s with this lease), CUT then, and lets the contender poll for
 # KEY_NAME into DIR/grant.
@@ -140,25 +93,6 @@ cut_off_and_contend() {
     partition_on
     CUT=$(now_s)
     contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
-}
-
-# Checks one partition's timeline and records its figures. end: when the
-# holder (advlock run: its process group reaped) ended, or "" for the
-# in-process holder, whose work is its process.
-judge() {
-    local name=$1 cut=$2 work=$3 end=$4 grant=$5
-    check "$name: the contender got the lock" 1 "$([ -n "$grant" ] && echo 1 || echo 0)"
-    [ -n "$grant" ] || return 0
-    check "$name: the holder's work ended before the contender's grant" 1 \
-        "$(before "$work" "$grant" && echo 1 || echo "0 ($(minus "$work" "$grant") s late)")"
-    if [ -n "$end" ]; then
-        check "$name: the holder's group was reaped before the grant" 1 \
-            "$(before "$end" "$grant" && echo 1 || echo "0 ($(minus "$end" "$grant") s late)")"
-    fi
-    check "$name: the lock was free within the lease + 2 s" 1 \
-        "$(before "$grant" "$(awk -v c="$cut" -v l="$LEASE_S" 'BEGIN { printf "%.3f", c + l + 2 }')" \
-            && echo 1 || echo "0 ($(minus "$grant" "$cut") s)")"
-    echo "$name $cut $work ${end:-$work} $grant" >>"$figures"
 }
 
 # ---- advlock run under a partition ------------------------------------------------
@@ -338,25 +272,6 @@ long_wait() {
 }
 
 # ---- the run ---------------------------------------------------------------------
-
-# The figures of every partition judged (not the restart, which is none):
-# release (grant - cut), stop (work's end - cut), margin (grant - the
-# holder's end).
-report_figures() {
-    [ -s "$figures" ] || return 0
-    awk -v runs_cli="$CLI_RUNS" '
-        $1 == "restart" { next }
-        { n++; release[n] = $5 - $2; stop[n] = $3 - $2; margin[n] = $5 - $4
-          if ($3 >= $5 || $4 >= $5) overlaps++ }
-        function sort(a, k,   i, j, t) { for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
-        END {
-            sort(release, n); sort(stop, n); sort(margin, n)
-            printf "figures: %d partitions, %d overlaps; release after the partition p50 %.2f s, max %.2f s; " \
-                   "holder stopped p50 %.2f s, max %.2f s; stop-to-release margin p50 %.2f s, min %.2f s\n",
-                n, overlaps + 0, release[int((n + 1) / 2)], release[n], stop[int((n + 1) / 2)], stop[n],
-                margin[int((n + 1) / 2)], margin[1]
-        }' "$figures"
-}
 
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default wait)

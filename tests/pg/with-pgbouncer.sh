@@ -36,6 +36,15 @@
 # ADVLOCK_TEST_PGBOUNCER_SESSION_RESET_QUERY is set, even to nothing, that is
 # its server_reset_query instead (empty: a server session keeps its settings
 # for the next client).
+#
+# ADVLOCK_TEST_PGBOUNCER_LISTEN=ADDRESS makes both listen on that TCP address
+# too (their listen_addr; exported then: ADVLOCK_TEST_PGBOUNCER_SESSION_TCP,
+# the session-mode one's conninfo over TCP), and each line of
+# ADVLOCK_TEST_PGBOUNCER_SETTINGS ("tcp_keepidle = 3", ...) is added to both
+# ini files. Run already under with-postgres.sh (as
+# tests/partition/with-partition.sh runs its command),
+#     tests/pg/with-pgbouncer.sh --inside-postgres COMMAND [ARGS...]
+# puts the PgBouncers in front of that server instead of starting another.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -110,8 +119,8 @@ write_ini() {
 postgres = host=$PGHOST port=$PGPORT dbname=postgres user=postgres
 
 [pgbouncer]
-; advlock tests: a throwaway PgBouncer on a Unix socket only.
-listen_addr =
+; advlock tests: a throwaway PgBouncer on a Unix socket (and listen_addr).
+listen_addr = ${ADVLOCK_TEST_PGBOUNCER_LISTEN:-}
 listen_port = $2
 unix_socket_dir = $dir
 auth_type = trust
@@ -128,6 +137,7 @@ logfile = $dir/$1.log
 pidfile = $dir/$1.pid
 log_connections = 0
 log_disconnections = 0
+${ADVLOCK_TEST_PGBOUNCER_SETTINGS:-}
 EOF
     if [ ${#as_owner[@]} -gt 0 ]; then
         chown postgres: "$dir/$1.ini" "$dir/userlist.txt"
@@ -166,6 +176,9 @@ export ADVLOCK_TEST_PGBOUNCER_SESSION="host=$dir port=$session_port dbname=postg
 export ADVLOCK_TEST_PGBOUNCER_TX_ADMIN="host=$dir port=$tx_port dbname=pgbouncer user=postgres"
 export ADVLOCK_TEST_PGBOUNCER_SESSION_ADMIN="host=$dir port=$session_port dbname=pgbouncer user=postgres"
 export ADVLOCK_TEST_PGBOUNCER_DIR="$dir"
+if [ -n "${ADVLOCK_TEST_PGBOUNCER_LISTEN:-}" ]; then
+    export ADVLOCK_TEST_PGBOUNCER_SESSION_TCP="host=$ADVLOCK_TEST_PGBOUNCER_LISTEN port=$session_port dbname=postgres user=postgres"
+fi
 
 "$@" <&0 &
 child=$!
