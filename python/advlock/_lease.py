@@ -148,6 +148,27 @@ def lost_error(lock, lease, stop_at_ms):
     return err
 
 
+def ended_error(lock, message):
+    """The LockLost for a held lock whose connection closed under it
+    (message: the sentence, the lock's name in it): reason "connection
+    lost", ended (the server session is gone, on a direct connection with
+    its locks)."""
+    err = LockLost(message, lock.report, lock.name)
+    err.reason = B.LEASE_CONNECTION
+    err.ended = True
+    err.lease = lock._plan.lease_ms / 1000 if lock._plan is not None else None
+    return err
+
+
+def session_ended_error(lock):
+    """The LockLost for a single lock whose session watch (_watch) heard the
+    connection close, or whose release found it lost."""
+    return ended_error(lock, "Lock '%s' was lost: its connection closed while it was held"
+                       " (the server ended the session: pg_terminate_backend,"
+                       " idle_session_timeout, a restart; or the connection was closed)."
+                       % escape_name(lock.name))
+
+
 # ---- the setup, before the first acquire on a connection -----------------------
 
 

@@ -207,6 +207,25 @@ class Client:
         in flight and the next ones fail."""
         self.conn.terminate()
 
+    def ended(self):
+        """True once asyncpg has seen the connection close (it reads its
+        socket all the time)."""
+        return self.conn.is_closed()
+
+    def watch(self, on_end):
+        """Calls on_end (on the loop) once the connection closes: asyncpg's
+        termination listener, called when its socket closes, whoever closed
+        it. Returns the call that stops the watch."""
+        conn = self.conn
+
+        def listener(_conn):
+            on_end()
+        conn.add_termination_listener(listener)
+        if conn.is_closed():  # closed already: no listener will be called
+            conn.remove_termination_listener(listener)
+            on_end()
+        return lambda: conn.remove_termination_listener(listener)
+
     def cancel(self):
         """Asks the server to cancel the statement in flight, with asyncpg's
         own cancellation (a CancelRequest on a new connection); returns a

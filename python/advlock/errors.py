@@ -62,9 +62,11 @@ class LockLost(LockError):
     Attributes besides LockError's: reason (advlock_lease_expiry: 1 no
     answer, 2 connection lost, 3 settings changed, 4 server error),
     deadline (the stop deadline, time.monotonic() seconds), lease
-    (seconds)."""
+    (seconds), ended (True when the connection closed under the lock: on a
+    direct connection the server session, and the lock, ended with it)."""
 
     reason = deadline = lease = None
+    ended = False
 
 
 class LockCancelled(LockError):

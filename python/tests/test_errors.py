@@ -115,10 +115,12 @@ async def hold_and_fail(flavour, conn, name, during_body):
 
 @need_server
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_a_terminated_session_keeps_the_bodys_exception(flavour, pg_conn):
+def test_a_session_terminated_in_the_body_is_lock_lost_from_the_bodys_exception(flavour,
+                                                                                pg_conn):
     """The backend is terminated inside the body, which then raises: the
-    body's exception propagates, the release's failure is a note on it, and
-    the lock is reported gone with its session."""
+    lock was lost during the body, so leaving it raises LockLost from the
+    body's exception (never LockFailed), and the lock is reported gone with
+    its session."""
     async def main():
         conn = await connect(flavour)
         pid = announced_pid(conn)
@@ -130,14 +132,11 @@ def test_a_terminated_session_keeps_the_bodys_exception(flavour, pg_conn):
             lk, exc = await hold_and_fail(flavour, conn, "body-terminated", terminate)
         finally:
             await close(conn)
-        assert type(exc) is WorkFailed and str(exc) == "the work failed"
-        assert lk.release_report.outcome == advlock.Outcome.FAILED
-        assert lk.release_report.failure == advlock.Failure.ECONNLOST
+        assert type(exc) is advlock.LockLost and exc.reason == 2 and exc.ended
+        assert type(exc.__cause__) is WorkFailed and str(exc.__cause__) == "the work failed"
+        assert str(exc).startswith("Lock 'body-terminated' was lost: its connection closed"
+                                   " while it was held")
         assert lk.state == advlock.LockState.NOT_HELD
-        assert len(exc.__notes__) == 1 and exc.__notes__[0].startswith(
-            "advlock: releasing lock 'body-terminated' failed during this exception:"
-            " LockFailed: pg_advisory_unlock for 'body-terminated' failed: connection lost")
-        assert exc.__notes__[0].endswith("(lock state: not held)")
         assert holds(pg_conn, lk.key) == []
     run(main)
 
