@@ -67,10 +67,14 @@ def plan_for(lease, lease_stop):
     if plan is not None:
         return plan
     plan = B.LeasePlan()
+    if lease_ms > B.LEASE_MAX_MS:
+        raise CallError(B.ADVLOCK_EINVAL, "lease=%s is too long: at most %s s (9 h: Linux takes"
+                        " tcp_keepalives_idle up to 32767 s)"
+                        % (format_seconds(lease_ms), format_seconds(B.LEASE_MAX_MS)))
     if _lib.advlock_lease_plan_init(plan, lease_ms, stop_ms):
         raise CallError(B.ADVLOCK_EINVAL, "lease=%s is too short for lease_stop=%s: the lease"
                         " must be at least lease_stop + 6 s (3 s for the server's timers, 1 s"
-                        " margin, 2 s to notice a loss), and at most 9 h"
+                        " margin, 2 s to notice a loss)"
                         % (format_seconds(lease_ms), format_seconds(stop_ms)))
     if len(_plans) < 64:
         _plans[(lease_ms, stop_ms)] = plan  # read only: shared by the locks

@@ -243,13 +243,27 @@ _states = {}
 
 def _connection_state(conn):
     if conn.is_closed():
-        return ConnSession()  # its statements will find it closed
+        return ConnSession()  # closed meanwhile: its statements will find it so
     settings = conn.get_settings()
     state = _states.get(settings)
     if state is None:
         state = _states[settings] = ConnSession()
         conn.add_termination_listener(lambda _closed: _states.pop(settings, None))
     return state
+
+
+def unusable(conn):
+    """Why conn cannot take a lock (closed, or a pool's connection given
+    back), or None."""
+    try:
+        return "it is closed" if conn.is_closed() else None
+    except asyncpg.InterfaceError as exc:  # a pool's proxy, released
+        return _first_line(exc)
+
+
+def client(conn):
+    """The client for an asyncpg connection."""
+    return Client(conn)
 
 
 def lock(conn, name, timeout=None, options=None, **option_kwargs):

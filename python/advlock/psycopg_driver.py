@@ -245,6 +245,11 @@ def _nothing():
     pass
 
 
+def unusable(conn):
+    """Why conn cannot take a lock (closed), or None."""
+    return "it is closed" if conn.closed else None
+
+
 def client(conn):
     """The client for a psycopg connection: AsyncClient for an
     AsyncConnection, else Client."""
