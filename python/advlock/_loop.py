@@ -459,7 +459,7 @@ class _LockBase:
         self.release_report = None  # the last release's Report
         self._lease = None          # the held lock's _lease.Lease (heartbeats run)
         self._watch = None          # what drives it while the body runs
-        self._lost = None           # the LockLost once the lease expired
+        self._lost = None           # the LockLost once the held lock was lost
         self._refusal = None        # the lease setup's refusal of the acquire
         self._lost_event = None     # lost, made on first use
         self._unwatch = None        # stops the held lock's session watch
@@ -629,13 +629,13 @@ class _LockBase:
         until the body has stopped (_raise_lost): closing it frees the lock
         at once on a link that works, while the body may still run."""
         if self._lost is None:
-            self._lost = _lease.lost_error(self, self._lease, stop_at_ms)
-            self.lost.set()
+            self._lose(_lease.lost_error(self, self._lease, stop_at_ms), stop_body=False)
 
     @property
     def lost(self):
-        """A threading.Event set when the held lock's lease expires (by the
-        watcher: wait on it from any thread); cleared by the next acquire."""
+        """A threading.Event set when the held lock is lost: its connection
+        closed under it, or its lease expired (by the watcher: wait on it
+        from any thread); cleared by the next acquire."""
         event = self._lost_event
         if event is None:
             event = self._lost_event = threading.Event()
