@@ -711,9 +711,10 @@ class _LockBase:
         whose release found the connection lost was lost before its
         release could reach the server (LockLost, not LockFailed)."""
         c = self.report._c if self.report is not None else None
-        if (self._lost is None and c is not None and c.outcome == ACQUIRED
-                and report._c.outcome == FAILED and report._c.failure == ECONNLOST):
-            self._lose(_lease.session_ended_error(self), stop_body=False)
+        if (c is not None and c.outcome == ACQUIRED and report._c.outcome == FAILED
+                and report._c.failure == ECONNLOST):
+            if self._lost is None:  # else the watch heard it during the release
+                self._lose(_lease.session_ended_error(self), stop_body=False)
             self._raise_lost()
         return self._ended(report)
 

@@ -333,3 +333,25 @@ def test_a_released_lock_stops_watching(flavour, pg_conn):
         assert not lk.lost.is_set() and lk.state == advlock.LockState.NOT_HELD
         await close(conn)
     asyncio.run(main())
+
+
+@need_server
+def test_blocking_locks_share_one_watcher_thread(pg_conn):
+    # One thread for every blocking connection of the process, not one per
+    # lock or per connection; every lock on it hears its own session's end.
+    conns = [psycopg.connect(autocommit=True) for _ in range(5)]
+    lks = [advlock.lock(c, "shared-watcher-%d" % i, timeout=5) for i, c in enumerate(conns)]
+    for lk in lks:
+        lk.acquire()
+    watchers = [t for t in threading.enumerate() if t.name == "advlock-session-watch"]
+    assert len(watchers) == 1
+    pg_conn.execute("SELECT pg_terminate_backend(%s)", (conns[2].info.backend_pid,))
+    assert lks[2].lost.wait(BOUND)
+    assert not any(lk.lost.is_set() for i, lk in enumerate(lks) if i != 2)
+    with pytest.raises(advlock.LockLost):
+        lks[2].release()
+    for i, lk in enumerate(lks):
+        if i != 2:
+            assert lk.release().outcome == advlock.Outcome.RELEASED
+    for c in conns:
+        c.close()
