@@ -3,6 +3,8 @@
 #
 #   make python-test     the pytest suite with Debian's /usr/bin/python3 against
 #                        a throwaway PostgreSQL (part of `make test`)
+#   make python-session-end-bounds  how soon each driver hears a session the
+#                        server ends: p50/max over 20 trials each (not in make test)
 #   make python-deploy-test  the drivers through the real PgBouncer (both pool
 #                        modes) and on a real hot standby (part of `make test`)
 #   make install-python  the package into PYTHON_SITEDIR (DESTDIR honoured)
@@ -51,6 +53,18 @@ python-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so $(BUILD)/advlock
 	@$(PYTHON_ENV) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
 	    tests/pg/with-postgres.sh scripts/run-tests.sh -c $(PYTEST) \
 	    $(addprefix --ignore=,$(PYTHON_DEPLOY_TESTS)) python/tests
+
+# The bound on hearing a session the server ends (docs/python.md "A session
+# the server ends"): SESSION_END_TRIALS trials of each driver, transport and
+# ending, p50/max printed, each within 0.25 s. Not part of make test (about
+# 15 minutes); make python-test runs one trial of each.
+SESSION_END_TRIALS ?= 20
+
+.PHONY: python-session-end-bounds
+python-session-end-bounds: $(BUILD)/libadvlock.so | deps-python
+	@$(PYTHON_ENV) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 SESSION_END_TRIALS=$(SESSION_END_TRIALS) \
+	    SESSION_END_BOUND=0.25 tests/pg/with-postgres.sh $(PYTEST) -s -k heard_at_once \
+	    python/tests/test_session_end.py
 
 # Each harness starts its own servers and removes them; each run counts as
 # one test in make test's tally.

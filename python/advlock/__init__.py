@@ -22,8 +22,9 @@ the schema from advlock.fence_setup_sql() or `advlock setup`). Failures raise Lo
 TimeoutError: "Could not acquire migration lock for '<name>' within
 <seconds>s."), LockFailed (StandbyError on a hot standby, ServerSessionError
 behind a transaction-pooling proxy), and asyncio.CancelledError for a
-cancelled task; LockLost when a held lock's lease expired (lease=, 30 s by
-default over TCP); CallError for refused calls. Every exception of the
+cancelled task; LockLost when a held lock is lost (the server ended its
+session, heard at once; or its lease expired: lease=, 30 s by default over
+TCP); CallError for refused calls. Every exception of the
 package derives from advlock.Error.
 advlock.fake holds the fake database, clock and simulator for deterministic
 tests. advlock.LockSet(conn) holds many locks from many tasks over one
@@ -69,7 +70,8 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
         lease must be at least lease_stop + 6 s.
 
     Creating the lock sends nothing. Raises CallError for a name that is
-    not UTF-8, or a lease too short or too long (acquire() for a negative
+    not UTF-8, an option value it does not take, a connection closed
+    already, or a lease too short or too long (acquire() for a negative
     or NaN timeout), ArgumentTypeError (a CallError and a TypeError) for
     another kind of connection.
     """

@@ -3,7 +3,7 @@ that tells asyncpg's connections from psycopg's (advlock.lock(),
 advlock.LockSet)."""
 
 from ._binding import ADVLOCK_EINVAL
-from .errors import ArgumentTypeError
+from .errors import ArgumentTypeError, CallError
 
 _KINDS = "an asyncpg or psycopg connection"
 
@@ -13,15 +13,20 @@ def client_for(conn, caller, kinds=_KINDS):
     psycopg_driver.AsyncClient / Client (for an AsyncConnection / a
     blocking Connection); a new object, the caller's. Raises
     ArgumentTypeError (ADVLOCK_EINVAL) naming caller and the kinds it takes
-    for any other object."""
+    for any other object, CallError (ADVLOCK_EINVAL) for a connection
+    closed already."""
     module = type(conn).__module__
     if module.startswith("asyncpg"):
-        from . import asyncpg_driver
-        return asyncpg_driver.Client(conn)
-    if module.startswith("psycopg"):
-        from . import psycopg_driver
-        return psycopg_driver.client(conn)
-    raise wrong_kind(conn, caller, kinds)
+        from . import asyncpg_driver as driver
+    elif module.startswith("psycopg"):
+        from . import psycopg_driver as driver
+    else:
+        raise wrong_kind(conn, caller, kinds)
+    unusable = driver.unusable(conn)
+    if unusable is not None:
+        raise CallError(ADVLOCK_EINVAL, "%s: the connection cannot take a lock: %s (open"
+                        " a new one)" % (caller, unusable))
+    return driver.client(conn)
 
 
 def is_asyncio(client):

@@ -67,10 +67,14 @@ def plan_for(lease, lease_stop):
     if plan is not None:
         return plan
     plan = B.LeasePlan()
+    if lease_ms > B.LEASE_MAX_MS:
+        raise CallError(B.ADVLOCK_EINVAL, "lease=%s is too long: at most %s s (9 h: Linux takes"
+                        " tcp_keepalives_idle up to 32767 s)"
+                        % (format_seconds(lease_ms), format_seconds(B.LEASE_MAX_MS)))
     if _lib.advlock_lease_plan_init(plan, lease_ms, stop_ms):
         raise CallError(B.ADVLOCK_EINVAL, "lease=%s is too short for lease_stop=%s: the lease"
                         " must be at least lease_stop + 6 s (3 s for the server's timers, 1 s"
-                        " margin, 2 s to notice a loss), and at most 9 h"
+                        " margin, 2 s to notice a loss)"
                         % (format_seconds(lease_ms), format_seconds(stop_ms)))
     if len(_plans) < 64:
         _plans[(lease_ms, stop_ms)] = plan  # read only: shared by the locks
@@ -146,6 +150,27 @@ def lost_error(lock, lease, stop_at_ms):
     err.deadline = stop_at_ms / 1000 if stop_at_ms else None
     err.lease = lease.plan.lease_ms / 1000
     return err
+
+
+def ended_error(lock, message):
+    """The LockLost for a held lock whose connection closed under it
+    (message: the sentence, the lock's name in it): reason "connection
+    lost", ended (the server session is gone, on a direct connection with
+    its locks)."""
+    err = LockLost(message, lock.report, lock.name)
+    err.reason = B.LEASE_CONNECTION
+    err.ended = True
+    err.lease = lock._plan.lease_ms / 1000 if lock._plan is not None else None
+    return err
+
+
+def session_ended_error(lock):
+    """The LockLost for a single lock whose session watch (_watch) heard the
+    connection close, or whose release found it lost."""
+    return ended_error(lock, "Lock '%s' was lost: its connection closed while it was held"
+                       " (the server ended the session: pg_terminate_backend,"
+                       " idle_session_timeout, a restart; or the connection was closed)."
+                       % escape_name(lock.name))
 
 
 # ---- the setup, before the first acquire on a connection -----------------------

@@ -26,9 +26,9 @@ import collections
 from . import _binding as B
 from . import _lease
 from ._clients import client_for, is_asyncio, wrong_kind
-from ._loop import ECONNLOST, AsyncLock, FencedRow, Guard, guarded
-from ._machine import LockState, Scope, Sql, Wait, escape_name, strerror
-from .errors import CallError, LockFailed, LockLost
+from ._loop import AsyncLock, FencedRow, Guard, guarded
+from ._machine import Scope, Sql, Wait, escape_name, strerror
+from .errors import CallError, LockFailed
 
 _lib = B.core
 _ask, _granted, _leave = _lib.advlock_peers_ask, _lib.advlock_peers_granted, \
@@ -70,7 +70,8 @@ class LockSet:
     kind of connection."""
 
     __slots__ = ("_client", "_table", "_buckets", "_entered", "_queue", "_worker",
-                 "_checking", "lost", "_plan", "_lease", "_watch", "_leased", "_loop")
+                 "_checking", "lost", "_plan", "_lease", "_watch", "_leased", "_loop",
+                 "_unwatch")
 
     def __init__(self, conn, lease=_lease.DEFAULT, lease_stop=None):
         self._client = client_for(conn, "advlock.LockSet", _KINDS)
@@ -89,11 +90,10 @@ class LockSet:
         self._worker = None                # the task sending them
         self._checking = None              # (lock, future) of the session check
         self._loop = None                  # the event loop of the set's first operation
-        # Why the connection was lost (a str), once a statement found it so.
+        # Why the connection was lost (a str), once a statement or the
+        # session watch found it so.
         self.lost = None
-        add_listener = getattr(conn, "add_termination_listener", None)
-        if add_listener is not None:  # asyncpg: told when the socket closes
-            add_listener(lambda _conn: self._on_lost("the connection was closed"))
+        self._unwatch = None  # stops the connection's watch (_watch)
 
     def lock(self, name, timeout=None, options=None, **option_kwargs):
         """A SetLock named `name` on the set's connection: `async with`, or
@@ -168,7 +168,7 @@ class LockSet:
                 return _BUSY_FENCED if sql == B.SQL_TRY_LOCK_FENCED else _BUSY
             if asked < 0:  # EMISUSE: the peer was left in the table, a bug
                 raise CallError(asked, strerror(asked))
-            self._entered.add(lock)
+            self._enter(lock)
         answer = asyncio.get_running_loop().create_future()
         self._queue.append((lock, sql, args, answer))
         if self._worker is None:
@@ -239,10 +239,22 @@ class LockSet:
         elif sql in _UNLOCKS:
             self._leave(lock)
 
+    def _enter(self, lock):
+        """lock's try goes out: while any lock of the set holds or tries,
+        the connection is watched for the server ending its session."""
+        if not self._entered and self._unwatch is None:
+            self._unwatch = self._client.watch(
+                lambda: self._on_lost("the connection closed: the server ended the session,"
+                                      " or the connection was closed"))
+        self._entered.add(lock)
+
     def _leave(self, lock):
         if lock is not None:  # None: the lease's heartbeat
             _leave(self._table, lock._peer)
             self._entered.discard(lock)
+            if not self._entered and self._unwatch is not None:
+                unwatch, self._unwatch = self._unwatch, None
+                unwatch()
 
     def _on_lost(self, why):
         """The connection is lost, and the server session with it: every
@@ -252,7 +264,7 @@ class LockSet:
         for lock in list(self._entered):
             self._leave(lock)
             if lock.held:
-                lock._lose(self.lost)
+                lock._lose_with_set(self.lost)
 
     # ---- the lease: one for the connection -----------------------------------
 
@@ -366,13 +378,6 @@ class SetLock(AsyncLock):
         self._set._check_loop(self)
         return await super().verify()
 
-    def _lost_state(self):
-        """Lost with the set's connection, as a single lock whose release
-        found its connection lost; else (the lease) as a single lock's."""
-        if self._lost.reason == B.LEASE_CONNECTION and self._session_ended(ECONNLOST):
-            return LockState.NOT_HELD
-        return super()._lost_state()
-
     def _hold_granted(self, token, anchor_ms, answer):
         super()._hold_granted(token, anchor_ms, answer)
         self._lease = self._set._share_lease(self, self._lease)
@@ -387,16 +392,17 @@ class SetLock(AsyncLock):
         self._set._leave(self)  # unlocked by the connection's end, not by a statement
         super()._drop_lost()
 
-    def _lose(self, why):
+    def _watch_session(self):
+        """The set watches its connection (LockSet._watch), not each lock."""
+
+    def _lose_with_set(self, why):
         """The set's connection was lost while this lock was held."""
         if self._lost is None:
-            err = LockLost("Lock '%s' was lost with its lock set's connection (%s): the"
-                           " server session ended, and every lock of the set with it."
-                           % (escape_name(self.name), why), self.report, self.name, why)
-            err.reason = B.LEASE_CONNECTION
-            self._lost = err
-            self.lost.set()
-            self._cancel_body()
+            err = _lease.ended_error(self, "Lock '%s' was lost with its lock set's connection"
+                                     " (%s): the server session ended, and every lock of the"
+                                     " set with it." % (escape_name(self.name), why))
+            err.server_message = why
+            self._lose(err)
 
 
 class _SetWatch:

@@ -38,7 +38,7 @@ from asyncio import isfuture
 
 from . import _binding as B
 from ._session import Busy, SessionRow
-from .errors import CallError, Error, LockFailed
+from .errors import CallError, Error, LockFailed, LockLost
 from . import _lease
 from ._machine import (INT64_MAX, SQL_PARAMS, Detail, Failure, LockState, Machine, Options,
                        Outcome, Report, _encode, escape_name, now_ms, params, raise_for,
@@ -442,7 +442,7 @@ async def _inflight(m, client, a, coro):
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
                  "release_report", "_raw", "_t", "_ms", "_pid", "_plan", "_lease", "_watch",
-                 "_lost", "_refusal", "_lost_event")
+                 "_lost", "_refusal", "_lost_event", "_unwatch")
 
     def __init__(self, client, name, timeout=None, options=None, lease=_lease.DEFAULT,
                  lease_stop=None, **option_kwargs):
@@ -459,9 +459,10 @@ class _LockBase:
         self.release_report = None  # the last release's Report
         self._lease = None          # the held lock's _lease.Lease (heartbeats run)
         self._watch = None          # what drives it while the body runs
-        self._lost = None           # the LockLost once the lease expired
+        self._lost = None           # the LockLost once the held lock was lost
         self._refusal = None        # the lease setup's refusal of the acquire
         self._lost_event = None     # lost, made on first use
+        self._unwatch = None        # stops the held lock's session watch
 
     @property
     def held(self):
@@ -497,8 +498,13 @@ class _LockBase:
         return failure == ECONNLOST and self._client.state.proxied is False
 
     def _lost_state(self):
-        """The state of a lock lost while held (self._lost)."""
-        return LockState.MAY_BE_HELD  # the lease: the server frees it within the lease
+        """The state of a lock lost while held (self._lost): gone with its
+        session when the connection closed under it on a direct connection;
+        else (the lease: the server frees it within the lease; a proxy's
+        server session may live on) MAY_BE_HELD."""
+        if self._lost.ended and self._session_ended(ECONNLOST):
+            return LockState.NOT_HELD
+        return LockState.MAY_BE_HELD
 
     @property
     def fence(self):
@@ -623,20 +629,24 @@ class _LockBase:
         until the body has stopped (_raise_lost): closing it frees the lock
         at once on a link that works, while the body may still run."""
         if self._lost is None:
-            self._lost = _lease.lost_error(self, self._lease, stop_at_ms)
-            self.lost.set()
+            self._lose(_lease.lost_error(self, self._lease, stop_at_ms), stop_body=False)
 
     @property
     def lost(self):
-        """A threading.Event set when the held lock's lease expires (by the
-        watcher: wait on it from any thread); cleared by the next acquire."""
+        """A threading.Event set when the held lock is lost: its connection
+        closed under it, or its lease expired (by the watcher: wait on it
+        from any thread); cleared by the next acquire."""
         event = self._lost_event
         if event is None:
             event = self._lost_event = threading.Event()
         return event
 
     def _overdue(self):
-        """Drives the lease to now: True once it has expired."""
+        """True once the held lock is lost: its connection heard closed
+        (asked here too, without waiting for the watch's callback), or its
+        lease, driven to now, expired."""
+        if self._lost is None and self._unwatch is not None and self._client.ended():
+            self._session_lost(stop_body=False)  # check() raises in the body itself
         lease = self._lease
         if lease is not None and self._lost is None:
             with lease.guard:
@@ -662,8 +672,51 @@ class _LockBase:
             self._lease = None
 
     def _drop_lost(self):
+        self._unwatch_session()
         self._lease = None
         self._client.close_now()
+
+    # The session watch (_watch): a session the server ends, heard at once.
+
+    def _watch_session(self):
+        """The lock is held: its connection is watched until the release."""
+        if self._lost_event is None:  # made here, before the watch may set it
+            self._lost_event = threading.Event()
+        self._unwatch = self._client.watch(self._session_lost)
+
+    def _unwatch_session(self):
+        unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
+
+    def _session_lost(self, stop_body=True):
+        """The connection closed under the held lock (the watch's callback,
+        on the loop or the watcher thread): the lock is lost."""
+        if self._lost is None and self.held:
+            self._lose(_lease.session_ended_error(self), stop_body)
+
+    def _lose(self, err, stop_body=True):
+        """The held lock is lost (err, a LockLost): lost is set and, with
+        stop_body, the body stopped (asyncio: cancelled)."""
+        self._lost = err
+        self.lost.set()
+        if stop_body:
+            self._cancel_body()
+
+    def _cancel_body(self):
+        """A blocking body stops at its next check()."""
+
+    def _released(self, report):
+        """A release's end: the report, or its error raised; a held lock
+        whose release found the connection lost was lost before its
+        release could reach the server (LockLost, not LockFailed)."""
+        c = self.report._c if self.report is not None else None
+        if (c is not None and c.outcome == ACQUIRED and report._c.outcome == FAILED
+                and report._c.failure == ECONNLOST):
+            if self._lost is None:  # else the watch heard it during the release
+                self._lose(_lease.session_ended_error(self), stop_body=False)
+            self._raise_lost()
+        return self._ended(report)
 
     def _ended(self, report):
         """Raises for an outcome that is an error; else returns the report."""
@@ -705,6 +758,7 @@ class Lock(_LockBase):
         self.report = drive(m, self._client, self.name,
                             self._setup if self._plan is not None else None)
         self._ended(self.report)
+        self._watch_session()
         token = self._heartbeat_token()
         if token is not None:
             renewal, sent = _lease.renewal(self._plan, token, m.sent_ms), now_ms()
@@ -744,10 +798,11 @@ class Lock(_LockBase):
         self._stop_watch()
         if self._overdue():
             self._raise_lost()
+        self._unwatch_session()
         self._end_lease()
         m = self._start_releasing()
         self.release_report = drive(m, self._client, self.name)
-        return self._ended(self.release_report)
+        return self._released(self.release_report)
 
     def verify(self):
         """Asks the server whether this connection's server session still
@@ -776,6 +831,8 @@ class Lock(_LockBase):
             return False
         try:
             self.release()
+        except LockLost:
+            self._raise_lost(exc)
         except Error as failure:
             self._release_failed_during(exc, failure)
         return False
@@ -803,6 +860,7 @@ class AsyncLock(_LockBase):
         self.report = await drive_async(m, self._client, self.name, self.options.wait == POLL,
                                         self._setup if self._plan is not None else None)
         self._ended(self.report)
+        self._watch_session()
         token = self._heartbeat_token()
         if token is not None:
             renewal, sent = _lease.renewal(self._plan, token, m.sent_ms), now_ms()
@@ -864,13 +922,14 @@ class AsyncLock(_LockBase):
         cancelled = await self._stop_watch()
         if self._overdue():
             self._raise_lost()
+        self._unwatch_session()
         self._end_lease()
         m = self._start_releasing()
         self.release_report = await drive_async(m, self._client, self.name,
                                                 self.options.wait == POLL)
         if cancelled is not None:
             raise cancelled
-        return self._ended(self.release_report)
+        return self._released(self.release_report)
 
     async def verify(self):
         """As Lock.verify()."""
@@ -911,6 +970,8 @@ class AsyncLock(_LockBase):
             return False
         try:
             await self.release()
+        except LockLost:
+            self._raise_lost(exc)
         except Error as failure:
             self._release_failed_during(exc, failure)
         return False

@@ -281,21 +281,42 @@ class Options:
     def __init__(self, mode=Mode.EXCLUSIVE, scope=Scope.SESSION, wait=Wait.POLL,
                  backoff=Backoff.REFERENCE, clip_to_deadline=False, diagnose=False,
                  allow_standby=False, jitter_seed=0, fence=False):
-        self.mode = Mode(mode)
-        self.scope = Scope(scope)
-        self.wait = Wait(wait)
-        self.backoff = Backoff(backoff)
+        self.mode = _member(Mode, "mode", mode)
+        self.scope = _member(Scope, "scope", scope)
+        self.wait = _member(Wait, "wait", wait)
+        self.backoff = _member(Backoff, "backoff", backoff)
         self.clip_to_deadline = bool(clip_to_deadline)
         self.diagnose = bool(diagnose)
         self.allow_standby = bool(allow_standby)
-        self.jitter_seed = int(jitter_seed)
+        if not isinstance(jitter_seed, int):
+            raise ArgumentTypeError(B.ADVLOCK_EINVAL, "jitter_seed is an int, not %s"
+                                    % type(jitter_seed).__name__)
+        self.jitter_seed = jitter_seed
         self.fence = bool(fence)
+        # The core refuses these pairs with EINVAL alone: say why here.
+        if self.fence and self.mode != Mode.EXCLUSIVE:
+            raise CallError(B.ADVLOCK_EINVAL, "fence=True needs mode=advlock.EXCLUSIVE: a"
+                            " fencing token orders holders one after another, and shared"
+                            " holders hold at once, so a newer token would exclude nobody")
+        if self.fence and self.wait != Wait.POLL:
+            raise CallError(B.ADVLOCK_EINVAL, "fence=True needs wait=advlock.WAIT_POLL: the"
+                            " token is issued by the try-lock statement that takes the lock,"
+                            " and a server-side wait takes it with another statement")
 
     @classmethod
     def coerce(cls, options=None, **kw):
-        """Options from an Options object and/or keyword overrides."""
+        """Options from an Options object and/or keyword overrides. Raises
+        ArgumentTypeError for an option that does not exist or options= that
+        is not an Options, CallError for a value the option does not take."""
+        unknown = sorted(set(kw) - set(cls.__slots__))
+        if unknown:
+            raise ArgumentTypeError(B.ADVLOCK_EINVAL, "no such option: %s (the options: %s)"
+                                    % (", ".join(unknown), ", ".join(cls.__slots__)))
         if options is None:
             return cls(**kw)
+        if not isinstance(options, cls):
+            raise ArgumentTypeError(B.ADVLOCK_EINVAL, "options is an advlock.Options, not %s"
+                                    % type(options).__name__)
         if not kw:
             return options
         merged = {f: getattr(options, f) for f in cls.__slots__}
@@ -316,6 +337,15 @@ class Options:
     def __repr__(self):
         return "advlock.Options(%s)" % ", ".join(
             "%s=%r" % (f, getattr(self, f)) for f in self.__slots__)
+
+
+def _member(enum_type, what, value):
+    """value as a member of enum_type; CallError naming the ones it takes."""
+    try:
+        return enum_type(value)
+    except ValueError:
+        raise CallError(B.ADVLOCK_EINVAL, "%s must be one of %s, not %r" % (
+            what, ", ".join("advlock.%s" % m.name for m in enum_type), value)) from None
 
 
 def timeout_ms(timeout):

@@ -207,6 +207,25 @@ class Client:
         in flight and the next ones fail."""
         self.conn.terminate()
 
+    def ended(self):
+        """True once asyncpg has seen the connection close (it reads its
+        socket all the time)."""
+        return self.conn.is_closed()
+
+    def watch(self, on_end):
+        """Calls on_end (on the loop) once the connection closes: asyncpg's
+        termination listener, called when its socket closes, whoever closed
+        it. Returns the call that stops the watch."""
+        conn = self.conn
+
+        def listener(_conn):
+            on_end()
+        conn.add_termination_listener(listener)
+        if conn.is_closed():  # closed already: no listener will be called
+            conn.remove_termination_listener(listener)
+            on_end()
+        return lambda: conn.remove_termination_listener(listener)
+
     def cancel(self):
         """Asks the server to cancel the statement in flight, with asyncpg's
         own cancellation (a CancelRequest on a new connection); returns a
@@ -224,13 +243,27 @@ _states = {}
 
 def _connection_state(conn):
     if conn.is_closed():
-        return ConnSession()  # its statements will find it closed
+        return ConnSession()  # closed meanwhile: its statements will find it so
     settings = conn.get_settings()
     state = _states.get(settings)
     if state is None:
         state = _states[settings] = ConnSession()
         conn.add_termination_listener(lambda _closed: _states.pop(settings, None))
     return state
+
+
+def unusable(conn):
+    """Why conn cannot take a lock (closed, or a pool's connection given
+    back), or None."""
+    try:
+        return "it is closed" if conn.is_closed() else None
+    except asyncpg.InterfaceError as exc:  # a pool's proxy, released
+        return _first_line(exc)
+
+
+def client(conn):
+    """The client for an asyncpg connection."""
+    return Client(conn)
 
 
 def lock(conn, name, timeout=None, options=None, **option_kwargs):

@@ -50,21 +50,24 @@ class ServerSessionError(LockFailed):
 
 
 class LockLost(LockError):
-    """A held lock's lease expired (docs/python.md "Leases"): this client
-    can no longer prove it holds the lock, because no heartbeat was answered
-    by the deadline, the connection was lost (the server ended the session:
-    pg_terminate_backend, idle_session_timeout, a restart), or the server
-    session's lease settings changed. The connection has been closed. The
-    lock is not necessarily free yet: the server frees it within the lease
-    of the last message it received. Raised on leaving the body (asyncio: the
-    body was cancelled first), by Lock.check(), and by release().
+    """A held lock was lost: its connection closed under it, heard at once
+    (the server ended the session: pg_terminate_backend,
+    idle_session_timeout, a restart; docs/python.md "A session the server
+    ends"), or its lease expired (docs/python.md "Leases": no heartbeat
+    answered by the deadline, or the server session's lease settings
+    changed; the lock is not necessarily free yet, the server frees it
+    within the lease of the last message it received). The connection has
+    been closed. Raised on leaving the body (asyncio: the body was
+    cancelled first), by Lock.check(), and by release(), never LockFailed.
 
     Attributes besides LockError's: reason (advlock_lease_expiry: 1 no
     answer, 2 connection lost, 3 settings changed, 4 server error),
     deadline (the stop deadline, time.monotonic() seconds), lease
-    (seconds)."""
+    (seconds), ended (True when the connection closed under the lock: on a
+    direct connection the server session, and the lock, ended with it)."""
 
     reason = deadline = lease = None
+    ended = False
 
 
 class LockCancelled(LockError):

@@ -29,6 +29,7 @@ import psycopg
 from psycopg.types.numeric import Int8BinaryDumper
 
 from . import _binding as B
+from . import _watch
 from ._lease import shut_socket
 from ._loop import AsyncLock, FencedRow, Lock
 from ._machine import SQL_ANSWER, SQL_TEXT
@@ -128,11 +129,32 @@ class _Client:
     def close_now(self):
         """Ends the connection's socket (the lease expired): the statement
         in flight and the next ones fail at once; close() is the owner's."""
+        fd = self._socket()
+        if fd is not None:
+            shut_socket(fd)
+
+    def _socket(self):
+        """The connection's socket descriptor, or None once closed."""
         try:
-            fd = self.conn.pgconn.socket
+            return self.conn.pgconn.socket
         except psycopg.Error:
-            return
-        shut_socket(fd)
+            return None
+
+    def ended(self):
+        """True when the server has closed the connection's socket (read
+        nothing: the FATAL message stays psycopg's to read)."""
+        fd = self._socket()
+        return fd is None or _watch.peer_closed(fd)
+
+    def watch(self, on_end):
+        """Calls on_end once the server closes the socket (at once if the
+        connection is closed already), on the thread _watch_socket says;
+        returns the call that stops the watch (_watch)."""
+        fd = self._socket()
+        if fd is None:
+            on_end()
+            return _nothing
+        return self._watch_socket(fd, on_end)
 
     def _own_transaction(self, sql):
         """The lease's setup outlives the caller's transactions: outside
@@ -175,6 +197,8 @@ class Client(_Client):
         """PQcancel for the statement in flight (thread-safe)."""
         self.conn.cancel()
 
+    _watch_socket = staticmethod(_watch.watch_blocking)  # on the process's watcher thread
+
 
 class AsyncClient(_Client):
     """Runs the core's statements on a psycopg AsyncConnection."""
@@ -213,6 +237,17 @@ class AsyncClient(_Client):
         """PQcancel for the statement in flight, from the default executor;
         returns the future of its delivery."""
         return self._loop.run_in_executor(None, self.conn.cancel)
+
+    _watch_socket = staticmethod(_watch.watch_async)  # on the running loop
+
+
+def _nothing():
+    pass
+
+
+def unusable(conn):
+    """Why conn cannot take a lock (closed), or None."""
+    return "it is closed" if conn.closed else None
 
 
 def client(conn):

@@ -78,6 +78,12 @@ class Recording:
         self.sql.append("close")
         self.inner.close_now()
 
+    def watch(self, on_end):
+        return self.inner.watch(on_end)
+
+    def ended(self):
+        return self.inner.ended()
+
     @property
     def state(self):
         return self.inner.state

@@ -115,10 +115,12 @@ async def hold_and_fail(flavour, conn, name, during_body):
 
 @need_server
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_a_terminated_session_keeps_the_bodys_exception(flavour, pg_conn):
+def test_a_session_terminated_in_the_body_is_lock_lost_from_the_bodys_exception(flavour,
+                                                                                pg_conn):
     """The backend is terminated inside the body, which then raises: the
-    body's exception propagates, the release's failure is a note on it, and
-    the lock is reported gone with its session."""
+    lock was lost during the body, so leaving it raises LockLost from the
+    body's exception (never LockFailed), and the lock is reported gone with
+    its session."""
     async def main():
         conn = await connect(flavour)
         pid = announced_pid(conn)
@@ -130,14 +132,11 @@ def test_a_terminated_session_keeps_the_bodys_exception(flavour, pg_conn):
             lk, exc = await hold_and_fail(flavour, conn, "body-terminated", terminate)
         finally:
             await close(conn)
-        assert type(exc) is WorkFailed and str(exc) == "the work failed"
-        assert lk.release_report.outcome == advlock.Outcome.FAILED
-        assert lk.release_report.failure == advlock.Failure.ECONNLOST
+        assert type(exc) is advlock.LockLost and exc.reason == 2 and exc.ended
+        assert type(exc.__cause__) is WorkFailed and str(exc.__cause__) == "the work failed"
+        assert str(exc).startswith("Lock 'body-terminated' was lost: its connection closed"
+                                   " while it was held")
         assert lk.state == advlock.LockState.NOT_HELD
-        assert len(exc.__notes__) == 1 and exc.__notes__[0].startswith(
-            "advlock: releasing lock 'body-terminated' failed during this exception:"
-            " LockFailed: pg_advisory_unlock for 'body-terminated' failed: connection lost")
-        assert exc.__notes__[0].endswith("(lock state: not held)")
         assert holds(pg_conn, lk.key) == []
     run(main)
 
@@ -203,4 +202,108 @@ def test_two_concurrent_acquires_on_one_asyncpg_connection_are_a_misuse(pg_conn)
             await second.release()
         finally:
             await close(conn)
+    run(main)
+
+
+# ---- every error path a caller can reach raises an advlock.Error ----------------
+
+BAD_CALLS = [
+    # (what, the call's keywords, a fragment of the message)
+    ("a mode that does not exist", dict(mode="bogus"), "mode must be one of"),
+    ("a scope that does not exist", dict(scope=7), "scope must be one of"),
+    ("a wait that does not exist", dict(wait="soon"), "wait must be one of"),
+    ("a backoff that does not exist", dict(backoff=9), "backoff must be one of"),
+    ("a jitter seed that is not an int", dict(jitter_seed="x"), "jitter_seed is an int"),
+    ("an option that does not exist", dict(nonsense=1), "no such option: nonsense"),
+    ("options= that is not an Options", dict(options="x"), "options is an advlock.Options"),
+    ("fence with a shared mode", dict(mode=advlock.SHARED, fence=True),
+     "fence=True needs mode=advlock.EXCLUSIVE: a fencing token orders holders"),
+    ("fence with a server-side wait", dict(wait=advlock.WAIT_SERVER, fence=True),
+     "fence=True needs wait=advlock.WAIT_POLL: the token is issued by the try-lock"),
+    ("a lease too long", dict(lease=1e9), "lease=1000000000 is too long: at most 32400 s"),
+    ("a lease too short", dict(lease=6.9), "too short for lease_stop=1"),
+    ("a lease that is not a number", dict(lease="8"), "lease is seconds"),
+    ("a negative stop time", dict(lease_stop=-1), "lease_stop must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("what,kwargs,words", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_a_refused_argument_is_a_call_error_that_says_why(what, kwargs, words):
+    from advlock._loop import Lock
+    with pytest.raises(advlock.CallError) as info:
+        Lock(None, "x", **kwargs)
+    assert words in str(info.value), str(info.value)
+    assert info.value.code == B.ADVLOCK_EINVAL
+
+
+def test_the_longest_lease_is_the_cores():
+    from advlock._loop import Lock
+    assert Lock(None, "x", lease=9 * 3600)._plan.lease_ms == B.LEASE_MAX_MS
+    with pytest.raises(advlock.CallError, match="too long"):
+        Lock(None, "x", lease=9 * 3600 + 0.001)
+
+
+async def _closed(flavour):
+    conn = await connect(flavour)
+    await close(conn)
+    return conn
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_closed_connection_is_a_call_error_that_says_so(flavour):
+    conn = asyncio.run(_closed(flavour))
+    makers = [lambda: advlock.lock(conn, "closed", timeout=0)]
+    if flavour != "psycopg":
+        makers.append(lambda: advlock.LockSet(conn))
+    for make in makers:
+        with pytest.raises(advlock.CallError) as info:
+            make()
+        assert "the connection cannot take a lock: it is closed" in str(info.value)
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_every_error_path_against_a_server_is_an_advlock_error(flavour, pg_conn):
+    """The paths a caller reaches with a real connection, each an
+    advlock.Error: bad calls, a timeout, a server error, a connection the
+    server ended before and while a lock is held, a set refusing."""
+    async def main():
+        conn, other = await connect(flavour), await connect(flavour)
+        raised = {}
+
+        async def attempt(what, fn, *args):
+            try:
+                await call(fn, *args)
+            except BaseException as exc:  # noqa: B902 - what is raised is the subject
+                raised[what] = exc
+            else:
+                raised[what] = None
+
+        await attempt("a name of the wrong type", advlock.lock, conn, 12)
+        await attempt("a timeout of the wrong type",
+                      advlock.lock(conn, "e", timeout="1").acquire)
+        await attempt("a negative timeout", advlock.lock(conn, "e", timeout=-1).acquire)
+        held = advlock.lock(conn, "e-held-" + flavour, timeout=0)
+        await call(held.acquire)
+        await attempt("a timeout", advlock.lock(other, "e-held-" + flavour, timeout=0).acquire)
+        if flavour != "psycopg":
+            await attempt("a set on a transaction scope", lambda: advlock.LockSet(other).lock(
+                "e", scope=advlock.TRANSACTION))
+            await attempt("a lease per set lock", lambda: advlock.LockSet(other).lock(
+                "e", lease=8))
+        else:
+            await attempt("a set on a blocking connection", advlock.LockSet, other)
+        pg_conn.execute("SELECT pg_terminate_backend(%s, 5000)", (announced_pid(conn),))
+        await asyncio.sleep(0.05)
+        await attempt("a lock lost with its session", held.release)
+        await attempt("an acquire on a connection the server ended",
+                      lambda: advlock.lock(conn, "e-after", timeout=0).acquire())
+        await close(conn)
+        await attempt("a lock on a connection closed by its owner", advlock.lock, conn, "e")
+        await close(other)
+        for what, exc in raised.items():
+            assert isinstance(exc, advlock.Error), (what, exc)
+        assert type(raised["a timeout"]) is advlock.LockTimeout
+        assert type(raised["a lock lost with its session"]) is advlock.LockLost
     run(main)

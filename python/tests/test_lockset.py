@@ -505,7 +505,7 @@ def test_a_lost_set_lock_reads_as_a_single_lock_on_the_same_connection_kind(flav
         for c in (conn, other):
             pg_conn.execute("SELECT pg_terminate_backend(%s)", (announced_pid(c),))
         await asyncio.sleep(0.1)
-        with pytest.raises(advlock.LockFailed):
+        with pytest.raises(advlock.LockLost):
             await single.release()
         with pytest.raises(advlock.LockLost):
             await member.release()

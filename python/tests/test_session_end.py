@@ -1,0 +1,357 @@
+"""A session the server ends while a lock is held (docs/python.md "A session
+the server ends"): every driver hears it at once, on a Unix socket (no lease,
+no heartbeat) as over TCP, whatever ended it: pg_terminate_backend, a server
+restart, idle_session_timeout set by the DBA. The asyncio body is cancelled
+and leaving it raises LockLost; a blocking body's lost is set and its next
+check() raises LockLost; never LockFailed.
+
+Each case runs SESSION_END_TRIALS trials (1 in make python-test) and
+asserts each body was told within SESSION_END_BOUND seconds of the end (1 s
+here, generous for a shared machine; make python-session-end-bounds runs
+20 trials of each and asserts the 0.25 s the docs promise), and prints
+p50/max with -s.
+"""
+
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import threading
+import time
+
+import psycopg
+import pytest
+
+import advlock
+from clients import announced_pid, close, connect
+from conftest import holds, need_server
+
+TRIALS = int(os.environ.get("SESSION_END_TRIALS", "1"))
+BOUND = float(os.environ.get("SESSION_END_BOUND", "1.0"))
+TCP_ADDR = os.environ.get("ADVLOCK_PG_LISTEN", "").split("/")[0]
+DRIVERS = ["asyncpg", "psycopg-async", "psycopg", "lockset-asyncpg", "lockset-psycopg-async"]
+TRANSPORTS = ["unix", "tcp"]
+IDLE_ROLE = "advlock_idle_dba"  # a role the DBA gave idle_session_timeout
+IDLE_S = 1.0
+SET_LOCKS = 3  # the locks a lock set holds at once in a trial
+
+
+def conninfo(transport, user="postgres"):
+    host = os.environ["PGHOST"] if transport == "unix" else TCP_ADDR
+    return "host=%s port=%s user=%s dbname=postgres" % (host, os.environ["PGPORT"], user)
+
+
+def admin():
+    return psycopg.connect(conninfo("unix"), autocommit=True)
+
+
+def need(transport):
+    if transport == "tcp" and not TCP_ADDR:
+        pytest.skip("no server on TCP (make python-test provides one)")
+
+
+# ---- how the server ends the session: each returns the instant it did --------
+
+
+class Terminate:
+    def __init__(self, pid):
+        self.pid = pid
+
+    def end(self):
+        with admin() as a:
+            at = time.monotonic()
+            a.execute("SELECT pg_terminate_backend(%s)", (self.pid,))
+        return at
+
+    def finish(self):
+        pass
+
+
+class Restart:
+    """A fast restart, as pg_ctl restart makes it: SIGINT to the postmaster
+    (its backends send FATAL and exit), then pg_ctl start."""
+
+    def __init__(self, _pid):
+        data = os.environ["ADVLOCK_PG_DATA"]
+        with open(os.path.join(data, "postmaster.pid")) as f:
+            self.postmaster = int(f.readline())
+        self.data = data
+
+    def end(self):
+        at = time.monotonic()
+        os.kill(self.postmaster, signal.SIGINT)
+        return at
+
+    def finish(self):
+        for _ in range(3000):
+            try:
+                os.kill(self.postmaster, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.01)
+        owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run(owner + [os.path.join(os.environ["ADVLOCK_PG_BIN"], "pg_ctl"), "-D",
+                                self.data, "-w", "-t", "60", "start"],
+                       cwd=os.path.dirname(self.data), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def idle_role():
+    """A role whose sessions the server ends after IDLE_S idle: the DBA's
+    ALTER ROLE, as a managed service may set it."""
+    if not os.environ.get("PGHOST"):
+        pytest.skip("no PostgreSQL")
+    with admin() as a:
+        a.execute("DROP ROLE IF EXISTS %s" % IDLE_ROLE)
+        a.execute("CREATE ROLE %s LOGIN" % IDLE_ROLE)
+        a.execute("ALTER ROLE %s SET idle_session_timeout = '%ds'" % (IDLE_ROLE, IDLE_S))
+    yield IDLE_ROLE
+    with admin() as a:
+        a.execute("DROP ROLE IF EXISTS %s" % IDLE_ROLE)
+
+
+class IdleTimeout:
+    """The server's idle_session_timeout ends the session IDLE_S after the
+    last statement: here a SHOW on the lock's connection, which says
+    whether the holder still runs with the DBA's setting (once advlock
+    turns it off for a holder, nothing ends the session: the trial is
+    skipped)."""
+
+    def __init__(self, _pid, conn):
+        self.conn = conn
+
+    def _show(self, value):
+        if value in ("0", "0s", "0ms"):
+            pytest.skip("the holder's session runs with idle_session_timeout off")
+        return time.monotonic() + IDLE_S
+
+    async def end_async(self):
+        if hasattr(self.conn, "fetchval"):
+            return self._show(await self.conn.fetchval("SHOW idle_session_timeout"))
+        cur = await self.conn.execute("SHOW idle_session_timeout")
+        return self._show((await cur.fetchone())[0])
+
+    def end(self):
+        return self._show(self.conn.execute("SHOW idle_session_timeout").fetchone()[0])
+
+    def finish(self):
+        pass
+
+
+def ender(ending, conn):
+    pid = announced_pid(conn)
+    if ending == "idle":
+        return IdleTimeout(pid, conn)
+    return (Terminate if ending == "terminate" else Restart)(pid)
+
+
+# ---- one trial: a lock held, the session ended, how long until the body knew --
+
+
+async def _asyncio_trial(driver, transport, ending, n, user):
+    flavour = driver.replace("lockset-", "")
+    conn = await connect(flavour, conninfo(transport, user))
+    name = "end-%s-%s-%s-%d" % (driver, transport, ending, n)
+    if driver.startswith("lockset-"):
+        locks = advlock.LockSet(conn)
+        lks = [locks.lock("%s-%d" % (name, i), timeout=5) for i in range(SET_LOCKS)]
+    else:
+        locks, lks = None, [advlock.lock(conn, name, timeout=5)]
+    held, stopped = asyncio.Event(), {}
+
+    async def body(lk):
+        async with lk:
+            if locks is None:  # the body's own statements on the connection
+                for _ in range(3):
+                    await conn.execute("SELECT 1")
+            if len(stopped) == 0 and all(k.held for k in lks):
+                held.set()
+            try:
+                await asyncio.sleep(30)
+            finally:
+                stopped[lk] = time.monotonic()
+
+    tasks = [asyncio.create_task(body(lk)) for lk in lks]
+    await asyncio.wait_for(held.wait(), 10)
+    end = ender(ending, conn)
+    try:
+        at = await end.end_async() if ending == "idle" else end.end()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await asyncio.to_thread(end.finish)
+    for lk, result in zip(lks, done):
+        assert type(result) is advlock.LockLost, result  # never LockFailed
+        assert isinstance(result.__cause__, asyncio.CancelledError)
+        assert result.reason == 2 and result.ended
+        assert lk.state == advlock.LockState.NOT_HELD and lk.lost.is_set()
+    if locks is not None:
+        assert locks.lost and locks.in_use == 0
+    await close(conn)
+    return max(stopped.values()) - at
+
+
+def _blocking_trial(transport, ending, n, user):
+    conn = psycopg.connect(conninfo(transport, user), autocommit=True)
+    lk = advlock.lock(conn, "end-psycopg-%s-%s-%d" % (transport, ending, n), timeout=5)
+    end = ender(ending, conn)
+    try:
+        with pytest.raises(advlock.LockLost) as caught:
+            with lk:
+                conn.execute("SELECT 1")
+                at = end.end()
+                assert lk.lost.wait(10), "the body was not told"
+                told = time.monotonic()
+                lk.check()
+    finally:
+        end.finish()
+    assert type(caught.value) is advlock.LockLost and caught.value.ended
+    assert lk.state == advlock.LockState.NOT_HELD
+    conn.close()
+    return told - at
+
+
+def run_trials(driver, transport, ending, user="postgres"):
+    """TRIALS trials; asserts each within BOUND; prints p50 and max."""
+    took = []
+    for n in range(TRIALS):
+        if driver == "psycopg":
+            took.append(_blocking_trial(transport, ending, n, user))
+        else:
+            took.append(asyncio.run(_asyncio_trial(driver, transport, ending, n, user)))
+    print("\nsession end %-9s %-22s %-4s: %d trials, p50 %.4f s, max %.4f s"
+          % (ending, driver, transport, len(took), statistics.median(took), max(took)))
+    assert max(took) < BOUND, took
+
+
+@need_server
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_terminated_session_is_heard_at_once(driver, transport):
+    need(transport)
+    run_trials(driver, transport, "terminate")
+
+
+@need_server
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_server_restart_is_heard_at_once(driver, transport):
+    need(transport)
+    run_trials(driver, transport, "restart")
+
+
+@need_server
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_dbas_idle_session_timeout_is_heard_at_once(driver, transport, idle_role):
+    need(transport)
+    run_trials(driver, transport, "idle", idle_role)
+
+
+# ---- psycopg on asyncio: the body's own statements on the lock's connection ----
+
+
+@need_server
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_psycopg_async_statements_in_the_body_do_not_blind_the_watch(transport, pg_conn):
+    # psycopg adds its own reader on the socket for every statement and
+    # removes it after: the watch must hear the end whether the body is
+    # running a statement at that moment or sits idle after many.
+    need(transport)
+
+    async def main():
+        conn = await connect("psycopg-async", conninfo(transport))
+        lk = advlock.lock(conn, "end-statements-" + transport, timeout=5)
+        pid = announced_pid(conn)
+        ran, at, stopped = [0], [], []
+
+        def terminate():
+            at.append(time.monotonic())
+            pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        # Busy: statements back to back when the server ends the session.
+        with pytest.raises(advlock.LockLost) as caught:
+            async with lk:
+                threading.Timer(0.3, terminate).start()
+                try:
+                    while True:
+                        await conn.execute("SELECT 1")
+                        ran[0] += 1
+                finally:
+                    stopped.append(time.monotonic())
+        assert ran[0] > 10 and caught.value.ended
+        assert lk.state == advlock.LockState.NOT_HELD
+        assert stopped[0] - at[0] < BOUND
+        await close(conn)
+
+        # Idle after 200 statements, each of which took psycopg's reader
+        # on and off the socket.
+        conn = await connect("psycopg-async", conninfo(transport))
+        lk = advlock.lock(conn, "end-statements-" + transport, timeout=5)
+        pid = announced_pid(conn)
+        at.clear(), stopped.clear()
+        with pytest.raises(advlock.LockLost) as caught:
+            async with lk:
+                for _ in range(200):
+                    await conn.execute("SELECT 1")
+                threading.Timer(0.1, terminate).start()
+                try:
+                    await asyncio.sleep(30)
+                finally:
+                    stopped.append(time.monotonic())
+        assert isinstance(caught.value.__cause__, asyncio.CancelledError)
+        assert stopped[0] - at[0] < BOUND
+        assert holds(pg_conn, lk.key) == []
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_server
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async", "psycopg"])
+def test_a_released_lock_stops_watching(flavour, pg_conn):
+    # The watch lasts while the lock is held: a session ended after the
+    # release tells the lock nothing, and nothing is left watching.
+    from advlock import _watch
+
+    async def main():
+        conn = await connect(flavour)
+        lk = advlock.lock(conn, "watch-released", timeout=5)
+        if flavour == "psycopg":
+            lk.acquire()
+            lk.release()
+            hubs = [_watch._thread_hub]
+        else:
+            await lk.acquire()
+            await lk.release()
+            hubs = list(_watch._loop_hubs.values())
+        assert lk._unwatch is None
+        if flavour != "asyncpg":
+            assert all(conn.pgconn.socket not in hub.callbacks for hub in hubs if hub)
+        pg_conn.execute("SELECT pg_terminate_backend(%s, 5000)", (announced_pid(conn),))
+        await asyncio.sleep(0.1)
+        assert not lk.lost.is_set() and lk.state == advlock.LockState.NOT_HELD
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_server
+def test_blocking_locks_share_one_watcher_thread(pg_conn):
+    # One thread for every blocking connection of the process, not one per
+    # lock or per connection; every lock on it hears its own session's end.
+    conns = [psycopg.connect(autocommit=True) for _ in range(5)]
+    lks = [advlock.lock(c, "shared-watcher-%d" % i, timeout=5) for i, c in enumerate(conns)]
+    for lk in lks:
+        lk.acquire()
+    watchers = [t for t in threading.enumerate() if t.name == "advlock-session-watch"]
+    assert len(watchers) == 1
+    pg_conn.execute("SELECT pg_terminate_backend(%s)", (conns[2].info.backend_pid,))
+    assert lks[2].lost.wait(BOUND)
+    assert not any(lk.lost.is_set() for i, lk in enumerate(lks) if i != 2)
+    with pytest.raises(advlock.LockLost):
+        lks[2].release()
+    for i, lk in enumerate(lks):
+        if i != 2:
+            assert lk.release().outcome == advlock.Outcome.RELEASED
+    for c in conns:
+        c.close()
