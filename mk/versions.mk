@@ -8,7 +8,7 @@
 #   make test-versions PG_VERSIONS=17   one version
 #
 # Per version, a subset that keeps the four under ten minutes on two cores
-# (tests/README.md, "The server version matrix"): the libpq adapters'
+# (tests/README.md, "Server versions"): the libpq adapters'
 # integration suites (blocking, nonblocking, the session check, fencing, the
 # lock set, server-side waits), a shorter fidelity run (the fake's answers
 # beside this server's), the command's fencing tests (tests/cli/fence.sh),
