@@ -88,11 +88,16 @@
 /*
  * The session's facts and its claim, in one row (docs/design.md, "The
  * claim"). $1 0 claims nothing. CASE tries the cheap tests first and sets
- * the claim last. (Laid out by hand, one clause a line.)
+ * the claim last. (Laid out by hand, one clause a line.) Its first test
+ * is the server's version: PostgreSQL 13 and older have no
+ * client_connection_check_interval, so there the statement fails (42704)
+ * before it claims anything, and advlock_describe() says which version is
+ * needed and why (docs/operators.md, "Supported servers").
  */
 /* clang-format off */
 #define SESSION_SQL                                                                            \
     "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), CASE"                 \
+    " WHEN pg_catalog.current_setting('client_connection_check_interval') IS NULL THEN NULL"   \
     " WHEN $1::bigint = 0 THEN true"                                                           \
     " WHEN " OURS("$1") " THEN true"                                                           \
     " WHEN coalesce(pg_catalog.current_setting('advlock.session', true), '') <> '' THEN false" \
