@@ -87,18 +87,45 @@
 
 /*
  * The session's facts and its claim, in one row (docs/design.md, "The
- * claim"). $1 0 claims nothing. CASE tries the cheap tests first and sets
- * the claim last. (Laid out by hand, one clause a line.)
+ * claim"). $1 0 claims nothing; $2 is the pid the client was told at
+ * connect. CASE tries the cheap tests first and sets the claim last, in a
+ * subquery (OFFSET 0 keeps it apart) whose row the WHERE takes as input.
+ *
+ * The WHERE turns off the server's timeouts that would end a holder's
+ * session or transaction behind the lock's back (docs/design.md, "The
+ * server's own timeouts"), each read back from set_config()'s answer. A
+ * parameter this server lacks (current_setting(..., true) is NULL) is
+ * skipped. They are set for the session where it is this connection's
+ * (direct, or claimed behind a proxy), and for this transaction alone on a
+ * pooled session this connection did not claim, where another client runs
+ * next (TIMEOUTS_LOCAL). A
+ * value that does not read back fails the statement with a message naming
+ * the setting: an error, not a row, as nothing may be locked then. The
+ * failure's text reads current_setting(), so it is not constant and the
+ * planner cannot fold it (and raise it) ahead of the CASE. The statement
+ * stays under track_activity_query_size's default 1024 bytes, so that
+ * pg_stat_activity shows it whole.
  */
+#define TIMEOUTS_LOCAL "c.proxied AND NOT (c.ours AND $1::bigint <> 0)"
+#define TIMEOUTS_OFF                                                                          \
+    " WHERE (SELECT pg_catalog.bool_and(CASE WHEN"                                            \
+    " pg_catalog.current_setting(t.name, true) IS NULL OR"                                    \
+    " pg_catalog.set_config(t.name, '0', " TIMEOUTS_LOCAL ") = '0' THEN true"                 \
+    " ELSE ('advlock cannot turn off ' || t.name || ' (it reads ' ||"                         \
+    " pg_catalog.current_setting(t.name) || ')')::boolean END) FROM (VALUES"                  \
+    " ('idle_session_timeout'), ('idle_in_transaction_session_timeout'),"                     \
+    " ('transaction_timeout')) t(name))"
 /* clang-format off */
 #define SESSION_SQL                                                                            \
-    "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), CASE"                 \
+    "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), c.ours FROM (SELECT"  \
+    " $2::bigint = 0 OR $2::bigint <> pg_catalog.pg_backend_pid() AS proxied, CASE"            \
     " WHEN $1::bigint = 0 THEN true"                                                           \
     " WHEN " OURS("$1") " THEN true"                                                           \
     " WHEN coalesce(pg_catalog.current_setting('advlock.session', true), '') <> '' THEN false" \
     " WHEN EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory'"                \
     " AND pid = pg_catalog.pg_backend_pid()) THEN false"                                       \
-    " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END"
+    " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END AS ours"   \
+    " OFFSET 0) c" TIMEOUTS_OFF
 /* clang-format on */
 
 /*
@@ -219,7 +246,7 @@ static const struct {
     [ADVLOCK_SQL_XACT_LOCK_SHARED] = {BOUNDED_WAIT_SQL("pg_advisory_xact_lock_shared"),
                                       "pg_advisory_xact_lock_shared", ADVLOCK_ANSWER_VOID, 2},
     [ADVLOCK_SQL_HOLDERS] = {HOLDERS_SQL, "holder diagnostics", ADVLOCK_ANSWER_HOLDERS, 1},
-    [ADVLOCK_SQL_SESSION] = {SESSION_SQL, "the server session check", ADVLOCK_ANSWER_SESSION, 1},
+    [ADVLOCK_SQL_SESSION] = {SESSION_SQL, "the server session check", ADVLOCK_ANSWER_SESSION, 2},
     [ADVLOCK_SQL_TRY_LOCK_GUARDED] = {GUARDED("pg_try_advisory_lock"), "pg_try_advisory_lock",
                                       ADVLOCK_ANSWER_BOOLEAN, 2},
     [ADVLOCK_SQL_UNLOCK_GUARDED] = {GUARDED("pg_advisory_unlock"), "pg_advisory_unlock",

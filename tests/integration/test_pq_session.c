@@ -178,7 +178,7 @@ static void test_cancel_during_the_session_row(void **state)
     assert_int_equal(advlock_pq_async_report(&a)->lock.sql, ADVLOCK_SQL_SESSION);
     assert_int_equal(advlock_pq_async_report(&a)->lock.attempts, 0);
     assert_int_equal(pgt_lock_count(f->lock.observer, pgt_key_of(f->lock.key)), 0);
-    char last[512];
+    char last[1024]; /* track_activity_query_size's default */
     assert_string_equal(pgt_last_statement(f->lock.observer, conn, last, sizeof last),
                         advlock_sql_text(ADVLOCK_SQL_SESSION));
     PQfinish(conn);
