@@ -114,16 +114,19 @@ pq-proxy-test: $(PQ_PROXY_TEST) | deps-deploy
 # (terminate, restart), on the Unix socket and over TCP, on a server of its
 # own (it sets timeouts for the whole server and restarts it): about 40 s.
 # session-end-bounds runs 20 trials of each measurement and prints their
-# p50 and max per driver (about 4 min; not part of make test).
+# p50 and max per driver and for advlock run (tests/cli/session_end.sh)
+# (about 8 min; not part of make test).
 .PHONY: session-end-test session-end-bounds
 session-end-test: $(SESSION_END_TEST)
 	@SESSION_END_TEST=$(SESSION_END_TEST) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
 	    tests/pg/with-postgres.sh scripts/run-tests.sh tests/integration/session_end.sh
 
-session-end-bounds: $(SESSION_END_TEST)
+session-end-bounds: $(SESSION_END_TEST) $(BUILD)/advlock
 	@SESSION_END_TEST=$(SESSION_END_TEST) ADVLOCK_SESSION_END_TRIALS=20 \
 	    ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \
 	    tests/integration/session_end.sh | grep 'session end heard'
+	@ADVLOCK=$(BUILD)/advlock ADVLOCK_SESSION_END_TRIALS=20 ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
+	    tests/pg/with-postgres.sh tests/cli/session_end.sh | grep 'session end heard'
 
 test: pq-test pq-proxy-test readme-test fidelity-test session-end-test
 

@@ -115,14 +115,14 @@ for conninfo in "${transports[@]}"; do
             runner=$!
             wait_for_holder || fail "$ending: the run never held the lock"
             pid=$(holder_pid) pm=$(postmaster)
-            # When the server was asked: the server's clock as it sent the
-            # termination signal (not psql's start-up), or just before the
-            # postmaster's signal.
+            # When the server was asked: the server's clock just before it
+            # sends the termination signal (not psql's start-up: the
+            # subquery's row comes first), or just before the postmaster's.
             asked=$(date +%s.%N)
             case $ending in
                 terminate)
-                    asked=$(observe "SELECT extract(epoch FROM clock_timestamp())
-                        FROM (SELECT pg_terminate_backend($pid) OFFSET 0) t") ;;
+                    asked=$(observe "SELECT CASE WHEN pg_terminate_backend($pid) THEN t.at END
+                        FROM (SELECT extract(epoch FROM clock_timestamp()) AS at OFFSET 0) t") ;;
                 fast) kill -INT "$pm" ;;
                 immediate) kill -QUIT "$pm" ;;
             esac
