@@ -73,14 +73,38 @@
     "SELECT CASE WHEN " OURS("$3") " THEN " BOUNDED_WAIT(function) " END" CALLERS_LOCK_TIMEOUT
 
 /*
+ * Turns off the server's timeouts that would end a holder's session or
+ * transaction behind the lock's back (docs/design.md, "The server's own
+ * timeouts"): for the session, or with local true for this transaction
+ * alone. Each is read back from set_config()'s answer; a parameter this
+ * server lacks (current_setting(..., true) is NULL) is skipped. A value
+ * that does not read back fails the statement with a message naming the
+ * setting: an error, not a row, as nothing may be locked then. The
+ * failure's text reads current_setting(), so it is not constant and the
+ * planner cannot fold it (and raise it) ahead of the CASE. TRUE otherwise.
+ */
+#define TIMEOUTS_OFF(local)                                                                   \
+    "(SELECT pg_catalog.bool_and(CASE WHEN"                                                   \
+    " pg_catalog.current_setting(t.name, true) IS NULL OR"                                    \
+    " pg_catalog.set_config(t.name, '0', " local ") = '0' THEN true"                          \
+    " ELSE ('advlock cannot turn off ' || t.name || ' (it reads ' ||"                         \
+    " pg_catalog.current_setting(t.name) || ')')::boolean END) FROM (VALUES"                  \
+    " ('idle_session_timeout'), ('idle_in_transaction_session_timeout'),"                     \
+    " ('transaction_timeout')) t(name))"
+
+/*
  * The guarded transaction rows run their lock function on this
  * connection's claimed session, or on one holding no granted row of the
  * key in any mode, and answer NULL (busy) elsewhere (why: docs/design.md,
  * "Guarded statements"). Cheap test first: the setting, then pg_locks.
+ * Each first turns the server's timeouts off for its transaction: behind a
+ * proxy each transaction may land on another server session, which the
+ * connection's one session row never saw.
  */
 #define KEY_FREE_HERE "NOT EXISTS (" HELD_ROWS ")"
-#define XACT_GUARDED_EXPR(token, expr) \
-    "CASE WHEN " OURS(token) " THEN " expr " WHEN " KEY_FREE_HERE " THEN " expr " END"
+#define XACT_GUARDED_EXPR(token, expr)                                                  \
+    "CASE WHEN " TIMEOUTS_OFF("true") " THEN CASE WHEN " OURS(token) " THEN " expr \
+    " WHEN " KEY_FREE_HERE " THEN " expr " END END"
 #define XACT_GUARDED(function) "SELECT " XACT_GUARDED_EXPR("$2", "pg_catalog." function "($1)")
 #define XACT_GUARDED_WAIT_SQL(function) \
     "SELECT " XACT_GUARDED_EXPR("$3", BOUNDED_WAIT(function)) CALLERS_LOCK_TIMEOUT
@@ -91,30 +115,14 @@
  * connect. CASE tries the cheap tests first and sets the claim last, in a
  * subquery (OFFSET 0 keeps it apart) whose row the WHERE takes as input.
  *
- * The WHERE turns off the server's timeouts that would end a holder's
- * session or transaction behind the lock's back (docs/design.md, "The
- * server's own timeouts"), each read back from set_config()'s answer. A
- * parameter this server lacks (current_setting(..., true) is NULL) is
- * skipped. They are set for the session where it is this connection's
- * (direct, or claimed behind a proxy), and for this transaction alone on a
- * pooled session this connection did not claim, where another client runs
- * next (TIMEOUTS_LOCAL). A
- * value that does not read back fails the statement with a message naming
- * the setting: an error, not a row, as nothing may be locked then. The
- * failure's text reads current_setting(), so it is not constant and the
- * planner cannot fold it (and raise it) ahead of the CASE. The statement
- * stays under track_activity_query_size's default 1024 bytes, so that
+ * The WHERE turns the server's timeouts off: for the session where it is
+ * this connection's (direct, or claimed behind a proxy), for this
+ * transaction alone on a pooled session this connection did not claim,
+ * where another client runs next (TIMEOUTS_LOCAL). The statement stays
+ * under track_activity_query_size's default 1024 bytes, so that
  * pg_stat_activity shows it whole.
  */
 #define TIMEOUTS_LOCAL "c.proxied AND NOT (c.ours AND $1::bigint <> 0)"
-#define TIMEOUTS_OFF                                                                          \
-    " WHERE (SELECT pg_catalog.bool_and(CASE WHEN"                                            \
-    " pg_catalog.current_setting(t.name, true) IS NULL OR"                                    \
-    " pg_catalog.set_config(t.name, '0', " TIMEOUTS_LOCAL ") = '0' THEN true"                 \
-    " ELSE ('advlock cannot turn off ' || t.name || ' (it reads ' ||"                         \
-    " pg_catalog.current_setting(t.name) || ')')::boolean END) FROM (VALUES"                  \
-    " ('idle_session_timeout'), ('idle_in_transaction_session_timeout'),"                     \
-    " ('transaction_timeout')) t(name))"
 /* clang-format off */
 #define SESSION_SQL                                                                            \
     "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), c.ours FROM (SELECT"  \
@@ -125,7 +133,7 @@
     " WHEN EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory'"                \
     " AND pid = pg_catalog.pg_backend_pid()) THEN false"                                       \
     " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END AS ours"   \
-    " OFFSET 0) c" TIMEOUTS_OFF
+    " OFFSET 0) c WHERE " TIMEOUTS_OFF(TIMEOUTS_LOCAL)
 /* clang-format on */
 
 /*
