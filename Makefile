@@ -126,8 +126,9 @@ UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/san/tests/
 
 # `make test` goes on past a failed suite and ends with one line, the sum of
 # every suite's tally, failing if any test failed: each suite adds its tally
-# to TEST_COUNTS (scripts/run-tests.sh does it), emptied as make starts.
-ifneq ($(filter test,$(MAKECMDGOALS)),)
+# to TEST_COUNTS (scripts/run-tests.sh does it), emptied as make starts;
+# `make test-versions` (mk/versions.mk) likewise.
+ifneq ($(filter test test-versions,$(MAKECMDGOALS)),)
 export TEST_COUNTS := $(CURDIR)/$(BUILD)/test-counts
 $(shell mkdir -p $(BUILD) && rm -f $(TEST_COUNTS))
 endif

@@ -306,12 +306,25 @@ typedef struct advlock_fake_db {
     int64_t fence_keys_[ADVLOCK_FAKE_MAX_LOCKS];
     int64_t fence_tokens_[ADVLOCK_FAKE_MAX_LOCKS];
     int fences_used_;
+    int server_version_; /* whose lock manager rules: server_version_num */
 } advlock_fake_db;
 
-/* Empties the database: no sessions, no locks, its clock at 0. It holds no
- * pointers, so it may be copied (to explore "what if" without changing the
- * original). */
+/* Empties the database: no sessions, no locks, its clock at 0, PostgreSQL
+ * 15's rules. It holds no pointers, so it may be copied (to explore "what
+ * if" without changing the original). */
 ADVLOCK_API void advlock_fake_db_init(advlock_fake_db *db);
+
+/*
+ * Makes the lock manager follow the rules of the PostgreSQL version
+ * server_version_num names (170000 for 17.0; init leaves 150000). The one
+ * rule the supported versions (14 to 18) differ in: from 17 a try-lock by a
+ * session that already holds the lock, in a mode a queued waiter needs, is
+ * granted at once where a waiting request would be (ahead of that waiter,
+ * when nothing ahead of it conflicts); before 17 it fails as soon as its
+ * mode conflicts with any waiter's. The fidelity suite sets the version of
+ * the server it compares with. No-op for db NULL.
+ */
+ADVLOCK_API void advlock_fake_db_set_server_version(advlock_fake_db *db, int server_version_num);
 
 /*
  * Sets the database's clock, in ms. Only the holders query reads it: it

@@ -506,7 +506,8 @@ class FakeDB(Structure):
                 ("locks_", _FakeLock * FAKE_MAX_LOCKS), ("holds_", _FakeHold * FAKE_MAX_HOLDS),
                 ("next_pid_", c_int), ("now_ms_", c_int64), ("in_recovery_", c_int),
                 ("used_", c_int * 3), ("fence_keys_", c_int64 * FAKE_MAX_LOCKS),
-                ("fence_tokens_", c_int64 * FAKE_MAX_LOCKS), ("fences_used_", c_int)]
+                ("fence_tokens_", c_int64 * FAKE_MAX_LOCKS), ("fences_used_", c_int),
+                ("server_version_", c_int)]
 
 
 # Every mirrored type, by its C name: the layout test walks this.

@@ -1,8 +1,9 @@
 /*
  * advlock status: is a lock free, and if not, who holds it and who waits.
  * Runs the core's own holders statement (ADVLOCK_SQL_HOLDERS, the one that
- * `run --diagnose` runs), so the two can never disagree about a holder. That
- * statement needs PostgreSQL 14 or later (pg_locks.waitstart). A hot
+ * `run --diagnose` runs), so the two can never disagree about a holder,
+ * after the session row `run` starts with, which refuses a server older
+ * than advlock supports (that statement needs pg_locks.waitstart). A hot
  * standby's pg_locks show only its own sessions' locks, never the
  * primary's, so a standby is refused as `run` refuses it (exit 69) unless
  * --allow-standby asks for the standby's own.
@@ -76,16 +77,33 @@ static int show_key(PGconn *conn, const char *raw_name)
 }
 
 /* 1 if the server is in recovery (a hot standby), 0 if not, -1 if the
- * question failed (said on stderr). */
-static int in_recovery(PGconn *conn)
+ * question failed (said on stderr, in the core's words: a server older
+ * than advlock supports is named so). The question is the core's session
+ * row, with $1 0 (claim nothing): the same check `run` makes. */
+static int in_recovery(PGconn *conn, const char *name)
 {
-    PGresult *res = PQexec(conn, "SELECT pg_is_in_recovery()");
+    static const char no_claim[8] = {0}; /* the binary int8 0 */
+    const Oid types[] = {20};
+    const char *values[] = {no_claim};
+    const int lengths[] = {sizeof no_claim}, formats[] = {1};
+    PGresult *res = PQexecParams(conn, advlock_sql_text(ADVLOCK_SQL_SESSION), 1, types, values,
+                                 lengths, formats, 0);
     int rc = -1;
-    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-        rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-    else
-        cli_error("status: asking whether the server is a standby failed: %.*s",
-                  cli_trimmed_length(PQerrorMessage(conn)), PQerrorMessage(conn));
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        rc = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+    } else {
+        advlock_report r;
+        memset(&r, 0, sizeof r);
+        r.outcome = ADVLOCK_FAILED;
+        r.failure = ADVLOCK_ESERVER;
+        r.sql = ADVLOCK_SQL_SESSION;
+        const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        if (sqlstate != NULL)
+            snprintf(r.sqlstate, sizeof r.sqlstate, "%s", sqlstate);
+        char words[1024];
+        (void)advlock_describe(&r, name, strlen(name), PQerrorMessage(conn), words, sizeof words);
+        cli_error("status: %s", words);
+    }
     PQclear(res);
     return rc;
 }
@@ -129,7 +147,9 @@ int cmd_status(int argc, char **argv)
     int rc = cli_connect(conninfo, NULL, &conn);
     if (rc != EXIT_OK)
         return rc;
-    int standby = allow_standby ? 0 : in_recovery(conn);
+    int standby = in_recovery(conn, argv[optind]);
+    if (standby > 0 && allow_standby)
+        standby = 0;
     if (standby != 0) {
         if (standby > 0)
             cli_error("status refused: the server is a standby in recovery; its advisory "

@@ -72,9 +72,19 @@ static int stop_signal_taken(void)
  * bound passes, or a stop signal arrives. PQconnectdb's own wait would
  * honour connect_timeout only, and no signal: a host that never answers
  * (a stopped postmaster, a full accept queue) held it for minutes. */
-/* complete_connect's status for a server (a proxy: PgBouncer) that
- * refuses startup options, when asked to say nothing of it. */
+/* complete_connect's status for a server that refuses the lease's startup
+ * options, when asked to say nothing of it: a proxy (PgBouncer) refuses
+ * any, PostgreSQL 13 and older the one setting they lack (whatever the
+ * server's language, the message quotes its name). Connected without them,
+ * the adapter's first statement says what holds: the proxy's lease, or
+ * the server's version refused (docs/operators.md, "Supported servers"). */
 enum { OPTIONS_REFUSED = -1 };
+
+static int options_refused(const char *why)
+{
+    return strstr(why, "unsupported startup parameter: options") != NULL
+           || strstr(why, "\"client_connection_check_interval\"") != NULL;
+}
 
 static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_name,
                             int options_may_be_refused)
@@ -85,7 +95,7 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
     while (state != PGRES_POLLING_OK) {
         if (state == PGRES_POLLING_FAILED) {
             const char *why = PQerrorMessage(conn);
-            if (options_may_be_refused && strstr(why, "unsupported startup parameter: options"))
+            if (options_may_be_refused && options_refused(why))
                 return OPTIONS_REFUSED;
             cli_error("cannot connect: %.*s", cli_trimmed_length(why), why);
             return EXIT_NO_SERVER;

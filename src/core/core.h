@@ -53,6 +53,13 @@ int advlock_sql_verifies(advlock_sql sql);
     "a statement of this connection reached a server session it did not " \
     "claim" ADVLOCK_SESSION_CAUSES
 
+/* Why a server older than PostgreSQL 14 is refused (the session check
+ * fails there; docs/operators.md, "Supported servers"). */
+#define ADVLOCK_SERVER_MINIMUM                                                           \
+    "advlock needs PostgreSQL 14 or later: older servers have no "                       \
+    "client_connection_check_interval, which bounds how long a leased holder's running " \
+    "statement outlives its connection, nor pg_locks.waitstart"
+
 /*
  * Bounded text builder: appends into a fixed buffer that always holds a C
  * string. Text that does not fit is cut at a UTF-8 character boundary and

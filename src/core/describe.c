@@ -104,6 +104,14 @@ static int fence_schema_missing(const advlock_report *r)
            && (strcmp(r->sqlstate, "42P01") == 0 || strcmp(r->sqlstate, "3F000") == 0);
 }
 
+/* The session check on a server older than advlock supports: it reads
+ * idle_session_timeout, which PostgreSQL 13 lacks (42704: undefined
+ * object). */
+static int server_too_old(const advlock_report *r)
+{
+    return r->sql == ADVLOCK_SQL_SESSION && strcmp(r->sqlstate, "42704") == 0;
+}
+
 /* "<function> for '<name>' <what went wrong>", for every FAILED outcome. */
 static void put_failure(advlock_text *t, const advlock_report *r, const char *name, size_t len,
                         const char *words)
@@ -152,6 +160,8 @@ static void put_failure(advlock_text *t, const advlock_report *r, const char *na
         if (fence_schema_missing(r))
             advlock_text_put(t, " (fencing tokens need the advlock schema: run `advlock setup` "
                                 "on this database, or the SQL in docs/operators.md)");
+        if (server_too_old(r))
+            advlock_text_put(t, " (" ADVLOCK_SERVER_MINIMUM ")");
     }
     switch (r->detail) {
     case ADVLOCK_DETAIL_UNDO_CANCELLED:

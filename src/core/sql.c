@@ -76,8 +76,11 @@
  * Turns off the server's timeouts that would end a holder's session or
  * transaction behind the lock's back (docs/design.md, "The server's own
  * timeouts"): for the session, or with local true for this transaction
- * alone. Each is read back from set_config()'s answer; a parameter this
- * server lacks (current_setting(..., true) is NULL) is skipped. A value
+ * alone. Each is read back from set_config()'s answer. transaction_timeout
+ * is skipped where the server lacks it (before 17: current_setting(...,
+ * true) is NULL); the others exist from PostgreSQL 14 on, and on an older
+ * server the first fails the statement (42704), which is how the session
+ * row refuses it (below). A value
  * that does not read back fails the statement with a message naming the
  * setting: an error, not a row, as nothing may be locked then. The
  * failure's text reads current_setting(), so it is not constant and the
@@ -85,10 +88,10 @@
  */
 #define TIMEOUTS_OFF(local)                                                                   \
     "(SELECT pg_catalog.bool_and(CASE WHEN"                                                   \
-    " pg_catalog.current_setting(t.name, true) IS NULL OR"                                    \
+    " pg_catalog.current_setting(t.name, t.name = 'transaction_timeout') IS NULL OR"          \
     " pg_catalog.set_config(t.name, '0', " local ") = '0' THEN true"                          \
-    " ELSE ('advlock cannot turn off ' || t.name || ' (it reads ' ||"                         \
-    " pg_catalog.current_setting(t.name) || ')')::boolean END) FROM (VALUES"                  \
+    " ELSE ('advlock cannot turn off ' || t.name || ': it reads ' ||"                         \
+    " pg_catalog.current_setting(t.name))::boolean END) FROM (VALUES"                         \
     " ('idle_session_timeout'), ('idle_in_transaction_session_timeout'),"                     \
     " ('transaction_timeout')) t(name))"
 
@@ -114,19 +117,25 @@
  * claim"). $1 0 claims nothing; $2 is the pid the client was told at
  * connect. CASE tries the cheap tests first and sets the claim last, in a
  * subquery (OFFSET 0 keeps it apart) whose row the WHERE takes as input.
+ * PostgreSQL 13 and older have no idle_session_timeout (nor
+ * client_connection_check_interval), so there the WHERE fails the
+ * statement (42704), which rolls back the claim with its transaction, and
+ * advlock_describe() says which version is needed and why
+ * (docs/operators.md, "Supported servers").
  *
  * The WHERE turns the server's timeouts off: for the session where it is
  * this connection's (direct, or claimed behind a proxy), for this
  * transaction alone on a pooled session this connection did not claim,
- * where another client runs next (TIMEOUTS_LOCAL). The statement stays
- * under track_activity_query_size's default 1024 bytes, so that
- * pg_stat_activity shows it whole.
+ * where another client runs next (TIMEOUTS_LOCAL). A backend's pid is
+ * never 0, so a client pid of 0 (unknown) reads as a proxy, as the
+ * machine has it. The statement stays under track_activity_query_size's
+ * default 1024 bytes, so that pg_stat_activity shows it whole.
  */
 #define TIMEOUTS_LOCAL "c.proxied AND NOT (c.ours AND $1::bigint <> 0)"
 /* clang-format off */
 #define SESSION_SQL                                                                            \
     "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), c.ours FROM (SELECT"  \
-    " $2::bigint = 0 OR $2::bigint <> pg_catalog.pg_backend_pid() AS proxied, CASE"            \
+    " $2::bigint <> pg_catalog.pg_backend_pid() AS proxied, CASE"                              \
     " WHEN $1::bigint = 0 THEN true"                                                           \
     " WHEN " OURS("$1") " THEN true"                                                           \
     " WHEN coalesce(pg_catalog.current_setting('advlock.session', true), '') <> '' THEN false" \

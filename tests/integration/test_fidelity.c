@@ -267,6 +267,14 @@ static int64_t now_ms(void)
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+/* An empty fake that follows the lock manager rules of the server it is
+ * compared with (advlock_fake_db_set_server_version). */
+static void fake_init(void)
+{
+    advlock_fake_db_init(&w.fake);
+    advlock_fake_db_set_server_version(&w.fake, PQserverVersion(w.observer));
+}
+
 static void fake_clock_now(void)
 {
     advlock_fake_db_set_time(&w.fake, now_ms());
@@ -933,7 +941,7 @@ static void reset(void)
         PQclear(PQexec(w.s[i].conn, "SELECT pg_advisory_unlock_all()"));
         PQclear(PQexec(w.s[i].conn, "RESET advlock.session"));
     }
-    advlock_fake_db_init(&w.fake);
+    fake_init();
     fake_clock_now();
     for (int i = 0; i < SESSIONS; i++)
         if (advlock_fake_db_connect(&w.fake, &w.s[i].fake_pid) != 0)
@@ -999,7 +1007,7 @@ int main(int argc, char **argv)
             die("usage: %s [--sequences N] [--start S] | --sequence S", argv[0]);
     }
     w.observer = connect_pg();
-    advlock_fake_db_init(&w.fake);
+    fake_init();
     w.waiting = -1;
     for (int i = 0; i < SESSIONS; i++)
         open_session(i);

@@ -27,6 +27,13 @@
 # The server binaries come from `pg_config --bindir` when that holds initdb,
 # else from the newest /usr/lib/postgresql/*/bin; when neither exists and
 # this runs as root, the Debian postgresql package is installed.
+#
+# PG_VERSION=MAJOR (13 to 18) asks for a server of that major version
+# instead: Debian's when it is that version, else the build that
+# tests/pg/server-builds pins, installed on first use into a cache outside
+# the source tree (tests/pg/install-server.sh). The clients (psql, libpq,
+# the drivers) stay Debian's whatever the server. ADVLOCK_PG_MAJOR is
+# exported: the running server's major version.
 set -euo pipefail
 
 if [ $# -eq 0 ]; then
@@ -50,8 +57,15 @@ find_bindir() {
     return 1
 }
 
+# The major version of the server in directory $1.
+server_major() {
+    "$1/postgres" --version | sed -n 's/.* \([0-9][0-9]*\)[.].*/\1/p'
+}
+
 bindir=$(find_bindir || true)
-if [ -z "$bindir" ]; then
+if [ -n "${PG_VERSION:-}" ] && { [ -z "$bindir" ] || [ "$(server_major "$bindir")" != "$PG_VERSION" ]; }; then
+    bindir=$("$(dirname "${BASH_SOURCE[0]}")/install-server.sh" "$PG_VERSION")
+elif [ -z "$bindir" ]; then
     if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
         echo "error: no PostgreSQL server binaries found. Run:" >&2
         echo "    sudo apt-get install -y postgresql" >&2
@@ -116,7 +130,7 @@ fi
 cd "$OLDPWD"
 
 export PGHOST="$base" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres
-export ADVLOCK_PG_DATA="$data" ADVLOCK_PG_BIN="$bindir"
+export ADVLOCK_PG_DATA="$data" ADVLOCK_PG_BIN="$bindir" ADVLOCK_PG_MAJOR="$(server_major "$bindir")"
 # Settings from the caller's environment must not redirect the tests.
 unset PGHOSTADDR PGSERVICE PGSERVICEFILE PGOPTIONS PGPASSWORD PGSSLMODE 2>/dev/null || true
 

@@ -77,6 +77,15 @@ shift
 
 : "${PGHOST:?run under with-postgres.sh}" "${PGPORT:?}" "${ADVLOCK_PG_BIN:?}"
 
+# The standby is a pg_basebackup of the primary, and pg_basebackup refuses a
+# server of another major version than its own: Debian's server is the only
+# one whose pg_basebackup is at hand (the builds PG_VERSION installs hold
+# none), so the standby suites run on Debian's server only.
+if [ ! -x "$ADVLOCK_PG_BIN/pg_basebackup" ]; then
+    echo "error: with-standby.sh needs Debian's server (with pg_basebackup); PG_VERSION=${PG_VERSION:-} is PostgreSQL $ADVLOCK_PG_MAJOR without one" >&2
+    exit 1
+fi
+
 sbase=$(scratch_dir advlock-standby)
 sdata="$sbase/data"
 stop_standby() {

@@ -282,6 +282,33 @@ static void waiters_block_newcomers_but_not_holders(void **state)
     assert_int_equal(advlock_fake_db_poll(&f->db, f->b, &r), 1);
 }
 
+/* PostgreSQL 17's try-lock is placed in the queue as a wait would be: the
+ * holder's exclusive try jumps ahead of b as its wait does; a newcomer's
+ * still waits its turn (busy). */
+static void from_17_a_holders_try_is_placed_as_its_wait(void **state)
+{
+    fixture *f = *state;
+    advlock_fake_result r;
+    advlock_fake_db_set_server_version(&f->db, 170000);
+    assert_int_equal(st(f, f->a, TRY_SH, K), ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(st(f, f->b, LOCK, K), ADVLOCK_FAKE_WAITING);
+    assert_int_equal(st(f, f->c, TRY_SH, K), ADVLOCK_FAKE_ROW_FALSE);
+    assert_int_equal(st(f, f->a, TRY, K), ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(held(f, f->a, K, ADVLOCK_FAKE_EXCLUSIVE, 0), 1);
+    assert_int_equal(advlock_fake_db_poll(&f->db, f->b, &r), 0);
+    run0(f, f->a, "SELECT pg_advisory_unlock_all()");
+    assert_int_equal(advlock_fake_db_poll(&f->db, f->b, &r), 1);
+
+    /* Where a's wait would be a deadlock (b waits for a's shared hold and
+     * holds shared itself), the try is busy, no error. */
+    run0(f, f->b, "SELECT pg_advisory_unlock_all()");
+    assert_int_equal(st(f, f->a, TRY_SH, K), ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(st(f, f->b, TRY_SH, K), ADVLOCK_FAKE_ROW_TRUE);
+    assert_int_equal(st(f, f->b, LOCK, K), ADVLOCK_FAKE_WAITING);
+    assert_int_equal(st(f, f->a, TRY, K), ADVLOCK_FAKE_ROW_FALSE);
+    assert_int_equal(held(f, f->a, K, ADVLOCK_FAKE_EXCLUSIVE, 0), 0);
+}
+
 static void waiting_behind_someone_who_waits_for_you_is_a_deadlock(void **state)
 {
     fixture *f = *state;
@@ -601,6 +628,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(deadlock_check_and_cancel_end_a_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(
             waiting_transaction_lock_outside_a_block_ends_with_its_statement, setup, teardown),
+        cmocka_unit_test_setup_teardown(from_17_a_holders_try_is_placed_as_its_wait, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(closing_a_waiting_session_leaves_the_queue, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(lock_rows_are_ordered_and_bounded, setup, teardown),

@@ -341,6 +341,30 @@ static void a_standby_refuses_acquires(void **state)
     expect_done(m, ADVLOCK_NOT_HELD, 0, ADVLOCK_DETAIL_NONE);
 }
 
+/* PostgreSQL 13 fails the session row (it reads a setting 13 lacks): the
+ * acquire fails there, nothing sent after it, and the sentence names the
+ * minimum version and why. Another failure of the row says nothing of it. */
+static void an_older_server_fails_the_check_with_the_minimum_version(void **state)
+{
+    advlock_machine *m = *state;
+    const char *words = "unrecognized configuration parameter \"idle_session_timeout\"";
+    told(m, CLIENT_PID, TOKEN);
+    acquire(m, 1000, 0);
+    expect_session_query(m, TOKEN);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "42704", words, 1), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
+    assert_int_equal(report_of(m)->sql, ADVLOCK_SQL_SESSION);
+    assert_int_equal(report_of(m)->attempts, 0);
+    assert_non_null(strstr(said(m, words), words));
+    assert_non_null(strstr(said(m, words), "advlock needs PostgreSQL 14 or later"));
+
+    acquire(m, 1000, 2);
+    expect_session_query(m, TOKEN);
+    assert_int_equal(advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, "57P01", NULL, 3), 0);
+    expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER, ADVLOCK_DETAIL_NONE);
+    assert_null(strstr(said(m, NULL), "PostgreSQL 14"));
+}
+
 static void allow_standby_locks_there(void **state)
 {
     advlock_machine *m = *state;
@@ -962,6 +986,7 @@ int main(void)
         T(the_session_row_comes_with_on_session_only),
         T(the_machine_stays_small_and_copyable),
         T(a_standby_refuses_acquires),
+        T(an_older_server_fails_the_check_with_the_minimum_version),
         T(allow_standby_locks_there),
         T(a_proxy_gets_the_guarded_rows),
         T(a_guarded_wait_takes_the_bound_then_the_token),

@@ -17,6 +17,13 @@ void advlock_fake_db_init(advlock_fake_db *db)
         return;
     memset(db, 0, sizeof *db);
     db->next_pid_ = 1000;
+    db->server_version_ = 150000;
+}
+
+void advlock_fake_db_set_server_version(advlock_fake_db *db, int server_version_num)
+{
+    if (db != NULL)
+        db->server_version_ = server_version_num;
 }
 
 void advlock_fake_db_set_time(advlock_fake_db *db, int64_t now_ms)

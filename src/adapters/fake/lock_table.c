@@ -205,11 +205,20 @@ enum advlock_lt_outcome advlock_lt_request(advlock_fake_db *db, int slot, int64_
         grant(db, hold, mode, scope);
         return LT_GRANTED;
     }
+    int pos;
     if (!wait) {
+        /* PostgreSQL 17 sends a try-lock through the queue's placement as a
+         * waiting request (JoinWaitQueue with dontWait), which may grant it
+         * at once; anything else, a deadlock found early too, is busy.
+         * Before 17 it was busy as soon as it conflicted with a waiter. */
+        if (db->server_version_ >= 170000
+            && place_in_queue(db, slot, lock, mode, &pos) == LT_GRANTED) {
+            grant(db, hold, mode, scope);
+            return LT_GRANTED;
+        }
         free_hold_if_empty(db, hold);
         return LT_BUSY;
     }
-    int pos;
     enum advlock_lt_outcome placed = place_in_queue(db, slot, lock, mode, &pos);
     if (placed == LT_GRANTED)
         grant(db, hold, mode, scope);
