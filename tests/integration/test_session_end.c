@@ -7,7 +7,9 @@
  *   idle_in_transaction_session_timeout and, on 17+, transaction_timeout;
  *   per role, and as the server's default) do not end a holder's session:
  *   the session check turns them off, for the blocking and nonblocking
- *   adapters, a lock set, and a transaction-scoped lock;
+ *   adapters, a lock set, and a transaction-scoped lock (PG_VERSION=17 for
+ *   transaction_timeout, whose timer BEGIN arms before the session row
+ *   turns it off);
  * - a session the server does end (pg_terminate_backend, a restart fast or
  *   immediate) is heard at once: the nonblocking adapter reports LOST, the
  *   blocking adapter's advlock_pq_check() sees it, a lock set's members
@@ -69,56 +71,53 @@ static int server_has(PGconn *observer, const char *setting)
            == 0;
 }
 
+/* Sets setting to value ("'1s'"), or resets it (value NULL), as the DBA. */
 static void dba_set(PGconn *observer, dba_way way, const char *setting, const char *value)
 {
     char sql[256];
-    if (way == BY_ROLE)
-        snprintf(sql, sizeof sql, "ALTER ROLE CURRENT_USER SET %s = %s", setting, value);
+    const char *target = way == BY_ROLE ? "ROLE CURRENT_USER" : "SYSTEM";
+    if (value != NULL)
+        snprintf(sql, sizeof sql, "ALTER %s SET %s = %s", target, setting, value);
     else
-        snprintf(sql, sizeof sql, "ALTER SYSTEM SET %s = %s", setting, value);
+        snprintf(sql, sizeof sql, "ALTER %s RESET %s", target, setting);
     pgt_exec(observer, sql);
 }
 
-/* The timeouts the server has, at 1 s (value "'1s'") or reset (NULL);
- * then waits until a new session reads them so (a reload is
- * asynchronous). */
-static void dba_timeouts(PGconn *observer, dba_way way, const char *value)
-{
-    static const char *const settings[] = {"idle_session_timeout",
+static const char *const all_timeouts[] = {"idle_session_timeout",
                                            "idle_in_transaction_session_timeout",
                                            "transaction_timeout"};
-    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-        if (!server_has(observer, settings[i]))
-            continue;
-        if (value != NULL)
+
+/* The first n of settings the server has, at 1 s (value "'1s'") or reset
+ * (NULL); then waits until a new session reads the first so (a reload is
+ * asynchronous). */
+static void dba_timeouts_of(PGconn *observer, dba_way way, const char *value,
+                            const char *const *settings, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (server_has(observer, settings[i]))
             dba_set(observer, way, settings[i], value);
-        else if (way == BY_ROLE) {
-            char sql[128];
-            snprintf(sql, sizeof sql, "ALTER ROLE CURRENT_USER RESET %s", settings[i]);
-            pgt_exec(observer, sql);
-        } else {
-            char sql[128];
-            snprintf(sql, sizeof sql, "ALTER SYSTEM RESET %s", settings[i]);
-            pgt_exec(observer, sql);
-        }
-    }
     if (way == BY_SYSTEM)
         pgt_exec(observer, "SELECT pg_reload_conf()");
     const char *want = value != NULL ? "1s" : "0";
+    char show[128];
+    snprintf(show, sizeof show, "SHOW %s", settings[0]);
     for (int64_t until = advlock_pq_now_ms() + LIMIT_MS;;) {
         PGconn *probe = pgt_connect();
         char buf[32];
-        int now_so = strcmp(pgt_query(probe, buf, sizeof buf, "SHOW idle_session_timeout",
-                                      (char *)NULL),
-                            want)
-                     == 0;
+        int now_so = strcmp(pgt_query(probe, buf, sizeof buf, show, (char *)NULL), want) == 0;
         PQfinish(probe);
         if (now_so)
             return;
         if (advlock_pq_now_ms() > until)
-            fail_msg("idle_session_timeout never read %s in a new session", want);
+            fail_msg("%s never read %s in a new session", settings[0], want);
         pgt_sleep_ms(20);
     }
+}
+
+static void dba_timeouts(PGconn *observer, dba_way way, const char *value)
+{
+    dba_timeouts_of(observer, way, value, all_timeouts,
+                    sizeof all_timeouts / sizeof all_timeouts[0]);
 }
 
 /* The holder's session still there, holding rows advisory locks. */
@@ -280,6 +279,29 @@ static void test_server_default_timeouts_end_no_holder(void **state)
     each_holder_idles(*state, BY_SYSTEM);
 }
 
+/* transaction_timeout alone (PostgreSQL 17+), whose timer BEGIN arms
+ * before the session row turns it off: that disarms it (without, the
+ * transaction-scoped holder's session ends 1 s after its BEGIN). */
+static void test_transaction_timeout_ends_no_holder(void **state)
+{
+    fixture *f = *state;
+    if (!server_has(f->lock.observer, "transaction_timeout")) {
+        skip();
+        return;
+    }
+    const char *const only[1] = {"transaction_timeout"};
+    dba_timeouts_of(f->lock.observer, BY_ROLE, "'1s'", only, 1);
+    holders h;
+    holders_acquire(f, &h, 1);
+    for (int64_t until = advlock_pq_now_ms() + IDLE_MS; advlock_pq_now_ms() < until;)
+        holders_turn(&h);
+    assert_int_equal(h.heard_at[XACT], 0);
+    expect_held_by(f, h.conn[XACT], 1);
+    pgt_exec(h.conn[XACT], "COMMIT");
+    holders_end(&h);
+    dba_timeouts_of(f->lock.observer, BY_ROLE, NULL, only, 1);
+}
+
 /* ---- a session the server ends ---- */
 
 /* How the server ends the sessions: pg_terminate_backend, or the
@@ -400,6 +422,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_role_timeouts_end_no_holder),
         cmocka_unit_test(test_server_default_timeouts_end_no_holder),
+        cmocka_unit_test(test_transaction_timeout_ends_no_holder),
         cmocka_unit_test(test_terminate_is_heard_at_once),
         /* Restarts last: they end every session, the observer's too. */
         cmocka_unit_test(test_fast_restart_is_heard_at_once),
