@@ -86,13 +86,13 @@
  * failure's text reads current_setting(), so it is not constant and the
  * planner cannot fold it (and raise it) ahead of the CASE. TRUE otherwise.
  */
-#define TIMEOUTS_OFF(local)                                                                   \
-    "(SELECT pg_catalog.bool_and(CASE WHEN"                                                   \
-    " pg_catalog.current_setting(t.name, t.name = 'transaction_timeout') IS NULL OR"          \
-    " pg_catalog.set_config(t.name, '0', " local ") = '0' THEN true"                          \
-    " ELSE ('advlock cannot turn off ' || t.name || ': it reads ' ||"                         \
-    " pg_catalog.current_setting(t.name))::boolean END) FROM (VALUES"                         \
-    " ('idle_session_timeout'), ('idle_in_transaction_session_timeout'),"                     \
+#define TIMEOUTS_OFF(local)                                                          \
+    "(SELECT pg_catalog.bool_and(CASE WHEN"                                          \
+    " pg_catalog.current_setting(t.name, t.name = 'transaction_timeout') IS NULL OR" \
+    " pg_catalog.set_config(t.name, '0', " local ") = '0' THEN true"                 \
+    " ELSE ('advlock cannot turn off ' || t.name || ': it reads ' ||"                \
+    " pg_catalog.current_setting(t.name))::boolean END) FROM (VALUES"                \
+    " ('idle_session_timeout'), ('idle_in_transaction_session_timeout'),"            \
     " ('transaction_timeout')) t(name))"
 
 /*
@@ -105,9 +105,11 @@
  * connection's one session row never saw.
  */
 #define KEY_FREE_HERE "NOT EXISTS (" HELD_ROWS ")"
-#define XACT_GUARDED_EXPR(token, expr)                                                  \
-    "CASE WHEN " TIMEOUTS_OFF("true") " THEN CASE WHEN " OURS(token) " THEN " expr \
-    " WHEN " KEY_FREE_HERE " THEN " expr " END END"
+/* clang-format off */
+#define XACT_GUARDED_EXPR(token, expr)                                              \
+    "CASE WHEN " TIMEOUTS_OFF("true") " THEN CASE"                                  \
+    " WHEN " OURS(token) " THEN " expr " WHEN " KEY_FREE_HERE " THEN " expr " END END"
+/* clang-format on */
 #define XACT_GUARDED(function) "SELECT " XACT_GUARDED_EXPR("$2", "pg_catalog." function "($1)")
 #define XACT_GUARDED_WAIT_SQL(function) \
     "SELECT " XACT_GUARDED_EXPR("$3", BOUNDED_WAIT(function)) CALLERS_LOCK_TIMEOUT

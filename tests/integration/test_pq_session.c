@@ -281,12 +281,11 @@ static PGresult *session_row(PGconn *conn, const char *sql, const char *token, c
 static void expect_timeouts(PGconn *conn, const char *idle, const char *in_transaction)
 {
     char buf[32];
-    assert_string_equal(pgt_query(conn, buf, sizeof buf, "SHOW idle_session_timeout",
-                                  (char *)NULL),
+    assert_string_equal(pgt_query(conn, buf, sizeof buf, "SHOW idle_session_timeout", (char *)NULL),
                         idle);
-    assert_string_equal(pgt_query(conn, buf, sizeof buf,
-                                  "SHOW idle_in_transaction_session_timeout", (char *)NULL),
-                        in_transaction);
+    assert_string_equal(
+        pgt_query(conn, buf, sizeof buf, "SHOW idle_in_transaction_session_timeout", (char *)NULL),
+        in_transaction);
 }
 
 /* The session row turns the server's timeouts off: for the session where
@@ -317,8 +316,8 @@ static void test_session_row_turns_the_timeouts_off(void **state)
     res = session_row(conn, refusing_session_sql(sql, sizeof sql), "0", own);
     assert_int_equal(PQresultStatus(res), PGRES_FATAL_ERROR);
     assert_string_equal(PQresultErrorField(res, PG_DIAG_SQLSTATE), "22P02");
-    assert_non_null(
-        strstr(PQresultErrorMessage(res), "advlock cannot turn off idle_session_timeout: it reads "));
+    assert_non_null(strstr(PQresultErrorMessage(res),
+                           "advlock cannot turn off idle_session_timeout: it reads "));
     PQclear(res);
     expect_timeouts(conn, "1h", "1h");
 

@@ -83,9 +83,8 @@ static void dba_set(PGconn *observer, dba_way way, const char *setting, const ch
     pgt_exec(observer, sql);
 }
 
-static const char *const all_timeouts[] = {"idle_session_timeout",
-                                           "idle_in_transaction_session_timeout",
-                                           "transaction_timeout"};
+static const char *const all_timeouts[] = {
+    "idle_session_timeout", "idle_in_transaction_session_timeout", "transaction_timeout"};
 
 /* The first n of settings the server has, at 1 s (value "'1s'") or reset
  * (NULL); then waits until a new session reads the first so (a reload is
