@@ -79,14 +79,16 @@ static int show_key(PGconn *conn, const char *raw_name)
 /* 1 if the server is in recovery (a hot standby), 0 if not, -1 if the
  * question failed (said on stderr, in the core's words: a server older
  * than advlock supports is named so). The question is the core's session
- * row, with $1 0 (claim nothing): the same check `run` makes. */
+ * row, with $1 0 (claim nothing) and $2 0 (a client pid unknown: the
+ * timeouts it turns off are turned off for its own transaction alone, so
+ * status leaves its session as it found it): the same check `run` makes. */
 static int in_recovery(PGconn *conn, const char *name)
 {
-    static const char no_claim[8] = {0}; /* the binary int8 0 */
-    const Oid types[] = {20};
-    const char *values[] = {no_claim};
-    const int lengths[] = {sizeof no_claim}, formats[] = {1};
-    PGresult *res = PQexecParams(conn, advlock_sql_text(ADVLOCK_SQL_SESSION), 1, types, values,
+    static const char zero[8] = {0}; /* the binary int8 0 */
+    const Oid types[] = {20, 20};
+    const char *values[] = {zero, zero};
+    const int lengths[] = {sizeof zero, sizeof zero}, formats[] = {1, 1};
+    PGresult *res = PQexecParams(conn, advlock_sql_text(ADVLOCK_SQL_SESSION), 2, types, values,
                                  lengths, formats, 0);
     int rc = -1;
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
