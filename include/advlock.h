@@ -158,7 +158,10 @@ typedef enum advlock_sql {
     /* The server session's facts, once per connection: pg_backend_pid(),
      * pg_is_in_recovery(), and whether the session is this connection's:
      * $1 is the session token to claim it with, or 0 to claim nothing
-     * (then the answer is true). The claim: docs/design.md. */
+     * (then the answer is true); $2 the pid the client was told at connect.
+     * It also turns off the server's timeouts that would end a holder's
+     * session, and fails (a server error naming the setting) where one
+     * cannot be. The claim and the timeouts: docs/design.md. */
     ADVLOCK_SQL_SESSION = 11,
     /* The guarded forms of the session-scoped rows 0 to 3, 6 and 7. */
     ADVLOCK_SQL_TRY_LOCK_GUARDED = 12,
@@ -448,8 +451,9 @@ typedef struct advlock_action {
     const char *sql_text; /* its text, as advlock_sql_text(sql) */
     /* The values of $1, $2 and $3, as many as advlock_sql_params(sql) says
      * (the others are 0): the lock key ($1; the session token or 0 for
-     * ADVLOCK_SQL_SESSION), a server-side wait's bound in ms (1 to
-     * INT32_MAX), and the session token for the guarded statements. */
+     * ADVLOCK_SQL_SESSION, whose $2 is the client's pid), a server-side
+     * wait's bound in ms (1 to INT32_MAX), and the session token for the
+     * guarded statements. */
     int64_t param;
     int64_t param2;
     int64_t param3;

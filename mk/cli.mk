@@ -38,7 +38,16 @@ cli-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \
 	    scripts/run-tests.sh tests/cli/json.sh
 
-test: cli-test
+# The server's own endings of a run's session (its timeouts, terminate,
+# restarts), on the Unix socket and over TCP: a server of its own, as it
+# sets server-wide timeouts and restarts it (about 60 s). session-end-bounds
+# (mk/pq.mk) runs it with 20 trials.
+.PHONY: cli-session-end-test
+cli-session-end-test: $(BUILD)/advlock | deps-cli
+	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \
+	    scripts/run-tests.sh tests/cli/session_end.sh
+
+test: cli-test cli-session-end-test
 
 # json.sh judges every line with Debian's Python's json module.
 DEPS_CLI := python3:py:json

@@ -64,10 +64,11 @@ PQ_TEST_NAMES := test_blocking test_async test_modes test_server_wait test_lost 
     test_server_stop
 PQ_TEST_BINS := $(PQ_TEST_NAMES:%=$(BUILD)/san/integration/%)
 PQ_PROXY_TEST := $(BUILD)/san/integration/test_proxy
+SESSION_END_TEST := $(BUILD)/san/integration/test_session_end
 # The core alone: the tests need nothing else from libadvlock.
 PQ_TEST_CORE_OBJ := $(filter $(BUILD)/san/obj/src/core/%,$(CORE_SAN_OBJ))
 
-$(PQ_TEST_BINS) $(PQ_PROXY_TEST): $(BUILD)/san/integration/%: tests/integration/%.c $(PQ_TEST_SUPPORT) \
+$(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(SESSION_END_TEST): $(BUILD)/san/integration/%: tests/integration/%.c $(PQ_TEST_SUPPORT) \
                 tests/integration/pg_test.h $(PQ_SAN_OBJ) $(PQ_TEST_CORE_OBJ) | deps-pq-test
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(PQ_CPPFLAGS) $(TEST_CFLAGS) $(SANITIZE) -o $@ \
@@ -109,8 +110,26 @@ readme-test: $(PQ_LIBS_BUILT) $(BUILD)/libadvlock.a $(BUILD)/advlock | deps-pq-t
 pq-proxy-test: $(PQ_PROXY_TEST) | deps-deploy
 	@ADVLOCK_TEST_PGBOUNCER_TX_POOL=2 tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(PQ_PROXY_TEST)
 
-test: pq-test pq-proxy-test readme-test fidelity-test
-programs: $(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(FIDELITY_TEST)
+# A holder's session against the server's timeouts and its endings
+# (terminate, restart), on the Unix socket and over TCP, on a server of its
+# own (it sets timeouts for the whole server and restarts it): about 40 s.
+# session-end-bounds runs 20 trials of each measurement and prints their
+# p50 and max per driver and for advlock run (tests/cli/session_end.sh)
+# (about 8 min; not part of make test).
+.PHONY: session-end-test session-end-bounds
+session-end-test: $(SESSION_END_TEST)
+	@SESSION_END_TEST=$(SESSION_END_TEST) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
+	    tests/pg/with-postgres.sh scripts/run-tests.sh tests/integration/session_end.sh
+
+session-end-bounds: $(SESSION_END_TEST) $(BUILD)/advlock
+	@SESSION_END_TEST=$(SESSION_END_TEST) ADVLOCK_SESSION_END_TRIALS=20 \
+	    ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \
+	    tests/integration/session_end.sh | grep 'session end heard'
+	@ADVLOCK=$(BUILD)/advlock ADVLOCK_SESSION_END_TRIALS=20 ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
+	    tests/pg/with-postgres.sh tests/cli/session_end.sh | grep 'session end heard'
+
+test: pq-test pq-proxy-test readme-test fidelity-test session-end-test
+programs: $(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(FIDELITY_TEST) $(SESSION_END_TEST)
 
 # ---- dependencies, install --------------------------------------------------
 

@@ -10,7 +10,8 @@
 # Per version, a subset that keeps the four under ten minutes on two cores
 # (tests/README.md, "Server versions"): the libpq adapters'
 # integration suites (blocking, nonblocking, the session check, fencing, the
-# lock set, server-side waits), a shorter fidelity run (the fake's answers
+# lock set, server-side waits, the server's timeouts and endings of a
+# holder's session: transaction_timeout from 17), a shorter fidelity run (the fake's answers
 # beside this server's), the command's fencing tests (tests/cli/fence.sh),
 # the Python drivers' tests of locking, fencing, the session check and the
 # lease's setup over TCP, and the partition suite's lease cases (advlock run
@@ -20,8 +21,9 @@
 PG_VERSIONS ?= 14 16 17 18
 PG_VERSION_REFUSED := 13
 
+# test_session_end last: it restarts the server (one trial per ending here).
 VERSION_PQ_BINS := $(addprefix $(BUILD)/san/integration/,test_blocking test_async test_pq_session \
-    test_pq_fence test_pq_lockset test_server_wait)
+    test_pq_fence test_pq_lockset test_server_wait test_session_end)
 VERSION_FIDELITY_SEQUENCES ?= 40
 VERSION_PYTHON_TESTS := python/tests/test_drivers.py python/tests/test_fence.py \
     python/tests/test_session.py python/tests/test_lease.py
@@ -32,7 +34,8 @@ test-versions: $(VERSION_PQ_BINS) $(FIDELITY_TEST) $(BUILD)/advlock $(LEASE_HOLD
                $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so | deps-python deps-partition
 	@for v in $(PG_VERSIONS); do \
 	    started=$$(date +%s); \
-	    PG_VERSION=$$v tests/pg/with-postgres.sh scripts/run-tests.sh $(VERSION_PQ_BINS) || exit 1; \
+	    PG_VERSION=$$v ADVLOCK_SESSION_END_TRIALS=1 tests/pg/with-postgres.sh \
+	        scripts/run-tests.sh $(VERSION_PQ_BINS) || exit 1; \
 	    PG_VERSION=$$v tests/pg/with-postgres.sh scripts/run-tests.sh -c \
 	        $(FIDELITY_TEST) --sequences $(VERSION_FIDELITY_SEQUENCES) || exit 1; \
 	    PG_VERSION=$$v ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh \

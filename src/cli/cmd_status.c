@@ -87,8 +87,9 @@ static int show_key(PGconn *conn, const char *raw_name, cli_bound bound)
 /* 1 if the server is in recovery (a hot standby), 0 if not, -1 if the
  * question failed (said on stderr, in the core's words: a server older
  * than advlock supports is named so), NO_ANSWER. The question is the core's
- * session row with every parameter 0: claim nothing, and change no setting
- * beyond the statement's own transaction; the same check `run` makes. */
+ * session row with every parameter 0: $1 0 claims nothing, and $2 0 (a
+ * client pid unknown) turns the timeouts off for its own transaction alone,
+ * so status leaves its session as it found it; the same check `run` makes. */
 static int in_recovery(PGconn *conn, const char *name, cli_bound bound)
 {
     static const char zero[8] = {0}; /* the binary int8 0 */

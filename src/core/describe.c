@@ -105,8 +105,8 @@ static int fence_schema_missing(const advlock_report *r)
 }
 
 /* The session check on a server older than advlock supports: it reads
- * client_connection_check_interval, which PostgreSQL 13 lacks (42704:
- * undefined object). */
+ * idle_session_timeout, which PostgreSQL 13 lacks (42704: undefined
+ * object). */
 static int server_too_old(const advlock_report *r)
 {
     return r->sql == ADVLOCK_SQL_SESSION && strcmp(r->sqlstate, "42704") == 0;

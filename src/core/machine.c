@@ -917,13 +917,14 @@ int advlock_cancel(advlock_machine *m, int64_t now_ms)
     return 0;
 }
 
-/* $1 the key (the session query's: the token), then a wait's bound, then a
- * guarded statement's token. */
+/* $1 the key (the session query's: the token, then the pid the client was
+ * told), then a wait's bound, then a guarded statement's token. */
 static void set_params(const advlock_machine *m, advlock_action *a)
 {
     int64_t token = (int64_t)m->session_.token;
     if (a->sql == ADVLOCK_SQL_SESSION) {
         a->param = claims(m) ? token : 0;
+        a->param2 = m->session_.client_pid;
         return;
     }
     a->param = m->report_.key;

@@ -73,37 +73,78 @@
     "SELECT CASE WHEN " OURS("$3") " THEN " BOUNDED_WAIT(function) " END" CALLERS_LOCK_TIMEOUT
 
 /*
+ * Turns off the server's timeouts that would end a holder's session or
+ * transaction behind the lock's back (docs/design.md, "The server's own
+ * timeouts"): for the session, or with local true for this transaction
+ * alone. Each is read back from set_config()'s answer. transaction_timeout
+ * is skipped where the server lacks it (before 17: current_setting(...,
+ * true) is NULL); the others exist from PostgreSQL 14 on, and on an older
+ * server the first fails the statement (42704), which is how the session
+ * row refuses it (below). A value
+ * that does not read back fails the statement with a message naming the
+ * setting: an error, not a row, as nothing may be locked then. The
+ * failure's text reads current_setting(), so it is not constant and the
+ * planner cannot fold it (and raise it) ahead of the CASE. TRUE otherwise.
+ */
+#define TIMEOUTS_OFF(local)                                                          \
+    "(SELECT pg_catalog.bool_and(CASE WHEN"                                          \
+    " pg_catalog.current_setting(t.name, t.name = 'transaction_timeout') IS NULL OR" \
+    " pg_catalog.set_config(t.name, '0', " local ") = '0' THEN true"                 \
+    " ELSE ('advlock cannot turn off ' || t.name || ': it reads ' ||"                \
+    " pg_catalog.current_setting(t.name))::boolean END) FROM (VALUES"                \
+    " ('idle_session_timeout'), ('idle_in_transaction_session_timeout'),"            \
+    " ('transaction_timeout')) t(name))"
+
+/*
  * The guarded transaction rows run their lock function on this
  * connection's claimed session, or on one holding no granted row of the
  * key in any mode, and answer NULL (busy) elsewhere (why: docs/design.md,
  * "Guarded statements"). Cheap test first: the setting, then pg_locks.
+ * Each first turns the server's timeouts off for its transaction: behind a
+ * proxy each transaction may land on another server session, which the
+ * connection's one session row never saw.
  */
 #define KEY_FREE_HERE "NOT EXISTS (" HELD_ROWS ")"
-#define XACT_GUARDED_EXPR(token, expr) \
-    "CASE WHEN " OURS(token) " THEN " expr " WHEN " KEY_FREE_HERE " THEN " expr " END"
+/* clang-format off */
+#define XACT_GUARDED_EXPR(token, expr)                                              \
+    "CASE WHEN " TIMEOUTS_OFF("true") " THEN CASE"                                  \
+    " WHEN " OURS(token) " THEN " expr " WHEN " KEY_FREE_HERE " THEN " expr " END END"
+/* clang-format on */
 #define XACT_GUARDED(function) "SELECT " XACT_GUARDED_EXPR("$2", "pg_catalog." function "($1)")
 #define XACT_GUARDED_WAIT_SQL(function) \
     "SELECT " XACT_GUARDED_EXPR("$3", BOUNDED_WAIT(function)) CALLERS_LOCK_TIMEOUT
 
 /*
  * The session's facts and its claim, in one row (docs/design.md, "The
- * claim"). $1 0 claims nothing. CASE tries the cheap tests first and sets
- * the claim last. (Laid out by hand, one clause a line.) Its first test
- * is the server's version: PostgreSQL 13 and older have no
- * client_connection_check_interval, so there the statement fails (42704)
- * before it claims anything, and advlock_describe() says which version is
- * needed and why (docs/operators.md, "Supported servers").
+ * claim"). $1 0 claims nothing; $2 is the pid the client was told at
+ * connect. CASE tries the cheap tests first and sets the claim last, in a
+ * subquery (OFFSET 0 keeps it apart) whose row the WHERE takes as input.
+ * PostgreSQL 13 and older have no idle_session_timeout (nor
+ * client_connection_check_interval), so there the WHERE fails the
+ * statement (42704), which rolls back the claim with its transaction, and
+ * advlock_describe() says which version is needed and why
+ * (docs/operators.md, "Supported servers").
+ *
+ * The WHERE turns the server's timeouts off: for the session where it is
+ * this connection's (direct, or claimed behind a proxy), for this
+ * transaction alone on a pooled session this connection did not claim,
+ * where another client runs next (TIMEOUTS_LOCAL). A backend's pid is
+ * never 0, so a client pid of 0 (unknown) reads as a proxy, as the
+ * machine has it. The statement stays under track_activity_query_size's
+ * default 1024 bytes, so that pg_stat_activity shows it whole.
  */
+#define TIMEOUTS_LOCAL "c.proxied AND NOT (c.ours AND $1::bigint <> 0)"
 /* clang-format off */
 #define SESSION_SQL                                                                            \
-    "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), CASE"                 \
-    " WHEN pg_catalog.current_setting('client_connection_check_interval') IS NULL THEN NULL"   \
+    "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), c.ours FROM (SELECT"  \
+    " $2::bigint <> pg_catalog.pg_backend_pid() AS proxied, CASE"                              \
     " WHEN $1::bigint = 0 THEN true"                                                           \
     " WHEN " OURS("$1") " THEN true"                                                           \
     " WHEN coalesce(pg_catalog.current_setting('advlock.session', true), '') <> '' THEN false" \
     " WHEN EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory'"                \
     " AND pid = pg_catalog.pg_backend_pid()) THEN false"                                       \
-    " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END"
+    " ELSE pg_catalog.set_config('advlock.session', $1::text, false) = $1::text END AS ours"   \
+    " OFFSET 0) c WHERE " TIMEOUTS_OFF(TIMEOUTS_LOCAL)
 /* clang-format on */
 
 /*
@@ -224,7 +265,7 @@ static const struct {
     [ADVLOCK_SQL_XACT_LOCK_SHARED] = {BOUNDED_WAIT_SQL("pg_advisory_xact_lock_shared"),
                                       "pg_advisory_xact_lock_shared", ADVLOCK_ANSWER_VOID, 2},
     [ADVLOCK_SQL_HOLDERS] = {HOLDERS_SQL, "holder diagnostics", ADVLOCK_ANSWER_HOLDERS, 1},
-    [ADVLOCK_SQL_SESSION] = {SESSION_SQL, "the server session check", ADVLOCK_ANSWER_SESSION, 1},
+    [ADVLOCK_SQL_SESSION] = {SESSION_SQL, "the server session check", ADVLOCK_ANSWER_SESSION, 2},
     [ADVLOCK_SQL_TRY_LOCK_GUARDED] = {GUARDED("pg_try_advisory_lock"), "pg_try_advisory_lock",
                                       ADVLOCK_ANSWER_BOOLEAN, 2},
     [ADVLOCK_SQL_UNLOCK_GUARDED] = {GUARDED("pg_advisory_unlock"), "pg_advisory_unlock",

@@ -307,16 +307,13 @@ check "--xact --wait: busy lock times out" 1 "$RC"
 wait "$first"
 check "--xact: holder's status" 0 "$?"
 check "--xact: nothing held after the timeouts" 0 "$(held)"
-# idle_in_transaction_session_timeout ends the session under the command:
-# the lock is lost, said so, and the command stopped (exit 70).
-started=$(date +%s%N)
+# idle_in_transaction_session_timeout, even the client's own, does not end
+# the session under the command: the session check turns it off.
 PGOPTIONS='-c idle_in_transaction_session_timeout=1000' capture "$A" run --xact "$name" -- \
-    sh -c 'sleep 5; echo survived'
-check "--xact, idle timeout: status" 70 "$RC"
-check "--xact, idle timeout: command stopped" "" "$OUT"
-check "--xact, idle timeout: message" "advlock: connection to the server lost while the command ran: lock '$name' is no longer held; terminating the command" "$ERR"
-took_ms=$(( ($(date +%s%N) - started) / 1000000 ))
-[ "$took_ms" -lt 4000 ] && pass || fail "--xact, idle timeout: took ${took_ms} ms, about the command's whole sleep"
+    sh -c 'sleep 2; echo survived'
+check "--xact, idle timeout: status" 0 "$RC"
+check "--xact, idle timeout: the command ran" survived "$OUT"
+check "--xact, idle timeout: nothing said" "" "$ERR"
 check "--xact, idle timeout: nothing held" 0 "$(held)"
 
 # --allow-standby changes nothing on a primary (tests/deploy/standby.sh

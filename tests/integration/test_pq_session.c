@@ -5,7 +5,8 @@
  * session; a direct connection then runs the plain statements, prepared as
  * before, and never the session row again until the backend changes (a
  * reset). A direct connection needs no claim: a session another token
- * claimed still locks. (Through a proxy: test_proxy.c.)
+ * claimed still locks. The row also turns the server's timeouts off, or
+ * fails naming the one it cannot. (Through a proxy: test_proxy.c.)
  */
 #include "pg_test.h"
 
@@ -255,6 +256,80 @@ static void test_answers_of_guarded_and_session_rows(void **state)
         ADVLOCK_RESULT_SERVER_ERROR);
 }
 
+/* The session row as text, with its "= '0'" read-backs replaced by
+ * "= 'zz'": what it does on a server that keeps a setting on. */
+static const char *refusing_session_sql(char *buf, size_t size)
+{
+    const char *sql = advlock_sql_text(ADVLOCK_SQL_SESSION);
+    const char *at = strstr(sql, "= '0' THEN");
+    assert_non_null(at);
+    assert_null(strstr(at + 1, "= '0' THEN")); /* one read-back serves all */
+    int n = snprintf(buf, size, "%.*s= 'zz'%s", (int)(at - sql), sql, at + 5);
+    assert_true(n > 0 && (size_t)n < size);
+    return buf;
+}
+
+/* Runs the session row (or sql, its text) on conn with $1 token, $2 pid;
+ * returns the result for the caller to judge and clear. */
+static PGresult *session_row(PGconn *conn, const char *sql, const char *token, const char *pid)
+{
+    const char *const values[2] = {token, pid};
+    return PQexecParams(conn, sql != NULL ? sql : advlock_sql_text(ADVLOCK_SQL_SESSION), 2, NULL,
+                        values, NULL, NULL, 0);
+}
+
+static void expect_timeouts(PGconn *conn, const char *idle, const char *in_transaction)
+{
+    char buf[32];
+    assert_string_equal(pgt_query(conn, buf, sizeof buf, "SHOW idle_session_timeout", (char *)NULL),
+                        idle);
+    assert_string_equal(
+        pgt_query(conn, buf, sizeof buf, "SHOW idle_in_transaction_session_timeout", (char *)NULL),
+        in_transaction);
+}
+
+/* The session row turns the server's timeouts off: for the session where
+ * the session is the connection's ($2 its own pid: direct; or claimed),
+ * for the transaction alone on an unclaimed session behind a proxy ($2
+ * another pid, $1 0); and fails, naming the setting, where one does not
+ * read back. */
+static void test_session_row_turns_the_timeouts_off(void **state)
+{
+    fixture *f = *state;
+    PGconn *conn = pgt_connect();
+    char own[16], sql[2048];
+    snprintf(own, sizeof own, "%d", PQbackendPID(conn));
+    pgt_exec(conn, "SET idle_session_timeout = '1h'");
+    pgt_exec(conn, "SET idle_in_transaction_session_timeout = '1h'");
+
+    /* Behind a proxy, transaction scope: for the transaction alone. */
+    pgt_exec(conn, "BEGIN");
+    PGresult *res = session_row(conn, NULL, "0", "1");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(res), 1);
+    PQclear(res);
+    expect_timeouts(conn, "0", "0");
+    pgt_exec(conn, "COMMIT");
+    expect_timeouts(conn, "1h", "1h");
+
+    /* Refused: an error naming the setting and its value; nothing set. */
+    res = session_row(conn, refusing_session_sql(sql, sizeof sql), "0", own);
+    assert_int_equal(PQresultStatus(res), PGRES_FATAL_ERROR);
+    assert_string_equal(PQresultErrorField(res, PG_DIAG_SQLSTATE), "22P02");
+    assert_non_null(strstr(PQresultErrorMessage(res),
+                           "advlock cannot turn off idle_session_timeout: it reads "));
+    PQclear(res);
+    expect_timeouts(conn, "1h", "1h");
+
+    /* Direct: for the session. */
+    res = session_row(conn, NULL, "0", own);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    PQclear(res);
+    expect_timeouts(conn, "0", "0");
+    PQfinish(conn);
+    (void)f;
+}
+
 int main(void)
 {
     alarm(60); /* a hang fails the program instead of the whole run */
@@ -267,6 +342,7 @@ int main(void)
         T(test_nonblocking_adapter_checks_too),
         T(test_cancel_during_the_session_row),
         T(test_answers_of_guarded_and_session_rows),
+        T(test_session_row_turns_the_timeouts_off),
     };
     return cmocka_run_group_tests_name("libpq adapters: the server session check, direct", tests,
                                        NULL, NULL);

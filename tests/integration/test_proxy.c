@@ -14,7 +14,9 @@
  *     again until it reaches the claimed session; a session claimed by one
  *     client refuses every other; and a transaction-scoped acquire whose
  *     transaction lands where another client holds the key at session
- *     level is busy, not granted;
+ *     level is busy, not granted; a transaction-scoped lock turns the
+ *     server's timeouts off for its own transaction, never for the next
+ *     client's on that server session;
  *   - verifying a held lock: through the transaction pool, once an
  *     administrator terminates the idle server session holding the lock
  *     (the client's connection to PgBouncer stays up), the verify says so
@@ -304,6 +306,41 @@ static void test_transaction_pool_xact_on_a_holding_session(void **state)
     assert_int_equal(holder_pid(f), 0);
     PQfinish(xconn);
     PQfinish(conn);
+}
+
+/* A transaction-scoped lock through the transaction pool turns the
+ * server's timeouts off for its transaction alone: the session row (on a
+ * server session it does not claim) and then each guarded try set them
+ * with set_config(..., true), so the next transaction on that server
+ * session, another client's, has the role's value again. */
+static void test_transaction_pool_timeouts_off_for_the_transaction_only(void **state)
+{
+    fixture *f = *state;
+    pgt_exec(f->lock.observer,
+             "ALTER ROLE CURRENT_USER SET idle_in_transaction_session_timeout = '1h'");
+    fresh_tx_sessions();
+    PGconn *xconn = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
+    advlock_pq x;
+    bind_scope(f, &x, xconn, ADVLOCK_TRANSACTION);
+    static const char show[] = "SHOW idle_in_transaction_session_timeout";
+    char buf[32];
+    for (int turn = 0; turn < 2; turn++) { /* with the session row, then without */
+        pgt_exec(xconn, "BEGIN");
+        int pid = server_pid(xconn);
+        assert_string_equal(pgt_query(xconn, buf, sizeof buf, show, (char *)NULL), "1h");
+        const advlock_pq_report *r = acquire(f, &x, ADVLOCK_ACQUIRED);
+        assert_int_equal(r->lock.sql, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED);
+        assert_string_equal(pgt_query(xconn, buf, sizeof buf, show, (char *)NULL), "0");
+        pgt_exec(xconn, "COMMIT");
+        pgt_exec(xconn, "BEGIN");
+        if (server_pid(xconn) != pid)
+            fail_msg("PgBouncer did not hand out the last server session (LIFO) as expected");
+        assert_string_equal(pgt_query(xconn, buf, sizeof buf, show, (char *)NULL), "1h");
+        pgt_exec(xconn, "COMMIT");
+    }
+    PQfinish(xconn);
+    pgt_exec(f->lock.observer, "ALTER ROLE CURRENT_USER RESET idle_in_transaction_session_timeout");
+    fresh_tx_sessions();
 }
 
 /* ---- verifying a held lock ------------------------------------------------- */
@@ -679,6 +716,7 @@ int main(void)
         T(test_session_pool_claimed_session_and_discard_all),
         T(test_transaction_pool_statements_on_other_sessions),
         T(test_transaction_pool_xact_on_a_holding_session),
+        T(test_transaction_pool_timeouts_off_for_the_transaction_only),
         T(test_transaction_pool_verify_sees_the_holder_terminated),
         T(test_session_pool_verify_keeps_the_watch),
         T(test_direct_verify_is_plain),

@@ -80,8 +80,8 @@ static void guarded_heartbeat_only_on_the_claimed_session(void **state)
 {
     fixture *f = *state;
     advlock_fake_result r;
-    const int64_t claim = TOKEN;
-    advlock_fake_db_exec(&f->db, f->a, advlock_sql_text(ADVLOCK_SQL_SESSION), &claim, &r);
+    const int64_t claim[2] = {TOKEN, f->a};
+    advlock_fake_db_exec_params(&f->db, f->a, advlock_sql_text(ADVLOCK_SQL_SESSION), claim, 2, &r);
     assert_int_equal(r.ours, 1);
     assert_int_equal(row(f, f->a, ADVLOCK_SQL_HEARTBEAT_GUARDED, U, TOKEN), ADVLOCK_FAKE_ROW_TRUE);
     assert_int_equal(row(f, f->b, ADVLOCK_SQL_HEARTBEAT_GUARDED, U, TOKEN), ADVLOCK_FAKE_ROW_NULL);

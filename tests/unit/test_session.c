@@ -67,10 +67,14 @@ static void expect_query(const advlock_machine *m, advlock_sql sql, int64_t p1, 
     assert_int_equal(a.param3, p3);
 }
 
+/* The session row: the token to claim with (or 0), then the pid the
+ * client was told, which decides where its timeouts are set. */
 static void expect_session_query(const advlock_machine *m, uint64_t token)
 {
-    expect_query(m, ADVLOCK_SQL_SESSION, (int64_t)token, 0, 0);
-    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_SESSION), 1);
+    advlock_session s;
+    assert_int_equal(advlock_get_session(m, &s), 0);
+    expect_query(m, ADVLOCK_SQL_SESSION, (int64_t)token, s.client_pid, 0);
+    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_SESSION), 2);
 }
 
 static void expect_done(const advlock_machine *m, advlock_outcome outcome, int failure,
@@ -343,7 +347,7 @@ static void a_standby_refuses_acquires(void **state)
 static void an_older_server_fails_the_check_with_the_minimum_version(void **state)
 {
     advlock_machine *m = *state;
-    const char *words = "unrecognized configuration parameter \"client_connection_check_interval\"";
+    const char *words = "unrecognized configuration parameter \"idle_session_timeout\"";
     told(m, CLIENT_PID, TOKEN);
     acquire(m, 1000, 0);
     expect_session_query(m, TOKEN);

@@ -191,9 +191,10 @@ static void sql_table(void **state)
         assert_true(strncmp(sql, "SELECT pg_", 10) == 0);
         assert_null(strstr(sql, ","));
     }
-    /* The session row claims with its token, $1, and never unclaims. */
+    /* The session row claims with its token, $1, and never unclaims; $2
+     * is the client's pid. */
     assert_int_equal(advlock_sql_answer(ADVLOCK_SQL_SESSION), ADVLOCK_ANSWER_SESSION);
-    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_SESSION), 1);
+    assert_int_equal(advlock_sql_params(ADVLOCK_SQL_SESSION), 2);
     assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_SESSION),
                            "set_config('advlock.session', $1::text, false)"));
     assert_int_equal(advlock_sql_params(ADVLOCK_SQL_HOLDERS), 1);
