@@ -30,13 +30,14 @@ from psycopg.types.numeric import Int8BinaryDumper
 
 from . import _binding as B
 from ._lease import shut_socket
-from ._loop import AsyncLock, FencedRow, Lock
+from ._loop import AsyncLock, CapacityRow, FencedRow, Lock
 from ._machine import SQL_ANSWER, SQL_TEXT
 from ._session import SessionRow, for_connection
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
-_VOID, _SESSION, _FENCED = B.ANSWER_VOID, B.ANSWER_SESSION, B.ANSWER_FENCED
+_VOID, _SESSION, _FENCED, _CAPACITY = (B.ANSWER_VOID, B.ANSWER_SESSION, B.ANSWER_FENCED,
+                                       B.ANSWER_CAPACITY)
 _IDLE, _INERROR = psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.INERROR
 _LEASE_SETUP = B.SQL_LEASE_SETUP
 
@@ -79,6 +80,8 @@ def _one(sql, row, client):
         return _NULL if value is None else _TRUE
     if kind == _SESSION:
         return SessionRow(client.state, *row)
+    if kind == _CAPACITY:
+        return CapacityRow(row)
     if kind == _FENCED:
         return FencedRow(value, row[1] if row is not None else None)
     return _TRUE if value is True else _FALSE if value is False else _NULL

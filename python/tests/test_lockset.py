@@ -9,7 +9,7 @@ import time
 import pytest
 
 import advlock
-from clients import announced_pid, connect
+from clients import announced_pid, call, close, connect
 from conftest import holds, need_server
 from test_lease import need_tcp, tcp
 
@@ -104,6 +104,61 @@ def test_a_thousand_tasks_hold_a_thousand_names_on_one_backend(flavour, pg_conn)
     run(flavour, body)
 
 
+def set_limit(pg_conn, share):
+    """How many locks a set may hold on the test server: share percent of
+    max_locks_per_transaction x (max_connections + max_prepared_transactions)."""
+    a, b, c = (int(pg_conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0])
+               for name in ("max_locks_per_transaction", "max_connections",
+                            "max_prepared_transactions"))
+    return a * (b + c) * share // 100
+
+
+async def take_many(flavour, pg_conn, conn, locks, share):
+    """20,000 tasks ask for 20,000 names at once: the set holds its share of
+    the server's lock table and refuses the rest in words; meanwhile a new
+    client connects and runs DDL (a full table fails both with "out of
+    shared memory")."""
+    pid, n = announced_pid(conn), 20000
+    many = [locks.lock("capacity-%d" % i, timeout=0) for i in range(n)]
+    answers = await asyncio.gather(*(lk.acquire() for lk in many), return_exceptions=True)
+    refused = [a for a in answers if isinstance(a, BaseException)]
+    limit = set_limit(pg_conn, share)
+    assert n - len(refused) == limit
+    for failure in refused:
+        assert isinstance(failure, advlock.LockFailed), repr(failure)
+        assert failure.report.sqlstate == "53400"
+        assert "max_locks_per_transaction 64 x (max_connections" in str(failure)
+        assert "raise max_locks_per_transaction" in str(failure)
+    assert advisory_count(pg_conn, pid) == limit == locks.in_use
+
+    newcomer = await connect(flavour)
+    try:
+        await call(newcomer.execute, "CREATE TABLE lockset_newcomer (id int PRIMARY KEY)")
+        await call(newcomer.execute, "DROP TABLE lockset_newcomer")
+    finally:
+        await close(newcomer)
+
+    await asyncio.gather(*(lk.release() for lk in many if lk.held))
+    assert advisory_count(pg_conn, pid) == 0 and locks.in_use == 0
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_twenty_thousand_names_stop_at_the_share_of_the_lock_table(flavour, pg_conn):
+    async def body(conn, locks):
+        await take_many(flavour, pg_conn, conn, locks, 25)
+    run(flavour, body)
+
+
+def test_the_share_is_the_callers(pg_conn):
+    async def body(conn, locks):
+        for wrong in (0, 101, 2.5, "25"):
+            with pytest.raises(advlock.CallError) as caught:
+                advlock.LockSet(conn, capacity_share=wrong)
+            assert "capacity_share" in str(caught.value)
+        await take_many("asyncpg", pg_conn, conn, locks, 5)
+    run("asyncpg", body, capacity_share=5)
+
+
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_the_session_check_and_the_lease_setup_run_once_for_the_connection(flavour):
     async def body(conn, locks):
@@ -115,8 +170,9 @@ def test_the_session_check_and_the_lease_setup_run_once_for_the_connection(flavo
 
         await asyncio.gather(*(cycle(i) for i in range(50)))
         assert sent.count(advlock.Sql.SESSION) == 1
+        assert sent.count(advlock.Sql.CAPACITY) == 1
         assert sent.count(advlock.Sql.LEASE_SETUP) == 1
-        assert len(sent) == 2 + 50 * 2
+        assert len(sent) == 3 + 50 * 2
     run(flavour, body)
 
 

@@ -43,7 +43,7 @@ int64_t advlock_capacity_limit(const advlock_capacity *c)
     if (c == NULL)
         return 0;
     int64_t nominal = advlock_capacity_nominal(c);
-    /* The nominal size can reach 2^62, past which x 100 would overflow. */
+    /* The nominal size can come near 2^63: x 100 first would overflow. */
     int64_t limit = nominal / 100 * c->share_percent + nominal % 100 * c->share_percent / 100;
     return limit > 0 ? limit : 1;
 }
@@ -57,18 +57,19 @@ int advlock_capacity_refuse(const advlock_capacity *c, int64_t held, char *buf, 
     advlock_text t;
     advlock_text_init(&t, buf, size);
     /* Short enough for a driver's 256-byte message field. */
-    advlock_text_put(&t, "holding ");
-    advlock_text_put_int(&t, held);
-    advlock_text_put(&t, " advisory locks on this connection, its share (");
+    advlock_text_put_int(&t, advlock_add_saturating(held, 1));
+    advlock_text_put(&t, " advisory locks pass this connection's share (");
     advlock_text_put_int(&t, c->share_percent);
-    advlock_text_put(&t, "%) of the server's lock table of about ");
+    advlock_text_put(&t, "%: ");
+    advlock_text_put_int(&t, advlock_capacity_limit(c));
+    advlock_text_put(&t, ") of the server's lock table (about ");
     advlock_text_put_int(&t, advlock_capacity_nominal(c));
-    advlock_text_put(&t, " (max_locks_per_transaction ");
+    advlock_text_put(&t, ": max_locks_per_transaction ");
     advlock_text_put_int(&t, c->max_locks_per_transaction);
     advlock_text_put(&t, " x (max_connections ");
     advlock_text_put_int(&t, c->max_connections);
     advlock_text_put(&t, " + max_prepared_transactions ");
     advlock_text_put_int(&t, c->max_prepared_transactions);
-    advlock_text_put(&t, ")): raise max_locks_per_transaction, or the capacity share");
+    advlock_text_put(&t, ")); raise max_locks_per_transaction or the share");
     return 1;
 }
