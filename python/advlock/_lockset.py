@@ -31,6 +31,7 @@ from . import _binding as B
 from . import _lease
 from ._clients import client_for, is_asyncio, wrong_kind
 from ._loop import ECONNLOST, AsyncLock, CapacityRow, FencedRow, Guard, guarded
+from ._session import Busy
 from ._machine import LockState, Scope, Sql, Wait, escape_name, strerror
 from .errors import CallError, LockFailed, LockLost
 
@@ -55,6 +56,15 @@ _GIVE_BACK = {int(Sql.TRY_LOCK): int(Sql.UNLOCK), int(Sql.TRY_LOCK_FENCED): int(
               int(Sql.TRY_LOCK_GUARDED): int(Sql.UNLOCK_GUARDED),
               int(Sql.TRY_LOCK_SHARED_GUARDED): int(Sql.UNLOCK_SHARED_GUARDED)}
 _KINDS = "an asyncpg connection or a psycopg AsyncConnection"
+# The statements a transaction block may group (docs/design.md, "A lock set
+# as it grows"): all but the session check and the lease's setup (settings
+# a failed block would undo), the fenced tries (a token is committed before
+# its holder hears of it) and the diagnosis (pg_stat_activity is read once
+# per transaction). At most _BLOCK_MAX statements a block.
+_UNGROUPED = frozenset({B.SQL_SESSION, B.SQL_LEASE_SETUP, B.SQL_TRY_LOCK_FENCED,
+                        B.SQL_TRY_XACT_LOCK_FENCED, int(Sql.HOLDERS)})
+_BLOCK_MAX = 1000
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 # The table's buckets: about the number of keys held at once keeps chains short.
 _BUCKETS = 1024
 
@@ -253,11 +263,14 @@ class LockSet:
         connection in doubt: _abandon() closes it, and the exception goes
         on."""
         queue, start, guard = self._queue, self._client.start, Guard()
+        block = _Block(self._client, guard)
         try:
             while queue:
                 lock, sql, args, answer = queue[0]
+                await block.before(sql, len(queue))
                 result = await guarded(start(sql, args), guard)
                 queue.popleft()
+                await block.after(result, len(queue))
                 self._answered(lock, sql, result)
                 if answer is not None and not answer.done():
                     answer.set_result(result)
@@ -346,6 +359,52 @@ class LockSet:
         for lock in list(self._leased):
             lock._expire_async(stop_at_ms)
         self._on_lost("the lease expired")
+
+
+class _Block:
+    """The worker's transaction blocks. The server's cost of ending a
+    transaction grows with the locks its session holds (it walks them all),
+    so on a direct connection, idle outside a transaction, statements
+    queued together go in one block: BEGIN before the first, COMMIT once
+    the queue is empty (or after _BLOCK_MAX). Session locks ignore the
+    block: a grant holds at once and outlives a rollback. A statement that
+    fails aborts the block: ROLLBACK, and the next ones open another; one
+    lock's failure never becomes another's. docs/design.md, "A lock set as
+    it grows"."""
+
+    __slots__ = ("_client", "_guard", "_sent")
+
+    def __init__(self, client, guard):
+        self._client, self._guard = client, guard
+        self._sent = 0  # statements in the open block; 0: none open
+
+    def _may_group(self, sql):
+        client = self._client
+        return sql not in _UNGROUPED and client.state.proxied is False
+
+    async def before(self, sql, queued):
+        """Before sql goes, with queued statements waiting (it included)."""
+        if self._sent and (not self._may_group(sql) or self._sent >= _BLOCK_MAX):
+            await self._end("COMMIT")
+        if not self._sent and queued > 1 and self._may_group(sql) \
+                and self._client.outside_transaction():
+            if await guarded(self._client.control(_BEGIN), self._guard) is None:
+                self._sent = 1
+
+    async def after(self, result, queued):
+        """A statement of the block was answered, queued left behind it."""
+        if not self._sent:
+            return
+        self._sent += 1
+        if result.__class__ is tuple or result.__class__ is Busy:  # a failure
+            await self._end("ROLLBACK")
+        elif not queued:
+            await self._end("COMMIT")
+
+    async def _end(self, text):
+        self._sent = 0
+        # A failure here is the connection's: the next statement finds it.
+        await guarded(self._client.control(text), self._guard)
 
 
 class _MemberClient:

@@ -180,6 +180,19 @@ class Client:
                              None if token is None else int(token))
         return _TRUE if value == "t" else _FALSE if value == "f" else _NULL
 
+    def outside_transaction(self):
+        """The connection is idle outside any transaction block."""
+        return not self.conn.is_closed() and not self.conn.is_in_transaction()
+
+    async def control(self, text):
+        """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,
+        or the error answer."""
+        try:
+            await self.conn.execute(text)
+        except BaseException as exc:  # noqa: B902
+            return self._error(exc)
+        return None
+
     def _error(self, exc):
         if isinstance(exc, asyncio.CancelledError):
             raise exc

@@ -201,6 +201,19 @@ class AsyncClient(_Client):
                 return await self._run_here(sql, args)
         return await self._run_here(sql, args)
 
+    def outside_transaction(self):
+        """The connection is idle outside any transaction block."""
+        return not self.conn.closed and self.conn.pgconn.transaction_status == _IDLE
+
+    async def control(self, text):
+        """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,
+        or the error answer."""
+        try:
+            await self._cur.execute(text)
+        except psycopg.Error as exc:
+            return _error(self.conn, exc)
+        return None
+
     async def _run_here(self, sql, args):
         cur = self._cur
         try:

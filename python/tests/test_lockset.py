@@ -159,6 +159,73 @@ def test_the_share_is_the_callers(pg_conn):
     run("asyncpg", body, capacity_share=5)
 
 
+class _Failing(_Recorder):
+    """The set's client, recording its transaction control too, whose n-th
+    try-lock is a statement the server fails (division by zero)."""
+
+    def __init__(self, inner, n):
+        super().__init__(inner)
+        self.n, self.control_sent = n, []
+
+    def control(self, text):
+        self.control_sent.append(text.split()[0])
+        return self.inner.control(text)
+
+    def start(self, sql, args):
+        if sql == advlock.Sql.TRY_LOCK:
+            self.n -= 1
+            if self.n == 0:
+                return self.inner.control("SELECT 1 / 0")
+        return super().start(sql, args)
+
+
+def in_transaction(conn):
+    if hasattr(conn, "is_in_transaction"):
+        return conn.is_in_transaction()
+    import psycopg
+    return conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_statements_queued_together_share_a_block_and_a_failure_is_one_locks(flavour, pg_conn):
+    # The server's cost of a transaction's end grows with the locks held, so
+    # queued statements go in one block; the 300th try fails on the server,
+    # which aborts the block: that lock alone fails, the block is rolled
+    # back, the next ones go in another, and every grant holds.
+    async def body(conn, locks):
+        await locks.lock("block-warm-up", timeout=0).acquire()  # the session checked
+        client = locks._client = _Failing(locks._client, 300)
+        members = [locks.lock("block-%d" % i, timeout=0) for i in range(1000)]
+        answers = await asyncio.gather(*(m.acquire() for m in members), return_exceptions=True)
+        failed = [a for a in answers if isinstance(a, BaseException)]
+        assert len(failed) == 1 and isinstance(failed[0], advlock.LockFailed)
+        assert failed[0].report.sqlstate == "22012"
+        assert advisory_count(pg_conn, announced_pid(conn)) == 1 + 999 == locks.in_use
+        assert client.control_sent[:3] == ["BEGIN", "ROLLBACK", "BEGIN"]
+        assert client.control_sent.count("BEGIN") <= 3
+        assert not in_transaction(conn)
+        await asyncio.gather(*(m.release() for m in members if m.held))
+        assert not in_transaction(conn)
+        assert advisory_count(pg_conn, announced_pid(conn)) == 1
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_callers_open_transaction_is_left_alone(flavour, pg_conn):
+    # Inside the caller's own transaction the set opens no block (its COMMIT
+    # would be the caller's): the statements run in it, as they come.
+    async def body(conn, locks):
+        await call(conn.execute, "BEGIN")
+        client = locks._client = _Failing(locks._client, 0)
+        members = [locks.lock("callers-%d" % i, timeout=0) for i in range(50)]
+        await asyncio.gather(*(m.acquire() for m in members))
+        assert client.control_sent == [] and in_transaction(conn)
+        await call(conn.execute, "ROLLBACK")
+        assert advisory_count(pg_conn, announced_pid(conn)) == 50  # session locks outlive it
+        await asyncio.gather(*(m.release() for m in members))
+    run(flavour, body)
+
+
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_the_session_check_and_the_lease_setup_run_once_for_the_connection(flavour):
     async def body(conn, locks):
