@@ -211,8 +211,8 @@ typedef enum advlock_sql {
     /* The server settings that size its shared lock table, no parameter:
      * one row of three bigints, max_locks_per_transaction, max_connections
      * and max_prepared_transactions (ADVLOCK_ANSWER_CAPACITY), for
-     * advlock_capacity_init(). Read once per connection by the drivers of
-     * a lock set, never by a machine. */
+     * advlock_capacity_init(). Read once per connection by the lock sets'
+     * drivers and advlock run, never by a machine. */
     ADVLOCK_SQL_CAPACITY = 31,
     ADVLOCK_SQL_COUNT = 32
 } advlock_sql;

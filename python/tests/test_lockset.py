@@ -113,12 +113,12 @@ def set_limit(pg_conn, share):
     return a * (b + c) * share // 100
 
 
-async def take_many(flavour, pg_conn, conn, locks, share):
-    """20,000 tasks ask for 20,000 names at once: the set holds its share of
-    the server's lock table and refuses the rest in words; meanwhile a new
+async def take_many(flavour, pg_conn, conn, locks, share, n=20000):
+    """n tasks ask for n names at once: the set holds its share of the
+    server's lock table and refuses the rest in words; meanwhile a new
     client connects and runs DDL (a full table fails both with "out of
     shared memory")."""
-    pid, n = announced_pid(conn), 20000
+    pid = announced_pid(conn)
     many = [locks.lock("capacity-%d" % i, timeout=0) for i in range(n)]
     answers = await asyncio.gather(*(lk.acquire() for lk in many), return_exceptions=True)
     refused = [a for a in answers if isinstance(a, BaseException)]
@@ -155,7 +155,7 @@ def test_the_share_is_the_callers(pg_conn):
             with pytest.raises(advlock.CallError) as caught:
                 advlock.LockSet(conn, capacity_share=wrong)
             assert "capacity_share" in str(caught.value)
-        await take_many("asyncpg", pg_conn, conn, locks, 5)
+        await take_many("asyncpg", pg_conn, conn, locks, 5, n=2000)
     run("asyncpg", body, capacity_share=5)
 
 
