@@ -64,6 +64,7 @@ _KINDS = "an asyncpg connection or a psycopg AsyncConnection"
 _UNGROUPED = frozenset({B.SQL_SESSION, B.SQL_LEASE_SETUP, B.SQL_TRY_LOCK_FENCED,
                         B.SQL_TRY_XACT_LOCK_FENCED, int(Sql.HOLDERS)})
 _BLOCK_MAX = 1000
+_END_TRIES = 500  # 5 s of 10 ms turns while the caller's statement runs
 _BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 # The table's buckets: about the number of keys held at once keeps chains short.
 _BUCKETS = 1024
@@ -396,15 +397,21 @@ class _Block:
         if not self._sent:
             return
         self._sent += 1
-        if result.__class__ is tuple or result.__class__ is Busy:  # a failure
+        if result.__class__ is tuple:  # the server failed it (Busy: never sent)
             await self._end("ROLLBACK")
         elif not queued:
             await self._end("COMMIT")
 
     async def _end(self, text):
         self._sent = 0
-        # A failure here is the connection's: the next statement finds it.
-        await guarded(self._client.control(text), self._guard)
+        # The caller's own statement running on the connection (asyncpg
+        # refuses a second operation: Busy) ends soon; any other failure is
+        # the connection's, which the next statement finds.
+        for _ in range(_END_TRIES):
+            ended = await guarded(self._client.control(text), self._guard)
+            if ended.__class__ is not Busy:
+                return
+            await guarded(asyncio.sleep(0.01), self._guard)
 
 
 class _MemberClient:
