@@ -16,7 +16,13 @@
  * size (Pss, /proc/<pid>/smaps_rollup) of the set's backend holding N
  * locks, and of the P backends holding one each.
  *
- *     many_locks [--locks 1000] [--rounds 7] [--connections 100]
+ * --held H (at least N): the set's and the raw connection's sessions hold
+ * H - N other names throughout, so each round runs with up to H held, and
+ * only the set and raw run. The server's cost of a transaction's end grows
+ * with the locks its session holds (docs/performance.md, "A lock set as it
+ * grows"); the server needs max_locks_per_transaction raised for H.
+ *
+ *     many_locks [--locks 1000] [--rounds 7] [--connections 100] [--held H]
  */
 #include <math.h>
 #include <poll.h>
@@ -28,7 +34,7 @@
 #include "bench.h"
 #include "bench_pq.h"
 
-static int locks, connections;
+static int locks, connections, held;
 static char (*names)[32];
 static int64_t *keys;
 
@@ -91,10 +97,10 @@ static void raw_wait(int flushing)
     (void)poll(&p, 1, -1);
 }
 
-static void raw_batch(const char *statement)
+static void raw_batch_of(const char *statement, const int64_t *of, int n)
 {
-    for (int i = 0; i < locks; i++)
-        bench_pq_send(raw_conn, statement, keys[i]);
+    for (int i = 0; i < n; i++)
+        bench_pq_send(raw_conn, statement, of[i]);
     if (PQpipelineSync(raw_conn) != 1)
         bench_fail("raw: PQpipelineSync: %s", PQerrorMessage(raw_conn));
     int flushing = PQflush(raw_conn) == 1, answered = 0, synced = 0;
@@ -117,8 +123,13 @@ static void raw_batch(const char *statement)
             bench_pq_expect_true(res, statement);
         }
     }
-    if (answered != locks)
-        bench_fail("raw: %d answers for %d statements", answered, locks);
+    if (answered != n)
+        bench_fail("raw: %d answers for %d statements", answered, n);
+}
+
+static void raw_batch(const char *statement)
+{
+    raw_batch_of(statement, keys, locks);
 }
 
 static double raw_round(void *arg)
@@ -230,12 +241,65 @@ static double backend_kb(PGconn *conn)
                PQbackendPID(conn));
 }
 
+/* ---- the locks held beside the rounds' (--held) ---------------------------- */
+
+/* The set's members and the raw connection take held - locks other names,
+ * kept until the end. */
+static void hold_beside(void)
+{
+    int n = held - locks;
+    advlock_pq_member *beside = calloc((size_t)n, sizeof *beside);
+    int64_t *beside_keys = calloc((size_t)n, sizeof *beside_keys);
+    if (beside == NULL || beside_keys == NULL)
+        bench_fail("out of memory");
+    if (advlock_pq_lockset_set_capacity_share(&set, 100) != 0)
+        bench_fail("the set refused a share of 100%%");
+    int64_t now = advlock_pq_now_ms();
+    for (int i = 0; i < n; i++) {
+        char name[32], raw_name[32];
+        snprintf(name, sizeof name, "bench beside %d", i);
+        snprintf(raw_name, sizeof raw_name, "bench raw beside %d", i); /* not the set's */
+        beside_keys[i] = bench_pq_key(raw_name);
+        advlock_pq_member_init(&beside[i]);
+        if (advlock_pq_lockset_start_acquire(&set, &beside[i], name, strlen(name), 0, NULL, now)
+            != 0)
+            bench_fail("set: the acquire of %s was refused", name);
+    }
+    drive_set();
+    for (int i = 0; i < n; i++)
+        bench_pq_expect_outcome(advlock_pq_member_report(&beside[i]), ADVLOCK_ACQUIRED,
+                                "a name held beside", "set (raise max_locks_per_transaction)");
+    raw_batch_of(BENCH_PQ_TRY_LOCK, beside_keys, n);
+    /* Held until the connections close: the members stay allocated. */
+    free(beside_keys);
+}
+
+/* The rate of the set and of raw pipelining with up to `held` held. */
+static void run_beside(int rounds)
+{
+    hold_beside();
+    bench_contestant c[] = {
+        {"set", set_round, NULL, {0}},
+        {"raw", raw_round, NULL, {0}},
+    };
+    bench_interleave(c, 2, rounds);
+    double set_rate = bench_median_of(&c[0], rounds), raw_rate = bench_median_of(&c[1], rounds);
+    char name[64], limit[128];
+    snprintf(name, sizeof name, "many_locks_one_connection_%d_held", held);
+    snprintf(limit, sizeof limit, "raw libpq pipeline, same keys: %.0f/s", raw_rate);
+    bench_emit(&(bench_figure){name, set_rate, "locks/s", limit,
+                               bench_median_ratio(&c[0], &c[1], rounds), NULL, -1});
+    bench_note("many locks with %d held: %d names taken and given back per round beside %d "
+               "held by the same session, %d rounds",
+               held, locks, held - locks, rounds);
+}
+
 /* ---- the run ------------------------------------------------------------- */
 
 static void *allocate(size_t n, size_t size)
 {
     void *p = calloc(n, size);
-    if (p == NULL)
+    if (p == NULL && n > 0)
         bench_fail("out of memory");
     return p;
 }
@@ -272,16 +336,28 @@ static void setup(void)
 
 int main(int argc, char **argv)
 {
-    static const char *const options[] = {"--locks", "--rounds", "--connections", NULL};
+    static const char *const options[] = {"--locks", "--rounds", "--connections", "--held", NULL};
     bench_check_options(argc, argv, options);
     locks = (int)bench_option(argc, argv, "--locks", 1000);
     int rounds = (int)bench_option(argc, argv, "--rounds", 7);
     connections = (int)bench_option(argc, argv, "--connections", 100);
-    if (locks < 1 || rounds < 1 || rounds > BENCH_MAX_ROUNDS || connections < 1)
-        bench_fail("--locks, --connections >= 1, --rounds 1..%d", BENCH_MAX_ROUNDS);
+    held = (int)bench_option(argc, argv, "--held", 0);
+    if (locks < 1 || rounds < 1 || rounds > BENCH_MAX_ROUNDS || connections < 1
+        || (held != 0 && held < locks))
+        bench_fail("--locks, --connections >= 1, --rounds 1..%d, --held 0 or >= --locks",
+                   BENCH_MAX_ROUNDS);
     if (connections > locks)
         connections = locks;
+    if (held > 0)
+        connections = 0; /* only the set and raw run */
     setup();
+    if (held > 0) {
+        run_beside(rounds);
+        advlock_pq_lockset_finish(&set);
+        PQfinish(set_conn);
+        PQfinish(raw_conn);
+        return 0;
+    }
 
     bench_contestant c[] = {
         {"set", set_round, NULL, {0}},

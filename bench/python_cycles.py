@@ -289,8 +289,13 @@ def main():
             "value": round(r["by_hand"], 1), "unit": "locks/s", "ratio": None}
     out["python_many_locks_one_connection_locks"] = {"value": LOCKS, "unit": "locks",
                                                      "ratio": None}
-    if args.json:
-        with open(args.json, "w") as f:
+    write_figures(args.json, out)
+
+
+def write_figures(path, out):
+    """Writes the figures as JSON to path (None: nowhere), for bench_merge.py."""
+    if path:
+        with open(path, "w") as f:
             json.dump(out, f, indent=1)
             f.write("\n")
 

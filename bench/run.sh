@@ -49,6 +49,7 @@ if [ $smoke -eq 1 ]; then
     done
     step "contention (think)" "$dir/contention" --seconds 0.3 --rounds 1 --think-ms 20
     step "many locks" "$dir/many_locks" --locks 20 --rounds 1 --connections 4
+    step "many locks, more held" "$dir/many_locks" --locks 20 --rounds 1 --held 60
     "$dir/report" "$results" "$json" >/dev/null
     echo "bench-smoke: every benchmark program ran ($(grep -vc '^#' "$results") figures, not checked)"
     exit 0

@@ -211,7 +211,13 @@ typedef enum advlock_sql {
      * ADVLOCK_ANSWER_FENCED. docs/design.md, "Fencing tokens". */
     ADVLOCK_SQL_TRY_LOCK_FENCED = 29,
     ADVLOCK_SQL_TRY_XACT_LOCK_FENCED = 30,
-    ADVLOCK_SQL_COUNT = 31
+    /* The server settings that size its shared lock table, no parameter:
+     * one row of three bigints, max_locks_per_transaction, max_connections
+     * and max_prepared_transactions (ADVLOCK_ANSWER_CAPACITY), for
+     * advlock_capacity_init(). Read once per connection by the lock sets'
+     * drivers and advlock run, never by a machine. */
+    ADVLOCK_SQL_CAPACITY = 31,
+    ADVLOCK_SQL_COUNT = 32
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -232,7 +238,9 @@ typedef enum advlock_sql_answer_kind {
     ADVLOCK_ANSWER_SESSION = 3,
     /* One row: granted bool, token int8 (the fenced try-locks); reported
      * with advlock_on_fenced() (a NULL granted with advlock_on_result()). */
-    ADVLOCK_ANSWER_FENCED = 4
+    ADVLOCK_ANSWER_FENCED = 4,
+    /* One row: three int8 (ADVLOCK_SQL_CAPACITY); read by the driver. */
+    ADVLOCK_ANSWER_CAPACITY = 5
 } advlock_sql_answer_kind;
 
 /*
@@ -1284,6 +1292,59 @@ ADVLOCK_API size_t advlock_peers_count(const advlock_peers *t);
 
 /* p's state, an advlock_peer_state_kind (ADVLOCK_PEER_OUT for NULL). */
 ADVLOCK_API int advlock_peer_state(const advlock_peer *p);
+
+/* ---- The server's lock table: how much of it one connection takes -------- */
+
+/*
+ * Every lock of every server session, advisory locks and the relation locks
+ * of every query alike, lives in one shared table whose nominal size is
+ * max_locks_per_transaction x (max_connections + max_prepared_transactions).
+ * Filled, every session's next lock fails with "out of shared memory", new
+ * connections included. A connection holding many advisory locks (a lock
+ * set, advlock run with several names) therefore takes at most a share of
+ * the nominal size: docs/design.md, "The server's lock table".
+ */
+
+/* The share of the nominal size one connection holds by default, in percent. */
+#define ADVLOCK_CAPACITY_SHARE_DEFAULT 25
+
+/* The server's settings (ADVLOCK_SQL_CAPACITY's row) and the share taken.
+ * Caller memory; fields are read-only for the caller after init. */
+typedef struct advlock_capacity {
+    int64_t max_locks_per_transaction;
+    int64_t max_connections;
+    int64_t max_prepared_transactions;
+    int32_t share_percent; /* 1 to 100 */
+} advlock_capacity;
+
+/*
+ * Sets c from the server's three settings and the share of the nominal size
+ * to hold (percent, 1 to 100; 0: ADVLOCK_CAPACITY_SHARE_DEFAULT). Returns 0,
+ * or ADVLOCK_EINVAL (c NULL, a setting negative or above INT32_MAX,
+ * max_locks_per_transaction or the connections 0, the share out of range;
+ * c is then untouched).
+ */
+ADVLOCK_API int advlock_capacity_init(advlock_capacity *c, int64_t max_locks_per_transaction,
+                                      int64_t max_connections, int64_t max_prepared_transactions,
+                                      int share_percent);
+
+/* The table's nominal size, in locks; 0 for NULL. */
+ADVLOCK_API int64_t advlock_capacity_nominal(const advlock_capacity *c);
+
+/* How many locks one connection may hold: the share of the nominal size,
+ * rounded down, at least 1; 0 for NULL. */
+ADVLOCK_API int64_t advlock_capacity_limit(const advlock_capacity *c);
+
+/*
+ * Before one more lock, beside the `held` a connection holds or asks for:
+ * returns 0 when it fits (held < advlock_capacity_limit()); else 1, and
+ * writes the refusal's words into buf (size bytes, caller memory; always a C
+ * string, cut with "..." when short; buf may be NULL with size 0): the
+ * numbers, the settings they come from, and what to raise. Returns
+ * ADVLOCK_EINVAL for c NULL, or buf NULL with size > 0.
+ */
+ADVLOCK_API int advlock_capacity_refuse(const advlock_capacity *c, int64_t held, char *buf,
+                                        size_t size);
 
 #ifdef __cplusplus
 }

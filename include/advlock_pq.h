@@ -635,16 +635,19 @@ typedef struct advlock_pq_lockset {
     advlock_pq_member *tails_[5];
     advlock_pq_query_ query_; /* the answer being read */
     advlock_pq_report notices_;
-    advlock_lease lease_;   /* the connection's (all zero: none) */
-    uint8_t lease_on_;      /* advlock_pq_lockset_set_lease() asked for one */
-    uint8_t lease_query_;   /* the lease's statement in flight: setup, heartbeat */
-    uint8_t lease_holding_; /* its heartbeats run: some member holds a lock */
-    uint8_t lease_expired_; /* it ran out: the connection must go */
-    uint32_t verifying_;    /* members verifying a lock they hold */
-    uint8_t reading_;       /* the head entry's first result came */
-    uint8_t session_asked_; /* a session row is in flight */
-    uint8_t unsynced_;      /* statements sent since the last sync */
-    uint8_t flushing_;      /* libpq holds output the socket did not take */
+    advlock_lease lease_;       /* the connection's (all zero: none) */
+    uint8_t lease_on_;          /* advlock_pq_lockset_set_lease() asked for one */
+    uint8_t lease_query_;       /* the lease's statement in flight: setup, heartbeat */
+    uint8_t lease_holding_;     /* its heartbeats run: some member holds a lock */
+    uint8_t lease_expired_;     /* it ran out: the connection must go */
+    uint32_t verifying_;        /* members verifying a lock they hold */
+    uint8_t reading_;           /* the head entry's first result came */
+    uint8_t session_asked_;     /* a session row is in flight */
+    uint8_t unsynced_;          /* statements sent since the last sync */
+    uint8_t flushing_;          /* libpq holds output the socket did not take */
+    uint8_t capacity_read_;     /* the lock table's settings: 0 unread, 1 asked, 2 read */
+    uint8_t capacity_share_;    /* percent of the lock table the set may hold */
+    advlock_capacity capacity_; /* once read: how many locks the set may hold */
 } advlock_pq_lockset;
 
 /*
@@ -707,6 +710,20 @@ ADVLOCK_API void advlock_pq_lockset_finish(advlock_pq_lockset *set);
  */
 ADVLOCK_API int advlock_pq_lockset_set_lease(advlock_pq_lockset *set, int64_t lease_ms,
                                              int64_t stop_ms);
+
+/*
+ * The share of the server's lock table the set may hold, in percent (1 to
+ * 100; ADVLOCK_CAPACITY_SHARE_DEFAULT, 25, unless set): with the session
+ * check the set reads the server's settings (ADVLOCK_SQL_CAPACITY), and a
+ * member's try that would make the set hold or ask for more locks than the
+ * share of the table's nominal size ends FAILED (ADVLOCK_ESERVER, SQLSTATE
+ * 53400, configuration_limit_exceeded, answered by the set: nothing is
+ * sent) with words that name the settings and the numbers; the others are
+ * unaffected. Why: docs/design.md, "The server's lock table". Any time
+ * while bound. Returns 0, ADVLOCK_EINVAL (set NULL, percent out of range)
+ * or ADVLOCK_EMISUSE (set unbound).
+ */
+ADVLOCK_API int advlock_pq_lockset_set_capacity_share(advlock_pq_lockset *set, int percent);
 
 /* Sets m to a member of no set, with nothing under way. No-op for NULL. */
 ADVLOCK_API void advlock_pq_member_init(advlock_pq_member *m);

@@ -2,6 +2,9 @@
 #
 #   make bench    every program in bench/ against a throwaway PostgreSQL;
 #                 prints the table and writes build/bench.json (< 5 minutes)
+#   make bench-lockset-growth  a lock set's rate (C and Python) with 1,000 and
+#                 10,000 locks held, on a server whose lock table holds them
+#                 (about 2 minutes; docs/performance.md, "A lock set as it grows")
 #
 # `make bench` is not part of `make test`: on a shared, noisy machine a
 # benchmark can assert nothing. `make test` does build every program and run
@@ -27,7 +30,7 @@ BENCH_PROGRAMS := $(BENCH_CORE_PROGRAMS:%=$(BENCH_DIR)/%) $(BENCH_PQ_PROGRAMS:%=
 
 DEPS_BENCH := valgrind:cmd:valgrind valgrind:cmd:callgrind_annotate
 
-.PHONY: bench bench-programs bench-smoke deps-bench
+.PHONY: bench bench-programs bench-smoke bench-lockset-growth deps-bench
 
 $(BENCH_DIR)/obj/%.o: bench/%.c bench/bench.h | deps-build
 	@mkdir -p $(@D)
@@ -79,6 +82,16 @@ bench: $(BENCH_PROGRAMS) | deps-bench
 	@# The Python drivers' figures (mk/python.mk, run first) join the table.
 	@if [ -f $(BUILD)/bench-python.json ]; then \
 	    $(PYTHON) python/bench_merge.py $(BUILD)/bench-python.json $(BUILD)/bench.json; fi
+
+# Both levels, the C set's and the Python set's, on one server; figures
+# also in build/bench-lockset-growth.json.
+BENCH_GROWTH_HELD ?= 1000,10000
+bench-lockset-growth: $(BENCH_DIR)/many_locks $(BUILD)/libadvlock.so | deps-python
+	@ADVLOCK_PG_CONF="max_locks_per_transaction = 512" $(PYTHON_ENV) tests/pg/with-postgres.sh \
+	    sh -c 'for held in $$(echo $(BENCH_GROWTH_HELD) | tr , " "); do \
+	        $(BENCH_DIR)/many_locks --held $$held --rounds 7 || exit 1; done; \
+	        $(PYTHON) bench/lockset_growth.py --held $(BENCH_GROWTH_HELD) \
+	            --json $(BUILD)/bench-lockset-growth.json'
 
 bench-smoke: $(BENCH_PROGRAMS)
 	@tests/pg/with-postgres.sh scripts/run-tests.sh -c bench/run.sh --smoke $(BENCH_DIR) \

@@ -31,8 +31,10 @@ cli-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/fence.sh
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/bounds.sh
-	@# Several names: direct, over TCP (a lease), and through the session pool (about 25 s).
-	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=127.0.0.1/32 tests/pg/with-pgbouncer.sh \
+	@# Several names: direct, over TCP (a lease), and through the session pool (about 25 s);
+	@# a small lock table, for --capacity-share.
+	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=127.0.0.1/32 \
+	    ADVLOCK_PG_CONF="max_locks_per_transaction = 10" tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/names.sh
 	@# Its own server, on TCP too (a loopback address of its own, as python-test's): a lease.
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \

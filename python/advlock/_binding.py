@@ -28,13 +28,16 @@ ADVLOCK_ECRYPTO = -4
 ADVLOCK_ENOMEM = -11
 
 ACTION_NONE, ACTION_QUERY, ACTION_SLEEP, ACTION_DONE, ACTION_CANCEL_QUERY = range(5)
-ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS, ANSWER_SESSION, ANSWER_FENCED = range(5)
+ANSWER_BOOLEAN, ANSWER_VOID, ANSWER_HOLDERS, ANSWER_SESSION, ANSWER_FENCED, \
+    ANSWER_CAPACITY = range(6)
 RESULT_TRUE, RESULT_FALSE, RESULT_NULL, RESULT_SERVER_ERROR, RESULT_CONNECTION_LOST = range(5)
-SQL_COUNT = 31
+SQL_COUNT = 32
 SQL_SESSION = 11  # ADVLOCK_SQL_SESSION: its answer is a row for advlock_on_session
 SQL_LEASE_SETUP = 26  # ADVLOCK_SQL_LEASE_SETUP
 SQL_HEARTBEAT, SQL_HEARTBEAT_GUARDED = 27, 28
 SQL_TRY_LOCK_FENCED, SQL_TRY_XACT_LOCK_FENCED = 29, 30
+SQL_CAPACITY = 31  # ADVLOCK_SQL_CAPACITY: the lock table's settings
+CAPACITY_SHARE_DEFAULT = 25
 KEY_ECHO_MAX = 512
 MESSAGE_MAX = 1024
 MACHINE_SIZE = 264
@@ -244,6 +247,12 @@ class Peers(Structure):
     _fields_ = [("buckets_", c_void_p), ("mask_", c_size_t), ("count_", c_size_t)]
 
 
+class Capacity(Structure):
+    """advlock_capacity: the server's lock-table settings and the share taken."""
+    _fields_ = [("max_locks_per_transaction", c_int64), ("max_connections", c_int64),
+                ("max_prepared_transactions", c_int64), ("share_percent", c_int32)]
+
+
 # ---- advlock_fake.h ----------------------------------------------------------
 
 FAKE_TEXT_MAX = 160
@@ -411,6 +420,9 @@ _declare(core, [
     ("advlock_peers_leave", c_int, [POINTER(Peers), P]),
     ("advlock_peers_count", c_size_t, [POINTER(Peers)]),
     ("advlock_peer_state", c_int, [P]),
+    ("advlock_capacity_init", c_int, [POINTER(Capacity), c_int64, c_int64, c_int64, c_int]),
+    ("advlock_capacity_limit", c_int64, [POINTER(Capacity)]),
+    ("advlock_capacity_refuse", c_int, [POINTER(Capacity), c_int64, c_char_p, c_size_t]),
 ])
 
 _fake = None
@@ -517,7 +529,7 @@ MIRRORS = {
     "advlock_options": Options, "advlock_holder": Holder, "advlock_session": Session,
     "advlock_machine": MachineStorage, "advlock_lease_plan": LeasePlan,
     "advlock_lease_action": LeaseAction, "advlock_lease": LeaseStorage,
-    "advlock_peer": Peer, "advlock_peers": Peers,
+    "advlock_peer": Peer, "advlock_peers": Peers, "advlock_capacity": Capacity,
     "advlock_prng": Prng, "advlock_fake_clock": FakeClock, "advlock_fake_result": FakeResult,
     "advlock_fake_lock_row": FakeLockRow, "advlock_fake_latency": Latency,
     "advlock_fake_faults": Faults, "advlock_fake_tcp": FakeTcp, "advlock_fake_db": FakeDB,

@@ -15,18 +15,23 @@ grant back (the worker does, when nobody waits for the answer). No answer is
 ever dropped, not even when the loop closes (_send_queued).
 
 The set's connection has one session check and one lease, whose heartbeats
-queue with the locks' statements. A lost connection or an
+queue with the locks' statements. With the session check the set reads the
+server's lock-table settings, and answers a try past its share of the table
+itself, as a configuration limit (53400): docs/design.md "The server's lock
+table". A lost connection or an
 expired lease ends every lock of the set at once: each held one is lost
 (LockLost, its `async with` body cancelled), and the table is emptied.
 """
 
 import asyncio
 import collections
+import ctypes
 
 from . import _binding as B
 from . import _lease
 from ._clients import client_for, is_asyncio, wrong_kind
-from ._loop import AsyncLock, FencedRow, Guard, guarded
+from ._loop import AsyncLock, CapacityRow, FencedRow, Guard, guarded
+from ._session import Busy
 from ._machine import Scope, Sql, Wait, escape_name, strerror
 from .errors import CallError, LockFailed
 
@@ -41,6 +46,9 @@ _UNLOCKS = frozenset(int(s) for s in (Sql.UNLOCK, Sql.UNLOCK_SHARED, Sql.UNLOCK_
 # holds, the guarded forms included (their NULL means "not this session").
 _BUSY = B.RESULT_FALSE
 _BUSY_FENCED = FencedRow(False, None)
+# A server that did not give its lock-table settings is taken for one with
+# PostgreSQL's defaults: the set holds a share of those rather than no limit.
+_DEFAULT_SETTINGS = CapacityRow((64, 100, 0))
 # The statement that gives back what a try granted, when nobody waits for
 # the try's answer (the worker's own give-back): same arguments.
 _GIVE_BACK = {int(Sql.TRY_LOCK): int(Sql.UNLOCK), int(Sql.TRY_LOCK_FENCED): int(Sql.UNLOCK),
@@ -48,8 +56,28 @@ _GIVE_BACK = {int(Sql.TRY_LOCK): int(Sql.UNLOCK), int(Sql.TRY_LOCK_FENCED): int(
               int(Sql.TRY_LOCK_GUARDED): int(Sql.UNLOCK_GUARDED),
               int(Sql.TRY_LOCK_SHARED_GUARDED): int(Sql.UNLOCK_SHARED_GUARDED)}
 _KINDS = "an asyncpg connection or a psycopg AsyncConnection"
+# The statements a transaction block may group (docs/design.md, "A lock set
+# as it grows"): all but the session check and the lease's setup (settings
+# a failed block would undo), the fenced tries (a token is committed before
+# its holder hears of it) and the diagnosis (pg_stat_activity is read once
+# per transaction). At most _BLOCK_MAX statements a block.
+_UNGROUPED = frozenset({B.SQL_SESSION, B.SQL_LEASE_SETUP, B.SQL_TRY_LOCK_FENCED,
+                        B.SQL_TRY_XACT_LOCK_FENCED, int(Sql.HOLDERS)})
+_BLOCK_MAX = 1000
+_END_TRIES = 500  # 5 s of 10 ms turns while the caller's statement runs
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 # The table's buckets: about the number of keys held at once keeps chains short.
 _BUCKETS = 1024
+
+
+def _capacity(row, share):
+    """The set's advlock_capacity from the settings' answer (PostgreSQL's
+    defaults when it is not a row the core takes)."""
+    capacity = B.Capacity()
+    if row.__class__ is not CapacityRow or \
+            _lib.advlock_capacity_init(capacity, row[0], row[1], row[2], share):
+        _lib.advlock_capacity_init(capacity, *_DEFAULT_SETTINGS, share)
+    return capacity
 
 
 def _refused(what, why):
@@ -65,18 +93,31 @@ class LockSet:
 
     lease, lease_stop: the connection's lease, as advlock.lock()'s (default
     30 s; None or 0: none): one setup and one stream of heartbeats for all
-    the set's held locks, which are all lost when it expires. Raises
-    CallError for a lease the core refuses, ArgumentTypeError for another
-    kind of connection."""
+    the set's held locks, which are all lost when it expires.
+
+    capacity_share: the percentage (1 to 100, default 25) of the server's
+    lock table the set may hold: a try past it raises LockFailed (SQLSTATE
+    53400) with the settings and the numbers, unsent (docs/design.md "The
+    server's lock table").
+
+    Raises CallError for a lease the core refuses or a share out of range,
+    ArgumentTypeError for another kind of connection."""
 
     __slots__ = ("_client", "_table", "_buckets", "_entered", "_queue", "_worker",
                  "_checking", "lost", "_plan", "_lease", "_watch", "_leased", "_loop",
-                 "_unwatch")
+                 "_unwatch", "_share", "_capacity", "_capacity_read")
 
-    def __init__(self, conn, lease=_lease.DEFAULT, lease_stop=None):
+    def __init__(self, conn, lease=_lease.DEFAULT, lease_stop=None,
+                 capacity_share=B.CAPACITY_SHARE_DEFAULT):
         self._client = client_for(conn, "advlock.LockSet", _KINDS)
         if not is_asyncio(self._client):
             raise wrong_kind(conn, "advlock.LockSet", _KINDS)
+        if capacity_share.__class__ is not int or not 1 <= capacity_share <= 100:
+            raise CallError(B.ADVLOCK_EINVAL, "advlock.LockSet: capacity_share is a percentage,"
+                            " an int from 1 to 100, not %r" % (capacity_share,))
+        self._share = capacity_share
+        self._capacity = None       # B.Capacity, once the settings are read
+        self._capacity_read = None  # the future of their read, once asked
         self._plan = _lease.plan_for(lease, lease_stop)  # None: no lease
         self._lease = None    # the held locks' one _lease.Lease
         self._watch = None    # its TaskWatch
@@ -162,7 +203,12 @@ class LockSet:
         if self.lost is not None:
             return (B.RESULT_CONNECTION_LOST, None, "the lock set's connection was lost (%s)"
                     % self.lost)
+        if sql == B.SQL_SESSION and self._capacity_read is None:
+            self._ask_capacity()
         if sql in _TRIES:
+            refused = await self._past_capacity()
+            if refused is not None:
+                return refused
             asked = _ask(self._table, lock._peer, args[0], lock.options.mode)
             if asked == 0:
                 return _BUSY_FENCED if sql == B.SQL_TRY_LOCK_FENCED else _BUSY
@@ -179,6 +225,32 @@ class LockSet:
             answer.cancel()    # so the worker gives back what it grants
             raise
 
+    # ---- the server's lock table: its settings read once, with the check ----
+
+    def _ask_capacity(self):
+        """Queues the read of the lock table's settings: ahead of the
+        session check about to queue (as the C set does), or of the first
+        try on a connection checked before the set."""
+        self._capacity_read = asyncio.get_running_loop().create_future()
+        self._queue.append((None, B.SQL_CAPACITY, (), self._capacity_read))
+
+    async def _past_capacity(self):
+        """Before a try: None when one more lock fits in the set's share of
+        the server's lock table (every lock holding or trying counts); else
+        the answer the set gives it, unsent: the server's configuration
+        limit, in the core's words."""
+        if self._capacity is None:
+            if self._capacity_read is None:
+                self._ask_capacity()
+            row = await asyncio.shield(self._capacity_read)
+            if self._capacity is None:
+                self._capacity = _capacity(row, self._share)
+        words = ctypes.create_string_buffer(B.MESSAGE_MAX)
+        if _lib.advlock_capacity_refuse(self._capacity, _lib.advlock_peers_count(self._table),
+                                        words, len(words)) != 1:
+            return None
+        return (B.RESULT_SERVER_ERROR, "53400", words.value.decode())
+
     async def _send_queued(self):
         """The worker: sends the queued statements in order, each answer to
         its lock; it owns the give-back of a try granted when nobody waits
@@ -191,11 +263,14 @@ class LockSet:
         connection in doubt: _abandon() closes it, and the exception goes
         on."""
         queue, start, guard = self._queue, self._client.start, Guard()
+        block = _Block(self._client, guard)
         try:
             while queue:
                 lock, sql, args, answer = queue[0]
+                await block.before(sql, len(queue))
                 result = await guarded(start(sql, args), guard)
                 queue.popleft()
+                await block.after(result, len(queue))
                 self._answered(lock, sql, result)
                 if answer is not None and not answer.done():
                     answer.set_result(result)
@@ -296,6 +371,58 @@ class LockSet:
         for lock in list(self._leased):
             lock._expire_async(stop_at_ms)
         self._on_lost("the lease expired")
+
+
+class _Block:
+    """The worker's transaction blocks. The server's cost of ending a
+    transaction grows with the locks its session holds (it walks them all),
+    so on a direct connection, idle outside a transaction, statements
+    queued together go in one block: BEGIN before the first, COMMIT once
+    the queue is empty (or after _BLOCK_MAX). Session locks ignore the
+    block: a grant holds at once and outlives a rollback. A statement that
+    fails aborts the block: ROLLBACK, and the next ones open another; one
+    lock's failure never becomes another's. docs/design.md, "A lock set as
+    it grows"."""
+
+    __slots__ = ("_client", "_guard", "_sent")
+
+    def __init__(self, client, guard):
+        self._client, self._guard = client, guard
+        self._sent = 0  # statements in the open block; 0: none open
+
+    def _may_group(self, sql):
+        client = self._client
+        return sql not in _UNGROUPED and client.state.proxied is False
+
+    async def before(self, sql, queued):
+        """Before sql goes, with queued statements waiting (it included)."""
+        if self._sent and (not self._may_group(sql) or self._sent >= _BLOCK_MAX):
+            await self._end("COMMIT")
+        if not self._sent and queued > 1 and self._may_group(sql) \
+                and self._client.outside_transaction():
+            if await guarded(self._client.control(_BEGIN), self._guard) is None:
+                self._sent = 1
+
+    async def after(self, result, queued):
+        """A statement of the block was answered, queued left behind it."""
+        if not self._sent:
+            return
+        self._sent += 1
+        if result.__class__ is tuple:  # the server failed it (Busy: never sent)
+            await self._end("ROLLBACK")
+        elif not queued:
+            await self._end("COMMIT")
+
+    async def _end(self, text):
+        self._sent = 0
+        # The caller's own statement running on the connection (asyncpg
+        # refuses a second operation: Busy) ends soon; any other failure is
+        # the connection's, which the next statement finds.
+        for _ in range(_END_TRIES):
+            ended = await guarded(self._client.control(text), self._guard)
+            if ended.__class__ is not Busy:
+                return
+            await guarded(asyncio.sleep(0.01), self._guard)
 
 
 class _MemberClient:

@@ -69,6 +69,13 @@ QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE
     B.ACTION_CANCEL_QUERY
 
 
+class CapacityRow(tuple):
+    """The lock table's settings (ADVLOCK_SQL_CAPACITY's row): three ints,
+    max_locks_per_transaction, max_connections, max_prepared_transactions."""
+
+    __slots__ = ()
+
+
 class FencedRow:
     """A fenced try-lock's answer: granted (True, False or None for a SQL
     NULL) and the token the grant issued."""

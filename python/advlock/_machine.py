@@ -107,6 +107,7 @@ class Sql(enum.IntEnum):
     HEARTBEAT_GUARDED = 28
     TRY_LOCK_FENCED = 29
     TRY_XACT_LOCK_FENCED = 30
+    CAPACITY = 31
 
 
 # The SQL table, read once from the library: (text, answer kind) by id.

@@ -29,15 +29,15 @@ import asyncpg
 from . import _binding as B
 from ._asyncio_task import awaited_future
 from ._asyncpg_cancel import send_cancel
-from ._loop import AsyncLock, Busy, FencedRow
+from ._loop import AsyncLock, Busy, CapacityRow, FencedRow
 from ._machine import SQL_ANSWER, SQL_GUARDED, SQL_PARAMS, SQL_TEXT
 from ._session import ConnSession, SessionRow
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
-_BOOLEAN, _VOID, _HOLDERS, _SESSION, _FENCED = (B.ANSWER_BOOLEAN, B.ANSWER_VOID,
-                                                B.ANSWER_HOLDERS, B.ANSWER_SESSION,
-                                                B.ANSWER_FENCED)
+_BOOLEAN, _VOID, _HOLDERS, _SESSION, _FENCED, _CAPACITY = (
+    B.ANSWER_BOOLEAN, B.ANSWER_VOID, B.ANSWER_HOLDERS, B.ANSWER_SESSION, B.ANSWER_FENCED,
+    B.ANSWER_CAPACITY)
 _PARAM = re.compile(r"\$(\d+)")
 
 # Every parameter is a bigint, but asyncpg binds each one as the type the
@@ -114,6 +114,8 @@ class Client:
             return self._rows(_PREPARED_TEXT[sql], args)
         if SQL_ANSWER[sql] == _FENCED:
             return self._fenced(_PREPARED_TEXT[sql], args)
+        if SQL_ANSWER[sql] == _CAPACITY:
+            return self._capacity(_PREPARED_TEXT[sql])
         return self._value(_PREPARED_TEXT[sql], args, SQL_ANSWER[sql])
 
     async def _value(self, text, args, answer):
@@ -140,6 +142,12 @@ class Client:
             return self._error(exc)
         return FencedRow(None, None) if row is None else FencedRow(row[0], row[1])
 
+    async def _capacity(self, text):
+        try:
+            return CapacityRow(await self.conn.fetchrow(text))
+        except BaseException as exc:  # noqa: B902
+            return self._error(exc)
+
     async def _copy(self, sql, args):
         """The statement as one COPY message; its answer from the text."""
         chunks = []
@@ -164,11 +172,26 @@ class Client:
             return SessionRow(self.state, pid, in_recovery == "t", ours == "t")
         if kind == _VOID:
             return _NULL if value is None else _TRUE
+        if kind == _CAPACITY:
+            return CapacityRow(int(v) for v in rows[0])
         if kind == _FENCED:
             token = rows[0][1] if rows else None
             return FencedRow(None if value is None else value == "t",
                              None if token is None else int(token))
         return _TRUE if value == "t" else _FALSE if value == "f" else _NULL
+
+    def outside_transaction(self):
+        """The connection is idle outside any transaction block."""
+        return not self.conn.is_closed() and not self.conn.is_in_transaction()
+
+    async def control(self, text):
+        """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,
+        or the error answer."""
+        try:
+            await self.conn.execute(text)
+        except BaseException as exc:  # noqa: B902
+            return self._error(exc)
+        return None
 
     def _error(self, exc):
         if isinstance(exc, asyncio.CancelledError):

@@ -31,13 +31,14 @@ from psycopg.types.numeric import Int8BinaryDumper
 from . import _binding as B
 from . import _watch
 from ._lease import shut_socket
-from ._loop import AsyncLock, FencedRow, Lock
+from ._loop import AsyncLock, CapacityRow, FencedRow, Lock
 from ._machine import SQL_ANSWER, SQL_TEXT
 from ._session import SessionRow, for_connection
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
-_VOID, _SESSION, _FENCED = B.ANSWER_VOID, B.ANSWER_SESSION, B.ANSWER_FENCED
+_VOID, _SESSION, _FENCED, _CAPACITY = (B.ANSWER_VOID, B.ANSWER_SESSION, B.ANSWER_FENCED,
+                                       B.ANSWER_CAPACITY)
 _IDLE, _INERROR = psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.INERROR
 _LEASE_SETUP = B.SQL_LEASE_SETUP
 
@@ -80,6 +81,8 @@ def _one(sql, row, client):
         return _NULL if value is None else _TRUE
     if kind == _SESSION:
         return SessionRow(client.state, *row)
+    if kind == _CAPACITY:
+        return CapacityRow(row)
     if kind == _FENCED:
         return FencedRow(value, row[1] if row is not None else None)
     return _TRUE if value is True else _FALSE if value is False else _NULL
@@ -221,6 +224,19 @@ class AsyncClient(_Client):
             async with self.conn.transaction():
                 return await self._run_here(sql, args)
         return await self._run_here(sql, args)
+
+    def outside_transaction(self):
+        """The connection is idle outside any transaction block."""
+        return not self.conn.closed and self.conn.pgconn.transaction_status == _IDLE
+
+    async def control(self, text):
+        """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,
+        or the error answer."""
+        try:
+            await self._cur.execute(text)
+        except psycopg.Error as exc:
+            return _error(self.conn, exc)
+        return None
 
     async def _run_here(self, sql, args):
         cur = self._cur

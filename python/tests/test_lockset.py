@@ -9,7 +9,7 @@ import time
 import pytest
 
 import advlock
-from clients import announced_pid, connect
+from clients import announced_pid, call, close, connect
 from conftest import holds, need_server
 from test_lease import need_tcp, tcp
 
@@ -104,6 +104,128 @@ def test_a_thousand_tasks_hold_a_thousand_names_on_one_backend(flavour, pg_conn)
     run(flavour, body)
 
 
+def set_limit(pg_conn, share):
+    """How many locks a set may hold on the test server: share percent of
+    max_locks_per_transaction x (max_connections + max_prepared_transactions)."""
+    a, b, c = (int(pg_conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0])
+               for name in ("max_locks_per_transaction", "max_connections",
+                            "max_prepared_transactions"))
+    return a * (b + c) * share // 100
+
+
+async def take_many(flavour, pg_conn, conn, locks, share, n=20000):
+    """n tasks ask for n names at once: the set holds its share of the
+    server's lock table and refuses the rest in words; meanwhile a new
+    client connects and runs DDL (a full table fails both with "out of
+    shared memory")."""
+    pid = announced_pid(conn)
+    many = [locks.lock("capacity-%d" % i, timeout=0) for i in range(n)]
+    answers = await asyncio.gather(*(lk.acquire() for lk in many), return_exceptions=True)
+    refused = [a for a in answers if isinstance(a, BaseException)]
+    limit = set_limit(pg_conn, share)
+    assert n - len(refused) == limit
+    for failure in refused:
+        assert isinstance(failure, advlock.LockFailed), repr(failure)
+        assert failure.report.sqlstate == "53400"
+        assert "max_locks_per_transaction 64 x (max_connections" in str(failure)
+        assert "raise max_locks_per_transaction" in str(failure)
+    assert advisory_count(pg_conn, pid) == limit == locks.in_use
+
+    newcomer = await connect(flavour)
+    try:
+        await call(newcomer.execute, "CREATE TABLE lockset_newcomer (id int PRIMARY KEY)")
+        await call(newcomer.execute, "DROP TABLE lockset_newcomer")
+    finally:
+        await close(newcomer)
+
+    await asyncio.gather(*(lk.release() for lk in many if lk.held))
+    assert advisory_count(pg_conn, pid) == 0 and locks.in_use == 0
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_twenty_thousand_names_stop_at_the_share_of_the_lock_table(flavour, pg_conn):
+    async def body(conn, locks):
+        await take_many(flavour, pg_conn, conn, locks, 25)
+    run(flavour, body)
+
+
+def test_the_share_is_the_callers(pg_conn):
+    async def body(conn, locks):
+        for wrong in (0, 101, 2.5, "25"):
+            with pytest.raises(advlock.CallError) as caught:
+                advlock.LockSet(conn, capacity_share=wrong)
+            assert "capacity_share" in str(caught.value)
+        await take_many("asyncpg", pg_conn, conn, locks, 5, n=2000)
+    run("asyncpg", body, capacity_share=5)
+
+
+class _Failing(_Recorder):
+    """The set's client, recording its transaction control too, whose n-th
+    try-lock is a statement the server fails (division by zero)."""
+
+    def __init__(self, inner, n):
+        super().__init__(inner)
+        self.n, self.control_sent = n, []
+
+    def control(self, text):
+        self.control_sent.append(text.split()[0])
+        return self.inner.control(text)
+
+    def start(self, sql, args):
+        if sql == advlock.Sql.TRY_LOCK:
+            self.n -= 1
+            if self.n == 0:
+                return self.inner.control("SELECT 1 / 0")
+        return super().start(sql, args)
+
+
+def in_transaction(conn):
+    if hasattr(conn, "is_in_transaction"):
+        return conn.is_in_transaction()
+    import psycopg
+    return conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_statements_queued_together_share_a_block_and_a_failure_is_one_locks(flavour, pg_conn):
+    # The server's cost of a transaction's end grows with the locks held, so
+    # queued statements go in one block; the 300th try fails on the server,
+    # which aborts the block: that lock alone fails, the block is rolled
+    # back, the next ones go in another, and every grant holds.
+    async def body(conn, locks):
+        await locks.lock("block-warm-up", timeout=0).acquire()  # the session checked
+        client = locks._client = _Failing(locks._client, 300)
+        members = [locks.lock("block-%d" % i, timeout=0) for i in range(1000)]
+        answers = await asyncio.gather(*(m.acquire() for m in members), return_exceptions=True)
+        failed = [a for a in answers if isinstance(a, BaseException)]
+        assert len(failed) == 1 and isinstance(failed[0], advlock.LockFailed)
+        assert failed[0].report.sqlstate == "22012"
+        assert advisory_count(pg_conn, announced_pid(conn)) == 1 + 999 == locks.in_use
+        assert client.control_sent[:3] == ["BEGIN", "ROLLBACK", "BEGIN"]
+        assert client.control_sent.count("BEGIN") <= 3
+        assert not in_transaction(conn)
+        await asyncio.gather(*(m.release() for m in members if m.held))
+        assert not in_transaction(conn)
+        assert advisory_count(pg_conn, announced_pid(conn)) == 1
+    run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_callers_open_transaction_is_left_alone(flavour, pg_conn):
+    # Inside the caller's own transaction the set opens no block (its COMMIT
+    # would be the caller's): the statements run in it, as they come.
+    async def body(conn, locks):
+        await call(conn.execute, "BEGIN")
+        client = locks._client = _Failing(locks._client, 0)
+        members = [locks.lock("callers-%d" % i, timeout=0) for i in range(50)]
+        await asyncio.gather(*(m.acquire() for m in members))
+        assert client.control_sent == [] and in_transaction(conn)
+        await call(conn.execute, "ROLLBACK")
+        assert advisory_count(pg_conn, announced_pid(conn)) == 50  # session locks outlive it
+        await asyncio.gather(*(m.release() for m in members))
+    run(flavour, body)
+
+
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_the_session_check_and_the_lease_setup_run_once_for_the_connection(flavour):
     async def body(conn, locks):
@@ -115,8 +237,9 @@ def test_the_session_check_and_the_lease_setup_run_once_for_the_connection(flavo
 
         await asyncio.gather(*(cycle(i) for i in range(50)))
         assert sent.count(advlock.Sql.SESSION) == 1
+        assert sent.count(advlock.Sql.CAPACITY) == 1
         assert sent.count(advlock.Sql.LEASE_SETUP) == 1
-        assert len(sent) == 2 + 50 * 2
+        assert len(sent) == 3 + 50 * 2
     run(flavour, body)
 
 

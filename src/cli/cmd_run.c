@@ -289,14 +289,15 @@ static int exit_status_of(int status)
 
 /* ---- options ------------------------------------------------------------------ */
 
-static int parse_exit_code(const char *text, int *code)
+/* A whole number from lo to hi, and nothing else. */
+static int parse_int_in(const char *text, long lo, long hi, int *out)
 {
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < 0 || v > 255)
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
         return -1;
-    *code = (int)v;
+    *out = (int)v;
     return 0;
 }
 
@@ -340,7 +341,9 @@ static void usage(FILE *to)
           "                               that the server session still holds the lock while\n"
           "                               COMMAND runs; stop it if not (default 1; 0: never)\n"
           "      --log-format FORMAT      text (default: sentences) or json (one object per\n"
-          "                               line on stderr for every event of the run)\n",
+          "                               line on stderr for every event of the run)\n"
+          "      --capacity-share PERCENT with several KEYs, hold at most this share of the\n"
+          "                               server's lock table (default 25)\n",
           to);
 }
 
@@ -385,7 +388,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         OPT_VERIFY_INTERVAL,
         OPT_LEASE,
         OPT_FENCE,
-        OPT_LOG_FORMAT
+        OPT_LOG_FORMAT,
+        OPT_CAPACITY_SHARE
     };
     static const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
@@ -405,6 +409,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         {"lease", required_argument, NULL, OPT_LEASE},
         {"fence", no_argument, NULL, OPT_FENCE},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+        {"capacity-share", required_argument, NULL, OPT_CAPACITY_SHARE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -415,6 +420,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     o->kill_after_ms = 10000;
     o->verify_ms = 1000;
     o->lease_ms = ADVLOCK_LEASE_DEFAULT_MS;
+    o->capacity_share = ADVLOCK_CAPACITY_SHARE_DEFAULT;
     int opt;
     while ((opt = getopt_long(argc, argv, "+d:w:E:k:qh", options, NULL)) != -1) {
         switch (opt) {
@@ -430,7 +436,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             }
             break;
         case 'E':
-            if (parse_exit_code(optarg, &o->conflict_exit_code) != 0) {
+            if (parse_int_in(optarg, 0, 255, &o->conflict_exit_code) != 0) {
                 cli_error("--conflict-exit-code wants a number from 0 to 255");
                 return -1;
             }
@@ -448,6 +454,12 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             break;
         case OPT_ALLOW_STANDBY: o->lock.allow_standby = 1; break;
         case OPT_FENCE: o->lock.fence = 1; break;
+        case OPT_CAPACITY_SHARE:
+            if (parse_int_in(optarg, 1, 100, &o->capacity_share) != 0) {
+                cli_error("--capacity-share wants a percentage from 1 to 100");
+                return -1;
+            }
+            break;
         case OPT_VERIFY_INTERVAL:
             if (cli_parse_seconds(optarg, &o->verify_ms) != 0) {
                 cli_error("--verify-interval wants seconds, such as 1 or 0.5 (at most 3 "
@@ -672,7 +684,8 @@ int cmd_run(int argc, char **argv)
     /* With --xact the acquire runs inside the transaction (the adapter
      * refuses a transaction-scoped acquire outside one); a pooler pins one
      * server session to it until COMMIT or ROLLBACK. */
-    if (o.xact && (rc = cli_xact_begin(conn, bound)) != 0) {
+    if ((rc = run_check_capacity(conn, &o, bound)) != 0
+        || (o.xact && (rc = cli_xact_begin(conn, bound)) != 0)) {
         PQfinish(conn);
         return setup_failed_status(rc);
     }

@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "run.h"
@@ -194,6 +195,53 @@ int run_order_names(run_options *o)
         }
     }
     return EXIT_OK;
+}
+
+/* The settings' row, read in text: 0 with out set, or -1 after saying why. */
+static int read_capacity(PGconn *conn, const run_options *o, advlock_capacity *out)
+{
+    PGresult *res, *last = NULL;
+    while ((res = PQgetResult(conn)) != NULL) {
+        PQclear(last);
+        last = res;
+    }
+    int ok = last != NULL && PQresultStatus(last) == PGRES_TUPLES_OK && PQntuples(last) == 1
+             && PQnfields(last) == 3
+             && advlock_capacity_init(out, strtoll(PQgetvalue(last, 0, 0), NULL, 10),
+                                      strtoll(PQgetvalue(last, 0, 1), NULL, 10),
+                                      strtoll(PQgetvalue(last, 0, 2), NULL, 10), o->capacity_share)
+                    == 0;
+    if (!ok) {
+        const char *why = last != NULL ? PQresultErrorMessage(last) : PQerrorMessage(conn);
+        cli_error("cannot read the server's lock-table settings: %.*s", cli_trimmed_length(why),
+                  why);
+    }
+    PQclear(last);
+    return ok ? 0 : -1;
+}
+
+int run_check_capacity(PGconn *conn, const run_options *o, cli_bound bound)
+{
+    if (o->name_count < 2)
+        return 0;
+    const char *sql = advlock_sql_text(ADVLOCK_SQL_CAPACITY);
+    if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0)) {
+        const char *why = PQerrorMessage(conn);
+        cli_error("cannot read the server's lock-table settings: %.*s", cli_trimmed_length(why),
+                  why);
+        return -1;
+    }
+    int rc = cli_await_results(conn, "the lock-table settings' query", bound);
+    advlock_capacity capacity;
+    if (rc != 0 || (rc = read_capacity(conn, o, &capacity)) != 0)
+        return rc;
+    char words[ADVLOCK_MESSAGE_MAX];
+    if (advlock_capacity_refuse(&capacity, o->name_count - 1, words, sizeof words) != 1)
+        return 0;
+    cli_error(
+        "cannot take %d names: %s (--capacity-share; docs/design.md, \"The server's lock table\")",
+        o->name_count, words);
+    return -1;
 }
 
 int run_wait_needs_no_lease(const run_options *o)

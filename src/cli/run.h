@@ -29,6 +29,7 @@ typedef struct run_options {
     int64_t verify_ms;     /* --verify-interval: behind a proxy; 0: never */
     int64_t lease_ms;      /* --lease; 0: none */
     int lease_given;       /* --lease was on the command line */
+    int capacity_share;    /* --capacity-share: percent of the server's lock table */
     advlock_options lock;  /* --shared, --wait, --jitter, --diagnose, --xact, --allow-standby,
                               --fence */
     /* The names, in the order they are taken and the reverse of the order
@@ -130,6 +131,14 @@ void run_focus(run_options *o, int i);
  * holds them): messages name them as 'A', 'B', cut with "..." where the
  * line would grow too long. */
 void run_focus_all(run_options *o);
+
+/* With several names, before the first is taken: do they fit in the
+ * --capacity-share of the server's lock table (docs/design.md, "The
+ * server's lock table")? Reads the server's settings on conn within bound.
+ * Returns 0 (they fit, or one name), -1 after saying why not (or why the
+ * settings could not be read), or as cli_xact_begin (CLI_NO_ANSWER, a stop
+ * signal's number). */
+int run_check_capacity(PGconn *conn, const run_options *o, cli_bound bound);
 
 /* Derives every name's key and sorts the names by it (signed order), so
  * that every run takes the same names in the same order. Returns EXIT_OK,

@@ -215,6 +215,14 @@
     " f.token)"                                                                      \
     " SELECT l.granted, t.token FROM l LEFT JOIN t ON true"
 
+/* The settings that size the server's shared lock table (docs/design.md,
+ * "The server's lock table"); current_setting() shows these three as plain
+ * numbers. */
+#define CAPACITY_SQL                                                          \
+    "SELECT pg_catalog.current_setting('max_locks_per_transaction')::bigint," \
+    " pg_catalog.current_setting('max_connections')::bigint,"                 \
+    " pg_catalog.current_setting('max_prepared_transactions')::bigint"
+
 /* clang-format off */
 static const char fence_setup_sql[] =
     "CREATE SCHEMA IF NOT EXISTS advlock;\n"
@@ -305,6 +313,8 @@ static const struct {
                                      ADVLOCK_ANSWER_FENCED, 1},
     [ADVLOCK_SQL_TRY_XACT_LOCK_FENCED] = {FENCED_TRY_SQL("pg_try_advisory_xact_lock"),
                                           "pg_try_advisory_xact_lock", ADVLOCK_ANSWER_FENCED, 1},
+    [ADVLOCK_SQL_CAPACITY] = {CAPACITY_SQL, "the lock table's settings", ADVLOCK_ANSWER_CAPACITY,
+                              0},
 };
 
 static int known(advlock_sql sql)

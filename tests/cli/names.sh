@@ -96,6 +96,27 @@ case "$ERR" in
     "advlock: holding locks '"*"', '...'") pass ;;
     *) fail "sixty names: the list is cut with a mark [${ERR: -60}]" ;;
 esac
+# The run holds at most --capacity-share of the server's lock table, refused
+# before it takes anything. make cli-test starts this server with
+# max_locks_per_transaction = 10, so 1% of it is a dozen names.
+lock_table=$(psql -X -At -c "SELECT current_setting('max_locks_per_transaction')::int *
+    (current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int)")
+share=$((lock_table / 100))
+if [ "$share" -lt 64 ]; then
+    past=()
+    for i in $(seq 0 "$share"); do past+=("capacity-$i"); done
+    capture "$A" run -q --capacity-share 1 "${past[@]}" -- echo ran
+    check "past the share: refused, the command not run" "70 " "$RC $OUT"
+    case "$ERR" in
+        *"cannot take $((share + 1)) names: "*"max_locks_per_transaction 10 x"*"--capacity-share"*) pass ;;
+        *) fail "past the share: the settings and numbers not said [$ERR]" ;;
+    esac
+    check "past the share: nothing held" 0 "$(advisory_locks)"
+    capture "$A" run -q --capacity-share 1 "${past[@]:1}" -- echo ran
+    check "at the share: the run holds them" "0 ran" "$RC $OUT"
+else
+    fail "the server's lock table ($lock_table) is too large for the share's test"
+fi
 capture "$A" run -q --xact "$lo" "$hi" -- psql -X -At -c "$HELD_BOTH_SQL"
 check "--xact: both held in the transaction" "2 1" "$OUT"
 check "--xact: none held after" 0 "$(advisory_locks)"

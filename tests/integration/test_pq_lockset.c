@@ -4,8 +4,9 @@
  * other (exclusive and shared), members against other processes both ways,
  * a terminated backend losing every held lock at once, cancellations in
  * the middle of a pipelined batch leaving nothing behind, a release the
- * server refuses keeping the lock, allocations refused mid-batch, and the
- * options a set refuses.
+ * server refuses keeping the lock, allocations refused mid-batch, the
+ * options a set refuses, and twenty thousand names stopping at the set's
+ * share of the server's lock table while another client still runs DDL.
  */
 #include "pg_test.h"
 
@@ -167,6 +168,89 @@ static void test_a_thousand_members_hold_a_thousand_names(void **state)
     for (int i = 0; i < THOUSAND; i++)
         expect(&f->members[i], ADVLOCK_RELEASED);
     assert_int_equal(backend_locks(f, NULL), 0);
+}
+
+/* ---- the server's lock table ---- */
+
+enum { MANY = 20000 };
+
+/* How many locks the set may hold on the test server, from its settings. */
+static int64_t set_limit(fixture *f, int share)
+{
+    advlock_capacity c;
+    assert_int_equal(
+        advlock_capacity_init(
+            &c,
+            pgt_query_int(f->lock.observer,
+                          "SELECT current_setting('max_locks_per_transaction')::int", (char *)NULL),
+            pgt_query_int(f->lock.observer, "SELECT current_setting('max_connections')::int",
+                          (char *)NULL),
+            pgt_query_int(f->lock.observer,
+                          "SELECT current_setting('max_prepared_transactions')::int", (char *)NULL),
+            share),
+        0);
+    return advlock_capacity_limit(&c);
+}
+
+/* n members ask for n names at once: the set holds its share of the lock
+ * table and refuses the rest in words; meanwhile a new client connects and
+ * runs DDL (a full table fails both with "out of shared memory"). */
+static void take_many(fixture *f, int share, int n)
+{
+    advlock_pq_member *many = calloc((size_t)n, sizeof *many);
+    assert_non_null(many);
+    char name[200];
+    for (int i = 0; i < n; i++) {
+        advlock_pq_member_init(&many[i]);
+        name_of(name, sizeof name, f, i);
+        start(f, &many[i], name, 0, NULL);
+    }
+    run(&f->set);
+    int64_t limit = set_limit(f, share);
+    long long held = 0;
+    for (int i = 0; i < n; i++) {
+        const advlock_pq_report *r = advlock_pq_member_report(&many[i]);
+        if (r->lock.outcome == ADVLOCK_ACQUIRED) {
+            held++;
+            continue;
+        }
+        assert_int_equal(r->lock.outcome, ADVLOCK_FAILED);
+        assert_int_equal(r->lock.failure, ADVLOCK_ESERVER);
+        assert_string_equal(r->lock.sqlstate, "53400");
+        assert_non_null(
+            strstr(r->server_message, "max_locks_per_transaction 64 x (max_connections"));
+        assert_non_null(strstr(r->server_message, "raise max_locks_per_transaction"));
+        assert_false(advlock_pq_member_held(&many[i]));
+    }
+    assert_int_equal(held, limit);
+    assert_int_equal(backend_locks(f, NULL), limit);
+
+    PGconn *newcomer = pgt_connect();
+    pgt_exec(newcomer, "CREATE TABLE lockset_newcomer (id int PRIMARY KEY, t text)");
+    pgt_exec(newcomer, "DROP TABLE lockset_newcomer");
+    PQfinish(newcomer);
+
+    for (int i = 0; i < n; i++)
+        if (advlock_pq_member_held(&many[i]))
+            assert_int_equal(
+                advlock_pq_lockset_start_release(&f->set, &many[i], advlock_pq_now_ms()), 0);
+    run(&f->set);
+    assert_int_equal(backend_locks(f, NULL), 0);
+    free(many);
+}
+
+static void test_twenty_thousand_names_stop_at_the_share(void **state)
+{
+    take_many(*state, ADVLOCK_CAPACITY_SHARE_DEFAULT, MANY);
+}
+
+static void test_the_share_is_the_callers(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(advlock_pq_lockset_set_capacity_share(&f->set, 0), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_lockset_set_capacity_share(&f->set, 101), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_pq_lockset_set_capacity_share(&f->set, 5), 0);
+    take_many(f, 5, MANY / 10);
 }
 
 /* ---- members of one set exclude each other ---- */
@@ -878,6 +962,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_a_thousand_members_hold_a_thousand_names, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_twenty_thousand_names_stop_at_the_share, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_the_share_is_the_callers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_members_on_one_name_exclude_each_other, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_shared_members_share_and_exclude_exclusive, setup,

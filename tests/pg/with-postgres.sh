@@ -19,6 +19,9 @@
 # (the partition harness, tests/partition/lib.sh, gives it a veth address).
 # ADDRESS must already exist on an interface when the server starts.
 #
+# ADVLOCK_PG_CONF (opt-in) holds more lines for postgresql.conf, appended
+# after the harness's own (so they win): "max_locks_per_transaction = 10".
+#
 # A test may stop the server (pg_ctl stop -m immediate) and start it again
 # with "$ADVLOCK_PG_BIN/pg_ctl" -D "$ADVLOCK_PG_DATA" -w start: every setting
 # lives in the data directory, and the server logs to $ADVLOCK_PG_DATA/log.
@@ -119,6 +122,9 @@ full_page_writes = off
 logging_collector = on
 log_directory = 'log'
 EOF
+if [ -n "${ADVLOCK_PG_CONF:-}" ]; then
+    printf '%s\n' "$ADVLOCK_PG_CONF" >>"$data/postgresql.conf"
+fi
 if [ -n "${ADVLOCK_PG_LISTEN:-}" ]; then
     echo "listen_addresses = '${ADVLOCK_PG_LISTEN%/*}'" >>"$data/postgresql.conf"
     echo "host all all $ADVLOCK_PG_LISTEN trust" >>"$data/pg_hba.conf"

@@ -8,7 +8,9 @@
  *   SESSION  one row: pid int4, in_recovery bool, ours bool, fed with
  *            advlock_on_session();
  *   FENCED   one row: granted bool, token int8 (NULL unless granted), fed
- *            with advlock_on_fenced() (a NULL granted as NULL).
+ *            with advlock_on_fenced() (a NULL granted as NULL);
+ *   CAPACITY one row of three int8, none NULL: the lock table's settings,
+ *            read by the lock set (advlock_pq_answer_capacity()).
  * A server error becomes SERVER_ERROR with its SQLSTATE and primary message;
  * a broken connection, or no result at all, becomes CONNECTION_LOST. Written
  * once, for both adapters. Results are read in binary format only, so no
@@ -213,6 +215,20 @@ static void read_fenced(advlock_pq_query_ *q, const PGresult *res)
         q->result_ = granted ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
 }
 
+/* The lock table's settings: three int8, none of them NULL. */
+static void read_capacity(advlock_pq_query_ *q, const PGresult *res)
+{
+    static const Oid types[3] = {INT8_OID, INT8_OID, INT8_OID};
+    if (!has_shape(q, res, 1, types, 3))
+        return;
+    for (int i = 0; i < 3; i++)
+        if (PQgetisnull(res, 0, i) || PQgetlength(res, 0, i) != 8) {
+            unexpected(q, UNEXPECTED_SHAPE);
+            return;
+        }
+    q->result_ = ADVLOCK_RESULT_TRUE;
+}
+
 /* The columns of ADVLOCK_SQL_HOLDERS, in advlock_holder's order. */
 static const Oid holder_types[] = {INT4_OID, BOOL_OID, TEXT_OID, TEXT_OID,
                                    TEXT_OID, TEXT_OID, TEXT_OID, INT8_OID};
@@ -278,6 +294,7 @@ static int read_result(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
         case ADVLOCK_ANSWER_HOLDERS: read_holders(q, res); break;
         case ADVLOCK_ANSWER_SESSION: read_session(q, res); break;
         case ADVLOCK_ANSWER_FENCED: read_fenced(q, res); break;
+        case ADVLOCK_ANSWER_CAPACITY: read_capacity(q, res); break;
         default: read_boolean(q, res); break;
         }
     } else {
@@ -399,6 +416,16 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
         (void)advlock_on_result(m, (advlock_result)q->result_, sqlstate, message, now_ms);
     }
     forget(q);
+}
+
+int advlock_pq_answer_capacity(const advlock_pq_query_ *q, int share_percent, advlock_capacity *out)
+{
+    if (q->result_ != ADVLOCK_RESULT_TRUE
+        || advlock_sql_answer((advlock_sql)q->sql_) != ADVLOCK_ANSWER_CAPACITY)
+        return ADVLOCK_EINVAL;
+    /* read_capacity checked every value. */
+    return advlock_capacity_init(out, integer(q->kept_, 0, 0, 8), integer(q->kept_, 0, 1, 8),
+                                 integer(q->kept_, 0, 2, 8), share_percent);
 }
 
 advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size)

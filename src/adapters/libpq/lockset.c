@@ -92,6 +92,22 @@ static void answer_busy(advlock_pq_member *m, advlock_sql sql, int64_t now_ms)
         (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);
 }
 
+/* A try past the set's share of the server's lock table is answered by
+ * the set, as the server would answer a limit of its configuration
+ * (53400): FAILED, with the core's words. Every peer in the table counts,
+ * a cancelled member's try kept there too: each may hold a lock. */
+static int past_capacity(advlock_pq_lockset *s, advlock_pq_member *m, int64_t now_ms)
+{
+    if (s->capacity_read_ != LS_CAPACITY_READ
+        || advlock_capacity_refuse(&s->capacity_, (int64_t)advlock_peers_count(&s->peers_),
+                                   m->report_.server_message, sizeof m->report_.server_message)
+               != 1)
+        return 0;
+    (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_SERVER_ERROR, "53400",
+                            m->report_.server_message, now_ms);
+    return 1;
+}
+
 int advlock_pq_ls_may_send(advlock_pq_lockset *s, advlock_pq_member *m, const advlock_action *act,
                            int64_t now_ms)
 {
@@ -99,8 +115,13 @@ int advlock_pq_ls_may_send(advlock_pq_lockset *s, advlock_pq_member *m, const ad
     /* A member sent again (its statement was aborted with the batch) is
      * still in the table. */
     if (!advlock_pq_ls_try_mode(act->sql, &mode)
-        || advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT
-        || advlock_peers_ask(&s->peers_, &m->peer_, act->param, mode) == 1)
+        || advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT)
+        return 1;
+    if (past_capacity(s, m, now_ms)) {
+        advlock_pq_ls_follow(s, m, now_ms);
+        return 0;
+    }
+    if (advlock_peers_ask(&s->peers_, &m->peer_, act->param, mode) == 1)
         return 1;
     answer_busy(m, act->sql, now_ms);
     advlock_pq_ls_follow(s, m, now_ms);
@@ -297,6 +318,17 @@ int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member 
     int64_t key;
     int rc = advlock_derive_key(name, len, &key);
     return rc != 0 ? rc : advlock_pq_lockset_start_acquire_key(set, m, key, timeout_ms, o, now_ms);
+}
+
+int advlock_pq_lockset_set_capacity_share(advlock_pq_lockset *set, int percent)
+{
+    if (set == NULL || percent < 1 || percent > 100)
+        return ADVLOCK_EINVAL;
+    if (set->conn_ == NULL)
+        return ADVLOCK_EMISUSE;
+    set->capacity_share_ = (uint8_t)percent;
+    set->capacity_.share_percent = percent;
+    return 0;
 }
 
 /* Starts a release or a verify (verify) of the lock m holds. */

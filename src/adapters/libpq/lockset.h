@@ -18,6 +18,7 @@ enum {
     LS_PREPARE,   /* the set's PREPARE of a statement */
     LS_GIVE_BACK, /* the set's unlock of a detached member's grant */
     LS_LEASE,     /* the lease's setup or heartbeat */
+    LS_CAPACITY,  /* the set's read of the lock table's settings */
     LS_SYNC       /* the end of a batch */
 };
 
@@ -31,6 +32,9 @@ typedef struct advlock_pq_kept_ {
     int64_t key;
     uint8_t unlock_sql;
 } advlock_pq_kept_;
+
+/* Where the lock table's settings are (advlock_pq_lockset.capacity_read_). */
+enum { LS_CAPACITY_UNREAD = 0, LS_CAPACITY_ASKED, LS_CAPACITY_READ };
 
 /* The lease's statement in flight (advlock_pq_lockset.lease_query_). */
 enum { LS_LEASE_NONE = 0, LS_LEASE_SETUP, LS_LEASE_HEARTBEAT };

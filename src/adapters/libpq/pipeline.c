@@ -227,9 +227,42 @@ static void not_sent(advlock_pq_lockset *s, advlock_pq_member *m, int64_t now_ms
     advlock_pq_ls_follow(s, m, now_ms);
 }
 
+/* The lock table's settings are read once per server session, ahead of
+ * its session check and in the same batch (the check goes out before any
+ * try, so the settings are known before the first), unprepared as the
+ * check is. */
+static void ask_capacity(advlock_pq_lockset *s, const advlock_action *act)
+{
+    if (act->sql != ADVLOCK_SQL_SESSION || s->capacity_read_ != LS_CAPACITY_UNREAD)
+        return;
+    advlock_action read;
+    memset(&read, 0, sizeof read);
+    read.kind = ADVLOCK_ACTION_QUERY;
+    read.sql = ADVLOCK_SQL_CAPACITY;
+    advlock_pq_entry_ e = {
+        NULL, NULL, 0, 0, LS_CAPACITY, ADVLOCK_SQL_CAPACITY, ADVLOCK_PQ_EXECUTE_UNNAMED};
+    if (advlock_pq_ls_send_entry(s, &e, &read, 0))
+        s->capacity_read_ = LS_CAPACITY_ASKED;
+}
+
+/* The settings' answer. A server that did not give them (an error, or a
+ * row out of range) is taken for one with PostgreSQL's defaults, 64 x
+ * (100 + 0): the set holds a share of those rather than no limit. */
+static void capacity_answered(advlock_pq_lockset *s, const advlock_pq_query_ *q)
+{
+    if (q->result_ == ADVLOCK_RESULT_CONNECTION_LOST || q->status_ == PGRES_PIPELINE_ABORTED) {
+        s->capacity_read_ = LS_CAPACITY_UNREAD; /* asked again with the next check */
+        return;
+    }
+    if (advlock_pq_answer_capacity(q, s->capacity_share_, &s->capacity_) != 0)
+        (void)advlock_capacity_init(&s->capacity_, 64, 100, 0, s->capacity_share_);
+    s->capacity_read_ = LS_CAPACITY_READ;
+}
+
 static void send_member(advlock_pq_lockset *s, advlock_pq_member *m, const advlock_action *act,
                         int64_t now_ms)
 {
+    ask_capacity(s, act);
     advlock_pq_entry_ e = {m, NULL, act->param, 0, LS_MEMBER, (uint8_t)act->sql, 0};
     e.form_ = choose_form(s, act);
     if (advlock_pq_ls_send_entry(s, &e, act, now_ms))
@@ -397,6 +430,7 @@ static void complete(advlock_pq_lockset *s, int64_t now_ms)
             advlock_pq_ls_answered(s, e.member_, q, e.sent_ms_, now_ms);
         break;
     case LS_LEASE: advlock_pq_ls_lease_answered(s, q, now_ms); break;
+    case LS_CAPACITY: capacity_answered(s, q); break;
     default: break;
     }
     drop_peer(s, &e);
@@ -457,6 +491,7 @@ void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms)
     (void)advlock_session_init(&s->session_, PQbackendPID(c), new_token());
     s->prepared_ = s->unnamed_ = s->preparing_ = 0;
     s->unsynced_ = s->flushing_ = 0;
+    s->capacity_read_ = LS_CAPACITY_UNREAD;
     (void)PQsetnonblocking(c, 1);
     if (PQpipelineStatus(c) == PQ_PIPELINE_OFF)
         (void)PQenterPipelineMode(c);
@@ -512,6 +547,7 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
     (void)advlock_peers_init(&set->peers_, set->buckets_, BUCKETS);
     (void)advlock_session_init(&set->session_, PQbackendPID(conn), new_token());
     set->ring_size_ = FIRST_RING;
+    set->capacity_share_ = ADVLOCK_CAPACITY_SHARE_DEFAULT;
     advlock_pq_report_begin(&set->notices_);
     set->conn_ = conn;
     return 0;

@@ -100,6 +100,12 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
  */
 advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size);
 
+/* The lock table's settings of an answered ADVLOCK_SQL_CAPACITY row (before
+ * advlock_pq_answer_take(), which forgets them), with the share to take, into
+ * out: 0, or ADVLOCK_EINVAL (the row failed, or a setting out of range). */
+int advlock_pq_answer_capacity(const advlock_pq_query_ *q, int share_percent,
+                               advlock_capacity *out);
+
 /* ---- notices.c: keeping server notices off stderr ------------------------- */
 
 typedef struct advlock_pq_notice_guard {
