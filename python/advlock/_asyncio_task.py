@@ -1,14 +1,22 @@
-"""The one place advlock uses a private part of asyncio.
+"""The one place advlock uses private parts of asyncio.
 
 A lease's heartbeat may share an asyncpg connection with the body it
-guards, and asyncpg refuses a second statement while one runs. So the
-heartbeat goes out only while the body's task waits on something, and
-never just as it is about to run (it may start a statement at once). asyncio
-has no public way to ask what a task is waiting on (Task has get_stack()
-and get_coro(), not the future it awaits); Task._fut_waiter, which asyncio
-itself sets while a task waits and clears when it is runnable, is that
-answer. python/tests/test_lease.py runs heartbeats beside a busy body on a
-real server, so an asyncio that changes it fails there first.
+guards, and asyncpg refuses a second statement while one runs (it raises
+InterfaceError at once, it does not queue). So the heartbeat goes out only
+while the body's task waits on something, and that task is held back until
+the heartbeat's answer: its wait may end first (a 1 ms sleep, a heartbeat
+slowed by a loaded machine or network), and its next step may start a
+statement at once. asyncio has no public way to ask what a task is waiting
+on, nor to hold it back: Task._fut_waiter, which asyncio itself sets while
+a task waits and clears when it is runnable, is the first answer; taking
+the task's wake-up (the done callback whose __self__ is the task) off that
+future's _callbacks, and adding it back afterwards, is the second: a done
+future runs a callback added late at once, so the task then resumes as it
+would have, with the future's result, its cancellation, or a cancel() that
+came meanwhile. python/tests/test_lease.py runs heartbeats beside a busy
+body on a real server, and one slower than the body's waits, so an asyncio
+that changes either fails there first (a wake-up not found holds nothing
+back: no heartbeat goes out, and the lease expires, the safe side).
 """
 
 
@@ -16,3 +24,26 @@ def awaited_future(task):
     """The future task waits on now, or None while it is runnable (or for
     task None)."""
     return None if task is None else task._fut_waiter
+
+
+def hold_back(task):
+    """Keeps task from resuming while it waits on a future that is not done:
+    its wake-up is taken off that future. Returns the call that gives it
+    back (call it exactly once: the task resumes then, at once if the
+    future is done meanwhile), or None when task is runnable now or its
+    wake-up was not found (nothing held back)."""
+    waiting_on = awaited_future(task)
+    if waiting_on is None or waiting_on.done():
+        return None
+    for callback, context in waiting_on._callbacks or ():
+        if getattr(callback, "__self__", None) is task:
+            break
+    else:
+        return None
+    waiting_on.remove_done_callback(callback)
+    return lambda: waiting_on.add_done_callback(callback, context=context)
+
+
+def nothing_held():
+    """What gives back a task that was not held back (hold_body() of a
+    client whose heartbeats need not hold the body back)."""

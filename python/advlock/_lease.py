@@ -369,14 +369,14 @@ class ThreadWatch:
 
 class TaskWatch:
     """Drives a held lease in a task of its own while the body runs. A
-    heartbeat goes out only when the connection is free of the body's
-    statements (asyncpg refuses a second operation, psycopg queues it): one
-    that cannot go out is tried again, and the deadline still applies. On
-    EXPIRED: on_expired()."""
+    heartbeat goes out when the client's hold_body() allows it (asyncpg
+    refuses a second operation, so the body's task is held back from the
+    send to the answer; psycopg queues it): one that cannot go out is tried
+    again, and the deadline still applies. On EXPIRED: on_expired()."""
 
     def __init__(self, lease, client, on_expired, body):
         self.lease, self.client, self.on_expired = lease, client, on_expired
-        self.body = body  # the body's task (or None), for heartbeat_blocked()
+        self.body = body  # the body's task (or None), for hold_body()
         self.stopping = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
@@ -415,8 +415,12 @@ class TaskWatch:
         client, lease = self.client, self.lease
         while not lease.expired() and not self.stopping.is_set():
             body = self.body()
-            if not client.heartbeat_blocked(body):
-                answer = await client.start(sql, args)
+            go_on = client.hold_body(body)
+            if go_on is not None:
+                try:
+                    answer = await client.start(sql, args)
+                finally:
+                    go_on()  # the body resumes after the answer, not before
                 if answer.__class__ is not Busy:
                     return answer
             await _after_next_step(body)

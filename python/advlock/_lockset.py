@@ -29,6 +29,7 @@ import ctypes
 
 from . import _binding as B
 from . import _lease
+from ._asyncio_task import nothing_held
 from ._clients import client_for, is_asyncio, wrong_kind
 from ._loop import AsyncLock, CapacityRow, FencedRow, Guard, guarded
 from ._session import Busy
@@ -449,10 +450,10 @@ class _MemberClient:
         self._set._client.close_now()
 
     @staticmethod
-    def heartbeat_blocked(_body):
-        """Never: the set's queue keeps a heartbeat apart from the locks'
+    def hold_body(_body):
+        """Nothing: the set's queue keeps a heartbeat apart from the locks'
         statements."""
-        return False
+        return nothing_held
 
 
 class SetLock(AsyncLock):

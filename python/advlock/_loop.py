@@ -15,9 +15,16 @@ A client provides:
                        connect, 0 if unknown
     state              the connection's _session.ConnSession (its checked
                        session value)
-    heartbeat_blocked(body)  True when a lease's heartbeat cannot go out now
-                       (psycopg: the body's transaction failed; asyncpg: the
-                       body's task, if any, is about to run)
+    heartbeat_blocked(body)  blocking clients: True when a lease's heartbeat
+                       cannot go out now (psycopg: the body's transaction
+                       failed)
+    hold_body(body)    asyncio clients: before a lease's heartbeat, holds the
+                       body's task (or None) back if its statements could
+                       meet the heartbeat (asyncpg); returns the call that
+                       lets it go on after the answer, or None when the
+                       heartbeat cannot go out now (psycopg: the body's
+                       transaction failed; asyncpg: the body's task is about
+                       to run)
     close_now()        ends the connection at once (a lease expired), from
                        any thread
     heartbeat_client() a client for the lease's heartbeats, which run while

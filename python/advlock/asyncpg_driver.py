@@ -27,7 +27,7 @@ import re
 import asyncpg
 
 from . import _binding as B
-from ._asyncio_task import awaited_future
+from ._asyncio_task import hold_back, nothing_held
 from ._asyncpg_cancel import send_cancel
 from ._loop import AsyncLock, Busy, CapacityRow, FencedRow
 from ._machine import SQL_ANSWER, SQL_GUARDED, SQL_PARAMS, SQL_TEXT
@@ -214,16 +214,19 @@ class Client:
         return self
 
     @staticmethod
-    def heartbeat_blocked(body):
-        """asyncpg runs one operation at a time and refuses the next: a
-        heartbeat waits while the body's task is about to run (it may start
-        a statement at once, which a heartbeat in flight would make fail);
-        one that finds the body's statement running gets Busy, and both are
-        tried again."""
+    def hold_body(body):
+        """asyncpg runs one operation at a time and refuses the next at once
+        (InterfaceError), so a heartbeat goes out only while the body's task
+        waits on something, and that task is held back until the
+        heartbeat's answer (its wait may end first, and its next step may
+        start a statement at once). Returns the call that lets it go on, or
+        None while the body's task is about to run (tried again after its
+        next step); one that finds the body's statement running gets Busy,
+        and is tried again too. With no body task (a lock acquired outside
+        `async with`), nothing is held back."""
         if body is None:
-            return False
-        waiting_on = awaited_future(body)
-        return waiting_on is None or waiting_on.done()
+            return nothing_held
+        return hold_back(body)
 
     def close_now(self):
         """Closes the connection at once (the lease expired): the statement

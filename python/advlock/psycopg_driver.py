@@ -30,6 +30,7 @@ from psycopg.types.numeric import Int8BinaryDumper
 
 from . import _binding as B
 from . import _watch
+from ._asyncio_task import nothing_held
 from ._lease import shut_socket
 from ._loop import AsyncLock, CapacityRow, FencedRow, Lock
 from ._machine import SQL_ANSWER, SQL_TEXT
@@ -128,6 +129,12 @@ class _Client:
         (every statement would, until its rollback). The body's statements
         themselves queue with it on the connection's lock."""
         return self.conn.pgconn.transaction_status == _INERROR
+
+    def hold_body(self, _body):
+        """The body is never held back for a heartbeat (its statements queue
+        behind it on the connection's lock); None (no heartbeat now) while
+        heartbeat_blocked()."""
+        return None if self.heartbeat_blocked(None) else nothing_held
 
     def close_now(self):
         """Ends the connection's socket (the lease expired): the statement

@@ -69,6 +69,9 @@ class Recording:
     def heartbeat_blocked(self, body):
         return self.inner.heartbeat_blocked(body)
 
+    def hold_body(self, body):
+        return self.inner.hold_body(body)
+
     def heartbeat_client(self):
         twin = object.__new__(Recording)  # the same list, the heartbeats' client
         twin.inner, twin.sql = self.inner.heartbeat_client(), self.sql

@@ -376,3 +376,74 @@ def test_asyncpg_heartbeats_never_make_the_bodys_statements_fail(pg_conn):
         assert back_to_back[1] == 0 and back_to_back[0] > 100
         await close(conn)
     asyncio.run(main())
+
+
+@need_tcp
+def test_asyncpg_a_heartbeat_slower_than_the_bodys_wait_holds_the_body_back(pg_conn,
+                                                                           monkeypatch):
+    # A heartbeat answered after the body's wait has ended (a loaded machine
+    # or network; here each one made 50 ms slower on the server): the
+    # body's task resumes after the answer, and its statement does not fail.
+    from advlock import asyncpg_driver
+    start = asyncpg_driver.Client.start
+
+    def slow_heartbeat(self, sql, args):
+        if sql != S.HEARTBEAT:
+            return start(self, sql, args)
+
+        async def slow():
+            try:
+                await self.conn.execute("SELECT pg_sleep(0.05)")
+            except asyncpg.InterfaceError:
+                pass  # the body's statement runs: the heartbeat's answer is Busy
+            return await start(self, sql, args)
+        return slow()
+    monkeypatch.setattr(asyncpg_driver.Client, "start", slow_heartbeat)
+
+    async def main():
+        conn = await connect("asyncpg", tcp())
+        lk = advlock.lock(conn, "shared", timeout=1, lease=LEASE)
+        rec = Recording(lk)
+        ran = failed = 0
+        async with lk:
+            end = time.monotonic() + 4 * H
+            while time.monotonic() < end:
+                try:
+                    await conn.fetchval("SELECT 1")
+                    ran += 1
+                except asyncpg.InterfaceError:
+                    failed += 1
+                await asyncio.sleep(0.001)
+        assert failed == 0 and ran > 100
+        assert rec.sql.count(S.HEARTBEAT) >= 2
+        await close(conn)
+    asyncio.run(main())
+
+
+def test_a_task_held_back_resumes_as_it_would_have_once_given_back():
+    # _asyncio_task.hold_back: the wake-up it takes off is given back with
+    # the awaited future's result, or a cancel that came meanwhile.
+    from advlock._asyncio_task import hold_back
+
+    async def sleeper():
+        await asyncio.sleep(0.01)
+        return "woke"
+
+    async def held(cancel):
+        task = asyncio.create_task(sleeper())
+        await asyncio.sleep(0)  # it waits on its sleep now
+        give_back = hold_back(task)
+        assert give_back is not None
+        if cancel:
+            task.cancel()
+        await asyncio.sleep(0.05)
+        assert not task.done()  # its sleep ended (or was cancelled): held back
+        give_back()
+        return await task
+
+    async def main():
+        assert hold_back(asyncio.current_task()) is None  # runnable: nothing held
+        assert await held(cancel=False) == "woke"
+        with pytest.raises(asyncio.CancelledError):
+            await held(cancel=True)
+    asyncio.run(main())
