@@ -30,7 +30,6 @@ int cmd_simulate(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_setup(int argc, char **argv);
 
-
 /* A bound on a phase of advlock run: when it passes (advlock_pq_now_ms's
  * clock; INT64_MAX: never), and the time its messages name (--timeout's:
  * the bound itself includes a grace, see run.h). */
@@ -120,8 +119,7 @@ PGresult *cli_await_last_result(PGconn *conn, const char *sql, cli_bound bound, 
 /* Sends sql (the simple protocol: one or more statements) and returns as
  * cli_await_last_result, what naming it in messages; a statement libpq
  * could not send gives its failed result, *rc 0. */
-PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound,
-                         int *rc);
+PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound, int *rc);
 int cli_xact_begin(PGconn *conn, cli_bound bound);
 /* After the acquire: lets go of the snapshot its last statement kept, so
  * that the transaction held open holds no xmin. Returns as cli_xact_begin. */

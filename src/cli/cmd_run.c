@@ -659,7 +659,8 @@ int cmd_run(int argc, char **argv)
      * attempt spend it together, and each must end by its bound. */
     int64_t started = advlock_pq_now_ms();
     cli_bound bound = cli_bound_from(started, o.timeout_ms);
-    o.handshake = o.timeout_ms != INT64_MAX ? bound : cli_bound_from(started, CLI_DEFAULT_TIMEOUT_MS);
+    o.handshake =
+        o.timeout_ms != INT64_MAX ? bound : cli_bound_from(started, CLI_DEFAULT_TIMEOUT_MS);
     PGconn *conn;
     char lease_options[ADVLOCK_LEASE_OPTIONS_MAX];
     if ((rc = cli_connect_until(o.conninfo, o.application_name,

@@ -68,9 +68,8 @@ static int already_installed(PGconn *conn, cli_bound bound)
     if (rc != 0)
         return rc;
     int done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
-               && strcmp(PQgetvalue(res, 0, 0), "t") == 0
-               && strcmp(PQgetvalue(res, 0, 1), "t") == 0 && !PQgetisnull(res, 0, 2)
-               && body_is_current(PQgetvalue(res, 0, 2));
+               && strcmp(PQgetvalue(res, 0, 0), "t") == 0 && strcmp(PQgetvalue(res, 0, 1), "t") == 0
+               && !PQgetisnull(res, 0, 2) && body_is_current(PQgetvalue(res, 0, 2));
     PQclear(res);
     return done;
 }

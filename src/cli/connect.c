@@ -78,10 +78,10 @@ static int stop_signal_taken(void)
 static int refused_user(const char *why)
 {
     static const char *const refusals[] = {
-        "authentication failed",        /* 28P01, and ident/peer/gss: 28000 */
-        "no password supplied",         /* libpq: the server asked for one */
-        "no pg_hba.conf entry",         /* 28000 */
-        "pg_hba.conf rejects",          /* 28000 */
+        "authentication failed",         /* 28P01, and ident/peer/gss: 28000 */
+        "no password supplied",          /* libpq: the server asked for one */
+        "no pg_hba.conf entry",          /* 28000 */
+        "pg_hba.conf rejects",           /* 28000 */
         "permission denied for database" /* 42501: no CONNECT */
     };
     for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)

@@ -174,8 +174,8 @@ drive_end run_drive(advlock_pq *a, PGconn *conn, const run_options *o, progress 
         if (paused_ms < 0)
             paused_ms = tend_reach(a, r);
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
-        int64_t until = checking && o->handshake.until_ms < until_ms ? o->handshake.until_ms
-                                                                     : until_ms;
+        int64_t until =
+            checking && o->handshake.until_ms < until_ms ? o->handshake.until_ms : until_ms;
         int64_t wait_ms = run_shorter_wait(seen != NULL && seen->draw ? 100 : -1,
                                            until == INT64_MAX ? -1 : until - now);
         if (paused_ms >= 0)

@@ -61,8 +61,8 @@ int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *
     if (PQresultStatus(res) == PGRES_TUPLES_OK)
         first_holder(res, into);
     else
-        cli_error("the question who holds the lock: %.*s",
-                  cli_trimmed_length(PQerrorMessage(conn)), PQerrorMessage(conn));
+        cli_error("the question who holds the lock: %.*s", cli_trimmed_length(PQerrorMessage(conn)),
+                  PQerrorMessage(conn));
     PQclear(res);
     return into->detail == ADVLOCK_DETAIL_DIAGNOSED ? 0 : -1;
 }

@@ -64,8 +64,7 @@ PGresult *cli_await_last_result(PGconn *conn, const char *sql, cli_bound bound, 
     return last;
 }
 
-PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound,
-                         int *rc)
+PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound, int *rc)
 {
     *rc = 0;
     return PQsendQuery(conn, sql) ? cli_await_last_result(conn, what, bound, rc)
