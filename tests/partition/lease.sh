@@ -39,12 +39,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/timeline.sh"
 # shellcheck source=tests/cli/lib.sh
 . "$here/../cli/lib.sh"
-absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
-: "${ADVLOCK:?set ADVLOCK to the advlock binary}"
-ADVLOCK=$(absolute "$ADVLOCK")
-[ -z "${LEASE_HOLDER:-}" ] || LEASE_HOLDER=$(absolute "$LEASE_HOLDER")
-export ADVLOCK LEASE_HOLDER
-partition_enter "$0" "$@"
+[ -z "${LEASE_HOLDER:-}" ] || LEASE_HOLDER=$(partition_absolute "$LEASE_HOLDER")
+export LEASE_HOLDER
+partition_enter_advlock "$0" "$@"
 
 LEASE_S=8
 KILL_S=1

@@ -21,8 +21,9 @@
 # scripts/run-tests.sh counts as skipped.
 #
 # A test script sources this file and calls `partition_enter "$0" "$@"`
-# first: outside the harness it runs the script again inside one and exits
-# with its status. Inside, the script has:
+# first (`partition_enter_advlock "$0" "$@"` if it runs the advlock binary
+# ADVLOCK names): outside the harness it runs the script again inside one and
+# exits with its status. Inside, the script has:
 #   partition_on        drop every frame arriving at either veth end: a
 #                       netdev table per end, its ingress chain's policy
 #                       drop (the namespace's end inside the namespace), a
@@ -57,6 +58,20 @@ partition_enter() {
         "$partition_lib_dir/with-partition.sh" "$script" "$@" || status=$?
         exit "$status"
     fi
+}
+
+# partition_absolute PATH: PATH from /, still valid once the harness has
+# run the script again from another directory.
+partition_absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+
+# partition_enter_advlock SCRIPT ARGS...: partition_enter for a script that
+# runs the advlock binary ADVLOCK names, which must be set: exported as an
+# absolute path, for the run inside the harness.
+partition_enter_advlock() {
+    : "${ADVLOCK:?set ADVLOCK to the advlock binary}"
+    ADVLOCK=$(partition_absolute "$ADVLOCK")
+    export ADVLOCK
+    partition_enter "$@"
 }
 
 in_ns() {

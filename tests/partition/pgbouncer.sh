@@ -40,10 +40,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/timeline.sh"
 # shellcheck source=tests/cli/lib.sh
 . "$here/../cli/lib.sh"
-: "${ADVLOCK:?set ADVLOCK to the advlock binary}"
-ADVLOCK=$(cd "$(dirname "$ADVLOCK")" && pwd)/$(basename "$ADVLOCK")
-export ADVLOCK
-partition_enter "$0" "$@"
+partition_enter_advlock "$0" "$@"
 
 LEASE_S=${PROXY_LEASE:-10}
 KILL_S=${PROXY_KILL_AFTER:-3}

@@ -20,10 +20,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/partition/lib.sh
 . "$here/lib.sh"
-: "${ADVLOCK:?set ADVLOCK to the advlock binary}"
-ADVLOCK=$(cd "$(dirname "$ADVLOCK")" && pwd)/$(basename "$ADVLOCK")
-export ADVLOCK
-partition_enter "$0" "$@"
+partition_enter_advlock "$0" "$@"
 
 BOUND=${ADVLOCK_REPRO_BOUND:-120}
 KEY=partition-test
