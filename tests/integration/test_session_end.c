@@ -301,6 +301,69 @@ static void test_transaction_timeout_ends_no_holder(void **state)
     dba_timeouts_of(f->lock.observer, BY_ROLE, NULL, only, 1);
 }
 
+/* Takes (release 0) or gives back (release 1) name with the blocking
+ * (async 0) or the nonblocking adapter a. */
+static void blocking_or_async(advlock_pq *a, int async, int release, const char *name)
+{
+    advlock_pq_report r;
+    if (!async) {
+        assert_int_equal(release ? advlock_pq_release(a, name, strlen(name), &r)
+                                 : advlock_pq_acquire(a, name, strlen(name), 0, &r),
+                         0);
+        pgt_expect_outcome(&r, release ? ADVLOCK_RELEASED : ADVLOCK_ACQUIRED);
+        return;
+    }
+    int64_t now = advlock_pq_now_ms();
+    assert_int_equal(release ? advlock_pq_async_start_release(a, name, strlen(name), now)
+                             : advlock_pq_async_start_acquire(a, name, strlen(name), 0, now),
+                     0);
+    advlock_pq *const one[1] = {a};
+    pgt_loop_until_idle(one, 1, advlock_pq_now_ms() + LIMIT_MS);
+    pgt_expect_outcome(advlock_pq_async_report(a), release ? ADVLOCK_RELEASED : ADVLOCK_ACQUIRED);
+}
+
+/* A session row answered inside the caller's transaction block is undone
+ * by its rollback: the next acquire outside a block checks again. A
+ * session-scoped lock taken and given back inside a block that rolls
+ * back, then one taken after it, by the blocking and the nonblocking
+ * adapter; without the second check the server's timeouts (on again after
+ * the rollback) end the second holder's session while it idles. */
+static void test_a_check_rolled_back_is_made_again(void **state)
+{
+    fixture *f = *state;
+    dba_timeouts(f->lock.observer, BY_ROLE, "'1s'");
+    PGconn *conn[2] = {pgt_connect(), pgt_connect()};
+    advlock_pq a[2];
+    assert_int_equal(advlock_pq_init(&a[0], conn[0]), 0);
+    assert_int_equal(advlock_pq_async_init(&a[1], conn[1]), 0);
+    char name[200], buf[32];
+    for (int i = 0; i < 2; i++) {
+        snprintf(name, sizeof name, "%s/rolled-back/%d", f->lock.key, i);
+        pgt_exec(conn[i], "BEGIN");
+        blocking_or_async(&a[i], i, 0, name);
+        blocking_or_async(&a[i], i, 1, name);
+        pgt_exec(conn[i], "ROLLBACK");
+        assert_string_equal(pgt_query(conn[i], buf, sizeof buf, "SHOW idle_session_timeout",
+                                      (char *)NULL),
+                            "1s");
+        snprintf(name, sizeof name, "%s/after/%d", f->lock.key, i);
+        blocking_or_async(&a[i], i, 0, name);
+    }
+    advlock_pq *const one[1] = {&a[1]};
+    for (int64_t until = advlock_pq_now_ms() + IDLE_MS; advlock_pq_now_ms() < until;) {
+        assert_int_equal(advlock_pq_check(&a[0]), 0);
+        pgt_loop_turn(one, 1, advlock_pq_now_ms() + 2);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (advlock_pq_async_lost(&a[i]))
+            fail_msg("the %s holder's session ended while it idled",
+                     i == 0 ? "blocking" : "nonblocking");
+        expect_held_by(f, conn[i], 1);
+        PQfinish(conn[i]);
+    }
+    dba_timeouts(f->lock.observer, BY_ROLE, NULL);
+}
+
 /* ---- a session the server ends ---- */
 
 /* How the server ends the sessions: pg_terminate_backend, or the
@@ -422,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_role_timeouts_end_no_holder),
         cmocka_unit_test(test_server_default_timeouts_end_no_holder),
         cmocka_unit_test(test_transaction_timeout_ends_no_holder),
+        cmocka_unit_test(test_a_check_rolled_back_is_made_again),
         cmocka_unit_test(test_terminate_is_heard_at_once),
         /* Restarts last: they end every session, the observer's too. */
         cmocka_unit_test(test_fast_restart_is_heard_at_once),
