@@ -9,15 +9,18 @@
  *   the session check turns them off, for the blocking and nonblocking
  *   adapters, a lock set, and a transaction-scoped lock (PG_VERSION=17 for
  *   transaction_timeout, whose timer BEGIN arms before the session row
- *   turns it off);
+ *   turns it off); a session row answered inside a block that rolls back
+ *   is sent again at the next acquire outside one (blocking, nonblocking);
  * - a session the server does end (pg_terminate_backend, a restart fast or
  *   immediate) is heard at once: the nonblocking adapter reports LOST, the
  *   blocking adapter's advlock_pq_check() sees it, a lock set's members
  *   turn LOST. Each trial's time from just before the server was asked to
  *   end the session to the driver's report is printed, with the p50 and max
  *   per driver and way; ADVLOCK_SESSION_END_TRIALS sets the trials (3;
- *   make session-end-bounds runs 20). The bound asserted is 1 s, a margin
- *   over the 0.25 s aimed at that a shared machine keeps.
+ *   make session-end-bounds runs 20). The bound asserted is
+ *   ADVLOCK_SESSION_END_BOUND_MS: 1000 by default, a margin over the 0.25 s
+ *   aimed at that a shared machine keeps; make session-end-bounds asserts
+ *   the 250 itself.
  */
 #include "pg_test.h"
 
@@ -26,7 +29,7 @@
 #include <signal.h>
 #include <string.h>
 
-enum { LIMIT_MS = 10000, IDLE_MS = 3000, BOUND_MS = 1000, MAX_TRIALS = 200, MEMBERS = 3 };
+enum { LIMIT_MS = 10000, IDLE_MS = 3000, MAX_TRIALS = 200, MEMBERS = 3 };
 
 typedef struct fixture {
     pgt_lock lock; /* the key, and the observer */
@@ -343,9 +346,8 @@ static void test_a_check_rolled_back_is_made_again(void **state)
         blocking_or_async(&a[i], i, 0, name);
         blocking_or_async(&a[i], i, 1, name);
         pgt_exec(conn[i], "ROLLBACK");
-        assert_string_equal(pgt_query(conn[i], buf, sizeof buf, "SHOW idle_session_timeout",
-                                      (char *)NULL),
-                            "1s");
+        assert_string_equal(
+            pgt_query(conn[i], buf, sizeof buf, "SHOW idle_session_timeout", (char *)NULL), "1s");
         snprintf(name, sizeof name, "%s/after/%d", f->lock.key, i);
         blocking_or_async(&a[i], i, 0, name);
     }
@@ -378,6 +380,14 @@ static int trials(void)
     const char *text = getenv("ADVLOCK_SESSION_END_TRIALS");
     int n = text != NULL ? atoi(text) : 3;
     return n < 1 ? 1 : n > MAX_TRIALS ? MAX_TRIALS : n;
+}
+
+/* The bound on hearing an ending, in ms (see the top of this file). */
+static int64_t bound_ms(void)
+{
+    const char *text = getenv("ADVLOCK_SESSION_END_BOUND_MS");
+    long long ms = text != NULL ? atoll(text) : 0;
+    return ms > 0 ? ms : 1000;
 }
 
 static int by_value(const void *a, const void *b)
@@ -431,7 +441,7 @@ static void restart(fixture *f, pid_t postmaster)
 }
 
 /* Ends the holders' sessions the way named, trial after trial, and prints
- * each driver's p50 and max; fails the test past BOUND_MS. */
+ * each driver's p50 and max; fails the test past bound_ms(). */
 static void measure(fixture *f, ending way)
 {
     int n = trials();
@@ -460,7 +470,7 @@ static void measure(fixture *f, ending way)
         printf("session end heard: %-20s %-11s %-14s p50 %3lld ms  max %3lld ms  (%d trials)\n",
                ending_names[way], transport, driver_names[d], (long long)took[d][(n - 1) / 2],
                (long long)took[d][n - 1], n);
-        assert_in_range(took[d][n - 1], 0, BOUND_MS);
+        assert_in_range(took[d][n - 1], 0, bound_ms());
     }
 }
 
