@@ -141,6 +141,7 @@ typedef struct advlock_pq {
     uint8_t deferred_;      /* an operation waits for the heartbeat in flight */
     uint8_t held_notices_;  /* a blocking call diverts the notices for all its turns */
     uint8_t untimed_;       /* the machine asks for a query without deadline (async.c) */
+    uint8_t provisional_;   /* the session row answered inside a transaction block */
 } advlock_pq;
 
 /*

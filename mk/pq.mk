@@ -114,8 +114,15 @@ pq-proxy-test: $(PQ_PROXY_TEST) | deps-deploy
 # (terminate, restart), on the Unix socket and over TCP, on a server of its
 # own (it sets timeouts for the whole server and restarts it): about 40 s.
 # session-end-bounds runs 20 trials of each measurement and prints their
-# p50 and max per driver and for advlock run (tests/cli/session_end.sh)
+# p50 and max per driver and for advlock run (tests/cli/session_end.sh),
+# failing past the SESSION_END_BOUND_MS aimed at (make test asserts 1 s, a
+# shared machine's margin); the whole output is printed when it fails
 # (about 8 min; not part of make test).
+SESSION_END_BOUND_MS ?= 250
+# $(call session_end_figures,LOG,COMMAND): runs COMMAND into LOG and prints
+# its figures; the whole LOG, and COMMAND's status, when it fails.
+session_end_figures = $(2) >$(1) 2>&1; rc=$$?; grep 'session end heard' $(1); \
+    [ $$rc = 0 ] || { cat $(1); exit $$rc; }
 .PHONY: session-end-test session-end-bounds
 session-end-test: $(SESSION_END_TEST)
 	@SESSION_END_TEST=$(SESSION_END_TEST) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
@@ -123,10 +130,13 @@ session-end-test: $(SESSION_END_TEST)
 
 session-end-bounds: $(SESSION_END_TEST) $(BUILD)/advlock
 	@SESSION_END_TEST=$(SESSION_END_TEST) ADVLOCK_SESSION_END_TRIALS=20 \
-	    ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \
-	    tests/integration/session_end.sh | grep 'session end heard'
-	@ADVLOCK=$(BUILD)/advlock ADVLOCK_SESSION_END_TRIALS=20 ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
-	    tests/pg/with-postgres.sh tests/cli/session_end.sh | grep 'session end heard'
+	    ADVLOCK_SESSION_END_BOUND_MS=$(SESSION_END_BOUND_MS) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
+	    $(call session_end_figures,$(BUILD)/session-end-bounds.log,tests/pg/with-postgres.sh \
+	    tests/integration/session_end.sh)
+	@ADVLOCK=$(BUILD)/advlock ADVLOCK_SESSION_END_TRIALS=20 \
+	    ADVLOCK_SESSION_END_BOUND_MS=$(SESSION_END_BOUND_MS) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 \
+	    $(call session_end_figures,$(BUILD)/session-end-bounds-cli.log,tests/pg/with-postgres.sh \
+	    tests/cli/session_end.sh)
 
 test: pq-test pq-proxy-test readme-test fidelity-test session-end-test
 programs: $(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(FIDELITY_TEST) $(SESSION_END_TEST)

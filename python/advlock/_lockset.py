@@ -441,6 +441,10 @@ class _MemberClient:
         """The connection's announced backend pid."""
         return self._set._client.pid()
 
+    def outside_transaction(self):
+        """The connection is idle outside any transaction block."""
+        return self._set._client.outside_transaction()
+
     def start(self, sql, args):
         """The statement in the set's queue, as a coroutine of its answer."""
         return self._set._statement(self.lock, sql, args)

@@ -103,7 +103,7 @@ def _feed(m, answer):
         m.on_session(answer.pid, answer.in_recovery, answer.ours)
         # The connection's value from now on: the statements after the row
         # choose their form by it.
-        answer.shared.remember(m.session())
+        answer.shared.remember(m.session(), answer.provisional)
     elif answer.__class__ is FencedRow:
         if answer.granted is None:
             m.on_result(B.RESULT_NULL)
@@ -455,7 +455,7 @@ async def _inflight(m, client, a, coro):
 
 class _LockBase:
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
-                 "release_report", "_raw", "_t", "_ms", "_pid", "_plan", "_lease", "_watch",
+                 "release_report", "_raw", "_t", "_ms", "_pid", "_epoch", "_plan", "_lease", "_watch",
                  "_lost", "_refusal", "_lost_event", "_unwatch")
 
     def __init__(self, client, name, timeout=None, options=None, lease=_lease.DEFAULT,
@@ -469,6 +469,7 @@ class _LockBase:
         self._machine = Machine(self.options)
         self._t = self._ms = None   # self.timeout and its ms, as last converted
         self._pid = None            # the announced pid the machine's session has
+        self._epoch = None          # and the connection's ConnSession.epoch then
         self.report = None          # the last acquire's Report
         self.release_report = None  # the last release's Report
         self._lease = None          # the held lock's _lease.Lease (heartbeats run)
@@ -542,25 +543,30 @@ class _LockBase:
 
     # The steps the blocking and the asyncio lock share around their drive.
 
-    def _tell_session(self, m):
+    def _tell_session(self, m, acquiring=False):
         """advlock_set_session before the machine's first operation, or
-        when the connection announces another pid: the connection's checked
-        value, or a fresh one with a token of its own (see _session: a
-        token is checked once). In between, the machine keeps its copy and
-        what its session row found."""
+        when the connection announces another pid, or before an acquire
+        once the connection's value is to be checked again (a row answered
+        inside a block, now ended): the connection's checked value, or a
+        fresh one with a token of its own (see _session: a token is checked
+        once). In between, the machine keeps its copy and what its session
+        row found."""
         client = self._client
+        state = client.state
         m.refused = None
         pid = client.pid()
-        if pid != self._pid:
-            session = client.state.value_for(pid)
+        if acquiring and state.provisional:
+            state.end_provisional(client.outside_transaction())
+        if pid != self._pid or (acquiring and state.epoch != self._epoch):
+            session = state.value_for(pid)
             if _set_session(m._m, session):
                 m.set_session(session)  # raises CallError
-            self._pid = pid
+            self._pid, self._epoch = pid, state.epoch
 
     def _start_acquiring(self):
         """Starts the machine's acquire; returns the machine."""
         m = self._machine
-        self._tell_session(m)
+        self._tell_session(m, acquiring=True)
         self.report = self.release_report = None
         self._lost = self._refusal = None
         if self._lost_event is not None:

@@ -10,7 +10,11 @@ checked value is kept here, per connection, and handed to each machine:
   first operation starts before any check has ended gets a fresh value with
   a token of its own (its claim may then be refused, loudly: ESESSION);
 - whether a proxy is in between (the value's proxied), for the drivers,
-  which then send no named prepared statement.
+  which then send no named prepared statement;
+- whether the row answered inside a transaction block (provisional): a
+  rollback undoes what it set, so the next acquire outside any block has
+  the value checked again, with the same token (docs/design.md, "The
+  server session check").
 """
 
 import os
@@ -29,10 +33,15 @@ class ConnSession:
     """One connection's checked session value (a _binding.Session), once a
     lock's session row has answered."""
 
-    __slots__ = ("value", "lease_setup", "__weakref__")
+    __slots__ = ("value", "lease_setup", "provisional", "epoch", "__weakref__")
 
     def __init__(self):
         self.value = None
+        # the value's row answered inside a transaction block
+        self.provisional = False
+        # counts the values checked again; a lock whose machine has an
+        # older one tells it the connection's at its next acquire
+        self.epoch = 0
         # (tcp_user_timeout ms, advlock_lease_setup) of the last lease setup
         # made on the connection, or None
         self.lease_setup = None
@@ -54,10 +63,27 @@ class ConnSession:
         B.core.advlock_session_init(fresh, pid, new_token())
         return fresh
 
-    def remember(self, value):
-        """Keeps the first checked value, for the locks made later."""
-        if value.checked and (self.value is None or self.value.client_pid != value.client_pid):
+    def remember(self, value, provisional=False):
+        """Keeps the first checked value, for the locks made later (or the
+        one that replaces a provisional value)."""
+        kept = self.value
+        if value.checked and (kept is None or kept.client_pid != value.client_pid
+                              or not kept.checked or self.provisional):
             self.value = value
+            self.provisional = provisional
+
+    def end_provisional(self, outside_transaction):
+        """Before an acquire: a value whose row answered inside a block,
+        now that the connection is outside any, is to be checked again
+        (the block may have rolled back what the row set)."""
+        kept = self.value
+        if not (self.provisional and outside_transaction and kept is not None):
+            return
+        fresh = B.Session()
+        B.core.advlock_session_init(fresh, kept.client_pid, kept.token)
+        self.value = fresh
+        self.provisional = False
+        self.epoch += 1
 
 
 _by_conn = weakref.WeakKeyDictionary()
@@ -85,11 +111,13 @@ class SessionRow:
     ConnSession of the connection it came from, which keeps the value the
     machine then holds."""
 
-    __slots__ = ("shared", "pid", "in_recovery", "ours")
+    __slots__ = ("shared", "pid", "in_recovery", "ours", "provisional")
 
-    def __init__(self, shared, pid, in_recovery, ours):
+    def __init__(self, shared, pid, in_recovery, ours, provisional=False):
         self.shared = shared
         self.pid, self.in_recovery, self.ours = int(pid or 0), bool(in_recovery), bool(ours)
+        # answered inside a transaction block (see ConnSession)
+        self.provisional = bool(provisional)
 
 
 class Busy:

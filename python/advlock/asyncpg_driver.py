@@ -169,7 +169,8 @@ class Client:
         value = rows[0][0] if rows else None
         if kind == _SESSION:
             pid, in_recovery, ours = rows[0]
-            return SessionRow(self.state, pid, in_recovery == "t", ours == "t")
+            return SessionRow(self.state, pid, in_recovery == "t", ours == "t",
+                              provisional=not self.outside_transaction())
         if kind == _VOID:
             return _NULL if value is None else _TRUE
         if kind == _CAPACITY:

@@ -81,7 +81,7 @@ def _one(sql, row, client):
     if kind == _VOID:
         return _NULL if value is None else _TRUE
     if kind == _SESSION:
-        return SessionRow(client.state, *row)
+        return SessionRow(client.state, *row, provisional=not client.outside_transaction())
     if kind == _CAPACITY:
         return CapacityRow(row)
     if kind == _FENCED:
@@ -109,6 +109,10 @@ class _Client:
         self.conn = conn
         self._cur = _cursor(conn)
         self.state = for_connection(conn)
+
+    def outside_transaction(self):
+        """The connection is idle outside any transaction block."""
+        return not self.conn.closed and self.conn.pgconn.transaction_status == _IDLE
 
     def pid(self):
         """The backend pid announced at connect (a proxy's own number):
@@ -231,10 +235,6 @@ class AsyncClient(_Client):
             async with self.conn.transaction():
                 return await self._run_here(sql, args)
         return await self._run_here(sql, args)
-
-    def outside_transaction(self):
-        """The connection is idle outside any transaction block."""
-        return not self.conn.closed and self.conn.pgconn.transaction_status == _IDLE
 
     async def control(self, text):
         """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,

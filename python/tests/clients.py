@@ -66,6 +66,9 @@ class Recording:
     def pid(self):
         return self.inner.pid()
 
+    def outside_transaction(self):
+        return self.inner.outside_transaction()
+
     def heartbeat_blocked(self, body):
         return self.inner.heartbeat_blocked(body)
 

@@ -8,7 +8,7 @@ import pytest
 
 import advlock
 from advlock import _session
-from clients import FLAVOURS, Recording, call, close, connect
+from clients import FLAVOURS, Recording, announced_pid, call, close, connect
 from conftest import holds, need_server
 
 S = advlock.Sql
@@ -114,6 +114,39 @@ def test_locks_on_a_connection_share_the_checked_token(flavour):
         assert other._machine.session().token != token
         await close(a)
         await close(b)
+    asyncio.run(main())
+
+
+async def show(conn, setting):
+    """SHOW setting on conn, whichever the flavour."""
+    if hasattr(conn, "fetchval"):
+        return await conn.fetchval("SHOW " + setting)
+    cur = await call(conn.execute, "SHOW " + setting)
+    return (await call(cur.fetchone))[0]
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_session_row_rolled_back_is_sent_again(flavour, pg_conn):
+    """A session row answered inside a block that rolls back is undone with
+    it: the next acquire outside any block sends it again, so a timeout
+    the connection has (as a DBA's on the role) does not end the holder."""
+    async def main():
+        conn = await connect(flavour)
+        await call(conn.execute, "SET idle_session_timeout = '1s'")
+        lk = advlock.lock(conn, "rolled-back/" + flavour, timeout=1)
+        rec = Recording(lk)
+        await call(conn.execute, "BEGIN")
+        await call(lk.acquire)
+        await call(lk.release)
+        await call(conn.execute, "ROLLBACK")
+        assert await show(conn, "idle_session_timeout") == "1s"
+        await call(lk.acquire)
+        await asyncio.sleep(2.5)
+        assert holds(pg_conn, lk.key, announced_pid(conn))
+        assert rec.sql.count(S.SESSION) == 2
+        await call(lk.release)
+        await close(conn)
     asyncio.run(main())
 
 

@@ -685,8 +685,8 @@ int cmd_run(int argc, char **argv)
     /* With --xact the acquire runs inside the transaction (the adapter
      * refuses a transaction-scoped acquire outside one); a pooler pins one
      * server session to it until COMMIT or ROLLBACK. */
-    if ((rc = run_check_capacity(conn, &o, bound)) != 0
-        || (o.xact && (rc = cli_xact_begin(conn, bound)) != 0)) {
+    if ((rc = run_check_capacity(conn, &o, o.handshake)) != 0
+        || (o.xact && (rc = cli_xact_begin(conn, o.handshake)) != 0)) {
         PQfinish(conn);
         return setup_failed_status(rc);
     }

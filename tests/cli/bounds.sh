@@ -4,8 +4,8 @@
 # ends it promptly in every phase, against a server that does not answer:
 # a stopped postmaster (kill -STOP: a hung host, a full accept queue), a
 # stopped backend (a hung statement), a saturated PgBouncer session pool.
-# Without --timeout, run still gives up connecting and on its session check
-# after 30 s; status, setup and calibrate take --timeout (default 30 s); a
+# Without --timeout, run still gives up connecting, on its session check and
+# on the statements before it (two names, --xact) after 30 s; status, setup and calibrate take --timeout (default 30 s); a
 # user's connect_timeout or PGCONNECT_TIMEOUT bounds connecting too: all
 # against a listener that accepts connections and never answers.
 # Runs under tests/pg/with-pgbouncer.sh with
@@ -249,13 +249,27 @@ wait_holders 0 || fail "a lock left after the hung releases"
 
 # ---- a saturated PgBouncer session pool: its one server connection busy,
 # the run waits in PgBouncer's queue ----
-psql -X -q "$ADVLOCK_TEST_PGBOUNCER_SESSION" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
-busy=$!
-bg_pids+=("$busy")
+# The pool stays busy past the 30 s default bound, for the run without
+# --timeout below (PgBouncer drops a busy server connection whose client
+# leaves: its client stays until then).
+psql -X -q "$ADVLOCK_TEST_PGBOUNCER_SESSION" -c "SELECT pg_sleep(45)" >/dev/null 2>&1 &
+pool_busy=$!
+bg_pids+=("$pool_busy")
 for _ in $(seq 100); do
-    [ "$(psql -X -At -c "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'")" = 1 ] && break
+    [ "$(psql -X -At -c "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(45)'")" = 1 ] && break
     sleep 0.05
 done
+# Without --timeout, two names: the lock-table settings' query (and
+# --xact's BEGIN) are bounded by the 30 s the session check has. It runs
+# meanwhile, and is reaped at the end.
+pool_start=$(now_ms)
+(
+    timeout -s KILL 60 "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" "$name-a" "$name-b" -- \
+        echo never >"$T/pool-default.out" 2>"$T/pool-default.err"
+    echo $? >"$T/pool-default.rc"
+    now_ms >"$T/pool-default.end"
+) &
+pool_default=$!
 timed "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" --timeout 1 "$name" -- echo never
 check "saturated pool, --timeout 1: status" 69 "$RC"
 case "$ERR" in
@@ -276,8 +290,6 @@ within "saturated PgBouncer pool, --xact BEGIN, --timeout 1" 3500
 signalled TERM 0.5 "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" --xact "$name" -- echo never
 check "SIGTERM in PgBouncer's queue, --xact: status" 143 "$RC"
 within "saturated PgBouncer pool, --xact BEGIN, SIGTERM" 2000
-kill "$busy" 2>/dev/null
-wait "$busy" 2>/dev/null
 
 # ---- a release behind a transaction-pooling PgBouncer whose helpers meet a
 # stopped backend: the claimed server session is busy (another client's
@@ -381,6 +393,17 @@ check "hung session check, run without --timeout: message" \
     "advlock: no answer from the server within 30s to the session check; connection closed" \
     "$(cat "$T/default-check.err")"
 within "hung session check, run without --timeout (default 30 s)" 36000
+wait "$pool_default"
+RC=$(cat "$T/pool-default.rc")
+ELAPSED=$(($(cat "$T/pool-default.end") - pool_start))
+check "saturated pool, two names without --timeout: status" 69 "$RC"
+check "saturated pool, two names without --timeout: message" \
+    "advlock: no answer from the server within 30s to the lock-table settings' query; connection closed" \
+    "$(cat "$T/pool-default.err")"
+check "saturated pool, two names without --timeout: command not run" "" "$(cat "$T/pool-default.out")"
+within "saturated pool, two names without --timeout (default 30 s)" 36000
+kill "$pool_busy" 2>/dev/null
+wait "$pool_busy" 2>/dev/null
 kill "$locker" 2>/dev/null
 psql -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK%'" >/dev/null
 wait "$locker" 2>/dev/null

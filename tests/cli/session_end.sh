@@ -10,7 +10,8 @@
 #   fast and immediate shutdown signals: the run signals its command's
 #   process group at once. The time from the server being asked to the
 #   signal_sent event's ts is printed per way and transport (p50, max) and
-#   bounded at 1 s; ADVLOCK_SESSION_END_TRIALS sets the trials (3).
+#   bounded at ADVLOCK_SESSION_END_BOUND_MS (1000; make session-end-bounds
+#   asserts the 250 aimed at); ADVLOCK_SESSION_END_TRIALS sets the trials (3).
 set -u
 # shellcheck source=tests/cli/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -18,6 +19,7 @@ A=${ADVLOCK:?set ADVLOCK to the advlock binary}
 : "${ADVLOCK_PG_LISTEN:?run under tests/pg/with-postgres.sh with ADVLOCK_PG_LISTEN=ADDRESS/32}"
 : "${ADVLOCK_PG_DATA:?run under tests/pg/with-postgres.sh}"
 trials=${ADVLOCK_SESSION_END_TRIALS:-3}
+bound_ms=${ADVLOCK_SESSION_END_BOUND_MS:-1000}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 transports=("" "host=${ADVLOCK_PG_LISTEN%/*} port=$PGPORT")
@@ -134,7 +136,7 @@ for conninfo in "${transports[@]}"; do
                 fail "$ending: no signal_sent: $(cat "$T/log")"
                 continue
             fi
-            [ "$ms" -ge 0 ] && [ "$ms" -le 1000 ] && pass || fail "$ending: signalled after $ms ms"
+            [ "$ms" -ge 0 ] && [ "$ms" -le "$bound_ms" ] && pass || fail "$ending: signalled after $ms ms"
             took+=("$ms")
         done
         [ ${#took[@]} -gt 0 ] && summary "$ending $(transport_name "$conninfo")" "${took[@]}"

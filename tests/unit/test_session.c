@@ -315,6 +315,15 @@ static void the_machine_stays_small_and_copyable(void **state)
     expect_query(m, ADVLOCK_SQL_TRY_LOCK_GUARDED, key(), (int64_t)TOKEN, 0);
 }
 
+/* pg_stat_activity shows a statement's first track_activity_query_size
+ * bytes (1024 by default, the terminating NUL included): an operator
+ * looking at a session waiting on its check should read the whole row. */
+static void the_session_statement_fits_pg_stat_activity(void **state)
+{
+    (void)state;
+    assert_true(strlen(advlock_sql_text(ADVLOCK_SQL_SESSION)) < 1024);
+}
+
 /* ---- standby ---------------------------------------------------------- */
 
 static void a_standby_refuses_acquires(void **state)
@@ -985,6 +994,7 @@ int main(void)
         T(changed_values_check_again),
         T(the_session_row_comes_with_on_session_only),
         T(the_machine_stays_small_and_copyable),
+        cmocka_unit_test(the_session_statement_fits_pg_stat_activity),
         T(a_standby_refuses_acquires),
         T(an_older_server_fails_the_check_with_the_minimum_version),
         T(allow_standby_locks_there),

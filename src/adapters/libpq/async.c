@@ -90,6 +90,7 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
     a->deferred_ = 0;
     a->held_notices_ = 0;
     a->untimed_ = 0;
+    a->provisional_ = 0;
     a->sent_ms_ = 0;
     a->lease_free_ms_ = 0;
     advlock_machine_init(&a->machine_);
@@ -454,8 +455,10 @@ static void drive(advlock_pq *a, int64_t now_ms)
                                        now_ms);
                 /* What the session row found is the connection's from now
                  * on: the statements after it choose their form by it. */
-                if (a->query_.sql_ == ADVLOCK_SQL_SESSION)
+                if (a->query_.sql_ == ADVLOCK_SQL_SESSION) {
                     (void)advlock_get_session(&a->machine_, &a->session_);
+                    a->provisional_ = PQtransactionStatus(a->conn_) != PQTRANS_IDLE;
+                }
                 follow_machine(a, now_ms);
             }
             break;
@@ -580,21 +583,31 @@ int advlock_pq_engine_notice_reset(advlock_pq *a, int64_t now_ms)
 
 /* Before every operation: after a reset (a new backend pid) the
  * connection gets a fresh session value, which the machine checks again,
- * and the statements prepared on the old one are gone. Otherwise the
- * machine's copy is the adapter's value already (the adapter copies it out
- * when the session row answers). A broken connection (PQbackendPID() 0) is
- * no new backend: whatever is sent fails as a lost connection, reported on
- * the statement the machine would send. */
-static int tell_session(advlock_pq *a)
+ * and the statements prepared on the old one are gone. A session row
+ * answered inside a transaction block is provisional: a rollback undoes
+ * what it set (the timeouts turned off, the claim), so an acquire outside
+ * any block checks again, with the same token (docs/design.md, "Limits").
+ * Otherwise the machine's copy is the adapter's value already (the
+ * adapter copies it out when the session row answers). A broken
+ * connection (PQbackendPID() 0) is no new backend: whatever is sent fails
+ * as a lost connection, reported on the statement the machine would
+ * send. */
+static int tell_session(advlock_pq *a, int acquire)
 {
     advlock_session *s = &a->session_;
     int pid = PQstatus(a->conn_) == CONNECTION_OK ? PQbackendPID(a->conn_) : s->client_pid;
-    if (pid == s->client_pid)
-        return 0;
+    if (pid == s->client_pid) {
+        if (!acquire || !a->provisional_ || PQtransactionStatus(a->conn_) != PQTRANS_IDLE)
+            return 0;
+        a->provisional_ = 0;
+        (void)advlock_session_init(s, pid, s->token);
+        return advlock_set_session(&a->machine_, s);
+    }
     /* A new connection gets a new token: behind a pooler, one token
      * checked on two connections could claim two server sessions, and a
      * lock on one would look released from the other. */
     (void)advlock_session_init(s, pid, new_token());
+    a->provisional_ = 0;
     a->prepared_ = 0;
     /* A new server session has none of the old one's lease settings. */
     if (lease_on(a))
@@ -619,7 +632,7 @@ static int check_can_start(advlock_pq *a, int acquire, int64_t now_ms)
         && PQtransactionStatus(a->conn_) == PQTRANS_IDLE)
         return ADVLOCK_EMISUSE;
     (void)advlock_pq_engine_notice_reset(a, now_ms);
-    return tell_session(a);
+    return tell_session(a, acquire);
 }
 
 /* Runs the first action of a machine that has just started; behind a
