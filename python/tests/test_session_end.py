@@ -121,15 +121,18 @@ def ender(ending, conn):
 # ---- one trial: a lock held, the session ended, how long until the body knew --
 
 
+def _locks(driver, conn, name):
+    """(the lock set or None, the locks) a trial of driver holds on conn."""
+    if driver.startswith("lockset-"):
+        locks = advlock.LockSet(conn)
+        return locks, [locks.lock("%s-%d" % (name, i), timeout=5) for i in range(SET_LOCKS)]
+    return None, [advlock.lock(conn, name, timeout=5)]
+
+
 async def _asyncio_trial(driver, transport, ending, n):
     flavour = driver.replace("lockset-", "")
     conn = await connect(flavour, conninfo(transport))
-    name = "end-%s-%s-%s-%d" % (driver, transport, ending, n)
-    if driver.startswith("lockset-"):
-        locks = advlock.LockSet(conn)
-        lks = [locks.lock("%s-%d" % (name, i), timeout=5) for i in range(SET_LOCKS)]
-    else:
-        locks, lks = None, [advlock.lock(conn, name, timeout=5)]
+    locks, lks = _locks(driver, conn, "end-%s-%s-%s-%d" % (driver, transport, ending, n))
     held, stopped = asyncio.Event(), {}
 
     async def body(lk):
@@ -213,12 +216,7 @@ async def _asyncio_idle_holder(driver, transport, pg_conn):
     whether the server still held every key, then releases."""
     flavour = driver.replace("lockset-", "")
     conn = await connect(flavour, conninfo(transport, IDLE_ROLE))
-    name = "idle-%s-%s" % (driver, transport)
-    if driver.startswith("lockset-"):
-        locks = advlock.LockSet(conn)
-        lks = [locks.lock("%s-%d" % (name, i), timeout=5) for i in range(SET_LOCKS)]
-    else:
-        lks = [advlock.lock(conn, name, timeout=5)]
+    _set, lks = _locks(driver, conn, "idle-%s-%s" % (driver, transport))
     for lk in lks:
         await lk.acquire()
     await asyncio.sleep(HOLD_IDLE_S)
