@@ -178,8 +178,8 @@ def session_ended_error(lock):
     """The LockLost for a single lock whose session watch (_watch) heard the
     connection close, or whose release found it lost."""
     return ended_error(lock, "Lock '%s' was lost: its connection closed while it was held"
-                       " (the server ended the session: pg_terminate_backend,"
-                       " idle_session_timeout, a restart; or the connection was closed)."
+                       " (the server ended the session: pg_terminate_backend, a restart"
+                       " or a crash; or the connection was closed)."
                        % escape_name(lock.name))
 
 
