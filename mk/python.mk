@@ -57,7 +57,7 @@ python-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so $(BUILD)/advlock
 # The bound on hearing a session the server ends (docs/python.md "A session
 # the server ends"): SESSION_END_TRIALS trials of each driver, transport and
 # ending, p50/max printed, each within 0.25 s. Not part of make test (about
-# 15 minutes); make python-test runs one trial of each.
+# 8 minutes); make python-test runs one trial of each.
 SESSION_END_TRIALS ?= 20
 
 .PHONY: python-session-end-bounds

@@ -11,6 +11,7 @@ the body has stopped (a late answer must not renew). docs/python.md
 
 import asyncio
 import functools
+import math
 import os
 import socket
 import threading
@@ -39,21 +40,34 @@ _REASONS = {
 
 
 def _seconds_ms(value, what):
+    """lease= or lease_stop= (seconds) in whole milliseconds. Raises
+    CallError, naming the value given, for one that is not a number, not
+    finite (inf, nan), negative, or longer than the longest lease (which a
+    lease_stop, shorter than its lease, can never be either)."""
     try:
         ms = value * 1000
-        valid = ms >= 0
+        negative = ms < 0
     except TypeError:
         raise CallError(B.ADVLOCK_EINVAL, "%s is seconds (a number) or None, not %s"
                         % (what, type(value).__name__)) from None
-    if not valid:
-        raise CallError(B.ADVLOCK_EINVAL, "%s must be >= 0 seconds" % what)
-    return round(ms)
+    if ms != ms or ms in (math.inf, -math.inf):
+        raise CallError(B.ADVLOCK_EINVAL, "%s=%r is not a finite number of seconds"
+                        % (what, value))
+    if negative:
+        raise CallError(B.ADVLOCK_EINVAL, "%s=%r must be >= 0 seconds" % (what, value))
+    ms = round(ms)
+    if ms > B.LEASE_MAX_MS:
+        raise CallError(B.ADVLOCK_EINVAL, "%s=%r is too long: at most %s s (the longest lease,"
+                        " 9 h: Linux takes tcp_keepalives_idle up to 32767 s)"
+                        % (what, value, format_seconds(B.LEASE_MAX_MS)))
+    return ms
 
 
 def plan_for(lease, lease_stop):
     """The advlock_lease_plan for lease= and lease_stop= (seconds), or None
-    for no lease (None or 0). Raises CallError for a lease the core refuses
-    (too short for lease_stop: at least lease_stop + 6 s)."""
+    for no lease (None or 0). Raises CallError for a value _seconds_ms
+    refuses, or a lease the core refuses (too short for lease_stop: at
+    least lease_stop + 6 s)."""
     if lease is DEFAULT:
         lease_ms = B.LEASE_DEFAULT_MS
     elif lease is None:
@@ -67,10 +81,6 @@ def plan_for(lease, lease_stop):
     if plan is not None:
         return plan
     plan = B.LeasePlan()
-    if lease_ms > B.LEASE_MAX_MS:
-        raise CallError(B.ADVLOCK_EINVAL, "lease=%s is too long: at most %s s (9 h: Linux takes"
-                        " tcp_keepalives_idle up to 32767 s)"
-                        % (format_seconds(lease_ms), format_seconds(B.LEASE_MAX_MS)))
     if _lib.advlock_lease_plan_init(plan, lease_ms, stop_ms):
         raise CallError(B.ADVLOCK_EINVAL, "lease=%s is too short for lease_stop=%s: the lease"
                         " must be at least lease_stop + 6 s (3 s for the server's timers, 1 s"
@@ -168,8 +178,8 @@ def session_ended_error(lock):
     """The LockLost for a single lock whose session watch (_watch) heard the
     connection close, or whose release found it lost."""
     return ended_error(lock, "Lock '%s' was lost: its connection closed while it was held"
-                       " (the server ended the session: pg_terminate_backend,"
-                       " idle_session_timeout, a restart; or the connection was closed)."
+                       " (the server ended the session: pg_terminate_backend, a restart"
+                       " or a crash; or the connection was closed)."
                        % escape_name(lock.name))
 
 

@@ -65,7 +65,7 @@ _KINDS = "an asyncpg connection or a psycopg AsyncConnection"
 _UNGROUPED = frozenset({B.SQL_SESSION, B.SQL_LEASE_SETUP, B.SQL_TRY_LOCK_FENCED,
                         B.SQL_TRY_XACT_LOCK_FENCED, int(Sql.HOLDERS)})
 _BLOCK_MAX = 1000
-_END_TRIES = 500  # 5 s of 10 ms turns while the caller's statement runs
+_END_TURN = 0.01  # seconds between two tries of a block's end the connection refused
 _BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 # The table's buckets: about the number of keys held at once keeps chains short.
 _BUCKETS = 1024
@@ -415,15 +415,16 @@ class _Block:
             await self._end("COMMIT")
 
     async def _end(self, text):
+        """Ends the open block with text (COMMIT or ROLLBACK), however long
+        it takes: a block left open would hold every later statement of the
+        set, and of the caller, in one transaction that nothing ends.
+        asyncpg refuses it (Busy) while another operation runs on the
+        connection (the caller's own statement, docs/python.md "Lock
+        sets"): it is tried again each turn until that one ends. Any other
+        failure is the connection's, which the next statement finds."""
         self._sent = 0
-        # The caller's own statement running on the connection (asyncpg
-        # refuses a second operation: Busy) ends soon; any other failure is
-        # the connection's, which the next statement finds.
-        for _ in range(_END_TRIES):
-            ended = await guarded(self._client.control(text), self._guard)
-            if ended.__class__ is not Busy:
-                return
-            await guarded(asyncio.sleep(0.01), self._guard)
+        while (await guarded(self._client.control(text), self._guard)).__class__ is Busy:
+            await guarded(asyncio.sleep(_END_TURN), self._guard)
 
 
 class _MemberClient:

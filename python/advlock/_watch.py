@@ -1,7 +1,7 @@
 """Hearing at once that the server ended a held lock's session.
 
-When the server ends a session by itself (pg_terminate_backend,
-idle_session_timeout, a restart or a crash), it sends a FATAL message and
+When the server ends a session by itself (pg_terminate_backend, a restart
+or a crash; its timeouts are turned off for a holder), it sends a FATAL message and
 closes the socket: the client's end sees the peer's close (EOF) at once, on
 a Unix socket as over TCP. The drivers listen for that while a lock is held,
 each by what its client offers (docs/python.md "A session the server

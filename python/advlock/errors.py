@@ -51,9 +51,9 @@ class ServerSessionError(LockFailed):
 
 class LockLost(LockError):
     """A held lock was lost: its connection closed under it, heard at once
-    (the server ended the session: pg_terminate_backend,
-    idle_session_timeout, a restart; docs/python.md "A session the server
-    ends"), or its lease expired (docs/python.md "Leases": no heartbeat
+    (the server ended the session: pg_terminate_backend, a restart or a
+    crash; its idle timeouts are turned off for a holder; docs/python.md "A
+    session the server ends"), or its lease expired (docs/python.md "Leases": no heartbeat
     answered by the deadline, or the server session's lease settings
     changed; the lock is not necessarily free yet, the server frees it
     within the lease of the last message it received). The connection has

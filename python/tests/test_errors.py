@@ -220,10 +220,18 @@ BAD_CALLS = [
      "fence=True needs mode=advlock.EXCLUSIVE: a fencing token orders holders"),
     ("fence with a server-side wait", dict(wait=advlock.WAIT_SERVER, fence=True),
      "fence=True needs wait=advlock.WAIT_POLL: the token is issued by the try-lock"),
-    ("a lease too long", dict(lease=1e9), "lease=1000000000 is too long: at most 32400 s"),
+    ("a lease too long", dict(lease=1e9), "lease=1000000000.0 is too long: at most 32400 s"),
+    ("a lease far too long", dict(lease=1e300), "lease=1e+300 is too long: at most 32400 s"),
+    ("an int lease far too long", dict(lease=2 ** 70),
+     "lease=1180591620717411303424 is too long"),
+    ("an infinite lease", dict(lease=float("inf")), "lease=inf is not a finite number"),
+    ("a lease that is nan", dict(lease=float("nan")), "lease=nan is not a finite number"),
     ("a lease too short", dict(lease=6.9), "too short for lease_stop=1"),
     ("a lease that is not a number", dict(lease="8"), "lease is seconds"),
-    ("a negative stop time", dict(lease_stop=-1), "lease_stop must be >= 0"),
+    ("a negative stop time", dict(lease_stop=-1), "lease_stop=-1 must be >= 0"),
+    ("an infinite stop time", dict(lease_stop=float("-inf")),
+     "lease_stop=-inf is not a finite number"),
+    ("a stop time far too long", dict(lease_stop=1e300), "lease_stop=1e+300 is too long"),
 ]
 
 
