@@ -243,12 +243,16 @@ static double backend_kb(PGconn *conn)
 
 /* ---- the locks held beside the rounds' (--held) ---------------------------- */
 
+/* The members held beside the rounds: the set links them until it closes,
+ * so they live as long as the program. */
+static advlock_pq_member *beside;
+
 /* The set's members and the raw connection take held - locks other names,
  * kept until the end. */
 static void hold_beside(void)
 {
     int n = held - locks;
-    advlock_pq_member *beside = calloc((size_t)n, sizeof *beside);
+    beside = calloc((size_t)n, sizeof *beside);
     int64_t *beside_keys = calloc((size_t)n, sizeof *beside_keys);
     if (beside == NULL || beside_keys == NULL)
         bench_fail("out of memory");
