@@ -99,7 +99,7 @@ static void check_query(const model *s, const advlock_action *a)
     int session_scope = s->options.scope == ADVLOCK_SESSION;
     if (a->sql == ADVLOCK_SQL_SESSION) {
         CHECK(s->told && (!s->checked || (session_scope && s->proxied && !s->claim_asked)));
-        CHECK(a->param == (session_scope ? (int64_t)s->token : 0) && a->param2 == 0
+        CHECK(a->param == (session_scope ? (int64_t)s->token : 0) && a->param2 == s->client_pid
               && a->param3 == 0);
         return;
     }
