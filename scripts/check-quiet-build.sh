@@ -27,14 +27,15 @@ out=$(build 0 broken CFLAGS=-fno-such-option-for-this-check "$dir/broken/obj/src
 grep -q -- "^failed (status [1-9][0-9]*): .*-fno-such-option-for-this-check.* -c src/core/key.c -o $dir/broken/obj/src/core/key.o$" <<<"$out" ||
     fail "a failed command was not shown whole in the quiet build: $out"
 
-# A test program: one line when it passes (its name and its tally), all of
+# A test program: one line when it passes (its name, its tally, its
+# seconds), all of
 # its output when it fails.
 printf '#!/bin/sh\nseq 40\necho "t: 1 passed, 0 failed"\n' >"$dir/pass.sh"
 printf '#!/bin/sh\nseq 40\necho "t: 0 passed, 1 failed"\nexit 1\n' >"$dir/fail.sh"
 chmod +x "$dir/pass.sh" "$dir/fail.sh"
 out=$(env -u TEST_COUNTS V=0 scripts/run-tests.sh "$dir/pass.sh") || fail "a passing program failed: $out"
 shown=$(grep -v -e '^$' -e '^programs: 1 passed, 0 failed$' <<<"$out")
-[ "$shown" = "  PASS    $dir/pass.sh: t: 1 passed, 0 failed" ] ||
+[[ $shown =~ ^"  PASS    $dir/pass.sh: t: 1 passed, 0 failed ("[0-9]+" s)"$ ]] ||
     fail "a passing program did not show as one line: $shown"
 out=$(env -u TEST_COUNTS V=0 scripts/run-tests.sh "$dir/fail.sh") && fail "a failing program passed"
 grep -qx 40 <<<"$out" && grep -qx "t: 0 passed, 1 failed" <<<"$out" && grep -qx "FAILED: $dir/fail.sh" <<<"$out" ||

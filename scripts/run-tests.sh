@@ -6,8 +6,8 @@
 #   scripts/run-tests.sh PROGRAM...
 #   scripts/run-tests.sh -c COMMAND [ARGS...]   one command line as one test,
 #                                               its status as the exit status
-# A program that passes shows one line, its name and the last line it
-# printed (its tally); one that fails shows everything it printed. V=1
+# A program that passes shows one line, its name, the last line it
+# printed (its tally) and how many seconds it took (what CI's time goes to); one that fails shows everything it printed. V=1
 # shows every program's output as it comes.
 # TEST_RUNNER, if set, prefixes each program (valgrind, say).
 # TEST_COUNTS, if set (`make test` sets it), names a file that collects every
@@ -24,6 +24,7 @@ trap 'rm -f "$log"' EXIT
 record() {
     local name=$1
     shift
+    local started=$SECONDS
     if [ "${V:-0}" = 1 ]; then
         "$@"
     else
@@ -31,7 +32,7 @@ record() {
     fi
     local status=$?
     local last
-    last=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)
+    last="$(grep -v '^[[:space:]]*$' "$log" | tail -n 1) ($((SECONDS - started)) s)"
     case $status in
         0)
             passed=$((passed + 1))
