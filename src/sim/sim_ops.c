@@ -28,48 +28,6 @@ static int judge(sim_world *sim, int c, enum policy_input input, advlock_result 
     return 0;
 }
 
-static int is_lock_statement(advlock_sql sql)
-{
-    switch (sql) {
-    case ADVLOCK_SQL_UNLOCK:
-    case ADVLOCK_SQL_UNLOCK_SHARED:
-    case ADVLOCK_SQL_UNLOCK_GUARDED:
-    case ADVLOCK_SQL_UNLOCK_SHARED_GUARDED:
-    case ADVLOCK_SQL_HOLDERS:
-    case ADVLOCK_SQL_SESSION: return 0;
-    default: return 1;
-    }
-}
-
-int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a)
-{
-    sim_client *cl = &sim->clients_[c];
-    int is_lock = a != NULL && is_lock_statement(a->sql);
-    if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
-        return ADVLOCK_SIM_VIOLATION;
-    advlock_sim_reading(sim, cl);
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    x.sql = sql;
-    x.attempt = is_lock ? advlock_next_action(&cl->machine_).report->attempts : 0;
-    advlock_sim_trace(sim, c, "query", &x);
-    cl->query_ = QUERY_TO_SERVER;
-    cl->query_text_ = sql;
-    cl->query_is_lock_ = is_lock;
-    cl->query_nparams_ = a != NULL ? advlock_sql_params(a->sql) : 0;
-    if (a != NULL) {
-        cl->query_params_[0] = a->param;
-        cl->query_params_[1] = a->param2;
-        cl->query_params_[2] = a->param3;
-    }
-    /* The waits (the rows answering void) take their bound as $2. */
-    cl->query_bound_ms_ =
-        a != NULL && advlock_sql_answer(a->sql) == ADVLOCK_ANSWER_VOID ? a->param2 : 0;
-    advlock_sim_statement_times(sim, &cl->arrive_ms_, &cl->deliver_ms_);
-    cl->return_ms_ = cl->deliver_ms_ - cl->arrive_ms_;
-    sim->stats_.queries++;
-    return advlock_sim_must_schedule(sim, cl->arrive_ms_, EV_ARRIVE, c, cl->op_serial_, 0);
-}
-
 /* Clock faults strike at a random moment within the next span ms. */
 static void clock_faults(sim_world *sim, int c, int64_t span)
 {
@@ -151,7 +109,7 @@ static void record_done(sim_client *cl, const advlock_action *a, int64_t now)
 {
     advlock_sim_done *d = &cl->last_;
     d->report = *a->report;
-    advlock_sim_copy(d->server_message, sizeof d->server_message, cl->failure_message_);
+    advlock_fake_copy(d->server_message, sizeof d->server_message, cl->failure_message_);
     d->cancel_sent = cl->cancel_sent_;
     d->ended_ms = now;
 }
@@ -325,15 +283,7 @@ int advlock_sim_start_operation(sim_world *sim, int c)
     cl->key_ = key;
     cl->key_index_ = k;
     cl->op_kind_ = advlock_sim_kind(cl->options_.mode, cl->options_.scope);
-    cl->busy_ = 1;
-    cl->op_serial_++;
-    cl->started_ms_ = sim->now_ms_;
-    cl->started_reading_ = now_reading;
-    cl->jumped_at_start_ = cl->clock_.jumped_ms_;
-    cl->cancel_sent_ = 0;
-    cl->result_sqlstate_[0] = '\0';
-    cl->result_message_[0] = '\0';
-    cl->failure_message_[0] = '\0';
+    advlock_sim_begin_busy(sim, cl);
     rc = judge(sim, c, acquire ? IN_START_ACQUIRE : IN_START_RELEASE, ADVLOCK_RESULT_TRUE,
                now_reading);
     if (rc != 0)
@@ -345,11 +295,6 @@ int advlock_sim_start_operation(sim_world *sim, int c)
             return rc;
     }
     return act(sim, c);
-}
-
-static int is_holders(const char *sql)
-{
-    return sql == advlock_sql_text(ADVLOCK_SQL_HOLDERS);
 }
 
 /* The session row: the machine takes it, and the driver copies out the
@@ -371,10 +316,9 @@ static int answer_session(sim_world *sim, int c, int64_t now_reading)
 static int answer_machine(sim_world *sim, int c, int64_t now_reading)
 {
     sim_client *cl = &sim->clients_[c];
-    if (cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_SESSION)
-        && cl->result_ == ADVLOCK_RESULT_TRUE)
+    if (advlock_sim_asks(cl, ADVLOCK_SQL_SESSION) && cl->result_ == ADVLOCK_RESULT_TRUE)
         return answer_session(sim, c, now_reading);
-    if (is_holders(cl->query_text_) && cl->result_ == ADVLOCK_RESULT_TRUE) {
+    if (advlock_sim_asks(cl, ADVLOCK_SQL_HOLDERS) && cl->result_ == ADVLOCK_RESULT_TRUE) {
         advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
         for (size_t i = 0; i < cl->nrows_; i++)
             rows[i] = (advlock_holder){cl->rows_[i].pid,
@@ -393,7 +337,7 @@ static int answer_machine(sim_world *sim, int c, int64_t now_reading)
     int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
     /* As a driver keeps a failing result's words for advlock_describe(). */
     if (failed || cl->result_ == ADVLOCK_RESULT_NULL)
-        advlock_sim_copy(cl->failure_message_, sizeof cl->failure_message_, cl->result_message_);
+        advlock_fake_copy(cl->failure_message_, sizeof cl->failure_message_, cl->result_message_);
     if (advlock_on_result(&cl->machine_, cl->result_, failed ? cl->result_sqlstate_ : NULL,
                           failed ? cl->result_message_ : NULL, now_reading)
         != 0)
@@ -402,49 +346,17 @@ static int answer_machine(sim_world *sim, int c, int64_t now_reading)
     return judge(sim, c, IN_RESULT, cl->result_, now_reading);
 }
 
-int advlock_sim_on_deliver(sim_world *sim, int c)
+int advlock_sim_on_answer(sim_world *sim, int c)
 {
-    sim_client *cl = &sim->clients_[c];
-    cl->query_ = QUERY_NONE;
-    cl->timer_serial_++; /* an answer makes a pending deadline timer moot */
-    if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
-        memset(cl->client_view_, 0, sizeof cl->client_view_);
-    else if (cl->transit_delta_ != 0)
-        cl->client_view_[cl->key_index_][cl->op_kind_] += cl->transit_delta_;
-    /* COMMIT, ROLLBACK, or an error inside a block: the client learns that
-     * its transaction and the locks it held are over. */
-    if (cl->txn_end_in_flight_) {
-        for (int k = 0; k < sim->nkeys_; k++)
-            for (int j = 0; j < KINDS; j++)
-                if (advlock_sim_kind_is_xact(j))
-                    cl->client_view_[k][j] = cl->belief_[k][j] = 0;
-        cl->txn_end_in_flight_ = 0;
-    }
-    cl->transit_delta_ = 0;
-    int64_t now_reading = advlock_sim_reading(sim, cl);
-    int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    int rows = is_holders(cl->query_text_) && !failed;
-    x.result = cl->result_tag_[0] != '\0' && !failed ? cl->result_tag_
-               : rows                                ? "rows"
-                                                     : advlock_sim_result_name(cl->result_);
-    x.rows = rows ? (int64_t)cl->nrows_ : -1;
-    x.sqlstate = failed && cl->result_sqlstate_[0] != '\0' ? cl->result_sqlstate_ : NULL;
-    x.fault = cl->result_fault_;
-    advlock_sim_trace(sim, c, "result", &x);
-    if (cl->step_.kind >= ADVLOCK_SIM_BEGIN)
-        return advlock_sim_command_done(sim, c);
-    int rc = answer_machine(sim, c, now_reading);
+    int rc = answer_machine(sim, c, advlock_sim_reading(sim, &sim->clients_[c]));
     return rc != 0 ? rc : act(sim, c);
 }
 
 /* ---- timers and the plan's cancel ------------------------------------------- */
 
-int advlock_sim_on_wake(sim_world *sim, int c, uint64_t serial)
+int advlock_sim_on_wake(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
-    if (!cl->busy_ || serial != cl->timer_serial_)
-        return 0;
     int64_t now_reading = advlock_sim_reading(sim, cl);
     if (advlock_on_timer(&cl->machine_, now_reading) != 0)
         return advlock_sim_record_violation(sim, c,
@@ -456,11 +368,9 @@ int advlock_sim_on_wake(sim_world *sim, int c, uint64_t serial)
     return a.kind == ADVLOCK_ACTION_SLEEP ? arm_timer(sim, c, a.wake_at_ms, 0) : act(sim, c);
 }
 
-int advlock_sim_on_cancel(sim_world *sim, int c, uint64_t serial)
+int advlock_sim_on_cancel(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
-    if (!cl->busy_ || serial != cl->op_serial_)
-        return 0;
     int64_t now_reading = advlock_sim_reading(sim, cl);
     if (advlock_cancel(&cl->machine_, now_reading) != 0)
         return advlock_sim_record_violation(sim, c,

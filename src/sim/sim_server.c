@@ -20,8 +20,8 @@ enum { DEADLOCK_TIMEOUT_MS = 1000 };
 static void set_result(sim_client *cl, advlock_result r, const char *sqlstate, const char *message)
 {
     cl->result_ = r;
-    advlock_sim_copy(cl->result_sqlstate_, sizeof cl->result_sqlstate_, sqlstate);
-    advlock_sim_copy(cl->result_message_, sizeof cl->result_message_, message);
+    advlock_fake_copy(cl->result_sqlstate_, sizeof cl->result_sqlstate_, sqlstate);
+    advlock_fake_copy(cl->result_message_, sizeof cl->result_message_, message);
 }
 
 static int is_command(const sim_client *cl)
@@ -86,7 +86,7 @@ static int keep_rows(sim_world *sim, int c)
 
 static void command_applied(sim_world *sim, sim_client *cl, const advlock_fake_result *r)
 {
-    advlock_sim_copy(cl->result_tag_, sizeof cl->result_tag_, r->command_tag);
+    advlock_fake_copy(cl->result_tag_, sizeof cl->result_tag_, r->command_tag);
     set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
     if (cl->step_.kind == ADVLOCK_SIM_BEGIN) {
         cl->server_in_block_ = 1;
@@ -173,8 +173,8 @@ static int drop(sim_world *sim, int c)
 static enum query_fault applicable(const sim_client *cl, enum query_fault f)
 {
     if (f == FAULT_NULL
-        && (is_command(cl) || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_HOLDERS)
-            || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_SESSION)))
+        && (is_command(cl) || advlock_sim_asks(cl, ADVLOCK_SQL_HOLDERS)
+            || advlock_sim_asks(cl, ADVLOCK_SQL_SESSION)))
         return FAULT_NONE;
     if (f == FAULT_ERROR && is_command(cl))
         return FAULT_NONE;
@@ -257,7 +257,7 @@ static int send_back(sim_world *sim, int c)
 }
 
 /* How the statement ended, now that it has: granted (TRUE), or an error. */
-static int collect(sim_world *sim, int c)
+int advlock_sim_on_return(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
     advlock_fake_result r;
@@ -296,20 +296,12 @@ int advlock_sim_collect_waits(sim_world *sim)
             cl->query_ = QUERY_RETURNING;
             rc = advlock_sim_must_schedule(sim, sim->now_ms_, EV_RETURN, c, cl->wait_serial_, 0);
         } else {
-            rc = collect(sim, c);
+            rc = advlock_sim_on_return(sim, c);
         }
         if (rc != 0)
             return rc;
     }
     return 0;
-}
-
-int advlock_sim_on_return(sim_world *sim, int c, uint64_t serial)
-{
-    sim_client *cl = &sim->clients_[c];
-    if (cl->query_ != QUERY_RETURNING || serial != cl->wait_serial_)
-        return 0;
-    return collect(sim, c);
 }
 
 /* A statement granted but not yet finished that a cancel or its lock
@@ -335,20 +327,17 @@ int advlock_sim_on_cancel_land(sim_world *sim, int pid)
 /* The server's timer for a bounded wait: like a cancel it may land in the
  * same millisecond as a grant, before the statement has finished (the race
  * the machine's undo after a 55P03 is for). */
-int advlock_sim_on_lock_timeout(sim_world *sim, int c, uint64_t serial)
+int advlock_sim_on_lock_timeout(sim_world *sim, int c)
 {
-    sim_client *cl = &sim->clients_[c];
-    if ((cl->query_ == QUERY_WAITING || cl->query_ == QUERY_RETURNING) && serial == cl->wait_serial_
-        && advlock_fake_db_check_lock_timeout(&sim->db_, cl->pid_) == 1)
-        interrupted(sim, cl->pid_);
+    int pid = sim->clients_[c].pid_;
+    if (advlock_fake_db_check_lock_timeout(&sim->db_, pid) == 1)
+        interrupted(sim, pid);
     return 0;
 }
 
-int advlock_sim_on_deadlock_check(sim_world *sim, int c, uint64_t serial)
+int advlock_sim_on_deadlock_check(sim_world *sim, int c)
 {
-    sim_client *cl = &sim->clients_[c];
-    if (cl->query_ == QUERY_WAITING && serial == cl->wait_serial_)
-        advlock_fake_db_check_deadlock(&sim->db_, cl->pid_);
+    advlock_fake_db_check_deadlock(&sim->db_, sim->clients_[c].pid_);
     return 0;
 }
 

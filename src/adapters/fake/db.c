@@ -41,16 +41,6 @@ void advlock_fake_db_set_in_recovery(advlock_fake_db *db, int in_recovery)
 static void statement_failed(advlock_fake_db *db, int slot);
 static void finish_granted(advlock_fake_db *db);
 
-int advlock_fake_db_slot(const advlock_fake_db *db, int pid)
-{
-    if (db == NULL || pid <= 0)
-        return -1;
-    for (int i = 0; i < db->sessions_used_; i++)
-        if (db->sessions_[i].pid_ == pid)
-            return i;
-    return -1;
-}
-
 int advlock_fake_db_is_open(const advlock_fake_db *db, int pid)
 {
     return advlock_fake_db_slot(db, pid) >= 0;

@@ -8,7 +8,10 @@
 /* The files call downwards only, never back up:
  *     db.c -> lock_table.c, deadlock.c, holders.c, statements.c, result.c,
  *             tcp_settings.c
+ *     inspect.c -> db.c (advlock_fake_db_each_hold)
  *     lock_table.c, deadlock.c, holders.c, inspect.c -> lock_queue.c
+ *     holders.c, inspect.c, statements.c, tcp_settings.c -> result.c
+ * Every file finds a session's slot with advlock_fake_db_slot() below.
  * A wake-up inside the lock table only marks the sessions it grants
  * (finish_); the database finishes their statements after each call
  * (advlock_db_finish_granted). */
@@ -65,10 +68,18 @@ void advlock_lt_free_lock_if_unused(advlock_fake_db *db, int lock);
 /* Is the queued session part of a cycle of sessions waiting for each other? */
 int advlock_lt_in_deadlock(const advlock_fake_db *db, int slot);
 
-/* ---- sessions (db.c) ---- */
+/* ---- sessions (db.c owns them; every file looks them up) ---- */
 
 /* The slot of an open session, or -1. */
-int advlock_fake_db_slot(const advlock_fake_db *db, int pid);
+static inline int advlock_fake_db_slot(const advlock_fake_db *db, int pid)
+{
+    if (db == NULL || pid <= 0)
+        return -1;
+    for (int i = 0; i < db->sessions_used_; i++)
+        if (db->sessions_[i].pid_ == pid)
+            return i;
+    return -1;
+}
 
 /* ---- SQL (statements.c) ---- */
 
@@ -116,6 +127,13 @@ void advlock_fake_run_lease_setup(advlock_fake_session_ *s, int64_t user_timeout
 void advlock_fake_run_heartbeat(const advlock_fake_session_ *s, int64_t user_timeout_ms,
                                 advlock_fake_result *out);
 
+/* ---- splitmix64 (Steele, Lea, Flood; prng.c) ---- */
+
+/* The next number of the stream whose state is *state. */
+uint64_t advlock_fake_splitmix64(uint64_t *state);
+/* Its finaliser alone: a good 64-bit mix of z. */
+uint64_t advlock_fake_mix64(uint64_t z);
+
 /* ---- results (result.c) ---- */
 
 void advlock_fake_result_clear(advlock_fake_result *out);
@@ -126,5 +144,9 @@ void advlock_fake_result_row(advlock_fake_result *out, advlock_fake_status statu
 void advlock_fake_result_command(advlock_fake_result *out, const char *tag);
 /* Bounded copy that always terminates (cutting at size - 1 bytes). */
 void advlock_fake_copy(char *dst, size_t size, const char *src);
+/* Keeps rows[0..max) (each width bytes) the first max rows offered so far
+ * in the order before() gives, and counts every row offered in *seen. */
+void advlock_fake_offer_row(void *rows, size_t width, size_t max, size_t *seen, const void *row,
+                            int (*before)(const void *a, const void *b));
 
 #endif

@@ -7,8 +7,9 @@
 
 #include <stdio.h>
 
-static int row_before(const advlock_fake_lock_row *a, const advlock_fake_lock_row *b)
+static int row_before(const void *x, const void *y)
 {
+    const advlock_fake_lock_row *a = x, *b = y;
     if (a->pid != b->pid)
         return a->pid < b->pid;
     if (a->key != b->key)
@@ -21,19 +22,7 @@ static int row_before(const advlock_fake_lock_row *a, const advlock_fake_lock_ro
 /* Keeps rows[0..max) the smallest rows seen so far, in order. */
 static void offer(advlock_fake_lock_row *rows, size_t max, size_t *seen, advlock_fake_lock_row row)
 {
-    size_t kept = *seen < max ? *seen : max;
-    (*seen)++;
-    size_t i = kept;
-    if (i == max) {
-        if (max == 0 || !row_before(&row, &rows[max - 1]))
-            return;
-        i = max - 1;
-    }
-    while (i > 0 && row_before(&row, &rows[i - 1])) {
-        rows[i] = rows[i - 1];
-        i--;
-    }
-    rows[i] = row;
+    advlock_fake_offer_row(rows, sizeof row, max, seen, &row, row_before);
 }
 
 /* Where advlock_fake_db_lock_rows() offers the granted rows. */
