@@ -92,7 +92,6 @@ void advlock_sim_close_session(sim_world *sim, int pid)
     advlock_fake_db_close(&sim->db_, pid);
 }
 
-
 void advlock_sim_begin_busy(sim_world *sim, sim_client *cl)
 {
     cl->busy_ = 1;
