@@ -29,10 +29,8 @@ int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_actio
     if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
         return ADVLOCK_SIM_VIOLATION;
     advlock_sim_reading(sim, cl);
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    x.sql = sql;
-    x.attempt = is_lock ? advlock_next_action(&cl->machine_).report->attempts : 0;
-    advlock_sim_trace(sim, c, "query", &x);
+    uint64_t attempt = is_lock ? advlock_next_action(&cl->machine_).report->attempts : 0;
+    advlock_sim_trace(sim, c, "query", &(advlock_sim_trace_extra){.sql = sql, .attempt = attempt});
     cl->query_ = QUERY_TO_SERVER;
     cl->query_text_ = sql;
     cl->query_is_lock_ = is_lock;
@@ -72,12 +70,11 @@ void advlock_sim_receive(sim_world *sim, int c)
     cl->transit_delta_ = 0;
     advlock_sim_reading(sim, cl);
     int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    int rows = advlock_sim_asks(cl, ADVLOCK_SQL_HOLDERS) && !failed;
+    advlock_sim_trace_extra x = {.rows = (int64_t)cl->nrows_};
     x.result = cl->result_tag_[0] != '\0' && !failed ? cl->result_tag_
-               : rows                                ? "rows"
-                                                     : advlock_sim_result_name(cl->result_);
-    x.rows = rows ? (int64_t)cl->nrows_ : -1;
+               : advlock_sim_asks(cl, ADVLOCK_SQL_HOLDERS) && !failed
+                   ? "rows"
+                   : advlock_sim_result_name(cl->result_);
     x.sqlstate = failed && cl->result_sqlstate_[0] != '\0' ? cl->result_sqlstate_ : NULL;
     x.fault = cl->result_fault_;
     advlock_sim_trace(sim, c, "result", &x);

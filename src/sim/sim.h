@@ -302,14 +302,13 @@ typedef struct advlock_sim_trace_extra {
     const char *result;   /* result */
     const char *sqlstate; /* result, error */
     const char *fault;    /* result */
-    int64_t rows;         /* result of the holders query: how many rows, else -1 */
+    int64_t rows;         /* result "rows" (the holders query's): how many */
     int64_t ms, wake;     /* sleep; wait (wake: the deadline, -1 for none) */
     const char *message;  /* done events */
     const char *error;    /* error */
 } advlock_sim_trace_extra;
 
-/* An extra with nothing set. */
-advlock_sim_trace_extra advlock_sim_trace_none(void);
+/* Writes the event's line, with what extra sets (NULL: nothing more). */
 void advlock_sim_trace(sim_world *sim, int client, const char *event,
                        const advlock_sim_trace_extra *extra);
 const char *advlock_sim_result_name(advlock_result r);

@@ -14,10 +14,14 @@
 
 static int act(sim_world *sim, int c);
 
-/* Compares the machine's action after an input with the policy model. */
-static int judge(sim_world *sim, int c, enum policy_input input, advlock_result result,
-                 int64_t now_reading)
+/* The machine was given an input (took: the call's return, 0 when it took
+ * it; refused: what a refusal means); its next action is compared with the
+ * policy model's. */
+static int judge(sim_world *sim, int c, int took, const char *refused, enum policy_input input,
+                 advlock_result result, int64_t now_reading)
 {
+    if (took != 0)
+        return advlock_sim_record_violation(sim, c, refused);
     sim_client *cl = &sim->clients_[c];
     advlock_action a = advlock_next_action(&cl->machine_);
     char why[ADVLOCK_SIM_VIOLATION_MAX];
@@ -62,10 +66,8 @@ static int arm_timer(sim_world *sim, int c, int64_t wake_at, int fresh)
 
 static int start_sleep(sim_world *sim, int c, const advlock_action *a)
 {
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    x.ms = a->sleep_ms;
-    x.wake = a->wake_at_ms;
-    advlock_sim_trace(sim, c, "sleep", &x);
+    advlock_sim_trace(sim, c, "sleep",
+                      &(advlock_sim_trace_extra){.ms = a->sleep_ms, .wake = a->wake_at_ms});
     return arm_timer(sim, c, a->wake_at_ms, 1);
 }
 
@@ -90,18 +92,16 @@ static int send_cancel(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
     int64_t now_reading = advlock_sim_reading(sim, cl);
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    advlock_sim_trace(sim, c, "cancel_query", &x);
+    advlock_sim_trace(sim, c, "cancel_query", NULL);
     sim->stats_.cancels++;
     int64_t rtt = advlock_sim_cancel_rtt(sim);
     int64_t land = sim->now_ms_ + rtt + rtt / 2;
     int rc = advlock_sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
     if (rc != 0)
         return rc;
-    if (advlock_on_cancel_sent(&cl->machine_, now_reading) != 0)
-        return advlock_sim_record_violation(
-            sim, c, "the machine refused advlock_on_cancel_sent after CANCEL_QUERY");
-    rc = judge(sim, c, IN_CANCEL_SENT, ADVLOCK_RESULT_TRUE, now_reading);
+    rc = judge(sim, c, advlock_on_cancel_sent(&cl->machine_, now_reading),
+               "the machine refused advlock_on_cancel_sent after CANCEL_QUERY", IN_CANCEL_SENT,
+               ADVLOCK_RESULT_TRUE, now_reading);
     return rc != 0 ? rc : act(sim, c);
 }
 
@@ -192,8 +192,7 @@ static int finish_op(sim_world *sim, int c, const advlock_action *a)
         char message[ADVLOCK_MESSAGE_MAX];
         const char *name = cl->step_.lock_name;
         const char *said = cl->failure_message_[0] != '\0' ? cl->failure_message_ : NULL;
-        advlock_sim_trace_extra x = advlock_sim_trace_none();
-        x.attempt = r->attempts;
+        advlock_sim_trace_extra x = {.attempt = r->attempts};
         if (advlock_describe(r, name, strlen(name), said, message, sizeof message) > 0)
             x.message = message;
         x.sqlstate = r->sqlstate[0] != '\0' ? r->sqlstate : NULL;
@@ -284,7 +283,7 @@ int advlock_sim_start_operation(sim_world *sim, int c)
     cl->key_index_ = k;
     cl->op_kind_ = advlock_sim_kind(cl->options_.mode, cl->options_.scope);
     advlock_sim_begin_busy(sim, cl);
-    rc = judge(sim, c, acquire ? IN_START_ACQUIRE : IN_START_RELEASE, ADVLOCK_RESULT_TRUE,
+    rc = judge(sim, c, 0, NULL, acquire ? IN_START_ACQUIRE : IN_START_RELEASE, ADVLOCK_RESULT_TRUE,
                now_reading);
     if (rc != 0)
         return rc;
@@ -302,13 +301,11 @@ int advlock_sim_start_operation(sim_world *sim, int c)
 static int answer_session(sim_world *sim, int c, int64_t now_reading)
 {
     sim_client *cl = &sim->clients_[c];
-    if (advlock_on_session(&cl->machine_, cl->session_row_.pid, cl->session_row_.in_recovery,
-                           cl->session_row_.ours, now_reading)
-            != 0
-        || advlock_get_session(&cl->machine_, &cl->session_value_) != 0)
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine refused the session row it had asked for");
-    return judge(sim, c, IN_SESSION, ADVLOCK_RESULT_TRUE, now_reading);
+    int took = advlock_on_session(&cl->machine_, cl->session_row_.pid, cl->session_row_.in_recovery,
+                                  cl->session_row_.ours, now_reading)
+               || advlock_get_session(&cl->machine_, &cl->session_value_);
+    return judge(sim, c, took, "the machine refused the session row it had asked for", IN_SESSION,
+                 ADVLOCK_RESULT_TRUE, now_reading);
 }
 
 /* Feeds the answer to the machine: rows of the holders query, the session
@@ -329,21 +326,18 @@ static int answer_machine(sim_world *sim, int c, int64_t now_reading)
                                        advlock_sim_state_names[cl->rows_[i].state],
                                        "",
                                        cl->rows_[i].seconds};
-        if (advlock_on_holders(&cl->machine_, rows, cl->nrows_, now_reading) != 0)
-            return advlock_sim_record_violation(sim, c,
-                                                "the machine refused the holders it had asked for");
-        return judge(sim, c, IN_HOLDERS, ADVLOCK_RESULT_TRUE, now_reading);
+        return judge(sim, c, advlock_on_holders(&cl->machine_, rows, cl->nrows_, now_reading),
+                     "the machine refused the holders it had asked for", IN_HOLDERS,
+                     ADVLOCK_RESULT_TRUE, now_reading);
     }
     int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
     /* As a driver keeps a failing result's words for advlock_describe(). */
     if (failed || cl->result_ == ADVLOCK_RESULT_NULL)
         advlock_fake_copy(cl->failure_message_, sizeof cl->failure_message_, cl->result_message_);
-    if (advlock_on_result(&cl->machine_, cl->result_, failed ? cl->result_sqlstate_ : NULL,
-                          failed ? cl->result_message_ : NULL, now_reading)
-        != 0)
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine refused a result it had asked for");
-    return judge(sim, c, IN_RESULT, cl->result_, now_reading);
+    int took = advlock_on_result(&cl->machine_, cl->result_, failed ? cl->result_sqlstate_ : NULL,
+                                 failed ? cl->result_message_ : NULL, now_reading);
+    return judge(sim, c, took, "the machine refused a result it had asked for", IN_RESULT,
+                 cl->result_, now_reading);
 }
 
 int advlock_sim_on_answer(sim_world *sim, int c)
@@ -358,10 +352,9 @@ int advlock_sim_on_wake(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
     int64_t now_reading = advlock_sim_reading(sim, cl);
-    if (advlock_on_timer(&cl->machine_, now_reading) != 0)
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine refused a timer during an operation");
-    int rc = judge(sim, c, IN_TIMER, ADVLOCK_RESULT_TRUE, now_reading);
+    int rc = judge(sim, c, advlock_on_timer(&cl->machine_, now_reading),
+                   "the machine refused a timer during an operation", IN_TIMER, ADVLOCK_RESULT_TRUE,
+                   now_reading);
     if (rc != 0)
         return rc;
     advlock_action a = advlock_next_action(&cl->machine_);
@@ -372,11 +365,10 @@ int advlock_sim_on_cancel(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
     int64_t now_reading = advlock_sim_reading(sim, cl);
-    if (advlock_cancel(&cl->machine_, now_reading) != 0)
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine refused a cancel during an acquire");
     cl->cancel_sent_ = 1;
-    int rc = judge(sim, c, IN_CANCEL, ADVLOCK_RESULT_TRUE, now_reading);
+    int rc = judge(sim, c, advlock_cancel(&cl->machine_, now_reading),
+                   "the machine refused a cancel during an acquire", IN_CANCEL, ADVLOCK_RESULT_TRUE,
+                   now_reading);
     if (rc != 0)
         return rc;
     advlock_action a = advlock_next_action(&cl->machine_);

@@ -188,8 +188,7 @@ static int begin_wait(sim_world *sim, int c)
     sim->waiting_++;
     sim->stats_.waits++;
     cl->wait_serial_++;
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    advlock_sim_trace(sim, c, "waiting", &x);
+    advlock_sim_trace(sim, c, "waiting", NULL);
     int rc = advlock_sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c,
                                        cl->wait_serial_, 0);
     if (rc == 0 && cl->query_bound_ms_ > 0)

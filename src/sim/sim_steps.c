@@ -50,9 +50,9 @@ int advlock_sim_command_done(sim_world *sim, int c)
     advlock_fake_copy(d->report.sqlstate, sizeof d->report.sqlstate, cl->result_sqlstate_);
     advlock_fake_copy(d->server_message, sizeof d->server_message, cl->result_message_);
     static const char *const events[] = {"begin", "commit", "rollback"};
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    x.error = d->report.outcome == ADVLOCK_FAILED ? advlock_strerror(d->report.failure) : NULL;
-    x.message = d->server_message[0] != '\0' ? d->server_message : NULL;
+    advlock_sim_trace_extra x = {
+        .error = d->report.outcome == ADVLOCK_FAILED ? advlock_strerror(d->report.failure) : NULL,
+        .message = d->server_message[0] != '\0' ? d->server_message : NULL};
     advlock_sim_trace(sim, c, events[cl->step_.kind - ADVLOCK_SIM_BEGIN], &x);
     return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
 }
