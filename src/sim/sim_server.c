@@ -24,6 +24,14 @@ static void set_result(sim_client *cl, advlock_result r, const char *sqlstate, c
     advlock_fake_copy(cl->result_message_, sizeof cl->result_message_, message);
 }
 
+/* The answer the client gets from a session pg_terminate_backend ended. */
+static void terminated(sim_client *cl)
+{
+    cl->session_ = SESSION_LOST;
+    set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
+               "terminating connection due to administrator command");
+}
+
 static int is_command(const sim_client *cl)
 {
     return cl->step_.kind >= ADVLOCK_SIM_BEGIN;
@@ -208,9 +216,7 @@ int advlock_sim_on_arrive(sim_world *sim, int c)
     cl->nrows_ = 0;
     int rc = 0;
     if (cl->session_ == SESSION_KILLED) {
-        cl->session_ = SESSION_LOST;
-        set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
-                   "terminating connection due to administrator command");
+        terminated(cl);
     } else {
         enum query_fault fault =
             advlock_sim_faults_on(&sim->config_.faults)
@@ -361,8 +367,6 @@ int advlock_sim_on_kill(sim_world *sim, int c)
     if (cl->query_ == QUERY_WAITING)
         sim->waiting_--;
     cl->transit_delta_ = 0;
-    cl->session_ = SESSION_LOST;
-    set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
-               "terminating connection due to administrator command");
+    terminated(cl);
     return send_back(sim, c);
 }

@@ -469,8 +469,9 @@ int advlock_fake_db_is_waiting(const advlock_fake_db *db, int pid)
     return slot >= 0 && db->sessions_[slot].wait_ == WAIT_QUEUED;
 }
 
-/* A cancel, or the lock timeout (which PostgreSQL delivers as a cancel
- * of its own), ends the waiting statement with the error how names. */
+/* A cancel, the lock timeout (which PostgreSQL delivers as a cancel of its
+ * own) or the deadlock check ends the waiting statement with the error how
+ * names. */
 static int interrupt_wait(advlock_fake_db *db, int slot, int how)
 {
     advlock_fake_session_ *s = &db->sessions_[slot];
@@ -514,11 +515,7 @@ int advlock_fake_db_check_deadlock(advlock_fake_db *db, int pid)
     int slot = advlock_fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
-    if (!advlock_lt_in_deadlock(db, slot))
-        return 0;
-    wait_failed(db, slot, WAIT_DEADLOCK);
-    finish_granted(db);
-    return 1;
+    return advlock_lt_in_deadlock(db, slot) ? interrupt_wait(db, slot, WAIT_DEADLOCK) : 0;
 }
 
 advlock_fake_wait advlock_fake_db_wait_state(const advlock_fake_db *db, int pid)
