@@ -541,27 +541,6 @@ int advlock_fake_db_fail_statement(advlock_fake_db *db, int pid)
     return 0;
 }
 
-int advlock_fake_db_each_hold(const advlock_fake_db *db, advlock_fake_hold_fn fn, void *user)
-{
-    if (db == NULL || fn == NULL)
-        return 0;
-    for (int i = 0; i < db->holds_used_; i++) {
-        const advlock_fake_hold_ *h = &db->holds_[i];
-        if (h->session_ < 0)
-            continue;
-        for (int mode = 0; mode < 2; mode++) {
-            if (advlock_lt_hold_total(h, mode) == 0)
-                continue;
-            int rc = fn(user, db->sessions_[h->session_].pid_, db->locks_[h->lock_].key_,
-                        (advlock_fake_mode)mode, h->count_[mode][SCOPE_SESSION],
-                        h->count_[mode][SCOPE_XACT]);
-            if (rc != 0)
-                return rc;
-        }
-    }
-    return 0;
-}
-
 int advlock_fake_db_holds(const advlock_fake_db *db, int pid, int64_t key, advlock_fake_mode mode,
                           int *session_level, int *transaction_level)
 {

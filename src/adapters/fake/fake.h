@@ -8,8 +8,8 @@
 /* The files call downwards only, never back up:
  *     db.c -> lock_table.c, deadlock.c, holders.c, statements.c, result.c,
  *             tcp_settings.c
- *     inspect.c -> db.c (advlock_fake_db_each_hold)
  *     lock_table.c, deadlock.c, holders.c, inspect.c -> lock_queue.c
+ *     inspect.c (reads the database, changes nothing) -> lock_table.c
  *     holders.c, inspect.c, statements.c, tcp_settings.c -> result.c
  * Every file finds a session's slot with advlock_fake_db_slot() below.
  * A wake-up inside the lock table only marks the sessions it grants

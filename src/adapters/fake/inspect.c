@@ -1,7 +1,7 @@
 /*
- * Looking inside the fake database: the pg_locks picture, and a consistency
- * check of the lock manager's bookkeeping that simulations run after every
- * event.
+ * Looking inside the fake database: every hold, the pg_locks picture, and a
+ * consistency check of the lock manager's bookkeeping that simulations run
+ * after every event.
  */
 #include "fake.h"
 
@@ -23,6 +23,27 @@ static int row_before(const void *x, const void *y)
 static void offer(advlock_fake_lock_row *rows, size_t max, size_t *seen, advlock_fake_lock_row row)
 {
     advlock_fake_offer_row(rows, sizeof row, max, seen, &row, row_before);
+}
+
+int advlock_fake_db_each_hold(const advlock_fake_db *db, advlock_fake_hold_fn fn, void *user)
+{
+    if (db == NULL || fn == NULL)
+        return 0;
+    for (int i = 0; i < db->holds_used_; i++) {
+        const advlock_fake_hold_ *h = &db->holds_[i];
+        if (h->session_ < 0)
+            continue;
+        for (int mode = 0; mode < 2; mode++) {
+            if (advlock_lt_hold_total(h, mode) == 0)
+                continue;
+            int rc = fn(user, db->sessions_[h->session_].pid_, db->locks_[h->lock_].key_,
+                        (advlock_fake_mode)mode, h->count_[mode][SCOPE_SESSION],
+                        h->count_[mode][SCOPE_XACT]);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
 }
 
 /* Where advlock_fake_db_lock_rows() offers the granted rows. */
