@@ -64,6 +64,9 @@ int advlock_lt_held_mask(const advlock_fake_db *db, int slot, int lock);
 int advlock_lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode);
 int advlock_lt_wait_mask(const advlock_fake_db *db, int lock);
 void advlock_lt_free_lock_if_unused(advlock_fake_db *db, int lock);
+/* The first session queued on lock that ProcLockWakeup would grant now
+ * (its mode conflicts with no holder and no waiter ahead), or -1. */
+int advlock_lt_next_grant(const advlock_fake_db *db, int lock);
 
 /* Is the queued session part of a cycle of sessions waiting for each other? */
 int advlock_lt_in_deadlock(const advlock_fake_db *db, int slot);

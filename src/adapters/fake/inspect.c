@@ -152,24 +152,6 @@ static int check_counts(const advlock_fake_db *db, int lock, const recount *c, c
     return 0;
 }
 
-/* A session still queued although ProcLockWakeup would grant it now is a
- * missed wake-up. */
-static int check_queue(const advlock_fake_db *db, int lock, char *why, size_t size)
-{
-    int order[ADVLOCK_FAKE_MAX_SESSIONS];
-    int n = advlock_lt_queue_order(db, lock, order);
-    int ahead = 0;
-    for (int i = 0; i < n; i++) {
-        int mode = db->sessions_[order[i]].wait_mode_;
-        if (!(advlock_lt_conflicts(mode) & ahead)
-            && !advlock_lt_others_conflict(db, order[i], lock, mode))
-            return fail(why, size, "a queued session could be granted (missed wake-up)",
-                        db->locks_[lock].key_);
-        ahead |= advlock_lt_mode_bit(mode);
-    }
-    return 0;
-}
-
 int advlock_fake_db_check(const advlock_fake_db *db, char *why, size_t size)
 {
     if (db == NULL)
@@ -182,8 +164,10 @@ int advlock_fake_db_check(const advlock_fake_db *db, char *why, size_t size)
         if (!db->locks_[lock].in_use_)
             continue;
         rc = check_counts(db, lock, &counts[lock], why, size);
-        if (rc == 0 && (db->locks_[lock].waiting_[0] | db->locks_[lock].waiting_[1]))
-            rc = check_queue(db, lock, why, size);
+        /* A session still queued that ProcLockWakeup would grant now. */
+        const advlock_fake_lock_ *l = &db->locks_[lock];
+        if (rc == 0 && (l->waiting_[0] | l->waiting_[1]) && advlock_lt_next_grant(db, lock) >= 0)
+            rc = fail(why, size, "a queued session could be granted (missed wake-up)", l->key_);
         if (rc != 0)
             return rc;
     }

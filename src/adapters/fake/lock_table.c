@@ -229,27 +229,32 @@ enum advlock_lt_outcome advlock_lt_request(advlock_fake_db *db, int slot, int64_
 
 /* ProcLockWakeup: walk the queue in order, granting each waiter that
  * conflicts neither with what is held nor with an earlier waiter still
- * queued. A granted session's statement is only marked (finish_): the
- * database finishes it after the call that led here (db.c), because
- * finishing one outside a transaction block releases its transaction-level
- * hold and wakes this queue again. */
-static void wake_waiters(advlock_fake_db *db, int lock)
+ * queued (advlock_lt_next_grant, again after each grant). A granted session's statement is only
+ * marked (finish_): the database finishes it after the call that led here (db.c), because finishing
+ * one outside a transaction block releases its transaction-level hold and wakes this queue again.
+ */
+int advlock_lt_next_grant(const advlock_fake_db *db, int lock)
 {
     int order[ADVLOCK_FAKE_MAX_SESSIONS];
     int n = advlock_lt_queue_order(db, lock, order);
     int ahead = 0;
     for (int i = 0; i < n; i++) {
-        int slot = order[i];
+        int mode = db->sessions_[order[i]].wait_mode_;
+        if (!(advlock_lt_conflicts(mode) & ahead)
+            && !advlock_lt_others_conflict(db, order[i], lock, mode))
+            return order[i];
+        ahead |= advlock_lt_mode_bit(mode);
+    }
+    return -1;
+}
+
+static void wake_waiters(advlock_fake_db *db, int lock)
+{
+    for (int slot; (slot = advlock_lt_next_grant(db, lock)) >= 0;) {
         advlock_fake_session_ *s = &db->sessions_[slot];
-        int mode = s->wait_mode_;
-        if ((advlock_lt_conflicts(mode) & ahead)
-            || advlock_lt_others_conflict(db, slot, lock, mode)) {
-            ahead |= advlock_lt_mode_bit(mode);
-            continue;
-        }
         int hold = advlock_lt_find_hold(db, slot, lock);
         advlock_lt_dequeue(db, slot);
-        grant(db, hold, mode, s->wait_scope_);
+        grant(db, hold, s->wait_mode_, s->wait_scope_);
         s->wait_ = WAIT_ENDED;
         s->wait_result_ = WAIT_GRANTED;
         s->finish_ = 1;
