@@ -204,9 +204,12 @@ static inline int advlock_sim_kind_is_xact(int kind)
 {
     return kind % 2 == ADVLOCK_TRANSACTION;
 }
-static inline int advlock_sim_kind_is_shared(int kind)
+/* "exclusive, session", ...: how messages name a kind. */
+static inline const char *advlock_sim_kind_name(int kind)
 {
-    return kind / 2 == ADVLOCK_SHARED;
+    static const char *const names[KINDS] = {"exclusive, session", "exclusive, transaction",
+                                             "shared, session", "shared, transaction"};
+    return names[kind];
 }
 /* Do two keys' holds agree in every kind? (One 64-bit compare: the
  * invariants run this after every event.) */

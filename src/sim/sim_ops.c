@@ -164,14 +164,11 @@ static int settle_beliefs(sim_world *sim, int c, const advlock_action *a)
              j++) {
             if (cl->belief_[i][j] == cl->client_view_[i][j])
                 continue;
-            snprintf(
-                why, sizeof why,
-                "leak: after %s the session holds key %lld (%s, %s) %d time(s) per the results "
-                "it got, but the client knows of %d",
-                advlock_outcome_name(a->report->outcome), (long long)sim->keys_[i],
-                advlock_sim_kind_is_shared(j) ? "shared" : "exclusive",
-                advlock_sim_kind_is_xact(j) ? "transaction" : "session", cl->client_view_[i][j],
-                cl->belief_[i][j]);
+            snprintf(why, sizeof why,
+                     "leak: after %s the session holds key %lld (%s) %d time(s) per the results "
+                     "it got, but the client knows of %d",
+                     advlock_outcome_name(a->report->outcome), (long long)sim->keys_[i],
+                     advlock_sim_kind_name(j), cl->client_view_[i][j], cl->belief_[i][j]);
             return advlock_sim_record_violation(sim, c, why);
         }
     }
