@@ -371,21 +371,22 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         statement_failed(db, slot);
         return;
     }
-    int supplied = nparams;
-    if (supplied != st->params) {
+    int wanted = advlock_fake_statement_params(st);
+    if (nparams != wanted) {
         char message[ADVLOCK_FAKE_TEXT_MAX];
         snprintf(message, sizeof message,
                  "bind message supplies %d parameters, but prepared statement \"\" requires %d",
-                 supplied, st->params);
+                 nparams, wanted);
         advlock_fake_result_error(out, "08P01", message);
         statement_failed(db, slot);
         return;
     }
     int64_t key = nparams > 0 ? params[0] : 0; /* the statements that take one have it */
     /* A guarded row off its claimed session runs nothing: NULL; a
-     * transaction-scoped one runs also where the key is not held. */
-    if (st->guard > 0 && st->guard <= nparams
-        && !(s->claimed_ && s->claim_ == params[st->guard - 1])
+     * transaction-scoped one runs also where the key is not held. Its
+     * token is the last parameter. */
+    if (st->sql >= 0 && advlock_sql_guarded((advlock_sql)st->sql)
+        && !(s->claimed_ && s->claim_ == params[nparams - 1])
         && !(st->scope == SCOPE_XACT && !holds_key(db, slot, key))) {
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_NULL);
         statement_succeeded(db, slot);

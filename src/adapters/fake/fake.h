@@ -105,16 +105,18 @@ enum stmt_kind {
 };
 
 typedef struct advlock_fake_statement {
-    const char *text;
+    int sql;          /* the core's row (an advlock_sql), or -1: text is PostgreSQL's own */
+    const char *text; /* a call with $1, or a command */
     enum stmt_kind kind;
     int mode;
     int scope;
-    int params; /* bigints: $1 the key; $2 (waiting forms) lock_timeout in ms */
-    int guard;  /* a guarded row's token: which parameter (1-based), else 0 */
 } advlock_fake_statement;
 
 /* The statement with exactly this text, or NULL. */
 const advlock_fake_statement *advlock_fake_statement_find(const char *sql);
+/* The bigints it takes ($1 the key; then a wait's bound in ms, then a
+ * guarded row's token), as the core's table has them for its rows. */
+int advlock_fake_statement_params(const advlock_fake_statement *st);
 /* Is the text a statement PostgreSQL could parse (a call we might not know)? */
 int advlock_fake_statement_parses(const char *sql);
 /* Fills out with PostgreSQL's error for text that is not a known statement:
