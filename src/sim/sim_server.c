@@ -88,14 +88,12 @@ static int keep_rows(sim_world *sim, int c)
         cl->rows_[i].seconds = rows[i].seconds;
     }
     cl->nrows_ = n;
-    set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
     return 0;
 }
 
 static void command_applied(sim_world *sim, sim_client *cl, const advlock_fake_result *r)
 {
     advlock_fake_copy(cl->result_tag_, sizeof cl->result_tag_, r->command_tag);
-    set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
     if (cl->step_.kind == ADVLOCK_SIM_BEGIN) {
         cl->server_in_block_ = 1;
         return;
@@ -104,7 +102,8 @@ static void command_applied(sim_world *sim, sim_client *cl, const advlock_fake_r
     transaction_ended(sim, cl);
 }
 
-/* The query runs on the client's session; *waiting is set when it queues. */
+/* The query runs on the client's session; *waiting is set when it queues.
+ * Its answer is TRUE unless the server says otherwise. */
 static int apply(sim_world *sim, int c, int *waiting)
 {
     sim_client *cl = &sim->clients_[c];
@@ -114,6 +113,7 @@ static int apply(sim_world *sim, int c, int *waiting)
                                     nparams, &r)
         != 0)
         return advlock_sim_record_violation(sim, c, "the fake database refused the query");
+    set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
     switch (r.status) {
     case ADVLOCK_FAKE_ROW_TRUE:
     case ADVLOCK_FAKE_ROW_VOID:
@@ -123,17 +123,15 @@ static int apply(sim_world *sim, int c, int *waiting)
             cl->transit_delta_ = -1;
             cl->server_view_[cl->key_index_][cl->op_kind_]--;
         }
-        set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
         return 0;
-    case ADVLOCK_FAKE_ROW_FALSE: set_result(cl, ADVLOCK_RESULT_FALSE, "", ""); return 0;
-    case ADVLOCK_FAKE_ROW_NULL: set_result(cl, ADVLOCK_RESULT_NULL, "", ""); return 0;
+    case ADVLOCK_FAKE_ROW_FALSE: cl->result_ = ADVLOCK_RESULT_FALSE; return 0;
+    case ADVLOCK_FAKE_ROW_NULL: cl->result_ = ADVLOCK_RESULT_NULL; return 0;
     case ADVLOCK_FAKE_WAITING: *waiting = 1; return 0;
     case ADVLOCK_FAKE_ROWS: return keep_rows(sim, c);
     case ADVLOCK_FAKE_ROW_SESSION:
         cl->session_row_.pid = r.session_pid;
         cl->session_row_.in_recovery = r.in_recovery;
         cl->session_row_.ours = r.ours;
-        set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
         return 0;
     case ADVLOCK_FAKE_COMMAND_OK: command_applied(sim, cl, &r); return 0;
     case ADVLOCK_FAKE_SERVER_ERROR:
