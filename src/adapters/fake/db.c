@@ -385,7 +385,7 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     /* A guarded row off its claimed session runs nothing: NULL; a
      * transaction-scoped one runs also where the key is not held. Its
      * token is the last parameter. */
-    if (st->sql >= 0 && advlock_sql_guarded((advlock_sql)st->sql)
+    if (st->sql >= 0 && advlock_sql_guarded((advlock_sql)st->sql) && nparams > 0
         && !(s->claimed_ && s->claim_ == params[nparams - 1])
         && !(st->scope == SCOPE_XACT && !holds_key(db, slot, key))) {
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_NULL);
