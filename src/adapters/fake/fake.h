@@ -60,10 +60,6 @@ int advlock_lt_find_hold(const advlock_fake_db *db, int slot, int lock);
 int advlock_lt_hold_total(const advlock_fake_hold_ *h, int mode);
 /* Modes (as bits) the session holds on the lock at any level. */
 int advlock_lt_held_mask(const advlock_fake_db *db, int slot, int lock);
-/* Does a request by slot in mode conflict with what other sessions hold? */
-int advlock_lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode);
-int advlock_lt_wait_mask(const advlock_fake_db *db, int lock);
-void advlock_lt_free_lock_if_unused(advlock_fake_db *db, int lock);
 /* The first session queued on lock that ProcLockWakeup would grant now
  * (its mode conflicts with no holder and no waiter ahead), or -1. */
 int advlock_lt_next_grant(const advlock_fake_db *db, int lock);
