@@ -9,6 +9,9 @@
 
 #include <string.h>
 
+const char *const advlock_sim_state_names[4] = {"idle", "active", "idle in transaction",
+                                                "idle in transaction (aborted)"};
+
 static int is_lock_statement(advlock_sql sql)
 {
     switch (sql) {

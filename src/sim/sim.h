@@ -191,9 +191,6 @@ enum { SESSION_OPEN, SESSION_KILLED, SESSION_LOST };
 enum { QUERY_NONE, QUERY_TO_SERVER, QUERY_WAITING, QUERY_RETURNING, QUERY_TO_CLIENT };
 enum { SESSION_ORPHAN = -2 };
 
-/* pg_stat_activity states a holders row can show; rows_[].state indexes it. */
-extern const char *const advlock_sim_state_names[4];
-
 /* Lock kinds index the views: mode * 2 + scope. */
 enum { KINDS = 4 };
 static inline int advlock_sim_kind(advlock_mode mode, advlock_scope scope)
@@ -326,14 +323,14 @@ void advlock_sim_cycler_plan(void *state, advlock_sim *sim, int client,
 
 /* ---- the driver, across files ----
  *
- * Each file calls only the ones below it, never back up:
+ * The files in layers; each calls only files of the layers below, never up:
  *     sim.c (the public calls and the event loop)
  *       -> sim_steps.c (plans' steps, transaction commands)
- *            -> sim_ops.c (the machine's operations)
- *                 -> connection.c (statements out, answers in)
+ *            -> sim_ops.c (the machine's operations, judged by policy.c)
  *       -> sim_server.c (the server's side), invariants.c, plans.c
- *       -> world.c, policy.c, faults.c, trace.c, event_queue.c
- *       all of them -> sim_state.c (the shared bookkeeping) -> event_queue.c
+ *     -> connection.c (statements out, answers in)
+ *       -> world.c, trace.c, faults.c, policy.c
+ *       -> sim_state.c (the shared bookkeeping) -> event_queue.c
  * An event handler runs only for an event that is not stale (sim.c): a
  * timer, cancel or wait check still meant for the operation or wait under
  * way. */
@@ -364,6 +361,8 @@ void advlock_sim_begin_busy(sim_world *sim, sim_client *cl);
 int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a);
 /* The answer reached the client: what it was told it holds, and the trace. */
 void advlock_sim_receive(sim_world *sim, int c);
+/* pg_stat_activity states a holders row can show; rows_[].state indexes it. */
+extern const char *const advlock_sim_state_names[4];
 /* Is the statement in flight this row of the core's table? */
 static inline int advlock_sim_asks(const sim_client *cl, advlock_sql sql)
 {

@@ -11,9 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const advlock_sim_state_names[4] = {"idle", "active", "idle in transaction",
-                                                "idle in transaction (aborted)"};
-
 /* PostgreSQL's default deadlock_timeout. */
 enum { DEADLOCK_TIMEOUT_MS = 1000 };
 
