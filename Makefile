@@ -40,7 +40,7 @@ SHELL := $(CURDIR)/scripts/quiet-shell.sh
 .SILENT:
 endif
 
-.PHONY: all test unit-tests core-imports symbols-check install-check quiet-build-check docs-check apt-lock-test run FORCE install uninstall clean deps-build deps-test
+.PHONY: all test unit-tests core-imports file-circles file-circles-test symbols-check install-check quiet-build-check docs-check apt-lock-test run FORCE install uninstall clean deps-build deps-test
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock_fake.so
@@ -145,6 +145,16 @@ unit-tests: $(UNIT_BINS) $(BUILD)/locale/de_DE.UTF-8
 core-imports: $(CORE_OBJ)
 	@scripts/run-tests.sh -c scripts/check-core-imports.sh $^
 
+# No circle of files that call each other (scripts/check-file-circles.sh), in
+# the core, and in the fake with the simulator.
+file-circles: $(CORE_OBJ) $(FAKE_OBJ)
+	@scripts/run-tests.sh -c scripts/check-file-circles.sh $(CORE_OBJ)
+	@scripts/run-tests.sh -c scripts/check-file-circles.sh $(FAKE_OBJ)
+
+# ... and the check finds a circle planted in three files of its own.
+file-circles-test:
+	@scripts/run-tests.sh tests/build/file-circles.sh
+
 # Every installed library exports and shows only advlock_ names, and the
 # core library holds none of the fake's.
 symbols-check: all
@@ -165,7 +175,7 @@ docs-check:
 	@scripts/run-tests.sh -c scripts/check-docs.sh
 
 # The fragments in mk/ add their suites as prerequisites; this line comes last.
-test: all core-imports unit-tests symbols-check install-check quiet-build-check docs-check apt-lock-test
+test: all core-imports file-circles file-circles-test unit-tests symbols-check install-check quiet-build-check docs-check apt-lock-test
 	@scripts/test-summary.sh $(TEST_COUNTS)
 
 # ---- the main job -----------------------------------------------------------

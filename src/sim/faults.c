@@ -54,11 +54,6 @@ void advlock_sim_draw_server_error(advlock_prng *p, const char **sqlstate, const
 
 const char *advlock_sim_fault_name(enum query_fault fault)
 {
-    switch (fault) {
-    case FAULT_NULL: return "null";
-    case FAULT_ERROR: return "error";
-    case FAULT_DROP_BEFORE: return "drop_before";
-    case FAULT_DROP_AFTER: return "drop_after";
-    default: return NULL;
-    }
+    static const char *const names[] = {NULL, "null", "error", "drop_before", "drop_after"};
+    return names[fault];
 }

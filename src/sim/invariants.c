@@ -63,13 +63,6 @@ static int tally_hold(void *user, int pid, int64_t key, advlock_fake_mode mode, 
     return 0;
 }
 
-static const char *kind_name(int kind)
-{
-    static const char *const names[KINDS] = {"exclusive, session", "exclusive, transaction",
-                                             "shared, session", "shared, transaction"};
-    return names[kind];
-}
-
 /* The lock table, the results each client applied, and the results each
  * client received agree, up to the one result still on its way back (which
  * may also tell of a transaction the server has ended). */
@@ -93,8 +86,8 @@ static int check_agreement(const sim_world *sim, counts_t counts, char *why, siz
                     return fail(why, size,
                                 "the lock table says client %d's session holds key %lld "
                                 "(%s) %d time(s), the queries it ran say %d",
-                                c, (long long)sim->keys_[k], kind_name(j), counts[c][k][j],
-                                cl->server_view_[k][j]);
+                                c, (long long)sim->keys_[k], advlock_sim_kind_name(j),
+                                counts[c][k][j], cl->server_view_[k][j]);
                 if (cl->txn_end_in_flight_ && advlock_sim_kind_is_xact(j))
                     continue;
                 int in_flight =
@@ -103,8 +96,8 @@ static int check_agreement(const sim_world *sim, counts_t counts, char *why, siz
                     return fail(why, size,
                                 "key %lld (%s): client %d's session holds it %d time(s), "
                                 "the client has been told %d",
-                                (long long)sim->keys_[k], kind_name(j), c, cl->server_view_[k][j],
-                                cl->client_view_[k][j]);
+                                (long long)sim->keys_[k], advlock_sim_kind_name(j), c,
+                                cl->server_view_[k][j], cl->client_view_[k][j]);
             }
         }
     }
@@ -298,7 +291,7 @@ int advlock_sim_check_end(sim_world *sim, char *why, size_t size)
                     return fail(why, size,
                                 "leak: at the end client %d still believes it holds "
                                 "key %lld (%s)",
-                                c, (long long)sim->keys_[k], kind_name(j));
+                                c, (long long)sim->keys_[k], advlock_sim_kind_name(j));
     }
     advlock_fake_lock_row row;
     if (advlock_fake_db_lock_rows(&sim->db_, &row, 1) > 0)

@@ -56,15 +56,6 @@ void advlock_sim_policy_new_session(sim_client *cl)
     cl->policy_claim_asked_ = 0;
 }
 
-/* The generator the options name: splitmix64 (Steele, Lea, Flood). */
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 /* A cancel asked for is asked for again this long after it was sent. */
 enum { CANCEL_REPEAT_MS = 250 };
 
@@ -287,7 +278,7 @@ static expected sleep_next(sim_client *cl)
     if (jitter(cl) && opts(cl)->random != NULL) {
         lo = 0;
     } else if (jitter(cl)) {
-        lo = hi = (int64_t)(splitmix64(&cl->policy_jitter_) % (uint64_t)(ceiling + 1));
+        lo = hi = (int64_t)(advlock_fake_splitmix64(&cl->policy_jitter_) % (uint64_t)(ceiling + 1));
     }
     if (clipped(cl) || cl->policy_op_ != OP_ACQUIRE) {
         int64_t left = retry_bound(cl) - (cl->policy_reading_ - cl->policy_start_);

@@ -52,109 +52,14 @@ int advlock_sim_init(advlock_sim *handle, const advlock_sim_config *config)
     return 0;
 }
 
-void advlock_sim_copy(char *dst, size_t size, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= size)
-        n = size - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
-int advlock_sim_record_violation(sim_world *sim, int client, const char *what)
-{
-    int n = snprintf(sim->violation_, sizeof sim->violation_,
-                     "seed %llu: t=%lld ms, client %d: ", (unsigned long long)sim->config_.seed,
-                     (long long)sim->now_ms_, client);
-    advlock_sim_copy(sim->violation_ + n, sizeof sim->violation_ - (size_t)n, what);
-    return ADVLOCK_SIM_VIOLATION;
-}
-
-int advlock_sim_must_schedule(sim_world *sim, int64_t at_ms, enum advlock_sim_event_kind kind,
-                              int client, uint64_t serial, int64_t arg)
-{
-    if (advlock_sim_schedule(sim, at_ms, kind, client, serial, arg) != 0)
-        return advlock_sim_record_violation(sim, client, "event queue full");
-    return 0;
-}
-
-int advlock_sim_key_index(const sim_world *sim, int64_t key)
-{
-    for (int i = 0; i < sim->nkeys_; i++)
-        if (sim->keys_[i] == key)
-            return i;
-    return -1;
-}
-
-int64_t advlock_sim_reading(sim_world *sim, sim_client *cl)
-{
-    advlock_fake_clock_advance_to(&cl->clock_, sim->now_ms_);
-    return advlock_fake_clock_read(&cl->clock_);
-}
-
-void advlock_sim_forget_holds(sim_client *cl)
-{
-    memset(cl->belief_, 0, sizeof cl->belief_);
-    memset(cl->client_view_, 0, sizeof cl->client_view_);
-    memset(cl->server_view_, 0, sizeof cl->server_view_);
-    cl->server_in_block_ = 0;
-    cl->txn_end_in_flight_ = 0;
-    cl->unsure_ = 0;
-}
-
-const sim_session *advlock_sim_session_const(const sim_world *sim, int pid)
-{
-    int lo = 0, hi = sim->nsessions_;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (sim->sessions_[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < sim->nsessions_ && sim->sessions_[lo].pid == pid ? &sim->sessions_[lo] : NULL;
-}
-
-sim_session *advlock_sim_session(sim_world *sim, int pid)
-{
-    return (sim_session *)advlock_sim_session_const(sim, pid);
-}
-
-int advlock_sim_open_session(sim_world *sim, int c)
-{
-    sim_client *cl = &sim->clients_[c];
-    int pid;
-    if (advlock_fake_db_connect(&sim->db_, &pid) != 0)
-        return advlock_sim_record_violation(sim, c, "the fake database has no free session slot");
-    /* The fake hands out ever larger pids: appending keeps the order. */
-    sim->sessions_[sim->nsessions_++] = (sim_session){pid, c, 0};
-    cl->pid_ = pid;
-    cl->session_ = SESSION_OPEN;
-    return 0;
-}
-
-void advlock_sim_close_session(sim_world *sim, int pid)
-{
-    sim_session *s = advlock_sim_session(sim, pid);
-    if (s == NULL)
-        return;
-    size_t after = (size_t)(sim->sessions_ + sim->nsessions_ - (s + 1));
-    memmove(s, s + 1, after * sizeof *s);
-    sim->nsessions_--;
-    advlock_fake_db_close(&sim->db_, pid);
-}
-
 /* ---- adding clients ----------------------------------------------------- */
 
 /* A client's jitter seed: a function of the run's seed, its index and the
  * seed it was given (splitmix64's finaliser over their mix). */
 static uint64_t derive_jitter_seed(uint64_t run_seed, int client, uint64_t given)
 {
-    uint64_t z = run_seed ^ (UINT64_C(0x9E3779B97F4A7C15) * (uint64_t)(client + 1))
-                 ^ ((given << 32) | (given >> 32));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
+    return advlock_fake_mix64(run_seed ^ (UINT64_C(0x9E3779B97F4A7C15) * (uint64_t)(client + 1))
+                              ^ ((given << 32) | (given >> 32)));
 }
 
 int advlock_sim_set_options(advlock_sim *handle, int client, const advlock_options *o)
@@ -240,12 +145,6 @@ int advlock_sim_add_cycler(advlock_sim *handle, const advlock_sim_cycler *cycler
 
 /* ---- the event loop ----------------------------------------------------------- */
 
-static int on_reap(sim_world *sim, int pid)
-{
-    advlock_sim_close_session(sim, pid);
-    return 0;
-}
-
 static int handle_event(sim_world *sim, const sim_event *ev)
 {
     int c = ev->client_;
@@ -253,15 +152,18 @@ static int handle_event(sim_world *sim, const sim_event *ev)
     switch (ev->kind_) {
     case EV_STEP: return advlock_sim_on_step(sim, c);
     case EV_ARRIVE: return advlock_sim_on_arrive(sim, c);
-    case EV_DELIVER: return advlock_sim_on_deliver(sim, c);
-    case EV_WAKE: return advlock_sim_on_wake(sim, c, ev->serial_);
-    case EV_CANCEL: return advlock_sim_on_cancel(sim, c, ev->serial_);
+    case EV_DELIVER:
+        advlock_sim_receive(sim, c);
+        return cl->step_.kind >= ADVLOCK_SIM_BEGIN ? advlock_sim_command_done(sim, c)
+                                                   : advlock_sim_on_answer(sim, c);
+    case EV_WAKE: return advlock_sim_on_wake(sim, c);
+    case EV_CANCEL: return advlock_sim_on_cancel(sim, c);
     case EV_KILL: return advlock_sim_on_kill(sim, c);
-    case EV_REAP: return on_reap(sim, (int)ev->arg_);
+    case EV_REAP: advlock_sim_close_session(sim, (int)ev->arg_); return 0;
     case EV_CANCEL_LAND: return advlock_sim_on_cancel_land(sim, (int)ev->arg_);
-    case EV_DEADLOCK: return advlock_sim_on_deadlock_check(sim, c, ev->serial_);
-    case EV_RETURN: return advlock_sim_on_return(sim, c, ev->serial_);
-    case EV_LOCK_TIMEOUT: return advlock_sim_on_lock_timeout(sim, c, ev->serial_);
+    case EV_DEADLOCK: return advlock_sim_on_deadlock_check(sim, c);
+    case EV_RETURN: return advlock_sim_on_return(sim, c);
+    case EV_LOCK_TIMEOUT: return advlock_sim_on_lock_timeout(sim, c);
     case EV_STALL:
         advlock_sim_reading(sim, cl);
         advlock_fake_clock_stall(&cl->clock_, ev->arg_);

@@ -3,7 +3,7 @@
 #ifndef ADVLOCK_SIM_INTERNAL_H
 #define ADVLOCK_SIM_INTERNAL_H
 
-#include "advlock_fake.h"
+#include "../adapters/fake/fake.h"
 
 #include <string.h>
 
@@ -191,9 +191,6 @@ enum { SESSION_OPEN, SESSION_KILLED, SESSION_LOST };
 enum { QUERY_NONE, QUERY_TO_SERVER, QUERY_WAITING, QUERY_RETURNING, QUERY_TO_CLIENT };
 enum { SESSION_ORPHAN = -2 };
 
-/* pg_stat_activity states a holders row can show; rows_[].state indexes it. */
-extern const char *const advlock_sim_state_names[4];
-
 /* Lock kinds index the views: mode * 2 + scope. */
 enum { KINDS = 4 };
 static inline int advlock_sim_kind(advlock_mode mode, advlock_scope scope)
@@ -204,9 +201,12 @@ static inline int advlock_sim_kind_is_xact(int kind)
 {
     return kind % 2 == ADVLOCK_TRANSACTION;
 }
-static inline int advlock_sim_kind_is_shared(int kind)
+/* "exclusive, session", ...: how messages name a kind. */
+static inline const char *advlock_sim_kind_name(int kind)
 {
-    return kind / 2 == ADVLOCK_SHARED;
+    static const char *const names[KINDS] = {"exclusive, session", "exclusive, transaction",
+                                             "shared, session", "shared, transaction"};
+    return names[kind];
 }
 /* Do two keys' holds agree in every kind? (One 64-bit compare: the
  * invariants run this after every event.) */
@@ -302,14 +302,13 @@ typedef struct advlock_sim_trace_extra {
     const char *result;   /* result */
     const char *sqlstate; /* result, error */
     const char *fault;    /* result */
-    int64_t rows;         /* result of the holders query: how many rows, else -1 */
+    int64_t rows;         /* result "rows" (the holders query's): how many */
     int64_t ms, wake;     /* sleep; wait (wake: the deadline, -1 for none) */
     const char *message;  /* done events */
     const char *error;    /* error */
 } advlock_sim_trace_extra;
 
-/* An extra with nothing set. */
-advlock_sim_trace_extra advlock_sim_trace_none(void);
+/* Writes the event's line, with what extra sets (NULL: nothing more). */
 void advlock_sim_trace(sim_world *sim, int client, const char *event,
                        const advlock_sim_trace_extra *extra);
 const char *advlock_sim_result_name(advlock_result r);
@@ -322,11 +321,21 @@ void advlock_sim_script_plan(void *state, advlock_sim *sim, int client,
 void advlock_sim_cycler_plan(void *state, advlock_sim *sim, int client,
                              const advlock_sim_done *last, advlock_sim_step *next);
 
-/* ---- the driver, across files ---- */
+/* ---- the driver, across files ----
+ *
+ * The files in layers; each calls only files of the layers below, never up:
+ *     sim.c (the public calls and the event loop)
+ *       -> sim_steps.c (plans' steps, transaction commands)
+ *            -> sim_ops.c (the machine's operations, judged by policy.c)
+ *       -> sim_server.c (the server's side), invariants.c, plans.c
+ *     -> connection.c (statements out, answers in)
+ *       -> world.c, trace.c, faults.c, policy.c
+ *       -> sim_state.c (the shared bookkeeping) -> event_queue.c
+ * An event handler runs only for an event that is not stale (sim.c): a
+ * timer, cancel or wait check still meant for the operation or wait under
+ * way. */
 
-/* sim.c: the run's bookkeeping. */
-/* Bounded copy that always terminates (cutting at size - 1 bytes). */
-void advlock_sim_copy(char *dst, size_t size, const char *src);
+/* sim_state.c: the run's bookkeeping. */
 int advlock_sim_key_index(const sim_world *sim, int64_t key);
 /* Records a violation "seed S: t=T ms, client C: what" and returns it. */
 int advlock_sim_record_violation(sim_world *sim, int client, const char *what);
@@ -342,28 +351,44 @@ const sim_session *advlock_sim_session_const(const sim_world *sim, int pid);
 void advlock_sim_close_session(sim_world *sim, int pid);
 /* The session is gone: it holds nothing, and no transaction is open. */
 void advlock_sim_forget_holds(sim_client *cl);
+/* An operation or a transaction command begins: the client is busy with a
+ * new serial, from now on its clock, with nothing heard from the server. */
+void advlock_sim_begin_busy(sim_world *sim, sim_client *cl);
+
+/* connection.c: the client's statements and their answers. */
+/* Sends a statement (the machine's action a, or with a NULL a transaction
+ * command) on the client's session with a fresh round trip. */
+int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a);
+/* The answer reached the client: what it was told it holds, and the trace. */
+void advlock_sim_receive(sim_world *sim, int c);
+/* pg_stat_activity states a holders row can show; rows_[].state indexes it. */
+extern const char *const advlock_sim_state_names[4];
+/* Is the statement in flight this row of the core's table? */
+static inline int advlock_sim_asks(const sim_client *cl, advlock_sql sql)
+{
+    return cl->query_text_ == advlock_sql_text(sql);
+}
 
 /* sim_ops.c: the machine's actions and inputs. */
 /* Starts the step's ACQUIRE or RELEASE: 0, ADVLOCK_SIM_VIOLATION, or a
  * negative advlock_error when the machine refused to start (the step then
  * ends FAILED with it). */
 int advlock_sim_start_operation(sim_world *sim, int c);
-int advlock_sim_on_deliver(sim_world *sim, int c);
-int advlock_sim_on_wake(sim_world *sim, int c, uint64_t serial);
-int advlock_sim_on_cancel(sim_world *sim, int c, uint64_t serial);
-/* Sends a statement (the machine's action a, or with a NULL a transaction
- * command) on the client's session with a fresh round trip. */
-int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a);
+/* The machine is given the answer received, and does what it asks next. */
+int advlock_sim_on_answer(sim_world *sim, int c);
+int advlock_sim_on_wake(sim_world *sim, int c);
+int advlock_sim_on_cancel(sim_world *sim, int c);
 
 /* sim_server.c: the server's side of queries, waits and cancels. */
 int advlock_sim_on_arrive(sim_world *sim, int c);
 /* Collects the answers of waits that ended (granted, cancelled, deadlocked). */
 int advlock_sim_collect_waits(sim_world *sim);
-/* A granted waiter's statement finishes: its answer leaves the server. */
-int advlock_sim_on_return(sim_world *sim, int c, uint64_t serial);
+/* A waiter's statement finishes (granted, or ended by an error): its answer
+ * leaves the server. */
+int advlock_sim_on_return(sim_world *sim, int c);
 int advlock_sim_on_cancel_land(sim_world *sim, int pid);
-int advlock_sim_on_deadlock_check(sim_world *sim, int c, uint64_t serial);
-int advlock_sim_on_lock_timeout(sim_world *sim, int c, uint64_t serial);
+int advlock_sim_on_deadlock_check(sim_world *sim, int c);
+int advlock_sim_on_lock_timeout(sim_world *sim, int c);
 int advlock_sim_on_kill(sim_world *sim, int c);
 
 /* sim_steps.c: plans' steps. */

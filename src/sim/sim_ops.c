@@ -14,10 +14,14 @@
 
 static int act(sim_world *sim, int c);
 
-/* Compares the machine's action after an input with the policy model. */
-static int judge(sim_world *sim, int c, enum policy_input input, advlock_result result,
-                 int64_t now_reading)
+/* The machine was given an input (took: the call's return, 0 when it took
+ * it; refused: what a refusal means); its next action is compared with the
+ * policy model's. */
+static int judge(sim_world *sim, int c, int took, const char *refused, enum policy_input input,
+                 advlock_result result, int64_t now_reading)
 {
+    if (took != 0)
+        return advlock_sim_record_violation(sim, c, refused);
     sim_client *cl = &sim->clients_[c];
     advlock_action a = advlock_next_action(&cl->machine_);
     char why[ADVLOCK_SIM_VIOLATION_MAX];
@@ -26,48 +30,6 @@ static int judge(sim_world *sim, int c, enum policy_input input, advlock_result 
         != 0)
         return advlock_sim_record_violation(sim, c, why);
     return 0;
-}
-
-static int is_lock_statement(advlock_sql sql)
-{
-    switch (sql) {
-    case ADVLOCK_SQL_UNLOCK:
-    case ADVLOCK_SQL_UNLOCK_SHARED:
-    case ADVLOCK_SQL_UNLOCK_GUARDED:
-    case ADVLOCK_SQL_UNLOCK_SHARED_GUARDED:
-    case ADVLOCK_SQL_HOLDERS:
-    case ADVLOCK_SQL_SESSION: return 0;
-    default: return 1;
-    }
-}
-
-int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a)
-{
-    sim_client *cl = &sim->clients_[c];
-    int is_lock = a != NULL && is_lock_statement(a->sql);
-    if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
-        return ADVLOCK_SIM_VIOLATION;
-    advlock_sim_reading(sim, cl);
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    x.sql = sql;
-    x.attempt = is_lock ? advlock_next_action(&cl->machine_).report->attempts : 0;
-    advlock_sim_trace(sim, c, "query", &x);
-    cl->query_ = QUERY_TO_SERVER;
-    cl->query_text_ = sql;
-    cl->query_is_lock_ = is_lock;
-    cl->query_nparams_ = a != NULL ? advlock_sql_params(a->sql) : 0;
-    if (a != NULL) {
-        cl->query_params_[0] = a->param;
-        cl->query_params_[1] = a->param2;
-        cl->query_params_[2] = a->param3;
-    }
-    /* The waits (the rows answering void) take their bound as $2. */
-    cl->query_bound_ms_ =
-        a != NULL && advlock_sql_answer(a->sql) == ADVLOCK_ANSWER_VOID ? a->param2 : 0;
-    advlock_sim_statement_times(sim, &cl->arrive_ms_, &cl->deliver_ms_);
-    cl->return_ms_ = cl->deliver_ms_ - cl->arrive_ms_;
-    sim->stats_.queries++;
-    return advlock_sim_must_schedule(sim, cl->arrive_ms_, EV_ARRIVE, c, cl->op_serial_, 0);
 }
 
 /* Clock faults strike at a random moment within the next span ms. */
@@ -104,10 +66,8 @@ static int arm_timer(sim_world *sim, int c, int64_t wake_at, int fresh)
 
 static int start_sleep(sim_world *sim, int c, const advlock_action *a)
 {
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    x.ms = a->sleep_ms;
-    x.wake = a->wake_at_ms;
-    advlock_sim_trace(sim, c, "sleep", &x);
+    advlock_sim_trace(sim, c, "sleep",
+                      &(advlock_sim_trace_extra){.ms = a->sleep_ms, .wake = a->wake_at_ms});
     return arm_timer(sim, c, a->wake_at_ms, 1);
 }
 
@@ -132,18 +92,16 @@ static int send_cancel(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
     int64_t now_reading = advlock_sim_reading(sim, cl);
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    advlock_sim_trace(sim, c, "cancel_query", &x);
+    advlock_sim_trace(sim, c, "cancel_query", NULL);
     sim->stats_.cancels++;
     int64_t rtt = advlock_sim_cancel_rtt(sim);
     int64_t land = sim->now_ms_ + rtt + rtt / 2;
     int rc = advlock_sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
     if (rc != 0)
         return rc;
-    if (advlock_on_cancel_sent(&cl->machine_, now_reading) != 0)
-        return advlock_sim_record_violation(
-            sim, c, "the machine refused advlock_on_cancel_sent after CANCEL_QUERY");
-    rc = judge(sim, c, IN_CANCEL_SENT, ADVLOCK_RESULT_TRUE, now_reading);
+    rc = judge(sim, c, advlock_on_cancel_sent(&cl->machine_, now_reading),
+               "the machine refused advlock_on_cancel_sent after CANCEL_QUERY", IN_CANCEL_SENT,
+               ADVLOCK_RESULT_TRUE, now_reading);
     return rc != 0 ? rc : act(sim, c);
 }
 
@@ -151,7 +109,7 @@ static void record_done(sim_client *cl, const advlock_action *a, int64_t now)
 {
     advlock_sim_done *d = &cl->last_;
     d->report = *a->report;
-    advlock_sim_copy(d->server_message, sizeof d->server_message, cl->failure_message_);
+    advlock_fake_copy(d->server_message, sizeof d->server_message, cl->failure_message_);
     d->cancel_sent = cl->cancel_sent_;
     d->ended_ms = now;
 }
@@ -206,14 +164,11 @@ static int settle_beliefs(sim_world *sim, int c, const advlock_action *a)
              j++) {
             if (cl->belief_[i][j] == cl->client_view_[i][j])
                 continue;
-            snprintf(
-                why, sizeof why,
-                "leak: after %s the session holds key %lld (%s, %s) %d time(s) per the results "
-                "it got, but the client knows of %d",
-                advlock_outcome_name(a->report->outcome), (long long)sim->keys_[i],
-                advlock_sim_kind_is_shared(j) ? "shared" : "exclusive",
-                advlock_sim_kind_is_xact(j) ? "transaction" : "session", cl->client_view_[i][j],
-                cl->belief_[i][j]);
+            snprintf(why, sizeof why,
+                     "leak: after %s the session holds key %lld (%s) %d time(s) per the results "
+                     "it got, but the client knows of %d",
+                     advlock_outcome_name(a->report->outcome), (long long)sim->keys_[i],
+                     advlock_sim_kind_name(j), cl->client_view_[i][j], cl->belief_[i][j]);
             return advlock_sim_record_violation(sim, c, why);
         }
     }
@@ -234,8 +189,7 @@ static int finish_op(sim_world *sim, int c, const advlock_action *a)
         char message[ADVLOCK_MESSAGE_MAX];
         const char *name = cl->step_.lock_name;
         const char *said = cl->failure_message_[0] != '\0' ? cl->failure_message_ : NULL;
-        advlock_sim_trace_extra x = advlock_sim_trace_none();
-        x.attempt = r->attempts;
+        advlock_sim_trace_extra x = {.attempt = r->attempts};
         if (advlock_describe(r, name, strlen(name), said, message, sizeof message) > 0)
             x.message = message;
         x.sqlstate = r->sqlstate[0] != '\0' ? r->sqlstate : NULL;
@@ -325,16 +279,8 @@ int advlock_sim_start_operation(sim_world *sim, int c)
     cl->key_ = key;
     cl->key_index_ = k;
     cl->op_kind_ = advlock_sim_kind(cl->options_.mode, cl->options_.scope);
-    cl->busy_ = 1;
-    cl->op_serial_++;
-    cl->started_ms_ = sim->now_ms_;
-    cl->started_reading_ = now_reading;
-    cl->jumped_at_start_ = cl->clock_.jumped_ms_;
-    cl->cancel_sent_ = 0;
-    cl->result_sqlstate_[0] = '\0';
-    cl->result_message_[0] = '\0';
-    cl->failure_message_[0] = '\0';
-    rc = judge(sim, c, acquire ? IN_START_ACQUIRE : IN_START_RELEASE, ADVLOCK_RESULT_TRUE,
+    advlock_sim_begin_busy(sim, cl);
+    rc = judge(sim, c, 0, NULL, acquire ? IN_START_ACQUIRE : IN_START_RELEASE, ADVLOCK_RESULT_TRUE,
                now_reading);
     if (rc != 0)
         return rc;
@@ -347,23 +293,16 @@ int advlock_sim_start_operation(sim_world *sim, int c)
     return act(sim, c);
 }
 
-static int is_holders(const char *sql)
-{
-    return sql == advlock_sql_text(ADVLOCK_SQL_HOLDERS);
-}
-
 /* The session row: the machine takes it, and the driver copies out the
  * value it filled in, as the libpq adapter does. */
 static int answer_session(sim_world *sim, int c, int64_t now_reading)
 {
     sim_client *cl = &sim->clients_[c];
-    if (advlock_on_session(&cl->machine_, cl->session_row_.pid, cl->session_row_.in_recovery,
-                           cl->session_row_.ours, now_reading)
-            != 0
-        || advlock_get_session(&cl->machine_, &cl->session_value_) != 0)
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine refused the session row it had asked for");
-    return judge(sim, c, IN_SESSION, ADVLOCK_RESULT_TRUE, now_reading);
+    int took = advlock_on_session(&cl->machine_, cl->session_row_.pid, cl->session_row_.in_recovery,
+                                  cl->session_row_.ours, now_reading)
+               || advlock_get_session(&cl->machine_, &cl->session_value_);
+    return judge(sim, c, took, "the machine refused the session row it had asked for", IN_SESSION,
+                 ADVLOCK_RESULT_TRUE, now_reading);
 }
 
 /* Feeds the answer to the machine: rows of the holders query, the session
@@ -371,10 +310,9 @@ static int answer_session(sim_world *sim, int c, int64_t now_reading)
 static int answer_machine(sim_world *sim, int c, int64_t now_reading)
 {
     sim_client *cl = &sim->clients_[c];
-    if (cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_SESSION)
-        && cl->result_ == ADVLOCK_RESULT_TRUE)
+    if (advlock_sim_asks(cl, ADVLOCK_SQL_SESSION) && cl->result_ == ADVLOCK_RESULT_TRUE)
         return answer_session(sim, c, now_reading);
-    if (is_holders(cl->query_text_) && cl->result_ == ADVLOCK_RESULT_TRUE) {
+    if (advlock_sim_asks(cl, ADVLOCK_SQL_HOLDERS) && cl->result_ == ADVLOCK_RESULT_TRUE) {
         advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
         for (size_t i = 0; i < cl->nrows_; i++)
             rows[i] = (advlock_holder){cl->rows_[i].pid,
@@ -385,88 +323,49 @@ static int answer_machine(sim_world *sim, int c, int64_t now_reading)
                                        advlock_sim_state_names[cl->rows_[i].state],
                                        "",
                                        cl->rows_[i].seconds};
-        if (advlock_on_holders(&cl->machine_, rows, cl->nrows_, now_reading) != 0)
-            return advlock_sim_record_violation(sim, c,
-                                                "the machine refused the holders it had asked for");
-        return judge(sim, c, IN_HOLDERS, ADVLOCK_RESULT_TRUE, now_reading);
+        return judge(sim, c, advlock_on_holders(&cl->machine_, rows, cl->nrows_, now_reading),
+                     "the machine refused the holders it had asked for", IN_HOLDERS,
+                     ADVLOCK_RESULT_TRUE, now_reading);
     }
     int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
     /* As a driver keeps a failing result's words for advlock_describe(). */
     if (failed || cl->result_ == ADVLOCK_RESULT_NULL)
-        advlock_sim_copy(cl->failure_message_, sizeof cl->failure_message_, cl->result_message_);
-    if (advlock_on_result(&cl->machine_, cl->result_, failed ? cl->result_sqlstate_ : NULL,
-                          failed ? cl->result_message_ : NULL, now_reading)
-        != 0)
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine refused a result it had asked for");
-    return judge(sim, c, IN_RESULT, cl->result_, now_reading);
+        advlock_fake_copy(cl->failure_message_, sizeof cl->failure_message_, cl->result_message_);
+    int took = advlock_on_result(&cl->machine_, cl->result_, failed ? cl->result_sqlstate_ : NULL,
+                                 failed ? cl->result_message_ : NULL, now_reading);
+    return judge(sim, c, took, "the machine refused a result it had asked for", IN_RESULT,
+                 cl->result_, now_reading);
 }
 
-int advlock_sim_on_deliver(sim_world *sim, int c)
+int advlock_sim_on_answer(sim_world *sim, int c)
 {
-    sim_client *cl = &sim->clients_[c];
-    cl->query_ = QUERY_NONE;
-    cl->timer_serial_++; /* an answer makes a pending deadline timer moot */
-    if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
-        memset(cl->client_view_, 0, sizeof cl->client_view_);
-    else if (cl->transit_delta_ != 0)
-        cl->client_view_[cl->key_index_][cl->op_kind_] += cl->transit_delta_;
-    /* COMMIT, ROLLBACK, or an error inside a block: the client learns that
-     * its transaction and the locks it held are over. */
-    if (cl->txn_end_in_flight_) {
-        for (int k = 0; k < sim->nkeys_; k++)
-            for (int j = 0; j < KINDS; j++)
-                if (advlock_sim_kind_is_xact(j))
-                    cl->client_view_[k][j] = cl->belief_[k][j] = 0;
-        cl->txn_end_in_flight_ = 0;
-    }
-    cl->transit_delta_ = 0;
-    int64_t now_reading = advlock_sim_reading(sim, cl);
-    int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    int rows = is_holders(cl->query_text_) && !failed;
-    x.result = cl->result_tag_[0] != '\0' && !failed ? cl->result_tag_
-               : rows                                ? "rows"
-                                                     : advlock_sim_result_name(cl->result_);
-    x.rows = rows ? (int64_t)cl->nrows_ : -1;
-    x.sqlstate = failed && cl->result_sqlstate_[0] != '\0' ? cl->result_sqlstate_ : NULL;
-    x.fault = cl->result_fault_;
-    advlock_sim_trace(sim, c, "result", &x);
-    if (cl->step_.kind >= ADVLOCK_SIM_BEGIN)
-        return advlock_sim_command_done(sim, c);
-    int rc = answer_machine(sim, c, now_reading);
+    int rc = answer_machine(sim, c, advlock_sim_reading(sim, &sim->clients_[c]));
     return rc != 0 ? rc : act(sim, c);
 }
 
 /* ---- timers and the plan's cancel ------------------------------------------- */
 
-int advlock_sim_on_wake(sim_world *sim, int c, uint64_t serial)
+int advlock_sim_on_wake(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
-    if (!cl->busy_ || serial != cl->timer_serial_)
-        return 0;
     int64_t now_reading = advlock_sim_reading(sim, cl);
-    if (advlock_on_timer(&cl->machine_, now_reading) != 0)
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine refused a timer during an operation");
-    int rc = judge(sim, c, IN_TIMER, ADVLOCK_RESULT_TRUE, now_reading);
+    int rc = judge(sim, c, advlock_on_timer(&cl->machine_, now_reading),
+                   "the machine refused a timer during an operation", IN_TIMER, ADVLOCK_RESULT_TRUE,
+                   now_reading);
     if (rc != 0)
         return rc;
     advlock_action a = advlock_next_action(&cl->machine_);
     return a.kind == ADVLOCK_ACTION_SLEEP ? arm_timer(sim, c, a.wake_at_ms, 0) : act(sim, c);
 }
 
-int advlock_sim_on_cancel(sim_world *sim, int c, uint64_t serial)
+int advlock_sim_on_cancel(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
-    if (!cl->busy_ || serial != cl->op_serial_)
-        return 0;
     int64_t now_reading = advlock_sim_reading(sim, cl);
-    if (advlock_cancel(&cl->machine_, now_reading) != 0)
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine refused a cancel during an acquire");
     cl->cancel_sent_ = 1;
-    int rc = judge(sim, c, IN_CANCEL, ADVLOCK_RESULT_TRUE, now_reading);
+    int rc = judge(sim, c, advlock_cancel(&cl->machine_, now_reading),
+                   "the machine refused a cancel during an acquire", IN_CANCEL, ADVLOCK_RESULT_TRUE,
+                   now_reading);
     if (rc != 0)
         return rc;
     advlock_action a = advlock_next_action(&cl->machine_);

@@ -11,17 +11,22 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const advlock_sim_state_names[4] = {"idle", "active", "idle in transaction",
-                                                "idle in transaction (aborted)"};
-
 /* PostgreSQL's default deadlock_timeout. */
 enum { DEADLOCK_TIMEOUT_MS = 1000 };
 
 static void set_result(sim_client *cl, advlock_result r, const char *sqlstate, const char *message)
 {
     cl->result_ = r;
-    advlock_sim_copy(cl->result_sqlstate_, sizeof cl->result_sqlstate_, sqlstate);
-    advlock_sim_copy(cl->result_message_, sizeof cl->result_message_, message);
+    advlock_fake_copy(cl->result_sqlstate_, sizeof cl->result_sqlstate_, sqlstate);
+    advlock_fake_copy(cl->result_message_, sizeof cl->result_message_, message);
+}
+
+/* The answer the client gets from a session pg_terminate_backend ended. */
+static void terminated(sim_client *cl)
+{
+    cl->session_ = SESSION_LOST;
+    set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
+               "terminating connection due to administrator command");
 }
 
 static int is_command(const sim_client *cl)
@@ -80,14 +85,12 @@ static int keep_rows(sim_world *sim, int c)
         cl->rows_[i].seconds = rows[i].seconds;
     }
     cl->nrows_ = n;
-    set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
     return 0;
 }
 
 static void command_applied(sim_world *sim, sim_client *cl, const advlock_fake_result *r)
 {
-    advlock_sim_copy(cl->result_tag_, sizeof cl->result_tag_, r->command_tag);
-    set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
+    advlock_fake_copy(cl->result_tag_, sizeof cl->result_tag_, r->command_tag);
     if (cl->step_.kind == ADVLOCK_SIM_BEGIN) {
         cl->server_in_block_ = 1;
         return;
@@ -96,7 +99,8 @@ static void command_applied(sim_world *sim, sim_client *cl, const advlock_fake_r
     transaction_ended(sim, cl);
 }
 
-/* The query runs on the client's session; *waiting is set when it queues. */
+/* The query runs on the client's session; *waiting is set when it queues.
+ * Its answer is TRUE unless the server says otherwise. */
 static int apply(sim_world *sim, int c, int *waiting)
 {
     sim_client *cl = &sim->clients_[c];
@@ -106,6 +110,7 @@ static int apply(sim_world *sim, int c, int *waiting)
                                     nparams, &r)
         != 0)
         return advlock_sim_record_violation(sim, c, "the fake database refused the query");
+    set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
     switch (r.status) {
     case ADVLOCK_FAKE_ROW_TRUE:
     case ADVLOCK_FAKE_ROW_VOID:
@@ -115,17 +120,15 @@ static int apply(sim_world *sim, int c, int *waiting)
             cl->transit_delta_ = -1;
             cl->server_view_[cl->key_index_][cl->op_kind_]--;
         }
-        set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
         return 0;
-    case ADVLOCK_FAKE_ROW_FALSE: set_result(cl, ADVLOCK_RESULT_FALSE, "", ""); return 0;
-    case ADVLOCK_FAKE_ROW_NULL: set_result(cl, ADVLOCK_RESULT_NULL, "", ""); return 0;
+    case ADVLOCK_FAKE_ROW_FALSE: cl->result_ = ADVLOCK_RESULT_FALSE; return 0;
+    case ADVLOCK_FAKE_ROW_NULL: cl->result_ = ADVLOCK_RESULT_NULL; return 0;
     case ADVLOCK_FAKE_WAITING: *waiting = 1; return 0;
     case ADVLOCK_FAKE_ROWS: return keep_rows(sim, c);
     case ADVLOCK_FAKE_ROW_SESSION:
         cl->session_row_.pid = r.session_pid;
         cl->session_row_.in_recovery = r.in_recovery;
         cl->session_row_.ours = r.ours;
-        set_result(cl, ADVLOCK_RESULT_TRUE, "", "");
         return 0;
     case ADVLOCK_FAKE_COMMAND_OK: command_applied(sim, cl, &r); return 0;
     case ADVLOCK_FAKE_SERVER_ERROR:
@@ -173,8 +176,8 @@ static int drop(sim_world *sim, int c)
 static enum query_fault applicable(const sim_client *cl, enum query_fault f)
 {
     if (f == FAULT_NULL
-        && (is_command(cl) || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_HOLDERS)
-            || cl->query_text_ == advlock_sql_text(ADVLOCK_SQL_SESSION)))
+        && (is_command(cl) || advlock_sim_asks(cl, ADVLOCK_SQL_HOLDERS)
+            || advlock_sim_asks(cl, ADVLOCK_SQL_SESSION)))
         return FAULT_NONE;
     if (f == FAULT_ERROR && is_command(cl))
         return FAULT_NONE;
@@ -188,8 +191,7 @@ static int begin_wait(sim_world *sim, int c)
     sim->waiting_++;
     sim->stats_.waits++;
     cl->wait_serial_++;
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    advlock_sim_trace(sim, c, "waiting", &x);
+    advlock_sim_trace(sim, c, "waiting", NULL);
     int rc = advlock_sim_must_schedule(sim, sim->now_ms_ + DEADLOCK_TIMEOUT_MS, EV_DEADLOCK, c,
                                        cl->wait_serial_, 0);
     if (rc == 0 && cl->query_bound_ms_ > 0)
@@ -209,9 +211,7 @@ int advlock_sim_on_arrive(sim_world *sim, int c)
     cl->nrows_ = 0;
     int rc = 0;
     if (cl->session_ == SESSION_KILLED) {
-        cl->session_ = SESSION_LOST;
-        set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
-                   "terminating connection due to administrator command");
+        terminated(cl);
     } else {
         enum query_fault fault =
             advlock_sim_faults_on(&sim->config_.faults)
@@ -257,7 +257,7 @@ static int send_back(sim_world *sim, int c)
 }
 
 /* How the statement ended, now that it has: granted (TRUE), or an error. */
-static int collect(sim_world *sim, int c)
+int advlock_sim_on_return(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
     advlock_fake_result r;
@@ -296,20 +296,12 @@ int advlock_sim_collect_waits(sim_world *sim)
             cl->query_ = QUERY_RETURNING;
             rc = advlock_sim_must_schedule(sim, sim->now_ms_, EV_RETURN, c, cl->wait_serial_, 0);
         } else {
-            rc = collect(sim, c);
+            rc = advlock_sim_on_return(sim, c);
         }
         if (rc != 0)
             return rc;
     }
     return 0;
-}
-
-int advlock_sim_on_return(sim_world *sim, int c, uint64_t serial)
-{
-    sim_client *cl = &sim->clients_[c];
-    if (cl->query_ != QUERY_RETURNING || serial != cl->wait_serial_)
-        return 0;
-    return collect(sim, c);
 }
 
 /* A statement granted but not yet finished that a cancel or its lock
@@ -335,20 +327,17 @@ int advlock_sim_on_cancel_land(sim_world *sim, int pid)
 /* The server's timer for a bounded wait: like a cancel it may land in the
  * same millisecond as a grant, before the statement has finished (the race
  * the machine's undo after a 55P03 is for). */
-int advlock_sim_on_lock_timeout(sim_world *sim, int c, uint64_t serial)
+int advlock_sim_on_lock_timeout(sim_world *sim, int c)
 {
-    sim_client *cl = &sim->clients_[c];
-    if ((cl->query_ == QUERY_WAITING || cl->query_ == QUERY_RETURNING) && serial == cl->wait_serial_
-        && advlock_fake_db_check_lock_timeout(&sim->db_, cl->pid_) == 1)
-        interrupted(sim, cl->pid_);
+    int pid = sim->clients_[c].pid_;
+    if (advlock_fake_db_check_lock_timeout(&sim->db_, pid) == 1)
+        interrupted(sim, pid);
     return 0;
 }
 
-int advlock_sim_on_deadlock_check(sim_world *sim, int c, uint64_t serial)
+int advlock_sim_on_deadlock_check(sim_world *sim, int c)
 {
-    sim_client *cl = &sim->clients_[c];
-    if (cl->query_ == QUERY_WAITING && serial == cl->wait_serial_)
-        advlock_fake_db_check_deadlock(&sim->db_, cl->pid_);
+    advlock_fake_db_check_deadlock(&sim->db_, sim->clients_[c].pid_);
     return 0;
 }
 
@@ -373,8 +362,6 @@ int advlock_sim_on_kill(sim_world *sim, int c)
     if (cl->query_ == QUERY_WAITING)
         sim->waiting_--;
     cl->transit_delta_ = 0;
-    cl->session_ = SESSION_LOST;
-    set_result(cl, ADVLOCK_RESULT_CONNECTION_LOST, "57P01",
-               "terminating connection due to administrator command");
+    terminated(cl);
     return send_back(sim, c);
 }

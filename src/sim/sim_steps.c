@@ -28,14 +28,7 @@ static const char *command_text(advlock_sim_step_kind kind)
 static int start_command(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
-    cl->busy_ = 1;
-    cl->op_serial_++;
-    cl->started_ms_ = sim->now_ms_;
-    cl->started_reading_ = advlock_sim_reading(sim, cl);
-    cl->jumped_at_start_ = cl->clock_.jumped_ms_;
-    cl->result_sqlstate_[0] = '\0';
-    cl->result_message_[0] = '\0';
-    cl->failure_message_[0] = '\0';
+    advlock_sim_begin_busy(sim, cl);
     return advlock_sim_send(sim, c, command_text(cl->step_.kind), NULL);
 }
 
@@ -45,7 +38,7 @@ int advlock_sim_command_done(sim_world *sim, int c)
     advlock_sim_done *d = &cl->last_;
     cl->busy_ = 0;
     d->ended_ms = sim->now_ms_;
-    advlock_sim_copy(d->command_tag, sizeof d->command_tag, cl->result_tag_);
+    advlock_fake_copy(d->command_tag, sizeof d->command_tag, cl->result_tag_);
     if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST) {
         d->report.outcome = ADVLOCK_FAILED;
         d->report.failure = ADVLOCK_ECONNLOST;
@@ -54,12 +47,12 @@ int advlock_sim_command_done(sim_world *sim, int c)
         d->report.outcome = ADVLOCK_FAILED;
         d->report.failure = ADVLOCK_ESERVER;
     }
-    advlock_sim_copy(d->report.sqlstate, sizeof d->report.sqlstate, cl->result_sqlstate_);
-    advlock_sim_copy(d->server_message, sizeof d->server_message, cl->result_message_);
+    advlock_fake_copy(d->report.sqlstate, sizeof d->report.sqlstate, cl->result_sqlstate_);
+    advlock_fake_copy(d->server_message, sizeof d->server_message, cl->result_message_);
     static const char *const events[] = {"begin", "commit", "rollback"};
-    advlock_sim_trace_extra x = advlock_sim_trace_none();
-    x.error = d->report.outcome == ADVLOCK_FAILED ? advlock_strerror(d->report.failure) : NULL;
-    x.message = d->server_message[0] != '\0' ? d->server_message : NULL;
+    advlock_sim_trace_extra x = {
+        .error = d->report.outcome == ADVLOCK_FAILED ? advlock_strerror(d->report.failure) : NULL,
+        .message = d->server_message[0] != '\0' ? d->server_message : NULL};
     advlock_sim_trace(sim, c, events[cl->step_.kind - ADVLOCK_SIM_BEGIN], &x);
     return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
 }

@@ -66,19 +66,14 @@ static void put_text(line *l, const char *name, const char *value)
     put_escaped(l, value);
 }
 
-advlock_sim_trace_extra advlock_sim_trace_none(void)
-{
-    advlock_sim_trace_extra x;
-    memset(&x, 0, sizeof x);
-    x.rows = -1;
-    return x;
-}
-
 void advlock_sim_trace(sim_world *sim, int client, const char *event,
                        const advlock_sim_trace_extra *extra)
 {
+    static const advlock_sim_trace_extra nothing;
     if (sim->config_.trace == NULL)
         return;
+    if (extra == NULL)
+        extra = &nothing;
     const sim_client *cl = &sim->clients_[client];
     line l;
     l.len = 0;
@@ -95,7 +90,7 @@ void advlock_sim_trace(sim_world *sim, int client, const char *event,
     put_text(&l, "result", extra->result);
     put_text(&l, "sqlstate", extra->sqlstate);
     put_text(&l, "fault", extra->fault);
-    if (extra->rows >= 0)
+    if (extra->result != NULL && strcmp(extra->result, "rows") == 0)
         put_int(&l, "rows", extra->rows);
     if (strcmp(event, "sleep") == 0) {
         put_int(&l, "ms", extra->ms);
@@ -112,24 +107,18 @@ void advlock_sim_trace(sim_world *sim, int client, const char *event,
 
 const char *advlock_sim_result_name(advlock_result r)
 {
-    switch (r) {
-    case ADVLOCK_RESULT_TRUE: return "true";
-    case ADVLOCK_RESULT_FALSE: return "false";
-    case ADVLOCK_RESULT_NULL: return "null";
-    case ADVLOCK_RESULT_SERVER_ERROR: return "error";
-    default: return "lost";
-    }
+    static const char *const names[] = {"true", "false", "null", "error", "lost"};
+    return names[r <= ADVLOCK_RESULT_SERVER_ERROR ? r : ADVLOCK_RESULT_CONNECTION_LOST];
 }
 
 const char *advlock_sim_outcome_event(advlock_outcome o)
 {
-    switch (o) {
-    case ADVLOCK_ACQUIRED: return "acquired";
-    case ADVLOCK_RELEASED: return "released";
-    case ADVLOCK_NOT_HELD: return "not_held";
-    case ADVLOCK_TIMED_OUT: return "timed_out";
-    case ADVLOCK_CANCELLED: return "cancelled";
-    case ADVLOCK_ENDS_WITH_TRANSACTION: return "ends_with_transaction";
-    default: return "error";
-    }
+    static const char *const events[] = {"acquired",
+                                         "released",
+                                         "not_held",
+                                         "timed_out",
+                                         "cancelled",
+                                         "error",
+                                         "ends_with_transaction"};
+    return o <= ADVLOCK_ENDS_WITH_TRANSACTION ? events[o] : "error";
 }

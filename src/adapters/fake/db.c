@@ -41,16 +41,6 @@ void advlock_fake_db_set_in_recovery(advlock_fake_db *db, int in_recovery)
 static void statement_failed(advlock_fake_db *db, int slot);
 static void finish_granted(advlock_fake_db *db);
 
-int advlock_fake_db_slot(const advlock_fake_db *db, int pid)
-{
-    if (db == NULL || pid <= 0)
-        return -1;
-    for (int i = 0; i < db->sessions_used_; i++)
-        if (db->sessions_[i].pid_ == pid)
-            return i;
-    return -1;
-}
-
 int advlock_fake_db_is_open(const advlock_fake_db *db, int pid)
 {
     return advlock_fake_db_slot(db, pid) >= 0;
@@ -381,21 +371,22 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
         statement_failed(db, slot);
         return;
     }
-    int supplied = nparams;
-    if (supplied != st->params) {
+    int wanted = advlock_fake_statement_params(st);
+    if (nparams != wanted) {
         char message[ADVLOCK_FAKE_TEXT_MAX];
         snprintf(message, sizeof message,
                  "bind message supplies %d parameters, but prepared statement \"\" requires %d",
-                 supplied, st->params);
+                 nparams, wanted);
         advlock_fake_result_error(out, "08P01", message);
         statement_failed(db, slot);
         return;
     }
     int64_t key = nparams > 0 ? params[0] : 0; /* the statements that take one have it */
     /* A guarded row off its claimed session runs nothing: NULL; a
-     * transaction-scoped one runs also where the key is not held. */
-    if (st->guard > 0 && st->guard <= nparams
-        && !(s->claimed_ && s->claim_ == params[st->guard - 1])
+     * transaction-scoped one runs also where the key is not held. Its
+     * token is the last parameter. */
+    if (st->sql >= 0 && advlock_sql_guarded((advlock_sql)st->sql) && nparams > 0
+        && !(s->claimed_ && s->claim_ == params[nparams - 1])
         && !(st->scope == SCOPE_XACT && !holds_key(db, slot, key))) {
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_NULL);
         statement_succeeded(db, slot);
@@ -479,8 +470,9 @@ int advlock_fake_db_is_waiting(const advlock_fake_db *db, int pid)
     return slot >= 0 && db->sessions_[slot].wait_ == WAIT_QUEUED;
 }
 
-/* A cancel, or the lock timeout (which PostgreSQL delivers as a cancel
- * of its own), ends the waiting statement with the error how names. */
+/* A cancel, the lock timeout (which PostgreSQL delivers as a cancel of its
+ * own) or the deadlock check ends the waiting statement with the error how
+ * names. */
 static int interrupt_wait(advlock_fake_db *db, int slot, int how)
 {
     advlock_fake_session_ *s = &db->sessions_[slot];
@@ -524,11 +516,7 @@ int advlock_fake_db_check_deadlock(advlock_fake_db *db, int pid)
     int slot = advlock_fake_db_slot(db, pid);
     if (slot < 0)
         return ADVLOCK_EINVAL;
-    if (!advlock_lt_in_deadlock(db, slot))
-        return 0;
-    wait_failed(db, slot, WAIT_DEADLOCK);
-    finish_granted(db);
-    return 1;
+    return advlock_lt_in_deadlock(db, slot) ? interrupt_wait(db, slot, WAIT_DEADLOCK) : 0;
 }
 
 advlock_fake_wait advlock_fake_db_wait_state(const advlock_fake_db *db, int pid)
@@ -551,27 +539,6 @@ int advlock_fake_db_fail_statement(advlock_fake_db *db, int pid)
         return ADVLOCK_EMISUSE;
     statement_failed(db, slot);
     finish_granted(db);
-    return 0;
-}
-
-int advlock_fake_db_each_hold(const advlock_fake_db *db, advlock_fake_hold_fn fn, void *user)
-{
-    if (db == NULL || fn == NULL)
-        return 0;
-    for (int i = 0; i < db->holds_used_; i++) {
-        const advlock_fake_hold_ *h = &db->holds_[i];
-        if (h->session_ < 0)
-            continue;
-        for (int mode = 0; mode < 2; mode++) {
-            if (advlock_lt_hold_total(h, mode) == 0)
-                continue;
-            int rc = fn(user, db->sessions_[h->session_].pid_, db->locks_[h->lock_].key_,
-                        (advlock_fake_mode)mode, h->count_[mode][SCOPE_SESSION],
-                        h->count_[mode][SCOPE_XACT]);
-            if (rc != 0)
-                return rc;
-        }
-    }
     return 0;
 }
 

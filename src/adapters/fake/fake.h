@@ -9,6 +9,9 @@
  *     db.c -> lock_table.c, deadlock.c, holders.c, statements.c, result.c,
  *             tcp_settings.c
  *     lock_table.c, deadlock.c, holders.c, inspect.c -> lock_queue.c
+ *     inspect.c (reads the database, changes nothing) -> lock_table.c
+ *     holders.c, inspect.c, statements.c, tcp_settings.c -> result.c
+ * Every file finds a session's slot with advlock_fake_db_slot() below.
  * A wake-up inside the lock table only marks the sessions it grants
  * (finish_); the database finishes their statements after each call
  * (advlock_db_finish_granted). */
@@ -57,18 +60,25 @@ int advlock_lt_find_hold(const advlock_fake_db *db, int slot, int lock);
 int advlock_lt_hold_total(const advlock_fake_hold_ *h, int mode);
 /* Modes (as bits) the session holds on the lock at any level. */
 int advlock_lt_held_mask(const advlock_fake_db *db, int slot, int lock);
-/* Does a request by slot in mode conflict with what other sessions hold? */
-int advlock_lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode);
-int advlock_lt_wait_mask(const advlock_fake_db *db, int lock);
-void advlock_lt_free_lock_if_unused(advlock_fake_db *db, int lock);
+/* The first session queued on lock that ProcLockWakeup would grant now
+ * (its mode conflicts with no holder and no waiter ahead), or -1. */
+int advlock_lt_next_grant(const advlock_fake_db *db, int lock);
 
 /* Is the queued session part of a cycle of sessions waiting for each other? */
 int advlock_lt_in_deadlock(const advlock_fake_db *db, int slot);
 
-/* ---- sessions (db.c) ---- */
+/* ---- sessions (db.c owns them; every file looks them up) ---- */
 
 /* The slot of an open session, or -1. */
-int advlock_fake_db_slot(const advlock_fake_db *db, int pid);
+static inline int advlock_fake_db_slot(const advlock_fake_db *db, int pid)
+{
+    if (db == NULL || pid <= 0)
+        return -1;
+    for (int i = 0; i < db->sessions_used_; i++)
+        if (db->sessions_[i].pid_ == pid)
+            return i;
+    return -1;
+}
 
 /* ---- SQL (statements.c) ---- */
 
@@ -91,16 +101,18 @@ enum stmt_kind {
 };
 
 typedef struct advlock_fake_statement {
-    const char *text;
+    int sql;          /* the core's row (an advlock_sql), or -1: text is PostgreSQL's own */
+    const char *text; /* a call with $1, or a command */
     enum stmt_kind kind;
     int mode;
     int scope;
-    int params; /* bigints: $1 the key; $2 (waiting forms) lock_timeout in ms */
-    int guard;  /* a guarded row's token: which parameter (1-based), else 0 */
 } advlock_fake_statement;
 
 /* The statement with exactly this text, or NULL. */
 const advlock_fake_statement *advlock_fake_statement_find(const char *sql);
+/* The bigints it takes ($1 the key; then a wait's bound in ms, then a
+ * guarded row's token), as the core's table has them for its rows. */
+int advlock_fake_statement_params(const advlock_fake_statement *st);
 /* Is the text a statement PostgreSQL could parse (a call we might not know)? */
 int advlock_fake_statement_parses(const char *sql);
 /* Fills out with PostgreSQL's error for text that is not a known statement:
@@ -116,6 +128,13 @@ void advlock_fake_run_lease_setup(advlock_fake_session_ *s, int64_t user_timeout
 void advlock_fake_run_heartbeat(const advlock_fake_session_ *s, int64_t user_timeout_ms,
                                 advlock_fake_result *out);
 
+/* ---- splitmix64 (Steele, Lea, Flood; prng.c) ---- */
+
+/* The next number of the stream whose state is *state. */
+uint64_t advlock_fake_splitmix64(uint64_t *state);
+/* Its finaliser alone: a good 64-bit mix of z. */
+uint64_t advlock_fake_mix64(uint64_t z);
+
 /* ---- results (result.c) ---- */
 
 void advlock_fake_result_clear(advlock_fake_result *out);
@@ -126,5 +145,9 @@ void advlock_fake_result_row(advlock_fake_result *out, advlock_fake_status statu
 void advlock_fake_result_command(advlock_fake_result *out, const char *tag);
 /* Bounded copy that always terminates (cutting at size - 1 bytes). */
 void advlock_fake_copy(char *dst, size_t size, const char *src);
+/* Keeps rows[0..max) (each width bytes) the first max rows offered so far
+ * in the order before() gives, and counts every row offered in *seen. */
+void advlock_fake_offer_row(void *rows, size_t width, size_t max, size_t *seen, const void *row,
+                            int (*before)(const void *a, const void *b));
 
 #endif

@@ -26,8 +26,9 @@ static int64_t floor_seconds(int64_t ms)
     return ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000);
 }
 
-static int before(const advlock_holder *a, const advlock_holder *b)
+static int before(const void *x, const void *y)
 {
+    const advlock_holder *a = x, *b = y;
     if (a->granted != b->granted)
         return a->granted > b->granted;
     if (a->pid != b->pid)
@@ -35,21 +36,10 @@ static int before(const advlock_holder *a, const advlock_holder *b)
     return a->mode == mode_names[0] && b->mode == mode_names[1];
 }
 
-/* Insertion into rows[0..max) kept in order; counts every row offered. */
+/* One row in rows[0..max), kept in order; counts every row offered. */
 static void offer(advlock_holder *rows, size_t max, size_t *seen, advlock_holder row)
 {
-    size_t i = *seen < max ? *seen : max;
-    (*seen)++;
-    if (i == max) {
-        if (max == 0 || !before(&row, &rows[max - 1]))
-            return;
-        i = max - 1;
-    }
-    while (i > 0 && before(&row, &rows[i - 1])) {
-        rows[i] = rows[i - 1];
-        i--;
-    }
-    rows[i] = row;
+    advlock_fake_offer_row(rows, sizeof row, max, seen, &row, before);
 }
 
 static advlock_holder row_for(const advlock_fake_db *db, int slot, int querying, int mode,

@@ -1,14 +1,15 @@
 /*
- * Looking inside the fake database: the pg_locks picture, and a consistency
- * check of the lock manager's bookkeeping that simulations run after every
- * event.
+ * Looking inside the fake database: every hold, the pg_locks picture, and a
+ * consistency check of the lock manager's bookkeeping that simulations run
+ * after every event.
  */
 #include "fake.h"
 
 #include <stdio.h>
 
-static int row_before(const advlock_fake_lock_row *a, const advlock_fake_lock_row *b)
+static int row_before(const void *x, const void *y)
 {
+    const advlock_fake_lock_row *a = x, *b = y;
     if (a->pid != b->pid)
         return a->pid < b->pid;
     if (a->key != b->key)
@@ -21,19 +22,28 @@ static int row_before(const advlock_fake_lock_row *a, const advlock_fake_lock_ro
 /* Keeps rows[0..max) the smallest rows seen so far, in order. */
 static void offer(advlock_fake_lock_row *rows, size_t max, size_t *seen, advlock_fake_lock_row row)
 {
-    size_t kept = *seen < max ? *seen : max;
-    (*seen)++;
-    size_t i = kept;
-    if (i == max) {
-        if (max == 0 || !row_before(&row, &rows[max - 1]))
-            return;
-        i = max - 1;
+    advlock_fake_offer_row(rows, sizeof row, max, seen, &row, row_before);
+}
+
+int advlock_fake_db_each_hold(const advlock_fake_db *db, advlock_fake_hold_fn fn, void *user)
+{
+    if (db == NULL || fn == NULL)
+        return 0;
+    for (int i = 0; i < db->holds_used_; i++) {
+        const advlock_fake_hold_ *h = &db->holds_[i];
+        if (h->session_ < 0)
+            continue;
+        for (int mode = 0; mode < 2; mode++) {
+            if (advlock_lt_hold_total(h, mode) == 0)
+                continue;
+            int rc = fn(user, db->sessions_[h->session_].pid_, db->locks_[h->lock_].key_,
+                        (advlock_fake_mode)mode, h->count_[mode][SCOPE_SESSION],
+                        h->count_[mode][SCOPE_XACT]);
+            if (rc != 0)
+                return rc;
+        }
     }
-    while (i > 0 && row_before(&row, &rows[i - 1])) {
-        rows[i] = rows[i - 1];
-        i--;
-    }
-    rows[i] = row;
+    return 0;
 }
 
 /* Where advlock_fake_db_lock_rows() offers the granted rows. */
@@ -142,24 +152,6 @@ static int check_counts(const advlock_fake_db *db, int lock, const recount *c, c
     return 0;
 }
 
-/* A session still queued although ProcLockWakeup would grant it now is a
- * missed wake-up. */
-static int check_queue(const advlock_fake_db *db, int lock, char *why, size_t size)
-{
-    int order[ADVLOCK_FAKE_MAX_SESSIONS];
-    int n = advlock_lt_queue_order(db, lock, order);
-    int ahead = 0;
-    for (int i = 0; i < n; i++) {
-        int mode = db->sessions_[order[i]].wait_mode_;
-        if (!(advlock_lt_conflicts(mode) & ahead)
-            && !advlock_lt_others_conflict(db, order[i], lock, mode))
-            return fail(why, size, "a queued session could be granted (missed wake-up)",
-                        db->locks_[lock].key_);
-        ahead |= advlock_lt_mode_bit(mode);
-    }
-    return 0;
-}
-
 int advlock_fake_db_check(const advlock_fake_db *db, char *why, size_t size)
 {
     if (db == NULL)
@@ -172,8 +164,10 @@ int advlock_fake_db_check(const advlock_fake_db *db, char *why, size_t size)
         if (!db->locks_[lock].in_use_)
             continue;
         rc = check_counts(db, lock, &counts[lock], why, size);
-        if (rc == 0 && (db->locks_[lock].waiting_[0] | db->locks_[lock].waiting_[1]))
-            rc = check_queue(db, lock, why, size);
+        /* A session still queued that ProcLockWakeup would grant now. */
+        const advlock_fake_lock_ *l = &db->locks_[lock];
+        if (rc == 0 && (l->waiting_[0] | l->waiting_[1]) && advlock_lt_next_grant(db, lock) >= 0)
+            rc = fail(why, size, "a queued session could be granted (missed wake-up)", l->key_);
         if (rc != 0)
             return rc;
     }

@@ -48,7 +48,7 @@ static int lock_for(advlock_fake_db *db, int64_t key)
     return i;
 }
 
-void advlock_lt_free_lock_if_unused(advlock_fake_db *db, int lock)
+static void free_lock_if_unused(advlock_fake_db *db, int lock)
 {
     advlock_fake_lock_ *l = &db->locks_[lock];
     if (l->holders_ == 0 && l->waiting_[0] == 0 && l->waiting_[1] == 0)
@@ -103,7 +103,7 @@ static void free_hold_if_empty(advlock_fake_db *db, int hold)
     int lock = h->lock_;
     h->session_ = -1;
     db->locks_[lock].holders_--;
-    advlock_lt_free_lock_if_unused(db, lock);
+    free_lock_if_unused(db, lock);
 }
 
 int advlock_lt_held_mask(const advlock_fake_db *db, int slot, int lock)
@@ -118,9 +118,10 @@ int advlock_lt_held_mask(const advlock_fake_db *db, int slot, int lock)
     return mask;
 }
 
-/* LockCheckConflicts: a session never conflicts with itself, so its own
+/* Does a request by slot in mode conflict with what other sessions hold?
+ * LockCheckConflicts: a session never conflicts with itself, so its own
  * grant of a mode is taken out of that mode's count. */
-int advlock_lt_others_conflict(const advlock_fake_db *db, int slot, int lock, int mode)
+static int others_conflict(const advlock_fake_db *db, int slot, int lock, int mode)
 {
     int mine = advlock_lt_held_mask(db, slot, lock);
     const advlock_fake_lock_ *l = &db->locks_[lock];
@@ -134,7 +135,7 @@ int advlock_lt_others_conflict(const advlock_fake_db *db, int slot, int lock, in
     return 0;
 }
 
-int advlock_lt_wait_mask(const advlock_fake_db *db, int lock)
+static int wait_mask(const advlock_fake_db *db, int lock)
 {
     const advlock_fake_lock_ *l = &db->locks_[lock];
     return (l->waiting_[0] > 0 ? advlock_lt_mode_bit(0) : 0)
@@ -169,8 +170,7 @@ static enum advlock_lt_outcome place_in_queue(const advlock_fake_db *db, int slo
         if (advlock_lt_conflicts(p->wait_mode_) & mine) {
             if (advlock_lt_conflicts(mode) & advlock_lt_held_mask(db, order[i], lock))
                 return LT_DEADLOCK;
-            if (!(advlock_lt_conflicts(mode) & ahead)
-                && !advlock_lt_others_conflict(db, slot, lock, mode))
+            if (!(advlock_lt_conflicts(mode) & ahead) && !others_conflict(db, slot, lock, mode))
                 return LT_GRANTED;
             *pos = i;
             return LT_QUEUED;
@@ -195,13 +195,13 @@ enum advlock_lt_outcome advlock_lt_request(advlock_fake_db *db, int slot, int64_
     }
     int hold = hold_for(db, slot, lock);
     if (hold < 0) {
-        advlock_lt_free_lock_if_unused(db, lock);
+        free_lock_if_unused(db, lock);
         return LT_FULL;
     }
     /* A request that conflicts with a waiter's request queues behind it,
      * even if the lock itself is free: no barging past waiters. */
-    if (!(advlock_lt_conflicts(mode) & advlock_lt_wait_mask(db, lock))
-        && !advlock_lt_others_conflict(db, slot, lock, mode)) {
+    if (!(advlock_lt_conflicts(mode) & wait_mask(db, lock))
+        && !others_conflict(db, slot, lock, mode)) {
         grant(db, hold, mode, scope);
         return LT_GRANTED;
     }
@@ -229,27 +229,31 @@ enum advlock_lt_outcome advlock_lt_request(advlock_fake_db *db, int slot, int64_
 
 /* ProcLockWakeup: walk the queue in order, granting each waiter that
  * conflicts neither with what is held nor with an earlier waiter still
- * queued. A granted session's statement is only marked (finish_): the
- * database finishes it after the call that led here (db.c), because
- * finishing one outside a transaction block releases its transaction-level
- * hold and wakes this queue again. */
-static void wake_waiters(advlock_fake_db *db, int lock)
+ * queued (advlock_lt_next_grant, again after each grant). A granted session's statement is only
+ * marked (finish_): the database finishes it after the call that led here (db.c), because finishing
+ * one outside a transaction block releases its transaction-level hold and wakes this queue again.
+ */
+int advlock_lt_next_grant(const advlock_fake_db *db, int lock)
 {
     int order[ADVLOCK_FAKE_MAX_SESSIONS];
     int n = advlock_lt_queue_order(db, lock, order);
     int ahead = 0;
     for (int i = 0; i < n; i++) {
-        int slot = order[i];
+        int mode = db->sessions_[order[i]].wait_mode_;
+        if (!(advlock_lt_conflicts(mode) & ahead) && !others_conflict(db, order[i], lock, mode))
+            return order[i];
+        ahead |= advlock_lt_mode_bit(mode);
+    }
+    return -1;
+}
+
+static void wake_waiters(advlock_fake_db *db, int lock)
+{
+    for (int slot; (slot = advlock_lt_next_grant(db, lock)) >= 0;) {
         advlock_fake_session_ *s = &db->sessions_[slot];
-        int mode = s->wait_mode_;
-        if ((advlock_lt_conflicts(mode) & ahead)
-            || advlock_lt_others_conflict(db, slot, lock, mode)) {
-            ahead |= advlock_lt_mode_bit(mode);
-            continue;
-        }
         int hold = advlock_lt_find_hold(db, slot, lock);
         advlock_lt_dequeue(db, slot);
-        grant(db, hold, mode, s->wait_scope_);
+        grant(db, hold, s->wait_mode_, s->wait_scope_);
         s->wait_ = WAIT_ENDED;
         s->wait_result_ = WAIT_GRANTED;
         s->finish_ = 1;
@@ -273,7 +277,7 @@ void advlock_lt_leave_queue(advlock_fake_db *db, int slot)
         }
     }
     wake_waiters(db, lock);
-    advlock_lt_free_lock_if_unused(db, lock);
+    free_lock_if_unused(db, lock);
 }
 
 /* Takes one level's holds of one mode away; reports whether a waiter may
@@ -285,7 +289,7 @@ static int ungrant(advlock_fake_db *db, int hold, int mode, int scope, int count
     if (advlock_lt_hold_total(h, mode) > 0 || count == 0)
         return 0;
     db->locks_[h->lock_].granted_[mode]--;
-    return (advlock_lt_conflicts(mode) & advlock_lt_wait_mask(db, h->lock_)) != 0;
+    return (advlock_lt_conflicts(mode) & wait_mask(db, h->lock_)) != 0;
 }
 
 int advlock_lt_release(advlock_fake_db *db, int slot, int64_t key, int mode, int scope)

@@ -5,14 +5,18 @@
  * the same numbers on every platform and compiler, which is what makes a
  * simulation seed a complete replay.
  */
-#include "advlock_fake.h"
+#include "fake.h"
 
-static uint64_t splitmix64(uint64_t *x)
+uint64_t advlock_fake_mix64(uint64_t z)
 {
-    uint64_t z = (*x += UINT64_C(0x9E3779B97F4A7C15));
     z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
     z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
     return z ^ (z >> 31);
+}
+
+uint64_t advlock_fake_splitmix64(uint64_t *state)
+{
+    return advlock_fake_mix64(*state += UINT64_C(0x9E3779B97F4A7C15));
 }
 
 static uint64_t rotl(uint64_t x, int k)
@@ -23,7 +27,7 @@ static uint64_t rotl(uint64_t x, int k)
 void advlock_prng_seed(advlock_prng *p, uint64_t seed)
 {
     for (int i = 0; i < 4; i++)
-        p->s_[i] = splitmix64(&seed);
+        p->s_[i] = advlock_fake_splitmix64(&seed);
 }
 
 uint64_t advlock_prng_next(advlock_prng *p)

@@ -43,3 +43,20 @@ void advlock_fake_result_command(advlock_fake_result *out, const char *tag)
     out->status = ADVLOCK_FAKE_COMMAND_OK;
     advlock_fake_copy(out->command_tag, sizeof out->command_tag, tag);
 }
+
+void advlock_fake_offer_row(void *rows, size_t width, size_t max, size_t *seen, const void *row,
+                            int (*before)(const void *a, const void *b))
+{
+    unsigned char *r = rows;
+    size_t last = *seen < max ? *seen : max;
+    (*seen)++;
+    if (last == max && (max == 0 || !before(row, r + (max - 1) * width)))
+        return;
+    if (last == max)
+        last = max - 1;
+    size_t i = last;
+    while (i > 0 && before(row, r + (i - 1) * width))
+        i--;
+    memmove(r + (i + 1) * width, r + i * width, (last - i) * width);
+    memcpy(r + i * width, row, width);
+}

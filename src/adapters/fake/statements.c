@@ -15,70 +15,70 @@ enum {
     XACT = SCOPE_XACT
 };
 
+/* The core's rows, whose texts (the holders query's, the bounded waits', the
+ * session query's, the verify's, the guarded rows') live in its table: the
+ * fake answers whatever the core sends. A bounded wait is the waiting
+ * function with lock_timeout set to $2 ms for the statement alone. A
+ * guarded row is its plain form where the session's claim holds its token
+ * (the last parameter); a guarded transaction row also where the session
+ * holds no granted row of the key. Then PostgreSQL's other advisory-lock
+ * functions and commands. */
 static const advlock_fake_statement statements[] = {
-    {"SELECT pg_try_advisory_lock($1)", ST_TRY, EX, SES, 1, 0},
-    {"SELECT pg_try_advisory_lock_shared($1)", ST_TRY, SH, SES, 1, 0},
-    {"SELECT pg_try_advisory_xact_lock($1)", ST_TRY, EX, XACT, 1, 0},
-    {"SELECT pg_try_advisory_xact_lock_shared($1)", ST_TRY, SH, XACT, 1, 0},
-    {"SELECT pg_advisory_lock($1)", ST_LOCK, EX, SES, 1, 0},
-    {"SELECT pg_advisory_lock_shared($1)", ST_LOCK, SH, SES, 1, 0},
-    {"SELECT pg_advisory_xact_lock($1)", ST_LOCK, EX, XACT, 1, 0},
-    {"SELECT pg_advisory_xact_lock_shared($1)", ST_LOCK, SH, XACT, 1, 0},
-    {"SELECT pg_advisory_unlock($1)", ST_UNLOCK, EX, SES, 1, 0},
-    {"SELECT pg_advisory_unlock_shared($1)", ST_UNLOCK, SH, SES, 1, 0},
-    {"SELECT pg_advisory_unlock_all()", ST_UNLOCK_ALL, EX, SES, 0, 0},
-    {"BEGIN", ST_BEGIN, EX, SES, 0, 0},
-    {"COMMIT", ST_COMMIT, EX, SES, 0, 0},
-    {"ROLLBACK", ST_ROLLBACK, EX, SES, 0, 0},
-    {"DISCARD ALL", ST_DISCARD_ALL, EX, SES, 0, 0},
-};
-
-/* The holders query's, the bounded waits', the session query's, the
- * verify's and the guarded rows' texts live in the core's table; the fake answers whatever
- * the core sends. A bounded wait is the waiting function with lock_timeout
- * set to $2 ms for the statement alone. A guarded row is its plain form
- * where the session's claim holds its token (the last parameter); a guarded
- * transaction row also where the session holds no granted row of the key. */
-static const struct {
-    advlock_sql sql;
-    advlock_fake_statement statement;
-} core_rows[] = {
-    {ADVLOCK_SQL_HOLDERS, {NULL, ST_HOLDERS, EX, SES, 1, 0}},
-    {ADVLOCK_SQL_LOCK, {NULL, ST_LOCK, EX, SES, 2, 0}},
-    {ADVLOCK_SQL_LOCK_SHARED, {NULL, ST_LOCK, SH, SES, 2, 0}},
-    {ADVLOCK_SQL_XACT_LOCK, {NULL, ST_LOCK, EX, XACT, 2, 0}},
-    {ADVLOCK_SQL_XACT_LOCK_SHARED, {NULL, ST_LOCK, SH, XACT, 2, 0}},
-    {ADVLOCK_SQL_SESSION, {NULL, ST_SESSION, EX, SES, 2, 0}},
-    {ADVLOCK_SQL_TRY_LOCK_GUARDED, {NULL, ST_TRY, EX, SES, 2, 2}},
-    {ADVLOCK_SQL_UNLOCK_GUARDED, {NULL, ST_UNLOCK, EX, SES, 2, 2}},
-    {ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED, {NULL, ST_TRY, SH, SES, 2, 2}},
-    {ADVLOCK_SQL_UNLOCK_SHARED_GUARDED, {NULL, ST_UNLOCK, SH, SES, 2, 2}},
-    {ADVLOCK_SQL_LOCK_GUARDED, {NULL, ST_LOCK, EX, SES, 3, 3}},
-    {ADVLOCK_SQL_LOCK_SHARED_GUARDED, {NULL, ST_LOCK, SH, SES, 3, 3}},
-    {ADVLOCK_SQL_HELD, {NULL, ST_HELD, EX, SES, 1, 0}},
-    {ADVLOCK_SQL_HELD_SHARED, {NULL, ST_HELD, SH, SES, 1, 0}},
-    {ADVLOCK_SQL_HELD_GUARDED, {NULL, ST_HELD, EX, SES, 2, 2}},
-    {ADVLOCK_SQL_HELD_SHARED_GUARDED, {NULL, ST_HELD, SH, SES, 2, 2}},
-    {ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, {NULL, ST_TRY, EX, XACT, 2, 2}},
-    {ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED, {NULL, ST_TRY, SH, XACT, 2, 2}},
-    {ADVLOCK_SQL_XACT_LOCK_GUARDED, {NULL, ST_LOCK, EX, XACT, 3, 3}},
-    {ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED, {NULL, ST_LOCK, SH, XACT, 3, 3}},
-    {ADVLOCK_SQL_LEASE_SETUP, {NULL, ST_LEASE_SETUP, EX, SES, 1, 0}},
-    {ADVLOCK_SQL_HEARTBEAT, {NULL, ST_HEARTBEAT, EX, SES, 1, 0}},
-    {ADVLOCK_SQL_HEARTBEAT_GUARDED, {NULL, ST_HEARTBEAT_GUARDED, EX, SES, 2, 2}},
-    {ADVLOCK_SQL_TRY_LOCK_FENCED, {NULL, ST_TRY_FENCED, EX, SES, 1, 0}},
-    {ADVLOCK_SQL_TRY_XACT_LOCK_FENCED, {NULL, ST_TRY_FENCED, EX, XACT, 1, 0}},
+    {ADVLOCK_SQL_TRY_LOCK, NULL, ST_TRY, EX, SES},
+    {ADVLOCK_SQL_TRY_LOCK_SHARED, NULL, ST_TRY, SH, SES},
+    {ADVLOCK_SQL_TRY_XACT_LOCK, NULL, ST_TRY, EX, XACT},
+    {ADVLOCK_SQL_TRY_XACT_LOCK_SHARED, NULL, ST_TRY, SH, XACT},
+    {ADVLOCK_SQL_UNLOCK, NULL, ST_UNLOCK, EX, SES},
+    {ADVLOCK_SQL_UNLOCK_SHARED, NULL, ST_UNLOCK, SH, SES},
+    {ADVLOCK_SQL_HOLDERS, NULL, ST_HOLDERS, EX, SES},
+    {ADVLOCK_SQL_LOCK, NULL, ST_LOCK, EX, SES},
+    {ADVLOCK_SQL_LOCK_SHARED, NULL, ST_LOCK, SH, SES},
+    {ADVLOCK_SQL_XACT_LOCK, NULL, ST_LOCK, EX, XACT},
+    {ADVLOCK_SQL_XACT_LOCK_SHARED, NULL, ST_LOCK, SH, XACT},
+    {ADVLOCK_SQL_SESSION, NULL, ST_SESSION, EX, SES},
+    {ADVLOCK_SQL_TRY_LOCK_GUARDED, NULL, ST_TRY, EX, SES},
+    {ADVLOCK_SQL_UNLOCK_GUARDED, NULL, ST_UNLOCK, EX, SES},
+    {ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED, NULL, ST_TRY, SH, SES},
+    {ADVLOCK_SQL_UNLOCK_SHARED_GUARDED, NULL, ST_UNLOCK, SH, SES},
+    {ADVLOCK_SQL_LOCK_GUARDED, NULL, ST_LOCK, EX, SES},
+    {ADVLOCK_SQL_LOCK_SHARED_GUARDED, NULL, ST_LOCK, SH, SES},
+    {ADVLOCK_SQL_HELD, NULL, ST_HELD, EX, SES},
+    {ADVLOCK_SQL_HELD_SHARED, NULL, ST_HELD, SH, SES},
+    {ADVLOCK_SQL_HELD_GUARDED, NULL, ST_HELD, EX, SES},
+    {ADVLOCK_SQL_HELD_SHARED_GUARDED, NULL, ST_HELD, SH, SES},
+    {ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED, NULL, ST_TRY, EX, XACT},
+    {ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED, NULL, ST_TRY, SH, XACT},
+    {ADVLOCK_SQL_XACT_LOCK_GUARDED, NULL, ST_LOCK, EX, XACT},
+    {ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED, NULL, ST_LOCK, SH, XACT},
+    {ADVLOCK_SQL_LEASE_SETUP, NULL, ST_LEASE_SETUP, EX, SES},
+    {ADVLOCK_SQL_HEARTBEAT, NULL, ST_HEARTBEAT, EX, SES},
+    {ADVLOCK_SQL_HEARTBEAT_GUARDED, NULL, ST_HEARTBEAT_GUARDED, EX, SES},
+    {ADVLOCK_SQL_TRY_LOCK_FENCED, NULL, ST_TRY_FENCED, EX, SES},
+    {ADVLOCK_SQL_TRY_XACT_LOCK_FENCED, NULL, ST_TRY_FENCED, EX, XACT},
+    {-1, "SELECT pg_advisory_lock($1)", ST_LOCK, EX, SES},
+    {-1, "SELECT pg_advisory_lock_shared($1)", ST_LOCK, SH, SES},
+    {-1, "SELECT pg_advisory_xact_lock($1)", ST_LOCK, EX, XACT},
+    {-1, "SELECT pg_advisory_xact_lock_shared($1)", ST_LOCK, SH, XACT},
+    {-1, "SELECT pg_advisory_unlock_all()", ST_UNLOCK_ALL, EX, SES},
+    {-1, "BEGIN", ST_BEGIN, EX, SES},
+    {-1, "COMMIT", ST_COMMIT, EX, SES},
+    {-1, "ROLLBACK", ST_ROLLBACK, EX, SES},
+    {-1, "DISCARD ALL", ST_DISCARD_ALL, EX, SES},
 };
 
 const advlock_fake_statement *advlock_fake_statement_find(const char *sql)
 {
-    for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++)
-        if (strcmp(sql, statements[i].text) == 0)
-            return &statements[i];
-    for (size_t i = 0; i < sizeof core_rows / sizeof core_rows[0]; i++)
-        if (strcmp(sql, advlock_sql_text(core_rows[i].sql)) == 0)
-            return &core_rows[i].statement;
+    for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++) {
+        const advlock_fake_statement *st = &statements[i];
+        if (strcmp(sql, st->sql >= 0 ? advlock_sql_text((advlock_sql)st->sql) : st->text) == 0)
+            return st;
+    }
     return NULL;
+}
+
+int advlock_fake_statement_params(const advlock_fake_statement *st)
+{
+    return st->sql >= 0 ? advlock_sql_params((advlock_sql)st->sql) : strstr(st->text, "$1") != NULL;
 }
 
 static int is_ident_char(char c)
