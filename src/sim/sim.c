@@ -183,15 +183,15 @@ static int handle_event(sim_world *sim, const sim_event *ev)
  * going long after its last client stopped. */
 static int stale(const sim_world *sim, const sim_event *ev)
 {
+    if (advlock_sim_event_outdated(sim, ev))
+        return 1;
     const sim_client *cl = &sim->clients_[ev->client_];
     switch (ev->kind_) {
-    case EV_WAKE: return !cl->busy_ || ev->serial_ != cl->timer_serial_;
-    case EV_CANCEL: return !cl->busy_ || ev->serial_ != cl->op_serial_;
-    case EV_DEADLOCK: return cl->query_ != QUERY_WAITING || ev->serial_ != cl->wait_serial_;
-    case EV_RETURN: return cl->query_ != QUERY_RETURNING || ev->serial_ != cl->wait_serial_;
-    case EV_LOCK_TIMEOUT:
-        return (cl->query_ != QUERY_WAITING && cl->query_ != QUERY_RETURNING)
-               || ev->serial_ != cl->wait_serial_;
+    case EV_WAKE:
+    case EV_CANCEL: return !cl->busy_;
+    case EV_DEADLOCK: return cl->query_ != QUERY_WAITING;
+    case EV_RETURN: return cl->query_ != QUERY_RETURNING;
+    case EV_LOCK_TIMEOUT: return cl->query_ != QUERY_WAITING && cl->query_ != QUERY_RETURNING;
     default: return 0;
     }
 }

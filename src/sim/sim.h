@@ -180,6 +180,9 @@ enum advlock_sim_event_kind {
 /* Schedules an event at at_ms (never before now); 0, or -1 when full. */
 int advlock_sim_schedule(sim_world *sim, int64_t at_ms, enum advlock_sim_event_kind kind,
                          int client, uint64_t serial, int64_t arg);
+/* 1 when ev's serial is no longer its client's (a timer, cancel or wait
+ * check that was superseded): serials only grow, so it can never act. */
+int advlock_sim_event_outdated(const sim_world *sim, const sim_event *ev);
 /* Removes the earliest event, by (time, sequence number); 0 when empty. */
 int advlock_sim_next_event(sim_world *sim, sim_event *out);
 

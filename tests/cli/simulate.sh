@@ -164,6 +164,11 @@ done
 capture "$A" simulate --clients 8 --keys 2 --cycles 3 --timeout 604800000 --hold 604800000 \
     --think 604800000 --faults --seed 5 --quiet
 check "largest values: the run ends" 0 "$RC"
+# Many clients waiting on the server, each leaving its wait's long
+# lock_timeout behind when granted early: the superseded timers must not
+# fill the event queue.
+capture "$A" simulate --clients 64 --keys 16 --cycles 20 --think 1000 --seed 123 --faults --wait --quiet
+check "64 clients waiting on the server with faults: the run ends" 0 "$RC"
 capture "$A" simulate --clients 2 --hold 604800000 --timeout 604800000 --cycles 2 --quiet --ideal
 check "week-long holds: the run ends" 0 "$RC"
 # Every error says advlock:, getopt's own included (not "simulate:").
