@@ -1346,6 +1346,26 @@ ADVLOCK_API int64_t advlock_capacity_limit(const advlock_capacity *c);
 ADVLOCK_API int advlock_capacity_refuse(const advlock_capacity *c, int64_t held, char *buf,
                                         size_t size);
 
+/* ---- Constants as data --------------------------------------------------- */
+
+/* One integer constant of this header, for bindings that load the library
+ * without a compiler. group is the enum's type name for an enumerator
+ * ("advlock_outcome"), "limit" for a numeric #define, "sizeof" for the size
+ * of a type (name is then the type's: "advlock_machine"). */
+typedef struct advlock_constant {
+    const char *group;
+    const char *name;
+    int64_t value;
+} advlock_constant;
+
+/*
+ * Returns the table of every enumerator, numeric limit and caller-allocated
+ * type's size this header declares, and stores its length in *count (when
+ * count is not NULL). The table and its strings have static storage
+ * duration; the caller frees nothing. It cannot fail.
+ */
+ADVLOCK_API const advlock_constant *advlock_constants(size_t *count);
+
 #ifdef __cplusplus
 }
 #endif
