@@ -49,7 +49,7 @@ from .errors import CallError, Error, LockFailed, LockLost
 from . import _lease
 from ._machine import (INT64_MAX, SQL_PARAMS, Detail, Failure, LockState, Machine, Options,
                        Outcome, Report, _encode, escape_name, now_ms, params, raise_for,
-                       timeout_ms)
+                       timeout_ms, Wait)
 
 _lib = B.core
 _next_action = _lib.advlock_next_action
@@ -71,7 +71,7 @@ ECONNLOST = int(Failure.ECONNLOST)
 # or (after a fenced try's server error) left the session's holds in doubt.
 _UNDONE = frozenset(int(d) for d in (Detail.UNDO_CANCELLED, Detail.UNDO_AFTER_DEADLINE,
                                      Detail.UNDO_AFTER_57014, Detail.UNDO_AFTER_FENCE_ERROR))
-POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
+POLL = int(Wait.POLL)
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
     B.ACTION_CANCEL_QUERY
 

@@ -12,13 +12,15 @@ time. Nothing here touches a server or a real clock; a seed replays a run.
     assert ours[1].report.outcome == advlock.Outcome.TIMED_OUT
     assert ours[1].describe() == "Could not acquire migration lock for 'migrations' within 2s."
 
-The library is loaded on first use (ADVLOCK_FAKE_LIBRARY, or beside the core).
+The library is loaded when this module is first imported (ADVLOCK_FAKE_LIBRARY,
+or beside the core).
 """
 
 import enum
 from ctypes import byref, c_char_p, c_int, c_int64, create_string_buffer, string_at
 
 from . import _binding as B
+from . import _fake_binding as F
 from ._machine import Options, Report, _encode
 from .errors import Error
 
@@ -28,7 +30,7 @@ __all__ = ["Simulation", "Database", "Clock", "Prng", "Step", "StepKind", "Done"
 
 
 def _lib():
-    return B.fake()
+    return F.lib
 
 
 def _rc(rc):
@@ -46,14 +48,14 @@ class InvariantViolation(Error, AssertionError):
 
 class StepKind(enum.IntEnum):
     """advlock_sim_step_kind."""
-    STOP = 0
-    ACQUIRE = 1
-    RELEASE = 2
-    PAUSE = 3
-    RECONNECT = 4
-    BEGIN = 5
-    COMMIT = 6
-    ROLLBACK = 7
+    STOP = F.F["ADVLOCK_SIM_STOP"]
+    ACQUIRE = F.F["ADVLOCK_SIM_ACQUIRE"]
+    RELEASE = F.F["ADVLOCK_SIM_RELEASE"]
+    PAUSE = F.F["ADVLOCK_SIM_PAUSE"]
+    RECONNECT = F.F["ADVLOCK_SIM_RECONNECT"]
+    BEGIN = F.F["ADVLOCK_SIM_BEGIN"]
+    COMMIT = F.F["ADVLOCK_SIM_COMMIT"]
+    ROLLBACK = F.F["ADVLOCK_SIM_ROLLBACK"]
 
 
 class Step:
@@ -165,8 +167,8 @@ class Simulation:
     def __init__(self, seed=1, start_ms=0, latency=None, faults=None, max_virtual_ms=None,
                  trace=None):
         lib = _lib()
-        self._sim = B.SimStorage()
-        cfg = B.SimConfig()
+        self._sim = F.SimStorage()
+        cfg = F.SimConfig()
         lib.advlock_sim_config_default(byref(cfg))
         cfg.seed, cfg.start_ms = seed, start_ms
         if max_virtual_ms is not None:
@@ -175,7 +177,7 @@ class Simulation:
         _fill(cfg.faults, faults)
         self._keep = []  # everything the simulation points to
         if trace is not None:
-            fn = B.SIM_TRACE_FN(lambda user, line, n: trace(string_at(line, n).decode()))
+            fn = F.SIM_TRACE_FN(lambda user, line, n: trace(string_at(line, n).decode()))
             self._keep.append(fn)
             cfg.trace = fn
         _rc(lib.advlock_sim_init(self._sim, byref(cfg)))
@@ -184,13 +186,13 @@ class Simulation:
         """Adds a client running `steps` (Step objects) in order; returns
         the list of Done records it fills, one per step, readable after
         run(). options/keywords: advlock.Options for the client's machine."""
-        arr = (B.SimStep * max(len(steps), 1))()
+        arr = (F.SimStep * max(len(steps), 1))()
         names = []
         for i, s in enumerate(steps):
             raw = None if s.lock_name is None else _encode(s.lock_name)
             names.append(raw)
-            arr[i] = B.SimStep(s.kind, raw, s.timeout_ms, s.cancel_after_ms, s.pause_ms)
-        done = (B.SimDone * max(len(steps), 1))()
+            arr[i] = F.SimStep(s.kind, raw, s.timeout_ms, s.cancel_after_ms, s.pause_ms)
+        done = (F.SimDone * max(len(steps), 1))()
         self._keep += [arr, names, done]
         client = _rc(_lib().advlock_sim_add_script(self._sim, arr, len(steps), done))
         if options is not None or option_kwargs:
@@ -206,7 +208,7 @@ class Simulation:
         *_ms arguments are (min, max) ranges. Returns the client's index."""
         raws = [_encode(n) for n in lock_names]
         arr = (c_char_p * len(raws))(*raws)
-        c = B.SimCycler(arr, len(raws), cycles, think_ms[0], think_ms[1], hold_ms[0],
+        c = F.SimCycler(arr, len(raws), cycles, think_ms[0], think_ms[1], hold_ms[0],
                         hold_ms[1], timeout_ms[0], timeout_ms[1], cancel_ppm, cancel_max_ms)
         self._keep += [raws, arr]
         client = _rc(_lib().advlock_sim_add_cycler(self._sim, byref(c)))
@@ -222,7 +224,7 @@ class Simulation:
         """Runs every client to its end. Returns the stats (see .stats);
         raises InvariantViolation at the first broken invariant."""
         rc = _rc(_lib().advlock_sim_run(self._sim))
-        if rc == B.SIM_VIOLATION:
+        if rc == F.SIM_VIOLATION:
             raise InvariantViolation(self.violation)
         return self.stats
 
@@ -260,17 +262,17 @@ class _Records(list):
 
 class FakeStatus(enum.IntEnum):
     """advlock_fake_status."""
-    ROW_TRUE = 0
-    ROW_FALSE = 1
-    ROW_NULL = 2
-    ROW_VOID = 3
-    COMMAND_OK = 4
-    SERVER_ERROR = 5
-    CONNECTION_LOST = 6
-    WAITING = 7
-    ROWS = 8
-    ROW_SESSION = 9
-    ROW_FENCED = 10
+    ROW_TRUE = F.F["ADVLOCK_FAKE_ROW_TRUE"]
+    ROW_FALSE = F.F["ADVLOCK_FAKE_ROW_FALSE"]
+    ROW_NULL = F.F["ADVLOCK_FAKE_ROW_NULL"]
+    ROW_VOID = F.F["ADVLOCK_FAKE_ROW_VOID"]
+    COMMAND_OK = F.F["ADVLOCK_FAKE_COMMAND_OK"]
+    SERVER_ERROR = F.F["ADVLOCK_FAKE_SERVER_ERROR"]
+    CONNECTION_LOST = F.F["ADVLOCK_FAKE_CONNECTION_LOST"]
+    WAITING = F.F["ADVLOCK_FAKE_WAITING"]
+    ROWS = F.F["ADVLOCK_FAKE_ROWS"]
+    ROW_SESSION = F.F["ADVLOCK_FAKE_ROW_SESSION"]
+    ROW_FENCED = F.F["ADVLOCK_FAKE_ROW_FENCED"]
 
 
 class FakeResult:
@@ -304,7 +306,7 @@ class Database:
     function returns an advlock_error."""
 
     def __init__(self):
-        self._db = B.FakeDB()
+        self._db = F.FakeDB()
         _lib().advlock_fake_db_init(self._db)
 
     def set_time(self, now_ms):
@@ -329,7 +331,7 @@ class Database:
     def execute(self, pid, sql, *params):
         """Runs one statement (text as the core emits it) with bigint
         parameters $1, $2.. = params."""
-        out = B.FakeResult()
+        out = F.FakeResult()
         lib = _lib()
         if len(params) <= 1:
             p = byref(c_int64(params[0])) if params else None
@@ -342,7 +344,7 @@ class Database:
 
     def poll(self, pid):
         """The result of a waiting statement, or None while it still waits."""
-        out = B.FakeResult()
+        out = F.FakeResult()
         return FakeResult(out) if _rc(_lib().advlock_fake_db_poll(self._db, pid, byref(out))) \
             else None
 
@@ -362,7 +364,7 @@ class Database:
         granted) tuples."""
         lib = _lib()
         n = lib.advlock_fake_db_lock_rows(self._db, None, 0)
-        rows = (B.FakeLockRow * max(n, 1))()
+        rows = (F.FakeLockRow * max(n, 1))()
         n = lib.advlock_fake_db_lock_rows(self._db, rows, n)
         return [(r.pid, r.key, "ShareLock" if r.mode else "ExclusiveLock", bool(r.granted))
                 for r in rows[:n]]
@@ -378,7 +380,7 @@ class Clock:
     advance_to() moves, and a reading that stall() and jump() can skew."""
 
     def __init__(self, start_ms=0):
-        self._c = B.FakeClock()
+        self._c = F.FakeClock()
         _lib().advlock_fake_clock_init(byref(self._c), start_ms)
 
     @property
@@ -407,7 +409,7 @@ class Prng:
     """The seeded xoshiro256** stream (advlock_prng): same seed, same stream."""
 
     def __init__(self, seed):
-        self._p = B.Prng()
+        self._p = F.Prng()
         _lib().advlock_prng_seed(byref(self._p), seed)
 
     def next(self):
