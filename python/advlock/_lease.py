@@ -1,6 +1,7 @@
 """The lease of a held lock: the core's sans-I/O lease engine (advlock_lease,
-include/advlock.h "Leases") driven while a lock's body runs, blocking (a
-watcher thread) or on asyncio (a task). The engine decides when a heartbeat
+include/advlock.h "Leases") driven while a lock's body runs, blocking (the
+process's timer thread and the connection's worker, _blocking) or on
+asyncio (a task). The engine decides when a heartbeat
 is due and when the lease has expired; this module only sends the
 statements it asks for, tells it the time, and acts on EXPIRED: it marks
 the lock lost and stops the body (asyncio: cancels it; blocking: sets
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Set, Tuple
 
 from . import _binding as B
 from ._asyncio_task import awaited_future
+from ._blocking import TIMERS, worker_for
 from .errors import CallError, LockLost
 from ._machine import escape_name, format_seconds, now_ms, params
 from ._session import Busy, ConnSession
@@ -316,47 +318,56 @@ def shut_socket(fd: int) -> None:
         s.close()
 
 
-# ---- blocking: a watcher thread ----------------------------------------------------
+# ---- blocking: the process's timer thread and the connection's worker ---------------
 
 
 class ThreadWatch:
-    """Drives a held lease from a daemon thread while the body runs:
-    heartbeats go out on a helper thread through the client (psycopg's
-    connection lock serialises them with the body's statements), and the
-    deadline is kept here even while one waits. On EXPIRED: on_expired()."""
+    """Drives a held lease while the body runs, without a thread of its own
+    (_blocking): its deadline on the process's timer thread, which sends
+    each heartbeat the engine asks for to the connection's worker (psycopg's
+    connection lock serialises it with the body's statements) and keeps the
+    deadline even while one waits. On EXPIRED: on_expired(), on the timer
+    thread."""
+
+    __slots__ = ("lease", "client", "on_expired", "worker", "guard", "stopping", "beating",
+                 "__weakref__")
 
     def __init__(self, lease: Lease, client: BlockingClient,
                  on_expired: Callable[[int], None]) -> None:
         self.lease, self.client, self.on_expired = lease, client, on_expired
-        self.stopping = threading.Event()
-        self.wake = threading.Event()
+        self.worker = worker_for(client.state)
+        self.guard = threading.Lock()  # a tick against stop(): none runs after it
+        self.stopping = False
         self.beating = False
-        self.thread = threading.Thread(target=self._run, name="advlock-lease", daemon=True)
-        self.thread.start()
+        TIMERS.add(self)
 
-    def _run(self) -> None:
+    def tick(self) -> Optional[int]:
+        """The timer thread's call: the lease driven to now."""
         lease = self.lease
-        while True:
+        with self.guard:
+            if self.stopping:
+                return None
             with lease.guard:
                 lease.on_timer()
                 a = lease.next()
-                if a.kind == B.LEASE_EXPIRED or self.stopping.is_set():
-                    break
                 if a.kind == B.LEASE_QUERY and not self.beating:
                     self.beating = True
-                    threading.Thread(target=self._beat, args=(a.sql, params(a)),
-                                     name="advlock-heartbeat", daemon=True).start()
-            self.wake.wait(max(0, a.wake_at_ms - now_ms()) / 1000)
-            self.wake.clear()
-        if a.kind == B.LEASE_EXPIRED and not self.stopping.is_set():
-            self.on_expired(a.stop_at_ms)
+                    sql, args = a.sql, params(a)
+                    self.worker.submit(lambda: self._beat(sql, args))
+            if a.kind == B.LEASE_EXPIRED:
+                self.stopping = True
+                self.on_expired(a.stop_at_ms)
+                return None
+            wake: int = a.wake_at_ms
+            return wake
 
     def _beat(self, sql: int, args: Args) -> None:
+        """A heartbeat, on the connection's worker."""
         lease, client = self.lease, self.client
         with lease.guard:
             lease.on_sent()  # before the wait for the connection: an earlier anchor is safe
         answer: Optional[Answer] = None
-        while not self.stopping.is_set() and not lease.expired():
+        while not self.stopping and not lease.expired():
             if client.heartbeat_blocked(None):
                 time.sleep(RETRY_S)
                 continue
@@ -368,14 +379,14 @@ class ThreadWatch:
             self.beating = False
             if answer is not None and answer.__class__ is not Busy:
                 lease.on_answer(answer)
-        self.wake.set()
+        TIMERS.poke()
 
     def stop(self) -> None:
-        """Ends the watcher (and waits for a heartbeat in flight: one round
+        """Ends the watch (and waits for a heartbeat in flight: one round
         trip, or the deadline in a partition)."""
-        self.stopping.set()
-        self.wake.set()
-        self.thread.join()
+        with self.guard:
+            self.stopping = True
+        TIMERS.remove(self)
         lease = self.lease
         while self.beating:  # the release must not share the lock's cursor with it
             with lease.guard:

@@ -52,6 +52,7 @@ from . import _binding as B
 from ._session import Busy, SessionRow
 from .errors import CallError, Error, LockFailed, LockLost
 from . import _lease
+from ._blocking import TIMERS
 from ._lease import DEFAULT as LEASE_DEFAULT, Lease, TaskWatch, ThreadWatch
 from ._machine import (INT64_MAX, SQL_PARAMS, Detail, Failure, LockState, Machine, Options,
                        Outcome, Report, _encode, escape_name, now_ms, params, raise_for,
@@ -135,37 +136,73 @@ def _feed(m: Machine, answer: Answer) -> None:
 # ---- blocking ------------------------------------------------------------------
 
 
-def _run_with_deadline(m: Machine, client: BlockingClient, action: B.Action) -> Answer:
-    """A server-side wait: the statement blocks on this thread while a
-    watchdog thread calls the timer at each wake_at_ms and sends the cancels
-    the machine asks for. One lock keeps the machine to one thread at a time."""
-    guard = threading.Lock()
-    finished = threading.Event()
-    wake = [action.wake_at_ms]
+class _Deadline:
+    """A server-side wait's deadline while its statement blocks the calling
+    thread: the process's timer thread (_blocking) calls the machine's timer
+    at each wake_at_ms, and a cancel the machine asks for is sent from a
+    thread of its own (a cancel request blocks on the network). One lock
+    keeps the machine to one thread at a time."""
 
-    def watch() -> None:
-        while not finished.wait(max(0, wake[0] - now_ms()) / 1000):
-            with guard:
-                if finished.is_set():
-                    return
+    __slots__ = ("m", "client", "guard", "wake_at_ms", "finished", "cancelling",
+                 "__weakref__")
+
+    def __init__(self, m: Machine, client: BlockingClient, wake_at_ms: int) -> None:
+        self.m, self.client = m, client
+        self.guard = threading.Lock()
+        self.wake_at_ms = wake_at_ms
+        self.finished = False
+        self.cancelling: Optional[threading.Thread] = None
+
+    def tick(self) -> Optional[int]:
+        """The timer thread's call."""
+        with self.guard:
+            if self.finished:
+                return None
+            if self.cancelling is not None:
+                return INT64_MAX  # poked once the request is delivered
+            if now_ms() >= self.wake_at_ms:
+                m = self.m
                 m.on_timer()
                 a = m.next_action()
                 if a.kind == CANCEL_QUERY:
-                    try:
-                        client.cancel()
-                    finally:
-                        m.on_cancel_sent()
-                    a = m.next_action()
-                wake[0] = a.wake_at_ms
+                    sender = self.cancelling = threading.Thread(
+                        target=self._cancel, name="advlock-cancel", daemon=True)
+                    sender.start()
+                    return INT64_MAX
+                self.wake_at_ms = a.wake_at_ms
+            return self.wake_at_ms
 
-    watchdog = threading.Thread(target=watch, name="advlock-deadline", daemon=True)
-    watchdog.start()
+    def _cancel(self) -> None:
+        try:
+            self.client.cancel()
+        finally:
+            with self.guard:
+                self.m.on_cancel_sent()
+                self.wake_at_ms = self.m.next_action().wake_at_ms
+                self.cancelling = None
+            TIMERS.poke()
+
+    def finish(self) -> None:
+        """The statement answered: no timer call after this returns, and a
+        cancel request under way has been delivered (none may land on a
+        later statement)."""
+        with self.guard:
+            self.finished = True
+            sender = self.cancelling
+        TIMERS.remove(self)
+        if sender is not None:
+            sender.join()
+
+
+def _run_with_deadline(m: Machine, client: BlockingClient, action: B.Action) -> Answer:
+    """A server-side wait: the statement blocks on this thread while its
+    deadline is kept (_Deadline)."""
+    deadline = _Deadline(m, client, action.wake_at_ms)
+    TIMERS.add(deadline)
     try:
         answer = client.run(action.sql, params(action))
     finally:
-        with guard:
-            finished.set()
-        watchdog.join()
+        deadline.finish()
     return answer
 
 
@@ -779,7 +816,7 @@ class _LockBase(Generic[C, W]):
 
     def _session_lost(self, stop_body: bool = True) -> None:
         """The connection closed under the held lock (the watch's callback,
-        on the loop or the watcher thread): the lock is lost."""
+        on the loop or the session watch's thread): the lock is lost."""
         if self._lost is None and self.held:
             self._lose(_lease.session_ended_error(self), stop_body)
 
@@ -873,7 +910,7 @@ class Lock(_LockBase["BlockingClient", ThreadWatch]):
 
     def check(self) -> None:
         """Raises LockLost once the held lock's lease has expired (its
-        deadline is checked here too, whatever the watcher thread is doing);
+        deadline is checked here too, whatever the timer thread is doing);
         else returns. Call it between units of work of at most lease_stop
         seconds: docs/python.md "Leases"."""
         self._check()

@@ -12,7 +12,7 @@ go out unprepared (prepare=False: libpq's unnamed statement, parsed, bound
 and run in one round trip): a transaction-pooling proxy would run a named
 statement on whichever server session is free. A server-side wait's cancel
 at its deadline is psycopg's own conn.cancel() (libpq's PQcancel): from a
-watchdog thread for a blocking connection, from the default executor for an
+thread of its own for a blocking connection (_blocking), from the default executor for an
 asyncio one.
 
 psycopg connections are not in autocommit mode unless you ask: then the
