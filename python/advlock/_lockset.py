@@ -28,8 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ctypes
-from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Deque, Dict, FrozenSet, Optional,
-                    Set, Tuple, cast)
+from typing import TYPE_CHECKING, Any, Coroutine, Deque, Optional, Set, Tuple, cast
 
 from . import _binding as B
 from . import _lease
@@ -39,7 +38,7 @@ from ._clients import client_for, is_asyncio, wrong_kind
 from ._loop import AsyncLock, CapacityRow, FencedRow, Guard, guarded
 from ._session import Busy
 from ._machine import Scope, Sql, Wait, escape_name, strerror
-from .errors import CallError, LockFailed, LockLost
+from .errors import CallError, LockFailed
 
 if TYPE_CHECKING:
     from ._lease import Lease, TaskWatch

@@ -321,6 +321,9 @@ class Guard:
         self.cancelled_by: Optional[asyncio.CancelledError] = None
 
 
+T = TypeVar("T")
+
+
 @types.coroutine
 def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, T]:
     """Awaits coro (a statement) inline, in the task that drives the
@@ -458,9 +461,6 @@ async def drive_async(m: Machine, client: AsyncClient, name: Optional[Name],
         else:
             raise Error("advlock: unexpected action %d" % kind)
         a = _next_action(mm)
-
-
-T = TypeVar("T")
 
 
 class _Cancelled:

@@ -21,8 +21,7 @@ from __future__ import annotations
 import ctypes
 import enum
 from ctypes import byref, c_char_p, c_int, c_int64, create_string_buffer, string_at
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple,
-                    Union)
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _binding as B
 from . import _fake_binding as F
