@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
-from ._machine import (Backoff, Detail, Failure, LockState, Machine, Mode, Options, Outcome,
-                       Report, Scope, Sql, Wait, derive_key, escape_name, fence_setup_sql,
+from ._machine import (Backoff, Detail, Failure, LeaseExpiry, LockState, Machine, Mode, Options,
+                       Outcome, Report, Scope, Sql, Wait, derive_key, escape_name, fence_setup_sql,
                        format_seconds, now_ms, strerror)
 from ._loop import AsyncLock, Lock
 from ._clients import client_for, is_asyncio
@@ -92,7 +92,7 @@ def lock(conn: object, name: Name, timeout: Optional[float] = None,
 
 __all__ = [
     "lock", "Lock", "AsyncLock", "LockSet", "SetLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
-    "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
+    "Backoff", "Outcome", "Failure", "Detail", "LeaseExpiry", "Sql", "derive_key", "escape_name",
     "format_seconds", "fence_setup_sql", "now_ms", "strerror", "Error", "LockError",
     "LockTimeout", "LockFailed", "LockLost",
     "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "ArgumentTypeError",

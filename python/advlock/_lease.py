@@ -25,7 +25,7 @@ from . import _binding as B
 from ._asyncio_task import awaited_future
 from ._blocking import TIMERS, worker_for
 from .errors import CallError, LockLost
-from ._machine import escape_name, format_seconds, now_ms, params
+from ._machine import LeaseExpiry, escape_name, format_seconds, now_ms, params
 from ._session import Busy, ConnSession
 
 if TYPE_CHECKING:
@@ -40,11 +40,11 @@ DEFAULT = object()  # lease= not given: ADVLOCK_LEASE_DEFAULT_MS
 DEFAULT_STOP_S = 1.0
 
 _REASONS: Dict[int, str] = {
-    B.LEASE_NO_ANSWER: "no heartbeat was answered by the lease's deadline",
-    B.LEASE_CONNECTION: "a heartbeat found the connection lost",
-    B.LEASE_SETTINGS: "a heartbeat found the server session's lease settings changed"
+    LeaseExpiry.NO_ANSWER: "no heartbeat was answered by the lease's deadline",
+    LeaseExpiry.CONNECTION: "a heartbeat found the connection lost",
+    LeaseExpiry.SETTINGS: "a heartbeat found the server session's lease settings changed"
                       " (a rolled-back transaction, RESET, or another server session)",
-    B.LEASE_SERVER_ERROR: "a heartbeat failed on the server",
+    LeaseExpiry.SERVER_ERROR: "a heartbeat failed on the server",
 }
 
 
@@ -160,7 +160,7 @@ def lost_error(lock: _LockBase[Any, Any], lease: Lease, stop_at_ms: int) -> Lock
     if lock._client.state.proxied:  # the lease set nothing on the server
         frees = ("behind a proxy the server frees the lock when the proxy drops this"
                  " connection: its own tcp settings bound that")
-    elif reason == B.LEASE_SETTINGS:
+    elif reason == LeaseExpiry.SETTINGS:
         frees = "the server may free it early or late"
     else:
         frees = ("the server frees it within %s s of the last message it received from this"
@@ -168,7 +168,7 @@ def lost_error(lock: _LockBase[Any, Any], lease: Lease, stop_at_ms: int) -> Lock
     err = LockLost("Lock '%s' can no longer be proven held: %s; %s (the connection is closed)."
                    % (escape_name(lock.name), _REASONS.get(reason, "expired"), frees),
                    lock.report, lock.name)
-    err.reason = reason
+    err.reason = LeaseExpiry(reason)
     err.deadline = stop_at_ms / 1000 if stop_at_ms else None
     err.lease = lease.plan.lease_ms / 1000
     return err
@@ -180,7 +180,7 @@ def ended_error(lock: Any, message: str) -> LockLost:
     lost", ended (the server session is gone, on a direct connection with
     its locks)."""
     err = LockLost(message, lock.report, lock.name)
-    err.reason = B.LEASE_CONNECTION
+    err.reason = LeaseExpiry.CONNECTION
     err.ended = True
     err.lease = lock._plan.lease_ms / 1000 if lock._plan is not None else None
     return err
@@ -285,8 +285,8 @@ def unconfirmed_error(lock: _LockBase[Any, Any], answer: Answer) -> LockLost:
     err = LockLost("Lock '%s' can no longer be proven held: the heartbeat after a long wait for"
                    " the grant failed (%s); stop the work now (the connection is closed)."
                    % (escape_name(lock.name), words), lock.report, lock.name)
-    err.reason = (B.LEASE_CONNECTION if isinstance(answer, tuple)
-                  and answer[0] == B.RESULT_CONNECTION_LOST else B.LEASE_SETTINGS)
+    err.reason = (LeaseExpiry.CONNECTION if isinstance(answer, tuple)
+                  and answer[0] == B.RESULT_CONNECTION_LOST else LeaseExpiry.SETTINGS)
     err.deadline = None
     err.lease = lock._plan.lease_ms / 1000 if lock._plan is not None else None
     return err

@@ -82,6 +82,15 @@ class Detail(enum.IntEnum):
     UNDO_AFTER_FENCE_ERROR = _C["ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR"]
 
 
+class LeaseExpiry(enum.IntEnum):
+    """advlock_lease_expiry: why a held lock was lost (LockLost.reason)."""
+    LIVE = _C["ADVLOCK_LEASE_LIVE"]
+    NO_ANSWER = _C["ADVLOCK_LEASE_NO_ANSWER"]
+    CONNECTION = _C["ADVLOCK_LEASE_CONNECTION"]
+    SETTINGS = _C["ADVLOCK_LEASE_SETTINGS"]
+    SERVER_ERROR = _C["ADVLOCK_LEASE_SERVER_ERROR"]
+
+
 class Sql(enum.IntEnum):
     """advlock_sql: the rows of the core's one SQL table."""
     TRY_LOCK = _C["ADVLOCK_SQL_TRY_LOCK"]
@@ -599,6 +608,7 @@ def raise_for(report: Report, name: Optional[Name]) -> None:
     raise cls(report.describe(name), report, name, report.server_message)
 
 
-__all__ = ["Mode", "Scope", "Wait", "Backoff", "Outcome", "Failure", "Detail", "Sql", "Report",
+__all__ = ["Mode", "Scope", "Wait", "Backoff", "Outcome", "Failure", "Detail", "LeaseExpiry",
+           "Sql", "Report",
            "Options", "Machine", "LockState", "derive_key", "format_seconds", "escape_name",
            "strerror", "now_ms", "LockError", "fence_setup_sql"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from ._machine import Report
+    from ._machine import LeaseExpiry, Report
     from ._types import Name
 
 
@@ -69,13 +69,13 @@ class LockLost(LockError):
     been closed. Raised on leaving the body (asyncio: the body was
     cancelled first), by Lock.check(), and by release(), never LockFailed.
 
-    Attributes besides LockError's: reason (advlock_lease_expiry: 1 no
-    answer, 2 connection lost, 3 settings changed, 4 server error),
+    Attributes besides LockError's: reason (an advlock.LeaseExpiry:
+    NO_ANSWER, CONNECTION lost, SETTINGS changed, SERVER_ERROR),
     deadline (the stop deadline, time.monotonic() seconds), lease
     (seconds), ended (True when the connection closed under the lock: on a
     direct connection the server session, and the lock, ended with it)."""
 
-    reason: Optional[int] = None
+    reason: Optional[LeaseExpiry] = None
     deadline: Optional[float] = None
     lease: Optional[float] = None
     ended = False

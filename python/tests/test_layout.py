@@ -30,6 +30,7 @@ ENUMS = {"advlock_mode": advlock.Mode, "advlock_scope": advlock.Scope,
          "advlock_wait": advlock.Wait, "advlock_backoff": advlock.Backoff,
          "advlock_outcome": advlock.Outcome, "advlock_failure": advlock.Failure,
          "advlock_detail": advlock.Detail, "advlock_sql": advlock.Sql,
+         "advlock_lease_expiry": advlock.LeaseExpiry,
          "advlock_sim_step_kind": fake.StepKind, "advlock_fake_status": fake.FakeStatus}
 
 
