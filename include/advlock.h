@@ -1308,6 +1308,13 @@ ADVLOCK_API int advlock_peer_state(const advlock_peer *p);
 /* The share of the nominal size one connection holds by default, in percent. */
 #define ADVLOCK_CAPACITY_SHARE_DEFAULT 25
 
+/* PostgreSQL's defaults of the three settings, taken for a server that did
+ * not give its own (a failed or odd settings row): a share of those rather
+ * than no limit. */
+#define ADVLOCK_CAPACITY_PG_MAX_LOCKS_PER_TRANSACTION 64
+#define ADVLOCK_CAPACITY_PG_MAX_CONNECTIONS           100
+#define ADVLOCK_CAPACITY_PG_MAX_PREPARED_TRANSACTIONS 0
+
 /* The server's settings (ADVLOCK_SQL_CAPACITY's row) and the share taken.
  * Caller memory; fields are read-only for the caller after init. */
 typedef struct advlock_capacity {

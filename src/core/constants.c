@@ -160,6 +160,9 @@ static const advlock_constant constants[] = {
     LIMIT(ADVLOCK_LEASE_DEFAULT_MS),
     LIMIT(ADVLOCK_LEASE_OPTIONS_MAX),
     LIMIT(ADVLOCK_CAPACITY_SHARE_DEFAULT),
+    LIMIT(ADVLOCK_CAPACITY_PG_MAX_LOCKS_PER_TRANSACTION),
+    LIMIT(ADVLOCK_CAPACITY_PG_MAX_CONNECTIONS),
+    LIMIT(ADVLOCK_CAPACITY_PG_MAX_PREPARED_TRANSACTIONS),
     /* sizes of the types a caller allocates */
     SIZE(advlock_report),
     SIZE(advlock_action),
