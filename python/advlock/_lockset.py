@@ -63,8 +63,10 @@ _UNLOCKS = frozenset(int(s) for s in (Sql.UNLOCK, Sql.UNLOCK_SHARED, Sql.UNLOCK_
 _BUSY = B.RESULT_FALSE
 _BUSY_FENCED = FencedRow(False, None)
 # A server that did not give its lock-table settings is taken for one with
-# PostgreSQL's defaults: the set holds a share of those rather than no limit.
-_DEFAULT_SETTINGS = CapacityRow((64, 100, 0))
+# PostgreSQL's defaults (include/advlock.h).
+_DEFAULT_SETTINGS = CapacityRow((B.C["ADVLOCK_CAPACITY_PG_MAX_LOCKS_PER_TRANSACTION"],
+                                 B.C["ADVLOCK_CAPACITY_PG_MAX_CONNECTIONS"],
+                                 B.C["ADVLOCK_CAPACITY_PG_MAX_PREPARED_TRANSACTIONS"]))
 # The statement that gives back what a try granted, when nobody waits for
 # the try's answer (the worker's own give-back): same arguments.
 _GIVE_BACK = {int(Sql.TRY_LOCK): int(Sql.UNLOCK), int(Sql.TRY_LOCK_FENCED): int(Sql.UNLOCK),
