@@ -1308,6 +1308,13 @@ ADVLOCK_API int advlock_peer_state(const advlock_peer *p);
 /* The share of the nominal size one connection holds by default, in percent. */
 #define ADVLOCK_CAPACITY_SHARE_DEFAULT 25
 
+/* PostgreSQL's defaults of the three settings, taken for a server that did
+ * not give its own (a failed or odd settings row): a share of those rather
+ * than no limit. */
+#define ADVLOCK_CAPACITY_PG_MAX_LOCKS_PER_TRANSACTION 64
+#define ADVLOCK_CAPACITY_PG_MAX_CONNECTIONS           100
+#define ADVLOCK_CAPACITY_PG_MAX_PREPARED_TRANSACTIONS 0
+
 /* The server's settings (ADVLOCK_SQL_CAPACITY's row) and the share taken.
  * Caller memory; fields are read-only for the caller after init. */
 typedef struct advlock_capacity {
@@ -1345,6 +1352,26 @@ ADVLOCK_API int64_t advlock_capacity_limit(const advlock_capacity *c);
  */
 ADVLOCK_API int advlock_capacity_refuse(const advlock_capacity *c, int64_t held, char *buf,
                                         size_t size);
+
+/* ---- Constants as data --------------------------------------------------- */
+
+/* One integer constant of this header, for bindings that load the library
+ * without a compiler. group is the enum's type name for an enumerator
+ * ("advlock_outcome"), "limit" for a numeric #define, "sizeof" for the size
+ * of a type (name is then the type's: "advlock_machine"). */
+typedef struct advlock_constant {
+    const char *group;
+    const char *name;
+    int64_t value;
+} advlock_constant;
+
+/*
+ * Returns the table of every enumerator, numeric limit and caller-allocated
+ * type's size this header declares, and stores its length in *count (when
+ * count is not NULL). The table and its strings have static storage
+ * duration; the caller frees nothing. It cannot fail.
+ */
+ADVLOCK_API const advlock_constant *advlock_constants(size_t *count);
 
 #ifdef __cplusplus
 }

@@ -1118,6 +1118,14 @@ typedef struct advlock_sim_lockset_stats {
 ADVLOCK_API int advlock_sim_lockset_run(const advlock_sim_lockset_config *cfg,
                                         advlock_sim_lockset_stats *out);
 
+/*
+ * Returns the table of every enumerator, numeric limit and caller-allocated
+ * type's size this header declares (advlock_constant, as advlock_constants()
+ * gives advlock.h's), and stores its length in *count (when count is not
+ * NULL). Static storage; the caller frees nothing. It cannot fail.
+ */
+ADVLOCK_API const advlock_constant *advlock_fake_constants(size_t *count);
+
 #ifdef __cplusplus
 }
 #endif

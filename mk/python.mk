@@ -14,6 +14,7 @@
 #                        server; the other library-finding rules beside it
 #   make bench-python    Python cycles/s beside the same driver by hand
 #                        (part of `make bench`: build/bench.json)
+#   make python-typecheck  mypy --strict on the package (part of `make test`)
 
 # Debian's interpreter: another python3 first on PATH would not see Debian's
 # python3-asyncpg and python3-psycopg.
@@ -92,12 +93,24 @@ python-wheel-test: $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so | deps-pyt
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) tests/pg/with-postgres.sh \
 	    scripts/run-tests.sh -c scripts/check-wheel.sh
 
-test: python-test python-deploy-test python-install-test python-wheel-test
+# The package's type hints, checked as python/pyproject.toml's [tool.mypy]
+# says (--strict; asyncpg, which has no type information, is skipped;
+# psycopg's own is used), with Debian's mypy.
+DEPS_TYPECHECK := python3-mypy:py:mypy
+
+.PHONY: python-typecheck deps-typecheck
+deps-typecheck:
+	@PYTHON=$(PYTHON) scripts/ensure-deps.sh $(DEPS_TYPECHECK)
+
+python-typecheck: | deps-python deps-typecheck
+	@scripts/run-tests.sh -c $(PYTHON) -m mypy --config-file python/pyproject.toml python/advlock
+
+test: python-test python-deploy-test python-install-test python-wheel-test python-typecheck
 
 install-python:
 	@test -n "$(PYTHON_SITEDIR)" || { echo "install-python: $(PYTHON) did not say where it reads packages" >&2; exit 1; }
 	install -d $(DESTDIR)$(PYTHON_SITEDIR)/advlock
-	install -m 644 python/advlock/*.py $(DESTDIR)$(PYTHON_SITEDIR)/advlock/
+	install -m 644 python/advlock/*.py python/advlock/py.typed $(DESTDIR)$(PYTHON_SITEDIR)/advlock/
 	printf '"""Written by make install-python."""\nLIBDIR = "%s"\n' '$(LIBDIR)' \
 	    > $(DESTDIR)$(PYTHON_SITEDIR)/advlock/_installed.py
 	@$(PYTHON) -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' '$(PYTHON_SITEDIR)' || \

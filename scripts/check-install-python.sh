@@ -6,7 +6,8 @@
 #                      touched);
 #   another PREFIX     installed there with the libraries, then imported with
 #                      the PYTHONPATH install-python prints, and the package
-#                      loads the libraries of that prefix (no source tree).
+#                      loads the libraries of that prefix (no source tree);
+#   py.typed           the marker that type checkers read hints by (PEP 561).
 # BUILD names the build directory (default build).
 set -euo pipefail
 python=${PYTHON:-/usr/bin/python3}
@@ -22,6 +23,8 @@ sitedir=${found#.}
 sitedir=${sitedir%/advlock/_installed.py}
 "$python" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "$sitedir" ||
     fail "PREFIX=/usr/local installed into $sitedir, which $python does not read"
+# The PEP 561 marker: type checkers read the package's hints.
+[ -f "$stage/dest$sitedir/advlock/py.typed" ] || fail "py.typed is not installed beside the package"
 
 prefix=$stage/prefix
 make -s --no-print-directory install BUILD="$build" PREFIX="$prefix" >/dev/null

@@ -4,7 +4,7 @@
 # do not cover, each from outside the tree with an emptied environment:
 #   the wheel       `pip wheel --no-build-isolation --no-index ./python`
 #                   (what `pip install ./python` builds) is tagged for this
-#                   platform and carries both libraries, byte for byte the
+#                   platform, carries py.typed and both libraries, byte for byte the
 #                   ones make built; installed offline into fresh virtual
 #                   environments, its package runs on those copies: with
 #                   Debian's asyncpg it takes and releases a lock on the
@@ -58,6 +58,10 @@ with zipfile.ZipFile(sys.argv[1]) as whl, open(sys.argv[3], "rb") as built:
         "$built/$lib.so" ||
         fail "the wheel does not carry $build/$lib.so as advlock/$lib.so.1"
 done
+"$python" -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as whl:
+    sys.exit("advlock/py.typed" not in whl.namelist())' "$wheel" ||
+    fail "the wheel does not carry advlock/py.typed (type checkers read the hints by it)"
 
 # package_in VENV: where VENV's interpreter imports advlock from, which must
 # be VENV itself (the wheel's copy, not Debian's or the tree's).

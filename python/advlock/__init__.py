@@ -32,8 +32,12 @@ asyncio connection (docs/python.md "Lock sets"). docs/python.md has the
 whole story.
 """
 
-from ._machine import (Backoff, Detail, Failure, LockState, Machine, Mode, Options, Outcome,
-                       Report, Scope, Sql, Wait, derive_key, escape_name, fence_setup_sql,
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
+
+from ._machine import (Backoff, Detail, Failure, LeaseExpiry, LockState, Machine, Mode, Options,
+                       Outcome, Report, Scope, Sql, Wait, derive_key, escape_name, fence_setup_sql,
                        format_seconds, now_ms, strerror)
 from ._loop import AsyncLock, Lock
 from ._clients import client_for, is_asyncio
@@ -50,7 +54,12 @@ WAIT_POLL, WAIT_SERVER = Wait.POLL, Wait.SERVER
 REFERENCE, FULL_JITTER = Backoff.REFERENCE, Backoff.FULL_JITTER
 
 
-def lock(conn, name, timeout=None, options=None, **option_kwargs):
+if TYPE_CHECKING:
+    from ._types import AsyncClient, BlockingClient, Name
+
+
+def lock(conn: object, name: Name, timeout: Optional[float] = None,
+         options: Optional[Options] = None, **option_kwargs: Any) -> Union[Lock, AsyncLock]:
     """A lock named `name` (str, or UTF-8 bytes) on connection `conn`.
 
     conn: an asyncpg Connection or a psycopg (3) AsyncConnection, giving an
@@ -76,13 +85,14 @@ def lock(conn, name, timeout=None, options=None, **option_kwargs):
     another kind of connection.
     """
     client = client_for(conn, "advlock.lock")
-    return (AsyncLock if is_asyncio(client) else Lock)(client, name, timeout, options,
-                                                       **option_kwargs)
+    if is_asyncio(client):
+        return AsyncLock(cast("AsyncClient", client), name, timeout, options, **option_kwargs)
+    return Lock(cast("BlockingClient", client), name, timeout, options, **option_kwargs)
 
 
 __all__ = [
     "lock", "Lock", "AsyncLock", "LockSet", "SetLock", "Options", "Report", "Machine", "Mode", "Scope", "Wait",
-    "Backoff", "Outcome", "Failure", "Detail", "Sql", "derive_key", "escape_name",
+    "Backoff", "Outcome", "Failure", "Detail", "LeaseExpiry", "Sql", "derive_key", "escape_name",
     "format_seconds", "fence_setup_sql", "now_ms", "strerror", "Error", "LockError",
     "LockTimeout", "LockFailed", "LockLost",
     "StandbyError", "ServerSessionError", "LockCancelled", "CallError", "ArgumentTypeError",

@@ -19,14 +19,19 @@ that changes either fails there first (a wake-up not found holds nothing
 back: no heartbeat goes out, and the lease expires, the safe side).
 """
 
+from __future__ import annotations
 
-def awaited_future(task):
+import asyncio
+from typing import Any, Callable, Optional
+
+
+def awaited_future(task: Optional[asyncio.Task[Any]]) -> Optional[asyncio.Future[Any]]:
     """The future task waits on now, or None while it is runnable (or for
     task None)."""
-    return None if task is None else task._fut_waiter
+    return None if task is None else task._fut_waiter  # type: ignore[attr-defined]
 
 
-def hold_back(task):
+def hold_back(task: asyncio.Task[Any]) -> Optional[Callable[[], None]]:
     """Keeps task from resuming while it waits on a future that is not done:
     its wake-up is taken off that future. Returns the call that gives it
     back (call it exactly once: the task resumes then, at once if the
@@ -35,15 +40,16 @@ def hold_back(task):
     waiting_on = awaited_future(task)
     if waiting_on is None or waiting_on.done():
         return None
-    for callback, context in waiting_on._callbacks or ():
+    future = waiting_on
+    for callback, context in future._callbacks or ():
         if getattr(callback, "__self__", None) is task:
             break
     else:
         return None
-    waiting_on.remove_done_callback(callback)
-    return lambda: waiting_on.add_done_callback(callback, context=context)
+    future.remove_done_callback(callback)
+    return lambda: future.add_done_callback(callback, context=context)
 
 
-def nothing_held():
+def nothing_held() -> None:
     """What gives back a task that was not held back (hold_body() of a
     client whose heartbeats need not hold the body back)."""

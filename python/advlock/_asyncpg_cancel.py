@@ -13,8 +13,13 @@ connection). python/tests/test_asyncpg_cancel.py checks it against a real
 server, so an asyncpg that changes it fails there first.
 """
 
+from __future__ import annotations
 
-def send_cancel(conn, loop):
+import asyncio
+from typing import Any
+
+
+def send_cancel(conn: Any, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
     """Asks the server to cancel the statement in flight on conn (an asyncpg
     Connection or a pool's proxy of one); returns a future of loop's, done
     once the request is delivered. The statement's caller gets its answer:

@@ -1,6 +1,7 @@
 """The lease of a held lock: the core's sans-I/O lease engine (advlock_lease,
-include/advlock.h "Leases") driven while a lock's body runs, blocking (a
-watcher thread) or on asyncio (a task). The engine decides when a heartbeat
+include/advlock.h "Leases") driven while a lock's body runs, blocking (the
+process's timer thread and the connection's worker, _blocking) or on
+asyncio (a task). The engine decides when a heartbeat
 is due and when the lease has expired; this module only sends the
 statements it asks for, tells it the time, and acts on EXPIRED: it marks
 the lock lost and stops the body (asyncio: cancels it; blocking: sets
@@ -9,6 +10,8 @@ the body has stopped (a late answer must not renew). docs/python.md
 "Leases" says why.
 """
 
+from __future__ import annotations
+
 import asyncio
 import functools
 import math
@@ -16,12 +19,18 @@ import os
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Set, Tuple
 
 from . import _binding as B
 from ._asyncio_task import awaited_future
+from ._blocking import TIMERS, worker_for
 from .errors import CallError, LockLost
-from ._machine import escape_name, format_seconds, now_ms, params
-from ._session import Busy
+from ._machine import LeaseExpiry, escape_name, format_seconds, now_ms, params
+from ._session import Busy, ConnSession
+
+if TYPE_CHECKING:
+    from ._loop import _LockBase
+    from ._types import Answer, Args, AsyncClient, BlockingClient, Name
 
 _lib = B.core
 # How soon a heartbeat that could not be sent (the connection busy with the
@@ -30,16 +39,16 @@ RETRY_S = 0.05
 DEFAULT = object()  # lease= not given: ADVLOCK_LEASE_DEFAULT_MS
 DEFAULT_STOP_S = 1.0
 
-_REASONS = {
-    B.LEASE_NO_ANSWER: "no heartbeat was answered by the lease's deadline",
-    B.LEASE_CONNECTION: "a heartbeat found the connection lost",
-    B.LEASE_SETTINGS: "a heartbeat found the server session's lease settings changed"
+_REASONS: Dict[int, str] = {
+    LeaseExpiry.NO_ANSWER: "no heartbeat was answered by the lease's deadline",
+    LeaseExpiry.CONNECTION: "a heartbeat found the connection lost",
+    LeaseExpiry.SETTINGS: "a heartbeat found the server session's lease settings changed"
                       " (a rolled-back transaction, RESET, or another server session)",
-    B.LEASE_SERVER_ERROR: "a heartbeat failed on the server",
+    LeaseExpiry.SERVER_ERROR: "a heartbeat failed on the server",
 }
 
 
-def _seconds_ms(value, what):
+def _seconds_ms(value: Any, what: str) -> int:
     """lease= or lease_stop= (seconds) in whole milliseconds. Raises
     CallError, naming the value given, for one that is not a number, not
     finite (inf, nan), negative, or longer than the longest lease (which a
@@ -55,15 +64,15 @@ def _seconds_ms(value, what):
                         % (what, value))
     if negative:
         raise CallError(B.ADVLOCK_EINVAL, "%s=%r must be >= 0 seconds" % (what, value))
-    ms = round(ms)
-    if ms > B.LEASE_MAX_MS:
+    whole: int = round(ms)
+    if whole > B.LEASE_MAX_MS:
         raise CallError(B.ADVLOCK_EINVAL, "%s=%r is too long: at most %s s (the longest lease,"
                         " 9 h: Linux takes tcp_keepalives_idle up to 32767 s)"
                         % (what, value, format_seconds(B.LEASE_MAX_MS)))
-    return ms
+    return whole
 
 
-def plan_for(lease, lease_stop):
+def plan_for(lease: object, lease_stop: Optional[float]) -> Optional[B.LeasePlan]:
     """The advlock_lease_plan for lease= and lease_stop= (seconds), or None
     for no lease (None or 0). Raises CallError for a value _seconds_ms
     refuses, or a lease the core refuses (too short for lease_stop: at
@@ -91,7 +100,7 @@ def plan_for(lease, lease_stop):
     return plan
 
 
-_plans = {}  # (lease_ms, stop_ms): LeasePlan
+_plans: Dict[Tuple[int, int], B.LeasePlan] = {}
 
 
 class Lease:
@@ -101,54 +110,57 @@ class Lease:
 
     __slots__ = ("_l", "plan", "guard")
 
-    def __init__(self, plan):
+    def __init__(self, plan: B.LeasePlan) -> None:
         self._l = B.LeaseStorage()
         self.plan = plan
         self.guard = threading.Lock()
         _lib.advlock_lease_init(self._l, plan)
 
-    def next(self):
-        return _lib.advlock_lease_next(self._l)
+    def next(self) -> B.LeaseAction:
+        action: B.LeaseAction = _lib.advlock_lease_next(self._l)
+        return action
 
-    def start_setup(self, proxied):
+    def start_setup(self, proxied: Optional[bool]) -> None:
         _lib.advlock_lease_start_setup(self._l, 1 if proxied else 0, now_ms())
 
-    def setup_result(self):
-        return _lib.advlock_lease_setup_result(self._l)
+    def setup_result(self) -> int:
+        result: int = _lib.advlock_lease_setup_result(self._l)
+        return result
 
-    def hold(self, anchor_ms, token):
+    def hold(self, anchor_ms: int, token: int) -> None:
         _lib.advlock_lease_hold(self._l, anchor_ms, token, now_ms())
 
-    def on_sent(self):
+    def on_sent(self) -> None:
         _lib.advlock_lease_on_sent(self._l, now_ms())
 
-    def on_answer(self, answer):
+    def on_answer(self, answer: Answer) -> None:
         """Feeds a client's answer (an int, or a tuple for an error)."""
-        r = answer if answer.__class__ is int else answer[0]
+        r = answer if isinstance(answer, int) else answer[0]  # type: ignore[index]
         _lib.advlock_lease_on_result(self._l, r, now_ms())
 
-    def on_timer(self):
+    def on_timer(self) -> None:
         _lib.advlock_lease_on_timer(self._l, now_ms())
 
-    def stop(self):
+    def stop(self) -> None:
         _lib.advlock_lease_stop(self._l)
 
-    def expired(self):
+    def expired(self) -> bool:
         with self.guard:
-            return self.next().kind == B.LEASE_EXPIRED
+            return bool(self.next().kind == B.LEASE_EXPIRED)
 
-    def reason(self):
+    def reason(self) -> int:
         with self.guard:
-            return _lib.advlock_lease_expiry_reason(self._l)
+            reason: int = _lib.advlock_lease_expiry_reason(self._l)
+            return reason
 
 
-def lost_error(lock, lease, stop_at_ms):
+def lost_error(lock: _LockBase[Any, Any], lease: Lease, stop_at_ms: int) -> LockLost:
     """The LockLost for a lock whose lease expired."""
     reason = lease.reason()
     if lock._client.state.proxied:  # the lease set nothing on the server
         frees = ("behind a proxy the server frees the lock when the proxy drops this"
                  " connection: its own tcp settings bound that")
-    elif reason == B.LEASE_SETTINGS:
+    elif reason == LeaseExpiry.SETTINGS:
         frees = "the server may free it early or late"
     else:
         frees = ("the server frees it within %s s of the last message it received from this"
@@ -156,25 +168,25 @@ def lost_error(lock, lease, stop_at_ms):
     err = LockLost("Lock '%s' can no longer be proven held: %s; %s (the connection is closed)."
                    % (escape_name(lock.name), _REASONS.get(reason, "expired"), frees),
                    lock.report, lock.name)
-    err.reason = reason
+    err.reason = LeaseExpiry(reason)
     err.deadline = stop_at_ms / 1000 if stop_at_ms else None
     err.lease = lease.plan.lease_ms / 1000
     return err
 
 
-def ended_error(lock, message):
+def ended_error(lock: Any, message: str) -> LockLost:
     """The LockLost for a held lock whose connection closed under it
     (message: the sentence, the lock's name in it): reason "connection
     lost", ended (the server session is gone, on a direct connection with
     its locks)."""
     err = LockLost(message, lock.report, lock.name)
-    err.reason = B.LEASE_CONNECTION
+    err.reason = LeaseExpiry.CONNECTION
     err.ended = True
     err.lease = lock._plan.lease_ms / 1000 if lock._plan is not None else None
     return err
 
 
-def session_ended_error(lock):
+def session_ended_error(lock: _LockBase[Any, Any]) -> LockLost:
     """The LockLost for a single lock whose session watch (_watch) heard the
     connection close, or whose release found it lost."""
     return ended_error(lock, "Lock '%s' was lost: its connection closed while it was held"
@@ -186,7 +198,7 @@ def session_ended_error(lock):
 # ---- the setup, before the first acquire on a connection -----------------------
 
 
-def setup_message(result, name, plan):
+def setup_message(result: int, name: Name, plan: B.LeasePlan) -> Optional[str]:
     """None when the lock may be held under this setup; else why not."""
     if result in (B.LEASE_APPLIED, B.LEASE_UNIX_SOCKET, B.LEASE_PROXIED):
         return None
@@ -198,7 +210,7 @@ def setup_message(result, name, plan):
             " without one." % (escape_name(name), format_seconds(plan.lease_ms), what))
 
 
-def remembered(state, plan):
+def remembered(state: ConnSession, plan: B.LeasePlan) -> Optional[int]:
     """The connection's setup result for this plan's settings, or None."""
     done = state.lease_setup
     if done is not None and done[0] == plan.user_timeout_ms:
@@ -206,31 +218,31 @@ def remembered(state, plan):
     return None
 
 
-def setup_blocking(lease, client):
+def setup_blocking(lease: Lease, client: BlockingClient) -> Tuple[int, Optional[Answer]]:
     """Runs the lease's setup on a blocking client; returns its result,
     remembered on the connection, and the statement's answer (None if none
     was sent)."""
     lease.start_setup(client.state.proxied)
     a = lease.next()
-    answer = None
+    answer: Optional[Answer] = None
     if a.kind == B.LEASE_QUERY:
         lease.on_sent()
         answer = client.run(a.sql, (a.param,))
     return _remember(lease, client, answer)
 
 
-async def setup_async(lease, client):
+async def setup_async(lease: Lease, client: AsyncClient) -> Tuple[int, Optional[Answer]]:
     """As setup_blocking, on asyncio."""
     lease.start_setup(client.state.proxied)
     a = lease.next()
-    answer = None
+    answer: Optional[Answer] = None
     if a.kind == B.LEASE_QUERY:
         lease.on_sent()
         answer = await client.start(a.sql, (a.param,))
     return _remember(lease, client, answer)
 
 
-def _remember(lease, client, answer):
+def _remember(lease: Lease, client: Any, answer: Optional[Answer]) -> Tuple[int, Optional[Answer]]:
     if answer is not None and answer.__class__ is not Busy:
         lease.on_answer(answer)
     result = lease.setup_result()
@@ -239,7 +251,7 @@ def _remember(lease, client, answer):
     return result, answer
 
 
-def heartbeat_token(setup, session):
+def heartbeat_token(setup: Optional[int], session: B.Session) -> Optional[int]:
     """For a lock just granted on the server session that session (the
     machine's _binding.Session) describes: the token its heartbeats carry
     (0 direct), or None when none are to run: on a Unix socket (no
@@ -250,11 +262,11 @@ def heartbeat_token(setup, session):
     if setup == B.LEASE_UNIX_SOCKET:
         return None
     if setup == B.LEASE_PROXIED:
-        return session.token if session.claimed else None
+        return int(session.token) if session.claimed else None
     return 0
 
 
-def renewal(plan, token, anchor_ms):
+def renewal(plan: B.LeasePlan, token: int, anchor_ms: int) -> Optional[Tuple[int, Args]]:
     """The heartbeat statement (sql, args) that must confirm a grant whose
     statement went out a heartbeat interval ago or more (a server-side
     wait: the server may have stopped hearing this client meanwhile) before
@@ -266,21 +278,21 @@ def renewal(plan, token, anchor_ms):
     return B.SQL_HEARTBEAT, (plan.user_timeout_ms,)
 
 
-def unconfirmed_error(lock, answer):
+def unconfirmed_error(lock: _LockBase[Any, Any], answer: Answer) -> LockLost:
     """The LockLost for a grant whose confirming heartbeat (renewal())
     answered anything but TRUE: the lock cannot be proven held."""
-    words = answer[2] if answer.__class__ is tuple and answer[2] else "the server session changed"
+    words = answer[2] if isinstance(answer, tuple) and answer[2] else "the server session changed"
     err = LockLost("Lock '%s' can no longer be proven held: the heartbeat after a long wait for"
                    " the grant failed (%s); stop the work now (the connection is closed)."
                    % (escape_name(lock.name), words), lock.report, lock.name)
-    err.reason = (B.LEASE_CONNECTION if answer.__class__ is tuple
-                  and answer[0] == B.RESULT_CONNECTION_LOST else B.LEASE_SETTINGS)
+    err.reason = (LeaseExpiry.CONNECTION if isinstance(answer, tuple)
+                  and answer[0] == B.RESULT_CONNECTION_LOST else LeaseExpiry.SETTINGS)
     err.deadline = None
-    err.lease = lock._plan.lease_ms / 1000
+    err.lease = lock._plan.lease_ms / 1000 if lock._plan is not None else None
     return err
 
 
-def hold(plan, token, anchor_ms):
+def hold(plan: B.LeasePlan, token: int, anchor_ms: int) -> Lease:
     """A held Lease from anchor_ms, the send time of a statement the server
     answered on the lock's session since the grant (or of the grant's)."""
     lease = Lease(plan)
@@ -289,7 +301,7 @@ def hold(plan, token, anchor_ms):
     return lease
 
 
-def shut_socket(fd):
+def shut_socket(fd: int) -> None:
     """Ends a connection's socket under its library's feet: the statement in
     flight and every later one fail at once, and no late answer is read.
     shutdown() acts on the socket, not on a descriptor (a dup is enough),
@@ -306,46 +318,56 @@ def shut_socket(fd):
         s.close()
 
 
-# ---- blocking: a watcher thread ----------------------------------------------------
+# ---- blocking: the process's timer thread and the connection's worker ---------------
 
 
 class ThreadWatch:
-    """Drives a held lease from a daemon thread while the body runs:
-    heartbeats go out on a helper thread through the client (psycopg's
-    connection lock serialises them with the body's statements), and the
-    deadline is kept here even while one waits. On EXPIRED: on_expired()."""
+    """Drives a held lease while the body runs, without a thread of its own
+    (_blocking): its deadline on the process's timer thread, which sends
+    each heartbeat the engine asks for to the connection's worker (psycopg's
+    connection lock serialises it with the body's statements) and keeps the
+    deadline even while one waits. On EXPIRED: on_expired(), on the timer
+    thread."""
 
-    def __init__(self, lease, client, on_expired):
+    __slots__ = ("lease", "client", "on_expired", "worker", "guard", "stopping", "beating",
+                 "__weakref__")
+
+    def __init__(self, lease: Lease, client: BlockingClient,
+                 on_expired: Callable[[int], None]) -> None:
         self.lease, self.client, self.on_expired = lease, client, on_expired
-        self.stopping = threading.Event()
-        self.wake = threading.Event()
+        self.worker = worker_for(client.state)
+        self.guard = threading.Lock()  # a tick against stop(): none runs after it
+        self.stopping = False
         self.beating = False
-        self.thread = threading.Thread(target=self._run, name="advlock-lease", daemon=True)
-        self.thread.start()
+        TIMERS.add(self)
 
-    def _run(self):
+    def tick(self) -> Optional[int]:
+        """The timer thread's call: the lease driven to now."""
         lease = self.lease
-        while True:
+        with self.guard:
+            if self.stopping:
+                return None
             with lease.guard:
                 lease.on_timer()
                 a = lease.next()
-                if a.kind == B.LEASE_EXPIRED or self.stopping.is_set():
-                    break
                 if a.kind == B.LEASE_QUERY and not self.beating:
                     self.beating = True
-                    threading.Thread(target=self._beat, args=(a.sql, params(a)),
-                                     name="advlock-heartbeat", daemon=True).start()
-            self.wake.wait(max(0, a.wake_at_ms - now_ms()) / 1000)
-            self.wake.clear()
-        if a.kind == B.LEASE_EXPIRED and not self.stopping.is_set():
-            self.on_expired(a.stop_at_ms)
+                    sql, args = a.sql, params(a)
+                    self.worker.submit(lambda: self._beat(sql, args))
+            if a.kind == B.LEASE_EXPIRED:
+                self.stopping = True
+                self.on_expired(a.stop_at_ms)
+                return None
+            wake: int = a.wake_at_ms
+            return wake
 
-    def _beat(self, sql, args):
+    def _beat(self, sql: int, args: Args) -> None:
+        """A heartbeat, on the connection's worker."""
         lease, client = self.lease, self.client
         with lease.guard:
             lease.on_sent()  # before the wait for the connection: an earlier anchor is safe
-        answer = None
-        while not self.stopping.is_set() and not lease.expired():
+        answer: Optional[Answer] = None
+        while not self.stopping and not lease.expired():
             if client.heartbeat_blocked(None):
                 time.sleep(RETRY_S)
                 continue
@@ -357,14 +379,14 @@ class ThreadWatch:
             self.beating = False
             if answer is not None and answer.__class__ is not Busy:
                 lease.on_answer(answer)
-        self.wake.set()
+        TIMERS.poke()
 
-    def stop(self):
-        """Ends the watcher (and waits for a heartbeat in flight: one round
+    def stop(self) -> None:
+        """Ends the watch (and waits for a heartbeat in flight: one round
         trip, or the deadline in a partition)."""
-        self.stopping.set()
-        self.wake.set()
-        self.thread.join()
+        with self.guard:
+            self.stopping = True
+        TIMERS.remove(self)
         lease = self.lease
         while self.beating:  # the release must not share the lock's cursor with it
             with lease.guard:
@@ -384,15 +406,16 @@ class TaskWatch:
     send to the answer; psycopg queues it): one that cannot go out is tried
     again, and the deadline still applies. On EXPIRED: on_expired()."""
 
-    def __init__(self, lease, client, on_expired, body):
+    def __init__(self, lease: Lease, client: AsyncClient, on_expired: Callable[[int], None],
+                 body: Callable[[], Optional[asyncio.Task[Any]]]) -> None:
         self.lease, self.client, self.on_expired = lease, client, on_expired
         self.body = body  # the body's task (or None), for hold_body()
         self.stopping = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    async def _run(self):
+    async def _run(self) -> None:
         lease = self.lease
-        beat = None
+        beat: Optional[asyncio.Future[Optional[Answer]]] = None
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
             while True:
@@ -409,7 +432,7 @@ class TaskWatch:
                     beat = asyncio.ensure_future(self._beat(a.sql, params(a)))
                 if beat is None and self.stopping.is_set():
                     return
-                waits = {stop} if beat is None else {beat}
+                waits: Set[asyncio.Future[Any]] = {stop} if beat is None else {beat}
                 delay = max(0, a.wake_at_ms - now_ms()) / 1000
                 await asyncio.wait(waits, timeout=delay)
                 if beat is not None and beat.done():
@@ -421,7 +444,7 @@ class TaskWatch:
             if beat is not None:
                 beat.cancel()
 
-    async def _beat(self, sql, args):
+    async def _beat(self, sql: int, args: Args) -> Optional[Answer]:
         client, lease = self.client, self.lease
         while not lease.expired() and not self.stopping.is_set():
             body = self.body()
@@ -436,19 +459,19 @@ class TaskWatch:
             await _after_next_step(body)
         return None
 
-    async def stop(self):
+    async def stop(self) -> None:
         """Ends the task (after a heartbeat in flight: one round trip, or
         the deadline in a partition)."""
         self.stopping.set()
         await asyncio.shield(self.task)
 
 
-def _wake(waiter, _done=None):
+def _wake(waiter: asyncio.Future[None], _done: object = None) -> None:
     if not waiter.done():
         waiter.set_result(None)
 
 
-async def _after_next_step(body):
+async def _after_next_step(body: Optional[asyncio.Task[Any]]) -> None:
     """Waits until the body's task has taken its next step: when what it
     awaits now ends, its own wake-up runs first (registered first), so a
     heartbeat tried then meets the body's next wait, not a statement it is
@@ -458,7 +481,7 @@ async def _after_next_step(body):
         await asyncio.sleep(0)  # its step is scheduled already: after it
         return
     loop = asyncio.get_running_loop()
-    woken = loop.create_future()
+    woken: asyncio.Future[None] = loop.create_future()
     timer = loop.call_later(RETRY_S, _wake, woken)
     if waiting_on is not None:
         waiting_on.add_done_callback(functools.partial(_wake, woken))

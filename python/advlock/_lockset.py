@@ -23,18 +23,33 @@ expired lease ends every lock of the set at once: each held one is lost
 (LockLost, its `async with` body cancelled), and the table is emptied.
 """
 
+from __future__ import annotations
+
 import asyncio
 import collections
 import ctypes
+from typing import TYPE_CHECKING, Any, Coroutine, Deque, Optional, Set, Tuple, cast
 
 from . import _binding as B
 from . import _lease
+from ._lease import DEFAULT as LEASE_DEFAULT
 from ._asyncio_task import nothing_held
 from ._clients import client_for, is_asyncio, wrong_kind
 from ._loop import AsyncLock, CapacityRow, FencedRow, Guard, guarded
 from ._session import Busy
 from ._machine import Scope, Sql, Wait, escape_name, strerror
 from .errors import CallError, LockFailed
+
+if TYPE_CHECKING:
+    from ._lease import Lease, TaskWatch
+    from ._machine import Options, Report
+    from ._session import ConnSession
+    from ._types import Answer, Args, AsyncClient, AsyncWatch, Call, ErrorAnswer, Name
+
+    # A queued statement: the lock it is for (None: the set's own), its
+    # advlock_sql, its arguments, and the future of its answer (None: nobody
+    # waits for it).
+    Queued = Tuple[Optional["SetLock"], int, "Args", Optional["asyncio.Future[Any]"]]
 
 _lib = B.core
 _ask, _granted, _leave = _lib.advlock_peers_ask, _lib.advlock_peers_granted, \
@@ -48,8 +63,10 @@ _UNLOCKS = frozenset(int(s) for s in (Sql.UNLOCK, Sql.UNLOCK_SHARED, Sql.UNLOCK_
 _BUSY = B.RESULT_FALSE
 _BUSY_FENCED = FencedRow(False, None)
 # A server that did not give its lock-table settings is taken for one with
-# PostgreSQL's defaults: the set holds a share of those rather than no limit.
-_DEFAULT_SETTINGS = CapacityRow((64, 100, 0))
+# PostgreSQL's defaults (include/advlock.h).
+_DEFAULT_SETTINGS = CapacityRow((B.C["ADVLOCK_CAPACITY_PG_MAX_LOCKS_PER_TRANSACTION"],
+                                 B.C["ADVLOCK_CAPACITY_PG_MAX_CONNECTIONS"],
+                                 B.C["ADVLOCK_CAPACITY_PG_MAX_PREPARED_TRANSACTIONS"]))
 # The statement that gives back what a try granted, when nobody waits for
 # the try's answer (the worker's own give-back): same arguments.
 _GIVE_BACK = {int(Sql.TRY_LOCK): int(Sql.UNLOCK), int(Sql.TRY_LOCK_FENCED): int(Sql.UNLOCK),
@@ -71,17 +88,17 @@ _BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 _BUCKETS = 1024
 
 
-def _capacity(row, share):
+def _capacity(row: object, share: int) -> B.Capacity:
     """The set's advlock_capacity from the settings' answer (PostgreSQL's
     defaults when it is not a row the core takes)."""
     capacity = B.Capacity()
-    if row.__class__ is not CapacityRow or \
+    if not isinstance(row, CapacityRow) or \
             _lib.advlock_capacity_init(capacity, row[0], row[1], row[2], share):
         _lib.advlock_capacity_init(capacity, *_DEFAULT_SETTINGS, share)
     return capacity
 
 
-def _refused(what, why):
+def _refused(what: str, why: str) -> CallError:
     return CallError(B.ADVLOCK_EINVAL, "advlock.LockSet refuses %s: %s (docs/design.md,"
                      " \"Lock sets\")." % (what, why))
 
@@ -108,11 +125,28 @@ class LockSet:
                  "_checking", "lost", "_plan", "_lease", "_watch", "_leased", "_loop",
                  "_unwatch", "_share", "_capacity", "_capacity_read")
 
-    def __init__(self, conn, lease=_lease.DEFAULT, lease_stop=None,
-                 capacity_share=B.CAPACITY_SHARE_DEFAULT):
-        self._client = client_for(conn, "advlock.LockSet", _KINDS)
-        if not is_asyncio(self._client):
+    _client: AsyncClient
+    _capacity: Optional[B.Capacity]
+    _capacity_read: Optional[asyncio.Future[Any]]
+    _plan: Optional[B.LeasePlan]
+    _lease: Optional[Lease]
+    _watch: Optional[TaskWatch]
+    _leased: Set[SetLock]
+    _entered: Set[SetLock]
+    _queue: Deque[Queued]
+    _worker: Optional[asyncio.Task[None]]
+    _checking: Optional[Tuple[SetLock, asyncio.Future[None]]]
+    _loop: Optional[asyncio.AbstractEventLoop]
+    lost: Optional[str]
+    _unwatch: Optional[Call]
+
+    def __init__(self, conn: object, lease: object = LEASE_DEFAULT,
+                 lease_stop: Optional[float] = None,
+                 capacity_share: int = B.CAPACITY_SHARE_DEFAULT) -> None:
+        client = client_for(conn, "advlock.LockSet", _KINDS)
+        if not is_asyncio(client):
             raise wrong_kind(conn, "advlock.LockSet", _KINDS)
+        self._client = cast("AsyncClient", client)
         if capacity_share.__class__ is not int or not 1 <= capacity_share <= 100:
             raise CallError(B.ADVLOCK_EINVAL, "advlock.LockSet: capacity_share is a percentage,"
                             " an int from 1 to 100, not %r" % (capacity_share,))
@@ -137,7 +171,8 @@ class LockSet:
         self.lost = None
         self._unwatch = None  # stops the connection's watch (_watch)
 
-    def lock(self, name, timeout=None, options=None, **option_kwargs):
+    def lock(self, name: Name, timeout: Optional[float] = None,
+             options: Optional[Options] = None, **option_kwargs: Any) -> SetLock:
         """A SetLock named `name` on the set's connection: `async with`, or
         await acquire() and release(), from any task, as advlock.lock()'s
         AsyncLock. Same arguments and options, except: scope=TRANSACTION
@@ -151,12 +186,13 @@ class LockSet:
         return SetLock(self, name, timeout, options, **option_kwargs)
 
     @property
-    def in_use(self):
+    def in_use(self) -> int:
         """How many locks of the set hold their key or have a try out for
         it (advlock_peers_count): 0 once every lock has ended."""
-        return _lib.advlock_peers_count(self._table)
+        count: int = _lib.advlock_peers_count(self._table)
+        return count
 
-    def _check_loop(self, lock):
+    def _check_loop(self, lock: SetLock) -> None:
         """Before an operation of lock: the set, like its connection, serves
         the event loop of its first operation; raises CallError on another."""
         loop = asyncio.get_running_loop()
@@ -169,7 +205,7 @@ class LockSet:
 
     # ---- the session check: once per connection, shared -------------------
 
-    async def _session_checked(self, lock):
+    async def _session_checked(self, lock: SetLock) -> None:
         """Before lock's acquire: returns at once when the connection's
         session value is checked or lock is to check it; else waits for
         the check in flight (the waiter that finds none checked after it
@@ -184,7 +220,7 @@ class LockSet:
                 return
             await asyncio.shield(self._checking[1])
 
-    def _check_done(self, lock):
+    def _check_done(self, lock: Optional[SetLock]) -> None:
         """lock's session row has been answered and fed (its next statement
         is asked for, or its operation ended): the waiters go on."""
         checking = self._checking
@@ -194,7 +230,7 @@ class LockSet:
 
     # ---- statements: one at a time, the table kept around them ---------------
 
-    async def _statement(self, lock, sql, args):
+    async def _statement(self, lock: Optional[SetLock], sql: int, args: Args) -> Answer:
         """lock's statement sql with args, sent in its turn; its answer.
         A try that conflicts with another lock of the set is answered busy
         here, unsent; on a lost set every statement is answered lost,
@@ -206,7 +242,7 @@ class LockSet:
                     % self.lost)
         if sql == B.SQL_SESSION and self._capacity_read is None:
             self._ask_capacity()
-        if sql in _TRIES:
+        if sql in _TRIES and lock is not None:
             refused = await self._past_capacity()
             if refused is not None:
                 return refused
@@ -216,7 +252,7 @@ class LockSet:
             if asked < 0:  # EMISUSE: the peer was left in the table, a bug
                 raise CallError(asked, strerror(asked))
             self._enter(lock)
-        answer = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._queue.append((lock, sql, args, answer))
         if self._worker is None:
             self._worker = asyncio.get_running_loop().create_task(self._send_queued())
@@ -228,14 +264,14 @@ class LockSet:
 
     # ---- the server's lock table: its settings read once, with the check ----
 
-    def _ask_capacity(self):
+    def _ask_capacity(self) -> None:
         """Queues the read of the lock table's settings: ahead of the
         session check about to queue (as the C set does), or of the first
         try on a connection checked before the set."""
         self._capacity_read = asyncio.get_running_loop().create_future()
         self._queue.append((None, B.SQL_CAPACITY, (), self._capacity_read))
 
-    async def _past_capacity(self):
+    async def _past_capacity(self) -> Optional[ErrorAnswer]:
         """Before a try: None when one more lock fits in the set's share of
         the server's lock table (every lock holding or trying counts); else
         the answer the set gives it, unsent: the server's configuration
@@ -243,7 +279,7 @@ class LockSet:
         if self._capacity is None:
             if self._capacity_read is None:
                 self._ask_capacity()
-            row = await asyncio.shield(self._capacity_read)
+            row = await asyncio.shield(cast("asyncio.Future[Any]", self._capacity_read))
             if self._capacity is None:
                 self._capacity = _capacity(row, self._share)
         words = ctypes.create_string_buffer(B.MESSAGE_MAX)
@@ -252,7 +288,7 @@ class LockSet:
             return None
         return (B.RESULT_SERVER_ERROR, "53400", words.value.decode())
 
-    async def _send_queued(self):
+    async def _send_queued(self) -> None:
         """The worker: sends the queued statements in order, each answer to
         its lock; it owns the give-back of a try granted when nobody waits
         for the answer any more (its future cancelled). A cancellation of
@@ -275,7 +311,8 @@ class LockSet:
                 self._answered(lock, sql, result)
                 if answer is not None and not answer.done():
                     answer.set_result(result)
-                elif sql in _TRIES and _lib.advlock_peer_state(lock._peer) == B.PEER_HELD:
+                elif sql in _TRIES and lock is not None \
+                        and _lib.advlock_peer_state(lock._peer) == B.PEER_HELD:
                     queue.append((lock, _GIVE_BACK[sql], args, None))
         except BaseException as exc:  # noqa: B902 - every queued lock must hear of it
             self._abandon(exc)
@@ -285,7 +322,7 @@ class LockSet:
         if guard.cancelled_by is not None:
             raise guard.cancelled_by
 
-    def _abandon(self, exc):
+    def _abandon(self, exc: BaseException) -> None:
         """A statement was cut off by exc: what reached the server is
         unknown, so the connection is closed (the server session ends, and
         every lock of the set with it) and every queued statement, the one
@@ -293,21 +330,23 @@ class LockSet:
         why = "a statement was interrupted by %s" % type(exc).__name__
         self._client.close_now()
         self._on_lost(why)
-        lost = (B.RESULT_CONNECTION_LOST, None, "the lock set's connection was closed: "
-                + why)
+        lost: ErrorAnswer = (B.RESULT_CONNECTION_LOST, None,
+                             "the lock set's connection was closed: " + why)
         while self._queue:
             lock, _sql, _args, answer = self._queue.popleft()
             self._leave(lock)
             if answer is not None and not answer.done():
                 answer.set_result(lost)
 
-    def _answered(self, lock, sql, result):
+    def _answered(self, lock: Optional[SetLock], sql: int, result: Answer) -> None:
         """Keeps the table: a try granted holds the key; refused, failed or
         lost, or an unlock answered (whatever it said), leaves it."""
-        if result.__class__ is tuple and result[0] == B.RESULT_CONNECTION_LOST:
-            self._on_lost(result[2])  # lock too, if held: its unlock is what found it
-        if sql in _TRIES:
-            if result == B.RESULT_TRUE or (result.__class__ is FencedRow
+        if result.__class__ is tuple and cast("ErrorAnswer", result)[0] == \
+                B.RESULT_CONNECTION_LOST:
+            # lock too, if held: its unlock is what found it
+            self._on_lost(cast("ErrorAnswer", result)[2])
+        if sql in _TRIES and lock is not None:
+            if result == B.RESULT_TRUE or (isinstance(result, FencedRow)
                                            and result.granted is True):
                 _granted(self._table, lock._peer)
             else:
@@ -315,7 +354,7 @@ class LockSet:
         elif sql in _UNLOCKS:
             self._leave(lock)
 
-    def _enter(self, lock):
+    def _enter(self, lock: SetLock) -> None:
         """lock's try goes out: while any lock of the set holds or tries,
         the connection is watched for the server ending its session."""
         if not self._entered and self._unwatch is None:
@@ -324,7 +363,7 @@ class LockSet:
                                       " or the connection was closed"))
         self._entered.add(lock)
 
-    def _leave(self, lock):
+    def _leave(self, lock: Optional[SetLock]) -> None:
         if lock is not None:  # None: the lease's heartbeat
             _leave(self._table, lock._peer)
             self._entered.discard(lock)
@@ -332,30 +371,32 @@ class LockSet:
                 unwatch, self._unwatch = self._unwatch, None
                 unwatch()
 
-    def _on_lost(self, why):
+    def _on_lost(self, why: Optional[str]) -> None:
         """The connection is lost, and the server session with it: every
         held lock of the set is lost, every peer leaves the table."""
-        if self.lost is None:
-            self.lost = why or "the connection was lost"
+        lost = self.lost
+        if lost is None:
+            lost = self.lost = why or "the connection was lost"
         for lock in list(self._entered):
             self._leave(lock)
             if lock.held:
-                lock._lose_with_set(self.lost)
+                lock._lose_with_set(lost)
 
     # ---- the lease: one for the connection -----------------------------------
 
-    def _share_lease(self, lock, lease):
+    def _share_lease(self, lock: SetLock, lease: Lease) -> Lease:
         """lock was granted under lease (held from its grant): the set's
         lease from now on if none runs, else the running one. Returns the
         lease lock holds under."""
-        if self._lease is None:
-            self._lease = lease
+        shared = self._lease
+        if shared is None:
+            shared = self._lease = lease
             self._watch = _lease.TaskWatch(lease, _MemberClient(self), self._lease_expired,
                                            lambda: None)
         self._leased.add(lock)
-        return self._lease
+        return shared
 
-    async def _unshare_lease(self, lock):
+    async def _unshare_lease(self, lock: SetLock) -> None:
         """lock is released: the last holder stops the lease."""
         self._leased.discard(lock)
         if self._leased or self._watch is None:
@@ -363,9 +404,10 @@ class LockSet:
         watch, lease = self._watch, self._lease
         self._watch = self._lease = None
         await watch.stop()
-        lease.stop()
+        if lease is not None:
+            lease.stop()
 
-    def _lease_expired(self, stop_at_ms):
+    def _lease_expired(self, stop_at_ms: int) -> None:
         """No heartbeat proved the session by the deadline: every held lock
         of the set is lost (the first to leave its body closes the
         connection)."""
@@ -387,15 +429,15 @@ class _Block:
 
     __slots__ = ("_client", "_guard", "_sent")
 
-    def __init__(self, client, guard):
+    def __init__(self, client: AsyncClient, guard: Guard) -> None:
         self._client, self._guard = client, guard
         self._sent = 0  # statements in the open block; 0: none open
 
-    def _may_group(self, sql):
+    def _may_group(self, sql: int) -> bool:
         client = self._client
         return sql not in _UNGROUPED and client.state.proxied is False
 
-    async def before(self, sql, queued):
+    async def before(self, sql: int, queued: int) -> None:
         """Before sql goes, with queued statements waiting (it included)."""
         if self._sent and (not self._may_group(sql) or self._sent >= _BLOCK_MAX):
             await self._end("COMMIT")
@@ -404,7 +446,7 @@ class _Block:
             if await guarded(self._client.control(_BEGIN), self._guard) is None:
                 self._sent = 1
 
-    async def after(self, result, queued):
+    async def after(self, result: Answer, queued: int) -> None:
         """A statement of the block was answered, queued left behind it."""
         if not self._sent:
             return
@@ -414,7 +456,7 @@ class _Block:
         elif not queued:
             await self._end("COMMIT")
 
-    async def _end(self, text):
+    async def _end(self, text: str) -> None:
         """Ends the open block with text (COMMIT or ROLLBACK), however long
         it takes: a block left open would hold every later statement of the
         set, and of the caller, in one transaction that nothing ends.
@@ -433,29 +475,51 @@ class _MemberClient:
 
     __slots__ = ("_set", "lock", "state")
 
-    def __init__(self, lockset):
+    lock: Optional[SetLock]
+    state: ConnSession
+
+    def __init__(self, lockset: LockSet) -> None:
         self._set = lockset
         self.lock = None
         self.state = lockset._client.state
 
-    def pid(self):
+    def pid(self) -> int:
         """The connection's announced backend pid."""
         return self._set._client.pid()
 
-    def outside_transaction(self):
+    def outside_transaction(self) -> bool:
         """The connection is idle outside any transaction block."""
         return self._set._client.outside_transaction()
 
-    def start(self, sql, args):
+    def start(self, sql: int, args: Args) -> Coroutine[Any, Any, Answer]:
         """The statement in the set's queue, as a coroutine of its answer."""
         return self._set._statement(self.lock, sql, args)
 
-    def close_now(self):
+    def close_now(self) -> None:
         """Ends the set's connection: a lock was lost, so were all."""
         self._set._client.close_now()
 
+    def ended(self) -> bool:
+        """Whether the set's connection has ended."""
+        return self._set._client.ended()
+
+    def watch(self, on_end: Call) -> Call:
+        """The set watches its connection (LockSet._enter), not each lock."""
+        return self._set._client.watch(on_end)
+
+    def cancel(self) -> None:
+        """Never asked: a set's locks poll (no server-side wait)."""
+
+    def heartbeat_client(self) -> _MemberClient:
+        """This client: its statements queue with the set's."""
+        return self
+
+    async def control(self, text: str) -> Optional[Answer]:
+        """The set's connection's (the set's worker ends its own blocks)."""
+        return await self._set._client.control(text)
+
     @staticmethod
-    def hold_body(_body):
+    def hold_body(_body: object) -> Call:
         """Nothing: the set's queue keeps a heartbeat apart from the locks'
         statements."""
         return nothing_held
@@ -470,7 +534,8 @@ class SetLock(AsyncLock):
 
     __slots__ = ("_set", "_peer")
 
-    def __init__(self, lockset, name, timeout=None, options=None, **option_kwargs):
+    def __init__(self, lockset: LockSet, name: Name, timeout: Optional[float] = None,
+                 options: Optional[Options] = None, **option_kwargs: Any) -> None:
         client = _MemberClient(lockset)
         super().__init__(client, name, timeout, options, lease=None, **option_kwargs)
         self._plan = lockset._plan
@@ -484,7 +549,7 @@ class SetLock(AsyncLock):
         self._set = lockset
         self._peer = B.Peer()  # zeroed: ADVLOCK_PEER_OUT
 
-    async def acquire(self):
+    async def acquire(self) -> Report:
         """As AsyncLock.acquire(); the first acquire on the connection makes
         its session check, the others wait for it."""
         lockset = self._set
@@ -495,7 +560,7 @@ class SetLock(AsyncLock):
         finally:
             lockset._check_done(self)
 
-    async def release(self):
+    async def release(self) -> Report:
         """As AsyncLock.release(); raises LockLost when the set's connection
         was lost while the lock was held."""
         self._set._check_loop(self)
@@ -506,29 +571,31 @@ class SetLock(AsyncLock):
                 raise
             self._raise_lost(failure)
 
-    async def verify(self):
+    async def verify(self) -> Report:
         """As AsyncLock.verify()."""
         self._set._check_loop(self)
         return await super().verify()
 
-    def _hold_granted(self, token, anchor_ms, answer):
-        super()._hold_granted(token, anchor_ms, answer)
-        self._lease = self._set._share_lease(self, self._lease)
+    def _hold_granted(self, plan: B.LeasePlan, token: int, anchor_ms: int,
+                      answer: Optional[Answer]) -> Lease:
+        lease = super()._hold_granted(plan, token, anchor_ms, answer)
+        shared = self._lease = self._set._share_lease(self, lease)
+        return shared
 
-    def _watch_lease(self):
+    def _watch_lease(self, lease: Lease) -> AsyncWatch:
         return _SetWatch(self)
 
-    def _end_lease(self):
+    def _end_lease(self) -> None:
         self._lease = None  # the set's: its last holder stops it
 
-    def _drop_lost(self):
+    def _drop_lost(self) -> None:
         self._set._leave(self)  # unlocked by the connection's end, not by a statement
         super()._drop_lost()
 
-    def _watch_session(self):
+    def _watch_session(self) -> None:
         """The set watches its connection (LockSet._watch), not each lock."""
 
-    def _lose_with_set(self, why):
+    def _lose_with_set(self, why: str) -> None:
         """The set's connection was lost while this lock was held."""
         if self._lost is None:
             err = _lease.ended_error(self, "Lock '%s' was lost with its lock set's connection"
@@ -543,9 +610,9 @@ class _SetWatch:
 
     __slots__ = ("_lock",)
 
-    def __init__(self, lock):
+    def __init__(self, lock: SetLock) -> None:
         self._lock = lock
 
-    async def stop(self):
+    async def stop(self) -> None:
         """The lock leaves the lease (the last one stops it)."""
         await self._lock._set._unshare_lease(self._lock)

@@ -37,19 +37,35 @@ query, or a FencedRow for a fenced try-lock's (granted, token) row. Every decisi
 action asks for and report what happened.
 """
 
+from __future__ import annotations
+
 import asyncio
 import threading
 import time
 import types
 from asyncio import isfuture
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generator, Generic,
+                    Literal, NoReturn, cast,
+                    List, Optional, Tuple, Type, TypeVar, Union)
 
 from . import _binding as B
 from ._session import Busy, SessionRow
 from .errors import CallError, Error, LockFailed, LockLost
 from . import _lease
+from ._blocking import TIMERS
+from ._lease import DEFAULT as LEASE_DEFAULT, Lease, TaskWatch, ThreadWatch
 from ._machine import (INT64_MAX, SQL_PARAMS, Detail, Failure, LockState, Machine, Options,
                        Outcome, Report, _encode, escape_name, now_ms, params, raise_for,
-                       timeout_ms)
+                       timeout_ms, Wait)
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ._types import Answer, AsyncClient, AsyncWatch, BlockingClient, Client, ErrorAnswer, Name
+
+    # What before_lock returns: None to go on, else the answer the lock
+    # statement gets instead of being sent.
+    Refusal = Optional[Answer]
 
 _lib = B.core
 _next_action = _lib.advlock_next_action
@@ -71,12 +87,12 @@ ECONNLOST = int(Failure.ECONNLOST)
 # or (after a fenced try's server error) left the session's holds in doubt.
 _UNDONE = frozenset(int(d) for d in (Detail.UNDO_CANCELLED, Detail.UNDO_AFTER_DEADLINE,
                                      Detail.UNDO_AFTER_57014, Detail.UNDO_AFTER_FENCE_ERROR))
-POLL = 0  # advlock_wait: ADVLOCK_WAIT_POLL
+POLL = int(Wait.POLL)
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
     B.ACTION_CANCEL_QUERY
 
 
-class CapacityRow(tuple):
+class CapacityRow(Tuple[int, int, int]):
     """The lock table's settings (ADVLOCK_SQL_CAPACITY's row): three ints,
     max_locks_per_transaction, max_connections, max_prepared_transactions."""
 
@@ -89,71 +105,109 @@ class FencedRow:
 
     __slots__ = ("granted", "token")
 
-    def __init__(self, granted, token):
+    def __init__(self, granted: Optional[bool], token: Optional[int]) -> None:
         self.granted, self.token = granted, token
 
 
-def _feed(m, answer):
-    if answer.__class__ is int:
+def _feed(m: Machine, answer: Answer) -> None:
+    if isinstance(answer, int):
         if _on_result(m._m, answer, None, None, _mono() // 1000000):
             m.on_result(answer)  # raises CallError with the core's words
-    elif answer.__class__ is list:
+    elif isinstance(answer, list):
         m.on_holders(answer)
-    elif answer.__class__ is SessionRow:
+    elif isinstance(answer, SessionRow):
         m.on_session(answer.pid, answer.in_recovery, answer.ours)
         # The connection's value from now on: the statements after the row
         # choose their form by it.
         answer.shared.remember(m.session(), answer.provisional)
-    elif answer.__class__ is FencedRow:
+    elif isinstance(answer, FencedRow):
         if answer.granted is None:
             m.on_result(B.RESULT_NULL)
         else:
             m.on_fenced(answer.granted, answer.token)
-    elif answer.__class__ is Busy:
+    elif isinstance(answer, Busy):
         m.refused = answer.message
         m.on_result(B.RESULT_SERVER_ERROR, None, answer.message)
     else:
-        m.on_result(*answer)
+        result, sqlstate, message = cast("ErrorAnswer", answer)
+        m.on_result(result, sqlstate, message)
 
 
 # ---- blocking ------------------------------------------------------------------
 
 
-def _run_with_deadline(m, client, action):
-    """A server-side wait: the statement blocks on this thread while a
-    watchdog thread calls the timer at each wake_at_ms and sends the cancels
-    the machine asks for. One lock keeps the machine to one thread at a time."""
-    guard = threading.Lock()
-    finished = threading.Event()
-    wake = [action.wake_at_ms]
+class _Deadline:
+    """A server-side wait's deadline while its statement blocks the calling
+    thread: the process's timer thread (_blocking) calls the machine's timer
+    at each wake_at_ms, and a cancel the machine asks for is sent from a
+    thread of its own (a cancel request blocks on the network). One lock
+    keeps the machine to one thread at a time."""
 
-    def watch():
-        while not finished.wait(max(0, wake[0] - now_ms()) / 1000):
-            with guard:
-                if finished.is_set():
-                    return
+    __slots__ = ("m", "client", "guard", "wake_at_ms", "finished", "cancelling",
+                 "__weakref__")
+
+    def __init__(self, m: Machine, client: BlockingClient, wake_at_ms: int) -> None:
+        self.m, self.client = m, client
+        self.guard = threading.Lock()
+        self.wake_at_ms = wake_at_ms
+        self.finished = False
+        self.cancelling: Optional[threading.Thread] = None
+
+    def tick(self) -> Optional[int]:
+        """The timer thread's call."""
+        with self.guard:
+            if self.finished:
+                return None
+            if self.cancelling is not None:
+                return INT64_MAX  # poked once the request is delivered
+            if now_ms() >= self.wake_at_ms:
+                m = self.m
                 m.on_timer()
                 a = m.next_action()
                 if a.kind == CANCEL_QUERY:
-                    try:
-                        client.cancel()
-                    finally:
-                        m.on_cancel_sent()
-                    a = m.next_action()
-                wake[0] = a.wake_at_ms
+                    sender = self.cancelling = threading.Thread(
+                        target=self._cancel, name="advlock-cancel", daemon=True)
+                    sender.start()
+                    return INT64_MAX
+                self.wake_at_ms = a.wake_at_ms
+            return self.wake_at_ms
 
-    watchdog = threading.Thread(target=watch, name="advlock-deadline", daemon=True)
-    watchdog.start()
+    def _cancel(self) -> None:
+        try:
+            self.client.cancel()
+        finally:
+            with self.guard:
+                self.m.on_cancel_sent()
+                self.wake_at_ms = self.m.next_action().wake_at_ms
+                self.cancelling = None
+            TIMERS.poke()
+
+    def finish(self) -> None:
+        """The statement answered: no timer call after this returns, and a
+        cancel request under way has been delivered (none may land on a
+        later statement)."""
+        with self.guard:
+            self.finished = True
+            sender = self.cancelling
+        TIMERS.remove(self)
+        if sender is not None:
+            sender.join()
+
+
+def _run_with_deadline(m: Machine, client: BlockingClient, action: B.Action) -> Answer:
+    """A server-side wait: the statement blocks on this thread while its
+    deadline is kept (_Deadline)."""
+    deadline = _Deadline(m, client, action.wake_at_ms)
+    TIMERS.add(deadline)
     try:
         answer = client.run(action.sql, params(action))
     finally:
-        with guard:
-            finished.set()
-        watchdog.join()
+        deadline.finish()
     return answer
 
 
-def drive(m, client, name, before_lock=None):
+def drive(m: Machine, client: BlockingClient, name: Optional[Name],
+          before_lock: Optional[Callable[[], Refusal]] = None) -> Report:
     """Runs the started operation to its end on this thread; returns the
     final Report. A KeyboardInterrupt during a sleep cancels the acquire
     (the machine ends it CANCELLED) and is re-raised.
@@ -162,7 +216,7 @@ def drive(m, client, name, before_lock=None):
     session row (the lease's setup); an answer it returns (an error tuple,
     or Busy) is fed for that statement, not sent, and the operation ends
     FAILED. m.sent_ms is the last statement's send time."""
-    interrupted = None
+    interrupted: Optional[KeyboardInterrupt] = None
     mm, run = m._m, client.run
     while True:
         a = _next_action(mm)
@@ -177,7 +231,7 @@ def drive(m, client, name, before_lock=None):
             if a.wake_at_ms == INT64_MAX:
                 sql = a.sql
                 answer = run(sql, (a.param,) if SQL_PARAMS[sql] == 1 else params(a))
-                if answer.__class__ is int:
+                if isinstance(answer, int):
                     if _on_result(mm, answer, None, None, _mono() // 1000000):
                         m.on_result(answer)  # raises CallError with the core's words
                 else:
@@ -207,7 +261,9 @@ def drive(m, client, name, before_lock=None):
 # ---- asyncio ---------------------------------------------------------------------
 
 
-async def _settle(m, cancels, cancelled):
+async def _settle(m: Machine, cancels: List[Awaitable[Any]],
+                  cancelled: Optional[asyncio.CancelledError]
+                  ) -> Optional[asyncio.CancelledError]:
     """Waits until every cancel request sent has been delivered (as libpq's
     PQcancel returns only then), so that none lands on a later statement.
     A cancellation of the task meanwhile goes to the machine."""
@@ -230,13 +286,14 @@ class Inflight:
 
     __slots__ = ("task", "answer", "finished", "waiter")
 
-    def __init__(self, loop, coro):
-        self.answer = None
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 coro: Coroutine[Any, Any, Answer]) -> None:
+        self.answer: Union[None, Answer, BaseException] = None
         self.finished = False
-        self.waiter = None
+        self.waiter: Optional[asyncio.Future[None]] = None
         self.task = loop.create_task(self._run(coro))
 
-    async def _run(self, coro):
+    async def _run(self, coro: Coroutine[Any, Any, Answer]) -> None:
         try:
             self.answer = await coro
         except BaseException as exc:  # noqa: B902 - the task itself was cancelled
@@ -249,7 +306,7 @@ class Inflight:
                 w.set_result(None)
 
 
-def _wake(waiter):
+def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
 
@@ -260,12 +317,15 @@ class Guard:
 
     __slots__ = ("cancelled_by",)
 
-    def __init__(self):
-        self.cancelled_by = None
+    def __init__(self) -> None:
+        self.cancelled_by: Optional[asyncio.CancelledError] = None
+
+
+T = TypeVar("T")
 
 
 @types.coroutine
-def guarded(coro, guard):
+def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, T]:
     """Awaits coro (a statement) inline, in the task that drives the
     machine (no task of its own), while keeping a cancellation of that task
     away from the statement.
@@ -280,13 +340,14 @@ def guarded(coro, guard):
     cancel (polling: ADVLOCK_ACTION_CANCEL_QUERY comes only with a
     server-side wait), since no cancel reaches the loop before the answer."""
     send, throw = coro.send, coro.throw
-    exc = None
+    exc: Optional[BaseException] = None
     try:
         while True:
             try:
                 fut = send(None) if exc is None else throw(exc)
             except StopIteration as stop:
-                return stop.value
+                value: T = stop.value
+                return value
             exc = None
             if not isfuture(fut):
                 # A bare yield (one turn of the loop): as is. A cancel of
@@ -326,7 +387,10 @@ def guarded(coro, guard):
         raise
 
 
-async def drive_async(m, client, name, inline=True, before_lock=None):
+async def drive_async(m: Machine, client: AsyncClient, name: Optional[Name],
+                      inline: bool = True,
+                      before_lock: Optional[Callable[[], Awaitable[Refusal]]] = None
+                      ) -> Report:
     """Runs the started operation to its end on the running loop; returns
     the final Report. Cancelling the awaiting task (task.cancel(),
     asyncio.timeout) cancels the acquire through the machine: the statement
@@ -339,7 +403,8 @@ async def drive_async(m, client, name, inline=True, before_lock=None):
     polling lock may: a server-side wait runs in a task of its own
     (Inflight) while this one keeps its deadline and sends its cancel.
     before_lock: as for drive(), a coroutine function."""
-    cancelled = guard = None
+    cancelled: Optional[asyncio.CancelledError] = None
+    guard: Optional[Guard] = None
     mm = m._m
     a = _next_action(mm)
     while True:
@@ -362,11 +427,13 @@ async def drive_async(m, client, name, inline=True, before_lock=None):
                     cancelled, guard.cancelled_by = guard.cancelled_by, None
                     m.cancel()
             else:
-                answer = await _inflight(m, client, a, coro)
-                if answer.__class__ is _Cancelled:
-                    cancelled = answer.exc
-                    answer = answer.answer
-            if answer.__class__ is int:
+                got = await _inflight(m, client, a, coro)
+                if isinstance(got, _Cancelled):
+                    cancelled = got.exc
+                    answer = got.answer
+                else:
+                    answer = got
+            if isinstance(answer, int):
                 if _on_result(mm, answer, None, None, _mono() // 1000000):
                     m.on_result(answer)  # raises CallError with the core's words
             else:
@@ -401,11 +468,12 @@ class _Cancelled:
 
     __slots__ = ("answer", "exc")
 
-    def __init__(self, answer, exc):
+    def __init__(self, answer: Answer, exc: asyncio.CancelledError) -> None:
         self.answer, self.exc = answer, exc
 
 
-async def _inflight(m, client, a, coro):
+async def _inflight(m: Machine, client: AsyncClient, a: B.Action,
+                    coro: Coroutine[Any, Any, Answer]) -> Union[Answer, _Cancelled]:
     """A statement in a task of its own (Inflight): waits for its answer,
     calling the timer at its deadline and sending the cancels the machine
     asks for (appended to client's pending deliveries, settled by the loop
@@ -413,8 +481,8 @@ async def _inflight(m, client, a, coro):
     it when the task was cancelled meanwhile (the machine knows already)."""
     loop = asyncio.get_running_loop()
     inflight = Inflight(loop, coro)
-    cancelled = None
-    cancels = []
+    cancelled: Optional[asyncio.CancelledError] = None
+    cancels: List[Awaitable[Any]] = []
     while not inflight.finished:
         if a.kind == CANCEL_QUERY:
             try:
@@ -441,7 +509,7 @@ async def _inflight(m, client, a, coro):
         if timer is not None and not inflight.finished:
             m.on_timer()
         a = m.next_action()
-    answer = inflight.answer
+    answer = cast("Answer", inflight.answer)
     if isinstance(answer, BaseException):
         raise answer
     if cancels:
@@ -453,13 +521,39 @@ async def _inflight(m, client, a, coro):
 # ---- the lock objects ----------------------------------------------------------------
 
 
-class _LockBase:
+C = TypeVar("C", bound="Client")
+# What drives a held lock's lease while the body runs.
+W = TypeVar("W")
+
+
+class _LockBase(Generic[C, W]):
     __slots__ = ("_client", "name", "timeout", "options", "_machine", "report",
                  "release_report", "_raw", "_t", "_ms", "_pid", "_epoch", "_plan", "_lease", "_watch",
                  "_lost", "_refusal", "_lost_event", "_unwatch")
 
-    def __init__(self, client, name, timeout=None, options=None, lease=_lease.DEFAULT,
-                 lease_stop=None, **option_kwargs):
+    _client: C
+    name: Name
+    timeout: Optional[float]
+    options: Options
+    _machine: Machine
+    report: Optional[Report]
+    release_report: Optional[Report]
+    _raw: bytes
+    _t: Optional[float]
+    _ms: Optional[int]
+    _pid: Optional[int]
+    _epoch: Optional[int]
+    _plan: Optional[B.LeasePlan]
+    _lease: Optional[Lease]
+    _watch: Optional[W]
+    _lost: Optional[LockLost]
+    _refusal: Optional[str]
+    _lost_event: Optional[threading.Event]
+    _unwatch: Optional[Callable[[], None]]
+
+    def __init__(self, client: C, name: Name, timeout: Optional[float] = None,
+                 options: Optional[Options] = None, lease: object = LEASE_DEFAULT,
+                 lease_stop: Optional[float] = None, **option_kwargs: Any) -> None:
         self._client = client
         self.name = name
         self.timeout = timeout
@@ -480,14 +574,14 @@ class _LockBase:
         self._unwatch = None        # stops the held lock's session watch
 
     @property
-    def held(self):
+    def held(self) -> bool:
         """True between a successful acquire and its release."""
         r = self.report
         return (r is not None and r._c.outcome == ACQUIRED and self.release_report is None
                 and self._lost is None)
 
     @property
-    def state(self):
+    def state(self) -> LockState:
         """LockState: HELD between a successful acquire and its release;
         MAY_BE_HELD after a failed release (or a failed give-back of an
         unwanted grant, or a fenced try's server error: the session's holds
@@ -506,44 +600,46 @@ class _LockBase:
             return LockState.NOT_HELD
         return LockState.MAY_BE_HELD
 
-    def _session_ended(self, failure):
+    def _session_ended(self, failure: int) -> bool:
         """Whether a failure ended the server session, and every lock it
         held: a lost connection made directly to the server (behind a proxy
         the server session may outlive it)."""
         return failure == ECONNLOST and self._client.state.proxied is False
 
-    def _lost_state(self):
+    def _lost_state(self) -> LockState:
         """The state of a lock lost while held (self._lost): gone with its
         session when the connection closed under it on a direct connection;
         else (the lease: the server frees it within the lease; a proxy's
         server session may live on) MAY_BE_HELD."""
-        if self._lost.ended and self._session_ended(ECONNLOST):
+        lost = self._lost
+        if lost is not None and lost.ended and self._session_ended(ECONNLOST):
             return LockState.NOT_HELD
         return LockState.MAY_BE_HELD
 
     @property
-    def fence(self):
+    def fence(self) -> Optional[int]:
         """The fencing token the held lock's grant issued (an int >= 1,
         strictly above every token issued before for its key), for the
         resource to check with advlock.fence_ok(); None when the lock is not
         held or was not taken with fence=True."""
-        return (self.report._c.fence or None) if self.held else None
+        r = self.report
+        return (int(r._c.fence) or None) if r is not None and self.held else None
 
     @property
-    def key(self):
+    def key(self) -> int:
         """The lock's bigint key (derived by the core)."""
         if self.report is not None:
             return self.report.key
         from ._machine import derive_key
         return derive_key(self.name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<%s %r %s>" % (type(self).__name__, self.name,
                                "held" if self.held else "not held")
 
     # The steps the blocking and the asyncio lock share around their drive.
 
-    def _tell_session(self, m, acquiring=False):
+    def _tell_session(self, m: Machine, acquiring: bool = False) -> None:
         """advlock_set_session before the machine's first operation, or
         when the connection announces another pid, or before an acquire
         once the connection's value is to be checked again (a row answered
@@ -563,7 +659,7 @@ class _LockBase:
                 m.set_session(session)  # raises CallError
             self._pid, self._epoch = pid, state.epoch
 
-    def _start_acquiring(self):
+    def _start_acquiring(self) -> Machine:
         """Starts the machine's acquire; returns the machine."""
         m = self._machine
         self._tell_session(m, acquiring=True)
@@ -579,7 +675,7 @@ class _LockBase:
             m.start_acquire(raw, self._ms)  # raises CallError
         return m
 
-    def _start_releasing(self):
+    def _start_releasing(self) -> Machine:
         """Starts releasing what the last acquire took (by its key, no second
         hash), or one hold of the name; returns the machine."""
         r = self.report
@@ -594,7 +690,7 @@ class _LockBase:
             m.start_release(self.name)
         return m
 
-    def _start_verifying(self):
+    def _start_verifying(self) -> Machine:
         """Starts a verify of the lock's key (the last acquire's, else the
         name's); returns the machine."""
         m = self._machine
@@ -602,32 +698,31 @@ class _LockBase:
         m.start_verify_key(self.key)
         return m
 
-    def _setup_needed(self):
-        """The connection's remembered setup for this lock's lease, or None
-        when the setup must run before the acquire's lock statement."""
-        return _lease.remembered(self._client.state, self._plan)
-
-    def _refuse(self, result, answer):
+    def _refuse(self, plan: B.LeasePlan, result: int, answer: Optional[Answer]) -> Refusal:
         """What the setup leaves the acquire: None to go on; else the answer
         its lock statement gets instead of being sent (the setup's own
         failure, or a refusal to hold without the lease's settings)."""
         if answer is not None and answer.__class__ is not int:
             return answer
-        self._refusal = _lease.setup_message(result, self.name, self._plan)
+        self._refusal = _lease.setup_message(result, self.name, plan)
         if self._refusal is None:
             return None
         return (B.RESULT_SERVER_ERROR, None, self._refusal)
 
-    def _heartbeat_token(self):
-        """After an acquire: the token of the lease's heartbeats (0 direct),
-        or None when none are to run (no lease, or a lease held already:
-        another hold of the lock; see _lease.heartbeat_token)."""
-        if self._plan is None or self._lease is not None:
+    def _heartbeat_token(self) -> Optional[Tuple[B.LeasePlan, int]]:
+        """After an acquire: the lease's plan and the token of its
+        heartbeats (0 direct), or None when none are to run (no lease, or a
+        lease held already: another hold of the lock; see
+        _lease.heartbeat_token)."""
+        plan = self._plan
+        if plan is None or self._lease is not None:
             return None
-        setup = _lease.remembered(self._client.state, self._plan)
-        return _lease.heartbeat_token(setup, self._machine.session())
+        setup = _lease.remembered(self._client.state, plan)
+        token = _lease.heartbeat_token(setup, self._machine.session())
+        return None if token is None else (plan, token)
 
-    def _hold_granted(self, token, anchor_ms, answer):
+    def _hold_granted(self, plan: B.LeasePlan, token: int, anchor_ms: int,
+                      answer: Optional[Answer]) -> Lease:
         """Holds the lease of a lock just granted, from anchor_ms: the
         grant's send time (answer None), or that of the heartbeat that
         confirmed a stale grant (_lease.renewal), which answered answer.
@@ -640,19 +735,21 @@ class _LockBase:
             self._lost = _lease.unconfirmed_error(self, answer)
             self._lost_event.set()
             self._raise_lost()
-        self._lease = _lease.hold(self._plan, token, anchor_ms)
+        lease = self._lease = _lease.hold(plan, token, anchor_ms)
         if self._overdue():
             self._raise_lost()
+        return lease
 
-    def _expire(self, stop_at_ms):
+    def _expire(self, stop_at_ms: int) -> None:
         """The lease expired: the lock is lost. The connection stays open
         until the body has stopped (_raise_lost): closing it frees the lock
         at once on a link that works, while the body may still run."""
-        if self._lost is None:
-            self._lose(_lease.lost_error(self, self._lease, stop_at_ms), stop_body=False)
+        lease = self._lease
+        if self._lost is None and lease is not None:
+            self._lose(_lease.lost_error(self, lease, stop_at_ms), stop_body=False)
 
     @property
-    def lost(self):
+    def lost(self) -> threading.Event:
         """A threading.Event set when the held lock is lost: its connection
         closed under it, or its lease expired (by the watcher: wait on it
         from any thread); cleared by the next acquire."""
@@ -661,7 +758,7 @@ class _LockBase:
             event = self._lost_event = threading.Event()
         return event
 
-    def _overdue(self):
+    def _overdue(self) -> bool:
         """True once the held lock is lost: its connection heard closed
         (asked here too, without waiting for the watch's callback), or its
         lease, driven to now, expired."""
@@ -676,46 +773,54 @@ class _LockBase:
                 self._expire(a.stop_at_ms)
         return self._lost is not None
 
-    def _raise_lost(self, cause=None):
+    def _raise_lost(self, cause: Optional[BaseException] = None) -> NoReturn:
         """The body has stopped: closes the connection (no late answer can
         count, and the server frees the lock now if it still has it) and
         raises the LockLost."""
         self._drop_lost()
-        if cause is self._lost:  # check() raised it in the body
-            raise cause
-        raise self._lost from cause
+        lost = self._lost
+        assert lost is not None, "a lock is lost before its loss is raised"
+        if cause is lost:  # check() raised it in the body
+            raise lost
+        raise lost from cause
 
-    def _end_lease(self):
+    def _check(self) -> None:
+        """check(): raises the LockLost of a lock found lost now."""
+        lost = self._lost if self._overdue() else None
+        if lost is not None:
+            raise lost
+
+    def _end_lease(self) -> None:
         """The release begins: the held lock's lease stops."""
         if self._lease is not None:
             self._lease.stop()
             self._lease = None
 
-    def _drop_lost(self):
+    def _drop_lost(self) -> None:
         self._unwatch_session()
         self._lease = None
         self._client.close_now()
 
     # The session watch (_watch): a session the server ends, heard at once.
 
-    def _watch_session(self):
+    def _watch_session(self) -> None:
         """The lock is held: its connection is watched until the release."""
         if self._lost_event is None:  # made here, before the watch may set it
             self._lost_event = threading.Event()
         self._unwatch = self._client.watch(self._session_lost)
 
-    def _unwatch_session(self):
+    def _unwatch_session(self) -> None:
         unwatch, self._unwatch = self._unwatch, None
         if unwatch is not None:
             unwatch()
 
-    def _session_lost(self, stop_body=True):
+    def _session_lost(self, stop_body: bool = True) -> None:
         """The connection closed under the held lock (the watch's callback,
-        on the loop or the watcher thread): the lock is lost."""
+        on the loop or the session watch's thread): the lock is lost."""
         if self._lost is None and self.held:
             self._lose(_lease.session_ended_error(self), stop_body)
 
-    def _lose(self, err, stop_body=True):
+    def _lose(self, err: LockLost, stop_body: bool = True) -> None:
         """The held lock is lost (err, a LockLost): lost is set and, with
         stop_body, the body stopped (asyncio: cancelled)."""
         self._lost = err
@@ -723,10 +828,10 @@ class _LockBase:
         if stop_body:
             self._cancel_body()
 
-    def _cancel_body(self):
+    def _cancel_body(self) -> None:
         """A blocking body stops at its next check()."""
 
-    def _released(self, report):
+    def _released(self, report: Report) -> Report:
         """A release's end: the report, or its error raised; a held lock
         whose release found the connection lost was lost before its
         release could reach the server (LockLost, not LockFailed)."""
@@ -738,7 +843,7 @@ class _LockBase:
             self._raise_lost()
         return self._ended(report)
 
-    def _ended(self, report):
+    def _ended(self, report: Report) -> Report:
         """Raises for an outcome that is an error; else returns the report."""
         m = self._machine
         if self._refusal is not None:
@@ -751,7 +856,7 @@ class _LockBase:
             raise_for(report, self.name)
         return report
 
-    def _release_failed_during(self, body_error, failure):
+    def _release_failed_during(self, body_error: BaseException, failure: Error) -> None:
         """A release in __exit__ failed while the body's exception
         propagates: the failure and the lock's state go on that exception
         as a note (PEP 678), which stays the one raised."""
@@ -761,13 +866,13 @@ class _LockBase:
                                                    self.state.value))
 
 
-class Lock(_LockBase):
+class Lock(_LockBase["BlockingClient", ThreadWatch]):
     """A lock on a blocking connection. acquire() and release(), or
     `with lock:`. See advlock.lock()."""
 
     __slots__ = ()
 
-    def acquire(self):
+    def acquire(self) -> Report:
         """Takes the lock as the options say, within self.timeout seconds
         (None: no limit). Returns the Report (outcome ACQUIRED). Raises
         LockTimeout (TIMED_OUT, the reference's message), LockFailed (NULL
@@ -779,35 +884,38 @@ class Lock(_LockBase):
                             self._setup if self._plan is not None else None)
         self._ended(self.report)
         self._watch_session()
-        token = self._heartbeat_token()
-        if token is not None:
-            renewal, sent = _lease.renewal(self._plan, token, m.sent_ms), now_ms()
+        held = self._heartbeat_token()
+        if held is not None:
+            plan, token = held
+            renewal, sent = _lease.renewal(plan, token, m.sent_ms), now_ms()
             answer = self._client.run(*renewal) if renewal is not None else None
-            self._hold_granted(token, m.sent_ms if renewal is None else sent, answer)
-            self._watch = _lease.ThreadWatch(self._lease, self._client.heartbeat_client(),
-                                             self._expire)
+            lease = self._hold_granted(plan, token, m.sent_ms if renewal is None else sent,
+                                       answer)
+            self._watch = ThreadWatch(lease, self._client.heartbeat_client(), self._expire)
         return self.report
 
-    def _setup(self):
-        result, answer = self._setup_needed(), None
+    def _setup(self) -> Refusal:
+        plan = self._plan
+        if plan is None:  # no lease: nothing to set up
+            return None
+        result, answer = _lease.remembered(self._client.state, plan), None
         if result is None:
-            result, answer = _lease.setup_blocking(_lease.Lease(self._plan), self._client)
-        return self._refuse(result, answer)
+            result, answer = _lease.setup_blocking(Lease(plan), self._client)
+        return self._refuse(plan, result, answer)
 
-    def _stop_watch(self):
+    def _stop_watch(self) -> None:
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.stop()
 
-    def check(self):
+    def check(self) -> None:
         """Raises LockLost once the held lock's lease has expired (its
-        deadline is checked here too, whatever the watcher thread is doing);
+        deadline is checked here too, whatever the timer thread is doing);
         else returns. Call it between units of work of at most lease_stop
         seconds: docs/python.md "Leases"."""
-        if self._overdue():
-            raise self._lost
+        self._check()
 
-    def release(self):
+    def release(self) -> Report:
         """Releases what acquire() took (by its key, no second hash), or one
         hold of the name if nothing was acquired through this object.
         Returns the Report: RELEASED, NOT_HELD (a value, not an error) or
@@ -824,7 +932,7 @@ class Lock(_LockBase):
         self.release_report = drive(m, self._client, self.name)
         return self._released(self.release_report)
 
-    def verify(self):
+    def verify(self) -> Report:
         """Asks the server whether this connection's server session still
         holds the lock (advlock_start_verify_key; changes no lock). Behind
         a transaction-pooling proxy a pooled server session may be closed
@@ -835,11 +943,12 @@ class Lock(_LockBase):
         (whether the lock is held cannot be told), LockFailed otherwise."""
         return self._ended(drive(self._start_verifying(), self._client, self.name))
 
-    def __enter__(self):
+    def __enter__(self) -> Lock:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         """Releases. When the body raised, its exception is the one that
         propagates: a release failure is attached to it as a note. When the
         lease expired, raises LockLost (from the body's exception, if any)."""
@@ -858,19 +967,21 @@ class Lock(_LockBase):
         return False
 
 
-class AsyncLock(_LockBase):
+class AsyncLock(_LockBase["AsyncClient", "AsyncWatch"]):
     """A lock on an asyncio connection. await acquire() and release(), or
     `async with lock:`. See advlock.lock()."""
 
     __slots__ = ("_body", "_cancelling", "_cancelled_body")
 
-    def __init__(self, *args, **kwargs):
+    _body: Optional[asyncio.Task[Any]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._body = None              # the task running `async with`'s body
         self._cancelling = 0           # its cancelling() count on entry
         self._cancelled_body = False   # the lease's expiry cancelled it
 
-    async def acquire(self):
+    async def acquire(self) -> Report:
         """Takes the lock as the options say, within self.timeout seconds
         (None: no limit). Returns the Report (outcome ACQUIRED). Raises
         LockTimeout, LockFailed, CallError as Lock.acquire does, and
@@ -881,33 +992,38 @@ class AsyncLock(_LockBase):
                                         self._setup if self._plan is not None else None)
         self._ended(self.report)
         self._watch_session()
-        token = self._heartbeat_token()
-        if token is not None:
-            renewal, sent = _lease.renewal(self._plan, token, m.sent_ms), now_ms()
+        held = self._heartbeat_token()
+        if held is not None:
+            plan, token = held
+            renewal, sent = _lease.renewal(plan, token, m.sent_ms), now_ms()
             answer = await self._client.start(*renewal) if renewal is not None else None
-            self._hold_granted(token, m.sent_ms if renewal is None else sent, answer)
-            self._watch = self._watch_lease()
+            lease = self._hold_granted(plan, token, m.sent_ms if renewal is None else sent,
+                                       answer)
+            self._watch = self._watch_lease(lease)
         return self.report
 
-    def _watch_lease(self):
+    def _watch_lease(self, lease: Lease) -> AsyncWatch:
         """What drives the held lock's lease while the body runs: a task of
         its own (its stop() is awaited before the release)."""
-        return _lease.TaskWatch(self._lease, self._client.heartbeat_client(),
-                                self._expire_async, lambda: self._body)
+        return TaskWatch(lease, self._client.heartbeat_client(), self._expire_async,
+                         lambda: self._body)
 
-    async def _setup(self):
-        result, answer = self._setup_needed(), None
+    async def _setup(self) -> Refusal:
+        plan = self._plan
+        if plan is None:  # no lease: nothing to set up
+            return None
+        result, answer = _lease.remembered(self._client.state, plan), None
         if result is None:
-            result, answer = await _lease.setup_async(_lease.Lease(self._plan), self._client)
-        return self._refuse(result, answer)
+            result, answer = await _lease.setup_async(Lease(plan), self._client)
+        return self._refuse(plan, result, answer)
 
-    def _expire_async(self, stop_at_ms):
+    def _expire_async(self, stop_at_ms: int) -> None:
         """The lease expired while held: as _expire, and the body is
         cancelled (as asyncio.timeout() cancels it)."""
         self._expire(stop_at_ms)
         self._cancel_body()
 
-    def _cancel_body(self):
+    def _cancel_body(self) -> None:
         """The lock is lost while `async with` runs its body: the body is
         cancelled once, and __aexit__ turns that CancelledError into the
         LockLost."""
@@ -916,12 +1032,12 @@ class AsyncLock(_LockBase):
             self._cancelled_body = True
             body.cancel()
 
-    async def _stop_watch(self):
+    async def _stop_watch(self) -> Optional[asyncio.CancelledError]:
         """Ends the lease's task, even if this task is cancelled meanwhile
         (the release that follows must not meet a heartbeat in flight);
         returns that CancelledError, for the caller to raise after it."""
         watch, self._watch = self._watch, None
-        cancelled = None
+        cancelled: Optional[asyncio.CancelledError] = None
         if watch is not None:
             stopping = asyncio.ensure_future(watch.stop())
             while not stopping.done():
@@ -931,12 +1047,11 @@ class AsyncLock(_LockBase):
                     cancelled = exc
         return cancelled
 
-    def check(self):
+    def check(self) -> None:
         """As Lock.check()."""
-        if self._overdue():
-            raise self._lost
+        self._check()
 
-    async def release(self):
+    async def release(self) -> Report:
         """As Lock.release(); runs to its end even if the task is cancelled
         meanwhile (the CancelledError is raised afterwards)."""
         cancelled = await self._stop_watch()
@@ -951,19 +1066,21 @@ class AsyncLock(_LockBase):
             raise cancelled
         return self._released(self.release_report)
 
-    async def verify(self):
+    async def verify(self) -> Report:
         """As Lock.verify()."""
         m = self._start_verifying()
         return self._ended(await drive_async(m, self._client, self.name))
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> AsyncLock:
         await self.acquire()
-        self._body = asyncio.current_task()
-        self._cancelling = self._body.cancelling()
+        body = self._body = asyncio.current_task()
+        self._cancelling = body.cancelling() if body is not None else 0
         self._cancelled_body = False
         return self
 
-    async def __aexit__(self, exc_type, exc, tb):
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> Literal[False]:
         """As Lock.__exit__ (a cancellation of the task during the release
         still propagates, after it). When the lease expired, the body was
         cancelled: its CancelledError becomes LockLost, as asyncio.timeout()
@@ -975,7 +1092,8 @@ class AsyncLock(_LockBase):
             cancelling = cancelled is not None or exc_type is asyncio.CancelledError
             if self._cancelled_body:  # the lease's cancel: is there another?
                 self._cancelled_body = False
-                cancelling = cancelling and body.uncancel() > self._cancelling
+                cancelling = cancelling and body is not None \
+                    and body.uncancel() > self._cancelling
             if cancelling:  # cancelled from elsewhere: that goes on
                 self._drop_lost()
                 if cancelled is not None:

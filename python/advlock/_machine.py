@@ -2,112 +2,129 @@
 through the library's functions. No lock logic here: this module turns
 Python values into the core's inputs and its reports into Python values."""
 
+from __future__ import annotations
+
 import enum
 import time
 from ctypes import byref, c_int64, create_string_buffer, pointer
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _binding as B
 from .errors import (ArgumentTypeError, CallError, LockCancelled, LockError, LockFailed,
                      LockTimeout, ServerSessionError, StandbyError)
 
+if TYPE_CHECKING:
+    from ._types import HolderRow, Name
+
 INT64_MAX = B.INT64_MAX
 _lib = B.core
+# The values of the enums below are the library's (include/advlock.h).
+_C = B.C
 
 
 class Mode(enum.IntEnum):
     """advlock_mode."""
-    EXCLUSIVE = 0
-    SHARED = 1
+    EXCLUSIVE = _C["ADVLOCK_EXCLUSIVE"]
+    SHARED = _C["ADVLOCK_SHARED"]
 
 
 class Scope(enum.IntEnum):
     """advlock_scope."""
-    SESSION = 0
-    TRANSACTION = 1
+    SESSION = _C["ADVLOCK_SESSION"]
+    TRANSACTION = _C["ADVLOCK_TRANSACTION"]
 
 
 class Wait(enum.IntEnum):
     """advlock_wait."""
-    POLL = 0
-    SERVER = 1
+    POLL = _C["ADVLOCK_WAIT_POLL"]
+    SERVER = _C["ADVLOCK_WAIT_SERVER"]
 
 
 class Backoff(enum.IntEnum):
     """advlock_backoff."""
-    REFERENCE = 0
-    FULL_JITTER = 1
+    REFERENCE = _C["ADVLOCK_BACKOFF_REFERENCE"]
+    FULL_JITTER = _C["ADVLOCK_BACKOFF_FULL_JITTER"]
 
 
 class Outcome(enum.IntEnum):
     """advlock_outcome."""
-    ACQUIRED = 0
-    RELEASED = 1
-    NOT_HELD = 2
-    TIMED_OUT = 3
-    CANCELLED = 4
-    FAILED = 5
-    ENDS_WITH_TRANSACTION = 6
-    HELD = 7
+    ACQUIRED = _C["ADVLOCK_ACQUIRED"]
+    RELEASED = _C["ADVLOCK_RELEASED"]
+    NOT_HELD = _C["ADVLOCK_NOT_HELD"]
+    TIMED_OUT = _C["ADVLOCK_TIMED_OUT"]
+    CANCELLED = _C["ADVLOCK_CANCELLED"]
+    FAILED = _C["ADVLOCK_FAILED"]
+    ENDS_WITH_TRANSACTION = _C["ADVLOCK_ENDS_WITH_TRANSACTION"]
+    HELD = _C["ADVLOCK_HELD"]
 
 
 class Failure(enum.IntEnum):
     """advlock_failure."""
-    NONE = 0
-    ENULL = -5
-    ESERVER = -6
-    ECONNLOST = -7
-    ESTANDBY = -8
-    ESESSION = -9
-    ENOANSWER = -10
+    NONE = _C["ADVLOCK_FAILURE_NONE"]
+    ENULL = _C["ADVLOCK_ENULL"]
+    ESERVER = _C["ADVLOCK_ESERVER"]
+    ECONNLOST = _C["ADVLOCK_ECONNLOST"]
+    ESTANDBY = _C["ADVLOCK_ESTANDBY"]
+    ESESSION = _C["ADVLOCK_ESESSION"]
+    ENOANSWER = _C["ADVLOCK_ENOANSWER"]
 
 
 class Detail(enum.IntEnum):
     """advlock_detail."""
-    NONE = 0
-    CANCEL_TOO_LATE = 1
-    UNDO_CANCELLED = 2
-    UNDO_AFTER_DEADLINE = 3
-    UNDO_AFTER_57014 = 4
-    DIAGNOSED = 5
-    DIAGNOSIS_FAILED = 6
-    LOST = 7
-    UNDO_AFTER_FENCE_ERROR = 8
+    NONE = _C["ADVLOCK_DETAIL_NONE"]
+    CANCEL_TOO_LATE = _C["ADVLOCK_DETAIL_CANCEL_TOO_LATE"]
+    UNDO_CANCELLED = _C["ADVLOCK_DETAIL_UNDO_CANCELLED"]
+    UNDO_AFTER_DEADLINE = _C["ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE"]
+    UNDO_AFTER_57014 = _C["ADVLOCK_DETAIL_UNDO_AFTER_57014"]
+    DIAGNOSED = _C["ADVLOCK_DETAIL_DIAGNOSED"]
+    DIAGNOSIS_FAILED = _C["ADVLOCK_DETAIL_DIAGNOSIS_FAILED"]
+    LOST = _C["ADVLOCK_DETAIL_LOST"]
+    UNDO_AFTER_FENCE_ERROR = _C["ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR"]
+
+
+class LeaseExpiry(enum.IntEnum):
+    """advlock_lease_expiry: why a held lock was lost (LockLost.reason)."""
+    LIVE = _C["ADVLOCK_LEASE_LIVE"]
+    NO_ANSWER = _C["ADVLOCK_LEASE_NO_ANSWER"]
+    CONNECTION = _C["ADVLOCK_LEASE_CONNECTION"]
+    SETTINGS = _C["ADVLOCK_LEASE_SETTINGS"]
+    SERVER_ERROR = _C["ADVLOCK_LEASE_SERVER_ERROR"]
 
 
 class Sql(enum.IntEnum):
     """advlock_sql: the rows of the core's one SQL table."""
-    TRY_LOCK = 0
-    UNLOCK = 1
-    TRY_LOCK_SHARED = 2
-    UNLOCK_SHARED = 3
-    TRY_XACT_LOCK = 4
-    TRY_XACT_LOCK_SHARED = 5
-    LOCK = 6
-    LOCK_SHARED = 7
-    XACT_LOCK = 8
-    XACT_LOCK_SHARED = 9
-    HOLDERS = 10
-    SESSION = 11
-    TRY_LOCK_GUARDED = 12
-    UNLOCK_GUARDED = 13
-    TRY_LOCK_SHARED_GUARDED = 14
-    UNLOCK_SHARED_GUARDED = 15
-    LOCK_GUARDED = 16
-    LOCK_SHARED_GUARDED = 17
-    HELD = 18
-    HELD_SHARED = 19
-    HELD_GUARDED = 20
-    HELD_SHARED_GUARDED = 21
-    TRY_XACT_LOCK_GUARDED = 22
-    TRY_XACT_LOCK_SHARED_GUARDED = 23
-    XACT_LOCK_GUARDED = 24
-    XACT_LOCK_SHARED_GUARDED = 25
-    LEASE_SETUP = 26
-    HEARTBEAT = 27
-    HEARTBEAT_GUARDED = 28
-    TRY_LOCK_FENCED = 29
-    TRY_XACT_LOCK_FENCED = 30
-    CAPACITY = 31
+    TRY_LOCK = _C["ADVLOCK_SQL_TRY_LOCK"]
+    UNLOCK = _C["ADVLOCK_SQL_UNLOCK"]
+    TRY_LOCK_SHARED = _C["ADVLOCK_SQL_TRY_LOCK_SHARED"]
+    UNLOCK_SHARED = _C["ADVLOCK_SQL_UNLOCK_SHARED"]
+    TRY_XACT_LOCK = _C["ADVLOCK_SQL_TRY_XACT_LOCK"]
+    TRY_XACT_LOCK_SHARED = _C["ADVLOCK_SQL_TRY_XACT_LOCK_SHARED"]
+    LOCK = _C["ADVLOCK_SQL_LOCK"]
+    LOCK_SHARED = _C["ADVLOCK_SQL_LOCK_SHARED"]
+    XACT_LOCK = _C["ADVLOCK_SQL_XACT_LOCK"]
+    XACT_LOCK_SHARED = _C["ADVLOCK_SQL_XACT_LOCK_SHARED"]
+    HOLDERS = _C["ADVLOCK_SQL_HOLDERS"]
+    SESSION = _C["ADVLOCK_SQL_SESSION"]
+    TRY_LOCK_GUARDED = _C["ADVLOCK_SQL_TRY_LOCK_GUARDED"]
+    UNLOCK_GUARDED = _C["ADVLOCK_SQL_UNLOCK_GUARDED"]
+    TRY_LOCK_SHARED_GUARDED = _C["ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED"]
+    UNLOCK_SHARED_GUARDED = _C["ADVLOCK_SQL_UNLOCK_SHARED_GUARDED"]
+    LOCK_GUARDED = _C["ADVLOCK_SQL_LOCK_GUARDED"]
+    LOCK_SHARED_GUARDED = _C["ADVLOCK_SQL_LOCK_SHARED_GUARDED"]
+    HELD = _C["ADVLOCK_SQL_HELD"]
+    HELD_SHARED = _C["ADVLOCK_SQL_HELD_SHARED"]
+    HELD_GUARDED = _C["ADVLOCK_SQL_HELD_GUARDED"]
+    HELD_SHARED_GUARDED = _C["ADVLOCK_SQL_HELD_SHARED_GUARDED"]
+    TRY_XACT_LOCK_GUARDED = _C["ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED"]
+    TRY_XACT_LOCK_SHARED_GUARDED = _C["ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED"]
+    XACT_LOCK_GUARDED = _C["ADVLOCK_SQL_XACT_LOCK_GUARDED"]
+    XACT_LOCK_SHARED_GUARDED = _C["ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED"]
+    LEASE_SETUP = _C["ADVLOCK_SQL_LEASE_SETUP"]
+    HEARTBEAT = _C["ADVLOCK_SQL_HEARTBEAT"]
+    HEARTBEAT_GUARDED = _C["ADVLOCK_SQL_HEARTBEAT_GUARDED"]
+    TRY_LOCK_FENCED = _C["ADVLOCK_SQL_TRY_LOCK_FENCED"]
+    TRY_XACT_LOCK_FENCED = _C["ADVLOCK_SQL_TRY_XACT_LOCK_FENCED"]
+    CAPACITY = _C["ADVLOCK_SQL_CAPACITY"]
 
 
 # The SQL table, read once from the library: (text, answer kind) by id.
@@ -119,7 +136,7 @@ SQL_PARAMS = tuple(_lib.advlock_sql_params(i) for i in range(B.SQL_COUNT))
 SQL_GUARDED = tuple(bool(_lib.advlock_sql_guarded(i)) for i in range(B.SQL_COUNT))
 
 
-def params(action):
+def params(action: Union[B.Action, B.LeaseAction]) -> Tuple[int, ...]:
     """The values of $1.. for a QUERY action, as many as its statement takes."""
     n = SQL_PARAMS[action.sql]
     if n == 1:
@@ -129,22 +146,23 @@ def params(action):
     return (action.param, action.param2, action.param3)
 
 
-def now_ms():
+def now_ms() -> int:
     """The caller's clock the machine is fed: time.monotonic() in ms."""
     return time.monotonic_ns() // 1000000
 
 
-def strerror(code):
+def strerror(code: int) -> str:
     """advlock_strerror: the words for an advlock_error or advlock_failure."""
-    return _lib.advlock_strerror(code).decode()
+    words: bytes = _lib.advlock_strerror(code)
+    return words.decode()
 
 
-def _check(rc):
+def _check(rc: int) -> None:
     if rc != 0:
         raise CallError(rc, strerror(rc))
 
 
-def _encode(name):
+def _encode(name: object) -> bytes:
     if isinstance(name, str):
         try:
             return name.encode("utf-8")
@@ -156,7 +174,7 @@ def _encode(name):
                             "a lock name is str or bytes, not %s" % type(name).__name__)
 
 
-def derive_key(name):
+def derive_key(name: Name) -> int:
     """The bigint key for a lock name (str, or UTF-8 bytes): SHA-256 of
     "74726:" + name, first 8 bytes big-endian, signed. Raises CallError
     (code ADVLOCK_EUTF8) for bytes that are not well-formed UTF-8 and for a
@@ -167,16 +185,17 @@ def derive_key(name):
     return out.value
 
 
-def fence_setup_sql():
+def fence_setup_sql() -> str:
     """advlock_fence_setup_sql: the idempotent script that installs the
     schema fencing tokens need (schema advlock, table advlock.fence,
     function advlock.fence_ok); several statements, for a simple-query
     call (psycopg's execute() without parameters, asyncpg's execute()).
     `advlock setup` runs the same; docs/operators.md prints it."""
-    return _lib.advlock_fence_setup_sql().decode()
+    script: bytes = _lib.advlock_fence_setup_sql()
+    return script.decode()
 
 
-def format_seconds(ms):
+def format_seconds(ms: int) -> str:
     """A millisecond duration as the reference prints TotalSeconds
     (30000 -> "30", 500 -> "0.5")."""
     buf = create_string_buffer(32)
@@ -186,7 +205,7 @@ def format_seconds(ms):
     return buf.value.decode()
 
 
-def escape_name(name):
+def escape_name(name: Name) -> str:
     """A lock name as messages show it: one printable line."""
     raw = _encode(name)
     buf = create_string_buffer(B.MESSAGE_MAX)
@@ -207,30 +226,80 @@ class Report:
 
     __slots__ = ("_c", "name", "server_message")
 
-    def __init__(self, c_report, name=None, server_message=None):
+    _c: B.Report
+    name: Optional[Name]
+    server_message: Optional[str]
+
+    def __init__(self, c_report: B.Report, name: Optional[Name] = None,
+                 server_message: Optional[str] = None) -> None:
         self._c = c_report
         self.name = name
         self.server_message = server_message
 
-    outcome = property(lambda self: Outcome(self._c.outcome))
-    failure = property(lambda self: Failure(self._c.failure))
-    sql = property(lambda self: Sql(self._c.sql))
-    detail = property(lambda self: Detail(self._c.detail))
-    sqlstate = property(lambda self: self._c.sqlstate.decode())
-    key = property(lambda self: self._c.key)
-    timeout_ms = property(lambda self: self._c.timeout_ms)
-    elapsed_ms = property(lambda self: self._c.elapsed_ms)
-    attempts = property(lambda self: self._c.attempts)
-    holder_pid = property(lambda self: self._c.holder_pid)
-    other_holders = property(lambda self: self._c.other_holders)
-    holder_seconds = property(lambda self: self._c.holder_seconds)
-    holder_state = property(
-        lambda self: _lib.advlock_backend_state_name(self._c.holder_state).decode())
-    holder_application = property(
-        lambda self: self._c.holder_application.decode("utf-8", "replace"))
-    fence = property(lambda self: self._c.fence)
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome(self._c.outcome)
 
-    def describe(self, name=None, server_message=None):
+    @property
+    def failure(self) -> Failure:
+        return Failure(self._c.failure)
+
+    @property
+    def sql(self) -> Sql:
+        return Sql(self._c.sql)
+
+    @property
+    def detail(self) -> Detail:
+        return Detail(self._c.detail)
+
+    @property
+    def sqlstate(self) -> str:
+        state: bytes = self._c.sqlstate
+        return state.decode()
+
+    @property
+    def key(self) -> int:
+        return int(self._c.key)
+
+    @property
+    def timeout_ms(self) -> int:
+        return int(self._c.timeout_ms)
+
+    @property
+    def elapsed_ms(self) -> int:
+        return int(self._c.elapsed_ms)
+
+    @property
+    def attempts(self) -> int:
+        return int(self._c.attempts)
+
+    @property
+    def holder_pid(self) -> int:
+        return int(self._c.holder_pid)
+
+    @property
+    def other_holders(self) -> int:
+        return int(self._c.other_holders)
+
+    @property
+    def holder_seconds(self) -> int:
+        return int(self._c.holder_seconds)
+
+    @property
+    def holder_state(self) -> str:
+        word: bytes = _lib.advlock_backend_state_name(self._c.holder_state)
+        return word.decode()
+
+    @property
+    def holder_application(self) -> str:
+        application: bytes = self._c.holder_application
+        return application.decode("utf-8", "replace")
+
+    @property
+    def fence(self) -> int:
+        return int(self._c.fence)
+
+    def describe(self, name: Optional[Name] = None, server_message: Optional[str] = None) -> str:
         """advlock_describe: the sentence for this report ("" for ACQUIRED
         and RELEASED without a detail). name defaults to the name the
         operation was started with, server_message to the driver's words."""
@@ -244,7 +313,7 @@ class Report:
         _lib.advlock_describe(pointer(self._c), raw, len(raw), msg, buf, B.MESSAGE_MAX)
         return buf.value.decode("utf-8", "replace")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<advlock.Report %s key=%d attempts=%d elapsed_ms=%d%s>" % (
             self.outcome.name, self.key, self.attempts, self.elapsed_ms,
             "" if self._c.outcome != Outcome.FAILED else " sqlstate=%r" % self.sqlstate)
@@ -279,9 +348,21 @@ class Options:
     __slots__ = ("mode", "scope", "wait", "backoff", "clip_to_deadline", "diagnose",
                  "allow_standby", "jitter_seed", "fence")
 
-    def __init__(self, mode=Mode.EXCLUSIVE, scope=Scope.SESSION, wait=Wait.POLL,
-                 backoff=Backoff.REFERENCE, clip_to_deadline=False, diagnose=False,
-                 allow_standby=False, jitter_seed=0, fence=False):
+    mode: Mode
+    scope: Scope
+    wait: Wait
+    backoff: Backoff
+    clip_to_deadline: bool
+    diagnose: bool
+    allow_standby: bool
+    jitter_seed: int
+    fence: bool
+
+    def __init__(self, mode: int = Mode.EXCLUSIVE, scope: int = Scope.SESSION,
+                 wait: int = Wait.POLL, backoff: int = Backoff.REFERENCE,
+                 clip_to_deadline: object = False, diagnose: object = False,
+                 allow_standby: object = False, jitter_seed: int = 0,
+                 fence: object = False) -> None:
         self.mode = _member(Mode, "mode", mode)
         self.scope = _member(Scope, "scope", scope)
         self.wait = _member(Wait, "wait", wait)
@@ -305,7 +386,7 @@ class Options:
                             " and a server-side wait takes it with another statement")
 
     @classmethod
-    def coerce(cls, options=None, **kw):
+    def coerce(cls, options: Optional[Options] = None, **kw: Any) -> Options:
         """Options from an Options object and/or keyword overrides. Raises
         ArgumentTypeError for an option that does not exist or options= that
         is not an Options, CallError for a value the option does not take."""
@@ -324,7 +405,7 @@ class Options:
         merged.update(kw)
         return cls(**merged)
 
-    def to_c(self):
+    def to_c(self) -> B.Options:
         """The advlock_options struct for these options."""
         o = B.Options()
         _lib.advlock_options_init(byref(o))
@@ -335,12 +416,15 @@ class Options:
         o.fence = int(self.fence)
         return o
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "advlock.Options(%s)" % ", ".join(
             "%s=%r" % (f, getattr(self, f)) for f in self.__slots__)
 
 
-def _member(enum_type, what, value):
+E = TypeVar("E", bound=enum.IntEnum)
+
+
+def _member(enum_type: Type[E], what: str, value: int) -> E:
     """value as a member of enum_type; CallError naming the ones it takes."""
     try:
         return enum_type(value)
@@ -349,7 +433,7 @@ def _member(enum_type, what, value):
             what, ", ".join("advlock.%s" % m.name for m in enum_type), value)) from None
 
 
-def timeout_ms(timeout):
+def timeout_ms(timeout: Optional[float]) -> int:
     """Seconds (int, float, or None or infinity for no limit) as the core's
     timeout in ms. Raises CallError (ADVLOCK_EINVAL) for a negative or NaN
     timeout, ArgumentTypeError for one that is not a number."""
@@ -376,76 +460,78 @@ class Machine:
 
     __slots__ = ("_m", "server_message", "refused", "sent_ms")
 
-    def __init__(self, options=None):
+    def __init__(self, options: Optional[Options] = None) -> None:
         self._m = B.MachineStorage()
         _lib.advlock_machine_init(self._m)
-        self.server_message = None
+        self.server_message: Optional[str] = None
         # The driver's send time of the last statement (monotonic ms): the
-        # anchor of a lease held from its grant.
-        self.sent_ms = None
+        # anchor of a lease held from its grant (0 before any).
+        self.sent_ms = 0
         # A driver's words when its client refused to send a statement on a
         # connection busy with another operation (fed as a server error).
-        self.refused = None
+        self.refused: Optional[str] = None
         if options is not None:
             self.set_options(options)
 
-    def set_options(self, options):
+    def set_options(self, options: Options) -> None:
         """advlock_set_options (between operations)."""
         _check(_lib.advlock_set_options(self._m, byref(options.to_c())))
 
-    def set_session(self, session):
+    def set_session(self, session: B.Session) -> None:
         """advlock_set_session: hands the machine a copy of a connection's
         session value (a _binding.Session; between operations)."""
         _check(_lib.advlock_set_session(self._m, session))
 
-    def session(self):
+    def session(self) -> B.Session:
         """advlock_get_session: a copy of the machine's session value, with
         what the session row found."""
         out = B.Session()
         _check(_lib.advlock_get_session(self._m, out))
         return out
 
-    def start_acquire(self, name, timeout_ms, now=None):
+    def start_acquire(self, name: Name, timeout_ms: int, now: Optional[int] = None) -> None:
         """advlock_start_acquire with the time now; name is str or bytes."""
         raw = _encode(name)
         self.server_message = None
         _check(_lib.advlock_start_acquire(self._m, raw, len(raw), timeout_ms,
                                             now_ms() if now is None else now))
 
-    def start_acquire_key(self, key, timeout_ms, now=None):
+    def start_acquire_key(self, key: int, timeout_ms: int, now: Optional[int] = None) -> None:
         """advlock_start_acquire_key with the time now."""
         self.server_message = None
         _check(_lib.advlock_start_acquire_key(self._m, key, timeout_ms,
                                                 now_ms() if now is None else now))
 
-    def start_release(self, name, now=None):
+    def start_release(self, name: Name, now: Optional[int] = None) -> None:
         """advlock_start_release with the time now."""
         raw = _encode(name)
         self.server_message = None
         _check(_lib.advlock_start_release(self._m, raw, len(raw),
                                             now_ms() if now is None else now))
 
-    def start_release_key(self, key, now=None):
+    def start_release_key(self, key: int, now: Optional[int] = None) -> None:
         """advlock_start_release_key with the time now: no second hash."""
         self.server_message = None
         _check(_lib.advlock_start_release_key(self._m, key,
                                                 now_ms() if now is None else now))
 
-    def start_verify_key(self, key, now=None):
+    def start_verify_key(self, key: int, now: Optional[int] = None) -> None:
         """advlock_start_verify_key: does this session still hold key?"""
         self.server_message = None
         _check(_lib.advlock_start_verify_key(self._m, key, now_ms() if now is None else now))
 
-    def report(self):
+    def report(self) -> Report:
         """The current or last operation's report, copied."""
         return final_report(self.next_action(), None, self.server_message)
 
-    def next_action(self):
+    def next_action(self) -> B.Action:
         """advlock_next_action: a B.Action (kind, sql, param, wake_at_ms,
         sleep_ms, report)."""
-        return _lib.advlock_next_action(self._m)
+        action: B.Action = _lib.advlock_next_action(self._m)
+        return action
 
-    def on_result(self, result, sqlstate=None, message=None, now=None):
+    def on_result(self, result: int, sqlstate: Optional[str] = None,
+                  message: Optional[str] = None, now: Optional[int] = None) -> None:
         """advlock_on_result; message is kept for the report's sentence."""
         if message is not None:
             self.server_message = message
@@ -454,7 +540,7 @@ class Machine:
             None if message is None else message.encode("utf-8", "replace"),
             now_ms() if now is None else now))
 
-    def on_holders(self, rows, now=None):
+    def on_holders(self, rows: Sequence[HolderRow], now: Optional[int] = None) -> None:
         """advlock_on_holders with rows of the holders query, as tuples
         (pid, granted, mode, application_name, client, state, backend_start,
         seconds)."""
@@ -467,45 +553,50 @@ class Machine:
         _check(_lib.advlock_on_holders(self._m, arr, len(rows),
                                          now_ms() if now is None else now))
 
-    def on_session(self, server_pid, in_recovery, ours, now=None):
+    def on_session(self, server_pid: Optional[int], in_recovery: object, ours: object,
+                   now: Optional[int] = None) -> None:
         """advlock_on_session with the row of the session query."""
         _check(_lib.advlock_on_session(self._m, int(server_pid or 0), 1 if in_recovery else 0,
                                          1 if ours else 0, now_ms() if now is None else now))
 
-    def on_fenced(self, granted, token, now=None):
+    def on_fenced(self, granted: object, token: Optional[int],
+                  now: Optional[int] = None) -> None:
         """advlock_on_fenced with the row of a fenced try-lock (granted
         True/False, token an int or None; a NULL granted goes to on_result)."""
         _check(_lib.advlock_on_fenced(self._m, 1 if granted else 0, int(token or 0),
                                         now_ms() if now is None else now))
 
-    def on_timer(self, now=None):
+    def on_timer(self, now: Optional[int] = None) -> None:
         """advlock_on_timer with the time now (early calls are harmless)."""
         _check(_lib.advlock_on_timer(self._m, now_ms() if now is None else now))
 
-    def on_cancel_sent(self, now=None):
+    def on_cancel_sent(self, now: Optional[int] = None) -> None:
         """advlock_on_cancel_sent with the time now."""
         _check(_lib.advlock_on_cancel_sent(self._m, now_ms() if now is None else now))
 
-    def cancel(self, now=None):
+    def cancel(self, now: Optional[int] = None) -> bool:
         """advlock_cancel; returns False (and changes nothing) when no acquire
         is under way, e.g. during a release, which always ends on its own."""
-        return _lib.advlock_cancel(self._m, now_ms() if now is None else now) == 0
+        rc: int = _lib.advlock_cancel(self._m, now_ms() if now is None else now)
+        return rc == 0
 
 
-def final_report(action, name, server_message):
+def final_report(action: B.Action, name: Optional[Name], server_message: Optional[str]) -> Report:
     """The DONE action's report, copied out of the machine."""
     return Report(B.Report.from_buffer_copy(action.report.contents), name, server_message)
 
 
 # FAILED's exception by the report's failure; LockFailed for the others.
-_FAILED_BY = {Failure.ESTANDBY: StandbyError, Failure.ESESSION: ServerSessionError}
+_FAILED_BY: Dict[int, Type[LockFailed]] = {Failure.ESTANDBY: StandbyError,
+                                           Failure.ESESSION: ServerSessionError}
 
 
-def raise_for(report, name):
+def raise_for(report: Report, name: Optional[Name]) -> None:
     """Raises the exception an outcome calls for: LockTimeout (TIMED_OUT),
     LockFailed or its StandbyError / ServerSessionError (FAILED),
     LockCancelled (CANCELLED); returns for the others."""
     outcome = report._c.outcome
+    cls: Type[LockError]
     if outcome == Outcome.TIMED_OUT:
         cls = LockTimeout
     elif outcome == Outcome.FAILED:
@@ -517,6 +608,7 @@ def raise_for(report, name):
     raise cls(report.describe(name), report, name, report.server_message)
 
 
-__all__ = ["Mode", "Scope", "Wait", "Backoff", "Outcome", "Failure", "Detail", "Sql", "Report",
+__all__ = ["Mode", "Scope", "Wait", "Backoff", "Outcome", "Failure", "Detail", "LeaseExpiry",
+           "Sql", "Report",
            "Options", "Machine", "LockState", "derive_key", "format_seconds", "escape_name",
            "strerror", "now_ms", "LockError", "fence_setup_sql"]

@@ -17,14 +17,17 @@ checked value is kept here, per connection, and handed to each machine:
   server session check").
 """
 
+from __future__ import annotations
+
 import os
 import threading
 import weakref
+from typing import Optional, Tuple
 
 from . import _binding as B
 
 
-def new_token():
+def new_token() -> int:
     """64 random bits, never 0 (the core reads 0 as "not told")."""
     return int.from_bytes(os.urandom(8), "little") or 1
 
@@ -35,8 +38,8 @@ class ConnSession:
 
     __slots__ = ("value", "lease_setup", "provisional", "epoch", "__weakref__")
 
-    def __init__(self):
-        self.value = None
+    def __init__(self) -> None:
+        self.value: Optional[B.Session] = None
         # the value's row answered inside a transaction block
         self.provisional = False
         # counts the values checked again; a lock whose machine has an
@@ -44,15 +47,15 @@ class ConnSession:
         self.epoch = 0
         # (tcp_user_timeout ms, advlock_lease_setup) of the last lease setup
         # made on the connection, or None
-        self.lease_setup = None
+        self.lease_setup: Optional[Tuple[int, int]] = None
 
     @property
-    def proxied(self):
+    def proxied(self) -> Optional[bool]:
         """True behind a proxy, False direct, None until a row has said."""
         value = self.value
         return None if value is None else bool(value.proxied)
 
-    def value_for(self, pid):
+    def value_for(self, pid: int) -> B.Session:
         """A session value for a lock's machine on the connection, which
         announced pid: a copy of the checked one, or a fresh one with a
         token of its own."""
@@ -63,7 +66,7 @@ class ConnSession:
         B.core.advlock_session_init(fresh, pid, new_token())
         return fresh
 
-    def remember(self, value, provisional=False):
+    def remember(self, value: B.Session, provisional: bool = False) -> None:
         """Keeps the first checked value, for the locks made later (or the
         one that replaces a provisional value)."""
         kept = self.value
@@ -72,7 +75,7 @@ class ConnSession:
             self.value = value
             self.provisional = provisional
 
-    def end_provisional(self, outside_transaction):
+    def end_provisional(self, outside_transaction: bool) -> None:
         """Before an acquire: a value whose row answered inside a block,
         now that the connection is outside any, is to be checked again
         (the block may have rolled back what the row set)."""
@@ -86,11 +89,11 @@ class ConnSession:
         self.epoch += 1
 
 
-_by_conn = weakref.WeakKeyDictionary()
+_by_conn: weakref.WeakKeyDictionary[object, ConnSession] = weakref.WeakKeyDictionary()
 _registry_lock = threading.Lock()
 
 
-def for_connection(conn):
+def for_connection(conn: object) -> ConnSession:
     """The ConnSession of a connection object, made on first use and gone
     with the connection. A connection that cannot be weakly referenced
     gets one per call (per lock object): a session row per lock object
@@ -113,7 +116,8 @@ class SessionRow:
 
     __slots__ = ("shared", "pid", "in_recovery", "ours", "provisional")
 
-    def __init__(self, shared, pid, in_recovery, ours, provisional=False):
+    def __init__(self, shared: ConnSession, pid: Optional[int], in_recovery: object,
+                 ours: object, provisional: bool = False) -> None:
         self.shared = shared
         self.pid, self.in_recovery, self.ours = int(pid or 0), bool(in_recovery), bool(ours)
         # answered inside a transaction block (see ConnSession)
@@ -128,5 +132,5 @@ class Busy:
 
     __slots__ = ("message",)
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         self.message = message

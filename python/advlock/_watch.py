@@ -25,11 +25,16 @@ watcher thread (blocking), and costs no statement and no wake-up while the
 session lives.
 """
 
+from __future__ import annotations
+
 import asyncio
 import os
 import select
 import threading
 import weakref
+from typing import Callable, Dict, List, Optional, Set
+
+Callback = Callable[[], None]
 
 # EPOLLHUP and EPOLLERR are always reported; EPOLLRDHUP is the peer's close.
 _MASK = select.EPOLLRDHUP
@@ -39,12 +44,12 @@ class Hub:
     """Sockets watched for the peer's close, in one epoll set; each socket
     (by descriptor) with the callbacks of the locks held on it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.epoll = select.epoll()
-        self.callbacks = {}  # fd: set of callables
+        self.callbacks: Dict[int, Set[Callback]] = {}
         self.guard = threading.Lock()
 
-    def add(self, fd, callback):
+    def add(self, fd: int, callback: Callback) -> Callback:
         """Watches fd for callback; returns the call that stops it."""
         with self.guard:
             try:
@@ -56,7 +61,7 @@ class Hub:
                 self.callbacks.setdefault(fd, set()).add(callback)
         return lambda: self.remove(fd, callback)
 
-    def remove(self, fd, callback):
+    def remove(self, fd: int, callback: Callback) -> None:
         with self.guard:
             callbacks = self.callbacks.get(fd)
             if callbacks is None or callback not in callbacks:
@@ -69,14 +74,14 @@ class Hub:
                 except OSError:  # closed meanwhile: gone from the set already
                     pass
 
-    def dispatch(self, timeout=0):
+    def dispatch(self, timeout: Optional[float] = 0) -> None:
         """Waits up to timeout seconds (None: for ever) for closed sockets;
         calls each one's callbacks once, and stops watching it."""
         try:
             events = self.epoll.poll(timeout)
         except InterruptedError:
             return
-        due = []
+        due: List[Callback] = []
         with self.guard:
             for fd, _ in events:
                 due.extend(self.callbacks.pop(fd, ()))
@@ -88,7 +93,7 @@ class Hub:
             callback()
 
 
-def peer_closed(fd):
+def peer_closed(fd: int) -> bool:
     """True when fd's peer has closed (or the socket failed): a poll that
     does not wait and reads nothing."""
     p = select.poll()
@@ -99,10 +104,11 @@ def peer_closed(fd):
 
 # ---- asyncio: one hub per event loop, its epoll descriptor the loop's reader ----
 
-_loop_hubs = weakref.WeakKeyDictionary()
+_loop_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = \
+    weakref.WeakKeyDictionary()
 
 
-def watch_async(fd, callback):
+def watch_async(fd: int, callback: Callback) -> Callback:
     """Watches fd (a socket psycopg drives on the running loop) for the
     peer's close; callback runs on the loop. Returns the call that stops
     the watch."""
@@ -116,11 +122,11 @@ def watch_async(fd, callback):
 
 # ---- blocking: one thread for every blocking connection of the process ---------
 
-_thread_hub = None
+_thread_hub: Optional[Hub] = None
 _thread_guard = threading.Lock()
 
 
-def watch_blocking(fd, callback):
+def watch_blocking(fd: int, callback: Callback) -> Callback:
     """Watches fd (a blocking psycopg connection's socket) for the peer's
     close; callback runs on the watcher thread. Returns the call that stops
     the watch."""
@@ -134,12 +140,12 @@ def watch_blocking(fd, callback):
     return hub.add(fd, callback)
 
 
-def _serve(hub):
+def _serve(hub: Hub) -> None:
     while True:
         hub.dispatch(None)
 
 
-def _forget_after_fork():
+def _forget_after_fork() -> None:
     # The child has no watcher thread: its first watch starts one.
     global _thread_hub
     _thread_hub = None

@@ -21,17 +21,24 @@ query's task is cancelled), sent while the statement's task keeps waiting
 for its answer: asyncpg has no public call for that (_asyncpg_cancel).
 """
 
+from __future__ import annotations
+
 import asyncio
 import re
+from typing import TYPE_CHECKING, Any, Coroutine, Dict, List, Optional, Sequence
 
 import asyncpg
 
 from . import _binding as B
 from ._asyncio_task import hold_back, nothing_held
 from ._asyncpg_cancel import send_cancel
-from ._loop import AsyncLock, Busy, CapacityRow, FencedRow
+from ._loop import AsyncLock, CapacityRow, FencedRow
 from ._machine import SQL_ANSWER, SQL_GUARDED, SQL_PARAMS, SQL_TEXT
-from ._session import ConnSession, SessionRow
+from ._session import Busy, ConnSession, SessionRow
+
+if TYPE_CHECKING:
+    from ._machine import Options
+    from ._types import Answer, Args, Call, HolderRow, Name
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
@@ -60,12 +67,12 @@ _UNESCAPE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _ESCAPED = re.compile(r"\\(.)")
 
 
-def _first_line(exc):
+def _first_line(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0]
 
 
-def _field(text):
+def _field(text: str) -> Optional[str]:
     """One field of COPY's text format: None for \\N, else the text."""
     if text == "\\N":
         return None
@@ -74,7 +81,7 @@ def _field(text):
     return _ESCAPED.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(1)), text)
 
 
-def _copy_rows(data):
+def _copy_rows(data: bytes) -> List[List[Optional[str]]]:
     """COPY's text output as rows of fields (str or None). Every row ends
     with a newline; a row of one void is an empty line."""
     lines = data.decode("utf-8", "replace").split("\n")
@@ -82,7 +89,7 @@ def _copy_rows(data):
     return [[_field(f) for f in line.split("\t")] for line in lines]
 
 
-def _holder(row):
+def _holder(row: Sequence[Optional[str]]) -> HolderRow:
     """A holders row from text: pid and seconds numbers, granted a bool."""
     return (int(row[0] or 0), row[1] == "t", *row[2:7], int(row[7] or 0))
 
@@ -92,16 +99,19 @@ class Client:
 
     __slots__ = ("conn", "_loop", "state")
 
-    def __init__(self, conn):
+    _loop: Optional[asyncio.AbstractEventLoop]
+
+    def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._loop = None
         self.state = _connection_state(conn)
 
-    def pid(self):
+    def pid(self) -> int:
         """The backend pid announced at connect (a proxy's own number)."""
-        return self.conn.get_server_pid()
+        pid: int = self.conn.get_server_pid()
+        return pid
 
-    def start(self, sql, args):
+    def start(self, sql: int, args: Args) -> Coroutine[Any, Any, Answer]:
         """The statement, as a coroutine returning its answer (advlock._loop
         awaits it)."""
         if self._loop is None:
@@ -118,7 +128,7 @@ class Client:
             return self._capacity(_PREPARED_TEXT[sql])
         return self._value(_PREPARED_TEXT[sql], args, SQL_ANSWER[sql])
 
-    async def _value(self, text, args, answer):
+    async def _value(self, text: str, args: Args, answer: int) -> Answer:
         try:
             value = await self.conn.fetchval(text, *args)
         except BaseException as exc:  # noqa: B902 - every way a query ends is an answer
@@ -129,30 +139,30 @@ class Client:
             return _TRUE
         return _FALSE if value is False else _NULL
 
-    async def _rows(self, text, args):
+    async def _rows(self, text: str, args: Args) -> Answer:
         try:
             return [tuple(r) for r in await self.conn.fetch(text, *args)]
         except BaseException as exc:  # noqa: B902
             return self._error(exc)
 
-    async def _fenced(self, text, args):
+    async def _fenced(self, text: str, args: Args) -> Answer:
         try:
             row = await self.conn.fetchrow(text, *args)
         except BaseException as exc:  # noqa: B902
             return self._error(exc)
         return FencedRow(None, None) if row is None else FencedRow(row[0], row[1])
 
-    async def _capacity(self, text):
+    async def _capacity(self, text: str) -> Answer:
         try:
             return CapacityRow(await self.conn.fetchrow(text))
         except BaseException as exc:  # noqa: B902
             return self._error(exc)
 
-    async def _copy(self, sql, args):
+    async def _copy(self, sql: int, args: Args) -> Answer:
         """The statement as one COPY message; its answer from the text."""
-        chunks = []
+        chunks: List[bytes] = []
 
-        async def collect(data):
+        async def collect(data: bytes) -> None:
             chunks.append(bytes(data))
 
         text = _COPY_TEXT[sql] % {"p%d" % (i + 1): v for i, v in enumerate(args)}
@@ -162,30 +172,30 @@ class Client:
             return self._error(exc)
         return self._copy_answer(sql, _copy_rows(b"".join(chunks)))
 
-    def _copy_answer(self, sql, rows):
+    def _copy_answer(self, sql: int, rows: List[List[Optional[str]]]) -> Answer:
         kind = SQL_ANSWER[sql]
         if kind == _HOLDERS:
             return [_holder(r) for r in rows]
         value = rows[0][0] if rows else None
         if kind == _SESSION:
             pid, in_recovery, ours = rows[0]
-            return SessionRow(self.state, pid, in_recovery == "t", ours == "t",
+            return SessionRow(self.state, int(pid or 0), in_recovery == "t", ours == "t",
                               provisional=not self.outside_transaction())
         if kind == _VOID:
             return _NULL if value is None else _TRUE
         if kind == _CAPACITY:
-            return CapacityRow(int(v) for v in rows[0])
+            return CapacityRow(int(v or 0) for v in rows[0])
         if kind == _FENCED:
             token = rows[0][1] if rows else None
             return FencedRow(None if value is None else value == "t",
                              None if token is None else int(token))
         return _TRUE if value == "t" else _FALSE if value == "f" else _NULL
 
-    def outside_transaction(self):
+    def outside_transaction(self) -> bool:
         """The connection is idle outside any transaction block."""
         return not self.conn.is_closed() and not self.conn.is_in_transaction()
 
-    async def control(self, text):
+    async def control(self, text: str) -> Optional[Answer]:
         """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,
         or the error answer."""
         try:
@@ -194,7 +204,7 @@ class Client:
             return self._error(exc)
         return None
 
-    def _error(self, exc):
+    def _error(self, exc: BaseException) -> Answer:
         if isinstance(exc, asyncio.CancelledError):
             raise exc
         if isinstance(exc, asyncpg.PostgresError):
@@ -210,12 +220,12 @@ class Client:
             return (_LOST, None, _first_line(exc))
         raise exc
 
-    def heartbeat_client(self):
+    def heartbeat_client(self) -> Client:
         """This client: it keeps no per-statement state."""
         return self
 
     @staticmethod
-    def hold_body(body):
+    def hold_body(body: Optional[asyncio.Task[Any]]) -> Optional[Call]:
         """asyncpg runs one operation at a time and refuses the next at once
         (InterfaceError), so a heartbeat goes out only while the body's task
         waits on something, and that task is held back until the
@@ -229,35 +239,38 @@ class Client:
             return nothing_held
         return hold_back(body)
 
-    def close_now(self):
+    def close_now(self) -> None:
         """Closes the connection at once (the lease expired): the statement
         in flight and the next ones fail."""
         self.conn.terminate()
 
-    def ended(self):
+    def ended(self) -> bool:
         """True once asyncpg has seen the connection close (it reads its
         socket all the time)."""
-        return self.conn.is_closed()
+        return bool(self.conn.is_closed())
 
-    def watch(self, on_end):
+    def watch(self, on_end: Call) -> Call:
         """Calls on_end (on the loop) once the connection closes: asyncpg's
         termination listener, called when its socket closes, whoever closed
         it. Returns the call that stops the watch."""
         conn = self.conn
 
-        def listener(_conn):
+        def listener(_conn: object) -> None:
             on_end()
         conn.add_termination_listener(listener)
         if conn.is_closed():  # closed already: no listener will be called
             conn.remove_termination_listener(listener)
             on_end()
-        return lambda: conn.remove_termination_listener(listener)
 
-    def cancel(self):
+        def unwatch() -> None:
+            conn.remove_termination_listener(listener)
+        return unwatch
+
+    def cancel(self) -> asyncio.Future[None]:
         """Asks the server to cancel the statement in flight, with asyncpg's
         own cancellation (a CancelRequest on a new connection); returns a
         future done once the request is delivered."""
-        return send_cancel(self.conn, self._loop)
+        return send_cancel(self.conn, self._loop or asyncio.get_running_loop())
 
 
 # What the locks on one connection share (_session.ConnSession), by the
@@ -265,10 +278,10 @@ class Client:
 # acquire from the pool, and get_settings() is asyncpg's one public handle
 # on the connection behind it (not weakly referable: the entry goes when
 # the connection closes).
-_states = {}
+_states: Dict[object, ConnSession] = {}
 
 
-def _connection_state(conn):
+def _connection_state(conn: Any) -> ConnSession:
     if conn.is_closed():
         return ConnSession()  # closed meanwhile: its statements will find it so
     settings = conn.get_settings()
@@ -279,7 +292,7 @@ def _connection_state(conn):
     return state
 
 
-def unusable(conn):
+def unusable(conn: Any) -> Optional[str]:
     """Why conn cannot take a lock (closed, or a pool's connection given
     back), or None."""
     try:
@@ -288,11 +301,12 @@ def unusable(conn):
         return _first_line(exc)
 
 
-def client(conn):
+def client(conn: Any) -> Client:
     """The client for an asyncpg connection."""
     return Client(conn)
 
 
-def lock(conn, name, timeout=None, options=None, **option_kwargs):
+def lock(conn: Any, name: Name, timeout: Optional[float] = None,
+         options: Optional[Options] = None, **option_kwargs: Any) -> AsyncLock:
     """An advlock.AsyncLock on an asyncpg connection (see advlock.lock)."""
     return AsyncLock(Client(conn), name, timeout, options, **option_kwargs)

@@ -2,6 +2,14 @@
 root to catch). Every message of a lock's outcome is the core's own sentence
 (advlock_describe): the reference's exact words where it has them."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from ._machine import LeaseExpiry, Report
+    from ._types import Name
+
 
 class Error(Exception):
     """The root of every exception advlock raises."""
@@ -15,7 +23,8 @@ class LockError(Error):
     str(error) is advlock_describe's sentence.
     """
 
-    def __init__(self, message, report=None, name=None, server_message=None):
+    def __init__(self, message: str, report: Optional[Report] = None,
+                 name: Optional[Name] = None, server_message: Optional[str] = None) -> None:
         super().__init__(message)
         self.report = report
         self.name = name
@@ -60,13 +69,15 @@ class LockLost(LockError):
     been closed. Raised on leaving the body (asyncio: the body was
     cancelled first), by Lock.check(), and by release(), never LockFailed.
 
-    Attributes besides LockError's: reason (advlock_lease_expiry: 1 no
-    answer, 2 connection lost, 3 settings changed, 4 server error),
+    Attributes besides LockError's: reason (an advlock.LeaseExpiry:
+    NO_ANSWER, CONNECTION lost, SETTINGS changed, SERVER_ERROR),
     deadline (the stop deadline, time.monotonic() seconds), lease
     (seconds), ended (True when the connection closed under the lock: on a
     direct connection the server session, and the lock, ended with it)."""
 
-    reason = deadline = lease = None
+    reason: Optional[LeaseExpiry] = None
+    deadline: Optional[float] = None
+    lease: Optional[float] = None
     ended = False
 
 
@@ -81,7 +92,7 @@ class CallError(Error, ValueError):
     wrong state, or a connection busy with another operation.
     Attribute code: the advlock_error value."""
 
-    def __init__(self, code, message):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
 

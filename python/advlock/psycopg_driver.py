@@ -12,7 +12,7 @@ go out unprepared (prepare=False: libpq's unnamed statement, parsed, bound
 and run in one round trip): a transaction-pooling proxy would run a named
 statement on whichever server session is free. A server-side wait's cancel
 at its deadline is psycopg's own conn.cancel() (libpq's PQcancel): from a
-watchdog thread for a blocking connection, from the default executor for an
+thread of its own for a blocking connection (_blocking), from the default executor for an
 asyncio one.
 
 psycopg connections are not in autocommit mode unless you ask: then the
@@ -22,8 +22,11 @@ for session locks taken outside your transactions, and scope=TRANSACTION
 inside `with conn.transaction():`.
 """
 
+from __future__ import annotations
+
 import asyncio
 import re
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Dict, Optional, Union
 
 import psycopg
 from psycopg.types.numeric import Int8BinaryDumper
@@ -34,7 +37,13 @@ from ._asyncio_task import nothing_held
 from ._lease import shut_socket
 from ._loop import AsyncLock, CapacityRow, FencedRow, Lock
 from ._machine import SQL_ANSWER, SQL_TEXT
-from ._session import SessionRow, for_connection
+from ._session import ConnSession, SessionRow, for_connection
+
+if TYPE_CHECKING:
+    from ._machine import Options
+    from ._types import Answer, Args, Call, ErrorAnswer, Name
+
+    AnyConnection = Union[psycopg.Connection[Any], psycopg.AsyncConnection[Any]]
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
@@ -50,18 +59,18 @@ _TEXT = tuple(re.sub(r"\$(\d+)", r"%(p\1)s" if named else "%s", t.replace("%", "
               for t, named in zip(SQL_TEXT, _NAMED))
 
 
-def _args(args):
+def _args(args: Args) -> Dict[str, int]:
     """A named statement's parameters as psycopg's dict."""
     return {"p%d" % (i + 1): v for i, v in enumerate(args)}
 
 
-def _prepare(state):
+def _prepare(state: ConnSession) -> Optional[bool]:
     """psycopg's prepare= for a statement: its own choice (None) on a
     direct connection, never (False) behind a proxy or before it is known."""
     return None if state.proxied is False else False
 
 
-def _cursor(conn):
+def _cursor(conn: Any) -> Any:
     """The lock's cursor: every int it sends is a bigint (int8, binary),
     whatever its size, so each statement is prepared once for every key."""
     cur = conn.cursor()
@@ -72,7 +81,7 @@ def _cursor(conn):
 _ONE_ROW = frozenset(i for i, kind in enumerate(SQL_ANSWER) if kind != B.ANSWER_HOLDERS)
 
 
-def _one(sql, row, client):
+def _one(sql: int, row: Any, client: _Client) -> Answer:
     """The answer of a statement with one row (not HOLDERS): a boolean, a
     void (SQL NULL when a guarded wait did not run), the session row or a
     fenced try's row."""
@@ -81,7 +90,9 @@ def _one(sql, row, client):
     if kind == _VOID:
         return _NULL if value is None else _TRUE
     if kind == _SESSION:
-        return SessionRow(client.state, *row, provisional=not client.outside_transaction())
+        pid, in_recovery, ours = row
+        return SessionRow(client.state, pid, in_recovery, ours,
+                          provisional=not client.outside_transaction())
     if kind == _CAPACITY:
         return CapacityRow(row)
     if kind == _FENCED:
@@ -89,7 +100,7 @@ def _one(sql, row, client):
     return _TRUE if value is True else _FALSE if value is False else _NULL
 
 
-def _error(conn, exc):
+def _error(conn: AnyConnection, exc: BaseException) -> ErrorAnswer:
     if not isinstance(exc, psycopg.Error):
         raise exc
     diag = getattr(exc, "diag", None)
@@ -105,62 +116,62 @@ class _Client:
 
     __slots__ = ("conn", "_cur", "state")
 
-    def __init__(self, conn):
+    conn: Any
+    _watch_socket: Callable[[int, Call], Call]
+
+    def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._cur = _cursor(conn)
         self.state = for_connection(conn)
 
-    def outside_transaction(self):
+    def outside_transaction(self) -> bool:
         """The connection is idle outside any transaction block."""
         return not self.conn.closed and self.conn.pgconn.transaction_status == _IDLE
 
-    def pid(self):
+    def pid(self) -> int:
         """The backend pid announced at connect (a proxy's own number):
         info.backend_pid, read from the PGconn without building an info;
         0 once the connection is closed (its next statement finds it so)."""
         try:
-            return self.conn.pgconn.backend_pid
+            pid: int = self.conn.pgconn.backend_pid
+            return pid
         except psycopg.OperationalError:
             return 0
 
-    def heartbeat_client(self):
-        """The same connection through a cursor of its own: a cursor is not
-        thread-safe, and heartbeats run beside the lock's statements."""
-        return type(self)(self.conn)
-
-    def heartbeat_blocked(self, _body):
+    def heartbeat_blocked(self, _body: object) -> bool:
         """A heartbeat cannot go out now: the body's transaction failed
         (every statement would, until its rollback). The body's statements
         themselves queue with it on the connection's lock."""
-        return self.conn.pgconn.transaction_status == _INERROR
+        return bool(self.conn.pgconn.transaction_status == _INERROR)
 
-    def hold_body(self, _body):
+    def hold_body(self, _body: object) -> Optional[Call]:
         """The body is never held back for a heartbeat (its statements queue
         behind it on the connection's lock); None (no heartbeat now) while
         heartbeat_blocked()."""
         return None if self.heartbeat_blocked(None) else nothing_held
 
-    def close_now(self):
+    def close_now(self) -> None:
         """Ends the connection's socket (the lease expired): the statement
         in flight and the next ones fail at once; close() is the owner's."""
         fd = self._socket()
         if fd is not None:
             shut_socket(fd)
 
-    def _socket(self):
+    def _socket(self) -> Optional[int]:
         """The connection's socket descriptor, or None once closed."""
         try:
-            return self.conn.pgconn.socket
+            fd: int = self.conn.pgconn.socket
+            return fd
         except psycopg.Error:
             return None
 
-    def ended(self):
+    def ended(self) -> bool:
         """True when the server has closed the connection's socket (read
         nothing: the FATAL message stays psycopg's to read)."""
         fd = self._socket()
         return fd is None or _watch.peer_closed(fd)
 
-    def watch(self, on_end):
+    def watch(self, on_end: Call) -> Call:
         """Calls on_end once the server closes the socket (at once if the
         connection is closed already), on the thread _watch_socket says;
         returns the call that stops the watch (_watch)."""
@@ -170,14 +181,14 @@ class _Client:
             return _nothing
         return self._watch_socket(fd, on_end)
 
-    def _own_transaction(self, sql):
+    def _own_transaction(self, sql: int) -> bool:
         """The lease's setup outlives the caller's transactions: outside
         one, on a connection that is not autocommit, it is committed in a
         block of its own (inside one, a rollback undoes it, and the next
         heartbeat says so)."""
         conn = self.conn
-        return (sql == _LEASE_SETUP and not conn.autocommit
-                and conn.pgconn.transaction_status == _IDLE)
+        return bool(sql == _LEASE_SETUP and not conn.autocommit
+                    and conn.pgconn.transaction_status == _IDLE)
 
 
 class Client(_Client):
@@ -185,14 +196,19 @@ class Client(_Client):
 
     __slots__ = ()
 
-    def run(self, sql, args):
+    def heartbeat_client(self) -> Client:
+        """The same connection through a cursor of its own: a cursor is not
+        thread-safe, and heartbeats run beside the lock's statements."""
+        return Client(self.conn)
+
+    def run(self, sql: int, args: Args) -> Answer:
         """Runs one statement; returns its answer (see advlock._loop)."""
         if self._own_transaction(sql):
             with self.conn.transaction():
                 return self._run(sql, args)
         return self._run(sql, args)
 
-    def _run(self, sql, args):
+    def _run(self, sql: int, args: Args) -> Answer:
         cur = self._cur
         try:
             cur.execute(_TEXT[sql], args if not _NAMED[sql] else _args(args),
@@ -207,7 +223,7 @@ class Client(_Client):
         except psycopg.Error as exc:
             return _error(self.conn, exc)
 
-    def cancel(self):
+    def cancel(self) -> None:
         """PQcancel for the statement in flight (thread-safe)."""
         self.conn.cancel()
 
@@ -219,24 +235,30 @@ class AsyncClient(_Client):
 
     __slots__ = ("_loop",)
 
-    def __init__(self, conn):
+    _loop: Optional[asyncio.AbstractEventLoop]
+
+    def __init__(self, conn: Any) -> None:
         super().__init__(conn)
         self._loop = None
 
-    def start(self, sql, args):
+    def heartbeat_client(self) -> AsyncClient:
+        """As Client.heartbeat_client()."""
+        return AsyncClient(self.conn)
+
+    def start(self, sql: int, args: Args) -> Coroutine[Any, Any, Answer]:
         """The statement, as a coroutine returning its answer (advlock._loop
         awaits it)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         return self._run(sql, args)
 
-    async def _run(self, sql, args):
+    async def _run(self, sql: int, args: Args) -> Answer:
         if self._own_transaction(sql):
             async with self.conn.transaction():
                 return await self._run_here(sql, args)
         return await self._run_here(sql, args)
 
-    async def control(self, text):
+    async def control(self, text: str) -> Optional[Answer]:
         """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,
         or the error answer."""
         try:
@@ -245,7 +267,7 @@ class AsyncClient(_Client):
             return _error(self.conn, exc)
         return None
 
-    async def _run_here(self, sql, args):
+    async def _run_here(self, sql: int, args: Args) -> Answer:
         cur = self._cur
         try:
             await cur.execute(_TEXT[sql], args if not _NAMED[sql] else _args(args),
@@ -256,32 +278,36 @@ class AsyncClient(_Client):
         except psycopg.Error as exc:
             return _error(self.conn, exc)
 
-    def cancel(self):
+    def cancel(self) -> asyncio.Future[None]:
         """PQcancel for the statement in flight, from the default executor;
         returns the future of its delivery."""
-        return self._loop.run_in_executor(None, self.conn.cancel)
+        loop = self._loop or asyncio.get_running_loop()
+        return loop.run_in_executor(None, self.conn.cancel)
 
     _watch_socket = staticmethod(_watch.watch_async)  # on the running loop
 
 
-def _nothing():
+def _nothing() -> None:
     pass
 
 
-def unusable(conn):
+def unusable(conn: Any) -> Optional[str]:
     """Why conn cannot take a lock (closed), or None."""
     return "it is closed" if conn.closed else None
 
 
-def client(conn):
+def client(conn: Any) -> Union[Client, AsyncClient]:
     """The client for a psycopg connection: AsyncClient for an
     AsyncConnection, else Client."""
     return AsyncClient(conn) if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
 
 
-def lock(conn, name, timeout=None, options=None, **option_kwargs):
+def lock(conn: Any, name: Name, timeout: Optional[float] = None,
+         options: Optional[Options] = None,
+         **option_kwargs: Any) -> Union[Lock, AsyncLock]:
     """An advlock.Lock (blocking connection) or advlock.AsyncLock
     (AsyncConnection) on a psycopg connection (see advlock.lock)."""
     c = client(conn)
-    return (AsyncLock if isinstance(c, AsyncClient) else Lock)(c, name, timeout, options,
-                                                              **option_kwargs)
+    if isinstance(c, AsyncClient):
+        return AsyncLock(c, name, timeout, options, **option_kwargs)
+    return Lock(c, name, timeout, options, **option_kwargs)

@@ -81,7 +81,7 @@ def holder(flavour, name, out_path, lease=LEASE_S, seconds=None):
             asyncio.run(run_async())
     except advlock.LockLost as exc:
         stamp("lost")
-        out.write("reason %s\n" % exc.reason)
+        out.write("reason %d\n" % exc.reason)
         return 0
     stamp("ended")
     return 0

@@ -132,7 +132,8 @@ def test_a_session_terminated_in_the_body_is_lock_lost_from_the_bodys_exception(
             lk, exc = await hold_and_fail(flavour, conn, "body-terminated", terminate)
         finally:
             await close(conn)
-        assert type(exc) is advlock.LockLost and exc.reason == 2 and exc.ended
+        assert type(exc) is advlock.LockLost and exc.reason is advlock.LeaseExpiry.CONNECTION \
+            and exc.ended
         assert type(exc.__cause__) is WorkFailed and str(exc.__cause__) == "the work failed"
         assert str(exc).startswith("Lock 'body-terminated' was lost: its connection closed"
                                    " while it was held")

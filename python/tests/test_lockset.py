@@ -374,7 +374,7 @@ def test_a_terminated_backend_makes_every_held_lock_lost(flavour, pg_conn):
         go.set()  # each body ends; its release finds the session gone
         results = await asyncio.gather(*tasks, return_exceptions=True)
         assert all(isinstance(r, advlock.LockLost) for r in results), results
-        assert all(r.reason == advlock._binding.LEASE_CONNECTION for r in results)
+        assert all(r.reason is advlock.LeaseExpiry.CONNECTION for r in results)
         assert all(lk.lost.is_set() and not lk.held for lk in holding)
         assert locks.lost and locks.in_use == 0
         # An acquire on the lost set fails, and takes no peer.

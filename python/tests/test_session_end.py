@@ -158,7 +158,7 @@ async def _asyncio_trial(driver, transport, ending, n):
     for lk, result in zip(lks, done):
         assert type(result) is advlock.LockLost, result  # never LockFailed
         assert isinstance(result.__cause__, asyncio.CancelledError)
-        assert result.reason == 2 and result.ended
+        assert result.reason is advlock.LeaseExpiry.CONNECTION and result.ended
         assert lk.state == advlock.LockState.NOT_HELD and lk.lost.is_set()
     if locks is not None:
         assert locks.lost and locks.in_use == 0

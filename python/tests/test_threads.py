@@ -1,0 +1,94 @@
+"""The threads of blocking locks (docs/python.md "Threads"): at most one per
+blocking connection, however many locks it holds, and one timer thread for
+the whole process, never one per lock."""
+
+import os
+import threading
+import time
+
+import pytest
+
+import advlock
+from clients import Recording
+from conftest import holds, need_server
+
+S = advlock.Sql
+TCP_ADDR = os.environ.get("ADVLOCK_PG_LISTEN", "").split("/")[0]
+need_tcp = pytest.mark.skipif(not (TCP_ADDR and os.environ.get("PGPORT")),
+                              reason="no server on TCP (make python-test provides one)")
+# lease=8: heartbeats every H = 0.75 s (test_lease.py).
+LEASE, H = 8, 0.75
+LOCKS = 6
+
+
+def tcp():
+    return "host=%s port=%s user=postgres dbname=postgres" % (TCP_ADDR, os.environ["PGPORT"])
+
+
+def _advlock_threads():
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("advlock-"))
+
+
+@need_tcp
+def test_leased_locks_on_one_blocking_connection_share_its_threads(pg_conn):
+    import psycopg
+    conn = psycopg.connect(tcp(), autocommit=True)
+    locks = [advlock.lock(conn, "threads-%d" % i, timeout=1, lease=LEASE) for i in range(LOCKS)]
+    recs = [Recording(lk) for lk in locks]
+    seen = set()
+    most = 0
+    for lk in locks:
+        lk.acquire()
+    try:
+        end = time.monotonic() + 3 * H
+        while time.monotonic() < end:
+            for lk in locks:
+                lk.check()
+            names = _advlock_threads()
+            most = max(most, len(names))
+            seen.update(names)
+            time.sleep(0.01)
+    finally:
+        for lk in locks:
+            lk.release()
+    for lk, rec in zip(locks, recs):
+        assert rec.sql.count(S.HEARTBEAT) >= 2, (lk.name, rec.sql)
+        assert holds(pg_conn, lk.key) == []
+    # The process's timer thread, its session watch, the connection's worker.
+    assert seen <= {"advlock-timers", "advlock-session-watch", "advlock-connection"}, seen
+    assert most <= 3, seen
+    conn.close()
+
+
+@need_server
+def test_server_side_waits_keep_their_deadlines_without_a_thread_each(pg_conn):
+    import psycopg
+    waiters = 3
+    key_holder = psycopg.connect(autocommit=True)
+    conns = [psycopg.connect(autocommit=True) for _ in range(waiters)]
+    locks = [advlock.lock(c, "threads-wait", timeout=1.5, wait=advlock.WAIT_SERVER,
+                          lease=None) for c in conns]
+    key_holder.execute("SELECT pg_advisory_lock(%s)", (locks[0].key,))
+    outcomes = []
+
+    def wait(lk):
+        try:
+            lk.acquire()
+            outcomes.append("acquired")
+        except advlock.LockTimeout:
+            outcomes.append("timed out")
+
+    before = threading.active_count()
+    callers = [threading.Thread(target=wait, args=(lk,)) for lk in locks]
+    for t in callers:
+        t.start()
+    time.sleep(0.75)  # every wait is on the server now, until 1.5 s
+    during = threading.active_count()
+    for t in callers:
+        t.join()
+    key_holder.close()
+    for c in conns:
+        c.close()
+    assert outcomes == ["timed out"] * waiters
+    # The callers' own threads, and at most the process's timer thread.
+    assert during - before <= waiters + 1, _advlock_threads()

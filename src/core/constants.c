@@ -1,0 +1,183 @@
+/*
+ * The header's integer constants as data: every enumerator, every numeric
+ * limit, and the size of every type a caller allocates, for bindings that
+ * load the library without a compiler (the Python package reads them at
+ * import instead of restating them). The compiler supplies each value from
+ * advlock.h; python/tests/test_layout.py checks that the table names every
+ * enumerator and limit the header declares.
+ */
+#include "advlock.h"
+#include "constant_table.h"
+
+static const advlock_constant constants[] = {
+    /* advlock_error */
+    ENUMERATOR(advlock_error, ADVLOCK_OK),
+    ENUMERATOR(advlock_error, ADVLOCK_EINVAL),
+    ENUMERATOR(advlock_error, ADVLOCK_EUTF8),
+    ENUMERATOR(advlock_error, ADVLOCK_EMISUSE),
+    ENUMERATOR(advlock_error, ADVLOCK_ECRYPTO),
+    ENUMERATOR(advlock_error, ADVLOCK_ENOMEM),
+    /* advlock_failure */
+    ENUMERATOR(advlock_failure, ADVLOCK_FAILURE_NONE),
+    ENUMERATOR(advlock_failure, ADVLOCK_ENULL),
+    ENUMERATOR(advlock_failure, ADVLOCK_ESERVER),
+    ENUMERATOR(advlock_failure, ADVLOCK_ECONNLOST),
+    ENUMERATOR(advlock_failure, ADVLOCK_ESTANDBY),
+    ENUMERATOR(advlock_failure, ADVLOCK_ESESSION),
+    ENUMERATOR(advlock_failure, ADVLOCK_ENOANSWER),
+    /* advlock_sql */
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_LOCK),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_UNLOCK),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_LOCK_SHARED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_UNLOCK_SHARED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_XACT_LOCK),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_LOCK),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_LOCK_SHARED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_XACT_LOCK),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_XACT_LOCK_SHARED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_HOLDERS),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_SESSION),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_LOCK_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_UNLOCK_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_UNLOCK_SHARED_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_LOCK_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_LOCK_SHARED_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_HELD),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_HELD_SHARED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_HELD_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_HELD_SHARED_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_XACT_LOCK_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_LEASE_SETUP),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_HEARTBEAT),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_HEARTBEAT_GUARDED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_LOCK_FENCED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_TRY_XACT_LOCK_FENCED),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_CAPACITY),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_COUNT),
+    /* advlock_sql_answer_kind */
+    ENUMERATOR(advlock_sql_answer_kind, ADVLOCK_ANSWER_BOOLEAN),
+    ENUMERATOR(advlock_sql_answer_kind, ADVLOCK_ANSWER_VOID),
+    ENUMERATOR(advlock_sql_answer_kind, ADVLOCK_ANSWER_HOLDERS),
+    ENUMERATOR(advlock_sql_answer_kind, ADVLOCK_ANSWER_SESSION),
+    ENUMERATOR(advlock_sql_answer_kind, ADVLOCK_ANSWER_FENCED),
+    ENUMERATOR(advlock_sql_answer_kind, ADVLOCK_ANSWER_CAPACITY),
+    /* advlock_result */
+    ENUMERATOR(advlock_result, ADVLOCK_RESULT_TRUE),
+    ENUMERATOR(advlock_result, ADVLOCK_RESULT_FALSE),
+    ENUMERATOR(advlock_result, ADVLOCK_RESULT_NULL),
+    ENUMERATOR(advlock_result, ADVLOCK_RESULT_SERVER_ERROR),
+    ENUMERATOR(advlock_result, ADVLOCK_RESULT_CONNECTION_LOST),
+    /* advlock_outcome */
+    ENUMERATOR(advlock_outcome, ADVLOCK_ACQUIRED),
+    ENUMERATOR(advlock_outcome, ADVLOCK_RELEASED),
+    ENUMERATOR(advlock_outcome, ADVLOCK_NOT_HELD),
+    ENUMERATOR(advlock_outcome, ADVLOCK_TIMED_OUT),
+    ENUMERATOR(advlock_outcome, ADVLOCK_CANCELLED),
+    ENUMERATOR(advlock_outcome, ADVLOCK_FAILED),
+    ENUMERATOR(advlock_outcome, ADVLOCK_ENDS_WITH_TRANSACTION),
+    ENUMERATOR(advlock_outcome, ADVLOCK_HELD),
+    ENUMERATOR(advlock_outcome, ADVLOCK_OUTCOME_COUNT),
+    /* advlock_detail */
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_NONE),
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_CANCEL_TOO_LATE),
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_UNDO_CANCELLED),
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE),
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_UNDO_AFTER_57014),
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_DIAGNOSED),
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_DIAGNOSIS_FAILED),
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_LOST),
+    ENUMERATOR(advlock_detail, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR),
+    /* advlock_backend_state */
+    ENUMERATOR(advlock_backend_state, ADVLOCK_BACKEND_UNKNOWN),
+    ENUMERATOR(advlock_backend_state, ADVLOCK_BACKEND_ACTIVE),
+    ENUMERATOR(advlock_backend_state, ADVLOCK_BACKEND_IDLE),
+    ENUMERATOR(advlock_backend_state, ADVLOCK_BACKEND_IDLE_IN_TRANSACTION),
+    ENUMERATOR(advlock_backend_state, ADVLOCK_BACKEND_IDLE_IN_TRANSACTION_ABORTED),
+    ENUMERATOR(advlock_backend_state, ADVLOCK_BACKEND_FASTPATH),
+    ENUMERATOR(advlock_backend_state, ADVLOCK_BACKEND_DISABLED),
+    /* advlock_action_kind */
+    ENUMERATOR(advlock_action_kind, ADVLOCK_ACTION_NONE),
+    ENUMERATOR(advlock_action_kind, ADVLOCK_ACTION_QUERY),
+    ENUMERATOR(advlock_action_kind, ADVLOCK_ACTION_SLEEP),
+    ENUMERATOR(advlock_action_kind, ADVLOCK_ACTION_DONE),
+    ENUMERATOR(advlock_action_kind, ADVLOCK_ACTION_CANCEL_QUERY),
+    /* advlock_backoff */
+    ENUMERATOR(advlock_backoff, ADVLOCK_BACKOFF_REFERENCE),
+    ENUMERATOR(advlock_backoff, ADVLOCK_BACKOFF_FULL_JITTER),
+    /* advlock_wait */
+    ENUMERATOR(advlock_wait, ADVLOCK_WAIT_POLL),
+    ENUMERATOR(advlock_wait, ADVLOCK_WAIT_SERVER),
+    /* advlock_mode */
+    ENUMERATOR(advlock_mode, ADVLOCK_EXCLUSIVE),
+    ENUMERATOR(advlock_mode, ADVLOCK_SHARED),
+    /* advlock_scope */
+    ENUMERATOR(advlock_scope, ADVLOCK_SESSION),
+    ENUMERATOR(advlock_scope, ADVLOCK_TRANSACTION),
+    /* advlock_event_kind */
+    ENUMERATOR(advlock_event_kind, ADVLOCK_EVENT_ATTEMPT),
+    ENUMERATOR(advlock_event_kind, ADVLOCK_EVENT_RESULT),
+    ENUMERATOR(advlock_event_kind, ADVLOCK_EVENT_SLEEP),
+    ENUMERATOR(advlock_event_kind, ADVLOCK_EVENT_CANCEL_QUERY),
+    ENUMERATOR(advlock_event_kind, ADVLOCK_EVENT_DONE),
+    ENUMERATOR(advlock_event_kind, ADVLOCK_EVENT_LOST),
+    ENUMERATOR(advlock_event_kind, ADVLOCK_EVENT_WARNING),
+    /* advlock_lease_action_kind */
+    ENUMERATOR(advlock_lease_action_kind, ADVLOCK_LEASE_NONE),
+    ENUMERATOR(advlock_lease_action_kind, ADVLOCK_LEASE_QUERY),
+    ENUMERATOR(advlock_lease_action_kind, ADVLOCK_LEASE_WAIT),
+    ENUMERATOR(advlock_lease_action_kind, ADVLOCK_LEASE_EXPIRED),
+    /* advlock_lease_expiry */
+    ENUMERATOR(advlock_lease_expiry, ADVLOCK_LEASE_LIVE),
+    ENUMERATOR(advlock_lease_expiry, ADVLOCK_LEASE_NO_ANSWER),
+    ENUMERATOR(advlock_lease_expiry, ADVLOCK_LEASE_CONNECTION),
+    ENUMERATOR(advlock_lease_expiry, ADVLOCK_LEASE_SETTINGS),
+    ENUMERATOR(advlock_lease_expiry, ADVLOCK_LEASE_SERVER_ERROR),
+    /* advlock_lease_setup */
+    ENUMERATOR(advlock_lease_setup, ADVLOCK_LEASE_SETUP_PENDING),
+    ENUMERATOR(advlock_lease_setup, ADVLOCK_LEASE_APPLIED),
+    ENUMERATOR(advlock_lease_setup, ADVLOCK_LEASE_UNIX_SOCKET),
+    ENUMERATOR(advlock_lease_setup, ADVLOCK_LEASE_NOT_APPLIED),
+    ENUMERATOR(advlock_lease_setup, ADVLOCK_LEASE_PROXIED),
+    ENUMERATOR(advlock_lease_setup, ADVLOCK_LEASE_SETUP_FAILED),
+    /* advlock_peer_state_kind */
+    ENUMERATOR(advlock_peer_state_kind, ADVLOCK_PEER_OUT),
+    ENUMERATOR(advlock_peer_state_kind, ADVLOCK_PEER_ASKING),
+    ENUMERATOR(advlock_peer_state_kind, ADVLOCK_PEER_HELD),
+    /* limits */
+    LIMIT(ADVLOCK_KEY_ECHO_MAX),
+    LIMIT(ADVLOCK_MESSAGE_MAX),
+    LIMIT(ADVLOCK_WAIT_GRACE_MS),
+    LIMIT(ADVLOCK_GUARD_RETRY_MS),
+    LIMIT(ADVLOCK_LEASE_SERVER_SLACK_MS),
+    LIMIT(ADVLOCK_LEASE_MARGIN_MS),
+    LIMIT(ADVLOCK_LEASE_MIN_DEADLINE_MS),
+    LIMIT(ADVLOCK_LEASE_MAX_MS),
+    LIMIT(ADVLOCK_LEASE_DEFAULT_MS),
+    LIMIT(ADVLOCK_LEASE_OPTIONS_MAX),
+    LIMIT(ADVLOCK_CAPACITY_SHARE_DEFAULT),
+    LIMIT(ADVLOCK_CAPACITY_PG_MAX_LOCKS_PER_TRANSACTION),
+    LIMIT(ADVLOCK_CAPACITY_PG_MAX_CONNECTIONS),
+    LIMIT(ADVLOCK_CAPACITY_PG_MAX_PREPARED_TRANSACTIONS),
+    /* sizes of the types a caller allocates */
+    SIZE(advlock_report),
+    SIZE(advlock_action),
+    SIZE(advlock_event),
+    SIZE(advlock_options),
+    SIZE(advlock_holder),
+    SIZE(advlock_session),
+    SIZE(advlock_machine),
+    SIZE(advlock_lease_plan),
+    SIZE(advlock_lease_action),
+    SIZE(advlock_lease),
+    SIZE(advlock_peer),
+    SIZE(advlock_peers),
+    SIZE(advlock_capacity),
+    SIZE(advlock_constant),
+};
+
+CONSTANT_TABLE_ACCESSOR(advlock_constants, constants)
