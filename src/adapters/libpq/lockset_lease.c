@@ -106,7 +106,7 @@ void advlock_pq_ls_lease_setup(advlock_pq_lockset *s, int64_t now_ms)
 static void setup_refused(advlock_pq_lockset *s, const char *words, int64_t now_ms)
 {
     char why[ADVLOCK_PQ_TEXT_MAX];
-    advlock_pq_lease_say_setup_failed(&s->lease_, words, why, sizeof why);
+    advlock_lease_say_setup_failed(&s->lease_, words, why, sizeof why);
     advlock_pq_member *m = s->lists_[LS_QUEUE_LIST];
     while (m != NULL) {
         advlock_pq_member *next = m->next_;
@@ -129,7 +129,7 @@ static void expired(advlock_pq_lockset *s, const char *words, int64_t now_ms)
     if (why == ADVLOCK_LEASE_LIVE)
         why = ADVLOCK_LEASE_NO_ANSWER;
     char message[ADVLOCK_PQ_TEXT_MAX];
-    advlock_pq_lease_say_expiry(&s->lease_, why, words, message, sizeof message);
+    advlock_lease_say_expiry(&s->lease_, why, words, message, sizeof message);
     advlock_pq_ls_lose_held(s, "", message, why, now_ms);
     s->lease_holding_ = 0;
     s->lease_expired_ = 1;

@@ -232,24 +232,6 @@ int advlock_pq_wait_until(int64_t until_ms, int64_t now);
  * if the connection is gone (async.c). */
 int advlock_pq_read_idle(PGconn *conn);
 
-/* ---- lease_words.c: a lease's failures in words ------------------------------ */
-
-/* Why a lease's setup refuses the lock (words: what its statement said, or
- * ""), into out (size bytes). */
-void advlock_pq_lease_say_setup_failed(const advlock_lease *l, const char *words, char *out,
-                                       size_t size);
-
-/* 1 when the lease set nothing on the server session that holds the lock:
- * behind a proxy (the server's socket is the proxy's), or after a heartbeat
- * found its settings changed. Then the lease does not bound when the
- * server frees the lock. */
-int advlock_pq_lease_unbound(const advlock_lease *l, advlock_lease_expiry why);
-
-/* Why the lease ran out, as the loss's words (words: what the failed
- * heartbeat said, or ""), into out (size bytes). */
-void advlock_pq_lease_say_expiry(const advlock_lease *l, advlock_lease_expiry why,
-                                 const char *words, char *out, size_t size);
-
 /* ---- shared checks ------------------------------------------------------- */
 
 /* 1 when conn can take a new statement from an adapter: no query of the
