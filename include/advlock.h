@@ -1508,7 +1508,7 @@ typedef struct advlock_conn {
     uint8_t session_asked_, provisional_;
     uint8_t unsynced_, close_batch_, follow_;
     uint8_t capacity_read_, capacity_share_;
-    uint8_t given_up_, polled_;
+    uint8_t given_up_, polled_, starved_;
 } advlock_conn;
 
 /*
@@ -1652,6 +1652,33 @@ ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t 
  * rollback undoes its claim), so outside one it is checked again, same
  * token. No-op for NULL. */
 ADVLOCK_API void advlock_conn_on_transaction(advlock_conn *c, int in_block);
+
+/*
+ * The caller lets go of every member (the engine is about to go): members
+ * under way end CANCELLED (their events come), held members are forgotten,
+ * not released (advlock_member_held() turns 0, no event, the report stays
+ * the acquire's: the server session still holds their locks), and the
+ * statements in flight are forgotten. No-op for NULL.
+ */
+ADVLOCK_API void advlock_conn_forget(advlock_conn *c, int64_t now_ms);
+
+/* How many statements are in flight or owed (give-backs still to send):
+ * 0 when the connection may be handed to anyone else. 0 for NULL. */
+ADVLOCK_API size_t advlock_conn_outstanding(const advlock_conn *c);
+
+/* 1 when, at the last poll, a member's statement waited for nothing but a
+ * free slot: more slots (advlock_conn_move_slots()) would send it now. */
+ADVLOCK_API int advlock_conn_starved(const advlock_conn *c);
+
+/*
+ * Moves the engine's statements in flight to slots, nslots of them (more
+ * than are in use), which the caller owns from now on instead of the old
+ * ones (free those on return). Only while no cancelled member's key is
+ * kept (their keepers are linked into the exclusion table where they are).
+ * Returns 0, or ADVLOCK_EINVAL (NULL, too few slots) or ADVLOCK_EMISUSE
+ * (a key is kept: try again later).
+ */
+ADVLOCK_API int advlock_conn_move_slots(advlock_conn *c, advlock_conn_slot *slots, size_t nslots);
 
 /* The connection's session value (NULL for NULL). */
 ADVLOCK_API const advlock_session *advlock_conn_session(const advlock_conn *c);

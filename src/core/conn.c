@@ -242,15 +242,8 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
         return;
     /* Every member with a statement in flight ends here, its statement
      * left to the engine, which forgets it below. */
-    for (;;) {
-        advlock_member *m = NULL;
-        for (size_t i = 0; m == NULL && i < c->count_; i++) {
-            const advlock_conn_slot *s = &c->slots_[(c->head_ + i) % c->nslots_];
-            if (s->kind_ == SLOT_MEMBER)
-                m = s->member_;
-        }
-        if (m == NULL)
-            break;
+    advlock_member *m;
+    while ((m = advlock_conn_first_in_flight(c)) != NULL) {
         advlock_conn_detach(c, m);
         advlock_conn_end(c, m, ADVLOCK_FAILED, failure, now_ms);
     }
@@ -258,6 +251,23 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
     advlock_conn_lose_held(c, "", words, ADVLOCK_LEASE_LIVE, now_ms);
     advlock_conn_drain(c, words, now_ms);
     c->given_up_ = 1;
+}
+
+void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    advlock_member *m;
+    while ((m = advlock_conn_first_in_flight(c)) != NULL) {
+        advlock_conn_detach(c, m);
+        advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
+    }
+    advlock_conn_end_waiting(c, ADVLOCK_CANCELLED, 0, now_ms);
+    while ((m = c->lists_[CONN_HELD_LIST]) != NULL) {
+        (void)advlock_peers_leave(&c->peers_, &m->peer_);
+        advlock_conn_move(c, m, CONN_DONE);
+    }
+    advlock_conn_drain(c, "", now_ms);
 }
 
 int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64_t now_ms)

@@ -130,6 +130,9 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m);
  * forgotten: the session they belonged to is gone. */
 void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms);
 
+/* The first member with a statement in flight, or NULL. */
+advlock_member *advlock_conn_first_in_flight(const advlock_conn *c);
+
 /* How many members have a statement in flight. */
 size_t advlock_conn_in_flight(const advlock_conn *c);
 

@@ -172,6 +172,14 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m)
     }
 }
 
+advlock_member *advlock_conn_first_in_flight(const advlock_conn *c)
+{
+    for (uint32_t i = 0; i < c->count_; i++)
+        if (slot_at(c, i)->kind_ == SLOT_MEMBER)
+            return slot_at(c, i)->member_;
+    return NULL;
+}
+
 size_t advlock_conn_in_flight(const advlock_conn *c)
 {
     size_t n = 0;
@@ -428,8 +436,10 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
 {
     advlock_member *m;
     while ((m = c->lists_[CONN_QUEUE_LIST]) != NULL) {
-        if (!room(c, 1))
+        if (!room(c, 2)) {
+            c->starved_ = 1;
             return 0;
+        }
         advlock_action act = advlock_next_action(&m->machine_);
         if (act.kind != ADVLOCK_ACTION_QUERY) {
             advlock_conn_move(c, m, CONN_IDLE);
@@ -450,7 +460,7 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         }
         /* The lock table's settings are read once per server session, just
          * ahead of its session check, so they are known before any try. */
-        if (act.sql == ADVLOCK_SQL_SESSION && c->capacity_read_ == CAPACITY_UNREAD && room(c, 2)) {
+        if (act.sql == ADVLOCK_SQL_SESSION && c->capacity_read_ == CAPACITY_UNREAD) {
             advlock_action read;
             memset(&read, 0, sizeof read);
             read.sql = ADVLOCK_SQL_CAPACITY;
@@ -469,15 +479,12 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
             return emit_sync(c, st);
         int form = form_of(c, act.sql);
         uint32_t bit = UINT32_C(1) << act.sql;
-        if (form == ADVLOCK_FORM_NAMED && !(c->prepared_ & bit) && !(c->preparing_ & bit)
-            && room(c, 2)) {
+        if (form == ADVLOCK_FORM_NAMED && !(c->prepared_ & bit) && !(c->preparing_ & bit)) {
             c->preparing_ |= bit;
             c->follow_ = 1;
             return emit(st, push(c, SLOT_PREPARE, act.sql, ADVLOCK_FORM_PREPARE, NULL, now_ms),
                         &act);
         }
-        if (form == ADVLOCK_FORM_NAMED && !(c->prepared_ & bit) && !(c->preparing_ & bit))
-            return 0; /* no room for the prepare too */
         c->follow_ = 0;
         c->close_batch_ = (uint8_t)(alone && pipelining(c));
         advlock_conn_slot *s = push(c, SLOT_MEMBER, act.sql, form, m, now_ms);
@@ -494,6 +501,7 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
         return 0;
     memset(st, 0, sizeof *st);
     c->polled_ = 0;
+    c->starved_ = 0;
     if (c->given_up_)
         return 0;
     advlock_conn_lease_tend(c, now_ms);
@@ -525,9 +533,11 @@ void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t
         return;
     int was = c->polled_;
     c->polled_ = 0;
-    if (was == 2) { /* the sync: still due */
-        tail(c)->sync_ = 0;
-        c->unsynced_ = 1;
+    if (was == 2) { /* the sync: due again, unless nothing will answer */
+        if (!broken) {
+            tail(c)->sync_ = 0;
+            c->unsynced_ = 1;
+        }
         return;
     }
     c->count_--;
@@ -556,5 +566,35 @@ int advlock_conn_wants_send(const advlock_conn *c)
         return 0;
     if (c->unsynced_ || c->owed_ >= 0 || advlock_conn_lease_beat_due(c))
         return 1;
-    return c->lists_[CONN_QUEUE_LIST] != NULL && !batch_closed(c) && room(c, 1);
+    return c->lists_[CONN_QUEUE_LIST] != NULL && !batch_closed(c) && room(c, 2);
+}
+
+size_t advlock_conn_outstanding(const advlock_conn *c)
+{
+    return c != NULL ? (size_t)c->count_ + c->owed_count_ : 0;
+}
+
+int advlock_conn_starved(const advlock_conn *c)
+{
+    return c != NULL && c->starved_;
+}
+
+int advlock_conn_move_slots(advlock_conn *c, advlock_conn_slot *slots, size_t nslots)
+{
+    if (c == NULL || slots == NULL || nslots <= c->count_ || nslots > INT32_MAX)
+        return ADVLOCK_EINVAL;
+    uint32_t free_keepers = 0;
+    for (int32_t k = c->free_keepers_; k >= 0; k = keeper(c, k)->kept_next_)
+        free_keepers++;
+    if (free_keepers != c->nslots_)
+        return ADVLOCK_EMISUSE;
+    for (uint32_t i = 0; i < c->count_; i++)
+        slots[i] = *slot_at(c, i);
+    for (size_t i = 0; i < nslots; i++)
+        slots[i].kept_next_ = i + 1 < nslots ? (int32_t)(i + 1) : -1;
+    c->slots_ = slots;
+    c->nslots_ = (uint32_t)nslots;
+    c->head_ = 0;
+    c->free_keepers_ = 0;
+    return 0;
 }

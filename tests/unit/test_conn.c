@@ -419,13 +419,21 @@ static void full_slots_hold_statements_back(void **state)
         assert_int_equal(advlock_conn_start_acquire_key(&f.c, &more[i], 10 + i, 5000, NULL, f.now),
                          0);
     }
-    assert_int_equal(poll_all(), SLOTS + 1); /* every slot, and the sync */
-    expect_sync(SLOTS);
+    /* Every slot but the one kept for a prepare's pair, and the sync. */
+    assert_int_equal(poll_all(), SLOTS);
+    expect_sync(SLOTS - 1);
+    assert_true(advlock_conn_starved(&f.c));
     assert_int_equal(advlock_conn_busy(&f.c), SLOTS + 2);
     answer(ADVLOCK_RESULT_FALSE);
     answer(ADVLOCK_RESULT_FALSE);
     assert_int_equal(poll_all(), 3);
-    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &more[SLOTS]);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &more[SLOTS - 1]);
+    /* More slots: the rest go at once. */
+    advlock_conn_slot bigger[4 * SLOTS];
+    assert_int_equal(advlock_conn_move_slots(&f.c, bigger, 4 * SLOTS), 0);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &more[SLOTS + 1]);
+    assert_false(advlock_conn_starved(&f.c));
     /* The members are the test's stack's: leave nothing behind. */
     for (int i = 0; i < SLOTS + 2; i++)
         (void)advlock_conn_cancel(&f.c, &more[i], f.now);
