@@ -367,8 +367,9 @@ int advlock_conn_head(const advlock_conn *c, advlock_statement *st)
 {
     if (c == NULL || st == NULL || c->count_ == 0)
         return 0;
-    memset(st, 0, sizeof *st);
+    /* Called for every result the pump reads: only the fields a head has. */
     fill(st, slot_at(c, 0));
+    st->param = st->param2 = st->param3 = 0;
     return 1;
 }
 
