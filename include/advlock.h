@@ -1619,9 +1619,9 @@ ADVLOCK_API int64_t advlock_conn_next_wake(const advlock_conn *c);
 
 /*
  * The connection closed (or became readable with an error): every
- * statement in flight is answered lost, every held member turns LOST with
- * sqlstate ("" or NULL: none) and words, and every later statement fails
- * as lost, until advlock_conn_on_reset(). No-op for NULL.
+ * statement in flight is answered lost, every member under way ends FAILED
+ * with ADVLOCK_ECONNLOST, and every held member turns LOST with sqlstate
+ * ("" or NULL: none) and words. No-op for NULL.
  */
 ADVLOCK_API void advlock_conn_on_closed(advlock_conn *c, const char *sqlstate, const char *words,
                                         int64_t now_ms);

@@ -227,12 +227,38 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
     return at;
 }
 
+/* The server session is gone: a member waiting to release or verify the
+ * lock it held there, or to undo a grant it got there, has nothing left
+ * to act on; it ends FAILED as a lost connection (and a releaser, whose
+ * lock was in doubt, turns LOST with the others). Acquirers holding
+ * nothing go on, on the next session. */
+static void end_dead_waiting(advlock_conn *c, int64_t now_ms)
+{
+    static const int waiting[] = {CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++) {
+        advlock_member *m = c->lists_[waiting[i]];
+        while (m != NULL) {
+            advlock_member *next = m->next_;
+            if (!m->acquiring_ || advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT)
+                advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
+            m = next;
+        }
+    }
+}
+
 void advlock_conn_on_closed(advlock_conn *c, const char *sqlstate, const char *words,
                             int64_t now_ms)
 {
     if (c == NULL)
         return;
     advlock_conn_drain(c, words, now_ms);
+    /* Nothing waiting can go anywhere now (a later start fails as its
+     * statement's send does): each ends in the close's words. */
+    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
+        for (advlock_member *m = c->lists_[waiting[i]]; m != NULL; m = m->next_)
+            advlock_conn_say(m, words);
+    advlock_conn_end_waiting(c, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
     advlock_conn_lose_held(c, sqlstate, words, ADVLOCK_LEASE_LIVE, now_ms);
 }
 
@@ -291,6 +317,7 @@ int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64
      * before the holders hear of the loss, so that nothing the old session
      * said (a grant, a failed release) counts on the new one. */
     advlock_conn_drain(c, words, now_ms);
+    end_dead_waiting(c, now_ms);
     advlock_conn_lose_held(c, "", words, ADVLOCK_LEASE_LIVE, now_ms);
     return 0;
 }
