@@ -261,6 +261,38 @@ static void close_stops_every_member_with_one_reason(void **state)
     assert_int_equal(advlock_conn_busy(&f.c), 0);
 }
 
+/* Behind a proxy a release waits behind the statement in flight: a close
+ * or a reset meanwhile leaves it nothing to release on the next session,
+ * so it ends there, its lock lost with the others. */
+static void a_release_waiting_dies_with_its_session(void **state)
+{
+    (void)state;
+    for (int reset = 0; reset < 2; reset++) {
+        setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+        acquire(0, 1, NULL);
+        acquire(1, 2, NULL);
+        check_session(PID + 50);
+        assert_int_equal(poll_all(), 2);
+        answer(ADVLOCK_RESULT_TRUE);
+        assert_int_equal(poll_all(), 2);
+        answer(ADVLOCK_RESULT_TRUE);
+        (void)events(NULL);
+        acquire(2, 3, NULL);
+        assert_int_equal(poll_all(), 2); /* m[2]'s try in flight */
+        assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+        assert_int_equal(poll_all(), 0); /* the release waits behind it */
+        if (reset)
+            assert_int_equal(advlock_conn_on_reset(&f.c, PID + 60, TOKEN + 1, f.now), 0);
+        else
+            advlock_conn_on_closed(&f.c, "57P01", "terminating connection", f.now);
+        assert_false(advlock_member_busy(&f.m[0]));
+        assert_true(advlock_member_lost(&f.m[0]));
+        assert_true(advlock_member_lost(&f.m[1]));
+        assert_int_equal(advlock_peers_count(&f.c.peers_), 0);
+        assert_int_equal(advlock_member_report(&f.m[2])->failure, ADVLOCK_ECONNLOST);
+    }
+}
+
 static void refused_lease_setup_fails_the_acquire(void **state)
 {
     (void)state;
@@ -445,6 +477,7 @@ int main(void)
         cmocka_unit_test_setup(cancelled_grant_is_given_back, setup),
         cmocka_unit_test_setup(reset_loses_held_members, setup),
         cmocka_unit_test_setup(close_stops_every_member_with_one_reason, setup),
+        cmocka_unit_test_setup(a_release_waiting_dies_with_its_session, setup),
         cmocka_unit_test_setup(refused_lease_setup_fails_the_acquire, setup),
         cmocka_unit_test_setup(lease_without_heartbeat_answer_expires, setup),
         cmocka_unit_test_setup(behind_a_proxy_one_statement_at_a_time, setup),
