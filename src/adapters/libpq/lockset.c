@@ -139,7 +139,8 @@ void advlock_pq_member_init(advlock_pq_member *m)
     advlock_member_init(&m->member_);
 }
 
-/* A member's operation started (rc 0): its report is the new one's. */
+/* A member's operation started (rc 0): its report is the new one's, and
+ * an operation that ended at once (its event) fills it. */
 static int started(advlock_pq_lockset *set, advlock_pq_member *m, int rc)
 {
     if (rc != 0)
@@ -165,8 +166,6 @@ int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_mem
     else
         advlock_options_init(&chosen);
     advlock_pq_seed_jitter(&chosen);
-    /* The report begins before the start: a start can end at once. */
-    advlock_pq_report_begin(&m->report_);
     int rc = advlock_conn_start_acquire_key(&set->engine_, &m->member_, key, timeout_ms, &chosen,
                                             now_ms);
     return started(set, m, rc);
