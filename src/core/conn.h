@@ -82,7 +82,8 @@ void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int fail
 void advlock_conn_lose_held(advlock_conn *c, const char *sqlstate, const char *words,
                             advlock_lease_expiry expiry, int64_t now_ms);
 
-/* Feeds m's machine a failure result with words, and follows it. */
+/* Feeds m's machine a failure result with words, and follows it; a try
+ * let through but never sent leaves the table. */
 void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, const char *sqlstate,
                        const char *words, int64_t now_ms);
 

@@ -214,7 +214,10 @@ void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, con
                        const char *words, int64_t now_ms)
 {
     advlock_conn_say(m, words);
-    (void)advlock_peers_leave(&c->peers_, &m->peer_);
+    /* A try let through but not sent leaves; a held key (a release's, an
+     * undo's) stays taken as the machine's end decides. */
+    if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
+        (void)advlock_peers_leave(&c->peers_, &m->peer_);
     (void)advlock_on_result(&m->machine_, r, sqlstate, m->words_, now_ms);
     advlock_conn_follow(c, m, now_ms);
 }
@@ -242,7 +245,16 @@ static int past_capacity(advlock_conn *c, advlock_member *m, int64_t now_ms)
                                    sizeof words)
                != 1)
         return 0;
-    advlock_conn_fail(c, m, ADVLOCK_RESULT_SERVER_ERROR, "53400", words, now_ms);
+    advlock_conn_say(m, words);
+    (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_SERVER_ERROR, "53400", m->words_, now_ms);
+    /* A fenced try's machine undoes a failed try with an unlock, as the
+     * server may have run it; this one never left the process, and an
+     * unlock would take another member's hold of the key: it is answered
+     * here, nothing held. */
+    advlock_action undo = advlock_next_action(&m->machine_);
+    if (undo.kind == ADVLOCK_ACTION_QUERY && undo.sql == ADVLOCK_SQL_UNLOCK)
+        (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);
+    advlock_conn_follow(c, m, now_ms);
     return 1;
 }
 

@@ -142,6 +142,12 @@ static void drop_owed(advlock_conn *c)
     c->owed_count_ = 0;
 }
 
+static int is_unlock(int sql)
+{
+    return sql == ADVLOCK_SQL_UNLOCK || sql == ADVLOCK_SQL_UNLOCK_SHARED
+           || sql == ADVLOCK_SQL_UNLOCK_GUARDED || sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
+}
+
 /* The unlock that gives back a grant of the try-lock try_sql. */
 static advlock_sql unlock_of(int try_sql)
 {
@@ -160,15 +166,22 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m)
         if (s->kind_ != SLOT_MEMBER || s->member_ != m)
             continue;
         advlock_mode mode;
-        if (advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT
-            && advlock_conn_try_mode(s->sql_, &mode)) {
+        s->kind_ = SLOT_DETACHED;
+        s->member_ = NULL;
+        if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
+            continue;
+        if (advlock_conn_try_mode(s->sql_, &mode)) {
             /* The server may grant the try for this session until it has
              * answered: the key stays taken till then (and till a grant's
              * give-back has answered), though m may go at once. */
             s->keeper_ = keep_peer(c, &m->peer_, s->key_, mode);
+        } else if (is_unlock(s->sql_)) {
+            /* The unlock undoing m's grant: the engine's give-back from
+             * now on, sent again if its batch is aborted. */
+            s->keeper_ = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
+            keeper(c, s->keeper_)->kept_unlock_ = s->sql_;
+            s->kind_ = SLOT_GIVE_BACK;
         }
-        s->kind_ = SLOT_DETACHED;
-        s->member_ = NULL;
     }
 }
 
@@ -232,7 +245,11 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
     feed(m, s, a, now_ms);
     advlock_mode mode;
     if (advlock_conn_try_mode(s->sql_, &mode)) {
-        if (a->result == ADVLOCK_RESULT_TRUE) {
+        /* A try the machine undoes (a fenced try's error: the server may
+         * have granted it) holds the key until the unlock has answered. */
+        advlock_action next = advlock_next_action(&m->machine_);
+        int undo = next.kind == ADVLOCK_ACTION_QUERY && is_unlock(next.sql);
+        if (a->result == ADVLOCK_RESULT_TRUE || undo) {
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
             advlock_conn_lease_granted(c, s->sent_ms_, now_ms);
         } else {
@@ -373,9 +390,15 @@ int advlock_conn_head(const advlock_conn *c, advlock_statement *st)
     return 1;
 }
 
-/* Ends the batch: the sync rides on its last slot. */
+/* Ends the batch: the sync rides on its last slot. A batch whose
+ * statements were all answered before its sync was polled (a pump that
+ * reads before it syncs) has none to ride on: it is over. */
 static int emit_sync(advlock_conn *c, advlock_statement *st)
 {
+    if (c->count_ == 0) {
+        c->unsynced_ = c->close_batch_ = 0;
+        return 0;
+    }
     tail(c)->sync_ = 1;
     c->unsynced_ = 0;
     c->close_batch_ = 0;

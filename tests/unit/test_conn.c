@@ -419,6 +419,48 @@ static void past_the_share_is_refused_unsent(void **state)
     assert_string_equal(r->sqlstate, "53400");
 }
 
+/* A fenced try refused for the share never left the process: its
+ * machine's undo must not unlock the key another member holds. */
+static void a_fenced_try_past_the_share_unlocks_nothing(void **state)
+{
+    (void)state;
+    assert_int_equal(advlock_conn_set_capacity_share(&f.c, 1), 0);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 3);
+    answer_capacity(1, 50); /* 1% of 50 locks: 1 */
+    answer_session(PID);
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    advlock_options fenced;
+    advlock_options_init(&fenced);
+    fenced.fence = 1;
+    acquire(1, 1, &fenced); /* the key m[0] holds: re-entrant at the server */
+    assert_int_equal(poll_all(), 0);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
+    assert_true(advlock_member_held(&f.m[0]));
+}
+
+/* A fenced try the server failed may have been granted: the machine
+ * undoes it, and the key stays taken until that unlock has answered, so
+ * no other member's grant can be the one it takes back. */
+static void a_fenced_try_undone_keeps_its_key(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_options fenced;
+    advlock_options_init(&fenced);
+    fenced.fence = 1;
+    acquire(1, 5, &fenced);
+    assert_int_equal(poll_all(), 3); /* its prepare, the try, the sync */
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("XX000", "fence table broken");
+    acquire(2, 5, NULL);             /* asks while the undo is to go */
+    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
+}
+
 static void one_at_a_time_client(void **state)
 {
     (void)state;
@@ -484,6 +526,8 @@ int main(void)
         cmocka_unit_test_setup(fenced_try_goes_alone, setup),
         cmocka_unit_test_setup(prepared_elsewhere_and_dropped_statements, setup),
         cmocka_unit_test_setup(past_the_share_is_refused_unsent, setup),
+        cmocka_unit_test_setup(a_fenced_try_past_the_share_unlocks_nothing, setup),
+        cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
     };
