@@ -64,6 +64,8 @@ static int key_index(int64_t key)
     return -1;
 }
 
+/* The model reads the statement table on its own, apart from the engine:
+ * it is the oracle the engine is checked against. */
 static int is_try(advlock_sql sql, int *mode)
 {
     switch (sql) {
