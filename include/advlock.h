@@ -1353,6 +1353,397 @@ ADVLOCK_API int64_t advlock_capacity_limit(const advlock_capacity *c);
 ADVLOCK_API int advlock_capacity_refuse(const advlock_capacity *c, int64_t held, char *buf,
                                         size_t size);
 
+/* ---- The connection engine: one server connection's rules ---------------- */
+
+/*
+ * advlock_conn composes everything above for one server connection: its
+ * members (each a lock machine of a caller), their in-process exclusion
+ * (advlock_peers), the session check and its claim, the lease, the share of
+ * the server's lock table, and what may travel together on the wire. It
+ * does no I/O: a driver (the "pump") sends the statements it asks for
+ * (advlock_conn_poll_statement()), hands back each answer in the order sent
+ * (advlock_conn_on_answer()), arms the one timer it names
+ * (advlock_conn_next_wake()) and reports what it sees of the connection: a
+ * close (advlock_conn_on_closed()), a new server session
+ * (advlock_conn_on_reset()). What happened to members comes out as events
+ * (advlock_conn_poll_event()). docs/architecture.md, "The connection".
+ *
+ * Everything is caller memory, nothing is allocated: the engine, its
+ * members, its slots (the statements in flight) and the exclusion table's
+ * buckets. One thread at a time per engine. Fields are private.
+ */
+
+/* What the pump's client can do (advlock_conn_init()'s caps, OR'ed). */
+enum {
+    /* Many statements in flight, batches ended by a sync (libpq's pipeline
+     * mode). Without it: one statement at a time (asyncpg), each its own
+     * batch. */
+    ADVLOCK_CAPS_PIPELINE = 1,
+    /* Named prepared statements (PREPARE once, then execute by name). */
+    ADVLOCK_CAPS_PREPARE = 2
+};
+
+/* The form a statement goes in. */
+typedef enum advlock_form {
+    ADVLOCK_FORM_PREPARE = 1, /* prepare sql under advlock_pq_statement_name()'s name;
+                                 answers TRUE (done) or a failure */
+    ADVLOCK_FORM_NAMED = 2,   /* execute the statement prepared before */
+    ADVLOCK_FORM_UNNAMED = 3  /* parse, bind and execute in one message */
+} advlock_form;
+
+typedef enum advlock_statement_kind {
+    ADVLOCK_STATEMENT_NONE = 0,  /* nothing to send now */
+    ADVLOCK_STATEMENT_QUERY = 1, /* send sql in form with its parameters */
+    ADVLOCK_STATEMENT_SYNC = 2   /* end the batch (libpq: PQpipelineSync()) */
+} advlock_statement_kind;
+
+struct advlock_member;
+
+/* A statement to send (advlock_conn_poll_statement()) or the one whose
+ * answer is due next (advlock_conn_head()). */
+typedef struct advlock_statement {
+    advlock_statement_kind kind;
+    advlock_sql sql;
+    advlock_form form;
+    int64_t param, param2, param3; /* as many as advlock_sql_params(sql) */
+    /* The member it belongs to; NULL for the connection's own statements
+     * (the lease's, the capacity row, a prepare, a give-back) and for a
+     * cancelled member's, whose answer the engine takes. */
+    struct advlock_member *member;
+    /* advlock_conn_head(): a sync's result follows this statement's answer
+     * on the wire (libpq: PGRES_PIPELINE_SYNC), for the pump to read. */
+    int sync_follows;
+} advlock_statement;
+
+/*
+ * An answer, in the pump's terms: set it up with advlock_answer_init(),
+ * then fill the fields the statement's answer kind uses (advlock_sql_answer()).
+ * Strings and rows are read during advlock_conn_on_answer() only.
+ */
+typedef struct advlock_answer {
+    advlock_result result;             /* BOOLEAN/VOID values, or a failure; TRUE for a
+                                          good row of the other kinds or a done PREPARE */
+    int aborted;                       /* the server skipped it: an earlier statement of
+                                          its batch failed (libpq: PGRES_PIPELINE_ABORTED) */
+    const char *sqlstate;              /* a failure's SQLSTATE, or NULL */
+    const char *message;               /* a failure's words, or NULL */
+    int in_transaction;                /* SESSION: answered inside a transaction block */
+    int server_pid, in_recovery, ours; /* SESSION's row */
+    int64_t fence_token;               /* FENCED, granted: the token */
+    int64_t settings[3];               /* CAPACITY's row */
+    const advlock_holder *holders;     /* HOLDERS' rows */
+    size_t nholders;
+} advlock_answer;
+
+/* Sets *a to an answer of result with nothing else said. No-op for NULL. */
+ADVLOCK_API void advlock_answer_init(advlock_answer *a, advlock_result result);
+
+/* The longest failure words an engine keeps per member, NUL included. */
+#define ADVLOCK_CONN_WORDS_MAX 256
+
+/* The sizes of the engine's structs on 64-bit platforms (LP64), fixed:
+ * bindings that allocate them without this header rely on them, and the
+ * core checks them at build time. */
+#define ADVLOCK_MEMBER_SIZE    776
+#define ADVLOCK_CONN_SLOT_SIZE 72
+#define ADVLOCK_CONN_SIZE      360
+
+/*
+ * One caller of a connection: a lock machine, its place in the exclusion
+ * table, its failure's words. Caller memory (ADVLOCK_MEMBER_SIZE bytes), set up once
+ * with advlock_member_init(), kept in place while busy or holding.
+ */
+typedef struct advlock_member {
+    advlock_machine machine_;
+    advlock_report report_; /* the last operation's, copied when it ended */
+    advlock_peer peer_;
+    struct advlock_conn *conn_;
+    struct advlock_member *next_; /* in one of the engine's lists (list_) */
+    struct advlock_member *prev_;
+    struct advlock_member *news_next_;
+    int64_t key_;
+    int64_t timeout_ms_;
+    int64_t started_ms_;
+    uint8_t phase_;
+    uint8_t list_;
+    uint8_t acquiring_;
+    uint8_t verifying_;
+    uint8_t news_; /* events not yet polled: 1 done, 2 lost */
+    uint8_t lease_expiry_;
+    char sqlstate_[6];
+    char words_[ADVLOCK_CONN_WORDS_MAX];
+} advlock_member;
+
+/* One statement in flight: caller memory, advlock_conn_init()'s slots
+ * (ADVLOCK_CONN_SLOT_SIZE bytes each).
+ * Each slot is also one place where a cancelled member's key stays taken
+ * until the server's answer (and a grant's give-back) says it is free. */
+typedef struct advlock_conn_slot {
+    advlock_member *member_;
+    int64_t key_;
+    int64_t sent_ms_;
+    int32_t keeper_; /* index of the keeper its cancelled member left, or -1 */
+    uint8_t kind_;
+    uint8_t sql_;
+    uint8_t form_;
+    uint8_t sync_;
+    /* the keeper part, independent of the ring position */
+    advlock_peer kept_;
+    int32_t kept_next_;
+    uint8_t kept_unlock_;
+} advlock_conn_slot;
+
+/* The engine: one per server connection, caller memory (ADVLOCK_CONN_SIZE
+ * bytes). */
+typedef struct advlock_conn {
+    advlock_session session_;
+    advlock_peers peers_;
+    advlock_conn_slot *slots_;
+    uint32_t nslots_, head_, count_;
+    int32_t free_keepers_, owed_, owed_tail_;
+    uint32_t owed_count_;
+    advlock_member *lists_[5];
+    advlock_member *tails_[5];
+    advlock_member *news_, *news_tail_;
+    advlock_lease lease_;
+    advlock_capacity capacity_;
+    int64_t now_ms_;
+    uint32_t prepared_, unnamed_, preparing_;
+    uint32_t verifying_;
+    uint8_t caps_;
+    uint8_t lease_on_, lease_query_, lease_holding_, lease_expired_;
+    uint8_t session_asked_, provisional_;
+    uint8_t unsynced_, close_batch_, follow_;
+    uint8_t capacity_read_, capacity_share_;
+    uint8_t given_up_, polled_, starved_;
+} advlock_conn;
+
+/*
+ * Sets c up for a connection whose server announced client_pid (0 if
+ * unknown), with token (nonzero, drawn at random by the caller: the core
+ * has no entropy) to claim its server session. slots: nslots (at least 2)
+ * statements in flight at most; when they are all taken the engine sends
+ * nothing more until answers free some (back-pressure). buckets: nbuckets
+ * (a power of two) for the exclusion table. caps: ADVLOCK_CAPS_*. Both
+ * arrays are the caller's, kept in place as long as c. The lock-table
+ * share starts at ADVLOCK_CAPACITY_SHARE_DEFAULT, with no lease.
+ * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, token 0, nslots < 2,
+ * nbuckets not a power of two).
+ */
+ADVLOCK_API int advlock_conn_init(advlock_conn *c, advlock_conn_slot *slots, size_t nslots,
+                                  advlock_peer **buckets, size_t nbuckets, int client_pid,
+                                  uint64_t token, unsigned caps);
+
+/* Sets m to a member of no connection, nothing under way. No-op for NULL. */
+ADVLOCK_API void advlock_member_init(advlock_member *m);
+
+/*
+ * Starts acquiring key for m with options o (NULL: the defaults), within
+ * timeout_ms. Session scope and polling only; a member's own lease is
+ * refused (the lease is the connection's: advlock_conn_set_lease()). Ends
+ * the watch of a lock m held before. Returns 0, or ADVLOCK_EINVAL (a
+ * pointer NULL, timeout < 0, options refused), ADVLOCK_EMISUSE (m busy or
+ * holding, m another engine's, the connection closed or its lease ran out).
+ */
+ADVLOCK_API int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                               int64_t timeout_ms, const advlock_options *o,
+                                               int64_t now_ms);
+
+/* As advlock_conn_start_acquire_key(), for a name (len bytes, UTF-8); also
+ * returns the key derivation's errors. */
+ADVLOCK_API int advlock_conn_start_acquire(advlock_conn *c, advlock_member *m, const char *name,
+                                           size_t len, int64_t timeout_ms, const advlock_options *o,
+                                           int64_t now_ms);
+
+/* Starts releasing (advlock_conn_start_release()) or verifying
+ * (advlock_conn_start_verify()) the lock m holds on c. Returns 0, or
+ * ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (m holds nothing on c). A
+ * release that ends FAILED leaves m holding (the lock is in doubt). */
+ADVLOCK_API int advlock_conn_start_release(advlock_conn *c, advlock_member *m, int64_t now_ms);
+ADVLOCK_API int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, int64_t now_ms);
+
+/*
+ * Ends m's acquire CANCELLED at once. A try of m's in flight stays the
+ * engine's: its key stays taken until it answers, and a grant is given back
+ * with an unlock of the engine's own. m may start again or be freed on
+ * return. Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no
+ * acquire of m's under way on c). Never fails for memory: each slot keeps
+ * room for one such key.
+ */
+ADVLOCK_API int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms);
+
+/* Sets the connection's lease (lease_ms 0: none; stop_ms as for
+ * advlock_lease_plan_init()) while no member is busy or holding. Returns 0,
+ * or ADVLOCK_EINVAL (NULL, a plan refused) or ADVLOCK_EMISUSE (a member busy
+ * or holding, or the lease ran out on this server session). */
+ADVLOCK_API int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms);
+
+/* The share of the server's lock table c may hold, 1 to 100 percent.
+ * Returns 0 or ADVLOCK_EINVAL. */
+ADVLOCK_API int advlock_conn_set_capacity_share(advlock_conn *c, int percent);
+
+/*
+ * The next statement to send, into *st: returns 1 (st->kind QUERY or SYNC)
+ * or 0 (nothing may go now: nothing waits, the batch in flight must answer
+ * first, or every slot is taken). Send it before polling again; a QUERY
+ * counts as sent (its answer is due in order) unless the pump takes it back
+ * with advlock_conn_unsend(). Returns 0 for NULL.
+ */
+ADVLOCK_API int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t now_ms);
+
+/*
+ * The statement last polled could not be sent (words: the client's reason,
+ * or NULL; broken: the connection is gone, not merely short of memory): it
+ * is answered as a lost connection, and so is the member a prepare or the
+ * settings' row went ahead of; a sync stays due; a give-back goes again
+ * at the next poll, or with broken 1 is dropped (the session took the
+ * grant with it). After an unsend with broken 0, end the turn: polling on
+ * would offer the same statement again. No-op when nothing was polled
+ * since the last answer.
+ */
+ADVLOCK_API void advlock_conn_unsend(advlock_conn *c, int broken, const char *words,
+                                     int64_t now_ms);
+
+/* The statement whose answer comes next, into *st: 1, or 0 (none in
+ * flight, or NULL). */
+ADVLOCK_API int advlock_conn_head(const advlock_conn *c, advlock_statement *st);
+
+/*
+ * The answer to the head statement: feeds its member, or takes it for the
+ * connection (session facts, lease, capacity, prepares, give-backs). An
+ * aborted statement, and a named one whose prepared statement is gone
+ * (26000), goes again in the next batch. Returns 0, or ADVLOCK_EINVAL (NULL)
+ * or ADVLOCK_EMISUSE (nothing in flight).
+ */
+ADVLOCK_API int advlock_conn_on_answer(advlock_conn *c, const advlock_answer *a, int64_t now_ms);
+
+/* Time passed: sleeping members whose time came try again, the lease
+ * beats or runs out. Early calls are harmless. No-op for NULL. */
+ADVLOCK_API void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms);
+
+/* When advlock_conn_on_timer() is next due, or INT64_MAX (none). */
+ADVLOCK_API int64_t advlock_conn_next_wake(const advlock_conn *c);
+
+/*
+ * The connection closed (or became readable with an error): every
+ * statement in flight is answered lost, every member under way ends FAILED
+ * with ADVLOCK_ECONNLOST, and every held member turns LOST with sqlstate
+ * ("" or NULL: none) and words. No-op for NULL.
+ */
+ADVLOCK_API void advlock_conn_on_closed(advlock_conn *c, const char *sqlstate, const char *words,
+                                        int64_t now_ms);
+
+/*
+ * The pump gives the connection up (its server did not answer within a
+ * blocking call's bound): members under way end FAILED with failure, held
+ * ones turn LOST with words, nothing stays in flight. The engine refuses new
+ * work until advlock_conn_on_reset(). No-op for NULL.
+ */
+ADVLOCK_API void advlock_conn_give_up(advlock_conn *c, int failure, const char *words,
+                                      int64_t now_ms);
+
+/*
+ * The connection now reaches a new server session, announced as
+ * client_pid (libpq: a new PQbackendPID() after PQreset()): the old
+ * session's statements are answered lost, its held members turn LOST
+ * (saying which session replaced which), and a fresh session value with
+ * token (nonzero, new: see advlock_session_init()) is checked again, its
+ * prepares and lease set up anew. Returns 0, or ADVLOCK_EINVAL (NULL,
+ * token 0).
+ */
+ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token,
+                                      int64_t now_ms);
+
+/* The connection is (in_block 1) or is not inside a transaction block
+ * before an acquire: a session check answered inside one was provisional (a
+ * rollback undoes its claim), so outside one it is checked again, same
+ * token. No-op for NULL. */
+ADVLOCK_API void advlock_conn_on_transaction(advlock_conn *c, int in_block);
+
+/*
+ * The caller lets go of every member (the engine is about to go): members
+ * under way end CANCELLED (their events come), held members are forgotten,
+ * not released (advlock_member_held() turns 0, no event, the report stays
+ * the acquire's: the server session still holds their locks), and the
+ * statements in flight are forgotten. No-op for NULL.
+ */
+ADVLOCK_API void advlock_conn_forget(advlock_conn *c, int64_t now_ms);
+
+/* How many statements are in flight or owed (give-backs still to send):
+ * 0 when the connection may be handed to anyone else. 0 for NULL. */
+ADVLOCK_API size_t advlock_conn_outstanding(const advlock_conn *c);
+
+/* 1 when, at the last poll, a member's statement waited for nothing but a
+ * free slot: more slots (advlock_conn_move_slots()) would send it now. */
+ADVLOCK_API int advlock_conn_starved(const advlock_conn *c);
+
+/*
+ * Moves the engine's statements in flight to slots, nslots of them (more
+ * than are in use), which the caller owns from now on instead of the old
+ * ones (free those on return). Only while no cancelled member's key is
+ * kept (their keepers are linked into the exclusion table where they are).
+ * Returns 0, or ADVLOCK_EINVAL (NULL, too few slots) or ADVLOCK_EMISUSE
+ * (a key is kept: try again later).
+ */
+ADVLOCK_API int advlock_conn_move_slots(advlock_conn *c, advlock_conn_slot *slots, size_t nslots);
+
+/* The connection's session value (NULL for NULL). */
+ADVLOCK_API const advlock_session *advlock_conn_session(const advlock_conn *c);
+
+/* Members busy (under way) on c, statements of theirs in flight included. */
+ADVLOCK_API size_t advlock_conn_busy(const advlock_conn *c);
+
+/* 1 when c has anything for the pump to read: a statement in flight or a
+ * held member (whose connection it watches). */
+ADVLOCK_API int advlock_conn_watching(const advlock_conn *c);
+
+/* 1 when a statement waits to be polled (the pump wants to write). */
+ADVLOCK_API int advlock_conn_wants_send(const advlock_conn *c);
+
+typedef enum advlock_conn_event_kind {
+    ADVLOCK_CONN_DONE = 1, /* the member's operation ended: advlock_member_report() */
+    ADVLOCK_CONN_LOST = 2  /* the member's held lock is lost: advlock_member_words() */
+} advlock_conn_event_kind;
+
+typedef struct advlock_conn_event {
+    advlock_conn_event_kind kind;
+    advlock_member *member;
+} advlock_conn_event;
+
+/* The next event, oldest first, into *ev: 1, or 0 (none, or NULL). A
+ * member whose operation ended and whose lock was then lost gives DONE,
+ * then LOST. */
+ADVLOCK_API int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev);
+
+/* m busy (an operation under way), holding a lock, or holding one that was
+ * lost; 0 for NULL. */
+ADVLOCK_API int advlock_member_busy(const advlock_member *m);
+ADVLOCK_API int advlock_member_held(const advlock_member *m);
+ADVLOCK_API int advlock_member_lost(const advlock_member *m);
+
+/* m's last operation's report (final once it ended), or NULL (none yet).
+ * Points into m. */
+ADVLOCK_API const advlock_report *advlock_member_report(const advlock_member *m);
+
+/* The words of m's last failure or loss ("" if none), and its SQLSTATE
+ * ("" if none); they point into m. */
+ADVLOCK_API const char *advlock_member_words(const advlock_member *m);
+ADVLOCK_API const char *advlock_member_sqlstate(const advlock_member *m);
+
+/* Why m's held lock was lost by the lease, or ADVLOCK_LEASE_LIVE. */
+ADVLOCK_API advlock_lease_expiry advlock_member_lease_expiry(const advlock_member *m);
+
+/* The lease's words: why its setup refused the locks (words: what its
+ * statement said, or ""), and why it ran out (words: what the failed
+ * heartbeat said, or ""), into out (size bytes, always a C string).
+ * advlock_lease_unbound(): 1 when the lease bounds nothing on the server
+ * (behind a proxy, or after its settings changed). */
+ADVLOCK_API void advlock_lease_say_setup_failed(const advlock_lease *l, const char *words,
+                                                char *out, size_t size);
+ADVLOCK_API void advlock_lease_say_expiry(const advlock_lease *l, advlock_lease_expiry why,
+                                          const char *words, char *out, size_t size);
+ADVLOCK_API int advlock_lease_unbound(const advlock_lease *l, advlock_lease_expiry why);
+
 /* ---- Constants as data --------------------------------------------------- */
 
 /* One integer constant of this header, for bindings that load the library

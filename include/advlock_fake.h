@@ -1110,7 +1110,7 @@ typedef struct advlock_sim_lockset_stats {
 
 /*
  * Runs one lock-set world to its end (every caller done its cycles, every
- * statement answered) and fills *out. Needs no heap (about 350 KiB of
+ * statement answered) and fills *out. Needs no heap (about 450 KiB of
  * stack). Returns 0, ADVLOCK_SIM_VIOLATION (out->violation has the first),
  * or ADVLOCK_EINVAL (cfg or out NULL, a count out of range, a negative
  * duration).

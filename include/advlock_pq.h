@@ -576,45 +576,26 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  * (advlock_pq_lockset_set_lease()).
  */
 
-/* Private to the set: one statement in the pipeline, in the order sent. */
-typedef struct advlock_pq_entry_ {
-    struct advlock_pq_member *member_; /* NULL once its member let go of it */
-    struct advlock_pq_kept_ *kept_;    /* a cancelled member's place in the table, the set's */
-    int64_t key_;
-    int64_t sent_ms_;
-    uint8_t kind_;
-    uint8_t sql_;
-    uint8_t form_;
-} advlock_pq_entry_;
-
 /*
- * One caller of a lock set: a lock machine, its report, its place in the
- * set's exclusion table. Allocate it anywhere (caller memory, about 1 KB),
- * initialise it once with advlock_pq_member_init(), and keep it in place
- * while an operation is under way or it holds a lock. Fields are private.
+ * One caller of a lock set: the connection engine's member (its lock
+ * machine, its place in the exclusion table) and its report. Allocate it
+ * anywhere (caller memory, about 1.5 KB), initialise it once with
+ * advlock_pq_member_init(), and keep it in place while an operation is
+ * under way or it holds a lock. Fields are private.
  */
 typedef struct advlock_pq_member {
-    advlock_machine machine_;
+    advlock_member member_; /* first: the engine's events name it */
     advlock_pq_report report_;
-    advlock_peer peer_;
     struct advlock_pq_lockset *set_;
-    struct advlock_pq_member *next_; /* in one of the set's lists (list_) */
-    struct advlock_pq_member *prev_;
-    int64_t key_;
-    int64_t timeout_ms_;
-    int64_t started_ms_;
-    uint8_t phase_;
-    uint8_t list_;
-    uint8_t acquiring_;
-    uint8_t verifying_;
 } advlock_pq_member;
 
 /*
- * The set: one PGconn in pipeline mode, the members' exclusion table
- * (advlock_peers), the connection's session value (one session check for
- * all members), the statements in flight. Allocate it anywhere;
- * advlock_pq_lockset_init() allocates its tables on the heap and
- * advlock_pq_lockset_finish() frees them. Fields are private.
+ * The set: one PGconn in pipeline mode driven by one connection engine
+ * (advlock_conn: the members, their exclusion table, the session check
+ * for all of them, the lease, the statements in flight), which this
+ * adapter pumps. Allocate it anywhere; advlock_pq_lockset_init() allocates
+ * the engine's slots and buckets on the heap and advlock_pq_lockset_finish()
+ * frees them. Fields are private.
  *
  * The loop's side is the single adapter's (see advlock_pq): one socket
  * (advlock_pq_lockset_socket()), one readiness (advlock_pq_lockset_wants()),
@@ -623,32 +604,14 @@ typedef struct advlock_pq_member {
  */
 typedef struct advlock_pq_lockset {
     PGconn *conn_;
-    advlock_session session_;
-    uint32_t prepared_; /* statements prepared on the connection */
-    uint32_t unnamed_;  /* statements that could not be prepared */
-    uint32_t preparing_;
-    advlock_peers peers_;
+    advlock_conn engine_;
+    advlock_conn_slot *slots_;
     advlock_peer **buckets_;
-    advlock_pq_entry_ *ring_;       /* the pipeline's statements, oldest first */
-    struct advlock_pq_kept_ *owed_; /* grants whose give-back could not go yet */
-    size_t ring_head_, ring_count_, ring_size_;
-    advlock_pq_member *lists_[5]; /* members by phase, oldest first */
-    advlock_pq_member *tails_[5];
     advlock_pq_query_ query_; /* the answer being read */
     advlock_pq_report notices_;
-    advlock_lease lease_;       /* the connection's (all zero: none) */
-    uint8_t lease_on_;          /* advlock_pq_lockset_set_lease() asked for one */
-    uint8_t lease_query_;       /* the lease's statement in flight: setup, heartbeat */
-    uint8_t lease_holding_;     /* its heartbeats run: some member holds a lock */
-    uint8_t lease_expired_;     /* it ran out: the connection must go */
-    uint32_t verifying_;        /* members verifying a lock they hold */
-    uint8_t reading_;           /* the head entry's first result came */
-    uint8_t session_asked_;     /* a session row is in flight */
-    uint8_t unsynced_;          /* statements sent since the last sync */
-    uint8_t flushing_;          /* libpq holds output the socket did not take */
-    uint8_t capacity_read_;     /* the lock table's settings: 0 unread, 1 asked, 2 read */
-    uint8_t capacity_share_;    /* percent of the lock table the set may hold */
-    advlock_capacity capacity_; /* once read: how many locks the set may hold */
+    uint8_t reading_;  /* the head statement's first result came */
+    uint8_t syncing_;  /* a sync's result is due before the next answer */
+    uint8_t flushing_; /* libpq holds output the socket did not take */
 } advlock_pq_lockset;
 
 /*
@@ -800,13 +763,14 @@ ADVLOCK_API int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock
  * pipeline is left to the set: if the server grants it, the set gives it
  * back with an unlock of its own, so a cancelled acquire never leaves a
  * lock behind. Until that try has been answered (and a grant given back),
- * its key stays taken in the set's exclusion table, in the set's memory:
+ * its key stays taken in the set's exclusion table, in one of its slots:
  * a member asking for it meanwhile is answered "busy", as while m asked.
  * m may start again, or go, as soon as this returns.
  *
- * Returns 0, or ADVLOCK_EINVAL (NULLs), ADVLOCK_EMISUSE (m not acquiring
- * in this set: idle, ended, or releasing) or ADVLOCK_ENOMEM (the set could
- * not keep the key's place: nothing changed, m's acquire goes on).
+ * Returns 0, or ADVLOCK_EINVAL (NULLs) or ADVLOCK_EMISUSE (m not acquiring
+ * in this set: idle, ended, or releasing). It needs no memory (the key's
+ * place is one of the slots the set allocated at init), so it no longer
+ * returns ADVLOCK_ENOMEM.
  */
 ADVLOCK_API int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m,
                                           int64_t now_ms);

@@ -1,11 +1,12 @@
-# libFuzzer targets for the core: `make fuzz FUZZ_SECONDS=N` runs each for N s.
+# libFuzzer targets for the core (the machine, key derivation, the lease, the
+# connection engine): `make fuzz FUZZ_SECONDS=N` runs each for N s.
 # Built with clang (-fsanitize=fuzzer,address,undefined) in a tree of their own.
 
 FUZZ_SECONDS ?= 60
 FUZZ_CC      := clang
 FUZZ_FLAGS   := -std=c11 $(WARNINGS) -O1 -g -fsanitize=address,undefined \
                 -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_TARGETS := fuzz_machine fuzz_key fuzz_lease
+FUZZ_TARGETS := fuzz_machine fuzz_key fuzz_lease fuzz_conn
 FUZZ_CORE_SRC := $(wildcard src/core/*.c)
 FUZZ_CORE_OBJ := $(FUZZ_CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 

@@ -1,17 +1,20 @@
 /*
  * The lock-set world (advlock_sim_lockset_run): lock sets, several callers
- * sharing one connection and one server session, driven against the fake
- * database exactly as docs/design.md "Lock sets" asks of a driver, beside
- * ordinary clients with a connection each, with the invariants checked
- * after every event. Every caller is a "member" of a connection; a loner's
- * connection has one member and no peers table.
+ * sharing one connection and one server session, beside ordinary clients
+ * with a connection each, against the fake database, with the invariants
+ * checked after every event. Every connection is the core's connection
+ * engine (advlock_conn), the one every driver pumps: this world is its
+ * pump, as the libpq lock set is, so the simulator runs the real rules
+ * (exclusion, the session check, give-backs, losses), not a model of them.
+ * Every caller is a member of a connection; a loner's has one member.
  *
  * A connection's statements form one FIFO: each reaches the server no
  * earlier than the one before it, runs there at once (polling only: no
  * statement waits), and its answer comes back no earlier than the one
- * before it. Pipelined, a statement goes out as soon as its machine asks;
- * behind a proxy, only when the one before it has answered. Events are few
- * per member and connection, so the next one is found by looking at all.
+ * before it. Pipelined, a statement goes out as soon as the engine offers
+ * it; behind a proxy, only when the one before it has answered. Events are
+ * few per member and connection, so the next one is found by looking at
+ * all.
  */
 #include "advlock_fake.h"
 
@@ -27,9 +30,11 @@ enum {
     MAX_MEMBERS = ADVLOCK_SIM_LOCKSET_MAX_SETS * ADVLOCK_SIM_LOCKSET_MAX_MEMBERS
                   + ADVLOCK_SIM_LOCKSET_MAX_LONERS,
     NBUCKETS = 8,
+    /* statements in flight on one connection: each member's, and room for
+     * the engine's own (its back-pressure holds the rest) */
+    SLOTS = ADVLOCK_SIM_LOCKSET_MAX_MEMBERS + 8,
     MAX_ROWS = 2 * MAX_CONNS, /* a holders answer: a granted row per session and mode */
-    MAX_EVENTS = 4000000,     /* a run that has not ended by then never will */
-    DEFER_MS = 1              /* a start waiting for the connection's session check */
+    MAX_EVENTS = 4000000      /* a run that has not ended by then never will */
 };
 
 static const char *const key_names[ADVLOCK_SIM_LOCKSET_MAX_KEYS] = {"set-0", "set-1", "set-2",
@@ -37,22 +42,19 @@ static const char *const key_names[ADVLOCK_SIM_LOCKSET_MAX_KEYS] = {"set-0", "se
 
 enum phase { THINK, ACQUIRING, HOLDING, RELEASING, FINISHED };
 
-/* One caller: its machine, its peer in its set's table, and what it was
- * told. */
+/* One caller: its member of its connection's engine, and what it was told. */
 typedef struct member {
+    advlock_member em; /* first: the engine's events name it */
     int conn;
-    advlock_machine machine;
-    advlock_peer peer;
     enum phase phase;
     unsigned cycles_left;
     int key_index;
     advlock_mode mode;
     int64_t step_at;   /* THINK: the acquire starts; HOLDING: the release starts */
-    int64_t wake_at;   /* the machine's SLEEP */
     int64_t cancel_at; /* ACQUIRING: the caller gives up */
-    int sent;          /* the machine's QUERY is on the connection */
-    int believes;      /* told ACQUIRED, release not started: its work runs */
-    int told_holds;    /* the server's hold as the answers told it (try TRUE, unlock TRUE) */
+    uint64_t tries_sent;
+    int believes;   /* told ACQUIRED, release not started: its work runs */
+    int told_holds; /* the server's hold as the answers told it (try TRUE, unlock TRUE) */
     /* the holders answer, read at the server when the query ran */
     advlock_holder rows[MAX_ROWS];
     size_t nrows;
@@ -60,13 +62,12 @@ typedef struct member {
 
 /* One statement on a connection, from its send to its answer. */
 typedef struct statement {
-    int member;
+    advlock_member *member; /* NULL: the engine's own */
     advlock_sql sql;
     int64_t params[3];
     int sent, ran;
     int64_t arrive_at, deliver_at;
-    int through_peers; /* a try-lock the table let through */
-    int effect;        /* +1 a grant, -1 a release, on the server's count */
+    int effect; /* +1 a grant, -1 a release, on the server's count */
     int key_index;
     advlock_mode mode;
     advlock_fake_result result;
@@ -78,15 +79,16 @@ typedef struct conn {
     int killed;        /* terminated at the server, the client not told yet */
     int64_t kill_at;   /* when its session is terminated (once), or NEVER */
     int64_t notice_at; /* killed: when the client reads the end */
-    advlock_session session;
-    int checking; /* a member's session row is out */
-    advlock_peers peers;
+    advlock_conn engine;
+    advlock_conn_slot slots[SLOTS];
     advlock_peer *buckets[NBUCKETS];
-    statement queue[ADVLOCK_SIM_LOCKSET_MAX_MEMBERS];
+    statement queue[SLOTS];
     int head, len;
     int64_t last_arrive, last_deliver;
     /* answers on their way: what they will tell of the server's holds */
     int pending[ADVLOCK_SIM_LOCKSET_MAX_KEYS][2];
+    /* grants of cancelled members' tries, the engine's until given back */
+    int kept[ADVLOCK_SIM_LOCKSET_MAX_KEYS][2];
 } conn;
 
 typedef struct world {
@@ -142,7 +144,7 @@ static int failed(const world *w)
 
 /* ---- statements -------------------------------------------------------- */
 
-/* The try-locks a set must ask its table about (session scope only). */
+/* The try-locks the exclusion table is asked about (session scope only). */
 static int is_try_lock(advlock_sql sql)
 {
     return sql == ADVLOCK_SQL_TRY_LOCK || sql == ADVLOCK_SQL_TRY_LOCK_GUARDED
@@ -175,7 +177,12 @@ static int key_index_of(const world *w, int64_t key)
 
 static statement *queued(conn *c, int i)
 {
-    return &c->queue[(c->head + i) % ADVLOCK_SIM_LOCKSET_MAX_MEMBERS];
+    return &c->queue[(c->head + i) % SLOTS];
+}
+
+static int member_index(const world *w, const advlock_member *em)
+{
+    return (int)((const member *)em - w->members); /* em is its member's first field */
 }
 
 /* Puts the statement on its way: it reaches the server after the one
@@ -190,9 +197,11 @@ static void send_statement(world *w, conn *c, statement *s)
     s->deliver_at = s->arrive_at + down > c->last_deliver ? s->arrive_at + down : c->last_deliver;
     c->last_deliver = s->deliver_at;
     w->st->statements++;
+    /* Members' statements: the lock table's settings may travel with the
+     * first session check. */
     int out = 0;
     for (int i = 0; i < c->len; i++)
-        out += queued(c, i)->sent;
+        out += queued(c, i)->sent && queued(c, i)->sql != ADVLOCK_SQL_CAPACITY;
     if (out > w->st->max_in_flight)
         w->st->max_in_flight = out;
 }
@@ -210,84 +219,8 @@ static void send_ready(world *w, conn *c)
     }
 }
 
-/* ---- the machine's actions -------------------------------------------- */
+/* ---- pumping the engine ------------------------------------------------- */
 
-static void finish_operation(world *w, int m, const advlock_report *r);
-
-/* The answer a set gives a try-lock a peer conflicts with: the server's
- * for a lock held by another session. */
-static int answer_busy(world *w, member *mb, advlock_sql sql)
-{
-    if (advlock_sql_answer(sql) == ADVLOCK_ANSWER_FENCED)
-        return advlock_on_fenced(&mb->machine, 0, 0, w->now_ms);
-    return advlock_on_result(&mb->machine, ADVLOCK_RESULT_FALSE, NULL, NULL, w->now_ms);
-}
-
-/* Does what member m's machine asks until it waits: a statement out, a
- * sleep, or the operation's end. */
-static void drive(world *w, int m)
-{
-    member *mb = &w->members[m];
-    conn *c = &w->conns[mb->conn];
-    for (;;) {
-        advlock_action a = advlock_next_action(&mb->machine);
-        if (a.kind == ADVLOCK_ACTION_SLEEP) {
-            mb->wake_at = a.wake_at_ms;
-            return;
-        }
-        if (a.kind == ADVLOCK_ACTION_DONE) {
-            finish_operation(w, m, a.report);
-            return;
-        }
-        if (a.kind != ADVLOCK_ACTION_QUERY) {
-            violation(w, m, "a polling machine asked for action %d", (int)a.kind);
-            return;
-        }
-        if (mb->sent)
-            return;
-        int try_lock = is_try_lock(a.sql);
-        int through = 0;
-        if (try_lock && c->is_set) {
-            int rc = advlock_peers_ask(&c->peers, &mb->peer, a.param, mode_of(a.sql));
-            if (rc < 0) {
-                violation(w, m, "advlock_peers_ask refused: %d", rc);
-                return;
-            }
-            if (rc == 0) {
-                w->st->local_busy++;
-                trace(w, m, "busy locally: %s%s", key_names[mb->key_index],
-                      a.sql == ADVLOCK_SQL_TRY_LOCK_FENCED ? " (fenced)" : "");
-                if (answer_busy(w, mb, a.sql) != 0)
-                    violation(w, m, "the machine refused the local busy answer");
-                continue;
-            }
-            through = 1;
-        }
-        int key_index = try_lock || is_unlock(a.sql) ? key_index_of(w, a.param) : -1;
-        if ((try_lock || is_unlock(a.sql)) && key_index < 0) {
-            violation(w, m, "a statement for a key no caller asked for");
-            return;
-        }
-        if (a.sql == ADVLOCK_SQL_SESSION)
-            c->checking = 1;
-        statement *s = queued(c, c->len++);
-        memset(s, 0, sizeof *s);
-        s->member = m;
-        s->sql = a.sql;
-        s->params[0] = a.param;
-        s->params[1] = a.param2;
-        s->params[2] = a.param3;
-        s->through_peers = through;
-        s->key_index = key_index;
-        s->mode = mode_of(a.sql);
-        mb->sent = 1;
-        trace(w, m, "queue %s", advlock_sql_text(a.sql));
-        send_ready(w, c);
-        return;
-    }
-}
-
-/* The caller's next cycle, or its end. */
 static void next_cycle(world *w, member *mb)
 {
     mb->phase = --mb->cycles_left == 0 ? FINISHED : THINK;
@@ -299,14 +232,15 @@ static void next_cycle(world *w, member *mb)
 static void finish_operation(world *w, int m, const advlock_report *r)
 {
     member *mb = &w->members[m];
-    conn *c = &w->conns[mb->conn];
+    const conn *c = &w->conns[mb->conn];
     mb->cancel_at = NEVER;
-    mb->wake_at = NEVER;
     advlock_sim_lockset_stats *st = w->st;
     trace(w, m, "done %s", advlock_outcome_name(r->outcome));
+    if (mb->phase == ACQUIRING && r->attempts > mb->tries_sent)
+        st->local_busy += r->attempts - mb->tries_sent; /* answered by the engine */
     if (mb->phase == ACQUIRING && r->outcome == ADVLOCK_ACQUIRED) {
         st->acquired++;
-        if (c->is_set && advlock_peer_state(&mb->peer) != ADVLOCK_PEER_HELD)
+        if (advlock_peer_state(&mb->em.peer_) != ADVLOCK_PEER_HELD)
             violation(w, m, "ACQUIRED, but its peer is not HELD");
         mb->believes = 1;
         mb->phase = HOLDING;
@@ -322,25 +256,68 @@ static void finish_operation(world *w, int m, const advlock_report *r)
     if (mb->phase == RELEASING && r->outcome != ADVLOCK_RELEASED && !c->killed
         && r->failure != ADVLOCK_ECONNLOST)
         violation(w, m, "a release ended %s", advlock_outcome_name(r->outcome));
-    if (c->is_set)
-        advlock_peers_leave(&c->peers, &mb->peer);
     next_cycle(w, mb);
+}
+
+/* What the engine tells of its members: operations ended, locks lost. */
+static void take_events(world *w, conn *c)
+{
+    advlock_conn_event ev;
+    while (advlock_conn_poll_event(&c->engine, &ev)) {
+        int m = member_index(w, ev.member);
+        member *mb = &w->members[m];
+        if (ev.kind == ADVLOCK_CONN_DONE) {
+            finish_operation(w, m, advlock_member_report(ev.member));
+        } else if (mb->phase == HOLDING) {
+            w->st->lost++;
+            mb->believes = 0;
+            trace(w, m, "LOST");
+            next_cycle(w, mb);
+        }
+    }
+}
+
+/* Sends what the engine offers (a sync ends a batch: the fake runs each
+ * statement on its own), then hands on its events. */
+static void pump(world *w, conn *c)
+{
+    advlock_statement st;
+    while (!failed(w) && advlock_conn_poll_statement(&c->engine, &st, w->now_ms)) {
+        if (st.kind != ADVLOCK_STATEMENT_QUERY)
+            continue;
+        int m = st.member != NULL ? member_index(w, st.member) : -1;
+        int key_index = is_try_lock(st.sql) || is_unlock(st.sql) ? key_index_of(w, st.param) : -1;
+        if ((is_try_lock(st.sql) || is_unlock(st.sql)) && key_index < 0) {
+            violation(w, m, "a statement for a key no caller asked for");
+            return;
+        }
+        if (c->len == SLOTS) {
+            violation(w, m, "the engine sent past its slots");
+            return;
+        }
+        statement *s = queued(c, c->len++);
+        memset(s, 0, sizeof *s);
+        s->member = st.member;
+        s->sql = st.sql;
+        s->params[0] = st.param;
+        s->params[1] = st.param2;
+        s->params[2] = st.param3;
+        s->key_index = key_index;
+        s->mode = mode_of(st.sql);
+        if (m >= 0 && is_try_lock(st.sql))
+            w->members[m].tries_sent++;
+        trace(w, m, "queue %s", advlock_sql_text(st.sql));
+    }
+    send_ready(w, c);
+    take_events(w, c);
 }
 
 static void start_operation(world *w, int m)
 {
     member *mb = &w->members[m];
     conn *c = &w->conns[mb->conn];
-    /* One session check per connection: the others wait for its value. */
-    if (!c->session.checked && c->checking) {
-        mb->step_at = w->now_ms + DEFER_MS;
-        return;
-    }
     mb->step_at = NEVER;
-    if (advlock_set_session(&mb->machine, &c->session) != 0) {
-        violation(w, m, "advlock_set_session refused the connection's value");
-        return;
-    }
+    mb->tries_sent = 0;
     int rc;
     if (mb->phase == THINK) {
         advlock_options o;
@@ -358,24 +335,22 @@ static void start_operation(world *w, int m)
         mb->cancel_at = advlock_prng_chance(&w->prng, w->cfg->cancel_ppm)
                             ? w->now_ms + advlock_prng_between(&w->prng, 0, timeout + 200)
                             : NEVER;
-        rc = advlock_set_options(&mb->machine, &o);
-        if (rc == 0)
-            rc =
-                advlock_start_acquire_key(&mb->machine, w->keys[mb->key_index], timeout, w->now_ms);
         mb->phase = ACQUIRING;
         trace(w, m, "acquire %s %s within %" PRId64 " ms", key_names[mb->key_index],
               mb->mode == ADVLOCK_SHARED ? "shared" : "exclusive", timeout);
+        rc = advlock_conn_start_acquire_key(&c->engine, &mb->em, w->keys[mb->key_index], timeout,
+                                            &o, w->now_ms);
     } else {
         mb->believes = 0; /* its work stops as the release goes out */
         mb->phase = RELEASING;
-        rc = advlock_start_release_key(&mb->machine, w->keys[mb->key_index], w->now_ms);
         trace(w, m, "release %s", key_names[mb->key_index]);
+        rc = advlock_conn_start_release(&c->engine, &mb->em, w->now_ms);
     }
     if (rc != 0) {
-        violation(w, m, "the machine refused to start: %d", rc);
+        violation(w, m, "the engine refused to start: %d", rc);
         return;
     }
-    drive(w, m);
+    pump(w, c);
 }
 
 /* ---- the server and the answers --------------------------------------- */
@@ -383,13 +358,13 @@ static void start_operation(world *w, int m)
 /* The head's turn: the first statement not yet run reaches the server. */
 static void on_arrive(world *w, conn *c, statement *s)
 {
-    member *mb = &w->members[s->member];
+    member *mb = s->member != NULL ? &w->members[member_index(w, s->member)] : NULL;
     s->ran = 1;
     advlock_fake_db_set_time(&w->db, w->now_ms);
-    /* A release's statements (and an undo's unlock) never fail here: a
-     * lock whose release failed on a live connection stays held, which is
-     * the caller's to handle, not the set's. */
-    if (mb->phase != RELEASING && !is_unlock(s->sql)
+    /* A release's statements (and every unlock) never fail here: a lock
+     * whose release failed on a live connection stays held, which is the
+     * caller's to handle, not the set's. */
+    if (mb != NULL && mb->phase != RELEASING && !is_unlock(s->sql)
         && advlock_prng_chance(&w->prng, w->cfg->error_ppm)) {
         /* failed before it ran: nothing changes at the server */
         memset(&s->result, 0, sizeof s->result);
@@ -400,7 +375,7 @@ static void on_arrive(world *w, conn *c, statement *s)
     }
     advlock_fake_db_exec_params(&w->db, c->pid, advlock_sql_text(s->sql), s->params,
                                 advlock_sql_params(s->sql), &s->result);
-    if (s->result.status == ADVLOCK_FAKE_ROWS) {
+    if (s->result.status == ADVLOCK_FAKE_ROWS && mb != NULL) {
         size_t n = advlock_fake_db_holders(&w->db, c->pid, s->params[0], mb->rows, MAX_ROWS);
         mb->nrows = n < MAX_ROWS ? n : MAX_ROWS;
     }
@@ -412,71 +387,75 @@ static void on_arrive(world *w, conn *c, statement *s)
         c->pending[s->key_index][s->mode] += s->effect;
 }
 
-static advlock_result result_of(const advlock_fake_result *r)
+/* The fake's result as the engine's answer. */
+static void answer_of(const advlock_fake_result *r, const member *mb, advlock_answer *a)
 {
     switch (r->status) {
-    case ADVLOCK_FAKE_ROW_TRUE: return ADVLOCK_RESULT_TRUE;
-    case ADVLOCK_FAKE_ROW_FALSE: return ADVLOCK_RESULT_FALSE;
-    case ADVLOCK_FAKE_ROW_NULL: return ADVLOCK_RESULT_NULL;
-    case ADVLOCK_FAKE_CONNECTION_LOST: return ADVLOCK_RESULT_CONNECTION_LOST;
-    default: return ADVLOCK_RESULT_SERVER_ERROR;
-    }
-}
-
-/* Feeds the answer to its machine, in the input its row kind takes. */
-static int feed(world *w, member *mb, const advlock_fake_result *r)
-{
-    advlock_machine *m = &mb->machine;
-    switch (r->status) {
-    case ADVLOCK_FAKE_ROWS: return advlock_on_holders(m, mb->rows, mb->nrows, w->now_ms);
+    case ADVLOCK_FAKE_ROW_TRUE: advlock_answer_init(a, ADVLOCK_RESULT_TRUE); break;
+    case ADVLOCK_FAKE_ROW_FALSE: advlock_answer_init(a, ADVLOCK_RESULT_FALSE); break;
+    case ADVLOCK_FAKE_ROW_NULL: advlock_answer_init(a, ADVLOCK_RESULT_NULL); break;
+    case ADVLOCK_FAKE_ROWS:
+        advlock_answer_init(a, ADVLOCK_RESULT_TRUE);
+        a->holders = mb != NULL ? mb->rows : NULL;
+        a->nholders = mb != NULL ? mb->nrows : 0;
+        break;
     case ADVLOCK_FAKE_ROW_SESSION:
-        return advlock_on_session(m, r->session_pid, r->in_recovery, r->ours, w->now_ms);
+        advlock_answer_init(a, ADVLOCK_RESULT_TRUE);
+        a->server_pid = r->session_pid;
+        a->in_recovery = r->in_recovery;
+        a->ours = r->ours;
+        break;
     case ADVLOCK_FAKE_ROW_FENCED:
-        return advlock_on_fenced(m, r->fence_token > 0, r->fence_token, w->now_ms);
-    default:
-        return advlock_on_result(m, result_of(r), r->sqlstate[0] ? r->sqlstate : NULL,
-                                 r->message[0] ? r->message : NULL, w->now_ms);
+        advlock_answer_init(a, r->fence_token > 0 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
+        a->fence_token = r->fence_token;
+        break;
+    case ADVLOCK_FAKE_CONNECTION_LOST:
+        advlock_answer_init(a, ADVLOCK_RESULT_CONNECTION_LOST);
+        break;
+    default: advlock_answer_init(a, ADVLOCK_RESULT_SERVER_ERROR); break;
     }
+    a->sqlstate = r->sqlstate[0] != '\0' ? r->sqlstate : NULL;
+    a->message = r->message[0] != '\0' ? r->message : NULL;
 }
 
-/* The head's answer reaches its member. */
+/* The head's answer reaches the engine. */
 static void on_deliver(world *w, conn *c)
 {
     statement s = *queued(c, 0);
-    c->head = (c->head + 1) % ADVLOCK_SIM_LOCKSET_MAX_MEMBERS;
+    c->head = (c->head + 1) % SLOTS;
     c->len--;
-    member *mb = &w->members[s.member];
-    mb->sent = 0;
+    advlock_statement head;
+    if (!advlock_conn_head(&c->engine, &head) || head.sql != s.sql) {
+        violation(w, -1, "connection %d: an answer for a statement the engine did not send",
+                  (int)(c - w->conns));
+        return;
+    }
+    /* A cancelled member's statement is the engine's by now. */
+    member *mb = head.member != NULL ? &w->members[member_index(w, head.member)] : NULL;
     if (s.effect != 0) {
         c->pending[s.key_index][s.mode] -= s.effect;
-        mb->told_holds = s.effect > 0;
+        if (mb != NULL)
+            mb->told_holds = s.effect > 0;
+        else
+            c->kept[s.key_index][s.mode] += s.effect;
     }
     int refused = s.result.status == ADVLOCK_FAKE_ROW_FALSE
                   || (s.result.status == ADVLOCK_FAKE_ROW_FENCED && s.result.fence_token == 0);
     if (refused && is_try_lock(s.sql))
         w->st->server_busy++;
-    if (s.through_peers) {
-        int rc = s.effect > 0 ? advlock_peers_granted(&c->peers, &mb->peer)
-                              : advlock_peers_leave(&c->peers, &mb->peer);
-        if (rc != 0)
-            violation(w, s.member, "the peers table refused the answer: %d", rc);
-    }
-    if (s.sql == ADVLOCK_SQL_SESSION)
-        c->checking = 0;
-    trace(w, s.member, "answer %d", (int)s.result.status);
-    if (feed(w, mb, &s.result) != 0) {
-        violation(w, s.member, "the machine refused its answer (status %d)", (int)s.result.status);
+    trace(w, mb != NULL ? (int)(mb - w->members) : -1, "answer %d", (int)s.result.status);
+    advlock_answer a;
+    answer_of(&s.result, mb, &a);
+    if (advlock_conn_on_answer(&c->engine, &a, w->now_ms) != 0) {
+        violation(w, -1, "the engine refused an answer");
         return;
     }
-    if (s.result.status == ADVLOCK_FAKE_ROW_SESSION)
-        advlock_get_session(&mb->machine, &c->session);
-    send_ready(w, c);
-    drive(w, s.member);
+    pump(w, c);
 }
 
 /* ---- sessions: open, killed, noticed ---------------------------------- */
 
-static void open_session(world *w, conn *c)
+static void open_session(world *w, conn *c, int first)
 {
     advlock_fake_db_set_time(&w->db, w->now_ms);
     if (advlock_fake_db_connect(&w->db, &c->pid) != 0) {
@@ -485,8 +464,12 @@ static void open_session(world *w, conn *c)
     }
     /* Behind a proxy the pid the client was told is the proxy's own. */
     int announced = w->cfg->proxied ? c->pid + 100000 : c->pid;
-    advlock_session_init(&c->session, announced, advlock_prng_next(&w->prng) | 1);
-    c->checking = 0;
+    uint64_t token = advlock_prng_next(&w->prng) | 1;
+    int rc = first ? advlock_conn_init(&c->engine, c->slots, SLOTS, c->buckets, NBUCKETS, announced,
+                                       token, ADVLOCK_CAPS_PIPELINE)
+                   : advlock_conn_on_reset(&c->engine, announced, token, w->now_ms);
+    if (rc != 0)
+        violation(w, -1, "the engine refused the connection: %d", rc);
     c->killed = 0;
     c->notice_at = NEVER;
     c->last_arrive = c->last_deliver = w->now_ms;
@@ -504,41 +487,26 @@ static void on_kill(world *w, int ci)
     trace(w, -1, "session %d of connection %d terminated", c->pid, ci);
 }
 
-/* The client reads the connection's end: every held member is LOST at
- * once, every statement out fails, the table empties, and the connection
- * opens again. */
+/* The client reads the connection's end: the engine answers every
+ * statement out lost and makes every held member LOST at once, and the
+ * connection opens again. */
 static void on_notice(world *w, int ci)
 {
     conn *c = &w->conns[ci];
-    for (int m = 0; m < w->nmembers; m++) {
-        member *mb = &w->members[m];
-        if (mb->conn != ci)
-            continue;
-        mb->told_holds = 0;
-        if (mb->phase != HOLDING)
-            continue;
-        advlock_notify(&mb->machine, ADVLOCK_EVENT_LOST, "the connection holding it closed",
-                       w->now_ms);
-        w->st->lost++;
-        mb->believes = 0;
-        trace(w, m, "LOST");
-        if (c->is_set)
-            advlock_peers_leave(&c->peers, &mb->peer);
-        next_cycle(w, mb);
-    }
-    while (c->len > 0) {
-        statement *s = queued(c, 0);
-        memset(&s->result, 0, sizeof s->result);
-        s->result.status = ADVLOCK_FAKE_CONNECTION_LOST;
-        snprintf(s->result.sqlstate, sizeof s->result.sqlstate, "57P01");
-        s->effect = 0;
-        on_deliver(w, c);
-    }
+    for (int m = 0; m < w->nmembers; m++)
+        if (w->members[m].conn == ci)
+            w->members[m].told_holds = 0;
+    c->len = 0;
     memset(c->pending, 0, sizeof c->pending);
-    if (c->is_set && advlock_peers_count(&c->peers) != 0)
+    memset(c->kept, 0, sizeof c->kept);
+    advlock_conn_on_closed(&c->engine, "57P01",
+                           "terminating connection due to administrator command", w->now_ms);
+    take_events(w, c);
+    if (advlock_peers_count(&c->engine.peers_) != 0)
         violation(w, -1, "connection %d lost, yet %zu peers are still in its table", ci,
-                  advlock_peers_count(&c->peers));
-    open_session(w, c);
+                  advlock_peers_count(&c->engine.peers_));
+    open_session(w, c, 0);
+    pump(w, c);
 }
 
 /* ---- the invariants ----------------------------------------------------- */
@@ -557,9 +525,12 @@ static void check_world(world *w)
             (mb->mode == ADVLOCK_SHARED ? shared : excl)[mb->key_index]++;
         if (mb->told_holds)
             told[mb->conn][mb->key_index][mb->mode]++;
-        if (c->is_set && mb->told_holds != (advlock_peer_state(&mb->peer) == ADVLOCK_PEER_HELD))
+        /* A HELD peer with no hold told of: an acquire undoing a try the
+         * server may have granted (a fenced try's error) keeps its key. */
+        int held = advlock_peer_state(&mb->em.peer_) == ADVLOCK_PEER_HELD;
+        if (mb->told_holds ? !held : held && !advlock_member_busy(&mb->em))
             violation(w, m, "its peer's state %d disagrees with the holds it was told of (%d)",
-                      advlock_peer_state(&mb->peer), mb->told_holds);
+                      advlock_peer_state(&mb->em.peer_), mb->told_holds);
     }
     for (int k = 0; k < w->cfg->keys; k++)
         if (excl[k] > 1 || (excl[k] == 1 && shared[k] > 0))
@@ -574,12 +545,14 @@ static void check_world(world *w)
                 int server = 0;
                 advlock_fake_db_holds(&w->db, c->pid, w->keys[k], (advlock_fake_mode)mode, &server,
                                       NULL);
-                if (server != told[ci][k][mode] + c->pending[k][mode])
+                int accounted = told[ci][k][mode] + c->pending[k][mode] + c->kept[k][mode];
+                if (server != accounted)
                     violation(w, -1,
                               "connection %d: the server holds %s %s %d times; its callers "
-                              "were told of %d, and %d answers are on their way",
+                              "were told of %d, %d answers are on their way and %d grants "
+                              "are being given back",
                               ci, key_names[k], mode ? "shared" : "exclusive", server,
-                              told[ci][k][mode], c->pending[k][mode]);
+                              told[ci][k][mode], c->pending[k][mode], c->kept[k][mode]);
             }
     }
 }
@@ -599,9 +572,9 @@ static void check_end(world *w)
     if (holds != 0)
         violation(w, -1, "the run ended with %d holds at the server", holds);
     for (int ci = 0; ci < w->nconns; ci++)
-        if (w->conns[ci].is_set && advlock_peers_count(&w->conns[ci].peers) != 0)
+        if (advlock_peers_count(&w->conns[ci].engine.peers_) != 0)
             violation(w, -1, "the run ended with %zu peers in connection %d's table",
-                      advlock_peers_count(&w->conns[ci].peers), ci);
+                      advlock_peers_count(&w->conns[ci].engine.peers_), ci);
 }
 
 /* ---- the run ------------------------------------------------------------- */
@@ -622,8 +595,7 @@ static void add_conn(world *w, int is_set, int members)
     conn *c = &w->conns[ci];
     memset(c, 0, sizeof *c);
     c->is_set = is_set;
-    advlock_peers_init(&c->peers, c->buckets, NBUCKETS);
-    open_session(w, c);
+    open_session(w, c, 1);
     c->kill_at = advlock_prng_chance(&w->prng, w->cfg->kill_ppm) ? advlock_prng_between(
                      &w->prng, 0,
                      (int64_t)w->cfg->cycles
@@ -632,13 +604,11 @@ static void add_conn(world *w, int is_set, int members)
     for (int i = 0; i < members; i++) {
         member *mb = &w->members[w->nmembers++];
         memset(mb, 0, sizeof *mb);
+        advlock_member_init(&mb->em);
         mb->conn = ci;
-        advlock_machine_init(&mb->machine);
-        advlock_peer_init(&mb->peer);
         mb->cycles_left = w->cfg->cycles;
         mb->phase = THINK;
         mb->step_at = advlock_prng_between(&w->prng, 0, w->cfg->think_max_ms);
-        mb->wake_at = NEVER;
         mb->cancel_at = NEVER;
     }
 }
@@ -672,8 +642,9 @@ static next_event next_of(const world *w)
             consider(&e, EV_NOTICE, ci, c->notice_at);
             continue;
         }
+        consider(&e, EV_WAKE, ci, advlock_conn_next_wake(&c->engine));
         for (int i = 0; i < c->len; i++) {
-            const statement *s = &c->queue[(c->head + i) % ADVLOCK_SIM_LOCKSET_MAX_MEMBERS];
+            const statement *s = &c->queue[(c->head + i) % SLOTS];
             if (s->sent && !s->ran) {
                 consider(&e, EV_ARRIVE, ci, s->arrive_at);
                 break;
@@ -687,7 +658,6 @@ static next_event next_of(const world *w)
     for (int m = 0; m < w->nmembers; m++) {
         const member *mb = &w->members[m];
         consider(&e, EV_STEP, m, mb->step_at);
-        consider(&e, EV_WAKE, m, mb->wake_at);
         consider(&e, EV_CANCEL, m, mb->cancel_at);
     }
     return e;
@@ -695,23 +665,21 @@ static next_event next_of(const world *w)
 
 static void handle(world *w, const next_event *e)
 {
-    /* index: a member's for the first three kinds, else a connection's */
-    member *mb = e->kind <= EV_CANCEL ? &w->members[e->index] : NULL;
-    conn *c = e->kind > EV_CANCEL ? &w->conns[e->index] : NULL;
+    /* index: a member's for steps and cancels, else a connection's */
+    member *mb = e->kind == EV_STEP || e->kind == EV_CANCEL ? &w->members[e->index] : NULL;
+    conn *c = mb != NULL ? &w->conns[mb->conn] : &w->conns[e->index];
     switch (e->kind) {
     case EV_STEP: start_operation(w, e->index); break;
     case EV_WAKE:
-        mb->wake_at = NEVER;
-        if (advlock_on_timer(&mb->machine, w->now_ms) != 0)
-            violation(w, e->index, "the machine refused its timer");
-        drive(w, e->index);
+        advlock_conn_on_timer(&c->engine, w->now_ms);
+        pump(w, c);
         break;
     case EV_CANCEL:
         mb->cancel_at = NEVER;
         trace(w, e->index, "cancel");
-        if (advlock_cancel(&mb->machine, w->now_ms) != 0)
-            violation(w, e->index, "the machine refused a cancel of its acquire");
-        drive(w, e->index);
+        if (advlock_conn_cancel(&c->engine, &mb->em, w->now_ms) != 0)
+            violation(w, e->index, "the engine refused a cancel of its acquire");
+        pump(w, c);
         break;
     case EV_ARRIVE:
         for (int i = 0; i < c->len; i++)

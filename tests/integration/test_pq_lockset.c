@@ -632,7 +632,7 @@ static void test_a_cancelled_try_keeps_its_key_until_answered(void **state)
     assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
     expect(b, ADVLOCK_TIMED_OUT);
     assert_int_equal(advlock_pq_member_report(b)->lock.attempts, 1);
-    assert_int_equal(advlock_peers_count(&f->set.peers_), 1);
+    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 1);
 
     /* The server grants a's try to the session: the set accounts for it. */
     int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
@@ -640,15 +640,15 @@ static void test_a_cancelled_try_keeps_its_key_until_answered(void **state)
         assert_true(advlock_pq_now_ms() < limit);
         pgt_sleep_ms(5);
     }
-    assert_int_equal(advlock_peers_count(&f->set.peers_), 1);
+    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 1);
     /* Through the grant's answer and the give-back's. */
     while (advlock_pq_lockset_wants(&f->set) != 0) {
         assert_true(advlock_pq_now_ms() < limit);
         long long server = backend_locks(f, NULL);
-        assert_true(server <= (long long)advlock_peers_count(&f->set.peers_));
+        assert_true(server <= (long long)advlock_peers_count(&f->set.engine_.peers_));
         (void)advlock_pq_lockset_wait(&f->set, -1, 100);
     }
-    assert_int_equal(advlock_peers_count(&f->set.peers_), 0);
+    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 0);
     assert_int_equal(backend_locks(f, NULL), 0);
     start(f, b, f->lock.key, 0, NULL);
     run(&f->set);
@@ -656,8 +656,9 @@ static void test_a_cancelled_try_keeps_its_key_until_answered(void **state)
     release(f, b);
 }
 
-/* Out of memory: the set's init and a cancel that must keep a key's place
- * refuse with ADVLOCK_ENOMEM and change nothing. */
+/* Out of memory: the set's init refuses with ADVLOCK_ENOMEM and changes
+ * nothing; a cancel, whose key's place is one of the set's slots, needs no
+ * memory: the grant is given back all the same. */
 static void test_out_of_memory_is_enomem(void **state)
 {
     fixture *f = *state;
@@ -681,23 +682,26 @@ static void test_out_of_memory_is_enomem(void **state)
     refuse_allocations = 1;
     int rc = advlock_pq_lockset_cancel(&f->set, a, advlock_pq_now_ms());
     refuse_allocations = 0;
-    assert_int_equal(rc, ADVLOCK_ENOMEM);
-    run(&f->set); /* the acquire went on */
-    expect(a, ADVLOCK_ACQUIRED);
-    release(f, a);
+    assert_int_equal(rc, 0);
+    expect(a, ADVLOCK_CANCELLED);
+    int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
+    while (advlock_pq_lockset_wants(&f->set) != 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(&f->set, -1, 100);
+    }
     assert_int_equal(backend_locks(f, NULL), 0);
 }
 
-/* Out of memory as a batch fills the pipeline's ring: the statement that
- * found no room (for itself and the batch's sync) is answered at once, and
- * the batch sent still ends with its sync, so its members are answered. */
-static void test_a_batch_that_fills_the_ring_is_synced(void **state)
+/* A batch larger than the set's slots, which cannot grow (out of memory):
+ * the statements past them wait for the answers that free slots, and no
+ * member fails for it. */
+static void test_a_batch_past_the_slots_waits(void **state)
 {
     fixture *f = *state;
     start(f, &f->members[0], "lockset: first", 0, NULL); /* session checked, try prepared */
     run(&f->set);
     release(f, &f->members[0]);
-    size_t n = f->set.ring_size_;
+    size_t n = f->set.engine_.nslots_ + 8;
     assert_true(n < THOUSAND);
     char name[200];
     for (size_t i = 0; i < n; i++) {
@@ -707,59 +711,56 @@ static void test_a_batch_that_fills_the_ring_is_synced(void **state)
     refuse_allocations = 1;
     (void)advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms());
     refuse_allocations = 0;
-    expect(&f->members[n - 1], ADVLOCK_FAILED);
-    assert_string_equal(advlock_pq_member_report(&f->members[n - 1])->server_message,
-                        "out of memory");
+    assert_int_equal(advlock_pq_lockset_busy(&f->set), n);
+    assert_true(advlock_pq_member_busy(&f->members[n - 1]));
     run(&f->set);
-    for (size_t i = 0; i + 1 < n; i++)
+    for (size_t i = 0; i < n; i++)
         expect(&f->members[i], ADVLOCK_ACQUIRED);
-    assert_int_equal(backend_locks(f, NULL), (long long)n - 1);
-    for (size_t i = 0; i + 1 < n; i++)
+    assert_int_equal(backend_locks(f, NULL), (long long)n);
+    for (size_t i = 0; i < n; i++)
         assert_int_equal(
             advlock_pq_lockset_start_release(&f->set, &f->members[i], advlock_pq_now_ms()), 0);
     run(&f->set);
     assert_int_equal(backend_locks(f, NULL), 0);
 }
 
-/* A cancelled member's grant whose give-back finds no room in a full ring
- * (out of memory) is owed, its key still taken, and goes once the batch's
- * answers have made room: the session never keeps a lock nobody holds. */
-static void test_a_give_back_without_room_goes_later(void **state)
+/* A cancelled member's grant in a batch that fills every slot (which
+ * cannot grow: out of memory) keeps its key taken and is given back once
+ * the answers come: the session never keeps a lock nobody holds. */
+static void test_a_give_back_in_a_full_batch(void **state)
 {
     fixture *f = *state;
     advlock_pq_member *a = &f->members[0];
     start(f, a, "lockset: first", 0, NULL); /* session checked, try prepared */
     run(&f->set);
     release(f, a);
-    /* One batch fills the ring: n - 1 statements and the sync. */
-    size_t n = f->set.ring_size_;
+    /* One batch fills the slots: n statements (one slot stays free for a
+     * prepare's pair) and the sync. */
+    size_t n = f->set.engine_.nslots_ - 1;
     start(f, a, f->lock.key, 5000, NULL);
     char name[200];
-    for (size_t i = 1; i + 1 < n; i++) {
+    for (size_t i = 1; i < n; i++) {
         name_of(name, sizeof name, f, (int)i);
         start(f, &f->members[i], name, 0, NULL);
     }
+    refuse_allocations = 1;
     assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
-    assert_int_equal(f->set.ring_count_, n);
+    refuse_allocations = 0;
+    assert_int_equal(advlock_conn_outstanding(&f->set.engine_), n);
     assert_int_equal(advlock_pq_lockset_cancel(&f->set, a, advlock_pq_now_ms()), 0);
     int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
-    while (backend_locks(f, NULL) < (long long)n - 1) {
+    while (backend_locks(f, NULL) < (long long)n) {
         assert_true(advlock_pq_now_ms() < limit);
         pgt_sleep_ms(5);
     }
-    pgt_sleep_ms(100); /* the batch's answers in the socket */
-
-    refuse_allocations = 1;
-    (void)advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_READ, advlock_pq_now_ms());
-    refuse_allocations = 0;
-    assert_int_equal(advlock_peers_count(&f->set.peers_), n - 1); /* a's key still taken */
-    while (f->set.owed_ != NULL || f->set.ring_count_ > 0) {
+    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), n); /* a's key still taken */
+    while (advlock_conn_outstanding(&f->set.engine_) > 0) {
         assert_true(advlock_pq_now_ms() < limit);
         (void)advlock_pq_lockset_wait(&f->set, -1, 100);
     }
-    assert_int_equal(backend_locks(f, NULL), (long long)n - 2);
-    assert_int_equal(advlock_peers_count(&f->set.peers_), n - 2);
-    for (size_t i = 1; i + 1 < n; i++) {
+    assert_int_equal(backend_locks(f, NULL), (long long)n - 1);
+    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), n - 1);
+    for (size_t i = 1; i < n; i++) {
         expect(&f->members[i], ADVLOCK_ACQUIRED);
         assert_int_equal(
             advlock_pq_lockset_start_release(&f->set, &f->members[i], advlock_pq_now_ms()), 0);
@@ -982,9 +983,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_cancelled_try_keeps_its_key_until_answered, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_out_of_memory_is_enomem, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_batch_that_fills_the_ring_is_synced, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_a_give_back_without_room_goes_later, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_batch_past_the_slots_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_give_back_in_a_full_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fenced_members_get_increasing_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blocking_acquire_drives_the_whole_set, setup,
                                         teardown),

@@ -184,6 +184,68 @@ static void the_lease_allocates_nothing(void **state)
     assert_int_equal(allocations - before, 0);
 }
 
+/* Answers every statement the engine offers with TRUE (a session row:
+ * the direct session's) until it offers none. */
+static void answer_all(advlock_conn *c, int64_t now)
+{
+    advlock_statement st;
+    while (advlock_conn_poll_statement(c, &st, now) || advlock_conn_head(c, &st)) {
+        while (advlock_conn_poll_statement(c, &st, now))
+            ;
+        if (!advlock_conn_head(c, &st))
+            break;
+        advlock_answer a;
+        advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
+        a.server_pid = 7;
+        a.ours = 1;
+        a.settings[0] = 64;
+        a.settings[1] = 100;
+        assert_int_equal(advlock_conn_on_answer(c, &a, now), 0);
+    }
+}
+
+/* The connection engine: members acquiring and releasing with a lease, a
+ * cancelled grant given back, a reset, a close, events and words. */
+static void the_connection_engine_allocates_nothing(void **state)
+{
+    (void)state;
+    advlock_conn c;
+    advlock_conn_slot slots[8];
+    advlock_peer *buckets[16];
+    advlock_member m[3];
+    long before = allocations;
+    assert_int_equal(advlock_conn_init(&c, slots, 8, buckets, 16, 7, 99,
+                                       ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
+                     0);
+    assert_int_equal(advlock_conn_set_lease(&c, ADVLOCK_LEASE_DEFAULT_MS, 0), 0);
+    for (int i = 0; i < 3; i++) {
+        advlock_member_init(&m[i]);
+        assert_int_equal(advlock_conn_start_acquire(&c, &m[i], "k", 1, 1000, NULL, 0), 0);
+    }
+    answer_all(&c, 0);
+    assert_true(advlock_member_held(&m[0]));
+    advlock_conn_on_timer(&c, advlock_conn_next_wake(&c));
+    answer_all(&c, 1);
+    assert_int_equal(advlock_conn_start_release(&c, &m[0], 2), 0);
+    answer_all(&c, 2);
+    assert_int_equal(advlock_conn_start_acquire(&c, &m[0], "j", 1, 1000, NULL, 3), 0);
+    advlock_statement st;
+    while (advlock_conn_poll_statement(&c, &st, 3))
+        ;
+    assert_int_equal(advlock_conn_cancel(&c, &m[0], 3), 0);
+    answer_all(&c, 3);
+    assert_int_equal(advlock_conn_start_acquire(&c, &m[0], "j", 1, 1000, NULL, 4), 0);
+    answer_all(&c, 4);
+    assert_int_equal(advlock_conn_on_reset(&c, 8, 100, 5), 0);
+    assert_int_equal(advlock_conn_start_acquire(&c, &m[0], "j", 1, 1000, NULL, 6), 0);
+    (void)advlock_conn_poll_statement(&c, &st, 6);
+    advlock_conn_on_closed(&c, "57P01", "terminating connection", 7);
+    advlock_conn_event ev;
+    while (advlock_conn_poll_event(&c, &ev))
+        assert_non_null(advlock_member_words(ev.member));
+    assert_int_equal(allocations - before, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +253,7 @@ int main(void)
         cmocka_unit_test(whole_operations_allocate_nothing),
         cmocka_unit_test(the_session_check_allocates_nothing),
         cmocka_unit_test(the_lease_allocates_nothing),
+        cmocka_unit_test(the_connection_engine_allocates_nothing),
     };
     return cmocka_run_group_tests_name("no allocation", tests, NULL, NULL);
 }

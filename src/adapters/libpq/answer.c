@@ -10,7 +10,7 @@
  *   FENCED   one row: granted bool, token int8 (NULL unless granted), fed
  *            with advlock_on_fenced() (a NULL granted as NULL);
  *   CAPACITY one row of three int8, none NULL: the lock table's settings,
- *            read by the lock set (advlock_pq_answer_capacity()).
+ *            read by the connection engine (advlock_pq_answer_export()).
  * A server error becomes SERVER_ERROR with its SQLSTATE and primary message;
  * a broken connection, or no result at all, becomes CONNECTION_LOST. Written
  * once, for both adapters. Results are read in binary format only, so no
@@ -353,21 +353,13 @@ static const char *text(const PGresult *res, int row, int column)
     return PQgetisnull(res, row, column) ? NULL : PQgetvalue(res, row, column);
 }
 
-/* Hands the kept rows to the machine; the strings point into the result,
- * which lives until the call returns. */
-static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *words, size_t size,
-                         int64_t now_ms)
+/* The kept rows as advlock_holder values whose strings point into res
+ * (calloc'd: the caller frees them), or NULL when memory ran out. */
+static advlock_holder *holder_rows(const PGresult *res)
 {
-    const PGresult *res = q->kept_;
     int n = PQntuples(res);
-    advlock_holder *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
-    if (n > 0 && rows == NULL) {
-        /* Diagnostics are optional: their failure still ends TIMED_OUT. */
-        advlock_pq_copy_line(words, size, "out of memory");
-        (void)advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, NULL, words, now_ms);
-        return;
-    }
-    for (int i = 0; i < n; i++) {
+    advlock_holder *rows = calloc((size_t)n, sizeof *rows);
+    for (int i = 0; rows != NULL && i < n; i++) {
         rows[i].pid = (int)integer(res, i, 0, 4);
         rows[i].granted =
             !PQgetisnull(res, i, 1) && PQgetlength(res, i, 1) == 1 && PQgetvalue(res, i, 1)[0] == 1;
@@ -377,6 +369,22 @@ static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *w
         rows[i].state = text(res, i, 5);
         rows[i].backend_start = text(res, i, 6);
         rows[i].seconds = integer(res, i, 7, 8);
+    }
+    return rows;
+}
+
+/* Hands the kept rows to the machine; the strings point into the result,
+ * which lives until the call returns. */
+static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *words, size_t size,
+                         int64_t now_ms)
+{
+    int n = PQntuples(q->kept_);
+    advlock_holder *rows = n > 0 ? holder_rows(q->kept_) : NULL;
+    if (n > 0 && rows == NULL) {
+        /* Diagnostics are optional: their failure still ends TIMED_OUT. */
+        advlock_pq_copy_line(words, size, "out of memory");
+        (void)advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, NULL, words, now_ms);
+        return;
     }
     (void)advlock_on_holders(m, rows, (size_t)n, now_ms);
     free(rows);
@@ -418,20 +426,54 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
     forget(q);
 }
 
-int advlock_pq_answer_capacity(const advlock_pq_query_ *q, int share_percent, advlock_capacity *out)
-{
-    if (q->result_ != ADVLOCK_RESULT_TRUE
-        || advlock_sql_answer((advlock_sql)q->sql_) != ADVLOCK_ANSWER_CAPACITY)
-        return ADVLOCK_EINVAL;
-    /* read_capacity checked every value. */
-    return advlock_capacity_init(out, integer(q->kept_, 0, 0, 8), integer(q->kept_, 0, 1, 8),
-                                 integer(q->kept_, 0, 2, 8), share_percent);
-}
-
 advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size)
 {
     if (!write_failure_words(q, conn, words, size))
         words[0] = '\0';
     forget(q);
     return (advlock_result)q->result_;
+}
+
+void advlock_pq_answer_export(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size,
+                              advlock_answer *out, advlock_holder **rows)
+{
+    advlock_answer_init(out, (advlock_result)q->result_);
+    *rows = NULL;
+    out->aborted = q->status_ == PGRES_PIPELINE_ABORTED;
+    out->sqlstate = q->sqlstate_[0] != '\0' ? q->sqlstate_ : NULL;
+    if (q->form_ == ADVLOCK_PQ_PREPARE && q->status_ == PGRES_COMMAND_OK)
+        out->result = ADVLOCK_RESULT_TRUE;
+    else if (write_failure_words(q, conn, words, size))
+        out->message = words;
+    const PGresult *res = q->kept_;
+    if (out->result != ADVLOCK_RESULT_TRUE || res == NULL || q->form_ == ADVLOCK_PQ_PREPARE)
+        return;
+    /* read_result checked every value these read. */
+    switch (advlock_sql_answer((advlock_sql)q->sql_)) {
+    case ADVLOCK_ANSWER_SESSION:
+        out->server_pid = (int)integer(res, 0, 0, 4);
+        out->in_recovery = boolean_value(res, 1);
+        out->ours = boolean_value(res, 2);
+        break;
+    case ADVLOCK_ANSWER_FENCED: out->fence_token = integer(res, 0, 1, 8); break;
+    case ADVLOCK_ANSWER_CAPACITY:
+        for (int i = 0; i < 3; i++)
+            out->settings[i] = integer(res, 0, i, 8);
+        break;
+    case ADVLOCK_ANSWER_HOLDERS:
+        if (PQntuples(res) == 0)
+            break;
+        *rows = holder_rows(res);
+        if (*rows == NULL) {
+            /* Diagnostics are optional: their failure still ends TIMED_OUT. */
+            advlock_pq_copy_line(words, size, "out of memory");
+            out->result = ADVLOCK_RESULT_SERVER_ERROR;
+            out->message = words;
+            break;
+        }
+        out->holders = *rows;
+        out->nholders = (size_t)PQntuples(res);
+        break;
+    default: break;
+    }
 }

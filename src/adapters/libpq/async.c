@@ -317,7 +317,7 @@ static void setup_answered(advlock_pq *a, const char *words, int64_t now_ms)
     advlock_lease_setup s = advlock_lease_setup_result(&a->lease_);
     if (!setup_holds(s)) {
         char why[ADVLOCK_PQ_TEXT_MAX];
-        advlock_pq_lease_say_setup_failed(&a->lease_, words, why, sizeof why);
+        advlock_lease_say_setup_failed(&a->lease_, words, why, sizeof why);
         advlock_pq_copy_line(a->report_.server_message, sizeof a->report_.server_message, why);
         (void)advlock_on_result(&a->machine_, ADVLOCK_RESULT_SERVER_ERROR, NULL,
                                 a->report_.server_message, now_ms);
@@ -527,8 +527,8 @@ static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms)
 {
     advlock_lease_expiry why = advlock_lease_expiry_reason(&a->lease_);
     char message[ADVLOCK_PQ_TEXT_MAX];
-    advlock_pq_lease_say_expiry(&a->lease_, why, words, message, sizeof message);
-    a->lease_free_ms_ = advlock_pq_lease_unbound(&a->lease_, why)
+    advlock_lease_say_expiry(&a->lease_, why, words, message, sizeof message);
+    a->lease_free_ms_ = advlock_lease_unbound(&a->lease_, why)
                             ? INT64_MAX
                             : advlock_pq_add_ms(now_ms, lease_plan(a)->lease_ms);
     become_lost(a, "", message, now_ms);

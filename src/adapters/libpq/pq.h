@@ -13,11 +13,12 @@ static inline int64_t advlock_pq_add_ms(int64_t a, int64_t b)
 
 /* ---- query.c: sending one of the machine's queries ------------------------ */
 
-/* The form a statement goes in; see "On the wire" in docs/libpq.md. */
+/* The form a statement goes in (the core's advlock_form); see "On the
+ * wire" in docs/libpq.md. */
 enum advlock_pq_form {
-    ADVLOCK_PQ_PREPARE = 1,    /* prepare it under its name, then execute */
-    ADVLOCK_PQ_EXECUTE_NAMED,  /* execute the prepared statement */
-    ADVLOCK_PQ_EXECUTE_UNNAMED /* parse, bind and execute in one go */
+    ADVLOCK_PQ_PREPARE = (int)ADVLOCK_FORM_PREPARE,        /* prepare it under its name */
+    ADVLOCK_PQ_EXECUTE_NAMED = (int)ADVLOCK_FORM_NAMED,    /* execute the prepared statement */
+    ADVLOCK_PQ_EXECUTE_UNNAMED = (int)ADVLOCK_FORM_UNNAMED /* parse, bind and execute in one go */
 };
 
 /* sql's bit in a mask of prepared statements (ADVLOCK_SQL_COUNT <= 32,
@@ -100,11 +101,16 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
  */
 advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size);
 
-/* The lock table's settings of an answered ADVLOCK_SQL_CAPACITY row (before
- * advlock_pq_answer_take(), which forgets them), with the share to take, into
- * out: 0, or ADVLOCK_EINVAL (the row failed, or a setting out of range). */
-int advlock_pq_answer_capacity(const advlock_pq_query_ *q, int share_percent,
-                               advlock_capacity *out);
+/*
+ * The final answer in q as the connection engine takes it
+ * (advlock_conn_on_answer()): a failure's words written into words (size
+ * bytes), a holders query's rows into *rows (free() them after the
+ * engine has read them; NULL when there are none). out's strings point
+ * into words, q and q's kept result, which stays until
+ * advlock_pq_answer_clear().
+ */
+void advlock_pq_answer_export(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size,
+                              advlock_answer *out, advlock_holder **rows);
 
 /* ---- notices.c: keeping server notices off stderr ------------------------- */
 
@@ -231,24 +237,6 @@ int advlock_pq_wait_until(int64_t until_ms, int64_t now);
 /* Reads what an idle session's socket holds, without blocking; returns 1
  * if the connection is gone (async.c). */
 int advlock_pq_read_idle(PGconn *conn);
-
-/* ---- lease_words.c: a lease's failures in words ------------------------------ */
-
-/* Why a lease's setup refuses the lock (words: what its statement said, or
- * ""), into out (size bytes). */
-void advlock_pq_lease_say_setup_failed(const advlock_lease *l, const char *words, char *out,
-                                       size_t size);
-
-/* 1 when the lease set nothing on the server session that holds the lock:
- * behind a proxy (the server's socket is the proxy's), or after a heartbeat
- * found its settings changed. Then the lease does not bound when the
- * server frees the lock. */
-int advlock_pq_lease_unbound(const advlock_lease *l, advlock_lease_expiry why);
-
-/* Why the lease ran out, as the loss's words (words: what the failed
- * heartbeat said, or ""), into out (size bytes). */
-void advlock_pq_lease_say_expiry(const advlock_lease *l, advlock_lease_expiry why,
-                                 const char *words, char *out, size_t size);
 
 /* ---- shared checks ------------------------------------------------------- */
 

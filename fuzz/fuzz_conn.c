@@ -1,0 +1,328 @@
+/*
+ * Fuzzes the connection engine (advlock_conn) with opcode bytes: members
+ * starting acquires (modes, fences, timeouts), releases, verifies and
+ * cancels; statements polled, sent or taken back; answers of every kind
+ * (granted, busy, NULL, errors with 26000 and 42P05, skipped with an
+ * aborted batch, lost), session rows direct and behind a proxy, timers,
+ * closes, resets, leases. A model of the server session's holds, kept from
+ * the statements the engine sent and the answers given (a grant counts
+ * only when the server would have made it), checks after every event:
+ *   - no member believes it holds a lock the session cannot hold: members
+ *     whose peer is HELD never outnumber the server's holds of their key
+ *     and mode;
+ *   - every grant is owned or given back: with nothing in flight or owed,
+ *     the server's holds equal the HELD peers, key by key (less the holds
+ *     a lease that ran out, a verify that failed or a give-back the server
+ *     refused gave up, which the session keeps until the caller closes the
+ *     connection);
+ *   - every loss is reported once: a LOST event only for a member that was
+ *     told its lock was taken and not told since that it ended;
+ *   - the engine never has more statements out than slots, and a sync
+ *     only ends a batch that has a statement.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advlock.h"
+#include "fuzz_input.h"
+
+enum { MEMBERS = 4, SLOTS = 6, KEYS = 3, FIFO = 64 };
+enum { OP_ACQUIRE, OP_RELEASE, OP_VERIFY };
+
+typedef struct sent {
+    advlock_sql sql;
+    advlock_form form;
+    int64_t key;
+} sent;
+
+typedef struct model {
+    advlock_conn c;
+    advlock_conn_slot slots[SLOTS];
+    advlock_peer *buckets[4];
+    advlock_member m[MEMBERS];
+    int told_held[MEMBERS]; /* from events: ACQUIRED/HELD, until LOST or another end */
+    int op[MEMBERS];        /* the operation under way: an OP_ value */
+    sent fifo[FIFO];        /* the statements out, oldest first */
+    int head, len;
+    int holds[KEYS][2]; /* the server session's, by key and mode */
+    /* holds of locks a lease that ran out gave up: the session keeps them
+     * until the connection closes, which is the caller's to do */
+    int abandoned[KEYS][2];
+    int pid;
+    int64_t now;
+    int last_polled; /* 1 query, 2 sync, 0 nothing */
+} model;
+
+static const int64_t keys[KEYS] = {11, 22, 33};
+
+static int key_index(int64_t key)
+{
+    for (int k = 0; k < KEYS; k++)
+        if (keys[k] == key)
+            return k;
+    return -1;
+}
+
+/* The model reads the statement table on its own, apart from the engine:
+ * it is the oracle the engine is checked against. */
+static int is_try(advlock_sql sql, int *mode)
+{
+    switch (sql) {
+    case ADVLOCK_SQL_TRY_LOCK:
+    case ADVLOCK_SQL_TRY_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_LOCK_FENCED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    default: return 0;
+    }
+}
+
+static int is_unlock(advlock_sql sql, int *mode)
+{
+    switch (sql) {
+    case ADVLOCK_SQL_UNLOCK:
+    case ADVLOCK_SQL_UNLOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_UNLOCK_SHARED:
+    case ADVLOCK_SQL_UNLOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    default: return 0;
+    }
+}
+
+static void take_events(model *md)
+{
+    advlock_conn_event ev;
+    while (advlock_conn_poll_event(&md->c, &ev)) {
+        int i = (int)(ev.member - md->m);
+        CHECK(i >= 0 && i < MEMBERS);
+        if (ev.kind == ADVLOCK_CONN_LOST) {
+            CHECK(md->told_held[i]); /* once, and only for a lock it was told of */
+            md->told_held[i] = 0;
+            const advlock_peer *p = &ev.member->peer_;
+            if (advlock_member_lease_expiry(ev.member) != ADVLOCK_LEASE_LIVE)
+                md->abandoned[key_index(p->key_)][p->mode_]++;
+            continue;
+        }
+        const advlock_report *r = advlock_member_report(ev.member);
+        CHECK(r != NULL);
+        /* A release that failed leaves the lock in doubt: still held. */
+        int held = r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
+                   || (md->op[i] == OP_RELEASE && r->outcome == ADVLOCK_FAILED);
+        /* A verify that did not find the lock ends the hold, whatever the
+         * session holds: the caller must close the connection. */
+        if (md->op[i] == OP_VERIFY && md->told_held[i] && !held)
+            md->abandoned[key_index(ev.member->peer_.key_)][ev.member->peer_.mode_]++;
+        md->told_held[i] = held;
+    }
+}
+
+static void check(model *md)
+{
+    int peers[KEYS][2] = {{0}}, told[KEYS][2] = {{0}};
+    for (int i = 0; i < MEMBERS; i++) {
+        const advlock_peer *p = &md->m[i].peer_;
+        int k = key_index(p->key_);
+        if (advlock_peer_state(p) == ADVLOCK_PEER_HELD) {
+            CHECK(k >= 0);
+            peers[k][p->mode_]++;
+        }
+        if (md->told_held[i]) {
+            CHECK(k >= 0 && advlock_member_held(&md->m[i]) + advlock_member_busy(&md->m[i]) > 0);
+            told[k][p->mode_]++;
+        }
+    }
+    CHECK(advlock_conn_outstanding(&md->c) <= SLOTS);
+    int quiet = advlock_conn_outstanding(&md->c) == 0 && advlock_conn_busy(&md->c) == 0;
+    for (int k = 0; k < KEYS; k++)
+        for (int mode = 0; mode < 2; mode++) {
+            int kept = md->holds[k][mode] - md->abandoned[k][mode];
+            CHECK(told[k][mode] <= kept);
+            if (quiet)
+                CHECK(peers[k][mode] == kept);
+        }
+}
+
+static void poll_one(model *md)
+{
+    advlock_statement st;
+    md->last_polled = 0;
+    if (!advlock_conn_poll_statement(&md->c, &st, md->now))
+        return;
+    if (st.kind == ADVLOCK_STATEMENT_SYNC) {
+        CHECK(md->len > 0);
+        md->last_polled = 2;
+        return;
+    }
+    CHECK(md->len < FIFO);
+    md->fifo[(md->head + md->len++) % FIFO] = (sent){st.sql, st.form, st.param};
+    md->last_polled = 1;
+}
+
+/* The server ran the head statement: its effect on the session's holds,
+ * and the answer the fuzzer chose where the server has a choice. */
+static void answer_head(model *md, input *in)
+{
+    if (md->len == 0)
+        return;
+    sent s = md->fifo[md->head];
+    advlock_statement head;
+    CHECK(advlock_conn_head(&md->c, &head) && head.sql == s.sql && head.form == s.form);
+    md->head = (md->head + 1) % FIFO;
+    md->len--;
+    md->last_polled = 0;
+    advlock_answer a;
+    uint8_t how = byte(in) % 10;
+    int mode, k = key_index(s.key);
+    if (how == 0) {
+        advlock_answer_init(&a, ADVLOCK_RESULT_SERVER_ERROR);
+        a.aborted = 1;
+    } else if (how == 1) {
+        advlock_answer_init(&a, ADVLOCK_RESULT_SERVER_ERROR);
+        static const char *const codes[] = {"26000", "42P05", "53200", "XX000"};
+        a.sqlstate = codes[byte(in) % 4];
+        a.message = "fuzzed";
+    } else if (s.form == ADVLOCK_FORM_PREPARE) {
+        advlock_answer_init(&a, ADVLOCK_RESULT_TRUE); /* prepared: it ran nothing */
+    } else if (how == 2 && advlock_sql_guarded(s.sql)) {
+        /* only a guarded row answers NULL: it reached another session */
+        advlock_answer_init(&a, ADVLOCK_RESULT_NULL);
+    } else if (is_try(s.sql, &mode)) {
+        int granted = how % 2 == 1 && k >= 0;
+        advlock_answer_init(&a, granted ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
+        a.fence_token = granted ? 1 + (byte(in) % 100) : 0;
+        if (granted)
+            md->holds[k][mode]++;
+    } else if (is_unlock(s.sql, &mode)) {
+        int held = k >= 0 && md->holds[k][mode] > 0;
+        advlock_answer_init(&a, held ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
+        if (held)
+            md->holds[k][mode]--;
+        /* the session's holds are counted, not owned: an unlock may end one
+         * that was given up */
+        if (k >= 0 && md->abandoned[k][mode] > md->holds[k][mode])
+            md->abandoned[k][mode] = md->holds[k][mode];
+    } else if (s.sql == ADVLOCK_SQL_HELD || s.sql == ADVLOCK_SQL_HELD_SHARED
+               || s.sql == ADVLOCK_SQL_HELD_GUARDED || s.sql == ADVLOCK_SQL_HELD_SHARED_GUARDED) {
+        mode = s.sql == ADVLOCK_SQL_HELD || s.sql == ADVLOCK_SQL_HELD_GUARDED ? ADVLOCK_EXCLUSIVE
+                                                                              : ADVLOCK_SHARED;
+        int held = k >= 0 && md->holds[k][mode] > md->abandoned[k][mode];
+        advlock_answer_init(&a, held ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
+    } else if (s.sql == ADVLOCK_SQL_SESSION) {
+        advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
+        a.server_pid = byte(in) % 4 == 0 ? md->pid + 1 : md->pid; /* a proxy, now and then */
+        a.in_recovery = byte(in) % 16 == 0;
+        a.ours = byte(in) % 8 != 0;
+    } else if (s.sql == ADVLOCK_SQL_CAPACITY) {
+        advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
+        a.settings[0] = byte(in) % 4;
+        a.settings[1] = byte(in) % 8; /* after settings[0]: one order for every compiler */
+        a.settings[2] = 0;
+    } else {
+        advlock_answer_init(&a, how % 2 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
+    }
+    /* A give-back the server refused leaves the grant on the session,
+     * owned by nobody, until the connection closes. */
+    if (head.member == NULL && s.form != ADVLOCK_FORM_PREPARE && is_unlock(s.sql, &mode) && k >= 0
+        && !a.aborted
+        && !(s.form == ADVLOCK_FORM_NAMED && a.sqlstate != NULL && strcmp(a.sqlstate, "26000") == 0)
+        && (a.result == ADVLOCK_RESULT_SERVER_ERROR || a.result == ADVLOCK_RESULT_NULL))
+        md->abandoned[k][mode] += md->holds[k][mode] > md->abandoned[k][mode];
+    CHECK(advlock_conn_on_answer(&md->c, &a, md->now) == 0);
+}
+
+/* The session is gone: its holds with it (the events that say so first). */
+static void session_gone(model *md)
+{
+    take_events(md);
+    memset(md->holds, 0, sizeof md->holds);
+    memset(md->abandoned, 0, sizeof md->abandoned);
+    md->len = 0;
+    md->last_polled = 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static model md;
+    memset(&md, 0, sizeof md);
+    input in = {data, size};
+    md.pid = 100;
+    unsigned caps = byte(&in) % 4;
+    CHECK(advlock_conn_init(&md.c, md.slots, SLOTS, md.buckets, 4, md.pid, 7, caps) == 0);
+    for (int i = 0; i < MEMBERS; i++)
+        advlock_member_init(&md.m[i]);
+    while (in.size > 0) {
+        uint8_t op = byte(&in);
+        advlock_member *m = &md.m[op / 16 % MEMBERS];
+        switch (op % 16) {
+        case 0:
+        case 1: {
+            advlock_options o;
+            advlock_options_init(&o);
+            o.mode = byte(&in) % 3 == 0 ? ADVLOCK_SHARED : ADVLOCK_EXCLUSIVE;
+            o.fence = o.mode == ADVLOCK_EXCLUSIVE && byte(&in) % 4 == 0;
+            o.diagnose = byte(&in) % 2;
+            int64_t key = keys[byte(&in) % KEYS];
+            int64_t timeout = number(&in) % 5000;
+            if (advlock_conn_start_acquire_key(&md.c, m, key, timeout, &o, md.now) == 0)
+                md.op[m - md.m] = OP_ACQUIRE;
+            break;
+        }
+        case 2:
+        case 3:
+            if ((op % 16 == 2 ? advlock_conn_start_release : advlock_conn_start_verify)(&md.c, m,
+                                                                                        md.now)
+                == 0)
+                md.op[m - md.m] = op % 16 == 2 ? OP_RELEASE : OP_VERIFY;
+            break;
+        case 4: (void)advlock_conn_cancel(&md.c, m, md.now); break;
+        case 5:
+        case 6:
+        case 7: poll_one(&md); break;
+        case 8:
+        case 9:
+        case 10: answer_head(&md, &in); break;
+        case 11:
+            if (md.last_polled == 1) {
+                int broken = byte(&in) % 2;
+                md.len--; /* the pump could not send it */
+                advlock_conn_unsend(&md.c, broken, "not sent", md.now);
+                if (broken) { /* and reports the close it saw */
+                    advlock_conn_on_closed(&md.c, "", "not sent", md.now);
+                    session_gone(&md);
+                }
+            } else if (md.last_polled == 2) {
+                advlock_conn_unsend(&md.c, 0, "not sent", md.now);
+            }
+            md.last_polled = 0;
+            break;
+        case 12: {
+            int64_t wake = advlock_conn_next_wake(&md.c);
+            int64_t step = number(&in) % 4000;
+            md.now += step > 0 ? step : 0;
+            if (byte(&in) % 2 && wake != INT64_MAX && wake > md.now)
+                md.now = wake;
+            advlock_conn_on_timer(&md.c, md.now);
+            break;
+        }
+        case 13:
+            if (byte(&in) % 8 == 0) {
+                advlock_conn_on_closed(&md.c, "57P01", "terminating connection", md.now);
+                session_gone(&md);
+            }
+            break;
+        case 14:
+            if (byte(&in) % 8 == 0) {
+                md.pid++;
+                CHECK(advlock_conn_on_reset(&md.c, md.pid, 7 + (uint64_t)md.pid, md.now) == 0);
+                session_gone(&md);
+            }
+            break;
+        default: (void)advlock_conn_set_lease(&md.c, byte(&in) % 2 ? 30000 : 0, 0); break;
+        }
+        take_events(&md);
+        check(&md);
+    }
+    return 0;
+}

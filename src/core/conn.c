@@ -1,0 +1,413 @@
+/*
+ * The connection engine's API: starting, cancelling and ending members'
+ * operations, the lease and the lock table's share, and what the pump
+ * reports of the connection (time, a close, a reset, a transaction block).
+ * Members live in conn_members.c, the lease in conn_lease.c, the statements
+ * in flight in conn_queue.c. docs/design.md, "The connection".
+ */
+#include "conn.h"
+
+#include <string.h>
+
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(advlock_member) == ADVLOCK_MEMBER_SIZE, "advlock_member's size is fixed");
+_Static_assert(sizeof(advlock_conn_slot) == ADVLOCK_CONN_SLOT_SIZE, "a slot's size is fixed");
+_Static_assert(sizeof(advlock_conn) == ADVLOCK_CONN_SIZE, "advlock_conn's size is fixed");
+#endif
+
+void advlock_answer_init(advlock_answer *a, advlock_result result)
+{
+    if (a == NULL)
+        return;
+    memset(a, 0, sizeof *a);
+    a->result = result;
+}
+
+int advlock_conn_init(advlock_conn *c, advlock_conn_slot *slots, size_t nslots,
+                      advlock_peer **buckets, size_t nbuckets, int client_pid, uint64_t token,
+                      unsigned caps)
+{
+    if (c == NULL || slots == NULL || nslots < 2 || nslots > INT32_MAX || buckets == NULL
+        || token == 0)
+        return ADVLOCK_EINVAL;
+    advlock_conn fresh;
+    memset(&fresh, 0, sizeof fresh);
+    if (advlock_peers_init(&fresh.peers_, buckets, nbuckets) != 0)
+        return ADVLOCK_EINVAL;
+    (void)advlock_session_init(&fresh.session_, client_pid, token);
+    fresh.slots_ = slots;
+    fresh.nslots_ = (uint32_t)nslots;
+    fresh.caps_ = (uint8_t)(caps & (ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE));
+    fresh.capacity_share_ = ADVLOCK_CAPACITY_SHARE_DEFAULT;
+    fresh.owed_ = fresh.owed_tail_ = -1;
+    /* Every slot's keeper part starts free. */
+    for (size_t i = 0; i < nslots; i++) {
+        memset(&slots[i], 0, sizeof slots[i]);
+        slots[i].keeper_ = -1;
+        slots[i].kept_next_ = i + 1 < nslots ? (int32_t)(i + 1) : -1;
+    }
+    fresh.free_keepers_ = 0;
+    *c = fresh;
+    return 0;
+}
+
+void advlock_member_init(advlock_member *m)
+{
+    if (m == NULL)
+        return;
+    memset(m, 0, sizeof *m);
+    advlock_machine_init(&m->machine_);
+    advlock_peer_init(&m->peer_);
+}
+
+static int busy(const advlock_member *m)
+{
+    return m->phase_ == CONN_PENDING || m->phase_ == CONN_QUEUED || m->phase_ == CONN_SENT
+           || m->phase_ == CONN_SLEEPING;
+}
+
+/* A member's operation begins: its report and words are the new one's. */
+static void begin(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    m->conn_ = c;
+    m->started_ms_ = now_ms;
+    m->words_[0] = '\0';
+    m->sqlstate_[0] = '\0';
+    m->lease_expiry_ = ADVLOCK_LEASE_LIVE;
+}
+
+int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                   int64_t timeout_ms, const advlock_options *o, int64_t now_ms)
+{
+    if (c == NULL || m == NULL || timeout_ms < 0)
+        return ADVLOCK_EINVAL;
+    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_)
+        return ADVLOCK_EMISUSE;
+    advlock_options chosen;
+    if (o != NULL)
+        chosen = *o;
+    else
+        advlock_options_init(&chosen);
+    /* The lease is the connection's; a member's statements share one
+     * session, which only polling leaves free for the others. */
+    if (chosen.scope != ADVLOCK_SESSION || chosen.wait != ADVLOCK_WAIT_POLL || chosen.lease_ms != 0)
+        return ADVLOCK_EINVAL;
+    advlock_machine_init(&m->machine_);
+    int rc = advlock_set_options(&m->machine_, &chosen);
+    if (rc != 0)
+        return rc;
+    begin(c, m, now_ms);
+    m->key_ = key;
+    m->timeout_ms_ = timeout_ms;
+    m->acquiring_ = 1;
+    advlock_conn_start_machine(c, m, now_ms);
+    return 0;
+}
+
+int advlock_conn_start_acquire(advlock_conn *c, advlock_member *m, const char *name, size_t len,
+                               int64_t timeout_ms, const advlock_options *o, int64_t now_ms)
+{
+    if (name == NULL && len > 0)
+        return ADVLOCK_EINVAL;
+    int64_t key;
+    int rc = advlock_derive_key(name, len, &key);
+    return rc != 0 ? rc : advlock_conn_start_acquire_key(c, m, key, timeout_ms, o, now_ms);
+}
+
+/* Starts a release or a verify (verify) of the lock m holds. */
+static int start_on_held(advlock_conn *c, advlock_member *m, int verify, int64_t now_ms)
+{
+    if (c == NULL || m == NULL)
+        return ADVLOCK_EINVAL;
+    if (c->given_up_ || m->conn_ != c || m->phase_ != CONN_HELD)
+        return ADVLOCK_EMISUSE;
+    (void)advlock_set_session(&m->machine_, &c->session_);
+    int rc = verify ? advlock_start_verify_key(&m->machine_, m->key_, now_ms)
+                    : advlock_start_release_key(&m->machine_, m->key_, now_ms);
+    if (rc != 0)
+        return rc;
+    begin(c, m, now_ms);
+    m->acquiring_ = 0;
+    m->verifying_ = (uint8_t)verify;
+    c->verifying_ += (uint32_t)verify;
+    advlock_conn_follow(c, m, now_ms);
+    return 0;
+}
+
+int advlock_conn_start_release(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    return start_on_held(c, m, 0, now_ms);
+}
+
+int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    return start_on_held(c, m, 1, now_ms);
+}
+
+int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    if (c == NULL || m == NULL)
+        return ADVLOCK_EINVAL;
+    if (m->conn_ != c || !busy(m) || !m->acquiring_)
+        return ADVLOCK_EMISUSE;
+    if (m->phase_ == CONN_SLEEPING) {
+        (void)advlock_cancel(&m->machine_, now_ms);
+        advlock_conn_follow(c, m, now_ms);
+        return 0;
+    }
+    /* The member that was to check the session for the others lets another
+     * do it (a row in flight is the engine's to wait for). */
+    advlock_action next = advlock_next_action(&m->machine_);
+    int asked_session = m->phase_ == CONN_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
+                        && next.sql == ADVLOCK_SQL_SESSION;
+    if (m->phase_ == CONN_SENT)
+        advlock_conn_detach(c, m);
+    advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
+    if (asked_session)
+        advlock_conn_session_answered(c, now_ms);
+    return 0;
+}
+
+int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms)
+{
+    if (c == NULL)
+        return ADVLOCK_EINVAL;
+    /* A lease that ran out stays out: its connection must go. */
+    if (advlock_conn_busy(c) > 0 || c->lists_[CONN_HELD_LIST] != NULL || c->lease_expired_)
+        return ADVLOCK_EMISUSE;
+    if (lease_ms == 0) {
+        memset(&c->lease_, 0, sizeof c->lease_);
+        c->lease_on_ = 0;
+        return 0;
+    }
+    advlock_lease_plan p;
+    int rc = advlock_lease_plan_init(&p, lease_ms, stop_ms);
+    if (rc != 0)
+        return rc;
+    (void)advlock_lease_init(&c->lease_, &p);
+    c->lease_on_ = 1;
+    advlock_conn_lease_restart(c);
+    return 0;
+}
+
+int advlock_conn_set_capacity_share(advlock_conn *c, int percent)
+{
+    if (c == NULL || percent < 1 || percent > 100)
+        return ADVLOCK_EINVAL;
+    c->capacity_share_ = (uint8_t)percent;
+    c->capacity_.share_percent = percent;
+    return 0;
+}
+
+void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    advlock_member *m = c->lists_[CONN_SLEEP_LIST];
+    while (m != NULL) {
+        advlock_member *next = m->next_;
+        (void)advlock_on_timer(&m->machine_, now_ms);
+        if (advlock_next_action(&m->machine_).kind != ADVLOCK_ACTION_SLEEP)
+            advlock_conn_follow(c, m, now_ms);
+        m = next;
+    }
+    advlock_conn_lease_tend(c, now_ms);
+}
+
+int64_t advlock_conn_next_wake(const advlock_conn *c)
+{
+    if (c == NULL)
+        return INT64_MAX;
+    int64_t at = advlock_conn_lease_wake(c);
+    for (const advlock_member *m = c->lists_[CONN_SLEEP_LIST]; m != NULL; m = m->next_) {
+        int64_t wake = advlock_next_action(&m->machine_).wake_at_ms;
+        if (wake < at)
+            at = wake;
+    }
+    return at;
+}
+
+/* The server session is gone: a member waiting to release or verify the
+ * lock it held there, or to undo a grant it got there, has nothing left
+ * to act on; it ends FAILED as a lost connection (and a releaser, whose
+ * lock was in doubt, turns LOST with the others). Acquirers holding
+ * nothing go on, on the next session. */
+static void end_dead_waiting(advlock_conn *c, int64_t now_ms)
+{
+    static const int waiting[] = {CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++) {
+        advlock_member *m = c->lists_[waiting[i]];
+        while (m != NULL) {
+            advlock_member *next = m->next_;
+            if (!m->acquiring_ || advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT)
+                advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
+            m = next;
+        }
+    }
+}
+
+void advlock_conn_on_closed(advlock_conn *c, const char *sqlstate, const char *words,
+                            int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    advlock_conn_drain(c, words, now_ms);
+    /* Nothing waiting can go anywhere now (a later start fails as its
+     * statement's send does): each ends in the close's words. */
+    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
+        for (advlock_member *m = c->lists_[waiting[i]]; m != NULL; m = m->next_)
+            advlock_conn_say(m, words);
+    advlock_conn_end_waiting(c, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
+    advlock_conn_lose_held(c, sqlstate, words, ADVLOCK_LEASE_LIVE, now_ms);
+}
+
+void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    /* Every member with a statement in flight ends here, its statement
+     * left to the engine, which forgets it below. */
+    advlock_member *m;
+    while ((m = advlock_conn_first_in_flight(c)) != NULL) {
+        advlock_conn_detach(c, m);
+        advlock_conn_end(c, m, ADVLOCK_FAILED, failure, now_ms);
+    }
+    advlock_conn_end_waiting(c, ADVLOCK_FAILED, failure, now_ms);
+    advlock_conn_lose_held(c, "", words, ADVLOCK_LEASE_LIVE, now_ms);
+    advlock_conn_drain(c, words, now_ms);
+    c->given_up_ = 1;
+}
+
+void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    advlock_member *m;
+    while ((m = advlock_conn_first_in_flight(c)) != NULL) {
+        advlock_conn_detach(c, m);
+        advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
+    }
+    advlock_conn_end_waiting(c, ADVLOCK_CANCELLED, 0, now_ms);
+    while ((m = c->lists_[CONN_HELD_LIST]) != NULL) {
+        (void)advlock_peers_leave(&c->peers_, &m->peer_);
+        advlock_conn_move(c, m, CONN_DONE);
+    }
+    advlock_conn_drain(c, "", now_ms);
+}
+
+int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64_t now_ms)
+{
+    if (c == NULL || token == 0)
+        return ADVLOCK_EINVAL;
+    char words[ADVLOCK_CONN_WORDS_MAX];
+    advlock_text t;
+    advlock_text_init(&t, words, sizeof words);
+    advlock_text_put(&t, "the connection was reset: server session ");
+    advlock_text_put_int(&t, c->session_.client_pid);
+    advlock_text_put(&t, ", which held it, was replaced by ");
+    advlock_text_put_int(&t, client_pid);
+    /* The new session first, so that members restarted below check it. */
+    (void)advlock_session_init(&c->session_, client_pid, token);
+    c->prepared_ = c->unnamed_ = c->preparing_ = 0;
+    c->capacity_read_ = CAPACITY_UNREAD;
+    c->provisional_ = 0;
+    advlock_conn_lease_restart(c);
+    /* The old session's statements died with it: each is answered lost
+     * before the holders hear of the loss, so that nothing the old session
+     * said (a grant, a failed release) counts on the new one. */
+    advlock_conn_drain(c, words, now_ms);
+    end_dead_waiting(c, now_ms);
+    advlock_conn_lose_held(c, "", words, ADVLOCK_LEASE_LIVE, now_ms);
+    return 0;
+}
+
+void advlock_conn_on_transaction(advlock_conn *c, int in_block)
+{
+    if (c == NULL || !c->provisional_ || in_block)
+        return;
+    c->provisional_ = 0;
+    (void)advlock_session_init(&c->session_, c->session_.client_pid, c->session_.token);
+}
+
+const advlock_session *advlock_conn_session(const advlock_conn *c)
+{
+    return c != NULL ? &c->session_ : NULL;
+}
+
+size_t advlock_conn_busy(const advlock_conn *c)
+{
+    if (c == NULL)
+        return 0;
+    size_t n = 0;
+    static const int lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        for (const advlock_member *m = c->lists_[lists[i]]; m != NULL; m = m->next_)
+            n++;
+    return n + advlock_conn_in_flight(c);
+}
+
+int advlock_conn_watching(const advlock_conn *c)
+{
+    return c != NULL && (c->count_ > 0 || c->lists_[CONN_HELD_LIST] != NULL);
+}
+
+int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev)
+{
+    if (c == NULL || ev == NULL || c->news_ == NULL)
+        return 0;
+    advlock_member *m = c->news_;
+    ev->member = m;
+    if (m->news_ & NEWS_DONE) {
+        ev->kind = ADVLOCK_CONN_DONE;
+        m->news_ &= (uint8_t)~NEWS_DONE;
+    } else {
+        ev->kind = ADVLOCK_CONN_LOST;
+        m->news_ = 0;
+    }
+    if (m->news_ == 0) {
+        c->news_ = m->news_next_;
+        if (c->news_ == NULL)
+            c->news_tail_ = NULL;
+        m->news_next_ = NULL;
+    }
+    return 1;
+}
+
+int advlock_member_busy(const advlock_member *m)
+{
+    return m != NULL && busy(m);
+}
+
+int advlock_member_held(const advlock_member *m)
+{
+    return m != NULL && m->phase_ == CONN_HELD;
+}
+
+int advlock_member_lost(const advlock_member *m)
+{
+    return m != NULL && m->phase_ == CONN_LOST;
+}
+
+const advlock_report *advlock_member_report(const advlock_member *m)
+{
+    if (m == NULL)
+        return NULL;
+    return m->phase_ == CONN_DONE || m->phase_ == CONN_HELD || m->phase_ == CONN_LOST ? &m->report_
+                                                                                      : NULL;
+}
+
+const char *advlock_member_words(const advlock_member *m)
+{
+    return m != NULL ? m->words_ : "";
+}
+
+const char *advlock_member_sqlstate(const advlock_member *m)
+{
+    return m != NULL ? m->sqlstate_ : "";
+}
+
+advlock_lease_expiry advlock_member_lease_expiry(const advlock_member *m)
+{
+    return m != NULL ? (advlock_lease_expiry)m->lease_expiry_ : ADVLOCK_LEASE_LIVE;
+}

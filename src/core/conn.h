@@ -1,0 +1,140 @@
+/* What the connection engine's files share; none of it is exported. The
+ * files are layered, each calling only those above it in this header:
+ * conn_members.c (members and their lists), conn_lease.c (the lease),
+ * conn_queue.c (the statements in flight), conn.c (the API). */
+#ifndef ADVLOCK_CONN_INTERNAL_H
+#define ADVLOCK_CONN_INTERNAL_H
+
+#include "core.h"
+
+/* A member's phase (advlock_member.phase_):
+ *   PENDING   waiting for the session check another member's row makes
+ *   QUEUED    its machine's statement waits to be polled (the queue)
+ *   SENT      its statement is in flight (no list: a slot has it)
+ *   SLEEPING  between tries (the sleepers)
+ *   HELD      its acquire ended ACQUIRED (the holders)
+ *   DONE, LOST, IDLE: nothing under way (no list). */
+enum {
+    CONN_IDLE = 0,
+    CONN_PENDING,
+    CONN_QUEUED,
+    CONN_SENT,
+    CONN_SLEEPING,
+    CONN_HELD,
+    CONN_DONE,
+    CONN_LOST
+};
+
+/* The engine's member lists (advlock_conn.lists_). */
+enum { CONN_NO_LIST = 0, CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST, CONN_HELD_LIST };
+
+/* What a slot in flight is (advlock_conn_slot.kind_). */
+enum {
+    SLOT_MEMBER,    /* a member's statement: its answer goes to the member */
+    SLOT_DETACHED,  /* a cancelled member's: read and dropped, a grant given back */
+    SLOT_PREPARE,   /* the engine's PREPARE of a statement */
+    SLOT_GIVE_BACK, /* the engine's unlock of a detached member's grant */
+    SLOT_LEASE,     /* the lease's setup or heartbeat */
+    SLOT_CAPACITY   /* the lock table's settings */
+};
+
+/* Where the lock table's settings are (advlock_conn.capacity_read_). */
+enum { CAPACITY_UNREAD = 0, CAPACITY_ASKED, CAPACITY_READ };
+
+/* The lease's statement in flight (advlock_conn.lease_query_). */
+enum { LEASE_NONE = 0, LEASE_SETUP, LEASE_HEARTBEAT };
+
+/* The member's news_ bits. */
+enum { NEWS_DONE = 1, NEWS_LOST = 2 };
+
+/* ---- conn_members.c ---- */
+
+/* Puts m in phase, and in the list that phase lives in (at its end). */
+void advlock_conn_move(advlock_conn *c, advlock_member *m, int phase);
+
+/* 1 if sql is a try-lock (plain, shared, guarded, fenced), with its mode. */
+int advlock_conn_try_mode(int sql, advlock_mode *mode);
+
+/* Copies text's first line into m's words (NULL: ""). */
+void advlock_conn_say(advlock_member *m, const char *text);
+
+/* Takes up m's machine's next action. */
+void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms);
+
+/* Starts m's machine on the connection's session, or parks m until the
+ * session check in flight has answered. */
+void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_ms);
+
+/* The session row in flight answered (or was given up): the members
+ * waiting for it start. */
+void advlock_conn_session_answered(advlock_conn *c, int64_t now_ms);
+
+/* Ends m's operation without its machine: outcome, failure, the machine's
+ * facts so far, the peer out of the table. */
+void advlock_conn_end(advlock_conn *c, advlock_member *m, advlock_outcome outcome, int failure,
+                      int64_t now_ms);
+
+/* Ends every member waiting (pending, queued, sleeping) this way. */
+void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int failure,
+                              int64_t now_ms);
+
+/* Every held member turns LOST at once, with these words. */
+void advlock_conn_lose_held(advlock_conn *c, const char *sqlstate, const char *words,
+                            advlock_lease_expiry expiry, int64_t now_ms);
+
+/* Feeds m's machine a failure result with words, and follows it; a try
+ * let through but never sent leaves the table. */
+void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, const char *sqlstate,
+                       const char *words, int64_t now_ms);
+
+/* Before m's try act goes out: 1 to send it; 0 when the share of the lock
+ * table is full or another member holds or asks for its key in a
+ * conflicting mode: m was answered locally and has moved on. */
+int advlock_conn_may_send(advlock_conn *c, advlock_member *m, const advlock_action *act,
+                          int64_t now_ms);
+
+/* ---- conn_lease.c ---- */
+
+/* 1 when the lease is still to be set up before the statement sql. */
+int advlock_conn_lease_needs_setup(const advlock_conn *c, int sql);
+
+/* The lease statement to send now, if any (want_setup: the setup, else a
+ * due heartbeat), counted as sent: 1 with *act filled. */
+int advlock_conn_lease_due(advlock_conn *c, int want_setup, advlock_action *act, int64_t now_ms);
+
+/* 1 when a heartbeat is due and none is in flight. */
+int advlock_conn_lease_beat_due(const advlock_conn *c);
+
+/* The lease's statement answered. */
+void advlock_conn_lease_answered(advlock_conn *c, const advlock_answer *a, int64_t now_ms);
+
+/* A member's try sent at sent_ms was granted: the first hold anchors the
+ * lease's heartbeats at that send. */
+void advlock_conn_lease_granted(advlock_conn *c, int64_t sent_ms, int64_t now_ms);
+
+/* Time for the lease: the stop deadline passed, or nothing held any more. */
+void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms);
+
+/* The lease's next wake-up, or INT64_MAX. */
+int64_t advlock_conn_lease_wake(const advlock_conn *c);
+
+/* A fresh lease under the same plan (a new server session). */
+void advlock_conn_lease_restart(advlock_conn *c);
+
+/* ---- conn_queue.c ---- */
+
+/* m's statements in flight are left to the engine: their answers are read
+ * and dropped, a grant given back; a try's key stays taken meanwhile. */
+void advlock_conn_detach(advlock_conn *c, advlock_member *m);
+
+/* Every statement in flight is answered lost (words), owed give-backs are
+ * forgotten: the session they belonged to is gone. */
+void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms);
+
+/* The first member with a statement in flight, or NULL. */
+advlock_member *advlock_conn_first_in_flight(const advlock_conn *c);
+
+/* How many members have a statement in flight. */
+size_t advlock_conn_in_flight(const advlock_conn *c);
+
+#endif

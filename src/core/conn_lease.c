@@ -1,0 +1,149 @@
+/*
+ * The connection's lease, one for every member (docs/libpq.md, "Leases").
+ * The core's advlock_lease decides; this file says when its statements go:
+ * the setup alone, before the first try-lock, and while any member holds a
+ * lock a heartbeat at a time, each in a batch of its own, so that no other
+ * statement's failure can make the server skip it. The first grant anchors
+ * the lease at the send of the try that took it; later grants ride on it
+ * (the server heard from this client after the anchor, so the stop
+ * deadline stays early enough for them too).
+ */
+#include "conn.h"
+
+static int setup_holds(advlock_lease_setup s)
+{
+    return s == ADVLOCK_LEASE_APPLIED || s == ADVLOCK_LEASE_UNIX_SOCKET
+           || s == ADVLOCK_LEASE_PROXIED;
+}
+
+void advlock_conn_lease_restart(advlock_conn *c)
+{
+    if (!c->lease_on_)
+        return;
+    advlock_lease_plan plan = *advlock_lease_plan_of(&c->lease_);
+    (void)advlock_lease_init(&c->lease_, &plan);
+    c->lease_query_ = LEASE_NONE;
+    c->lease_holding_ = 0;
+    c->lease_expired_ = 0;
+}
+
+int advlock_conn_lease_needs_setup(const advlock_conn *c, int sql)
+{
+    advlock_mode mode;
+    return c->lease_on_ && advlock_conn_try_mode(sql, &mode)
+           && !setup_holds(advlock_lease_setup_result(&c->lease_));
+}
+
+int advlock_conn_lease_beat_due(const advlock_conn *c)
+{
+    return c->lease_on_ && c->lease_holding_ && c->lease_query_ == LEASE_NONE
+           && advlock_lease_next(&c->lease_).kind == ADVLOCK_LEASE_QUERY;
+}
+
+int advlock_conn_lease_due(advlock_conn *c, int want_setup, advlock_action *act, int64_t now_ms)
+{
+    if (!c->lease_on_ || c->lease_query_ != LEASE_NONE)
+        return 0;
+    int kind = LEASE_HEARTBEAT;
+    if (want_setup) {
+        /* Behind a proxy the setup ends at once, sending nothing. */
+        (void)advlock_lease_start_setup(&c->lease_, c->session_.proxied, now_ms);
+        kind = LEASE_SETUP;
+    } else if (!c->lease_holding_) {
+        return 0;
+    }
+    advlock_lease_action l = advlock_lease_next(&c->lease_);
+    if (l.kind != ADVLOCK_LEASE_QUERY)
+        return 0;
+    act->kind = ADVLOCK_ACTION_QUERY;
+    act->sql = l.sql;
+    act->param = l.param;
+    act->param2 = l.param2;
+    act->param3 = 0;
+    c->lease_query_ = (uint8_t)kind;
+    (void)advlock_lease_on_sent(&c->lease_, now_ms);
+    return 1;
+}
+
+/* The setup refused the locks: every acquire waiting to send its try ends
+ * FAILED with the reason, and the next acquire sets the lease up anew. */
+static void setup_refused(advlock_conn *c, const char *words, int64_t now_ms)
+{
+    char why[ADVLOCK_CONN_WORDS_MAX];
+    advlock_lease_say_setup_failed(&c->lease_, words, why, sizeof why);
+    advlock_member *m = c->lists_[CONN_QUEUE_LIST];
+    while (m != NULL) {
+        advlock_member *next = m->next_;
+        advlock_action act = advlock_next_action(&m->machine_);
+        if (act.kind == ADVLOCK_ACTION_QUERY && advlock_conn_lease_needs_setup(c, act.sql))
+            advlock_conn_fail(c, m, ADVLOCK_RESULT_SERVER_ERROR, NULL, why, now_ms);
+        m = next;
+    }
+    advlock_conn_lease_restart(c);
+}
+
+/* The lease ran out: every held lock is lost, in the lease's words. */
+static void expired(advlock_conn *c, const char *words, int64_t now_ms)
+{
+    advlock_lease_expiry why = advlock_lease_expiry_reason(&c->lease_);
+    if (why == ADVLOCK_LEASE_LIVE)
+        why = ADVLOCK_LEASE_NO_ANSWER;
+    char message[ADVLOCK_CONN_WORDS_MAX];
+    advlock_lease_say_expiry(&c->lease_, why, words, message, sizeof message);
+    advlock_conn_lose_held(c, "", message, why, now_ms);
+    c->lease_holding_ = 0;
+    c->lease_expired_ = 1;
+}
+
+void advlock_conn_lease_answered(advlock_conn *c, const advlock_answer *a, int64_t now_ms)
+{
+    const char *words = a->message != NULL ? a->message : "";
+    int kind = c->lease_query_;
+    c->lease_query_ = LEASE_NONE;
+    (void)advlock_lease_on_result(&c->lease_, a->result, now_ms);
+    if (kind == LEASE_SETUP && !setup_holds(advlock_lease_setup_result(&c->lease_)))
+        setup_refused(c, words, now_ms);
+    else if (c->lease_holding_ && advlock_lease_next(&c->lease_).kind == ADVLOCK_LEASE_EXPIRED)
+        expired(c, words, now_ms);
+}
+
+void advlock_conn_lease_granted(advlock_conn *c, int64_t sent_ms, int64_t now_ms)
+{
+    if (!c->lease_on_ || c->lease_holding_)
+        return;
+    (void)advlock_lease_hold(&c->lease_, sent_ms, c->session_.proxied ? c->session_.token : 0,
+                             now_ms);
+    c->lease_holding_ = 1;
+}
+
+void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms)
+{
+    if (!c->lease_on_)
+        return;
+    /* A hold that ended after the lease ran out (a verify in flight then)
+     * is lost like the others. */
+    if (c->lease_expired_ && c->lists_[CONN_HELD_LIST] != NULL)
+        expired(c, "", now_ms);
+    if (!c->lease_holding_)
+        return;
+    if (c->lists_[CONN_HELD_LIST] == NULL && c->verifying_ == 0) {
+        /* Nothing held (released, or lost with the connection): no more
+         * heartbeats until the next grant. */
+        (void)advlock_lease_stop(&c->lease_);
+        c->lease_holding_ = 0;
+        return;
+    }
+    (void)advlock_lease_on_timer(&c->lease_, now_ms);
+    if (advlock_lease_next(&c->lease_).kind == ADVLOCK_LEASE_EXPIRED)
+        expired(c, "", now_ms);
+}
+
+int64_t advlock_conn_lease_wake(const advlock_conn *c)
+{
+    if (!c->lease_on_ || !c->lease_holding_)
+        return INT64_MAX;
+    advlock_lease_action l = advlock_lease_next(&c->lease_);
+    if (l.kind == ADVLOCK_LEASE_EXPIRED)
+        return 0; /* at once: the loss is still to be told */
+    return l.kind == ADVLOCK_LEASE_QUERY || l.kind == ADVLOCK_LEASE_WAIT ? l.wake_at_ms : INT64_MAX;
+}

@@ -1,0 +1,277 @@
+/*
+ * The connection engine's members: the lists each phase lives in, following
+ * a member's machine, the session check they share, ending and losing
+ * members, and the local answers a try gets before anything is sent (a key
+ * another member holds, the lock table's share full). docs/design.md,
+ * "The connection".
+ */
+#include "conn.h"
+
+#include <string.h>
+
+/* At the end: members are sent, woken and restarted in the order they
+ * came, so the first to ask for a name is the first to try it. */
+static void list_add(advlock_conn *c, advlock_member *m, int list)
+{
+    m->list_ = (uint8_t)list;
+    m->next_ = NULL;
+    m->prev_ = c->tails_[list];
+    if (m->prev_ != NULL)
+        m->prev_->next_ = m;
+    else
+        c->lists_[list] = m;
+    c->tails_[list] = m;
+}
+
+static void list_remove(advlock_conn *c, advlock_member *m)
+{
+    if (m->list_ == CONN_NO_LIST)
+        return;
+    if (m->prev_ != NULL)
+        m->prev_->next_ = m->next_;
+    else
+        c->lists_[m->list_] = m->next_;
+    if (m->next_ != NULL)
+        m->next_->prev_ = m->prev_;
+    else
+        c->tails_[m->list_] = m->prev_;
+    m->next_ = m->prev_ = NULL;
+    m->list_ = CONN_NO_LIST;
+}
+
+static int list_of(int phase)
+{
+    switch (phase) {
+    case CONN_PENDING: return CONN_PENDING_LIST;
+    case CONN_QUEUED: return CONN_QUEUE_LIST;
+    case CONN_SLEEPING: return CONN_SLEEP_LIST;
+    case CONN_HELD: return CONN_HELD_LIST;
+    default: return CONN_NO_LIST;
+    }
+}
+
+void advlock_conn_move(advlock_conn *c, advlock_member *m, int phase)
+{
+    list_remove(c, m);
+    m->phase_ = (uint8_t)phase;
+    if (list_of(phase) != CONN_NO_LIST)
+        list_add(c, m, list_of(phase));
+}
+
+int advlock_conn_try_mode(int sql, advlock_mode *mode)
+{
+    switch (sql) {
+    case ADVLOCK_SQL_TRY_LOCK:
+    case ADVLOCK_SQL_TRY_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_LOCK_FENCED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    default: return 0;
+    }
+}
+
+void advlock_conn_say(advlock_member *m, const char *text)
+{
+    advlock_text t;
+    advlock_text_init(&t, m->words_, sizeof m->words_);
+    if (text != NULL)
+        advlock_text_putn(&t, text, strcspn(text, "\n"));
+}
+
+/* m has news for the pump (advlock_conn_poll_event()). */
+static void tell(advlock_conn *c, advlock_member *m, int news)
+{
+    if (m->news_ == 0) {
+        m->news_next_ = NULL;
+        if (c->news_tail_ != NULL)
+            c->news_tail_->news_next_ = m;
+        else
+            c->news_ = m;
+        c->news_tail_ = m;
+    }
+    m->news_ |= (uint8_t)news;
+}
+
+/* An operation ended: a grant, or a verify that found the lock, is held;
+ * so is a lock whose release failed, which the session may still hold (the
+ * member keeps its key till it is released or lost); anything else leaves
+ * the table. */
+static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
+{
+    m->report_ = *r;
+    int releasing = !m->acquiring_ && !m->verifying_;
+    if (m->verifying_) {
+        m->verifying_ = 0;
+        c->verifying_--;
+    }
+    if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
+        || (releasing && r->outcome == ADVLOCK_FAILED)) {
+        if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
+            (void)advlock_peers_granted(&c->peers_, &m->peer_);
+        advlock_conn_move(c, m, CONN_HELD);
+    } else {
+        (void)advlock_peers_leave(&c->peers_, &m->peer_);
+        advlock_conn_move(c, m, CONN_DONE);
+    }
+    tell(c, m, NEWS_DONE);
+}
+
+void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    (void)now_ms;
+    advlock_action next = advlock_next_action(&m->machine_);
+    switch (next.kind) {
+    case ADVLOCK_ACTION_QUERY:
+        if (next.sql == ADVLOCK_SQL_SESSION)
+            c->session_asked_ = 1;
+        advlock_conn_move(c, m, CONN_QUEUED);
+        break;
+    case ADVLOCK_ACTION_SLEEP: advlock_conn_move(c, m, CONN_SLEEPING); break;
+    case ADVLOCK_ACTION_DONE: finish(c, m, next.report); break;
+    default:
+        /* NONE or CANCEL_QUERY: never with polling, which members require. */
+        break;
+    }
+}
+
+void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    if (!c->session_.checked && c->session_asked_) {
+        advlock_conn_move(c, m, CONN_PENDING);
+        return;
+    }
+    (void)advlock_set_session(&m->machine_, &c->session_);
+    int64_t left = m->timeout_ms_ - (now_ms - m->started_ms_);
+    (void)advlock_start_acquire_key(&m->machine_, m->key_, left > 0 ? left : 0, now_ms);
+    advlock_conn_follow(c, m, now_ms);
+}
+
+void advlock_conn_session_answered(advlock_conn *c, int64_t now_ms)
+{
+    c->session_asked_ = 0;
+    /* Taken whole first: a start may park a member again (a failed check
+     * leaves the session unchecked, and the first restarted asks anew). */
+    advlock_member *m = c->lists_[CONN_PENDING_LIST];
+    c->lists_[CONN_PENDING_LIST] = c->tails_[CONN_PENDING_LIST] = NULL;
+    while (m != NULL) {
+        advlock_member *next = m->next_;
+        m->list_ = CONN_NO_LIST;
+        m->next_ = m->prev_ = NULL;
+        advlock_conn_start_machine(c, m, now_ms);
+        m = next;
+    }
+}
+
+void advlock_conn_end(advlock_conn *c, advlock_member *m, advlock_outcome outcome, int failure,
+                      int64_t now_ms)
+{
+    /* The machine may be waiting for an answer that now goes to the engine,
+     * or was never started (pending): the report is its facts so far. */
+    advlock_report r;
+    const advlock_report *live = advlock_next_action(&m->machine_).report;
+    if (m->phase_ != CONN_PENDING && live != NULL) {
+        r = *live;
+    } else {
+        memset(&r, 0, sizeof r);
+        r.key = m->key_;
+        r.timeout_ms = m->timeout_ms_;
+    }
+    r.outcome = outcome;
+    r.failure = failure;
+    r.detail = ADVLOCK_DETAIL_NONE;
+    r.sqlstate[0] = '\0';
+    r.elapsed_ms = now_ms - m->started_ms_;
+    finish(c, m, &r);
+}
+
+void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int failure, int64_t now_ms)
+{
+    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
+        while (c->lists_[waiting[i]] != NULL)
+            advlock_conn_end(c, c->lists_[waiting[i]], outcome, failure, now_ms);
+}
+
+void advlock_conn_lose_held(advlock_conn *c, const char *sqlstate, const char *words,
+                            advlock_lease_expiry expiry, int64_t now_ms)
+{
+    advlock_member *m;
+    while ((m = c->lists_[CONN_HELD_LIST]) != NULL) {
+        (void)advlock_peers_leave(&c->peers_, &m->peer_);
+        advlock_conn_say(m, words);
+        advlock_text t;
+        advlock_text_init(&t, m->sqlstate_, sizeof m->sqlstate_);
+        if (sqlstate != NULL)
+            advlock_text_put(&t, sqlstate);
+        m->lease_expiry_ = (uint8_t)expiry;
+        advlock_conn_move(c, m, CONN_LOST);
+        tell(c, m, NEWS_LOST);
+        advlock_notify(&m->machine_, ADVLOCK_EVENT_LOST, m->words_, now_ms);
+    }
+}
+
+void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, const char *sqlstate,
+                       const char *words, int64_t now_ms)
+{
+    advlock_conn_say(m, words);
+    /* A try let through but not sent leaves; a held key (a release's, an
+     * undo's) stays taken as the machine's end decides. */
+    if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
+        (void)advlock_peers_leave(&c->peers_, &m->peer_);
+    (void)advlock_on_result(&m->machine_, r, sqlstate, m->words_, now_ms);
+    advlock_conn_follow(c, m, now_ms);
+}
+
+/* The answer the server gives a try-lock for a key another session holds:
+ * FALSE, the guarded rows' too (their NULL would say the claimed session
+ * was missed); the member backs off exactly as then. */
+static void answer_busy(advlock_member *m, advlock_sql sql, int64_t now_ms)
+{
+    if (sql == ADVLOCK_SQL_TRY_LOCK_FENCED)
+        (void)advlock_on_fenced(&m->machine_, 0, 0, now_ms);
+    else
+        (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);
+}
+
+/* A try past the share of the server's lock table is answered as the
+ * server would answer a limit of its configuration (53400): FAILED, with
+ * the core's words. Every peer in the table counts, a cancelled member's
+ * kept key too: each may hold a lock. */
+static int past_capacity(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    char words[ADVLOCK_CONN_WORDS_MAX];
+    if (c->capacity_read_ != CAPACITY_READ
+        || advlock_capacity_refuse(&c->capacity_, (int64_t)advlock_peers_count(&c->peers_), words,
+                                   sizeof words)
+               != 1)
+        return 0;
+    advlock_conn_say(m, words);
+    (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_SERVER_ERROR, "53400", m->words_, now_ms);
+    /* A fenced try's machine undoes a failed try with an unlock, as the
+     * server may have run it; this one never left the process, and an
+     * unlock would take another member's hold of the key: it is answered
+     * here, nothing held. */
+    advlock_action undo = advlock_next_action(&m->machine_);
+    if (undo.kind == ADVLOCK_ACTION_QUERY && undo.sql == ADVLOCK_SQL_UNLOCK)
+        (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);
+    advlock_conn_follow(c, m, now_ms);
+    return 1;
+}
+
+int advlock_conn_may_send(advlock_conn *c, advlock_member *m, const advlock_action *act,
+                          int64_t now_ms)
+{
+    advlock_mode mode;
+    /* A member sent again (its statement was aborted with the batch) is
+     * still in the table. */
+    if (!advlock_conn_try_mode(act->sql, &mode)
+        || advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT)
+        return 1;
+    if (past_capacity(c, m, now_ms))
+        return 0;
+    if (advlock_peers_ask(&c->peers_, &m->peer_, act->param, mode) == 1)
+        return 1;
+    answer_busy(m, act->sql, now_ms);
+    advlock_conn_follow(c, m, now_ms);
+    return 0;
+}

@@ -1,0 +1,535 @@
+/* The connection engine (advlock_conn) against scripted answers: what it
+ * asks to send, in which form and batch, and what its members end with. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "advlock.h"
+
+enum { SLOTS = 8, BUCKETS = 64, PID = 100 };
+static const uint64_t TOKEN = 0x5eed;
+
+typedef struct fixture {
+    advlock_conn c;
+    advlock_conn_slot slots[SLOTS];
+    advlock_peer *buckets[BUCKETS];
+    advlock_member m[4];
+    advlock_statement sent[32];
+    int nsent;
+    int64_t now;
+} fixture;
+
+static fixture f;
+
+static void setup_caps(unsigned caps)
+{
+    memset(&f, 0, sizeof f);
+    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID, TOKEN, caps),
+                     0);
+    for (int i = 0; i < 4; i++)
+        advlock_member_init(&f.m[i]);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+    return 0;
+}
+
+/* Polls every statement the engine offers now; returns how many. */
+static int poll_all(void)
+{
+    f.nsent = 0;
+    while (f.nsent < 32 && advlock_conn_poll_statement(&f.c, &f.sent[f.nsent], f.now))
+        f.nsent++;
+    return f.nsent;
+}
+
+static void expect_query(int i, advlock_sql sql, advlock_form form, const advlock_member *m)
+{
+    assert_true(i < f.nsent);
+    assert_int_equal(f.sent[i].kind, ADVLOCK_STATEMENT_QUERY);
+    assert_int_equal(f.sent[i].sql, sql);
+    assert_int_equal(f.sent[i].form, form);
+    assert_ptr_equal(f.sent[i].member, m);
+}
+
+static void expect_sync(int i)
+{
+    assert_true(i < f.nsent);
+    assert_int_equal(f.sent[i].kind, ADVLOCK_STATEMENT_SYNC);
+}
+
+static void answer(advlock_result r)
+{
+    advlock_answer a;
+    advlock_answer_init(&a, r);
+    assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
+}
+
+static void answer_error(const char *sqlstate, const char *words)
+{
+    advlock_answer a;
+    advlock_answer_init(&a, ADVLOCK_RESULT_SERVER_ERROR);
+    a.sqlstate = sqlstate;
+    a.message = words;
+    assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
+}
+
+static void answer_aborted(void)
+{
+    advlock_answer a;
+    advlock_answer_init(&a, ADVLOCK_RESULT_SERVER_ERROR);
+    a.aborted = 1;
+    assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
+}
+
+static void answer_session(int server_pid)
+{
+    advlock_answer a;
+    advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
+    a.server_pid = server_pid;
+    a.ours = 1;
+    assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
+}
+
+static void answer_capacity(int64_t locks, int64_t connections)
+{
+    advlock_answer a;
+    advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
+    a.settings[0] = locks;
+    a.settings[1] = connections;
+    assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
+}
+
+/* Drains the events; returns how many there were, the last in *last. */
+static int events(advlock_conn_event *last)
+{
+    int n = 0;
+    advlock_conn_event ev;
+    while (advlock_conn_poll_event(&f.c, &ev)) {
+        n++;
+        if (last != NULL)
+            *last = ev;
+    }
+    return n;
+}
+
+/* The first acquire's session check: the settings' row, then the check,
+ * one batch. */
+static void check_session(int server_pid)
+{
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_CAPACITY, ADVLOCK_FORM_UNNAMED, NULL);
+    expect_query(1, ADVLOCK_SQL_SESSION, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    expect_sync(2);
+    answer_capacity(64, 100);
+    answer_session(server_pid);
+}
+
+static void acquire(int i, int64_t key, const advlock_options *o)
+{
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[i], key, 5000, o, f.now), 0);
+}
+
+/* m[0] takes key 1 on a fresh engine: check, prepare, try. */
+static void hold_first(void)
+{
+    acquire(0, 1, NULL);
+    check_session(PID);
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(1, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    assert_int_equal(f.sent[1].param, 1);
+    expect_sync(2);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(events(NULL), 1);
+}
+
+static void first_acquire_checks_prepares_and_holds(void **state)
+{
+    (void)state;
+    hold_first();
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_true(advlock_conn_session(&f.c)->checked);
+    assert_true(advlock_conn_watching(&f.c));
+    /* A second member's try goes named at once: prepared already. */
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    expect_sync(1);
+}
+
+static void aborted_batch_is_sent_again(void **state)
+{
+    (void)state;
+    hold_first();
+    acquire(1, 2, NULL);
+    acquire(2, 3, NULL);
+    assert_int_equal(poll_all(), 3);
+    advlock_statement head;
+    assert_int_equal(advlock_conn_head(&f.c, &head), 1);
+    assert_ptr_equal(head.member, &f.m[1]);
+    answer_error("XX000", "boom");
+    assert_int_equal(advlock_conn_head(&f.c, &head), 1);
+    assert_int_equal(head.sync_follows, 1);
+    answer_aborted();
+    /* m[1] failed on its own; m[2] goes again, alone in a new batch. */
+    advlock_conn_event ev;
+    assert_int_equal(events(&ev), 1);
+    assert_ptr_equal(ev.member, &f.m[1]);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
+    assert_string_equal(advlock_member_words(&f.m[1]), "boom");
+    assert_true(advlock_member_busy(&f.m[2]));
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[2]));
+}
+
+static void cancelled_grant_is_given_back(void **state)
+{
+    (void)state;
+    hold_first();
+    acquire(1, 7, NULL);
+    assert_int_equal(poll_all(), 2);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_CANCELLED);
+    assert_int_equal(events(NULL), 1);
+    /* Its key stays taken: another member asking is answered busy, locally. */
+    acquire(2, 7, NULL);
+    assert_int_equal(poll_all(), 0);
+    assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
+    answer(ADVLOCK_RESULT_TRUE); /* granted to nobody */
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_UNNAMED, NULL);
+    assert_int_equal(f.sent[0].param, 7);
+    expect_sync(1);
+    answer(ADVLOCK_RESULT_TRUE);
+    /* Free now: the sleeper's next try goes out. */
+    f.now = advlock_conn_next_wake(&f.c);
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+}
+
+static void reset_loses_held_members(void **state)
+{
+    (void)state;
+    hold_first();
+    f.now = 10;
+    assert_int_equal(advlock_conn_on_reset(&f.c, 200, TOKEN + 1, f.now), 0);
+    advlock_conn_event ev;
+    assert_int_equal(events(&ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_LOST);
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_string_equal(advlock_member_words(&f.m[0]),
+                        "the connection was reset: server session 100, which held it, was "
+                        "replaced by 200");
+    /* The new session is checked again, its statements prepared again. */
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_SESSION, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+    assert_int_equal(f.sent[1].param2, 200);
+}
+
+static void close_stops_every_member_with_one_reason(void **state)
+{
+    (void)state;
+    hold_first();
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 2);
+    acquire(2, 3, NULL);
+    advlock_conn_on_closed(&f.c, "57P01", "terminating connection", f.now);
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_string_equal(advlock_member_sqlstate(&f.m[0]), "57P01");
+    assert_string_equal(advlock_member_words(&f.m[0]), "terminating connection");
+    assert_int_equal(advlock_member_report(&f.m[1])->failure, ADVLOCK_ECONNLOST);
+    assert_string_equal(advlock_member_words(&f.m[1]), "terminating connection");
+    assert_false(advlock_conn_watching(&f.c));
+    /* The queued one ends with them, in the same words. */
+    assert_int_equal(advlock_member_report(&f.m[2])->failure, ADVLOCK_ECONNLOST);
+    assert_string_equal(advlock_member_words(&f.m[2]), "terminating connection");
+    assert_int_equal(poll_all(), 0);
+    assert_int_equal(advlock_conn_busy(&f.c), 0);
+}
+
+/* Behind a proxy a release waits behind the statement in flight: a close
+ * or a reset meanwhile leaves it nothing to release on the next session,
+ * so it ends there, its lock lost with the others. */
+static void a_release_waiting_dies_with_its_session(void **state)
+{
+    (void)state;
+    for (int reset = 0; reset < 2; reset++) {
+        setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+        acquire(0, 1, NULL);
+        acquire(1, 2, NULL);
+        check_session(PID + 50);
+        assert_int_equal(poll_all(), 2);
+        answer(ADVLOCK_RESULT_TRUE);
+        assert_int_equal(poll_all(), 2);
+        answer(ADVLOCK_RESULT_TRUE);
+        (void)events(NULL);
+        acquire(2, 3, NULL);
+        assert_int_equal(poll_all(), 2); /* m[2]'s try in flight */
+        assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+        assert_int_equal(poll_all(), 0); /* the release waits behind it */
+        if (reset)
+            assert_int_equal(advlock_conn_on_reset(&f.c, PID + 60, TOKEN + 1, f.now), 0);
+        else
+            advlock_conn_on_closed(&f.c, "57P01", "terminating connection", f.now);
+        assert_false(advlock_member_busy(&f.m[0]));
+        assert_true(advlock_member_lost(&f.m[0]));
+        assert_true(advlock_member_lost(&f.m[1]));
+        assert_int_equal(advlock_peers_count(&f.c.peers_), 0);
+        assert_int_equal(advlock_member_report(&f.m[2])->failure, ADVLOCK_ECONNLOST);
+    }
+}
+
+static void refused_lease_setup_fails_the_acquire(void **state)
+{
+    (void)state;
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    acquire(0, 1, NULL);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_LEASE_SETUP, ADVLOCK_FORM_UNNAMED, NULL);
+    expect_sync(1);
+    assert_int_equal(poll_all(), 0); /* the try waits for the setup */
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
+    assert_memory_equal(advlock_member_words(&f.m[0]), "lease: the server did not apply", 31);
+}
+
+static void lease_without_heartbeat_answer_expires(void **state)
+{
+    (void)state;
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    acquire(0, 1, NULL);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE); /* applied */
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    (void)events(NULL);
+    /* A heartbeat, alone in its batch, never answered. */
+    f.now = advlock_conn_next_wake(&f.c);
+    assert_true(f.now > 0 && f.now < INT64_MAX);
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_HEARTBEAT, ADVLOCK_FORM_UNNAMED, NULL);
+    expect_sync(1);
+    int64_t beats = 0;
+    while (!advlock_member_lost(&f.m[0]) && beats++ < 10) {
+        f.now = advlock_conn_next_wake(&f.c);
+        advlock_conn_on_timer(&f.c, f.now);
+    }
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_int_equal(advlock_member_lease_expiry(&f.m[0]), ADVLOCK_LEASE_NO_ANSWER);
+    assert_memory_equal(advlock_member_words(&f.m[0]), "no heartbeat answered within", 28);
+    advlock_conn_event ev;
+    assert_int_equal(events(&ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_LOST);
+    /* Refused until a new session. */
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 0, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+}
+
+static void behind_a_proxy_one_statement_at_a_time(void **state)
+{
+    (void)state;
+    acquire(0, 1, NULL);
+    acquire(1, 2, NULL);
+    check_session(PID + 50); /* another pid answered: a proxy */
+    assert_true(advlock_conn_session(&f.c)->proxied);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK_GUARDED, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    expect_sync(1);
+    assert_false(advlock_conn_wants_send(&f.c));
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK_GUARDED, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+}
+
+static void fenced_try_goes_alone(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_options fenced;
+    advlock_options_init(&fenced);
+    fenced.fence = 1;
+    acquire(1, 2, NULL);
+    acquire(2, 3, &fenced);
+    acquire(3, 4, NULL);
+    assert_int_equal(poll_all(), 7);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    expect_sync(1);
+    expect_query(2, ADVLOCK_SQL_TRY_LOCK_FENCED, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(3, ADVLOCK_SQL_TRY_LOCK_FENCED, ADVLOCK_FORM_NAMED, &f.m[2]);
+    expect_sync(4);
+    expect_query(5, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[3]);
+    expect_sync(6);
+}
+
+static void prepared_elsewhere_and_dropped_statements(void **state)
+{
+    (void)state;
+    acquire(0, 1, NULL);
+    check_session(PID);
+    assert_int_equal(poll_all(), 3);
+    answer_error("42P05", "prepared statement already exists");
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    /* Dropped by someone: the execute fails 26000 and goes again unnamed. */
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer_error("26000", "prepared statement does not exist");
+    assert_true(advlock_member_busy(&f.m[1]));
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+}
+
+static void past_the_share_is_refused_unsent(void **state)
+{
+    (void)state;
+    assert_int_equal(advlock_conn_set_capacity_share(&f.c, 1), 0);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 3);
+    answer_capacity(1, 50); /* 1% of 50 locks: 1 */
+    answer_session(PID);
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 0);
+    const advlock_report *r = advlock_member_report(&f.m[1]);
+    assert_non_null(r);
+    assert_int_equal(r->outcome, ADVLOCK_FAILED);
+    assert_int_equal(r->failure, ADVLOCK_ESERVER);
+    assert_string_equal(r->sqlstate, "53400");
+}
+
+/* A fenced try refused for the share never left the process: its
+ * machine's undo must not unlock the key another member holds. */
+static void a_fenced_try_past_the_share_unlocks_nothing(void **state)
+{
+    (void)state;
+    assert_int_equal(advlock_conn_set_capacity_share(&f.c, 1), 0);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 3);
+    answer_capacity(1, 50); /* 1% of 50 locks: 1 */
+    answer_session(PID);
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    advlock_options fenced;
+    advlock_options_init(&fenced);
+    fenced.fence = 1;
+    acquire(1, 1, &fenced); /* the key m[0] holds: re-entrant at the server */
+    assert_int_equal(poll_all(), 0);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
+    assert_true(advlock_member_held(&f.m[0]));
+}
+
+/* A fenced try the server failed may have been granted: the machine
+ * undoes it, and the key stays taken until that unlock has answered, so
+ * no other member's grant can be the one it takes back. */
+static void a_fenced_try_undone_keeps_its_key(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_options fenced;
+    advlock_options_init(&fenced);
+    fenced.fence = 1;
+    acquire(1, 5, &fenced);
+    assert_int_equal(poll_all(), 3); /* its prepare, the try, the sync */
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("XX000", "fence table broken");
+    acquire(2, 5, NULL);             /* asks while the undo is to go */
+    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
+}
+
+static void one_at_a_time_client(void **state)
+{
+    (void)state;
+    setup_caps(0);
+    acquire(0, 1, NULL);
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_CAPACITY, ADVLOCK_FORM_UNNAMED, NULL);
+    answer_capacity(64, 100);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_SESSION, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    answer_session(PID);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].sync_follows, 0);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+}
+
+static void full_slots_hold_statements_back(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_member more[SLOTS + 2];
+    for (int i = 0; i < SLOTS + 2; i++) {
+        advlock_member_init(&more[i]);
+        assert_int_equal(advlock_conn_start_acquire_key(&f.c, &more[i], 10 + i, 5000, NULL, f.now),
+                         0);
+    }
+    /* Every slot but the one kept for a prepare's pair, and the sync. */
+    assert_int_equal(poll_all(), SLOTS);
+    expect_sync(SLOTS - 1);
+    assert_true(advlock_conn_starved(&f.c));
+    assert_int_equal(advlock_conn_busy(&f.c), SLOTS + 2);
+    answer(ADVLOCK_RESULT_FALSE);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &more[SLOTS - 1]);
+    /* More slots: the rest go at once. */
+    advlock_conn_slot bigger[4 * SLOTS];
+    assert_int_equal(advlock_conn_move_slots(&f.c, bigger, 4 * SLOTS), 0);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &more[SLOTS + 1]);
+    assert_false(advlock_conn_starved(&f.c));
+    /* The members are the test's stack's: leave nothing behind. */
+    for (int i = 0; i < SLOTS + 2; i++)
+        (void)advlock_conn_cancel(&f.c, &more[i], f.now);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(first_acquire_checks_prepares_and_holds, setup),
+        cmocka_unit_test_setup(aborted_batch_is_sent_again, setup),
+        cmocka_unit_test_setup(cancelled_grant_is_given_back, setup),
+        cmocka_unit_test_setup(reset_loses_held_members, setup),
+        cmocka_unit_test_setup(close_stops_every_member_with_one_reason, setup),
+        cmocka_unit_test_setup(a_release_waiting_dies_with_its_session, setup),
+        cmocka_unit_test_setup(refused_lease_setup_fails_the_acquire, setup),
+        cmocka_unit_test_setup(lease_without_heartbeat_answer_expires, setup),
+        cmocka_unit_test_setup(behind_a_proxy_one_statement_at_a_time, setup),
+        cmocka_unit_test_setup(fenced_try_goes_alone, setup),
+        cmocka_unit_test_setup(prepared_elsewhere_and_dropped_statements, setup),
+        cmocka_unit_test_setup(past_the_share_is_refused_unsent, setup),
+        cmocka_unit_test_setup(a_fenced_try_past_the_share_unlocks_nothing, setup),
+        cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
+        cmocka_unit_test_setup(one_at_a_time_client, setup),
+        cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
