@@ -2,14 +2,12 @@
 #ifndef ADVLOCK_PQ_INTERNAL_H
 #define ADVLOCK_PQ_INTERNAL_H
 
+#include "../../core/saturating.h"
 #include "advlock_pq.h"
 
-/* a + b, saturating at INT64_MAX: the caller's clock plus a plan's time
- * must never wrap into the past. */
-static inline int64_t advlock_pq_add_ms(int64_t a, int64_t b)
-{
-    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
-}
+/* The lock set's name for advlock_add_saturating (the caller's clock plus a
+ * plan's time must never wrap into the past). */
+#define advlock_pq_add_ms advlock_add_saturating
 
 /* ---- query.c: sending one of the machine's queries ------------------------ */
 
