@@ -24,6 +24,7 @@
 extern "C" {
 #endif
 
+/* The project's version, written here only (scripts/version.sh reads it). */
 #define ADVLOCK_VERSION "0.4.0"
 
 /* Marks the exported API; everything else in the libraries is hidden. */
@@ -32,6 +33,11 @@ extern "C" {
 #else
 #define ADVLOCK_API
 #endif
+
+/* The version of the library loaded at run time (ADVLOCK_VERSION is the one
+ * a program was built against): for bindings that load it, such as the
+ * Python package. Static storage; never NULL; no errors. */
+ADVLOCK_API const char *advlock_version(void);
 
 /*
  * Call errors. Every function that can refuse a call returns 0 or one of
@@ -672,11 +678,17 @@ typedef struct advlock_session {
  */
 ADVLOCK_API int advlock_session_init(advlock_session *s, int client_pid, uint64_t token);
 
+/* The size of an advlock_machine where pointers are 8 bytes (at most this
+ * where they are smaller): asserted where the machine is built
+ * (src/core/machine.c), so this is the one place the figure is written. */
+#define ADVLOCK_MACHINE_SIZE 264
+
 /*
- * A lock machine: 264 bytes. Allocate it anywhere (stack, static, inside
- * your own struct); it holds no pointers into itself, so it may be copied or
- * moved at any time (the copy shares the options' callbacks). It keeps facts
- * only: no name, no text. Its fields are private: use the functions below.
+ * A lock machine: ADVLOCK_MACHINE_SIZE bytes. Allocate it anywhere (stack,
+ * static, inside your own struct); it holds no pointers into itself, so it
+ * may be copied or moved at any time (the copy shares the options'
+ * callbacks). It keeps facts only: no name, no text. Its fields are
+ * private: use the functions below.
  */
 typedef struct advlock_machine {
     /* The options, kept compactly (advlock_set_options). */
