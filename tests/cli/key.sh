@@ -60,7 +60,7 @@ for cmd in "" key run status simulate calibrate setup; do
 done
 capture "$A" --version
 # The version the library's header declares (docs.sh holds the man page to it).
-header_version=$(sed -n 's/^#define ADVLOCK_VERSION "\(.*\)"$/\1/p' "$(dirname "$0")/../../include/advlock.h")
+header_version=$("$(dirname "$0")/../../scripts/version.sh")
 check "version" "advlock $header_version" "$OUT"
 
 finish
