@@ -429,6 +429,22 @@ ADVLOCK_API int advlock_describe(const advlock_report *r, const char *name, size
  */
 ADVLOCK_API int advlock_escape_name(const char *name, size_t len, char *buf, size_t size);
 
+/*
+ * Writes text as one JSON string (RFC 8259), quotes included, as the
+ * command's JSON log and the simulator's trace write theirs: quotes and
+ * backslashes escaped, newline and tab as \n and \t, other control
+ * characters and DEL as \u00XX, and every byte that is not part of
+ * well-formed UTF-8 as \ufffd, so that any bytes make a line that parses.
+ * Into buf of size bytes, always NUL-terminated when size > 0; what does not
+ * fit is left out whole (never half an escape or a character).
+ *
+ * Returns the length of the whole JSON string (not counting the NUL), which
+ * exceeds size - 1 when it was cut (as snprintf: pass size 0 to measure),
+ * or ADVLOCK_EINVAL (text NULL, buf NULL with size > 0, or a text too long
+ * for an int).
+ */
+ADVLOCK_API int advlock_json_string(const char *text, char *buf, size_t size);
+
 /* Message sizes: see advlock_describe(). A name is shown whole when its
  * escaped form fits in ADVLOCK_KEY_ECHO_MAX + 3 bytes, else cut to at most
  * ADVLOCK_KEY_ECHO_MAX bytes followed by "...". */

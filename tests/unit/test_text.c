@@ -337,6 +337,38 @@ static void control_characters_are_escaped(void **state)
     assert_string_equal(buf, "ab...");
 }
 
+/* The one JSON escaper: any bytes make a string that parses, and a cut
+ * never splits an escape or a character. */
+static void json_strings(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        const char *json;
+    } cases[] = {
+        {"plain", "\"plain\""},
+        {"q\"b\\", "\"q\\\"b\\\\\""},
+        {"a\nb\tc\rd\x7f", "\"a\\nb\\tc\\u000dd\\u007f\""},
+        {"\xC3\xA9t\xC3\xA9", "\"\xC3\xA9t\xC3\xA9\""},
+        {"bad\xff\xC0\x80", "\"bad\\ufffd\\ufffd\\ufffd\""},
+        {"", "\"\""},
+    };
+    char buf[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = advlock_json_string(cases[i].text, buf, sizeof buf);
+        assert_string_equal(buf, cases[i].json);
+        assert_int_equal(n, (int)strlen(cases[i].json));
+        assert_int_equal(advlock_json_string(cases[i].text, NULL, 0), n);
+    }
+    /* "\"a\\n" is 4 bytes: with room for 3 the escape is left out whole. */
+    assert_int_equal(advlock_json_string("a\nb", buf, 4), 6);
+    assert_string_equal(buf, "\"a");
+    assert_int_equal(advlock_json_string("\xC3\xA9", buf, 3), 4);
+    assert_string_equal(buf, "\"");
+    assert_int_equal(advlock_json_string(NULL, buf, sizeof buf), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_json_string("a", NULL, 1), ADVLOCK_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +385,7 @@ int main(void)
         cmocka_unit_test(sql_table),
         cmocka_unit_test(sql_table_verify_rows),
         cmocka_unit_test(sql_table_guarded_transaction_rows),
+        cmocka_unit_test(json_strings),
     };
     return cmocka_run_group_tests_name("text", tests, NULL, NULL);
 }
