@@ -2,7 +2,8 @@
 #ifndef ADVLOCK_CLI_H
 #define ADVLOCK_CLI_H
 
-/* Exit statuses, documented in advlock(1). */
+/* Exit statuses, documented in advlock(1) (tests/cli/docs.sh holds the page
+ * to this list; the tests read it through tests/cli/lib.sh). */
 enum {
     EXIT_OK = 0,
     EXIT_BUSY = 1,        /* run: timed out; status: a lock is held; key --lookup: no match */
@@ -14,7 +15,8 @@ enum {
     EXIT_IO = 74,         /* reading input or writing output failed (EX_IOERR) */
     EXIT_NO_PERM = 77,    /* the server refused who connects: authentication,
                            * pg_hba.conf, no such role, no CONNECT (EX_NOPERM) */
-    EXIT_NO_COMMAND = 127 /* run: the command could not be started */
+    EXIT_NO_EXEC = 126,   /* run: the command was found but could not be executed */
+    EXIT_NO_COMMAND = 127 /* run: the command was not found */
 };
 
 #include <stdint.h>
