@@ -100,9 +100,9 @@ int cli_signals_next(void);
 /*
  * advlock run --xact (xact.c): BEGIN on conn; and its end, COMMIT if commit
  * is set and the transaction has not failed, else ROLLBACK. Each waits for
- * its statement until bound passes (then the connection is shut down with
- * cli_abandon and CLI_NO_ANSWER returned after saying so) or a stop signal
- * arrives on advlock run's signal pipe (the same, and the signal's number
+ * its statement until bound passes (then the connection is given up with
+ * advlock_pq_abandon and CLI_NO_ANSWER returned after saying so) or a stop
+ * signal arrives on advlock run's signal pipe (the same, and the signal's number
  * returned, nothing printed). Else each returns 0, or -1 after printing why
  * (cli_xact_end: also when commit was asked for and no transaction was left
  * to commit).
@@ -112,30 +112,23 @@ enum { CLI_NO_ANSWER = -2 };
  * sent and its results are all in, the bound passes, or a stop signal
  * arrives. Returns 0 when the results are in (or the connection failed:
  * they say so), else as cli_xact_begin after shutting the connection down
- * (cli_abandon). */
+ * (advlock_pq_abandon). */
 int cli_await_results(PGconn *conn, const char *sql, cli_bound bound);
 /* cli_await_results, then the statement's last result (the others cleared,
  * as PQexec; the caller PQclear()s it), or NULL with *rc set as
  * cli_await_results returns (said, or a stop signal's number). */
 PGresult *cli_await_last_result(PGconn *conn, const char *sql, cli_bound bound, int *rc);
-/* Sends sql (the simple protocol: one or more statements) and returns as
- * cli_await_last_result, what naming it in messages; a statement libpq
- * could not send gives its failed result, *rc 0. */
-PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound, int *rc);
+/* Sends row sql of the core's table with its params as the table says
+ * (advlock_pq_send_row) and returns as cli_await_last_result, what naming
+ * it in messages; a statement libpq could not send gives its failed result,
+ * *rc 0. */
+PGresult *cli_exec_row(PGconn *conn, advlock_sql sql, const int64_t *params, const char *what,
+                       cli_bound bound, int *rc);
 int cli_xact_begin(PGconn *conn, cli_bound bound);
 /* After the acquire: lets go of the snapshot its last statement kept, so
  * that the transaction held open holds no xmin. Returns as cli_xact_begin. */
 int cli_xact_drop_snapshot(PGconn *conn, cli_bound bound);
 int cli_xact_end(PGconn *conn, int commit, cli_bound bound);
-
-/*
- * Gives up on conn, whose statement in flight did not answer in time
- * (abandon.c): a cancel request goes to the server from a short-lived
- * child process, which nothing waits for, and the connection's socket is
- * shut down at once, so that nothing more can be sent or read on it. The
- * caller still owns conn, and PQfinish()es it as usual.
- */
-void cli_abandon(PGconn *conn);
 
 /*
  * Reaching the claimed server session through a transaction pool (reach.c):
@@ -148,14 +141,14 @@ void cli_abandon(PGconn *conn);
  * stop signal that ends its connect is raised again for the release's own
  * wait to see. cli_reach_end() waits for the helpers' statements and
  * closes them; neither waits for a helper past bound: a helper's statement
- * still unanswered then is given up (cli_abandon). The strings are
+ * still unanswered then is given up (advlock_pq_abandon). The strings are
  * borrowed, not copied.
  */
 enum { CLI_REACH_HELPERS = 4 };
 typedef struct cli_reach {
     const char *conninfo;
     const char *application_name;
-    char token[24]; /* the token as the setting holds it: a signed decimal */
+    int64_t token; /* as the setting holds it (a signed decimal) */
     cli_bound bound;
     PGconn *helper[CLI_REACH_HELPERS];
     int helpers;
@@ -178,17 +171,6 @@ void cli_reach_end(cli_reach *r);
  * after saying why the question failed.
  */
 PGresult *cli_holders_query(PGconn *conn, int64_t key, cli_bound bound, int *rc);
-/* The statement's columns, in the order advlock_sql_answer() documents. */
-enum {
-    COL_PID,
-    COL_GRANTED,
-    COL_MODE,
-    COL_APPLICATION,
-    COL_CLIENT,
-    COL_STATE,
-    COL_START,
-    COL_SECONDS
-};
 int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *into);
 
 /*

@@ -40,12 +40,13 @@ const char *advlock_pq_statement_name(advlock_sql sql)
 }
 
 /* One bit per statement in the prepared-statement masks (the single
- * adapter's and the lock set's). */
-_Static_assert(ADVLOCK_SQL_COUNT <= 32, "prepared masks have 32 bits");
+ * adapter's and the lock set's): the rows a lock's drivers send. The
+ * command's own rows (from ADVLOCK_SQL_OCCUPY) are never prepared. */
+_Static_assert(ADVLOCK_SQL_OCCUPY <= 32, "prepared masks have 32 bits");
 
 uint32_t advlock_pq_sql_bit(int sql)
 {
-    return UINT32_C(1) << sql;
+    return sql >= 0 && sql < ADVLOCK_SQL_OCCUPY ? UINT32_C(1) << sql : 0;
 }
 
 int advlock_pq_conn_free(PGconn *conn)
@@ -105,14 +106,32 @@ static void encode(int8_params *p, int i, int64_t value)
 
 static const Oid param_types[MAX_PARAMS] = {INT8_OID, INT8_OID, INT8_OID};
 
+static void encode_all(int8_params *p, int n, const int64_t *values)
+{
+    for (int i = 0; i < n && i < MAX_PARAMS; i++) /* only those sent: once per statement */
+        encode(p, i, values[i]);
+}
+
+int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params)
+{
+    const char *text = advlock_sql_text(sql);
+    int n = advlock_sql_params(sql);
+    if (text == NULL || (n > 0 && params == NULL))
+        return ADVLOCK_EINVAL;
+    if (n == 0)
+        return PQsendQuery(conn, text);
+    int8_params p;
+    encode_all(&p, n, params);
+    return PQsendQueryParams(conn, text, n, param_types, p.values, p.lengths, p.formats, 0);
+}
+
 int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advlock_action *action)
 {
     advlock_sql sql = (advlock_sql)q->sql_;
     int n = advlock_sql_params(sql); /* 1 to 3: see advlock_sql */
     const int64_t values[MAX_PARAMS] = {action->param, action->param2, action->param3};
     int8_params p;
-    for (int i = 0; i < n && i < MAX_PARAMS; i++) /* only those sent: once per statement */
-        encode(&p, i, values[i]);
+    encode_all(&p, n, values);
     switch (q->form_) {
     case ADVLOCK_PQ_PREPARE:
         return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), n,
