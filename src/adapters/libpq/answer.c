@@ -27,8 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 2278, BINARY = 1 };
-
 /* Why a result that came is not the answer its statement gives; the words
  * saying so are written only if it is the final answer. */
 enum unexpected {
@@ -229,16 +227,19 @@ static void read_capacity(advlock_pq_query_ *q, const PGresult *res)
     q->result_ = ADVLOCK_RESULT_TRUE;
 }
 
-/* The columns of ADVLOCK_SQL_HOLDERS, in advlock_holder's order. */
-static const Oid holder_types[] = {INT4_OID, BOOL_OID, TEXT_OID, TEXT_OID,
-                                   TEXT_OID, TEXT_OID, TEXT_OID, INT8_OID};
-enum { HOLDER_COLUMNS = sizeof holder_types / sizeof holder_types[0] };
+/* The types of ADVLOCK_SQL_HOLDERS's columns (advlock_holders_column). */
+static const Oid holder_types[ADVLOCK_HOLDERS_COLUMNS] = {
+    [ADVLOCK_HOLDERS_PID] = INT4_OID,    [ADVLOCK_HOLDERS_GRANTED] = BOOL_OID,
+    [ADVLOCK_HOLDERS_MODE] = TEXT_OID,   [ADVLOCK_HOLDERS_APPLICATION] = TEXT_OID,
+    [ADVLOCK_HOLDERS_CLIENT] = TEXT_OID, [ADVLOCK_HOLDERS_STATE] = TEXT_OID,
+    [ADVLOCK_HOLDERS_START] = TEXT_OID,  [ADVLOCK_HOLDERS_SECONDS] = INT8_OID,
+};
 
 /* Any number of rows: the kept result's values are the holders' strings,
  * fed to the machine with the answer. */
 static void read_holders(advlock_pq_query_ *q, const PGresult *res)
 {
-    if (has_shape(q, res, -1, holder_types, HOLDER_COLUMNS))
+    if (has_shape(q, res, -1, holder_types, ADVLOCK_HOLDERS_COLUMNS))
         q->result_ = ADVLOCK_RESULT_TRUE;
 }
 

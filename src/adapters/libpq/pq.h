@@ -9,6 +9,10 @@
  * plan's time must never wrap into the past). */
 #define advlock_pq_add_ms advlock_add_saturating
 
+/* The server's type OIDs of the statements' parameters and answers
+ * (pg_type), and libpq's code for the binary format, which both use. */
+enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 2278, BINARY = 1 };
+
 /* ---- query.c: sending one of the machine's queries ------------------------ */
 
 /* The form a statement goes in; see "On the wire" in docs/libpq.md. */

@@ -10,8 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { INT8_OID = 20, BINARY = 1 };
-
 /* "advlock_" + 16 hex digits + NUL */
 enum { NAME_SIZE = 8 + 16 + 1 };
 
@@ -106,12 +104,6 @@ static void encode(int8_params *p, int i, int64_t value)
 
 static const Oid param_types[MAX_PARAMS] = {INT8_OID, INT8_OID, INT8_OID};
 
-static void encode_all(int8_params *p, int n, const int64_t *values)
-{
-    for (int i = 0; i < n && i < MAX_PARAMS; i++) /* only those sent: once per statement */
-        encode(p, i, values[i]);
-}
-
 int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params)
 {
     const char *text = advlock_sql_text(sql);
@@ -121,7 +113,8 @@ int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params)
     if (n == 0)
         return PQsendQuery(conn, text);
     int8_params p;
-    encode_all(&p, n, params);
+    for (int i = 0; i < n && i < MAX_PARAMS; i++)
+        encode(&p, i, params[i]);
     return PQsendQueryParams(conn, text, n, param_types, p.values, p.lengths, p.formats, 0);
 }
 
@@ -131,7 +124,8 @@ int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advloc
     int n = advlock_sql_params(sql); /* 1 to 3: see advlock_sql */
     const int64_t values[MAX_PARAMS] = {action->param, action->param2, action->param3};
     int8_params p;
-    encode_all(&p, n, values);
+    for (int i = 0; i < n && i < MAX_PARAMS; i++) /* only those sent: once per statement */
+        encode(&p, i, values[i]);
     switch (q->form_) {
     case ADVLOCK_PQ_PREPARE:
         return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), n,
