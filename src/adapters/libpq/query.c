@@ -44,7 +44,7 @@ _Static_assert(ADVLOCK_SQL_OCCUPY <= 32, "prepared masks have 32 bits");
 
 uint32_t advlock_pq_sql_bit(int sql)
 {
-    return sql >= 0 && sql < ADVLOCK_SQL_OCCUPY ? UINT32_C(1) << sql : 0;
+    return (unsigned)sql < ADVLOCK_SQL_OCCUPY ? UINT32_C(1) << sql : 0;
 }
 
 int advlock_pq_conn_free(PGconn *conn)
