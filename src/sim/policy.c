@@ -520,8 +520,8 @@ static expected start_acquire(sim_client *cl, int64_t reading)
     cl->policy_resend_ = INT64_MAX;
     cl->policy_sqlstate_[0] = '\0';
     /* The wait's own deadline: the grace after the timeout. */
-    cl->policy_deadline_ = advlock_add_saturating(advlock_add_saturating(reading, cl->step_.timeout_ms),
-                                                  ADVLOCK_WAIT_GRACE_MS);
+    cl->policy_deadline_ = advlock_add_saturating(
+        advlock_add_saturating(reading, cl->step_.timeout_ms), ADVLOCK_WAIT_GRACE_MS);
     cl->policy_op_ = OP_ACQUIRE;
     return first_statement(cl);
 }
