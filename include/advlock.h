@@ -228,10 +228,10 @@ typedef enum advlock_sql {
      * or lease emits them, and drivers never prepare them. The rows without
      * parameters go as one simple query (advlock_pq_send_row()). */
     /* Behind a transaction pooler, a helper connection's hold of the server
-     * session it was handed: a short pg_sleep (0.2 s), none at all on the
-     * session whose advlock.session is $1, the token of the connection that
-     * claimed it (docs/design.md, "The server session check"). One row, one
-     * void column (ADVLOCK_ANSWER_VOID). */
+     * session it was handed: a short pg_sleep (docs/operators.md, "PgBouncer
+     * in transaction mode"), none on the session whose advlock.session is $1,
+     * the token of the connection that claimed it. One row, one void column
+     * (ADVLOCK_ANSWER_VOID). */
     ADVLOCK_SQL_OCCUPY = 32,
     /* Whether advlock_fence_setup_sql() has work to do, from the catalogs
      * any role may read (ADVLOCK_ANSWER_FENCE_INSTALLED). */

@@ -136,7 +136,8 @@ int cli_xact_end(PGconn *conn, int commit, cli_bound bound);
  * has helper connections (one more each time, up to CLI_REACH_HELPERS,
  * opened with conninfo and application_name) take the server sessions
  * PgBouncer hands out first: each occupies one that is not the session the
- * token claimed for 0.2 s, and gives the claimed one back at once, so that
+ * token claimed for a moment (ADVLOCK_SQL_OCCUPY), and gives the claimed
+ * one back at once, so that
  * the retry gets it. A helper connects within bound (the release's), and a
  * stop signal that ends its connect is raised again for the release's own
  * wait to see. cli_reach_end() waits for the helpers' statements and

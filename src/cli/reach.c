@@ -12,17 +12,15 @@
  * it); the claimed one they give back at once, which makes it the session
  * used last, the one the retry gets. One more helper per retry.
  */
-#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
 
 #include "advlock_pq.h"
 #include "cli.h"
 
 /* How long before the retry goes PgBouncer has to hand the helpers their
- * sessions (a helper holds one for 0.2 s: ADVLOCK_SQL_OCCUPY). */
+ * sessions (a helper holds one as long as ADVLOCK_SQL_OCCUPY sleeps). */
 enum { HANDOUT_MS = 20 };
 
 void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_name,
