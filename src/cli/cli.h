@@ -137,13 +137,12 @@ int cli_xact_end(PGconn *conn, int commit, cli_bound bound);
  * opened with conninfo and application_name) take the server sessions
  * PgBouncer hands out first: each occupies one that is not the session the
  * token claimed for a moment (ADVLOCK_SQL_OCCUPY), and gives the claimed
- * one back at once, so that
- * the retry gets it. A helper connects within bound (the release's), and a
- * stop signal that ends its connect is raised again for the release's own
- * wait to see. cli_reach_end() waits for the helpers' statements and
- * closes them; neither waits for a helper past bound: a helper's statement
- * still unanswered then is given up (advlock_pq_abandon). The strings are
- * borrowed, not copied.
+ * one back at once, so that the retry gets it. A helper connects within
+ * bound (the release's), and a stop signal that ends its connect is raised
+ * again for the release's own wait to see. cli_reach_end() waits for the
+ * helpers' statements and closes them; neither waits for a helper past
+ * bound: a helper's statement still unanswered then is given up
+ * (advlock_pq_abandon). The strings are borrowed, not copied.
  */
 enum { CLI_REACH_HELPERS = 4 };
 typedef struct cli_reach {
