@@ -1,7 +1,10 @@
 # advlock — build, test, install. See README.md.
 
-# The version is written once, in include/advlock.h.
-VERSION   := $(shell sed -n 's/^#define ADVLOCK_VERSION "\(.*\)"$$/\1/p' include/advlock.h)
+# The version is written once, in include/advlock.h; scripts/version.sh reads it.
+VERSION   := $(shell scripts/version.sh)
+ifeq ($(VERSION),)
+$(error scripts/version.sh found no version in include/advlock.h)
+endif
 SOVERSION := 1
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib

@@ -6,7 +6,7 @@
  * its messages) and an adapter of at most 1 KB (5,136). The server
  * session check kept the machine within its goal by storing the options
  * compactly (256 bytes with the session's token, pid and facts); the
- * fencing token in its report takes it to 264, and the lease the adapter
+ * fencing token in its report takes it past 256 (ADVLOCK_MACHINE_SIZE), and the lease the adapter
  * runs takes the adapter past 1 KB: both goals are missed now. The report
  * a blocking call fills is shown beside them; it lives only as long as the
  * caller keeps it.

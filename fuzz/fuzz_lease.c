@@ -22,17 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/core/saturating.h"
 #include "advlock.h"
 #include "fuzz_input.h"
-
-static int64_t add_saturating(int64_t a, int64_t b)
-{
-    if (b > 0 && a > INT64_MAX - b)
-        return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b)
-        return INT64_MIN;
-    return a + b;
-}
 
 typedef struct model {
     advlock_lease l;
@@ -85,7 +77,7 @@ static void check(model *md)
         return;
     }
     /* Held (or expired while held): the stop bound. */
-    CHECK(a.stop_at_ms <= add_saturating(md->anchor_bound, d));
+    CHECK(a.stop_at_ms <= advlock_add_saturating(md->anchor_bound, d));
     CHECK(a.stop_at_ms >= md->stop_at);
     md->stop_at = a.stop_at_ms;
     if (a.kind == ADVLOCK_LEASE_EXPIRED) {
@@ -108,7 +100,7 @@ static void check(model *md)
     if (!md->heartbeat_out) {
         /* Newly due: H after the last one's send, never sooner. */
         if (md->last_sent != INT64_MIN)
-            CHECK(md->latest >= add_saturating(md->last_sent, md->plan.heartbeat_ms));
+            CHECK(md->latest >= advlock_add_saturating(md->last_sent, md->plan.heartbeat_ms));
         md->heartbeat_out = 1;
         md->sent_bound = INT64_MIN;
     }
@@ -119,8 +111,8 @@ static int64_t time_from(input *in, model *md)
     int64_t base = md->latest == INT64_MIN ? 0 : md->latest;
     switch (byte(in) % 4) {
     case 0: return number(in); /* anything: backwards, huge */
-    case 1: return add_saturating(base, (int64_t)(byte(in) % 8) - 4);
-    default: return add_saturating(base, (int64_t)byte(in) * 100);
+    case 1: return advlock_add_saturating(base, (int64_t)(byte(in) % 8) - 4);
+    default: return advlock_add_saturating(base, (int64_t)byte(in) * 100);
     }
 }
 
@@ -183,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             break;
         case 2: {
-            int64_t anchor = add_saturating(t, -(int64_t)byte(&in) * 100);
+            int64_t anchor = advlock_add_saturating(t, -(int64_t)byte(&in) * 100);
             uint64_t token = op & 8 ? (uint64_t)number(&in) : 0;
             REFUSABLE(&md, advlock_lease_hold(&md.l, anchor, token, t));
             if (rc == 0) {

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/core/saturating.h"
 #include "advlock.h"
 #include "fuzz_input.h"
 
@@ -466,13 +467,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 2:
         case 3: answer(&s, &in); break;
         case 4: {
-            int64_t step = number(&in);
-            if (step > 0 && s.now > INT64_MAX - step)
-                s.now = INT64_MAX;
-            else if (step < 0 && s.now < INT64_MIN - step)
-                s.now = INT64_MIN;
-            else
-                s.now += step;
+            s.now = advlock_add_saturating(s.now, number(&in));
             rc = advlock_on_timer(&s.m, s.now);
             break;
         }

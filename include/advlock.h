@@ -24,6 +24,7 @@
 extern "C" {
 #endif
 
+/* The project's version, written here only (scripts/version.sh reads it). */
 #define ADVLOCK_VERSION "0.4.0"
 
 /* Marks the exported API; everything else in the libraries is hidden. */
@@ -32,6 +33,11 @@ extern "C" {
 #else
 #define ADVLOCK_API
 #endif
+
+/* The version of the library loaded at run time (ADVLOCK_VERSION is the one
+ * a program was built against): for bindings that load it, such as the
+ * Python package. Static storage; never NULL; no errors. */
+ADVLOCK_API const char *advlock_version(void);
 
 /*
  * Call errors. Every function that can refuse a call returns 0 or one of
@@ -125,7 +131,8 @@ ADVLOCK_API int advlock_derive_key(const char *lock_key, size_t len, int64_t *ke
 ADVLOCK_API int advlock_utf8_valid(const char *s, size_t len);
 
 /*
- * Every SQL statement a machine or a lease can emit. Every parameter is a
+ * Every SQL statement advlock sends: a machine's, a lease's, the lock
+ * sets' and the advlock command's own. Every parameter is a
  * bigint (int8, type OID 20), and advlock_sql_params() says how many a
  * statement takes; the action's param, param2 and param3 are their values.
  * $1 is the lock key, except for ADVLOCK_SQL_SESSION and the lease's rows
@@ -217,7 +224,33 @@ typedef enum advlock_sql {
      * advlock_capacity_init(). Read once per connection by the lock sets'
      * drivers and advlock run, never by a machine. */
     ADVLOCK_SQL_CAPACITY = 31,
-    ADVLOCK_SQL_COUNT = 32
+    /* The rows below are the advlock command's own statements: no machine
+     * or lease emits them, and drivers never prepare them. The rows without
+     * parameters go as one simple query (advlock_pq_send_row()). */
+    /* Behind a transaction pooler, a helper connection's hold of the server
+     * session it was handed: a short pg_sleep (docs/operators.md, "PgBouncer
+     * in transaction mode"), none on the session whose advlock.session is $1,
+     * the token of the connection that claimed it. One row, one void column
+     * (ADVLOCK_ANSWER_VOID). */
+    ADVLOCK_SQL_OCCUPY = 32,
+    /* Whether advlock_fence_setup_sql() has work to do, from the catalogs
+     * any role may read (ADVLOCK_ANSWER_FENCE_INSTALLED). */
+    ADVLOCK_SQL_FENCE_INSTALLED = 33,
+    /* The script itself, as advlock_fence_setup_sql() returns it: one
+     * simple query, so the server runs it in one implicit transaction
+     * (ADVLOCK_ANSWER_COMMAND). */
+    ADVLOCK_SQL_FENCE_SETUP = 34,
+    /* The GRANT statements fencing tokens need that the connected role
+     * lacks (ADVLOCK_ANSWER_FENCE_GRANTS). */
+    ADVLOCK_SQL_FENCE_GRANTS = 35,
+    /* The transaction advlock run --xact holds open around its command,
+     * and CLOSE ALL, which drops the snapshot the acquire's unnamed portal
+     * keeps (ADVLOCK_ANSWER_COMMAND each). */
+    ADVLOCK_SQL_BEGIN = 36,
+    ADVLOCK_SQL_CLOSE_ALL = 37,
+    ADVLOCK_SQL_COMMIT = 38,
+    ADVLOCK_SQL_ROLLBACK = 39,
+    ADVLOCK_SQL_COUNT = 40
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -228,10 +261,8 @@ typedef enum advlock_sql_answer_kind {
      * reported as advlock_on_result() TRUE, a SQL NULL (a guarded wait
      * that did not run) as NULL. */
     ADVLOCK_ANSWER_VOID = 1,
-    /* Rows of advlock_holder columns, in this order: pid int4, granted bool,
-     * mode text, application_name text, client text, state text,
-     * backend_start text, seconds int8 (held for a holder, waited for a
-     * waiter); reported with advlock_on_holders(). */
+    /* Rows of advlock_holder columns, in advlock_holders_column's order;
+     * reported with advlock_on_holders(). */
     ADVLOCK_ANSWER_HOLDERS = 2,
     /* One row: pid int4, in_recovery bool, ours bool (ADVLOCK_SQL_SESSION);
      * reported with advlock_on_session(). */
@@ -240,8 +271,32 @@ typedef enum advlock_sql_answer_kind {
      * with advlock_on_fenced() (a NULL granted with advlock_on_result()). */
     ADVLOCK_ANSWER_FENCED = 4,
     /* One row: three int8 (ADVLOCK_SQL_CAPACITY); read by the driver. */
-    ADVLOCK_ANSWER_CAPACITY = 5
+    ADVLOCK_ANSWER_CAPACITY = 5,
+    /* No rows: a command's completion (transaction control, the setup
+     * script); read by the driver. */
+    ADVLOCK_ANSWER_COMMAND = 6,
+    /* One row: schema advlock exists bool, table advlock.fence exists bool,
+     * advlock.fence_ok(key bigint, token bigint)'s body text (NULL: no such
+     * function); read by the driver. */
+    ADVLOCK_ANSWER_FENCE_INSTALLED = 7,
+    /* One row, one text column: the GRANT statements missing, separated by
+     * spaces (NULL: none, or no schema); read by the driver. */
+    ADVLOCK_ANSWER_FENCE_GRANTS = 8
 } advlock_sql_answer_kind;
+
+/* The columns of ADVLOCK_SQL_HOLDERS's rows (ADVLOCK_ANSWER_HOLDERS), by
+ * index: holders first (ORDER BY granted DESC), then waiters, each by pid. */
+typedef enum advlock_holders_column {
+    ADVLOCK_HOLDERS_PID = 0,         /* int4 */
+    ADVLOCK_HOLDERS_GRANTED = 1,     /* bool: holds (true) or waits */
+    ADVLOCK_HOLDERS_MODE = 2,        /* text: "ExclusiveLock", "ShareLock" */
+    ADVLOCK_HOLDERS_APPLICATION = 3, /* text: application_name ('' unknown) */
+    ADVLOCK_HOLDERS_CLIENT = 4,      /* text: client address, or "local" */
+    ADVLOCK_HOLDERS_STATE = 5,       /* text: pg_stat_activity.state */
+    ADVLOCK_HOLDERS_START = 6,       /* text: backend_start */
+    ADVLOCK_HOLDERS_SECONDS = 7,     /* int8: held for (holder), waited for (waiter) */
+    ADVLOCK_HOLDERS_COLUMNS = 8
+} advlock_holders_column;
 
 /*
  * Returns the constant SQL text of a statement, or NULL for an identifier
@@ -257,12 +312,13 @@ ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
  * advlock, table advlock.fence (the counter, one row per key) and function
  * advlock.fence_ok(key bigint, token bigint) (true iff no newer token than
  * token was issued for key). Idempotent; several statements, so run it with
- * a simple-query call (libpq: PQexec). Static storage, never NULL.
+ * a simple-query call (libpq: PQexec). The text of ADVLOCK_SQL_FENCE_SETUP.
+ * Static storage, never NULL.
  * docs/operators.md prints it and the grants lock users need.
  */
 ADVLOCK_API const char *advlock_fence_setup_sql(void);
 
-/* Returns how many bigint parameters a statement takes (1 to 3; see
+/* Returns how many bigint parameters a statement takes (0 to 3; see
  * advlock_sql), 0 for an unknown identifier. */
 ADVLOCK_API int advlock_sql_params(advlock_sql sql);
 
@@ -422,6 +478,22 @@ ADVLOCK_API int advlock_describe(const advlock_report *r, const char *name, size
  * (name NULL with len > 0, buf NULL with size > 0).
  */
 ADVLOCK_API int advlock_escape_name(const char *name, size_t len, char *buf, size_t size);
+
+/*
+ * Writes text as one JSON string (RFC 8259), quotes included, as the
+ * command's JSON log and the simulator's trace write theirs: quotes and
+ * backslashes escaped, newline and tab as \n and \t, other control
+ * characters and DEL as \u00XX, and every byte that is not part of
+ * well-formed UTF-8 as \ufffd, so that any bytes make a line that parses.
+ * Into buf of size bytes, always NUL-terminated when size > 0; what does not
+ * fit is left out whole (never half an escape or a character).
+ *
+ * Returns the length of the whole JSON string (not counting the NUL), which
+ * exceeds size - 1 when it was cut (as snprintf: pass size 0 to measure),
+ * or ADVLOCK_EINVAL (text NULL, buf NULL with size > 0, or a text too long
+ * for an int).
+ */
+ADVLOCK_API int advlock_json_string(const char *text, char *buf, size_t size);
 
 /* Message sizes: see advlock_describe(). A name is shown whole when its
  * escaped form fits in ADVLOCK_KEY_ECHO_MAX + 3 bytes, else cut to at most
@@ -672,11 +744,17 @@ typedef struct advlock_session {
  */
 ADVLOCK_API int advlock_session_init(advlock_session *s, int client_pid, uint64_t token);
 
+/* The size of an advlock_machine where pointers are 8 bytes (at most this
+ * where they are smaller): asserted where the machine is built
+ * (src/core/machine.c), so this is the one place the figure is written. */
+#define ADVLOCK_MACHINE_SIZE 264
+
 /*
- * A lock machine: 264 bytes. Allocate it anywhere (stack, static, inside
- * your own struct); it holds no pointers into itself, so it may be copied or
- * moved at any time (the copy shares the options' callbacks). It keeps facts
- * only: no name, no text. Its fields are private: use the functions below.
+ * A lock machine: ADVLOCK_MACHINE_SIZE bytes. Allocate it anywhere (stack,
+ * static, inside your own struct); it holds no pointers into itself, so it
+ * may be copied or moved at any time (the copy shares the options'
+ * callbacks). It keeps facts only: no name, no text. Its fields are
+ * private: use the functions below.
  */
 typedef struct advlock_machine {
     /* The options, kept compactly (advlock_set_options). */

@@ -84,6 +84,32 @@ ADVLOCK_API int64_t advlock_pq_now_ms(void);
 ADVLOCK_API const char *advlock_pq_statement_name(advlock_sql sql);
 
 /*
+ * Sends row sql of the core's statement table (advlock_sql) on conn, as the
+ * table says, for a program that reads the answer itself (the advlock
+ * command): a row without parameters as one simple query (a script of
+ * several statements runs in one implicit transaction), any other unnamed
+ * in the extended protocol with its advlock_sql_params(sql) values from
+ * params as binary bigints. Results come as text. Does not wait: read them
+ * with PQgetResult. Returns 1 if sent, 0 if libpq could not
+ * (PQerrorMessage says why), ADVLOCK_EINVAL for an unknown row or params
+ * NULL where the row takes some.
+ */
+ADVLOCK_API int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params);
+
+/*
+ * Gives up on conn's statement in flight, for a program that will not wait
+ * for its answer (a bound passed, a stop signal came): a cancel request
+ * delivered as the adapters deliver theirs (a thread of its own, waited for
+ * 250 ms at most, left to finish in the background past that), then conn's
+ * socket shut, so that the server ends the session, and every lock it
+ * holds, as soon as it gets to it. libpq finds the socket shut at its next
+ * call; the caller still owns conn and PQfinish()es it. Bounded even on a
+ * server that accepts connections and never answers. NULL, or a conn with
+ * no socket: nothing.
+ */
+ADVLOCK_API void advlock_pq_abandon(PGconn *conn);
+
+/*
  * Private to the adapter (declared here only so that it can live in the
  * caller's memory): one of the machine's queries on its way through libpq,
  * which form it is sent in, and what its results said so far. Its words

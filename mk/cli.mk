@@ -49,7 +49,13 @@ cli-session-end-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \
 	    scripts/run-tests.sh tests/cli/session_end.sh
 
-test: cli-test cli-session-end-test
+# Every statement the command sends is a row of the core's table: its
+# objects call none of libpq's functions that take SQL text.
+.PHONY: cli-sql-check
+cli-sql-check: $(CLI_OBJ)
+	@scripts/run-tests.sh -c scripts/check-cli-sql.sh $(CLI_OBJ)
+
+test: cli-test cli-session-end-test cli-sql-check
 
 # json.sh judges every line with Debian's Python's json module.
 DEPS_CLI := python3:py:json

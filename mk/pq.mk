@@ -60,7 +60,7 @@ $(PQ_EXAMPLES): $(BUILD)/examples/%: examples/%.c $(BUILD)/libadvlock_pq.a $(BUI
 # Named, not globbed: other suites keep their own programs in tests/integration.
 PQ_TEST_SUPPORT := tests/integration/pg_test.c
 PQ_TEST_NAMES := test_blocking test_async test_modes test_server_wait test_lost test_pq_session test_pq_lease \
-    test_pq_fence test_pq_bound test_pq_lockset \
+    test_pq_fence test_pq_bound test_pq_lockset test_pq_rows \
     test_server_stop
 PQ_TEST_BINS := $(PQ_TEST_NAMES:%=$(BUILD)/san/integration/%)
 PQ_PROXY_TEST := $(BUILD)/san/integration/test_proxy

@@ -5,11 +5,11 @@ carries them inside the package (python/advlock/_binding.py finds them
 there). They are built by the project's own make, from the same sources
 with the same flags as `make all`, into the checkout's build directory
 (ADVLOCK_BUILD, default build, as for the source tree), and copied in under
-their sonames. The version is the C header's ADVLOCK_VERSION.
+their sonames. The version is the C header's ADVLOCK_VERSION, as
+scripts/version.sh reads it.
 """
 
 import os
-import re
 import shutil
 import subprocess
 
@@ -34,8 +34,8 @@ def header_version():
     if not os.path.exists(os.path.join(TREE, "include", "advlock.h")):
         raise SystemExit("advlock: the wheel builds from a checkout of the whole repository "
                          "(python/ beside include/ and src/), not from an sdist")
-    with open(os.path.join(TREE, "include", "advlock.h"), encoding="utf-8") as header:
-        return re.search(r'^#define ADVLOCK_VERSION "([^"]+)"$', header.read(), re.M).group(1)
+    return subprocess.run([os.path.join(TREE, "scripts", "version.sh")], check=True,
+                          stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
 
 
 class BuildPyWithLibraries(build_py):

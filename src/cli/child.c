@@ -80,7 +80,7 @@ static void exec_command(char **command, pid_t parent, int go_fd)
         _exit(EXIT_LOCK_ERROR); /* advlock died before the command began */
     close(go_fd);
     execvp(command[0], command);
-    int code = errno == ENOENT ? EXIT_NO_COMMAND : 126;
+    int code = errno == ENOENT ? EXIT_NO_COMMAND : EXIT_NO_EXEC;
     cli_error("cannot run '%s': %s", command[0], strerror(errno));
     _exit(code);
 }

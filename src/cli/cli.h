@@ -2,7 +2,8 @@
 #ifndef ADVLOCK_CLI_H
 #define ADVLOCK_CLI_H
 
-/* Exit statuses, documented in advlock(1). */
+/* Exit statuses, documented in advlock(1) (tests/cli/docs.sh holds the page
+ * to this list; the tests read it through tests/cli/lib.sh). */
 enum {
     EXIT_OK = 0,
     EXIT_BUSY = 1,        /* run: timed out; status: a lock is held; key --lookup: no match */
@@ -14,7 +15,8 @@ enum {
     EXIT_IO = 74,         /* reading input or writing output failed (EX_IOERR) */
     EXIT_NO_PERM = 77,    /* the server refused who connects: authentication,
                            * pg_hba.conf, no such role, no CONNECT (EX_NOPERM) */
-    EXIT_NO_COMMAND = 127 /* run: the command could not be started */
+    EXIT_NO_EXEC = 126,   /* run: the command was found but could not be executed */
+    EXIT_NO_COMMAND = 127 /* run: the command was not found */
 };
 
 #include <stdint.h>
@@ -98,9 +100,9 @@ int cli_signals_next(void);
 /*
  * advlock run --xact (xact.c): BEGIN on conn; and its end, COMMIT if commit
  * is set and the transaction has not failed, else ROLLBACK. Each waits for
- * its statement until bound passes (then the connection is shut down with
- * cli_abandon and CLI_NO_ANSWER returned after saying so) or a stop signal
- * arrives on advlock run's signal pipe (the same, and the signal's number
+ * its statement until bound passes (then the connection is given up with
+ * advlock_pq_abandon and CLI_NO_ANSWER returned after saying so) or a stop
+ * signal arrives on advlock run's signal pipe (the same, and the signal's number
  * returned, nothing printed). Else each returns 0, or -1 after printing why
  * (cli_xact_end: also when commit was asked for and no transaction was left
  * to commit).
@@ -110,16 +112,18 @@ enum { CLI_NO_ANSWER = -2 };
  * sent and its results are all in, the bound passes, or a stop signal
  * arrives. Returns 0 when the results are in (or the connection failed:
  * they say so), else as cli_xact_begin after shutting the connection down
- * (cli_abandon). */
+ * (advlock_pq_abandon). */
 int cli_await_results(PGconn *conn, const char *sql, cli_bound bound);
 /* cli_await_results, then the statement's last result (the others cleared,
  * as PQexec; the caller PQclear()s it), or NULL with *rc set as
  * cli_await_results returns (said, or a stop signal's number). */
 PGresult *cli_await_last_result(PGconn *conn, const char *sql, cli_bound bound, int *rc);
-/* Sends sql (the simple protocol: one or more statements) and returns as
- * cli_await_last_result, what naming it in messages; a statement libpq
- * could not send gives its failed result, *rc 0. */
-PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound, int *rc);
+/* Sends row sql of the core's table with its params as the table says
+ * (advlock_pq_send_row) and returns as cli_await_last_result, what naming
+ * it in messages; a statement libpq could not send gives its failed result,
+ * *rc 0. */
+PGresult *cli_exec_row(PGconn *conn, advlock_sql sql, const int64_t *params, const char *what,
+                       cli_bound bound, int *rc);
 int cli_xact_begin(PGconn *conn, cli_bound bound);
 /* After the acquire: lets go of the snapshot its last statement kept, so
  * that the transaction held open holds no xmin. Returns as cli_xact_begin. */
@@ -127,33 +131,24 @@ int cli_xact_drop_snapshot(PGconn *conn, cli_bound bound);
 int cli_xact_end(PGconn *conn, int commit, cli_bound bound);
 
 /*
- * Gives up on conn, whose statement in flight did not answer in time
- * (abandon.c): a cancel request goes to the server from a short-lived
- * child process, which nothing waits for, and the connection's socket is
- * shut down at once, so that nothing more can be sent or read on it. The
- * caller still owns conn, and PQfinish()es it as usual.
- */
-void cli_abandon(PGconn *conn);
-
-/*
  * Reaching the claimed server session through a transaction pool (reach.c):
  * before each retry of a release that landed elsewhere, cli_reach_occupy()
  * has helper connections (one more each time, up to CLI_REACH_HELPERS,
  * opened with conninfo and application_name) take the server sessions
  * PgBouncer hands out first: each occupies one that is not the session the
- * token claimed for 0.2 s, and gives the claimed one back at once, so that
- * the retry gets it. A helper connects within bound (the release's), and a
- * stop signal that ends its connect is raised again for the release's own
- * wait to see. cli_reach_end() waits for the helpers' statements and
- * closes them; neither waits for a helper past bound: a helper's statement
- * still unanswered then is given up (cli_abandon). The strings are
- * borrowed, not copied.
+ * token claimed for a moment (ADVLOCK_SQL_OCCUPY), and gives the claimed
+ * one back at once, so that the retry gets it. A helper connects within
+ * bound (the release's), and a stop signal that ends its connect is raised
+ * again for the release's own wait to see. cli_reach_end() waits for the
+ * helpers' statements and closes them; neither waits for a helper past
+ * bound: a helper's statement still unanswered then is given up
+ * (advlock_pq_abandon). The strings are borrowed, not copied.
  */
 enum { CLI_REACH_HELPERS = 4 };
 typedef struct cli_reach {
     const char *conninfo;
     const char *application_name;
-    char token[24]; /* the token as the setting holds it: a signed decimal */
+    int64_t token; /* as the setting holds it (a signed decimal) */
     cli_bound bound;
     PGconn *helper[CLI_REACH_HELPERS];
     int helpers;
@@ -176,17 +171,6 @@ void cli_reach_end(cli_reach *r);
  * after saying why the question failed.
  */
 PGresult *cli_holders_query(PGconn *conn, int64_t key, cli_bound bound, int *rc);
-/* The statement's columns, in the order advlock_sql_answer() documents. */
-enum {
-    COL_PID,
-    COL_GRANTED,
-    COL_MODE,
-    COL_APPLICATION,
-    COL_CLIENT,
-    COL_STATE,
-    COL_START,
-    COL_SECONDS
-};
 int cli_holders_ask(PGconn *conn, int64_t key, cli_bound bound, advlock_report *into);
 
 /*

@@ -147,13 +147,13 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
  * needs the connection), unless a stop signal came: then, as for the
  * release itself, it has SIGNAL_GRACE_MS to answer, none after a second
  * signal (give_up_at: INT64_MAX while no signal came). Past that its
- * connection is given up (cli_abandon), which ends the session and its
+ * connection is given up (advlock_pq_abandon), which ends the session and its
  * locks, and said; returns 1 then. */
 static int tend_give_up(verifier *v, PGconn *conn, run_options *o, int64_t give_up_at)
 {
     if (!v->in_flight || advlock_pq_now_ms() < give_up_at)
         return 0;
-    cli_abandon(conn);
+    advlock_pq_abandon(conn);
     run_focus(o, v->next);
     /* A verify is the guarded check (behind a proxy only), shared or not:
      * the words are the same. */
@@ -754,7 +754,7 @@ int cmd_run(int argc, char **argv)
     /* A lease that ran out left its statement (a heartbeat, a verify) with
      * no answer: given up on as any statement past its bound is. */
     if (lost == LOCK_LOST && PQtransactionStatus(conn) == PQTRANS_ACTIVE)
-        cli_abandon(conn);
+        advlock_pq_abandon(conn);
     PQfinish(conn);
     return exit_code;
 }

@@ -35,16 +35,6 @@ static void ignore_notice(void *arg, const char *message)
     (void)message;
 }
 
-/* What is installed: the schema, the table, and advlock.fence_ok's body
- * (NULL if none), read from the catalogs, which any role may read. */
-static const char installed_sql[] =
-    "SELECT pg_catalog.to_regnamespace('advlock') IS NOT NULL,"
-    " EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
-    "  ON n.oid = c.relnamespace WHERE n.nspname = 'advlock' AND c.relname = 'fence'),"
-    " (SELECT p.prosrc FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
-    "  ON n.oid = p.pronamespace WHERE n.nspname = 'advlock' AND p.proname = 'fence_ok'"
-    "  AND pg_catalog.pg_get_function_identity_arguments(p.oid) = 'key bigint, token bigint')";
-
 /* The body the script gives advlock.fence_ok: between its dollar quotes. */
 static int body_is_current(const char *installed)
 {
@@ -64,7 +54,8 @@ static int body_is_current(const char *installed)
 static int already_installed(PGconn *conn, cli_bound bound)
 {
     int rc;
-    PGresult *res = cli_exec_until(conn, installed_sql, "the check of the schema", bound, &rc);
+    PGresult *res = cli_exec_row(conn, ADVLOCK_SQL_FENCE_INSTALLED, NULL, "the check of the schema",
+                                 bound, &rc);
     if (rc != 0)
         return rc;
     int done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
@@ -109,8 +100,8 @@ int cmd_setup(int argc, char **argv)
      * already exists, skipping") say nothing an operator needs. */
     PQsetNoticeProcessor(conn, ignore_notice, NULL);
     int installed = already_installed(conn, bound);
-    PGresult *res = installed == 0 ? cli_exec_until(conn, advlock_fence_setup_sql(),
-                                                    "the setup script", bound, &installed)
+    PGresult *res = installed == 0 ? cli_exec_row(conn, ADVLOCK_SQL_FENCE_SETUP, NULL,
+                                                  "the setup script", bound, &installed)
                                    : NULL;
     if (installed != 0) {
         PQfinish(conn);

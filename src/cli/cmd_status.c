@@ -62,23 +62,25 @@ static int show_key(PGconn *conn, const char *raw_name, cli_bound bound)
     }
     int rows = PQntuples(res);
     /* Holders come first (ORDER BY granted DESC). */
-    int held = rows > 0 && strcmp(PQgetvalue(res, 0, COL_GRANTED), "t") == 0;
+    int held = rows > 0 && strcmp(PQgetvalue(res, 0, ADVLOCK_HOLDERS_GRANTED), "t") == 0;
     printf("%s\t%s\tkey %" PRId64 "\n", name,
            held       ? "held"
            : rows > 0 ? "free, with waiters"
                       : "free",
            key);
     for (int i = 0; i < rows; i++) {
-        int granted = strcmp(PQgetvalue(res, i, COL_GRANTED), "t") == 0;
+        int granted = strcmp(PQgetvalue(res, i, ADVLOCK_HOLDERS_GRANTED), "t") == 0;
         char duration[32];
-        format_duration(strtoll(PQgetvalue(res, i, COL_SECONDS), NULL, 10), duration,
+        format_duration(strtoll(PQgetvalue(res, i, ADVLOCK_HOLDERS_SECONDS), NULL, 10), duration,
                         sizeof duration);
         printf("  %s\tpid %s\tmode %s\tapplication '%s'\tclient %s\tstate %s\t"
                "backend start %s\t%s %s\n",
-               granted ? "holder" : "waiter", PQgetvalue(res, i, COL_PID),
-               PQgetvalue(res, i, COL_MODE), PQgetvalue(res, i, COL_APPLICATION),
-               or_unknown(res, i, COL_CLIENT), or_unknown(res, i, COL_STATE),
-               PQgetvalue(res, i, COL_START), granted ? "held for" : "waiting for", duration);
+               granted ? "holder" : "waiter", PQgetvalue(res, i, ADVLOCK_HOLDERS_PID),
+               PQgetvalue(res, i, ADVLOCK_HOLDERS_MODE),
+               PQgetvalue(res, i, ADVLOCK_HOLDERS_APPLICATION),
+               or_unknown(res, i, ADVLOCK_HOLDERS_CLIENT),
+               or_unknown(res, i, ADVLOCK_HOLDERS_STATE), PQgetvalue(res, i, ADVLOCK_HOLDERS_START),
+               granted ? "held for" : "waiting for", duration);
     }
     PQclear(res);
     return held;
@@ -92,18 +94,10 @@ static int show_key(PGconn *conn, const char *raw_name, cli_bound bound)
  * so status leaves its session as it found it; the same check `run` makes. */
 static int in_recovery(PGconn *conn, const char *name, cli_bound bound)
 {
-    static const char zero[8] = {0}; /* the binary int8 0 */
-    enum { MOST = 4 };
-    const Oid types[MOST] = {20, 20, 20, 20};
-    const char *values[MOST] = {zero, zero, zero, zero};
-    const int lengths[MOST] = {8, 8, 8, 8}, formats[MOST] = {1, 1, 1, 1};
-    int params = advlock_sql_params(ADVLOCK_SQL_SESSION), rc_wait = 0;
-    if (params < 0 || params > MOST)
-        return -1; /* a core this command was not built with */
-    PGresult *res = PQsendQueryParams(conn, advlock_sql_text(ADVLOCK_SQL_SESSION), params, types,
-                                      values, lengths, formats, 0)
-                        ? cli_await_last_result(conn, "the server session check", bound, &rc_wait)
-                        : PQgetResult(conn);
+    static const int64_t zeros[3] = {0, 0, 0}; /* as many as any row takes */
+    int rc_wait;
+    PGresult *res =
+        cli_exec_row(conn, ADVLOCK_SQL_SESSION, zeros, "the server session check", bound, &rc_wait);
     if (rc_wait != 0)
         return NO_ANSWER;
     int rc = -1;

@@ -161,7 +161,7 @@ drive_end run_drive(advlock_pq *a, PGconn *conn, const run_options *o, progress 
         if (now >= until_ms || (checking && now >= o->handshake.until_ms)) {
             end.abandoned = 1;
             end.sql = in_flight(a);
-            cli_abandon(conn);
+            advlock_pq_abandon(conn);
             break;
         }
         if (seen != NULL && seen->draw)

@@ -62,43 +62,23 @@ static void text_sink(const cli_event *e)
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-/* The length of the well-formed UTF-8 character at s (at most left bytes),
- * or 0 if none starts there. */
-static size_t utf8_char_length(const unsigned char *s, size_t left)
-{
-    size_t n = s[0] < 0x80 ? 1 : s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC0 ? 2 : 0;
-    return n > 0 && n <= left && advlock_utf8_valid((const char *)s, n) ? n : 0;
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped, and
- * any byte that is not part of well-formed UTF-8 (a command's argument, a
- * server's message in another encoding) as U+FFFD, so that every line
- * parses. Lock names are well-formed already (advlock_derive_key). */
+/* A JSON string as advlock_json_string() writes it: every line parses,
+ * whatever bytes a command's argument or a server's message holds. Lock
+ * names are well-formed already (advlock_derive_key). */
 static void json_string(FILE *f, const char *text)
 {
-    const unsigned char *s = (const unsigned char *)text;
-    size_t left = strlen(text);
-    fputc('"', f);
-    while (left > 0) {
-        size_t n = utf8_char_length(s, left);
-        if (n == 0) {
-            fputs("\\ufffd", f);
-            n = 1;
-        } else if (*s == '"' || *s == '\\') {
-            fprintf(f, "\\%c", *s);
-        } else if (*s == '\n') {
-            fputs("\\n", f);
-        } else if (*s == '\t') {
-            fputs("\\t", f);
-        } else if (*s < 0x20 || *s == 0x7F) {
-            fprintf(f, "\\u%04x", *s);
-        } else {
-            fwrite(s, 1, n, f);
-        }
-        s += n;
-        left -= n;
+    char small[256];
+    int n = advlock_json_string(text, small, sizeof small);
+    if (n >= 0 && (size_t)n < sizeof small) {
+        fputs(small, f);
+        return;
     }
-    fputc('"', f);
+    char *big = n > 0 ? malloc((size_t)n + 1) : NULL;
+    if (big != NULL && advlock_json_string(text, big, (size_t)n + 1) == n)
+        fputs(big, f);
+    else
+        fputs("\"\\ufffd\"", f); /* out of memory: still a line that parses */
+    free(big);
 }
 
 static void json_field_string(FILE *f, const char *name, const char *value)

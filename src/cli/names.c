@@ -224,8 +224,7 @@ int run_check_capacity(PGconn *conn, const run_options *o, cli_bound bound)
 {
     if (o->name_count < 2)
         return 0;
-    const char *sql = advlock_sql_text(ADVLOCK_SQL_CAPACITY);
-    if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0)) {
+    if (advlock_pq_send_row(conn, ADVLOCK_SQL_CAPACITY, NULL) != 1) {
         const char *why = PQerrorMessage(conn);
         cli_error("cannot read the server's lock-table settings: %.*s", cli_trimmed_length(why),
                   why);

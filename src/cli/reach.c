@@ -12,21 +12,15 @@
  * it); the claimed one they give back at once, which makes it the session
  * used last, the one the retry gets. One more helper per retry.
  */
-#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
 
 #include "advlock_pq.h"
 #include "cli.h"
 
-/* How long a helper occupies a server session that is not the claimed one,
- * and how long before the retry goes PgBouncer has to hand the helpers
- * their sessions. */
-static const char occupy_sql[] =
-    "SELECT pg_catalog.pg_sleep(CASE WHEN pg_catalog.current_setting('advlock.session', true)"
-    " = $1 THEN 0 ELSE 0.2 END)";
+/* How long before the retry goes PgBouncer has to hand the helpers their
+ * sessions (a helper holds one as long as ADVLOCK_SQL_OCCUPY sleeps). */
 enum { HANDOUT_MS = 20 };
 
 void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_name,
@@ -35,7 +29,7 @@ void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_
     r->bound = bound;
     r->conninfo = conninfo;
     r->application_name = application_name;
-    snprintf(r->token, sizeof r->token, "%" PRId64, (int64_t)token);
+    r->token = (int64_t)token;
     r->helpers = 0;
     r->done_for_ms = -1;
 }
@@ -43,7 +37,7 @@ void cli_reach_init(cli_reach *r, const char *conninfo, const char *application_
 /* Reads a helper's results to the end (its pg_sleep finishing), but not
  * past the release's bound: a helper queued in PgBouncer (query_wait_timeout)
  * or on a stopped backend may never answer. Then its statement is cancelled
- * and its socket shut (cli_abandon); the caller PQfinish()es it as usual. */
+ * and its socket shut (advlock_pq_abandon); the caller PQfinish()es it as usual. */
 static void drain(const cli_reach *r, PGconn *helper)
 {
     for (;;) {
@@ -57,7 +51,7 @@ static void drain(const cli_reach *r, PGconn *helper)
         }
         int64_t now = advlock_pq_now_ms();
         if (now >= r->bound.until_ms) {
-            cli_abandon(helper);
+            advlock_pq_abandon(helper);
             return;
         }
         int64_t left = r->bound.until_ms - now;
@@ -68,8 +62,7 @@ static void drain(const cli_reach *r, PGconn *helper)
 
 static int occupy(cli_reach *r, PGconn *helper)
 {
-    const char *values[] = {r->token};
-    return PQsendQueryParams(helper, occupy_sql, 1, NULL, values, NULL, NULL, 0);
+    return advlock_pq_send_row(helper, ADVLOCK_SQL_OCCUPY, &r->token) == 1;
 }
 
 void cli_reach_occupy(cli_reach *r)

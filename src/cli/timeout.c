@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../core/saturating.h"
 #include "advlock_pq.h"
 #include "cli.h"
 
@@ -48,8 +49,6 @@ int cli_timeout_option(const char *text, int64_t *ms)
 
 cli_bound cli_bound_from(int64_t now, int64_t ms)
 {
-    int64_t until = ms == INT64_MAX || ms > INT64_MAX - now - ADVLOCK_PQ_GRACE_MS
-                        ? INT64_MAX
-                        : now + ms + ADVLOCK_PQ_GRACE_MS;
-    return (cli_bound){until, ms};
+    return (cli_bound){advlock_add_saturating(advlock_add_saturating(now, ms), ADVLOCK_PQ_GRACE_MS),
+                       ms};
 }

@@ -27,7 +27,7 @@ int cli_await_results(PGconn *conn, const char *sql, cli_bound bound)
         if (now >= bound.until_ms) {
             char seconds[32];
             advlock_format_seconds(bound.named_ms, seconds, sizeof seconds);
-            cli_abandon(conn);
+            advlock_pq_abandon(conn);
             cli_error("no answer from the server within %ss to %s; connection closed", seconds,
                       sql);
             return CLI_NO_ANSWER;
@@ -46,7 +46,7 @@ int cli_await_results(PGconn *conn, const char *sql, cli_bound bound)
         if (stop != 0) {
             /* Nothing is written in the transaction: whatever the statement
              * would have done, closing the session ends it and its lock. */
-            cli_abandon(conn);
+            advlock_pq_abandon(conn);
             return stop;
         }
     }
@@ -64,18 +64,21 @@ PGresult *cli_await_last_result(PGconn *conn, const char *sql, cli_bound bound, 
     return last;
 }
 
-PGresult *cli_exec_until(PGconn *conn, const char *sql, const char *what, cli_bound bound, int *rc)
+PGresult *cli_exec_row(PGconn *conn, advlock_sql sql, const int64_t *params, const char *what,
+                       cli_bound bound, int *rc)
 {
     *rc = 0;
-    return PQsendQuery(conn, sql) ? cli_await_last_result(conn, what, bound, rc)
-                                  : PQgetResult(conn);
+    return advlock_pq_send_row(conn, sql, params) == 1
+               ? cli_await_last_result(conn, what, bound, rc)
+               : PQgetResult(conn);
 }
 
-/* Runs one transaction-control statement; returns 0, or as cli_xact_begin. */
-static int run_statement(PGconn *conn, const char *sql, cli_bound bound)
+/* Runs one transaction-control row; returns 0, or as cli_xact_begin. */
+static int run_statement(PGconn *conn, advlock_sql row, cli_bound bound)
 {
+    const char *sql = advlock_sql_text(row);
     int rc;
-    PGresult *res = cli_exec_until(conn, sql, sql, bound, &rc);
+    PGresult *res = cli_exec_row(conn, row, NULL, sql, bound, &rc);
     if (rc != 0)
         return rc;
     int ok = PQresultStatus(res) == PGRES_COMMAND_OK; /* as PQexec, the last result says */
@@ -89,7 +92,7 @@ static int run_statement(PGconn *conn, const char *sql, cli_bound bound)
 
 int cli_xact_begin(PGconn *conn, cli_bound bound)
 {
-    return run_statement(conn, "BEGIN", bound);
+    return run_statement(conn, ADVLOCK_SQL_BEGIN, bound);
 }
 
 int cli_xact_drop_snapshot(PGconn *conn, cli_bound bound)
@@ -101,15 +104,15 @@ int cli_xact_drop_snapshot(PGconn *conn, cli_bound bound)
      * anywhere in the cluster (seen on PostgreSQL 15 as backend_xmin in
      * pg_stat_activity). Any statement in the simple protocol replaces that
      * portal and drops its own at once; CLOSE ALL also says what is meant. */
-    return run_statement(conn, "CLOSE ALL", bound);
+    return run_statement(conn, ADVLOCK_SQL_CLOSE_ALL, bound);
 }
 
 int cli_xact_end(PGconn *conn, int commit, cli_bound bound)
 {
     PGTransactionStatusType state = PQtransactionStatus(conn);
     if (state == PQTRANS_INTRANS)
-        return run_statement(conn, commit ? "COMMIT" : "ROLLBACK", bound);
-    int rc = state == PQTRANS_INERROR ? run_statement(conn, "ROLLBACK", bound) : -1;
+        return run_statement(conn, commit ? ADVLOCK_SQL_COMMIT : ADVLOCK_SQL_ROLLBACK, bound);
+    int rc = state == PQTRANS_INERROR ? run_statement(conn, ADVLOCK_SQL_ROLLBACK, bound) : -1;
     if (rc > 0 || (rc == 0 && !commit))
         return rc;
     /* No transaction left open (none began, or the session is gone): no

@@ -3,13 +3,7 @@
 #define ADVLOCK_CORE_H
 
 #include "advlock.h"
-
-/* a + b for times and spans (b may be negative), INT64_MAX where the sum
- * would overflow: callers' clocks and spans may be anything. */
-static inline int64_t advlock_add_saturating(int64_t a, int64_t b)
-{
-    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
-}
+#include "saturating.h"
 
 /* The SQL function a statement calls, for messages ("pg_advisory_unlock"). */
 const char *advlock_sql_function(advlock_sql sql);

@@ -26,6 +26,11 @@
 
 #include <string.h>
 
+/* The one check of the size the header states (8-byte pointers: exactly). */
+_Static_assert(sizeof(advlock_machine) == ADVLOCK_MACHINE_SIZE
+                   || (sizeof(void *) < 8 && sizeof(advlock_machine) < ADVLOCK_MACHINE_SIZE),
+               "ADVLOCK_MACHINE_SIZE in include/advlock.h is the machine's size");
+
 enum state { IDLE, QUERYING, SLEEPING, DONE, CANCELLING };
 enum op { ACQUIRE = 1, RELEASE = 2, VERIFY = 3 };
 /* What the outstanding query is for: a try-lock, or a server-side wait

@@ -1,8 +1,9 @@
 /*
- * The one table of SQL the core can emit. Every parameter is a bigint: the
- * lock key first (the session check's is its token), then a wait's bound in
- * milliseconds, then a guarded row's token. What a row returns decides which
- * input reports its answer.
+ * The one table of SQL advlock sends: the core's, and the advlock command's
+ * own (the rows from ADVLOCK_SQL_OCCUPY on). Every parameter is a bigint:
+ * the lock key first (the session check's is its token), then a wait's
+ * bound in milliseconds, then a guarded row's token. What a row returns
+ * decides which input reports its answer.
  */
 #include "core.h"
 
@@ -224,23 +225,58 @@
     " pg_catalog.current_setting('max_prepared_transactions')::bigint"
 
 /* clang-format off */
-static const char fence_setup_sql[] =
-    "CREATE SCHEMA IF NOT EXISTS advlock;\n"
-    "CREATE TABLE IF NOT EXISTS advlock.fence (\n"
-    "    key bigint PRIMARY KEY,\n"
-    "    token bigint NOT NULL\n"
-    ");\n"
-    "CREATE OR REPLACE FUNCTION advlock.fence_ok(key bigint, token bigint)\n"
-    "RETURNS boolean LANGUAGE sql VOLATILE AS $fence_ok$\n"
-    "    SELECT coalesce((SELECT f.token <= fence_ok.token FROM advlock.fence f\n"
-    "                     WHERE f.key = fence_ok.key FOR SHARE), true)\n"
-    "$fence_ok$;\n";
+#define FENCE_SETUP_SQL \
+    "CREATE SCHEMA IF NOT EXISTS advlock;\n" \
+    "CREATE TABLE IF NOT EXISTS advlock.fence (\n" \
+    "    key bigint PRIMARY KEY,\n" \
+    "    token bigint NOT NULL\n" \
+    ");\n" \
+    "CREATE OR REPLACE FUNCTION advlock.fence_ok(key bigint, token bigint)\n" \
+    "RETURNS boolean LANGUAGE sql VOLATILE AS $fence_ok$\n" \
+    "    SELECT coalesce((SELECT f.token <= fence_ok.token FROM advlock.fence f\n" \
+    "                     WHERE f.key = fence_ok.key FOR SHARE), true)\n" \
+    "$fence_ok$;\n"
 /* clang-format on */
 
 const char *advlock_fence_setup_sql(void)
 {
-    return fence_setup_sql;
+    return advlock_sql_text(ADVLOCK_SQL_FENCE_SETUP);
 }
+
+/* A helper connection's hold of a server session behind a transaction
+ * pooler (src/cli/reach.c says why): long enough for the release's retry to
+ * be handed the claimed session, short enough that no session stays pinned. */
+#define OCCUPY_SQL                                                                             \
+    "SELECT pg_catalog.pg_sleep(CASE WHEN pg_catalog.current_setting('advlock.session', true)" \
+    " = $1::text THEN 0 ELSE 0.2 END)"
+
+/* What is installed: the schema, the table, and advlock.fence_ok's body,
+ * read from the catalogs, which any role may read. */
+#define FENCE_INSTALLED_SQL                                                              \
+    "SELECT pg_catalog.to_regnamespace('advlock') IS NOT NULL,"                          \
+    " EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"          \
+    "  ON n.oid = c.relnamespace WHERE n.nspname = 'advlock' AND c.relname = 'fence'),"  \
+    " (SELECT p.prosrc FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"         \
+    "  ON n.oid = p.pronamespace WHERE n.nspname = 'advlock' AND p.proname = 'fence_ok'" \
+    "  AND pg_catalog.pg_get_function_identity_arguments(p.oid) = 'key bigint, token bigint')"
+
+/* The grants fencing tokens need (docs/operators.md, "Fencing tokens") that
+ * the connected role lacks, read by the objects' oids, not their names: a
+ * role without USAGE on the schema could not even name the table. */
+#define FENCE_GRANTS_SQL                                                                         \
+    "SELECT pg_catalog.string_agg(pg_catalog.format('GRANT %s TO %I;', g.grant_, current_user)," \
+    " ' ' ORDER BY g.o)"                                                                         \
+    " FROM pg_catalog.pg_namespace n"                                                            \
+    " JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = 'fence'"              \
+    " LEFT JOIN pg_catalog.pg_proc p ON p.pronamespace = n.oid AND p.proname = 'fence_ok'"       \
+    " CROSS JOIN LATERAL (VALUES"                                                                \
+    " (1, 'USAGE ON SCHEMA advlock', pg_catalog.has_schema_privilege(n.oid, 'USAGE')),"          \
+    " (2, 'SELECT ON advlock.fence', pg_catalog.has_table_privilege(c.oid, 'SELECT')),"          \
+    " (3, 'INSERT ON advlock.fence', pg_catalog.has_table_privilege(c.oid, 'INSERT')),"          \
+    " (4, 'UPDATE ON advlock.fence', pg_catalog.has_table_privilege(c.oid, 'UPDATE')),"          \
+    " (5, 'EXECUTE ON FUNCTION advlock.fence_ok(bigint, bigint)',"                               \
+    "  pg_catalog.has_function_privilege(p.oid, 'EXECUTE'))) AS g(o, grant_, ok)"                \
+    " WHERE n.nspname = 'advlock' AND NOT g.ok"
 
 /* What messages call the verify's statement. */
 #define HELD_CHECK "the held-lock check"
@@ -315,6 +351,17 @@ static const struct {
                                           "pg_try_advisory_xact_lock", ADVLOCK_ANSWER_FENCED, 1},
     [ADVLOCK_SQL_CAPACITY] = {CAPACITY_SQL, "the lock table's settings", ADVLOCK_ANSWER_CAPACITY,
                               0},
+    [ADVLOCK_SQL_OCCUPY] = {OCCUPY_SQL, "a helper's hold of a server session", ADVLOCK_ANSWER_VOID,
+                            1},
+    [ADVLOCK_SQL_FENCE_INSTALLED] = {FENCE_INSTALLED_SQL, "the check of the schema",
+                                     ADVLOCK_ANSWER_FENCE_INSTALLED, 0},
+    [ADVLOCK_SQL_FENCE_SETUP] = {FENCE_SETUP_SQL, "the setup script", ADVLOCK_ANSWER_COMMAND, 0},
+    [ADVLOCK_SQL_FENCE_GRANTS] = {FENCE_GRANTS_SQL, "the grants' check",
+                                  ADVLOCK_ANSWER_FENCE_GRANTS, 0},
+    [ADVLOCK_SQL_BEGIN] = {"BEGIN", "BEGIN", ADVLOCK_ANSWER_COMMAND, 0},
+    [ADVLOCK_SQL_CLOSE_ALL] = {"CLOSE ALL", "CLOSE ALL", ADVLOCK_ANSWER_COMMAND, 0},
+    [ADVLOCK_SQL_COMMIT] = {"COMMIT", "COMMIT", ADVLOCK_ANSWER_COMMAND, 0},
+    [ADVLOCK_SQL_ROLLBACK] = {"ROLLBACK", "ROLLBACK", ADVLOCK_ANSWER_COMMAND, 0},
 };
 
 static int known(advlock_sql sql)

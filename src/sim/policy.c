@@ -28,6 +28,7 @@
  * bytes). Written from the design record and the header's contract, not from
  * the core's code, so that a wrong core shows up as a disagreement.
  */
+#include "../core/saturating.h"
 #include "sim.h"
 
 #include <stdio.h>
@@ -510,10 +511,8 @@ static expected start_acquire(sim_client *cl, int64_t reading)
     cl->policy_resend_ = INT64_MAX;
     cl->policy_sqlstate_[0] = '\0';
     /* The wait's own deadline: the grace after the timeout. */
-    int64_t deadline =
-        reading > INT64_MAX - cl->step_.timeout_ms ? INT64_MAX : reading + cl->step_.timeout_ms;
-    cl->policy_deadline_ =
-        deadline > INT64_MAX - ADVLOCK_WAIT_GRACE_MS ? INT64_MAX : deadline + ADVLOCK_WAIT_GRACE_MS;
+    cl->policy_deadline_ = advlock_add_saturating(
+        advlock_add_saturating(reading, cl->step_.timeout_ms), ADVLOCK_WAIT_GRACE_MS);
     cl->policy_op_ = OP_ACQUIRE;
     return first_statement(cl);
 }
@@ -540,9 +539,7 @@ static expected advance(sim_client *cl, enum policy_input input, advlock_result 
     case IN_CANCEL: return on_cancel(cl);
     case IN_CANCEL_SENT:
         cl->policy_cancelling_ = 0;
-        cl->policy_resend_ = cl->policy_reading_ > INT64_MAX - CANCEL_REPEAT_MS
-                                 ? INT64_MAX
-                                 : cl->policy_reading_ + CANCEL_REPEAT_MS;
+        cl->policy_resend_ = advlock_add_saturating(cl->policy_reading_, CANCEL_REPEAT_MS);
         return current(cl);
     case IN_SESSION: return on_session(cl);
     default: /* IN_HOLDERS */ return done(ADVLOCK_TIMED_OUT, ADVLOCK_DETAIL_DIAGNOSED);

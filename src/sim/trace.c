@@ -2,7 +2,7 @@
  * The JSON-lines trace: one object per client event, written into a fixed
  * buffer and handed to the caller's callback. Fields always come in the
  * same order, numbers are plain decimals, keys are decimal strings (int64
- * does not fit a JSON number exactly), and text is escaped per RFC 8259.
+ * does not fit a JSON number exactly), and text is escaped per RFC 8259 (advlock_json_string).
  */
 #include "sim.h"
 
@@ -37,23 +37,13 @@ static void put_int(line *l, const char *name, int64_t v)
     put(l, num, (size_t)n);
 }
 
+/* As much of s's JSON string as the line has room for. */
 static void put_escaped(line *l, const char *s)
 {
-    put_str(l, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-        char esc[8];
-        if (*p == '"' || *p == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)*p;
-            put(l, esc, 2);
-        } else if (*p < 0x20) {
-            int n = snprintf(esc, sizeof esc, "\\u%04x", *p);
-            put(l, esc, (size_t)n);
-        } else {
-            put(l, (const char *)p, 1);
-        }
-    }
-    put_str(l, "\"");
+    size_t room = sizeof l->buf - l->len;
+    int n = advlock_json_string(s, l->buf + l->len, room);
+    if (n > 0 && room > 0)
+        l->len += (size_t)n < room ? (size_t)n : strlen(l->buf + l->len);
 }
 
 static void put_text(line *l, const char *name, const char *value)

@@ -99,14 +99,14 @@ signalled() {
 # ---- connecting: a stopped postmaster never answers the startup packet ----
 stop "$postmaster"
 timed "$A" run --timeout 2 "$name" -- echo never
-check "stopped postmaster, --timeout 2: status (unreachable)" 69 "$RC"
+check "stopped postmaster, --timeout 2: status (unreachable)" "$EXIT_NO_SERVER" "$RC"
 check "stopped postmaster, --timeout 2: message" "advlock: could not connect within 2s" "$ERR"
 check "stopped postmaster: command not run" "" "$OUT"
 [ "$ELAPSED" -ge 2000 ] && pass || fail "stopped postmaster: gave up after ${ELAPSED} ms, before 2 s"
 within "connecting, --timeout 2" 4500
 
 timed "$A" run -d "connect_timeout=2" "$name" -- echo never
-check "connect_timeout=2: status" 69 "$RC"
+check "connect_timeout=2: status" "$EXIT_NO_SERVER" "$RC"
 check "connect_timeout=2: message" "advlock: could not connect within 2s (connect_timeout)" "$ERR"
 within "connecting, connect_timeout=2" 4500
 
@@ -134,7 +134,7 @@ lock_pg_locks() {
 lock_pg_locks 8
 sleep 0.2
 timed "$A" run --timeout 1 "$name" -- echo never
-check "hung session check, --timeout 1: status" 69 "$RC"
+check "hung session check, --timeout 1: status" "$EXIT_NO_SERVER" "$RC"
 check "hung session check: message" \
     "advlock: no answer from the server within 1s to the session check; connection closed" "$ERR"
 within "session check, --timeout 1" 3500
@@ -172,17 +172,17 @@ hung_run() {
     resume_all
 }
 hung_run "" "trying"
-check "hung attempt, --timeout 3: status" 69 "$RC"
+check "hung attempt, --timeout 3: status" "$EXIT_NO_SERVER" "$RC"
 check "hung attempt: message" \
     "advlock: no answer from the server within 3s to the attempt on lock '$name'; connection closed" "$ERR"
 within "trying, --timeout 3" 5500
 hung_run --wait "waiting"
-check "hung server-side wait, --timeout 3: status" 69 "$RC"
+check "hung server-side wait, --timeout 3: status" "$EXIT_NO_SERVER" "$RC"
 check "hung server-side wait: message" \
     "advlock: no answer from the server within 3s to the attempt on lock '$name'; connection closed" "$ERR"
 within "waiting (--wait), --timeout 3" 5500
 hung_run --wait "waiting, no cancel" "$postmaster"
-check "hung server-side wait, cancel undeliverable: status" 69 "$RC"
+check "hung server-side wait, cancel undeliverable: status" "$EXIT_NO_SERVER" "$RC"
 within "waiting (--wait), postmaster stopped too, --timeout 3" 5500
 wait_holders 1 || fail "a stopped waiter left a lock behind"
 
@@ -211,7 +211,7 @@ stop_own='kill -STOP $(psql -X -At -c "SELECT pid FROM pg_stat_activity WHERE ap
 rm -f "$T/bounds.backend"
 timed "$A" run --application-name bounds-releaser --timeout 1 "$name" -- sh -c "$stop_own"
 [ -s "$T/bounds.backend" ] && stopped+=("$(cat "$T/bounds.backend")")
-check "hung release, --timeout 1: status (lock error)" 70 "$RC"
+check "hung release, --timeout 1: status (lock error)" "$EXIT_LOCK_ERROR" "$RC"
 check "hung release: message" \
     "advlock: no answer from the server within 1s to the release of lock '$name'; connection closed" "$ERR"
 within "releasing, --timeout 1 (command included)" 3500
@@ -224,7 +224,7 @@ timed "$A" run --application-name bounds-releaser --timeout 1 "$name" -- \
     sh -c "$stop_own; kill -STOP $postmaster"
 stopped+=("$postmaster")
 [ -s "$T/bounds.backend" ] && stopped+=("$(cat "$T/bounds.backend")")
-check "hung release, postmaster stopped: status" 70 "$RC"
+check "hung release, postmaster stopped: status" "$EXIT_LOCK_ERROR" "$RC"
 within "releasing, postmaster stopped too, --timeout 1 (command included)" 3500
 resume_all
 rm -f "$T/bounds.backend"
@@ -235,12 +235,12 @@ stopped+=("$(cat "$T/bounds.backend")")
 sleep 0.5
 signal TERM "$releaser"
 resume_all
-check "SIGTERM in a hung release: status (lock error)" 70 "$RC"
+check "SIGTERM in a hung release: status (lock error)" "$EXIT_LOCK_ERROR" "$RC"
 within "releasing, SIGTERM" 2000
 rm -f "$T/bounds.backend"
 timed "$A" run --xact --application-name bounds-releaser --timeout 1 "$name" -- sh -c "$stop_own"
 [ -s "$T/bounds.backend" ] && stopped+=("$(cat "$T/bounds.backend")")
-check "--xact, hung COMMIT, --timeout 1: status (lock error)" 70 "$RC"
+check "--xact, hung COMMIT, --timeout 1: status (lock error)" "$EXIT_LOCK_ERROR" "$RC"
 check "--xact, hung COMMIT: message" \
     "advlock: no answer from the server within 1s to COMMIT; connection closed" "$ERR"
 within "releasing (--xact COMMIT), --timeout 1 (command included)" 3500
@@ -271,7 +271,7 @@ pool_start=$(now_ms)
 ) &
 pool_default=$!
 timed "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" --timeout 1 "$name" -- echo never
-check "saturated pool, --timeout 1: status" 69 "$RC"
+check "saturated pool, --timeout 1: status" "$EXIT_NO_SERVER" "$RC"
 case "$ERR" in
     "advlock: could not connect within 1s" | \
         "advlock: no answer from the server within 1s to the session check; connection closed") pass ;;
@@ -283,7 +283,7 @@ signalled TERM 0.5 "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" "$name" -- echo
 check "SIGTERM in PgBouncer's queue: status" 143 "$RC"
 within "saturated PgBouncer pool, SIGTERM" 2000
 timed "$A" run -d "$ADVLOCK_TEST_PGBOUNCER_SESSION" --xact --timeout 1 "$name" -- echo never
-check "saturated pool, --xact --timeout 1: status" 69 "$RC"
+check "saturated pool, --xact --timeout 1: status" "$EXIT_NO_SERVER" "$RC"
 check "saturated pool, --xact: message" \
     "advlock: no answer from the server within 1s to BEGIN; connection closed" "$ERR"
 within "saturated PgBouncer pool, --xact BEGIN, --timeout 1" 3500
@@ -325,7 +325,7 @@ reap "$proxied"
 ELAPSED=$(($(now_ms) - start))
 resume_all
 ERR=$(cat "$T/proxied.err")
-check "proxied release, helper's backend stopped: status (lock error)" 70 "$RC"
+check "proxied release, helper's backend stopped: status (lock error)" "$EXIT_LOCK_ERROR" "$RC"
 echo "proxied release: $ERR"
 within "proxied release, helper hung, --timeout 1" 3000
 kill "$busy" 2>/dev/null
@@ -365,22 +365,22 @@ for cmd in status setup calibrate; do
     keys=()
     [ "$cmd" = status ] && keys=("$name")
     timed "$A" "$cmd" -d "$silent" --timeout 1 "${keys[@]}"
-    check "silent peer, $cmd --timeout 1: status" 69 "$RC"
+    check "silent peer, $cmd --timeout 1: status" "$EXIT_NO_SERVER" "$RC"
     check "silent peer, $cmd --timeout 1: message" "advlock: could not connect within 1s" "$ERR"
     within "silent peer, $cmd --timeout 1" 3500
 done
 timed env PGCONNECT_TIMEOUT=2 "$A" status -d "$silent" "$name"
-check "silent peer, PGCONNECT_TIMEOUT=2 status: status" 69 "$RC"
+check "silent peer, PGCONNECT_TIMEOUT=2 status: status" "$EXIT_NO_SERVER" "$RC"
 check "silent peer, PGCONNECT_TIMEOUT=2: message" \
     "advlock: could not connect within 2s (connect_timeout)" "$ERR"
 within "silent peer, PGCONNECT_TIMEOUT=2 status" 4500
 timed env PGCONNECT_TIMEOUT=2 "$A" run -d "$silent" "$name" -- echo never
-check "silent peer, PGCONNECT_TIMEOUT=2 run: status" 69 "$RC"
+check "silent peer, PGCONNECT_TIMEOUT=2 run: status" "$EXIT_NO_SERVER" "$RC"
 within "silent peer, PGCONNECT_TIMEOUT=2 run" 4500
 
 wait "$default_connect" && RC=0 || RC=$?
 ELAPSED=$(($(now_ms) - default_start))
-check "silent peer, run without --timeout: status" 69 "$RC"
+check "silent peer, run without --timeout: status" "$EXIT_NO_SERVER" "$RC"
 check "silent peer, run without --timeout: message" "advlock: could not connect within 30s" \
     "$(cat "$T/default-connect.err")"
 check "silent peer, run without --timeout: command not run" "" "$(cat "$T/default-connect.out")"
@@ -388,7 +388,7 @@ check "silent peer, run without --timeout: command not run" "" "$(cat "$T/defaul
 within "silent peer, run without --timeout (default 30 s)" 36000
 wait "$default_check" && RC=0 || RC=$?
 ELAPSED=$(($(now_ms) - default_start))
-check "hung session check, run without --timeout: status" 69 "$RC"
+check "hung session check, run without --timeout: status" "$EXIT_NO_SERVER" "$RC"
 check "hung session check, run without --timeout: message" \
     "advlock: no answer from the server within 30s to the session check; connection closed" \
     "$(cat "$T/default-check.err")"
@@ -396,7 +396,7 @@ within "hung session check, run without --timeout (default 30 s)" 36000
 wait "$pool_default"
 RC=$(cat "$T/pool-default.rc")
 ELAPSED=$(($(cat "$T/pool-default.end") - pool_start))
-check "saturated pool, two names without --timeout: status" 69 "$RC"
+check "saturated pool, two names without --timeout: status" "$EXIT_NO_SERVER" "$RC"
 check "saturated pool, two names without --timeout: message" \
     "advlock: no answer from the server within 30s to the lock-table settings' query; connection closed" \
     "$(cat "$T/pool-default.err")"

@@ -40,17 +40,17 @@ check "calibrate to stdout: the command" "# advlock calibrate --clients 2 --stat
 check "calibrate to stdout: the command's cost" 22 "$(grep '^command_us ' <<<"$OUT" | wc -w)"
 
 capture "$A" calibrate --clients 2 --statements 2 -- false
-check "a failing command" 127 "$RC"
+check "a failing command" "$EXIT_NO_COMMAND" "$RC"
 check "a failing command: named" "advlock: calibrate: the command 'false' failed (status 1)" "$ERR"
 capture "$A" calibrate --clients 0
-check "zero clients" 64 "$RC"
+check "zero clients" "$EXIT_USAGE" "$RC"
 check "zero clients: the option named" "advlock: --clients wants a whole number from 1 to 1000, not '0'" "$ERR"
 capture "$A" calibrate --statements x
-check "bad statements" 64 "$RC"
+check "bad statements" "$EXIT_USAGE" "$RC"
 capture "$A" calibrate --no-such-option
-check "unknown option" 64 "$RC"
+check "unknown option" "$EXIT_USAGE" "$RC"
 capture "$A" calibrate -d "host=/nonexistent/socket/dir" --clients 2
-check "no server" 69 "$RC"
+check "no server" "$EXIT_NO_SERVER" "$RC"
 capture "$A" calibrate --clients 2 --statements 2 -o /nonexistent/dir/profile
-check "unwritable profile" 74 "$RC"
+check "unwritable profile" "$EXIT_IO" "$RC"
 finish

@@ -38,4 +38,11 @@ case $rendered in
     *"is a message. Fields may be added to events"*) pass ;;
     *) fail "man page: the log format's last sentence does not render with its spaces" ;;
 esac
+
+# The page's EXIT STATUS lists exactly the statuses src/cli/cli.h defines
+# (lib.sh reads them as EXIT_* variables).
+documented=$(awk '/^\.SH EXIT STATUS/ { on = 1; next } /^\.SH/ { on = 0 } on && /^\.B [0-9, ]+$/ { gsub(",", " "); for (i = 2; i <= NF; i++) print $i }' \
+    "$man_page" | sort -n | tr '\n' ' ')
+defined=$(for v in ${!EXIT_@}; do echo "${!v}"; done | sort -n | tr '\n' ' ')
+check "man page: EXIT STATUS lists the statuses src/cli/cli.h defines" "$defined" "$documented"
 finish

@@ -20,20 +20,20 @@ sql() { psql -X -At -v ON_ERROR_STOP=1 -c "$1"; }
 # Asked for before the schema exists: refused before anything is locked,
 # naming the command that installs it.
 capture "$A" run --fence "$name" -- echo never
-check "no schema: lock error" 70 "$RC"
+check "no schema: lock error" "$EXIT_LOCK_ERROR" "$RC"
 case $ERR in *"advlock setup"*) pass ;; *) fail "no schema: message names advlock setup: $ERR" ;; esac
 check "no schema: nothing left locked" 0 "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
 
 capture "$A" run --fence --shared "$name" -- echo never
-check "--fence --shared refused" 64 "$RC"
+check "--fence --shared refused" "$EXIT_USAGE" "$RC"
 capture "$A" run --fence --wait "$name" -- echo never
-check "--fence --wait refused" 64 "$RC"
+check "--fence --wait refused" "$EXIT_USAGE" "$RC"
 
 # The role that deploys (no CREATE on the database) cannot install the
 # schema: said, with what it needs.
 sql "CREATE ROLE fence_deployer LOGIN" >/dev/null
 capture "$A" setup -d "user=fence_deployer"
-check "setup by a role without CREATE, no schema yet" 70 "$RC"
+check "setup by a role without CREATE, no schema yet" "$EXIT_LOCK_ERROR" "$RC"
 case $ERR in *"permission denied for database"*"needs CREATE on the database"*) pass ;; *) fail "setup without CREATE: [$ERR]" ;; esac
 
 # setup is idempotent: twice, the second changes nothing and says nothing.
@@ -65,7 +65,7 @@ check "no --fence: no token, no statement of its own" "unset 2" "$OUT $(sql "SEL
 # deadlock from the key's second acquisition on. Refused before connecting.
 capture timeout -s KILL 20 "$A" run --xact --fence "$name" -- \
     sh -c 'psql -X -At -c "SELECT advlock.fence_ok($ADVLOCK_KEY, $ADVLOCK_FENCE)"'
-check "--xact --fence: refused" 64 "$RC"
+check "--xact --fence: refused" "$EXIT_USAGE" "$RC"
 case $ERR in *"not with --xact"*"fence_ok"*) pass ;; *) fail "--xact --fence: the reason: $ERR" ;; esac
 check "--xact --fence: no token taken" 2 "$(sql "SELECT token FROM advlock.fence")"
 capture "$A" run --fence "$name" -- sh -c 'echo "$ADVLOCK_FENCE"'
@@ -130,7 +130,7 @@ capture "$A" run --fence -d "user=fence_deployer" fence-grants -- \
 check "the deploying role: token and fence_ok" "0 t" "$RC $OUT"
 sql "REVOKE UPDATE ON advlock.fence FROM fence_deployer" >/dev/null
 capture "$A" run --fence -d "user=fence_deployer" fence-grants -- echo never
-check "UPDATE missing: lock error" "70 " "$RC $OUT"
+check "UPDATE missing: lock error" "${EXIT_LOCK_ERROR} " "$RC $OUT"
 case $ERR in *"a DBA runs: GRANT UPDATE ON advlock.fence TO fence_deployer;") pass ;; *) fail "UPDATE missing: not named: [$ERR]" ;; esac
 sql "REVOKE USAGE ON SCHEMA advlock FROM fence_deployer" >/dev/null
 capture "$A" run --fence -d "user=fence_deployer" fence-grants -- echo never

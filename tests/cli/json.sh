@@ -224,7 +224,7 @@ wait_for_holder || fail "lease lost: the run never held the lock"
 stopped_backend=$(backend_of json-lease)
 kill -STOP "$stopped_backend"
 wait "$runner"
-check "lease lost: status" 70 "$?"
+check "lease lost: status" "$EXIT_LOCK_ERROR" "$?"
 kill -CONT "$stopped_backend"
 seq_lost=$(events "$T/lost")
 [[ $seq_lost =~ ^trying\ acquired\ command_started\ (lease_renewed\ )*lock_lost\ signal_sent\ command_exited\ exit$ ]] &&
@@ -236,7 +236,7 @@ case "$(field "$T/lost" lock_lost message)" in
     "\"lock '$name' lost: its lease ran out: "*"; terminating the command\"") pass ;;
     *) fail "lease lost: message [$(field "$T/lost" lock_lost message)]" ;;
 esac
-check "lease lost: exit status" 70 "$(field "$T/lost" exit status)"
+check "lease lost: exit status" "$EXIT_LOCK_ERROR" "$(field "$T/lost" exit status)"
 for _ in $(seq 100); do [ "$(held)" = 0 ] && break; sleep 0.05; done
 check "lease lost: freed with the session" 0 "$(held)"
 
@@ -245,7 +245,7 @@ check "lease lost: freed with the session" 0 "$(held)"
 kill_me="SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'json-killed'"
 "$A" run --log-format json --application-name json-killed "$name" -- \
     sh -c "psql -X -q -c \"$kill_me\" >/dev/null; sleep 10" 2>"$T/killed"
-check "session killed: status" 70 "$?"
+check "session killed: status" "$EXIT_LOCK_ERROR" "$?"
 check "session killed: events" \
     "trying acquired command_started lock_lost signal_sent command_exited exit" "$(events "$T/killed")"
 check "session killed: reason" '"connection"' "$(field "$T/killed" lock_lost reason)"
@@ -256,7 +256,7 @@ check "session killed: the text's sentence" \
 # Over TCP the default lease (30 s) is too short for --kill-after 30:
 # refused once connected, naming the minimum; a Unix socket runs it.
 capture "$A" run -d "$tcp" --kill-after 30 "$name" -- echo never
-check "TCP, default lease, --kill-after 30: refused" "64 " "$RC $OUT"
+check "TCP, default lease, --kill-after 30: refused" "${EXIT_USAGE} " "$RC $OUT"
 case $ERR in *"--lease 30 is too short for --kill-after 30"*"at least 36 s"*) pass ;; *) fail "default lease too short: $ERR" ;; esac
 capture "$A" run --xact -d "$tcp" --kill-after 30 "$name" -- true
 check "TCP, --xact (no lease), --kill-after 30" "0" "$RC"
@@ -282,7 +282,7 @@ wait "$holder"
 
 # A failed acquire: --fence without the schema, the server's SQLSTATE given.
 "$A" run --log-format json --fence "$name" -- true 2>"$T/failed"
-check "failed: status" 70 "$?"
+check "failed: status" "$EXIT_LOCK_ERROR" "$?"
 check "failed: events" "trying failed exit" "$(events "$T/failed")"
 check "failed: SQLSTATE" '"42P01"' "$(field "$T/failed" failed sqlstate)"
 check "failed: level" '"error"' "$(field "$T/failed" failed level)"
@@ -308,15 +308,15 @@ check "odd argument: U+FFFD" '"a�b"' "$(field "$T/odd" command_started command
 
 # Messages from outside the lock's events are events too.
 "$A" run --log-format json -d "host=/nonexistent-dir" "$name" -- true 2>"$T/noserver"
-check "no server: status" 69 "$?"
+check "no server: status" "$EXIT_NO_SERVER" "$?"
 check "no server: events" "message exit" "$(events "$T/noserver")"
 "$A" run --log-format json --timeout x "$name" -- true 2>"$T/usage"
 check "usage error after --log-format: events" "message exit" "$(events "$T/usage")"
 "$A" run --log-format json "$name" 2>"$T/usage"
-check "no command: status" 64 "$?"
+check "no command: status" "$EXIT_USAGE" "$?"
 check "no command: a message, no usage text" "message exit" "$(events "$T/usage")"
 capture "$A" run --log-format yaml "$name" -- true
-check "unknown format: status" 64 "$RC"
+check "unknown format: status" "$EXIT_USAGE" "$RC"
 check "unknown format: message" "advlock: --log-format wants text or json" "$ERR"
 
 # Several names: the events about one name name it, in the order taken
@@ -392,7 +392,7 @@ wait "$holder_hi"
 # The session killed while the command runs: lost for every name.
 "$A" run --log-format json --application-name json-killed "$lo" "$hi" -- \
     sh -c "psql -X -q -c \"$kill_me\" >/dev/null; sleep 10" 2>"$T/killed"
-check "two names, session killed: status" 70 "$?"
+check "two names, session killed: status" "$EXIT_LOCK_ERROR" "$?"
 check "two names, session killed: lost, both" "[\"$lo\", \"$hi\"]" "$(field "$T/killed" lock_lost locks)"
 check "two names, session killed: no one lock" null "$(field "$T/killed" lock_lost lock)"
 

@@ -36,31 +36,31 @@ capture "$A" key --lookup 1 2 a b
 check "lookup, no match, status" 1 "$RC"
 
 capture "$A" key --lookup 1 notanumber a
-check "lookup, bad objid" 64 "$RC"
+check "lookup, bad objid" "$EXIT_USAGE" "$RC"
 capture "$A" key --lookup 4294967296 1 a
-check "lookup, classid beyond 32 bits" 64 "$RC"
+check "lookup, classid beyond 32 bits" "$EXIT_USAGE" "$RC"
 # A usage error says what is wrong and where help is, not the whole usage.
 capture "$A" key
-check "no keys" "64 advlock: a KEY (or -, to read them) is needed; try 'advlock key --help'" "$RC $ERR"
+check "no keys" "${EXIT_USAGE} advlock: a KEY (or -, to read them) is needed; try 'advlock key --help'" "$RC $ERR"
 capture "$A" key --bogus a
-check "unknown option" "64 $(printf "advlock: unrecognized option '--bogus'\nadvlock: try 'advlock key --help'")" "$RC $ERR"
+check "unknown option" "${EXIT_USAGE} $(printf "advlock: unrecognized option '--bogus'\nadvlock: try 'advlock key --help'")" "$RC $ERR"
 capture "$A" frobnicate
-check "unknown command" "64 advlock: unknown command 'frobnicate'; try 'advlock --help'" "$RC $ERR"
+check "unknown command" "${EXIT_USAGE} advlock: unknown command 'frobnicate'; try 'advlock --help'" "$RC $ERR"
 capture "$A"
-check "no command" "64 advlock: a command is needed; try 'advlock --help'" "$RC $ERR"
+check "no command" "${EXIT_USAGE} advlock: a command is needed; try 'advlock --help'" "$RC $ERR"
 capture "$A" run
-check "run, nothing to run" "64 advlock: a KEY and a COMMAND are needed; try 'advlock run --help'" "$RC $ERR"
+check "run, nothing to run" "${EXIT_USAGE} advlock: a KEY and a COMMAND are needed; try 'advlock run --help'" "$RC $ERR"
 
 # Output that cannot be written is an I/O error (74), said.
 capture bash -c "'$A' key a >/dev/full"
-check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
+check "stdout full" "${EXIT_IO} advlock: writing standard output: No space left on device" "$RC $ERR"
 for cmd in "" key run status simulate calibrate setup; do
     capture bash -c "'$A' $cmd --help >/dev/full"
-    check "$cmd --help, stdout full" 74 "$RC"
+    check "$cmd --help, stdout full" "$EXIT_IO" "$RC"
 done
 capture "$A" --version
 # The version the library's header declares (docs.sh holds the man page to it).
-header_version=$(sed -n 's/^#define ADVLOCK_VERSION "\(.*\)"$/\1/p' "$(dirname "$0")/../../include/advlock.h")
+header_version=$("$(dirname "$0")/../../scripts/version.sh")
 check "version" "advlock $header_version" "$OUT"
 
 finish

@@ -2,6 +2,12 @@
 passed=0
 failed=0
 
+# advlock's exit statuses by their names (EXIT_USAGE, EXIT_NO_SERVER, ...),
+# read from their one definition, src/cli/cli.h.
+eval "$(sed -n 's/^ *\(EXIT_[A-Z_]*\) = \([0-9]*\).*/\1=\2/p' \
+    "$(dirname "${BASH_SOURCE[0]}")/../../src/cli/cli.h")"
+[ -n "${EXIT_LOCK_ERROR:-}" ] || { echo "lib.sh: no exit statuses in src/cli/cli.h" >&2; exit 2; }
+
 pass() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); printf 'FAIL: %s\n' "$*" >&2; }
 

@@ -106,7 +106,7 @@ if [ "$share" -lt 64 ]; then
     past=()
     for i in $(seq 0 "$share"); do past+=("capacity-$i"); done
     capture "$A" run -q --capacity-share 1 "${past[@]}" -- echo ran
-    check "past the share: refused, the command not run" "70 " "$RC $OUT"
+    check "past the share: refused, the command not run" "${EXIT_LOCK_ERROR} " "$RC $OUT"
     case "$ERR" in
         *"cannot take $((share + 1)) names: "*"max_locks_per_transaction 10 x"*"--capacity-share"*) pass ;;
         *) fail "past the share: the settings and numbers not said [$ERR]" ;;
@@ -226,7 +226,7 @@ waiter=$!
 wait_until_held "$lo" || fail "lost: the waiter never took lo"
 end_sessions "application_name = 'names-lost'"
 wait "$waiter"
-check "session ended while waiting for the second name: status" 70 "$?"
+check "session ended while waiting for the second name: status" "$EXIT_LOCK_ERROR" "$?"
 check "session ended while waiting for the second name: the first not held after" 0 "$(held "$lo")"
 grep -q "'$hi'" "$TMPDIR_NAMES/lost.err" && pass || fail "lost: message does not name '$hi': [$(cat "$TMPDIR_NAMES/lost.err")]"
 # --xact: the same, by ROLLBACK.
@@ -268,14 +268,14 @@ release_outside
 
 # A command that cannot be executed: every name given back.
 capture "$A" run -q "$lo" "$hi" -- /nonexistent/command
-check "command not found: status" 127 "$RC"
+check "command not found: status" "$EXIT_NO_COMMAND" "$RC"
 check "command not found: none held after" 0 "$(advisory_locks)"
 
 # A name given twice is refused before connecting; so is --fence with several.
 capture "$A" run "$lo" "$hi" "$lo" -- echo never
-check "a name twice: refused" "64 advlock: lock '$lo' is named twice" "$RC $ERR"
+check "a name twice: refused" "${EXIT_USAGE} advlock: lock '$lo' is named twice" "$RC $ERR"
 capture "$A" run --fence "$lo" "$hi" -- echo never
-check "--fence with several names: refused" "64 advlock: --fence: one name only (a token fences one lock)" "$RC $ERR"
+check "--fence with several names: refused" "${EXIT_USAGE} advlock: --fence: one name only (a token fences one lock)" "$RC $ERR"
 # Without "--", the first word alone is the name, as ever.
 capture "$A" run -q "$lo" sh -c 'psql -X -At -c "$HELD_BOTH_SQL"'
 check "no --: one name" "1 1" "$OUT"
@@ -294,7 +294,7 @@ if [ -n "${ADVLOCK_PG_LISTEN:-}" ]; then
     check "lease: a wait for the second name longer than the lease" "0 2 1" "$RC $OUT"
     wait "$outside"
     capture "$A" run -q -d "$tcp" --wait "$lo" "$hi" -- echo never
-    check "lease: --wait with several names refused" 64 "$RC"
+    check "lease: --wait with several names refused" "$EXIT_USAGE" "$RC"
     capture "$A" run -q -d "$tcp" --lease 0 --wait "$lo" "$hi" -- echo ran
     check "lease: --wait with several names and --lease 0" "0 ran" "$RC $OUT"
 fi
@@ -340,7 +340,7 @@ if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
     wait_until_held "$lo" && wait_until_held "$hi" || fail "failed release: the run never took both"
     unlock_on_pool "$hi" || fail "failed release: '$hi' never unlocked through the pool"
     wait "$runner"
-    check "a failed release: status" 70 "$?"
+    check "a failed release: status" "$EXIT_LOCK_ERROR" "$?"
     check "a failed release: the other name given back" 0 "$(held "$lo")"
     grep -q "releasing lock '$hi'" "$TMPDIR_NAMES/release.err" && pass ||
         fail "a failed release: not said [$(cat "$TMPDIR_NAMES/release.err")]"
@@ -374,7 +374,7 @@ if [ -n "${ADVLOCK_TEST_PGBOUNCER_SESSION:-}" ]; then
     wait_until_held "$lo" && wait_until_held "$hi" || fail "unverified: the run never took both"
     unlock_on_pool "$hi" || fail "unverified: '$hi' never unlocked through the pool"
     wait "$runner"
-    check "unverified second name: status" 70 "$?"
+    check "unverified second name: status" "$EXIT_LOCK_ERROR" "$?"
     lost=$(grep '"event":"lock_lost"' "$TMPDIR_NAMES/unverified.json")
     check "unverified second name: the event's lock" "\"lock\":\"$hi\"" "$(grep -o '"lock":"[^"]*"' <<<"$lost")"
     check "unverified second name: the event's key" "\"key\":\"$(key_of "$hi")\"" \

@@ -20,7 +20,7 @@ refused() {
     local what=$1
     shift
     capture "$@"
-    check "$what: exit status" 70 "$RC"
+    check "$what: exit status" "$EXIT_LOCK_ERROR" "$RC"
     case "$ERR" in
         *"advlock needs PostgreSQL 14 or later"*client_connection_check_interval*) pass ;;
         *) fail "$what: no word of the minimum version: $ERR" ;;

@@ -87,12 +87,12 @@ check "SIGINT while waiting: nothing held" 0 "$(held)"
 # The session killed while the command runs: the command is told at once.
 kill_me='SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '"'advlock'"
 capture "$A" run "$name" -- sh -c "psql -X -q -c \"$kill_me\" >/dev/null; sleep 10; echo survived"
-check "session killed: status" 70 "$RC"
+check "session killed: status" "$EXIT_LOCK_ERROR" "$RC"
 check "session killed: command terminated" "" "$OUT"
 check "session killed: message" "advlock: connection to the server lost while the command ran: lock '$name' is no longer held; terminating the command" "$ERR"
 capture "$A" run --keep-running "$name" -- sh -c "psql -X -q -c \"$kill_me\" >/dev/null; sleep 1; echo survived"
 check "--keep-running: command finished" "survived" "$OUT"
-check "--keep-running: status" 70 "$RC"
+check "--keep-running: status" "$EXIT_LOCK_ERROR" "$RC"
 
 # The command dies with its lock. It runs in a process group of its own:
 # whatever stops it (advlock killed, the session lost, a signal) reaches its
@@ -140,7 +140,7 @@ for _ in $(seq 100); do [ "$(held)" = 0 ] && break; sleep 0.05; done
 # The session lost: the grandchild is ended too, before advlock returns.
 rm -f "$T"/*.pid
 capture "$A" run "$name" -- sh -c "sleep 300 >/dev/null 2>&1 & echo \$! >\"\$T/gc.pid\"; psql -X -q -c \"$kill_me\" >/dev/null; wait"
-check "session killed: status with a grandchild" 70 "$RC"
+check "session killed: status with a grandchild" "$EXIT_LOCK_ERROR" "$RC"
 if alive "$(cat "$T/gc.pid")"; then
     fail "session killed: the grandchild survived"
     kill -9 "$(cat "$T/gc.pid")"
@@ -327,36 +327,36 @@ check "direct, session claimed by another token: status" 0 "$RC"
 check "direct, session claimed by another token: held" 1 "$OUT"
 
 capture "$A" run -d "host=/nonexistent-dir" "$name" -- echo never
-check "no server" 69 "$RC"
+check "no server" "$EXIT_NO_SERVER" "$RC"
 "$A" run -d "host=/nonexistent-dir" "$name" -- echo never 2>"$TMPDIR_RUN/err"
 [ -n "$(tail -n 1 "$TMPDIR_RUN/err")" ] && pass || fail "no server: a blank line ends the message"
 # Conninfo syntax errors are usage errors, found before connecting, with
 # libpq's message on one line.
 capture "$A" run -d bogus_param=1 "$name" -- echo never
-check "conninfo syntax error: status" 64 "$RC"
+check "conninfo syntax error: status" "$EXIT_USAGE" "$RC"
 check "conninfo syntax error: message" "advlock: bad connection string: invalid connection option \"bogus_param\"" "$ERR"
 capture "$A" run -d 'postgresql://%zz' "$name" -- echo never
-check "bad URI: status" 64 "$RC"
+check "bad URI: status" "$EXIT_USAGE" "$RC"
 case "$ERR" in "advlock: bad connection string: "*'"%zz"'*) pass ;; *) fail "bad URI: message [$ERR]" ;; esac
 check "bad URI: one line" 1 "$(wc -l <<<"$ERR")"
 capture "$A" run --no-such-option "$name" -- true
-check "unknown option: status" 64 "$RC"
+check "unknown option: status" "$EXIT_USAGE" "$RC"
 check "unknown option: prefix" "advlock: unrecognized option '--no-such-option'" "$(head -n 1 <<<"$ERR")"
 capture "$A" run "$(printf 'bad\xc0\x80')" -- echo never
 check "bad key" 2 "$RC"
 case "$ERR" in "advlock: lock key 'bad\xc0\x80': "*) pass ;; *) fail "bad key shown escaped: [$ERR]" ;; esac
 capture "$A" run "$name"
-check "no command" 64 "$RC"
+check "no command" "$EXIT_USAGE" "$RC"
 capture "$A" run --timeout -1 "$name" -- true
-check "negative timeout" 64 "$RC"
+check "negative timeout" "$EXIT_USAGE" "$RC"
 capture "$A" run --timeout 0.0001 "$name" -- true
-check "timeout finer than a millisecond" 64 "$RC"
+check "timeout finer than a millisecond" "$EXIT_USAGE" "$RC"
 # A Unix socket has no lease, so no --kill-after is too long for it.
 capture "$A" run --kill-after 30 "$name" -- true
 check "--kill-after 30 on a Unix socket" "0:" "$RC:$ERR"
 
 capture "$A" run "$name" -- /nonexistent/command
-check "command not found" 127 "$RC"
+check "command not found" "$EXIT_NO_COMMAND" "$RC"
 check "nothing held at the end" 0 "$(held)"
 
 finish

@@ -129,7 +129,7 @@ for conninfo in "${transports[@]}"; do
                 immediate) kill -QUIT "$pm" ;;
             esac
             wait "$runner"
-            check "$ending: status" 70 "$?"
+            check "$ending: status" "$EXIT_LOCK_ERROR" "$?"
             [ "$ending" = terminate ] || restart "$pm"
             ms=$(since "$asked" "$T/log")
             if [ "$ms" = none ]; then

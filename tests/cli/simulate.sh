@@ -126,37 +126,37 @@ capture "$A" simulate --profile "$dir/p" --clients 30 --keys 3 --cycles 3 --faul
 check "profile with faults: invariants hold" 0 "$RC"
 sed 's/^advlock-profile 1/advlock-profile 2/' "$dir/p" >"$dir/v2"
 capture "$A" simulate --profile "$dir/v2"
-check "profile version 2: status" 64 "$RC"
+check "profile version 2: status" "$EXIT_USAGE" "$RC"
 check "profile version 2: said so" "advlock: $dir/v2:1: profile version 2 is not supported (this advlock reads version 1)" "$ERR"
 sed 's/^startup_us .*/startup_us 600000 400000/' "$dir/p" >"$dir/down"
 capture "$A" simulate --profile "$dir/down"
-check "decreasing quantiles: status" 64 "$RC"
+check "decreasing quantiles: status" "$EXIT_USAGE" "$RC"
 check "decreasing quantiles: the line named" "advlock: $dir/down:6: startup_us: values must not decrease (400000 after 600000)" "$ERR"
 capture "$A" simulate --profile "$dir/none"
-check "no such profile" 64 "$RC"
+check "no such profile" "$EXIT_USAGE" "$RC"
 check "no such profile: named" "advlock: $dir/none: cannot open: No such file or directory" "$ERR"
 capture "$A" simulate --profile "$dir/p" --ideal
-check "--profile and --ideal" 64 "$RC"
+check "--profile and --ideal" "$EXIT_USAGE" "$RC"
 
 capture "$A" simulate --clients 0
-check "zero clients" 64 "$RC"
+check "zero clients" "$EXIT_USAGE" "$RC"
 capture "$A" simulate --clients 65
-check "too many clients" 64 "$RC"
+check "too many clients" "$EXIT_USAGE" "$RC"
 check "too many clients: the option named" "advlock: --clients wants a whole number from 1 to 64, not '65'" "$ERR"
 capture "$A" simulate --timeout abc
-check "bad timeout" 64 "$RC"
+check "bad timeout" "$EXIT_USAGE" "$RC"
 check "bad timeout: the option named" "advlock: --timeout wants a whole number from 0 to 604800000, not 'abc'" "$ERR"
 # Out-of-range input is a usage error naming the option and its range, never
 # a run that outlasts the simulator's bound and reports a violation (70).
 capture "$A" simulate --hold 9999999999999 --clients 2
-check "huge hold" 64 "$RC"
+check "huge hold" "$EXIT_USAGE" "$RC"
 check "huge hold: the option and range named" \
     "advlock: --hold wants a whole number from 0 to 604800000, not '9999999999999'" "$ERR"
 for bad in "timeout 604800001" "hold 604800001" "think 604800001" "cycles 1000001" \
            "seed 9223372036854775808" "keys 17"; do
     read -r opt value <<<"$bad"
     capture "$A" simulate "--$opt" "$value" --quiet
-    check "--$opt $value" 64 "$RC"
+    check "--$opt $value" "$EXIT_USAGE" "$RC"
     grep -q "^advlock: --$opt wants a whole number from [0-9]* to [0-9]*, not '$value'\$" <<<"$ERR" &&
         pass || fail "--$opt $value: no range named: $ERR"
 done
@@ -173,7 +173,7 @@ capture "$A" simulate --clients 2 --hold 604800000 --timeout 604800000 --cycles 
 check "week-long holds: the run ends" 0 "$RC"
 # Every error says advlock:, getopt's own included (not "simulate:").
 capture "$A" simulate --no-such-option
-check "unknown option: status" 64 "$RC"
+check "unknown option: status" "$EXIT_USAGE" "$RC"
 check "unknown option: prefix" "advlock: unrecognized option '--no-such-option'" "$(head -n 1 <<<"$ERR")"
 # Think time is not waiting: in the measured world a client that thinks up
 # to 5 s before its acquire waits only its startup and its statements.
@@ -182,9 +182,9 @@ longest=$(grep -o 'after waiting [0-9]* ms' <<<"$OUT" | awk '$3 > m { m = $3 } E
 [ "$longest" -lt 1000 ] && pass || fail "--think 5000: think time counted as waiting ($longest ms)"
 
 capture "$A" simulate --trace /nonexistent/dir/trace
-check "unwritable trace" 74 "$RC"
+check "unwritable trace" "$EXIT_IO" "$RC"
 capture bash -c "'$A' simulate --clients 2 >/dev/full"
-check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
+check "stdout full" "${EXIT_IO} advlock: writing standard output: No space left on device" "$RC $ERR"
 capture bash -c "'$A' simulate --clients 2 --quiet >/dev/full"
-check "stdout full, summary only" 74 "$RC"
+check "stdout full, summary only" "$EXIT_IO" "$RC"
 finish

@@ -72,10 +72,10 @@ wait "$holder" 2>/dev/null
 
 # Its answer cannot be written: an I/O error (74), said.
 capture bash -c "'$A' status '$name' >/dev/full"
-check "stdout full" "74 advlock: writing standard output: No space left on device" "$RC $ERR"
+check "stdout full" "${EXIT_IO} advlock: writing standard output: No space left on device" "$RC $ERR"
 
 capture "$A" status -d "host=/nonexistent-dir" "$name"
-check "no server: status" 69 "$RC"
+check "no server: status" "$EXIT_NO_SERVER" "$RC"
 case "$ERR" in "advlock: cannot connect: "*) pass ;; *) fail "no server: message [$ERR]" ;; esac
 # libpq's message ends with a newline: not printed as a blank line.
 errfile=$(mktemp)
@@ -83,13 +83,13 @@ errfile=$(mktemp)
 [ -n "$(tail -n 1 "$errfile")" ] && pass || fail "no server: a blank line ends the message"
 rm -f "$errfile"
 capture "$A" status -d "bogus_param=1" "$name"
-check "conninfo syntax error: status" 64 "$RC"
+check "conninfo syntax error: status" "$EXIT_USAGE" "$RC"
 check "conninfo syntax error: message" "advlock: bad connection string: invalid connection option \"bogus_param\"" "$ERR"
 capture "$A" status "$(printf 'bad\xff')"
 check "bad key: status" 2 "$RC"
 case "$ERR" in "advlock: 'bad\xff': "*) pass ;; *) fail "bad key shown escaped: [$ERR]" ;; esac
 capture "$A" status
-check "no keys: status" 64 "$RC"
+check "no keys: status" "$EXIT_USAGE" "$RC"
 
 # The server refuses who connects (a wrong or missing password, SQLSTATE
 # 28P01; no such role, 28000): 77 (EX_NOPERM), not an unreachable server's
@@ -103,14 +103,14 @@ psql -X -q -c "CREATE ROLE status_pw LOGIN PASSWORD 'right'" >/dev/null
 { echo "local all status_pw scram-sha-256"; cat "$hba.status-test"; } >"$hba"
 psql -X -q -c "SELECT pg_reload_conf()" >/dev/null
 capture env PGPASSWORD=wrong "$A" status -d "user=status_pw" "$name"
-check "wrong password: status" 77 "$RC"
+check "wrong password: status" "$EXIT_NO_PERM" "$RC"
 case "$ERR" in *"password authentication failed"*) pass ;; *) fail "wrong password: message [$ERR]" ;; esac
 capture env -u PGPASSWORD PGPASSFILE=/nonexistent "$A" status -d "user=status_pw" "$name"
-check "no password: status" 77 "$RC"
+check "no password: status" "$EXIT_NO_PERM" "$RC"
 capture env PGPASSWORD=right "$A" status -d "user=status_pw" "$name"
 check "right password: status" 0 "$RC"
 capture "$A" status -d "user=no_such_role" "$name"
-check "no such role: status" 77 "$RC"
+check "no such role: status" "$EXIT_NO_PERM" "$RC"
 psql -X -q -c "DROP ROLE status_pw" >/dev/null
 
 finish

@@ -125,7 +125,7 @@ size=$(wc -c <"$dir/long.svg")
 [ "$(fact class.try "$dir/long.svg.facts")" -lt 5000 ] && pass || fail "long run: $(fact class.try "$dir/long.svg.facts") tries drawn"
 
 capture "$A" simulate --clients 2 --svg "$dir/no/such/dir.svg"
-check "unwritable picture: status" 74 "$RC"
+check "unwritable picture: status" "$EXIT_IO" "$RC"
 grep -q "cannot write '$dir/no/such/dir.svg'" <<<"$ERR" && pass || fail "unwritable picture: [$ERR]"
 
 # ---- the herd's waits ---------------------------------------------------------
@@ -151,6 +151,6 @@ self_contained waits "$dir/waits.svg"
 render "$dir/waits.svg" "$dir/waits.png"
 rendered waits "$dir/waits.png" "#0072B2" 400 "#D55E00" 300
 capture "$WAITS_SVG" "$dir/bad.svg" "bad" <<<"10 reference real soon"
-check "waits: a bad sample is refused" 64 "$RC"
+check "waits: a bad sample is refused" "$EXIT_USAGE" "$RC"
 
 finish

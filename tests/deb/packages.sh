@@ -42,8 +42,7 @@ flock -w 300 9 || { echo "another deb-test held /run/lock/advlock-deb-test.lock 
 debs=("$deb_dir"/*.deb)
 [ "${#debs[@]}" -eq 4 ] || { echo "expected the 4 packages in $deb_dir, found: ${debs[*]}" >&2; exit 1; }
 # The libraries' file names carry the version, as the Makefile names them.
-version=$(sed -n 's/^#define ADVLOCK_VERSION "\(.*\)"$/\1/p' include/advlock.h)
-[ -n "$version" ] || { echo "no ADVLOCK_VERSION in include/advlock.h" >&2; exit 1; }
+version=$(scripts/version.sh)
 
 work=$(mktemp -d)
 export DEBIAN_FRONTEND=noninteractive

@@ -33,14 +33,14 @@ elapsed=$((exited_at - stop_at))
 sleep 0.1
 said_at=$(head -n 1 "$T/holder.err" | cut -d' ' -f1)
 echo "failover: pg_ctl stop -m fast took $((stopped_at - stop_at)) ms; holder's message after $(( ${said_at:-$stop_at} - stop_at )) ms, exit $rc after $elapsed ms; stderr [$(cut -d' ' -f2- "$T/holder.err")]"
-check "failover: holder's status" 70 "$rc"
+check "failover: holder's status" "$EXIT_LOCK_ERROR" "$rc"
 [ "$elapsed" -le 2000 ] && pass || fail "failover: holder exited $elapsed ms after the primary stopped (> 2000)"
 check "failover: command stopped" "started" "$(cat "$T/holder.out")"
 
 # Before promotion there is no read-write server: a run cannot connect (69).
 capture "$A" run -q -d "$MULTI" --timeout 1 "$name" -- echo ran
 echo "failover, before promotion: exit $RC (no read-write server to connect to)"
-check "before promotion: no read-write server" 69 "$RC"
+check "before promotion: no read-write server" "$EXIT_NO_SERVER" "$RC"
 
 promote_standby
 capture "$A" run -q -d "$MULTI" --timeout 10 "$name" -- \

@@ -39,7 +39,7 @@ check "the last token" 32 "$last"
 # A standby never issues a token: the upsert is refused (read-only) before
 # anything is locked.
 capture "$A" run -q --allow-standby --fence -d "$STANDBY" "$name" -- echo ran
-check "no token on a standby: status" 70 "$RC"
+check "no token on a standby: status" "$EXIT_LOCK_ERROR" "$RC"
 case $ERR in *25006*) pass ;; *) fail "no token on a standby: 25006 expected: $ERR" ;; esac
 
 stop_primary immediate

@@ -28,7 +28,7 @@ claim=$(psql -X -At -d "$PBS" -c "SELECT current_setting('advlock.session', true
 # The next client gets the same server session, claimed by the first.
 capture "$A" run -q -d "$PBS" --timeout 1 "$name" -- echo second
 echo "second client: exit $RC, stderr [$ERR]"
-check "second client: exit status" 70 "$RC"
+check "second client: exit status" "$EXIT_LOCK_ERROR" "$RC"
 check "second client: command not run" "" "$OUT"
 [[ $ERR == *"the server session this connection reached was claimed by another connection"* ]] &&
     pass || fail "second client: the fact observed is not said: [$ERR]"

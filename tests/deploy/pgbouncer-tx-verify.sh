@@ -58,7 +58,7 @@ scenario() {
 
 # With the verify (the default, every second).
 scenario verified 30
-check "verified: exit status" 70 "$rc"
+check "verified: exit status" "$EXIT_LOCK_ERROR" "$rc"
 at_most "verified: ms from the terminate to exit 70" 5000 "$elapsed_ms"
 # shellcheck disable=SC2053
 [[ $err == 'advlock: checking lock '*' while the command ran: '*'; terminating the command' ]] \
@@ -71,7 +71,7 @@ check "verified: nothing held after" 0 "$(held_on "$DIRECT" deploy-verify-verifi
 # its end; only the release after it finds the lock gone.
 scenario unverified 8 --verify-interval 0
 [ "$elapsed_ms" -ge 5000 ] && pass || fail "unverified: exited after only $elapsed_ms ms"
-check "unverified: exit status, after the command" 70 "$rc"
+check "unverified: exit status, after the command" "$EXIT_LOCK_ERROR" "$rc"
 # shellcheck disable=SC2053
 [[ $err == 'advlock: releasing lock '* ]] && pass || fail "unverified: message [$err]"
 

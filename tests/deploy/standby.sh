@@ -15,7 +15,7 @@ name=deploy-standby
 # exit 69 (EX_UNAVAILABLE: this server cannot serve the lock).
 capture "$A" run -q -d "$STANDBY" --timeout 1 "$name" -- echo ran
 echo "standby, default: exit $RC, stderr [$ERR]"
-check "standby: exit status" 69 "$RC"
+check "standby: exit status" "$EXIT_NO_SERVER" "$RC"
 check "standby: command not run" "" "$OUT"
 # shellcheck disable=SC2053
 [[ $ERR == $STANDBY_MESSAGE ]] && pass || fail "standby: message does not name a standby: [$ERR]"
@@ -29,14 +29,14 @@ wait_held "$PRIMARY" "$name" || fail "standby: no holder on the primary"
 capture "$A" run -q -d "$STANDBY" --timeout 0 "$name" -- echo ran
 echo "standby while the primary holds: exit $RC, stdout [$OUT]"
 check "standby while the primary holds: command not run" "" "$OUT"
-check "standby while the primary holds: exit status" 69 "$RC"
+check "standby while the primary holds: exit status" "$EXIT_NO_SERVER" "$RC"
 
 # status on the standby while the primary holds the name: never "free". It
 # names the server a standby and exits 69, as run does; --allow-standby
 # shows the standby's own locks, and says nothing of the primary's.
 capture "$A" status -d "$STANDBY" "$name"
 echo "status on the standby while the primary holds: exit $RC, stdout [$OUT], stderr [$ERR]"
-check "status on the standby: exit status" 69 "$RC"
+check "status on the standby: exit status" "$EXIT_NO_SERVER" "$RC"
 check "status on the standby: nothing said about the name" "" "$OUT"
 # shellcheck disable=SC2053
 [[ $ERR == $STANDBY_MESSAGE && $ERR == *"local to it"* ]] && pass ||
@@ -50,7 +50,7 @@ wait "$holder"
 
 # --xact is refused the same way (the check runs inside its transaction).
 capture "$A" run -q --xact -d "$STANDBY" --timeout 1 "$name" -- echo ran
-check "standby, --xact: exit status" 69 "$RC"
+check "standby, --xact: exit status" "$EXIT_NO_SERVER" "$RC"
 check "standby, --xact: command not run" "" "$OUT"
 # shellcheck disable=SC2053
 [[ $ERR == $STANDBY_MESSAGE ]] && pass || fail "standby, --xact: message does not name a standby: [$ERR]"

@@ -105,7 +105,7 @@ cli_partition() {
     fi
     cut_off_and_contend "$dir" "$key_name"
     read_end "$dir" 10
-    check "cli $run: advlock run exits 70" 70 "$STATUS"
+    check "cli $run: advlock run exits 70" "$EXIT_LOCK_ERROR" "$STATUS"
     check "cli $run: the message names the lease" 1 \
         "$(grep -c "lost: its lease ran out: no heartbeat answered within 3s (lease 8s)" "$dir/holder.err")"
     check "cli $run: the message never says the lock is free" 0 \
@@ -186,7 +186,7 @@ restart() {
         >"$dir/pg_ctl.log" 2>&1
     contend "$(key_of "$key_name")" $((LEASE_S + 8)) "$dir/grant"
     read_end "$dir" 10
-    check "restart: advlock run exits 70" 70 "$STATUS"
+    check "restart: advlock run exits 70" "$EXIT_LOCK_ERROR" "$STATUS"
     check "restart: the holder is told" 1 "$(grep -c "lock '$key_name'" "$dir/holder.err")"
     judge "restart" "$cut" "$(tail -n 1 "$dir/work")" "$END" "$(cat "$dir/grant")"
     clean_up
@@ -219,15 +219,15 @@ default_lease() {
 settings() {
     # Refused before connecting: the host given does not exist.
     capture "$ADVLOCK" run -d "host=/nonexistent" --lease 12 k -- true
-    check "settings: a lease too short for --kill-after: usage error" 64 "$RC"
+    check "settings: a lease too short for --kill-after: usage error" "$EXIT_USAGE" "$RC"
     check "settings: ... naming the minimum" 1 "$(echo "$ERR" | grep -c "must be at least 16 s")"
     capture env PGOPTIONS="-c work_mem=5MB -c tcp_user_timeout=5000" \
         "$ADVLOCK" run -d "host=/nonexistent" k -- true
-    check "settings: a conflicting -c tcp_user_timeout is reported" "64 1" \
+    check "settings: a conflicting -c tcp_user_timeout is reported" "${EXIT_USAGE} 1" \
         "$RC $(echo "$ERR" | grep -c "set tcp_user_timeout, which the lease sets itself")"
     capture env PGOPTIONS="-c work_mem=5MB -c tcp_user_timeout=5000" \
         "$ADVLOCK" run -d "host=/nonexistent" --lease 0 k -- true
-    check "settings: ... and kept with --lease 0" 69 "$RC"
+    check "settings: ... and kept with --lease 0" "$EXIT_NO_SERVER" "$RC"
     # The user's keepalives_idle is the client socket's (not advlock's 30 s
     # default): its keepalive timer, seen from the namespace, is at most 7 s.
     local timer

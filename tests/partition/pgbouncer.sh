@@ -117,7 +117,7 @@ open_connections() {
 judge_holder() {
     local name=$1 dir=$2
     read_end "$dir" $((LEASE_S + 6))
-    check "$name: advlock run exits 70" 70 "$STATUS"
+    check "$name: advlock run exits 70" "$EXIT_LOCK_ERROR" "$STATUS"
     check "$name: ... within U of the cut, its group reaped" 1 "$(within_u)"
     check "$name: ... and its connection closed" 0 "$(open_connections)"
     check "$name: the message names the lease" 1 \
@@ -181,7 +181,7 @@ exited() {
     signalled=$(now_s)
     kill -TERM "$(cat "$dir/pid")" 2>/dev/null || true
     read_end "$dir" 5
-    check "exited: advlock run exits 70" 70 "$STATUS"
+    check "exited: advlock run exits 70" "$EXIT_LOCK_ERROR" "$STATUS"
     check "exited: ... soon after the signal (0.5 s for the verify)" 1 \
         "$([ -n "$END" ] && before "$END" "$(awk -v s="$signalled" 'BEGIN { printf "%.3f", s + 2 }')" \
             && echo 1 || echo "0 (${END:+$(minus "$END" "$signalled") s after it}${END:-never})")"

@@ -615,13 +615,6 @@ static void key_taking_starts(void **state)
     assert_int_equal(advlock_start_release_key(m, 1, 0), ADVLOCK_EMISUSE);
 }
 
-/* The machine is small enough to keep per lock, and keeps no text. */
-static void the_machine_is_264_bytes(void **state)
-{
-    (void)state;
-    assert_true(sizeof(advlock_machine) <= 264);
-}
-
 static void describe_refuses_bad_arguments(void **state)
 {
     advlock_machine *m = *state;
@@ -669,7 +662,6 @@ int main(void)
         T(a_new_operation_after_done),
         T(machines_can_be_copied),
         T(key_taking_starts),
-        T(the_machine_is_264_bytes),
         T(describe_refuses_bad_arguments),
     };
     return cmocka_run_group_tests_name("lock machine", tests, NULL, NULL);

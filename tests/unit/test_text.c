@@ -337,6 +337,75 @@ static void control_characters_are_escaped(void **state)
     assert_string_equal(buf, "ab...");
 }
 
+/* The advlock command's own statements are rows of the same table: text,
+ * parameters and answer kind, nothing the command writes itself. */
+static void sql_table_command_rows(void **state)
+{
+    (void)state;
+    static const struct {
+        advlock_sql sql;
+        int params;
+        advlock_sql_answer_kind answer;
+        const char *starts;
+    } rows[] = {
+        {ADVLOCK_SQL_OCCUPY, 1, ADVLOCK_ANSWER_VOID, "SELECT pg_catalog.pg_sleep("},
+        {ADVLOCK_SQL_FENCE_INSTALLED, 0, ADVLOCK_ANSWER_FENCE_INSTALLED, "SELECT "},
+        {ADVLOCK_SQL_FENCE_SETUP, 0, ADVLOCK_ANSWER_COMMAND,
+         "CREATE SCHEMA IF NOT EXISTS advlock;"},
+        {ADVLOCK_SQL_FENCE_GRANTS, 0, ADVLOCK_ANSWER_FENCE_GRANTS, "SELECT "},
+        {ADVLOCK_SQL_BEGIN, 0, ADVLOCK_ANSWER_COMMAND, "BEGIN"},
+        {ADVLOCK_SQL_CLOSE_ALL, 0, ADVLOCK_ANSWER_COMMAND, "CLOSE ALL"},
+        {ADVLOCK_SQL_COMMIT, 0, ADVLOCK_ANSWER_COMMAND, "COMMIT"},
+        {ADVLOCK_SQL_ROLLBACK, 0, ADVLOCK_ANSWER_COMMAND, "ROLLBACK"},
+    };
+    assert_int_equal(sizeof rows / sizeof rows[0], ADVLOCK_SQL_COUNT - ADVLOCK_SQL_OCCUPY);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *text = advlock_sql_text(rows[i].sql);
+        assert_non_null(text);
+        assert_true(strncmp(text, rows[i].starts, strlen(rows[i].starts)) == 0);
+        assert_int_equal(advlock_sql_params(rows[i].sql), rows[i].params);
+        assert_int_equal(advlock_sql_answer(rows[i].sql), rows[i].answer);
+        assert_int_equal(advlock_sql_guarded(rows[i].sql), 0);
+    }
+    /* The guard compares the claim's setting with the token, as the guarded
+     * lock rows do. */
+    assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_OCCUPY),
+                           "current_setting('advlock.session', true) = $1::text"));
+    assert_ptr_equal(advlock_fence_setup_sql(), advlock_sql_text(ADVLOCK_SQL_FENCE_SETUP));
+}
+
+/* The one JSON escaper: any bytes make a string that parses, and a cut
+ * never splits an escape or a character. */
+static void json_strings(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        const char *json;
+    } cases[] = {
+        {"plain", "\"plain\""},
+        {"q\"b\\", "\"q\\\"b\\\\\""},
+        {"a\nb\tc\rd\x7f", "\"a\\nb\\tc\\u000dd\\u007f\""},
+        {"\xC3\xA9t\xC3\xA9", "\"\xC3\xA9t\xC3\xA9\""},
+        {"bad\xff\xC0\x80", "\"bad\\ufffd\\ufffd\\ufffd\""},
+        {"", "\"\""},
+    };
+    char buf[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = advlock_json_string(cases[i].text, buf, sizeof buf);
+        assert_string_equal(buf, cases[i].json);
+        assert_int_equal(n, (int)strlen(cases[i].json));
+        assert_int_equal(advlock_json_string(cases[i].text, NULL, 0), n);
+    }
+    /* "\"a\\n" is 4 bytes: with room for 3 the escape is left out whole. */
+    assert_int_equal(advlock_json_string("a\nb", buf, 4), 6);
+    assert_string_equal(buf, "\"a");
+    assert_int_equal(advlock_json_string("\xC3\xA9", buf, 3), 4);
+    assert_string_equal(buf, "\"");
+    assert_int_equal(advlock_json_string(NULL, buf, sizeof buf), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_json_string("a", NULL, 1), ADVLOCK_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +422,8 @@ int main(void)
         cmocka_unit_test(sql_table),
         cmocka_unit_test(sql_table_verify_rows),
         cmocka_unit_test(sql_table_guarded_transaction_rows),
+        cmocka_unit_test(sql_table_command_rows),
+        cmocka_unit_test(json_strings),
     };
     return cmocka_run_group_tests_name("text", tests, NULL, NULL);
 }

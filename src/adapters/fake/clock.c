@@ -4,16 +4,8 @@
  * during a stall, when it is frozen; a stall moves the skew back by its
  * length, so the reading resumes exactly where it froze and never goes back.
  */
+#include "../../core/saturating.h"
 #include "advlock_fake.h"
-
-static int64_t add_saturating(int64_t a, int64_t b)
-{
-    if (b > 0 && a > INT64_MAX - b)
-        return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b)
-        return INT64_MIN;
-    return a + b;
-}
 
 void advlock_fake_clock_init(advlock_fake_clock *c, int64_t start_ms)
 {
@@ -37,7 +29,7 @@ static int stalled(const advlock_fake_clock *c)
 
 int64_t advlock_fake_clock_read(const advlock_fake_clock *c)
 {
-    return stalled(c) ? c->frozen_ms_ : add_saturating(c->now_ms_, c->skew_ms_);
+    return stalled(c) ? c->frozen_ms_ : advlock_add_saturating(c->now_ms_, c->skew_ms_);
 }
 
 int advlock_fake_clock_advance_to(advlock_fake_clock *c, int64_t now_ms)
@@ -52,15 +44,15 @@ int advlock_fake_clock_stall(advlock_fake_clock *c, int64_t ms)
 {
     if (c == NULL || ms < 0)
         return ADVLOCK_EINVAL;
-    int64_t until = add_saturating(c->now_ms_, ms);
+    int64_t until = advlock_add_saturating(c->now_ms_, ms);
     if (!stalled(c)) {
         c->frozen_ms_ = advlock_fake_clock_read(c);
         c->stall_until_ms_ = c->now_ms_;
     }
     if (until > c->stall_until_ms_) {
         int64_t extra = until - c->stall_until_ms_;
-        c->skew_ms_ = add_saturating(c->skew_ms_, -extra);
-        c->stalled_ms_ = add_saturating(c->stalled_ms_, extra);
+        c->skew_ms_ = advlock_add_saturating(c->skew_ms_, -extra);
+        c->stalled_ms_ = advlock_add_saturating(c->stalled_ms_, extra);
         c->stall_until_ms_ = until;
     }
     return 0;
@@ -70,8 +62,8 @@ int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms)
 {
     if (c == NULL || ms < 0)
         return ADVLOCK_EINVAL;
-    c->skew_ms_ = add_saturating(c->skew_ms_, ms);
-    c->frozen_ms_ = add_saturating(c->frozen_ms_, ms);
-    c->jumped_ms_ = add_saturating(c->jumped_ms_, ms);
+    c->skew_ms_ = advlock_add_saturating(c->skew_ms_, ms);
+    c->frozen_ms_ = advlock_add_saturating(c->frozen_ms_, ms);
+    c->jumped_ms_ = advlock_add_saturating(c->jumped_ms_, ms);
     return 0;
 }

@@ -6,6 +6,7 @@
  * and every public function that can release a lock finishes their
  * statements before it returns (finish_granted).
  */
+#include "../../core/saturating.h"
 #include "fake.h"
 
 #include <stdio.h>
@@ -222,7 +223,7 @@ static void run_lock(advlock_fake_db *db, int slot, const advlock_fake_statement
         out->status = ADVLOCK_FAKE_WAITING;
         s->wait_start_ms_ = db->now_ms_;
         s->lock_timeout_at_ms_ =
-            bound == 0 || db->now_ms_ > INT64_MAX - bound ? INT64_MAX : db->now_ms_ + bound;
+            bound == 0 ? INT64_MAX : advlock_add_saturating(db->now_ms_, bound);
         break;
     case LT_DEADLOCK: advlock_fake_result_error(out, "40P01", "deadlock detected"); break;
     default: lock_table_full(out); break;

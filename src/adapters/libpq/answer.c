@@ -27,8 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 2278, BINARY = 1 };
-
 /* Why a result that came is not the answer its statement gives; the words
  * saying so are written only if it is the final answer. */
 enum unexpected {
@@ -145,11 +143,11 @@ static int has_shape(advlock_pq_query_ *q, const PGresult *res, int rows, const 
 }
 
 /* A binary boolean's 1 or 0, or -1 for NULL or anything else. */
-static int boolean_value(const PGresult *res, int column)
+static int boolean_value(const PGresult *res, int row, int column)
 {
-    if (PQgetisnull(res, 0, column) || PQgetlength(res, 0, column) != 1)
+    if (PQgetisnull(res, row, column) || PQgetlength(res, row, column) != 1)
         return -1;
-    char value = PQgetvalue(res, 0, column)[0];
+    char value = PQgetvalue(res, row, column)[0];
     return value == 0 || value == 1 ? value : -1;
 }
 
@@ -159,7 +157,7 @@ static void read_boolean(advlock_pq_query_ *q, const PGresult *res)
     static const Oid types[1] = {BOOL_OID};
     if (!has_shape(q, res, 1, types, 1))
         return;
-    int value = boolean_value(res, 0); /* asks whether NULL first */
+    int value = boolean_value(res, 0, 0); /* asks whether NULL first */
     if (value >= 0)
         q->result_ = value ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE;
     else if (PQgetisnull(res, 0, 0))
@@ -187,7 +185,7 @@ static void read_session(advlock_pq_query_ *q, const PGresult *res)
         return;
     if (PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 0) != 4)
         unexpected(q, UNEXPECTED_SHAPE);
-    else if (boolean_value(res, 1) < 0 || boolean_value(res, 2) < 0)
+    else if (boolean_value(res, 0, 1) < 0 || boolean_value(res, 0, 2) < 0)
         unexpected(q, UNEXPECTED_BOOLEAN);
     else
         q->result_ = ADVLOCK_RESULT_TRUE;
@@ -206,7 +204,7 @@ static void read_fenced(advlock_pq_query_ *q, const PGresult *res)
         q->result_ = ADVLOCK_RESULT_NULL;
         return;
     }
-    int granted = boolean_value(res, 0);
+    int granted = boolean_value(res, 0, 0);
     if (granted < 0)
         unexpected(q, UNEXPECTED_BOOLEAN);
     else if (granted && integer(res, 0, 1, 8) < 1) /* NULL, another width, or edited */
@@ -229,16 +227,19 @@ static void read_capacity(advlock_pq_query_ *q, const PGresult *res)
     q->result_ = ADVLOCK_RESULT_TRUE;
 }
 
-/* The columns of ADVLOCK_SQL_HOLDERS, in advlock_holder's order. */
-static const Oid holder_types[] = {INT4_OID, BOOL_OID, TEXT_OID, TEXT_OID,
-                                   TEXT_OID, TEXT_OID, TEXT_OID, INT8_OID};
-enum { HOLDER_COLUMNS = sizeof holder_types / sizeof holder_types[0] };
+/* The types of ADVLOCK_SQL_HOLDERS's columns (advlock_holders_column). */
+static const Oid holder_types[ADVLOCK_HOLDERS_COLUMNS] = {
+    [ADVLOCK_HOLDERS_PID] = INT4_OID,    [ADVLOCK_HOLDERS_GRANTED] = BOOL_OID,
+    [ADVLOCK_HOLDERS_MODE] = TEXT_OID,   [ADVLOCK_HOLDERS_APPLICATION] = TEXT_OID,
+    [ADVLOCK_HOLDERS_CLIENT] = TEXT_OID, [ADVLOCK_HOLDERS_STATE] = TEXT_OID,
+    [ADVLOCK_HOLDERS_START] = TEXT_OID,  [ADVLOCK_HOLDERS_SECONDS] = INT8_OID,
+};
 
 /* Any number of rows: the kept result's values are the holders' strings,
  * fed to the machine with the answer. */
 static void read_holders(advlock_pq_query_ *q, const PGresult *res)
 {
-    if (has_shape(q, res, -1, holder_types, HOLDER_COLUMNS))
+    if (has_shape(q, res, -1, holder_types, ADVLOCK_HOLDERS_COLUMNS))
         q->result_ = ADVLOCK_RESULT_TRUE;
 }
 
@@ -360,15 +361,14 @@ static advlock_holder *holder_rows(const PGresult *res)
     int n = PQntuples(res);
     advlock_holder *rows = calloc((size_t)n, sizeof *rows);
     for (int i = 0; rows != NULL && i < n; i++) {
-        rows[i].pid = (int)integer(res, i, 0, 4);
-        rows[i].granted =
-            !PQgetisnull(res, i, 1) && PQgetlength(res, i, 1) == 1 && PQgetvalue(res, i, 1)[0] == 1;
-        rows[i].mode = text(res, i, 2);
-        rows[i].application_name = text(res, i, 3);
-        rows[i].client = text(res, i, 4);
-        rows[i].state = text(res, i, 5);
-        rows[i].backend_start = text(res, i, 6);
-        rows[i].seconds = integer(res, i, 7, 8);
+        rows[i].pid = (int)integer(res, i, ADVLOCK_HOLDERS_PID, 4);
+        rows[i].granted = boolean_value(res, i, ADVLOCK_HOLDERS_GRANTED) == 1;
+        rows[i].mode = text(res, i, ADVLOCK_HOLDERS_MODE);
+        rows[i].application_name = text(res, i, ADVLOCK_HOLDERS_APPLICATION);
+        rows[i].client = text(res, i, ADVLOCK_HOLDERS_CLIENT);
+        rows[i].state = text(res, i, ADVLOCK_HOLDERS_STATE);
+        rows[i].backend_start = text(res, i, ADVLOCK_HOLDERS_START);
+        rows[i].seconds = integer(res, i, ADVLOCK_HOLDERS_SECONDS, 8);
     }
     return rows;
 }
@@ -410,8 +410,8 @@ void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *co
         feed_holders(q, m, words, size, now_ms);
     } else if (q->result_ == ADVLOCK_RESULT_TRUE && kind == ADVLOCK_ANSWER_SESSION) {
         /* read_session checked every value. */
-        (void)advlock_on_session(m, (int)integer(q->kept_, 0, 0, 4), boolean_value(q->kept_, 1),
-                                 boolean_value(q->kept_, 2), now_ms);
+        (void)advlock_on_session(m, (int)integer(q->kept_, 0, 0, 4), boolean_value(q->kept_, 0, 1),
+                                 boolean_value(q->kept_, 0, 2), now_ms);
     } else if (kind == ADVLOCK_ANSWER_FENCED
                && (q->result_ == ADVLOCK_RESULT_TRUE || q->result_ == ADVLOCK_RESULT_FALSE)) {
         /* read_fenced checked the token that comes with a grant. */
@@ -452,8 +452,8 @@ void advlock_pq_answer_export(advlock_pq_query_ *q, PGconn *conn, char *words, s
     switch (advlock_sql_answer((advlock_sql)q->sql_)) {
     case ADVLOCK_ANSWER_SESSION:
         out->server_pid = (int)integer(res, 0, 0, 4);
-        out->in_recovery = boolean_value(res, 1);
-        out->ours = boolean_value(res, 2);
+        out->in_recovery = boolean_value(res, 0, 1);
+        out->ours = boolean_value(res, 0, 2);
         break;
     case ADVLOCK_ANSWER_FENCED: out->fence_token = integer(res, 0, 1, 8); break;
     case ADVLOCK_ANSWER_CAPACITY:

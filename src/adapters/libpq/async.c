@@ -215,7 +215,7 @@ static void send_lease_query(advlock_pq *a, int kind, int64_t now_ms)
 static int needs_confirm(const advlock_pq *a, const advlock_report *r, int64_t now_ms)
 {
     return lease_on(a) && r->outcome == ADVLOCK_ACQUIRED
-           && now_ms >= advlock_pq_add_ms(a->sent_ms_, lease_plan(a)->heartbeat_ms);
+           && now_ms >= advlock_add_saturating(a->sent_ms_, lease_plan(a)->heartbeat_ms);
 }
 
 static int setup_holds(advlock_lease_setup s)
@@ -530,7 +530,7 @@ static void become_lease_lost(advlock_pq *a, const char *words, int64_t now_ms)
     advlock_lease_say_expiry(&a->lease_, why, words, message, sizeof message);
     a->lease_free_ms_ = advlock_lease_unbound(&a->lease_, why)
                             ? INT64_MAX
-                            : advlock_pq_add_ms(now_ms, lease_plan(a)->lease_ms);
+                            : advlock_add_saturating(now_ms, lease_plan(a)->lease_ms);
     become_lost(a, "", message, now_ms);
     a->report_.lease_expiry = why != ADVLOCK_LEASE_LIVE ? why : ADVLOCK_LEASE_NO_ANSWER;
 }
@@ -545,7 +545,7 @@ static void tend_lease(advlock_pq *a, int64_t now_ms)
     if (!lease_on(a) || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
         return;
     if (a->lease_query_ == LEASE_CONFIRM) {
-        if (now_ms >= advlock_pq_add_ms(a->sent_ms_, lease_plan(a)->deadline_ms))
+        if (now_ms >= advlock_add_saturating(a->sent_ms_, lease_plan(a)->deadline_ms))
             become_lease_lost(a, "", now_ms);
         return;
     }
@@ -839,7 +839,7 @@ static int64_t lease_wake(const advlock_pq *a)
     if (!lease_on(a) || a->phase_ == LOST || a->phase_ == DONE || a->phase_ == IDLE)
         return INT64_MAX;
     if (a->lease_query_ == LEASE_CONFIRM)
-        return advlock_pq_add_ms(a->sent_ms_, lease_plan(a)->deadline_ms);
+        return advlock_add_saturating(a->sent_ms_, lease_plan(a)->deadline_ms);
     advlock_lease_action l = advlock_lease_next(&a->lease_);
     if (l.kind == ADVLOCK_LEASE_EXPIRED)
         return 0; /* at once: the loss is still to be told */

@@ -77,9 +77,9 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
         return rc;
     }
     int acquires = op->kind == ACQUIRE || op->kind == ACQUIRE_KEY;
-    int64_t bound_ms =
-        acquires ? advlock_pq_add_ms(op->timeout_ms, ADVLOCK_PQ_GRACE_MS) : ONE_STATEMENT_BOUND_MS;
-    int64_t until_ms = advlock_pq_add_ms(started_ms, bound_ms);
+    int64_t bound_ms = acquires ? advlock_add_saturating(op->timeout_ms, ADVLOCK_PQ_GRACE_MS)
+                                : ONE_STATEMENT_BOUND_MS;
+    int64_t until_ms = advlock_add_saturating(started_ms, bound_ms);
     int cancelled = 0;
     while (advlock_pq_async_busy(a)) {
         int64_t now = advlock_pq_now_ms();

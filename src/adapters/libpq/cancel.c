@@ -19,6 +19,10 @@
  * background (the server may still get it), the caller is told it was not
  * sent, and the thread frees what it holds when it ends.
  *
+ * A program that gives a connection up (advlock_pq_abandon: the advlock
+ * command past a bound) sends its request the same way, then shuts the
+ * socket.
+ *
  * The PGcancel object is made for each request rather than kept per
  * connection: an adapter holds no heap memory between calls (so dropping one
  * needs no call), a kept object would go stale after PQreset(), and making
@@ -31,6 +35,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <time.h>
 
 /* How long the caller waits for a cancel request to be delivered; and how
@@ -153,4 +158,15 @@ int advlock_pq_cancel_send(PGconn *conn, char *error, size_t size)
     snprintf(error, size, "%s", r->error);
     free_request(r);
     return sent;
+}
+
+void advlock_pq_abandon(PGconn *conn)
+{
+    if (conn == NULL || PQsocket(conn) < 0)
+        return;
+    char error[256]; /* the caller says why it gave up; how the request went is moot */
+    (void)advlock_pq_cancel_send(conn, error, sizeof error);
+    /* The server sees the session end now, whoever still has the socket
+     * open; libpq finds it shut at its next call. */
+    shutdown(PQsocket(conn), SHUT_RDWR);
 }

@@ -2,14 +2,16 @@
 #ifndef ADVLOCK_PQ_INTERNAL_H
 #define ADVLOCK_PQ_INTERNAL_H
 
+#include "../../core/saturating.h"
 #include "advlock_pq.h"
 
-/* a + b, saturating at INT64_MAX: the caller's clock plus a plan's time
- * must never wrap into the past. */
-static inline int64_t advlock_pq_add_ms(int64_t a, int64_t b)
-{
-    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
-}
+/* The lock set's name for advlock_add_saturating (the caller's clock plus a
+ * plan's time must never wrap into the past). */
+#define advlock_pq_add_ms advlock_add_saturating
+
+/* The server's type OIDs of the statements' parameters and answers
+ * (pg_type), and libpq's code for the binary format, which both use. */
+enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 2278, BINARY = 1 };
 
 /* ---- query.c: sending one of the machine's queries ------------------------ */
 

@@ -10,8 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { INT8_OID = 20, BINARY = 1 };
-
 /* "advlock_" + 16 hex digits + NUL */
 enum { NAME_SIZE = 8 + 16 + 1 };
 
@@ -40,12 +38,13 @@ const char *advlock_pq_statement_name(advlock_sql sql)
 }
 
 /* One bit per statement in the prepared-statement masks (the single
- * adapter's and the lock set's). */
-_Static_assert(ADVLOCK_SQL_COUNT <= 32, "prepared masks have 32 bits");
+ * adapter's and the lock set's): the rows a lock's drivers send. The
+ * command's own rows (from ADVLOCK_SQL_OCCUPY) are never prepared. */
+_Static_assert(ADVLOCK_SQL_OCCUPY <= 32, "prepared masks have 32 bits");
 
 uint32_t advlock_pq_sql_bit(int sql)
 {
-    return UINT32_C(1) << sql;
+    return (unsigned)sql < ADVLOCK_SQL_OCCUPY ? UINT32_C(1) << sql : 0;
 }
 
 int advlock_pq_conn_free(PGconn *conn)
@@ -104,6 +103,20 @@ static void encode(int8_params *p, int i, int64_t value)
 }
 
 static const Oid param_types[MAX_PARAMS] = {INT8_OID, INT8_OID, INT8_OID};
+
+int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params)
+{
+    const char *text = advlock_sql_text(sql);
+    int n = advlock_sql_params(sql);
+    if (text == NULL || (n > 0 && params == NULL))
+        return ADVLOCK_EINVAL;
+    if (n == 0)
+        return PQsendQuery(conn, text);
+    int8_params p;
+    for (int i = 0; i < n && i < MAX_PARAMS; i++)
+        encode(&p, i, params[i]);
+    return PQsendQueryParams(conn, text, n, param_types, p.values, p.lengths, p.formats, 0);
+}
 
 int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advlock_action *action)
 {
