@@ -15,14 +15,6 @@ _Static_assert(sizeof(advlock_conn_slot) == ADVLOCK_CONN_SLOT_SIZE, "a slot's si
 _Static_assert(sizeof(advlock_conn) == ADVLOCK_CONN_SIZE, "advlock_conn's size is fixed");
 #endif
 
-void advlock_answer_init(advlock_answer *a, advlock_result result)
-{
-    if (a == NULL)
-        return;
-    memset(a, 0, sizeof *a);
-    a->result = result;
-}
-
 int advlock_conn_init(advlock_conn *c, advlock_conn_slot *slots, size_t nslots,
                       advlock_peer **buckets, size_t nbuckets, int client_pid, uint64_t token,
                       unsigned caps)

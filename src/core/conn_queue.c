@@ -203,6 +203,14 @@ size_t advlock_conn_in_flight(const advlock_conn *c)
 
 /* ---- answers ------------------------------------------------------------- */
 
+void advlock_answer_init(advlock_answer *a, advlock_result result)
+{
+    if (a == NULL)
+        return;
+    memset(a, 0, sizeof *a);
+    a->result = result;
+}
+
 static int sqlstate_is(const advlock_answer *a, const char *code)
 {
     return a->sqlstate != NULL && strcmp(a->sqlstate, code) == 0;
