@@ -221,6 +221,16 @@ typedef struct advlock_fake_result {
     int64_t fence_token;
 } advlock_fake_result;
 
+/*
+ * r in the connection engine's terms (advlock_conn_on_answer()), into *out:
+ * a pump of advlock_conn over the fake hands this back. rows (nrows of
+ * them, NULL for none) are a holders answer's rows, read from
+ * advlock_fake_db_holders() when the statement ran. *out points into r and
+ * rows, which must outlive its use. No-op for r or out NULL.
+ */
+ADVLOCK_API void advlock_fake_answer(const advlock_fake_result *r, const advlock_holder *rows,
+                                     size_t nrows, advlock_answer *out);
+
 /* One pg_locks row of locktype advisory (objsubid 1): which session holds,
  * or waits for, a key in a mode. */
 typedef struct advlock_fake_lock_row {
