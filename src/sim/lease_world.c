@@ -65,7 +65,8 @@ typedef struct lease_client {
     int64_t wake_ms;     /* the engine's next wake, as late as the poll is */
     int64_t work_end_ms; /* HOLD: the work's end; STOPPING: the stop */
     /* the checker's: the send of the last try granted or heartbeat
-     * answered TRUE (what a lease may be anchored at, seen on the wire) */
+     * answered TRUE in time to keep the lock (what a lease may be anchored
+     * at, seen on the wire); the connection's start before any */
     int64_t renewed_ms;
     int working, paused_in_work;
     int64_t work_start_ms;
@@ -565,14 +566,18 @@ static void on_answer(lease_world *w, int c)
     }
     advlock_answer a;
     advlock_fake_answer(&s.result, NULL, 0, &a);
-    int renews = s.sql == ADVLOCK_SQL_TRY_LOCK || is_heartbeat(s.sql);
-    if (renews && a.result == ADVLOCK_RESULT_TRUE && s.up.sent_ms > cl->renewed_ms)
-        cl->renewed_ms = s.up.sent_ms;
     if (advlock_conn_on_answer(&cl->engine, &a, w->now_ms) != 0) {
         breaks(w, c, "the engine refused an answer");
         return;
     }
     pump(w, c);
+    /* A grant or a heartbeat's TRUE renews what the holder may count on,
+     * unless it came too late to keep the lock (a loss just judged counted
+     * from the renewal before). */
+    int renews = s.sql == ADVLOCK_SQL_TRY_LOCK || is_heartbeat(s.sql);
+    if (renews && a.result == ADVLOCK_RESULT_TRUE && advlock_member_held(&cl->member)
+        && s.up.sent_ms > cl->renewed_ms)
+        cl->renewed_ms = s.up.sent_ms;
 }
 
 static void on_wake(lease_world *w, int c)
