@@ -385,8 +385,9 @@ static void think(lease_world *w, int c)
         cl->state == FINISHED ? NEVER : w->now_ms + advlock_prng_between(&w->prng, 0, THINK_MAX_MS);
 }
 
-/* The client closes its connection: a FIN follows its last segments; the
- * engine forgets what it had in flight. */
+/* The client closes its connection: a FIN goes out, statements not yet
+ * delivered are dropped with the socket, and the engine forgets what it
+ * had in flight. */
 static void disconnect(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
