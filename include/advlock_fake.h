@@ -221,6 +221,16 @@ typedef struct advlock_fake_result {
     int64_t fence_token;
 } advlock_fake_result;
 
+/*
+ * r in the connection engine's terms (advlock_conn_on_answer()), into *out:
+ * a pump of advlock_conn over the fake hands this back. rows (nrows of
+ * them, NULL for none) are a holders answer's rows, read from
+ * advlock_fake_db_holders() when the statement ran. *out points into r and
+ * rows, which must outlive its use. No-op for r or out NULL.
+ */
+ADVLOCK_API void advlock_fake_answer(const advlock_fake_result *r, const advlock_holder *rows,
+                                     size_t nrows, advlock_answer *out);
+
 /* One pg_locks row of locktype advisory (objsubid 1): which session holds,
  * or waits for, a key in a mode. */
 typedef struct advlock_fake_lock_row {
@@ -956,16 +966,18 @@ ADVLOCK_API int64_t advlock_sim_now(const advlock_sim *sim);
 
 /* ======================================================================
  * The lease world: a few clients take turns holding one lock over TCP to
- * the fake database, each holder running an advlock_lease, while a link
- * is cut silently (a partition: every segment both ways lost, TCP
- * retransmitting) or a client is paused (a frozen VM: its link cut and
- * its timers held). The server ends a silent client's session as Linux
- * does from its TCP settings (advlock_fake_db_tcp_settings(): keepalive
- * ticks; at the first tick U after the last segment it received, plus an
- * overshoot of 0 to 750 ms, the timer lateness measured in
+ * the fake database, each connection the core's connection engine
+ * (advlock_conn) with the lease set and one member, the world its pump,
+ * while a link is cut silently (a partition: every segment both ways
+ * lost, TCP retransmitting) or a client is paused (a frozen VM: its link
+ * cut and its timers held). The server ends a silent client's session as
+ * Linux does from its TCP settings (advlock_fake_db_tcp_settings():
+ * keepalive ticks; at the first tick U after the last segment it received,
+ * plus an overshoot of 0 to 750 ms, the timer lateness measured in
  * docs/design.md "Leases"). A holder's work runs from its ACQUIRED to its
- * stop: the release's send, or EXPIRED plus a stop time of 0 to K; it
- * closes its connection only then. docs/simulation.md describes the model.
+ * stop: the release's start, or the engine's LOST plus a stop time of 0
+ * to K; it closes its connection only then. docs/simulation.md describes
+ * the world.
  * ====================================================================== */
 
 #define ADVLOCK_SIM_LEASE_MAX_CLIENTS 4
@@ -986,11 +998,12 @@ typedef struct advlock_sim_lease_config {
     uint64_t seed;
     int clients;               /* 2 to ADVLOCK_SIM_LEASE_MAX_CLIENTS */
     int64_t lease_ms, stop_ms; /* the plan's L and K (advlock_lease_plan_init) */
-    /* 1: holders run their lease. 0: they set the server up but send no
-     * heartbeat, as a driver that only sets keepalives: the release bound
-     * holds, the stop bound does not, and cuts make holders overlap. */
+    /* 1: the engines run the lease. 0: no lease; the connection's startup
+     * options set the server's keepalives (advlock_lease_options()), as a
+     * driver that only sets keepalives: the release bound holds, the stop
+     * bound does not, and cuts make holders overlap. */
     int heartbeats;
-    /* 1: a holder closes its connection as soon as its lease expires, not
+    /* 1: a holder closes its connection as soon as its lock is lost, not
      * once its work stopped: the close can free the lock under the
      * stopping work (a driver's mistake, shown by the campaign). */
     int close_at_expiry;
@@ -1007,13 +1020,13 @@ typedef struct advlock_sim_lease_config {
 typedef struct advlock_sim_lease_stats {
     uint64_t holds;      /* works started */
     uint64_t heartbeats; /* sent */
-    uint64_t expiries;   /* leases that ended EXPIRED */
+    uint64_t expiries;   /* held locks lost: the lease ran out, or the connection closed */
     uint64_t releases;   /* sessions the server ended for silence */
     uint64_t partitions, pauses;
     /* partitions that cut a working holder for no longer than the blip the
      * plan tolerates (advlock_sim_lease_tolerated_blip_ms()) */
     uint64_t blips;
-    uint64_t spurious_stops;  /* expiries with no cut longer than the tolerated blip */
+    uint64_t spurious_stops;  /* losses with no pause and no cut longer than the tolerated blip */
     uint64_t overlaps;        /* a work began while another's went on, neither paused */
     uint64_t paused_overlaps; /* the same with the other holder paused during its work */
     int64_t max_overlap_ms;   /* of the counted overlaps */
@@ -1039,9 +1052,10 @@ ADVLOCK_API int64_t advlock_sim_lease_tolerated_blip_ms(const advlock_lease_plan
  * Runs one lease world to its end (every hold stopped or released, every
  * session ended) and fills *out. Violations: two holders' work overlapping
  * with neither paused, a stop no cut explains, a session the server ended
- * later than L after its client fell silent; overlaps a pause explains are
- * counted, not violations (only fencing covers a paused holder). Needs
- * no heap (about 120 KiB of stack).
+ * later than L after its client fell silent, an engine refusing what its
+ * pump hands it; overlaps a pause explains are counted, not violations
+ * (only fencing covers a paused holder). Needs no heap (about 160 KiB of
+ * stack).
  *
  * Returns 0, ADVLOCK_SIM_VIOLATION (out->violation has the first), or
  * ADVLOCK_EINVAL (cfg or out NULL, clients out of range, a plan

@@ -75,9 +75,11 @@ test: sim-test sim-san-test sim-canary-test sim-doc-test
 programs: $(BUILD)/sim/campaign $(BUILD)/san/sim/campaign $(BUILD)/sim/campaign-canary $(DOC_EXAMPLES)
 
 # The lease campaign (tests/sim/lease_campaign.c): partitions and pauses of
-# holders running a lease must give no overlapping work and no spurious
-# stop; its canary runs the same worlds without heartbeats, and must find
-# overlaps (a check that cannot fail proves nothing).
+# holders whose connection engine runs a lease must give no overlapping work
+# and no spurious stop. Its canary links an engine built with
+# -DADVLOCK_LEASE_CANARY, whose grants never start the lease (no heartbeat,
+# no deadline): over the same worlds it must find overlaps (a check that
+# cannot fail proves nothing).
 LEASE_TEST_SEEDS := 10000
 LEASE_SAN_SEEDS  := 2000
 
@@ -98,15 +100,29 @@ sim-lease-test: $(BUILD)/sim/lease_campaign
 sim-lease-san-test: $(BUILD)/san/sim/lease_campaign
 	@scripts/run-tests.sh -c $< --seeds $(LEASE_SAN_SEEDS) --start 1
 
-sim-lease-canary-test: $(BUILD)/sim/lease_campaign
-	@scripts/run-tests.sh -c sh -c 'out=$$($< --seeds $(LEASE_TEST_SEEDS) --start 1 --no-heartbeats 2>&1); \
+# The lease and lock-set campaigns' canaries: each links the core with the
+# one file its flag plants a bug in, built under $(BUILD)/planted with every
+# such flag (each file reads its own), named by an explicit prerequisite.
+$(BUILD)/planted/obj/%.o: %.c | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -DADVLOCK_LEASE_CANARY -DADVLOCK_PEERS_CANARY $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/sim/%_campaign-canary: tests/sim/%_campaign.c $(FAKE_OBJ) | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
+
+$(BUILD)/sim/lease_campaign-canary: $(filter-out %/conn_lease.o,$(CORE_OBJ)) \
+    $(BUILD)/planted/obj/src/core/conn_lease.o
+
+sim-lease-canary-test: $(BUILD)/sim/lease_campaign-canary
+	@scripts/run-tests.sh -c sh -c 'out=$$($< --seeds $(LEASE_TEST_SEEDS) --start 1 2>&1); \
 	    status=$$?; \
 	    if [ $$status -eq 1 ] && printf "%s\n" "$$out" | grep -q "^FAIL .*two holders. work overlaps"; then \
 	        echo "lease canary: caught: $$(printf "%s\n" "$$out" | grep "^overlaps:" | cut -d";" -f1)"; \
-	    else printf "%s\n" "$$out"; echo "lease canary: no overlap found without heartbeats (status $$status)"; exit 1; fi'
+	    else printf "%s\n" "$$out"; echo "lease canary: an engine whose grants start no lease was not caught (status $$status)"; exit 1; fi'
 
 test: sim-lease-test sim-lease-san-test sim-lease-canary-test
-programs: $(BUILD)/sim/lease_campaign $(BUILD)/san/sim/lease_campaign
+programs: $(BUILD)/sim/lease_campaign $(BUILD)/san/sim/lease_campaign $(BUILD)/sim/lease_campaign-canary
 
 # The lock-set campaign (tests/sim/lockset_campaign.c): sets of callers
 # sharing one connection beside ordinary clients, checked after every event
@@ -120,15 +136,8 @@ LOCKSET_CANARY_SEEDS := 500
 
 .PHONY: sim-lockset-test sim-lockset-san-test sim-lockset-canary-test
 
-$(BUILD)/peers-canary/obj/%.o: %.c | deps-build
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -DADVLOCK_PEERS_CANARY $(LIB_CFLAGS) -MMD -MP -c $< -o $@
-
-PEERS_CANARY_OBJ := $(filter-out %/peers.o,$(CORE_OBJ)) $(BUILD)/peers-canary/obj/src/core/peers.o
-
-$(BUILD)/sim/lockset_campaign-canary: tests/sim/lockset_campaign.c $(FAKE_OBJ) $(PEERS_CANARY_OBJ) | deps-build
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
+$(BUILD)/sim/lockset_campaign-canary: $(filter-out %/peers.o,$(CORE_OBJ)) \
+    $(BUILD)/planted/obj/src/core/peers.o
 
 sim-lockset-test: $(BUILD)/sim/lockset_campaign
 	@scripts/run-tests.sh -c $< --seeds $(LOCKSET_TEST_SEEDS) --start 1

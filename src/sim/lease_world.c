@@ -1,10 +1,13 @@
 /*
  * The lease world (advlock_sim_lease_run): clients take turns holding one
- * lock on the fake database over TCP links that cuts silence, each holder
- * driving an advlock_lease as a driver does; the server ends silent
- * sessions from their TCP settings as Linux does; the checker compares
- * the holders' work. Events are few per client, so the next one is found
- * by looking at every client and session.
+ * lock on the fake database over TCP links that cuts silence. Each client's
+ * connection is the core's connection engine (advlock_conn) with the
+ * lease set and one member, the engine every driver pumps: this world is
+ * its pump, so the setup, the heartbeats, the deadline and the losses the
+ * checker judges are the engine's, not a model's. The server ends silent
+ * sessions from their TCP settings as Linux does; the checker compares the
+ * holders' work. Events are few per client, so the next one is found by
+ * looking at every client and session.
  */
 #include "lease_sim.h"
 
@@ -24,7 +27,12 @@ enum {
     CLIENT_NOTICE_MS = 10000, /* a client's own keepalives find a dead session */
     ACQUIRE_TIMEOUT_MS = 20000,
     THINK_MAX_MS = 2000,
-    MAX_SESSIONS = ADVLOCK_SIM_LEASE_MAX_CLIENTS * 8
+    MAX_SESSIONS = ADVLOCK_SIM_LEASE_MAX_CLIENTS * 8,
+    /* statements in flight on one connection: one member's and the
+     * engine's own (the settings row, the setup, a heartbeat) */
+    SLOTS = 8,
+    NBUCKETS = 2,
+    MAX_EVENTS = 2000000 /* a run that has not ended by then never will */
 };
 
 /* A TCP segment: when it was sent, its one-way latency, and when it is
@@ -33,25 +41,34 @@ typedef struct segment {
     int64_t sent_ms, latency_ms, at_ms;
 } segment;
 
-enum client_state { THINK, SETUP, ACQUIRE, HOLD, STOPPING, RELEASE, FINISHED };
-enum purpose { Q_NONE, Q_SETUP, Q_MACHINE, Q_HEARTBEAT };
+/* One statement on a client's link, from its send to its answer. */
+typedef struct statement {
+    advlock_sql sql;
+    int64_t params[3];
+    segment up, down; /* the statement, its answer */
+    int ran;
+    advlock_fake_result result;
+} statement;
+
+enum client_state { THINK, ACQUIRE, HOLD, STOPPING, RELEASE, FINISHED };
 
 typedef struct lease_client {
     enum client_state state;
     int pid; /* its connection's session, 0 for none */
-    advlock_machine machine;
-    advlock_lease lease;
-    /* the one statement out: its purpose, send, and where it is */
-    enum purpose q;
-    const char *sql;
-    int64_t params[3];
-    int nparams;
-    segment up, down; /* the statement, its answer */
-    advlock_result answer;
-    int64_t timer_ms;    /* the machine's, the lease's or the think time's wake */
-    int64_t stop_at_ms;  /* the lease's stop deadline, as its last action said */
+    advlock_conn engine;
+    advlock_conn_slot slots[SLOTS];
+    advlock_peer *buckets[NBUCKETS];
+    advlock_member member;
+    statement link[SLOTS]; /* in flight, oldest first from head */
+    int head, len;
+    int64_t connect_ms;  /* THINK: when it connects */
+    int64_t wake_ms;     /* the engine's next wake, as late as the poll is */
     int64_t work_end_ms; /* HOLD: the work's end; STOPPING: the stop */
-    int working, paused_in_work, release_after_answer;
+    /* the checker's: the send of the last try granted or heartbeat
+     * answered TRUE in time to keep the lock (what a lease may be anchored
+     * at, seen on the wire); the connection's start before any */
+    int64_t renewed_ms;
+    int working, paused_in_work;
     int64_t work_start_ms;
 } lease_client;
 
@@ -75,6 +92,7 @@ typedef struct lease_world {
     lease_client clients[ADVLOCK_SIM_LEASE_MAX_CLIENTS];
     lease_session sessions[MAX_SESSIONS];
     int64_t now_ms, tolerated_ms;
+    int broken; /* the pump met what it cannot go on from: the run ends */
 } lease_world;
 
 static void trace(lease_world *w, int c, const char *fmt, ...)
@@ -103,19 +121,13 @@ static void violation(lease_world *w, int c, const char *what)
                  what);
 }
 
-/* Sends a segment over client c's link now. */
-static void send_segment(lease_world *w, int c, segment *g)
+/* A violation the run cannot go on from (the engine refused what it
+ * must take): recorded, and the run ends. Others are counted and the run
+ * goes on, so that a campaign's figures count every overlap. */
+static void breaks(lease_world *w, int c, const char *what)
 {
-    g->sent_ms = w->now_ms;
-    g->latency_ms = advlock_prng_between(&w->prng, 0, w->cfg->latency_max_ms);
-    g->at_ms = advlock_lease_net_delivery(&w->net, c, g->sent_ms, g->latency_ms);
-}
-
-/* A cut began: a segment on its way may now be lost, and sent again. */
-static void reroute(const lease_world *w, int c, segment *g)
-{
-    if (g->at_ms != NEVER)
-        g->at_ms = advlock_lease_net_delivery(&w->net, c, g->sent_ms, g->latency_ms);
+    violation(w, c, what);
+    w->broken = 1;
 }
 
 /* The server's session with this pid (0: a free entry), or NULL. */
@@ -130,6 +142,44 @@ static lease_session *session_of(lease_world *w, int pid)
 static lease_session *open_session_of(lease_world *w, int pid)
 {
     return pid == 0 ? NULL : session_of(w, pid);
+}
+
+/* ---- the links ---------------------------------------------------------- */
+
+static statement *on_link(lease_client *cl, int i)
+{
+    return &cl->link[(cl->head + i) % SLOTS];
+}
+
+/* A segment leaves now over client c's link. */
+static void send_segment(lease_world *w, int c, segment *g)
+{
+    g->sent_ms = w->now_ms;
+    g->latency_ms = advlock_prng_between(&w->prng, 0, w->cfg->latency_max_ms);
+    g->at_ms = advlock_lease_net_delivery(&w->net, c, g->sent_ms, g->latency_ms);
+}
+
+/* TCP delivers in order: no statement reaches the server before the one
+ * sent ahead of it, no answer the client before the one ahead of it. Run
+ * after every send and when a cut begins (a segment on its way may now be
+ * lost, and sent again). */
+static void schedule(lease_world *w, int c)
+{
+    lease_client *cl = &w->clients[c];
+    int64_t up = w->now_ms, down = w->now_ms; /* those delivered before were now or earlier */
+    for (int i = 0; i < cl->len; i++) {
+        statement *s = on_link(cl, i);
+        if (!s->ran) {
+            int64_t at = advlock_lease_net_delivery(&w->net, c, s->up.sent_ms, s->up.latency_ms);
+            s->up.at_ms = at > up ? at : up;
+            up = s->up.at_ms;
+            continue;
+        }
+        up = s->up.at_ms > up ? s->up.at_ms : up; /* when it arrived */
+        int64_t at = advlock_lease_net_delivery(&w->net, c, s->down.sent_ms, s->down.latency_ms);
+        s->down.at_ms = at > down ? at : down;
+        down = s->down.at_ms;
+    }
 }
 
 /* ---- the server's side ---------------------------------------------- */
@@ -156,14 +206,20 @@ static void end_session(lease_world *w, lease_session *s, const char *why)
     advlock_fake_db_close(&w->db, s->pid);
     trace(w, s->client, "server ends session %d (%s)", s->pid, why);
     lease_client *cl = &w->clients[s->client];
-    if (cl->pid == s->pid && cl->down.at_ms != NEVER) {
-        /* its answer dies with the socket: the client's own keepalives
-         * tell it once the link is back */
-        cl->answer = ADVLOCK_RESULT_CONNECTION_LOST;
-        cl->down.sent_ms =
+    if (cl->pid == s->pid) {
+        /* The answers on their way die with the socket: the client's own
+         * keepalives tell it once the link is back. */
+        int64_t notice =
             advlock_lease_net_up_from(&w->net, s->client, w->now_ms) + CLIENT_NOTICE_MS;
-        cl->down.latency_ms = 0;
-        cl->down.at_ms = cl->down.sent_ms;
+        for (int i = 0; i < cl->len; i++) {
+            statement *q = on_link(cl, i);
+            if (!q->ran)
+                continue;
+            q->result.status = ADVLOCK_FAKE_CONNECTION_LOST;
+            q->down.sent_ms = notice;
+            q->down.latency_ms = 0;
+        }
+        schedule(w, s->client);
     }
     memset(s, 0, sizeof *s);
 }
@@ -217,35 +273,28 @@ static void on_silence_end(lease_world *w, lease_session *s)
     end_session(w, s, "silent");
 }
 
-static advlock_result result_of(const advlock_fake_result *r)
-{
-    switch (r->status) {
-    case ADVLOCK_FAKE_ROW_TRUE:
-    case ADVLOCK_FAKE_ROW_VOID: return ADVLOCK_RESULT_TRUE;
-    case ADVLOCK_FAKE_ROW_FALSE: return ADVLOCK_RESULT_FALSE;
-    case ADVLOCK_FAKE_ROW_NULL: return ADVLOCK_RESULT_NULL;
-    case ADVLOCK_FAKE_CONNECTION_LOST: return ADVLOCK_RESULT_CONNECTION_LOST;
-    default: return ADVLOCK_RESULT_SERVER_ERROR;
-    }
-}
-
-/* The client's statement reaches the server: it runs, and its answer
- * leaves at once (a closed session answers with a reset). */
+/* The client's oldest statement not yet run reaches the server: it runs,
+ * and its answer leaves at once (a closed session answers with a reset). */
 static void on_arrive(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
-    cl->up.at_ms = NEVER;
-    lease_session *s = open_session_of(w, cl->pid);
-    if (s == NULL) {
-        cl->answer = ADVLOCK_RESULT_CONNECTION_LOST;
+    statement *s = NULL;
+    for (int i = 0; i < cl->len && s == NULL; i++)
+        if (!on_link(cl, i)->ran)
+            s = on_link(cl, i);
+    s->ran = 1;
+    lease_session *ss = open_session_of(w, cl->pid);
+    if (ss == NULL) {
+        memset(&s->result, 0, sizeof s->result);
+        s->result.status = ADVLOCK_FAKE_CONNECTION_LOST;
     } else {
-        heard(w, s, w->now_ms);
-        advlock_fake_result r;
+        heard(w, ss, w->now_ms);
         advlock_fake_db_set_time(&w->db, w->now_ms);
-        advlock_fake_db_exec_params(&w->db, cl->pid, cl->sql, cl->params, cl->nparams, &r);
-        cl->answer = result_of(&r);
+        advlock_fake_db_exec_params(&w->db, cl->pid, advlock_sql_text(s->sql), s->params,
+                                    advlock_sql_params(s->sql), &s->result);
     }
-    send_segment(w, c, &cl->down);
+    send_segment(w, c, &s->down);
+    schedule(w, c);
 }
 
 static void on_fin(lease_world *w, lease_session *s)
@@ -297,14 +346,17 @@ static void work_stops(lease_world *w, int c)
     trace(w, c, "work stops");
 }
 
-/* An expiry is spurious unless a pause, or cuts spanning more than the
+/* A held lock was lost (the lease ran out, or its connection closed): a
+ * loss is spurious unless a pause, or cuts spanning more than the
  * tolerated blip, fell between the last renewal's send and now. */
-static void judge_expiry(lease_world *w, int c, int64_t anchor_ms)
+static void judge_loss(lease_world *w, int c)
 {
+    w->st->expiries++;
     int64_t first = NEVER, last = 0;
     for (int i = 0; i < w->net.ncuts; i++) {
         const lease_cut *k = &w->net.cuts[i];
-        if (!k->started || k->client != c || k->end_ms < anchor_ms || k->start_ms > w->now_ms)
+        if (!k->started || k->client != c || k->end_ms < w->clients[c].renewed_ms
+            || k->start_ms > w->now_ms)
             continue;
         if (k->kind == ADVLOCK_SIM_CUT_PAUSE)
             return;
@@ -314,25 +366,12 @@ static void judge_expiry(lease_world *w, int c, int64_t anchor_ms)
     if (first == NEVER || last - first <= w->tolerated_ms) {
         w->st->spurious_stops++;
         violation(w, c,
-                  "the lease expired with no pause and no cut longer than the tolerated "
+                  "a held lock was lost with no pause and no cut longer than the tolerated "
                   "blip");
     }
 }
 
-/* ---- the clients ------------------------------------------------------ */
-
-static void send_statement(lease_world *w, int c, enum purpose q, advlock_sql sql, int64_t p1,
-                           int64_t p2, int64_t p3)
-{
-    lease_client *cl = &w->clients[c];
-    cl->q = q;
-    cl->sql = advlock_sql_text(sql);
-    cl->nparams = advlock_sql_params(sql);
-    cl->params[0] = p1;
-    cl->params[1] = p2;
-    cl->params[2] = p3;
-    send_segment(w, c, &cl->up);
-}
+/* ---- the clients: pumps of their engines ------------------------------ */
 
 static void disconnect(lease_world *w, int c);
 
@@ -342,28 +381,133 @@ static void think(lease_world *w, int c)
     lease_client *cl = &w->clients[c];
     disconnect(w, c);
     cl->state = w->now_ms >= w->cfg->run_ms ? FINISHED : THINK;
-    cl->timer_ms =
+    cl->connect_ms =
         cl->state == FINISHED ? NEVER : w->now_ms + advlock_prng_between(&w->prng, 0, THINK_MAX_MS);
 }
 
-/* The client closes its connection: a FIN follows its last segments. */
+/* The client closes its connection: a FIN goes out, statements not yet
+ * delivered are dropped with the socket, and the engine forgets what it
+ * had in flight. */
 static void disconnect(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
     lease_session *s = open_session_of(w, cl->pid);
     if (s != NULL)
         send_segment(w, c, &s->fin);
+    if (cl->pid != 0)
+        advlock_conn_forget(&cl->engine, w->now_ms);
     cl->pid = 0;
-    cl->q = Q_NONE;
-    cl->up.at_ms = cl->down.at_ms = NEVER;
+    cl->len = 0;
+    cl->wake_ms = NEVER;
+}
+
+/* The holder's lock is lost: its work stops within K, and only then does
+ * it close its connection (at once with close_at_expiry, a driver's
+ * mistake). */
+static void lost(lease_world *w, int c)
+{
+    lease_client *cl = &w->clients[c];
+    judge_loss(w, c);
+    cl->state = STOPPING;
+    cl->work_end_ms = w->now_ms + advlock_prng_between(&w->prng, 0, w->plan.stop_ms);
+    trace(w, c, "LOST (lease %d: %s); stops at %" PRId64,
+          (int)advlock_member_lease_expiry(&cl->member), advlock_member_words(&cl->member),
+          cl->work_end_ms);
+    if (w->cfg->close_at_expiry)
+        disconnect(w, c);
+}
+
+/* An operation of the member ended. */
+static void done(lease_world *w, int c)
+{
+    lease_client *cl = &w->clients[c];
+    advlock_outcome o = advlock_member_report(&cl->member)->outcome;
+    if (cl->state != ACQUIRE || o != ADVLOCK_ACQUIRED) {
+        trace(w, c, "operation ends %s", advlock_outcome_name(o));
+        think(w, c);
+    } else if (advlock_member_lost(&cl->member)) {
+        /* the grant's send is older than D: the lease ran out at once */
+        trace(w, c, "granted too late for the lease: no work");
+        judge_loss(w, c);
+        think(w, c);
+    } else {
+        cl->state = HOLD;
+        work_starts(w, c);
+        cl->work_end_ms =
+            w->now_ms + advlock_prng_between(&w->prng, w->cfg->hold_min_ms, w->cfg->hold_max_ms);
+    }
+}
+
+/* What the engine tells of its member; nothing once the client let its
+ * connection go. */
+static void take_events(lease_world *w, int c)
+{
+    lease_client *cl = &w->clients[c];
+    advlock_conn_event ev;
+    while (advlock_conn_poll_event(&cl->engine, &ev)) {
+        if (cl->pid == 0)
+            continue;
+        if (ev.kind == ADVLOCK_CONN_DONE)
+            done(w, c);
+        else if (cl->state == HOLD)
+            lost(w, c);
+    }
+}
+
+static int is_heartbeat(advlock_sql sql)
+{
+    return sql == ADVLOCK_SQL_HEARTBEAT || sql == ADVLOCK_SQL_HEARTBEAT_GUARDED;
+}
+
+/* Sends what the engine offers (a sync ends a batch: the fake runs each
+ * statement on its own), hands on its events, arms its timer. */
+static void pump(lease_world *w, int c)
+{
+    lease_client *cl = &w->clients[c];
+    advlock_statement st;
+    while (!w->broken && advlock_conn_poll_statement(&cl->engine, &st, w->now_ms)) {
+        if (st.kind != ADVLOCK_STATEMENT_QUERY)
+            continue;
+        if (cl->len == SLOTS) {
+            breaks(w, c, "the engine sent past its slots");
+            return;
+        }
+        statement *s = on_link(cl, cl->len++);
+        memset(s, 0, sizeof *s);
+        s->sql = st.sql;
+        s->params[0] = st.param;
+        s->params[1] = st.param2;
+        s->params[2] = st.param3;
+        s->down.at_ms = NEVER;
+        send_segment(w, c, &s->up);
+        w->st->heartbeats += (uint64_t)is_heartbeat(st.sql);
+        trace(w, c, "sends %.40s", advlock_sql_text(st.sql));
+    }
+    schedule(w, c);
+    take_events(w, c);
+    int64_t wake = cl->pid != 0 ? advlock_conn_next_wake(&cl->engine) : NEVER;
+    cl->wake_ms = wake == NEVER ? NEVER
+                                : (wake > w->now_ms ? wake : w->now_ms)
+                                      + advlock_prng_between(&w->prng, 0, TIMER_SLACK_MS);
+}
+
+/* Without a lease the connection's startup options set the server's
+ * keepalives (advlock_lease_options()), as a driver that sets nothing
+ * else does. */
+static void keepalives_only(lease_world *w, int pid)
+{
+    advlock_fake_result r;
+    int64_t u = w->plan.user_timeout_ms;
+    advlock_fake_db_exec_params(&w->db, pid, advlock_sql_text(ADVLOCK_SQL_LEASE_SETUP), &u, 1, &r);
 }
 
 static void connect_client(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
     lease_session *s = session_of(w, 0); /* a free entry */
+    cl->connect_ms = NEVER;
     if (advlock_lease_net_cut_at(&w->net, c, w->now_ms) || s == NULL) {
-        cl->timer_ms = w->now_ms + RECONNECT_MS;
+        cl->connect_ms = w->now_ms + RECONNECT_MS;
         return;
     }
     advlock_fake_db_set_time(&w->db, w->now_ms);
@@ -375,157 +519,78 @@ static void connect_client(lease_world *w, int c)
     s->end_ms = s->fin.at_ms = s->holder_stop_ms = NEVER;
     s->last_rx_ms = -1;
     heard(w, s, w->now_ms);
-    advlock_lease_init(&cl->lease, &w->plan);
-    advlock_lease_start_setup(&cl->lease, 0, w->now_ms);
-    advlock_lease_action a = advlock_lease_next(&cl->lease);
-    cl->state = SETUP;
-    cl->timer_ms = NEVER;
-    send_statement(w, c, Q_SETUP, a.sql, a.param, a.param2, 0);
-    advlock_lease_on_sent(&cl->lease, w->now_ms);
-}
-
-static void expire(lease_world *w, int c)
-{
-    lease_client *cl = &w->clients[c];
-    w->st->expiries++;
-    judge_expiry(w, c, cl->stop_at_ms - w->plan.deadline_ms);
-    cl->state = STOPPING;
-    cl->timer_ms = NEVER;
-    cl->work_end_ms = w->now_ms + advlock_prng_between(&w->prng, 0, w->plan.stop_ms);
-    if (w->cfg->close_at_expiry)
-        disconnect(w, c);
-    trace(w, c, "lease EXPIRED (reason %d); stops at %" PRId64,
-          advlock_lease_expiry_reason(&cl->lease), cl->work_end_ms);
-}
-
-static void drive_lease(lease_world *w, int c)
-{
-    lease_client *cl = &w->clients[c];
-    advlock_lease_action a = advlock_lease_next(&cl->lease);
-    int64_t slack = advlock_prng_between(&w->prng, 0, TIMER_SLACK_MS);
-    if (a.kind != ADVLOCK_LEASE_EXPIRED)
-        cl->stop_at_ms = a.stop_at_ms;
-    switch (a.kind) {
-    case ADVLOCK_LEASE_QUERY:
-        if (cl->q == Q_NONE) {
-            w->st->heartbeats++;
-            send_statement(w, c, Q_HEARTBEAT, a.sql, a.param, a.param2, 0);
-            advlock_lease_on_sent(&cl->lease, w->now_ms);
-        }
-        cl->timer_ms = a.wake_at_ms + slack;
-        break;
-    case ADVLOCK_LEASE_WAIT: cl->timer_ms = a.wake_at_ms + slack; break;
-    case ADVLOCK_LEASE_EXPIRED: expire(w, c); break;
-    default: cl->timer_ms = NEVER; break;
+    uint64_t token = advlock_prng_next(&w->prng) | 1;
+    int rc = advlock_conn_init(&cl->engine, cl->slots, SLOTS, cl->buckets, NBUCKETS, cl->pid, token,
+                               ADVLOCK_CAPS_PIPELINE);
+    if (rc == 0 && w->cfg->heartbeats)
+        rc = advlock_conn_set_lease(&cl->engine, w->cfg->lease_ms, w->cfg->stop_ms);
+    else if (rc == 0)
+        keepalives_only(w, cl->pid);
+    advlock_member_init(&cl->member);
+    if (rc == 0)
+        rc = advlock_conn_start_acquire_key(&cl->engine, &cl->member, LEASE_KEY, ACQUIRE_TIMEOUT_MS,
+                                            NULL, w->now_ms);
+    if (rc != 0) {
+        breaks(w, c, "the engine refused the connection or its acquire");
+        return;
     }
+    cl->state = ACQUIRE;
+    cl->renewed_ms = w->now_ms;
+    trace(w, c, "connects, session %d", cl->pid);
+    pump(w, c);
 }
 
-/* The machine granted the lock: the work starts, under the lease unless
- * its deadline passed already (the grant's send is older than D). */
-static void acquired(lease_world *w, int c)
-{
-    lease_client *cl = &w->clients[c];
-    cl->state = HOLD;
-    if (w->cfg->heartbeats) {
-        advlock_lease_hold(&cl->lease, cl->up.sent_ms, 0, w->now_ms);
-        if (advlock_lease_next(&cl->lease).kind == ADVLOCK_LEASE_EXPIRED) {
-            trace(w, c, "granted too late for the lease: no work");
-            w->st->expiries++;
-            judge_expiry(w, c, cl->up.sent_ms);
-            think(w, c);
-            return;
-        }
-    }
-    work_starts(w, c);
-    cl->work_end_ms =
-        w->now_ms + advlock_prng_between(&w->prng, w->cfg->hold_min_ms, w->cfg->hold_max_ms);
-    cl->timer_ms = NEVER;
-    if (w->cfg->heartbeats)
-        drive_lease(w, c);
-}
-
-static void drive_machine(lease_world *w, int c)
-{
-    lease_client *cl = &w->clients[c];
-    advlock_action a = advlock_next_action(&cl->machine);
-    if (a.kind == ADVLOCK_ACTION_QUERY) {
-        send_statement(w, c, Q_MACHINE, a.sql, a.param, a.param2, a.param3);
-        cl->timer_ms = NEVER;
-    } else if (a.kind == ADVLOCK_ACTION_SLEEP) {
-        cl->timer_ms = a.wake_at_ms;
-    } else if (a.kind == ADVLOCK_ACTION_DONE) {
-        advlock_outcome o = a.report->outcome;
-        if (cl->state == ACQUIRE && o == ADVLOCK_ACQUIRED) {
-            acquired(w, c);
-            return;
-        }
-        trace(w, c, "operation ends, outcome %d", (int)o);
-        think(w, c);
-    }
-}
-
-static void start_release(lease_world *w, int c)
-{
-    lease_client *cl = &w->clients[c];
-    cl->state = RELEASE;
-    cl->release_after_answer = 0;
-    advlock_start_release_key(&cl->machine, LEASE_KEY, w->now_ms);
-    drive_machine(w, c);
-}
-
+/* The head statement's answer reaches the client. A reset (the session is
+ * gone) closes the connection: the engine answers everything in flight
+ * lost and loses the held lock. */
 static void on_answer(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
-    enum purpose q = cl->q;
-    advlock_result r = cl->answer;
-    cl->q = Q_NONE;
-    cl->down.at_ms = NEVER;
-    lease_session *s = open_session_of(w, cl->pid);
-    if (s != NULL && r != ADVLOCK_RESULT_CONNECTION_LOST
-        && !advlock_lease_net_cut_at(&w->net, c, w->now_ms))
-        heard(w, s, w->now_ms); /* the answer's ACK */
-    if (q == Q_SETUP) {
-        advlock_lease_on_result(&cl->lease, r, w->now_ms);
-        if (advlock_lease_setup_result(&cl->lease) != ADVLOCK_LEASE_APPLIED) {
-            disconnect(w, c);
-            think(w, c);
-            return;
-        }
-        cl->state = ACQUIRE;
-        advlock_start_acquire_key(&cl->machine, LEASE_KEY, ACQUIRE_TIMEOUT_MS, w->now_ms);
-        drive_machine(w, c);
-    } else if (q == Q_MACHINE) {
-        advlock_on_result(&cl->machine, r, NULL, NULL, w->now_ms);
-        drive_machine(w, c);
-    } else if (cl->state == HOLD) {
-        advlock_lease_on_result(&cl->lease, r, w->now_ms);
-        drive_lease(w, c);
-    } else if (cl->release_after_answer) {
-        start_release(w, c); /* the heartbeat answered after the work ended */
+    statement s = *on_link(cl, 0);
+    cl->head = (cl->head + 1) % SLOTS;
+    cl->len--;
+    if (s.result.status == ADVLOCK_FAKE_CONNECTION_LOST) {
+        trace(w, c, "connection closed");
+        cl->len = 0;
+        advlock_conn_on_closed(&cl->engine, NULL, "server closed the connection unexpectedly",
+                               w->now_ms);
+        pump(w, c);
+        return;
     }
+    lease_session *ss = open_session_of(w, cl->pid);
+    if (ss != NULL && !advlock_lease_net_cut_at(&w->net, c, w->now_ms))
+        heard(w, ss, w->now_ms); /* the answer's ACK */
+    advlock_statement head;
+    if (!advlock_conn_head(&cl->engine, &head) || head.sql != s.sql) {
+        breaks(w, c, "an answer for a statement the engine did not send");
+        return;
+    }
+    advlock_answer a;
+    advlock_fake_answer(&s.result, NULL, 0, &a);
+    if (advlock_conn_on_answer(&cl->engine, &a, w->now_ms) != 0) {
+        breaks(w, c, "the engine refused an answer");
+        return;
+    }
+    pump(w, c);
+    /* A grant or a heartbeat's TRUE renews what the holder may count on,
+     * unless it came too late to keep the lock (a loss just judged counted
+     * from the renewal before). */
+    int renews = s.sql == ADVLOCK_SQL_TRY_LOCK || is_heartbeat(s.sql);
+    if (renews && a.result == ADVLOCK_RESULT_TRUE && advlock_member_held(&cl->member)
+        && s.up.sent_ms > cl->renewed_ms)
+        cl->renewed_ms = s.up.sent_ms;
 }
 
-static void on_timer(lease_world *w, int c)
+static void on_wake(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
-    cl->timer_ms = NEVER;
-    switch (cl->state) {
-    case THINK: connect_client(w, c); break;
-    case ACQUIRE:
-    case RELEASE:
-        advlock_on_timer(&cl->machine, w->now_ms);
-        drive_machine(w, c);
-        break;
-    case HOLD:
-        advlock_lease_on_timer(&cl->lease, w->now_ms);
-        drive_lease(w, c);
-        break;
-    default: break;
-    }
+    cl->wake_ms = NEVER;
+    advlock_conn_on_timer(&cl->engine, w->now_ms);
+    pump(w, c);
 }
 
-/* The work's end: its release (after an outstanding heartbeat's answer),
- * or, once the lease expired, the stop, and only then the close. */
+/* The work's end: its release, or, once the lock was lost, the stop, and
+ * only then the close. */
 static void on_work_end(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
@@ -540,13 +605,12 @@ static void on_work_end(lease_world *w, int c)
         think(w, c);
         return;
     }
-    advlock_lease_stop(&cl->lease);
-    cl->timer_ms = NEVER;
     cl->state = RELEASE;
-    if (cl->q == Q_HEARTBEAT)
-        cl->release_after_answer = 1;
-    else
-        start_release(w, c);
+    if (advlock_conn_start_release(&cl->engine, &cl->member, w->now_ms) != 0) {
+        breaks(w, c, "the engine refused to release the lock it said was held");
+        return;
+    }
+    pump(w, c);
 }
 
 /* ---- cuts ------------------------------------------------------------- */
@@ -573,11 +637,13 @@ static void on_cut_start(lease_world *w, lease_cut *k)
     }
     trace(w, k->client, "%s for %" PRId64 " ms",
           k->kind == ADVLOCK_SIM_CUT_PAUSE ? "pause" : "partition", length);
-    reroute(w, k->client, &cl->up);
-    reroute(w, k->client, &cl->down);
-    for (int i = 0; i < MAX_SESSIONS; i++)
-        if (w->sessions[i].pid != 0 && w->sessions[i].client == k->client)
-            reroute(w, k->client, &w->sessions[i].fin);
+    schedule(w, k->client);
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        segment *fin = &w->sessions[i].fin;
+        if (w->sessions[i].pid != 0 && w->sessions[i].client == k->client && fin->at_ms != NEVER)
+            fin->at_ms =
+                advlock_lease_net_delivery(&w->net, k->client, fin->sent_ms, fin->latency_ms);
+    }
 }
 
 /* ---- the loop --------------------------------------------------------- */
@@ -587,7 +653,8 @@ enum event_kind {
     EV_CUT,
     EV_ARRIVE,
     EV_ANSWER,
-    EV_TIMER,
+    EV_CONNECT,
+    EV_WAKE,
     EV_WORK_END,
     EV_TICK,
     EV_SILENCE_END,
@@ -626,9 +693,17 @@ static next_event next_of(const lease_world *w)
             consider(&e, w->net.cuts[i].start_ms, EV_CUT, i);
     for (int c = 0; c < w->cfg->clients; c++) {
         const lease_client *cl = &w->clients[c];
-        consider(&e, cl->up.at_ms, EV_ARRIVE, c);
-        consider(&e, client_time(w, c, cl->down.at_ms), EV_ANSWER, c);
-        consider(&e, client_time(w, c, cl->timer_ms), EV_TIMER, c);
+        for (int i = 0; i < cl->len; i++) {
+            const statement *s = &cl->link[(cl->head + i) % SLOTS];
+            if (!s->ran) {
+                consider(&e, s->up.at_ms, EV_ARRIVE, c);
+                break;
+            }
+        }
+        if (cl->len > 0 && cl->link[cl->head].ran)
+            consider(&e, client_time(w, c, cl->link[cl->head].down.at_ms), EV_ANSWER, c);
+        consider(&e, client_time(w, c, cl->connect_ms), EV_CONNECT, c);
+        consider(&e, client_time(w, c, cl->wake_ms), EV_WAKE, c);
         consider(&e, client_time(w, c, cl->work_end_ms), EV_WORK_END, c);
     }
     for (int i = 0; i < MAX_SESSIONS; i++) {
@@ -648,7 +723,8 @@ static void handle(lease_world *w, const next_event *e)
     case EV_CUT: on_cut_start(w, &w->net.cuts[e->index]); break;
     case EV_ARRIVE: on_arrive(w, e->index); break;
     case EV_ANSWER: on_answer(w, e->index); break;
-    case EV_TIMER: on_timer(w, e->index); break;
+    case EV_CONNECT: connect_client(w, e->index); break;
+    case EV_WAKE: on_wake(w, e->index); break;
     case EV_WORK_END: on_work_end(w, e->index); break;
     case EV_TICK: on_tick(w, &w->sessions[e->index]); break;
     case EV_SILENCE_END: on_silence_end(w, &w->sessions[e->index]); break;
@@ -695,10 +771,9 @@ static void world_init(lease_world *w, const advlock_sim_lease_config *cfg,
     }
     for (int c = 0; c < cfg->clients; c++) {
         lease_client *cl = &w->clients[c];
-        advlock_machine_init(&cl->machine);
         cl->state = THINK;
-        cl->up.at_ms = cl->down.at_ms = cl->work_end_ms = NEVER;
-        cl->timer_ms = advlock_prng_between(&w->prng, 0, THINK_MAX_MS);
+        cl->wake_ms = cl->work_end_ms = NEVER;
+        cl->connect_ms = advlock_prng_between(&w->prng, 0, THINK_MAX_MS);
     }
 }
 
@@ -715,12 +790,17 @@ int advlock_sim_lease_run(const advlock_sim_lease_config *cfg, advlock_sim_lease
     memset(w.clients, 0, sizeof w.clients);
     memset(w.sessions, 0, sizeof w.sessions);
     world_init(&w, cfg, out);
-    for (;;) {
+    w.broken = 0;
+    for (uint64_t events = 0; !w.broken; events++) {
         next_event e = next_of(&w);
         if (e.kind == EV_NONE)
             break;
-        if (e.at < w.now_ms) { /* the model's own check: events come in order */
-            violation(&w, e.index, "an event was due before the one just handled");
+        if (e.at < w.now_ms) { /* the world's own check: events come in order */
+            breaks(&w, e.index, "an event was due before the one just handled");
+            break;
+        }
+        if (events == MAX_EVENTS) {
+            breaks(&w, e.index, "the run did not end within its events");
             break;
         }
         w.now_ms = e.at;

@@ -387,37 +387,6 @@ static void on_arrive(world *w, conn *c, statement *s)
         c->pending[s->key_index][s->mode] += s->effect;
 }
 
-/* The fake's result as the engine's answer. */
-static void answer_of(const advlock_fake_result *r, const member *mb, advlock_answer *a)
-{
-    switch (r->status) {
-    case ADVLOCK_FAKE_ROW_TRUE: advlock_answer_init(a, ADVLOCK_RESULT_TRUE); break;
-    case ADVLOCK_FAKE_ROW_FALSE: advlock_answer_init(a, ADVLOCK_RESULT_FALSE); break;
-    case ADVLOCK_FAKE_ROW_NULL: advlock_answer_init(a, ADVLOCK_RESULT_NULL); break;
-    case ADVLOCK_FAKE_ROWS:
-        advlock_answer_init(a, ADVLOCK_RESULT_TRUE);
-        a->holders = mb != NULL ? mb->rows : NULL;
-        a->nholders = mb != NULL ? mb->nrows : 0;
-        break;
-    case ADVLOCK_FAKE_ROW_SESSION:
-        advlock_answer_init(a, ADVLOCK_RESULT_TRUE);
-        a->server_pid = r->session_pid;
-        a->in_recovery = r->in_recovery;
-        a->ours = r->ours;
-        break;
-    case ADVLOCK_FAKE_ROW_FENCED:
-        advlock_answer_init(a, r->fence_token > 0 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
-        a->fence_token = r->fence_token;
-        break;
-    case ADVLOCK_FAKE_CONNECTION_LOST:
-        advlock_answer_init(a, ADVLOCK_RESULT_CONNECTION_LOST);
-        break;
-    default: advlock_answer_init(a, ADVLOCK_RESULT_SERVER_ERROR); break;
-    }
-    a->sqlstate = r->sqlstate[0] != '\0' ? r->sqlstate : NULL;
-    a->message = r->message[0] != '\0' ? r->message : NULL;
-}
-
 /* The head's answer reaches the engine. */
 static void on_deliver(world *w, conn *c)
 {
@@ -445,7 +414,7 @@ static void on_deliver(world *w, conn *c)
         w->st->server_busy++;
     trace(w, mb != NULL ? (int)(mb - w->members) : -1, "answer %d", (int)s.result.status);
     advlock_answer a;
-    answer_of(&s.result, mb, &a);
+    advlock_fake_answer(&s.result, mb != NULL ? mb->rows : NULL, mb != NULL ? mb->nrows : 0, &a);
     if (advlock_conn_on_answer(&c->engine, &a, w->now_ms) != 0) {
         violation(w, -1, "the engine refused an answer");
         return;

@@ -1,6 +1,7 @@
 /*
- * The lease campaign: many seeds of the lease world (advlock_sim_lease_run),
- * each choosing its own plan (K 0-10 s, L from K + 6 s to K + 36 s), 2 or 3
+ * The lease campaign: many seeds of the lease world (advlock_sim_lease_run,
+ * the connection engine with a lease as each client's connection), each
+ * choosing its own plan (K 0-10 s, L from K + 6 s to K + 36 s), 2 or 3
  * clients, and 1 to 3 silent partitions of whoever works at their start:
  * blips no longer than the plan tolerates, cuts between that and U, and
  * cuts past U (the server ends the session); one seed in six also pauses
@@ -11,8 +12,11 @@
  *   lease_campaign [--seeds N] [--start S] [--no-heartbeats | --close-at-expiry]
  *   lease_campaign --seed S [...] --trace                one seed's timeline
  *
- * --no-heartbeats runs the same worlds with holders that set the server up
- * but never heartbeat (keepalives alone): there it must find overlaps.
+ * --no-heartbeats runs the same worlds with connections that have no
+ * lease, their startup options setting the server's keepalives alone:
+ * there it finds overlaps. The campaign's canary (mk/fake.mk) is this program
+ * linked with an engine built with -DADVLOCK_LEASE_CANARY, whose grants start
+ * no lease: it must find overlaps with the lease on.
  * --close-at-expiry has holders close their connection when the lease
  * expires rather than once their work stopped, a driver's mistake.
  * Exit status: 0 all seeds held, 1 some seed failed, 2 usage error.
