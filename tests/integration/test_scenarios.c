@@ -333,9 +333,8 @@ static void scene_reset_holder(scene *s)
 
 static void scene_idle_session_timeout(scene *s)
 {
-    setenv("PGOPTIONS", "-c idle_session_timeout=500", 1);
     PGconn *conn = pgt_connect();
-    unsetenv("PGOPTIONS");
+    pgt_exec(conn, "SET idle_session_timeout = 500");
     acquired(s, conn);
     assert_false(watch(&s->d, 1200));
     assert_int_equal(pgt_lock_rows(s->lock.observer, s->lock.derived, "ExclusiveLock", 1, conn), 1);
@@ -362,11 +361,10 @@ static void scene_proxy_session_pool(scene *s)
 
 static void scene_proxy_claimed_session(scene *s)
 {
-    /* Every server session of the pool claimed by another token: the
-     * transaction pool keeps the setting for the next client. */
+    /* A server session claimed by another token, which the transaction
+     * pool keeps for the next client, and hands out first (LIFO). */
     PGconn *other = pgt_connect_env("ADVLOCK_TEST_PGBOUNCER_TX");
-    for (int i = 0; i < 8; i++)
-        pgt_exec(other, "SELECT pg_catalog.set_config('advlock.session', '999', false)");
+    pgt_exec(other, "SELECT pg_catalog.set_config('advlock.session', '999', false)");
     PQfinish(other);
     through_proxy(s, "ADVLOCK_TEST_PGBOUNCER_TX");
 }
