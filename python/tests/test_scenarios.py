@@ -31,6 +31,7 @@ def read_table():
 
 
 ROWS = read_table()
+LOCKS = []  # the scenario's lock objects: the last one's state is judged
 CASES = [pytest.param(row, d, id="%s/%s" % (row["scenario"], d))
          for row in ROWS for d in DRIVERS if row[d] == "yes"]
 
@@ -47,6 +48,7 @@ def test_every_cell_says_yes_or_why_not():
 
 async def acquire(lk):
     """(report, words) of lk's acquire, whether it returned or raised."""
+    LOCKS.append(lk)
     try:
         report = await call(lk.acquire)
         return report, report.describe()
@@ -125,6 +127,22 @@ async def scene_idle_session_timeout(s):
     return await release(lk)
 
 
+async def scene_fence_error_after_grant(s):
+    s.pg.execute(advlock.fence_setup_sql())
+    s.pg.execute("CREATE OR REPLACE FUNCTION advlock.scenario_refuse() RETURNS trigger"
+                 " LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'counter refused'; END$$")
+    s.pg.execute("CREATE TRIGGER scenario_refuse BEFORE INSERT OR UPDATE ON advlock.fence"
+                 " FOR EACH ROW WHEN (NEW.key = %d) EXECUTE FUNCTION advlock.scenario_refuse()"
+                 % s.key)
+    try:
+        told = await acquire(advlock.lock(await s.connect(), s.name, timeout=1, fence=True))
+        assert holds(s.pg, s.key) == []
+        return told
+    finally:
+        s.pg.execute("DROP TRIGGER scenario_refuse ON advlock.fence")
+        s.pg.execute("DROP FUNCTION advlock.scenario_refuse()")
+
+
 async def through_proxy(s, variable):
     lk = advlock.lock(await s.connect(os.environ[variable]), s.name, timeout=1)
     told = await acquire(lk)
@@ -171,6 +189,9 @@ def judge(row, report, words, name, who):
         assert int(bounds[1]) <= report.elapsed_ms <= int(bounds[2]), (said, report.elapsed_ms)
     if row["attempts"] != "-":
         assert report.attempts == int(row["attempts"]), (said, report.attempts)
+    # A lock left in doubt is one its object says may be held.
+    in_doubt = LOCKS[-1].state == advlock.LockState.MAY_BE_HELD
+    assert in_doubt == (row["in_doubt"] == "yes"), (said, LOCKS[-1].state)
     print("%s: %s after %d ms, %d attempts: %s" % (who, report.outcome.name, report.elapsed_ms,
                                                    report.attempts, words))
 
@@ -186,6 +207,7 @@ def test_scenario(row, driver, pg_conn):
     who = "%s/%s" % (row["scenario"], driver)
     name = "scenario/ключ/%s/%d" % (who, os.getpid())
     s = Scene(driver, name, pg_conn)
+    LOCKS.clear()
 
     async def main():
         try:

@@ -22,8 +22,21 @@ enum { LIMIT_MS = 10000, MAX_ROWS = 64, MAX_CASES = MAX_ROWS * 3, LINE_MAX_ = 40
 
 /* ---- the table ---------------------------------------------------------- */
 
-enum { COL_SCENARIO, COL_REPORT, COL_OUTCOME, COL_FAILURE, COL_DETAIL, COL_SQL, COL_WORDS,
-       COL_ELAPSED, COL_ATTEMPTS, COL_NEEDS, COL_DRIVERS, COL_COUNT = COL_DRIVERS + 6 + 1 };
+enum {
+    COL_SCENARIO,
+    COL_REPORT,
+    COL_OUTCOME,
+    COL_FAILURE,
+    COL_DETAIL,
+    COL_SQL,
+    COL_WORDS,
+    COL_ELAPSED,
+    COL_ATTEMPTS,
+    COL_IN_DOUBT,
+    COL_NEEDS,
+    COL_DRIVERS,
+    COL_COUNT = COL_DRIVERS + 6 + 1
+};
 
 static const char *const driver_columns[] = {"c_blocking", "c_async", "c_lockset"};
 enum driver_kind { C_BLOCKING, C_ASYNC, C_LOCKSET };
@@ -43,8 +56,8 @@ static size_t row_count;
 static int columns[COL_COUNT]; /* the header's index of each column */
 
 static const char *const column_names[COL_DRIVERS] = {
-    "scenario", "report", "outcome", "failure", "detail", "sql",
-    "words",    "elapsed_ms", "attempts", "needs"};
+    "scenario", "report",     "outcome",  "failure",  "detail", "sql",
+    "words",    "elapsed_ms", "attempts", "in_doubt", "needs"};
 
 /* Splits line at tabs into at most n fields; returns how many. */
 static size_t split_tabs(char *line, char **fields, size_t n)
@@ -113,14 +126,16 @@ typedef struct named {
     int value;
 } named;
 
-#define N(prefix, x) {#x, prefix##x}
-static const named outcomes[] = {N(ADVLOCK_, ACQUIRED),  N(ADVLOCK_, RELEASED),
-                                 N(ADVLOCK_, NOT_HELD),  N(ADVLOCK_, TIMED_OUT),
-                                 N(ADVLOCK_, CANCELLED), N(ADVLOCK_, FAILED),
-                                 N(ADVLOCK_, HELD),      {NULL, 0}};
-static const named failures[] = {{"NONE", 0},          N(ADVLOCK_, ENULL),   N(ADVLOCK_, ESERVER),
-                                 N(ADVLOCK_, ECONNLOST), N(ADVLOCK_, ESTANDBY),
-                                 N(ADVLOCK_, ESESSION),  N(ADVLOCK_, ENOANSWER), {NULL, 0}};
+#define N(prefix, x)  \
+    {                 \
+#x, prefix##x \
+    }
+static const named outcomes[] = {
+    N(ADVLOCK_, ACQUIRED),  N(ADVLOCK_, RELEASED), N(ADVLOCK_, NOT_HELD), N(ADVLOCK_, TIMED_OUT),
+    N(ADVLOCK_, CANCELLED), N(ADVLOCK_, FAILED),   N(ADVLOCK_, HELD),     {NULL, 0}};
+static const named failures[] = {
+    {"NONE", 0},           N(ADVLOCK_, ENULL),    N(ADVLOCK_, ESERVER),   N(ADVLOCK_, ECONNLOST),
+    N(ADVLOCK_, ESTANDBY), N(ADVLOCK_, ESESSION), N(ADVLOCK_, ENOANSWER), {NULL, 0}};
 static const named details[] = {N(ADVLOCK_DETAIL_, NONE),
                                 N(ADVLOCK_DETAIL_, CANCEL_TOO_LATE),
                                 N(ADVLOCK_DETAIL_, UNDO_CANCELLED),
@@ -131,10 +146,13 @@ static const named details[] = {N(ADVLOCK_DETAIL_, NONE),
                                 N(ADVLOCK_DETAIL_, LOST),
                                 N(ADVLOCK_DETAIL_, UNDO_AFTER_FENCE_ERROR),
                                 {NULL, 0}};
-static const named statements[] = {N(ADVLOCK_SQL_, TRY_LOCK), N(ADVLOCK_SQL_, UNLOCK),
+static const named statements[] = {N(ADVLOCK_SQL_, TRY_LOCK),
+                                   N(ADVLOCK_SQL_, UNLOCK),
                                    N(ADVLOCK_SQL_, TRY_LOCK_GUARDED),
-                                   N(ADVLOCK_SQL_, UNLOCK_GUARDED), N(ADVLOCK_SQL_, SESSION),
-                                   N(ADVLOCK_SQL_, TRY_LOCK_FENCED), {NULL, 0}};
+                                   N(ADVLOCK_SQL_, UNLOCK_GUARDED),
+                                   N(ADVLOCK_SQL_, SESSION),
+                                   N(ADVLOCK_SQL_, TRY_LOCK_FENCED),
+                                   {NULL, 0}};
 #undef N
 
 static int value_of(const named *names, const char *name)
@@ -169,9 +187,8 @@ static void open_driver(driver *d, enum driver_kind kind, PGconn *conn, const ad
         advlock_pq_member_init(&d->m);
         return;
     }
-    assert_int_equal(kind == C_BLOCKING ? advlock_pq_init(&d->a, conn)
-                                        : advlock_pq_async_init(&d->a, conn),
-                     0);
+    assert_int_equal(
+        kind == C_BLOCKING ? advlock_pq_init(&d->a, conn) : advlock_pq_async_init(&d->a, conn), 0);
     assert_int_equal(advlock_pq_set_options(&d->a, o), 0);
 }
 
@@ -207,8 +224,8 @@ static void acquire(driver *d, const char *name, int64_t timeout_ms, advlock_pq_
         async_finish(d, r);
         break;
     case C_LOCKSET:
-        assert_int_equal(advlock_pq_lockset_acquire(&d->set, &d->m, name, len, timeout_ms, &d->o, r),
-                         0);
+        assert_int_equal(
+            advlock_pq_lockset_acquire(&d->set, &d->m, name, len, timeout_ms, &d->o, r), 0);
         break;
     }
 }
@@ -217,17 +234,13 @@ static void release(driver *d, advlock_pq_report *r)
 {
     size_t len = strlen(d->name);
     switch (d->kind) {
-    case C_BLOCKING:
-        assert_int_equal(advlock_pq_release(&d->a, d->name, len, r), 0);
-        break;
+    case C_BLOCKING: assert_int_equal(advlock_pq_release(&d->a, d->name, len, r), 0); break;
     case C_ASYNC:
-        assert_int_equal(
-            advlock_pq_async_start_release(&d->a, d->name, len, advlock_pq_now_ms()), 0);
+        assert_int_equal(advlock_pq_async_start_release(&d->a, d->name, len, advlock_pq_now_ms()),
+                         0);
         async_finish(d, r);
         break;
-    case C_LOCKSET:
-        assert_int_equal(advlock_pq_lockset_release(&d->set, &d->m, r), 0);
-        break;
+    case C_LOCKSET: assert_int_equal(advlock_pq_lockset_release(&d->set, &d->m, r), 0); break;
     }
 }
 
@@ -369,6 +382,26 @@ static void scene_proxy_claimed_session(scene *s)
     through_proxy(s, "ADVLOCK_TEST_PGBOUNCER_TX");
 }
 
+static void scene_fence_error_after_grant(scene *s)
+{
+    char sql[512];
+    pgt_exec(s->lock.observer, advlock_fence_setup_sql());
+    pgt_exec(s->lock.observer,
+             "CREATE OR REPLACE FUNCTION advlock.scenario_refuse() RETURNS trigger LANGUAGE "
+             "plpgsql AS $$BEGIN RAISE EXCEPTION 'counter refused'; END$$");
+    snprintf(sql, sizeof sql,
+             "CREATE TRIGGER scenario_refuse BEFORE INSERT OR UPDATE ON advlock.fence FOR EACH "
+             "ROW WHEN (NEW.key = %lld) EXECUTE FUNCTION advlock.scenario_refuse()",
+             (long long)s->lock.derived);
+    pgt_exec(s->lock.observer, sql);
+    s->o.fence = 1;
+    open_driver(&s->d, s->kind, pgt_connect(), &s->o);
+    acquire(&s->d, s->lock.key, 1000, &s->judged);
+    assert_int_equal(pgt_lock_count(s->lock.observer, s->lock.derived), 0);
+    pgt_exec(s->lock.observer, "DROP TRIGGER scenario_refuse ON advlock.fence");
+    pgt_exec(s->lock.observer, "DROP FUNCTION advlock.scenario_refuse()");
+}
+
 typedef struct scene_fn {
     const char *scenario;
     void (*run)(scene *s);
@@ -382,6 +415,7 @@ static const scene_fn scenes[] = {
     {"idle_session_timeout", scene_idle_session_timeout},
     {"proxy_session_pool", scene_proxy_session_pool},
     {"proxy_claimed_session", scene_proxy_claimed_session},
+    {"fence_error_after_grant", scene_fence_error_after_grant},
 };
 
 /* ---- judging the report by the row ---------------------------------------------- */
@@ -422,8 +456,11 @@ static void judge(const row *rw, const advlock_pq_report *r, const char *name, c
                  (long long)r->lock.elapsed_ms, lo, hi);
     if (strcmp(f[COL_ATTEMPTS], "-") != 0
         && r->lock.attempts != strtoull(f[COL_ATTEMPTS], NULL, 10))
-        fail_msg("%s: %llu attempts, the table says %s", who,
-                 (unsigned long long)r->lock.attempts, f[COL_ATTEMPTS]);
+        fail_msg("%s: %llu attempts, the table says %s", who, (unsigned long long)r->lock.attempts,
+                 f[COL_ATTEMPTS]);
+    if (advlock_detail_in_doubt(r->lock.detail) != (strcmp(f[COL_IN_DOUBT], "yes") == 0))
+        fail_msg("%s: in doubt %d, the table says %s", who, advlock_detail_in_doubt(r->lock.detail),
+                 f[COL_IN_DOUBT]);
     printf("# %s: %s after %lld ms, %llu attempts: %s\n", who,
            advlock_outcome_name(r->lock.outcome), (long long)r->lock.elapsed_ms,
            (unsigned long long)r->lock.attempts, said);
@@ -434,7 +471,8 @@ static void run_case(void **state)
     const scenario_case *c = *state;
     const row *rw = c->row;
     const char *needs = rw->field[COL_NEEDS];
-    if ((strcmp(needs, "pgbouncer-session") == 0 && getenv("ADVLOCK_TEST_PGBOUNCER_SESSION") == NULL)
+    if ((strcmp(needs, "pgbouncer-session") == 0
+         && getenv("ADVLOCK_TEST_PGBOUNCER_SESSION") == NULL)
         || (strcmp(needs, "pgbouncer-tx") == 0 && getenv("ADVLOCK_TEST_PGBOUNCER_TX") == NULL))
         skip(); /* make pq-scenarios-test runs it, behind PgBouncer */
     static scene s;
@@ -478,8 +516,8 @@ int main(void)
             c->driver = (enum driver_kind)d;
             snprintf(c->name, sizeof c->name, "%s/%s", rows[i].field[COL_SCENARIO],
                      driver_columns[d]);
-            tests[n] = (struct CMUnitTest){.name = c->name, .test_func = run_case,
-                                           .initial_state = c};
+            tests[n] =
+                (struct CMUnitTest){.name = c->name, .test_func = run_case, .initial_state = c};
             n++;
         }
     return _cmocka_run_group_tests("scenarios", tests, n, NULL, NULL);
