@@ -140,11 +140,13 @@ session-end-bounds: $(SESSION_END_TEST) $(BUILD)/advlock
 	    tests/cli/session_end.sh)
 
 # The connection scenarios (tests/scenarios/connection.tsv) through the C
-# drivers, on one server with PgBouncer in front for the proxy's rows; the
-# Python drivers run the same table in python-scenarios-test.
+# drivers, on one server with PgBouncer in front for the proxy's rows, then
+# the standby's rows on a primary and its hot standby; the Python drivers
+# run the same table in python-scenarios-test.
 .PHONY: pq-scenarios-test
 pq-scenarios-test: $(SCENARIOS_TEST) | deps-deploy
 	@tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(SCENARIOS_TEST)
+	@ADVLOCK_SCENARIOS_NEEDS=standby tests/pg/with-standby.sh scripts/run-tests.sh $(SCENARIOS_TEST)
 
 test: pq-test pq-proxy-test readme-test fidelity-test session-end-test pq-scenarios-test
 programs: $(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(FIDELITY_TEST) $(SESSION_END_TEST) $(SCENARIOS_TEST)

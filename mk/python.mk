@@ -69,11 +69,14 @@ python-session-end-bounds: $(BUILD)/libadvlock.so | deps-python
 
 # The connection scenarios (tests/scenarios/connection.tsv) through the
 # Python drivers, on one server with PgBouncer in front for the proxy's
-# rows; the C drivers run the same table in pq-scenarios-test.
+# rows, then the standby's rows on a primary and its hot standby; the C
+# drivers run the same table in pq-scenarios-test.
 .PHONY: python-scenarios-test
 python-scenarios-test: $(BUILD)/libadvlock.so | deps-python deps-deploy
 	@$(PYTHON_ENV) tests/pg/with-pgbouncer.sh scripts/run-tests.sh -c $(PYTEST) \
 	    python/tests/test_scenarios.py
+	@$(PYTHON_ENV) ADVLOCK_SCENARIOS_NEEDS=standby tests/pg/with-standby.sh scripts/run-tests.sh \
+	    -c $(PYTEST) python/tests/test_scenarios.py
 
 # Each harness starts its own servers and removes them; each run counts as
 # one test in make test's tally.

@@ -21,7 +21,9 @@ TABLE = os.path.join(TREE, "tests", "scenarios", "connection.tsv")
 DRIVERS = ["asyncpg", "psycopg_async", "psycopg"]
 FLAVOUR = {"asyncpg": "asyncpg", "psycopg_async": "psycopg-async", "psycopg": "psycopg"}
 NEEDS = {"pgbouncer-session": "ADVLOCK_TEST_PGBOUNCER_SESSION",
-         "pgbouncer-tx": "ADVLOCK_TEST_PGBOUNCER_TX"}
+         "pgbouncer-tx": "ADVLOCK_TEST_PGBOUNCER_TX", "standby": "ADVLOCK_TEST_STANDBY"}
+# ADVLOCK_SCENARIOS_NEEDS=standby: only the rows that need that harness.
+ONLY = os.environ.get("ADVLOCK_SCENARIOS_NEEDS")
 
 
 def read_table():
@@ -33,7 +35,8 @@ def read_table():
 ROWS = read_table()
 LOCKS = []  # the scenario's lock objects: the last one's state is judged
 CASES = [pytest.param(row, d, id="%s/%s" % (row["scenario"], d))
-         for row in ROWS for d in DRIVERS if row[d] == "yes"]
+         for row in ROWS for d in DRIVERS
+         if row[d] == "yes" and ONLY in (None, row["needs"])]
 
 
 def test_every_cell_says_yes_or_why_not():
@@ -143,6 +146,11 @@ async def scene_fence_error_after_grant(s):
         s.pg.execute("DROP FUNCTION advlock.scenario_refuse()")
 
 
+async def scene_standby(s):
+    return await acquire(advlock.lock(await s.connect(os.environ["ADVLOCK_TEST_STANDBY"]),
+                                      s.name, timeout=1))
+
+
 async def through_proxy(s, variable):
     lk = advlock.lock(await s.connect(os.environ[variable]), s.name, timeout=1)
     told = await acquire(lk)
@@ -199,6 +207,7 @@ def judge(row, report, words, name, who):
 @need_server
 @pytest.mark.parametrize("row,driver", CASES)
 def test_scenario(row, driver, pg_conn):
+    assert row["needs"] == "-" or row["needs"] in NEEDS, row["needs"]
     variable = NEEDS.get(row["needs"])
     if variable is not None and not os.environ.get(variable):
         pytest.skip("needs %s (make python-scenarios-test)" % row["needs"])

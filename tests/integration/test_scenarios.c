@@ -402,6 +402,12 @@ static void scene_fence_error_after_grant(scene *s)
     pgt_exec(s->lock.observer, "DROP FUNCTION advlock.scenario_refuse()");
 }
 
+static void scene_standby(scene *s)
+{
+    open_driver(&s->d, s->kind, pgt_connect_env("ADVLOCK_TEST_STANDBY"), &s->o);
+    acquire(&s->d, s->lock.key, 1000, &s->judged);
+}
+
 typedef struct scene_fn {
     const char *scenario;
     void (*run)(scene *s);
@@ -416,6 +422,7 @@ static const scene_fn scenes[] = {
     {"proxy_session_pool", scene_proxy_session_pool},
     {"proxy_claimed_session", scene_proxy_claimed_session},
     {"fence_error_after_grant", scene_fence_error_after_grant},
+    {"standby", scene_standby},
 };
 
 /* ---- judging the report by the row ---------------------------------------------- */
@@ -466,15 +473,29 @@ static void judge(const row *rw, const advlock_pq_report *r, const char *name, c
            (unsigned long long)r->lock.attempts, said);
 }
 
+/* The variable the harness a row needs exports (NULL: any server will do). */
+static const char *harness_of(const char *needs)
+{
+    static const char *const harnesses[][2] = {
+        {"pgbouncer-session", "ADVLOCK_TEST_PGBOUNCER_SESSION"},
+        {"pgbouncer-tx", "ADVLOCK_TEST_PGBOUNCER_TX"},
+        {"standby", "ADVLOCK_TEST_STANDBY"},
+    };
+    for (size_t i = 0; i < sizeof harnesses / sizeof harnesses[0]; i++)
+        if (strcmp(needs, harnesses[i][0]) == 0)
+            return harnesses[i][1];
+    if (strcmp(needs, "-") != 0)
+        fail_msg("the table needs %s, which this test does not know", needs);
+    return NULL;
+}
+
 static void run_case(void **state)
 {
     const scenario_case *c = *state;
     const row *rw = c->row;
-    const char *needs = rw->field[COL_NEEDS];
-    if ((strcmp(needs, "pgbouncer-session") == 0
-         && getenv("ADVLOCK_TEST_PGBOUNCER_SESSION") == NULL)
-        || (strcmp(needs, "pgbouncer-tx") == 0 && getenv("ADVLOCK_TEST_PGBOUNCER_TX") == NULL))
-        skip(); /* make pq-scenarios-test runs it, behind PgBouncer */
+    const char *harness = harness_of(rw->field[COL_NEEDS]);
+    if (harness != NULL && getenv(harness) == NULL)
+        skip(); /* make pq-scenarios-test runs it, in its harness */
     static scene s;
     memset(&s, 0, sizeof s);
     s.kind = c->driver;
@@ -500,8 +521,11 @@ int main(void)
     static scenario_case cases[MAX_CASES];
     static struct CMUnitTest tests[MAX_CASES];
     size_t n = 0;
+    /* ADVLOCK_SCENARIOS_NEEDS=standby: only the rows that need that harness. */
+    const char *only = getenv("ADVLOCK_SCENARIOS_NEEDS");
     for (size_t i = 0; i < row_count; i++)
-        for (int d = 0; d < 3; d++) {
+        for (int d = 0; d < 3 && (only == NULL || strcmp(only, rows[i].field[COL_NEEDS]) == 0);
+             d++) {
             const char *cell = rows[i].field[COL_DRIVERS + d];
             if (strcmp(cell, "yes") != 0) {
                 if (strncmp(cell, "n/a", 3) != 0) {
