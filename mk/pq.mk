@@ -145,7 +145,7 @@ session-end-bounds: $(SESSION_END_TEST) $(BUILD)/advlock
 # run the same table in python-scenarios-test.
 .PHONY: pq-scenarios-test
 pq-scenarios-test: $(SCENARIOS_TEST) | deps-deploy
-	@tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(SCENARIOS_TEST)
+	@ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(SCENARIOS_TEST)
 	@ADVLOCK_SCENARIOS_NEEDS=standby tests/pg/with-standby.sh scripts/run-tests.sh $(SCENARIOS_TEST)
 
 test: pq-test pq-proxy-test readme-test fidelity-test session-end-test pq-scenarios-test

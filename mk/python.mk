@@ -73,8 +73,8 @@ python-session-end-bounds: $(BUILD)/libadvlock.so | deps-python
 # drivers run the same table in pq-scenarios-test.
 .PHONY: python-scenarios-test
 python-scenarios-test: $(BUILD)/libadvlock.so | deps-python deps-deploy
-	@$(PYTHON_ENV) tests/pg/with-pgbouncer.sh scripts/run-tests.sh -c $(PYTEST) \
-	    python/tests/test_scenarios.py
+	@$(PYTHON_ENV) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-pgbouncer.sh \
+	    scripts/run-tests.sh -c $(PYTEST) python/tests/test_scenarios.py
 	@$(PYTHON_ENV) ADVLOCK_SCENARIOS_NEEDS=standby tests/pg/with-standby.sh scripts/run-tests.sh \
 	    -c $(PYTEST) python/tests/test_scenarios.py
 

@@ -402,6 +402,39 @@ static void scene_fence_error_after_grant(scene *s)
     pgt_exec(s->lock.observer, "DROP FUNCTION advlock.scenario_refuse()");
 }
 
+/* A lease of 8 s with a stop time of 1 s: heartbeats every 0.75 s, the
+ * stop deadline 3 s after the last answered one's send. */
+enum { LEASE_MS = 8000, LEASE_STOP_MS = 1000, LEASE_D_MS = 3000 };
+
+static void scene_lease_expiry(scene *s)
+{
+    char conninfo[256];
+    const char *listen = getenv("ADVLOCK_PG_LISTEN");
+    snprintf(conninfo, sizeof conninfo, "host=%.*s port=%s", (int)strcspn(listen, "/"), listen,
+             getenv("PGPORT"));
+    PGconn *conn = PQconnectdb(conninfo);
+    assert_int_equal(PQstatus(conn), CONNECTION_OK);
+    s->o.lease_ms = LEASE_MS;
+    s->o.lease_stop_ms = LEASE_STOP_MS;
+    if (s->kind == C_LOCKSET) {
+        open_driver(&s->d, s->kind, conn, &s->o);
+        assert_int_equal(advlock_pq_lockset_set_lease(&s->d.set, LEASE_MS, LEASE_STOP_MS), 0);
+        s->d.o.lease_ms = 0; /* the set's, not the member's */
+        s->d.o.lease_stop_ms = 0;
+        advlock_pq_report r;
+        acquire(&s->d, s->lock.key, 5000, &r);
+        pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    } else {
+        acquired(s, conn);
+    }
+    int pid = PQbackendPID(conn);
+    pgt_freeze(pid); /* the server stops answering, as behind a partition */
+    int lost = watch(&s->d, LEASE_D_MS + 2000);
+    pgt_terminate_frozen(s->lock.observer, pid);
+    assert_true(lost);
+    s->judged = *loss_report(&s->d);
+}
+
 static void scene_standby(scene *s)
 {
     open_driver(&s->d, s->kind, pgt_connect_env("ADVLOCK_TEST_STANDBY"), &s->o);
@@ -423,6 +456,7 @@ static const scene_fn scenes[] = {
     {"proxy_claimed_session", scene_proxy_claimed_session},
     {"fence_error_after_grant", scene_fence_error_after_grant},
     {"standby", scene_standby},
+    {"lease_expiry", scene_lease_expiry},
 };
 
 /* ---- judging the report by the row ---------------------------------------------- */
@@ -480,6 +514,7 @@ static const char *harness_of(const char *needs)
         {"pgbouncer-session", "ADVLOCK_TEST_PGBOUNCER_SESSION"},
         {"pgbouncer-tx", "ADVLOCK_TEST_PGBOUNCER_TX"},
         {"standby", "ADVLOCK_TEST_STANDBY"},
+        {"tcp", "ADVLOCK_PG_LISTEN"},
     };
     for (size_t i = 0; i < sizeof harnesses / sizeof harnesses[0]; i++)
         if (strcmp(needs, harnesses[i][0]) == 0)
@@ -528,8 +563,11 @@ int main(void)
              d++) {
             const char *cell = rows[i].field[COL_DRIVERS + d];
             if (strcmp(cell, "yes") != 0) {
-                if (strncmp(cell, "n/a", 3) != 0) {
-                    fprintf(stderr, "test_scenarios: %s, %s: \"%s\" is neither yes nor n/a\n",
+                if (strncmp(cell, "drift: ", 7) == 0) /* known, to be fixed */
+                    printf("# %s/%s skipped: %s\n", rows[i].field[COL_SCENARIO], driver_columns[d],
+                           cell);
+                else if (strncmp(cell, "n/a: ", 5) != 0) {
+                    fprintf(stderr, "test_scenarios: %s, %s: \"%s\" is not yes, n/a or drift\n",
                             rows[i].field[COL_SCENARIO], driver_columns[d], cell);
                     return 1;
                 }
