@@ -167,6 +167,28 @@ async def scene_lease_expiry(s):
         os.kill(pid, signal.SIGCONT)
 
 
+async def scene_cancelled_grant_given_back(s):
+    conn = await s.connect()
+    await acquire(advlock.lock(conn, s.name + "/warm-up", timeout=1))  # the session check
+    await release(LOCKS[-1])
+    lk = advlock.lock(conn, s.name, timeout=5)
+    pid = announced_pid(conn)
+    os.kill(pid, signal.SIGSTOP)  # the try goes out, unanswered
+    try:
+        task = asyncio.create_task(acquire(lk))
+        await asyncio.sleep(0.15)
+        task.cancel()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert holds(s.pg, s.key) == []  # the grant was given back
+    # The CancelledError carries no report, and the lock object keeps none
+    # (lk.report is None): the machine's is the one C's drivers return.
+    report = lk._machine.report()
+    return report, report.describe(s.name)
+
+
 async def scene_standby(s):
     return await acquire(advlock.lock(await s.connect(os.environ["ADVLOCK_TEST_STANDBY"]),
                                       s.name, timeout=1))

@@ -13,6 +13,7 @@
 #include "pg_test.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +436,51 @@ static void scene_lease_expiry(scene *s)
     s->judged = *loss_report(&s->d);
 }
 
+/* The caller cancels while the try is in flight, and the server then
+ * grants it: the driver gives the grant back, and the acquire ends
+ * CANCELLED with no lock left. The backend is stopped while the try goes
+ * out, so that the cancel surely comes first. */
+static void scene_cancelled_grant_given_back(scene *s)
+{
+    char warm[200];
+    snprintf(warm, sizeof warm, "%s/warm-up", s->lock.key);
+    open_driver(&s->d, s->kind, pgt_connect(), &s->o);
+    advlock_pq_report r;
+    acquire(&s->d, warm, 1000, &r); /* the session check, done before */
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    release(&s->d, &r);
+    int pid = PQbackendPID(s->d.conn);
+    pgt_freeze(pid);
+    int64_t now = advlock_pq_now_ms();
+    if (s->kind == C_LOCKSET) {
+        assert_int_equal(advlock_pq_lockset_start_acquire(&s->d.set, &s->d.m, s->lock.key,
+                                                          s->lock.len, 5000, &s->o, now),
+                         0);
+        for (int i = 0; i < 3; i++)
+            assert_true(advlock_pq_lockset_wait(&s->d.set, -1, 50) >= 0);
+        assert_int_equal(advlock_pq_lockset_cancel(&s->d.set, &s->d.m, advlock_pq_now_ms()), 0);
+        s->judged = *advlock_pq_member_report(&s->d.m);
+    } else {
+        assert_int_equal(
+            advlock_pq_async_start_acquire(&s->d.a, s->lock.key, s->lock.len, 5000, now), 0);
+        for (int i = 0; i < 3; i++)
+            assert_true(advlock_pq_wait(&s->d.a, -1, 50) >= 0);
+        assert_int_equal(advlock_pq_async_cancel(&s->d.a, advlock_pq_now_ms()), 0);
+    }
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    if (s->kind == C_ASYNC)
+        async_finish(&s->d, &s->judged);
+    /* The set gives the grant back by itself, in its next turns. */
+    int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
+    while (pgt_lock_count(s->lock.observer, s->lock.derived) != 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        if (s->kind == C_LOCKSET)
+            assert_true(advlock_pq_lockset_wait(&s->d.set, -1, 20) >= 0);
+        else
+            pgt_sleep_ms(20);
+    }
+}
+
 static void scene_standby(scene *s)
 {
     open_driver(&s->d, s->kind, pgt_connect_env("ADVLOCK_TEST_STANDBY"), &s->o);
@@ -457,6 +503,7 @@ static const scene_fn scenes[] = {
     {"fence_error_after_grant", scene_fence_error_after_grant},
     {"standby", scene_standby},
     {"lease_expiry", scene_lease_expiry},
+    {"cancelled_grant_given_back", scene_cancelled_grant_given_back},
 };
 
 /* ---- judging the report by the row ---------------------------------------------- */
