@@ -485,6 +485,50 @@ static void scene_cancelled_grant_given_back(scene *s)
     }
 }
 
+/* A batch of three members' tries goes out in one pipeline; the middle
+ * one is cancelled in flight: it ends CANCELLED at once, its grant is
+ * given back, and the others are granted as if it had not been there. */
+static void scene_cancel_mid_batch(scene *s)
+{
+    assert_int_equal(s->kind, C_LOCKSET); /* the table: lock sets only */
+    open_driver(&s->d, s->kind, pgt_connect(), &s->o);
+    advlock_pq_lockset *set = &s->d.set;
+    advlock_pq_member others[2];
+    char names[2][200];
+    advlock_pq_report r;
+    acquire(&s->d, s->lock.key, 1000, &r); /* the session check, done before */
+    release(&s->d, &r);
+    for (int i = 0; i < 2; i++) {
+        advlock_pq_member_init(&others[i]);
+        snprintf(names[i], sizeof names[i], "%s/other-%d", s->lock.key, i);
+    }
+    int64_t now = advlock_pq_now_ms();
+    assert_int_equal(advlock_pq_lockset_start_acquire(set, &others[0], names[0], strlen(names[0]),
+                                                      5000, &s->o, now),
+                     0);
+    assert_int_equal(
+        advlock_pq_lockset_start_acquire(set, &s->d.m, s->lock.key, s->lock.len, 5000, &s->o, now),
+        0);
+    assert_int_equal(advlock_pq_lockset_start_acquire(set, &others[1], names[1], strlen(names[1]),
+                                                      5000, &s->o, now),
+                     0);
+    assert_int_equal(advlock_pq_lockset_process(set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
+    assert_int_equal(advlock_pq_lockset_wants(set), ADVLOCK_PQ_READ); /* sent, unanswered */
+    assert_int_equal(advlock_pq_lockset_cancel(set, &s->d.m, advlock_pq_now_ms()), 0);
+    s->judged = *advlock_pq_member_report(&s->d.m);
+    int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
+    while (advlock_pq_lockset_busy(set) > 0
+           || pgt_lock_count(s->lock.observer, s->lock.derived) != 0) {
+        assert_true(advlock_pq_now_ms() < limit);
+        assert_true(advlock_pq_lockset_wait(set, -1, 20) >= 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pgt_expect_outcome(advlock_pq_member_report(&others[i]), ADVLOCK_ACQUIRED);
+        assert_int_equal(advlock_pq_lockset_release(set, &others[i], &r), 0);
+        pgt_expect_outcome(&r, ADVLOCK_RELEASED);
+    }
+}
+
 static void scene_standby(scene *s)
 {
     open_driver(&s->d, s->kind, pgt_connect_env("ADVLOCK_TEST_STANDBY"), &s->o);
@@ -507,6 +551,7 @@ static const scene_fn scenes[] = {
     {"fence_error_after_grant", scene_fence_error_after_grant},
     {"standby", scene_standby},
     {"lease_expiry", scene_lease_expiry},
+    {"cancel_mid_batch", scene_cancel_mid_batch},
     {"cancelled_grant_given_back", scene_cancelled_grant_given_back},
 };
 
