@@ -392,6 +392,17 @@ typedef enum advlock_detail {
     ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR = 8
 } advlock_detail;
 
+/*
+ * Returns 1 for the details an acquire ends with when its lock is left in
+ * doubt: the give-back of a grant nobody wanted failed (UNDO_CANCELLED,
+ * UNDO_AFTER_DEADLINE, UNDO_AFTER_57014), or a fenced try's server error
+ * left this session's holds of the key in doubt (UNDO_AFTER_FENCE_ERROR).
+ * The server session may still hold the lock: give it back (an unlock),
+ * or close the connection. Returns 0 for every other value, unknown ones
+ * included. Every driver and the command decide by this one list.
+ */
+ADVLOCK_API int advlock_detail_in_doubt(advlock_detail detail);
+
 /* A holder's pg_stat_activity.state. */
 typedef enum advlock_backend_state {
     ADVLOCK_BACKEND_UNKNOWN = 0, /* none, or a value this version does not know */

@@ -65,10 +65,11 @@ PQ_TEST_NAMES := test_blocking test_async test_modes test_server_wait test_lost 
 PQ_TEST_BINS := $(PQ_TEST_NAMES:%=$(BUILD)/san/integration/%)
 PQ_PROXY_TEST := $(BUILD)/san/integration/test_proxy
 SESSION_END_TEST := $(BUILD)/san/integration/test_session_end
+SCENARIOS_TEST := $(BUILD)/san/integration/test_scenarios
 # The core alone: the tests need nothing else from libadvlock.
 PQ_TEST_CORE_OBJ := $(filter $(BUILD)/san/obj/src/core/%,$(CORE_SAN_OBJ))
 
-$(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(SESSION_END_TEST): $(BUILD)/san/integration/%: tests/integration/%.c $(PQ_TEST_SUPPORT) \
+$(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(SESSION_END_TEST) $(SCENARIOS_TEST): $(BUILD)/san/integration/%: tests/integration/%.c $(PQ_TEST_SUPPORT) \
                 tests/integration/pg_test.h $(PQ_SAN_OBJ) $(PQ_TEST_CORE_OBJ) | deps-pq-test
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(PQ_CPPFLAGS) $(TEST_CFLAGS) $(SANITIZE) -o $@ \
@@ -138,8 +139,17 @@ session-end-bounds: $(SESSION_END_TEST) $(BUILD)/advlock
 	    $(call session_end_figures,$(BUILD)/session-end-bounds-cli.log,tests/pg/with-postgres.sh \
 	    tests/cli/session_end.sh)
 
-test: pq-test pq-proxy-test readme-test fidelity-test session-end-test
-programs: $(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(FIDELITY_TEST) $(SESSION_END_TEST)
+# The connection scenarios (tests/scenarios/connection.tsv) through the C
+# drivers, on one server with PgBouncer in front for the proxy's rows, then
+# the standby's rows on a primary and its hot standby; the Python drivers
+# run the same table in python-scenarios-test.
+.PHONY: pq-scenarios-test
+pq-scenarios-test: $(SCENARIOS_TEST) | deps-deploy
+	@ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(SCENARIOS_TEST)
+	@ADVLOCK_SCENARIOS_NEEDS=standby tests/pg/with-standby.sh scripts/run-tests.sh $(SCENARIOS_TEST)
+
+test: pq-test pq-proxy-test readme-test fidelity-test session-end-test pq-scenarios-test
+programs: $(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(FIDELITY_TEST) $(SESSION_END_TEST) $(SCENARIOS_TEST)
 
 # ---- dependencies, install --------------------------------------------------
 

@@ -41,7 +41,8 @@ deps-python:
 	@PYTHON=$(PYTHON) scripts/ensure-deps.sh $(DEPS_PYTHON)
 
 # The deployment tests need their harness's servers; the main run skips them.
-PYTHON_DEPLOY_TESTS := python/tests/test_deploy_pgbouncer.py python/tests/test_deploy_standby.py
+PYTHON_DEPLOY_TESTS := python/tests/test_deploy_pgbouncer.py python/tests/test_deploy_standby.py \
+    python/tests/test_scenarios.py
 PYTEST = $(PYTHON) -m pytest $(PYTEST_ARGS) -p no:cacheprovider
 
 # The server listens on TCP too, on a loopback address of the run's own (all
@@ -66,6 +67,17 @@ python-session-end-bounds: $(BUILD)/libadvlock.so | deps-python
 	@$(PYTHON_ENV) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 SESSION_END_TRIALS=$(SESSION_END_TRIALS) \
 	    SESSION_END_BOUND=0.25 tests/pg/with-postgres.sh $(PYTEST) -s -k heard_at_once \
 	    python/tests/test_session_end.py
+
+# The connection scenarios (tests/scenarios/connection.tsv) through the
+# Python drivers, on one server with PgBouncer in front for the proxy's
+# rows, then the standby's rows on a primary and its hot standby; the C
+# drivers run the same table in pq-scenarios-test.
+.PHONY: python-scenarios-test
+python-scenarios-test: $(BUILD)/libadvlock.so | deps-python deps-deploy
+	@$(PYTHON_ENV) ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-pgbouncer.sh \
+	    scripts/run-tests.sh -c $(PYTEST) python/tests/test_scenarios.py
+	@$(PYTHON_ENV) ADVLOCK_SCENARIOS_NEEDS=standby tests/pg/with-standby.sh scripts/run-tests.sh \
+	    -c $(PYTEST) python/tests/test_scenarios.py
 
 # Each harness starts its own servers and removes them; each run counts as
 # one test in make test's tally.
@@ -105,7 +117,7 @@ deps-typecheck:
 python-typecheck: | deps-python deps-typecheck
 	@scripts/run-tests.sh -c $(PYTHON) -m mypy --config-file python/pyproject.toml python/advlock
 
-test: python-test python-deploy-test python-install-test python-wheel-test python-typecheck
+test: python-test python-deploy-test python-scenarios-test python-install-test python-wheel-test python-typecheck
 
 install-python:
 	@test -n "$(PYTHON_SITEDIR)" || { echo "install-python: $(PYTHON) did not say where it reads packages" >&2; exit 1; }

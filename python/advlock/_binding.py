@@ -315,6 +315,7 @@ declare(core, [
     ("advlock_sql_text", c_char_p, [c_int]),
     ("advlock_sql_answer", c_int, [c_int]),
     ("advlock_outcome_name", c_char_p, [c_int]),
+    ("advlock_detail_in_doubt", c_int, [c_int]),
     ("advlock_backend_state_name", c_char_p, [c_int]),
     ("advlock_describe", c_int, [POINTER(Report), c_char_p, c_size_t, c_char_p, c_char_p,
                                  c_size_t]),

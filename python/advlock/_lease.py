@@ -25,7 +25,8 @@ from . import _binding as B
 from ._asyncio_task import awaited_future
 from ._blocking import TIMERS, worker_for
 from .errors import CallError, LockLost
-from ._machine import LeaseExpiry, escape_name, format_seconds, now_ms, params
+from ._machine import (Detail, Failure, LeaseExpiry, Outcome, Report, escape_name,
+                       format_seconds, now_ms, params)
 from ._session import Busy, ConnSession
 
 if TYPE_CHECKING:
@@ -174,12 +175,17 @@ def lost_error(lock: _LockBase[Any, Any], lease: Lease, stop_at_ms: int) -> Lock
     return err
 
 
-def ended_error(lock: Any, message: str) -> LockLost:
-    """The LockLost for a held lock whose connection closed under it
-    (message: the sentence, the lock's name in it): reason "connection
+def ended_error(lock: Any, why: str) -> LockLost:
+    """The LockLost for a held lock whose connection closed under it: its
+    report is the drivers' loss report (a copy of the acquire's, FAILED with
+    ECONNLOST and DETAIL_LOST, as the C drivers give), its sentence the
+    core's for it, why (the driver's words) after it; reason "connection
     lost", ended (the server session is gone, on a direct connection with
     its locks)."""
-    err = LockLost(message, lock.report, lock.name)
+    c = B.Report.from_buffer_copy(lock.report._c)
+    c.outcome, c.failure, c.detail = Outcome.FAILED, Failure.ECONNLOST, Detail.LOST
+    report = Report(c, lock.name, why)
+    err = LockLost(report.describe(), report, lock.name, why)
     err.reason = LeaseExpiry.CONNECTION
     err.ended = True
     err.lease = lock._plan.lease_ms / 1000 if lock._plan is not None else None
@@ -189,10 +195,8 @@ def ended_error(lock: Any, message: str) -> LockLost:
 def session_ended_error(lock: _LockBase[Any, Any]) -> LockLost:
     """The LockLost for a single lock whose session watch (_watch) heard the
     connection close, or whose release found it lost."""
-    return ended_error(lock, "Lock '%s' was lost: its connection closed while it was held"
-                       " (the server ended the session: pg_terminate_backend, a restart"
-                       " or a crash; or the connection was closed)."
-                       % escape_name(lock.name))
+    return ended_error(lock, "the server ended the session (pg_terminate_backend, a restart"
+                       " or a crash), or the connection was closed")
 
 
 # ---- the setup, before the first acquire on a connection -----------------------

@@ -598,11 +598,8 @@ class SetLock(AsyncLock):
     def _lose_with_set(self, why: str) -> None:
         """The set's connection was lost while this lock was held."""
         if self._lost is None:
-            err = _lease.ended_error(self, "Lock '%s' was lost with its lock set's connection"
-                                     " (%s): the server session ended, and every lock of the"
-                                     " set with it." % (escape_name(self.name), why))
-            err.server_message = why
-            self._lose(err)
+            self._lose(_lease.ended_error(self, "%s; every lock of the set was lost with it"
+                                          % why))
 
 
 class _SetWatch:

@@ -54,7 +54,7 @@ from .errors import CallError, Error, LockFailed, LockLost
 from . import _lease
 from ._blocking import TIMERS
 from ._lease import DEFAULT as LEASE_DEFAULT, Lease, TaskWatch, ThreadWatch
-from ._machine import (INT64_MAX, SQL_PARAMS, Detail, Failure, LockState, Machine, Options,
+from ._machine import (INT64_MAX, SQL_PARAMS, Failure, LockState, Machine, Options,
                        Outcome, Report, _encode, escape_name, now_ms, params, raise_for,
                        timeout_ms, Wait)
 
@@ -83,10 +83,8 @@ _QUIET = frozenset(int(o) for o in (Outcome.ACQUIRED, Outcome.RELEASED, Outcome.
 CANCELLED = int(Outcome.CANCELLED)
 FAILED = int(Outcome.FAILED)
 ECONNLOST = int(Failure.ECONNLOST)
-# An acquire's details that mean the give-back of an unwanted grant failed,
-# or (after a fenced try's server error) left the session's holds in doubt.
-_UNDONE = frozenset(int(d) for d in (Detail.UNDO_CANCELLED, Detail.UNDO_AFTER_DEADLINE,
-                                     Detail.UNDO_AFTER_57014, Detail.UNDO_AFTER_FENCE_ERROR))
+# An acquire's details that leave its lock in doubt: the core's one list.
+_in_doubt = _lib.advlock_detail_in_doubt
 POLL = int(Wait.POLL)
 QUERY, SLEEP, DONE, CANCEL_QUERY = B.ACTION_QUERY, B.ACTION_SLEEP, B.ACTION_DONE, \
     B.ACTION_CANCEL_QUERY
@@ -591,7 +589,7 @@ class _LockBase(Generic[C, W]):
         if r is None:
             return LockState.NOT_HELD
         if r._c.outcome != ACQUIRED:
-            return LockState.MAY_BE_HELD if r._c.detail in _UNDONE else LockState.NOT_HELD
+            return LockState.MAY_BE_HELD if _in_doubt(r._c.detail) else LockState.NOT_HELD
         if self._lost is not None:
             return self._lost_state()
         if rr is None:

@@ -135,8 +135,11 @@ def test_a_session_terminated_in_the_body_is_lock_lost_from_the_bodys_exception(
         assert type(exc) is advlock.LockLost and exc.reason is advlock.LeaseExpiry.CONNECTION \
             and exc.ended
         assert type(exc.__cause__) is WorkFailed and str(exc.__cause__) == "the work failed"
-        assert str(exc).startswith("Lock 'body-terminated' was lost: its connection closed"
-                                   " while it was held")
+        assert str(exc).startswith("Lock 'body-terminated' lost: the connection holding it"
+                                   " closed: the server ended the session")
+        assert exc.report.outcome == advlock.Outcome.FAILED
+        assert exc.report.failure == advlock.Failure.ECONNLOST
+        assert exc.report.detail == advlock.Detail.LOST
         assert lk.state == advlock.LockState.NOT_HELD
         assert holds(pg_conn, lk.key) == []
     run(main)

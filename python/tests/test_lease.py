@@ -162,7 +162,7 @@ def test_a_terminated_session_is_lock_lost_within_a_heartbeat(flavour, pg_conn):
         return time.monotonic()
     lost, after = _ended_by_server(flavour, pg_conn, LEASE, None, terminate)
     assert lost.reason is advlock.LeaseExpiry.CONNECTION
-    assert "connection closed" in str(lost)
+    assert "lost: the connection holding it closed" in str(lost)
     assert after < H + 1.0, after  # the next heartbeat finds it (+ a loaded machine)
     print("%s: stopped %.3f s after pg_terminate_backend" % (flavour, after))
 

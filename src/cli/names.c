@@ -126,16 +126,6 @@ static void release_quietly(advlock_pq *a, PGconn *conn, const run_options *o, i
         (void)drive_release(a, conn, o, now);
 }
 
-/* An acquire that failed while giving back a grant nobody wanted (its
- * unlock failed or reached another server session): the lock may be left
- * where it was granted. */
-static int grant_in_doubt(const advlock_report *r)
-{
-    return r->detail == ADVLOCK_DETAIL_UNDO_CANCELLED
-           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE
-           || r->detail == ADVLOCK_DETAIL_UNDO_AFTER_57014;
-}
-
 int run_give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int commit, int say_each)
 {
     if (o->xact
@@ -324,7 +314,7 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
                              .key = key,
                              .report = &told.lock,
                              .said = describe(&told, o->key, message, sizeof message)});
-        if (grant_in_doubt(&r->lock) && !o->xact)
+        if (advlock_detail_in_doubt(r->lock.detail) && !o->xact)
             release_quietly(a, conn, o, key);
         if (o->lock.fence && strcmp(r->lock.sqlstate, "42501") == 0)
             cli_say_missing_grants(conn, bound);

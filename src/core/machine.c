@@ -263,6 +263,13 @@ static void timed_out(advlock_machine *m)
     finish(m, ADVLOCK_TIMED_OUT, 0, ADVLOCK_DETAIL_NONE);
 }
 
+int advlock_detail_in_doubt(advlock_detail detail)
+{
+    return detail == ADVLOCK_DETAIL_UNDO_CANCELLED || detail == ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE
+           || detail == ADVLOCK_DETAIL_UNDO_AFTER_57014
+           || detail == ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR;
+}
+
 /* The statement in flight failed. The server dropped the lock with a lost
  * session; any other failure of an undo leaves the grant in doubt. */
 static void finish_failed(advlock_machine *m, int failure)

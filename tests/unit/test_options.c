@@ -827,6 +827,19 @@ static void fence_error_after_the_grant_is_undone(void **state)
     expect_done(m, ADVLOCK_FAILED, ADVLOCK_ESERVER);
 }
 
+/* The one list of details that leave a lock in doubt, which every driver
+ * and the command read: a failed give-back, and a fenced try's error. */
+static void details_in_doubt(void **state)
+{
+    (void)state;
+    for (int d = 0; d <= ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR + 1; d++) {
+        int doubt = d == ADVLOCK_DETAIL_UNDO_CANCELLED || d == ADVLOCK_DETAIL_UNDO_AFTER_DEADLINE
+                    || d == ADVLOCK_DETAIL_UNDO_AFTER_57014
+                    || d == ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR;
+        assert_int_equal(advlock_detail_in_doubt((advlock_detail)d), doubt);
+    }
+}
+
 /* A grant nobody wants any more is given back, its token with it. */
 static void fence_cancelled_grant_keeps_no_token(void **state)
 {
@@ -875,6 +888,7 @@ int main(void)
         T(fence_is_for_exclusive_polling_locks),
         T(fence_without_the_schema_names_the_setup),
         T(fence_error_after_the_grant_is_undone),
+        cmocka_unit_test(details_in_doubt),
         T(fence_cancelled_grant_keeps_no_token),
         T(fence_behind_a_proxy_is_refused),
         T(fence_setup_script_installs_all_three),
