@@ -12,9 +12,10 @@
  *     and mode;
  *   - every grant is owned or given back: with nothing in flight or owed,
  *     the server's holds equal the HELD peers, key by key (less the holds
- *     a lease that ran out, a verify that failed or a give-back the server
- *     refused gave up, which the session keeps until the caller closes the
- *     connection);
+ *     a lease that ran out, a verify that did not find, a give-back that
+ *     reached another session, or one the server failed till the engine
+ *     said the connection must close gave up, which the session keeps
+ *     until the caller closes the connection);
  *   - every loss is reported once: a LOST event only for a member that was
  *     told its lock was taken and not told since that it ended;
  *   - the engine never has more statements out than slots, and a sync
@@ -105,9 +106,10 @@ static void take_events(model *md)
         }
         const advlock_report *r = advlock_member_report(ev.member);
         CHECK(r != NULL);
-        /* A release that failed leaves the lock in doubt: still held. */
+        /* A release or a verify that failed leaves the lock in doubt:
+         * still held. */
         int held = r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
-                   || (md->op[i] == OP_RELEASE && r->outcome == ADVLOCK_FAILED);
+                   || (md->op[i] != OP_ACQUIRE && r->outcome == ADVLOCK_FAILED);
         /* A verify that did not find the lock ends the hold, whatever the
          * session holds: the caller must close the connection. */
         if (md->op[i] == OP_VERIFY && md->told_held[i] && !held)
@@ -220,14 +222,20 @@ static void answer_head(model *md, input *in)
     } else {
         advlock_answer_init(&a, how % 2 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
     }
-    /* A give-back the server refused leaves the grant on the session,
-     * owned by nobody, until the connection closes. */
-    if (head.member == NULL && s.form != ADVLOCK_FORM_PREPARE && is_unlock(s.sql, &mode) && k >= 0
-        && !a.aborted
-        && !(s.form == ADVLOCK_FORM_NAMED && a.sqlstate != NULL && strcmp(a.sqlstate, "26000") == 0)
-        && (a.result == ADVLOCK_RESULT_SERVER_ERROR || a.result == ADVLOCK_RESULT_NULL))
-        md->abandoned[k][mode] += md->holds[k][mode] > md->abandoned[k][mode];
+    /* A give-back that reached another session (NULL) leaves the grant on
+     * this one, owned by nobody, until the connection closes; so does one
+     * the server failed, once the engine gave up sending it again. */
+    int give_back = head.member == NULL && s.form != ADVLOCK_FORM_PREPARE
+                    && is_unlock(s.sql, &mode) && k >= 0 && !a.aborted
+                    && !(s.form == ADVLOCK_FORM_NAMED && a.sqlstate != NULL
+                         && strcmp(a.sqlstate, "26000") == 0);
+    int closing = advlock_conn_must_close(&md->c);
     CHECK(advlock_conn_on_answer(&md->c, &a, md->now) == 0);
+    if (give_back
+        && (a.result == ADVLOCK_RESULT_NULL
+            || (a.result == ADVLOCK_RESULT_SERVER_ERROR && advlock_conn_must_close(&md->c)
+                && !closing)))
+        md->abandoned[k][mode] += md->holds[k][mode] > md->abandoned[k][mode];
 }
 
 /* The session is gone: its holds with it (the events that say so first). */

@@ -1580,6 +1580,7 @@ typedef struct advlock_conn_slot {
     advlock_peer kept_;
     int32_t kept_next_;
     uint8_t kept_unlock_;
+    uint8_t kept_tries_; /* give-backs of its grant the server failed */
 } advlock_conn_slot;
 
 /* The engine: one per server connection, caller memory (ADVLOCK_CONN_SIZE
@@ -1605,6 +1606,7 @@ typedef struct advlock_conn {
     uint8_t unsynced_, close_batch_, follow_;
     uint8_t capacity_read_, capacity_share_;
     uint8_t given_up_, polled_, starved_;
+    uint8_t must_close_;
 } advlock_conn;
 
 /*
@@ -1630,9 +1632,12 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  * Starts acquiring key for m with options o (NULL: the defaults), within
  * timeout_ms. Session scope and polling only; a member's own lease is
  * refused (the lease is the connection's: advlock_conn_set_lease()). Ends
- * the watch of a lock m held before. Returns 0, or ADVLOCK_EINVAL (a
- * pointer NULL, timeout < 0, options refused), ADVLOCK_EMISUSE (m busy or
- * holding, m another engine's, the connection closed or its lease ran out).
+ * the watch of a lock m held before; events of m's last operation not yet
+ * polled are dropped (they would follow the new operation's and say the
+ * wrong thing of it). Returns 0, or ADVLOCK_EINVAL (a pointer NULL,
+ * timeout < 0, options refused), ADVLOCK_EMISUSE (m busy or holding, m
+ * another engine's (advlock_member_init() frees it), the connection given
+ * up, to be closed (advlock_conn_must_close()) or its lease ran out).
  */
 ADVLOCK_API int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
                                                int64_t timeout_ms, const advlock_options *o,
@@ -1647,15 +1652,17 @@ ADVLOCK_API int advlock_conn_start_acquire(advlock_conn *c, advlock_member *m, c
 /* Starts releasing (advlock_conn_start_release()) or verifying
  * (advlock_conn_start_verify()) the lock m holds on c. Returns 0, or
  * ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (m holds nothing on c). A
- * release that ends FAILED leaves m holding (the lock is in doubt). */
+ * release or a verify that ends FAILED leaves m holding (the lock is in
+ * doubt: release it, or close the connection). */
 ADVLOCK_API int advlock_conn_start_release(advlock_conn *c, advlock_member *m, int64_t now_ms);
 ADVLOCK_API int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
 /*
  * Ends m's acquire CANCELLED at once. A try of m's in flight stays the
  * engine's: its key stays taken until it answers, and a grant is given back
- * with an unlock of the engine's own. m may start again or be freed on
- * return. Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no
+ * with an unlock of the engine's own. No event comes for the cancel (the
+ * caller knows it: advlock_member_report() says CANCELLED), so m may start
+ * again or be freed on return. Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no
  * acquire of m's under way on c). Never fails for memory: each slot keeps
  * room for one such key.
  */
@@ -1761,6 +1768,13 @@ ADVLOCK_API void advlock_conn_forget(advlock_conn *c, int64_t now_ms);
 /* How many statements are in flight or owed (give-backs still to send):
  * 0 when the connection may be handed to anyone else. 0 for NULL. */
 ADVLOCK_API size_t advlock_conn_outstanding(const advlock_conn *c);
+
+/* 1 when the connection must be closed: the server failed the unlock giving
+ * back a cancelled member's grant again and again, so its session keeps a
+ * lock nobody owns (its key stays taken; new acquires are refused with
+ * ADVLOCK_EMISUSE). Closing the connection frees the lock; then
+ * advlock_conn_on_closed() and advlock_conn_on_reset(). 0 for NULL. */
+ADVLOCK_API int advlock_conn_must_close(const advlock_conn *c);
 
 /* 1 when, at the last poll, a member's statement waited for nothing but a
  * free slot: more slots (advlock_conn_move_slots()) would send it now. */

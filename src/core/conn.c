@@ -73,7 +73,8 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
 {
     if (c == NULL || m == NULL || timeout_ms < 0)
         return ADVLOCK_EINVAL;
-    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_)
+    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_
+        || c->must_close_ || (m->conn_ != NULL && m->conn_ != c))
         return ADVLOCK_EMISUSE;
     advlock_options chosen;
     if (o != NULL)
@@ -88,6 +89,9 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     int rc = advlock_set_options(&m->machine_, &chosen);
     if (rc != 0)
         return rc;
+    /* The last operation's events, unpolled, would come after the new
+     * one's and say the wrong thing of it (an old loss after a new grant). */
+    advlock_conn_untell(c, m);
     begin(c, m, now_ms);
     m->key_ = key;
     m->timeout_ms_ = timeout_ms;
@@ -145,18 +149,13 @@ int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
     if (m->phase_ == CONN_SLEEPING) {
         (void)advlock_cancel(&m->machine_, now_ms);
         advlock_conn_follow(c, m, now_ms);
-        return 0;
+    } else {
+        if (m->phase_ == CONN_SENT)
+            advlock_conn_detach(c, m);
+        advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
     }
-    /* The member that was to check the session for the others lets another
-     * do it (a row in flight is the engine's to wait for). */
-    advlock_action next = advlock_next_action(&m->machine_);
-    int asked_session = m->phase_ == CONN_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
-                        && next.sql == ADVLOCK_SQL_SESSION;
-    if (m->phase_ == CONN_SENT)
-        advlock_conn_detach(c, m);
-    advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
-    if (asked_session)
-        advlock_conn_session_answered(c, now_ms);
+    /* The caller knows the outcome and may free m now: no event of it. */
+    advlock_conn_untell(c, m);
     return 0;
 }
 
@@ -304,6 +303,7 @@ int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64
     c->prepared_ = c->unnamed_ = c->preparing_ = 0;
     c->capacity_read_ = CAPACITY_UNREAD;
     c->provisional_ = 0;
+    c->given_up_ = c->must_close_ = 0;
     advlock_conn_lease_restart(c);
     /* The old session's statements died with it: each is answered lost
      * before the holders hear of the loss, so that nothing the old session
@@ -311,6 +311,10 @@ int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64
     advlock_conn_drain(c, words, now_ms);
     end_dead_waiting(c, now_ms);
     advlock_conn_lose_held(c, "", words, ADVLOCK_LEASE_LIVE, now_ms);
+    /* The check the parked members waited for died with the old session
+     * unless a member still queued is to send it. */
+    if (c->session_asked_ && !advlock_conn_session_queued(c))
+        advlock_conn_session_answered(c, now_ms);
     return 0;
 }
 

@@ -58,6 +58,9 @@ int advlock_conn_try_mode(int sql, advlock_mode *mode);
 /* Copies text's first line into m's words (NULL: ""). */
 void advlock_conn_say(advlock_member *m, const char *text);
 
+/* Drops m's events not yet polled (advlock_conn_poll_event()). */
+void advlock_conn_untell(advlock_conn *c, advlock_member *m);
+
 /* Takes up m's machine's next action. */
 void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
@@ -68,6 +71,9 @@ void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_
 /* The session row in flight answered (or was given up): the members
  * waiting for it start. */
 void advlock_conn_session_answered(advlock_conn *c, int64_t now_ms);
+
+/* 1 when a member queued is to send the session check. */
+int advlock_conn_session_queued(const advlock_conn *c);
 
 /* Ends m's operation without its machine: outcome, failure, the machine's
  * facts so far, the peer out of the table. */

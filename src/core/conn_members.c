@@ -92,20 +92,37 @@ static void tell(advlock_conn *c, advlock_member *m, int news)
     m->news_ |= (uint8_t)news;
 }
 
+void advlock_conn_untell(advlock_conn *c, advlock_member *m)
+{
+    if (m->news_ == 0)
+        return;
+    advlock_member *before = NULL;
+    for (advlock_member *at = c->news_; at != m; at = at->news_next_)
+        before = at;
+    if (before != NULL)
+        before->news_next_ = m->news_next_;
+    else
+        c->news_ = m->news_next_;
+    if (c->news_tail_ == m)
+        c->news_tail_ = before;
+    m->news_next_ = NULL;
+    m->news_ = 0;
+}
+
 /* An operation ended: a grant, or a verify that found the lock, is held;
- * so is a lock whose release failed, which the session may still hold (the
- * member keeps its key till it is released or lost); anything else leaves
- * the table. */
+ * so is a lock whose release or verify failed, which the session may still
+ * hold (the member keeps its key till it is released or lost); anything
+ * else leaves the table. */
 static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
 {
     m->report_ = *r;
-    int releasing = !m->acquiring_ && !m->verifying_;
+    int on_held = !m->acquiring_;
     if (m->verifying_) {
         m->verifying_ = 0;
         c->verifying_--;
     }
     if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
-        || (releasing && r->outcome == ADVLOCK_FAILED)) {
+        || (on_held && r->outcome == ADVLOCK_FAILED)) {
         if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
         advlock_conn_move(c, m, CONN_HELD);
@@ -141,7 +158,8 @@ void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_
         return;
     }
     (void)advlock_set_session(&m->machine_, &c->session_);
-    int64_t left = m->timeout_ms_ - (now_ms - m->started_ms_);
+    int64_t left =
+        advlock_sub_saturating(m->timeout_ms_, advlock_sub_saturating(now_ms, m->started_ms_));
     (void)advlock_start_acquire_key(&m->machine_, m->key_, left > 0 ? left : 0, now_ms);
     advlock_conn_follow(c, m, now_ms);
 }
@@ -162,6 +180,24 @@ void advlock_conn_session_answered(advlock_conn *c, int64_t now_ms)
     }
 }
 
+/* 1 when m's next statement, not yet sent, is the session check the
+ * members parked behind it wait for: if m ends or fails before sending it,
+ * another member asks (a row in flight is the engine's to wait for). */
+static int asks_session(const advlock_member *m)
+{
+    advlock_action next = advlock_next_action(&m->machine_);
+    return m->phase_ == CONN_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
+           && next.sql == ADVLOCK_SQL_SESSION;
+}
+
+int advlock_conn_session_queued(const advlock_conn *c)
+{
+    for (advlock_member *m = c->lists_[CONN_QUEUE_LIST]; m != NULL; m = m->next_)
+        if (asks_session(m))
+            return 1;
+    return 0;
+}
+
 void advlock_conn_end(advlock_conn *c, advlock_member *m, advlock_outcome outcome, int failure,
                       int64_t now_ms)
 {
@@ -180,8 +216,11 @@ void advlock_conn_end(advlock_conn *c, advlock_member *m, advlock_outcome outcom
     r.failure = failure;
     r.detail = ADVLOCK_DETAIL_NONE;
     r.sqlstate[0] = '\0';
-    r.elapsed_ms = now_ms - m->started_ms_;
+    r.elapsed_ms = advlock_sub_saturating(now_ms, m->started_ms_);
+    int asked = asks_session(m);
     finish(c, m, &r);
+    if (asked)
+        advlock_conn_session_answered(c, now_ms);
 }
 
 void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int failure, int64_t now_ms)
@@ -218,8 +257,11 @@ void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, con
      * undo's) stays taken as the machine's end decides. */
     if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
         (void)advlock_peers_leave(&c->peers_, &m->peer_);
+    int asked = asks_session(m);
     (void)advlock_on_result(&m->machine_, r, sqlstate, m->words_, now_ms);
     advlock_conn_follow(c, m, now_ms);
+    if (asked && !asks_session(m))
+        advlock_conn_session_answered(c, now_ms);
 }
 
 /* The answer the server gives a try-lock for a key another session holds:

@@ -95,6 +95,7 @@ static int32_t keep_peer(advlock_conn *c, advlock_peer *p, int64_t key, advlock_
     c->free_keepers_ = kept->kept_next_;
     advlock_peer_init(&kept->kept_);
     kept->kept_next_ = -1;
+    kept->kept_tries_ = 0;
     int held = advlock_peer_state(p) == ADVLOCK_PEER_HELD;
     (void)advlock_peers_leave(&c->peers_, p);
     (void)advlock_peers_ask(&c->peers_, &kept->kept_, key, mode); /* p's place: free */
@@ -140,6 +141,27 @@ static void drop_owed(advlock_conn *c)
     }
     c->owed_tail_ = -1;
     c->owed_count_ = 0;
+}
+
+/* How often a give-back the server failed goes again (a statement_timeout
+ * on a busy server may pass); past that the grant stays on the session. */
+enum { GIVE_BACK_TRIES = 3 };
+
+/* The give-back of keeper k's grant failed on the server: it is owed again,
+ * or, tried often enough, its key stays taken for good and the connection
+ * must close (advlock_conn_must_close()), which is what frees the lock. */
+static void give_back_failed(advlock_conn *c, int32_t k)
+{
+    advlock_conn_slot *kept = keeper(c, k);
+    if (++kept->kept_tries_ >= GIVE_BACK_TRIES)
+        c->must_close_ = 1;
+    owe(c, k, 0);
+}
+
+/* Give-backs owed that may go: none once the connection must close. */
+static int owes_now(const advlock_conn *c)
+{
+    return c->owed_ >= 0 && !c->must_close_;
 }
 
 static int is_unlock(int sql)
@@ -219,6 +241,17 @@ static int sqlstate_is(const advlock_answer *a, const char *code)
 static int failed(advlock_result r)
 {
     return r == ADVLOCK_RESULT_SERVER_ERROR || r == ADVLOCK_RESULT_CONNECTION_LOST;
+}
+
+/* 1 when a detached try's answer a may have left a grant on the session:
+ * granted, or a fenced try's error after its grant (the machine's rule,
+ * advlock_fenced_fails_before_locking()). */
+static int may_be_granted(const advlock_conn_slot *s, const advlock_answer *a)
+{
+    if (a->result == ADVLOCK_RESULT_TRUE)
+        return 1;
+    return s->sql_ == ADVLOCK_SQL_TRY_LOCK_FENCED && a->result == ADVLOCK_RESULT_SERVER_ERROR
+           && !advlock_fenced_fails_before_locking(a->sqlstate);
 }
 
 /* Feeds m's machine the final answer a of its statement s. */
@@ -324,11 +357,15 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
             owe(c, s->keeper_, 0);
             return;
         }
+        if (!lost && failed(a->result)) {
+            give_back_failed(c, s->keeper_);
+            return;
+        }
         break;
     case SLOT_DETACHED:
         if (s->sql_ == ADVLOCK_SQL_SESSION) {
             advlock_conn_session_answered(c, now_ms);
-        } else if (s->keeper_ >= 0 && !again && a->result == ADVLOCK_RESULT_TRUE) {
+        } else if (s->keeper_ >= 0 && !again && may_be_granted(s, a)) {
             /* The server counts holds per session: the unlock takes back
              * exactly the one granted. */
             advlock_conn_slot *kept = keeper(c, s->keeper_);
@@ -540,7 +577,7 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
     if (c->close_batch_ && c->unsynced_)
         return emit_sync(c, st);
     if (!batch_closed(c)) {
-        if (c->owed_ >= 0)
+        if (owes_now(c))
             return give_back(c, st, now_ms);
         advlock_action beat;
         if (advlock_conn_lease_beat_due(c)) {
@@ -596,9 +633,20 @@ int advlock_conn_wants_send(const advlock_conn *c)
 {
     if (c == NULL || c->given_up_)
         return 0;
-    if (c->unsynced_ || c->owed_ >= 0 || advlock_conn_lease_beat_due(c))
+    /* What advlock_conn_poll_statement() would give: a sync due goes
+     * whatever else waits; the rest only past a batch that may grow, each
+     * with the room it needs there. */
+    if (c->unsynced_)
         return 1;
-    return c->lists_[CONN_QUEUE_LIST] != NULL && !batch_closed(c) && room(c, 2);
+    if (batch_closed(c))
+        return 0;
+    return owes_now(c) || (advlock_conn_lease_beat_due(c) && room(c, 1))
+           || (c->lists_[CONN_QUEUE_LIST] != NULL && room(c, 2));
+}
+
+int advlock_conn_must_close(const advlock_conn *c)
+{
+    return c != NULL && c->must_close_;
 }
 
 size_t advlock_conn_outstanding(const advlock_conn *c)
@@ -613,7 +661,7 @@ int advlock_conn_starved(const advlock_conn *c)
 
 int advlock_conn_move_slots(advlock_conn *c, advlock_conn_slot *slots, size_t nslots)
 {
-    if (c == NULL || slots == NULL || nslots <= c->count_ || nslots > INT32_MAX)
+    if (c == NULL || slots == NULL || nslots < 2 || nslots <= c->count_ || nslots > INT32_MAX)
         return ADVLOCK_EINVAL;
     uint32_t free_keepers = 0;
     for (int32_t k = c->free_keepers_; k >= 0; k = keeper(c, k)->kept_next_)

@@ -32,6 +32,13 @@ advlock_sql advlock_sql_for_fenced(advlock_scope scope);
 /* 1 for the verify's rows (ADVLOCK_SQL_HELD and its forms). */
 int advlock_sql_verifies(advlock_sql sql);
 
+/* 1 when a fenced try's error with sqlstate (NULL: unknown, 0) is one it
+ * raises before it runs (class 42: the schema or a privilege missing, at
+ * parse or executor start; 3F000: no schema; 25006: read-only, a
+ * standby), so before anything is locked; any other error may follow the
+ * grant, which is then to be given back (machine.c). */
+int advlock_fenced_fails_before_locking(const char *sqlstate);
+
 /* The words of an ESESSION failure: what was observed, then its possible
  * causes. The session check observed a claimed server session; a guarded
  * statement's NULL (advlock_strerror()) only that it ran on one this

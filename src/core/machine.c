@@ -576,11 +576,10 @@ static void on_wait_error(advlock_machine *m)
     undo(m, ADVLOCK_DETAIL_UNDO_AFTER_57014);
 }
 
-/* Errors a fenced try raises before it runs (class 42: the schema or a
- * privilege missing, at parse or executor start; 3F000: no schema; 25006:
- * read-only, a standby), so before anything is locked. */
-static int fails_before_locking(const char *sqlstate)
+int advlock_fenced_fails_before_locking(const char *sqlstate)
 {
+    if (sqlstate == NULL)
+        return 0;
     return strncmp(sqlstate, "42", 2) == 0 || strcmp(sqlstate, "3F000") == 0
            || strcmp(sqlstate, "25006") == 0;
 }
@@ -596,7 +595,8 @@ static int fails_before_locking(const char *sqlstate)
  * transaction. */
 static void on_fenced_error(advlock_machine *m)
 {
-    if (m->scope_ == ADVLOCK_TRANSACTION || fails_before_locking(m->report_.sqlstate)) {
+    if (m->scope_ == ADVLOCK_TRANSACTION
+        || advlock_fenced_fails_before_locking(m->report_.sqlstate)) {
         finish_failed(m, ADVLOCK_ESERVER);
         return;
     }

@@ -22,4 +22,14 @@ static inline int64_t advlock_add_saturating(int64_t a, int64_t b)
     return sum;
 }
 
+/* a - b, clamped the same way: a span between two readings of clocks that
+ * may be anything. */
+static inline int64_t advlock_sub_saturating(int64_t a, int64_t b)
+{
+    int64_t diff;
+    if (__builtin_sub_overflow(a, b, &diff))
+        return b < 0 ? INT64_MAX : INT64_MIN;
+    return diff;
+}
+
 #endif

@@ -648,6 +648,8 @@ static void handle(world *w, const next_event *e)
         trace(w, e->index, "cancel");
         if (advlock_conn_cancel(&c->engine, &mb->em, w->now_ms) != 0)
             violation(w, e->index, "the engine refused a cancel of its acquire");
+        else /* no event comes for it: the outcome is known */
+            finish_operation(w, e->index, advlock_member_report(&mb->em));
         pump(w, c);
         break;
     case EV_ARRIVE:

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "advlock.h"
@@ -202,7 +203,7 @@ static void cancelled_grant_is_given_back(void **state)
     assert_int_equal(poll_all(), 2);
     assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0);
     assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_CANCELLED);
-    assert_int_equal(events(NULL), 1);
+    assert_int_equal(events(NULL), 0); /* the caller knows: no event */
     /* Its key stays taken: another member asking is answered busy, locally. */
     acquire(2, 7, NULL);
     assert_int_equal(poll_all(), 0);
@@ -441,18 +442,25 @@ static void a_fenced_try_past_the_share_unlocks_nothing(void **state)
     assert_true(advlock_member_held(&f.m[0]));
 }
 
+/* m[0] holds; m[1]'s fenced try of key is sent: its prepare, the try,
+ * the sync. */
+static void fenced_try_sent(int64_t key)
+{
+    hold_first();
+    advlock_options fenced;
+    advlock_options_init(&fenced);
+    fenced.fence = 1;
+    acquire(1, key, &fenced);
+    assert_int_equal(poll_all(), 3);
+}
+
 /* A fenced try the server failed may have been granted: the machine
  * undoes it, and the key stays taken until that unlock has answered, so
  * no other member's grant can be the one it takes back. */
 static void a_fenced_try_undone_keeps_its_key(void **state)
 {
     (void)state;
-    hold_first();
-    advlock_options fenced;
-    advlock_options_init(&fenced);
-    fenced.fence = 1;
-    acquire(1, 5, &fenced);
-    assert_int_equal(poll_all(), 3); /* its prepare, the try, the sync */
+    fenced_try_sent(5);
     answer(ADVLOCK_RESULT_TRUE);
     answer_error("XX000", "fence table broken");
     acquire(2, 5, NULL);             /* asks while the undo is to go */
@@ -511,6 +519,211 @@ static void full_slots_hold_statements_back(void **state)
         (void)advlock_conn_cancel(&f.c, &more[i], f.now);
 }
 
+/* A verify the server failed cannot tell whether the session holds the
+ * lock: the member stays holding, in doubt, its key taken, so another
+ * member's try of the key is not sent (it would be a re-entrant grant). */
+static void failed_verify_keeps_the_key(void **state)
+{
+    (void)state;
+    hold_first();
+    assert_int_equal(advlock_conn_start_verify(&f.c, &f.m[0], f.now), 0);
+    assert_int_equal(poll_all(), 3); /* the held row's prepare, the row, the sync */
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("57014", "canceling statement due to statement timeout");
+    (void)events(NULL);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
+    acquire(1, 1, NULL);
+    poll_all();
+    for (int i = 0; i < f.nsent; i++)
+        assert_false(f.sent[i].kind == ADVLOCK_STATEMENT_QUERY
+                     && f.sent[i].sql == ADVLOCK_SQL_TRY_LOCK && f.sent[i].param == 1);
+}
+
+/* A give-back the server failed (not skipped) leaves the grant on the
+ * session: it goes again, its key still taken. */
+static void failed_give_back_goes_again(void **state)
+{
+    (void)state;
+    hold_first();
+    acquire(1, 7, NULL);
+    assert_int_equal(poll_all(), 2);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0);
+    answer(ADVLOCK_RESULT_TRUE); /* granted to nobody */
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_UNNAMED, NULL);
+    answer_error("57014", "canceling statement due to statement timeout");
+    assert_int_not_equal(advlock_conn_outstanding(&f.c), 0);
+}
+
+/* A cancelled member's fenced try that failed after its grant
+ * (statement_timeout in the upsert) is given back, as the machine undoes
+ * it when nobody cancelled. */
+static void cancelled_fenced_error_is_given_back(void **state)
+{
+    (void)state;
+    fenced_try_sent(5);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("57014", "canceling statement due to statement timeout");
+    assert_true(poll_all() >= 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_UNNAMED, NULL);
+    assert_int_equal(f.sent[0].param, 5);
+}
+
+/* A cancelled member may be freed on return: no event points at it. */
+static void cancelled_member_may_be_freed(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_member *m = malloc(sizeof *m); /* needs <stdlib.h> */
+    advlock_member_init(m);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, m, 9, 5000, NULL, f.now), 0);
+    assert_int_equal(advlock_conn_cancel(&f.c, m, f.now), 0);
+    free(m);
+    advlock_conn_event ev;
+    while (advlock_conn_poll_event(&f.c, &ev))
+        assert_ptr_not_equal(ev.member, m);
+}
+
+/* One slot is refused: a statement needs room for two (its prepare). */
+static void move_slots_refuses_too_few(void **state)
+{
+    (void)state;
+    advlock_conn_slot one[1];
+    assert_int_equal(advlock_conn_move_slots(&f.c, one, 1), ADVLOCK_EINVAL);
+}
+
+/* A member of another engine is refused. */
+static void member_of_another_engine_refused(void **state)
+{
+    (void)state;
+    static advlock_conn other;
+    static advlock_conn_slot slots[4];
+    static advlock_peer *buckets[4];
+    assert_int_equal(advlock_conn_init(&other, slots, 4, buckets, 4, PID, TOKEN, 0), 0);
+    acquire(1, 2, NULL);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0); /* DONE unpolled */
+    assert_int_equal(advlock_conn_start_acquire_key(&other, &f.m[1], 2, 5000, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+}
+
+/* A close with a session check queued, then a reset: the next acquire
+ * checks the new session instead of waiting for the old check. */
+static void acquire_after_close_and_reset_is_sent(void **state)
+{
+    (void)state;
+    acquire(0, 1, NULL);
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 3); /* settings, m[0]'s check, sync */
+    advlock_conn_on_closed(&f.c, "57P01", "terminating connection", f.now);
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    acquire(2, 3, NULL);
+    assert_true(advlock_member_busy(&f.m[2]));
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_SESSION, ADVLOCK_FORM_UNNAMED, &f.m[2]);
+}
+
+/* The settings' row taken back (not broken) fails the member it went
+ * ahead of; the member parked behind that check asks in its place. */
+static void unsent_settings_row_strands_nobody(void **state)
+{
+    (void)state;
+    acquire(0, 1, NULL);
+    acquire(1, 2, NULL); /* parked behind m[0]'s check */
+    advlock_statement st;
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.sql, ADVLOCK_SQL_CAPACITY);
+    advlock_conn_unsend(&f.c, 0, "out of memory", f.now);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_true(advlock_member_busy(&f.m[1]));
+    assert_true(poll_all() > 0); /* someone checks the session */
+}
+
+/* Behind a proxy a due heartbeat waits for the statement in flight:
+ * advlock_conn_wants_send() says 0 then, as polling gives nothing (a pump
+ * waiting to write would spin). */
+static void wants_send_only_what_poll_gives(void **state)
+{
+    (void)state;
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    acquire(0, 1, NULL);
+    check_session(PID + 50); /* a proxy */
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 2); /* m[1]'s try in flight */
+    f.now = advlock_conn_next_wake(&f.c);
+    advlock_conn_on_timer(&f.c, f.now);
+    int wants = advlock_conn_wants_send(&f.c);
+    assert_int_equal(wants, poll_all() > 0);
+}
+
+/* The remaining time of a member parked behind another's session check
+ * saturates (the sanitizer build sees an overflow): a timeout of INT64_MAX
+ * and a clock that reads 1 ms earlier than the start. */
+static void parked_member_time_does_not_overflow(void **state)
+{
+    (void)state;
+    f.now = 1000;
+    acquire(0, 1, NULL);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, INT64_MAX, NULL, f.now), 0);
+    assert_int_equal(poll_all(), 3);
+    f.now = 999; /* another thread's earlier reading of the clock */
+    answer_capacity(64, 100);
+    answer_session(PID);
+    assert_true(advlock_member_busy(&f.m[1]));
+}
+
+/* A member LOST whose event is not polled yet may start again: the old
+ * loss is dropped, never reported after the new grant (the pump would
+ * mark the new, held lock lost). */
+static void old_loss_after_new_grant_is_not_reported_last(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_conn_on_closed(&f.c, "57P01", "terminating connection", f.now);
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    acquire(0, 1, NULL); /* before polling the LOST event */
+    check_session(PID + 1);
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    advlock_conn_event last;
+    assert_true(events(&last) >= 1);
+    assert_int_equal(last.kind, ADVLOCK_CONN_DONE);
+}
+
+/* A given-up engine takes new work again after advlock_conn_on_reset(). */
+static void reset_after_give_up_takes_work_again(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_conn_give_up(&f.c, ADVLOCK_ENOANSWER, "no answer", f.now);
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 5000, NULL, f.now), 0);
+}
+
+/* The common path to a stuck session check: one acquire started while the
+ * connection is down (its send fails), then PQreset(): a later acquire is
+ * sent, not parked behind a check nobody sends. */
+static void acquire_on_a_dead_connection_then_reset(void **state)
+{
+    (void)state;
+    advlock_conn_on_closed(&f.c, "57P01", "terminating connection", f.now);
+    acquire(0, 1, NULL);
+    advlock_statement st;
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1); /* the settings' row */
+    advlock_conn_unsend(&f.c, 1, "server closed the connection unexpectedly", f.now);
+    assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +743,19 @@ int main(void)
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
+        cmocka_unit_test_setup(failed_verify_keeps_the_key, setup),
+        cmocka_unit_test_setup(failed_give_back_goes_again, setup),
+        cmocka_unit_test_setup(cancelled_fenced_error_is_given_back, setup),
+        cmocka_unit_test_setup(cancelled_member_may_be_freed, setup),
+        cmocka_unit_test_setup(move_slots_refuses_too_few, setup),
+        cmocka_unit_test_setup(member_of_another_engine_refused, setup),
+        cmocka_unit_test_setup(acquire_after_close_and_reset_is_sent, setup),
+        cmocka_unit_test_setup(unsent_settings_row_strands_nobody, setup),
+        cmocka_unit_test_setup(wants_send_only_what_poll_gives, setup),
+        cmocka_unit_test_setup(parked_member_time_does_not_overflow, setup),
+        cmocka_unit_test_setup(old_loss_after_new_grant_is_not_reported_last, setup),
+        cmocka_unit_test_setup(reset_after_give_up_takes_work_again, setup),
+        cmocka_unit_test_setup(acquire_on_a_dead_connection_then_reset, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

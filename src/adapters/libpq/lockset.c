@@ -213,6 +213,8 @@ int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int
     if (m->set_ != set)
         return ADVLOCK_EMISUSE;
     int rc = advlock_conn_cancel(&set->engine_, &m->member_, now_ms);
+    if (rc == 0)
+        advlock_pq_ls_take_done(m); /* the engine tells no event of a cancel */
     advlock_pq_ls_take_events(set);
     return rc;
 }

@@ -14,6 +14,9 @@ void advlock_pq_ls_pump(advlock_pq_lockset *s, unsigned ready, int64_t now_ms);
  * state starts afresh too. */
 void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms);
 
+/* m's operation ended: its report takes the engine's. */
+void advlock_pq_ls_take_done(advlock_pq_member *m);
+
 /* Moves the engine's events into the members' reports. */
 void advlock_pq_ls_take_events(advlock_pq_lockset *s);
 

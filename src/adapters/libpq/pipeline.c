@@ -20,15 +20,20 @@ enum { MAX_SLOTS = 1 << 16 };
 
 /* ---- events -------------------------------------------------------------- */
 
+void advlock_pq_ls_take_done(advlock_pq_member *m)
+{
+    advlock_pq_copy_line(m->report_.server_message, sizeof m->report_.server_message,
+                         advlock_member_words(&m->member_));
+    advlock_pq_report_finish(&m->report_, advlock_member_report(&m->member_));
+}
+
 void advlock_pq_ls_take_events(advlock_pq_lockset *s)
 {
     advlock_conn_event ev;
     while (advlock_conn_poll_event(&s->engine_, &ev)) {
         advlock_pq_member *m = (advlock_pq_member *)ev.member; /* its first field */
         if (ev.kind == ADVLOCK_CONN_DONE) {
-            advlock_pq_copy_line(m->report_.server_message, sizeof m->report_.server_message,
-                                 advlock_member_words(ev.member));
-            advlock_pq_report_finish(&m->report_, advlock_member_report(ev.member));
+            advlock_pq_ls_take_done(m);
         } else {
             advlock_pq_report_lost(&m->report_, advlock_member_sqlstate(ev.member),
                                    advlock_member_words(ev.member));
