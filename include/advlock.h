@@ -1793,6 +1793,10 @@ ADVLOCK_API int advlock_conn_move_slots(advlock_conn *c, advlock_conn_slot *slot
 /* The connection's session value (NULL for NULL). */
 ADVLOCK_API const advlock_session *advlock_conn_session(const advlock_conn *c);
 
+/* How many slots c has (advlock_conn_init(), advlock_conn_move_slots());
+ * 0 for NULL. */
+ADVLOCK_API size_t advlock_conn_slots(const advlock_conn *c);
+
 /* Members busy (under way) on c, statements of theirs in flight included. */
 ADVLOCK_API size_t advlock_conn_busy(const advlock_conn *c);
 
@@ -1823,6 +1827,10 @@ ADVLOCK_API int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev)
 ADVLOCK_API int advlock_member_busy(const advlock_member *m);
 ADVLOCK_API int advlock_member_held(const advlock_member *m);
 ADVLOCK_API int advlock_member_lost(const advlock_member *m);
+
+/* 1 when m's acquire waits between tries (it sends nothing till a timer,
+ * so no answer is overdue); 0 otherwise and for NULL. */
+ADVLOCK_API int advlock_member_sleeping(const advlock_member *m);
 
 /* m's last operation's report (final once it ended), or NULL (none yet).
  * Points into m. */

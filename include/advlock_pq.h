@@ -603,6 +603,12 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  */
 
 /*
+ * Sizes: advlock_pq_member and advlock_pq_lockset embed the connection
+ * engine's types (advlock_member, advlock_conn), so their sizes change
+ * with the engine's, and changed in this release without a new soname:
+ * code that allocates them must be rebuilt against this header
+ * (docs/libpq.md, "Lock sets").
+ *
  * One caller of a lock set: the connection engine's member (its lock
  * machine, its place in the exclusion table) and its report. Allocate it
  * anywhere (caller memory, about 1.5 KB), initialise it once with

@@ -331,6 +331,11 @@ const advlock_session *advlock_conn_session(const advlock_conn *c)
     return c != NULL ? &c->session_ : NULL;
 }
 
+size_t advlock_conn_slots(const advlock_conn *c)
+{
+    return c != NULL ? c->nslots_ : 0;
+}
+
 size_t advlock_conn_busy(const advlock_conn *c)
 {
     if (c == NULL)
@@ -373,6 +378,11 @@ int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev)
 int advlock_member_busy(const advlock_member *m)
 {
     return m != NULL && busy(m);
+}
+
+int advlock_member_sleeping(const advlock_member *m)
+{
+    return m != NULL && m->phase_ == CONN_SLEEPING;
 }
 
 int advlock_member_held(const advlock_member *m)

@@ -90,13 +90,20 @@ static void answer_aborted(void)
     assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
 }
 
-static void answer_session(int server_pid)
+/* The session row, answered inside a transaction block or not. */
+static void answer_session_in(int server_pid, int in_transaction)
 {
     advlock_answer a;
     advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
     a.server_pid = server_pid;
     a.ours = 1;
+    a.in_transaction = in_transaction;
     assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
+}
+
+static void answer_session(int server_pid)
+{
+    answer_session_in(server_pid, 0);
 }
 
 static void answer_capacity(int64_t locks, int64_t connections)
@@ -519,6 +526,24 @@ static void full_slots_hold_statements_back(void **state)
         (void)advlock_conn_cancel(&f.c, &more[i], f.now);
 }
 
+/* A session check answered inside a transaction block is provisional (a
+ * rollback undoes its claim): still checked inside the block, checked
+ * again, same token, once the connection is outside one. */
+static void session_checked_in_a_block_is_checked_again(void **state)
+{
+    (void)state;
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 3); /* the settings, the check, the sync */
+    answer_capacity(64, 100);
+    answer_session_in(PID, 1);
+    assert_true(advlock_conn_session(&f.c)->checked);
+    advlock_conn_on_transaction(&f.c, 1);
+    assert_true(advlock_conn_session(&f.c)->checked);
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_false(advlock_conn_session(&f.c)->checked);
+    assert_int_equal(advlock_conn_session(&f.c)->token, TOKEN);
+}
+
 /* A verify the server failed cannot tell whether the session holds the
  * lock: the member stays holding, in doubt, its key taken, so another
  * member's try of the key is not sent (it would be a re-entrant grant). */
@@ -743,6 +768,7 @@ int main(void)
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
+        cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
         cmocka_unit_test_setup(failed_verify_keeps_the_key, setup),
         cmocka_unit_test_setup(failed_give_back_goes_again, setup),
         cmocka_unit_test_setup(cancelled_fenced_error_is_given_back, setup),

@@ -166,6 +166,10 @@ int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_mem
     else
         advlock_options_init(&chosen);
     advlock_pq_seed_jitter(&chosen);
+    /* A member of another set (one finished, or idle in it) joins this
+     * one's engine afresh: the engine refuses another engine's member. */
+    if (m->set_ != set)
+        advlock_member_init(&m->member_);
     int rc = advlock_conn_start_acquire_key(&set->engine_, &m->member_, key, timeout_ms, &chosen,
                                             now_ms);
     return started(set, m, rc);
@@ -278,7 +282,7 @@ static int run(advlock_pq_lockset *set, advlock_pq_member *m, int start_rc, int6
     int64_t until = advlock_pq_add_ms(started_ms, bound_ms);
     while (advlock_pq_member_busy(m)) {
         int64_t now = advlock_pq_now_ms();
-        int sleeping = advlock_next_action(&m->member_.machine_).kind == ADVLOCK_ACTION_SLEEP;
+        int sleeping = advlock_member_sleeping(&m->member_);
         if (now >= until && !sleeping) {
             advlock_pq_ls_give_up(set, now);
             break;

@@ -158,11 +158,11 @@ static void send_all(advlock_pq_lockset *s, int64_t now_ms)
  * (the engine refuses then; the statements wait for answers instead). */
 static void grow(advlock_pq_lockset *s)
 {
-    size_t want = s->engine_.nslots_;
+    size_t want = advlock_conn_slots(&s->engine_);
     size_t busy = advlock_conn_busy(&s->engine_) * 2 + 16;
     while (want < busy && want < MAX_SLOTS)
         want *= 2;
-    if (want <= s->engine_.nslots_)
+    if (want <= advlock_conn_slots(&s->engine_))
         return;
     advlock_conn_slot *bigger = malloc(want * sizeof *bigger);
     if (bigger == NULL)
