@@ -103,9 +103,7 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
 int advlock_conn_start_acquire(advlock_conn *c, advlock_member *m, const char *name, size_t len,
                                int64_t timeout_ms, const advlock_options *o, int64_t now_ms)
 {
-    if (name == NULL && len > 0)
-        return ADVLOCK_EINVAL;
-    int64_t key;
+    int64_t key; /* a NULL name of len > 0: EINVAL from the derivation */
     int rc = advlock_derive_key(name, len, &key);
     return rc != 0 ? rc : advlock_conn_start_acquire_key(c, m, key, timeout_ms, o, now_ms);
 }

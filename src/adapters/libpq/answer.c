@@ -373,16 +373,25 @@ static advlock_holder *holder_rows(const PGresult *res)
     return rows;
 }
 
+/* holder_rows(), or NULL with the words of the failure in words: the
+ * statement is then answered as failed. Diagnostics are optional: their
+ * failure still ends TIMED_OUT. */
+static advlock_holder *holder_rows_or_say(const PGresult *res, char *words, size_t size)
+{
+    advlock_holder *rows = holder_rows(res);
+    if (rows == NULL)
+        advlock_pq_copy_line(words, size, "out of memory");
+    return rows;
+}
+
 /* Hands the kept rows to the machine; the strings point into the result,
  * which lives until the call returns. */
 static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *words, size_t size,
                          int64_t now_ms)
 {
     int n = PQntuples(q->kept_);
-    advlock_holder *rows = n > 0 ? holder_rows(q->kept_) : NULL;
+    advlock_holder *rows = n > 0 ? holder_rows_or_say(q->kept_, words, size) : NULL;
     if (n > 0 && rows == NULL) {
-        /* Diagnostics are optional: their failure still ends TIMED_OUT. */
-        advlock_pq_copy_line(words, size, "out of memory");
         (void)advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, NULL, words, now_ms);
         return;
     }
@@ -463,10 +472,8 @@ void advlock_pq_answer_export(advlock_pq_query_ *q, PGconn *conn, char *words, s
     case ADVLOCK_ANSWER_HOLDERS:
         if (PQntuples(res) == 0)
             break;
-        *rows = holder_rows(res);
+        *rows = holder_rows_or_say(res, words, size);
         if (*rows == NULL) {
-            /* Diagnostics are optional: their failure still ends TIMED_OUT. */
-            advlock_pq_copy_line(words, size, "out of memory");
             out->result = ADVLOCK_RESULT_SERVER_ERROR;
             out->message = words;
             break;

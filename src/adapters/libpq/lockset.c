@@ -179,9 +179,7 @@ int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member 
                                      const char *name, size_t len, int64_t timeout_ms,
                                      const advlock_options *o, int64_t now_ms)
 {
-    if (name == NULL && len > 0)
-        return ADVLOCK_EINVAL;
-    int64_t key;
+    int64_t key; /* a NULL name of len > 0: EINVAL from the derivation */
     int rc = advlock_derive_key(name, len, &key);
     return rc != 0 ? rc : advlock_pq_lockset_start_acquire_key(set, m, key, timeout_ms, o, now_ms);
 }
