@@ -52,8 +52,12 @@ enum { NEWS_DONE = 1, NEWS_LOST = 2 };
 /* Puts m in phase, and in the list that phase lives in (at its end). */
 void advlock_conn_move(advlock_conn *c, advlock_member *m, int phase);
 
-/* 1 if sql is a try-lock (plain, shared, guarded, fenced), with its mode. */
+/* 1 if sql asks for a lock: a try-lock (plain, shared, guarded, fenced) or
+ * a server-side wait; with its mode. */
 int advlock_conn_try_mode(int sql, advlock_mode *mode);
+
+/* 1 if sql is an unlock (plain, shared, guarded). */
+int advlock_conn_is_unlock(int sql);
 
 /* Copies text's first line into m's words (NULL: ""). */
 void advlock_conn_say(advlock_member *m, const char *text);
@@ -82,8 +86,9 @@ void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int fail
 void advlock_conn_lose_held(advlock_conn *c, const char *sqlstate, const char *words,
                             advlock_lease_expiry expiry, int64_t now_ms);
 
-/* Feeds m's machine a failure result with words, and follows it; a try
- * let through but never sent leaves the table. */
+/* Feeds m's machine a failure result with words for its statement, never
+ * sent, and follows it; a try let through leaves the table, and the unlock
+ * a fenced try's machine would undo it with is answered here. */
 void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, const char *sqlstate,
                        const char *words, int64_t now_ms);
 
@@ -136,5 +141,10 @@ advlock_member *advlock_conn_first_in_flight(const advlock_conn *c);
 
 /* How many members have a statement in flight. */
 size_t advlock_conn_in_flight(const advlock_conn *c);
+
+/* The member whose acquire may wait on the server, when its statement is
+ * the one the server runs now (the head); else NULL. Its machine's timer
+ * is the wait's deadline, and only then may a cancel request reach it. */
+advlock_member *advlock_conn_waiter(const advlock_conn *c);
 
 #endif

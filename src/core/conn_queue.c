@@ -142,19 +142,16 @@ static void drop_owed(advlock_conn *c)
     c->owed_count_ = 0;
 }
 
-static int is_unlock(int sql)
-{
-    return sql == ADVLOCK_SQL_UNLOCK || sql == ADVLOCK_SQL_UNLOCK_SHARED
-           || sql == ADVLOCK_SQL_UNLOCK_GUARDED || sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
-}
-
-/* The unlock that gives back a grant of the try-lock try_sql. */
+/* The unlock that gives back a grant of try_sql (a try-lock or a wait). */
 static advlock_sql unlock_of(int try_sql)
 {
     switch (try_sql) {
-    case ADVLOCK_SQL_TRY_LOCK_SHARED: return ADVLOCK_SQL_UNLOCK_SHARED;
-    case ADVLOCK_SQL_TRY_LOCK_GUARDED: return ADVLOCK_SQL_UNLOCK_GUARDED;
-    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED: return ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED:
+    case ADVLOCK_SQL_LOCK_SHARED: return ADVLOCK_SQL_UNLOCK_SHARED;
+    case ADVLOCK_SQL_TRY_LOCK_GUARDED:
+    case ADVLOCK_SQL_LOCK_GUARDED: return ADVLOCK_SQL_UNLOCK_GUARDED;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_LOCK_SHARED_GUARDED: return ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
     default: return ADVLOCK_SQL_UNLOCK; /* plain and fenced */
     }
 }
@@ -175,7 +172,7 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m)
              * answered: the key stays taken till then (and till a grant's
              * give-back has answered), though m may go at once. */
             s->keeper_ = keep_peer(c, &m->peer_, s->key_, mode);
-        } else if (is_unlock(s->sql_)) {
+        } else if (advlock_conn_is_unlock(s->sql_)) {
             /* The unlock undoing m's grant: the engine's give-back from
              * now on, sent again if its batch is aborted. */
             s->keeper_ = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
@@ -191,6 +188,22 @@ advlock_member *advlock_conn_first_in_flight(const advlock_conn *c)
         if (slot_at(c, i)->kind_ == SLOT_MEMBER)
             return slot_at(c, i)->member_;
     return NULL;
+}
+
+advlock_member *advlock_conn_waiter(const advlock_conn *c)
+{
+    if (!c->waits_ || c->count_ == 0 || slot_at(c, 0)->kind_ != SLOT_MEMBER)
+        return NULL;
+    return slot_at(c, 0)->member_;
+}
+
+/* The waiter whose machine asks for its wait to be cancelled, or NULL. */
+static advlock_member *cancel_due(const advlock_conn *c)
+{
+    advlock_member *w = advlock_conn_waiter(c);
+    return w != NULL && advlock_next_action(&w->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY
+               ? w
+               : NULL;
 }
 
 size_t advlock_conn_in_flight(const advlock_conn *c)
@@ -248,7 +261,7 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
         /* A try the machine undoes (a fenced try's error: the server may
          * have granted it) holds the key until the unlock has answered. */
         advlock_action next = advlock_next_action(&m->machine_);
-        int undo = next.kind == ADVLOCK_ACTION_QUERY && is_unlock(next.sql);
+        int undo = next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
         if (a->result == ADVLOCK_RESULT_TRUE || undo) {
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
             advlock_conn_lease_granted(c, s->sent_ms_, now_ms);
@@ -528,6 +541,14 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
     c->starved_ = 0;
     if (c->given_up_)
         return 0;
+    advlock_member *w = cancel_due(c);
+    if (w != NULL) {
+        st->kind = ADVLOCK_STATEMENT_CANCEL;
+        st->sql = advlock_next_action(&w->machine_).sql;
+        st->member = w;
+        (void)advlock_on_cancel_sent(&w->machine_, now_ms);
+        return 1;
+    }
     advlock_conn_lease_tend(c, now_ms);
     if (c->close_batch_ && c->unsynced_)
         return emit_sync(c, st);
@@ -588,7 +609,7 @@ int advlock_conn_wants_send(const advlock_conn *c)
 {
     if (c == NULL || c->given_up_)
         return 0;
-    if (c->unsynced_ || c->owed_ >= 0 || advlock_conn_lease_beat_due(c))
+    if (c->unsynced_ || c->owed_ >= 0 || advlock_conn_lease_beat_due(c) || cancel_due(c) != NULL)
         return 1;
     return c->lists_[CONN_QUEUE_LIST] != NULL && !batch_closed(c) && room(c, 2);
 }

@@ -308,6 +308,25 @@ static void refused_lease_setup_fails_the_acquire(void **state)
     assert_memory_equal(advlock_member_words(&f.m[0]), "lease: the server did not apply", 31);
 }
 
+/* A fenced try the refused setup failed never left the process: the unlock
+ * its machine would undo it with could only take another member's hold. */
+static void a_fenced_try_the_lease_refused_unlocks_nothing(void **state)
+{
+    (void)state;
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    advlock_options fenced;
+    advlock_options_init(&fenced);
+    fenced.fence = 1;
+    acquire(0, 1, &fenced);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_LEASE_SETUP, ADVLOCK_FORM_UNNAMED, NULL);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_int_equal(poll_all(), 0);
+}
+
 static void lease_without_heartbeat_answer_expires(void **state)
 {
     (void)state;
@@ -511,6 +530,149 @@ static void full_slots_hold_statements_back(void **state)
         (void)advlock_conn_cancel(&f.c, &more[i], f.now);
 }
 
+static void server_wait_options(advlock_options *o)
+{
+    advlock_options_init(o);
+    o->wait = ADVLOCK_WAIT_SERVER;
+}
+
+/* m[0] waits on the server for key 9, which another session holds: the
+ * try answers false, the wait goes out. */
+static void wait_on_server(void)
+{
+    advlock_options o;
+    server_wait_options(&o);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 9, 5000, &o, f.now),
+                     ADVLOCK_EINVAL); /* the pump cannot cancel */
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    acquire(0, 9, &o);
+    check_session(PID);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(1, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    assert_int_equal(f.sent[1].param, 9);
+    assert_true(f.sent[1].param2 > 0 && f.sent[1].param2 <= 5000);
+    expect_sync(2);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+}
+
+static void expect_cancel(const advlock_member *m)
+{
+    advlock_statement st;
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.kind, ADVLOCK_STATEMENT_CANCEL);
+    assert_ptr_equal(st.member, m);
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 0);
+}
+
+/* m's unlock, its first: prepared ahead of it. */
+static void expect_unlock(const advlock_member *m)
+{
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, m);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+}
+
+static void a_server_wait_stuck_past_its_deadline_is_cancelled(void **state)
+{
+    (void)state;
+    wait_on_server();
+    /* The session is the wait's: nothing else may start on it. */
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 0, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(poll_all(), 0);
+    assert_false(advlock_conn_wants_send(&f.c));
+    int64_t due = advlock_conn_next_wake(&f.c);
+    assert_true(due >= f.now + 5000 && due <= f.now + 5000 + ADVLOCK_WAIT_GRACE_MS);
+    advlock_conn_on_timer(&f.c, due - 1);
+    assert_false(advlock_conn_wants_send(&f.c));
+    f.now = due;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_true(advlock_conn_wants_send(&f.c));
+    expect_cancel(&f.m[0]);
+    /* The cancel is asked again while the answer is late. */
+    assert_true(advlock_conn_next_wake(&f.c) > f.now);
+    answer_error("57014", "canceling statement due to user request");
+    /* The wait may have been granted as it was cancelled: unlocked once. */
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(events(NULL), 1);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_false(advlock_member_held(&f.m[0]));
+    assert_int_not_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_conn_next_wake(&f.c), INT64_MAX);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 0, NULL, f.now), 0);
+}
+
+static void a_cancelled_server_wait_granted_meanwhile_is_given_back(void **state)
+{
+    (void)state;
+    wait_on_server();
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    /* The server has the statement: its answer decides, the member waits. */
+    assert_true(advlock_member_busy(&f.m[0]));
+    assert_int_equal(events(NULL), 0);
+    expect_cancel(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* granted before the cancel came */
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(events(NULL), 1);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
+    assert_false(advlock_member_held(&f.m[0]));
+}
+
+static void a_server_wait_granted_is_held_and_excludes(void **state)
+{
+    (void)state;
+    wait_on_server();
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(events(NULL), 1);
+    /* Held by the wait's grant: another member's try is answered busy here. */
+    acquire(1, 9, NULL);
+    assert_int_equal(poll_all(), 0);
+    assert_int_equal(advlock_next_action(&f.m[1].machine_).kind, ADVLOCK_ACTION_SLEEP);
+    /* A wait needs the session to itself. */
+    advlock_options o;
+    server_wait_options(&o);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[2], 3, 100, &o, f.now),
+                     ADVLOCK_EMISUSE);
+    (void)advlock_conn_cancel(&f.c, &f.m[1], f.now);
+}
+
+static void a_cancel_lets_the_undo_of_a_grant_go_out(void **state)
+{
+    (void)state;
+    wait_on_server();
+    /* lock_timeout, at the deadline, may come with the grant it raced:
+     * the machine unlocks. */
+    f.now += 5000;
+    answer_error("55P03", "canceling statement due to lock timeout");
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[0]));
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(events(NULL), 1);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_false(advlock_member_held(&f.m[0]));
+}
+
+static void a_server_wait_refuses_the_lease(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 10000, 0), 0);
+    advlock_options o;
+    server_wait_options(&o);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 3, 100, &o, f.now),
+                     ADVLOCK_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +683,7 @@ int main(void)
         cmocka_unit_test_setup(close_stops_every_member_with_one_reason, setup),
         cmocka_unit_test_setup(a_release_waiting_dies_with_its_session, setup),
         cmocka_unit_test_setup(refused_lease_setup_fails_the_acquire, setup),
+        cmocka_unit_test_setup(a_fenced_try_the_lease_refused_unlocks_nothing, setup),
         cmocka_unit_test_setup(lease_without_heartbeat_answer_expires, setup),
         cmocka_unit_test_setup(behind_a_proxy_one_statement_at_a_time, setup),
         cmocka_unit_test_setup(fenced_try_goes_alone, setup),
@@ -530,6 +693,11 @@ int main(void)
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
+        cmocka_unit_test_setup(a_server_wait_stuck_past_its_deadline_is_cancelled, setup),
+        cmocka_unit_test_setup(a_cancelled_server_wait_granted_meanwhile_is_given_back, setup),
+        cmocka_unit_test_setup(a_server_wait_granted_is_held_and_excludes, setup),
+        cmocka_unit_test_setup(a_cancel_lets_the_undo_of_a_grant_go_out, setup),
+        cmocka_unit_test_setup(a_server_wait_refuses_the_lease, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
