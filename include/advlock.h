@@ -1448,7 +1448,7 @@ ADVLOCK_API void advlock_answer_init(advlock_answer *a, advlock_result result);
  * core checks them at build time. */
 #define ADVLOCK_MEMBER_SIZE    776
 #define ADVLOCK_CONN_SLOT_SIZE 72
-#define ADVLOCK_CONN_SIZE      360
+#define ADVLOCK_CONN_SIZE      376
 
 /*
  * One caller of a connection: a lock machine, its place in the exclusion
@@ -1507,6 +1507,8 @@ typedef struct advlock_conn {
     advlock_member *lists_[5];
     advlock_member *tails_[5];
     advlock_member *news_, *news_tail_;
+    advlock_member *confirming_; /* a wait's grant awaiting its heartbeat */
+    int64_t confirm_sent_ms_;
     advlock_lease lease_;
     advlock_capacity capacity_;
     int64_t now_ms_;
@@ -1543,17 +1545,24 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
 /*
  * Starts acquiring key for m with options o (NULL: the defaults), within
  * timeout_ms. Session scope only; a member's own lease is refused (the
- * lease is the connection's: advlock_conn_set_lease()). A server-side wait
- * (ADVLOCK_WAIT_SERVER, for a pump with ADVLOCK_CAPS_CANCEL) holds up its
- * session while it waits, so it needs the connection to itself (no other member busy or holding,
- * nothing in flight or owed, no member starting meanwhile) and no lease; its deadline is the
- * engine's timer, where the engine asks for the wait to be cancelled (ADVLOCK_STATEMENT_CANCEL).
+ * lease is the connection's: advlock_conn_set_lease()). Ends the watch of
+ * a lock m held before.
+ *
+ * A server-side wait (ADVLOCK_WAIT_SERVER, for a pump with
+ * ADVLOCK_CAPS_CANCEL) holds its session up while it waits, so it needs
+ * the connection to itself: no other member busy or holding, nothing in
+ * flight or owed, no member starting meanwhile. Its deadline is the
+ * engine's timer, where the engine asks for the wait to be cancelled
+ * (ADVLOCK_STATEMENT_CANCEL). Under the connection's lease a grant that
+ * came more than a heartbeat's interval after its send counts once a
+ * heartbeat sent after it has answered: m's DONE comes then, or, if that
+ * heartbeat fails, DONE (ACQUIRED) and LOST at once, in words saying so.
+ *
  * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, timeout < 0, options
- * refused, a server-side wait without ADVLOCK_CAPS_CANCEL or under a
- * lease), ADVLOCK_EMISUSE (m busy or
- * holding, m another engine's, the connection closed or its lease ran out,
- * another member's server-side wait under way, or a server-side wait asked
- * for while another member is busy or holding).
+ * refused, a server-side wait without ADVLOCK_CAPS_CANCEL), ADVLOCK_EMISUSE
+ * (m busy or holding, m another engine's, the connection closed or its
+ * lease ran out, another member's server-side wait under way, or a
+ * server-side wait asked for while the connection is not its alone).
  */
 ADVLOCK_API int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
                                                int64_t timeout_ms, const advlock_options *o,

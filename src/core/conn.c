@@ -90,11 +90,10 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     else
         advlock_options_init(&chosen);
     /* The lease is the connection's. A server-side wait holds its session
-     * up: no other member may use it meanwhile, and no heartbeat either,
-     * whose lease would count the wait's grant from the wait's send. */
+     * up: no other member may use it meanwhile. */
     int server_wait = chosen.wait == ADVLOCK_WAIT_SERVER;
     if (chosen.scope != ADVLOCK_SESSION || chosen.lease_ms != 0
-        || (server_wait && (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->lease_on_)))
+        || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
         return ADVLOCK_EINVAL;
     if (c->waits_
         || (server_wait

@@ -42,7 +42,7 @@ enum {
 enum { CAPACITY_UNREAD = 0, CAPACITY_ASKED, CAPACITY_READ };
 
 /* The lease's statement in flight (advlock_conn.lease_query_). */
-enum { LEASE_NONE = 0, LEASE_SETUP, LEASE_HEARTBEAT };
+enum { LEASE_NONE = 0, LEASE_SETUP, LEASE_HEARTBEAT, LEASE_CONFIRM };
 
 /* The member's news_ bits. */
 enum { NEWS_DONE = 1, NEWS_LOST = 2 };
@@ -110,8 +110,22 @@ int advlock_conn_lease_due(advlock_conn *c, int want_setup, advlock_action *act,
 /* 1 when a heartbeat is due and none is in flight. */
 int advlock_conn_lease_beat_due(const advlock_conn *c);
 
-/* The lease's statement answered. */
-void advlock_conn_lease_answered(advlock_conn *c, const advlock_answer *a, int64_t now_ms);
+/* The lease's statement, sent at sent_ms, answered. */
+void advlock_conn_lease_answered(advlock_conn *c, const advlock_answer *a, int64_t sent_ms,
+                                 int64_t now_ms);
+
+/* m's statement sent at sent_ms ended its acquire ACQUIRED: 1 when the
+ * grant, a server-side wait's, must wait for a heartbeat (it came more
+ * than a heartbeat's
+ * interval after the send: the server may have stopped hearing this client
+ * meanwhile, so the lease cannot count from that send, nor from the
+ * grant's arrival); m waits in c->confirming_. */
+int advlock_conn_lease_confirms(advlock_conn *c, advlock_member *m, int64_t sent_ms,
+                                int64_t now_ms);
+
+/* The heartbeat confirming a grant, if one is due: 1 with *act filled,
+ * counted as sent. */
+int advlock_conn_lease_confirm_due(advlock_conn *c, advlock_action *act, int64_t now_ms);
 
 /* A member's try sent at sent_ms was granted: the first hold anchors the
  * lease's heartbeats at that send. */

@@ -264,6 +264,9 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
         int undo = next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
         if (a->result == ADVLOCK_RESULT_TRUE || undo) {
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
+            if (next.kind == ADVLOCK_ACTION_DONE && next.report->outcome == ADVLOCK_ACQUIRED
+                && advlock_conn_lease_confirms(c, m, s->sent_ms_, now_ms))
+                return; /* m stays busy until the heartbeat answers */
             advlock_conn_lease_granted(c, s->sent_ms_, now_ms);
         } else {
             (void)advlock_peers_leave(&c->peers_, &m->peer_);
@@ -349,7 +352,7 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
         else
             member_answered(c, s->member_, s, a, now_ms);
         break;
-    case SLOT_LEASE: advlock_conn_lease_answered(c, a, now_ms); break;
+    case SLOT_LEASE: advlock_conn_lease_answered(c, a, s->sent_ms_, now_ms); break;
     case SLOT_CAPACITY: capacity_answered(c, a); break;
     default: break;
     }
@@ -380,6 +383,11 @@ void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms)
     }
     drop_owed(c);
     c->unsynced_ = c->close_batch_ = c->follow_ = 0;
+    /* A grant whose heartbeat never went: lost with the session. */
+    if (c->confirming_ != NULL) {
+        c->lease_query_ = LEASE_CONFIRM;
+        advlock_conn_lease_answered(c, &lost, 0, now_ms);
+    }
 }
 
 /* ---- sending ------------------------------------------------------------- */
@@ -556,6 +564,16 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
         if (c->owed_ >= 0)
             return give_back(c, st, now_ms);
         advlock_action beat;
+        if (c->confirming_ != NULL && c->lease_query_ == LEASE_NONE) {
+            if (c->unsynced_)
+                return emit_sync(c, st);
+            if (room(c, 1) && advlock_conn_lease_confirm_due(c, &beat, now_ms)) {
+                c->close_batch_ = (uint8_t)pipelining(c);
+                return emit(
+                    st, push(c, SLOT_LEASE, beat.sql, ADVLOCK_FORM_UNNAMED, c->confirming_, now_ms),
+                    &beat);
+            }
+        }
         if (advlock_conn_lease_beat_due(c)) {
             if (c->unsynced_)
                 return emit_sync(c, st);

@@ -662,15 +662,78 @@ static void a_cancel_lets_the_undo_of_a_grant_go_out(void **state)
     assert_false(advlock_member_held(&f.m[0]));
 }
 
-static void a_server_wait_refuses_the_lease(void **state)
+/* m[0] waits on the server under the connection's lease and is granted
+ * more than a heartbeat's interval after the wait was sent. */
+static void grant_late_under_a_lease(void)
 {
-    (void)state;
     setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
-    assert_int_equal(advlock_conn_set_lease(&f.c, 10000, 0), 0);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
     advlock_options o;
     server_wait_options(&o);
-    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 3, 100, &o, f.now),
-                     ADVLOCK_EINVAL);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 9, 60000, &o, f.now), 0);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_LEASE_SETUP, ADVLOCK_FORM_UNNAMED, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    advlock_lease_plan plan;
+    assert_int_equal(advlock_lease_plan_init(&plan, 30000, 0), 0);
+    f.now += plan.heartbeat_ms + 1;
+    answer(ADVLOCK_RESULT_TRUE);
+    /* Not held yet: the server may have stopped hearing this client while
+     * the grant came; a heartbeat sent now says whether it still does. */
+    assert_true(advlock_member_busy(&f.m[0]));
+    assert_int_equal(events(NULL), 0);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_HEARTBEAT, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param, plan.user_timeout_ms);
+    expect_sync(1);
+    assert_int_equal(advlock_conn_next_wake(&f.c), f.now + plan.deadline_ms);
+}
+
+static void a_late_grant_counts_from_its_heartbeat(void **state)
+{
+    (void)state;
+    grant_late_under_a_lease();
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(events(NULL), 1);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_true(advlock_conn_next_wake(&f.c) < INT64_MAX); /* heartbeats from now on */
+}
+
+static void a_late_grant_whose_heartbeat_fails_is_lost(void **state)
+{
+    (void)state;
+    grant_late_under_a_lease();
+    answer_error("55000", "settings changed");
+    advlock_conn_event last;
+    assert_int_equal(events(&last), 2); /* DONE, then LOST */
+    assert_int_equal(last.kind, ADVLOCK_CONN_LOST);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_string_equal(advlock_member_words(&f.m[0]),
+                        "the heartbeat after a long wait for the grant failed (settings "
+                        "changed); stop the work now");
+    assert_int_equal(advlock_member_lease_expiry(&f.m[0]), ADVLOCK_LEASE_SETTINGS);
+}
+
+static void a_late_grant_whose_heartbeat_never_answers_is_lost(void **state)
+{
+    (void)state;
+    grant_late_under_a_lease();
+    f.now = advlock_conn_next_wake(&f.c);
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(events(NULL), 2);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_false(advlock_member_held(&f.m[0]));
+    answer(ADVLOCK_RESULT_TRUE); /* too late: changes nothing */
+    assert_int_equal(events(NULL), 0);
 }
 
 int main(void)
@@ -697,7 +760,9 @@ int main(void)
         cmocka_unit_test_setup(a_cancelled_server_wait_granted_meanwhile_is_given_back, setup),
         cmocka_unit_test_setup(a_server_wait_granted_is_held_and_excludes, setup),
         cmocka_unit_test_setup(a_cancel_lets_the_undo_of_a_grant_go_out, setup),
-        cmocka_unit_test_setup(a_server_wait_refuses_the_lease, setup),
+        cmocka_unit_test_setup(a_late_grant_counts_from_its_heartbeat, setup),
+        cmocka_unit_test_setup(a_late_grant_whose_heartbeat_fails_is_lost, setup),
+        cmocka_unit_test_setup(a_late_grant_whose_heartbeat_never_answers_is_lost, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
