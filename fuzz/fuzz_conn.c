@@ -1,9 +1,10 @@
 /*
  * Fuzzes the connection engine (advlock_conn) with opcode bytes: members
- * starting acquires (modes, fences, timeouts), releases, verifies and
- * cancels; statements polled, sent or taken back; answers of every kind
- * (granted, busy, NULL, errors with 26000 and 42P05, skipped with an
- * aborted batch, lost), session rows direct and behind a proxy, timers,
+ * starting acquires (modes, fences, timeouts, server-side waits), releases,
+ * verifies and cancels; statements polled, sent or taken back, cancel
+ * requests; answers of every kind (granted, busy, NULL, errors with 26000
+ * and 42P05, a wait's lock_timeout with or without the grant it raced,
+ * skipped with an aborted batch, lost), session rows direct and behind a proxy, timers,
  * closes, resets, leases. A model of the server session's holds, kept from
  * the statements the engine sent and the answers given (a grant counts
  * only when the server would have made it), checks after every event:
@@ -13,9 +14,10 @@
  *   - every grant is owned or given back: with nothing in flight or owed,
  *     the server's holds equal the HELD peers, key by key (less the holds
  *     a lease that ran out, a verify that did not find, a give-back that
- *     reached another session, or one the server failed till the engine
- *     said the connection must close gave up, which the session keeps
- *     until the caller closes the connection);
+ *     reached another session, an acquire's own give-back the server
+ *     failed, or the engine's one it failed till the engine said the
+ *     connection must close gave up, which the session keeps until the
+ *     caller closes the connection);
  *   - every loss is reported once: a LOST event only for a member that was
  *     told its lock was taken and not told since that it ended;
  *   - the engine never has more statements out than slots, and a sync
@@ -35,6 +37,7 @@ typedef struct sent {
     advlock_sql sql;
     advlock_form form;
     int64_t key;
+    const advlock_member *member;
 } sent;
 
 typedef struct model {
@@ -67,6 +70,17 @@ static int key_index(int64_t key)
 
 /* The model reads the statement table on its own, apart from the engine:
  * it is the oracle the engine is checked against. */
+static int is_wait(advlock_sql sql, int *mode)
+{
+    switch (sql) {
+    case ADVLOCK_SQL_LOCK:
+    case ADVLOCK_SQL_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_LOCK_SHARED:
+    case ADVLOCK_SQL_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    default: return 0;
+    }
+}
+
 static int is_try(advlock_sql sql, int *mode)
 {
     switch (sql) {
@@ -155,9 +169,40 @@ static void poll_one(model *md)
         md->last_polled = 2;
         return;
     }
+    if (st.kind == ADVLOCK_STATEMENT_CANCEL) {
+        /* only for the wait the server runs now: the head */
+        int mode;
+        CHECK(md->len > 0 && is_wait(md->fifo[md->head].sql, &mode) && st.member != NULL);
+        return;
+    }
     CHECK(md->len < FIFO);
-    md->fifo[(md->head + md->len++) % FIFO] = (sent){st.sql, st.form, st.param};
+    md->fifo[(md->head + md->len++) % FIFO] = (sent){st.sql, st.form, st.param, st.member};
     md->last_polled = 1;
+}
+
+/* An unlock that gives a grant back (owner NULL: the engine's; else an
+ * acquire's own, undoing a grant that came with an error, or one that came
+ * as it was cancelled) and failed for good leaves the grant on the
+ * session, owned by nobody, until the connection closes. */
+static void give_back_failed(model *md, const sent *s, const advlock_member *owner)
+{
+    int mode, k = key_index(s->key);
+    int giving_back = owner == NULL || md->op[owner - md->m] == OP_ACQUIRE;
+    if (giving_back && s->form != ADVLOCK_FORM_PREPARE && is_unlock(s->sql, &mode) && k >= 0)
+        md->abandoned[k][mode] += md->holds[k][mode] > md->abandoned[k][mode];
+}
+
+/* The acquiring member whose next statement is the unlock sql of key, or
+ * NULL. */
+static const advlock_member *unlocking(const model *md, advlock_sql sql, int64_t key)
+{
+    for (int i = 0; i < MEMBERS; i++) {
+        advlock_action next = advlock_next_action(&md->m[i].machine_);
+        if (md->op[i] == OP_ACQUIRE && advlock_member_busy(&md->m[i])
+            && next.kind == ADVLOCK_ACTION_QUERY && next.sql == sql && next.param == key)
+            return &md->m[i];
+    }
+    return NULL;
 }
 
 /* The server ran the head statement: its effect on the session's holds,
@@ -194,6 +239,17 @@ static void answer_head(model *md, input *in)
         a.fence_token = granted ? 1 + (byte(in) % 100) : 0;
         if (granted)
             md->holds[k][mode]++;
+    } else if (is_wait(s.sql, &mode)) {
+        /* granted; or the wait's lock_timeout, which may come with the
+         * grant it raced */
+        int granted = how % 3 != 1 && k >= 0;
+        advlock_answer_init(&a, how % 3 == 0 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_SERVER_ERROR);
+        if (how % 3 != 0) {
+            a.sqlstate = "55P03";
+            a.message = "canceling statement due to lock timeout";
+        }
+        if (granted)
+            md->holds[k][mode]++;
     } else if (is_unlock(s.sql, &mode)) {
         int held = k >= 0 && md->holds[k][mode] > 0;
         advlock_answer_init(&a, held ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
@@ -223,19 +279,19 @@ static void answer_head(model *md, input *in)
         advlock_answer_init(&a, how % 2 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
     }
     /* A give-back that reached another session (NULL) leaves the grant on
-     * this one, owned by nobody, until the connection closes; so does one
-     * the server failed, once the engine gave up sending it again. */
-    int give_back = head.member == NULL && s.form != ADVLOCK_FORM_PREPARE
-                    && is_unlock(s.sql, &mode) && k >= 0 && !a.aborted
-                    && !(s.form == ADVLOCK_FORM_NAMED && a.sqlstate != NULL
-                         && strcmp(a.sqlstate, "26000") == 0);
+     * this one, owned by nobody, until the connection closes; so does an
+     * acquire's own that the server failed, and the engine's once the
+     * engine gave up sending it again. */
+    int answered = !a.aborted
+                   && !(s.form == ADVLOCK_FORM_NAMED && a.sqlstate != NULL
+                        && strcmp(a.sqlstate, "26000") == 0);
     int closing = advlock_conn_must_close(&md->c);
     CHECK(advlock_conn_on_answer(&md->c, &a, md->now) == 0);
-    if (give_back
+    int gave_up = head.member != NULL || (advlock_conn_must_close(&md->c) && !closing);
+    if (answered
         && (a.result == ADVLOCK_RESULT_NULL
-            || (a.result == ADVLOCK_RESULT_SERVER_ERROR && advlock_conn_must_close(&md->c)
-                && !closing)))
-        md->abandoned[k][mode] += md->holds[k][mode] > md->abandoned[k][mode];
+            || (a.result == ADVLOCK_RESULT_SERVER_ERROR && gave_up)))
+        give_back_failed(md, &s, head.member);
 }
 
 /* The session is gone: its holds with it (the events that say so first). */
@@ -256,7 +312,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&md, 0, sizeof md);
     input in = {data, size};
     md.pid = 100;
-    unsigned caps = byte(&in) % 4;
+    unsigned caps = byte(&in) % 8;
     CHECK(advlock_conn_init(&md.c, md.slots, SLOTS, md.buckets, 4, md.pid, 7, caps) == 0);
     for (int i = 0; i < MEMBERS; i++)
         advlock_member_init(&md.m[i]);
@@ -271,6 +327,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             o.mode = byte(&in) % 3 == 0 ? ADVLOCK_SHARED : ADVLOCK_EXCLUSIVE;
             o.fence = o.mode == ADVLOCK_EXCLUSIVE && byte(&in) % 4 == 0;
             o.diagnose = byte(&in) % 2;
+            o.wait = !o.fence && byte(&in) % 4 == 0 ? ADVLOCK_WAIT_SERVER : ADVLOCK_WAIT_POLL;
             int64_t key = keys[byte(&in) % KEYS];
             int64_t timeout = number(&in) % 5000;
             if (advlock_conn_start_acquire_key(&md.c, m, key, timeout, &o, md.now) == 0)
@@ -295,6 +352,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (md.last_polled == 1) {
                 int broken = byte(&in) % 2;
                 md.len--; /* the pump could not send it */
+                /* an acquire's own give-back is answered lost, and so is
+                 * the one its prepare went ahead of (the engine's goes
+                 * again) */
+                sent s = md.fifo[(md.head + md.len) % FIFO];
+                if (s.form == ADVLOCK_FORM_PREPARE) {
+                    s.member = unlocking(&md, s.sql, s.key);
+                    s.form = ADVLOCK_FORM_NAMED;
+                }
+                if (!broken && s.member != NULL)
+                    give_back_failed(&md, &s, s.member);
                 advlock_conn_unsend(&md.c, broken, "not sent", md.now);
                 if (broken) { /* and reports the close it saw */
                     advlock_conn_on_closed(&md.c, "", "not sent", md.now);

@@ -1469,7 +1469,10 @@ enum {
      * batch. */
     ADVLOCK_CAPS_PIPELINE = 1,
     /* Named prepared statements (PREPARE once, then execute by name). */
-    ADVLOCK_CAPS_PREPARE = 2
+    ADVLOCK_CAPS_PREPARE = 2,
+    /* Cancel requests (ADVLOCK_STATEMENT_CANCEL): a member may wait on the
+     * server (ADVLOCK_WAIT_SERVER). Without it such an acquire is refused. */
+    ADVLOCK_CAPS_CANCEL = 4
 };
 
 /* The form a statement goes in. */
@@ -1483,7 +1486,13 @@ typedef enum advlock_form {
 typedef enum advlock_statement_kind {
     ADVLOCK_STATEMENT_NONE = 0,  /* nothing to send now */
     ADVLOCK_STATEMENT_QUERY = 1, /* send sql in form with its parameters */
-    ADVLOCK_STATEMENT_SYNC = 2   /* end the batch (libpq: PQpipelineSync()) */
+    ADVLOCK_STATEMENT_SYNC = 2,  /* end the batch (libpq: PQpipelineSync()) */
+    /* Ask the server to cancel member's server-side wait, which it is
+     * running now (libpq: PQcancel()): a request on a connection of its
+     * own, with no answer to read on this one. Counts as sent when polled:
+     * the wait's answer comes as ever, and the engine asks again while it
+     * is late. */
+    ADVLOCK_STATEMENT_CANCEL = 3
 } advlock_statement_kind;
 
 struct advlock_member;
@@ -1535,7 +1544,7 @@ ADVLOCK_API void advlock_answer_init(advlock_answer *a, advlock_result result);
  * core checks them at build time. */
 #define ADVLOCK_MEMBER_SIZE    776
 #define ADVLOCK_CONN_SLOT_SIZE 72
-#define ADVLOCK_CONN_SIZE      360
+#define ADVLOCK_CONN_SIZE      384
 
 /*
  * One caller of a connection: a lock machine, its place in the exclusion
@@ -1595,6 +1604,8 @@ typedef struct advlock_conn {
     advlock_member *lists_[5];
     advlock_member *tails_[5];
     advlock_member *news_, *news_tail_;
+    advlock_member *confirming_; /* a wait's grant awaiting its heartbeat */
+    int64_t confirm_sent_ms_;
     advlock_lease lease_;
     advlock_capacity capacity_;
     int64_t now_ms_;
@@ -1607,6 +1618,7 @@ typedef struct advlock_conn {
     uint8_t capacity_read_, capacity_share_;
     uint8_t given_up_, polled_, starved_;
     uint8_t must_close_;
+    uint8_t waits_; /* a member's acquire may wait on the server */
 } advlock_conn;
 
 /*
@@ -1630,14 +1642,28 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
 
 /*
  * Starts acquiring key for m with options o (NULL: the defaults), within
- * timeout_ms. Session scope and polling only; a member's own lease is
- * refused (the lease is the connection's: advlock_conn_set_lease()). Ends
- * the watch of a lock m held before; events of m's last operation not yet
- * polled are dropped (they would follow the new operation's and say the
- * wrong thing of it). Returns 0, or ADVLOCK_EINVAL (a pointer NULL,
- * timeout < 0, options refused), ADVLOCK_EMISUSE (m busy or holding, m
- * another engine's (advlock_member_init() frees it), the connection given
- * up, to be closed (advlock_conn_must_close()) or its lease ran out).
+ * timeout_ms. Session scope only; a member's own lease is refused (the
+ * lease is the connection's: advlock_conn_set_lease()). Ends the watch of
+ * a lock m held before; events of m's last operation not yet polled are
+ * dropped (they would follow the new operation's and say the wrong thing
+ * of it).
+ *
+ * A server-side wait (ADVLOCK_WAIT_SERVER, for a pump with
+ * ADVLOCK_CAPS_CANCEL) holds its session up while it waits, so it needs
+ * the connection to itself: no other member busy or holding, nothing in
+ * flight or owed, no member starting meanwhile. Its deadline is the
+ * engine's timer, where the engine asks for the wait to be cancelled
+ * (ADVLOCK_STATEMENT_CANCEL). Under the connection's lease a grant that
+ * came more than a heartbeat's interval after its send counts once a
+ * heartbeat sent after it has answered: m's DONE comes then, or, if that
+ * heartbeat fails, DONE (ACQUIRED) and LOST at once, in words saying so.
+ *
+ * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, timeout < 0, options
+ * refused, a server-side wait without ADVLOCK_CAPS_CANCEL), ADVLOCK_EMISUSE
+ * (m busy or holding, m another engine's (advlock_member_init() frees it),
+ * the connection given up, to be closed (advlock_conn_must_close()) or its
+ * lease ran out, another member's server-side wait under way, or a
+ * server-side wait asked for while the connection is not its alone).
  */
 ADVLOCK_API int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
                                                int64_t timeout_ms, const advlock_options *o,
@@ -1662,9 +1688,15 @@ ADVLOCK_API int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, in
  * engine's: its key stays taken until it answers, and a grant is given back
  * with an unlock of the engine's own. No event comes for the cancel (the
  * caller knows it: advlock_member_report() says CANCELLED), so m may start
- * again or be freed on return. Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no
- * acquire of m's under way on c). Never fails for memory: each slot keeps
- * room for one such key.
+ * again or be freed on return. Two exceptions leave m busy until its
+ * machine ends as advlock_cancel() says, and its DONE event comes then: a
+ * server-side wait's statement in flight (the engine asks the server to
+ * cancel it, ADVLOCK_STATEMENT_CANCEL; a grant that came first is
+ * unlocked), and an unlock still to send that undoes a grant the session
+ * may hold (it goes out first); advlock_member_busy() tells them apart.
+ * Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no acquire of
+ * m's under way on c). Never fails for memory: each slot keeps room for
+ * one such key.
  */
 ADVLOCK_API int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms);
 

@@ -29,7 +29,8 @@ int advlock_conn_init(advlock_conn *c, advlock_conn_slot *slots, size_t nslots,
     (void)advlock_session_init(&fresh.session_, client_pid, token);
     fresh.slots_ = slots;
     fresh.nslots_ = (uint32_t)nslots;
-    fresh.caps_ = (uint8_t)(caps & (ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE));
+    fresh.caps_ =
+        (uint8_t)(caps & (ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL));
     fresh.capacity_share_ = ADVLOCK_CAPACITY_SHARE_DEFAULT;
     fresh.owed_ = fresh.owed_tail_ = -1;
     /* Every slot's keeper part starts free. */
@@ -73,18 +74,25 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
 {
     if (c == NULL || m == NULL || timeout_ms < 0)
         return ADVLOCK_EINVAL;
-    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_
-        || c->must_close_ || (m->conn_ != NULL && m->conn_ != c))
+    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_ || c->must_close_
+        || (m->conn_ != NULL && m->conn_ != c))
         return ADVLOCK_EMISUSE;
     advlock_options chosen;
     if (o != NULL)
         chosen = *o;
     else
         advlock_options_init(&chosen);
-    /* The lease is the connection's; a member's statements share one
-     * session, which only polling leaves free for the others. */
-    if (chosen.scope != ADVLOCK_SESSION || chosen.wait != ADVLOCK_WAIT_POLL || chosen.lease_ms != 0)
+    /* The lease is the connection's. A server-side wait holds its session
+     * up: no other member may use it meanwhile. */
+    int server_wait = chosen.wait == ADVLOCK_WAIT_SERVER;
+    if (chosen.scope != ADVLOCK_SESSION || chosen.lease_ms != 0
+        || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
         return ADVLOCK_EINVAL;
+    if (c->waits_
+        || (server_wait
+            && (advlock_conn_busy(c) > 0 || c->lists_[CONN_HELD_LIST] != NULL
+                || advlock_conn_outstanding(c) > 0)))
+        return ADVLOCK_EMISUSE;
     advlock_machine_init(&m->machine_);
     int rc = advlock_set_options(&m->machine_, &chosen);
     if (rc != 0)
@@ -96,6 +104,7 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     m->key_ = key;
     m->timeout_ms_ = timeout_ms;
     m->acquiring_ = 1;
+    c->waits_ = (uint8_t)server_wait;
     advlock_conn_start_machine(c, m, now_ms);
     return 0;
 }
@@ -148,6 +157,18 @@ int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
         (void)advlock_cancel(&m->machine_, now_ms);
         advlock_conn_follow(c, m, now_ms);
     } else {
+        /* The machine ends these itself, and m's DONE event comes then: a
+         * statement of an acquire that may wait on the server (its cancel
+         * request goes out when the server runs it, advlock_conn_waiter(),
+         * and a grant meanwhile is unlocked), and an unlock still to send
+         * that undoes a grant the session may hold. */
+        advlock_action next = advlock_next_action(&m->machine_);
+        int undoing = m->phase_ == CONN_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
+                      && advlock_conn_is_unlock(next.sql);
+        if ((c->waits_ && m->phase_ == CONN_SENT) || undoing) {
+            (void)advlock_cancel(&m->machine_, now_ms);
+            return 0;
+        }
         if (m->phase_ == CONN_SENT)
             advlock_conn_detach(c, m);
         advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
@@ -200,6 +221,9 @@ void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
             advlock_conn_follow(c, m, now_ms);
         m = next;
     }
+    advlock_member *w = advlock_conn_waiter(c);
+    if (w != NULL)
+        (void)advlock_on_timer(&w->machine_, now_ms);
     advlock_conn_lease_tend(c, now_ms);
 }
 
@@ -212,6 +236,13 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
         int64_t wake = advlock_next_action(&m->machine_).wake_at_ms;
         if (wake < at)
             at = wake;
+    }
+    /* A wait's deadline; a cancel it asks for is a statement to poll. */
+    const advlock_member *w = advlock_conn_waiter(c);
+    if (w != NULL) {
+        advlock_action next = advlock_next_action(&w->machine_);
+        if (next.kind == ADVLOCK_ACTION_QUERY && next.wake_at_ms < at)
+            at = next.wake_at_ms;
     }
     return at;
 }

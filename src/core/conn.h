@@ -42,7 +42,7 @@ enum {
 enum { CAPACITY_UNREAD = 0, CAPACITY_ASKED, CAPACITY_READ };
 
 /* The lease's statement in flight (advlock_conn.lease_query_). */
-enum { LEASE_NONE = 0, LEASE_SETUP, LEASE_HEARTBEAT };
+enum { LEASE_NONE = 0, LEASE_SETUP, LEASE_HEARTBEAT, LEASE_CONFIRM };
 
 /* The member's news_ bits. */
 enum { NEWS_DONE = 1, NEWS_LOST = 2 };
@@ -52,8 +52,12 @@ enum { NEWS_DONE = 1, NEWS_LOST = 2 };
 /* Puts m in phase, and in the list that phase lives in (at its end). */
 void advlock_conn_move(advlock_conn *c, advlock_member *m, int phase);
 
-/* 1 if sql is a try-lock (plain, shared, guarded, fenced), with its mode. */
+/* 1 if sql asks for a lock: a try-lock (plain, shared, guarded, fenced) or
+ * a server-side wait; with its mode. */
 int advlock_conn_try_mode(int sql, advlock_mode *mode);
+
+/* 1 if sql is an unlock (plain, shared, guarded). */
+int advlock_conn_is_unlock(int sql);
 
 /* Copies text's first line into m's words (NULL: ""). */
 void advlock_conn_say(advlock_member *m, const char *text);
@@ -88,8 +92,9 @@ void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int fail
 void advlock_conn_lose_held(advlock_conn *c, const char *sqlstate, const char *words,
                             advlock_lease_expiry expiry, int64_t now_ms);
 
-/* Feeds m's machine a failure result with words, and follows it; a try
- * let through but never sent leaves the table. */
+/* Feeds m's machine a failure result with words for its statement, never
+ * sent, and follows it; a try let through leaves the table, and the unlock
+ * a fenced try's machine would undo it with is answered here. */
 void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, const char *sqlstate,
                        const char *words, int64_t now_ms);
 
@@ -111,8 +116,22 @@ int advlock_conn_lease_due(advlock_conn *c, int want_setup, advlock_action *act,
 /* 1 when a heartbeat is due and none is in flight. */
 int advlock_conn_lease_beat_due(const advlock_conn *c);
 
-/* The lease's statement answered. */
-void advlock_conn_lease_answered(advlock_conn *c, const advlock_answer *a, int64_t now_ms);
+/* The lease's statement, sent at sent_ms, answered. */
+void advlock_conn_lease_answered(advlock_conn *c, const advlock_answer *a, int64_t sent_ms,
+                                 int64_t now_ms);
+
+/* m's statement sent at sent_ms ended its acquire ACQUIRED: 1 when the
+ * grant, a server-side wait's, must wait for a heartbeat (it came more
+ * than a heartbeat's
+ * interval after the send: the server may have stopped hearing this client
+ * meanwhile, so the lease cannot count from that send, nor from the
+ * grant's arrival); m waits in c->confirming_. */
+int advlock_conn_lease_confirms(advlock_conn *c, advlock_member *m, int64_t sent_ms,
+                                int64_t now_ms);
+
+/* The heartbeat confirming a grant, if one is due: 1 with *act filled,
+ * counted as sent. */
+int advlock_conn_lease_confirm_due(advlock_conn *c, advlock_action *act, int64_t now_ms);
 
 /* A member's try sent at sent_ms was granted: the first hold anchors the
  * lease's heartbeats at that send. */
@@ -142,5 +161,10 @@ advlock_member *advlock_conn_first_in_flight(const advlock_conn *c);
 
 /* How many members have a statement in flight. */
 size_t advlock_conn_in_flight(const advlock_conn *c);
+
+/* The member whose acquire may wait on the server, when its statement is
+ * the one the server runs now (the head); else NULL. Its machine's timer
+ * is the wait's deadline, and only then may a cancel request reach it. */
+advlock_member *advlock_conn_waiter(const advlock_conn *c);
 
 #endif

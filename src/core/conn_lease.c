@@ -6,9 +6,12 @@
  * statement's failure can make the server skip it. The first grant anchors
  * the lease at the send of the try that took it; later grants ride on it
  * (the server heard from this client after the anchor, so the stop
- * deadline stays early enough for them too).
+ * deadline stays early enough for them too). A grant that came long after
+ * its send (a server-side wait) counts from a confirming heartbeat instead.
  */
 #include "conn.h"
+
+#include <string.h>
 
 static int setup_holds(advlock_lease_setup s)
 {
@@ -95,11 +98,69 @@ static void expired(advlock_conn *c, const char *words, int64_t now_ms)
     c->lease_expired_ = 1;
 }
 
-void advlock_conn_lease_answered(advlock_conn *c, const advlock_answer *a, int64_t now_ms)
+int advlock_conn_lease_confirms(advlock_conn *c, advlock_member *m, int64_t sent_ms, int64_t now_ms)
+{
+    /* Only a server-side wait's grant comes that late, and it is alone. */
+    if (!c->lease_on_ || !c->waits_ || c->lease_holding_
+        || now_ms
+               < advlock_add_saturating(sent_ms, advlock_lease_plan_of(&c->lease_)->heartbeat_ms))
+        return 0;
+    c->confirming_ = m;
+    return 1;
+}
+
+int advlock_conn_lease_confirm_due(advlock_conn *c, advlock_action *act, int64_t now_ms)
+{
+    if (c->confirming_ == NULL || c->lease_query_ != LEASE_NONE)
+        return 0;
+    act->kind = ADVLOCK_ACTION_QUERY;
+    act->sql = c->session_.proxied ? ADVLOCK_SQL_HEARTBEAT_GUARDED : ADVLOCK_SQL_HEARTBEAT;
+    act->param = advlock_lease_plan_of(&c->lease_)->user_timeout_ms;
+    act->param2 = (int64_t)c->session_.token;
+    act->param3 = 0;
+    c->lease_query_ = LEASE_CONFIRM;
+    c->confirm_sent_ms_ = now_ms;
+    return 1;
+}
+
+/* The grant waiting for its heartbeat: held from the heartbeat's send
+ * (sent_ms) when it answered TRUE, else reported and lost at once. */
+static void confirmed(advlock_conn *c, const advlock_answer *a, int64_t sent_ms, int64_t now_ms)
+{
+    advlock_member *m = c->confirming_;
+    if (m == NULL)
+        return; /* given up at its deadline already */
+    c->confirming_ = NULL;
+    int ok = a != NULL && a->result == ADVLOCK_RESULT_TRUE && !a->aborted;
+    if (ok)
+        advlock_conn_lease_granted(c, sent_ms, now_ms);
+    advlock_conn_follow(c, m, now_ms);
+    if (ok)
+        return;
+    const char *words = a != NULL && a->message != NULL && a->message[0] != '\0'
+                            ? a->message
+                            : "the server session changed";
+    char why[ADVLOCK_CONN_WORDS_MAX];
+    advlock_text t;
+    advlock_text_init(&t, why, sizeof why);
+    advlock_text_put(&t, "the heartbeat after a long wait for the grant failed (");
+    advlock_text_putn(&t, words, strnlen(words, 150));
+    advlock_text_put(&t, "); stop the work now");
+    int lost = a == NULL || a->result == ADVLOCK_RESULT_CONNECTION_LOST;
+    advlock_conn_lose_held(c, "", why, lost ? ADVLOCK_LEASE_CONNECTION : ADVLOCK_LEASE_SETTINGS,
+                           now_ms);
+}
+
+void advlock_conn_lease_answered(advlock_conn *c, const advlock_answer *a, int64_t sent_ms,
+                                 int64_t now_ms)
 {
     const char *words = a->message != NULL ? a->message : "";
     int kind = c->lease_query_;
     c->lease_query_ = LEASE_NONE;
+    if (kind == LEASE_CONFIRM) {
+        confirmed(c, a, sent_ms, now_ms);
+        return;
+    }
     (void)advlock_lease_on_result(&c->lease_, a->result, now_ms);
     if (kind == LEASE_SETUP && !setup_holds(advlock_lease_setup_result(&c->lease_)))
         setup_refused(c, words, now_ms);
@@ -127,6 +188,12 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms)
 {
     if (!c->lease_on_)
         return;
+    /* A confirming heartbeat unanswered within the lease's deadline: the
+     * grant is lost (its answer, when it comes, changes nothing). */
+    if (c->confirming_ != NULL && c->lease_query_ == LEASE_CONFIRM
+        && now_ms >= advlock_add_saturating(c->confirm_sent_ms_,
+                                            advlock_lease_plan_of(&c->lease_)->deadline_ms))
+        confirmed(c, NULL, 0, now_ms);
     /* A hold that ended after the lease ran out (a verify in flight then)
      * is lost like the others. */
     if (c->lease_expired_ && c->lists_[CONN_HELD_LIST] != NULL)
@@ -147,6 +214,9 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms)
 
 int64_t advlock_conn_lease_wake(const advlock_conn *c)
 {
+    if (c->lease_on_ && c->confirming_ != NULL && c->lease_query_ == LEASE_CONFIRM)
+        return advlock_add_saturating(c->confirm_sent_ms_,
+                                      advlock_lease_plan_of(&c->lease_)->deadline_ms);
     if (!c->lease_on_ || !c->lease_holding_)
         return INT64_MAX;
     advlock_lease_action l = advlock_lease_next(&c->lease_);

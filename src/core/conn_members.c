@@ -63,11 +63,21 @@ int advlock_conn_try_mode(int sql, advlock_mode *mode)
     switch (sql) {
     case ADVLOCK_SQL_TRY_LOCK:
     case ADVLOCK_SQL_TRY_LOCK_GUARDED:
-    case ADVLOCK_SQL_TRY_LOCK_FENCED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_TRY_LOCK_FENCED:
+    case ADVLOCK_SQL_LOCK:
+    case ADVLOCK_SQL_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
     case ADVLOCK_SQL_TRY_LOCK_SHARED:
-    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_LOCK_SHARED:
+    case ADVLOCK_SQL_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
     default: return 0;
     }
+}
+
+int advlock_conn_is_unlock(int sql)
+{
+    return sql == ADVLOCK_SQL_UNLOCK || sql == ADVLOCK_SQL_UNLOCK_SHARED
+           || sql == ADVLOCK_SQL_UNLOCK_GUARDED || sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
 }
 
 void advlock_conn_say(advlock_member *m, const char *text)
@@ -116,6 +126,9 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m)
 static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
 {
     m->report_ = *r;
+    /* A server-side wait had the connection to itself: its end frees it. */
+    if (m->acquiring_)
+        c->waits_ = 0;
     int on_held = !m->acquiring_;
     if (m->verifying_) {
         m->verifying_ = 0;
@@ -146,7 +159,8 @@ void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms)
     case ADVLOCK_ACTION_SLEEP: advlock_conn_move(c, m, CONN_SLEEPING); break;
     case ADVLOCK_ACTION_DONE: finish(c, m, next.report); break;
     default:
-        /* NONE or CANCEL_QUERY: never with polling, which members require. */
+        /* NONE, or CANCEL_QUERY: a server-side wait's statement stays in
+         * flight, its cancel request the queue's (advlock_conn_waiter()). */
         break;
     }
 }
@@ -258,7 +272,16 @@ void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, con
     if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
         (void)advlock_peers_leave(&c->peers_, &m->peer_);
     int asked = asks_session(m);
+    advlock_mode mode;
+    int try = advlock_conn_try_mode(advlock_next_action(&m->machine_).sql, &mode);
     (void)advlock_on_result(&m->machine_, r, sqlstate, m->words_, now_ms);
+    /* A fenced try's machine undoes a failed try with an unlock, as the
+     * server may have run it; this one never left the process, and an
+     * unlock would take another member's hold of the key: it is answered
+     * here, nothing held. */
+    advlock_action undo = advlock_next_action(&m->machine_);
+    if (try && undo.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(undo.sql))
+        (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);
     advlock_conn_follow(c, m, now_ms);
     if (asked && !asks_session(m))
         advlock_conn_session_answered(c, now_ms);
@@ -287,16 +310,7 @@ static int past_capacity(advlock_conn *c, advlock_member *m, int64_t now_ms)
                                    sizeof words)
                != 1)
         return 0;
-    advlock_conn_say(m, words);
-    (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_SERVER_ERROR, "53400", m->words_, now_ms);
-    /* A fenced try's machine undoes a failed try with an unlock, as the
-     * server may have run it; this one never left the process, and an
-     * unlock would take another member's hold of the key: it is answered
-     * here, nothing held. */
-    advlock_action undo = advlock_next_action(&m->machine_);
-    if (undo.kind == ADVLOCK_ACTION_QUERY && undo.sql == ADVLOCK_SQL_UNLOCK)
-        (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);
-    advlock_conn_follow(c, m, now_ms);
+    advlock_conn_fail(c, m, ADVLOCK_RESULT_SERVER_ERROR, "53400", words, now_ms);
     return 1;
 }
 

@@ -164,19 +164,16 @@ static int owes_now(const advlock_conn *c)
     return c->owed_ >= 0 && !c->must_close_;
 }
 
-static int is_unlock(int sql)
-{
-    return sql == ADVLOCK_SQL_UNLOCK || sql == ADVLOCK_SQL_UNLOCK_SHARED
-           || sql == ADVLOCK_SQL_UNLOCK_GUARDED || sql == ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
-}
-
-/* The unlock that gives back a grant of the try-lock try_sql. */
+/* The unlock that gives back a grant of try_sql (a try-lock or a wait). */
 static advlock_sql unlock_of(int try_sql)
 {
     switch (try_sql) {
-    case ADVLOCK_SQL_TRY_LOCK_SHARED: return ADVLOCK_SQL_UNLOCK_SHARED;
-    case ADVLOCK_SQL_TRY_LOCK_GUARDED: return ADVLOCK_SQL_UNLOCK_GUARDED;
-    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED: return ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED:
+    case ADVLOCK_SQL_LOCK_SHARED: return ADVLOCK_SQL_UNLOCK_SHARED;
+    case ADVLOCK_SQL_TRY_LOCK_GUARDED:
+    case ADVLOCK_SQL_LOCK_GUARDED: return ADVLOCK_SQL_UNLOCK_GUARDED;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_LOCK_SHARED_GUARDED: return ADVLOCK_SQL_UNLOCK_SHARED_GUARDED;
     default: return ADVLOCK_SQL_UNLOCK; /* plain and fenced */
     }
 }
@@ -197,7 +194,7 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m)
              * answered: the key stays taken till then (and till a grant's
              * give-back has answered), though m may go at once. */
             s->keeper_ = keep_peer(c, &m->peer_, s->key_, mode);
-        } else if (is_unlock(s->sql_)) {
+        } else if (advlock_conn_is_unlock(s->sql_)) {
             /* The unlock undoing m's grant: the engine's give-back from
              * now on, sent again if its batch is aborted. */
             s->keeper_ = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
@@ -213,6 +210,28 @@ advlock_member *advlock_conn_first_in_flight(const advlock_conn *c)
         if (slot_at(c, i)->kind_ == SLOT_MEMBER)
             return slot_at(c, i)->member_;
     return NULL;
+}
+
+advlock_member *advlock_conn_waiter(const advlock_conn *c)
+{
+    if (!c->waits_ || c->count_ == 0 || slot_at(c, 0)->kind_ != SLOT_MEMBER)
+        return NULL;
+    return slot_at(c, 0)->member_;
+}
+
+/* The waiter whose machine asks for its wait to be cancelled, or NULL. */
+static advlock_member *cancel_due(const advlock_conn *c)
+{
+    advlock_member *w = advlock_conn_waiter(c);
+    return w != NULL && advlock_next_action(&w->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY
+               ? w
+               : NULL;
+}
+
+/* 1 when a grant waits for its confirming heartbeat, not yet sent. */
+static int confirm_due(const advlock_conn *c)
+{
+    return c->confirming_ != NULL && c->lease_query_ == LEASE_NONE;
 }
 
 size_t advlock_conn_in_flight(const advlock_conn *c)
@@ -289,9 +308,12 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
         /* A try the machine undoes (a fenced try's error: the server may
          * have granted it) holds the key until the unlock has answered. */
         advlock_action next = advlock_next_action(&m->machine_);
-        int undo = next.kind == ADVLOCK_ACTION_QUERY && is_unlock(next.sql);
+        int undo = next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
         if (a->result == ADVLOCK_RESULT_TRUE || undo) {
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
+            if (next.kind == ADVLOCK_ACTION_DONE && next.report->outcome == ADVLOCK_ACQUIRED
+                && advlock_conn_lease_confirms(c, m, s->sent_ms_, now_ms))
+                return; /* m stays busy until the heartbeat answers */
             advlock_conn_lease_granted(c, s->sent_ms_, now_ms);
         } else {
             (void)advlock_peers_leave(&c->peers_, &m->peer_);
@@ -381,7 +403,7 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
         else
             member_answered(c, s->member_, s, a, now_ms);
         break;
-    case SLOT_LEASE: advlock_conn_lease_answered(c, a, now_ms); break;
+    case SLOT_LEASE: advlock_conn_lease_answered(c, a, s->sent_ms_, now_ms); break;
     case SLOT_CAPACITY: capacity_answered(c, a); break;
     default: break;
     }
@@ -412,6 +434,11 @@ void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms)
     }
     drop_owed(c);
     c->unsynced_ = c->close_batch_ = c->follow_ = 0;
+    /* A grant whose heartbeat never went: lost with the session. */
+    if (c->confirming_ != NULL) {
+        c->lease_query_ = LEASE_CONFIRM;
+        advlock_conn_lease_answered(c, &lost, 0, now_ms);
+    }
 }
 
 /* ---- sending ------------------------------------------------------------- */
@@ -573,6 +600,14 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
     c->starved_ = 0;
     if (c->given_up_)
         return 0;
+    advlock_member *w = cancel_due(c);
+    if (w != NULL) {
+        st->kind = ADVLOCK_STATEMENT_CANCEL;
+        st->sql = advlock_next_action(&w->machine_).sql;
+        st->member = w;
+        (void)advlock_on_cancel_sent(&w->machine_, now_ms);
+        return 1;
+    }
     advlock_conn_lease_tend(c, now_ms);
     if (c->close_batch_ && c->unsynced_)
         return emit_sync(c, st);
@@ -580,6 +615,16 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
         if (owes_now(c))
             return give_back(c, st, now_ms);
         advlock_action beat;
+        if (confirm_due(c)) {
+            if (c->unsynced_)
+                return emit_sync(c, st);
+            if (room(c, 1) && advlock_conn_lease_confirm_due(c, &beat, now_ms)) {
+                c->close_batch_ = (uint8_t)pipelining(c);
+                return emit(
+                    st, push(c, SLOT_LEASE, beat.sql, ADVLOCK_FORM_UNNAMED, c->confirming_, now_ms),
+                    &beat);
+            }
+        }
         if (advlock_conn_lease_beat_due(c)) {
             if (c->unsynced_)
                 return emit_sync(c, st);
@@ -633,14 +678,14 @@ int advlock_conn_wants_send(const advlock_conn *c)
 {
     if (c == NULL || c->given_up_)
         return 0;
-    /* What advlock_conn_poll_statement() would give: a sync due goes
-     * whatever else waits; the rest only past a batch that may grow, each
-     * with the room it needs there. */
-    if (c->unsynced_)
+    /* What advlock_conn_poll_statement() would give: a cancel request and
+     * a sync due go whatever else waits; the rest only past a batch that
+     * may grow, each with the room it needs there. */
+    if (c->unsynced_ || cancel_due(c) != NULL)
         return 1;
     if (batch_closed(c))
         return 0;
-    return owes_now(c) || (advlock_conn_lease_beat_due(c) && room(c, 1))
+    return owes_now(c) || ((confirm_due(c) || advlock_conn_lease_beat_due(c)) && room(c, 1))
            || (c->lists_[CONN_QUEUE_LIST] != NULL && room(c, 2));
 }
 

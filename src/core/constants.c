@@ -177,6 +177,7 @@ static const advlock_constant constants[] = {
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_NONE),
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_QUERY),
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_SYNC),
+    ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_CANCEL),
     /* advlock_conn_event_kind */
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_DONE),
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_LOST),

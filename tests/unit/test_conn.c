@@ -316,6 +316,25 @@ static void refused_lease_setup_fails_the_acquire(void **state)
     assert_memory_equal(advlock_member_words(&f.m[0]), "lease: the server did not apply", 31);
 }
 
+/* A fenced try the refused setup failed never left the process: the unlock
+ * its machine would undo it with could only take another member's hold. */
+static void a_fenced_try_the_lease_refused_unlocks_nothing(void **state)
+{
+    (void)state;
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    advlock_options fenced;
+    advlock_options_init(&fenced);
+    fenced.fence = 1;
+    acquire(0, 1, &fenced);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_LEASE_SETUP, ADVLOCK_FORM_UNNAMED, NULL);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_int_equal(poll_all(), 0);
+}
+
 static void lease_without_heartbeat_answer_expires(void **state)
 {
     (void)state;
@@ -749,6 +768,213 @@ static void acquire_on_a_dead_connection_then_reset(void **state)
     assert_int_equal(poll_all(), 3);
 }
 
+static void server_wait_options(advlock_options *o)
+{
+    advlock_options_init(o);
+    o->wait = ADVLOCK_WAIT_SERVER;
+}
+
+/* m[0] waits on the server for key 9, which another session holds: the
+ * try answers false, the wait goes out. */
+static void wait_on_server(void)
+{
+    advlock_options o;
+    server_wait_options(&o);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 9, 5000, &o, f.now),
+                     ADVLOCK_EINVAL); /* the pump cannot cancel */
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    acquire(0, 9, &o);
+    check_session(PID);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(1, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    assert_int_equal(f.sent[1].param, 9);
+    assert_true(f.sent[1].param2 > 0 && f.sent[1].param2 <= 5000);
+    expect_sync(2);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+}
+
+static void expect_cancel(const advlock_member *m)
+{
+    advlock_statement st;
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.kind, ADVLOCK_STATEMENT_CANCEL);
+    assert_ptr_equal(st.member, m);
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 0);
+}
+
+/* m's unlock, its first: prepared ahead of it. */
+static void expect_unlock(const advlock_member *m)
+{
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, m);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+}
+
+static void a_server_wait_stuck_past_its_deadline_is_cancelled(void **state)
+{
+    (void)state;
+    wait_on_server();
+    /* The session is the wait's: nothing else may start on it. */
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 0, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(poll_all(), 0);
+    assert_false(advlock_conn_wants_send(&f.c));
+    int64_t due = advlock_conn_next_wake(&f.c);
+    assert_true(due >= f.now + 5000 && due <= f.now + 5000 + ADVLOCK_WAIT_GRACE_MS);
+    advlock_conn_on_timer(&f.c, due - 1);
+    assert_false(advlock_conn_wants_send(&f.c));
+    f.now = due;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_true(advlock_conn_wants_send(&f.c));
+    expect_cancel(&f.m[0]);
+    /* The cancel is asked again while the answer is late. */
+    assert_true(advlock_conn_next_wake(&f.c) > f.now);
+    answer_error("57014", "canceling statement due to user request");
+    /* The wait may have been granted as it was cancelled: unlocked once. */
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(events(NULL), 1);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_false(advlock_member_held(&f.m[0]));
+    assert_int_not_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_conn_next_wake(&f.c), INT64_MAX);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 0, NULL, f.now), 0);
+}
+
+static void a_cancelled_server_wait_granted_meanwhile_is_given_back(void **state)
+{
+    (void)state;
+    wait_on_server();
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    /* The server has the statement: its answer decides, the member waits. */
+    assert_true(advlock_member_busy(&f.m[0]));
+    assert_int_equal(events(NULL), 0);
+    expect_cancel(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* granted before the cancel came */
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(events(NULL), 1);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
+    assert_false(advlock_member_held(&f.m[0]));
+}
+
+static void a_server_wait_granted_is_held_and_excludes(void **state)
+{
+    (void)state;
+    wait_on_server();
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(events(NULL), 1);
+    /* Held by the wait's grant: another member's try is answered busy here. */
+    acquire(1, 9, NULL);
+    assert_int_equal(poll_all(), 0);
+    assert_int_equal(advlock_next_action(&f.m[1].machine_).kind, ADVLOCK_ACTION_SLEEP);
+    /* A wait needs the session to itself. */
+    advlock_options o;
+    server_wait_options(&o);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[2], 3, 100, &o, f.now),
+                     ADVLOCK_EMISUSE);
+    (void)advlock_conn_cancel(&f.c, &f.m[1], f.now);
+}
+
+static void a_cancel_lets_the_undo_of_a_grant_go_out(void **state)
+{
+    (void)state;
+    wait_on_server();
+    /* lock_timeout, at the deadline, may come with the grant it raced:
+     * the machine unlocks. */
+    f.now += 5000;
+    answer_error("55P03", "canceling statement due to lock timeout");
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[0]));
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(events(NULL), 1);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_false(advlock_member_held(&f.m[0]));
+}
+
+/* m[0] waits on the server under the connection's lease and is granted
+ * more than a heartbeat's interval after the wait was sent. */
+static void grant_late_under_a_lease(void)
+{
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    advlock_options o;
+    server_wait_options(&o);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 9, 60000, &o, f.now), 0);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_LEASE_SETUP, ADVLOCK_FORM_UNNAMED, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    advlock_lease_plan plan;
+    assert_int_equal(advlock_lease_plan_init(&plan, 30000, 0), 0);
+    f.now += plan.heartbeat_ms + 1;
+    answer(ADVLOCK_RESULT_TRUE);
+    /* Not held yet: the server may have stopped hearing this client while
+     * the grant came; a heartbeat sent now says whether it still does. */
+    assert_true(advlock_member_busy(&f.m[0]));
+    assert_int_equal(events(NULL), 0);
+    assert_true(advlock_conn_wants_send(&f.c)); /* a pump that asks first sends it */
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_HEARTBEAT, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param, plan.user_timeout_ms);
+    expect_sync(1);
+    assert_int_equal(advlock_conn_next_wake(&f.c), f.now + plan.deadline_ms);
+}
+
+static void a_late_grant_counts_from_its_heartbeat(void **state)
+{
+    (void)state;
+    grant_late_under_a_lease();
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(events(NULL), 1);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_true(advlock_conn_next_wake(&f.c) < INT64_MAX); /* heartbeats from now on */
+}
+
+static void a_late_grant_whose_heartbeat_fails_is_lost(void **state)
+{
+    (void)state;
+    grant_late_under_a_lease();
+    answer_error("55000", "settings changed");
+    advlock_conn_event last;
+    assert_int_equal(events(&last), 2); /* DONE, then LOST */
+    assert_int_equal(last.kind, ADVLOCK_CONN_LOST);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_string_equal(advlock_member_words(&f.m[0]),
+                        "the heartbeat after a long wait for the grant failed (settings "
+                        "changed); stop the work now");
+    assert_int_equal(advlock_member_lease_expiry(&f.m[0]), ADVLOCK_LEASE_SETTINGS);
+}
+
+static void a_late_grant_whose_heartbeat_never_answers_is_lost(void **state)
+{
+    (void)state;
+    grant_late_under_a_lease();
+    f.now = advlock_conn_next_wake(&f.c);
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(events(NULL), 2);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_false(advlock_member_held(&f.m[0]));
+    answer(ADVLOCK_RESULT_TRUE); /* too late: changes nothing */
+    assert_int_equal(events(NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -759,6 +985,7 @@ int main(void)
         cmocka_unit_test_setup(close_stops_every_member_with_one_reason, setup),
         cmocka_unit_test_setup(a_release_waiting_dies_with_its_session, setup),
         cmocka_unit_test_setup(refused_lease_setup_fails_the_acquire, setup),
+        cmocka_unit_test_setup(a_fenced_try_the_lease_refused_unlocks_nothing, setup),
         cmocka_unit_test_setup(lease_without_heartbeat_answer_expires, setup),
         cmocka_unit_test_setup(behind_a_proxy_one_statement_at_a_time, setup),
         cmocka_unit_test_setup(fenced_try_goes_alone, setup),
@@ -782,6 +1009,13 @@ int main(void)
         cmocka_unit_test_setup(old_loss_after_new_grant_is_not_reported_last, setup),
         cmocka_unit_test_setup(reset_after_give_up_takes_work_again, setup),
         cmocka_unit_test_setup(acquire_on_a_dead_connection_then_reset, setup),
+        cmocka_unit_test_setup(a_server_wait_stuck_past_its_deadline_is_cancelled, setup),
+        cmocka_unit_test_setup(a_cancelled_server_wait_granted_meanwhile_is_given_back, setup),
+        cmocka_unit_test_setup(a_server_wait_granted_is_held_and_excludes, setup),
+        cmocka_unit_test_setup(a_cancel_lets_the_undo_of_a_grant_go_out, setup),
+        cmocka_unit_test_setup(a_late_grant_counts_from_its_heartbeat, setup),
+        cmocka_unit_test_setup(a_late_grant_whose_heartbeat_fails_is_lost, setup),
+        cmocka_unit_test_setup(a_late_grant_whose_heartbeat_never_answers_is_lost, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
