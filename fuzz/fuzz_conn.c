@@ -225,8 +225,8 @@ static void answer_head(model *md, input *in)
     /* A give-back that reached another session (NULL) leaves the grant on
      * this one, owned by nobody, until the connection closes; so does one
      * the server failed, once the engine gave up sending it again. */
-    int give_back = head.member == NULL && s.form != ADVLOCK_FORM_PREPARE
-                    && is_unlock(s.sql, &mode) && k >= 0 && !a.aborted
+    int give_back = head.member == NULL && s.form != ADVLOCK_FORM_PREPARE && is_unlock(s.sql, &mode)
+                    && k >= 0 && !a.aborted
                     && !(s.form == ADVLOCK_FORM_NAMED && a.sqlstate != NULL
                          && strcmp(a.sqlstate, "26000") == 0);
     int closing = advlock_conn_must_close(&md->c);

@@ -73,8 +73,8 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
 {
     if (c == NULL || m == NULL || timeout_ms < 0)
         return ADVLOCK_EINVAL;
-    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_
-        || c->must_close_ || (m->conn_ != NULL && m->conn_ != c))
+    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_ || c->must_close_
+        || (m->conn_ != NULL && m->conn_ != c))
         return ADVLOCK_EMISUSE;
     advlock_options chosen;
     if (o != NULL)
