@@ -166,7 +166,9 @@ static void send_segment(lease_world *w, int c, segment *g)
 static void schedule(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
-    int64_t up = w->now_ms, down = w->now_ms; /* those delivered before were now or earlier */
+    /* those delivered before were now or earlier */
+    int64_t up = w->now_ms;
+    int64_t down = up;
     for (int i = 0; i < cl->len; i++) {
         statement *s = on_link(cl, i);
         if (!s->ran) {
@@ -282,6 +284,8 @@ static void on_arrive(lease_world *w, int c)
     for (int i = 0; i < cl->len && s == NULL; i++)
         if (!on_link(cl, i)->ran)
             s = on_link(cl, i);
+    if (s == NULL)
+        return; /* every arrival is scheduled for a statement not yet run */
     s->ran = 1;
     lease_session *ss = open_session_of(w, cl->pid);
     if (ss == NULL) {
