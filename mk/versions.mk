@@ -7,7 +7,7 @@
 #   make test-versions                  PG_VERSIONS (default 14 16 17 18), then 13
 #   make test-versions PG_VERSIONS=17   one version
 #
-# Per version, a subset that keeps the four under ten minutes on two cores
+# Per version, a subset that keeps each under three minutes on two cores
 # (tests/README.md, "Server versions"): the libpq adapters'
 # integration suites (blocking, nonblocking, the session check, fencing, the
 # lock set, server-side waits, the server's timeouts and endings of a
