@@ -32,14 +32,16 @@ VERSION_PYTHON_SELECT := not test_lease or setup_applies
 .PHONY: test-versions
 # The versions run side by side (each on servers of its own, $(call together),
 # Makefile), all at once or VERSION_JOBS at a time: they mostly wait, on
-# timeouts, leases and restarts. Each version's lines come together, when it ends.
+# timeouts, leases and restarts. Each version's lines come together, when it
+# ends. `make test-version-17` runs one version alone.
 VERSION_JOBS ?=
-test-versions: $(VERSION_PQ_BINS) $(FIDELITY_TEST) $(BUILD)/advlock $(LEASE_HOLDER) \
-               $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so | deps-python deps-partition
+VERSION_NEEDS := $(VERSION_PQ_BINS) $(FIDELITY_TEST) $(BUILD)/advlock $(LEASE_HOLDER) \
+                 $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.so
+test-versions: $(VERSION_NEEDS) | deps-python deps-partition
 	@$(call together,$(PG_VERSIONS:%=test-version-%) test-version-refused,$(VERSION_JOBS))
 	@scripts/test-summary.sh $(TEST_COUNTS)
 
-test-version-%:
+test-version-%: $(VERSION_NEEDS) | deps-python deps-partition
 	@started=$$(date +%s); \
 	PG_VERSION=$* ADVLOCK_SESSION_END_TRIALS=1 tests/pg/with-postgres.sh \
 	    scripts/run-tests.sh $(VERSION_PQ_BINS) || exit 1; \
@@ -53,7 +55,7 @@ test-version-%:
 	    scripts/run-tests.sh -c tests/partition/lease.sh cli async || exit 1; \
 	echo "PostgreSQL $*: $$(( $$(date +%s) - started )) s"
 
-test-version-refused:
+test-version-refused: $(BUILD)/advlock $(BUILD)/libadvlock.so | deps-python
 	@echo "PostgreSQL $(PG_VERSION_REFUSED) (refused):"
 	@PG_VERSION=$(PG_VERSION_REFUSED) ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh \
 	    scripts/run-tests.sh tests/cli/old_server.sh
