@@ -14,10 +14,10 @@
  *   - every grant is owned or given back: with nothing in flight or owed,
  *     the server's holds equal the HELD peers, key by key (less the holds
  *     a lease that ran out, a verify that did not find, a give-back that
- *     reached another session, an acquire's own give-back the server
- *     failed, or the engine's one it failed till the engine said the
- *     connection must close gave up, which the session keeps until the
- *     caller closes the connection);
+ *     reached another session, or one the server failed till the engine
+ *     said the connection must close gave up, which the session keeps
+ *     until the caller closes the connection: an acquire's own undo that
+ *     failed is one of the engine's give-backs from then on);
  *   - every loss is reported once: a LOST event only for a member that was
  *     told its lock was taken and not told since that it ended;
  *   - the engine never has more statements out than slots, and a sync
@@ -180,29 +180,13 @@ static void poll_one(model *md)
     md->last_polled = 1;
 }
 
-/* An unlock that gives a grant back (owner NULL: the engine's; else an
- * acquire's own, undoing a grant that came with an error, or one that came
- * as it was cancelled) and failed for good leaves the grant on the
- * session, owned by nobody, until the connection closes. */
-static void give_back_failed(model *md, const sent *s, const advlock_member *owner)
+/* The engine's unlock giving a grant back failed for good: the grant stays
+ * on the session, owned by nobody, until the connection closes. */
+static void give_back_failed(model *md, const sent *s)
 {
     int mode, k = key_index(s->key);
-    int giving_back = owner == NULL || md->op[owner - md->m] == OP_ACQUIRE;
-    if (giving_back && s->form != ADVLOCK_FORM_PREPARE && is_unlock(s->sql, &mode) && k >= 0)
+    if (s->form != ADVLOCK_FORM_PREPARE && is_unlock(s->sql, &mode) && k >= 0)
         md->abandoned[k][mode] += md->holds[k][mode] > md->abandoned[k][mode];
-}
-
-/* The acquiring member whose next statement is the unlock sql of key, or
- * NULL. */
-static const advlock_member *unlocking(const model *md, advlock_sql sql, int64_t key)
-{
-    for (int i = 0; i < MEMBERS; i++) {
-        advlock_action next = advlock_next_action(&md->m[i].machine_);
-        if (md->op[i] == OP_ACQUIRE && advlock_member_busy(&md->m[i])
-            && next.kind == ADVLOCK_ACTION_QUERY && next.sql == sql && next.param == key)
-            return &md->m[i];
-    }
-    return NULL;
 }
 
 /* The server ran the head statement: its effect on the session's holds,
@@ -278,20 +262,21 @@ static void answer_head(model *md, input *in)
     } else {
         advlock_answer_init(&a, how % 2 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
     }
-    /* A give-back that reached another session (NULL) leaves the grant on
-     * this one, owned by nobody, until the connection closes; so does an
-     * acquire's own that the server failed, and the engine's once the
-     * engine gave up sending it again. */
+    /* The engine's give-back that reached another session (NULL) leaves
+     * the grant on this one, owned by nobody, until the connection closes;
+     * so does one the server failed once the engine gave up sending it
+     * again. A member's own unlock that failed is the engine's to give
+     * back from then on. */
     int answered = !a.aborted
                    && !(s.form == ADVLOCK_FORM_NAMED && a.sqlstate != NULL
                         && strcmp(a.sqlstate, "26000") == 0);
     int closing = advlock_conn_must_close(&md->c);
     CHECK(advlock_conn_on_answer(&md->c, &a, md->now) == 0);
-    int gave_up = head.member != NULL || (advlock_conn_must_close(&md->c) && !closing);
-    if (answered
+    int gave_up = advlock_conn_must_close(&md->c) && !closing;
+    if (answered && head.member == NULL
         && (a.result == ADVLOCK_RESULT_NULL
             || (a.result == ADVLOCK_RESULT_SERVER_ERROR && gave_up)))
-        give_back_failed(md, &s, head.member);
+        give_back_failed(md, &s);
 }
 
 /* The session is gone: its holds with it (the events that say so first). */
@@ -351,17 +336,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 11:
             if (md.last_polled == 1) {
                 int broken = byte(&in) % 2;
-                md.len--; /* the pump could not send it */
-                /* an acquire's own give-back is answered lost, and so is
-                 * the one its prepare went ahead of (the engine's goes
-                 * again) */
-                sent s = md.fifo[(md.head + md.len) % FIFO];
-                if (s.form == ADVLOCK_FORM_PREPARE) {
-                    s.member = unlocking(&md, s.sql, s.key);
-                    s.form = ADVLOCK_FORM_NAMED;
-                }
-                if (!broken && s.member != NULL)
-                    give_back_failed(&md, &s, s.member);
+                md.len--; /* the pump could not send it: an unlock goes again */
                 advlock_conn_unsend(&md.c, broken, "not sent", md.now);
                 if (broken) { /* and reports the close it saw */
                     advlock_conn_on_closed(&md.c, "", "not sent", md.now);

@@ -1802,7 +1802,8 @@ ADVLOCK_API void advlock_conn_forget(advlock_conn *c, int64_t now_ms);
 ADVLOCK_API size_t advlock_conn_outstanding(const advlock_conn *c);
 
 /* 1 when the connection must be closed: the server failed the unlock giving
- * back a cancelled member's grant again and again, so its session keeps a
+ * back a cancelled member's grant, or undoing an acquire's own grant, again
+ * and again, so its session keeps a
  * lock nobody owns (its key stays taken; new acquires are refused with
  * ADVLOCK_EMISUSE). Closing the connection frees the lock; then
  * advlock_conn_on_closed() and advlock_conn_on_reset(). 0 for NULL. */

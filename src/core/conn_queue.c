@@ -297,12 +297,37 @@ static void feed(advlock_member *m, const advlock_conn_slot *s, const advlock_an
     }
 }
 
+/* 1 when m's acquire has an unlock to send (or in flight) undoing a grant
+ * the session may hold. */
+static int undoing(const advlock_member *m)
+{
+    advlock_action next = advlock_next_action(&m->machine_);
+    return m->acquiring_ && next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
+}
+
+/* The unlock undoing m's grant (s) failed, and the machine says the grant
+ * is in doubt (a lost connection took it with the session): as with a
+ * give-back that failed, the key stays taken by a keeper and the unlock is
+ * owed, or the connection must close. */
+static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s)
+{
+    advlock_action next = advlock_next_action(&m->machine_);
+    if (!m->acquiring_ || !advlock_conn_is_unlock(s->sql_) || next.kind != ADVLOCK_ACTION_DONE
+        || next.report->outcome != ADVLOCK_FAILED || !advlock_detail_in_doubt(next.report->detail)
+        || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
+        return;
+    int32_t k = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
+    keeper(c, k)->kept_unlock_ = s->sql_;
+    give_back_failed(c, k);
+}
+
 /* m's statement s has its final answer a: feeds it, keeps the exclusion
  * table, the lease and the shared session up to date, moves m on. */
 static void member_answered(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s,
                             const advlock_answer *a, int64_t now_ms)
 {
     feed(m, s, a, now_ms);
+    undo_failed(c, m, s);
     advlock_mode mode;
     if (advlock_conn_try_mode(s->sql_, &mode)) {
         /* A try the machine undoes (a fenced try's error: the server may
@@ -663,14 +688,21 @@ void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t
         owe(c, s.keeper_, 1); /* again at the next turn */
         return;
     }
+    /* An unlock undoing a grant the session still holds goes again at the
+     * next turn, as a give-back does: failing it would free the key. */
+    if (!broken && s.kind_ == SLOT_MEMBER && undoing(s.member_)) {
+        advlock_conn_move(c, s.member_, CONN_QUEUED);
+        return;
+    }
     advlock_answer lost;
     advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
     lost.message = words;
     dispatch(c, &s, &lost, now_ms);
     /* The member a prepare or the settings went ahead of goes nowhere
-     * either. */
+     * either, but for an undo's unlock (again at the next turn). */
     advlock_member *next = c->lists_[CONN_QUEUE_LIST];
-    if ((s.kind_ == SLOT_PREPARE || s.kind_ == SLOT_CAPACITY) && next != NULL)
+    if ((s.kind_ == SLOT_PREPARE || s.kind_ == SLOT_CAPACITY) && next != NULL
+        && (broken || !undoing(next)))
         advlock_conn_fail(c, next, ADVLOCK_RESULT_CONNECTION_LOST, NULL, words, now_ms);
 }
 

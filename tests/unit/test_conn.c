@@ -495,6 +495,67 @@ static void a_fenced_try_undone_keeps_its_key(void **state)
     assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
 }
 
+/* The unlock undoing an acquire's grant, failed by the server, leaves the
+ * grant on the session: the key stays taken, the unlock is owed as a
+ * give-back, and failed as often as a give-back may be, the connection
+ * must close. */
+static void failed_undo_keeps_the_key_and_is_given_back(void **state)
+{
+    (void)state;
+    fenced_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("XX000", "fence table broken");
+    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("57014", "canceling statement due to statement timeout");
+    (void)events(NULL);
+    const advlock_report *r = advlock_member_report(&f.m[1]);
+    assert_int_equal(r->outcome, ADVLOCK_FAILED);
+    assert_true(advlock_detail_in_doubt(r->detail));
+    assert_false(advlock_member_busy(&f.m[1]));
+    acquire(2, 5, NULL);
+    for (int round = 0; round < 2; round++) {
+        assert_false(advlock_conn_must_close(&f.c));
+        assert_int_equal(poll_all(), 2); /* the give-back, the sync: no try of 5 */
+        expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_UNNAMED, NULL);
+        assert_int_equal(f.sent[0].param, 5);
+        answer_error("57014", "canceling statement due to statement timeout");
+    }
+    assert_true(advlock_conn_must_close(&f.c));
+    assert_int_equal(poll_all(), 0);
+    assert_true(advlock_member_busy(&f.m[2]));
+}
+
+/* The same unlock, or the prepare ahead of it, taken back unsent (libpq
+ * short of memory): the session still holds the grant, so the unlock goes
+ * again at the next turn and the key stays taken till it answers. */
+static void unsent_undo_goes_again(void **state)
+{
+    (void)state;
+    fenced_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("XX000", "fence table broken");
+    advlock_statement st;
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.form, ADVLOCK_FORM_PREPARE);
+    advlock_conn_unsend(&f.c, 0, "out of memory", f.now);
+    assert_true(advlock_member_busy(&f.m[1]));
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1); /* the prepare again */
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.sql, ADVLOCK_SQL_UNLOCK);
+    advlock_conn_unsend(&f.c, 0, "out of memory", f.now);
+    assert_true(advlock_member_busy(&f.m[1]));
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    acquire(2, 5, NULL);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    assert_int_equal(f.sent[0].param, 5);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_false(advlock_member_busy(&f.m[1]));
+    assert_false(advlock_member_held(&f.m[1]));
+}
+
 static void one_at_a_time_client(void **state)
 {
     (void)state;
@@ -993,6 +1054,8 @@ int main(void)
         cmocka_unit_test_setup(past_the_share_is_refused_unsent, setup),
         cmocka_unit_test_setup(a_fenced_try_past_the_share_unlocks_nothing, setup),
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
+        cmocka_unit_test_setup(failed_undo_keeps_the_key_and_is_given_back, setup),
+        cmocka_unit_test_setup(unsent_undo_goes_again, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
         cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
