@@ -1,6 +1,7 @@
 /*
  * Fuzzes the connection engine (advlock_conn) with opcode bytes: members
- * starting acquires (modes, fences, timeouts, server-side waits), releases,
+ * starting acquires (modes, fences, timeouts, server-side waits, session
+ * or transaction scope inside a block that begins and ends), releases,
  * verifies and cancels; statements polled, sent or taken back, cancel
  * requests; answers of every kind (granted, busy, NULL, errors with 26000
  * and 42P05, a wait's lock_timeout with or without the grant it raced,
@@ -53,6 +54,13 @@ typedef struct model {
     /* holds of locks a lease that ran out gave up: the session keeps them
      * until the connection closes, which is the caller's to do */
     int abandoned[KEYS][2];
+    /* the same for the transaction block's locks, which go with it */
+    int xholds[KEYS][2], xabandoned[KEYS][2];
+    int in_block;
+    /* an error inside the block aborted its transaction: a grant that came
+     * with an error is the engine's to forget (it goes at the rollback,
+     * and nothing runs in the block till then) */
+    int block_failed;
     int pid;
     int64_t now;
     int last_polled; /* 1 query, 2 sync, 0 nothing */
@@ -74,9 +82,13 @@ static int is_wait(advlock_sql sql, int *mode)
 {
     switch (sql) {
     case ADVLOCK_SQL_LOCK:
-    case ADVLOCK_SQL_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_LOCK_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK:
+    case ADVLOCK_SQL_XACT_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
     case ADVLOCK_SQL_LOCK_SHARED:
-    case ADVLOCK_SQL_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    case ADVLOCK_SQL_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
     default: return 0;
     }
 }
@@ -86,9 +98,14 @@ static int is_try(advlock_sql sql, int *mode)
     switch (sql) {
     case ADVLOCK_SQL_TRY_LOCK:
     case ADVLOCK_SQL_TRY_LOCK_GUARDED:
-    case ADVLOCK_SQL_TRY_LOCK_FENCED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_TRY_LOCK_FENCED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_FENCED: *mode = ADVLOCK_EXCLUSIVE; return 1;
     case ADVLOCK_SQL_TRY_LOCK_SHARED:
-    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
     default: return 0;
     }
 }
@@ -104,6 +121,29 @@ static int is_unlock(advlock_sql sql, int *mode)
     }
 }
 
+/* The holds of sql's scope: the transaction block's or the session's. */
+static int (*holds_of(model *md, advlock_sql sql))[2]
+{
+    switch (sql) {
+    case ADVLOCK_SQL_TRY_XACT_LOCK:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_FENCED:
+    case ADVLOCK_SQL_XACT_LOCK:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED: return md->xholds;
+    default: return md->holds;
+    }
+}
+
+/* The abandoned holds of member m's scope. */
+static int (*abandoned_of(model *md, const advlock_member *m))[2]
+{
+    return m->machine_.scope_ == ADVLOCK_TRANSACTION ? md->xabandoned : md->abandoned;
+}
+
 static void take_events(model *md)
 {
     advlock_conn_event ev;
@@ -115,7 +155,7 @@ static void take_events(model *md)
             md->told_held[i] = 0;
             const advlock_peer *p = &ev.member->peer_;
             if (advlock_member_lease_expiry(ev.member) != ADVLOCK_LEASE_LIVE)
-                md->abandoned[key_index(p->key_)][p->mode_]++;
+                abandoned_of(md, ev.member)[key_index(p->key_)][p->mode_]++;
             continue;
         }
         const advlock_report *r = advlock_member_report(ev.member);
@@ -123,11 +163,12 @@ static void take_events(model *md)
         /* A release or a verify that failed leaves the lock in doubt:
          * still held. */
         int held = r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
+                   || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION
                    || (md->op[i] != OP_ACQUIRE && r->outcome == ADVLOCK_FAILED);
         /* A verify that did not find the lock ends the hold, whatever the
          * session holds: the caller must close the connection. */
         if (md->op[i] == OP_VERIFY && md->told_held[i] && !held)
-            md->abandoned[key_index(ev.member->peer_.key_)][ev.member->peer_.mode_]++;
+            abandoned_of(md, ev.member)[key_index(ev.member->peer_.key_)][ev.member->peer_.mode_]++;
         md->told_held[i] = held;
     }
 }
@@ -151,10 +192,11 @@ static void check(model *md)
     int quiet = advlock_conn_outstanding(&md->c) == 0 && advlock_conn_busy(&md->c) == 0;
     for (int k = 0; k < KEYS; k++)
         for (int mode = 0; mode < 2; mode++) {
-            int kept = md->holds[k][mode] - md->abandoned[k][mode];
+            int kept = md->holds[k][mode] - md->abandoned[k][mode] + md->xholds[k][mode]
+                       - md->xabandoned[k][mode];
             CHECK(told[k][mode] <= kept);
             if (quiet)
-                CHECK(peers[k][mode] == kept);
+                CHECK(md->block_failed ? peers[k][mode] <= kept : peers[k][mode] == kept);
         }
 }
 
@@ -222,7 +264,7 @@ static void answer_head(model *md, input *in)
         advlock_answer_init(&a, granted ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
         a.fence_token = granted ? 1 + (byte(in) % 100) : 0;
         if (granted)
-            md->holds[k][mode]++;
+            holds_of(md, s.sql)[k][mode]++;
     } else if (is_wait(s.sql, &mode)) {
         /* granted; or the wait's lock_timeout, which may come with the
          * grant it raced */
@@ -233,7 +275,7 @@ static void answer_head(model *md, input *in)
             a.message = "canceling statement due to lock timeout";
         }
         if (granted)
-            md->holds[k][mode]++;
+            holds_of(md, s.sql)[k][mode]++;
     } else if (is_unlock(s.sql, &mode)) {
         int held = k >= 0 && md->holds[k][mode] > 0;
         advlock_answer_init(&a, held ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
@@ -247,7 +289,10 @@ static void answer_head(model *md, input *in)
                || s.sql == ADVLOCK_SQL_HELD_GUARDED || s.sql == ADVLOCK_SQL_HELD_SHARED_GUARDED) {
         mode = s.sql == ADVLOCK_SQL_HELD || s.sql == ADVLOCK_SQL_HELD_GUARDED ? ADVLOCK_EXCLUSIVE
                                                                               : ADVLOCK_SHARED;
-        int held = k >= 0 && md->holds[k][mode] > md->abandoned[k][mode];
+        int held = k >= 0
+                   && md->holds[k][mode] - md->abandoned[k][mode] + md->xholds[k][mode]
+                              - md->xabandoned[k][mode]
+                          > 0;
         advlock_answer_init(&a, held ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
     } else if (s.sql == ADVLOCK_SQL_SESSION) {
         advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
@@ -271,6 +316,8 @@ static void answer_head(model *md, input *in)
                    && !(s.form == ADVLOCK_FORM_NAMED && a.sqlstate != NULL
                         && strcmp(a.sqlstate, "26000") == 0);
     int closing = advlock_conn_must_close(&md->c);
+    if (answered && a.result == ADVLOCK_RESULT_SERVER_ERROR && md->in_block)
+        md->block_failed = 1;
     CHECK(advlock_conn_on_answer(&md->c, &a, md->now) == 0);
     int gave_up = advlock_conn_must_close(&md->c) && !closing;
     if (answered && head.member == NULL
@@ -285,8 +332,28 @@ static void session_gone(model *md)
     take_events(md);
     memset(md->holds, 0, sizeof md->holds);
     memset(md->abandoned, 0, sizeof md->abandoned);
+    memset(md->xholds, 0, sizeof md->xholds);
+    memset(md->xabandoned, 0, sizeof md->xabandoned);
+    md->block_failed = 0;
     md->len = 0;
     md->last_polled = 0;
+}
+
+/* The caller begins or ends a transaction block between operations; the
+ * block's locks go with its end, their members told nothing. */
+static void block_changes(model *md)
+{
+    md->in_block = !md->in_block;
+    md->block_failed = 0;
+    if (!md->in_block) {
+        take_events(md);
+        for (int i = 0; i < MEMBERS; i++)
+            if (md->m[i].machine_.scope_ == ADVLOCK_TRANSACTION && advlock_member_held(&md->m[i]))
+                md->told_held[i] = 0;
+        memset(md->xholds, 0, sizeof md->xholds);
+        memset(md->xabandoned, 0, sizeof md->xabandoned);
+    }
+    advlock_conn_on_transaction(&md->c, md->in_block);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -313,6 +380,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             o.fence = o.mode == ADVLOCK_EXCLUSIVE && byte(&in) % 4 == 0;
             o.diagnose = byte(&in) % 2;
             o.wait = !o.fence && byte(&in) % 4 == 0 ? ADVLOCK_WAIT_SERVER : ADVLOCK_WAIT_POLL;
+            o.scope = md.in_block && byte(&in) % 3 == 0 ? ADVLOCK_TRANSACTION : ADVLOCK_SESSION;
             int64_t key = keys[byte(&in) % KEYS];
             int64_t timeout = number(&in) % 5000;
             if (advlock_conn_start_acquire_key(&md.c, m, key, timeout, &o, md.now) == 0)
@@ -356,17 +424,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             advlock_conn_on_timer(&md.c, md.now);
             break;
         }
-        case 13:
-            if (byte(&in) % 8 == 0) {
+        case 13: {
+            uint8_t what = byte(&in) % 8;
+            if (what == 0) {
                 advlock_conn_on_closed(&md.c, "57P01", "terminating connection", md.now);
                 session_gone(&md);
+            } else if (what == 1 && advlock_conn_busy(&md.c) == 0
+                       && advlock_conn_outstanding(&md.c) == 0) {
+                block_changes(&md);
             }
             break;
+        }
         case 14:
             if (byte(&in) % 8 == 0) {
                 md.pid++;
                 CHECK(advlock_conn_on_reset(&md.c, md.pid, 7 + (uint64_t)md.pid, md.now) == 0);
                 session_gone(&md);
+                md.in_block = 0; /* a new session is in no block */
             }
             break;
         default: (void)advlock_conn_set_lease(&md.c, byte(&in) % 2 ? 30000 : 0, 0); break;

@@ -1618,7 +1618,8 @@ typedef struct advlock_conn {
     uint8_t capacity_read_, capacity_share_;
     uint8_t given_up_, polled_, starved_;
     uint8_t must_close_;
-    uint8_t waits_; /* a member's acquire may wait on the server */
+    uint8_t waits_;    /* a member's acquire may wait on the server */
+    uint8_t in_block_; /* inside a transaction block (advlock_conn_on_transaction()) */
 } advlock_conn;
 
 /*
@@ -1642,8 +1643,14 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
 
 /*
  * Starts acquiring key for m with options o (NULL: the defaults), within
- * timeout_ms. Session scope only; a member's own lease is refused (the
- * lease is the connection's: advlock_conn_set_lease()). Ends the watch of
+ * timeout_ms. A member's own lease is refused (the lease is the
+ * connection's: advlock_conn_set_lease()). Transaction scope only inside a
+ * transaction block (advlock_conn_on_transaction()): outside one the lock
+ * would go with its own statement's end. Its grant is held until the block
+ * ends; a release ends ADVLOCK_ENDS_WITH_TRANSACTION, the member still
+ * holding; a cancel with its try in flight leaves it busy until the answer
+ * (a grant then cannot be unlocked: ACQUIRED, ADVLOCK_DETAIL_CANCEL_TOO_LATE),
+ * its DONE event coming then. Ends the watch of
  * a lock m held before; events of m's last operation not yet polled are
  * dropped (they would follow the new operation's and say the wrong thing
  * of it).
@@ -1661,7 +1668,7 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, timeout < 0, options
  * refused, a server-side wait without ADVLOCK_CAPS_CANCEL), ADVLOCK_EMISUSE
  * (m busy or holding, m another engine's (advlock_member_init() frees it),
- * the connection given up, to be closed (advlock_conn_must_close()) or its
+ * transaction scope outside a transaction block, the connection given up, to be closed (advlock_conn_must_close()) or its
  * lease ran out, another member's server-side wait under way, or a
  * server-side wait asked for while the connection is not its alone).
  */
@@ -1783,9 +1790,11 @@ ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t 
                                       int64_t now_ms);
 
 /* The connection is (in_block 1) or is not inside a transaction block
- * before an acquire: a session check answered inside one was provisional (a
- * rollback undoes its claim), so outside one it is checked again, same
- * token. No-op for NULL. */
+ * before an operation (libpq: PQtransactionStatus()). Outside one, a
+ * session check answered inside one was provisional (a rollback undoes its
+ * claim), so it is checked again, same token, and the locks of transaction
+ * scope went with the block: their members stop holding (no event: the
+ * caller ended the block), their keys free. No-op for NULL. */
 ADVLOCK_API void advlock_conn_on_transaction(advlock_conn *c, int in_block);
 
 /*

@@ -85,10 +85,9 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     /* The lease is the connection's. A server-side wait holds its session
      * up: no other member may use it meanwhile. */
     int server_wait = chosen.wait == ADVLOCK_WAIT_SERVER;
-    if (chosen.scope != ADVLOCK_SESSION || chosen.lease_ms != 0
-        || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
+    if (chosen.lease_ms != 0 || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
         return ADVLOCK_EINVAL;
-    if (c->waits_
+    if (c->waits_ || (chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_)
         || (server_wait
             && (advlock_conn_busy(c) > 0 || c->lists_[CONN_HELD_LIST] != NULL
                 || advlock_conn_outstanding(c) > 0)))
@@ -161,11 +160,13 @@ int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
          * statement of an acquire that may wait on the server (its cancel
          * request goes out when the server runs it, advlock_conn_waiter(),
          * and a grant meanwhile is unlocked), and an unlock still to send
-         * that undoes a grant the session may hold. */
+         * that undoes a grant the session may hold. So does a try of
+         * transaction scope in flight: its grant cannot be unlocked. */
         advlock_action next = advlock_next_action(&m->machine_);
         int undoing = m->phase_ == CONN_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
                       && advlock_conn_is_unlock(next.sql);
-        if ((c->waits_ && m->phase_ == CONN_SENT) || undoing) {
+        int xact = m->machine_.scope_ == ADVLOCK_TRANSACTION;
+        if (((c->waits_ || xact) && m->phase_ == CONN_SENT) || undoing) {
             (void)advlock_cancel(&m->machine_, now_ms);
             return 0;
         }
@@ -331,7 +332,7 @@ int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64
     (void)advlock_session_init(&c->session_, client_pid, token);
     c->prepared_ = c->unnamed_ = c->preparing_ = 0;
     c->capacity_read_ = CAPACITY_UNREAD;
-    c->provisional_ = 0;
+    c->provisional_ = c->in_block_ = 0;
     c->given_up_ = c->must_close_ = 0;
     advlock_conn_lease_restart(c);
     /* The old session's statements died with it: each is answered lost
@@ -349,7 +350,21 @@ int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64
 
 void advlock_conn_on_transaction(advlock_conn *c, int in_block)
 {
-    if (c == NULL || !c->provisional_ || in_block)
+    if (c == NULL)
+        return;
+    c->in_block_ = (uint8_t)(in_block != 0);
+    if (in_block)
+        return;
+    advlock_member *m = c->lists_[CONN_HELD_LIST];
+    while (m != NULL) {
+        advlock_member *next = m->next_;
+        if (m->machine_.scope_ == ADVLOCK_TRANSACTION) {
+            (void)advlock_peers_leave(&c->peers_, &m->peer_);
+            advlock_conn_move(c, m, CONN_DONE);
+        }
+        m = next;
+    }
+    if (!c->provisional_)
         return;
     c->provisional_ = 0;
     (void)advlock_session_init(&c->session_, c->session_.client_pid, c->session_.token);

@@ -65,11 +65,20 @@ int advlock_conn_try_mode(int sql, advlock_mode *mode)
     case ADVLOCK_SQL_TRY_LOCK_GUARDED:
     case ADVLOCK_SQL_TRY_LOCK_FENCED:
     case ADVLOCK_SQL_LOCK:
-    case ADVLOCK_SQL_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_FENCED:
+    case ADVLOCK_SQL_XACT_LOCK:
+    case ADVLOCK_SQL_XACT_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
     case ADVLOCK_SQL_TRY_LOCK_SHARED:
     case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED:
     case ADVLOCK_SQL_LOCK_SHARED:
-    case ADVLOCK_SQL_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    case ADVLOCK_SQL_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
     default: return 0;
     }
 }
@@ -121,8 +130,9 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m)
 
 /* An operation ended: a grant, or a verify that found the lock, is held;
  * so is a lock whose release or verify failed, which the session may still
- * hold (the member keeps its key till it is released or lost); anything
- * else leaves the table. */
+ * hold, and a transaction's lock released, which its block holds (the
+ * member keeps its key till it is released, lost or the block ends);
+ * anything else leaves the table. */
 static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
 {
     m->report_ = *r;
@@ -135,7 +145,8 @@ static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
         c->verifying_--;
     }
     if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
-        || (on_held && r->outcome == ADVLOCK_FAILED)) {
+        || (on_held
+            && (r->outcome == ADVLOCK_FAILED || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION))) {
         if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
         advlock_conn_move(c, m, CONN_HELD);
@@ -292,7 +303,7 @@ void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, con
  * was missed); the member backs off exactly as then. */
 static void answer_busy(advlock_member *m, advlock_sql sql, int64_t now_ms)
 {
-    if (sql == ADVLOCK_SQL_TRY_LOCK_FENCED)
+    if (advlock_sql_answer(sql) == ADVLOCK_ANSWER_FENCED)
         (void)advlock_on_fenced(&m->machine_, 0, 0, now_ms);
     else
         (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);

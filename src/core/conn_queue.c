@@ -595,7 +595,7 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         /* A fenced try writes its token in the batch's implicit transaction,
          * which a later failure in the batch would roll back after the token
          * was handed out: it goes in a batch of its own. */
-        int alone = act.sql == ADVLOCK_SQL_TRY_LOCK_FENCED;
+        int alone = advlock_sql_answer(act.sql) == ADVLOCK_ANSWER_FENCED;
         if (alone && c->unsynced_ && !c->follow_)
             return emit_sync(c, st);
         int form = form_of(c, act.sql);

@@ -556,6 +556,86 @@ static void unsent_undo_goes_again(void **state)
     assert_false(advlock_member_held(&f.m[1]));
 }
 
+/* m[0] holds key 1 (session scope); m[1]'s try of key of transaction scope
+ * is in flight, inside a block: its prepare, the try, the sync. */
+static void xact_try_sent(int64_t key)
+{
+    hold_first();
+    advlock_options xact;
+    advlock_options_init(&xact);
+    xact.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], key, 5000, &xact, f.now),
+                     ADVLOCK_EMISUSE); /* outside a block it would end with its statement */
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(1, key, &xact);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    assert_int_equal(f.sent[1].param, key);
+}
+
+/* A transaction's lock is held until its block ends: a release says it
+ * ends with the transaction and keeps the key taken; the block's end
+ * frees it, the session's lock staying. */
+static void xact_lock_is_held_until_the_block_ends(void **state)
+{
+    (void)state;
+    xact_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(events(NULL), 1);
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[1], f.now), 0);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_ENDS_WITH_TRANSACTION);
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(poll_all(), 0); /* nothing to send for it */
+    acquire(2, 5, NULL);
+    assert_int_equal(poll_all(), 0); /* the key is the block's: m[2] backs off */
+    assert_true(advlock_member_sleeping(&f.m[2]));
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_false(advlock_member_held(&f.m[1]));
+    assert_true(advlock_member_held(&f.m[0]));
+    f.now += 10000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_true(poll_all() >= 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+}
+
+/* A cancel of a transaction's try in flight waits for its answer: a grant
+ * cannot be unlocked, so the acquire ends ACQUIRED, too late to cancel. */
+static void xact_cancel_too_late_keeps_the_grant(void **state)
+{
+    (void)state;
+    xact_try_sent(5);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[1]));
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(events(NULL), 1);
+    const advlock_report *r = advlock_member_report(&f.m[1]);
+    assert_int_equal(r->outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(r->detail, ADVLOCK_DETAIL_CANCEL_TOO_LATE);
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(advlock_conn_outstanding(&f.c), 0); /* no unlock of it */
+}
+
+/* A fenced try of transaction scope for a key another member holds is
+ * answered busy here, as the server's fenced row would answer it: the
+ * member backs off (it was answered as a plain try, which its machine
+ * ignored, and it asked again for ever). */
+static void xact_fenced_try_of_a_held_key_backs_off(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_conn_on_transaction(&f.c, 1);
+    advlock_options o;
+    advlock_options_init(&o);
+    o.scope = ADVLOCK_TRANSACTION;
+    o.fence = 1;
+    acquire(1, 1, &o);
+    assert_int_equal(poll_all(), 0);
+    assert_true(advlock_member_sleeping(&f.m[1]));
+}
+
 static void one_at_a_time_client(void **state)
 {
     (void)state;
@@ -1056,6 +1136,9 @@ int main(void)
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
         cmocka_unit_test_setup(failed_undo_keeps_the_key_and_is_given_back, setup),
         cmocka_unit_test_setup(unsent_undo_goes_again, setup),
+        cmocka_unit_test_setup(xact_lock_is_held_until_the_block_ends, setup),
+        cmocka_unit_test_setup(xact_cancel_too_late_keeps_the_grant, setup),
+        cmocka_unit_test_setup(xact_fenced_try_of_a_held_key_backs_off, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
         cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
