@@ -1668,9 +1668,10 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, timeout < 0, options
  * refused, a server-side wait without ADVLOCK_CAPS_CANCEL), ADVLOCK_EMISUSE
  * (m busy or holding, m another engine's (advlock_member_init() frees it),
- * transaction scope outside a transaction block, the connection given up, to be closed (advlock_conn_must_close()) or its
- * lease ran out, another member's server-side wait under way, or a
- * server-side wait asked for while the connection is not its alone).
+ * transaction scope outside a transaction block, the connection given up,
+ * to be closed (advlock_conn_must_close()) or its lease ran out, another
+ * member's server-side wait under way, or a server-side wait asked for
+ * while the connection is not its alone).
  */
 ADVLOCK_API int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
                                                int64_t timeout_ms, const advlock_options *o,
