@@ -2,7 +2,8 @@
  * Fuzzes the connection engine (advlock_conn) with opcode bytes: members
  * starting acquires (modes, fences, timeouts, server-side waits, session
  * or transaction scope inside a block that begins and ends), releases,
- * verifies and cancels; statements polled, sent or taken back, cancel
+ * verifies (of a held lock, or by key of a lock the caller took with
+ * statements of its own) and cancels; statements polled, sent or taken back, cancel
  * requests; answers of every kind (granted, busy, NULL, errors with 26000
  * and 42P05, a wait's lock_timeout with or without the grant it raced,
  * skipped with an aborted batch, lost), session rows direct and behind a proxy, timers,
@@ -32,7 +33,7 @@
 #include "fuzz_input.h"
 
 enum { MEMBERS = 4, SLOTS = 6, KEYS = 3, FIFO = 64 };
-enum { OP_ACQUIRE, OP_RELEASE, OP_VERIFY };
+enum { OP_ACQUIRE, OP_RELEASE, OP_VERIFY, OP_BY_KEY };
 
 typedef struct sent {
     advlock_sql sql;
@@ -54,6 +55,9 @@ typedef struct model {
     /* holds of locks a lease that ran out gave up: the session keeps them
      * until the connection closes, which is the caller's to do */
     int abandoned[KEYS][2];
+    /* holds the caller took with statements of its own, owned by no
+     * member until a verify by key finds one */
+    int foreign[KEYS][2];
     /* the same for the transaction block's locks, which go with it */
     int xholds[KEYS][2], xabandoned[KEYS][2];
     int in_block;
@@ -161,7 +165,17 @@ static void take_events(model *md)
         const advlock_report *r = advlock_member_report(ev.member);
         CHECK(r != NULL);
         /* A release or a verify that failed leaves the lock in doubt:
-         * still held. */
+         * still held; one by key held nothing before, and holds nothing
+         * but what a verify found. */
+        if (md->op[i] == OP_BY_KEY) {
+            int held = r->outcome == ADVLOCK_HELD;
+            const advlock_peer *p = &ev.member->peer_;
+            if (held && md->foreign[key_index(p->key_)][p->mode_] > 0)
+                md->foreign[key_index(p->key_)][p->mode_]--; /* the member's now */
+            CHECK(!held || advlock_member_held(ev.member) || advlock_member_lost(ev.member));
+            md->told_held[i] = held;
+            continue;
+        }
         int held = r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
                    || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION
                    || (md->op[i] != OP_ACQUIRE && r->outcome == ADVLOCK_FAILED);
@@ -192,8 +206,8 @@ static void check(model *md)
     int quiet = advlock_conn_outstanding(&md->c) == 0 && advlock_conn_busy(&md->c) == 0;
     for (int k = 0; k < KEYS; k++)
         for (int mode = 0; mode < 2; mode++) {
-            int kept = md->holds[k][mode] - md->abandoned[k][mode] + md->xholds[k][mode]
-                       - md->xabandoned[k][mode];
+            int kept = md->holds[k][mode] - md->abandoned[k][mode] - md->foreign[k][mode]
+                       + md->xholds[k][mode] - md->xabandoned[k][mode];
             CHECK(told[k][mode] <= kept);
             if (quiet)
                 CHECK(md->block_failed ? peers[k][mode] <= kept : peers[k][mode] == kept);
@@ -285,6 +299,8 @@ static void answer_head(model *md, input *in)
          * that was given up */
         if (k >= 0 && md->abandoned[k][mode] > md->holds[k][mode])
             md->abandoned[k][mode] = md->holds[k][mode];
+        if (k >= 0 && md->foreign[k][mode] > md->holds[k][mode] - md->abandoned[k][mode])
+            md->foreign[k][mode] = md->holds[k][mode] - md->abandoned[k][mode];
     } else if (s.sql == ADVLOCK_SQL_HELD || s.sql == ADVLOCK_SQL_HELD_SHARED
                || s.sql == ADVLOCK_SQL_HELD_GUARDED || s.sql == ADVLOCK_SQL_HELD_SHARED_GUARDED) {
         mode = s.sql == ADVLOCK_SQL_HELD || s.sql == ADVLOCK_SQL_HELD_GUARDED ? ADVLOCK_EXCLUSIVE
@@ -332,6 +348,7 @@ static void session_gone(model *md)
     take_events(md);
     memset(md->holds, 0, sizeof md->holds);
     memset(md->abandoned, 0, sizeof md->abandoned);
+    memset(md->foreign, 0, sizeof md->foreign);
     memset(md->xholds, 0, sizeof md->xholds);
     memset(md->xabandoned, 0, sizeof md->xabandoned);
     md->block_failed = 0;
@@ -432,6 +449,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             } else if (what == 1 && advlock_conn_busy(&md.c) == 0
                        && advlock_conn_outstanding(&md.c) == 0) {
                 block_changes(&md);
+            } else if (what == 2 && !md.block_failed) {
+                /* the caller locks a key with a statement of its own */
+                int k = byte(&in) % KEYS, mode = byte(&in) % 2;
+                md.holds[k][mode]++;
+                md.foreign[k][mode]++;
+            } else if (what == 3 || what == 4) {
+                /* a release or a verify of a key by a member that may not
+                 * hold it; session scope (a verify of transaction scope
+                 * would take a session's hold for the block's) */
+                advlock_options o;
+                advlock_options_init(&o);
+                o.mode = byte(&in) % 2 ? ADVLOCK_SHARED : ADVLOCK_EXCLUSIVE;
+                int64_t key = keys[byte(&in) % KEYS];
+                int held = advlock_member_held(m);
+                if ((what == 3 ? advlock_conn_start_release_key
+                               : advlock_conn_start_verify_key)(&md.c, m, key, &o, md.now)
+                    == 0)
+                    md.op[m - md.m] = held ? (what == 3 ? OP_RELEASE : OP_VERIFY) : OP_BY_KEY;
             }
             break;
         }

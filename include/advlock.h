@@ -1568,6 +1568,7 @@ typedef struct advlock_member {
     uint8_t verifying_;
     uint8_t news_; /* events not yet polled: 1 done, 2 lost */
     uint8_t lease_expiry_;
+    uint8_t by_key_; /* a release or verify of a key it did not hold */
     char sqlstate_[6];
     char words_[ADVLOCK_CONN_WORDS_MAX];
 } advlock_member;
@@ -1690,6 +1691,29 @@ ADVLOCK_API int advlock_conn_start_acquire(advlock_conn *c, advlock_member *m, c
  * doubt: release it, or close the connection). */
 ADVLOCK_API int advlock_conn_start_release(advlock_conn *c, advlock_member *m, int64_t now_ms);
 ADVLOCK_API int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, int64_t now_ms);
+
+/*
+ * Starts releasing (advlock_conn_start_release_key()) or verifying
+ * (advlock_conn_start_verify_key()) key, which m does not hold on c: the
+ * session may hold it without the engine knowing (a statement of the
+ * caller's took it). o (NULL: the defaults) gives the mode, scope and guard
+ * as for an acquire; a lease in o is refused. On a member holding key on c
+ * these are advlock_conn_start_release() and _verify() (o unused). While it
+ * runs the key is taken in the exclusion table as EXCLUSIVE (a release must
+ * not take another member's hold, a verify must not find one), so other
+ * members' tries of it are answered busy. A release ends as advlock_start_release() says and
+ * leaves m holding nothing, FAILED included; a verify that ends HELD leaves
+ * m holding key (released with advlock_conn_start_release(), lost with the
+ * connection), without starting the lease's heartbeats. Neither is
+ * cancellable. Returns 0, or ADVLOCK_EINVAL (NULL, options refused) or
+ * ADVLOCK_EMISUSE (m busy, holding another key, or another engine's; the
+ * key taken by another member or kept for a cancelled one; the connection
+ * given up, to be closed, or its session held by a server-side wait).
+ */
+ADVLOCK_API int advlock_conn_start_release_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                               const advlock_options *o, int64_t now_ms);
+ADVLOCK_API int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                              const advlock_options *o, int64_t now_ms);
 
 /*
  * Ends m's acquire CANCELLED at once. A try of m's in flight stays the

@@ -69,19 +69,31 @@ static void begin(advlock_conn *c, advlock_member *m, int64_t now_ms)
     m->lease_expiry_ = ADVLOCK_LEASE_LIVE;
 }
 
-int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
-                                   int64_t timeout_ms, const advlock_options *o, int64_t now_ms)
+/* 1 when m, holding nothing and idle, may start an operation on c. */
+static int may_start(const advlock_conn *c, const advlock_member *m)
 {
-    if (c == NULL || m == NULL || timeout_ms < 0)
-        return ADVLOCK_EINVAL;
-    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_ || c->must_close_
-        || (m->conn_ != NULL && m->conn_ != c))
-        return ADVLOCK_EMISUSE;
+    return !c->given_up_ && !c->must_close_ && !busy(m) && m->phase_ != CONN_HELD
+           && (m->conn_ == NULL || m->conn_ == c);
+}
+
+static advlock_options options_or_defaults(const advlock_options *o)
+{
     advlock_options chosen;
     if (o != NULL)
         chosen = *o;
     else
         advlock_options_init(&chosen);
+    return chosen;
+}
+
+int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                   int64_t timeout_ms, const advlock_options *o, int64_t now_ms)
+{
+    if (c == NULL || m == NULL || timeout_ms < 0)
+        return ADVLOCK_EINVAL;
+    if (!may_start(c, m) || c->lease_expired_)
+        return ADVLOCK_EMISUSE;
+    advlock_options chosen = options_or_defaults(o);
     /* The lease is the connection's. A server-side wait holds its session
      * up: no other member may use it meanwhile. */
     int server_wait = chosen.wait == ADVLOCK_WAIT_SERVER;
@@ -103,6 +115,7 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     m->key_ = key;
     m->timeout_ms_ = timeout_ms;
     m->acquiring_ = 1;
+    m->by_key_ = 0;
     c->waits_ = (uint8_t)server_wait;
     advlock_conn_start_machine(c, m, now_ms);
     return 0;
@@ -123,6 +136,7 @@ static int start_on_held(advlock_conn *c, advlock_member *m, int verify, int64_t
         return ADVLOCK_EINVAL;
     if (c->given_up_ || m->conn_ != c || m->phase_ != CONN_HELD)
         return ADVLOCK_EMISUSE;
+    m->by_key_ = 0;
     (void)advlock_set_session(&m->machine_, &c->session_);
     int rc = verify ? advlock_start_verify_key(&m->machine_, m->key_, now_ms)
                     : advlock_start_release_key(&m->machine_, m->key_, now_ms);
@@ -144,6 +158,54 @@ int advlock_conn_start_release(advlock_conn *c, advlock_member *m, int64_t now_m
 int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, int64_t now_ms)
 {
     return start_on_held(c, m, 1, now_ms);
+}
+
+/* Starts a release or a verify (verify) of key, which m does not hold:
+ * the session may hold it without the engine knowing (taken by a statement
+ * of the caller's, or before the engine). While it runs, m asks for the key
+ * in the exclusion table as EXCLUSIVE, whatever its mode: a release must
+ * not take another member's hold, and a verify must not find one (a
+ * member's shared grant meanwhile would be counted twice). */
+static int start_by_key(advlock_conn *c, advlock_member *m, int64_t key, const advlock_options *o,
+                        int verify, int64_t now_ms)
+{
+    if (c == NULL || m == NULL)
+        return ADVLOCK_EINVAL;
+    if (m->phase_ == CONN_HELD && m->conn_ == c && m->key_ == key)
+        return start_on_held(c, m, verify, now_ms);
+    if (!may_start(c, m) || c->waits_)
+        return ADVLOCK_EMISUSE;
+    advlock_options chosen = options_or_defaults(o);
+    if (chosen.lease_ms != 0)
+        return ADVLOCK_EINVAL;
+    advlock_machine_init(&m->machine_);
+    int rc = advlock_set_options(&m->machine_, &chosen);
+    if (rc != 0)
+        return rc;
+    if (advlock_peers_ask(&c->peers_, &m->peer_, key, ADVLOCK_EXCLUSIVE) != 1)
+        return ADVLOCK_EMISUSE;
+    advlock_conn_untell(c, m);
+    begin(c, m, now_ms);
+    m->key_ = key;
+    m->timeout_ms_ = 0;
+    m->acquiring_ = 0;
+    m->by_key_ = 1;
+    m->verifying_ = (uint8_t)verify;
+    c->verifying_ += (uint32_t)verify;
+    advlock_conn_start_machine(c, m, now_ms);
+    return 0;
+}
+
+int advlock_conn_start_release_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                   const advlock_options *o, int64_t now_ms)
+{
+    return start_by_key(c, m, key, o, 0, now_ms);
+}
+
+int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                  const advlock_options *o, int64_t now_ms)
+{
+    return start_by_key(c, m, key, o, 1, now_ms);
 }
 
 int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)

@@ -139,7 +139,7 @@ static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
     /* A server-side wait had the connection to itself: its end frees it. */
     if (m->acquiring_)
         c->waits_ = 0;
-    int on_held = !m->acquiring_;
+    int on_held = !m->acquiring_ && !m->by_key_;
     if (m->verifying_) {
         m->verifying_ = 0;
         c->verifying_--;
@@ -147,6 +147,13 @@ static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
     if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
         || (on_held
             && (r->outcome == ADVLOCK_FAILED || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION))) {
+        /* A verify by key found the lock: held from now on, in its mode
+         * (it asked as EXCLUSIVE, and no other member has the key). */
+        if (m->by_key_ && advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING) {
+            (void)advlock_peers_leave(&c->peers_, &m->peer_);
+            (void)advlock_peers_ask(&c->peers_, &m->peer_, m->key_,
+                                    (advlock_mode)m->machine_.mode_);
+        }
         if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
         advlock_conn_move(c, m, CONN_HELD);
@@ -185,7 +192,12 @@ void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_
     (void)advlock_set_session(&m->machine_, &c->session_);
     int64_t left =
         advlock_sub_saturating(m->timeout_ms_, advlock_sub_saturating(now_ms, m->started_ms_));
-    (void)advlock_start_acquire_key(&m->machine_, m->key_, left > 0 ? left : 0, now_ms);
+    if (m->acquiring_)
+        (void)advlock_start_acquire_key(&m->machine_, m->key_, left > 0 ? left : 0, now_ms);
+    else if (m->verifying_)
+        (void)advlock_start_verify_key(&m->machine_, m->key_, now_ms);
+    else
+        (void)advlock_start_release_key(&m->machine_, m->key_, now_ms);
     advlock_conn_follow(c, m, now_ms);
 }
 

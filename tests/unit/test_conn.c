@@ -1116,6 +1116,52 @@ static void a_late_grant_whose_heartbeat_never_answers_is_lost(void **state)
     assert_int_equal(events(NULL), 0);
 }
 
+/* A key the session holds without the engine knowing (a statement of the
+ * caller's took it) is released and verified by key: the member holds
+ * nothing before; a verify that finds it held holds it from then on; a key
+ * another member holds is refused, lest its hold be taken. */
+static void a_key_not_held_is_released_and_verified(void **state)
+{
+    (void)state;
+    hold_first();
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 1, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 9, NULL, f.now), 0);
+    assert_true(advlock_member_busy(&f.m[1]));
+    /* Its key is taken meanwhile: another member's try is answered busy. */
+    acquire(2, 9, NULL);
+    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    assert_int_equal(f.sent[1].param, 9);
+    assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_RELEASED);
+    assert_false(advlock_member_held(&f.m[1]));
+    assert_int_equal(advlock_peers_count(&f.c.peers_), 1);
+    (void)events(NULL);
+    /* A verify that finds its key held holds it. */
+    assert_int_equal(advlock_conn_start_verify_key(&f.c, &f.m[3], 11, NULL, f.now), 0);
+    assert_int_equal(poll_all(), 3); /* the held row's prepare, the row, the sync */
+    expect_query(1, ADVLOCK_SQL_HELD, ADVLOCK_FORM_NAMED, &f.m[3]);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[3])->outcome, ADVLOCK_HELD);
+    assert_true(advlock_member_held(&f.m[3]));
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[3], f.now), 0);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[3])->outcome, ADVLOCK_RELEASED);
+    /* A release by key the server failed leaves m holding nothing. */
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[3], 12, NULL, f.now), 0);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[3]);
+    answer_error("XX000", "boom");
+    assert_int_equal(advlock_member_report(&f.m[3])->outcome, ADVLOCK_FAILED);
+    assert_false(advlock_member_held(&f.m[3]));
+    assert_int_equal(advlock_peers_count(&f.c.peers_), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1162,6 +1208,7 @@ int main(void)
         cmocka_unit_test_setup(a_late_grant_counts_from_its_heartbeat, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_fails_is_lost, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_never_answers_is_lost, setup),
+        cmocka_unit_test_setup(a_key_not_held_is_released_and_verified, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
