@@ -23,7 +23,9 @@
  *   - every loss is reported once: a LOST event only for a member that was
  *     told its lock was taken and not told since that it ended;
  *   - the engine never has more statements out than slots, and a sync
- *     only ends a batch that has a statement.
+ *     only ends a batch that has a statement;
+ *   - after the lease ran out, the time the engine says the server frees
+ *     the locks by is a lease after the last statement sent, or later.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -68,6 +70,7 @@ typedef struct model {
     int pid;
     int64_t now;
     int last_polled; /* 1 query, 2 sync, 0 nothing */
+    int64_t last_sent; /* when a statement last went out on the connection */
 } model;
 
 static const int64_t keys[KEYS] = {11, 22, 33};
@@ -203,6 +206,11 @@ static void check(model *md)
         }
     }
     CHECK(advlock_conn_outstanding(&md->c) <= SLOTS);
+    /* A lease that ran out: the server frees the locks a lease after it
+     * last heard from the client, never earlier. */
+    int64_t stop, free_by;
+    if (advlock_conn_lease_deadline(&md->c, &stop, &free_by) == 2 && free_by != INT64_MAX)
+        CHECK(free_by >= md->last_sent + 30000);
     int quiet = advlock_conn_outstanding(&md->c) == 0 && advlock_conn_busy(&md->c) == 0;
     for (int k = 0; k < KEYS; k++)
         for (int mode = 0; mode < 2; mode++) {
@@ -220,6 +228,8 @@ static void poll_one(model *md)
     md->last_polled = 0;
     if (!advlock_conn_poll_statement(&md->c, &st, md->now))
         return;
+    if (st.kind != ADVLOCK_STATEMENT_CANCEL)
+        md->last_sent = md->now;
     if (st.kind == ADVLOCK_STATEMENT_SYNC) {
         CHECK(md->len > 0);
         md->last_polled = 2;

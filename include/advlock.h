@@ -1606,7 +1606,9 @@ typedef struct advlock_conn {
     advlock_member *tails_[5];
     advlock_member *news_, *news_tail_;
     advlock_member *confirming_; /* a wait's grant awaiting its heartbeat */
-    int64_t confirm_sent_ms_;
+    /* The confirming heartbeat's send time; once the lease ran out (no
+     * grant is confirmed then), the last statement's send since. */
+    int64_t lease_mark_ms_;
     advlock_lease lease_;
     advlock_capacity capacity_;
     int64_t now_ms_;
@@ -1737,6 +1739,24 @@ ADVLOCK_API int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t 
  * or ADVLOCK_EINVAL (NULL, a plan refused) or ADVLOCK_EMISUSE (a member busy
  * or holding, or the lease ran out on this server session). */
 ADVLOCK_API int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms);
+
+/*
+ * The lease's deadlines (docs/libpq.md, "Leases"). While a member holds a
+ * lock under the lease (or verifies one): *stop_at_ms is the stop deadline,
+ * the send time of the last heartbeat answered in time plus the plan's D,
+ * by which the holders turn LOST unless a heartbeat answers, and
+ * *free_by_ms is INT64_MAX; returns 1. After the lease ran out on this
+ * server session (until advlock_conn_on_reset()): *stop_at_ms is the stop
+ * deadline it ran out at (or before, for a heartbeat that failed), and
+ * *free_by_ms the time by which the server frees the locks at the latest:
+ * the lease after the engine saw it run out, or after the last statement
+ * sent since (the server heard from the client then); INT64_MAX where the
+ * lease set nothing on the server (behind a proxy, or after a heartbeat
+ * found the settings changed); returns 2. Otherwise (no lease, nothing
+ * held, NULL) returns 0 and stores nothing. Either pointer may be NULL.
+ */
+ADVLOCK_API int advlock_conn_lease_deadline(const advlock_conn *c, int64_t *stop_at_ms,
+                                           int64_t *free_by_ms);
 
 /* The share of the server's lock table c may hold, 1 to 100 percent.
  * Returns 0 or ADVLOCK_EINVAL. */

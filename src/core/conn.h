@@ -143,6 +143,10 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms);
 /* The lease's next wake-up, or INT64_MAX. */
 int64_t advlock_conn_lease_wake(const advlock_conn *c);
 
+/* A statement went out at now_ms: after the lease ran out, the server's
+ * freeing of the locks counts from it. */
+void advlock_conn_lease_sent(advlock_conn *c, int64_t now_ms);
+
 /* A fresh lease under the same plan (a new server session). */
 void advlock_conn_lease_restart(advlock_conn *c);
 

@@ -616,10 +616,8 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
     return 0;
 }
 
-int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t now_ms)
+static int poll(advlock_conn *c, advlock_statement *st, int64_t now_ms)
 {
-    if (c == NULL || st == NULL)
-        return 0;
     memset(st, 0, sizeof *st);
     c->polled_ = 0;
     c->starved_ = 0;
@@ -664,6 +662,17 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
     }
     c->follow_ = 0;
     return c->unsynced_ ? emit_sync(c, st) : 0;
+}
+
+int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t now_ms)
+{
+    if (c == NULL || st == NULL || !poll(c, st, now_ms))
+        return 0;
+    /* A cancel request goes on a connection of its own: the server hears
+     * nothing on this one. */
+    if (st->kind != ADVLOCK_STATEMENT_CANCEL)
+        advlock_conn_lease_sent(c, now_ms);
+    return 1;
 }
 
 void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t now_ms)

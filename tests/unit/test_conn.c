@@ -1162,6 +1162,52 @@ static void a_key_not_held_is_released_and_verified(void **state)
     assert_int_equal(advlock_peers_count(&f.c.peers_), 1);
 }
 
+/* The lease's deadlines: while held, the stop deadline; once it ran out,
+ * the time the server frees the lock by, a lease after the engine saw it
+ * run out, or after a statement sent later (the server heard the client). */
+static void a_lease_that_ran_out_says_when_the_server_frees(void **state)
+{
+    (void)state;
+    advlock_lease_plan plan;
+    assert_int_equal(advlock_lease_plan_init(&plan, 30000, 0), 0);
+    int64_t stop = 0, free_by = 0;
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 0);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    acquire(0, 1, NULL);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE); /* applied */
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 0); /* nothing held */
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 1);
+    assert_int_equal(stop, plan.deadline_ms); /* the try went at 0 */
+    assert_int_equal(free_by, INT64_MAX);
+    /* No heartbeat answers: at the stop deadline the lease runs out. */
+    while (!advlock_member_lost(&f.m[0]) && f.now < 10 * plan.deadline_ms) {
+        f.now = advlock_conn_next_wake(&f.c);
+        advlock_conn_on_timer(&f.c, f.now);
+        (void)poll_all();
+    }
+    assert_true(advlock_member_lost(&f.m[0]));
+    int64_t ran_out = f.now;
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, NULL), 2);
+    assert_int_equal(stop, plan.deadline_ms);
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, NULL, &free_by), 2);
+    assert_int_equal(free_by, ran_out + 30000);
+    /* A statement sent later: the server frees a lease after it. */
+    f.now = ran_out + 5000;
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 9, NULL, f.now), 0);
+    assert_true(poll_all() > 0);
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, NULL, &free_by), 2);
+    assert_int_equal(free_by, ran_out + 5000 + 30000);
+    /* A new server session has a new lease. */
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1209,6 +1255,7 @@ int main(void)
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_fails_is_lost, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_never_answers_is_lost, setup),
         cmocka_unit_test_setup(a_key_not_held_is_released_and_verified, setup),
+        cmocka_unit_test_setup(a_lease_that_ran_out_says_when_the_server_frees, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
