@@ -1735,9 +1735,14 @@ ADVLOCK_API int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m
 ADVLOCK_API int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
 /* Sets the connection's lease (lease_ms 0: none; stop_ms as for
- * advlock_lease_plan_init()) while no member is busy or holding. Returns 0,
- * or ADVLOCK_EINVAL (NULL, a plan refused) or ADVLOCK_EMISUSE (a member busy
- * or holding, or the lease ran out on this server session). */
+ * advlock_lease_plan_init()) while no member is busy. While members hold
+ * locks under a lease, only the same plan is taken (it changes nothing: the
+ * lease runs on as it is); while they hold with none, a lease is set up at
+ * the next acquire, and its heartbeats, once that acquire's grant starts
+ * them, guard every lock of the session. Returns 0, or ADVLOCK_EINVAL
+ * (NULL, a plan refused) or ADVLOCK_EMISUSE (a member busy, another plan
+ * while members hold under one, or the lease ran out on this server
+ * session). */
 ADVLOCK_API int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms);
 
 /*

@@ -246,8 +246,16 @@ int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms)
     if (c == NULL)
         return ADVLOCK_EINVAL;
     /* A lease that ran out stays out: its connection must go. */
-    if (advlock_conn_busy(c) > 0 || c->lists_[CONN_HELD_LIST] != NULL || c->lease_expired_)
+    if (advlock_conn_busy(c) > 0 || c->lease_expired_)
         return ADVLOCK_EMISUSE;
+    /* Locks held under the lease keep it as it runs: the same plan again
+     * changes nothing, another would leave them unguarded. Locks held with
+     * no lease let one be set for the next acquire, whose setup then bounds
+     * the whole session. */
+    if (c->lists_[CONN_HELD_LIST] != NULL && c->lease_on_) {
+        const advlock_lease_plan *now = advlock_lease_plan_of(&c->lease_);
+        return now->lease_ms == lease_ms && now->stop_ms == stop_ms ? 0 : ADVLOCK_EMISUSE;
+    }
     if (lease_ms == 0) {
         memset(&c->lease_, 0, sizeof c->lease_);
         c->lease_on_ = 0;

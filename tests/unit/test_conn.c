@@ -161,6 +161,21 @@ static void hold_first(void)
     assert_int_equal(events(NULL), 1);
 }
 
+/* m[0] takes key 1 under a lease of 30 s on a fresh engine: check, the
+ * lease's setup, prepare, try. */
+static void hold_under_lease(void)
+{
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    acquire(0, 1, NULL);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE); /* applied */
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+}
+
 static void first_acquire_checks_prepares_and_holds(void **state)
 {
     (void)state;
@@ -338,14 +353,7 @@ static void a_fenced_try_the_lease_refused_unlocks_nothing(void **state)
 static void lease_without_heartbeat_answer_expires(void **state)
 {
     (void)state;
-    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
-    acquire(0, 1, NULL);
-    check_session(PID);
-    assert_int_equal(poll_all(), 2);
-    answer(ADVLOCK_RESULT_TRUE); /* applied */
-    assert_int_equal(poll_all(), 3);
-    answer(ADVLOCK_RESULT_TRUE);
-    answer(ADVLOCK_RESULT_TRUE);
+    hold_under_lease();
     assert_true(advlock_member_held(&f.m[0]));
     (void)events(NULL);
     /* A heartbeat, alone in its batch, never answered. */
@@ -1172,15 +1180,7 @@ static void a_lease_that_ran_out_says_when_the_server_frees(void **state)
     assert_int_equal(advlock_lease_plan_init(&plan, 30000, 0), 0);
     int64_t stop = 0, free_by = 0;
     assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 0);
-    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
-    acquire(0, 1, NULL);
-    check_session(PID);
-    assert_int_equal(poll_all(), 2);
-    answer(ADVLOCK_RESULT_TRUE); /* applied */
-    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 0); /* nothing held */
-    assert_int_equal(poll_all(), 3);
-    answer(ADVLOCK_RESULT_TRUE);
-    answer(ADVLOCK_RESULT_TRUE);
+    hold_under_lease();
     (void)events(NULL);
     assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 1);
     assert_int_equal(stop, plan.deadline_ms); /* the try went at 0 */
@@ -1206,6 +1206,31 @@ static void a_lease_that_ran_out_says_when_the_server_frees(void **state)
     /* A new server session has a new lease. */
     assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
     assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 0);
+}
+
+/* While a lock is held under the lease, the same lease may be set again
+ * (a pump that sets a member's options before each operation), which
+ * changes nothing; another is refused. Held with no lease, one may be set
+ * for the next acquire. */
+static void a_held_lock_keeps_its_lease_when_set_again(void **state)
+{
+    (void)state;
+    hold_first();
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 0, 0), ADVLOCK_EMISUSE);
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+    hold_under_lease();
+    int64_t wake = advlock_conn_next_wake(&f.c);
+    assert_true(wake > 0 && wake < INT64_MAX);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    assert_int_equal(advlock_conn_next_wake(&f.c), wake); /* runs on as it was */
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, NULL, NULL), 1);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 40000, 0), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 1000), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 0, 0), ADVLOCK_EMISUSE);
+    /* Not while a member is busy. */
+    acquire(1, 2, NULL);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), ADVLOCK_EMISUSE);
 }
 
 int main(void)
@@ -1256,6 +1281,7 @@ int main(void)
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_never_answers_is_lost, setup),
         cmocka_unit_test_setup(a_key_not_held_is_released_and_verified, setup),
         cmocka_unit_test_setup(a_lease_that_ran_out_says_when_the_server_frees, setup),
+        cmocka_unit_test_setup(a_held_lock_keeps_its_lease_when_set_again, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
