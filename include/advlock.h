@@ -1821,8 +1821,12 @@ ADVLOCK_API void advlock_conn_on_closed(advlock_conn *c, const char *sqlstate, c
 /*
  * The pump gives the connection up (its server did not answer within a
  * blocking call's bound): members under way end FAILED with failure, held
- * ones turn LOST with words, nothing stays in flight. The engine refuses new
- * work until advlock_conn_on_reset(). No-op for NULL.
+ * ones turn LOST with words, nothing stays in flight or owed. The engine
+ * refuses new work until advlock_conn_on_reset() (the same connection,
+ * reset). The pump may also leave it at once: closing the connection ends
+ * the session and its locks, and advlock_conn_init() sets the same engine
+ * up on another one, where its members (their reports and words readable
+ * until they start again) start as on a new engine. No-op for NULL.
  */
 ADVLOCK_API void advlock_conn_give_up(advlock_conn *c, int failure, const char *words,
                                       int64_t now_ms);

@@ -1233,6 +1233,33 @@ static void a_held_lock_keeps_its_lease_when_set_again(void **state)
     assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), ADVLOCK_EMISUSE);
 }
 
+/* A pump that gives a connection up closes it and may leave the engine:
+ * set up afresh on another connection, the members it had (one held, now
+ * lost; one whose acquire failed) start there as on a new engine. */
+static void a_given_up_engine_is_left_for_another_connection(void **state)
+{
+    (void)state;
+    hold_first();
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 2);
+    advlock_conn_give_up(&f.c, ADVLOCK_ENOANSWER, "no answer", f.now);
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[1])->failure, ADVLOCK_ENOANSWER);
+    assert_int_equal(events(NULL), 2);
+    assert_int_equal(advlock_conn_outstanding(&f.c), 0);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 5000, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID + 1,
+                                       TOKEN + 1, ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
+                     0);
+    /* The lost member's words and report stay readable till it starts. */
+    assert_string_equal(advlock_member_words(&f.m[0]), "no answer");
+    acquire(0, 1, NULL);
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 3); /* the settings' row, the check, the sync */
+    assert_int_equal(f.sent[1].param2, PID + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1282,6 +1309,7 @@ int main(void)
         cmocka_unit_test_setup(a_key_not_held_is_released_and_verified, setup),
         cmocka_unit_test_setup(a_lease_that_ran_out_says_when_the_server_frees, setup),
         cmocka_unit_test_setup(a_held_lock_keeps_its_lease_when_set_again, setup),
+        cmocka_unit_test_setup(a_given_up_engine_is_left_for_another_connection, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
