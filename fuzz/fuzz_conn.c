@@ -4,7 +4,8 @@
  * or transaction scope inside a block that begins and ends), releases,
  * verifies (of a held lock, or by key of a lock the caller took with
  * statements of its own) and cancels; statements polled, sent or taken back, cancel
- * requests; answers of every kind (granted, busy, NULL, errors with 26000
+ * requests, sent or not (a warning), server notices (warnings); answers
+ * of every kind (granted, busy, NULL, errors with 26000
  * and 42P05, a wait's lock_timeout with or without the grant it raced,
  * skipped with an aborted batch, lost), session rows direct and behind a proxy, timers,
  * closes, resets, leases. A model of the server session's holds, kept from
@@ -155,6 +156,12 @@ static void take_events(model *md)
 {
     advlock_conn_event ev;
     while (advlock_conn_poll_event(&md->c, &ev)) {
+        if (ev.kind == ADVLOCK_CONN_WARNING) {
+            /* of a member of this engine, or of the connection */
+            CHECK(ev.member == NULL || (ev.member >= md->m && ev.member < md->m + MEMBERS));
+            CHECK(advlock_conn_warning(&md->c)[0] != '\0');
+            continue;
+        }
         int i = (int)(ev.member - md->m);
         CHECK(i >= 0 && i < MEMBERS);
         if (ev.kind == ADVLOCK_CONN_LOST) {
@@ -464,6 +471,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 int k = byte(&in) % KEYS, mode = byte(&in) % 2;
                 md.holds[k][mode]++;
                 md.foreign[k][mode]++;
+            } else if (what == 5) {
+                advlock_conn_on_notice(&md.c, "01000", "a notice", md.now);
+            } else if (what == 6) {
+                advlock_conn_on_cancel_failed(&md.c, m, "refused", md.now);
             } else if (what == 3 || what == 4) {
                 /* a release or a verify of a key by a member that may not
                  * hold it; session scope (a verify of transaction scope

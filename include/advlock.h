@@ -1544,7 +1544,7 @@ ADVLOCK_API void advlock_answer_init(advlock_answer *a, advlock_result result);
  * core checks them at build time. */
 #define ADVLOCK_MEMBER_SIZE    776
 #define ADVLOCK_CONN_SLOT_SIZE 72
-#define ADVLOCK_CONN_SIZE      384
+#define ADVLOCK_CONN_SIZE      656
 
 /*
  * One caller of a connection: a lock machine, its place in the exclusion
@@ -1623,6 +1623,10 @@ typedef struct advlock_conn {
     uint8_t must_close_;
     uint8_t waits_;    /* a member's acquire may wait on the server */
     uint8_t in_block_; /* inside a transaction block (advlock_conn_on_transaction()) */
+    uint8_t warned_;   /* a warning not yet polled */
+    advlock_member *warned_member_;
+    char warning_sqlstate_[6];
+    char warning_[ADVLOCK_CONN_WORDS_MAX];
 } advlock_conn;
 
 /*
@@ -1904,8 +1908,10 @@ ADVLOCK_API int advlock_conn_watching(const advlock_conn *c);
 ADVLOCK_API int advlock_conn_wants_send(const advlock_conn *c);
 
 typedef enum advlock_conn_event_kind {
-    ADVLOCK_CONN_DONE = 1, /* the member's operation ended: advlock_member_report() */
-    ADVLOCK_CONN_LOST = 2  /* the member's held lock is lost: advlock_member_words() */
+    ADVLOCK_CONN_DONE = 1,   /* the member's operation ended: advlock_member_report() */
+    ADVLOCK_CONN_LOST = 2,   /* the member's held lock is lost: advlock_member_words() */
+    ADVLOCK_CONN_WARNING = 3 /* a warning about the member's statement (member NULL:
+                                the connection's own): advlock_conn_warning() */
 } advlock_conn_event_kind;
 
 typedef struct advlock_conn_event {
@@ -1915,8 +1921,37 @@ typedef struct advlock_conn_event {
 
 /* The next event, oldest first, into *ev: 1, or 0 (none, or NULL). A
  * member whose operation ended and whose lock was then lost gives DONE,
- * then LOST. */
+ * then LOST. A warning comes first (it came with a statement whose answer
+ * the events that follow may tell): the warnings since the last poll are
+ * one event, of the last one, its member NULL when that member was
+ * cancelled or started again since. */
 ADVLOCK_API int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev);
+
+/*
+ * The server sent a notice (libpq: the notice receiver; a WARNING such as
+ * an unlock's "you don't own a lock") while the head statement ran
+ * (advlock_conn_head()): call it before handing that statement's answer
+ * in. sqlstate ("" or NULL: none) and the first line of words are kept for
+ * an ADVLOCK_CONN_WARNING event of the head's member, whose event callback
+ * (advlock_options) hears ADVLOCK_EVENT_WARNING at once. No-op for NULL.
+ */
+ADVLOCK_API void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words,
+                                        int64_t now_ms);
+
+/*
+ * The cancel request the engine asked for m (ADVLOCK_STATEMENT_CANCEL)
+ * could not be sent, for why (the client's words): an ADVLOCK_CONN_WARNING
+ * event, "could not send a cancel request: <why>", and m's event callback
+ * hears ADVLOCK_EVENT_WARNING. The engine asks again while the wait is
+ * late. No-op for NULL.
+ */
+ADVLOCK_API void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m,
+                                               const char *why, int64_t now_ms);
+
+/* The last warning's words and SQLSTATE ("" if none, or the client's own),
+ * kept until the next warning; they point into c ("" for NULL). */
+ADVLOCK_API const char *advlock_conn_warning(const advlock_conn *c);
+ADVLOCK_API const char *advlock_conn_warning_sqlstate(const advlock_conn *c);
 
 /* m busy (an operation under way), holding a lock, or holding one that was
  * lost; 0 for NULL. */

@@ -467,9 +467,70 @@ int advlock_conn_watching(const advlock_conn *c)
     return c != NULL && (c->count_ > 0 || c->lists_[CONN_HELD_LIST] != NULL);
 }
 
+/* A warning for m (NULL: the connection's statement) in words, kept for
+ * its event; m's event callback hears it at once. */
+static void warn(advlock_conn *c, advlock_member *m, const char *sqlstate, const char *words,
+                 int64_t now_ms)
+{
+    c->warned_ = 1;
+    c->warned_member_ = m;
+    advlock_text t;
+    advlock_text_init(&t, c->warning_sqlstate_, sizeof c->warning_sqlstate_);
+    if (sqlstate != NULL && strlen(sqlstate) == 5)
+        advlock_text_put(&t, sqlstate);
+    if (m != NULL)
+        advlock_notify(&m->machine_, ADVLOCK_EVENT_WARNING, words, now_ms);
+}
+
+void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words,
+                            int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    advlock_statement head;
+    advlock_member *m = advlock_conn_head(c, &head) ? head.member : NULL;
+    advlock_text t;
+    advlock_text_init(&t, c->warning_, sizeof c->warning_);
+    if (words != NULL)
+        advlock_text_putn(&t, words, strcspn(words, "\n"));
+    warn(c, m, sqlstate, c->warning_, now_ms);
+}
+
+void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const char *why,
+                                   int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    advlock_text t;
+    advlock_text_init(&t, c->warning_, sizeof c->warning_);
+    advlock_text_put(&t, "could not send a cancel request: ");
+    if (why != NULL)
+        advlock_text_putn(&t, why, strcspn(why, "\n"));
+    warn(c, m != NULL && m->conn_ == c ? m : NULL, NULL, c->warning_, now_ms);
+}
+
+const char *advlock_conn_warning(const advlock_conn *c)
+{
+    return c != NULL ? c->warning_ : "";
+}
+
+const char *advlock_conn_warning_sqlstate(const advlock_conn *c)
+{
+    return c != NULL ? c->warning_sqlstate_ : "";
+}
+
 int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev)
 {
-    if (c == NULL || ev == NULL || c->news_ == NULL)
+    if (c == NULL || ev == NULL)
+        return 0;
+    if (c->warned_) {
+        c->warned_ = 0;
+        ev->kind = ADVLOCK_CONN_WARNING;
+        ev->member = c->warned_member_;
+        c->warned_member_ = NULL;
+        return 1;
+    }
+    if (c->news_ == NULL)
         return 0;
     advlock_member *m = c->news_;
     ev->member = m;

@@ -62,7 +62,8 @@ int advlock_conn_is_unlock(int sql);
 /* Copies text's first line into m's words (NULL: ""). */
 void advlock_conn_say(advlock_member *m, const char *text);
 
-/* Drops m's events not yet polled (advlock_conn_poll_event()). */
+/* Drops m's events not yet polled (advlock_conn_poll_event()); a warning
+ * of m's not yet polled is the connection's from then on. */
 void advlock_conn_untell(advlock_conn *c, advlock_member *m);
 
 /* Takes up m's machine's next action. */

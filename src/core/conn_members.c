@@ -113,6 +113,8 @@ static void tell(advlock_conn *c, advlock_member *m, int news)
 
 void advlock_conn_untell(advlock_conn *c, advlock_member *m)
 {
+    if (c->warned_member_ == m)
+        c->warned_member_ = NULL;
     if (m->news_ == 0)
         return;
     advlock_member *before = NULL;

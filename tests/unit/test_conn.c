@@ -1260,6 +1260,61 @@ static void a_given_up_engine_is_left_for_another_connection(void **state)
     assert_int_equal(f.sent[1].param2, PID + 1);
 }
 
+static void record_event(void *user, const advlock_event *ev)
+{
+    if (ev->kind == ADVLOCK_EVENT_WARNING)
+        *(int *)user += 1;
+}
+
+/* A server's notice during a member's statement, and a cancel request the
+ * pump could not send, are warnings: an event of the member's (before its
+ * DONE), in the same words for every pump, and its callback hears them. */
+static void notices_and_failed_cancels_are_warnings(void **state)
+{
+    (void)state;
+    int heard = 0;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.on_event = record_event;
+    o.event_user = &heard;
+    hold_first();
+    acquire(1, 2, &o);
+    assert_int_equal(poll_all(), 2);
+    advlock_conn_on_notice(&f.c, "01000", "you don't own a lock of type ExclusiveLock\nmore",
+                           f.now);
+    answer(ADVLOCK_RESULT_TRUE);
+    advlock_conn_event ev;
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_ptr_equal(ev.member, &f.m[1]);
+    assert_string_equal(advlock_conn_warning(&f.c), "you don't own a lock of type ExclusiveLock");
+    assert_string_equal(advlock_conn_warning_sqlstate(&f.c), "01000");
+    assert_int_equal(heard, 1);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
+    assert_int_equal(events(NULL), 0);
+    /* The connection's own statement: no member. */
+    advlock_conn_on_notice(&f.c, NULL, "a notice", f.now);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_null(ev.member);
+    assert_string_equal(advlock_conn_warning_sqlstate(&f.c), "");
+    /* A cancel request not sent. */
+    advlock_conn_on_cancel_failed(&f.c, &f.m[1], "connection refused", f.now);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_ptr_equal(ev.member, &f.m[1]);
+    assert_string_equal(advlock_conn_warning(&f.c),
+                        "could not send a cancel request: connection refused");
+    assert_int_equal(heard, 2);
+    /* A member started again (or cancelled, and maybe freed) leaves its
+     * warning to the connection. */
+    advlock_conn_on_cancel_failed(&f.c, &f.m[2], "no", f.now);
+    acquire(2, 3, NULL);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_null(ev.member);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1310,6 +1365,7 @@ int main(void)
         cmocka_unit_test_setup(a_lease_that_ran_out_says_when_the_server_frees, setup),
         cmocka_unit_test_setup(a_held_lock_keeps_its_lease_when_set_again, setup),
         cmocka_unit_test_setup(a_given_up_engine_is_left_for_another_connection, setup),
+        cmocka_unit_test_setup(notices_and_failed_cancels_are_warnings, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
