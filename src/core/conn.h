@@ -62,7 +62,8 @@ int advlock_conn_is_unlock(int sql);
 /* Copies text's first line into m's words (NULL: ""). */
 void advlock_conn_say(advlock_member *m, const char *text);
 
-/* Drops m's events not yet polled (advlock_conn_poll_event()). */
+/* Drops m's events not yet polled (advlock_conn_poll_event()); a warning
+ * of m's not yet polled is the connection's from then on. */
 void advlock_conn_untell(advlock_conn *c, advlock_member *m);
 
 /* Takes up m's machine's next action. */
@@ -142,6 +143,10 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms);
 
 /* The lease's next wake-up, or INT64_MAX. */
 int64_t advlock_conn_lease_wake(const advlock_conn *c);
+
+/* A statement went out at now_ms: after the lease ran out, the server's
+ * freeing of the locks counts from it. */
+void advlock_conn_lease_sent(advlock_conn *c, int64_t now_ms);
 
 /* A fresh lease under the same plan (a new server session). */
 void advlock_conn_lease_restart(advlock_conn *c);

@@ -65,11 +65,20 @@ int advlock_conn_try_mode(int sql, advlock_mode *mode)
     case ADVLOCK_SQL_TRY_LOCK_GUARDED:
     case ADVLOCK_SQL_TRY_LOCK_FENCED:
     case ADVLOCK_SQL_LOCK:
-    case ADVLOCK_SQL_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_FENCED:
+    case ADVLOCK_SQL_XACT_LOCK:
+    case ADVLOCK_SQL_XACT_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
     case ADVLOCK_SQL_TRY_LOCK_SHARED:
     case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED:
     case ADVLOCK_SQL_LOCK_SHARED:
-    case ADVLOCK_SQL_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    case ADVLOCK_SQL_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
     default: return 0;
     }
 }
@@ -104,6 +113,8 @@ static void tell(advlock_conn *c, advlock_member *m, int news)
 
 void advlock_conn_untell(advlock_conn *c, advlock_member *m)
 {
+    if (c->warned_member_ == m)
+        c->warned_member_ = NULL;
     if (m->news_ == 0)
         return;
     advlock_member *before = NULL;
@@ -121,21 +132,30 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m)
 
 /* An operation ended: a grant, or a verify that found the lock, is held;
  * so is a lock whose release or verify failed, which the session may still
- * hold (the member keeps its key till it is released or lost); anything
- * else leaves the table. */
+ * hold, and a transaction's lock released, which its block holds (the
+ * member keeps its key till it is released, lost or the block ends);
+ * anything else leaves the table. */
 static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
 {
     m->report_ = *r;
     /* A server-side wait had the connection to itself: its end frees it. */
     if (m->acquiring_)
         c->waits_ = 0;
-    int on_held = !m->acquiring_;
+    int on_held = !m->acquiring_ && !m->by_key_;
     if (m->verifying_) {
         m->verifying_ = 0;
         c->verifying_--;
     }
     if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
-        || (on_held && r->outcome == ADVLOCK_FAILED)) {
+        || (on_held
+            && (r->outcome == ADVLOCK_FAILED || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION))) {
+        /* A verify by key found the lock: held from now on, in its mode
+         * (it asked as EXCLUSIVE, and no other member has the key). */
+        if (m->by_key_ && advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING) {
+            (void)advlock_peers_leave(&c->peers_, &m->peer_);
+            (void)advlock_peers_ask(&c->peers_, &m->peer_, m->key_,
+                                    (advlock_mode)m->machine_.mode_);
+        }
         if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
         advlock_conn_move(c, m, CONN_HELD);
@@ -174,7 +194,12 @@ void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_
     (void)advlock_set_session(&m->machine_, &c->session_);
     int64_t left =
         advlock_sub_saturating(m->timeout_ms_, advlock_sub_saturating(now_ms, m->started_ms_));
-    (void)advlock_start_acquire_key(&m->machine_, m->key_, left > 0 ? left : 0, now_ms);
+    if (m->acquiring_)
+        (void)advlock_start_acquire_key(&m->machine_, m->key_, left > 0 ? left : 0, now_ms);
+    else if (m->verifying_)
+        (void)advlock_start_verify_key(&m->machine_, m->key_, now_ms);
+    else
+        (void)advlock_start_release_key(&m->machine_, m->key_, now_ms);
     advlock_conn_follow(c, m, now_ms);
 }
 
@@ -292,7 +317,7 @@ void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, con
  * was missed); the member backs off exactly as then. */
 static void answer_busy(advlock_member *m, advlock_sql sql, int64_t now_ms)
 {
-    if (sql == ADVLOCK_SQL_TRY_LOCK_FENCED)
+    if (advlock_sql_answer(sql) == ADVLOCK_ANSWER_FENCED)
         (void)advlock_on_fenced(&m->machine_, 0, 0, now_ms);
     else
         (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);

@@ -297,12 +297,37 @@ static void feed(advlock_member *m, const advlock_conn_slot *s, const advlock_an
     }
 }
 
+/* 1 when m's acquire has an unlock to send (or in flight) undoing a grant
+ * the session may hold. */
+static int undoing(const advlock_member *m)
+{
+    advlock_action next = advlock_next_action(&m->machine_);
+    return m->acquiring_ && next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
+}
+
+/* The unlock undoing m's grant (s) failed, and the machine says the grant
+ * is in doubt (a lost connection took it with the session): as with a
+ * give-back that failed, the key stays taken by a keeper and the unlock is
+ * owed, or the connection must close. */
+static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s)
+{
+    advlock_action next = advlock_next_action(&m->machine_);
+    if (!m->acquiring_ || !advlock_conn_is_unlock(s->sql_) || next.kind != ADVLOCK_ACTION_DONE
+        || next.report->outcome != ADVLOCK_FAILED || !advlock_detail_in_doubt(next.report->detail)
+        || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
+        return;
+    int32_t k = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
+    keeper(c, k)->kept_unlock_ = s->sql_;
+    give_back_failed(c, k);
+}
+
 /* m's statement s has its final answer a: feeds it, keeps the exclusion
  * table, the lease and the shared session up to date, moves m on. */
 static void member_answered(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s,
                             const advlock_answer *a, int64_t now_ms)
 {
     feed(m, s, a, now_ms);
+    undo_failed(c, m, s);
     advlock_mode mode;
     if (advlock_conn_try_mode(s->sql_, &mode)) {
         /* A try the machine undoes (a fenced try's error: the server may
@@ -570,7 +595,7 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         /* A fenced try writes its token in the batch's implicit transaction,
          * which a later failure in the batch would roll back after the token
          * was handed out: it goes in a batch of its own. */
-        int alone = act.sql == ADVLOCK_SQL_TRY_LOCK_FENCED;
+        int alone = advlock_sql_answer(act.sql) == ADVLOCK_ANSWER_FENCED;
         if (alone && c->unsynced_ && !c->follow_)
             return emit_sync(c, st);
         int form = form_of(c, act.sql);
@@ -591,10 +616,8 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
     return 0;
 }
 
-int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t now_ms)
+static int poll(advlock_conn *c, advlock_statement *st, int64_t now_ms)
 {
-    if (c == NULL || st == NULL)
-        return 0;
     memset(st, 0, sizeof *st);
     c->polled_ = 0;
     c->starved_ = 0;
@@ -641,6 +664,17 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
     return c->unsynced_ ? emit_sync(c, st) : 0;
 }
 
+int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t now_ms)
+{
+    if (c == NULL || st == NULL || !poll(c, st, now_ms))
+        return 0;
+    /* A cancel request goes on a connection of its own: the server hears
+     * nothing on this one. */
+    if (st->kind != ADVLOCK_STATEMENT_CANCEL)
+        advlock_conn_lease_sent(c, now_ms);
+    return 1;
+}
+
 void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t now_ms)
 {
     if (c == NULL || c->polled_ == 0)
@@ -663,14 +697,21 @@ void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t
         owe(c, s.keeper_, 1); /* again at the next turn */
         return;
     }
+    /* An unlock undoing a grant the session still holds goes again at the
+     * next turn, as a give-back does: failing it would free the key. */
+    if (!broken && s.kind_ == SLOT_MEMBER && undoing(s.member_)) {
+        advlock_conn_move(c, s.member_, CONN_QUEUED);
+        return;
+    }
     advlock_answer lost;
     advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
     lost.message = words;
     dispatch(c, &s, &lost, now_ms);
     /* The member a prepare or the settings went ahead of goes nowhere
-     * either. */
+     * either, but for an undo's unlock (again at the next turn). */
     advlock_member *next = c->lists_[CONN_QUEUE_LIST];
-    if ((s.kind_ == SLOT_PREPARE || s.kind_ == SLOT_CAPACITY) && next != NULL)
+    if ((s.kind_ == SLOT_PREPARE || s.kind_ == SLOT_CAPACITY) && next != NULL
+        && (broken || !undoing(next)))
         advlock_conn_fail(c, next, ADVLOCK_RESULT_CONNECTION_LOST, NULL, words, now_ms);
 }
 
