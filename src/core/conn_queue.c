@@ -570,6 +570,13 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
             advlock_conn_follow(c, m, now_ms);
             continue;
         }
+        /* Outside a block (it ended, or a reset) a transaction's try
+         * would lock for its own statement only. */
+        if (advlock_conn_is_xact_lock(act.sql) && !c->in_block_) {
+            advlock_conn_move(c, m, CONN_IDLE);
+            advlock_conn_end_outside_block(c, m);
+            continue;
+        }
         if (advlock_conn_lease_needs_setup(c, act.sql)) {
             if (c->unsynced_)
                 return emit_sync(c, st); /* the setup goes alone */
@@ -592,13 +599,6 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
             c->follow_ = 1;
             return emit(st, push(c, SLOT_CAPACITY, read.sql, ADVLOCK_FORM_UNNAMED, NULL, now_ms),
                         &read);
-        }
-        /* Outside a block (it ended, or a reset) a transaction's try
-         * would lock for its own statement only. */
-        if (advlock_conn_is_xact_lock(act.sql) && !c->in_block_) {
-            advlock_conn_move(c, m, CONN_IDLE);
-            advlock_conn_end_outside_block(c, m);
-            continue;
         }
         if (!advlock_conn_may_send(c, m, &act, now_ms))
             continue;
