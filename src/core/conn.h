@@ -154,8 +154,8 @@ void advlock_conn_lease_restart(advlock_conn *c);
 /* m's acquire of transaction scope has no transaction block to take its
  * lock in: it ends FAILED at once, as the server answers a statement that
  * needs a block outside one (ADVLOCK_ESERVER, 25P01), at the last time m's
- * machine saw (the pump may give no time). m is in no list, nothing of it
- * in flight. */
+ * machine saw (the pump may give no time). Nothing of m's is in flight
+ * (detached first). */
 void advlock_conn_end_outside_block(advlock_conn *c, advlock_member *m);
 
 /* 1 when sql is a try or a wait of transaction scope. */

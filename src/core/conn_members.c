@@ -288,7 +288,7 @@ void advlock_conn_end_outside_block(advlock_conn *c, advlock_member *m)
 {
     int64_t now_ms = m->machine_.now_ms_ > m->started_ms_ ? m->machine_.now_ms_ : m->started_ms_;
     advlock_conn_say(m, "a lock of transaction scope needs a transaction block, and the "
-                        "connection is in none (the block ended)");
+                        "connection is in none (the block ended, or a reset began a new session)");
     advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ESERVER, now_ms);
     advlock_text t;
     advlock_text_init(&t, m->report_.sqlstate, sizeof m->report_.sqlstate);
