@@ -1710,11 +1710,14 @@ ADVLOCK_API int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, in
  * members' tries of it are answered busy. A release ends as advlock_start_release() says and
  * leaves m holding nothing, FAILED included; a verify that ends HELD leaves
  * m holding key (released with advlock_conn_start_release(), lost with the
- * connection), without starting the lease's heartbeats. Neither is
- * cancellable. Returns 0, or ADVLOCK_EINVAL (NULL, options refused) or
- * ADVLOCK_EMISUSE (m busy, holding another key, or another engine's; the
- * key taken by another member or kept for a cancelled one; the connection
- * given up, to be closed, or its session held by a server-side wait).
+ * connection). Transaction scope only inside a transaction block, as for
+ * an acquire; a verify not under the connection's lease (a lock it found
+ * would be held with no heartbeat to keep it). Neither is cancellable.
+ * Returns 0, or ADVLOCK_EINVAL (NULL, options refused) or ADVLOCK_EMISUSE
+ * (m busy, holding another key, or another engine's; the key taken by
+ * another member or kept for a cancelled one; transaction scope outside a
+ * transaction block; a verify while a lease is set; the connection given
+ * up, to be closed, or its session held by a server-side wait).
  */
 ADVLOCK_API int advlock_conn_start_release_key(advlock_conn *c, advlock_member *m, int64_t key,
                                                const advlock_options *o, int64_t now_ms);
@@ -1740,13 +1743,11 @@ ADVLOCK_API int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t 
 
 /* Sets the connection's lease (lease_ms 0: none; stop_ms as for
  * advlock_lease_plan_init()) while no member is busy. While members hold
- * locks under a lease, only the same plan is taken (it changes nothing: the
- * lease runs on as it is); while they hold with none, a lease is set up at
- * the next acquire, and its heartbeats, once that acquire's grant starts
- * them, guard every lock of the session. Returns 0, or ADVLOCK_EINVAL
- * (NULL, a plan refused) or ADVLOCK_EMISUSE (a member busy, another plan
- * while members hold under one, or the lease ran out on this server
- * session). */
+ * locks, only the plan they hold under is taken (the same lease, or none
+ * again): it changes nothing, the lease runs on as it is; another would
+ * leave their locks unguarded. Returns 0, or ADVLOCK_EINVAL (NULL, a plan
+ * refused, whatever else holds) or ADVLOCK_EMISUSE (a member busy, another
+ * plan while members hold, or the lease ran out on this server session). */
 ADVLOCK_API int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms);
 
 /*
@@ -1757,9 +1758,11 @@ ADVLOCK_API int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_
  * *free_by_ms is INT64_MAX; returns 1. After the lease ran out on this
  * server session (until advlock_conn_on_reset()): *stop_at_ms is the stop
  * deadline it ran out at (or before, for a heartbeat that failed), and
- * *free_by_ms the time by which the server frees the locks at the latest:
- * the lease after the engine saw it run out, or after the last statement
- * sent since (the server heard from the client then); INT64_MAX where the
+ * *free_by_ms the time by which the server frees the locks if it hears
+ * nothing more from this client (the network died, or the connection stays
+ * idle; a statement of the caller's own on it would push it later): the
+ * lease after the engine saw it run out, or after the last statement the
+ * engine sent since (the server heard from the client then); INT64_MAX where the
  * lease set nothing on the server (behind a proxy, or after a heartbeat
  * found the settings changed); returns 2. Otherwise (no lease, nothing
  * held, NULL) returns 0 and stores nothing. Either pointer may be NULL.
@@ -1841,8 +1844,10 @@ ADVLOCK_API void advlock_conn_give_up(advlock_conn *c, int failure, const char *
  * session's statements are answered lost, its held members turn LOST
  * (saying which session replaced which), and a fresh session value with
  * token (nonzero, new: see advlock_session_init()) is checked again, its
- * prepares and lease set up anew. Returns 0, or ADVLOCK_EINVAL (NULL,
- * token 0).
+ * prepares and lease set up anew. Releases and verifies not yet answered,
+ * by key ones waiting for the session check too, were the old session's:
+ * they end FAILED (ADVLOCK_ECONNLOST); acquires holding nothing go on.
+ * Returns 0, or ADVLOCK_EINVAL (NULL, token 0).
  */
 ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token,
                                       int64_t now_ms);
@@ -1852,7 +1857,10 @@ ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t 
  * session check answered inside one was provisional (a rollback undoes its
  * claim), so it is checked again, same token, and the locks of transaction
  * scope went with the block: their members stop holding (no event: the
- * caller ended the block), their keys free. No-op for NULL. */
+ * caller ended the block), their keys free. An acquire of transaction
+ * scope still under way ends FAILED (ADVLOCK_ESERVER, SQLSTATE 25P01, words
+ * saying the block ended), its DONE event to come; a try of it in flight
+ * is left to the engine, its key kept until it answers. No-op for NULL. */
 ADVLOCK_API void advlock_conn_on_transaction(advlock_conn *c, int in_block);
 
 /*
@@ -1924,7 +1932,8 @@ typedef struct advlock_conn_event {
  * then LOST. A warning comes first (it came with a statement whose answer
  * the events that follow may tell): the warnings since the last poll are
  * one event, of the last one, its member NULL when that member was
- * cancelled or started again since. */
+ * cancelled, or started an acquire or a release or verify by key, since (a
+ * release or verify of the lock it holds keeps the warning its own). */
 ADVLOCK_API int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev);
 
 /*
@@ -1943,7 +1952,9 @@ ADVLOCK_API void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, c
  * could not be sent, for why (the client's words): an ADVLOCK_CONN_WARNING
  * event, "could not send a cancel request: <why>", and m's event callback
  * hears ADVLOCK_EVENT_WARNING. The engine asks again while the wait is
- * late. No-op for NULL.
+ * late. The warning is m's only while m is still the member waiting on
+ * the server; else (m cancelled, maybe freed, since: it is compared, never
+ * read) it is the connection's, its member NULL. No-op for NULL.
  */
 ADVLOCK_API void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m,
                                                const char *why, int64_t now_ms);

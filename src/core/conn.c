@@ -178,6 +178,11 @@ static int start_by_key(advlock_conn *c, advlock_member *m, int64_t key, const a
     advlock_options chosen = options_or_defaults(o);
     if (chosen.lease_ms != 0)
         return ADVLOCK_EINVAL;
+    /* Outside a block there is no transaction's lock to release or find;
+     * a verify that found one would hold it past the block. Under the
+     * lease a lock found would be held with no heartbeat to keep it. */
+    if ((chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_) || (verify && c->lease_on_))
+        return ADVLOCK_EMISUSE;
     advlock_machine_init(&m->machine_);
     int rc = advlock_set_options(&m->machine_, &chosen);
     if (rc != 0)
@@ -245,26 +250,31 @@ int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms)
 {
     if (c == NULL)
         return ADVLOCK_EINVAL;
+    advlock_lease_plan p;
+    memset(&p, 0, sizeof p);
+    if (lease_ms != 0) {
+        int rc = advlock_lease_plan_init(&p, lease_ms, stop_ms);
+        if (rc != 0)
+            return rc;
+    }
     /* A lease that ran out stays out: its connection must go. */
     if (advlock_conn_busy(c) > 0 || c->lease_expired_)
         return ADVLOCK_EMISUSE;
-    /* Locks held under the lease keep it as it runs: the same plan again
-     * changes nothing, another would leave them unguarded. Locks held with
-     * no lease let one be set for the next acquire, whose setup then bounds
-     * the whole session. */
-    if (c->lists_[CONN_HELD_LIST] != NULL && c->lease_on_) {
+    /* Held locks keep the lease they were taken under as it runs: the same
+     * plan again changes nothing. Another would leave them unguarded (a
+     * lease set for the next acquire, whose setup bounds the whole session,
+     * while nothing beats for the locks held before it). */
+    if (c->lists_[CONN_HELD_LIST] != NULL) {
         const advlock_lease_plan *now = advlock_lease_plan_of(&c->lease_);
-        return now->lease_ms == lease_ms && now->stop_ms == stop_ms ? 0 : ADVLOCK_EMISUSE;
+        int same = c->lease_on_ ? now->lease_ms == lease_ms && now->stop_ms == stop_ms
+                                : lease_ms == 0;
+        return same ? 0 : ADVLOCK_EMISUSE;
     }
     if (lease_ms == 0) {
         memset(&c->lease_, 0, sizeof c->lease_);
         c->lease_on_ = 0;
         return 0;
     }
-    advlock_lease_plan p;
-    int rc = advlock_lease_plan_init(&p, lease_ms, stop_ms);
-    if (rc != 0)
-        return rc;
     (void)advlock_lease_init(&c->lease_, &p);
     c->lease_on_ = 1;
     advlock_conn_lease_restart(c);
@@ -319,13 +329,14 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
 }
 
 /* The server session is gone: a member waiting to release or verify the
- * lock it held there, or to undo a grant it got there, has nothing left
- * to act on; it ends FAILED as a lost connection (and a releaser, whose
- * lock was in doubt, turns LOST with the others). Acquirers holding
- * nothing go on, on the next session. */
+ * lock it held there (or a key there, parked behind the session check), or
+ * to undo a grant it got there, has nothing left to act on; it ends FAILED
+ * as a lost connection (and a releaser, whose lock was in doubt, turns
+ * LOST with the others). Acquirers holding nothing go on, on the next
+ * session. */
 static void end_dead_waiting(advlock_conn *c, int64_t now_ms)
 {
-    static const int waiting[] = {CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
     for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++) {
         advlock_member *m = c->lists_[waiting[i]];
         while (m != NULL) {
@@ -360,7 +371,7 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
     /* Every member with a statement in flight ends here, its statement
      * left to the engine, which forgets it below. */
     advlock_member *m;
-    while ((m = advlock_conn_first_in_flight(c)) != NULL) {
+    while ((m = advlock_conn_first_in_flight(c, -1)) != NULL) {
         advlock_conn_detach(c, m);
         advlock_conn_end(c, m, ADVLOCK_FAILED, failure, now_ms);
     }
@@ -375,7 +386,7 @@ void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
     if (c == NULL)
         return;
     advlock_member *m;
-    while ((m = advlock_conn_first_in_flight(c)) != NULL) {
+    while ((m = advlock_conn_first_in_flight(c, -1)) != NULL) {
         advlock_conn_detach(c, m);
         advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
     }
@@ -418,6 +429,30 @@ int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64
     return 0;
 }
 
+/* The transaction block ended: an acquire of transaction scope still under
+ * way has no block to take its lock in any more, and ends so. A try in
+ * flight is the engine's, its key kept until it answers (a grant went with
+ * the block: nothing to give back). */
+static void end_transaction_acquires(advlock_conn *c)
+{
+    advlock_member *m;
+    while ((m = advlock_conn_first_in_flight(c, ADVLOCK_TRANSACTION)) != NULL) {
+        advlock_conn_detach(c, m);
+        advlock_conn_move(c, m, CONN_IDLE);
+        advlock_conn_end_outside_block(c, m);
+    }
+    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++) {
+        m = c->lists_[waiting[i]];
+        while (m != NULL) {
+            advlock_member *next = m->next_;
+            if (m->machine_.scope_ == ADVLOCK_TRANSACTION)
+                advlock_conn_end_outside_block(c, m);
+            m = next;
+        }
+    }
+}
+
 void advlock_conn_on_transaction(advlock_conn *c, int in_block)
 {
     if (c == NULL)
@@ -425,6 +460,7 @@ void advlock_conn_on_transaction(advlock_conn *c, int in_block)
     c->in_block_ = (uint8_t)(in_block != 0);
     if (in_block)
         return;
+    end_transaction_acquires(c);
     advlock_member *m = c->lists_[CONN_HELD_LIST];
     while (m != NULL) {
         advlock_member *next = m->next_;
@@ -506,7 +542,10 @@ void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const cha
     advlock_text_put(&t, "could not send a cancel request: ");
     if (why != NULL)
         advlock_text_putn(&t, why, strcspn(why, "\n"));
-    warn(c, m != NULL && m->conn_ == c ? m : NULL, NULL, c->warning_, now_ms);
+    /* m is the pump's word, and may be freed since (cancelled): it is
+     * read only when it is the waiter whose cancel request this was. */
+    advlock_member *w = advlock_conn_waiter(c);
+    warn(c, m != NULL && m == w ? w : NULL, NULL, c->warning_, now_ms);
 }
 
 const char *advlock_conn_warning(const advlock_conn *c)

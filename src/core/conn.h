@@ -151,6 +151,16 @@ void advlock_conn_lease_sent(advlock_conn *c, int64_t now_ms);
 /* A fresh lease under the same plan (a new server session). */
 void advlock_conn_lease_restart(advlock_conn *c);
 
+/* m's acquire of transaction scope has no transaction block to take its
+ * lock in: it ends FAILED at once, as the server answers a statement that
+ * needs a block outside one (ADVLOCK_ESERVER, 25P01), at the last time m's
+ * machine saw (the pump may give no time). Nothing of m's is in flight
+ * (detached first). */
+void advlock_conn_end_outside_block(advlock_conn *c, advlock_member *m);
+
+/* 1 when sql is a try or a wait of transaction scope. */
+int advlock_conn_is_xact_lock(int sql);
+
 /* ---- conn_queue.c ---- */
 
 /* m's statements in flight are left to the engine: their answers are read
@@ -161,8 +171,9 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m);
  * forgotten: the session they belonged to is gone. */
 void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms);
 
-/* The first member with a statement in flight, or NULL. */
-advlock_member *advlock_conn_first_in_flight(const advlock_conn *c);
+/* The first member with a statement in flight, of scope (an advlock_scope,
+ * or -1: any), or NULL. */
+advlock_member *advlock_conn_first_in_flight(const advlock_conn *c, int scope);
 
 /* How many members have a statement in flight. */
 size_t advlock_conn_in_flight(const advlock_conn *c);

@@ -83,6 +83,22 @@ int advlock_conn_try_mode(int sql, advlock_mode *mode)
     }
 }
 
+int advlock_conn_is_xact_lock(int sql)
+{
+    switch (sql) {
+    case ADVLOCK_SQL_TRY_XACT_LOCK:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_XACT_LOCK:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_FENCED: return 1;
+    default: return 0;
+    }
+}
+
 int advlock_conn_is_unlock(int sql)
 {
     return sql == ADVLOCK_SQL_UNLOCK || sql == ADVLOCK_SQL_UNLOCK_SHARED
@@ -117,15 +133,21 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m)
         c->warned_member_ = NULL;
     if (m->news_ == 0)
         return;
-    advlock_member *before = NULL;
-    for (advlock_member *at = c->news_; at != m; at = at->news_next_)
+    /* m may be on no list of c's: news left unpolled on an engine set up
+     * afresh since (advlock_conn_init()) are stale, dropped with m's. */
+    advlock_member *before = NULL, *at = c->news_;
+    while (at != NULL && at != m) {
         before = at;
-    if (before != NULL)
-        before->news_next_ = m->news_next_;
-    else
-        c->news_ = m->news_next_;
-    if (c->news_tail_ == m)
-        c->news_tail_ = before;
+        at = at->news_next_;
+    }
+    if (at == m) {
+        if (before != NULL)
+            before->news_next_ = m->news_next_;
+        else
+            c->news_ = m->news_next_;
+        if (c->news_tail_ == m)
+            c->news_tail_ = before;
+    }
     m->news_next_ = NULL;
     m->news_ = 0;
 }
@@ -260,6 +282,19 @@ void advlock_conn_end(advlock_conn *c, advlock_member *m, advlock_outcome outcom
     finish(c, m, &r);
     if (asked)
         advlock_conn_session_answered(c, now_ms);
+}
+
+void advlock_conn_end_outside_block(advlock_conn *c, advlock_member *m)
+{
+    int64_t now_ms = m->machine_.now_ms_ > m->started_ms_ ? m->machine_.now_ms_ : m->started_ms_;
+    advlock_conn_say(m, "a lock of transaction scope needs a transaction block, and the "
+                        "connection is in none (the block ended, or a reset began a new session)");
+    advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ESERVER, now_ms);
+    advlock_text t;
+    advlock_text_init(&t, m->report_.sqlstate, sizeof m->report_.sqlstate);
+    advlock_text_put(&t, "25P01");
+    advlock_text_init(&t, m->sqlstate_, sizeof m->sqlstate_);
+    advlock_text_put(&t, "25P01");
 }
 
 void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int failure, int64_t now_ms)

@@ -204,11 +204,13 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m)
     }
 }
 
-advlock_member *advlock_conn_first_in_flight(const advlock_conn *c)
+advlock_member *advlock_conn_first_in_flight(const advlock_conn *c, int scope)
 {
-    for (uint32_t i = 0; i < c->count_; i++)
-        if (slot_at(c, i)->kind_ == SLOT_MEMBER)
-            return slot_at(c, i)->member_;
+    for (uint32_t i = 0; i < c->count_; i++) {
+        const advlock_conn_slot *s = slot_at(c, i);
+        if (s->kind_ == SLOT_MEMBER && (scope < 0 || s->member_->machine_.scope_ == scope))
+            return s->member_;
+    }
     return NULL;
 }
 
@@ -412,7 +414,8 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
     case SLOT_DETACHED:
         if (s->sql_ == ADVLOCK_SQL_SESSION) {
             advlock_conn_session_answered(c, now_ms);
-        } else if (s->keeper_ >= 0 && !again && may_be_granted(s, a)) {
+        } else if (s->keeper_ >= 0 && !again && may_be_granted(s, a)
+                   && !advlock_conn_is_xact_lock(s->sql_)) {
             /* The server counts holds per session: the unlock takes back
              * exactly the one granted. */
             advlock_conn_slot *kept = keeper(c, s->keeper_);
@@ -565,6 +568,13 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         if (act.kind != ADVLOCK_ACTION_QUERY) {
             advlock_conn_move(c, m, CONN_IDLE);
             advlock_conn_follow(c, m, now_ms);
+            continue;
+        }
+        /* Outside a block (it ended, or a reset) a transaction's try
+         * would lock for its own statement only. */
+        if (advlock_conn_is_xact_lock(act.sql) && !c->in_block_) {
+            advlock_conn_move(c, m, CONN_IDLE);
+            advlock_conn_end_outside_block(c, m);
             continue;
         }
         if (advlock_conn_lease_needs_setup(c, act.sql)) {

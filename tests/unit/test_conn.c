@@ -626,6 +626,68 @@ static void xact_cancel_too_late_keeps_the_grant(void **state)
     assert_int_equal(advlock_conn_outstanding(&f.c), 0); /* no unlock of it */
 }
 
+/* An acquire of transaction scope under way when the block ends has no
+ * block to lock in: backing off, it ends FAILED (25P01) at once and no try
+ * of it goes outside the block; its try in flight is the engine's, the key
+ * kept until the answer, a grant given nothing back (it went with the
+ * block). One left backing off over a reset never sends its try either. */
+static void xact_acquire_under_way_ends_with_its_block(void **state)
+{
+    (void)state;
+    xact_try_sent(7);
+    answer(ADVLOCK_RESULT_TRUE);  /* the prepare */
+    answer(ADVLOCK_RESULT_FALSE); /* busy: m[1] backs off */
+    assert_true(advlock_member_sleeping(&f.m[1]));
+    (void)events(NULL);
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_false(advlock_member_busy(&f.m[1]));
+    const advlock_report *r = advlock_member_report(&f.m[1]);
+    assert_int_equal(r->outcome, ADVLOCK_FAILED);
+    assert_int_equal(r->failure, ADVLOCK_ESERVER);
+    assert_string_equal(r->sqlstate, "25P01");
+    assert_int_equal(events(NULL), 1);
+    f.now += 10000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 0);
+    assert_false(advlock_member_held(&f.m[1]));
+    assert_true(advlock_member_held(&f.m[0]));
+    /* In flight at the block's end: the key stays taken till the answer. */
+    advlock_options xact;
+    advlock_options_init(&xact);
+    xact.scope = ADVLOCK_TRANSACTION;
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(1, 7, &xact);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
+    acquire(2, 7, NULL);
+    assert_int_equal(poll_all(), 0); /* busy: the engine keeps key 7 */
+    assert_true(advlock_member_sleeping(&f.m[2]));
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_conn_outstanding(&f.c), 0); /* nothing given back */
+    f.now += 10000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_true(poll_all() >= 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+    while (advlock_conn_outstanding(&f.c) > 0)
+        answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[2]));
+    /* Backing off over a reset: the new session is in no block. */
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(3, 8, &xact);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_true(advlock_member_sleeping(&f.m[3]));
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    f.now += 10000;
+    advlock_conn_on_timer(&f.c, f.now);
+    for (int i = poll_all(); i > 0; i--)
+        assert_int_not_equal(f.sent[i - 1].sql, ADVLOCK_SQL_TRY_XACT_LOCK);
+    assert_int_equal(advlock_member_report(&f.m[3])->outcome, ADVLOCK_FAILED);
+    assert_string_equal(advlock_member_report(&f.m[3])->sqlstate, "25P01");
+}
+
 /* A fenced try of transaction scope for a key another member holds is
  * answered busy here, as the server's fenced row would answer it: the
  * member backs off (it was answered as a plain try, which its machine
@@ -1210,14 +1272,20 @@ static void a_lease_that_ran_out_says_when_the_server_frees(void **state)
 
 /* While a lock is held under the lease, the same lease may be set again
  * (a pump that sets a member's options before each operation), which
- * changes nothing; another is refused. Held with no lease, one may be set
- * for the next acquire. */
+ * changes nothing; another is refused. Held with no lease, none again: a
+ * lease set up by the next acquire would bound the session while nothing
+ * beats for the lock held (an acquire never granted starts no heartbeat). A
+ * plan refused is EINVAL whatever is held. */
 static void a_held_lock_keeps_its_lease_when_set_again(void **state)
 {
     (void)state;
     hold_first();
-    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
-    assert_int_equal(advlock_conn_set_lease(&f.c, 0, 0), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 0, 0), 0);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_set_lease(&f.c, -1, 0), ADVLOCK_EINVAL);
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 2); /* no lease setup: the try and its sync */
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
     setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
     hold_under_lease();
     int64_t wake = advlock_conn_next_wake(&f.c);
@@ -1260,16 +1328,77 @@ static void a_given_up_engine_is_left_for_another_connection(void **state)
     assert_int_equal(f.sent[1].param2, PID + 1);
 }
 
+/* A member lost with a connection given up, its LOST event not polled,
+ * starts on the engine set up afresh (its stale news dropped). */
+static void a_member_with_unpolled_news_starts_on_a_fresh_engine(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_conn_give_up(&f.c, ADVLOCK_ECONNLOST, "no answer", f.now);
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID + 1,
+                                       TOKEN + 1, ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
+                     0);
+    acquire(0, 1, NULL);
+    assert_int_equal(events(NULL), 0);
+    assert_int_equal(poll_all(), 3);
+}
+
+/* Release or verify by key of transaction scope: only inside a block. A
+ * verify by key under a lease: refused (a lock it found would be held with
+ * no heartbeat). */
+static void by_key_refused_outside_a_block_and_under_a_lease(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_options xact;
+    advlock_options_init(&xact);
+    xact.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_conn_start_verify_key(&f.c, &f.m[1], 9, &xact, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[2], 10, &xact, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_false(advlock_member_busy(&f.m[1]) || advlock_member_busy(&f.m[2]));
+    assert_int_equal(poll_all(), 0);
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+    hold_under_lease();
+    assert_int_equal(advlock_conn_start_verify_key(&f.c, &f.m[1], 11, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 11, NULL, f.now), 0);
+}
+
+/* A release by key waiting behind the session check when the connection
+ * is reset was asked of the old session: it ends FAILED (the connection
+ * lost), never run on the new one. */
+static void a_release_by_key_parked_dies_with_its_session(void **state)
+{
+    (void)state;
+    acquire(0, 1, NULL);
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 9, NULL, f.now), 0);
+    assert_true(advlock_member_busy(&f.m[1]));
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    assert_false(advlock_member_busy(&f.m[1]));
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
+    assert_int_equal(advlock_member_report(&f.m[1])->failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(poll_all(), 3); /* m[0]'s check of the new session */
+    answer_capacity(64, 100);
+    answer_session(PID + 1);
+    int n = poll_all();
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) /* m[0]'s try: nothing of m[1]'s */
+        assert_true(f.sent[i].member != &f.m[1]);
+}
+
 static void record_event(void *user, const advlock_event *ev)
 {
     if (ev->kind == ADVLOCK_EVENT_WARNING)
         *(int *)user += 1;
 }
 
-/* A server's notice during a member's statement, and a cancel request the
- * pump could not send, are warnings: an event of the member's (before its
- * DONE), in the same words for every pump, and its callback hears them. */
-static void notices_and_failed_cancels_are_warnings(void **state)
+/* A server's notice during a member's statement is a warning: an event of
+ * the member's (before its DONE), in the same words for every pump, and its
+ * callback hears it. */
+static void notices_are_warnings(void **state)
 {
     (void)state;
     int heard = 0;
@@ -1299,19 +1428,37 @@ static void notices_and_failed_cancels_are_warnings(void **state)
     assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
     assert_null(ev.member);
     assert_string_equal(advlock_conn_warning_sqlstate(&f.c), "");
-    /* A cancel request not sent. */
-    advlock_conn_on_cancel_failed(&f.c, &f.m[1], "connection refused", f.now);
-    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
-    assert_ptr_equal(ev.member, &f.m[1]);
-    assert_string_equal(advlock_conn_warning(&f.c),
-                        "could not send a cancel request: connection refused");
-    assert_int_equal(heard, 2);
-    /* A member started again (or cancelled, and maybe freed) leaves its
-     * warning to the connection. */
-    advlock_conn_on_cancel_failed(&f.c, &f.m[2], "no", f.now);
-    acquire(2, 3, NULL);
+    /* A member started again leaves its warning to the connection. */
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[1], f.now), 0);
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE); /* the unlock's prepare: m[1]'s unlock is the head */
+    advlock_conn_on_notice(&f.c, NULL, "a notice", f.now);
+    answer(ADVLOCK_RESULT_TRUE);
+    acquire(1, 3, NULL);
     assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
     assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_null(ev.member);
+}
+
+/* A cancel request the pump could not send is a warning of the member
+ * waiting on the server; a member that is not that waiter (cancelled, and
+ * maybe freed since, or another) is never read: the warning is the
+ * connection's. */
+static void a_failed_cancel_is_the_waiters_warning(void **state)
+{
+    (void)state;
+    wait_on_server();
+    advlock_conn_event ev;
+    advlock_conn_on_cancel_failed(&f.c, &f.m[0], "connection refused", f.now);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_ptr_equal(ev.member, &f.m[0]);
+    assert_string_equal(advlock_conn_warning(&f.c),
+                        "could not send a cancel request: connection refused");
+    /* m[1] is on c, but not the waiter. */
+    f.m[1].conn_ = &f.c;
+    advlock_conn_on_cancel_failed(&f.c, &f.m[1], "no", f.now);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
     assert_null(ev.member);
 }
 
@@ -1338,6 +1485,7 @@ int main(void)
         cmocka_unit_test_setup(xact_lock_is_held_until_the_block_ends, setup),
         cmocka_unit_test_setup(xact_cancel_too_late_keeps_the_grant, setup),
         cmocka_unit_test_setup(xact_fenced_try_of_a_held_key_backs_off, setup),
+        cmocka_unit_test_setup(xact_acquire_under_way_ends_with_its_block, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
         cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
@@ -1365,7 +1513,11 @@ int main(void)
         cmocka_unit_test_setup(a_lease_that_ran_out_says_when_the_server_frees, setup),
         cmocka_unit_test_setup(a_held_lock_keeps_its_lease_when_set_again, setup),
         cmocka_unit_test_setup(a_given_up_engine_is_left_for_another_connection, setup),
-        cmocka_unit_test_setup(notices_and_failed_cancels_are_warnings, setup),
+        cmocka_unit_test_setup(a_member_with_unpolled_news_starts_on_a_fresh_engine, setup),
+        cmocka_unit_test_setup(by_key_refused_outside_a_block_and_under_a_lease, setup),
+        cmocka_unit_test_setup(a_release_by_key_parked_dies_with_its_session, setup),
+        cmocka_unit_test_setup(notices_are_warnings, setup),
+        cmocka_unit_test_setup(a_failed_cancel_is_the_waiters_warning, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
