@@ -70,7 +70,7 @@ typedef struct model {
     int block_failed;
     int pid;
     int64_t now;
-    int last_polled; /* 1 query, 2 sync, 0 nothing */
+    int last_polled;   /* 1 query, 2 sync, 0 nothing */
     int64_t last_sent; /* when a statement last went out on the connection */
 } model;
 

@@ -1768,7 +1768,7 @@ ADVLOCK_API int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_
  * held, NULL) returns 0 and stores nothing. Either pointer may be NULL.
  */
 ADVLOCK_API int advlock_conn_lease_deadline(const advlock_conn *c, int64_t *stop_at_ms,
-                                           int64_t *free_by_ms);
+                                            int64_t *free_by_ms);
 
 /* The share of the server's lock table c may hold, 1 to 100 percent.
  * Returns 0 or ADVLOCK_EINVAL. */
@@ -1956,8 +1956,8 @@ ADVLOCK_API void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, c
  * the server; else (m cancelled, maybe freed, since: it is compared, never
  * read) it is the connection's, its member NULL. No-op for NULL.
  */
-ADVLOCK_API void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m,
-                                               const char *why, int64_t now_ms);
+ADVLOCK_API void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const char *why,
+                                               int64_t now_ms);
 
 /* The last warning's words and SQLSTATE ("" if none, or the client's own),
  * kept until the next warning; they point into c ("" for NULL). */

@@ -266,8 +266,8 @@ int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms)
      * while nothing beats for the locks held before it). */
     if (c->lists_[CONN_HELD_LIST] != NULL) {
         const advlock_lease_plan *now = advlock_lease_plan_of(&c->lease_);
-        int same = c->lease_on_ ? now->lease_ms == lease_ms && now->stop_ms == stop_ms
-                                : lease_ms == 0;
+        int same =
+            c->lease_on_ ? now->lease_ms == lease_ms && now->stop_ms == stop_ms : lease_ms == 0;
         return same ? 0 : ADVLOCK_EMISUSE;
     }
     if (lease_ms == 0) {

@@ -1317,8 +1317,8 @@ static void a_given_up_engine_is_left_for_another_connection(void **state)
     assert_int_equal(advlock_conn_outstanding(&f.c), 0);
     assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 5000, NULL, f.now),
                      ADVLOCK_EMISUSE);
-    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID + 1,
-                                       TOKEN + 1, ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
+    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID + 1, TOKEN + 1,
+                                       ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
                      0);
     /* The lost member's words and report stay readable till it starts. */
     assert_string_equal(advlock_member_words(&f.m[0]), "no answer");
@@ -1336,8 +1336,8 @@ static void a_member_with_unpolled_news_starts_on_a_fresh_engine(void **state)
     hold_first();
     advlock_conn_give_up(&f.c, ADVLOCK_ECONNLOST, "no answer", f.now);
     assert_true(advlock_member_lost(&f.m[0]));
-    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID + 1,
-                                       TOKEN + 1, ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
+    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID + 1, TOKEN + 1,
+                                       ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
                      0);
     acquire(0, 1, NULL);
     assert_int_equal(events(NULL), 0);
