@@ -328,6 +328,10 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
     return at;
 }
 
+/* The lists of members under way with no statement in flight. */
+static const int waiting_lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+#define WAITING_LISTS (sizeof waiting_lists / sizeof waiting_lists[0])
+
 /* The server session is gone: a member waiting to release or verify the
  * lock it held there (or a key there, parked behind the session check), or
  * to undo a grant it got there, has nothing left to act on; it ends FAILED
@@ -336,9 +340,8 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
  * session. */
 static void end_dead_waiting(advlock_conn *c, int64_t now_ms)
 {
-    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
-    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++) {
-        advlock_member *m = c->lists_[waiting[i]];
+    for (size_t i = 0; i < WAITING_LISTS; i++) {
+        advlock_member *m = c->lists_[waiting_lists[i]];
         while (m != NULL) {
             advlock_member *next = m->next_;
             if (!m->acquiring_ || advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT)
@@ -356,9 +359,8 @@ void advlock_conn_on_closed(advlock_conn *c, const char *sqlstate, const char *w
     advlock_conn_drain(c, words, now_ms);
     /* Nothing waiting can go anywhere now (a later start fails as its
      * statement's send does): each ends in the close's words. */
-    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
-    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
-        for (advlock_member *m = c->lists_[waiting[i]]; m != NULL; m = m->next_)
+    for (size_t i = 0; i < WAITING_LISTS; i++)
+        for (advlock_member *m = c->lists_[waiting_lists[i]]; m != NULL; m = m->next_)
             advlock_conn_say(m, words);
     advlock_conn_end_waiting(c, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
     advlock_conn_lose_held(c, sqlstate, words, ADVLOCK_LEASE_LIVE, now_ms);
@@ -441,9 +443,8 @@ static void end_transaction_acquires(advlock_conn *c)
         advlock_conn_move(c, m, CONN_IDLE);
         advlock_conn_end_outside_block(c, m);
     }
-    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
-    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++) {
-        m = c->lists_[waiting[i]];
+    for (size_t i = 0; i < WAITING_LISTS; i++) {
+        m = c->lists_[waiting_lists[i]];
         while (m != NULL) {
             advlock_member *next = m->next_;
             if (m->machine_.scope_ == ADVLOCK_TRANSACTION)
