@@ -307,14 +307,18 @@ static int undoing(const advlock_member *m)
     return m->acquiring_ && next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
 }
 
-/* The unlock undoing m's grant (s) failed, and the machine says the grant
- * is in doubt (a lost connection took it with the session): as with a
- * give-back that failed, the key stays taken by a keeper and the unlock is
- * owed, or the connection must close. */
-static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s)
+/* The unlock undoing m's grant (s) failed (answer a), and the machine says
+ * the grant is in doubt (a lost connection took it with the session): as
+ * with a give-back that failed, the key stays taken by a keeper and the
+ * unlock is owed, or the connection must close. An unlock that ran (true
+ * or false) ended the doubt, whatever detail the report keeps of why it
+ * was sent: another would take back some other hold of the key. */
+static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s,
+                        const advlock_answer *a)
 {
     advlock_action next = advlock_next_action(&m->machine_);
-    if (!m->acquiring_ || !advlock_conn_is_unlock(s->sql_) || next.kind != ADVLOCK_ACTION_DONE
+    if (a->result == ADVLOCK_RESULT_TRUE || a->result == ADVLOCK_RESULT_FALSE || !m->acquiring_
+        || !advlock_conn_is_unlock(s->sql_) || next.kind != ADVLOCK_ACTION_DONE
         || next.report->outcome != ADVLOCK_FAILED || !advlock_detail_in_doubt(next.report->detail)
         || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
         return;
@@ -329,7 +333,7 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
                             const advlock_answer *a, int64_t now_ms)
 {
     feed(m, s, a, now_ms);
-    undo_failed(c, m, s);
+    undo_failed(c, m, s, a);
     advlock_mode mode;
     if (advlock_conn_try_mode(s->sql_, &mode)) {
         /* A try the machine undoes (a fenced try's error: the server may

@@ -535,6 +535,33 @@ static void failed_undo_keeps_the_key_and_is_given_back(void **state)
     assert_true(advlock_member_busy(&f.m[2]));
 }
 
+/* The unlock undoing a fenced try's error ran (true or false): the session
+ * holds nothing of that try, so nothing is owed, and the key is free for
+ * the next member; the report still says the try's error came first. A
+ * second unlock would take back another hold of the key on the session. */
+static void an_undo_that_ran_owes_nothing(void **state)
+{
+    (void)state;
+    for (int result = ADVLOCK_RESULT_TRUE; result <= ADVLOCK_RESULT_FALSE; result++) {
+        (void)setup(NULL);
+        fenced_try_sent(5);
+        answer(ADVLOCK_RESULT_TRUE);
+        answer_error("53200", "out of shared memory");
+        assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+        expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+        answer(ADVLOCK_RESULT_TRUE);
+        answer((advlock_result)result);
+        (void)events(NULL);
+        const advlock_report *r = advlock_member_report(&f.m[1]);
+        assert_int_equal(r->outcome, ADVLOCK_FAILED);
+        assert_int_equal(r->detail, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR);
+        assert_int_equal(advlock_conn_outstanding(&f.c), 0);
+        acquire(2, 5, NULL);
+        assert_int_equal(poll_all(), 2); /* m[2]'s try and the sync: no give-back */
+        expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+    }
+}
+
 /* The same unlock, or the prepare ahead of it, taken back unsent (libpq
  * short of memory): the session still holds the grant, so the unlock goes
  * again at the next turn and the key stays taken till it answers. */
@@ -1481,6 +1508,7 @@ int main(void)
         cmocka_unit_test_setup(a_fenced_try_past_the_share_unlocks_nothing, setup),
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
         cmocka_unit_test_setup(failed_undo_keeps_the_key_and_is_given_back, setup),
+        cmocka_unit_test_setup(an_undo_that_ran_owes_nothing, setup),
         cmocka_unit_test_setup(unsent_undo_goes_again, setup),
         cmocka_unit_test_setup(xact_lock_is_held_until_the_block_ends, setup),
         cmocka_unit_test_setup(xact_cancel_too_late_keeps_the_grant, setup),
