@@ -319,7 +319,8 @@ static void usage(FILE *to)
           "  -k, --kill-after SECONDS     when stopping COMMAND (lost session, a signal),\n"
           "                               send KILL this long after the first signal\n"
           "                               if its process group is still running (default 10)\n"
-          "      --application-name NAME  application_name of the session (default advlock)\n"
+          "      --application-name NAME  application_name of the session (default: \"advlock: \"\n"
+          "                               and the names)\n"
           "      --shared                 a shared lock: other --shared runs may hold it too\n"
           "      --wait                   wait in the server's queue (pg_advisory_lock) instead\n"
           "                               of polling: the lock is handed over at once\n"
@@ -662,8 +663,9 @@ int cmd_run(int argc, char **argv)
     o.handshake =
         o.timeout_ms != INT64_MAX ? bound : cli_bound_from(started, CLI_DEFAULT_TIMEOUT_MS);
     PGconn *conn;
-    char lease_options[ADVLOCK_LEASE_OPTIONS_MAX];
-    if ((rc = cli_connect_until(o.conninfo, o.application_name,
+    char lease_options[ADVLOCK_LEASE_OPTIONS_MAX], session_name[RUN_SESSION_NAME_SIZE];
+    run_session_name(o.names, o.name_count, session_name);
+    if ((rc = cli_connect_until(o.conninfo, o.application_name, session_name,
                                 lease_startup_options(&o, lease_options, sizeof lease_options),
                                 o.handshake, &conn))
         != EXIT_OK)

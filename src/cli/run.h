@@ -178,4 +178,16 @@ int run_give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int co
  * nothing (names.c), for every name, the last taken first. */
 void run_release_all_quietly(advlock_pq *a, PGconn *conn, const run_options *o);
 
+/* ---- session_name.c: the session's application_name --------------------- */
+
+/* PostgreSQL keeps 63 bytes of an application_name (NAMEDATALEN - 1). */
+enum { RUN_SESSION_NAME_SIZE = 64 };
+
+/* Writes "advlock: " and the names, ", " between them, to out (the
+ * caller's): printable ASCII only (every other byte as \xNN), at most 63
+ * bytes, ended by "..." where the names do not fit. The run connects with
+ * it as libpq's fallback_application_name, so a name the user gives
+ * (--application-name, application_name in conninfo, PGAPPNAME) wins. */
+void run_session_name(const cli_lock *names, int count, char out[RUN_SESSION_NAME_SIZE]);
+
 #endif
