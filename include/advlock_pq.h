@@ -602,6 +602,20 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  * (advlock_pq_lockset_set_lease()).
  */
 
+/* The pump both adapters run (pump.c): one PGconn moving one connection
+ * engine's statements and answers. Private. */
+typedef struct advlock_pq_pump_ {
+    PGconn *conn_;
+    advlock_conn engine_;
+    advlock_conn_slot *slots_;
+    advlock_pq_query_ query_; /* the answer being read */
+    advlock_pq_report notices_;
+    uint8_t grows_;    /* slots_ is the pump's heap memory, grown when starved */
+    uint8_t reading_;  /* the head statement's first result came */
+    uint8_t syncing_;  /* a sync's result is due before the next answer */
+    uint8_t flushing_; /* libpq holds output the socket did not take */
+} advlock_pq_pump_;
+
 /*
  * Sizes: advlock_pq_member and advlock_pq_lockset embed the connection
  * engine's types (advlock_member, advlock_conn), so their sizes change
@@ -635,15 +649,8 @@ typedef struct advlock_pq_member {
  * members'), one advlock_pq_lockset_process(). One thread at a time.
  */
 typedef struct advlock_pq_lockset {
-    PGconn *conn_;
-    advlock_conn engine_;
-    advlock_conn_slot *slots_;
+    advlock_pq_pump_ pump_;
     advlock_peer **buckets_;
-    advlock_pq_query_ query_; /* the answer being read */
-    advlock_pq_report notices_;
-    uint8_t reading_;  /* the head statement's first result came */
-    uint8_t syncing_;  /* a sync's result is due before the next answer */
-    uint8_t flushing_; /* libpq holds output the socket did not take */
 } advlock_pq_lockset;
 
 /*

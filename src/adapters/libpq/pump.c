@@ -1,39 +1,39 @@
 /*
- * The lock set's pump: one PGconn in libpq's pipeline mode, moving the
- * connection engine's statements and answers (src/core/conn*.c decides
+ * The pump: one PGconn (in libpq's pipeline mode for a lock set), moving
+ * the connection engine's statements and answers (src/core/conn*.c decides
  * every rule: batches, what goes alone, re-sends, give-backs, the session
  * check, the lease, the lock table's share). This file only sends each
  * statement in the form the engine names (PQsend*, PQpipelineSync() where
  * it ends a batch), reads the answers in order into the engine, and
  * reports what libpq sees of the connection: a reset, a close.
  */
-#include "lockset.h"
+#include "pump.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The most slots a set grows to: the engine holds statements back past
+/* The most slots a pump grows to: the engine holds statements back past
  * them (a batch that large already costs the server more than a round
  * trip saves). */
 enum { MAX_SLOTS = 1 << 16 };
 
 /* ---- events -------------------------------------------------------------- */
 
-void advlock_pq_ls_take_done(advlock_pq_member *m)
+void advlock_pq_pump_take_done(advlock_pq_member *m)
 {
     advlock_pq_copy_line(m->report_.server_message, sizeof m->report_.server_message,
                          advlock_member_words(&m->member_));
     advlock_pq_report_finish(&m->report_, advlock_member_report(&m->member_));
 }
 
-void advlock_pq_ls_take_events(advlock_pq_lockset *s)
+void advlock_pq_pump_take_events(advlock_pq_pump_ *s)
 {
     advlock_conn_event ev;
     while (advlock_conn_poll_event(&s->engine_, &ev)) {
         advlock_pq_member *m = (advlock_pq_member *)ev.member; /* its first field */
         if (ev.kind == ADVLOCK_CONN_DONE) {
-            advlock_pq_ls_take_done(m);
+            advlock_pq_pump_take_done(m);
         } else {
             advlock_pq_report_lost(&m->report_, advlock_member_sqlstate(ev.member),
                                    advlock_member_words(ev.member));
@@ -43,7 +43,7 @@ void advlock_pq_ls_take_events(advlock_pq_lockset *s)
 }
 
 /* Moves the notices the set collected into a member's report. */
-static void take_notices(advlock_pq_lockset *s, advlock_pq_report *to)
+static void take_notices(advlock_pq_pump_ *s, advlock_pq_report *to)
 {
     advlock_pq_report *from = &s->notices_;
     if (from->notices == 0)
@@ -57,7 +57,7 @@ static void take_notices(advlock_pq_lockset *s, advlock_pq_report *to)
 /* ---- answers ------------------------------------------------------------- */
 
 /* The head statement's results are all in (or the connection broke). */
-static void complete(advlock_pq_lockset *s, const advlock_statement *head, int64_t now_ms)
+static void complete(advlock_pq_pump_ *s, const advlock_statement *head, int64_t now_ms)
 {
     advlock_pq_query_ *q = &s->query_;
     if (!s->reading_) {
@@ -80,7 +80,7 @@ static void complete(advlock_pq_lockset *s, const advlock_statement *head, int64
 }
 
 /* Reads the answers that have arrived, in order, without blocking. */
-static void collect(advlock_pq_lockset *s, int64_t now_ms)
+static void collect(advlock_pq_pump_ *s, int64_t now_ms)
 {
     for (;;) {
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
@@ -120,7 +120,7 @@ static void collect(advlock_pq_lockset *s, int64_t now_ms)
 /* ---- sending ------------------------------------------------------------- */
 
 /* Sends one statement; 0 if libpq refused it. */
-static int send_statement(advlock_pq_lockset *s, const advlock_statement *st)
+static int send_statement(advlock_pq_pump_ *s, const advlock_statement *st)
 {
     if (st->kind == ADVLOCK_STATEMENT_SYNC)
         return PQpipelineSync(s->conn_) == 1;
@@ -138,7 +138,7 @@ static int send_statement(advlock_pq_lockset *s, const advlock_statement *st)
 
 /* Sends what the engine asks for until it asks for nothing, or libpq
  * refuses on a sound connection (its memory ran out: again next turn). */
-static void send_all(advlock_pq_lockset *s, int64_t now_ms)
+static void send_all(advlock_pq_pump_ *s, int64_t now_ms)
 {
     advlock_statement st;
     while (advlock_conn_poll_statement(&s->engine_, &st, now_ms)) {
@@ -156,7 +156,7 @@ static void send_all(advlock_pq_lockset *s, int64_t now_ms)
 /* More slots for statements held back for want of them: as many as the
  * members busy could use, while no cancelled member's key is kept in one
  * (the engine refuses then; the statements wait for answers instead). */
-static void grow(advlock_pq_lockset *s)
+static void grow(advlock_pq_pump_ *s)
 {
     size_t want = advlock_conn_slots(&s->engine_);
     size_t busy = advlock_conn_busy(&s->engine_) * 2 + 16;
@@ -175,10 +175,10 @@ static void grow(advlock_pq_lockset *s)
     s->slots_ = bigger;
 }
 
-static void send_turn(advlock_pq_lockset *s, int64_t now_ms)
+static void send_turn(advlock_pq_pump_ *s, int64_t now_ms)
 {
     send_all(s, now_ms);
-    if (advlock_conn_starved(&s->engine_)) {
+    if (s->grows_ && advlock_conn_starved(&s->engine_)) {
         grow(s);
         send_all(s, now_ms);
     }
@@ -186,7 +186,23 @@ static void send_turn(advlock_pq_lockset *s, int64_t now_ms)
 
 /* ---- the connection ------------------------------------------------------ */
 
-void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms)
+int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *slots, size_t nslots,
+                         int grows, advlock_peer **buckets, size_t nbuckets, unsigned caps)
+{
+    int rc = advlock_conn_init(&p->engine_, slots, nslots, buckets, nbuckets, PQbackendPID(conn),
+                               advlock_pq_entropy() | 1, caps);
+    if (rc != 0)
+        return rc;
+    p->conn_ = conn;
+    p->slots_ = slots;
+    p->grows_ = (uint8_t)(grows != 0);
+    p->reading_ = p->syncing_ = p->flushing_ = 0;
+    p->query_.kept_ = NULL;
+    advlock_pq_report_begin(&p->notices_);
+    return 0;
+}
+
+void advlock_pq_pump_notice_reset(advlock_pq_pump_ *s, int64_t now_ms)
 {
     PGconn *c = s->conn_;
     if (PQstatus(c) != CONNECTION_OK
@@ -199,21 +215,21 @@ void advlock_pq_ls_notice_reset(advlock_pq_lockset *s, int64_t now_ms)
     if (PQpipelineStatus(c) == PQ_PIPELINE_OFF)
         (void)PQenterPipelineMode(c);
     (void)advlock_conn_on_reset(&s->engine_, PQbackendPID(c), advlock_pq_entropy() | 1, now_ms);
-    advlock_pq_ls_take_events(s);
+    advlock_pq_pump_take_events(s);
 }
 
-void advlock_pq_ls_give_up(advlock_pq_lockset *s, int64_t now_ms)
+void advlock_pq_pump_give_up(advlock_pq_pump_ *s, int64_t now_ms)
 {
     advlock_conn_give_up(&s->engine_, ADVLOCK_ENOANSWER,
                          "the server did not answer: the connection is given up and must be "
                          "closed, which ends the session and its locks",
                          now_ms);
-    advlock_pq_ls_take_events(s);
+    advlock_pq_pump_take_events(s);
     advlock_pq_answer_clear(&s->query_);
     s->conn_ = NULL;
 }
 
-void advlock_pq_ls_pump(advlock_pq_lockset *s, unsigned ready, int64_t now_ms)
+void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
 {
     advlock_pq_notice_guard notices;
     advlock_pq_notices_divert(&notices, s->conn_, &s->notices_, NULL, now_ms);
@@ -233,5 +249,39 @@ void advlock_pq_ls_pump(advlock_pq_lockset *s, unsigned ready, int64_t now_ms)
         advlock_conn_on_closed(&s->engine_, notices.fatal ? s->notices_.notice_sqlstate : "",
                                notices.fatal ? s->notices_.notice : PQerrorMessage(s->conn_),
                                now_ms);
-    advlock_pq_ls_take_events(s);
+    advlock_pq_pump_take_events(s);
+}
+
+unsigned advlock_pq_pump_wants(const advlock_pq_pump_ *p)
+{
+    if (p->conn_ == NULL)
+        return 0;
+    if (p->flushing_ || advlock_conn_wants_send(&p->engine_))
+        return ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE;
+    return advlock_conn_watching(&p->engine_) ? ADVLOCK_PQ_READ : 0;
+}
+
+int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms)
+{
+    int64_t at = advlock_conn_next_wake(&p->engine_);
+    if (at == INT64_MAX)
+        return 0;
+    *at_ms = at;
+    return 1;
+}
+
+int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms)
+{
+    int64_t now = advlock_pq_now_ms();
+    advlock_pq_pump_notice_reset(p, now);
+    int64_t at;
+    int has_deadline = advlock_pq_pump_deadline(p, &at);
+    advlock_pq_turn turn;
+    if (advlock_pq_wait_turn(advlock_conn_busy(&p->engine_) > 0, PQsocket(p->conn_),
+                             advlock_pq_pump_wants(p), has_deadline ? &at : NULL, extra_fd,
+                             max_wait_ms, now, &turn)) {
+        advlock_pq_pump_notice_reset(p, turn.now_ms);
+        advlock_pq_pump_turn(p, turn.ready, turn.now_ms);
+    }
+    return turn.extra;
 }
