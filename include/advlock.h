@@ -1864,6 +1864,16 @@ ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t 
 ADVLOCK_API void advlock_conn_on_transaction(advlock_conn *c, int in_block);
 
 /*
+ * The caller lets go of m's held lock without releasing it: m ends its
+ * watch (advlock_member_held() turns 0, no event, the report stays the
+ * acquire's) and leaves the exclusion table, while the server session
+ * still holds the lock. The single-lock adapter does this when its one
+ * member starts another operation while holding. No-op for NULL, or an m
+ * not holding on c.
+ */
+ADVLOCK_API void advlock_conn_let_go(advlock_conn *c, advlock_member *m);
+
+/*
  * The caller lets go of every member (the engine is about to go): members
  * under way end CANCELLED (their events come), held members are forgotten,
  * not released (advlock_member_held() turns 0, no event, the report stays

@@ -383,6 +383,14 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
     c->given_up_ = 1;
 }
 
+void advlock_conn_let_go(advlock_conn *c, advlock_member *m)
+{
+    if (c == NULL || m == NULL || m->conn_ != c || m->phase_ != CONN_HELD)
+        return;
+    (void)advlock_peers_leave(&c->peers_, &m->peer_);
+    advlock_conn_move(c, m, CONN_DONE);
+}
+
 void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
 {
     if (c == NULL)
@@ -393,10 +401,8 @@ void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
         advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
     }
     advlock_conn_end_waiting(c, ADVLOCK_CANCELLED, 0, now_ms);
-    while ((m = c->lists_[CONN_HELD_LIST]) != NULL) {
-        (void)advlock_peers_leave(&c->peers_, &m->peer_);
-        advlock_conn_move(c, m, CONN_DONE);
-    }
+    while ((m = c->lists_[CONN_HELD_LIST]) != NULL)
+        advlock_conn_let_go(c, m);
     advlock_conn_drain(c, "", now_ms);
 }
 
@@ -465,10 +471,8 @@ void advlock_conn_on_transaction(advlock_conn *c, int in_block)
     advlock_member *m = c->lists_[CONN_HELD_LIST];
     while (m != NULL) {
         advlock_member *next = m->next_;
-        if (m->machine_.scope_ == ADVLOCK_TRANSACTION) {
-            (void)advlock_peers_leave(&c->peers_, &m->peer_);
-            advlock_conn_move(c, m, CONN_DONE);
-        }
+        if (m->machine_.scope_ == ADVLOCK_TRANSACTION)
+            advlock_conn_let_go(c, m);
         m = next;
     }
     if (!c->provisional_)
