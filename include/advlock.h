@@ -1472,7 +1472,11 @@ enum {
     ADVLOCK_CAPS_PREPARE = 2,
     /* Cancel requests (ADVLOCK_STATEMENT_CANCEL): a member may wait on the
      * server (ADVLOCK_WAIT_SERVER). Without it such an acquire is refused. */
-    ADVLOCK_CAPS_CANCEL = 4
+    ADVLOCK_CAPS_CANCEL = 4,
+    /* One member only (the single-lock adapter): no share of the server's
+     * lock table to keep, so its settings are never read (no CAPACITY
+     * row before the session check). */
+    ADVLOCK_CAPS_ONE_MEMBER = 8
 };
 
 /* The form a statement goes in. */
@@ -1624,6 +1628,7 @@ typedef struct advlock_conn {
     uint8_t waits_;    /* a member's acquire may wait on the server */
     uint8_t in_block_; /* inside a transaction block (advlock_conn_on_transaction()) */
     uint8_t warned_;   /* a warning not yet polled */
+    uint8_t draining_; /* the engine answers its statements lost itself (a close, a reset) */
     advlock_member *warned_member_;
     char warning_sqlstate_[6];
     char warning_[ADVLOCK_CONN_WORDS_MAX];
@@ -1729,11 +1734,14 @@ ADVLOCK_API int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m
  * engine's: its key stays taken until it answers, and a grant is given back
  * with an unlock of the engine's own. No event comes for the cancel (the
  * caller knows it: advlock_member_report() says CANCELLED), so m may start
- * again or be freed on return. Two exceptions leave m busy until its
+ * again or be freed on return. These exceptions leave m busy until its
  * machine ends as advlock_cancel() says, and its DONE event comes then: a
  * server-side wait's statement in flight (the engine asks the server to
  * cancel it, ADVLOCK_STATEMENT_CANCEL; a grant that came first is
- * unlocked), and an unlock still to send that undoes a grant the session
+ * unlocked), a try in flight on a pump without ADVLOCK_CAPS_PIPELINE (the
+ * caller waits for its answer; a grant is unlocked), a try of transaction
+ * scope in flight (its grant cannot be unlocked: ACQUIRED, too late to
+ * cancel), and an unlock still to send that undoes a grant the session
  * may hold (it goes out first); advlock_member_busy() tells them apart.
  * Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no acquire of
  * m's under way on c). Never fails for memory: each slot keeps room for

@@ -398,6 +398,12 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
             c->prepared_ |= bit;
         else if (!again && !lost)
             c->unnamed_ |= bit;
+        /* One statement at a time, the member it went ahead of is still
+         * queued: the lost connection's words (the server's FATAL, say)
+         * are its statement's answer. */
+        if (lost && !pipelining(c) && c->lists_[CONN_QUEUE_LIST] != NULL)
+            advlock_conn_fail(c, c->lists_[CONN_QUEUE_LIST], ADVLOCK_RESULT_CONNECTION_LOST,
+                              a->sqlstate, a->message, now_ms);
         break;
     case SLOT_GIVE_BACK:
         if (again) {
@@ -454,10 +460,12 @@ void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms)
     advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
     lost.message = words;
     c->polled_ = 0;
+    c->draining_ = 1;
     while (c->count_ > 0) {
         advlock_conn_slot s = pop(c);
         dispatch(c, &s, &lost, now_ms);
     }
+    c->draining_ = 0;
     drop_owed(c);
     c->unsynced_ = c->close_batch_ = c->follow_ = 0;
     /* A grant whose heartbeat never went: lost with the session. */
@@ -591,7 +599,8 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         }
         /* The lock table's settings are read once per server session, just
          * ahead of its session check, so they are known before any try. */
-        if (act.sql == ADVLOCK_SQL_SESSION && c->capacity_read_ == CAPACITY_UNREAD) {
+        if (act.sql == ADVLOCK_SQL_SESSION && c->capacity_read_ == CAPACITY_UNREAD
+            && !(c->caps_ & ADVLOCK_CAPS_ONE_MEMBER)) {
             advlock_action read;
             memset(&read, 0, sizeof read);
             read.sql = ADVLOCK_SQL_CAPACITY;

@@ -754,6 +754,50 @@ static void one_at_a_time_client(void **state)
     expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
 }
 
+/* The single-lock adapter's engine: one member, one statement at a time;
+ * no lock table share to keep, so no settings row before the check; a
+ * cancel of its try in flight waits for the answer and gives a grant
+ * back with the machine's own unlock; a failed release on a lost
+ * connection is the release's failure, nothing left held. */
+static void one_member_engine(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_SESSION, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    answer_session(PID);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_PREPARE, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[0]));
+    answer(ADVLOCK_RESULT_TRUE); /* granted: given back by the machine */
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 1);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+    assert_int_equal(poll_all(), 1);
+    advlock_answer lost;
+    advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
+    lost.message = "terminating connection due to administrator command";
+    assert_int_equal(advlock_conn_on_answer(&f.c, &lost, f.now), 0);
+    assert_false(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(advlock_member_report(&f.m[0])->sql, ADVLOCK_SQL_UNLOCK);
+}
+
 static void full_slots_hold_statements_back(void **state)
 {
     (void)state;
@@ -1517,6 +1561,7 @@ int main(void)
         cmocka_unit_test_setup(xact_fenced_try_of_a_held_key_backs_off, setup),
         cmocka_unit_test_setup(xact_acquire_under_way_ends_with_its_block, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
+        cmocka_unit_test_setup(one_member_engine, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
         cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
         cmocka_unit_test_setup(failed_verify_keeps_the_key, setup),
