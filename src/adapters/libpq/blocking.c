@@ -9,7 +9,7 @@
  * the call's bound, past which a statement the server never answers is
  * given up on (the connection with it).
  */
-#include "pq.h"
+#include "pump.h"
 
 int advlock_pq_init(advlock_pq *a, PGconn *conn)
 {
@@ -66,13 +66,8 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
         return ADVLOCK_EINVAL;
     }
     int64_t started_ms = advlock_pq_now_ms();
-    advlock_pq_notice_guard notices;
-    advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, started_ms);
-    a->held_notices_ = 1;
     int rc = start(a, op, started_ms);
     if (rc != 0) {
-        a->held_notices_ = 0;
-        advlock_pq_notices_restore(&notices);
         advlock_pq_report_refuse(report);
         return rc;
     }
@@ -85,7 +80,7 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
         int64_t now = advlock_pq_now_ms();
         if (now >= until_ms && advlock_pq_engine_in_flight(a)) {
             if (cancelled) {
-                advlock_pq_engine_give_up(a, now - started_ms);
+                advlock_pq_engine_give_up(a, now);
                 break;
             }
             advlock_pq_engine_cancel_in_flight(a, now);
@@ -93,11 +88,9 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_wait_at(a, -1, advlock_pq_wait_until(until_ms, now), now, &notices);
+        (void)advlock_pq_pump_wait(&a->pump_, -1, advlock_pq_wait_until(until_ms, now));
     }
-    a->held_notices_ = 0;
-    advlock_pq_notices_restore(&notices);
-    advlock_pq_report_copy(report, &a->report_);
+    advlock_pq_report_copy(report, &a->member_.report_);
     return 0;
 }
 
@@ -147,7 +140,7 @@ int advlock_pq_check(advlock_pq *a)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
-    if (a->conn_ == NULL || advlock_pq_async_busy(a))
+    if (a->pump_.conn_ == NULL || advlock_pq_async_busy(a))
         return ADVLOCK_EMISUSE;
     advlock_pq_engine_watch(a, advlock_pq_now_ms());
     return 0;

@@ -168,9 +168,9 @@ void advlock_pq_report_copy(advlock_pq_report *to, const advlock_pq_report *from
  */
 int advlock_pq_cancel_send(PGconn *conn, char *error, size_t size);
 
-/* ---- async.c: the one engine both adapters drive ----------------------------- */
+/* ---- async.c: the single adapter's engine, for blocking.c -------------------- */
 
-/* Binds an engine to conn, whatever its state, without changing the
+/* Binds an adapter to conn, whatever its state, without changing the
  * connection's blocking mode (the blocking adapter's init). */
 void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn);
 
@@ -181,27 +181,22 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn);
  */
 void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms);
 
-/* While a lock is held: if the connection was reset since it was taken (a
- * new backend pid), ends the watch with LOST, saying so; returns 1 if it
- * did. Reads nothing from the socket. */
-int advlock_pq_engine_notice_reset(advlock_pq *a, int64_t now_ms);
-
-/* 1 while a statement of the operation under way is sent or being sent
- * and not yet all answered (a sleep between tries is no statement). */
+/* 1 while a statement of the engine's is sent and not yet answered (a
+ * sleep between tries is no statement). */
 int advlock_pq_engine_in_flight(const advlock_pq *a);
 
 /* Asks the server to cancel the statement in flight (cancel.c's request,
- * 250 ms at most); a request not taken is reported as a warning event. */
+ * 250 ms at most); a request not taken is the engine's warning. */
 void advlock_pq_engine_cancel_in_flight(advlock_pq *a, int64_t now_ms);
 
 /*
  * Ends the operation whose statement got no answer within the caller's
- * bound: outcome FAILED, failure ADVLOCK_ENOANSWER, the statement in
- * flight as its sql, elapsed_ms as given; and unbinds the adapter, whose
- * connection is left with a statement in flight (every call but init
- * then returns ADVLOCK_EMISUSE). The connection is the caller's to close.
+ * bound: the engine gives the connection up (FAILED, ADVLOCK_ENOANSWER),
+ * and the adapter is unbound, its connection left with a statement in
+ * flight (every call but init then returns ADVLOCK_EMISUSE). The
+ * connection is the caller's to close.
  */
-void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms);
+void advlock_pq_engine_give_up(advlock_pq *a, int64_t now_ms);
 
 /* ---- wait.c: one poll() turn ------------------------------------------------ */
 
@@ -226,18 +221,12 @@ typedef struct advlock_pq_turn {
 int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, int extra_fd,
                          int max_wait_ms, int64_t now, advlock_pq_turn *turn);
 
-/* advlock_pq_wait() for a bound adapter, at now: the blocking calls' loop
- * has just read the clock. notices (NULL: none) is the guard the caller
- * diverts them with, whose time becomes the process's. */
-int advlock_pq_wait_at(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now,
-                       advlock_pq_notice_guard *notices);
-
 /* A blocking call's max_wait_ms until until_ms (INT_MAX at most), or -1
  * (only the driver's own deadline) when there is none or it has passed. */
 int advlock_pq_wait_until(int64_t until_ms, int64_t now);
 
 /* Reads what an idle session's socket holds, without blocking; returns 1
- * if the connection is gone (async.c). */
+ * if the connection is gone (pump.c). */
 int advlock_pq_read_idle(PGconn *conn);
 
 /* ---- shared checks ------------------------------------------------------- */

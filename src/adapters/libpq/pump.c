@@ -9,6 +9,7 @@
  */
 #include "pump.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,8 @@ enum { MAX_SLOTS = 1 << 16 };
 
 void advlock_pq_pump_take_done(advlock_pq_member *m)
 {
+    if (advlock_member_report(&m->member_) == NULL)
+        return; /* still under way: its DONE event comes */
     advlock_pq_copy_line(m->report_.server_message, sizeof m->report_.server_message,
                          advlock_member_words(&m->member_));
     advlock_pq_report_finish(&m->report_, advlock_member_report(&m->member_));
@@ -32,7 +35,9 @@ void advlock_pq_pump_take_events(advlock_pq_pump_ *s)
     advlock_conn_event ev;
     while (advlock_conn_poll_event(&s->engine_, &ev)) {
         advlock_pq_member *m = (advlock_pq_member *)ev.member; /* its first field */
-        if (ev.kind == ADVLOCK_CONN_DONE) {
+        if (ev.kind == ADVLOCK_CONN_WARNING) {
+            continue; /* the member's event callback heard it already */
+        } else if (ev.kind == ADVLOCK_CONN_DONE) {
             advlock_pq_pump_take_done(m);
         } else {
             advlock_pq_report_lost(&m->report_, advlock_member_sqlstate(ev.member),
@@ -46,7 +51,7 @@ void advlock_pq_pump_take_events(advlock_pq_pump_ *s)
 static void take_notices(advlock_pq_pump_ *s, advlock_pq_report *to)
 {
     advlock_pq_report *from = &s->notices_;
-    if (from->notices == 0)
+    if (from->notices == 0 || s->sink_ != from)
         return;
     to->notices += from->notices;
     memcpy(to->notice_sqlstate, from->notice_sqlstate, sizeof to->notice_sqlstate);
@@ -96,12 +101,11 @@ static void collect(advlock_pq_pump_ *s, int64_t now_ms)
         advlock_statement head;
         if (!advlock_conn_head(&s->engine_, &head))
             return;
-        if (broken) {
-            complete(s, &head, now_ms); /* answered CONNECTION_LOST */
-            continue;
-        }
-        if (PQisBusy(s->conn_))
+        if (!broken && PQisBusy(s->conn_))
             return;
+        /* A broken connection's last result (the server's FATAL) says why
+         * better than libpq's "no connection to the server"; after it the
+         * statements are answered CONNECTION_LOST. */
         PGresult *res = PQgetResult(s->conn_);
         if (res == NULL) {
             complete(s, &head, now_ms);
@@ -119,11 +123,19 @@ static void collect(advlock_pq_pump_ *s, int64_t now_ms)
 
 /* ---- sending ------------------------------------------------------------- */
 
-/* Sends one statement; 0 if libpq refused it. */
-static int send_statement(advlock_pq_pump_ *s, const advlock_statement *st)
+/* Sends one statement; 0 if libpq refused it. A cancel request goes on a
+ * connection of its own (cancel.c); one the server did not take is the
+ * engine's warning, and counts as sent (the engine asks again). */
+static int send_statement(advlock_pq_pump_ *s, const advlock_statement *st, int64_t now_ms)
 {
     if (st->kind == ADVLOCK_STATEMENT_SYNC)
         return PQpipelineSync(s->conn_) == 1;
+    if (st->kind == ADVLOCK_STATEMENT_CANCEL) {
+        char error[ADVLOCK_PQ_TEXT_MAX];
+        if (!advlock_pq_cancel_send(s->conn_, error, sizeof error))
+            advlock_conn_on_cancel_failed(&s->engine_, st->member, error, now_ms);
+        return 1;
+    }
     advlock_pq_query_ q;
     memset(&q, 0, sizeof q);
     q.sql_ = (uint8_t)st->sql;
@@ -142,7 +154,7 @@ static void send_all(advlock_pq_pump_ *s, int64_t now_ms)
 {
     advlock_statement st;
     while (advlock_conn_poll_statement(&s->engine_, &st, now_ms)) {
-        if (send_statement(s, &st))
+        if (send_statement(s, &st, now_ms))
             continue;
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
         advlock_conn_unsend(&s->engine_, broken,
@@ -186,6 +198,33 @@ static void send_turn(advlock_pq_pump_ *s, int64_t now_ms)
 
 /* ---- the connection ------------------------------------------------------ */
 
+/* An idle session's socket is read at most this many times per call, so a
+ * caller's own statement streaming a large result cannot hold the loop. */
+enum { MAX_IDLE_READS = 16 };
+
+/* 1 if fd has input waiting (or an error or hang-up to report) right now. */
+static int readable_now(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return fd >= 0 && poll(&p, 1, 0) > 0 && p.revents != 0;
+}
+
+/* The server's last words and the end of the connection often
+ * arrive together, so the socket is read until it has nothing more. */
+int advlock_pq_read_idle(PGconn *conn)
+{
+    for (int reads = 0; reads < MAX_IDLE_READS; reads++) {
+        if (PQstatus(conn) == CONNECTION_BAD || !PQconsumeInput(conn))
+            break;
+        /* Parses what arrived: notices go to the receiver; a caller's own
+         * statement's results wait in libpq for the caller. */
+        (void)PQisBusy(conn);
+        if (!readable_now(PQsocket(conn)))
+            break;
+    }
+    return PQstatus(conn) == CONNECTION_BAD;
+}
+
 int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *slots, size_t nslots,
                          int grows, advlock_peer **buckets, size_t nbuckets, unsigned caps)
 {
@@ -196,9 +235,12 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
     p->conn_ = conn;
     p->slots_ = slots;
     p->grows_ = (uint8_t)(grows != 0);
+    p->pipeline_ = (uint8_t)((caps & ADVLOCK_CAPS_PIPELINE) != 0);
     p->reading_ = p->syncing_ = p->flushing_ = 0;
     p->query_.kept_ = NULL;
     advlock_pq_report_begin(&p->notices_);
+    p->sink_ = &p->notices_;
+    p->events_ = NULL;
     return 0;
 }
 
@@ -211,9 +253,12 @@ void advlock_pq_pump_notice_reset(advlock_pq_pump_ *s, int64_t now_ms)
     /* An answer half read died with the old session. */
     s->reading_ = s->syncing_ = s->flushing_ = 0;
     advlock_pq_answer_clear(&s->query_);
-    (void)PQsetnonblocking(c, 1);
-    if (PQpipelineStatus(c) == PQ_PIPELINE_OFF)
-        (void)PQenterPipelineMode(c);
+    /* A lock set's new connection is put back as its set binds it. */
+    if (s->pipeline_) {
+        (void)PQsetnonblocking(c, 1);
+        if (PQpipelineStatus(c) == PQ_PIPELINE_OFF)
+            (void)PQenterPipelineMode(c);
+    }
     (void)advlock_conn_on_reset(&s->engine_, PQbackendPID(c), advlock_pq_entropy() | 1, now_ms);
     advlock_pq_pump_take_events(s);
 }
@@ -232,7 +277,7 @@ void advlock_pq_pump_give_up(advlock_pq_pump_ *s, int64_t now_ms)
 void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
 {
     advlock_pq_notice_guard notices;
-    advlock_pq_notices_divert(&notices, s->conn_, &s->notices_, NULL, now_ms);
+    advlock_pq_notices_divert(&notices, s->conn_, s->sink_, s->events_, now_ms);
     if (ready & ADVLOCK_PQ_READ)
         (void)advlock_pq_read_idle(s->conn_);
     if (s->flushing_)
@@ -246,9 +291,8 @@ void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
     /* The server's FATAL says why better than libpq's "server closed the
      * connection unexpectedly". */
     if (PQstatus(s->conn_) == CONNECTION_BAD || notices.fatal)
-        advlock_conn_on_closed(&s->engine_, notices.fatal ? s->notices_.notice_sqlstate : "",
-                               notices.fatal ? s->notices_.notice : PQerrorMessage(s->conn_),
-                               now_ms);
+        advlock_conn_on_closed(&s->engine_, notices.fatal ? s->sink_->notice_sqlstate : "",
+                               notices.fatal ? s->sink_->notice : PQerrorMessage(s->conn_), now_ms);
     advlock_pq_pump_take_events(s);
 }
 
