@@ -119,7 +119,6 @@ ADVLOCK_API void advlock_pq_abandon(PGconn *conn);
 typedef struct advlock_pq_query_ {
     uint8_t sql_;
     uint8_t form_;
-    uint8_t reprepared_;
     uint8_t answered_;
     uint8_t status_;
     uint8_t result_;

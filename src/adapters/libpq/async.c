@@ -110,6 +110,23 @@ static int may_start(advlock_pq *a, const int64_t *op_key, int64_t now_ms)
     return 0;
 }
 
+void advlock_pq_engine_settle(advlock_pq *a)
+{
+    /* A failed release or verify leaves the engine's member holding in
+     * doubt (no other member may take the key meanwhile); one lock alone
+     * has no other member, and its watch ends with the operation. */
+    const advlock_report *r = advlock_member_report(member(a));
+    if (advlock_member_held(member(a)) && r->outcome == ADVLOCK_FAILED)
+        advlock_conn_let_go(engine(a), member(a));
+}
+
+/* One turn of the pump at now, settled. */
+static void turn(advlock_pq *a, unsigned ready, int64_t now_ms)
+{
+    advlock_pq_pump_turn(&a->pump_, ready, now_ms);
+    advlock_pq_engine_settle(a);
+}
+
 /* What start_rc says the engine started begins now: the report is the new
  * operation's, and its first statement goes at once. */
 static int started(advlock_pq *a, int start_rc, int64_t now_ms)
@@ -118,7 +135,7 @@ static int started(advlock_pq *a, int start_rc, int64_t now_ms)
         return start_rc;
     advlock_pq_report_begin(&a->member_.report_);
     advlock_pq_pump_take_events(&a->pump_);
-    advlock_pq_pump_turn(&a->pump_, 0, now_ms);
+    turn(a, 0, now_ms);
     return 0;
 }
 
@@ -193,15 +210,15 @@ int advlock_pq_async_cancel(advlock_pq *a, int64_t now_ms)
     int rc = advlock_conn_cancel(engine(a), member(a), now_ms);
     if (rc != 0)
         return rc;
-    advlock_pq_pump_take_done(&a->member_);     /* the engine tells no event of a cancel */
-    advlock_pq_pump_turn(&a->pump_, 0, now_ms); /* a server-side wait's cancel request */
+    advlock_pq_pump_take_done(&a->member_); /* the engine tells no event of a cancel */
+    turn(a, 0, now_ms);                     /* a server-side wait's cancel request */
     return 0;
 }
 
 void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms)
 {
     advlock_pq_pump_notice_reset(&a->pump_, now_ms);
-    advlock_pq_pump_turn(&a->pump_, ADVLOCK_PQ_READ, now_ms);
+    turn(a, ADVLOCK_PQ_READ, now_ms);
 }
 
 int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
@@ -213,7 +230,7 @@ int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
     if (!busy(a) && !advlock_member_held(member(a)) && advlock_conn_outstanding(engine(a)) == 0)
         return ADVLOCK_EMISUSE;
     advlock_pq_pump_notice_reset(&a->pump_, now_ms);
-    advlock_pq_pump_turn(&a->pump_, ready, now_ms);
+    turn(a, ready, now_ms);
     return 0;
 }
 

@@ -1,13 +1,13 @@
 /*
- * The blocking calls: the engine of async.c run to the end of each
- * operation on the caller's thread, one advlock_pq_wait() turn at a time,
- * each waiting for exactly what the engine asks for (its socket's readiness,
- * its deadline). So both ways of driving an adapter share every line that
- * talks to libpq or to the machine, and a server-side wait blocks in poll()
- * only until its deadline, where the engine asks the server to cancel it.
- * Every decision about locks is the machine's; the one decision here is
- * the call's bound, past which a statement the server never answers is
- * given up on (the connection with it).
+ * The blocking calls: the single adapter's engine (async.c) pumped to the
+ * end of each operation on the caller's thread, one wait turn of the pump
+ * (pump.c) at a time, each waiting for exactly what the engine asks for
+ * (its socket's readiness, its next wake-up). So both ways of driving an
+ * adapter share every line that talks to libpq or to the engine, and a
+ * server-side wait blocks in poll() only until its deadline, where the
+ * engine asks the server to cancel it. The one decision here is the
+ * call's bound, past which a statement the server never answers is given
+ * up on (the connection with it).
  */
 #include "pump.h"
 
@@ -56,9 +56,7 @@ static int start(advlock_pq *a, const operation *op, int64_t now)
  * ONE_STATEMENT_BOUND_MS) is asked to cancel; if it has not answered
  * CANCEL_ANSWER_MS later, the call gives up on it (see advlock_pq_acquire()
  * in advlock_pq.h). A sleep between tries is never cut: the schedule ends
- * within the bound on its own. The notices are diverted once for the whole
- * call (docs/libpq.md "Server notices"), not once per turn of the engine:
- * nothing of the caller's runs between the turns. */
+ * within the bound on its own. */
 static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
 {
     if (a == NULL) {
@@ -88,7 +86,7 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_pump_wait(&a->pump_, -1, advlock_pq_wait_until(until_ms, now));
+        (void)advlock_pq_wait(a, -1, advlock_pq_wait_until(until_ms, now));
     }
     advlock_pq_report_copy(report, &a->member_.report_);
     return 0;

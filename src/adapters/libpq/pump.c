@@ -79,36 +79,43 @@ static void complete(advlock_pq_pump_ *s, const advlock_statement *head, int64_t
     advlock_answer a;
     advlock_holder *rows;
     advlock_pq_answer_export(q, s->conn_, words, sizeof words, &a, &rows);
+    /* A session row answered inside a block is provisional: a rollback
+     * undoes its claim (the engine checks again after the block). */
+    PGTransactionStatusType block = PQtransactionStatus(s->conn_);
+    a.in_transaction = block == PQTRANS_INTRANS || block == PQTRANS_INERROR;
     (void)advlock_conn_on_answer(&s->engine_, &a, now_ms);
     free(rows);
     advlock_pq_answer_clear(q);
 }
 
-/* Reads the answers that have arrived, in order, without blocking. */
-static void collect(advlock_pq_pump_ *s, int64_t now_ms)
+/* Reads the answers that have arrived, in order, without blocking;
+ * returns how many statements it answered. */
+static int collect(advlock_pq_pump_ *s, int64_t now_ms)
 {
+    int answered = 0;
     for (;;) {
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
         if (s->syncing_) {
             /* The batch's end (PGRES_PIPELINE_SYNC), never followed by a NULL. */
             PGresult *res = broken || PQisBusy(s->conn_) ? NULL : PQgetResult(s->conn_);
             if (res == NULL && !broken)
-                return;
+                return answered;
             PQclear(res);
             s->syncing_ = 0;
             continue;
         }
         advlock_statement head;
         if (!advlock_conn_head(&s->engine_, &head))
-            return;
+            return answered;
         if (!broken && PQisBusy(s->conn_))
-            return;
+            return answered;
         /* A broken connection's last result (the server's FATAL) says why
          * better than libpq's "no connection to the server"; after it the
          * statements are answered CONNECTION_LOST. */
         PGresult *res = PQgetResult(s->conn_);
         if (res == NULL) {
             complete(s, &head, now_ms);
+            answered++;
             continue;
         }
         if (!s->reading_) {
@@ -150,10 +157,12 @@ static int send_statement(advlock_pq_pump_ *s, const advlock_statement *st, int6
 
 /* Sends what the engine asks for until it asks for nothing, or libpq
  * refuses on a sound connection (its memory ran out: again next turn). */
-static void send_all(advlock_pq_pump_ *s, int64_t now_ms)
+static int send_all(advlock_pq_pump_ *s, int64_t now_ms)
 {
     advlock_statement st;
+    int sent = 0;
     while (advlock_conn_poll_statement(&s->engine_, &st, now_ms)) {
+        sent++;
         if (send_statement(s, &st, now_ms))
             continue;
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
@@ -162,7 +171,9 @@ static void send_all(advlock_pq_pump_ *s, int64_t now_ms)
         if (!broken)
             break;
     }
-    s->flushing_ = PQflush(s->conn_) == 1;
+    if (sent > 0 || s->flushing_)
+        s->flushing_ = PQflush(s->conn_) == 1;
+    return sent;
 }
 
 /* More slots for statements held back for want of them: as many as the
@@ -187,13 +198,16 @@ static void grow(advlock_pq_pump_ *s)
     s->slots_ = bigger;
 }
 
-static void send_turn(advlock_pq_pump_ *s, int64_t now_ms)
+/* Sends what the engine asks for, growing the slots if they ran out;
+ * returns how many statements went. */
+static int send_turn(advlock_pq_pump_ *s, int64_t now_ms)
 {
-    send_all(s, now_ms);
+    int sent = send_all(s, now_ms);
     if (s->grows_ && advlock_conn_starved(&s->engine_)) {
         grow(s);
-        send_all(s, now_ms);
+        sent += send_all(s, now_ms);
     }
+    return sent;
 }
 
 /* ---- the connection ------------------------------------------------------ */
@@ -278,15 +292,20 @@ void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
 {
     advlock_pq_notice_guard notices;
     advlock_pq_notices_divert(&notices, s->conn_, s->sink_, s->events_, now_ms);
-    if (ready & ADVLOCK_PQ_READ)
+    /* With answers due, one read (their parse follows in collect()); an
+     * idle session's socket is read to its end (advlock_pq_read_idle()). */
+    if ((ready & ADVLOCK_PQ_READ) && advlock_conn_outstanding(&s->engine_) > 0)
+        (void)PQconsumeInput(s->conn_);
+    else if (ready & ADVLOCK_PQ_READ)
         (void)advlock_pq_read_idle(s->conn_);
     if (s->flushing_)
         s->flushing_ = PQflush(s->conn_) == 1;
-    collect(s, now_ms);
+    (void)collect(s, now_ms);
     advlock_conn_on_timer(&s->engine_, now_ms);
-    send_turn(s, now_ms);
-    collect(s, now_ms);   /* a broken connection fails what was just sent */
-    send_turn(s, now_ms); /* give-backs the answers asked for */
+    /* A broken connection fails what was just sent, and the answers may
+     * ask for give-backs. */
+    if (send_turn(s, now_ms) > 0 && collect(s, now_ms) > 0)
+        (void)send_turn(s, now_ms);
     advlock_pq_notices_restore(&notices);
     /* The server's FATAL says why better than libpq's "server closed the
      * connection unexpectedly". */

@@ -84,5 +84,7 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
         return ADVLOCK_EINVAL;
     if (a->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    return advlock_pq_pump_wait(&a->pump_, extra_fd, max_wait_ms);
+    int extra = advlock_pq_pump_wait(&a->pump_, extra_fd, max_wait_ms);
+    advlock_pq_engine_settle(a);
+    return extra;
 }
