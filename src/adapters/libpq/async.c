@@ -110,7 +110,9 @@ static int may_start(advlock_pq *a, const int64_t *op_key, int64_t now_ms)
     return 0;
 }
 
-void advlock_pq_engine_settle(advlock_pq *a)
+/* Ends the watch of a lock whose release or verify failed; after every
+ * turn of the pump. */
+static void settle(advlock_pq *a)
 {
     /* A failed release or verify leaves the engine's member holding in
      * doubt (no other member may take the key meanwhile); one lock alone
@@ -124,7 +126,7 @@ void advlock_pq_engine_settle(advlock_pq *a)
 static void turn(advlock_pq *a, unsigned ready, int64_t now_ms)
 {
     advlock_pq_pump_turn(&a->pump_, ready, now_ms);
-    advlock_pq_engine_settle(a);
+    settle(a);
 }
 
 /* What start_rc says the engine started begins now: the report is the new
@@ -232,6 +234,17 @@ int advlock_pq_async_process(advlock_pq *a, unsigned ready, int64_t now_ms)
     advlock_pq_pump_notice_reset(&a->pump_, now_ms);
     turn(a, ready, now_ms);
     return 0;
+}
+
+int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
+{
+    if (a == NULL)
+        return ADVLOCK_EINVAL;
+    if (a->pump_.conn_ == NULL)
+        return ADVLOCK_EMISUSE;
+    int extra = advlock_pq_pump_wait(&a->pump_, extra_fd, max_wait_ms);
+    settle(a);
+    return extra;
 }
 
 int advlock_pq_async_socket(const advlock_pq *a)

@@ -138,10 +138,6 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn);
  */
 void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms);
 
-/* Ends the watch of a lock whose release or verify failed (the engine
- * holds such a lock in doubt); after every turn of the pump. */
-void advlock_pq_engine_settle(advlock_pq *a);
-
 /* 1 while a statement of the engine's is sent and not yet answered (a
  * sleep between tries is no statement). */
 int advlock_pq_engine_in_flight(const advlock_pq *a);

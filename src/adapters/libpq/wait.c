@@ -1,10 +1,11 @@
 /*
- * One turn of a poll() loop for an adapter (advlock_pq_wait) or a lock set
- * (advlock_pq_lockset_wait): the loop the blocking calls run, offered to programs without an event
- * loop of their own, with room for one more descriptor (a signal self-pipe), so that such a program
- * need not copy it.
+ * One turn of a poll() loop for the pump (pump.c), which an adapter
+ * (advlock_pq_wait) and a lock set (advlock_pq_lockset_wait) run: the loop
+ * the blocking calls run, offered to programs without an event loop of
+ * their own, with room for one more descriptor (a signal self-pipe), so
+ * that such a program need not copy it.
  */
-#include "pump.h"
+#include "pq.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -76,15 +77,4 @@ int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, in
     turn->extra = extra_fd >= 0 && fds[1].revents != 0;
     turn->now_ms = advlock_pq_now_ms(); /* the poll took time */
     return turn->ready != 0 || (at != NULL && turn->now_ms >= *at);
-}
-
-int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
-{
-    if (a == NULL)
-        return ADVLOCK_EINVAL;
-    if (a->pump_.conn_ == NULL)
-        return ADVLOCK_EMISUSE;
-    int extra = advlock_pq_pump_wait(&a->pump_, extra_fd, max_wait_ms);
-    advlock_pq_engine_settle(a);
-    return extra;
 }
