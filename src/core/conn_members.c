@@ -153,12 +153,12 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m)
 }
 
 /* An operation ended: a grant, or a verify that found the lock, is held;
- * so is a lock whose release or verify failed (but for its own statement
- * answered "connection lost" by the pump, or a connection given up), which
- * the session may still hold, and a transaction's lock released, which its block holds (the
+ * so is a lock whose release or verify failed (but on a connection given
+ * up), which the session may still hold, and a transaction's lock
+ * released, which its block holds (the
  * member keeps its key till it is released, lost or the block ends);
  * anything else leaves the table. */
-static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r, int answered)
+static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
 {
     m->report_ = *r;
     /* A server-side wait had the connection to itself: its end frees it. */
@@ -169,12 +169,9 @@ static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r, 
         m->verifying_ = 0;
         c->verifying_--;
     }
-    /* A statement of its own answered "connection lost": the session's
-     * locks went with it, and the operation's report says so. (One that
-     * never went, ended by the engine, leaves the lock to be lost with the
-     * others.) */
-    int in_doubt = r->outcome == ADVLOCK_FAILED && !c->given_up_
-                   && !(answered && !c->draining_ && r->failure == ADVLOCK_ECONNLOST);
+    /* A connection given up is closed by the pump, which ends the session
+     * and its locks: nothing is held in doubt on it. */
+    int in_doubt = r->outcome == ADVLOCK_FAILED && !c->given_up_;
     if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
         || (on_held && (in_doubt || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION))) {
         /* A verify by key found the lock: held from now on, in its mode
@@ -205,7 +202,7 @@ void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms)
         advlock_conn_move(c, m, CONN_QUEUED);
         break;
     case ADVLOCK_ACTION_SLEEP: advlock_conn_move(c, m, CONN_SLEEPING); break;
-    case ADVLOCK_ACTION_DONE: finish(c, m, next.report, 1); break;
+    case ADVLOCK_ACTION_DONE: finish(c, m, next.report); break;
     default:
         /* NONE, or CANCEL_QUERY: a server-side wait's statement stays in
          * flight, its cancel request the queue's (advlock_conn_waiter()). */
@@ -285,7 +282,7 @@ void advlock_conn_end(advlock_conn *c, advlock_member *m, advlock_outcome outcom
     r.sqlstate[0] = '\0';
     r.elapsed_ms = advlock_sub_saturating(now_ms, m->started_ms_);
     int asked = asks_session(m);
-    finish(c, m, &r, 0);
+    finish(c, m, &r);
     if (asked)
         advlock_conn_session_answered(c, now_ms);
 }

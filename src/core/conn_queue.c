@@ -460,12 +460,10 @@ void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms)
     advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
     lost.message = words;
     c->polled_ = 0;
-    c->draining_ = 1;
     while (c->count_ > 0) {
         advlock_conn_slot s = pop(c);
         dispatch(c, &s, &lost, now_ms);
     }
-    c->draining_ = 0;
     drop_owed(c);
     c->unsynced_ = c->close_batch_ = c->follow_ = 0;
     /* A grant whose heartbeat never went: lost with the session. */

@@ -757,8 +757,8 @@ static void one_at_a_time_client(void **state)
 /* The single-lock adapter's engine: one member, one statement at a time;
  * no lock table share to keep, so no settings row before the check; a
  * cancel of its try in flight waits for the answer and gives a grant
- * back with the machine's own unlock; a failed release on a lost
- * connection is the release's failure, nothing left held. */
+ * back with the machine's own unlock; a release answered "connection
+ * lost" is the release's failure, its lock held in doubt until the close. */
 static void one_member_engine(void **state)
 {
     (void)state;
@@ -793,9 +793,11 @@ static void one_member_engine(void **state)
     advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
     lost.message = "terminating connection due to administrator command";
     assert_int_equal(advlock_conn_on_answer(&f.c, &lost, f.now), 0);
-    assert_false(advlock_member_held(&f.m[0]));
+    assert_true(advlock_member_held(&f.m[0]));
     assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ECONNLOST);
     assert_int_equal(advlock_member_report(&f.m[0])->sql, ADVLOCK_SQL_UNLOCK);
+    advlock_conn_on_closed(&f.c, "57P01", lost.message, f.now);
+    assert_true(advlock_member_lost(&f.m[0]));
 }
 
 static void full_slots_hold_statements_back(void **state)

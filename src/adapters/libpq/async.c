@@ -279,7 +279,9 @@ int advlock_pq_async_lost(advlock_pq *a)
         return 0;
     if (a->pump_.conn_ != NULL)
         advlock_pq_pump_notice_reset(&a->pump_, advlock_pq_now_ms());
-    return advlock_member_lost(member(a));
+    /* A lock let go of after a failed release or verify is not watched:
+     * its loss is no news (the report stays the operation's). */
+    return advlock_member_lost(member(a)) && a->member_.report_.lock.detail == ADVLOCK_DETAIL_LOST;
 }
 
 const advlock_pq_report *advlock_pq_async_report(const advlock_pq *a)

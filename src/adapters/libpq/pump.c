@@ -39,6 +39,11 @@ void advlock_pq_pump_take_events(advlock_pq_pump_ *s)
             continue; /* the member's event callback heard it already */
         } else if (ev.kind == ADVLOCK_CONN_DONE) {
             advlock_pq_pump_take_done(m);
+        } else if (s->one_ && m->report_.lock.outcome == ADVLOCK_FAILED) {
+            /* A lock held in doubt after its release or verify failed: one
+             * lock alone stops watching it with that operation, whose
+             * failure (the server's words) is what the caller asked. */
+            continue;
         } else {
             advlock_pq_report_lost(&m->report_, advlock_member_sqlstate(ev.member),
                                    advlock_member_words(ev.member));
@@ -250,6 +255,7 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
     p->slots_ = slots;
     p->grows_ = (uint8_t)(grows != 0);
     p->pipeline_ = (uint8_t)((caps & ADVLOCK_CAPS_PIPELINE) != 0);
+    p->one_ = (uint8_t)((caps & ADVLOCK_CAPS_ONE_MEMBER) != 0);
     p->reading_ = p->syncing_ = p->flushing_ = 0;
     p->query_.kept_ = NULL;
     advlock_pq_report_begin(&p->notices_);
