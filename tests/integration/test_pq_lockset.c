@@ -753,7 +753,8 @@ static void test_a_give_back_in_a_full_batch(void **state)
         assert_true(advlock_pq_now_ms() < limit);
         pgt_sleep_ms(5);
     }
-    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), n); /* a's key still taken */
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_),
+                     n); /* a's key still taken */
     while (advlock_conn_outstanding(&f->set.pump_.engine_) > 0) {
         assert_true(advlock_pq_now_ms() < limit);
         (void)advlock_pq_lockset_wait(&f->set, -1, 100);
