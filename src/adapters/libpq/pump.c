@@ -35,20 +35,21 @@ void advlock_pq_pump_take_events(advlock_pq_pump_ *s)
     advlock_conn_event ev;
     while (advlock_conn_poll_event(&s->engine_, &ev)) {
         advlock_pq_member *m = (advlock_pq_member *)ev.member; /* its first field */
-        if (ev.kind == ADVLOCK_CONN_WARNING) {
-            continue; /* the member's event callback heard it already */
-        } else if (ev.kind == ADVLOCK_CONN_DONE) {
-            advlock_pq_pump_take_done(m);
-        } else if (s->one_ && m->report_.lock.outcome == ADVLOCK_FAILED) {
-            /* A lock held in doubt after its release or verify failed: one
-             * lock alone stops watching it with that operation, whose
-             * failure (the server's words) is what the caller asked. */
+        /* A warning's callback heard it already. A loss of a lock held in
+         * doubt after its release or verify failed is no news to one lock
+         * alone: its watch ended with that operation, whose failure (the
+         * server's words) is what the caller asked. */
+        int unwatched =
+            ev.kind == ADVLOCK_CONN_LOST && s->one_ && m->report_.lock.outcome == ADVLOCK_FAILED;
+        if (ev.kind == ADVLOCK_CONN_WARNING || unwatched)
             continue;
-        } else {
-            advlock_pq_report_lost(&m->report_, advlock_member_sqlstate(ev.member),
-                                   advlock_member_words(ev.member));
-            m->report_.lease_expiry = advlock_member_lease_expiry(ev.member);
+        if (ev.kind == ADVLOCK_CONN_DONE) {
+            advlock_pq_pump_take_done(m);
+            continue;
         }
+        advlock_pq_report_lost(&m->report_, advlock_member_sqlstate(ev.member),
+                               advlock_member_words(ev.member));
+        m->report_.lease_expiry = advlock_member_lease_expiry(ev.member);
     }
 }
 

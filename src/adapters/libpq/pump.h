@@ -15,23 +15,23 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
 
 /* One turn of the pump: reads what arrived, sends what the engine asks
  * for, reports time and a broken connection to the engine. */
-void advlock_pq_pump_turn(advlock_pq_pump_ *p, unsigned ready, int64_t now_ms);
+void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms);
 
 /* A connection reset since the last call (a new backend pid) is told to
  * the engine, which starts afresh on the new session; the pump's libpq
  * state starts afresh too. */
-void advlock_pq_pump_notice_reset(advlock_pq_pump_ *p, int64_t now_ms);
+void advlock_pq_pump_notice_reset(advlock_pq_pump_ *s, int64_t now_ms);
 
 /* m's operation ended: its report takes the engine's. */
 void advlock_pq_pump_take_done(advlock_pq_member *m);
 
 /* Moves the engine's events into the members' reports. */
-void advlock_pq_pump_take_events(advlock_pq_pump_ *p);
+void advlock_pq_pump_take_events(advlock_pq_pump_ *s);
 
 /* The server did not answer within a blocking call's bound: the engine
  * gives the connection up (members under way FAILED ADVLOCK_ENOANSWER,
  * held ones LOST) and the pump is unbound; the caller closes it. */
-void advlock_pq_pump_give_up(advlock_pq_pump_ *p, int64_t now_ms);
+void advlock_pq_pump_give_up(advlock_pq_pump_ *s, int64_t now_ms);
 
 /* The loop's side of a bound pump: the readiness it wants (0: none), its
  * next deadline (0: none, else 1 with *at_ms). */
