@@ -119,7 +119,6 @@ ADVLOCK_API void advlock_pq_abandon(PGconn *conn);
 typedef struct advlock_pq_query_ {
     uint8_t sql_;
     uint8_t form_;
-    uint8_t reprepared_;
     uint8_t answered_;
     uint8_t status_;
     uint8_t result_;
@@ -128,13 +127,56 @@ typedef struct advlock_pq_query_ {
     PGresult *kept_; /* the result that says the answer, from arrival until fed */
 } advlock_pq_query_;
 
+/* The pump both adapters run (pump.c): one PGconn moving one connection
+ * engine's statements and answers. Private. */
+typedef struct advlock_pq_pump_ {
+    PGconn *conn_;
+    advlock_conn engine_;
+    advlock_conn_slot *slots_;
+    advlock_pq_query_ query_;       /* the answer being read */
+    advlock_pq_report notices_;     /* a lock set's, until the next answer's member takes them */
+    advlock_pq_report *sink_;       /* where notices go: &notices_, or the one member's report */
+    const advlock_machine *events_; /* whose callback hears them (NULL: none) */
+    uint8_t grows_;                 /* slots_ is the pump's heap memory, grown when starved */
+    uint8_t pipeline_; /* libpq's pipeline mode (a lock set), else one statement at a time */
+    uint8_t one_;      /* one member (a single adapter): its failed operation's report stands */
+    uint8_t reading_;  /* the head statement's first result came */
+    uint8_t syncing_;  /* a sync's result is due before the next answer */
+    uint8_t flushing_; /* libpq holds output the socket did not take */
+} advlock_pq_pump_;
+
+/*
+ * Sizes: advlock_pq, advlock_pq_member and advlock_pq_lockset embed the
+ * connection engine's types (advlock_member, advlock_conn), so their sizes
+ * change with the engine's, and changed in this release without a new soname:
+ * code that allocates them must be rebuilt against this header
+ * (docs/libpq.md, "Sizes").
+ *
+ * One caller of a lock set (a single adapter embeds its one): the connection engine's member (its
+ * lock machine, its place in the exclusion table) and its report. Allocate it anywhere (caller
+ * memory, about 1.5 KB), initialise it once with advlock_pq_member_init(), and keep it in place
+ * while an operation is under way or it holds a lock. Fields are private.
+ */
+typedef struct advlock_pq_member {
+    advlock_member member_; /* first: the engine's events name it */
+    advlock_pq_report report_;
+    struct advlock_pq_lockset *set_; /* NULL in a single adapter */
+} advlock_pq_member;
+
+/* The slots of a single adapter's engine: one statement in flight, a
+ * give-back or the lease's behind it. */
+#define ADVLOCK_PQ_SLOTS_ 4
+
 /*
  * A connection's lock adapter: one PGconn, one lock machine, one operation
- * at a time, driven blocking or nonblocking. Allocate it anywhere (about
- * 1.1 KB); between operations it holds no heap memory, so dropping it needs
- * no call, though an operation under way should be driven to its end first
- * (or the connection closed) so that no query is left in flight. Its fields
- * are private: use the functions below.
+ * at a time, driven blocking or nonblocking: the connection engine with one
+ * member, which pump.c pumps as it pumps a lock set. Allocate it anywhere
+ * (about 3.3 KB: it embeds the engine, its member and slots; see "Sizes"
+ * above) and keep it in place from init on (the engine points into it);
+ * it never holds heap memory, so dropping it needs no call, though an
+ * operation under way should be driven to its end first (or the connection
+ * closed) so that no query is left in flight. Its fields are private: use
+ * the functions below.
  *
  * The loop's side of the nonblocking contract, after every call that can
  * change it (init, start, process, cancel):
@@ -150,24 +192,11 @@ typedef struct advlock_pq_query_ {
  * one per connection, can run in one thread. See docs/event-loops.md.
  */
 typedef struct advlock_pq {
-    PGconn *conn_;
-    advlock_session session_; /* the connection's, as the machine last found it */
-    uint32_t prepared_;
-    int phase_;
-    int scope_;
-    advlock_pq_query_ query_;
-    advlock_machine machine_;
-    advlock_pq_report report_;
-    advlock_lease lease_;   /* its plan is the options' (all zero: no lease) */
-    int64_t sent_ms_;       /* when the machine's statement in flight was begun */
-    int64_t lease_free_ms_; /* after the lease ran out: the server frees by then */
-    uint8_t lease_on_;      /* a lease runs: options.lease_ms > 0 */
-    uint8_t lease_query_;   /* the statement in flight is the lease's (async.c) */
-    uint8_t acquiring_;     /* the operation under way is an acquire */
-    uint8_t deferred_;      /* an operation waits for the heartbeat in flight */
-    uint8_t held_notices_;  /* a blocking call diverts the notices for all its turns */
-    uint8_t untimed_;       /* the machine asks for a query without deadline (async.c) */
-    uint8_t provisional_;   /* the session row answered inside a transaction block */
+    advlock_pq_pump_ pump_;
+    advlock_pq_member member_; /* the engine's one member and its report */
+    advlock_conn_slot slots_[ADVLOCK_PQ_SLOTS_];
+    advlock_peer *bucket_;    /* the exclusion table's one bucket */
+    advlock_options options_; /* the caller's, the lease's fields zero (the engine's) */
 } advlock_pq;
 
 /*
@@ -603,25 +632,6 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  */
 
 /*
- * Sizes: advlock_pq_member and advlock_pq_lockset embed the connection
- * engine's types (advlock_member, advlock_conn), so their sizes change
- * with the engine's, and changed in this release without a new soname:
- * code that allocates them must be rebuilt against this header
- * (docs/libpq.md, "Lock sets").
- *
- * One caller of a lock set: the connection engine's member (its lock
- * machine, its place in the exclusion table) and its report. Allocate it
- * anywhere (caller memory, about 1.5 KB), initialise it once with
- * advlock_pq_member_init(), and keep it in place while an operation is
- * under way or it holds a lock. Fields are private.
- */
-typedef struct advlock_pq_member {
-    advlock_member member_; /* first: the engine's events name it */
-    advlock_pq_report report_;
-    struct advlock_pq_lockset *set_;
-} advlock_pq_member;
-
-/*
  * The set: one PGconn in pipeline mode driven by one connection engine
  * (advlock_conn: the members, their exclusion table, the session check
  * for all of them, the lease, the statements in flight), which this
@@ -635,15 +645,8 @@ typedef struct advlock_pq_member {
  * members'), one advlock_pq_lockset_process(). One thread at a time.
  */
 typedef struct advlock_pq_lockset {
-    PGconn *conn_;
-    advlock_conn engine_;
-    advlock_conn_slot *slots_;
+    advlock_pq_pump_ pump_;
     advlock_peer **buckets_;
-    advlock_pq_query_ query_; /* the answer being read */
-    advlock_pq_report notices_;
-    uint8_t reading_;  /* the head statement's first result came */
-    uint8_t syncing_;  /* a sync's result is due before the next answer */
-    uint8_t flushing_; /* libpq holds output the socket did not take */
 } advlock_pq_lockset;
 
 /*

@@ -29,8 +29,9 @@ int advlock_conn_init(advlock_conn *c, advlock_conn_slot *slots, size_t nslots,
     (void)advlock_session_init(&fresh.session_, client_pid, token);
     fresh.slots_ = slots;
     fresh.nslots_ = (uint32_t)nslots;
-    fresh.caps_ =
-        (uint8_t)(caps & (ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL));
+    fresh.caps_ = (uint8_t)(caps
+                            & (ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL
+                               | ADVLOCK_CAPS_ONE_MEMBER));
     fresh.capacity_share_ = ADVLOCK_CAPACITY_SHARE_DEFAULT;
     fresh.owed_ = fresh.owed_tail_ = -1;
     /* Every slot's keeper part starts free. */
@@ -233,7 +234,10 @@ int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
         int undoing = m->phase_ == CONN_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
                       && advlock_conn_is_unlock(next.sql);
         int xact = m->machine_.scope_ == ADVLOCK_TRANSACTION;
-        if (((c->waits_ || xact) && m->phase_ == CONN_SENT) || undoing) {
+        /* One statement at a time, the caller waits for the answer as it
+         * waits for any (the single-lock adapter's cancel). */
+        int alone = !(c->caps_ & ADVLOCK_CAPS_PIPELINE);
+        if (((c->waits_ || xact || alone) && m->phase_ == CONN_SENT) || undoing) {
             (void)advlock_cancel(&m->machine_, now_ms);
             return 0;
         }
@@ -370,6 +374,9 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
 {
     if (c == NULL)
         return;
+    /* Closing the connection ends the session and its locks: nothing is
+     * held in doubt from here on (advlock_conn_end()). */
+    c->given_up_ = 1;
     /* Every member with a statement in flight ends here, its statement
      * left to the engine, which forgets it below. */
     advlock_member *m;
@@ -380,7 +387,14 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
     advlock_conn_end_waiting(c, ADVLOCK_FAILED, failure, now_ms);
     advlock_conn_lose_held(c, "", words, ADVLOCK_LEASE_LIVE, now_ms);
     advlock_conn_drain(c, words, now_ms);
-    c->given_up_ = 1;
+}
+
+void advlock_conn_let_go(advlock_conn *c, advlock_member *m)
+{
+    if (c == NULL || m == NULL || m->conn_ != c || m->phase_ != CONN_HELD)
+        return;
+    (void)advlock_peers_leave(&c->peers_, &m->peer_);
+    advlock_conn_move(c, m, CONN_DONE);
 }
 
 void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
@@ -393,10 +407,8 @@ void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
         advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
     }
     advlock_conn_end_waiting(c, ADVLOCK_CANCELLED, 0, now_ms);
-    while ((m = c->lists_[CONN_HELD_LIST]) != NULL) {
-        (void)advlock_peers_leave(&c->peers_, &m->peer_);
-        advlock_conn_move(c, m, CONN_DONE);
-    }
+    while ((m = c->lists_[CONN_HELD_LIST]) != NULL)
+        advlock_conn_let_go(c, m);
     advlock_conn_drain(c, "", now_ms);
 }
 
@@ -465,10 +477,8 @@ void advlock_conn_on_transaction(advlock_conn *c, int in_block)
     advlock_member *m = c->lists_[CONN_HELD_LIST];
     while (m != NULL) {
         advlock_member *next = m->next_;
-        if (m->machine_.scope_ == ADVLOCK_TRANSACTION) {
-            (void)advlock_peers_leave(&c->peers_, &m->peer_);
-            advlock_conn_move(c, m, CONN_DONE);
-        }
+        if (m->machine_.scope_ == ADVLOCK_TRANSACTION)
+            advlock_conn_let_go(c, m);
         m = next;
     }
     if (!c->provisional_)

@@ -388,14 +388,12 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
 {
     int lost = a->result == ADVLOCK_RESULT_CONNECTION_LOST;
     uint32_t bit = UINT32_C(1) << s->sql_;
-    /* A prepared statement someone dropped (26000): the statement never
-     * ran; it goes again, unnamed from now on. */
+    /* A prepared statement someone dropped (26000: DISCARD ALL, DEALLOCATE):
+     * the statement never ran; it is prepared again and goes again. */
     int dropped = !lost && s->form_ == ADVLOCK_FORM_NAMED && sqlstate_is(a, "26000");
     int again = !lost && (a->aborted || dropped);
-    if (dropped) {
+    if (dropped)
         c->prepared_ &= ~bit;
-        c->unnamed_ |= bit;
-    }
     switch (s->kind_) {
     case SLOT_PREPARE:
         c->preparing_ &= ~bit;
@@ -404,6 +402,12 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
             c->prepared_ |= bit;
         else if (!again && !lost)
             c->unnamed_ |= bit;
+        /* One statement at a time, the member it went ahead of is still
+         * queued: the lost connection's words (the server's FATAL, say)
+         * are its statement's answer. */
+        if (lost && !pipelining(c) && c->lists_[CONN_QUEUE_LIST] != NULL)
+            advlock_conn_fail(c, c->lists_[CONN_QUEUE_LIST], ADVLOCK_RESULT_CONNECTION_LOST,
+                              a->sqlstate, a->message, now_ms);
         break;
     case SLOT_GIVE_BACK:
         if (again) {
@@ -553,8 +557,10 @@ static int give_back(advlock_conn *c, advlock_statement *st, int64_t now_ms)
 static int form_of(const advlock_conn *c, int sql)
 {
     uint32_t bit = UINT32_C(1) << sql;
+    /* Inside a transaction block a statement found missing would abort
+     * the caller's transaction. */
     if (!(c->caps_ & ADVLOCK_CAPS_PREPARE) || c->session_.proxied || sql == ADVLOCK_SQL_SESSION
-        || (c->unnamed_ & bit))
+        || c->in_block_ || (c->unnamed_ & bit))
         return ADVLOCK_FORM_UNNAMED;
     return ADVLOCK_FORM_NAMED;
 }
@@ -595,7 +601,8 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         }
         /* The lock table's settings are read once per server session, just
          * ahead of its session check, so they are known before any try. */
-        if (act.sql == ADVLOCK_SQL_SESSION && c->capacity_read_ == CAPACITY_UNREAD) {
+        if (act.sql == ADVLOCK_SQL_SESSION && c->capacity_read_ == CAPACITY_UNREAD
+            && !(c->caps_ & ADVLOCK_CAPS_ONE_MEMBER)) {
             advlock_action read;
             memset(&read, 0, sizeof read);
             read.sql = ADVLOCK_SQL_CAPACITY;

@@ -632,7 +632,7 @@ static void test_a_cancelled_try_keeps_its_key_until_answered(void **state)
     assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
     expect(b, ADVLOCK_TIMED_OUT);
     assert_int_equal(advlock_pq_member_report(b)->lock.attempts, 1);
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 1);
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), 1);
 
     /* The server grants a's try to the session: the set accounts for it. */
     int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
@@ -640,15 +640,15 @@ static void test_a_cancelled_try_keeps_its_key_until_answered(void **state)
         assert_true(advlock_pq_now_ms() < limit);
         pgt_sleep_ms(5);
     }
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 1);
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), 1);
     /* Through the grant's answer and the give-back's. */
     while (advlock_pq_lockset_wants(&f->set) != 0) {
         assert_true(advlock_pq_now_ms() < limit);
         long long server = backend_locks(f, NULL);
-        assert_true(server <= (long long)advlock_peers_count(&f->set.engine_.peers_));
+        assert_true(server <= (long long)advlock_peers_count(&f->set.pump_.engine_.peers_));
         (void)advlock_pq_lockset_wait(&f->set, -1, 100);
     }
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 0);
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), 0);
     assert_int_equal(backend_locks(f, NULL), 0);
     start(f, b, f->lock.key, 0, NULL);
     run(&f->set);
@@ -701,7 +701,7 @@ static void test_a_batch_past_the_slots_waits(void **state)
     start(f, &f->members[0], "lockset: first", 0, NULL); /* session checked, try prepared */
     run(&f->set);
     release(f, &f->members[0]);
-    size_t n = f->set.engine_.nslots_ + 8;
+    size_t n = f->set.pump_.engine_.nslots_ + 8;
     assert_true(n < THOUSAND);
     char name[200];
     for (size_t i = 0; i < n; i++) {
@@ -736,7 +736,7 @@ static void test_a_give_back_in_a_full_batch(void **state)
     release(f, a);
     /* One batch fills the slots: n statements (one slot stays free for a
      * prepare's pair) and the sync. */
-    size_t n = f->set.engine_.nslots_ - 1;
+    size_t n = f->set.pump_.engine_.nslots_ - 1;
     start(f, a, f->lock.key, 5000, NULL);
     char name[200];
     for (size_t i = 1; i < n; i++) {
@@ -746,20 +746,21 @@ static void test_a_give_back_in_a_full_batch(void **state)
     refuse_allocations = 1;
     assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
     refuse_allocations = 0;
-    assert_int_equal(advlock_conn_outstanding(&f->set.engine_), n);
+    assert_int_equal(advlock_conn_outstanding(&f->set.pump_.engine_), n);
     assert_int_equal(advlock_pq_lockset_cancel(&f->set, a, advlock_pq_now_ms()), 0);
     int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
     while (backend_locks(f, NULL) < (long long)n) {
         assert_true(advlock_pq_now_ms() < limit);
         pgt_sleep_ms(5);
     }
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), n); /* a's key still taken */
-    while (advlock_conn_outstanding(&f->set.engine_) > 0) {
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_),
+                     n); /* a's key still taken */
+    while (advlock_conn_outstanding(&f->set.pump_.engine_) > 0) {
         assert_true(advlock_pq_now_ms() < limit);
         (void)advlock_pq_lockset_wait(&f->set, -1, 100);
     }
     assert_int_equal(backend_locks(f, NULL), (long long)n - 1);
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), n - 1);
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), n - 1);
     for (size_t i = 1; i < n; i++) {
         expect(&f->members[i], ADVLOCK_ACQUIRED);
         assert_int_equal(

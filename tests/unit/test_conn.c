@@ -424,14 +424,45 @@ static void prepared_elsewhere_and_dropped_statements(void **state)
     answer_error("42P05", "prepared statement already exists");
     answer(ADVLOCK_RESULT_TRUE);
     assert_true(advlock_member_held(&f.m[0]));
-    /* Dropped by someone: the execute fails 26000 and goes again unnamed. */
+    /* Dropped by someone: the execute fails 26000, the statement is
+     * prepared again and goes again. */
     acquire(1, 2, NULL);
     assert_int_equal(poll_all(), 2);
     expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
     answer_error("26000", "prepared statement does not exist");
     assert_true(advlock_member_busy(&f.m[1]));
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(1, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+}
+
+/* Letting go of a held lock forgets it, unreleased: nothing sent, no
+ * event, the key free for the next acquire, the report the acquire's. */
+static void let_go_forgets_a_hold(void **state)
+{
+    (void)state;
+    hold_first();
+    (void)events(NULL);
+    advlock_conn_let_go(&f.c, &f.m[0]);
+    assert_false(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(events(NULL), 0);
+    assert_int_equal(poll_all(), 0);
+    assert_int_equal(advlock_peers_count(&f.c.peers_), 0);
+    acquire(0, 2, NULL);
+    assert_true(advlock_member_busy(&f.m[0]));
+}
+
+/* Inside a transaction block nothing goes named: a statement someone
+ * dropped would abort the caller's transaction. */
+static void nothing_named_inside_a_block(void **state)
+{
+    (void)state;
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(0, 1, NULL);
+    check_session(PID);
     assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[0]);
 }
 
 static void past_the_share_is_refused_unsent(void **state)
@@ -592,7 +623,7 @@ static void unsent_undo_goes_again(void **state)
 }
 
 /* m[0] holds key 1 (session scope); m[1]'s try of key of transaction scope
- * is in flight, inside a block: its prepare, the try, the sync. */
+ * is in flight, inside a block: the try (unnamed there), the sync. */
 static void xact_try_sent(int64_t key)
 {
     hold_first();
@@ -603,9 +634,9 @@ static void xact_try_sent(int64_t key)
                      ADVLOCK_EMISUSE); /* outside a block it would end with its statement */
     advlock_conn_on_transaction(&f.c, 1);
     acquire(1, key, &xact);
-    assert_int_equal(poll_all(), 3);
-    expect_query(1, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
-    assert_int_equal(f.sent[1].param, key);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+    assert_int_equal(f.sent[0].param, key);
 }
 
 /* A transaction's lock is held until its block ends: a release says it
@@ -615,7 +646,6 @@ static void xact_lock_is_held_until_the_block_ends(void **state)
 {
     (void)state;
     xact_try_sent(5);
-    answer(ADVLOCK_RESULT_TRUE);
     answer(ADVLOCK_RESULT_TRUE);
     assert_true(advlock_member_held(&f.m[1]));
     assert_int_equal(events(NULL), 1);
@@ -644,7 +674,6 @@ static void xact_cancel_too_late_keeps_the_grant(void **state)
     assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0);
     assert_true(advlock_member_busy(&f.m[1]));
     answer(ADVLOCK_RESULT_TRUE);
-    answer(ADVLOCK_RESULT_TRUE);
     assert_int_equal(events(NULL), 1);
     const advlock_report *r = advlock_member_report(&f.m[1]);
     assert_int_equal(r->outcome, ADVLOCK_ACQUIRED);
@@ -662,7 +691,6 @@ static void xact_acquire_under_way_ends_with_its_block(void **state)
 {
     (void)state;
     xact_try_sent(7);
-    answer(ADVLOCK_RESULT_TRUE);  /* the prepare */
     answer(ADVLOCK_RESULT_FALSE); /* busy: m[1] backs off */
     assert_true(advlock_member_sleeping(&f.m[1]));
     (void)events(NULL);
@@ -685,7 +713,7 @@ static void xact_acquire_under_way_ends_with_its_block(void **state)
     advlock_conn_on_transaction(&f.c, 1);
     acquire(1, 7, &xact);
     assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
     advlock_conn_on_transaction(&f.c, 0);
     assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
     acquire(2, 7, NULL);
@@ -751,6 +779,52 @@ static void one_at_a_time_client(void **state)
     answer(ADVLOCK_RESULT_TRUE);
     assert_int_equal(poll_all(), 1);
     expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+}
+
+/* The single-lock adapter's engine: one member, one statement at a time;
+ * no lock table share to keep, so no settings row before the check; a
+ * cancel of its try in flight waits for the answer and gives a grant
+ * back with the machine's own unlock; a release answered "connection
+ * lost" is the release's failure, its lock held in doubt until the close. */
+static void one_member_engine(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_SESSION, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    answer_session(PID);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_PREPARE, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[0]));
+    answer(ADVLOCK_RESULT_TRUE); /* granted: given back by the machine */
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 1);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+    assert_int_equal(poll_all(), 1);
+    advlock_answer lost;
+    advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
+    lost.message = "terminating connection due to administrator command";
+    assert_int_equal(advlock_conn_on_answer(&f.c, &lost, f.now), 0);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(advlock_member_report(&f.m[0])->sql, ADVLOCK_SQL_UNLOCK);
+    advlock_conn_on_closed(&f.c, "57P01", lost.message, f.now);
+    assert_true(advlock_member_lost(&f.m[0]));
 }
 
 static void full_slots_hold_statements_back(void **state)
@@ -1504,6 +1578,8 @@ int main(void)
         cmocka_unit_test_setup(behind_a_proxy_one_statement_at_a_time, setup),
         cmocka_unit_test_setup(fenced_try_goes_alone, setup),
         cmocka_unit_test_setup(prepared_elsewhere_and_dropped_statements, setup),
+        cmocka_unit_test_setup(nothing_named_inside_a_block, setup),
+        cmocka_unit_test_setup(let_go_forgets_a_hold, setup),
         cmocka_unit_test_setup(past_the_share_is_refused_unsent, setup),
         cmocka_unit_test_setup(a_fenced_try_past_the_share_unlocks_nothing, setup),
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
@@ -1515,6 +1591,7 @@ int main(void)
         cmocka_unit_test_setup(xact_fenced_try_of_a_held_key_backs_off, setup),
         cmocka_unit_test_setup(xact_acquire_under_way_ends_with_its_block, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
+        cmocka_unit_test_setup(one_member_engine, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
         cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
         cmocka_unit_test_setup(failed_verify_keeps_the_key, setup),
