@@ -5,7 +5,8 @@
  * a terminated backend losing every held lock at once, cancellations in
  * the middle of a pipelined batch leaving nothing behind, a release the
  * server refuses keeping the lock, allocations refused mid-batch, the
- * options a set refuses, and twenty thousand names stopping at the set's
+ * options a set refuses, members of transaction scope held until the
+ * caller's block ends, and twenty thousand names stopping at the set's
  * share of the server's lock table while another client still runs DDL.
  */
 #include "pg_test.h"
@@ -853,6 +854,65 @@ static void test_a_server_that_does_not_answer_gives_the_connection_up(void **st
     pgt_terminate_frozen(f->lock.observer, pid);
 }
 
+/* ---- transaction scope ---- */
+
+/* Runs sql on the set's connection, in pipeline mode while the set has
+ * nothing out: its result, then the sync's. */
+static void exec_pipelined(PGconn *conn, const char *sql)
+{
+    assert_int_equal(PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0), 1);
+    assert_int_equal(PQpipelineSync(conn), 1);
+    assert_int_equal(PQflush(conn), 0);
+    PGresult *res;
+    int synced = 0;
+    while (!synced) {
+        while ((res = PQgetResult(conn)) == NULL)
+            ;
+        synced = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
+        assert_true(synced || PQresultStatus(res) == PGRES_COMMAND_OK);
+        PQclear(res);
+    }
+}
+
+/* Members of transaction scope take their locks in the caller's block, one
+ * batch for all, and hold them until the block ends; outside a block such
+ * an acquire is refused. */
+static void test_transaction_members_hold_until_the_block_ends(void **state)
+{
+    fixture *f = *state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[0], "x", 1, 0, &o,
+                                                      advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
+
+    exec_pipelined(f->conn, "BEGIN");
+    char name[200];
+    for (int i = 0; i < 2; i++) {
+        name_of(name, sizeof name, f, i);
+        start(f, &f->members[i], name, 0, &o);
+    }
+    run(&f->set);
+    for (int i = 0; i < 2; i++) {
+        expect(&f->members[i], ADVLOCK_ACQUIRED);
+        assert_true(advlock_pq_member_held(&f->members[i]));
+    }
+    assert_int_equal(backend_locks(f, "ExclusiveLock"), 2);
+
+    exec_pipelined(f->conn, "COMMIT");
+    assert_int_equal(advlock_pq_lockset_process(&f->set, 0, advlock_pq_now_ms()), 0);
+    for (int i = 0; i < 2; i++)
+        assert_false(advlock_pq_member_held(&f->members[i]));
+    assert_int_equal(backend_locks(f, NULL), 0);
+    /* The names are free again, for the set's members too. */
+    name_of(name, sizeof name, f, 0);
+    start(f, &f->members[2], name, 0, NULL);
+    run(&f->set);
+    expect(&f->members[2], ADVLOCK_ACQUIRED);
+    release(f, &f->members[2]);
+}
+
 /* ---- what a set refuses ---- */
 
 static void test_refused_options_and_misuse(void **state)
@@ -862,10 +922,6 @@ static void test_refused_options_and_misuse(void **state)
     advlock_options o;
     int64_t now = advlock_pq_now_ms();
 
-    advlock_options_init(&o);
-    o.scope = ADVLOCK_TRANSACTION;
-    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, "x", 1, 0, &o, now),
-                     ADVLOCK_EINVAL);
     advlock_options_init(&o);
     o.wait = ADVLOCK_WAIT_SERVER;
     assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, "x", 1, 0, &o, now),
@@ -990,6 +1046,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_server_that_does_not_answer_gives_the_connection_up,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transaction_members_hold_until_the_block_ends, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_finish_leaves_members_free_for_another_set, setup,
                                         teardown),

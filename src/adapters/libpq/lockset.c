@@ -13,6 +13,18 @@
 
 enum { BUCKETS = 4096, FIRST_SLOTS = 64 };
 
+/* What the connection did since the set last looked: a reset (a new
+ * backend), and the caller's transaction block begun or ended (its
+ * COMMIT or ROLLBACK ends the members' transaction-scoped locks). While
+ * statements are out libpq says ACTIVE: the block is as it was. */
+static void observe(advlock_pq_lockset *s, int64_t now_ms)
+{
+    advlock_pq_ls_notice_reset(s, now_ms);
+    PGTransactionStatusType state = PQtransactionStatus(s->conn_);
+    if (state == PQTRANS_IDLE || state == PQTRANS_INTRANS || state == PQTRANS_INERROR)
+        advlock_conn_on_transaction(&s->engine_, state != PQTRANS_IDLE);
+}
+
 /* ---- the set ------------------------------------------------------------- */
 
 static void free_tables(advlock_pq_lockset *s)
@@ -94,7 +106,7 @@ int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready, int64_t 
         return ADVLOCK_EINVAL;
     if (set->conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    advlock_pq_ls_notice_reset(set, now_ms);
+    observe(set, now_ms);
     advlock_pq_ls_pump(set, ready, now_ms);
     return 0;
 }
@@ -155,13 +167,11 @@ int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_mem
                                          int64_t timeout_ms, const advlock_options *o,
                                          int64_t now_ms)
 {
-    /* Every member shares the set's one transaction, which any caller's
-     * commit would end (docs/design.md, "Session scope, polling only"). */
-    if (set == NULL || m == NULL || timeout_ms < 0 || (o != NULL && o->scope != ADVLOCK_SESSION))
+    if (set == NULL || m == NULL || timeout_ms < 0)
         return ADVLOCK_EINVAL;
     if (set->conn_ == NULL || advlock_member_busy(&m->member_) || advlock_member_held(&m->member_))
         return ADVLOCK_EMISUSE;
-    advlock_pq_ls_notice_reset(set, now_ms);
+    observe(set, now_ms);
     advlock_options chosen;
     if (o != NULL)
         chosen = *o;
@@ -192,7 +202,7 @@ static int start_on_held(advlock_pq_lockset *set, advlock_pq_member *m, int veri
     if (set == NULL || m == NULL)
         return ADVLOCK_EINVAL;
     if (set->conn_ != NULL)
-        advlock_pq_ls_notice_reset(set, now_ms);
+        observe(set, now_ms);
     if (set->conn_ == NULL || m->set_ != set)
         return ADVLOCK_EMISUSE;
     int rc = verify ? advlock_conn_start_verify(&set->engine_, &m->member_, now_ms)
@@ -252,7 +262,7 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
     if (set->conn_ == NULL)
         return ADVLOCK_EMISUSE;
     int64_t now = advlock_pq_now_ms();
-    advlock_pq_ls_notice_reset(set, now);
+    observe(set, now);
     int64_t at;
     int has_deadline = advlock_pq_lockset_deadline(set, &at);
     advlock_pq_turn turn;
