@@ -95,13 +95,16 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
         return ADVLOCK_EMISUSE;
     advlock_options chosen = options_or_defaults(o);
     /* The lease is the connection's. A server-side wait holds its session
-     * up: no other member may use it meanwhile. */
+     * up: no other member may use it meanwhile. Held members need nothing
+     * of it but the watch, unless a lease wants heartbeats: a caller taking
+     * names one after another (advlock run --wait A B) waits for the next
+     * while holding the first. */
     int server_wait = chosen.wait == ADVLOCK_WAIT_SERVER;
     if (chosen.lease_ms != 0 || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
         return ADVLOCK_EINVAL;
     if (c->waits_ || (chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_)
         || (server_wait
-            && (advlock_conn_busy(c) > 0 || c->lists_[CONN_HELD_LIST] != NULL
+            && (advlock_conn_busy(c) > 0 || (c->lease_on_ && c->lists_[CONN_HELD_LIST] != NULL)
                 || advlock_conn_outstanding(c) > 0)))
         return ADVLOCK_EMISUSE;
     advlock_machine_init(&m->machine_);
@@ -134,7 +137,7 @@ static int start_on_held(advlock_conn *c, advlock_member *m, int verify, int64_t
 {
     if (c == NULL || m == NULL)
         return ADVLOCK_EINVAL;
-    if (c->given_up_ || m->conn_ != c || m->phase_ != CONN_HELD)
+    if (c->given_up_ || c->waits_ || m->conn_ != c || m->phase_ != CONN_HELD)
         return ADVLOCK_EMISUSE;
     m->by_key_ = 0;
     (void)advlock_set_session(&m->machine_, &c->session_);

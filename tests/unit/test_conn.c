@@ -1094,6 +1094,39 @@ static void a_server_wait_granted_is_held_and_excludes(void **state)
     (void)advlock_conn_cancel(&f.c, &f.m[1], f.now);
 }
 
+/* Names taken one after another: a member holds while another waits on
+ * the server (no lease: the holder needs only the watch). Meanwhile the
+ * holder's release waits for the wait's end; under a lease the wait is
+ * refused, its heartbeats could not go. */
+static void a_server_wait_while_another_member_holds(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    hold_first();
+    advlock_options o;
+    server_wait_options(&o);
+    acquire(1, 2, &o);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_verify(&f.c, &f.m[0], f.now), ADVLOCK_EMISUSE);
+    assert_true(advlock_conn_watching(&f.c));
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(events(NULL), 1);
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    hold_under_lease();
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 5000, &o, f.now),
+                     ADVLOCK_EMISUSE);
+}
+
 static void a_cancel_lets_the_undo_of_a_grant_go_out(void **state)
 {
     (void)state;
@@ -1505,6 +1538,7 @@ int main(void)
         cmocka_unit_test_setup(a_server_wait_stuck_past_its_deadline_is_cancelled, setup),
         cmocka_unit_test_setup(a_cancelled_server_wait_granted_meanwhile_is_given_back, setup),
         cmocka_unit_test_setup(a_server_wait_granted_is_held_and_excludes, setup),
+        cmocka_unit_test_setup(a_server_wait_while_another_member_holds, setup),
         cmocka_unit_test_setup(a_cancel_lets_the_undo_of_a_grant_go_out, setup),
         cmocka_unit_test_setup(a_late_grant_counts_from_its_heartbeat, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_fails_is_lost, setup),
