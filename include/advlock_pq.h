@@ -598,7 +598,7 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  * answered "busy", with no statement sent, as if another process held it
  * (docs/design.md, "Lock sets", says why).
  *
- * Polling only; the lease is the connection's
+ * The lease is the connection's
  * (advlock_pq_lockset_set_lease()). Transaction scope takes its locks in
  * the caller's transaction block on the set's connection (docs/libpq.md,
  * "Lock sets"), and the block's end ends their holds.
@@ -735,22 +735,23 @@ ADVLOCK_API void advlock_pq_member_init(advlock_pq_member *m);
  * lost before.
  *
  * o: the options (NULL: the reference's), copied; its callbacks must stay
- *     valid until the operation and the hold end. Polling and no lease
- *     only; transaction scope only inside a transaction block (the set
- *     reads PQtransactionStatus() before each operation).
+ *     valid until the operation and the hold end. No lease of its own;
+ *     transaction scope only inside a transaction block (the set reads
+ *     PQtransactionStatus() before each operation); ADVLOCK_WAIT_SERVER
+ *     only with the connection to itself (docs/libpq.md, "Lock sets").
  *
  * Returns 0, or (nothing started):
  *     ADVLOCK_EINVAL    set or m NULL, name NULL with len > 0, timeout_ms
  *                       < 0, an option the machine refuses, or options a
- *                       set refuses: ADVLOCK_WAIT_SERVER (a server-side wait would stall
- *                       every member's statements behind it), lease_ms > 0
- *                       (the lease is the connection's:
- *                       advlock_pq_lockset_set_lease());
+ *                       set refuses: lease_ms > 0 (the lease is the
+ *                       connection's: advlock_pq_lockset_set_lease());
  *     ADVLOCK_EUTF8, ADVLOCK_ECRYPTO  as for advlock_derive_key();
  *     ADVLOCK_EMISUSE   the set unbound, m busy or holding a lock, the
- *                       set's lease ran out (close the connection), or
+ *                       set's lease ran out (close the connection),
  *                       ADVLOCK_TRANSACTION scope outside a transaction
- *                       block.
+ *                       block, another member's server-side wait under
+ *                       way, or a server-side wait while the connection
+ *                       is not its alone.
  */
 ADVLOCK_API int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member *m,
                                                  const char *name, size_t len, int64_t timeout_ms,

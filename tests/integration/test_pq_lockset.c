@@ -6,7 +6,8 @@
  * the middle of a pipelined batch leaving nothing behind, a release the
  * server refuses keeping the lock, allocations refused mid-batch, the
  * options a set refuses, members of transaction scope held until the
- * caller's block ends, and twenty thousand names stopping at the set's
+ * caller's block ends, a member waiting on the server while another
+ * holds, and twenty thousand names stopping at the set's
  * share of the server's lock table while another client still runs DDL.
  */
 #include "pg_test.h"
@@ -913,6 +914,52 @@ static void test_transaction_members_hold_until_the_block_ends(void **state)
     release(f, &f->members[2]);
 }
 
+/* ---- waiting on the server ---- */
+
+/* Names taken one after another: a member waits in the server's queue for
+ * a name another process holds while a member holds another name, and gets
+ * it once that process lets go; meanwhile no other member may start. A wait
+ * past its timeout is cancelled (the set's cancel request) and ends
+ * TIMED_OUT, the first name still held. */
+static void test_a_server_wait_while_another_member_holds(void **state)
+{
+    fixture *f = *state;
+    hold_distinct(f, 1);
+    advlock_options o;
+    advlock_options_init(&o);
+    o.wait = ADVLOCK_WAIT_SERVER;
+    char name[200];
+    name_of(name, sizeof name, f, 1);
+    int64_t key;
+    assert_int_equal(advlock_derive_key(name, strlen(name), &key), 0);
+    char k[24];
+    snprintf(k, sizeof k, "%lld", (long long)key);
+    assert_int_equal(pgt_query_int(f->other,
+                                   "SELECT count(*) FROM (SELECT pg_advisory_lock($1::int8)) l", k,
+                                   (char *)NULL),
+                     1);
+
+    start(f, &f->members[1], name, 500, &o);
+    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[2], "y", 1, 0, NULL,
+                                                      advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
+    run(&f->set);
+    expect(&f->members[1], ADVLOCK_TIMED_OUT);
+    assert_true(advlock_pq_member_held(&f->members[0]));
+
+    start(f, &f->members[1], name, LIMIT_MS / 2, &o);
+    int64_t limit = advlock_pq_now_ms() + 300;
+    while (advlock_pq_now_ms() < limit)
+        (void)advlock_pq_lockset_wait(&f->set, -1, 50);
+    assert_true(advlock_pq_member_busy(&f->members[1]));
+    pgt_exec(f->other, "SELECT pg_advisory_unlock_all()");
+    run(&f->set);
+    expect(&f->members[1], ADVLOCK_ACQUIRED);
+    assert_int_equal(backend_locks(f, "ExclusiveLock"), 2);
+    release(f, &f->members[1]);
+    release(f, &f->members[0]);
+}
+
 /* ---- what a set refuses ---- */
 
 static void test_refused_options_and_misuse(void **state)
@@ -922,10 +969,6 @@ static void test_refused_options_and_misuse(void **state)
     advlock_options o;
     int64_t now = advlock_pq_now_ms();
 
-    advlock_options_init(&o);
-    o.wait = ADVLOCK_WAIT_SERVER;
-    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, "x", 1, 0, &o, now),
-                     ADVLOCK_EINVAL);
     advlock_options_init(&o);
     o.lease_ms = 30000; /* the lease is the set's: advlock_pq_lockset_set_lease() */
     o.lease_stop_ms = 5000;
@@ -1047,6 +1090,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_server_that_does_not_answer_gives_the_connection_up,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_transaction_members_hold_until_the_block_ends, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_server_wait_while_another_member_holds, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_finish_leaves_members_free_for_another_set, setup,

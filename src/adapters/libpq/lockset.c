@@ -61,7 +61,7 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
     }
     (void)advlock_conn_init(&set->engine_, set->slots_, FIRST_SLOTS, set->buckets_, BUCKETS,
                             PQbackendPID(conn), advlock_pq_entropy() | 1,
-                            ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+                            ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
     advlock_pq_report_begin(&set->notices_);
     set->conn_ = conn;
     return 0;

@@ -34,11 +34,11 @@ void advlock_pq_ls_take_events(advlock_pq_lockset *s)
         advlock_pq_member *m = (advlock_pq_member *)ev.member; /* its first field */
         if (ev.kind == ADVLOCK_CONN_DONE) {
             advlock_pq_ls_take_done(m);
-        } else {
+        } else if (ev.kind == ADVLOCK_CONN_LOST) {
             advlock_pq_report_lost(&m->report_, advlock_member_sqlstate(ev.member),
                                    advlock_member_words(ev.member));
             m->report_.lease_expiry = advlock_member_lease_expiry(ev.member);
-        }
+        } /* a warning went to the member's event callback already */
     }
 }
 
@@ -119,11 +119,19 @@ static void collect(advlock_pq_lockset *s, int64_t now_ms)
 
 /* ---- sending ------------------------------------------------------------- */
 
-/* Sends one statement; 0 if libpq refused it. */
-static int send_statement(advlock_pq_lockset *s, const advlock_statement *st)
+/* Sends one statement; 0 if libpq refused it. A cancel request (for a
+ * member's server-side wait, the statement the server runs) goes beside
+ * the pipeline: one that could not go is the engine's to ask again. */
+static int send_statement(advlock_pq_lockset *s, const advlock_statement *st, int64_t now_ms)
 {
     if (st->kind == ADVLOCK_STATEMENT_SYNC)
         return PQpipelineSync(s->conn_) == 1;
+    if (st->kind == ADVLOCK_STATEMENT_CANCEL) {
+        char why[256];
+        if (advlock_pq_cancel_send(s->conn_, why, sizeof why) != 1)
+            advlock_conn_on_cancel_failed(&s->engine_, st->member, why, now_ms);
+        return 1;
+    }
     advlock_pq_query_ q;
     memset(&q, 0, sizeof q);
     q.sql_ = (uint8_t)st->sql;
@@ -142,7 +150,7 @@ static void send_all(advlock_pq_lockset *s, int64_t now_ms)
 {
     advlock_statement st;
     while (advlock_conn_poll_statement(&s->engine_, &st, now_ms)) {
-        if (send_statement(s, &st))
+        if (send_statement(s, &st, now_ms))
             continue;
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
         advlock_conn_unsend(&s->engine_, broken,
