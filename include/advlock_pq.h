@@ -87,8 +87,9 @@ ADVLOCK_API const char *advlock_pq_statement_name(advlock_sql sql);
  * Sends row sql of the core's statement table (advlock_sql) on conn, as the
  * table says, for a program that reads the answer itself (the advlock
  * command): a row without parameters as one simple query (a script of
- * several statements runs in one implicit transaction), any other unnamed
- * in the extended protocol with its advlock_sql_params(sql) values from
+ * several statements runs in one implicit transaction; in pipeline mode,
+ * which takes no simple query, it goes unnamed in the extended protocol and
+ * must be one statement), any other unnamed in the extended protocol with its advlock_sql_params(sql) values from
  * params as binary bigints. Results come as text. Does not wait: read them
  * with PQgetResult. Returns 1 if sent, 0 if libpq could not
  * (PQerrorMessage says why), ADVLOCK_EINVAL for an unknown row or params
@@ -778,6 +779,22 @@ ADVLOCK_API int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, ad
  */
 ADVLOCK_API int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member *m,
                                                  int64_t now_ms);
+
+/*
+ * Starts releasing key, which m need not hold (a grant in doubt, a lock a
+ * verify could not show held behind a proxy, whose claimed server session
+ * may still hold it), as advlock_pq_async_start_release_key() does, with
+ * o's mode and scope (NULL: the reference's): the session may hold it
+ * without the set knowing. m must be idle and holding nothing, or hold
+ * key (then as advlock_pq_lockset_start_release()).
+ *
+ * Returns 0, or ADVLOCK_EINVAL (NULLs, o refused) or ADVLOCK_EMISUSE (the
+ * set unbound, m busy or holding another key, another member's
+ * server-side wait under way, a member holding or asking for key).
+ */
+ADVLOCK_API int advlock_pq_lockset_start_release_key(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                     int64_t key, const advlock_options *o,
+                                                     int64_t now_ms);
 
 /*
  * Starts verifying that the set's server session still holds the lock m

@@ -857,24 +857,6 @@ static void test_a_server_that_does_not_answer_gives_the_connection_up(void **st
 
 /* ---- transaction scope ---- */
 
-/* Runs sql on the set's connection, in pipeline mode while the set has
- * nothing out: its result, then the sync's. */
-static void exec_pipelined(PGconn *conn, const char *sql)
-{
-    assert_int_equal(PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0), 1);
-    assert_int_equal(PQpipelineSync(conn), 1);
-    assert_int_equal(PQflush(conn), 0);
-    PGresult *res;
-    int synced = 0;
-    while (!synced) {
-        while ((res = PQgetResult(conn)) == NULL)
-            ;
-        synced = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
-        assert_true(synced || PQresultStatus(res) == PGRES_COMMAND_OK);
-        PQclear(res);
-    }
-}
-
 /* Members of transaction scope take their locks in the caller's block, one
  * batch for all, and hold them until the block ends; outside a block such
  * an acquire is refused. */
@@ -888,7 +870,7 @@ static void test_transaction_members_hold_until_the_block_ends(void **state)
                                                       advlock_pq_now_ms()),
                      ADVLOCK_EMISUSE);
 
-    exec_pipelined(f->conn, "BEGIN");
+    exec_between_batches(f, "BEGIN");
     char name[200];
     for (int i = 0; i < 2; i++) {
         name_of(name, sizeof name, f, i);
@@ -901,7 +883,7 @@ static void test_transaction_members_hold_until_the_block_ends(void **state)
     }
     assert_int_equal(backend_locks(f, "ExclusiveLock"), 2);
 
-    exec_pipelined(f->conn, "COMMIT");
+    exec_between_batches(f, "COMMIT");
     assert_int_equal(advlock_pq_lockset_process(&f->set, 0, advlock_pq_now_ms()), 0);
     for (int i = 0; i < 2; i++)
         assert_false(advlock_pq_member_held(&f->members[i]));
@@ -958,6 +940,31 @@ static void test_a_server_wait_while_another_member_holds(void **state)
     assert_int_equal(backend_locks(f, "ExclusiveLock"), 2);
     release(f, &f->members[1]);
     release(f, &f->members[0]);
+}
+
+/* A release by key: of the member's own hold, as a release; of a key the
+ * session does not hold, NOT_HELD; of a key another member holds, refused. */
+static void test_a_release_by_key(void **state)
+{
+    fixture *f = *state;
+    hold_distinct(f, 1);
+    char name[200];
+    name_of(name, sizeof name, f, 0);
+    int64_t key, other;
+    assert_int_equal(advlock_derive_key(name, strlen(name), &key), 0);
+    assert_int_equal(advlock_derive_key("nobody's", 8, &other), 0);
+    int64_t now = advlock_pq_now_ms();
+    assert_int_equal(advlock_pq_lockset_start_release_key(&f->set, &f->members[1], key, NULL, now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(
+        advlock_pq_lockset_start_release_key(&f->set, &f->members[1], other, NULL, now), 0);
+    run(&f->set);
+    expect(&f->members[1], ADVLOCK_NOT_HELD);
+    assert_int_equal(advlock_pq_lockset_start_release_key(&f->set, &f->members[0], key, NULL, now),
+                     0);
+    run(&f->set);
+    expect(&f->members[0], ADVLOCK_RELEASED);
+    assert_int_equal(backend_locks(f, NULL), 0);
 }
 
 /* ---- what a set refuses ---- */
@@ -1093,6 +1100,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_server_wait_while_another_member_holds, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_release_by_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_finish_leaves_members_free_for_another_set, setup,
                                         teardown),

@@ -220,6 +220,20 @@ int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock_pq_member *
     return start_on_held(set, m, 1, now_ms);
 }
 
+int advlock_pq_lockset_start_release_key(advlock_pq_lockset *set, advlock_pq_member *m, int64_t key,
+                                         const advlock_options *o, int64_t now_ms)
+{
+    if (set == NULL || m == NULL)
+        return ADVLOCK_EINVAL;
+    if (set->conn_ == NULL)
+        return ADVLOCK_EMISUSE;
+    observe(set, now_ms);
+    if (m->set_ != set)
+        advlock_member_init(&m->member_);
+    return started(set, m,
+                   advlock_conn_start_release_key(&set->engine_, &m->member_, key, o, now_ms));
+}
+
 int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int64_t now_ms)
 {
     if (set == NULL || m == NULL)
