@@ -84,6 +84,14 @@ static void run(advlock_pq_lockset *set)
     }
 }
 
+/* Turns the set's loop for ms. */
+static void run_for(advlock_pq_lockset *set, int64_t ms)
+{
+    int64_t limit = advlock_pq_now_ms() + ms;
+    while (advlock_pq_now_ms() < limit)
+        (void)advlock_pq_lockset_wait(set, -1, 50);
+}
+
 /* Turns until m, the only member under way, sleeps between tries (the set
  * has a deadline then). */
 static void run_until_sleeping(advlock_pq_lockset *set, advlock_pq_member *m)
@@ -929,10 +937,15 @@ static void test_a_server_wait_while_another_member_holds(void **state)
     expect(&f->members[1], ADVLOCK_TIMED_OUT);
     assert_true(advlock_pq_member_held(&f->members[0]));
 
+    /* A cancel ends the wait with its answer (the cancel request's). */
     start(f, &f->members[1], name, LIMIT_MS / 2, &o);
-    int64_t limit = advlock_pq_now_ms() + 300;
-    while (advlock_pq_now_ms() < limit)
-        (void)advlock_pq_lockset_wait(&f->set, -1, 50);
+    run_for(&f->set, 300);
+    assert_int_equal(advlock_pq_lockset_cancel(&f->set, &f->members[1], advlock_pq_now_ms()), 0);
+    run(&f->set);
+    expect(&f->members[1], ADVLOCK_CANCELLED);
+
+    start(f, &f->members[1], name, LIMIT_MS / 2, &o);
+    run_for(&f->set, 300);
     assert_true(advlock_pq_member_busy(&f->members[1]));
     pgt_exec(f->other, "SELECT pg_advisory_unlock_all()");
     run(&f->set);

@@ -241,8 +241,11 @@ int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int
     if (m->set_ != set)
         return ADVLOCK_EMISUSE;
     int rc = advlock_conn_cancel(&set->engine_, &m->member_, now_ms);
-    if (rc == 0)
-        advlock_pq_ls_take_done(m); /* the engine tells no event of a cancel */
+    /* The engine tells no event of a cancel that ends m now; one of a wait
+     * on the server, or of a transaction's try in flight, ends with its
+     * answer, its DONE event coming then. */
+    if (rc == 0 && !advlock_member_busy(&m->member_))
+        advlock_pq_ls_take_done(m);
     advlock_pq_ls_take_events(set);
     return rc;
 }
