@@ -229,6 +229,21 @@ wait "$waiter"
 check "session ended while waiting for the second name: status" "$EXIT_LOCK_ERROR" "$?"
 check "session ended while waiting for the second name: the first not held after" 0 "$(held "$lo")"
 grep -q "'$hi'" "$TMPDIR_NAMES/lost.err" && pass || fail "lost: message does not name '$hi': [$(cat "$TMPDIR_NAMES/lost.err")]"
+# The session ending while the command runs: every name goes with it, the
+# run says so once, naming them all, and stops the command.
+for xact in "" --xact; do
+    "$A" run -q $xact --application-name names-gone "$lo" "$hi" -- sleep 30 \
+        2>"$TMPDIR_NAMES/gone.err" &
+    runner=$!
+    wait_until_held "$hi" || fail "gone$xact: the run never took both"
+    end_sessions "application_name = 'names-gone'"
+    wait "$runner"
+    check "session ended while the command ran$xact: status" "$EXIT_LOCK_ERROR" "$?"
+    check "session ended while the command ran$xact: said once, every name" \
+        "advlock: connection to the server lost while the command ran: lock '$lo', '$hi' is no longer held; terminating the command" \
+        "$(cat "$TMPDIR_NAMES/gone.err")"
+    check "session ended while the command ran$xact: none held after" 0 "$(advisory_locks)"
+done
 # --xact: the same, by ROLLBACK.
 capture "$A" run -q --xact -w 0.5 "$lo" "$hi" -- echo never
 check "--xact timeout on the second name: status" 1 "$RC"
