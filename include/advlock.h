@@ -1666,8 +1666,8 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  * ADVLOCK_CAPS_CANCEL) holds its session up while it waits, so it needs
  * the connection to itself: no other member busy, nothing in flight or
  * owed, no member starting, releasing or verifying meanwhile; other
- * members may hold locks (their watch goes on) unless the connection has
- * a lease, whose heartbeats could not go. Its deadline is the
+ * members may hold locks (their watch goes on), other keys than its own,
+ * unless the connection has a lease, whose heartbeats could not go. Its deadline is the
  * engine's timer, where the engine asks for the wait to be cancelled
  * (ADVLOCK_STATEMENT_CANCEL). Under the connection's lease a grant that
  * came more than a heartbeat's interval after its send counts once a

@@ -76,6 +76,16 @@ static int may_start(const advlock_conn *c, const advlock_member *m)
            && (m->conn_ == NULL || m->conn_ == c);
 }
 
+/* 1 when a member of c holds key: a server-side wait for it would be
+ * granted at once by the session's re-entrant lock, beside that hold. */
+static int held_here(const advlock_conn *c, int64_t key)
+{
+    for (const advlock_member *m = c->lists_[CONN_HELD_LIST]; m != NULL; m = m->next_)
+        if (m->key_ == key)
+            return 1;
+    return 0;
+}
+
 static advlock_options options_or_defaults(const advlock_options *o)
 {
     advlock_options chosen;
@@ -104,8 +114,8 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
         return ADVLOCK_EINVAL;
     if (c->waits_ || (chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_)
         || (server_wait
-            && (advlock_conn_busy(c) > 0 || (c->lease_on_ && c->lists_[CONN_HELD_LIST] != NULL)
-                || advlock_conn_outstanding(c) > 0)))
+            && (advlock_conn_busy(c) > 0 || advlock_conn_outstanding(c) > 0
+                || (c->lists_[CONN_HELD_LIST] != NULL && (c->lease_on_ || held_here(c, key))))))
         return ADVLOCK_EMISUSE;
     advlock_machine_init(&m->machine_);
     int rc = advlock_set_options(&m->machine_, &chosen);

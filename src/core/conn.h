@@ -175,6 +175,9 @@ void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms);
  * or -1: any), or NULL. */
 advlock_member *advlock_conn_first_in_flight(const advlock_conn *c, int scope);
 
+/* The first member whose verify of the lock it holds is in flight, or NULL. */
+advlock_member *advlock_conn_verify_in_flight(const advlock_conn *c);
+
 /* How many members have a statement in flight. */
 size_t advlock_conn_in_flight(const advlock_conn *c);
 
