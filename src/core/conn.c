@@ -303,6 +303,40 @@ int advlock_conn_set_capacity_share(advlock_conn *c, int percent)
     return 0;
 }
 
+/* The lists of members under way with no statement in flight. */
+static const int waiting_lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+#define WAITING_LISTS (sizeof waiting_lists / sizeof waiting_lists[0])
+
+/* A lease that ran out while a member verified its lock (behind a proxy
+ * the heartbeat waits behind the verify): a verify counts as holding, so
+ * that lock is lost with the others, the verify's answer nobody's. */
+static void lose_verifies(advlock_conn *c, int64_t now_ms)
+{
+    if (!c->lease_expired_ || c->verifying_ == 0)
+        return;
+    advlock_member *m;
+    while ((m = advlock_conn_verify_in_flight(c)) != NULL) {
+        advlock_conn_detach(c, m);
+        advlock_conn_move(c, m, CONN_HELD);
+    }
+    for (size_t i = 0; i < WAITING_LISTS; i++) {
+        m = c->lists_[waiting_lists[i]];
+        while (m != NULL) {
+            advlock_member *next = m->next_;
+            if (m->verifying_ && !m->by_key_)
+                advlock_conn_move(c, m, CONN_HELD);
+            m = next;
+        }
+    }
+    for (m = c->lists_[CONN_HELD_LIST]; m != NULL; m = m->next_) {
+        c->verifying_ -= m->verifying_;
+        m->verifying_ = 0;
+    }
+    char message[ADVLOCK_CONN_WORDS_MAX];
+    advlock_lease_expiry why = advlock_conn_lease_loss(c, "", message, sizeof message);
+    advlock_conn_lose_held(c, "", message, why, now_ms);
+}
+
 void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
 {
     if (c == NULL)
@@ -319,6 +353,7 @@ void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
     if (w != NULL)
         (void)advlock_on_timer(&w->machine_, now_ms);
     advlock_conn_lease_tend(c, now_ms);
+    lose_verifies(c, now_ms);
 }
 
 int64_t advlock_conn_next_wake(const advlock_conn *c)
@@ -340,10 +375,6 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
     }
     return at;
 }
-
-/* The lists of members under way with no statement in flight. */
-static const int waiting_lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
-#define WAITING_LISTS (sizeof waiting_lists / sizeof waiting_lists[0])
 
 /* The server session is gone: a member waiting to release or verify the
  * lock it held there (or a key there, parked behind the session check), or

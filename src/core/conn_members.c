@@ -305,35 +305,10 @@ void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int fail
             advlock_conn_end(c, c->lists_[waiting[i]], outcome, failure, now_ms);
 }
 
-/* m, verifying the lock it holds, holds again: its verify ends unanswered. */
-static void verify_dropped(advlock_conn *c, advlock_member *m)
-{
-    m->verifying_ = 0;
-    c->verifying_--;
-    advlock_conn_move(c, m, CONN_HELD);
-}
-
 void advlock_conn_lose_held(advlock_conn *c, const char *sqlstate, const char *words,
                             advlock_lease_expiry expiry, int64_t now_ms)
 {
     advlock_member *m;
-    /* A verify under way counts as holding (a lease that ran out, with the
-     * connection still up, leaves it out): its lock goes with the others,
-     * its statement in flight the engine's, answered for nobody. */
-    while ((m = advlock_conn_verify_in_flight(c)) != NULL) {
-        advlock_conn_detach(c, m);
-        verify_dropped(c, m);
-    }
-    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
-    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++) {
-        m = c->lists_[waiting[i]];
-        while (m != NULL) {
-            advlock_member *next = m->next_;
-            if (m->verifying_ && !m->by_key_)
-                verify_dropped(c, m);
-            m = next;
-        }
-    }
     while ((m = c->lists_[CONN_HELD_LIST]) != NULL) {
         (void)advlock_peers_leave(&c->peers_, &m->peer_);
         advlock_conn_say(m, words);
