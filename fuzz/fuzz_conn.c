@@ -255,12 +255,15 @@ static void poll_one(model *md)
 }
 
 /* The engine's unlock giving a grant back failed for good: the grant stays
- * on the session, owned by nobody, until the connection closes. */
+ * on the session, owned by nobody, until the connection closes. Holds are
+ * counted, not owned: if every hold of the key is given up or the caller's
+ * own already, the grant was never made (its statement failed too). */
 static void give_back_failed(model *md, const sent *s)
 {
     int mode, k = key_index(s->key);
     if (s->form != ADVLOCK_FORM_PREPARE && is_unlock(s->sql, &mode) && k >= 0)
-        md->abandoned[k][mode] += md->holds[k][mode] > md->abandoned[k][mode];
+        md->abandoned[k][mode] +=
+            md->holds[k][mode] > md->abandoned[k][mode] + md->foreign[k][mode];
 }
 
 /* The server ran the head statement: its effect on the session's holds,

@@ -1668,8 +1668,10 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  *
  * A server-side wait (ADVLOCK_WAIT_SERVER, for a pump with
  * ADVLOCK_CAPS_CANCEL) holds its session up while it waits, so it needs
- * the connection to itself: no other member busy or holding, nothing in
- * flight or owed, no member starting meanwhile. Its deadline is the
+ * the connection to itself: no other member busy, nothing in flight or
+ * owed, no member starting, releasing or verifying meanwhile; other
+ * members may hold locks (their watch goes on), other keys than its own,
+ * unless the connection has a lease, whose heartbeats could not go. Its deadline is the
  * engine's timer, where the engine asks for the wait to be cancelled
  * (ADVLOCK_STATEMENT_CANCEL). Under the connection's lease a grant that
  * came more than a heartbeat's interval after its send counts once a
@@ -1696,7 +1698,8 @@ ADVLOCK_API int advlock_conn_start_acquire(advlock_conn *c, advlock_member *m, c
 
 /* Starts releasing (advlock_conn_start_release()) or verifying
  * (advlock_conn_start_verify()) the lock m holds on c. Returns 0, or
- * ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (m holds nothing on c). A
+ * ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (m holds nothing on c, or
+ * another member's server-side wait is under way). A
  * release or a verify that ends FAILED leaves m holding (the lock is in
  * doubt: release it, or close the connection). */
 ADVLOCK_API int advlock_conn_start_release(advlock_conn *c, advlock_member *m, int64_t now_ms);

@@ -87,8 +87,9 @@ ADVLOCK_API const char *advlock_pq_statement_name(advlock_sql sql);
  * Sends row sql of the core's statement table (advlock_sql) on conn, as the
  * table says, for a program that reads the answer itself (the advlock
  * command): a row without parameters as one simple query (a script of
- * several statements runs in one implicit transaction), any other unnamed
- * in the extended protocol with its advlock_sql_params(sql) values from
+ * several statements runs in one implicit transaction; in pipeline mode,
+ * which takes no simple query, it goes unnamed in the extended protocol and
+ * must be one statement), any other unnamed in the extended protocol with its advlock_sql_params(sql) values from
  * params as binary bigints. Results come as text. Does not wait: read them
  * with PQgetResult. Returns 1 if sent, 0 if libpq could not
  * (PQerrorMessage says why), ADVLOCK_EINVAL for an unknown row or params
@@ -627,8 +628,10 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  * answered "busy", with no statement sent, as if another process held it
  * (docs/design.md, "Lock sets", says why).
  *
- * Session scope and polling only; the lease is the connection's
- * (advlock_pq_lockset_set_lease()).
+ * The lease is the connection's
+ * (advlock_pq_lockset_set_lease()). Transaction scope takes its locks in
+ * the caller's transaction block on the set's connection (docs/libpq.md,
+ * "Lock sets"), and the block's end ends their holds.
  */
 
 /*
@@ -736,21 +739,23 @@ ADVLOCK_API void advlock_pq_member_init(advlock_pq_member *m);
  * lost before.
  *
  * o: the options (NULL: the reference's), copied; its callbacks must stay
- *     valid until the operation and the hold end. Session scope, polling
- *     and no lease only.
+ *     valid until the operation and the hold end. No lease of its own;
+ *     transaction scope only inside a transaction block (the set reads
+ *     PQtransactionStatus() before each operation); ADVLOCK_WAIT_SERVER
+ *     only with the connection to itself (docs/libpq.md, "Lock sets").
  *
  * Returns 0, or (nothing started):
  *     ADVLOCK_EINVAL    set or m NULL, name NULL with len > 0, timeout_ms
  *                       < 0, an option the machine refuses, or options a
- *                       set refuses: ADVLOCK_TRANSACTION scope (every
- *                       member would share one transaction),
- *                       ADVLOCK_WAIT_SERVER (a server-side wait would stall
- *                       every member's statements behind it), lease_ms > 0
- *                       (the lease is the connection's:
- *                       advlock_pq_lockset_set_lease());
+ *                       set refuses: lease_ms > 0 (the lease is the
+ *                       connection's: advlock_pq_lockset_set_lease());
  *     ADVLOCK_EUTF8, ADVLOCK_ECRYPTO  as for advlock_derive_key();
- *     ADVLOCK_EMISUSE   the set unbound, m busy or holding a lock, or the
- *                       set's lease ran out (close the connection).
+ *     ADVLOCK_EMISUSE   the set unbound, m busy or holding a lock, the
+ *                       set's lease ran out (close the connection),
+ *                       ADVLOCK_TRANSACTION scope outside a transaction
+ *                       block, another member's server-side wait under
+ *                       way, or a server-side wait while the connection
+ *                       is not its alone.
  */
 ADVLOCK_API int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member *m,
                                                  const char *name, size_t len, int64_t timeout_ms,
@@ -777,6 +782,22 @@ ADVLOCK_API int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, ad
  */
 ADVLOCK_API int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member *m,
                                                  int64_t now_ms);
+
+/*
+ * Starts releasing key, which m need not hold (a grant in doubt, a lock a
+ * verify could not show held behind a proxy, whose claimed server session
+ * may still hold it), as advlock_pq_async_start_release_key() does, with
+ * o's mode and scope (NULL: the reference's): the session may hold it
+ * without the set knowing. m must be idle and holding nothing, or hold
+ * key (then as advlock_pq_lockset_start_release()).
+ *
+ * Returns 0, or ADVLOCK_EINVAL (NULLs, o refused) or ADVLOCK_EMISUSE (the
+ * set unbound, m busy or holding another key, another member's
+ * server-side wait under way, a member holding or asking for key).
+ */
+ADVLOCK_API int advlock_pq_lockset_start_release_key(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                     int64_t key, const advlock_options *o,
+                                                     int64_t now_ms);
 
 /*
  * Starts verifying that the set's server session still holds the lock m
@@ -847,6 +868,15 @@ ADVLOCK_API int advlock_pq_lockset_deadline(const advlock_pq_lockset *set, int64
 
 /* How many members have an operation under way (0 for NULL). */
 ADVLOCK_API size_t advlock_pq_lockset_busy(const advlock_pq_lockset *set);
+
+/*
+ * Returns 1 when the set has nothing in flight on its connection, the end
+ * of its last batch included (a member's report may come before that end
+ * has been read): statements of the caller's own may then go on the
+ * connection. 0 while something is out (call advlock_pq_lockset_wait() or
+ * _process() until it is read), and for NULL or a set not bound.
+ */
+ADVLOCK_API int advlock_pq_lockset_quiet(const advlock_pq_lockset *set);
 
 /*
  * One turn of a poll() loop for the whole set: as advlock_pq_wait() is for

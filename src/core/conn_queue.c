@@ -214,6 +214,16 @@ advlock_member *advlock_conn_first_in_flight(const advlock_conn *c, int scope)
     return NULL;
 }
 
+advlock_member *advlock_conn_verify_in_flight(const advlock_conn *c)
+{
+    for (uint32_t i = 0; i < c->count_; i++) {
+        const advlock_conn_slot *s = slot_at(c, i);
+        if (s->kind_ == SLOT_MEMBER && s->member_->verifying_ && !s->member_->by_key_)
+            return s->member_;
+    }
+    return NULL;
+}
+
 advlock_member *advlock_conn_waiter(const advlock_conn *c)
 {
     if (!c->waits_ || c->count_ == 0 || slot_at(c, 0)->kind_ != SLOT_MEMBER)

@@ -1195,6 +1195,43 @@ static void a_server_wait_granted_is_held_and_excludes(void **state)
     (void)advlock_conn_cancel(&f.c, &f.m[1], f.now);
 }
 
+/* Names taken one after another: a member holds while another waits on
+ * the server (no lease: the holder needs only the watch). Meanwhile the
+ * holder's release waits for the wait's end; under a lease the wait is
+ * refused, its heartbeats could not go. */
+static void a_server_wait_while_another_member_holds(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    hold_first();
+    advlock_options o;
+    server_wait_options(&o);
+    /* Not for the key held here: the session's re-entrant lock would grant
+     * it at once, beside the hold. */
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 1, 5000, &o, f.now),
+                     ADVLOCK_EMISUSE);
+    acquire(1, 2, &o);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_verify(&f.c, &f.m[0], f.now), ADVLOCK_EMISUSE);
+    assert_true(advlock_conn_watching(&f.c));
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(events(NULL), 1);
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    hold_under_lease();
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 5000, &o, f.now),
+                     ADVLOCK_EMISUSE);
+}
+
 static void a_cancel_lets_the_undo_of_a_grant_go_out(void **state)
 {
     (void)state;
@@ -1336,6 +1373,28 @@ static void a_key_not_held_is_released_and_verified(void **state)
 /* The lease's deadlines: while held, the stop deadline; once it ran out,
  * the time the server frees the lock by, a lease after the engine saw it
  * run out, or after a statement sent later (the server heard the client). */
+/* A verify out when the lease runs out (behind a proxy, one statement at a
+ * time, the heartbeat waits behind it): the lock is lost all the same, the
+ * verify's answer, if it ever comes, is nobody's. */
+static void a_verify_out_when_the_lease_runs_out_is_lost(void **state)
+{
+    (void)state;
+    hold_under_lease();
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_start_verify(&f.c, &f.m[0], f.now), 0);
+    (void)poll_all();
+    while (!advlock_member_lost(&f.m[0]) && f.now < 60000) {
+        f.now = advlock_conn_next_wake(&f.c);
+        advlock_conn_on_timer(&f.c, f.now);
+    }
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_false(advlock_member_busy(&f.m[0]));
+    advlock_conn_event last;
+    assert_true(events(&last) >= 1);
+    assert_int_equal(last.kind, ADVLOCK_CONN_LOST);
+    assert_int_equal(advlock_member_lease_expiry(&f.m[0]), ADVLOCK_LEASE_NO_ANSWER);
+}
+
 static void a_lease_that_ran_out_says_when_the_server_frees(void **state)
 {
     (void)state;
@@ -1610,12 +1669,14 @@ int main(void)
         cmocka_unit_test_setup(a_server_wait_stuck_past_its_deadline_is_cancelled, setup),
         cmocka_unit_test_setup(a_cancelled_server_wait_granted_meanwhile_is_given_back, setup),
         cmocka_unit_test_setup(a_server_wait_granted_is_held_and_excludes, setup),
+        cmocka_unit_test_setup(a_server_wait_while_another_member_holds, setup),
         cmocka_unit_test_setup(a_cancel_lets_the_undo_of_a_grant_go_out, setup),
         cmocka_unit_test_setup(a_late_grant_counts_from_its_heartbeat, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_fails_is_lost, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_never_answers_is_lost, setup),
         cmocka_unit_test_setup(a_key_not_held_is_released_and_verified, setup),
         cmocka_unit_test_setup(a_lease_that_ran_out_says_when_the_server_frees, setup),
+        cmocka_unit_test_setup(a_verify_out_when_the_lease_runs_out_is_lost, setup),
         cmocka_unit_test_setup(a_held_lock_keeps_its_lease_when_set_again, setup),
         cmocka_unit_test_setup(a_given_up_engine_is_left_for_another_connection, setup),
         cmocka_unit_test_setup(a_member_with_unpolled_news_starts_on_a_fresh_engine, setup),

@@ -13,6 +13,18 @@
 
 enum { BUCKETS = 4096, FIRST_SLOTS = 64 };
 
+/* What the connection did since the set last looked: a reset (a new
+ * backend), and the caller's transaction block begun or ended (its
+ * COMMIT or ROLLBACK ends the members' transaction-scoped locks). While
+ * statements are out libpq says ACTIVE: the block is as it was. */
+static void observe(advlock_pq_lockset *s, int64_t now_ms)
+{
+    advlock_pq_pump_notice_reset(&s->pump_, now_ms);
+    PGTransactionStatusType state = PQtransactionStatus(s->pump_.conn_);
+    if (state == PQTRANS_IDLE || state == PQTRANS_INTRANS || state == PQTRANS_INERROR)
+        advlock_conn_on_transaction(&s->pump_.engine_, state != PQTRANS_IDLE);
+}
+
 /* ---- the set ------------------------------------------------------------- */
 
 static void free_tables(advlock_pq_lockset *s)
@@ -49,7 +61,7 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
         return rc;
     }
     (void)advlock_pq_pump_bind(&set->pump_, conn, slots, FIRST_SLOTS, 1, set->buckets_, BUCKETS,
-                               ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+                               ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
     return 0;
 }
 
@@ -92,7 +104,7 @@ int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready, int64_t 
         return ADVLOCK_EINVAL;
     if (set->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    advlock_pq_pump_notice_reset(&set->pump_, now_ms);
+    observe(set, now_ms);
     advlock_pq_pump_turn(&set->pump_, ready, now_ms);
     return 0;
 }
@@ -110,6 +122,13 @@ unsigned advlock_pq_lockset_wants(const advlock_pq_lockset *set)
 size_t advlock_pq_lockset_busy(const advlock_pq_lockset *set)
 {
     return set != NULL ? advlock_conn_busy(&set->pump_.engine_) : 0;
+}
+
+int advlock_pq_lockset_quiet(const advlock_pq_lockset *set)
+{
+    return set != NULL && set->pump_.conn_ != NULL
+           && advlock_conn_outstanding(&set->pump_.engine_) == 0 && !set->pump_.syncing_
+           && !set->pump_.reading_;
 }
 
 int advlock_pq_lockset_deadline(const advlock_pq_lockset *set, int64_t *at_ms)
@@ -143,14 +162,12 @@ int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_mem
                                          int64_t timeout_ms, const advlock_options *o,
                                          int64_t now_ms)
 {
-    /* Every member shares the set's one transaction, which any caller's
-     * commit would end (docs/design.md, "Session scope, polling only"). */
-    if (set == NULL || m == NULL || timeout_ms < 0 || (o != NULL && o->scope != ADVLOCK_SESSION))
+    if (set == NULL || m == NULL || timeout_ms < 0)
         return ADVLOCK_EINVAL;
     if (set->pump_.conn_ == NULL || advlock_member_busy(&m->member_)
         || advlock_member_held(&m->member_))
         return ADVLOCK_EMISUSE;
-    advlock_pq_pump_notice_reset(&set->pump_, now_ms);
+    observe(set, now_ms);
     advlock_options chosen;
     if (o != NULL)
         chosen = *o;
@@ -181,7 +198,7 @@ static int start_on_held(advlock_pq_lockset *set, advlock_pq_member *m, int veri
     if (set == NULL || m == NULL)
         return ADVLOCK_EINVAL;
     if (set->pump_.conn_ != NULL)
-        advlock_pq_pump_notice_reset(&set->pump_, now_ms);
+        observe(set, now_ms);
     if (set->pump_.conn_ == NULL || m->set_ != set)
         return ADVLOCK_EMISUSE;
     int rc = verify ? advlock_conn_start_verify(&set->pump_.engine_, &m->member_, now_ms)
@@ -199,6 +216,20 @@ int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock_pq_member *
     return start_on_held(set, m, 1, now_ms);
 }
 
+int advlock_pq_lockset_start_release_key(advlock_pq_lockset *set, advlock_pq_member *m, int64_t key,
+                                         const advlock_options *o, int64_t now_ms)
+{
+    if (set == NULL || m == NULL)
+        return ADVLOCK_EINVAL;
+    if (set->pump_.conn_ == NULL)
+        return ADVLOCK_EMISUSE;
+    observe(set, now_ms);
+    if (m->set_ != set)
+        advlock_member_init(&m->member_);
+    return started(set, m,
+                   advlock_conn_start_release_key(&set->pump_.engine_, &m->member_, key, o, now_ms));
+}
+
 int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int64_t now_ms)
 {
     if (set == NULL || m == NULL)
@@ -206,8 +237,11 @@ int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int
     if (m->set_ != set)
         return ADVLOCK_EMISUSE;
     int rc = advlock_conn_cancel(&set->pump_.engine_, &m->member_, now_ms);
-    if (rc == 0)
-        advlock_pq_pump_take_done(m); /* the engine tells no event of a cancel */
+    /* The engine tells no event of a cancel that ends m now; one of a wait
+     * on the server, or of a transaction's try in flight, ends with its
+     * answer, its DONE event coming then. */
+    if (rc == 0 && !advlock_member_busy(&m->member_))
+        advlock_pq_pump_take_done(m);
     advlock_pq_pump_take_events(&set->pump_);
     return rc;
 }
@@ -240,6 +274,7 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
         return ADVLOCK_EINVAL;
     if (set->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
+    observe(set, advlock_pq_now_ms());
     return advlock_pq_pump_wait(&set->pump_, extra_fd, max_wait_ms);
 }
 

@@ -328,7 +328,9 @@ unsigned advlock_pq_pump_wants(const advlock_pq_pump_ *p)
         return 0;
     if (p->flushing_ || advlock_conn_wants_send(&p->engine_))
         return ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE;
-    return advlock_conn_watching(&p->engine_) ? ADVLOCK_PQ_READ : 0;
+    /* A batch's end still to read is read, so the connection is free for
+     * the caller's own statements (advlock_pq_lockset_quiet()). */
+    return advlock_conn_watching(&p->engine_) || p->syncing_ || p->reading_ ? ADVLOCK_PQ_READ : 0;
 }
 
 int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms)

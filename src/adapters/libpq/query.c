@@ -80,7 +80,9 @@ int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params)
     int n = advlock_sql_params(sql);
     if (text == NULL || (n > 0 && params == NULL))
         return ADVLOCK_EINVAL;
-    if (n == 0)
+    /* Pipeline mode (a lock set's connection) takes the extended protocol
+     * only. */
+    if (n == 0 && PQpipelineStatus(conn) == PQ_PIPELINE_OFF)
         return PQsendQuery(conn, text);
     int8_params p;
     for (int i = 0; i < n && i < MAX_PARAMS; i++)
