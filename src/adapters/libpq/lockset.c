@@ -226,8 +226,8 @@ int advlock_pq_lockset_start_release_key(advlock_pq_lockset *set, advlock_pq_mem
     observe(set, now_ms);
     if (m->set_ != set)
         advlock_member_init(&m->member_);
-    return started(set, m,
-                   advlock_conn_start_release_key(&set->pump_.engine_, &m->member_, key, o, now_ms));
+    return started(
+        set, m, advlock_conn_start_release_key(&set->pump_.engine_, &m->member_, key, o, now_ms));
 }
 
 int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int64_t now_ms)
