@@ -99,6 +99,10 @@ static void complete(advlock_pq_pump_ *s, const advlock_statement *head, int64_t
 static int collect(advlock_pq_pump_ *s, int64_t now_ms)
 {
     int answered = 0;
+    /* The head changes only when complete() answers it: asked once per
+     * statement, not once per result. */
+    advlock_statement head;
+    int have_head = 0;
     for (;;) {
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
         if (s->syncing_) {
@@ -110,9 +114,9 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
             s->syncing_ = 0;
             continue;
         }
-        advlock_statement head;
-        if (!advlock_conn_head(&s->engine_, &head))
+        if (!have_head && !advlock_conn_head(&s->engine_, &head))
             return answered;
+        have_head = 1;
         if (!broken && PQisBusy(s->conn_))
             return answered;
         /* A broken connection's last result (the server's FATAL) says why
@@ -122,6 +126,7 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
         if (res == NULL) {
             complete(s, &head, now_ms);
             answered++;
+            have_head = 0;
             continue;
         }
         if (!s->reading_) {
