@@ -82,6 +82,7 @@ typedef struct advlock_pq_notice_guard {
     int diverted;
     int forward;
     int fatal; /* a FATAL or PANIC notice arrived: the server ends the session */
+    struct advlock_pq_notice_guard *outer; /* the guard held before this one (pump.c) */
 } advlock_pq_notice_guard;
 
 /*

@@ -267,7 +267,48 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
     advlock_pq_report_begin(&p->notices_);
     p->sink_ = &p->notices_;
     p->events_ = NULL;
+    p->held_ = 0;
     return 0;
+}
+
+/* The guard of the innermost blocking call on this thread that holds its
+ * notices diverted: a pointer in the pump would make every adapter 8 bytes
+ * larger. An event callback may run another adapter's blocking call inside
+ * a turn, so the guards stack. */
+static _Thread_local advlock_pq_notice_guard *held_guard;
+
+void advlock_pq_pump_hold_notices(advlock_pq_pump_ *p, advlock_pq_notice_guard *g, int64_t now_ms)
+{
+    advlock_pq_notices_divert(g, p->conn_, p->sink_, p->events_, now_ms);
+    g->outer = held_guard;
+    held_guard = g;
+    p->held_ = 1;
+}
+
+void advlock_pq_pump_release_notices(advlock_pq_pump_ *p)
+{
+    if (!p->held_)
+        return;
+    advlock_pq_notice_guard *g = held_guard;
+    advlock_pq_notices_restore(g);
+    held_guard = g->outer;
+    p->held_ = 0;
+}
+
+/* The notices' guard for one turn at now: the one a blocking call holds,
+ * else own, diverted for this turn alone (the caller restores it). Either
+ * way its fatal flag is this turn's. */
+static advlock_pq_notice_guard *divert_for_turn(advlock_pq_pump_ *s, advlock_pq_notice_guard *own,
+                                                int64_t now_ms)
+{
+    advlock_pq_notice_guard *held = held_guard;
+    if (!s->held_) {
+        advlock_pq_notices_divert(own, s->conn_, s->sink_, s->events_, now_ms);
+        return own;
+    }
+    held->now_ms = now_ms;
+    held->fatal = 0;
+    return held;
 }
 
 void advlock_pq_pump_notice_reset(advlock_pq_pump_ *s, int64_t now_ms)
@@ -302,8 +343,8 @@ void advlock_pq_pump_give_up(advlock_pq_pump_ *s, int64_t now_ms)
 
 void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
 {
-    advlock_pq_notice_guard notices;
-    advlock_pq_notices_divert(&notices, s->conn_, s->sink_, s->events_, now_ms);
+    advlock_pq_notice_guard own;
+    advlock_pq_notice_guard *notices = divert_for_turn(s, &own, now_ms);
     /* With answers due, one read (their parse follows in collect()); an
      * idle session's socket is read to its end (advlock_pq_read_idle()). */
     if ((ready & ADVLOCK_PQ_READ) && advlock_conn_outstanding(&s->engine_) > 0)
@@ -318,12 +359,14 @@ void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
      * ask for give-backs. */
     if (send_turn(s, now_ms) > 0 && collect(s, now_ms) > 0)
         (void)send_turn(s, now_ms);
-    advlock_pq_notices_restore(&notices);
+    if (notices == &own)
+        advlock_pq_notices_restore(&own);
     /* The server's FATAL says why better than libpq's "server closed the
      * connection unexpectedly". */
-    if (PQstatus(s->conn_) == CONNECTION_BAD || notices.fatal)
-        advlock_conn_on_closed(&s->engine_, notices.fatal ? s->sink_->notice_sqlstate : "",
-                               notices.fatal ? s->sink_->notice : PQerrorMessage(s->conn_), now_ms);
+    int fatal = notices->fatal;
+    if (PQstatus(s->conn_) == CONNECTION_BAD || fatal)
+        advlock_conn_on_closed(&s->engine_, fatal ? s->sink_->notice_sqlstate : "",
+                               fatal ? s->sink_->notice : PQerrorMessage(s->conn_), now_ms);
     advlock_pq_pump_take_events(s);
 }
 

@@ -13,6 +13,16 @@
 int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *slots, size_t nslots,
                          int grows, advlock_peer **buckets, size_t nbuckets, unsigned caps);
 
+/* Diverts p's notices (into its sink, to its events' callback) for every
+ * turn until advlock_pq_pump_release_notices(p), rather than once per
+ * turn: for a blocking call, between whose turns nothing of the caller's
+ * runs. g stays in place until then. */
+void advlock_pq_pump_hold_notices(advlock_pq_pump_ *p, advlock_pq_notice_guard *g, int64_t now_ms);
+
+/* Puts back the hooks advlock_pq_pump_hold_notices() found, if it held
+ * them. */
+void advlock_pq_pump_release_notices(advlock_pq_pump_ *p);
+
 /* One turn of the pump: reads what arrived, sends what the engine asks
  * for, reports time and a broken connection to the engine. */
 void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms);
