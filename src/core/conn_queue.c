@@ -316,9 +316,12 @@ static int undoing(const advlock_member *m)
 static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s,
                         const advlock_answer *a)
 {
-    advlock_action next = advlock_next_action(&m->machine_);
+    /* The machine is asked last: an unlock's answer is rarely a failure. */
     if (a->result == ADVLOCK_RESULT_TRUE || a->result == ADVLOCK_RESULT_FALSE || !m->acquiring_
-        || !advlock_conn_is_unlock(s->sql_) || next.kind != ADVLOCK_ACTION_DONE
+        || !advlock_conn_is_unlock(s->sql_))
+        return;
+    advlock_action next = advlock_next_action(&m->machine_);
+    if (next.kind != ADVLOCK_ACTION_DONE
         || next.report->outcome != ADVLOCK_FAILED || !advlock_detail_in_doubt(next.report->detail)
         || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
         return;
