@@ -397,9 +397,9 @@ int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms)
     advlock_pq_turn turn;
     if (advlock_pq_wait_turn(advlock_conn_busy(&p->engine_) > 0, PQsocket(p->conn_),
                              advlock_pq_pump_wants(p), has_deadline ? &at : NULL, extra_fd,
-                             max_wait_ms, now, &turn)) {
-        advlock_pq_pump_notice_reset(p, turn.now_ms);
+                             max_wait_ms, now, &turn))
+        /* No reset needs telling: nothing but poll() ran since the one
+         * above (a reset is the caller's PQreset*()). */
         advlock_pq_pump_turn(p, turn.ready, turn.now_ms);
-    }
     return turn.extra;
 }
