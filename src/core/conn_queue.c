@@ -337,11 +337,13 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
 {
     feed(m, s, a, now_ms);
     undo_failed(c, m, s, a);
+    /* Asked once: what follows touches the table and the lease, never
+     * m's machine. */
+    advlock_action next = advlock_next_action(&m->machine_);
     advlock_mode mode;
     if (advlock_conn_try_mode(s->sql_, &mode)) {
         /* A try the machine undoes (a fenced try's error: the server may
          * have granted it) holds the key until the unlock has answered. */
-        advlock_action next = advlock_next_action(&m->machine_);
         int undo = next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
         if (a->result == ADVLOCK_RESULT_TRUE || undo) {
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
@@ -354,7 +356,7 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
         }
     }
     if (s->sql_ != ADVLOCK_SQL_SESSION) {
-        advlock_conn_follow(c, m, now_ms);
+        advlock_conn_take_up(c, m, &next);
         return;
     }
     /* The row is the connection's for every member; a machine of an older
