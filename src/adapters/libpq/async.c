@@ -240,9 +240,14 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
+    return advlock_pq_engine_wait(a, extra_fd, max_wait_ms, advlock_pq_now_ms());
+}
+
+int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now_ms)
+{
     if (a->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    int extra = advlock_pq_pump_wait(&a->pump_, extra_fd, max_wait_ms);
+    int extra = advlock_pq_pump_wait(&a->pump_, extra_fd, max_wait_ms, now_ms);
     settle(a);
     return extra;
 }

@@ -91,7 +91,7 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_wait(a, -1, advlock_pq_wait_until(until_ms, now));
+        (void)advlock_pq_engine_wait(a, -1, advlock_pq_wait_until(until_ms, now), now);
     }
     advlock_pq_pump_release_notices(&a->pump_);
     advlock_pq_report_copy(report, &a->member_.report_);

@@ -240,7 +240,7 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
         return ADVLOCK_EINVAL;
     if (set->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    return advlock_pq_pump_wait(&set->pump_, extra_fd, max_wait_ms);
+    return advlock_pq_pump_wait(&set->pump_, extra_fd, max_wait_ms, advlock_pq_now_ms());
 }
 
 /* How long past its schedule a blocking call waits for the server: the

@@ -388,9 +388,8 @@ int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms)
     return 1;
 }
 
-int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms)
+int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t now)
 {
-    int64_t now = advlock_pq_now_ms();
     advlock_pq_pump_notice_reset(p, now);
     int64_t at;
     int has_deadline = advlock_pq_pump_deadline(p, &at);
