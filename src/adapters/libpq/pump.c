@@ -174,8 +174,15 @@ static int send_all(advlock_pq_pump_ *s, int64_t now_ms)
     int sent = 0;
     while (advlock_conn_poll_statement(&s->engine_, &st, now_ms)) {
         sent++;
-        if (send_statement(s, &st, now_ms))
+        /* Out of pipeline mode a statement goes alone: the engine has
+         * nothing more until it answers (the turn that reads the answer
+         * asks again; a statement it did have would go at the next turn,
+         * the socket being writable). */
+        if (send_statement(s, &st, now_ms)) {
+            if (!s->pipeline_ && st.kind == ADVLOCK_STATEMENT_QUERY)
+                break;
             continue;
+        }
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
         advlock_conn_unsend(&s->engine_, broken,
                             broken ? PQerrorMessage(s->conn_) : "out of memory", now_ms);
