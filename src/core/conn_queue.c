@@ -321,8 +321,8 @@ static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_s
         || !advlock_conn_is_unlock(s->sql_))
         return;
     advlock_action next = advlock_next_action(&m->machine_);
-    if (next.kind != ADVLOCK_ACTION_DONE
-        || next.report->outcome != ADVLOCK_FAILED || !advlock_detail_in_doubt(next.report->detail)
+    if (next.kind != ADVLOCK_ACTION_DONE || next.report->outcome != ADVLOCK_FAILED
+        || !advlock_detail_in_doubt(next.report->detail)
         || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
         return;
     int32_t k = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);

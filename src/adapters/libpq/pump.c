@@ -406,8 +406,8 @@ int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int
      * advlock_pq_wait_turn() reads it, a wait with nothing to wake it. */
     int busy = (wants == 0 || fd < 0) && !has_deadline && advlock_conn_busy(&p->engine_) > 0;
     advlock_pq_turn turn;
-    if (advlock_pq_wait_turn(busy, fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms,
-                             now, &turn))
+    if (advlock_pq_wait_turn(busy, fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms, now,
+                             &turn))
         /* No reset needs telling: nothing but poll() ran since the one
          * above (a reset is the caller's PQreset*()). */
         advlock_pq_pump_turn(p, turn.ready, turn.now_ms);
