@@ -143,7 +143,6 @@ typedef struct advlock_pq_pump_ {
     uint8_t reading_;  /* the head statement's first result came */
     uint8_t syncing_;  /* a sync's result is due before the next answer */
     uint8_t flushing_; /* libpq holds output the socket did not take */
-    uint8_t held_;     /* a blocking call holds the notices diverted (pump.c) */
 } advlock_pq_pump_;
 
 /*

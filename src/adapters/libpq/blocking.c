@@ -70,7 +70,7 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
     advlock_pq_pump_hold_notices(&a->pump_, &notices, started_ms);
     int rc = start(a, op, started_ms);
     if (rc != 0) {
-        advlock_pq_pump_release_notices(&a->pump_);
+        advlock_pq_pump_release_notices(&notices);
         advlock_pq_report_refuse(report);
         return rc;
     }
@@ -93,7 +93,7 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
         }
         (void)advlock_pq_engine_wait(a, -1, advlock_pq_wait_until(until_ms, now), now);
     }
-    advlock_pq_pump_release_notices(&a->pump_);
+    advlock_pq_pump_release_notices(&notices);
     advlock_pq_report_copy(report, &a->member_.report_);
     return 0;
 }

@@ -274,42 +274,38 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
     advlock_pq_report_begin(&p->notices_);
     p->sink_ = &p->notices_;
     p->events_ = NULL;
-    p->held_ = 0;
     return 0;
 }
 
-/* The guard of the innermost blocking call on this thread that holds its
- * notices diverted: a pointer in the pump would make every adapter 8 bytes
- * larger. An event callback may run another adapter's blocking call inside
- * a turn, so the guards stack. */
-static _Thread_local advlock_pq_notice_guard *held_guard;
+/* The guards of the blocking calls running on this thread that hold
+ * their notices diverted, innermost first (a pointer in the pump would make
+ * every adapter 8 bytes larger). An event callback may run a blocking call
+ * inside a turn, so they stack; a turn finds its connection's. */
+static _Thread_local advlock_pq_notice_guard *held_guards;
 
 void advlock_pq_pump_hold_notices(advlock_pq_pump_ *p, advlock_pq_notice_guard *g, int64_t now_ms)
 {
     advlock_pq_notices_divert(g, p->conn_, p->sink_, p->events_, now_ms);
-    g->outer = held_guard;
-    held_guard = g;
-    p->held_ = 1;
+    g->outer = held_guards;
+    held_guards = g;
 }
 
-void advlock_pq_pump_release_notices(advlock_pq_pump_ *p)
+void advlock_pq_pump_release_notices(advlock_pq_notice_guard *g)
 {
-    if (!p->held_)
-        return;
-    advlock_pq_notice_guard *g = held_guard;
     advlock_pq_notices_restore(g);
-    held_guard = g->outer;
-    p->held_ = 0;
+    held_guards = g->outer; /* the calls end innermost first */
 }
 
-/* The notices' guard for one turn at now: the one a blocking call holds,
- * else own, diverted for this turn alone (the caller restores it). Either
- * way its fatal flag is this turn's. */
+/* The notices' guard for one turn at now: the one a blocking call holds
+ * diverted on the connection, else own, diverted for this turn alone (the
+ * caller restores it). Either way its fatal flag is this turn's. */
 static advlock_pq_notice_guard *divert_for_turn(advlock_pq_pump_ *s, advlock_pq_notice_guard *own,
                                                 int64_t now_ms)
 {
-    advlock_pq_notice_guard *held = held_guard;
-    if (!s->held_) {
+    advlock_pq_notice_guard *held = held_guards;
+    while (held != NULL && !(held->diverted && held->conn == s->conn_))
+        held = held->outer;
+    if (held == NULL) {
         advlock_pq_notices_divert(own, s->conn_, s->sink_, s->events_, now_ms);
         return own;
     }

@@ -14,14 +14,13 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
                          int grows, advlock_peer **buckets, size_t nbuckets, unsigned caps);
 
 /* Diverts p's notices (into its sink, to its events' callback) for every
- * turn until advlock_pq_pump_release_notices(p), rather than once per
+ * turn until advlock_pq_pump_release_notices(g), rather than once per
  * turn: for a blocking call, between whose turns nothing of the caller's
- * runs. g stays in place until then. */
+ * runs. g stays in place until then; holds end in the reverse order. */
 void advlock_pq_pump_hold_notices(advlock_pq_pump_ *p, advlock_pq_notice_guard *g, int64_t now_ms);
 
-/* Puts back the hooks advlock_pq_pump_hold_notices() found, if it held
- * them. */
-void advlock_pq_pump_release_notices(advlock_pq_pump_ *p);
+/* Puts back the hooks the hold of g found (if it diverted them). */
+void advlock_pq_pump_release_notices(advlock_pq_notice_guard *g);
 
 /* One turn of the pump: reads what arrived, sends what the engine asks
  * for, reports time and a broken connection to the engine. */
