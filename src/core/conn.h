@@ -69,6 +69,10 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m);
 /* Takes up m's machine's next action. */
 void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
+/* Takes up next, which m's machine's advlock_next_action() returned and
+ * nothing has moved since: advlock_conn_follow() without asking again. */
+void advlock_conn_take_up(advlock_conn *c, advlock_member *m, const advlock_action *next);
+
 /* Starts m's machine on the connection's session, or parks m until the
  * session check in flight has answered. */
 void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_ms);

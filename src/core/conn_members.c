@@ -195,14 +195,19 @@ void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms)
 {
     (void)now_ms;
     advlock_action next = advlock_next_action(&m->machine_);
-    switch (next.kind) {
+    advlock_conn_take_up(c, m, &next);
+}
+
+void advlock_conn_take_up(advlock_conn *c, advlock_member *m, const advlock_action *next)
+{
+    switch (next->kind) {
     case ADVLOCK_ACTION_QUERY:
-        if (next.sql == ADVLOCK_SQL_SESSION)
+        if (next->sql == ADVLOCK_SQL_SESSION)
             c->session_asked_ = 1;
         advlock_conn_move(c, m, CONN_QUEUED);
         break;
     case ADVLOCK_ACTION_SLEEP: advlock_conn_move(c, m, CONN_SLEEPING); break;
-    case ADVLOCK_ACTION_DONE: finish(c, m, next.report); break;
+    case ADVLOCK_ACTION_DONE: finish(c, m, next->report); break;
     default:
         /* NONE, or CANCEL_QUERY: a server-side wait's statement stays in
          * flight, its cancel request the queue's (advlock_conn_waiter()). */

@@ -326,10 +326,13 @@ static int undoing(const advlock_member *m)
 static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s,
                         const advlock_answer *a)
 {
-    advlock_action next = advlock_next_action(&m->machine_);
+    /* The machine is asked last: an unlock's answer is rarely a failure. */
     if (a->result == ADVLOCK_RESULT_TRUE || a->result == ADVLOCK_RESULT_FALSE || !m->acquiring_
-        || !advlock_conn_is_unlock(s->sql_) || next.kind != ADVLOCK_ACTION_DONE
-        || next.report->outcome != ADVLOCK_FAILED || !advlock_detail_in_doubt(next.report->detail)
+        || !advlock_conn_is_unlock(s->sql_))
+        return;
+    advlock_action next = advlock_next_action(&m->machine_);
+    if (next.kind != ADVLOCK_ACTION_DONE || next.report->outcome != ADVLOCK_FAILED
+        || !advlock_detail_in_doubt(next.report->detail)
         || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
         return;
     int32_t k = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
@@ -344,11 +347,13 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
 {
     feed(m, s, a, now_ms);
     undo_failed(c, m, s, a);
+    /* Asked once: what follows touches the table and the lease, never
+     * m's machine. */
+    advlock_action next = advlock_next_action(&m->machine_);
     advlock_mode mode;
     if (advlock_conn_try_mode(s->sql_, &mode)) {
         /* A try the machine undoes (a fenced try's error: the server may
          * have granted it) holds the key until the unlock has answered. */
-        advlock_action next = advlock_next_action(&m->machine_);
         int undo = next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
         if (a->result == ADVLOCK_RESULT_TRUE || undo) {
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
@@ -361,7 +366,7 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
         }
     }
     if (s->sql_ != ADVLOCK_SQL_SESSION) {
-        advlock_conn_follow(c, m, now_ms);
+        advlock_conn_take_up(c, m, &next);
         return;
     }
     /* The row is the connection's for every member; a machine of an older

@@ -63,8 +63,13 @@ void advlock_pq_copy_line(char *out, size_t size, const char *text)
             out[0] = '\0';
         return;
     }
-    size_t n = text != NULL ? strcspn(text, "\n") : 0;
-    int cut = text != NULL && n >= size;
+    /* Most operations end with no words to copy. */
+    if (text == NULL || text[0] == '\0') {
+        out[0] = '\0';
+        return;
+    }
+    size_t n = strcspn(text, "\n");
+    int cut = n >= size;
     if (cut) {
         n = size - sizeof ellipsis;
         while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)

@@ -130,13 +130,13 @@ static void turn(advlock_pq *a, unsigned ready, int64_t now_ms)
 }
 
 /* What start_rc says the engine started begins now: the report is the new
- * operation's, and its first statement goes at once. */
+ * operation's, and its first statement goes at once. The turn's end takes
+ * the start's events (an operation over at once) with its own, in order. */
 static int started(advlock_pq *a, int start_rc, int64_t now_ms)
 {
     if (start_rc != 0)
         return start_rc;
     advlock_pq_report_begin(&a->member_.report_);
-    advlock_pq_pump_take_events(&a->pump_);
     turn(a, 0, now_ms);
     return 0;
 }
@@ -240,9 +240,14 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
+    return advlock_pq_engine_wait(a, extra_fd, max_wait_ms, advlock_pq_now_ms());
+}
+
+int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now_ms)
+{
     if (a->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    int extra = advlock_pq_pump_wait(&a->pump_, extra_fd, max_wait_ms);
+    int extra = advlock_pq_pump_wait(&a->pump_, extra_fd, max_wait_ms, now_ms);
     settle(a);
     return extra;
 }

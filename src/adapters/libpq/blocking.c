@@ -56,7 +56,9 @@ static int start(advlock_pq *a, const operation *op, int64_t now)
  * ONE_STATEMENT_BOUND_MS) is asked to cancel; if it has not answered
  * CANCEL_ANSWER_MS later, the call gives up on it (see advlock_pq_acquire()
  * in advlock_pq.h). A sleep between tries is never cut: the schedule ends
- * within the bound on its own. */
+ * within the bound on its own. The notices are diverted once for the whole
+ * call (docs/libpq.md "Server notices"), not once per turn of the pump:
+ * nothing of the caller's runs between the turns. */
 static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
 {
     if (a == NULL) {
@@ -64,8 +66,11 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
         return ADVLOCK_EINVAL;
     }
     int64_t started_ms = advlock_pq_now_ms();
+    advlock_pq_notice_guard notices;
+    advlock_pq_pump_hold_notices(&a->pump_, &notices, started_ms);
     int rc = start(a, op, started_ms);
     if (rc != 0) {
+        advlock_pq_pump_release_notices(&notices);
         advlock_pq_report_refuse(report);
         return rc;
     }
@@ -86,8 +91,9 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_wait(a, -1, advlock_pq_wait_until(until_ms, now));
+        (void)advlock_pq_engine_wait(a, -1, advlock_pq_wait_until(until_ms, now), now);
     }
+    advlock_pq_pump_release_notices(&notices);
     advlock_pq_report_copy(report, &a->member_.report_);
     return 0;
 }

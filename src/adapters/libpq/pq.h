@@ -82,6 +82,7 @@ typedef struct advlock_pq_notice_guard {
     int diverted;
     int forward;
     int fatal; /* a FATAL or PANIC notice arrived: the server ends the session */
+    struct advlock_pq_notice_guard *outer; /* the guard held before this one (pump.c) */
 } advlock_pq_notice_guard;
 
 /*
@@ -154,6 +155,10 @@ void advlock_pq_engine_cancel_in_flight(advlock_pq *a, int64_t now_ms);
  * connection is the caller's to close.
  */
 void advlock_pq_engine_give_up(advlock_pq *a, int64_t now_ms);
+
+/* advlock_pq_wait() on an adapter (not NULL), with the clock read at
+ * now_ms by the caller just before (a blocking call's loop has it). */
+int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now_ms);
 
 /* ---- wait.c: one poll() turn ------------------------------------------------ */
 

@@ -99,6 +99,10 @@ static void complete(advlock_pq_pump_ *s, const advlock_statement *head, int64_t
 static int collect(advlock_pq_pump_ *s, int64_t now_ms)
 {
     int answered = 0;
+    /* The head changes only when complete() answers it: asked once per
+     * statement, not once per result. */
+    advlock_statement head;
+    int have_head = 0;
     for (;;) {
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
         if (s->syncing_) {
@@ -110,9 +114,9 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
             s->syncing_ = 0;
             continue;
         }
-        advlock_statement head;
-        if (!advlock_conn_head(&s->engine_, &head))
+        if (!have_head && !advlock_conn_head(&s->engine_, &head))
             return answered;
+        have_head = 1;
         if (!broken && PQisBusy(s->conn_))
             return answered;
         /* A broken connection's last result (the server's FATAL) says why
@@ -122,6 +126,7 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
         if (res == NULL) {
             complete(s, &head, now_ms);
             answered++;
+            have_head = 0;
             continue;
         }
         if (!s->reading_) {
@@ -169,8 +174,15 @@ static int send_all(advlock_pq_pump_ *s, int64_t now_ms)
     int sent = 0;
     while (advlock_conn_poll_statement(&s->engine_, &st, now_ms)) {
         sent++;
-        if (send_statement(s, &st, now_ms))
+        /* Out of pipeline mode a statement goes alone: the engine has
+         * nothing more until it answers (the turn that reads the answer
+         * asks again; a statement it did have would go at the next turn,
+         * the socket being writable). */
+        if (send_statement(s, &st, now_ms)) {
+            if (!s->pipeline_ && st.kind == ADVLOCK_STATEMENT_QUERY)
+                break;
             continue;
+        }
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
         advlock_conn_unsend(&s->engine_, broken,
                             broken ? PQerrorMessage(s->conn_) : "out of memory", now_ms);
@@ -265,6 +277,43 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
     return 0;
 }
 
+/* The guards of the blocking calls running on this thread that hold
+ * their notices diverted, innermost first (a pointer in the pump would make
+ * every adapter 8 bytes larger). An event callback may run a blocking call
+ * inside a turn, so they stack; a turn finds its connection's. */
+static _Thread_local advlock_pq_notice_guard *held_guards;
+
+void advlock_pq_pump_hold_notices(advlock_pq_pump_ *p, advlock_pq_notice_guard *g, int64_t now_ms)
+{
+    advlock_pq_notices_divert(g, p->conn_, p->sink_, p->events_, now_ms);
+    g->outer = held_guards;
+    held_guards = g;
+}
+
+void advlock_pq_pump_release_notices(advlock_pq_notice_guard *g)
+{
+    advlock_pq_notices_restore(g);
+    held_guards = g->outer; /* the calls end innermost first */
+}
+
+/* The notices' guard for one turn at now: the one a blocking call holds
+ * diverted on the connection, else own, diverted for this turn alone (the
+ * caller restores it). Either way its fatal flag is this turn's. */
+static advlock_pq_notice_guard *divert_for_turn(advlock_pq_pump_ *s, advlock_pq_notice_guard *own,
+                                                int64_t now_ms)
+{
+    advlock_pq_notice_guard *held = held_guards;
+    while (held != NULL && !(held->diverted && held->conn == s->conn_))
+        held = held->outer;
+    if (held == NULL) {
+        advlock_pq_notices_divert(own, s->conn_, s->sink_, s->events_, now_ms);
+        return own;
+    }
+    held->now_ms = now_ms;
+    held->fatal = 0;
+    return held;
+}
+
 void advlock_pq_pump_notice_reset(advlock_pq_pump_ *s, int64_t now_ms)
 {
     PGconn *c = s->conn_;
@@ -297,8 +346,8 @@ void advlock_pq_pump_give_up(advlock_pq_pump_ *s, int64_t now_ms)
 
 void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
 {
-    advlock_pq_notice_guard notices;
-    advlock_pq_notices_divert(&notices, s->conn_, s->sink_, s->events_, now_ms);
+    advlock_pq_notice_guard own;
+    advlock_pq_notice_guard *notices = divert_for_turn(s, &own, now_ms);
     /* With answers due, one read (their parse follows in collect()); an
      * idle session's socket is read to its end (advlock_pq_read_idle()). */
     if ((ready & ADVLOCK_PQ_READ) && advlock_conn_outstanding(&s->engine_) > 0)
@@ -313,12 +362,14 @@ void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
      * ask for give-backs. */
     if (send_turn(s, now_ms) > 0 && collect(s, now_ms) > 0)
         (void)send_turn(s, now_ms);
-    advlock_pq_notices_restore(&notices);
+    if (notices == &own)
+        advlock_pq_notices_restore(&own);
     /* The server's FATAL says why better than libpq's "server closed the
      * connection unexpectedly". */
-    if (PQstatus(s->conn_) == CONNECTION_BAD || notices.fatal)
-        advlock_conn_on_closed(&s->engine_, notices.fatal ? s->sink_->notice_sqlstate : "",
-                               notices.fatal ? s->sink_->notice : PQerrorMessage(s->conn_), now_ms);
+    int fatal = notices->fatal;
+    if (PQstatus(s->conn_) == CONNECTION_BAD || fatal)
+        advlock_conn_on_closed(&s->engine_, fatal ? s->sink_->notice_sqlstate : "",
+                               fatal ? s->sink_->notice : PQerrorMessage(s->conn_), now_ms);
     advlock_pq_pump_take_events(s);
 }
 
@@ -342,18 +393,21 @@ int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms)
     return 1;
 }
 
-int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms)
+int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t now)
 {
-    int64_t now = advlock_pq_now_ms();
     advlock_pq_pump_notice_reset(p, now);
     int64_t at;
     int has_deadline = advlock_pq_pump_deadline(p, &at);
+    unsigned wants = advlock_pq_pump_wants(p);
+    int fd = PQsocket(p->conn_);
+    /* Counting the busy members walks the engine's lists: only asked where
+     * advlock_pq_wait_turn() reads it, a wait with nothing to wake it. */
+    int busy = (wants == 0 || fd < 0) && !has_deadline && advlock_conn_busy(&p->engine_) > 0;
     advlock_pq_turn turn;
-    if (advlock_pq_wait_turn(advlock_conn_busy(&p->engine_) > 0, PQsocket(p->conn_),
-                             advlock_pq_pump_wants(p), has_deadline ? &at : NULL, extra_fd,
-                             max_wait_ms, now, &turn)) {
-        advlock_pq_pump_notice_reset(p, turn.now_ms);
+    if (advlock_pq_wait_turn(busy, fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms, now,
+                             &turn))
+        /* No reset needs telling: nothing but poll() ran since the one
+         * above (a reset is the caller's PQreset*()). */
         advlock_pq_pump_turn(p, turn.ready, turn.now_ms);
-    }
     return turn.extra;
 }

@@ -13,6 +13,15 @@
 int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *slots, size_t nslots,
                          int grows, advlock_peer **buckets, size_t nbuckets, unsigned caps);
 
+/* Diverts p's notices (into its sink, to its events' callback) for every
+ * turn until advlock_pq_pump_release_notices(g), rather than once per
+ * turn: for a blocking call, between whose turns nothing of the caller's
+ * runs. g stays in place until then; holds end in the reverse order. */
+void advlock_pq_pump_hold_notices(advlock_pq_pump_ *p, advlock_pq_notice_guard *g, int64_t now_ms);
+
+/* Puts back the hooks the hold of g found (if it diverted them). */
+void advlock_pq_pump_release_notices(advlock_pq_notice_guard *g);
+
 /* One turn of the pump: reads what arrived, sends what the engine asks
  * for, reports time and a broken connection to the engine. */
 void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms);
@@ -38,8 +47,9 @@ void advlock_pq_pump_give_up(advlock_pq_pump_ *s, int64_t now_ms);
 unsigned advlock_pq_pump_wants(const advlock_pq_pump_ *p);
 int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms);
 
-/* One advlock_pq_wait_turn() for the pump, processing what it saw;
- * returns whether extra_fd became readable. */
-int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms);
+/* One advlock_pq_wait_turn() for the pump from now (the clock's reading
+ * just before), processing what it saw; returns whether extra_fd became
+ * readable. */
+int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t now);
 
 #endif
