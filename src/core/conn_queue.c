@@ -398,6 +398,17 @@ static void capacity_answered(advlock_conn *c, const advlock_answer *a)
     c->capacity_read_ = CAPACITY_READ;
 }
 
+/* Whether m (the queue's head; NULL: none) is the member a prepare of sql
+ * went ahead of, which that prepare's loss ends too: not one undoing a
+ * grant, whose unlock goes again (the session may still hold it). */
+static int ends_with_prepare(const advlock_member *m, int sql)
+{
+    if (m == NULL || undoing(m))
+        return 0;
+    advlock_action next = advlock_next_action(&m->machine_);
+    return next.kind == ADVLOCK_ACTION_QUERY && (int)next.sql == sql;
+}
+
 /* Slot s, out of the ring, has its answer a. */
 static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer *a, int64_t now_ms)
 {
@@ -419,8 +430,9 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
             c->unnamed_ |= bit;
         /* One statement at a time, the member it went ahead of is still
          * queued: the lost connection's words (the server's FATAL, say)
-         * are its statement's answer. */
-        if (lost && !pipelining(c) && c->lists_[CONN_QUEUE_LIST] != NULL)
+         * are its statement's answer. (A prepare may go ahead of a
+         * give-back too, which stays owed.) */
+        if (lost && !pipelining(c) && ends_with_prepare(c->lists_[CONN_QUEUE_LIST], s->sql_))
             advlock_conn_fail(c, c->lists_[CONN_QUEUE_LIST], ADVLOCK_RESULT_CONNECTION_LOST,
                               a->sqlstate, a->message, now_ms);
         break;
@@ -742,12 +754,13 @@ void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t
     advlock_answer lost;
     advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
     lost.message = words;
+    advlock_member *next = c->lists_[CONN_QUEUE_LIST];
     dispatch(c, &s, &lost, now_ms);
     /* The member a prepare or the settings went ahead of goes nowhere
-     * either, but for an undo's unlock (again at the next turn). */
-    advlock_member *next = c->lists_[CONN_QUEUE_LIST];
+     * either (unless the prepare's answer failed it already), but for an
+     * undo's unlock (again at the next turn). */
     if ((s.kind_ == SLOT_PREPARE || s.kind_ == SLOT_CAPACITY) && next != NULL
-        && (broken || !undoing(next)))
+        && next == c->lists_[CONN_QUEUE_LIST] && (broken || !undoing(next)))
         advlock_conn_fail(c, next, ADVLOCK_RESULT_CONNECTION_LOST, NULL, words, now_ms);
 }
 

@@ -827,6 +827,36 @@ static void one_member_engine(void **state)
     assert_true(advlock_member_lost(&f.m[0]));
 }
 
+/* One statement at a time, the prepare of the unlock that gives back a
+ * cancelled try's grant, taken back unsent: the session still holds the
+ * grant, so the member stays under way and the unlock goes again. */
+static void one_at_a_time_unsent_undo_prepare_goes_again(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 1);
+    answer_session(PID);
+    assert_int_equal(poll_all(), 1);
+    answer(ADVLOCK_RESULT_TRUE); /* the try's prepare */
+    assert_int_equal(poll_all(), 1);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    answer(ADVLOCK_RESULT_TRUE); /* granted */
+    advlock_statement st;
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.form, ADVLOCK_FORM_PREPARE);
+    advlock_conn_unsend(&f.c, 0, "out of memory", f.now);
+    assert_true(advlock_member_busy(&f.m[0]));
+    assert_int_equal(events(NULL), 0);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
+}
+
 static void full_slots_hold_statements_back(void **state)
 {
     (void)state;
@@ -1651,6 +1681,7 @@ int main(void)
         cmocka_unit_test_setup(xact_acquire_under_way_ends_with_its_block, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(one_member_engine, setup),
+        cmocka_unit_test_setup(one_at_a_time_unsent_undo_prepare_goes_again, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
         cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
         cmocka_unit_test_setup(failed_verify_keeps_the_key, setup),
