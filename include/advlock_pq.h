@@ -89,11 +89,12 @@ ADVLOCK_API const char *advlock_pq_statement_name(advlock_sql sql);
  * command): a row without parameters as one simple query (a script of
  * several statements runs in one implicit transaction; in pipeline mode,
  * which takes no simple query, it goes unnamed in the extended protocol and
- * must be one statement), any other unnamed in the extended protocol with its advlock_sql_params(sql) values from
- * params as binary bigints. Results come as text. Does not wait: read them
- * with PQgetResult. Returns 1 if sent, 0 if libpq could not
- * (PQerrorMessage says why), ADVLOCK_EINVAL for an unknown row or params
- * NULL where the row takes some.
+ * must be one statement), any other unnamed in the extended protocol with
+ * its advlock_sql_params(sql) values from params as binary bigints.
+ * Results come as text. Does not wait: read them with PQgetResult. Returns
+ * 1 if sent, 0 if libpq could not (PQerrorMessage says why),
+ * ADVLOCK_EINVAL for an unknown row or params NULL where the row takes
+ * some.
  */
 ADVLOCK_API int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params);
 
