@@ -54,8 +54,9 @@ static int append(shown *s, const char *text)
 
 void run_session_name(const cli_lock *names, int count, char out[RUN_SESSION_NAME_SIZE])
 {
-    shown s = {out, 0, 0};
-    (void)append(&s, "advlock: ");
+    static const char prefix[] = "advlock: ";
+    memcpy(out, prefix, sizeof prefix);
+    shown s = {out, sizeof prefix - 1, sizeof prefix - 1};
     for (int i = 0; i < count; i++)
         if ((i > 0 && !append(&s, ", ")) || !append(&s, names[i].name))
             return;
