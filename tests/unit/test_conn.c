@@ -534,6 +534,18 @@ static void a_fenced_try_undone_keeps_its_key(void **state)
     assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
 }
 
+/* m[1]'s fenced try of key 5, failed by the server with sqlstate, is
+ * undone: the unlock is out, its prepare answered. */
+static void undo_sent(const char *sqlstate)
+{
+    fenced_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error(sqlstate, "the fenced try failed");
+    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_TRUE);
+}
+
 /* The unlock undoing an acquire's grant, failed by the server, leaves the
  * grant on the session: the key stays taken, the unlock is owed as a
  * give-back, and failed as often as a give-back may be, the connection
@@ -541,12 +553,7 @@ static void a_fenced_try_undone_keeps_its_key(void **state)
 static void failed_undo_keeps_the_key_and_is_given_back(void **state)
 {
     (void)state;
-    fenced_try_sent(5);
-    answer(ADVLOCK_RESULT_TRUE);
-    answer_error("XX000", "fence table broken");
-    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
-    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
-    answer(ADVLOCK_RESULT_TRUE);
+    undo_sent("XX000");
     answer_error("57014", "canceling statement due to statement timeout");
     (void)events(NULL);
     const advlock_report *r = advlock_member_report(&f.m[1]);
@@ -575,12 +582,7 @@ static void an_undo_that_ran_owes_nothing(void **state)
     (void)state;
     for (int result = ADVLOCK_RESULT_TRUE; result <= ADVLOCK_RESULT_FALSE; result++) {
         (void)setup(NULL);
-        fenced_try_sent(5);
-        answer(ADVLOCK_RESULT_TRUE);
-        answer_error("53200", "out of shared memory");
-        assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
-        expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
-        answer(ADVLOCK_RESULT_TRUE);
+        undo_sent("53200");
         answer((advlock_result)result);
         (void)events(NULL);
         const advlock_report *r = advlock_member_report(&f.m[1]);
