@@ -783,14 +783,11 @@ static void one_at_a_time_client(void **state)
     expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
 }
 
-/* The single-lock adapter's engine: one member, one statement at a time;
- * no lock table share to keep, so no settings row before the check; a
- * cancel of its try in flight waits for the answer and gives a grant
- * back with the machine's own unlock; a release answered "connection
- * lost" is the release's failure, its lock held in doubt until the close. */
-static void one_member_engine(void **state)
+/* A one-member engine, one statement at a time: m[0]'s try of key 1
+ * (after the check and the try's prepare), cancelled in flight and
+ * granted; the member stays under way to give the grant back. */
+static void one_member_try_cancelled_and_granted(void)
 {
-    (void)state;
     setup_caps(ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER);
     acquire(0, 1, NULL);
     assert_int_equal(poll_all(), 1);
@@ -804,6 +801,17 @@ static void one_member_engine(void **state)
     assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
     assert_true(advlock_member_busy(&f.m[0]));
     answer(ADVLOCK_RESULT_TRUE); /* granted: given back by the machine */
+}
+
+/* The single-lock adapter's engine: one member, one statement at a time;
+ * no lock table share to keep, so no settings row before the check; a
+ * cancel of its try in flight waits for the answer and gives a grant
+ * back with the machine's own unlock; a release answered "connection
+ * lost" is the release's failure, its lock held in doubt until the close. */
+static void one_member_engine(void **state)
+{
+    (void)state;
+    one_member_try_cancelled_and_granted();
     assert_int_equal(poll_all(), 1);
     expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
     answer(ADVLOCK_RESULT_TRUE);
@@ -835,15 +843,7 @@ static void one_member_engine(void **state)
 static void one_at_a_time_unsent_undo_prepare_goes_again(void **state)
 {
     (void)state;
-    setup_caps(ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER);
-    acquire(0, 1, NULL);
-    assert_int_equal(poll_all(), 1);
-    answer_session(PID);
-    assert_int_equal(poll_all(), 1);
-    answer(ADVLOCK_RESULT_TRUE); /* the try's prepare */
-    assert_int_equal(poll_all(), 1);
-    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
-    answer(ADVLOCK_RESULT_TRUE); /* granted */
+    one_member_try_cancelled_and_granted();
     advlock_statement st;
     assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
     assert_int_equal(st.form, ADVLOCK_FORM_PREPARE);
