@@ -880,6 +880,14 @@ ADVLOCK_API size_t advlock_pq_lockset_busy(const advlock_pq_lockset *set);
 ADVLOCK_API int advlock_pq_lockset_quiet(const advlock_pq_lockset *set);
 
 /*
+ * The set's connection engine, to read (advlock_conn_session(),
+ * advlock_conn_lease_deadline(), advlock_conn_must_close(), ...), or NULL
+ * for NULL. Owned by the set, valid as long as it is; never to be driven
+ * by the caller (the set's own calls do).
+ */
+ADVLOCK_API const advlock_conn *advlock_pq_lockset_engine(const advlock_pq_lockset *set);
+
+/*
  * One turn of a poll() loop for the whole set: as advlock_pq_wait() is for
  * one adapter (extra_fd, max_wait_ms and the return value alike). Times come
  * from advlock_pq_now_ms().

@@ -193,7 +193,7 @@ static const char *say_lost(char *why, size_t size, const advlock_pq_member *m,
 static void say_lease_renewed(const run_locks *l, int64_t *stop_at)
 {
     int64_t now_stop_at;
-    if (advlock_conn_lease_deadline(&l->set.pump_.engine_, &now_stop_at, NULL) != 1)
+    if (advlock_conn_lease_deadline(advlock_pq_lockset_engine(&l->set), &now_stop_at, NULL) != 1)
         return;
     if (*stop_at != 0 && now_stop_at > *stop_at)
         cli_log(&(cli_event){.kind = CLI_EVENT_LEASE_RENEWED,

@@ -28,7 +28,8 @@ int run_bind(run_locks *l, PGconn *conn, const run_options *o)
 void run_settle(run_locks *l, int64_t until_ms)
 {
     /* A stop signal ends the wait too, left on the pipe for the run. */
-    while (!advlock_pq_lockset_quiet(&l->set) && !advlock_conn_must_close(&l->set.pump_.engine_)
+    while (!advlock_pq_lockset_quiet(&l->set)
+           && !advlock_conn_must_close(advlock_pq_lockset_engine(&l->set))
            && PQstatus(l->conn) == CONNECTION_OK && advlock_pq_now_ms() < until_ms)
         if (advlock_pq_lockset_wait(&l->set, cli_signals_fd(), 50) == 1)
             return;
@@ -45,7 +46,7 @@ void run_close(run_locks *l)
 
 int run_proxied(const run_locks *l)
 {
-    return advlock_conn_session(&l->set.pump_.engine_)->proxied;
+    return advlock_conn_session(advlock_pq_lockset_engine(&l->set))->proxied;
 }
 
 void run_focus(run_options *o, int i)
@@ -112,7 +113,7 @@ static drive_end drive_release(run_locks *l, int i, const run_options *o, int64_
     cli_bound bound = cli_bound_from(now, release_ms(l, o));
     cli_reach reach;
     cli_reach_init(&reach, o->conninfo, o->application_name,
-                   advlock_conn_session(&l->set.pump_.engine_)->token, bound);
+                   advlock_conn_session(advlock_pq_lockset_engine(&l->set))->token, bound);
     drive_end end = run_drive(l, i, o, NULL, bound.until_ms, NULL, run_proxied(l) ? &reach : NULL);
     cli_reach_end(&reach);
     return end;

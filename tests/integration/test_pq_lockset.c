@@ -997,6 +997,8 @@ static void test_refused_options_and_misuse(void **state)
     int64_t now = advlock_pq_now_ms();
 
     assert_false(advlock_pq_lockset_quiet(NULL));
+    assert_null(advlock_pq_lockset_engine(NULL));
+    assert_false(advlock_conn_must_close(advlock_pq_lockset_engine(&f->set)));
     advlock_options_init(&o);
     o.lease_ms = 30000; /* the lease is the set's: advlock_pq_lockset_set_lease() */
     o.lease_stop_ms = 5000;

@@ -124,6 +124,11 @@ size_t advlock_pq_lockset_busy(const advlock_pq_lockset *set)
     return set != NULL ? advlock_conn_busy(&set->pump_.engine_) : 0;
 }
 
+const advlock_conn *advlock_pq_lockset_engine(const advlock_pq_lockset *set)
+{
+    return set != NULL ? &set->pump_.engine_ : NULL;
+}
+
 int advlock_pq_lockset_quiet(const advlock_pq_lockset *set)
 {
     return set != NULL && set->pump_.conn_ != NULL
