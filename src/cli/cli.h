@@ -42,7 +42,7 @@ typedef struct cli_bound {
 
 /* The bound of a phase that starts at now and may take ms (INT64_MAX: no
  * bound), the library's grace (ADVLOCK_PQ_GRACE_MS) included: a statement
- * unanswered by then is given up (timeout.c). */
+ * unanswered by then is given up (option_values.c). */
 cli_bound cli_bound_from(int64_t now, int64_t ms);
 
 /*
@@ -60,6 +60,15 @@ int cli_parse_seconds(const char *text, int64_t *ms);
 /* --timeout's argument, as cli_parse_seconds reads it; returns 0, or -1
  * after saying what it wants. */
 int cli_timeout_option(const char *text, int64_t *ms);
+
+/* A decimal whole number from lo to hi, and nothing else, in *out;
+ * returns 0, or -1 for anything else (nothing said). */
+int cli_parse_whole(const char *text, long long lo, long long hi, long long *out);
+
+/* Option --name's argument, as cli_parse_whole reads it; returns 0, or -1
+ * after saying what it wants and what it was given. */
+int cli_whole_option(const char *name, const char *text, long long lo, long long hi,
+                     long long *out);
 
 /*
  * Connects with libpq: conninfo may be NULL (then PG* variables and service

@@ -452,21 +452,8 @@ static void usage(FILE *to)
             MAX_PROBES, MAX_STATEMENTS);
 }
 
-static int whole(const char *name, const char *text, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
-        cli_error("--%s wants a whole number from %ld to %ld, not '%s'", name, lo, hi, text);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int write_profile(const char *path, const measured *m, int clients, int statements,
-                         long hold, const char *conninfo, char **command)
+                         long long hold, const char *conninfo, char **command)
 {
     static measured sorted;
     sorted = *m;
@@ -486,7 +473,7 @@ static int write_profile(const char *path, const measured *m, int clients, int s
         snprintf(what + n, sizeof what - n, " %s", *c);
     }
     snprintf(comment, sizeof comment,
-             "advlock calibrate --clients %d --statements %d --hold %ld%s%s --%s\n"
+             "advlock calibrate --clients %d --statements %d --hold %lld%s%s --%s\n"
              "values: microseconds at the 0, 5, 10, ... 100th percentiles",
              clients, statements, hold, conninfo != NULL ? " -d " : "",
              conninfo != NULL ? conninfo : "", what);
@@ -522,7 +509,7 @@ int cmd_calibrate(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *conninfo = NULL, *output = NULL;
-    long clients = 10, statements = 20, hold = 0;
+    long long clients = 10, statements = 20, hold = 0;
     int is_probe = 0, opt, which = 0;
     while ((opt = getopt_long(argc, argv, "d:o:w:h", options, &which)) != -1) {
         switch (opt) {
@@ -533,15 +520,15 @@ int cmd_calibrate(int argc, char **argv)
         case 'd': conninfo = optarg[0] != '\0' ? optarg : NULL; break;
         case 'o': output = optarg; break;
         case O_CLIENTS:
-            if (whole("clients", optarg, 1, MAX_PROBES, &clients) != 0)
+            if (cli_whole_option("clients", optarg, 1, MAX_PROBES, &clients) != 0)
                 return EXIT_USAGE;
             break;
         case O_STATEMENTS:
-            if (whole("statements", optarg, 1, MAX_STATEMENTS, &statements) != 0)
+            if (cli_whole_option("statements", optarg, 1, MAX_STATEMENTS, &statements) != 0)
                 return EXIT_USAGE;
             break;
         case O_HOLD:
-            if (whole("hold", optarg, 0, 3600000, &hold) != 0)
+            if (cli_whole_option("hold", optarg, 0, 3600000, &hold) != 0)
                 return EXIT_USAGE;
             break;
         case O_PROBE: is_probe = 1; break;
@@ -550,10 +537,9 @@ int cmd_calibrate(int argc, char **argv)
         }
     }
     if (is_probe) {
-        long out_fd, go_fd;
-        long long forked;
-        if (argc - optind != 3 || whole("probe", argv[optind], 0, 1 << 20, &out_fd) != 0
-            || whole("probe", argv[optind + 1], 0, 1 << 20, &go_fd) != 0
+        long long out_fd, go_fd, forked;
+        if (argc - optind != 3 || cli_whole_option("probe", argv[optind], 0, 1 << 20, &out_fd) != 0
+            || cli_whole_option("probe", argv[optind + 1], 0, 1 << 20, &go_fd) != 0
             || numbers(argv[optind + 2], &forked, 1) != 0)
             return EXIT_USAGE;
         return probe(conninfo, (int)out_fd, (int)go_fd, forked, (int)statements);

@@ -298,18 +298,6 @@ static int exit_status_of(int status)
 
 /* ---- options ------------------------------------------------------------------ */
 
-/* A whole number from lo to hi, and nothing else. */
-static int parse_int_in(const char *text, long lo, long hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static void usage(FILE *to)
 {
     fputs("usage: advlock run [OPTIONS] KEY [--] COMMAND [ARGS...]\n"
@@ -432,6 +420,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     o->lease_ms = ADVLOCK_LEASE_DEFAULT_MS;
     o->capacity_share = ADVLOCK_CAPACITY_SHARE_DEFAULT;
     int opt;
+    long long number;
     while ((opt = getopt_long(argc, argv, "+d:w:E:k:qh", options, NULL)) != -1) {
         switch (opt) {
         case 'd': o->conninfo = optarg; break;
@@ -446,10 +435,11 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             }
             break;
         case 'E':
-            if (parse_int_in(optarg, 0, 255, &o->conflict_exit_code) != 0) {
+            if (cli_parse_whole(optarg, 0, 255, &number) != 0) {
                 cli_error("--conflict-exit-code wants a number from 0 to 255");
                 return -1;
             }
+            o->conflict_exit_code = (int)number;
             break;
         case 'q': o->quiet = 1; break;
         case OPT_KEEP_RUNNING: o->keep_running = 1; break;
@@ -465,10 +455,11 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         case OPT_ALLOW_STANDBY: o->lock.allow_standby = 1; break;
         case OPT_FENCE: o->lock.fence = 1; break;
         case OPT_CAPACITY_SHARE:
-            if (parse_int_in(optarg, 1, 100, &o->capacity_share) != 0) {
+            if (cli_parse_whole(optarg, 1, 100, &number) != 0) {
                 cli_error("--capacity-share wants a percentage from 1 to 100");
                 return -1;
             }
+            o->capacity_share = (int)number;
             break;
         case OPT_VERIFY_INTERVAL:
             if (cli_parse_seconds(optarg, &o->verify_ms) != 0) {

@@ -253,21 +253,6 @@ static void print_world(int ideal, const char *profile_path, int faults)
 #define MAX_DURATION_MS 604800000LL
 #define MAX_CYCLES      1000000LL
 
-/* A whole number from lo to hi for option --name; says what is wrong if not. */
-static int parse_count(const char *name, const char *text, long long lo, long long hi,
-                       long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
-        cli_error("--%s wants a whole number from %lld to %lld, not '%s'", name, lo, hi, text);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* The simulator fails a run still busy after max_virtual_ms (its guard
  * against a livelock): the longest run these options can make, each
  * cycle's think, timeout and hold plus an hour for what the world adds
@@ -400,14 +385,14 @@ int cmd_simulate(int argc, char **argv)
         const char *name = options[which].name;
         switch (opt) {
         case O_CLIENTS:
-            bad |= parse_count(name, optarg, 1, ADVLOCK_SIM_MAX_CLIENTS, &clients);
+            bad |= cli_whole_option(name, optarg, 1, ADVLOCK_SIM_MAX_CLIENTS, &clients);
             break;
-        case O_KEYS: bad |= parse_count(name, optarg, 1, ADVLOCK_SIM_MAX_KEYS, &keys); break;
-        case O_TIMEOUT: bad |= parse_count(name, optarg, 0, MAX_DURATION_MS, &timeout); break;
-        case O_HOLD: bad |= parse_count(name, optarg, 0, MAX_DURATION_MS, &hold); break;
-        case O_CYCLES: bad |= parse_count(name, optarg, 1, MAX_CYCLES, &cycles); break;
-        case O_THINK: bad |= parse_count(name, optarg, 0, MAX_DURATION_MS, &think); break;
-        case O_SEED: bad |= parse_count(name, optarg, 0, INT64_MAX, &seed); break;
+        case O_KEYS: bad |= cli_whole_option(name, optarg, 1, ADVLOCK_SIM_MAX_KEYS, &keys); break;
+        case O_TIMEOUT: bad |= cli_whole_option(name, optarg, 0, MAX_DURATION_MS, &timeout); break;
+        case O_HOLD: bad |= cli_whole_option(name, optarg, 0, MAX_DURATION_MS, &hold); break;
+        case O_CYCLES: bad |= cli_whole_option(name, optarg, 1, MAX_CYCLES, &cycles); break;
+        case O_THINK: bad |= cli_whole_option(name, optarg, 0, MAX_DURATION_MS, &think); break;
+        case O_SEED: bad |= cli_whole_option(name, optarg, 0, INT64_MAX, &seed); break;
         case O_FAULTS: faults = 1; break;
         case O_JITTER: lock_options.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
         case O_CLIP: lock_options.clip_to_deadline = 1; break;

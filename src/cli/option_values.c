@@ -1,10 +1,12 @@
 /*
- * Time on the command line: seconds as --timeout, --kill-after, --lease
- * and --verify-interval take them, and the bound a timeout sets on what it
- * covers (run.h's grace included).
+ * The values options take: seconds as --timeout, --kill-after, --lease
+ * and --verify-interval take them, whole numbers in a range, and the bound
+ * a timeout sets on what it covers (run.h's grace included).
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "../core/saturating.h"
 #include "advlock_pq.h"
@@ -44,6 +46,25 @@ int cli_timeout_option(const char *text, int64_t *ms)
     if (cli_parse_seconds(text, ms) == 0)
         return 0;
     cli_error("--timeout wants seconds, such as 30 or 0.5 (at most 3 decimals)");
+    return -1;
+}
+
+int cli_parse_whole(const char *text, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_whole_option(const char *name, const char *text, long long lo, long long hi, long long *out)
+{
+    if (cli_parse_whole(text, lo, hi, out) == 0)
+        return 0;
+    cli_error("--%s wants a whole number from %lld to %lld, not '%s'", name, lo, hi, text);
     return -1;
 }
 
