@@ -496,45 +496,38 @@ static int write_profile(const char *path, const measured *m, int clients, int s
 
 int cmd_calibrate(int argc, char **argv)
 {
-    enum { O_CLIENTS = 256, O_STATEMENTS, O_HOLD, O_PROBE };
-    static const struct option options[] = {
+    enum { O_CLIENTS = 256, O_STATEMENTS, O_HOLD };
+    const char *conninfo = NULL, *output = NULL;
+    long long clients = 10, statements = 20, hold = 0;
+    int is_probe = 0, opt, bad = 0;
+    /* --probe sets is_probe itself: getopt_long returns 0. */
+    const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
         {"clients", required_argument, NULL, O_CLIENTS},
         {"statements", required_argument, NULL, O_STATEMENTS},
         {"output", required_argument, NULL, 'o'},
         {"hold", required_argument, NULL, O_HOLD},
         {"timeout", required_argument, NULL, 'w'},
-        {"probe", no_argument, NULL, O_PROBE}, /* internal: one of the N processes */
+        {"probe", no_argument, &is_probe, 1}, /* internal: one of the N processes */
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *conninfo = NULL, *output = NULL;
-    long long clients = 10, statements = 20, hold = 0;
-    int is_probe = 0, opt, which = 0;
-    while ((opt = getopt_long(argc, argv, "d:o:w:h", options, &which)) != -1) {
+    while ((opt = getopt_long(argc, argv, "d:o:w:h", options, NULL)) != -1) {
         switch (opt) {
-        case 'w':
-            if (cli_timeout_option(optarg, &timeout_ms) != 0)
-                return EXIT_USAGE;
-            break;
+        case 'w': bad = cli_timeout_option(optarg, &timeout_ms); break;
         case 'd': conninfo = optarg[0] != '\0' ? optarg : NULL; break;
         case 'o': output = optarg; break;
-        case O_CLIENTS:
-            if (cli_whole_option("clients", optarg, 1, MAX_PROBES, &clients) != 0)
-                return EXIT_USAGE;
-            break;
+        case O_CLIENTS: bad = cli_whole_option("clients", optarg, 1, MAX_PROBES, &clients); break;
         case O_STATEMENTS:
-            if (cli_whole_option("statements", optarg, 1, MAX_STATEMENTS, &statements) != 0)
-                return EXIT_USAGE;
+            bad = cli_whole_option("statements", optarg, 1, MAX_STATEMENTS, &statements);
             break;
-        case O_HOLD:
-            if (cli_whole_option("hold", optarg, 0, 3600000, &hold) != 0)
-                return EXIT_USAGE;
-            break;
-        case O_PROBE: is_probe = 1; break;
+        case O_HOLD: bad = cli_whole_option("hold", optarg, 0, 3600000, &hold); break;
+        case 0: break;
         case 'h': usage(stdout); return EXIT_OK;
         default: return cli_usage_error("calibrate", NULL);
         }
+        if (bad)
+            return EXIT_USAGE;
     }
     if (is_probe) {
         long long out_fd, go_fd, forked;

@@ -375,37 +375,34 @@ enum { HELP_SHOWN = 1 };
 static int parse_run_options(int argc, char **argv, run_options *o)
 {
     enum {
-        OPT_KEEP_RUNNING = 256,
-        OPT_APPLICATION_NAME,
+        OPT_APPLICATION_NAME = 256,
         OPT_SHARED,
         OPT_WAIT,
         OPT_JITTER,
-        OPT_DIAGNOSE,
         OPT_XACT,
-        OPT_ALLOW_STANDBY,
         OPT_VERIFY_INTERVAL,
         OPT_LEASE,
-        OPT_FENCE,
         OPT_LOG_FORMAT,
         OPT_CAPACITY_SHARE
     };
-    static const struct option options[] = {
+    /* The flags set their field themselves: getopt_long returns 0. */
+    const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
         {"timeout", required_argument, NULL, 'w'},
         {"conflict-exit-code", required_argument, NULL, 'E'},
         {"quiet", no_argument, NULL, 'q'},
-        {"keep-running", no_argument, NULL, OPT_KEEP_RUNNING},
+        {"keep-running", no_argument, &o->keep_running, 1},
         {"kill-after", required_argument, NULL, 'k'},
         {"application-name", required_argument, NULL, OPT_APPLICATION_NAME},
         {"shared", no_argument, NULL, OPT_SHARED},
         {"wait", no_argument, NULL, OPT_WAIT},
         {"jitter", no_argument, NULL, OPT_JITTER},
-        {"diagnose", no_argument, NULL, OPT_DIAGNOSE},
+        {"diagnose", no_argument, &o->lock.diagnose, 1},
         {"xact", no_argument, NULL, OPT_XACT},
-        {"allow-standby", no_argument, NULL, OPT_ALLOW_STANDBY},
+        {"allow-standby", no_argument, &o->lock.allow_standby, 1},
         {"verify-interval", required_argument, NULL, OPT_VERIFY_INTERVAL},
         {"lease", required_argument, NULL, OPT_LEASE},
-        {"fence", no_argument, NULL, OPT_FENCE},
+        {"fence", no_argument, &o->lock.fence, 1},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"capacity-share", required_argument, NULL, OPT_CAPACITY_SHARE},
         {"help", no_argument, NULL, 'h'},
@@ -442,18 +439,15 @@ static int parse_run_options(int argc, char **argv, run_options *o)
             o->conflict_exit_code = (int)number;
             break;
         case 'q': o->quiet = 1; break;
-        case OPT_KEEP_RUNNING: o->keep_running = 1; break;
+        case 0: break;
         case OPT_APPLICATION_NAME: o->application_name = optarg; break;
         case OPT_SHARED: o->lock.mode = ADVLOCK_SHARED; break;
         case OPT_WAIT: o->lock.wait = ADVLOCK_WAIT_SERVER; break;
         case OPT_JITTER: o->lock.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
-        case OPT_DIAGNOSE: o->lock.diagnose = 1; break;
         case OPT_XACT:
             o->xact = 1;
             o->lock.scope = ADVLOCK_TRANSACTION;
             break;
-        case OPT_ALLOW_STANDBY: o->lock.allow_standby = 1; break;
-        case OPT_FENCE: o->lock.fence = 1; break;
         case OPT_CAPACITY_SHARE:
             if (cli_parse_whole(optarg, 1, 100, &number) != 0) {
                 cli_error("--capacity-share wants a percentage from 1 to 100");

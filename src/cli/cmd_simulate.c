@@ -338,18 +338,22 @@ int cmd_simulate(int argc, char **argv)
         O_CYCLES,
         O_THINK,
         O_SEED,
-        O_FAULTS,
         O_TRACE,
         O_SVG,
-        O_QUIET,
         O_JITTER,
-        O_CLIP,
         O_WAIT,
-        O_DIAGNOSE,
-        O_PROFILE,
-        O_IDEAL
+        O_PROFILE
     };
-    static const struct option options[] = {
+    long long clients = 8, keys = 1, timeout = 10000, hold = 50, cycles = 1, think = 0;
+    long long seed = 1;
+    int faults = 0, ideal = 0;
+    advlock_options lock_options;
+    advlock_options_init(&lock_options);
+    const char *trace_path = NULL, *profile_path = NULL, *svg_path = NULL;
+    static sim_view view; /* large; one per process */
+    memset(&view, 0, sizeof view);
+    /* The flags set their variable themselves: getopt_long returns 0. */
+    const struct option options[] = {
         {"clients", required_argument, NULL, O_CLIENTS},
         {"keys", required_argument, NULL, O_KEYS},
         {"timeout", required_argument, NULL, O_TIMEOUT},
@@ -357,29 +361,19 @@ int cmd_simulate(int argc, char **argv)
         {"cycles", required_argument, NULL, O_CYCLES},
         {"think", required_argument, NULL, O_THINK},
         {"seed", required_argument, NULL, O_SEED},
-        {"faults", no_argument, NULL, O_FAULTS},
+        {"faults", no_argument, &faults, 1},
         {"jitter", no_argument, NULL, O_JITTER},
-        {"clip", no_argument, NULL, O_CLIP},
+        {"clip", no_argument, &lock_options.clip_to_deadline, 1},
         {"wait", no_argument, NULL, O_WAIT},
-        {"diagnose", no_argument, NULL, O_DIAGNOSE},
+        {"diagnose", no_argument, &lock_options.diagnose, 1},
         {"profile", required_argument, NULL, O_PROFILE},
-        {"ideal", no_argument, NULL, O_IDEAL},
+        {"ideal", no_argument, &ideal, 1},
         {"trace", required_argument, NULL, O_TRACE},
         {"svg", required_argument, NULL, O_SVG},
-        {"quiet", no_argument, NULL, O_QUIET},
+        {"quiet", no_argument, &view.quiet, 1},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    long long clients = 8, keys = 1, timeout = 10000, hold = 50, cycles = 1, think = 0;
-    long long seed = 1;
-    int faults = 0;
-    advlock_options lock_options;
-    advlock_options_init(&lock_options);
-    const char *trace_path = NULL, *profile_path = NULL, *svg_path = NULL;
-    int ideal = 0;
-    static sim_view view; /* large; one per process */
-    memset(&view, 0, sizeof view);
-
     int opt, bad = 0, which = 0;
     while ((opt = getopt_long(argc, argv, "h", options, &which)) != -1) {
         const char *name = options[which].name;
@@ -393,16 +387,12 @@ int cmd_simulate(int argc, char **argv)
         case O_CYCLES: bad |= cli_whole_option(name, optarg, 1, MAX_CYCLES, &cycles); break;
         case O_THINK: bad |= cli_whole_option(name, optarg, 0, MAX_DURATION_MS, &think); break;
         case O_SEED: bad |= cli_whole_option(name, optarg, 0, INT64_MAX, &seed); break;
-        case O_FAULTS: faults = 1; break;
+        case 0: break;
         case O_JITTER: lock_options.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
-        case O_CLIP: lock_options.clip_to_deadline = 1; break;
         case O_WAIT: lock_options.wait = ADVLOCK_WAIT_SERVER; break;
-        case O_DIAGNOSE: lock_options.diagnose = 1; break;
         case O_PROFILE: profile_path = optarg; break;
-        case O_IDEAL: ideal = 1; break;
         case O_TRACE: trace_path = optarg; break;
         case O_SVG: svg_path = optarg; break;
-        case O_QUIET: view.quiet = 1; break;
         case 'h': usage(stdout); return EXIT_OK;
         default: return cli_usage_error("simulate", NULL);
         }

@@ -136,16 +136,15 @@ static void usage(FILE *to)
 
 int cmd_status(int argc, char **argv)
 {
-    enum { O_ALLOW_STANDBY = 256 };
-    static const struct option options[] = {
+    int opt, allow_standby = 0;
+    const struct option options[] = {
         {"dbname", required_argument, NULL, 'd'},
-        {"allow-standby", no_argument, NULL, O_ALLOW_STANDBY},
+        {"allow-standby", no_argument, &allow_standby, 1},
         {"timeout", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *conninfo = NULL;
-    int opt, allow_standby = 0;
     int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
     while ((opt = getopt_long(argc, argv, "+d:w:h", options, NULL)) != -1) {
         switch (opt) {
@@ -154,7 +153,7 @@ int cmd_status(int argc, char **argv)
             if (cli_timeout_option(optarg, &timeout_ms) != 0)
                 return EXIT_USAGE;
             break;
-        case O_ALLOW_STANDBY: allow_standby = 1; break;
+        case 0: break;
         case 'h': usage(stdout); return EXIT_OK;
         default: return cli_usage_error("status", NULL);
         }
