@@ -18,11 +18,9 @@ typedef struct parse_state {
     size_t size;
 } parse_state;
 
-static int complain(const parse_state *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
 /* "NAME:LINE: " (or "NAME: " for the whole file) and the message. */
-static int complain(const parse_state *st, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int complain(const parse_state *st, const char *fmt,
+                                                          ...)
 {
     int n = st->line > 0 ? snprintf(st->why, st->size, "%s:%ld: ", st->name, st->line)
                          : snprintf(st->why, st->size, "%s: ", st->name);

@@ -95,10 +95,7 @@ typedef struct lease_world {
     int broken; /* the pump met what it cannot go on from: the run ends */
 } lease_world;
 
-static void trace(lease_world *w, int c, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void trace(lease_world *w, int c, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void trace(lease_world *w, int c, const char *fmt, ...)
 {
     if (w->cfg->trace == NULL)
         return;

@@ -104,9 +104,7 @@ typedef struct world {
     int64_t now_ms;
 } world;
 
-static void trace(world *w, int m, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void trace(world *w, int m, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void trace(world *w, int m, const char *fmt, ...)
 {
     if (w->cfg->trace == NULL)
         return;
@@ -121,9 +119,7 @@ static void trace(world *w, int m, const char *fmt, ...)
 }
 
 /* Records "seed S: t=T ms, member M: what"; the first one stays. */
-static void violation(world *w, int m, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void violation(world *w, int m, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void violation(world *w, int m, const char *fmt, ...)
 {
     char what[ADVLOCK_SIM_VIOLATION_MAX - 80]; /* room for the seed, time and member */
     va_list ap;
