@@ -71,17 +71,6 @@ static int keys_from_stdin(key_job *job)
     return 0;
 }
 
-static int parse_u32(const char *text, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v > UINT32_MAX || text[0] == '-')
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
 static void usage(FILE *to)
 {
     fputs("usage: advlock key KEY...              print bigint, hex, classid, objid per key\n"
@@ -109,13 +98,16 @@ int cmd_key(int argc, char **argv)
     }
     argv += optind;
     argc -= optind;
+    long long classid, objid;
     if (job.lookup) {
-        if (argc < 2 || parse_u32(argv[0], &job.classid) != 0
-            || parse_u32(argv[1], &job.objid) != 0) {
+        if (argc < 2 || cli_parse_whole(argv[0], 0, UINT32_MAX, &classid) != 0
+            || cli_parse_whole(argv[1], 0, UINT32_MAX, &objid) != 0) {
             cli_error("--lookup needs CLASSID and OBJID as pg_locks shows them "
                       "(unsigned 32-bit decimals)");
             return EXIT_USAGE;
         }
+        job.classid = (uint32_t)classid;
+        job.objid = (uint32_t)objid;
         argv += 2;
         argc -= 2;
     }
