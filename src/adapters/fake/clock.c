@@ -9,12 +9,8 @@
 
 void advlock_fake_clock_init(advlock_fake_clock *c, int64_t start_ms)
 {
-    c->now_ms_ = start_ms;
-    c->skew_ms_ = 0;
-    c->stall_until_ms_ = start_ms;
-    c->frozen_ms_ = start_ms;
-    c->stalled_ms_ = 0;
-    c->jumped_ms_ = 0;
+    *c = (advlock_fake_clock){
+        .now_ms_ = start_ms, .stall_until_ms_ = start_ms, .frozen_ms_ = start_ms};
 }
 
 int64_t advlock_fake_clock_now(const advlock_fake_clock *c)

@@ -58,11 +58,10 @@ int advlock_fake_db_connect(advlock_fake_db *db, int *pid_out)
         return ADVLOCK_ESERVER;
     if (i == db->sessions_used_)
         db->sessions_used_++;
-    advlock_fake_session_ *s = &db->sessions_[i];
-    memset(s, 0, sizeof *s);
-    s->pid_ = db->next_pid_++;
-    s->state_change_ms_ = s->xact_start_ms_ = db->now_ms_; /* idle since it connected */
-    *pid_out = s->pid_;
+    /* idle since it connected */
+    db->sessions_[i] = (advlock_fake_session_){
+        .pid_ = db->next_pid_++, .state_change_ms_ = db->now_ms_, .xact_start_ms_ = db->now_ms_};
+    *pid_out = db->sessions_[i].pid_;
     return 0;
 }
 

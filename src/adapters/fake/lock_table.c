@@ -39,12 +39,7 @@ static int lock_for(advlock_fake_db *db, int64_t key)
         return -1;
     if (i == db->locks_used_)
         db->locks_used_++;
-    advlock_fake_lock_ *l = &db->locks_[i];
-    l->key_ = key;
-    l->in_use_ = 1;
-    l->granted_[0] = l->granted_[1] = 0;
-    l->waiting_[0] = l->waiting_[1] = 0;
-    l->holders_ = 0;
+    db->locks_[i] = (advlock_fake_lock_){.key_ = key, .in_use_ = 1};
     return i;
 }
 
@@ -77,10 +72,7 @@ static int hold_for(advlock_fake_db *db, int slot, int lock)
         return -1;
     if (i == db->holds_used_)
         db->holds_used_++;
-    advlock_fake_hold_ *h = &db->holds_[i];
-    h->session_ = slot;
-    h->lock_ = lock;
-    h->count_[0][0] = h->count_[0][1] = h->count_[1][0] = h->count_[1][1] = 0;
+    db->holds_[i] = (advlock_fake_hold_){.session_ = slot, .lock_ = lock};
     db->locks_[lock].holders_++;
     return i;
 }
