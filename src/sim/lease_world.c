@@ -474,12 +474,8 @@ static void pump(lease_world *w, int c)
             return;
         }
         statement *s = on_link(cl, cl->len++);
-        memset(s, 0, sizeof *s);
-        s->sql = st.sql;
-        s->params[0] = st.param;
-        s->params[1] = st.param2;
-        s->params[2] = st.param3;
-        s->down.at_ms = NEVER;
+        *s = (statement){
+            .sql = st.sql, .params = {st.param, st.param2, st.param3}, .down.at_ms = NEVER};
         send_segment(w, c, &s->up);
         w->st->heartbeats += (uint64_t)is_heartbeat(st.sql);
         trace(w, c, "sends %.40s", advlock_sql_text(st.sql));
@@ -514,11 +510,12 @@ static void connect_client(lease_world *w, int c)
     advlock_fake_db_set_time(&w->db, w->now_ms);
     advlock_fake_db_connect(&w->db, &cl->pid);
     advlock_fake_db_set_transport(&w->db, cl->pid, ADVLOCK_FAKE_TCP);
-    memset(s, 0, sizeof *s);
-    s->pid = cl->pid;
-    s->client = c;
-    s->end_ms = s->fin.at_ms = s->holder_stop_ms = NEVER;
-    s->last_rx_ms = -1;
+    *s = (lease_session){.pid = cl->pid,
+                         .client = c,
+                         .end_ms = NEVER,
+                         .fin.at_ms = NEVER,
+                         .holder_stop_ms = NEVER,
+                         .last_rx_ms = -1};
     heard(w, s, w->now_ms);
     uint64_t token = advlock_prng_next(&w->prng) | 1;
     int rc = advlock_conn_init(&cl->engine, cl->slots, SLOTS, cl->buckets, NBUCKETS, cl->pid, token,
@@ -763,12 +760,11 @@ static void world_init(lease_world *w, const advlock_sim_lease_config *cfg,
     w->tolerated_ms = advlock_sim_lease_tolerated_blip_ms(&w->plan);
     w->net.ncuts = cfg->ncuts;
     for (int i = 0; i < cfg->ncuts; i++) {
-        lease_cut *k = &w->net.cuts[i];
-        k->kind = cfg->cuts[i].kind;
-        k->start_ms = cfg->cuts[i].at_ms;
-        k->end_ms = cfg->cuts[i].at_ms + cfg->cuts[i].length_ms;
-        k->client = cfg->cuts[i].client;
-        k->started = 0;
+        const advlock_sim_cut *k = &cfg->cuts[i];
+        w->net.cuts[i] = (lease_cut){.kind = k->kind,
+                                     .start_ms = k->at_ms,
+                                     .end_ms = k->at_ms + k->length_ms,
+                                     .client = k->client};
     }
     for (int c = 0; c < cfg->clients; c++) {
         lease_client *cl = &w->clients[c];

@@ -291,15 +291,11 @@ static void pump(world *w, conn *c)
             violation(w, m, "the engine sent past its slots");
             return;
         }
-        statement *s = queued(c, c->len++);
-        memset(s, 0, sizeof *s);
-        s->member = st.member;
-        s->sql = st.sql;
-        s->params[0] = st.param;
-        s->params[1] = st.param2;
-        s->params[2] = st.param3;
-        s->key_index = key_index;
-        s->mode = mode_of(st.sql);
+        *queued(c, c->len++) = (statement){.member = st.member,
+                                           .sql = st.sql,
+                                           .params = {st.param, st.param2, st.param3},
+                                           .key_index = key_index,
+                                           .mode = mode_of(st.sql)};
         if (m >= 0 && is_try_lock(st.sql))
             w->members[m].tries_sent++;
         trace(w, m, "queue %s", advlock_sql_text(st.sql));
@@ -568,13 +564,12 @@ static void add_conn(world *w, int is_set, int members)
                                                                  : NEVER;
     for (int i = 0; i < members; i++) {
         member *mb = &w->members[w->nmembers++];
-        memset(mb, 0, sizeof *mb);
+        *mb = (member){.conn = ci,
+                       .cycles_left = w->cfg->cycles,
+                       .phase = THINK,
+                       .step_at = advlock_prng_between(&w->prng, 0, w->cfg->think_max_ms),
+                       .cancel_at = NEVER};
         advlock_member_init(&mb->em);
-        mb->conn = ci;
-        mb->cycles_left = w->cfg->cycles;
-        mb->phase = THINK;
-        mb->step_at = advlock_prng_between(&w->prng, 0, w->cfg->think_max_ms);
-        mb->cancel_at = NEVER;
     }
 }
 
