@@ -59,8 +59,7 @@ static int compare_us(const void *a, const void *b)
 /* The samples' 21 quantiles (nearest rank), least to greatest; sorts them. */
 static advlock_sim_dist quantiles(int64_t *samples, size_t n)
 {
-    advlock_sim_dist d;
-    memset(&d, 0, sizeof d);
+    advlock_sim_dist d = {0};
     if (n == 0)
         return d;
     qsort(samples, n, sizeof *samples, compare_us);
@@ -457,9 +456,7 @@ static int write_profile(const char *path, const measured *m, int clients, int s
 {
     static measured sorted;
     sorted = *m;
-    cli_profile p;
-    memset(&p, 0, sizeof p);
-    p.clients = clients;
+    cli_profile p = {.clients = clients};
     size_t alone = (size_t)statements * 2;
     p.model.servers = servers_of(m, alone, clients);
     p.model.launch = quantiles(sorted.launch, (size_t)clients);

@@ -286,8 +286,7 @@ static void on_arrive(lease_world *w, int c)
     s->ran = 1;
     lease_session *ss = open_session_of(w, cl->pid);
     if (ss == NULL) {
-        memset(&s->result, 0, sizeof s->result);
-        s->result.status = ADVLOCK_FAKE_CONNECTION_LOST;
+        s->result = (advlock_fake_result){.status = ADVLOCK_FAKE_CONNECTION_LOST};
     } else {
         heard(w, ss, w->now_ms);
         advlock_fake_db_set_time(&w->db, w->now_ms);

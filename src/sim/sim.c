@@ -18,9 +18,7 @@ void advlock_sim_config_default(advlock_sim_config *cfg)
 {
     if (cfg == NULL)
         return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->seed = 1;
-    cfg->max_virtual_ms = INT64_C(24) * 3600 * 1000;
+    *cfg = (advlock_sim_config){.seed = 1, .max_virtual_ms = INT64_C(24) * 3600 * 1000};
 }
 
 static int valid_config(const advlock_sim_config *c)
@@ -245,9 +243,7 @@ const char *advlock_sim_violation(const advlock_sim *sim)
 
 advlock_sim_stats advlock_sim_get_stats(const advlock_sim *sim)
 {
-    advlock_sim_stats none;
-    memset(&none, 0, sizeof none);
-    return sim != NULL ? sim_world_of_const(sim)->stats_ : none;
+    return sim != NULL ? sim_world_of_const(sim)->stats_ : (advlock_sim_stats){0};
 }
 
 advlock_prng *advlock_sim_prng(advlock_sim *sim)

@@ -61,10 +61,8 @@ static int begin_step(sim_world *sim, int c, const advlock_sim_step *step)
 {
     sim_client *cl = &sim->clients_[c];
     cl->step_ = *step;
-    memset(&cl->last_, 0, sizeof cl->last_);
-    cl->last_.step = *step;
-    cl->last_.started_ms = sim->now_ms_;
-    cl->last_.ended_ms = sim->now_ms_;
+    cl->last_ =
+        (advlock_sim_done){.step = *step, .started_ms = sim->now_ms_, .ended_ms = sim->now_ms_};
     switch (step->kind) {
     case ADVLOCK_SIM_STOP: cl->stopped_ = 1; return 0;
     case ADVLOCK_SIM_PAUSE: {
@@ -99,8 +97,7 @@ int advlock_sim_on_step(sim_world *sim, int c)
     sim_client *cl = &sim->clients_[c];
     if (cl->stopped_ || cl->busy_)
         return 0;
-    advlock_sim_step next;
-    memset(&next, 0, sizeof next);
+    advlock_sim_step next = {0};
     cl->plan_(cl->plan_state_, sim_handle_of(sim), c, cl->started_ ? &cl->last_ : NULL, &next);
     cl->started_ = 1;
     return begin_step(sim, c, &next);
