@@ -139,6 +139,13 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
     }
 }
 
+/* 1 when collect() may find something to read: a statement in flight, or
+ * the end of a batch or of a result still to read. */
+static int answers_due(const advlock_pq_pump_ *s)
+{
+    return s->syncing_ || s->reading_ || advlock_conn_outstanding(&s->engine_) > 0;
+}
+
 /* ---- sending ------------------------------------------------------------- */
 
 /* Sends one statement; 0 if libpq refused it. A cancel request goes on a
@@ -356,11 +363,18 @@ void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
         (void)advlock_pq_read_idle(s->conn_);
     if (s->flushing_)
         s->flushing_ = PQflush(s->conn_) == 1;
-    (void)collect(s, now_ms);
+    if (answers_due(s))
+        (void)collect(s, now_ms);
     advlock_conn_on_timer(&s->engine_, now_ms);
     /* A broken connection fails what was just sent, and the answers may
-     * ask for give-backs. */
-    if (send_turn(s, now_ms) > 0 && collect(s, now_ms) > 0)
+     * ask for give-backs. Out of pipeline mode, a statement that went whole
+     * on a sound connection has no whole answer yet: the server ends it
+     * only after the statement's last byte, and libpq reads the socket while
+     * sending only when it could not send everything (then it is still
+     * flushing). */
+    if (send_turn(s, now_ms) > 0
+        && (s->pipeline_ || s->flushing_ || PQstatus(s->conn_) == CONNECTION_BAD)
+        && collect(s, now_ms) > 0)
         (void)send_turn(s, now_ms);
     if (notices == &own)
         advlock_pq_notices_restore(&own);
