@@ -343,7 +343,10 @@ static void lose_verifies(advlock_conn *c, int64_t now_ms)
 
 void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
 {
-    if (c == NULL)
+    /* Nothing asleep, no wait's deadline, no lease: no timer is armed. */
+    if (c == NULL
+        || (c->lists_[CONN_SLEEP_LIST] == NULL && !c->waits_ && !c->lease_on_
+            && !c->lease_expired_))
         return;
     advlock_member *m = c->lists_[CONN_SLEEP_LIST];
     while (m != NULL) {
