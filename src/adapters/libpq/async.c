@@ -240,10 +240,11 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
-    return advlock_pq_engine_wait(a, extra_fd, max_wait_ms, advlock_pq_now_ms());
+    int64_t now = advlock_pq_now_ms();
+    return advlock_pq_engine_wait(a, extra_fd, max_wait_ms, &now);
 }
 
-int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now_ms)
+int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t *now_ms)
 {
     if (a->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
