@@ -90,7 +90,8 @@ static void complete(advlock_pq_pump_ *s, const advlock_statement *head, int64_t
     PGTransactionStatusType block = PQtransactionStatus(s->conn_);
     a.in_transaction = block == PQTRANS_INTRANS || block == PQTRANS_INERROR;
     (void)advlock_conn_on_answer(&s->engine_, &a, now_ms);
-    free(rows);
+    if (rows != NULL) /* a holders row's answer only */
+        free(rows);
     advlock_pq_answer_clear(q);
 }
 
@@ -126,6 +127,10 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
         if (res == NULL) {
             complete(s, &head, now_ms);
             answered++;
+            /* Out of pipeline mode the engine has one statement in flight
+             * at most: none is left to read. */
+            if (!s->pipeline_)
+                return answered;
             have_head = 0;
             continue;
         }
