@@ -531,7 +531,8 @@ static int any_of_transaction_scope(const advlock_conn *c)
 {
     if (advlock_conn_first_in_flight(c, ADVLOCK_TRANSACTION) != NULL)
         return 1;
-    static const int lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST, CONN_HELD_LIST};
+    static const int lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST,
+                                CONN_HELD_LIST};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         for (const advlock_member *m = c->lists_[lists[i]]; m != NULL; m = m->next_)
             if (m->machine_.scope_ == ADVLOCK_TRANSACTION)
