@@ -1628,6 +1628,7 @@ typedef struct advlock_conn {
     uint8_t waits_;    /* a member's acquire may wait on the server */
     uint8_t in_block_; /* inside a transaction block (advlock_conn_on_transaction()) */
     uint8_t warned_;   /* a warning not yet polled */
+    uint8_t xact_;     /* a member of transaction scope started since a block last ended */
     advlock_member *warned_member_;
     char warning_sqlstate_[6];
     char warning_[ADVLOCK_CONN_WORDS_MAX];

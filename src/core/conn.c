@@ -122,6 +122,7 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     int rc = advlock_set_options(&m->machine_, &chosen);
     if (rc != 0)
         return rc;
+    c->xact_ |= (uint8_t)(chosen.scope == ADVLOCK_TRANSACTION);
     /* The last operation's events, unpolled, would come after the new
      * one's and say the wrong thing of it (an old loss after a new grant). */
     advlock_conn_untell(c, m);
@@ -203,6 +204,7 @@ static int start_by_key(advlock_conn *c, advlock_member *m, int64_t key, const a
         return rc;
     if (advlock_peers_ask(&c->peers_, &m->peer_, key, ADVLOCK_EXCLUSIVE) != 1)
         return ADVLOCK_EMISUSE;
+    c->xact_ |= (uint8_t)(chosen.scope == ADVLOCK_TRANSACTION);
     advlock_conn_untell(c, m);
     begin(c, m, now_ms);
     m->key_ = key;
@@ -341,10 +343,18 @@ static void lose_verifies(advlock_conn *c, int64_t now_ms)
     advlock_conn_lose_held(c, "", message, why, now_ms);
 }
 
-void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
+/* 1 unless nothing sleeps, no wait may need its cancel and no lease
+ * runs (or ran out): then no timer is armed, nothing wakes. */
+static int timer_armed(const advlock_conn *c)
 {
-    if (c == NULL)
-        return;
+    return c->lists_[CONN_SLEEP_LIST] != NULL || c->waits_ || c->lease_on_ || c->lease_expired_;
+}
+
+/* What advlock_conn_on_timer() does with a timer armed. Kept out of line
+ * (the compiler would merge it back), so that the call of every turn with
+ * none armed costs its test only, not this body's saved registers. */
+__attribute__((noinline)) static void on_timer(advlock_conn *c, int64_t now_ms)
+{
     advlock_member *m = c->lists_[CONN_SLEEP_LIST];
     while (m != NULL) {
         advlock_member *next = m->next_;
@@ -360,9 +370,15 @@ void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
     lose_verifies(c, now_ms);
 }
 
+void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
+{
+    if (c != NULL && timer_armed(c))
+        on_timer(c, now_ms);
+}
+
 int64_t advlock_conn_next_wake(const advlock_conn *c)
 {
-    if (c == NULL)
+    if (c == NULL || !timer_armed(c))
         return INT64_MAX;
     int64_t at = advlock_conn_lease_wake(c);
     for (const advlock_member *m = c->lists_[CONN_SLEEP_LIST]; m != NULL; m = m->next_) {
@@ -510,12 +526,28 @@ static void end_transaction_acquires(advlock_conn *c)
     }
 }
 
+/* 1 when a member of transaction scope is in flight, waiting or held. */
+static int any_of_transaction_scope(const advlock_conn *c)
+{
+    if (advlock_conn_first_in_flight(c, ADVLOCK_TRANSACTION) != NULL)
+        return 1;
+    static const int lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST,
+                                CONN_HELD_LIST};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        for (const advlock_member *m = c->lists_[lists[i]]; m != NULL; m = m->next_)
+            if (m->machine_.scope_ == ADVLOCK_TRANSACTION)
+                return 1;
+    return 0;
+}
+
 void advlock_conn_on_transaction(advlock_conn *c, int in_block)
 {
     if (c == NULL)
         return;
     c->in_block_ = (uint8_t)(in_block != 0);
-    if (in_block)
+    /* With no member of transaction scope started since a block last
+     * ended, there is none to end (most calls: before each operation). */
+    if (in_block || (!c->xact_ && !c->provisional_))
         return;
     end_transaction_acquires(c);
     advlock_member *m = c->lists_[CONN_HELD_LIST];
@@ -525,6 +557,7 @@ void advlock_conn_on_transaction(advlock_conn *c, int in_block)
             advlock_conn_let_go(c, m);
         m = next;
     }
+    c->xact_ = (uint8_t)any_of_transaction_scope(c);
     if (!c->provisional_)
         return;
     c->provisional_ = 0;

@@ -664,6 +664,15 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
     return 0;
 }
 
+/* 1 when nothing can be due: no wait to cancel, no lease, no batch to
+ * end, no give-back owed, no member queued (most polls of one lock, after
+ * its answer). */
+static int quiet(const advlock_conn *c)
+{
+    return !c->waits_ && !c->lease_on_ && !c->unsynced_ && c->owed_ < 0 && c->confirming_ == NULL
+           && c->lists_[CONN_QUEUE_LIST] == NULL;
+}
+
 static int poll(advlock_conn *c, advlock_statement *st, int64_t now_ms)
 {
     memset(st, 0, sizeof *st);
@@ -671,6 +680,10 @@ static int poll(advlock_conn *c, advlock_statement *st, int64_t now_ms)
     c->starved_ = 0;
     if (c->given_up_)
         return 0;
+    if (quiet(c)) {
+        c->follow_ = 0;
+        return 0;
+    }
     advlock_member *w = cancel_due(c);
     if (w != NULL) {
         st->kind = ADVLOCK_STATEMENT_CANCEL;

@@ -624,8 +624,22 @@ static void unsent_undo_goes_again(void **state)
     assert_false(advlock_member_held(&f.m[1]));
 }
 
+/* m[i]'s try of key of transaction scope, in a block (begun now if none),
+ * is in flight: the try (unnamed there), the sync. */
+static void xact_acquire_sent(int i, int64_t key)
+{
+    advlock_options xact;
+    advlock_options_init(&xact);
+    xact.scope = ADVLOCK_TRANSACTION;
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(i, key, &xact);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[i]);
+    assert_int_equal(f.sent[0].param, key);
+}
+
 /* m[0] holds key 1 (session scope); m[1]'s try of key of transaction scope
- * is in flight, inside a block: the try (unnamed there), the sync. */
+ * is in flight, inside a block. */
 static void xact_try_sent(int64_t key)
 {
     hold_first();
@@ -634,11 +648,7 @@ static void xact_try_sent(int64_t key)
     xact.scope = ADVLOCK_TRANSACTION;
     assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], key, 5000, &xact, f.now),
                      ADVLOCK_EMISUSE); /* outside a block it would end with its statement */
-    advlock_conn_on_transaction(&f.c, 1);
-    acquire(1, key, &xact);
-    assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
-    assert_int_equal(f.sent[0].param, key);
+    xact_acquire_sent(1, key);
 }
 
 /* A transaction's lock is held until its block ends: a release says it
@@ -665,6 +675,29 @@ static void xact_lock_is_held_until_the_block_ends(void **state)
     advlock_conn_on_timer(&f.c, f.now);
     assert_true(poll_all() >= 1);
     expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+}
+
+/* Each block's locks end with it, and only they: a block's end with no
+ * lock of transaction scope left changes nothing, and the next block's
+ * lock, taken after one ended, ends with that block. */
+static void xact_locks_end_with_each_block(void **state)
+{
+    (void)state;
+    xact_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[1]));
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_false(advlock_member_held(&f.m[1]));
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_true(advlock_member_held(&f.m[0]));
+    xact_acquire_sent(1, 6);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[1]));
+    advlock_conn_on_transaction(&f.c, 1); /* the same block goes on */
+    assert_true(advlock_member_held(&f.m[1]));
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_false(advlock_member_held(&f.m[1]));
+    assert_true(advlock_member_held(&f.m[0]));
 }
 
 /* A cancel of a transaction's try in flight waits for its answer: a grant
@@ -709,13 +742,7 @@ static void xact_acquire_under_way_ends_with_its_block(void **state)
     assert_false(advlock_member_held(&f.m[1]));
     assert_true(advlock_member_held(&f.m[0]));
     /* In flight at the block's end: the key stays taken till the answer. */
-    advlock_options xact;
-    advlock_options_init(&xact);
-    xact.scope = ADVLOCK_TRANSACTION;
-    advlock_conn_on_transaction(&f.c, 1);
-    acquire(1, 7, &xact);
-    assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+    xact_acquire_sent(1, 7);
     advlock_conn_on_transaction(&f.c, 0);
     assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
     acquire(2, 7, NULL);
@@ -731,9 +758,7 @@ static void xact_acquire_under_way_ends_with_its_block(void **state)
         answer(ADVLOCK_RESULT_TRUE);
     assert_true(advlock_member_held(&f.m[2]));
     /* Backing off over a reset: the new session is in no block. */
-    advlock_conn_on_transaction(&f.c, 1);
-    acquire(3, 8, &xact);
-    assert_int_equal(poll_all(), 2);
+    xact_acquire_sent(3, 8);
     answer(ADVLOCK_RESULT_FALSE);
     assert_true(advlock_member_sleeping(&f.m[3]));
     assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
@@ -1678,6 +1703,7 @@ int main(void)
         cmocka_unit_test_setup(an_undo_that_ran_owes_nothing, setup),
         cmocka_unit_test_setup(unsent_undo_goes_again, setup),
         cmocka_unit_test_setup(xact_lock_is_held_until_the_block_ends, setup),
+        cmocka_unit_test_setup(xact_locks_end_with_each_block, setup),
         cmocka_unit_test_setup(xact_cancel_too_late_keeps_the_grant, setup),
         cmocka_unit_test_setup(xact_fenced_try_of_a_held_key_backs_off, setup),
         cmocka_unit_test_setup(xact_acquire_under_way_ends_with_its_block, setup),

@@ -33,9 +33,10 @@ static advlock_member *member(advlock_pq *a)
 static int busy(const advlock_pq *a)
 {
     const advlock_member *m = &a->member_.member_;
+    /* Cheapest first: an operation's end leaves nothing outstanding. */
     return advlock_member_busy(m)
-           || (!advlock_member_held(m) && !advlock_member_lost(m)
-               && advlock_conn_outstanding(&a->pump_.engine_) > 0 && a->pump_.conn_ != NULL);
+           || (advlock_conn_outstanding(&a->pump_.engine_) > 0 && a->pump_.conn_ != NULL
+               && !advlock_member_held(m) && !advlock_member_lost(m));
 }
 
 void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn)
@@ -240,10 +241,11 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
-    return advlock_pq_engine_wait(a, extra_fd, max_wait_ms, advlock_pq_now_ms());
+    int64_t now = advlock_pq_now_ms();
+    return advlock_pq_engine_wait(a, extra_fd, max_wait_ms, &now);
 }
 
-int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now_ms)
+int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t *now_ms)
 {
     if (a->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;

@@ -79,8 +79,11 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
                                 : ONE_STATEMENT_BOUND_MS;
     int64_t until_ms = advlock_add_saturating(started_ms, bound_ms);
     int cancelled = 0;
+    /* Each wait starts at the clock's last reading: the start's, then the
+     * one each wait takes after its poll() (a few microseconds early,
+     * never late: a bound is met a turn later at most). */
+    int64_t now = started_ms;
     while (advlock_pq_async_busy(a)) {
-        int64_t now = advlock_pq_now_ms();
         if (now >= until_ms && advlock_pq_engine_in_flight(a)) {
             if (cancelled) {
                 advlock_pq_engine_give_up(a, now);
@@ -91,7 +94,7 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_engine_wait(a, -1, advlock_pq_wait_until(until_ms, now), now);
+        (void)advlock_pq_engine_wait(a, -1, advlock_pq_wait_until(until_ms, now), &now);
     }
     advlock_pq_pump_release_notices(&notices);
     advlock_pq_report_copy(report, &a->member_.report_);

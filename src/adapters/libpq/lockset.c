@@ -281,7 +281,7 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
         return ADVLOCK_EMISUSE;
     int64_t now = advlock_pq_now_ms();
     observe(set, now);
-    return advlock_pq_pump_wait(&set->pump_, extra_fd, max_wait_ms, now);
+    return advlock_pq_pump_wait(&set->pump_, extra_fd, max_wait_ms, &now);
 }
 
 /* How long past its schedule a blocking call waits for the server: the

@@ -90,7 +90,8 @@ static void complete(advlock_pq_pump_ *s, const advlock_statement *head, int64_t
     PGTransactionStatusType block = PQtransactionStatus(s->conn_);
     a.in_transaction = block == PQTRANS_INTRANS || block == PQTRANS_INERROR;
     (void)advlock_conn_on_answer(&s->engine_, &a, now_ms);
-    free(rows);
+    if (rows != NULL) /* a holders row's answer only */
+        free(rows);
     advlock_pq_answer_clear(q);
 }
 
@@ -126,6 +127,10 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
         if (res == NULL) {
             complete(s, &head, now_ms);
             answered++;
+            /* Out of pipeline mode the engine has one statement in flight
+             * at most: none is left to read. */
+            if (!s->pipeline_)
+                return answered;
             have_head = 0;
             continue;
         }
@@ -137,6 +142,13 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
         }
         advlock_pq_answer_read(&s->query_, s->conn_, res);
     }
+}
+
+/* 1 when collect() may find something to read: a statement in flight, or
+ * the end of a batch or of a result still to read. */
+static int answers_due(const advlock_pq_pump_ *s)
+{
+    return s->syncing_ || s->reading_ || advlock_conn_outstanding(&s->engine_) > 0;
 }
 
 /* ---- sending ------------------------------------------------------------- */
@@ -356,11 +368,18 @@ void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
         (void)advlock_pq_read_idle(s->conn_);
     if (s->flushing_)
         s->flushing_ = PQflush(s->conn_) == 1;
-    (void)collect(s, now_ms);
+    if (answers_due(s))
+        (void)collect(s, now_ms);
     advlock_conn_on_timer(&s->engine_, now_ms);
     /* A broken connection fails what was just sent, and the answers may
-     * ask for give-backs. */
-    if (send_turn(s, now_ms) > 0 && collect(s, now_ms) > 0)
+     * ask for give-backs. Out of pipeline mode, a statement that went whole
+     * on a sound connection has no whole answer yet: the server ends it
+     * only after the statement's last byte, and libpq reads the socket while
+     * sending only when it could not send everything (then it is still
+     * flushing). */
+    if (send_turn(s, now_ms) > 0
+        && (s->pipeline_ || s->flushing_ || PQstatus(s->conn_) == CONNECTION_BAD)
+        && collect(s, now_ms) > 0)
         (void)send_turn(s, now_ms);
     if (notices == &own)
         advlock_pq_notices_restore(&own);
@@ -393,8 +412,9 @@ int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms)
     return 1;
 }
 
-int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t now)
+int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t *now_ms)
 {
+    int64_t now = *now_ms;
     advlock_pq_pump_notice_reset(p, now);
     int64_t at;
     int has_deadline = advlock_pq_pump_deadline(p, &at);
@@ -409,5 +429,6 @@ int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int
         /* No reset needs telling: nothing but poll() ran since the one
          * above (a reset is the caller's PQreset*()). */
         advlock_pq_pump_turn(p, turn.ready, turn.now_ms);
+    *now_ms = turn.now_ms;
     return turn.extra;
 }

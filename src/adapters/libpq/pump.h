@@ -47,9 +47,10 @@ void advlock_pq_pump_give_up(advlock_pq_pump_ *s, int64_t now_ms);
 unsigned advlock_pq_pump_wants(const advlock_pq_pump_ *p);
 int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms);
 
-/* One advlock_pq_wait_turn() for the pump from now (the clock's reading
- * just before), processing what it saw; returns whether extra_fd became
+/* One advlock_pq_wait_turn() for the pump from *now (the clock's reading
+ * just before), processing what it saw; sets *now to the reading after
+ * the wait (the one its turn ran at); returns whether extra_fd became
  * readable. */
-int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t now);
+int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t *now);
 
 #endif

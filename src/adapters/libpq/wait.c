@@ -56,18 +56,24 @@ int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, in
     int timeout = shorter(at != NULL ? until(*at, now) : -1, max_wait_ms < 0 ? -1 : max_wait_ms);
     turn->ready = 0;
     turn->extra = 0;
-    turn->now_ms = now;
+    /* Every way out reads the clock afresh: a blocking call's loop goes on
+     * from this reading, and must see its bound come. */
     if (busy && (wants == 0 || fd < 0) && at == NULL) {
         /* Busy with no socket any more and no deadline: nothing will ever
          * wake the wait, so let libpq say what broke. */
         turn->ready = ADVLOCK_PQ_READ;
+        turn->now_ms = advlock_pq_now_ms();
         return 1;
     }
-    if (fds[0].fd < 0 && extra_fd < 0 && timeout < 0)
+    if (fds[0].fd < 0 && extra_fd < 0 && timeout < 0) {
+        turn->now_ms = advlock_pq_now_ms();
         return 0; /* nothing to wait for */
+    }
     if (poll(fds, 2, timeout) < 0) {
-        if (errno == EINTR)
+        if (errno == EINTR) {
+            turn->now_ms = advlock_pq_now_ms();
             return 0; /* a signal: the caller turns again, for the time left */
+        }
         /* poll() itself failed: libpq's next read says whether the
          * connection did. */
         turn->ready = fds[0].fd >= 0 ? ADVLOCK_PQ_READ : 0;
