@@ -846,15 +846,15 @@ typedef struct advlock_sim_stats {
 
 /*
  * A simulation: ADVLOCK_SIM_SIZE bytes of storage that only the functions
- * below read or write (the clients' machines, sessions and plans, the event
+ * below read or write (the clients' connection engines and plans, the event
  * queue, the fake database, and the policy model that judges each machine:
- * none of it is part of the ABI, only the size is): 384 KiB, of which the
- * simulation uses about 320 KB, the rest room to grow without an ABI break: declare it
+ * none of it is part of the ABI, only the size is): 512 KiB, of which the
+ * simulation uses about 470 KB, the rest room to grow without an ABI break: declare it
  * static or allocate it, rather than put it on a small stack. It holds
  * pointers only to what the caller passed (plans' states, scripts, lock
  * names, the trace callback), so it may not be copied while it runs.
  */
-#define ADVLOCK_SIM_SIZE ((size_t)384 * 1024)
+#define ADVLOCK_SIM_SIZE ((size_t)512 * 1024)
 
 typedef struct advlock_sim {
     union {

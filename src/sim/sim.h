@@ -10,6 +10,10 @@
 /* Events the queue can hold: a few per client, one reap per session. */
 #define SIM_MAX_EVENTS (ADVLOCK_SIM_MAX_CLIENTS * 8 + ADVLOCK_FAKE_MAX_SESSIONS)
 
+/* Statements one client's engine may have in flight, as the libpq
+ * adapter's (ADVLOCK_PQ_SLOTS_). */
+#define SIM_SLOTS 4
+
 /* One client: its plan, session, clock, machine, the query in flight, what
  * the invariants know, and the policy model's state. */
 typedef struct sim_client {
@@ -27,9 +31,16 @@ typedef struct sim_client {
     int pid_;
     int session_; /* open, killed (the client not told yet), or lost */
     advlock_fake_clock clock_;
-    advlock_machine machine_;
-    advlock_options options_;       /* as the machine has them (derived jitter seed) */
-    advlock_session session_value_; /* the driver's, as a driver keeps one per connection */
+    /* The connection engine with one member, as the single-lock libpq
+     * adapter has it: the engine owns the session value and the rules. */
+    advlock_conn engine_;
+    advlock_conn_slot slots_[SIM_SLOTS];
+    advlock_peer *bucket_;
+    advlock_member member_;
+    int64_t timer_at_;        /* the engine's wake-up the armed timer is for */
+    int timer_fired_;         /* ... and it fired: armed again if still due */
+    int step_owed_;           /* the plan's next step, once nothing is in flight */
+    advlock_options options_; /* as the member starts with them (derived jitter seed) */
     /* the step under way */
     int busy_; /* an operation or a transaction statement */
     uint64_t op_serial_;
@@ -157,6 +168,18 @@ static inline const sim_world *sim_world_of_const(const advlock_sim *sim)
 static inline advlock_sim *sim_handle_of(sim_world *world)
 {
     return (advlock_sim *)(void *)world;
+}
+
+/* The client's one member's machine, which the engine drives and the
+ * policy model judges. */
+static inline const advlock_machine *sim_machine(const sim_client *cl)
+{
+    return &cl->member_.machine_;
+}
+/* The session value the client's engine keeps for its connection. */
+static inline const advlock_session *sim_session_value(const sim_client *cl)
+{
+    return advlock_conn_session(&cl->engine_);
 }
 
 /* ---- events (event_queue.c) ---- */
@@ -359,9 +382,9 @@ void advlock_sim_forget_holds(sim_client *cl);
 void advlock_sim_begin_busy(sim_world *sim, sim_client *cl);
 
 /* connection.c: the client's statements and their answers. */
-/* Sends a statement (the machine's action a, or with a NULL a transaction
+/* Sends a statement (the engine's st, or with a NULL st a transaction
  * command) on the client's session with a fresh round trip. */
-int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a);
+int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_statement *st);
 /* The answer reached the client: what it was told it holds, and the trace. */
 void advlock_sim_receive(sim_world *sim, int c);
 /* pg_stat_activity states a holders row can show; rows_[].state indexes it. */
