@@ -93,6 +93,7 @@ typedef struct sim_client {
     int16_t client_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per results delivered */
     int16_t server_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per queries applied */
     int server_in_block_; /* per the statements applied: inside BEGIN ... */
+    int client_in_block_; /* per the answers read (libpq's PQtransactionStatus) */
     int unsure_;          /* may hold what it does not know about, until it reconnects */
     /* the independent policy model (policy.c) */
     int policy_state_, policy_cancel_, policy_deadline_passed_, policy_cancelling_;

@@ -268,7 +268,7 @@ static int pump(sim_world *sim, int c)
  * keeps it; the engine stops watching). */
 static void prepare_engine(sim_client *cl, const int64_t *op_key)
 {
-    advlock_conn_on_transaction(&cl->engine_, cl->server_in_block_);
+    advlock_conn_on_transaction(&cl->engine_, cl->client_in_block_);
     if (advlock_member_held(&cl->member_) && (op_key == NULL || *op_key != cl->member_.key_))
         advlock_conn_let_go(&cl->engine_, &cl->member_);
 }
@@ -297,6 +297,11 @@ int advlock_sim_start_operation(sim_world *sim, int c)
         return ADVLOCK_SIM_VIOLATION;
     int64_t now_reading = advlock_sim_reading(sim, cl);
     prepare_engine(cl, acquire ? NULL : &key);
+    /* The engine sets its member's machine up afresh (its jitter starting
+     * again from the seed) for each operation but the release of the lock
+     * the member holds, which its machine goes on with. */
+    if (acquire || !advlock_member_held(&cl->member_))
+        advlock_sim_policy_seed(cl, cl->options_.jitter_seed);
     /* The name was hashed once above; the engine takes the key. */
     rc = acquire ? advlock_conn_start_acquire_key(&cl->engine_, &cl->member_, key, s->timeout_ms,
                                                   &cl->options_, now_reading)
@@ -308,9 +313,6 @@ int advlock_sim_start_operation(sim_world *sim, int c)
     cl->key_index_ = k;
     cl->op_kind_ = advlock_sim_kind(cl->options_.mode, cl->options_.scope);
     advlock_sim_begin_busy(sim, cl);
-    /* The engine sets its member's machine up afresh for each operation:
-     * its jitter starts again from the seed. */
-    advlock_sim_policy_seed(cl, cl->options_.jitter_seed);
     rc = judge(sim, c, 0, NULL, acquire ? IN_START_ACQUIRE : IN_START_RELEASE, ADVLOCK_RESULT_TRUE,
                now_reading);
     if (rc != 0)
@@ -337,7 +339,7 @@ static advlock_answer answer_of(const sim_client *cl, advlock_holder *rows)
     a.server_pid = cl->session_row_.pid;
     a.in_recovery = cl->session_row_.in_recovery;
     a.ours = cl->session_row_.ours;
-    a.in_transaction = cl->server_in_block_;
+    a.in_transaction = cl->server_in_block_; /* as the server reports it */
     for (size_t i = 0; i < cl->nrows_; i++)
         rows[i] = (advlock_holder){cl->rows_[i].pid,
                                    cl->rows_[i].granted,

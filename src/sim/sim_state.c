@@ -45,7 +45,7 @@ void advlock_sim_forget_holds(sim_client *cl)
     memset(cl->belief_, 0, sizeof cl->belief_);
     memset(cl->client_view_, 0, sizeof cl->client_view_);
     memset(cl->server_view_, 0, sizeof cl->server_view_);
-    cl->server_in_block_ = 0;
+    cl->server_in_block_ = cl->client_in_block_ = 0;
     cl->txn_end_in_flight_ = 0;
     cl->unsure_ = 0;
 }
@@ -98,6 +98,7 @@ int advlock_sim_open_session(sim_world *sim, int c)
     sim->sessions_[sim->nsessions_++] = (sim_session){pid, c, 0};
     cl->pid_ = pid;
     cl->session_ = SESSION_OPEN;
+    cl->client_in_block_ = 0;
     if (engine_on_session(sim, cl, first) != 0)
         return advlock_sim_record_violation(sim, c, "the engine refused a new session");
     return 0;
