@@ -803,16 +803,15 @@ typedef struct advlock_sim_cycler {
 typedef void (*advlock_sim_trace_fn)(void *user, const char *line, size_t len);
 
 /*
- * What the clients tell their machines of their server sessions
- * (advlock_sim_config.sessions), as drivers do with an advlock_session.
+ * What each client's connection engine announces of its server sessions
+ * (advlock_sim_config.sessions): the engine checks every server session it
+ * reaches, with a fresh token after each reconnect, as the libpq adapter's.
  */
 typedef enum advlock_sim_sessions {
-    /* Nothing: the machines send the plain rows (the reference's way). */
+    /* As DIRECT (kept for the callers that name it). */
     ADVLOCK_SIM_SESSIONS_NONE = 0,
-    /* A direct connection: each client gives its machine one session value
-     * per server session (a fresh one, with a new token, after each
-     * reconnect), announcing that session's pid; the machine checks it
-     * once, then sends the plain rows. */
+    /* A direct connection: the session's pid is announced; the engine
+     * checks it once, then sends the plain rows. */
     ADVLOCK_SIM_SESSIONS_DIRECT = 1,
     /* Behind a session-pooling proxy: the same, but the pid announced is the
      * proxy's own, so the machine claims the server session and sends the
