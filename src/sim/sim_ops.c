@@ -9,6 +9,7 @@
  * believes it holds. After every input the machine's next action is
  * judged against the policy model.
  */
+#include "pump.h"
 #include "sim.h"
 
 #include <stdio.h>
@@ -221,42 +222,49 @@ static int next_step_when_idle(sim_world *sim, int c)
     return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
 }
 
+/* A client, as the pump's callbacks see it. */
+typedef struct pumped {
+    sim_world *sim;
+    int c;
+} pumped;
+
 /* What the engine tells of its member: the operation's end (a loss is
  * the client's to learn at its next statement, as a blocking client does;
  * its beliefs go with the session), and warnings, which change nothing. */
-static int take_events(sim_world *sim, int c)
+static int take_event(void *user, const advlock_conn_event *ev)
 {
+    sim_world *sim = ((pumped *)user)->sim;
+    int c = ((pumped *)user)->c;
     sim_client *cl = &sim->clients_[c];
-    advlock_conn_event ev;
-    while (advlock_conn_poll_event(&cl->engine_, &ev))
-        if (ev.kind == ADVLOCK_CONN_DONE && cl->busy_) {
-            int rc = finish_op(sim, c, advlock_member_report(&cl->member_));
-            if (rc != 0)
-                return rc;
-        }
-    return 0;
+    if (ev->kind != ADVLOCK_CONN_DONE || !cl->busy_)
+        return 0;
+    return finish_op(sim, c, advlock_member_report(&cl->member_));
 }
 
-/* One turn: sends what the engine offers (one statement at a time, each
- * its own batch: the sync needs nothing here; a cancel request on a
- * connection of its own), takes its events, and arms its timer. */
+/* One statement at a time, each its own batch; a cancel request on a
+ * connection of its own. */
+static int send_statement(void *user, const advlock_statement *st)
+{
+    sim_world *sim = ((pumped *)user)->sim;
+    int c = ((pumped *)user)->c;
+    if (st->kind == ADVLOCK_STATEMENT_CANCEL)
+        return send_cancel(sim, c);
+    if (sim->clients_[c].query_ != QUERY_NONE)
+        return advlock_sim_record_violation(
+            sim, c, "the engine sent a statement while another was in flight");
+    return advlock_sim_send(sim, c, advlock_sql_text(st->sql), st);
+}
+
+static const advlock_sim_pump_ops pump_ops = {send_statement, NULL, take_event};
+
+/* One turn: what the engine offers goes out, its events come in, the
+ * plan's next step is due once nothing is in flight, and its timer is
+ * armed. */
 static int pump(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
-    advlock_statement st;
-    int rc = 0;
-    while (rc == 0
-           && advlock_conn_poll_statement(&cl->engine_, &st, advlock_sim_reading(sim, cl))) {
-        if (st.kind == ADVLOCK_STATEMENT_QUERY && cl->query_ != QUERY_NONE)
-            rc = advlock_sim_record_violation(
-                sim, c, "the engine sent a statement while another was in flight");
-        else if (st.kind == ADVLOCK_STATEMENT_QUERY)
-            rc = advlock_sim_send(sim, c, advlock_sql_text(st.sql), &st);
-        else if (st.kind == ADVLOCK_STATEMENT_CANCEL)
-            rc = send_cancel(sim, c);
-    }
-    if (rc == 0)
-        rc = take_events(sim, c);
+    int rc = advlock_sim_pump(&cl->engine_, advlock_sim_reading(sim, cl), &pump_ops,
+                              &(pumped){sim, c});
     if (rc == 0)
         rc = next_step_when_idle(sim, c);
     return rc != 0 ? rc : arm_timer(sim, c);
