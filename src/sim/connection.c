@@ -2,7 +2,7 @@
  * A client's connection: a statement going out on the client's session
  * (reopened first if it was lost) with a fresh round trip, and its answer
  * coming back, which settles what the client has been told it holds and
- * goes into the trace. What the answer means is the machine's business
+ * goes into the trace. What the answer means is the engine's business
  * (sim_ops.c) or, for a transaction command, the step's (sim_steps.c).
  */
 #include "sim.h"

@@ -14,7 +14,7 @@
  * adapter's (ADVLOCK_PQ_SLOTS_). */
 #define SIM_SLOTS 4
 
-/* One client: its plan, session, clock, machine, the query in flight, what
+/* One client: its plan, session, clock, engine, the query in flight, what
  * the invariants know, and the policy model's state. */
 typedef struct sim_client {
     /* plan */
@@ -61,10 +61,10 @@ typedef struct sim_client {
     /* the query in flight */
     int query_; /* none, on its way to the server, waiting there, on its way back */
     const char *query_text_;
-    int query_is_lock_;      /* one of the machine's lock statements */
+    int query_is_lock_;      /* one of the lock statements */
     int64_t query_bound_ms_; /* a bounded wait's $2 (lock_timeout, ms), else 0 */
     int64_t query_params_[3];
-    int query_nparams_; /* the machine's statement's bigints; 0 for a command */
+    int query_nparams_; /* the engine's statement's bigints; 0 for a command */
     struct {
         int pid, in_recovery, ours;
     } session_row_; /* a session row on its way back */
@@ -297,7 +297,7 @@ enum policy_input {
 
 /* Seeds the model's own jitter generator for a client's new options. */
 void advlock_sim_policy_seed(sim_client *cl, uint64_t jitter_seed);
-/* The client gave its machine a fresh session value: nothing checked yet. */
+/* The client's engine has a fresh session value: nothing checked yet. */
 void advlock_sim_policy_new_session(sim_client *cl);
 
 /*
@@ -353,7 +353,8 @@ void advlock_sim_cycler_plan(void *state, advlock_sim *sim, int client,
  * The files in layers; each calls only files of the layers below, never up:
  *     sim.c (the public calls and the event loop)
  *       -> sim_steps.c (plans' steps, transaction commands)
- *            -> sim_ops.c (the machine's operations, judged by policy.c)
+ *            -> sim_ops.c (each client's engine, pumped by pump.c, its
+ *               member's machine judged by policy.c)
  *       -> sim_server.c (the server's side), invariants.c, plans.c
  *     -> connection.c (statements out, answers in)
  *       -> world.c, trace.c, faults.c, policy.c
@@ -396,12 +397,12 @@ static inline int advlock_sim_asks(const sim_client *cl, advlock_sql sql)
     return cl->query_text_ == advlock_sql_text(sql);
 }
 
-/* sim_ops.c: the machine's actions and inputs. */
+/* sim_ops.c: the client's engine, its operations and inputs. */
 /* Starts the step's ACQUIRE or RELEASE: 0, ADVLOCK_SIM_VIOLATION, or a
- * negative advlock_error when the machine refused to start (the step then
+ * negative advlock_error when the engine refused to start (the step then
  * ends FAILED with it). */
 int advlock_sim_start_operation(sim_world *sim, int c);
-/* The machine is given the answer received, and does what it asks next. */
+/* The engine is given the answer received, and the pump turns. */
 int advlock_sim_on_answer(sim_world *sim, int c);
 int advlock_sim_on_wake(sim_world *sim, int c);
 int advlock_sim_on_cancel(sim_world *sim, int c);

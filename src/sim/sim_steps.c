@@ -1,13 +1,13 @@
 /*
  * Plans' steps: asking the plan for the next one, and carrying out pauses,
- * reconnects, the machine's operations (sim_ops.c), and the transaction
+ * reconnects, the engine's operations (sim_ops.c), and the transaction
  * statements BEGIN, COMMIT and ROLLBACK, which the driver sends itself.
  */
 #include "sim.h"
 
 #include <string.h>
 
-/* A step the machine refused to start ends at once, FAILED with the call's
+/* A step the engine refused to start ends at once, FAILED with the call's
  * error. */
 static int refuse_step(sim_world *sim, int c, int error)
 {
