@@ -16,8 +16,7 @@ int advlock_sim_pump_events(advlock_conn *c, const advlock_sim_pump_ops *ops, vo
     return rc;
 }
 
-int advlock_sim_pump(advlock_conn *c, int64_t now_ms, const advlock_sim_pump_ops *ops,
-                     void *user)
+int advlock_sim_pump(advlock_conn *c, int64_t now_ms, const advlock_sim_pump_ops *ops, void *user)
 {
     advlock_statement st;
     int rc = 0;

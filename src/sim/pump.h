@@ -19,8 +19,7 @@ typedef struct advlock_sim_pump_ops {
 
 /* Sends what c offers at now_ms, then hands on its events. Returns 0, or
  * the first nonzero value a callback returned (the pump stops there). */
-int advlock_sim_pump(advlock_conn *c, int64_t now_ms, const advlock_sim_pump_ops *ops,
-                     void *user);
+int advlock_sim_pump(advlock_conn *c, int64_t now_ms, const advlock_sim_pump_ops *ops, void *user);
 
 /* Hands on c's events alone (the connection closed: nothing to send). */
 int advlock_sim_pump_events(advlock_conn *c, const advlock_sim_pump_ops *ops, void *user);

@@ -104,8 +104,7 @@ static int send_cancel(sim_world *sim, int c)
     int64_t rtt = advlock_sim_cancel_rtt(sim);
     int64_t land = sim->now_ms_ + rtt + rtt / 2;
     int rc = advlock_sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
-    return rc != 0 ? rc
-                   : judge(sim, c, 0, NULL, IN_CANCEL_SENT, ADVLOCK_RESULT_TRUE, now_reading);
+    return rc != 0 ? rc : judge(sim, c, 0, NULL, IN_CANCEL_SENT, ADVLOCK_RESULT_TRUE, now_reading);
 }
 
 static void record_done(sim_client *cl, const advlock_report *r, int64_t now)
@@ -263,8 +262,8 @@ static const advlock_sim_pump_ops pump_ops = {send_statement, NULL, take_event};
 static int pump(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
-    int rc = advlock_sim_pump(&cl->engine_, advlock_sim_reading(sim, cl), &pump_ops,
-                              &(pumped){sim, c});
+    int rc =
+        advlock_sim_pump(&cl->engine_, advlock_sim_reading(sim, cl), &pump_ops, &(pumped){sim, c});
     if (rc == 0)
         rc = next_step_when_idle(sim, c);
     return rc != 0 ? rc : arm_timer(sim, c);
@@ -317,8 +316,8 @@ int advlock_sim_start_operation(sim_world *sim, int c)
     /* The name was hashed once above; the engine takes the key. */
     rc = acquire ? advlock_conn_start_acquire_key(&cl->engine_, &cl->member_, key, s->timeout_ms,
                                                   &cl->options_, now_reading)
-                 : advlock_conn_start_release_key(&cl->engine_, &cl->member_, key,
-                                                  &cl->options_, now_reading);
+                 : advlock_conn_start_release_key(&cl->engine_, &cl->member_, key, &cl->options_,
+                                                  now_reading);
     if (rc != 0)
         return rc;
     cl->key_ = key;
@@ -397,10 +396,12 @@ int advlock_sim_on_answer(sim_world *sim, int c)
     if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
         advlock_conn_on_closed(&cl->engine_, cl->result_sqlstate_, cl->result_message_,
                                now_reading);
-    int rc = mine ? judge(sim, c, took, "the engine refused an answer it had asked for",
-                          input_of(cl), cl->result_, now_reading)
-                  : took != 0 ? advlock_sim_record_violation(sim, c, "the engine refused an answer")
-                              : 0;
+    int rc = 0;
+    if (mine)
+        rc = judge(sim, c, took, "the engine refused an answer it had asked for", input_of(cl),
+                   cl->result_, now_reading);
+    else if (took != 0)
+        rc = advlock_sim_record_violation(sim, c, "the engine refused an answer");
     return rc != 0 ? rc : pump(sim, c);
 }
 
@@ -412,8 +413,7 @@ int advlock_sim_on_wake(sim_world *sim, int c)
     int64_t now_reading = advlock_sim_reading(sim, cl);
     cl->timer_fired_ = 1;
     advlock_conn_on_timer(&cl->engine_, now_reading);
-    int rc =
-        judge(sim, c, 0, NULL, IN_TIMER, ADVLOCK_RESULT_TRUE, now_reading);
+    int rc = judge(sim, c, 0, NULL, IN_TIMER, ADVLOCK_RESULT_TRUE, now_reading);
     return rc != 0 ? rc : pump(sim, c);
 }
 

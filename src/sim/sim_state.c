@@ -78,11 +78,10 @@ static int engine_on_session(sim_world *sim, sim_client *cl, int first)
     int announced =
         sim->config_.sessions == ADVLOCK_SIM_SESSIONS_PROXIED ? cl->pid_ + PROXY_PIDS : cl->pid_;
     uint64_t token = advlock_prng_next(&sim->prng_) | 1;
-    int rc = first ? advlock_conn_init(&cl->engine_, cl->slots_, SIM_SLOTS, &cl->bucket_, 1,
-                                       announced, token,
-                                       ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER)
-                   : advlock_conn_on_reset(&cl->engine_, announced, token,
-                                           advlock_sim_reading(sim, cl));
+    int rc =
+        first ? advlock_conn_init(&cl->engine_, cl->slots_, SIM_SLOTS, &cl->bucket_, 1, announced,
+                                  token, ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER)
+              : advlock_conn_on_reset(&cl->engine_, announced, token, advlock_sim_reading(sim, cl));
     if (rc == 0)
         advlock_sim_policy_new_session(cl);
     return rc;

@@ -1017,18 +1017,12 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
     add_holder(sim, holder, 1000);
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
     assert_int_equal(advlock_sim_run(sim), 0);
+    /* The session row first, then the try, the wait and its cancel. */
     static const char *const story[] = {
-        "query  pg_catalog", /* the session row */
-        "result true ",
-        "query  pg_try_advisory_lock",
-        "result false ",
-        "query  pg_catalog",
-        "waiting  ",
-        "cancel_query  ",
-        "result error ",
-        "query  pg_advisory_unlock",
-        "result true ",
-        "cancelled  ",
+        "query  pg_catalog", "result true ",      "query  pg_try_advisory_lock",
+        "result false ",     "query  pg_catalog", "waiting  ",
+        "cancel_query  ",    "result error ",     "query  pg_advisory_unlock",
+        "result true ",      "cancelled  ",
     };
     for (int i = 0; i < l.n && i < 11; i++)
         assert_string_equal(l.text[i], story[i]);
