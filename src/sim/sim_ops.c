@@ -275,11 +275,12 @@ static int pump(sim_world *sim, int c)
  * keeps it; the engine stops watching). */
 static void prepare_engine(sim_client *cl, const int64_t *op_key)
 {
+    int checked = sim_session_value(cl)->checked;
+    advlock_conn_on_transaction(&cl->engine_, cl->client_in_block_);
     /* A check answered inside a block that has ended is made again (a
      * rollback undid its claim): the policy model starts its session anew. */
-    if (!cl->client_in_block_ && cl->engine_.provisional_)
+    if (checked && !sim_session_value(cl)->checked)
         advlock_sim_policy_new_session(cl);
-    advlock_conn_on_transaction(&cl->engine_, cl->client_in_block_);
     if (advlock_member_held(&cl->member_) && (op_key == NULL || *op_key != cl->member_.key_))
         advlock_conn_let_go(&cl->engine_, &cl->member_);
 }
