@@ -803,16 +803,15 @@ typedef struct advlock_sim_cycler {
 typedef void (*advlock_sim_trace_fn)(void *user, const char *line, size_t len);
 
 /*
- * What the clients tell their machines of their server sessions
- * (advlock_sim_config.sessions), as drivers do with an advlock_session.
+ * What each client's connection engine announces of its server sessions
+ * (advlock_sim_config.sessions): the engine checks every server session it
+ * reaches, with a fresh token after each reconnect, as the libpq adapter's.
  */
 typedef enum advlock_sim_sessions {
-    /* Nothing: the machines send the plain rows (the reference's way). */
+    /* As DIRECT (kept for the callers that name it). */
     ADVLOCK_SIM_SESSIONS_NONE = 0,
-    /* A direct connection: each client gives its machine one session value
-     * per server session (a fresh one, with a new token, after each
-     * reconnect), announcing that session's pid; the machine checks it
-     * once, then sends the plain rows. */
+    /* A direct connection: the session's pid is announced; the engine
+     * checks it once, then sends the plain rows. */
     ADVLOCK_SIM_SESSIONS_DIRECT = 1,
     /* Behind a session-pooling proxy: the same, but the pid announced is the
      * proxy's own, so the machine claims the server session and sends the
@@ -846,15 +845,15 @@ typedef struct advlock_sim_stats {
 
 /*
  * A simulation: ADVLOCK_SIM_SIZE bytes of storage that only the functions
- * below read or write (the clients' machines, sessions and plans, the event
+ * below read or write (the clients' connection engines and plans, the event
  * queue, the fake database, and the policy model that judges each machine:
- * none of it is part of the ABI, only the size is): 384 KiB, of which the
- * simulation uses about 320 KB, the rest room to grow without an ABI break: declare it
+ * none of it is part of the ABI, only the size is): 512 KiB, of which the
+ * simulation uses about 470 KB, the rest room to grow without an ABI break: declare it
  * static or allocate it, rather than put it on a small stack. It holds
  * pointers only to what the caller passed (plans' states, scripts, lock
  * names, the trace callback), so it may not be copied while it runs.
  */
-#define ADVLOCK_SIM_SIZE ((size_t)384 * 1024)
+#define ADVLOCK_SIM_SIZE ((size_t)512 * 1024)
 
 typedef struct advlock_sim {
     union {

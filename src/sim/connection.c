@@ -2,7 +2,7 @@
  * A client's connection: a statement going out on the client's session
  * (reopened first if it was lost) with a fresh round trip, and its answer
  * coming back, which settles what the client has been told it holds and
- * goes into the trace. What the answer means is the machine's business
+ * goes into the trace. What the answer means is the engine's business
  * (sim_ops.c) or, for a transaction command, the step's (sim_steps.c).
  */
 #include "sim.h"
@@ -25,27 +25,27 @@ static int is_lock_statement(advlock_sql sql)
     }
 }
 
-int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a)
+int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_statement *st)
 {
     sim_client *cl = &sim->clients_[c];
-    int is_lock = a != NULL && is_lock_statement(a->sql);
+    int is_lock = st != NULL && is_lock_statement(st->sql);
     if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
         return ADVLOCK_SIM_VIOLATION;
     advlock_sim_reading(sim, cl);
-    uint64_t attempt = is_lock ? advlock_next_action(&cl->machine_).report->attempts : 0;
+    uint64_t attempt = is_lock ? advlock_next_action(sim_machine(cl)).report->attempts : 0;
     advlock_sim_trace(sim, c, "query", &(advlock_sim_trace_extra){.sql = sql, .attempt = attempt});
     cl->query_ = QUERY_TO_SERVER;
     cl->query_text_ = sql;
     cl->query_is_lock_ = is_lock;
-    cl->query_nparams_ = a != NULL ? advlock_sql_params(a->sql) : 0;
-    if (a != NULL) {
-        cl->query_params_[0] = a->param;
-        cl->query_params_[1] = a->param2;
-        cl->query_params_[2] = a->param3;
+    cl->query_nparams_ = st != NULL ? advlock_sql_params(st->sql) : 0;
+    if (st != NULL) {
+        cl->query_params_[0] = st->param;
+        cl->query_params_[1] = st->param2;
+        cl->query_params_[2] = st->param3;
     }
     /* The waits (the rows answering void) take their bound as $2. */
     cl->query_bound_ms_ =
-        a != NULL && advlock_sql_answer(a->sql) == ADVLOCK_ANSWER_VOID ? a->param2 : 0;
+        st != NULL && advlock_sql_answer(st->sql) == ADVLOCK_ANSWER_VOID ? st->param2 : 0;
     advlock_sim_statement_times(sim, &cl->arrive_ms_, &cl->deliver_ms_);
     cl->return_ms_ = cl->deliver_ms_ - cl->arrive_ms_;
     sim->stats_.queries++;
@@ -56,7 +56,6 @@ void advlock_sim_receive(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
     cl->query_ = QUERY_NONE;
-    cl->timer_serial_++; /* an answer makes a pending deadline timer moot */
     if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
         memset(cl->client_view_, 0, sizeof cl->client_view_);
     else if (cl->transit_delta_ != 0)

@@ -178,7 +178,7 @@ static int check_progress(const sim_world *sim, const int held[ADVLOCK_SIM_MAX_K
         if (!cl->busy_ || cl->step_.kind != ADVLOCK_SIM_ACQUIRE || cl->cancel_sent_
             || held[cl->key_index_])
             continue;
-        advlock_action a = advlock_next_action(&cl->machine_);
+        advlock_action a = advlock_next_action(sim_machine(cl));
         int64_t next_try;
         if (a.kind == ADVLOCK_ACTION_SLEEP) {
             next_try = a.wake_at_ms;

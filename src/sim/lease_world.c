@@ -10,6 +10,7 @@
  * looking at every client and session.
  */
 #include "lease_sim.h"
+#include "pump.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -438,20 +439,26 @@ static void done(lease_world *w, int c)
     }
 }
 
+/* A client of the world's, as the pump's callbacks see it. */
+typedef struct pumped {
+    lease_world *w;
+    int c;
+} pumped;
+
 /* What the engine tells of its member; nothing once the client let its
  * connection go. */
-static void take_events(lease_world *w, int c)
+static int take_event(void *user, const advlock_conn_event *ev)
 {
+    lease_world *w = ((pumped *)user)->w;
+    int c = ((pumped *)user)->c;
     lease_client *cl = &w->clients[c];
-    advlock_conn_event ev;
-    while (advlock_conn_poll_event(&cl->engine, &ev)) {
-        if (cl->pid == 0)
-            continue;
-        if (ev.kind == ADVLOCK_CONN_DONE)
-            done(w, c);
-        else if (cl->state == HOLD)
-            lost(w, c);
-    }
+    if (cl->pid == 0)
+        return 0;
+    if (ev->kind == ADVLOCK_CONN_DONE)
+        done(w, c);
+    else if (cl->state == HOLD)
+        lost(w, c);
+    return 0;
 }
 
 static int is_heartbeat(advlock_sql sql)
@@ -459,28 +466,40 @@ static int is_heartbeat(advlock_sql sql)
     return sql == ADVLOCK_SQL_HEARTBEAT || sql == ADVLOCK_SQL_HEARTBEAT_GUARDED;
 }
 
-/* Sends what the engine offers (a sync ends a batch: the fake runs each
- * statement on its own), hands on its events, arms its timer. */
+/* A statement the engine offers goes on the client's link. */
+static int send_statement(void *user, const advlock_statement *st)
+{
+    lease_world *w = ((pumped *)user)->w;
+    int c = ((pumped *)user)->c;
+    lease_client *cl = &w->clients[c];
+    if (w->broken || st->kind != ADVLOCK_STATEMENT_QUERY)
+        return w->broken;
+    if (cl->len == SLOTS) {
+        breaks(w, c, "the engine sent past its slots");
+        return 1;
+    }
+    statement *s = on_link(cl, cl->len++);
+    *s = (statement){
+        .sql = st->sql, .params = {st->param, st->param2, st->param3}, .down.at_ms = NEVER};
+    send_segment(w, c, &s->up);
+    w->st->heartbeats += (uint64_t)is_heartbeat(st->sql);
+    trace(w, c, "sends %.40s", advlock_sql_text(st->sql));
+    return 0;
+}
+
+static void schedule_sent(void *user)
+{
+    schedule(((pumped *)user)->w, ((pumped *)user)->c);
+}
+
+static const advlock_sim_pump_ops pump_ops = {send_statement, schedule_sent, take_event};
+
+/* Sends what the engine offers, hands on its events, arms its timer. */
 static void pump(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
-    advlock_statement st;
-    while (!w->broken && advlock_conn_poll_statement(&cl->engine, &st, w->now_ms)) {
-        if (st.kind != ADVLOCK_STATEMENT_QUERY)
-            continue;
-        if (cl->len == SLOTS) {
-            breaks(w, c, "the engine sent past its slots");
-            return;
-        }
-        statement *s = on_link(cl, cl->len++);
-        *s = (statement){
-            .sql = st.sql, .params = {st.param, st.param2, st.param3}, .down.at_ms = NEVER};
-        send_segment(w, c, &s->up);
-        w->st->heartbeats += (uint64_t)is_heartbeat(st.sql);
-        trace(w, c, "sends %.40s", advlock_sql_text(st.sql));
-    }
-    schedule(w, c);
-    take_events(w, c);
+    if (advlock_sim_pump(&cl->engine, w->now_ms, &pump_ops, &(pumped){w, c}) != 0)
+        return;
     int64_t wake = cl->pid != 0 ? advlock_conn_next_wake(&cl->engine) : NEVER;
     cl->wake_ms = wake == NEVER ? NEVER
                                 : (wake > w->now_ms ? wake : w->now_ms)

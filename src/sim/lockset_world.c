@@ -16,7 +16,7 @@
  * few per member and connection, so the next one is found by looking at
  * all.
  */
-#include "advlock_fake.h"
+#include "pump.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -255,53 +255,69 @@ static void finish_operation(world *w, int m, const advlock_report *r)
     next_cycle(w, mb);
 }
 
+/* A connection of the world's, as the pump's callbacks see it. */
+typedef struct pumped {
+    world *w;
+    conn *c;
+} pumped;
+
 /* What the engine tells of its members: operations ended, locks lost. */
-static void take_events(world *w, conn *c)
+static int take_event(void *user, const advlock_conn_event *ev)
 {
-    advlock_conn_event ev;
-    while (advlock_conn_poll_event(&c->engine, &ev)) {
-        int m = member_index(w, ev.member);
-        member *mb = &w->members[m];
-        if (ev.kind == ADVLOCK_CONN_DONE) {
-            finish_operation(w, m, advlock_member_report(ev.member));
-        } else if (mb->phase == HOLDING) {
-            w->st->lost++;
-            mb->believes = 0;
-            trace(w, m, "LOST");
-            next_cycle(w, mb);
-        }
+    world *w = ((pumped *)user)->w;
+    int m = member_index(w, ev->member);
+    member *mb = &w->members[m];
+    if (ev->kind == ADVLOCK_CONN_DONE) {
+        finish_operation(w, m, advlock_member_report(ev->member));
+    } else if (mb->phase == HOLDING) {
+        w->st->lost++;
+        mb->believes = 0;
+        trace(w, m, "LOST");
+        next_cycle(w, mb);
     }
+    return 0;
 }
 
-/* Sends what the engine offers (a sync ends a batch: the fake runs each
- * statement on its own), then hands on its events. */
+/* A statement the engine offers joins the connection's FIFO. */
+static int queue_statement(void *user, const advlock_statement *st)
+{
+    world *w = ((pumped *)user)->w;
+    conn *c = ((pumped *)user)->c;
+    if (failed(w) || st->kind != ADVLOCK_STATEMENT_QUERY)
+        return failed(w);
+    int m = st->member != NULL ? member_index(w, st->member) : -1;
+    int key_index = is_try_lock(st->sql) || is_unlock(st->sql) ? key_index_of(w, st->param) : -1;
+    if ((is_try_lock(st->sql) || is_unlock(st->sql)) && key_index < 0) {
+        violation(w, m, "a statement for a key no caller asked for");
+        return 1;
+    }
+    if (c->len == SLOTS) {
+        violation(w, m, "the engine sent past its slots");
+        return 1;
+    }
+    *queued(c, c->len++) = (statement){.member = st->member,
+                                       .sql = st->sql,
+                                       .params = {st->param, st->param2, st->param3},
+                                       .key_index = key_index,
+                                       .mode = mode_of(st->sql)};
+    if (m >= 0 && is_try_lock(st->sql))
+        w->members[m].tries_sent++;
+    trace(w, m, "queue %s", advlock_sql_text(st->sql));
+    return 0;
+}
+
+static void send_queued(void *user)
+{
+    send_ready(((pumped *)user)->w, ((pumped *)user)->c);
+}
+
+static const advlock_sim_pump_ops pump_ops = {queue_statement, send_queued, take_event};
+
+/* Sends what the engine offers, then hands on its events. */
 static void pump(world *w, conn *c)
 {
-    advlock_statement st;
-    while (!failed(w) && advlock_conn_poll_statement(&c->engine, &st, w->now_ms)) {
-        if (st.kind != ADVLOCK_STATEMENT_QUERY)
-            continue;
-        int m = st.member != NULL ? member_index(w, st.member) : -1;
-        int key_index = is_try_lock(st.sql) || is_unlock(st.sql) ? key_index_of(w, st.param) : -1;
-        if ((is_try_lock(st.sql) || is_unlock(st.sql)) && key_index < 0) {
-            violation(w, m, "a statement for a key no caller asked for");
-            return;
-        }
-        if (c->len == SLOTS) {
-            violation(w, m, "the engine sent past its slots");
-            return;
-        }
-        *queued(c, c->len++) = (statement){.member = st.member,
-                                           .sql = st.sql,
-                                           .params = {st.param, st.param2, st.param3},
-                                           .key_index = key_index,
-                                           .mode = mode_of(st.sql)};
-        if (m >= 0 && is_try_lock(st.sql))
-            w->members[m].tries_sent++;
-        trace(w, m, "queue %s", advlock_sql_text(st.sql));
-    }
-    send_ready(w, c);
-    take_events(w, c);
+    pumped p = {w, c};
+    (void)advlock_sim_pump(&c->engine, w->now_ms, &pump_ops, &p);
 }
 
 static void start_operation(world *w, int m)
@@ -462,7 +478,7 @@ static void on_notice(world *w, int ci)
     memset(c->kept, 0, sizeof c->kept);
     advlock_conn_on_closed(&c->engine, "57P01",
                            "terminating connection due to administrator command", w->now_ms);
-    take_events(w, c);
+    (void)advlock_sim_pump_events(&c->engine, &pump_ops, &(pumped){w, c});
     if (advlock_peers_count(&c->engine.peers_) != 0)
         violation(w, -1, "connection %d lost, yet %zu peers are still in its table", ci,
                   advlock_peers_count(&c->engine.peers_));

@@ -477,7 +477,7 @@ static expected begin(sim_client *cl)
  * operation whose claim no row asked for yet: the row comes first. */
 static expected first_statement(sim_client *cl)
 {
-    if (cl->session_value_.token != 0
+    if (sim_session_value(cl)->token != 0
         && (!cl->policy_checked_
             || (claims(cl) && cl->policy_proxied_ && !cl->policy_claim_asked_))) {
         cl->policy_state_ = P_SESSION;
@@ -492,7 +492,7 @@ static expected on_session(sim_client *cl)
 {
     int pid = cl->session_row_.pid;
     cl->policy_checked_ = 1;
-    cl->policy_proxied_ = pid != cl->session_value_.client_pid || pid == 0;
+    cl->policy_proxied_ = pid != sim_session_value(cl)->client_pid || pid == 0;
     cl->policy_claim_asked_ = claims(cl);
     cl->policy_claimed_ = claims(cl) && cl->session_row_.ours != 0;
     cl->policy_standby_ = cl->session_row_.in_recovery != 0;
@@ -678,7 +678,7 @@ static int check_live_report(const sim_client *cl, const advlock_report *r, char
  * a wait's bound, then a guarded statement's token. */
 static int check_params(const sim_client *cl, const advlock_action *a, char *why, size_t size)
 {
-    int64_t token = (int64_t)cl->session_value_.token;
+    int64_t token = (int64_t)sim_session_value(cl)->token;
     if (a->sql == ADVLOCK_SQL_SESSION) {
         int64_t claim = claims(cl) ? token : 0;
         return a->param == claim

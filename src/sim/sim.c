@@ -72,9 +72,17 @@ int advlock_sim_set_options(advlock_sim *handle, int client, const advlock_optio
         return ADVLOCK_EMISUSE;
     advlock_options mine = *o;
     mine.jitter_seed = derive_jitter_seed(sim->config_.seed, client, o->jitter_seed);
-    int rc = advlock_set_options(&cl->machine_, &mine);
+    /* A machine judges the options now, as the libpq adapter's does; the
+     * lease is the connection's (the engine's), not the member's. */
+    advlock_machine judge;
+    advlock_machine_init(&judge);
+    int rc = advlock_set_options(&judge, &mine);
+    if (rc == 0)
+        rc = advlock_conn_set_lease(&cl->engine_, o->lease_ms, o->lease_stop_ms);
     if (rc != 0)
         return rc;
+    mine.lease_ms = 0;
+    mine.lease_stop_ms = 0;
     cl->options_ = mine;
     advlock_sim_policy_seed(cl, mine.jitter_seed);
     return 0;
@@ -92,7 +100,7 @@ static int add(sim_world *sim, advlock_sim_plan_fn plan, void *state)
     cl->plan_ = plan;
     cl->plan_state_ = state;
     advlock_fake_clock_init(&cl->clock_, sim->config_.start_ms);
-    advlock_machine_init(&cl->machine_);
+    advlock_member_init(&cl->member_);
     advlock_options_init(&cl->options_);
     if (advlock_sim_open_session(sim, c) != 0) {
         sim->nclients_--;

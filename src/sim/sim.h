@@ -10,7 +10,11 @@
 /* Events the queue can hold: a few per client, one reap per session. */
 #define SIM_MAX_EVENTS (ADVLOCK_SIM_MAX_CLIENTS * 8 + ADVLOCK_FAKE_MAX_SESSIONS)
 
-/* One client: its plan, session, clock, machine, the query in flight, what
+/* Statements one client's engine may have in flight, as the libpq
+ * adapter's (ADVLOCK_PQ_SLOTS_). */
+#define SIM_SLOTS 4
+
+/* One client: its plan, session, clock, engine, the query in flight, what
  * the invariants know, and the policy model's state. */
 typedef struct sim_client {
     /* plan */
@@ -27,9 +31,16 @@ typedef struct sim_client {
     int pid_;
     int session_; /* open, killed (the client not told yet), or lost */
     advlock_fake_clock clock_;
-    advlock_machine machine_;
-    advlock_options options_;       /* as the machine has them (derived jitter seed) */
-    advlock_session session_value_; /* the driver's, as a driver keeps one per connection */
+    /* The connection engine with one member, as the single-lock libpq
+     * adapter has it: the engine owns the session value and the rules. */
+    advlock_conn engine_;
+    advlock_conn_slot slots_[SIM_SLOTS];
+    advlock_peer *bucket_;
+    advlock_member member_;
+    int64_t timer_at_;        /* the engine's wake-up the armed timer is for */
+    int timer_fired_;         /* ... and it fired: armed again if still due */
+    int step_owed_;           /* the plan's next step, once nothing is in flight */
+    advlock_options options_; /* as the member starts with them (derived jitter seed) */
     /* the step under way */
     int busy_; /* an operation or a transaction statement */
     uint64_t op_serial_;
@@ -50,10 +61,10 @@ typedef struct sim_client {
     /* the query in flight */
     int query_; /* none, on its way to the server, waiting there, on its way back */
     const char *query_text_;
-    int query_is_lock_;      /* one of the machine's lock statements */
+    int query_is_lock_;      /* one of the lock statements */
     int64_t query_bound_ms_; /* a bounded wait's $2 (lock_timeout, ms), else 0 */
     int64_t query_params_[3];
-    int query_nparams_; /* the machine's statement's bigints; 0 for a command */
+    int query_nparams_; /* the engine's statement's bigints; 0 for a command */
     struct {
         int pid, in_recovery, ours;
     } session_row_; /* a session row on its way back */
@@ -82,6 +93,7 @@ typedef struct sim_client {
     int16_t client_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per results delivered */
     int16_t server_view_[ADVLOCK_SIM_MAX_KEYS][4]; /* holds per queries applied */
     int server_in_block_; /* per the statements applied: inside BEGIN ... */
+    int client_in_block_; /* per the answers read (libpq's PQtransactionStatus) */
     int unsure_;          /* may hold what it does not know about, until it reconnects */
     /* the independent policy model (policy.c) */
     int policy_state_, policy_cancel_, policy_deadline_passed_, policy_cancelling_;
@@ -157,6 +169,18 @@ static inline const sim_world *sim_world_of_const(const advlock_sim *sim)
 static inline advlock_sim *sim_handle_of(sim_world *world)
 {
     return (advlock_sim *)(void *)world;
+}
+
+/* The client's one member's machine, which the engine drives and the
+ * policy model judges. */
+static inline const advlock_machine *sim_machine(const sim_client *cl)
+{
+    return &cl->member_.machine_;
+}
+/* The session value the client's engine keeps for its connection. */
+static inline const advlock_session *sim_session_value(const sim_client *cl)
+{
+    return advlock_conn_session(&cl->engine_);
 }
 
 /* ---- events (event_queue.c) ---- */
@@ -273,7 +297,7 @@ enum policy_input {
 
 /* Seeds the model's own jitter generator for a client's new options. */
 void advlock_sim_policy_seed(sim_client *cl, uint64_t jitter_seed);
-/* The client gave its machine a fresh session value: nothing checked yet. */
+/* The client's engine has a fresh session value: nothing checked yet. */
 void advlock_sim_policy_new_session(sim_client *cl);
 
 /*
@@ -329,7 +353,8 @@ void advlock_sim_cycler_plan(void *state, advlock_sim *sim, int client,
  * The files in layers; each calls only files of the layers below, never up:
  *     sim.c (the public calls and the event loop)
  *       -> sim_steps.c (plans' steps, transaction commands)
- *            -> sim_ops.c (the machine's operations, judged by policy.c)
+ *            -> sim_ops.c (each client's engine, pumped by pump.c, its
+ *               member's machine judged by policy.c)
  *       -> sim_server.c (the server's side), invariants.c, plans.c
  *     -> connection.c (statements out, answers in)
  *       -> world.c, trace.c, faults.c, policy.c
@@ -359,9 +384,9 @@ void advlock_sim_forget_holds(sim_client *cl);
 void advlock_sim_begin_busy(sim_world *sim, sim_client *cl);
 
 /* connection.c: the client's statements and their answers. */
-/* Sends a statement (the machine's action a, or with a NULL a transaction
+/* Sends a statement (the engine's st, or with a NULL st a transaction
  * command) on the client's session with a fresh round trip. */
-int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_action *a);
+int advlock_sim_send(sim_world *sim, int c, const char *sql, const advlock_statement *st);
 /* The answer reached the client: what it was told it holds, and the trace. */
 void advlock_sim_receive(sim_world *sim, int c);
 /* pg_stat_activity states a holders row can show; rows_[].state indexes it. */
@@ -372,12 +397,12 @@ static inline int advlock_sim_asks(const sim_client *cl, advlock_sql sql)
     return cl->query_text_ == advlock_sql_text(sql);
 }
 
-/* sim_ops.c: the machine's actions and inputs. */
+/* sim_ops.c: the client's engine, its operations and inputs. */
 /* Starts the step's ACQUIRE or RELEASE: 0, ADVLOCK_SIM_VIOLATION, or a
- * negative advlock_error when the machine refused to start (the step then
+ * negative advlock_error when the engine refused to start (the step then
  * ends FAILED with it). */
 int advlock_sim_start_operation(sim_world *sim, int c);
-/* The machine is given the answer received, and does what it asks next. */
+/* The engine is given the answer received, and the pump turns. */
 int advlock_sim_on_answer(sim_world *sim, int c);
 int advlock_sim_on_wake(sim_world *sim, int c);
 int advlock_sim_on_cancel(sim_world *sim, int c);

@@ -1,18 +1,30 @@
 /*
- * The client's side of the driver: it starts the machine's operations and
- * does what each action asks, as a real event loop would: a QUERY goes out
- * on the session (with a deadline timer when it waits on the server), a
- * SLEEP waits on the client's own clock (which may stall or jump: an early
- * timer gets "not yet" and the loop sleeps again), a CANCEL_QUERY sends a
- * cancel request and reports it sent, and DONE settles what the client
- * believes it holds. Every input is judged against the policy model.
+ * The client's side of the driver: a pump for the client's connection
+ * engine with one member (advlock_conn, as the single-lock libpq adapter
+ * has it), as a real event loop is: it starts the member's operations,
+ * sends each statement the engine offers on the session (a cancel request
+ * on a connection of its own), hands back every answer, and arms one
+ * timer on the client's own clock (which may stall or jump: an early
+ * timer changes nothing). The member's DONE settles what the client
+ * believes it holds. After every input the machine's next action is
+ * judged against the policy model.
  */
+#include "pump.h"
 #include "sim.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static int act(sim_world *sim, int c);
+/* The machine's next action as the policy judges it: a member the engine
+ * ended (a cancel while it slept) is DONE with the member's report. */
+static advlock_action member_action(const sim_client *cl)
+{
+    advlock_action a = advlock_next_action(sim_machine(cl));
+    if (!advlock_member_busy(&cl->member_) && a.kind != ADVLOCK_ACTION_DONE)
+        a = (advlock_action){.kind = ADVLOCK_ACTION_DONE,
+                             .report = advlock_member_report(&cl->member_)};
+    return a;
+}
 
 /* The machine was given an input (took: the call's return, 0 when it took
  * it; refused: what a refusal means); its next action is compared with the
@@ -23,7 +35,7 @@ static int judge(sim_world *sim, int c, int took, const char *refused, enum poli
     if (took != 0)
         return advlock_sim_record_violation(sim, c, refused);
     sim_client *cl = &sim->clients_[c];
-    advlock_action a = advlock_next_action(&cl->machine_);
+    advlock_action a = member_action(cl);
     char why[ADVLOCK_SIM_VIOLATION_MAX];
     if (advlock_sim_policy_check(cl, input, result, cl->result_sqlstate_, now_reading, &a, why,
                                  sizeof why)
@@ -48,46 +60,41 @@ static void clock_faults(sim_world *sim, int c, int64_t span)
 }
 
 /* Waits the way an event loop does: for the time left on the client's own
- * clock until wake_at, then asks the machine again. A fresh timer (a new
- * sleep, a new wait's deadline) is where clock faults may strike. */
-static int arm_timer(sim_world *sim, int c, int64_t wake_at, int fresh)
+ * clock until the engine's next wake-up, then calls its timer. A fresh
+ * timer (a new sleep, a new wait's deadline) is where clock faults may
+ * strike; the one that fired is armed again, unchanged, when it came early
+ * by the client's clock. */
+static int arm_timer(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
+    int64_t wake_at = advlock_conn_next_wake(&cl->engine_);
+    int fresh = wake_at != cl->timer_at_;
+    if (!fresh && !cl->timer_fired_)
+        return 0;
+    cl->timer_fired_ = 0;
+    cl->timer_at_ = wake_at;
+    cl->timer_serial_++;
+    if (wake_at == INT64_MAX)
+        return 0;
+    advlock_action a = advlock_next_action(sim_machine(cl));
+    if (fresh && a.kind == ADVLOCK_ACTION_SLEEP)
+        advlock_sim_trace(sim, c, "sleep",
+                          &(advlock_sim_trace_extra){.ms = a.sleep_ms, .wake = a.wake_at_ms});
     int64_t left = wake_at - advlock_sim_reading(sim, cl);
     if (left < 0)
         left = 0;
     left += advlock_sim_wakeup_ms(sim); /* 0 without a model */
-    cl->timer_serial_++;
     int rc = advlock_sim_must_schedule(sim, sim->now_ms_ + left, EV_WAKE, c, cl->timer_serial_, 0);
     if (rc == 0 && fresh && advlock_sim_faults_on(&sim->config_.faults))
         clock_faults(sim, c, left);
     return rc;
 }
 
-static int start_sleep(sim_world *sim, int c, const advlock_action *a)
-{
-    advlock_sim_trace(sim, c, "sleep",
-                      &(advlock_sim_trace_extra){.ms = a->sleep_ms, .wake = a->wake_at_ms});
-    return arm_timer(sim, c, a->wake_at_ms, 1);
-}
-
-/* A QUERY action: a new statement to send, or the one still in flight (after
- * a cancel was sent, or an early timer), whose deadline may need a timer. */
-static int query(sim_world *sim, int c, const advlock_action *a)
-{
-    sim_client *cl = &sim->clients_[c];
-    int deadline = a->wake_at_ms != INT64_MAX;
-    if (cl->query_ != QUERY_NONE)
-        return deadline ? arm_timer(sim, c, a->wake_at_ms, 0) : 0;
-    int rc = advlock_sim_send(sim, c, a->sql_text, a);
-    return rc == 0 && deadline ? arm_timer(sim, c, a->wake_at_ms, 1) : rc;
-}
-
 /* PQcancel: a new connection to the server carries the request, so it
- * lands a round trip and a half later; the machine is told at once that it
- * was sent, and goes on waiting for the query's answer. A request drawn
+ * lands a round trip and a half later; the engine counted it sent when it
+ * offered it, and goes on waiting for the query's answer. A request drawn
  * faster than the query itself lands first and is ignored (the session is
- * idle): the machine's repeat, 250 ms on, is what ends the wait then. */
+ * idle): the engine's repeat, 250 ms on, is what ends the wait then. */
 static int send_cancel(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
@@ -97,18 +104,13 @@ static int send_cancel(sim_world *sim, int c)
     int64_t rtt = advlock_sim_cancel_rtt(sim);
     int64_t land = sim->now_ms_ + rtt + rtt / 2;
     int rc = advlock_sim_must_schedule(sim, land, EV_CANCEL_LAND, c, 0, cl->pid_);
-    if (rc != 0)
-        return rc;
-    rc = judge(sim, c, advlock_on_cancel_sent(&cl->machine_, now_reading),
-               "the machine refused advlock_on_cancel_sent after CANCEL_QUERY", IN_CANCEL_SENT,
-               ADVLOCK_RESULT_TRUE, now_reading);
-    return rc != 0 ? rc : act(sim, c);
+    return rc != 0 ? rc : judge(sim, c, 0, NULL, IN_CANCEL_SENT, ADVLOCK_RESULT_TRUE, now_reading);
 }
 
-static void record_done(sim_client *cl, const advlock_action *a, int64_t now)
+static void record_done(sim_client *cl, const advlock_report *r, int64_t now)
 {
     advlock_sim_done *d = &cl->last_;
-    d->report = *a->report;
+    d->report = *r;
     advlock_fake_copy(d->server_message, sizeof d->server_message, cl->failure_message_);
     d->cancel_sent = cl->cancel_sent_;
     d->ended_ms = now;
@@ -116,12 +118,12 @@ static void record_done(sim_client *cl, const advlock_action *a, int64_t now)
 
 /* What the outcome tells the client about its holds, and whether a
  * finished operation left a hold the client does not know about. */
-static int settle_beliefs(sim_world *sim, int c, const advlock_action *a)
+static int settle_beliefs(sim_world *sim, int c, const advlock_report *r)
 {
     sim_client *cl = &sim->clients_[c];
     int k = cl->key_index_, kind = cl->op_kind_;
     char why[ADVLOCK_SIM_VIOLATION_MAX];
-    switch (a->report->outcome) {
+    switch (r->outcome) {
     case ADVLOCK_ACQUIRED:
         if (cl->outside_block_)
             return advlock_sim_record_violation(
@@ -149,10 +151,10 @@ static int settle_beliefs(sim_world *sim, int c, const advlock_action *a)
         }
         break;
     case ADVLOCK_FAILED:
-        if (a->report->failure == ADVLOCK_ECONNLOST)
+        if (r->failure == ADVLOCK_ECONNLOST)
             advlock_sim_forget_holds(cl);
         else if (cl->step_.kind == ADVLOCK_SIM_ACQUIRE && !cl->query_is_lock_
-                 && a->report->sql != ADVLOCK_SQL_SESSION)
+                 && r->sql != ADVLOCK_SQL_SESSION)
             cl->unsure_ = 1; /* undoing an unwanted grant failed (error or NULL): documented */
         break;
     default: break; /* TIMED_OUT, CANCELLED hold nothing new; ENDS_WITH_TRANSACTION keeps it */
@@ -167,7 +169,7 @@ static int settle_beliefs(sim_world *sim, int c, const advlock_action *a)
             snprintf(why, sizeof why,
                      "leak: after %s the session holds key %lld (%s) %d time(s) per the results "
                      "it got, but the client knows of %d",
-                     advlock_outcome_name(a->report->outcome), (long long)sim->keys_[i],
+                     advlock_outcome_name(r->outcome), (long long)sim->keys_[i],
                      advlock_sim_kind_name(j), cl->client_view_[i][j], cl->belief_[i][j]);
             return advlock_sim_record_violation(sim, c, why);
         }
@@ -175,14 +177,12 @@ static int settle_beliefs(sim_world *sim, int c, const advlock_action *a)
     return 0;
 }
 
-static int finish_op(sim_world *sim, int c, const advlock_action *a)
+static int finish_op(sim_world *sim, int c, const advlock_report *r)
 {
     sim_client *cl = &sim->clients_[c];
     cl->busy_ = 0;
-    cl->timer_serial_++;
     advlock_sim_reading(sim, cl);
-    record_done(cl, a, sim->now_ms_);
-    const advlock_report *r = a->report;
+    record_done(cl, r, sim->now_ms_);
     sim->stats_.outcomes[r->outcome]++;
     if (sim->config_.trace != NULL) {
         /* Sentences only for the trace, rendered from the report. */
@@ -196,7 +196,7 @@ static int finish_op(sim_world *sim, int c, const advlock_action *a)
         x.error = r->outcome == ADVLOCK_FAILED ? advlock_strerror(r->failure) : NULL;
         advlock_sim_trace(sim, c, advlock_sim_outcome_event(r->outcome), &x);
     }
-    int rc = settle_beliefs(sim, c, a);
+    int rc = settle_beliefs(sim, c, r);
     if (rc != 0)
         return rc;
     const advlock_fake_faults *f = &sim->config_.faults;
@@ -205,46 +205,84 @@ static int finish_op(sim_world *sim, int c, const advlock_action *a)
         advlock_sim_schedule(sim,
                              sim->now_ms_ + advlock_prng_between(&sim->prng_, 0, f->kill_within_ms),
                              EV_KILL, c, 0, 0);
+    cl->step_owed_ = 1;
+    return 0;
+}
+
+/* The plan's next step comes once the operation's statements are all
+ * answered (a give-back may outlive it), as the libpq adapter stays busy
+ * until then. */
+static int next_step_when_idle(sim_world *sim, int c)
+{
+    sim_client *cl = &sim->clients_[c];
+    if (!cl->step_owed_ || advlock_conn_outstanding(&cl->engine_) > 0)
+        return 0;
+    cl->step_owed_ = 0;
     return advlock_sim_must_schedule(sim, sim->now_ms_, EV_STEP, c, 0, 0);
 }
 
-static int act(sim_world *sim, int c)
+/* A client, as the pump's callbacks see it. */
+typedef struct pumped {
+    sim_world *sim;
+    int c;
+} pumped;
+
+/* What the engine tells of its member: the operation's end (a loss is
+ * the client's to learn at its next statement, as a blocking client does;
+ * its beliefs go with the session), and warnings, which change nothing. */
+static int take_event(void *user, const advlock_conn_event *ev)
 {
-    advlock_action a = advlock_next_action(&sim->clients_[c].machine_);
-    switch (a.kind) {
-    case ADVLOCK_ACTION_QUERY: return query(sim, c, &a);
-    case ADVLOCK_ACTION_SLEEP: return start_sleep(sim, c, &a);
-    case ADVLOCK_ACTION_CANCEL_QUERY: return send_cancel(sim, c);
-    case ADVLOCK_ACTION_DONE: return finish_op(sim, c, &a);
-    default:
-        return advlock_sim_record_violation(sim, c,
-                                            "the machine has no action during an operation");
-    }
+    sim_world *sim = ((pumped *)user)->sim;
+    int c = ((pumped *)user)->c;
+    sim_client *cl = &sim->clients_[c];
+    if (ev->kind != ADVLOCK_CONN_DONE || !cl->busy_)
+        return 0;
+    return finish_op(sim, c, advlock_member_report(&cl->member_));
 }
 
-/* Before each operation, as the libpq adapter does: a server session the
- * machine was not given yet (the first, or a reconnect's) gets a fresh
- * value with a new token, announcing the session's pid, or behind a proxy
- * a number of the proxy's own. The machine keeps the value between
- * operations; the driver copies it back when the session row answers. */
-static int tell_session(sim_world *sim, int c)
+/* One statement at a time, each its own batch; a cancel request on a
+ * connection of its own. */
+static int send_statement(void *user, const advlock_statement *st)
 {
-    enum { PROXY_PIDS = 1000000 };
+    sim_world *sim = ((pumped *)user)->sim;
+    int c = ((pumped *)user)->c;
+    if (st->kind == ADVLOCK_STATEMENT_CANCEL)
+        return send_cancel(sim, c);
+    if (sim->clients_[c].query_ != QUERY_NONE)
+        return advlock_sim_record_violation(
+            sim, c, "the engine sent a statement while another was in flight");
+    return advlock_sim_send(sim, c, advlock_sql_text(st->sql), st);
+}
+
+static const advlock_sim_pump_ops pump_ops = {send_statement, NULL, take_event};
+
+/* One turn: what the engine offers goes out, its events come in, the
+ * plan's next step is due once nothing is in flight, and its timer is
+ * armed. */
+static int pump(sim_world *sim, int c)
+{
     sim_client *cl = &sim->clients_[c];
-    if (sim->config_.sessions == ADVLOCK_SIM_SESSIONS_NONE)
-        return 0;
-    if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
-        return ADVLOCK_SIM_VIOLATION;
-    int announced =
-        sim->config_.sessions == ADVLOCK_SIM_SESSIONS_PROXIED ? cl->pid_ + PROXY_PIDS : cl->pid_;
-    if (cl->session_value_.token != 0 && cl->session_value_.client_pid == announced)
-        return 0;
-    uint64_t token = advlock_prng_next(&sim->prng_) | 1;
-    if (advlock_session_init(&cl->session_value_, announced, token) != 0
-        || advlock_set_session(&cl->machine_, &cl->session_value_) != 0)
-        return advlock_sim_record_violation(sim, c, "the machine refused a new session value");
-    advlock_sim_policy_new_session(cl);
-    return 0;
+    int rc =
+        advlock_sim_pump(&cl->engine_, advlock_sim_reading(sim, cl), &pump_ops, &(pumped){sim, c});
+    if (rc == 0)
+        rc = next_step_when_idle(sim, c);
+    return rc != 0 ? rc : arm_timer(sim, c);
+}
+
+/* Before each operation, as the libpq adapter does: the engine is told
+ * whether the session is inside a transaction block, and a lock held from
+ * before is let go of unless the operation is on its key (the session
+ * keeps it; the engine stops watching). */
+static void prepare_engine(sim_client *cl, const int64_t *op_key)
+{
+    int checked = sim_session_value(cl)->checked;
+    advlock_conn_on_transaction(&cl->engine_, cl->client_in_block_);
+    /* A check answered inside a block that has ended is made again (a
+     * rollback undid its claim): the policy model starts its session anew. */
+    if (checked && !sim_session_value(cl)->checked)
+        advlock_sim_policy_new_session(cl);
+    if (advlock_member_held(&cl->member_) && (op_key == NULL || *op_key != cl->member_.key_))
+        advlock_conn_let_go(&cl->engine_, &cl->member_);
 }
 
 int advlock_sim_start_operation(sim_world *sim, int c)
@@ -267,13 +305,20 @@ int advlock_sim_start_operation(sim_world *sim, int c)
         sim->keys_[k] = key;
     }
     int acquire = s->kind == ADVLOCK_SIM_ACQUIRE;
-    rc = tell_session(sim, c);
-    if (rc != 0)
-        return rc;
+    if (cl->session_ == SESSION_LOST && advlock_sim_open_session(sim, c) != 0)
+        return ADVLOCK_SIM_VIOLATION;
     int64_t now_reading = advlock_sim_reading(sim, cl);
-    /* The name was hashed once above; the machine takes the key. */
-    rc = acquire ? advlock_start_acquire_key(&cl->machine_, key, s->timeout_ms, now_reading)
-                 : advlock_start_release_key(&cl->machine_, key, now_reading);
+    prepare_engine(cl, acquire ? NULL : &key);
+    /* The engine sets its member's machine up afresh (its jitter starting
+     * again from the seed) for each operation but the release of the lock
+     * the member holds, which its machine goes on with. */
+    if (acquire || !advlock_member_held(&cl->member_))
+        advlock_sim_policy_seed(cl, cl->options_.jitter_seed);
+    /* The name was hashed once above; the engine takes the key. */
+    rc = acquire ? advlock_conn_start_acquire_key(&cl->engine_, &cl->member_, key, s->timeout_ms,
+                                                  &cl->options_, now_reading)
+                 : advlock_conn_start_release_key(&cl->engine_, &cl->member_, key, &cl->options_,
+                                                  now_reading);
     if (rc != 0)
         return rc;
     cl->key_ = key;
@@ -290,57 +335,75 @@ int advlock_sim_start_operation(sim_world *sim, int c)
         if (rc != 0)
             return rc;
     }
-    return act(sim, c);
+    return pump(sim, c);
 }
 
-/* The session row: the machine takes it, and the driver copies out the
- * value it filled in, as the libpq adapter does. */
-static int answer_session(sim_world *sim, int c, int64_t now_reading)
+/* The answer as the engine takes it: the session row, the holders' rows,
+ * or a result with a failure's words. */
+static advlock_answer answer_of(const sim_client *cl, advlock_holder *rows)
 {
-    sim_client *cl = &sim->clients_[c];
-    int took = advlock_on_session(&cl->machine_, cl->session_row_.pid, cl->session_row_.in_recovery,
-                                  cl->session_row_.ours, now_reading)
-               || advlock_get_session(&cl->machine_, &cl->session_value_);
-    return judge(sim, c, took, "the machine refused the session row it had asked for", IN_SESSION,
-                 ADVLOCK_RESULT_TRUE, now_reading);
-}
-
-/* Feeds the answer to the machine: rows of the holders query, the session
- * row, or a result. */
-static int answer_machine(sim_world *sim, int c, int64_t now_reading)
-{
-    sim_client *cl = &sim->clients_[c];
-    if (advlock_sim_asks(cl, ADVLOCK_SQL_SESSION) && cl->result_ == ADVLOCK_RESULT_TRUE)
-        return answer_session(sim, c, now_reading);
-    if (advlock_sim_asks(cl, ADVLOCK_SQL_HOLDERS) && cl->result_ == ADVLOCK_RESULT_TRUE) {
-        advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
-        for (size_t i = 0; i < cl->nrows_; i++)
-            rows[i] = (advlock_holder){cl->rows_[i].pid,
-                                       cl->rows_[i].granted,
-                                       cl->rows_[i].mode ? "ShareLock" : "ExclusiveLock",
-                                       "",
-                                       "local",
-                                       advlock_sim_state_names[cl->rows_[i].state],
-                                       "",
-                                       cl->rows_[i].seconds};
-        return judge(sim, c, advlock_on_holders(&cl->machine_, rows, cl->nrows_, now_reading),
-                     "the machine refused the holders it had asked for", IN_HOLDERS,
-                     ADVLOCK_RESULT_TRUE, now_reading);
+    advlock_answer a;
+    advlock_answer_init(&a, cl->result_);
+    if (cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR) {
+        a.sqlstate = cl->result_sqlstate_;
+        a.message = cl->result_message_;
     }
-    int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
-    /* As a driver keeps a failing result's words for advlock_describe(). */
-    if (failed || cl->result_ == ADVLOCK_RESULT_NULL)
-        advlock_fake_copy(cl->failure_message_, sizeof cl->failure_message_, cl->result_message_);
-    int took = advlock_on_result(&cl->machine_, cl->result_, failed ? cl->result_sqlstate_ : NULL,
-                                 failed ? cl->result_message_ : NULL, now_reading);
-    return judge(sim, c, took, "the machine refused a result it had asked for", IN_RESULT,
-                 cl->result_, now_reading);
+    a.server_pid = cl->session_row_.pid;
+    a.in_recovery = cl->session_row_.in_recovery;
+    a.ours = cl->session_row_.ours;
+    a.in_transaction = cl->server_in_block_; /* as the server reports it */
+    for (size_t i = 0; i < cl->nrows_; i++)
+        rows[i] = (advlock_holder){cl->rows_[i].pid,
+                                   cl->rows_[i].granted,
+                                   cl->rows_[i].mode ? "ShareLock" : "ExclusiveLock",
+                                   "",
+                                   "local",
+                                   advlock_sim_state_names[cl->rows_[i].state],
+                                   "",
+                                   cl->rows_[i].seconds};
+    a.holders = rows;
+    a.nholders = cl->nrows_;
+    return a;
 }
 
+/* The input the member's machine was given for an answer to its
+ * statement. */
+static enum policy_input input_of(const sim_client *cl)
+{
+    if (cl->result_ != ADVLOCK_RESULT_TRUE)
+        return IN_RESULT;
+    return advlock_sim_asks(cl, ADVLOCK_SQL_SESSION)   ? IN_SESSION
+           : advlock_sim_asks(cl, ADVLOCK_SQL_HOLDERS) ? IN_HOLDERS
+                                                       : IN_RESULT;
+}
+
+/* The answer reached the client: the engine takes it (a lost connection
+ * then closes, as a pump reads it), and the member's machine is
+ * judged when the statement was its own. */
 int advlock_sim_on_answer(sim_world *sim, int c)
 {
-    int rc = answer_machine(sim, c, advlock_sim_reading(sim, &sim->clients_[c]));
-    return rc != 0 ? rc : act(sim, c);
+    sim_client *cl = &sim->clients_[c];
+    int64_t now_reading = advlock_sim_reading(sim, cl);
+    advlock_statement head;
+    int mine = advlock_conn_head(&cl->engine_, &head) && head.member == &cl->member_;
+    int failed = cl->result_ >= ADVLOCK_RESULT_SERVER_ERROR;
+    /* As a driver keeps a failing result's words for advlock_describe(). */
+    if (mine && (failed || cl->result_ == ADVLOCK_RESULT_NULL))
+        advlock_fake_copy(cl->failure_message_, sizeof cl->failure_message_, cl->result_message_);
+    advlock_holder rows[ADVLOCK_SIM_MAX_CLIENTS];
+    advlock_answer a = answer_of(cl, rows);
+    int took = advlock_conn_on_answer(&cl->engine_, &a, now_reading);
+    /* The head's answer tells the server's words; the rest is the close. */
+    if (cl->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
+        advlock_conn_on_closed(&cl->engine_, cl->result_sqlstate_, cl->result_message_,
+                               now_reading);
+    int rc = 0;
+    if (mine)
+        rc = judge(sim, c, took, "the engine refused an answer it had asked for", input_of(cl),
+                   cl->result_, now_reading);
+    else if (took != 0)
+        rc = advlock_sim_record_violation(sim, c, "the engine refused an answer");
+    return rc != 0 ? rc : pump(sim, c);
 }
 
 /* ---- timers and the plan's cancel ------------------------------------------- */
@@ -349,13 +412,10 @@ int advlock_sim_on_wake(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
     int64_t now_reading = advlock_sim_reading(sim, cl);
-    int rc = judge(sim, c, advlock_on_timer(&cl->machine_, now_reading),
-                   "the machine refused a timer during an operation", IN_TIMER, ADVLOCK_RESULT_TRUE,
-                   now_reading);
-    if (rc != 0)
-        return rc;
-    advlock_action a = advlock_next_action(&cl->machine_);
-    return a.kind == ADVLOCK_ACTION_SLEEP ? arm_timer(sim, c, a.wake_at_ms, 0) : act(sim, c);
+    cl->timer_fired_ = 1;
+    advlock_conn_on_timer(&cl->engine_, now_reading);
+    int rc = judge(sim, c, 0, NULL, IN_TIMER, ADVLOCK_RESULT_TRUE, now_reading);
+    return rc != 0 ? rc : pump(sim, c);
 }
 
 int advlock_sim_on_cancel(sim_world *sim, int c)
@@ -363,13 +423,13 @@ int advlock_sim_on_cancel(sim_world *sim, int c)
     sim_client *cl = &sim->clients_[c];
     int64_t now_reading = advlock_sim_reading(sim, cl);
     cl->cancel_sent_ = 1;
-    int rc = judge(sim, c, advlock_cancel(&cl->machine_, now_reading),
-                   "the machine refused a cancel during an acquire", IN_CANCEL, ADVLOCK_RESULT_TRUE,
+    int rc = judge(sim, c, advlock_conn_cancel(&cl->engine_, &cl->member_, now_reading),
+                   "the engine refused a cancel during an acquire", IN_CANCEL, ADVLOCK_RESULT_TRUE,
                    now_reading);
     if (rc != 0)
         return rc;
-    advlock_action a = advlock_next_action(&cl->machine_);
-    if (a.kind == ADVLOCK_ACTION_DONE)
-        return finish_op(sim, c, &a);
-    return a.kind == ADVLOCK_ACTION_CANCEL_QUERY ? send_cancel(sim, c) : 0;
+    /* The engine tells no event of a cancel it ended at once. */
+    if (!advlock_member_busy(&cl->member_))
+        rc = finish_op(sim, c, advlock_member_report(&cl->member_));
+    return rc != 0 ? rc : pump(sim, c);
 }

@@ -45,7 +45,7 @@ void advlock_sim_forget_holds(sim_client *cl)
     memset(cl->belief_, 0, sizeof cl->belief_);
     memset(cl->client_view_, 0, sizeof cl->client_view_);
     memset(cl->server_view_, 0, sizeof cl->server_view_);
-    cl->server_in_block_ = 0;
+    cl->server_in_block_ = cl->client_in_block_ = 0;
     cl->txn_end_in_flight_ = 0;
     cl->unsure_ = 0;
 }
@@ -68,16 +68,38 @@ sim_session *advlock_sim_session(sim_world *sim, int pid)
     return (sim_session *)advlock_sim_session_const(sim, pid);
 }
 
+/* The client's connection reaches a new server session: its engine is set
+ * up on it (the first) or told of the reset, with a fresh token, the
+ * session announced by its pid or, behind a proxy, a number of the
+ * proxy's own. */
+static int engine_on_session(sim_world *sim, sim_client *cl, int first)
+{
+    enum { PROXY_PIDS = 1000000 };
+    int announced =
+        sim->config_.sessions == ADVLOCK_SIM_SESSIONS_PROXIED ? cl->pid_ + PROXY_PIDS : cl->pid_;
+    uint64_t token = advlock_prng_next(&sim->prng_) | 1;
+    int rc =
+        first ? advlock_conn_init(&cl->engine_, cl->slots_, SIM_SLOTS, &cl->bucket_, 1, announced,
+                                  token, ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER)
+              : advlock_conn_on_reset(&cl->engine_, announced, token, advlock_sim_reading(sim, cl));
+    if (rc == 0)
+        advlock_sim_policy_new_session(cl);
+    return rc;
+}
+
 int advlock_sim_open_session(sim_world *sim, int c)
 {
     sim_client *cl = &sim->clients_[c];
-    int pid;
+    int pid, first = cl->pid_ == 0;
     if (advlock_fake_db_connect(&sim->db_, &pid) != 0)
         return advlock_sim_record_violation(sim, c, "the fake database has no free session slot");
     /* The fake hands out ever larger pids: appending keeps the order. */
     sim->sessions_[sim->nsessions_++] = (sim_session){pid, c, 0};
     cl->pid_ = pid;
     cl->session_ = SESSION_OPEN;
+    cl->client_in_block_ = 0;
+    if (engine_on_session(sim, cl, first) != 0)
+        return advlock_sim_record_violation(sim, c, "the engine refused a new session");
     return 0;
 }
 

@@ -1,13 +1,13 @@
 /*
  * Plans' steps: asking the plan for the next one, and carrying out pauses,
- * reconnects, the machine's operations (sim_ops.c), and the transaction
+ * reconnects, the engine's operations (sim_ops.c), and the transaction
  * statements BEGIN, COMMIT and ROLLBACK, which the driver sends itself.
  */
 #include "sim.h"
 
 #include <string.h>
 
-/* A step the machine refused to start ends at once, FAILED with the call's
+/* A step the engine refused to start ends at once, FAILED with the call's
  * error. */
 static int refuse_step(sim_world *sim, int c, int error)
 {
@@ -47,6 +47,12 @@ int advlock_sim_command_done(sim_world *sim, int c)
         d->report.outcome = ADVLOCK_FAILED;
         d->report.failure = ADVLOCK_ESERVER;
     }
+    /* A block begun, or ended by COMMIT or ROLLBACK whatever they answer;
+     * a failed BEGIN inside a block leaves it open. */
+    if (cl->step_.kind != ADVLOCK_SIM_BEGIN)
+        cl->client_in_block_ = 0;
+    else if (d->report.outcome != ADVLOCK_FAILED)
+        cl->client_in_block_ = 1;
     advlock_fake_copy(d->report.sqlstate, sizeof d->report.sqlstate, cl->result_sqlstate_);
     advlock_fake_copy(d->server_message, sizeof d->server_message, cl->result_message_);
     static const char *const events[] = {"begin", "commit", "rollback"};

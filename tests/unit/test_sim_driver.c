@@ -97,9 +97,20 @@ typedef struct statement_count {
     int session_rows, guarded;
 } statement_count;
 
-static void count_statements(void *user, const char *line, size_t len)
+/* The trace's line as a C string: it is not NUL-terminated, and what
+ * follows it in the driver's buffer is an older, longer line's end. */
+static const char *line_string(const char *line, size_t len, char *buf, size_t size)
 {
-    (void)len;
+    size_t n = len < size - 1 ? len : size - 1;
+    memcpy(buf, line, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void count_statements(void *user, const char *raw, size_t len)
+{
+    char buf[4096];
+    const char *line = line_string(raw, len, buf, sizeof buf);
     statement_count *n = user;
     if (strstr(line, "\"event\":\"query\"") == NULL)
         return;
@@ -123,8 +134,8 @@ static void run_sessions(advlock_sim *sim, int sessions, const advlock_sim_step 
     assert_string_equal(advlock_sim_violation(sim), "");
 }
 
-/* Clients that give their machines session values: one session row per
- * server session, then the plain rows on a direct connection and the
+/* Clients' engines check their sessions: one session row per server
+ * session, then the plain rows on a direct connection and the
  * guarded ones behind a proxy, every action judged by the policy model. */
 static void sessions_are_checked_once_and_guarded_behind_a_proxy(void **state)
 {
@@ -148,15 +159,17 @@ static void sessions_are_checked_once_and_guarded_behind_a_proxy(void **state)
     assert_int_equal(seen[2].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(seen[2].report.sql, ADVLOCK_SQL_TRY_LOCK_GUARDED);
     assert_int_equal(seen[3].report.outcome, ADVLOCK_RELEASED);
+    /* Every engine checks its session: NONE is DIRECT. */
     run_sessions(sim, ADVLOCK_SIM_SESSIONS_NONE, steps, 4, seen, &n);
-    assert_int_equal(n.session_rows, 0);
+    assert_int_equal(n.session_rows, 1);
+    assert_int_equal(n.guarded, 0);
 }
 
 /* Behind a proxy, a claim made inside a block that rolls back is undone:
- * the lock taken there cannot be released (ESESSION, the lock may still be
- * held, after the unlock was tried again for ADVLOCK_GUARD_RETRY_MS: at 0,
- * 100, 300, 700 and 1500 ms) until a new connection, whose fresh session
- * value is checked again. */
+ * the engine checks the session again after the block, and the lock taken
+ * there cannot be released (ESESSION at that check, nothing sent: the
+ * session holds a lock but is not claimed, the lock may still be held)
+ * until a new connection, whose fresh session value is checked again. */
 static void a_claim_rolled_back_fails_esession_until_a_new_connection(void **state)
 {
     advlock_sim *sim = *state;
@@ -176,11 +189,11 @@ static void a_claim_rolled_back_fails_esession_until_a_new_connection(void **sta
     assert_int_equal(seen[3].report.outcome, ADVLOCK_FAILED);
     assert_int_equal(seen[3].report.failure, ADVLOCK_ESESSION);
     assert_int_equal(seen[3].report.sql, ADVLOCK_SQL_UNLOCK_GUARDED);
-    assert_int_equal(seen[3].report.elapsed_ms, ADVLOCK_GUARD_RETRY_MS);
-    assert_int_equal(n.guarded, 2 + 5 + 1); /* two tries; five unlocks, then one */
+    assert_int_equal(seen[3].report.elapsed_ms, 0);
+    assert_int_equal(n.guarded, 2 + 1); /* two tries, one unlock */
     assert_int_equal(seen[5].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(seen[6].report.outcome, ADVLOCK_RELEASED);
-    assert_int_equal(n.session_rows, 2);
+    assert_int_equal(n.session_rows, 3); /* the first, after the block, the new one */
 }
 
 static void a_waiter_gets_the_lock_within_its_next_backoff(void **state)
@@ -252,18 +265,20 @@ static void a_plan_decides_what_to_do_after_a_timeout(void **state)
     advlock_sim_add_client(sim, retrying_service, &s);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(s.logged, 4);
-    /* Try 1: 0, 102, 304, 706, 1508, 2510 (each answer 2 ms later). */
+    /* Try 1: the session row at 0, then 2, 104, 306, 708, 1510, 2512
+     * (each answer 2 ms later). */
     assert_int_equal(s.log[0].report.outcome, ADVLOCK_TIMED_OUT);
     assert_int_equal(s.log[0].report.attempts, 6);
-    assert_int_equal(s.log[0].ended_ms, 2512);
-    /* Try 2 from 5512: 2.5 s later it has failed six times again. */
+    assert_int_equal(s.log[0].ended_ms, 2514);
+    /* Try 2 from 5514, the session checked: 2.5 s later it has failed six
+     * times again. */
     assert_int_equal(s.log[1].report.outcome, ADVLOCK_TIMED_OUT);
-    assert_int_equal(s.log[1].started_ms, 5512);
-    assert_int_equal(s.log[1].ended_ms, 5512 + 2512);
-    /* Try 3 from 11024: the holder let go at 10000 (+1 ms). */
+    assert_int_equal(s.log[1].started_ms, 5514);
+    assert_int_equal(s.log[1].ended_ms, 5514 + 2512);
+    /* Try 3 from 11026: the holder let go at 10002 (+1 ms). */
     assert_int_equal(s.log[2].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(s.log[2].report.attempts, 1);
-    assert_int_equal(s.log[2].ended_ms, 11026);
+    assert_int_equal(s.log[2].ended_ms, 11028);
     assert_int_equal(s.log[3].report.outcome, ADVLOCK_RELEASED);
 }
 
@@ -491,7 +506,8 @@ static void null_while_undoing_a_cancel_reports_the_doubt(void **state)
 {
     advlock_sim *sim = *state;
     const advlock_sim_step step[] = {
-        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 1000, .cancel_after_ms = 1},
+        /* cancelled with the try in flight, after the session row */
+        {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m", .timeout_ms = 1000, .cancel_after_ms = 11},
         {.kind = ADVLOCK_SIM_RECONNECT},
     };
     int in_doubt = 0;
@@ -552,11 +568,12 @@ static void server_wait_hands_over_within_one_round_trip(void **state)
     assert_int_equal(advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 3, seen), &o),
                      0);
     assert_int_equal(advlock_sim_run(sim), 0);
-    /* The holder's unlock reaches the server at 1015 and the server hands
-     * the lock over there and then: the waiter knows 5 ms later, with a try
-     * and one wait sent (polling would have tried again only at 1506). */
+    /* The holder's unlock (after its session row and try) reaches the
+     * server at 1025 and the server hands the lock over there and then:
+     * the waiter knows 5 ms later, with a try and one wait sent (polling
+     * would have tried again only at 1551). */
     assert_int_equal(seen[1].report.outcome, ADVLOCK_ACQUIRED);
-    assert_int_equal(seen[1].ended_ms, 1020);
+    assert_int_equal(seen[1].ended_ms, 1030);
     assert_int_equal(seen[1].report.attempts, 2);
     advlock_sim_stats st = advlock_sim_get_stats(sim);
     assert_int_equal(st.waits, 1);
@@ -589,11 +606,12 @@ static void server_wait_times_out_at_its_deadline_by_lock_timeout(void **state)
 
 /* PostgreSQL's lock timeout is delivered like a cancel: if it strikes in
  * the instant a holder lets go, the waiter's statement ends with 55P03 and
- * the lock granted. With 5 s each way: the waiter's try is refused at 5001,
- * its wait reaches the server at 15001 bounded by the 2000 ms left, and the
- * holder's unlock, sent at 12001, reaches the server at 17001, just before
- * the timer. The unlock after the 55P03 finds the grant and gives it back
- * (32001); the lock is free for the next (the run's leak checks agree). */
+ * the lock granted. With 5 s each way, each client's session row first:
+ * the waiter's try is refused at 15001, its wait reaches the server at
+ * 25001 bounded by the 2000 ms left, and the holder's unlock, sent at
+ * 22001, reaches the server at 27001, just before the timer. The unlock
+ * after the 55P03 finds the grant and gives it back (42001); the lock is
+ * free for the next (the run's leak checks agree). */
 static void server_wait_grant_racing_the_lock_timeout_is_given_back(void **state)
 {
     advlock_sim *sim = *state;
@@ -608,16 +626,16 @@ static void server_wait_grant_racing_the_lock_timeout_is_given_back(void **state
     advlock_options o = with_wait();
     fixed_latency(sim, 10000);
     add_holder(sim, holder, 2001);
-    add_waiter(sim, waiter, 12000, &o, seen);
+    add_waiter(sim, waiter, 22000, &o, seen);
     advlock_sim_add_script(sim, latecomer, 3, late);
     assert_int_equal(advlock_sim_run(sim), 0);
     assert_int_equal(seen[1].report.outcome, ADVLOCK_TIMED_OUT);
-    assert_int_equal(seen[1].ended_ms, 32001);
+    assert_int_equal(seen[1].ended_ms, 42001);
     assert_int_equal(late[1].report.outcome, ADVLOCK_ACQUIRED);
-    assert_int_equal(late[1].ended_ms, 37002);
-    /* With 5 s each way, the grace after the deadline (12501) passes before
+    assert_int_equal(late[1].ended_ms, 47002);
+    /* With 5 s each way, the grace after the deadline (22501) passes before
      * any answer: cancels go out every 250 ms until the 55P03 comes back
-     * (22001), 38 of them, each landing later on an idle session. */
+     * (32001), 38 of them, each landing later on an idle session. */
     assert_int_equal(advlock_sim_get_stats(sim).cancels, 38);
 }
 
@@ -721,20 +739,23 @@ static void a_transaction_lock_lasts_until_commit(void **state)
     assert_int_equal(o[1].ended_ms, 1501);
 }
 
-static void a_transaction_lock_outside_a_block_is_caught(void **state)
+static void a_transaction_lock_outside_a_block_is_refused(void **state)
 {
     advlock_sim *sim = *state;
     const advlock_sim_step forgot_begin[] = {
         {.kind = ADVLOCK_SIM_ACQUIRE, .lock_name = "m"},
-        {.kind = ADVLOCK_SIM_RELEASE, .lock_name = "m"},
     };
+    advlock_sim_done done[1];
     advlock_options xact;
     advlock_options_init(&xact);
     xact.scope = ADVLOCK_TRANSACTION;
     assert_int_equal(advlock_sim_init(sim, NULL), 0);
-    advlock_sim_set_options(sim, advlock_sim_add_script(sim, forgot_begin, 2, NULL), &xact);
-    assert_int_equal(advlock_sim_run(sim), ADVLOCK_SIM_VIOLATION);
-    assert_non_null(strstr(advlock_sim_violation(sim), "outside a transaction block"));
+    advlock_sim_set_options(sim, advlock_sim_add_script(sim, forgot_begin, 1, done), &xact);
+    /* The engine will not start it: the lock would end with its statement. */
+    assert_int_equal(advlock_sim_run(sim), 0);
+    assert_int_equal(done[0].report.outcome, ADVLOCK_FAILED);
+    assert_int_equal(done[0].error, ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_sim_get_stats(sim).queries, 0);
 }
 
 static void diagnostics_name_the_holder_from_the_lock_table(void **state)
@@ -955,11 +976,8 @@ typedef struct lines {
 /* Keeps client 1's events in short form: "event result sql-function". */
 static void keep_client_1(void *user, const char *bytes, size_t len)
 {
-    /* The line is len bytes, not a C string. */
-    char line[1024];
-    size_t n = len < sizeof line - 1 ? len : sizeof line - 1;
-    memcpy(line, bytes, n);
-    line[n] = '\0';
+    char buf[1024];
+    const char *line = line_string(bytes, len, buf, sizeof buf);
     lines *l = user;
     char event[24] = "", result[8] = "", sql[40] = "";
     if (strstr(line, "\"client\":1,") == NULL || l->n == 16)
@@ -999,20 +1017,16 @@ static void a_grant_hidden_by_the_cancels_57014_is_given_back(void **state)
     add_holder(sim, holder, 1000);
     advlock_sim_set_options(sim, advlock_sim_add_script(sim, waiter, 2, seen), &o);
     assert_int_equal(advlock_sim_run(sim), 0);
+    /* The session row first, then the try, the wait and its cancel. */
     static const char *const story[] = {
-        "query  pg_try_advisory_lock",
-        "result false ",
-        "query  pg_catalog",
-        "waiting  ",
-        "cancel_query  ",
-        "result error ",
-        "query  pg_advisory_unlock",
-        "result true ",
-        "cancelled  ",
+        "query  pg_catalog", "result true ",      "query  pg_try_advisory_lock",
+        "result false ",     "query  pg_catalog", "waiting  ",
+        "cancel_query  ",    "result error ",     "query  pg_advisory_unlock",
+        "result true ",      "cancelled  ",
     };
-    for (int i = 0; i < l.n && i < 9; i++)
+    for (int i = 0; i < l.n && i < 11; i++)
         assert_string_equal(l.text[i], story[i]);
-    assert_int_equal(l.n, 9);
+    assert_int_equal(l.n, 11);
     assert_int_equal(seen[1].report.outcome, ADVLOCK_CANCELLED);
     assert_int_equal(seen[1].ended_ms, 1000);
 }
@@ -1159,7 +1173,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(shared_holders_coexist_and_exclusive_waits_for_both, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_transaction_lock_lasts_until_commit, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_transaction_lock_outside_a_block_is_caught, setup,
+        cmocka_unit_test_setup_teardown(a_transaction_lock_outside_a_block_is_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(diagnostics_name_the_holder_from_the_lock_table, setup,
                                         teardown),

@@ -154,8 +154,8 @@ static void run_one_client_launched_at_5_ms(const advlock_sim_step *steps, size_
     run_clean();
 }
 
-/* A client starts at its launch, sends its first statement after its
- * startup, and gets the answer a statement's time later. */
+/* A client starts at its launch, sends its first statement (the session
+ * row) after its startup, and gets each answer a statement's time later. */
 static void a_client_starts_at_its_launch_and_startup(void **state)
 {
     (void)state;
@@ -168,7 +168,7 @@ static void a_client_starts_at_its_launch_and_startup(void **state)
     assert_int_equal(advlock_sim_client_launched(&sim, 0), 5);
     assert_int_equal(done[0].report.outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(done[0].started_ms, 12);
-    assert_int_equal(done[0].ended_ms, 16);
+    assert_int_equal(done[0].ended_ms, 20);
 }
 
 /* A pause before the first acquire (think time) is the process's time
@@ -189,11 +189,11 @@ static void think_time_before_the_first_acquire_is_not_waiting(void **state)
     run_one_client_launched_at_5_ms(steps, 6, done);
     assert_int_equal(advlock_sim_client_launched(&sim, 0), 3005);
     assert_int_equal(done[1].started_ms, 3012);
-    assert_int_equal(done[1].ended_ms, 3016);
+    assert_int_equal(done[1].ended_ms, 3020);
 }
 
 /* One server: the second statement sent in the same millisecond waits for
- * the first to be served. */
+ * the first to be served (each client's session row, then its try). */
 static void statements_queue_for_the_servers(void **state)
 {
     (void)state;
@@ -209,8 +209,8 @@ static void statements_queue_for_the_servers(void **state)
         advlock_sim_add_script(&sim, b, 2, done_b);
         assert_int_equal(advlock_sim_set_model(&sim, &m), 0);
         run_clean();
-        assert_int_equal(done_a[0].ended_ms, 4);
-        assert_int_equal(done_b[0].ended_ms, servers == 1 ? 8 : 4);
+        assert_int_equal(done_a[0].ended_ms, servers == 1 ? 12 : 8);
+        assert_int_equal(done_b[0].ended_ms, servers == 1 ? 16 : 8);
     }
 }
 
