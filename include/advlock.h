@@ -1463,7 +1463,7 @@ ADVLOCK_API int advlock_capacity_refuse(const advlock_capacity *c, int64_t held,
  */
 
 /* What the pump's client can do (advlock_conn_init()'s caps, OR'ed). */
-enum {
+typedef enum advlock_caps {
     /* Many statements in flight, batches ended by a sync (libpq's pipeline
      * mode). Without it: one statement at a time (asyncpg), each its own
      * batch. */
@@ -1473,7 +1473,7 @@ enum {
     /* Cancel requests (ADVLOCK_STATEMENT_CANCEL): a member may wait on the
      * server (ADVLOCK_WAIT_SERVER). Without it such an acquire is refused. */
     ADVLOCK_CAPS_CANCEL = 4
-};
+} advlock_caps;
 
 /* The form a statement goes in. */
 typedef enum advlock_form {

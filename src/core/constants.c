@@ -178,6 +178,10 @@ static const advlock_constant constants[] = {
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_QUERY),
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_SYNC),
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_CANCEL),
+    /* advlock_caps */
+    ENUMERATOR(advlock_caps, ADVLOCK_CAPS_PIPELINE),
+    ENUMERATOR(advlock_caps, ADVLOCK_CAPS_PREPARE),
+    ENUMERATOR(advlock_caps, ADVLOCK_CAPS_CANCEL),
     /* advlock_conn_event_kind */
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_DONE),
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_LOST),
