@@ -44,12 +44,14 @@ def announced_pid(conn):
 
 
 class Recording:
-    """Wraps a lock's client to record the statements it runs."""
+    """Wraps the client of a lock's connection (its engine's) to record the
+    statements it runs."""
 
     def __init__(self, lk):
-        self.inner = lk._client
-        self.sql = []
-        lk._client = self
+        engine = lk._engine
+        object.__setattr__(self, "inner", engine.client)
+        object.__setattr__(self, "sql", [])
+        engine.client = self
 
     def start(self, sql, args):
         self.sql.append(advlock.Sql(sql))
@@ -63,33 +65,22 @@ class Recording:
         self.sql.append("cancel")
         return self.inner.cancel()
 
-    def pid(self):
-        return self.inner.pid()
-
-    def outside_transaction(self):
-        return self.inner.outside_transaction()
-
-    def heartbeat_blocked(self, body):
-        return self.inner.heartbeat_blocked(body)
-
-    def hold_body(self, body):
-        return self.inner.hold_body(body)
-
-    def heartbeat_client(self):
-        twin = object.__new__(Recording)  # the same list, the heartbeats' client
-        twin.inner, twin.sql = self.inner.heartbeat_client(), self.sql
-        return twin
-
     def close_now(self):
         self.sql.append("close")
         self.inner.close_now()
 
-    def watch(self, on_end):
-        return self.inner.watch(on_end)
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
-    def ended(self):
-        return self.inner.ended()
+    def __setattr__(self, name, value):
+        setattr(self.inner, name, value)
 
-    @property
-    def state(self):
-        return self.inner.state
+
+async def until_sent(rec, sql):
+    """Lets the loop run until the recorded client has sent sql (the
+    connection's pump is a task of its own): at most 5 s."""
+    import asyncio
+    for _ in range(5000):
+        if sql in rec.sql:
+            return
+        await asyncio.sleep(0.001 if rec.sql else 0)

@@ -241,18 +241,18 @@ BAD_CALLS = [
 
 @pytest.mark.parametrize("what,kwargs,words", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
 def test_a_refused_argument_is_a_call_error_that_says_why(what, kwargs, words):
-    from advlock._loop import Lock
+    from advlock._lock import Lock
     with pytest.raises(advlock.CallError) as info:
-        Lock(None, "x", **kwargs)
+        Lock(None, None, "x", **kwargs)
     assert words in str(info.value), str(info.value)
     assert info.value.code == B.ADVLOCK_EINVAL
 
 
 def test_the_longest_lease_is_the_cores():
-    from advlock._loop import Lock
-    assert Lock(None, "x", lease=9 * 3600)._plan.lease_ms == B.LEASE_MAX_MS
+    from advlock._lock import Lock
+    assert Lock(None, None, "x", lease=9 * 3600)._lease[0] == B.LEASE_MAX_MS
     with pytest.raises(advlock.CallError, match="too long"):
-        Lock(None, "x", lease=9 * 3600 + 0.001)
+        Lock(None, None, "x", lease=9 * 3600 + 0.001)
 
 
 async def _closed(flavour):

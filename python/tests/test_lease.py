@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 import advlock
-from advlock._loop import Lock
+from advlock._lock import Lock
 from clients import FLAVOURS, Recording, announced_pid, call, close, connect
 from conftest import holds, need_server
 
@@ -34,19 +34,19 @@ def tcp():
 @pytest.mark.parametrize("lease", [6.9, 5, -1, "8", 9 * 3600 + 1])
 def test_a_lease_the_core_refuses_is_a_call_error(lease):
     with pytest.raises(advlock.CallError):
-        Lock(None, "x", lease=lease)
+        Lock(None, None, "x", lease=lease)
 
 
 def test_a_longer_stop_time_needs_a_longer_lease():
-    Lock(None, "x", lease=16, lease_stop=10)
+    Lock(None, None, "x", lease=16, lease_stop=10)
     with pytest.raises(advlock.CallError, match="lease_stop \\+ 6 s"):
-        Lock(None, "x", lease=15, lease_stop=10)
+        Lock(None, None, "x", lease=15, lease_stop=10)
 
 
 def test_no_lease_is_none_or_zero():
-    assert Lock(None, "x", lease=None)._plan is None
-    assert Lock(None, "x", lease=0)._plan is None
-    assert Lock(None, "x")._plan.lease_ms == 30000  # ADVLOCK_LEASE_DEFAULT_MS
+    assert Lock(None, None, "x", lease=None)._lease == (0, 0)
+    assert Lock(None, None, "x", lease=0)._lease == (0, 0)
+    assert Lock(None, None, "x")._lease[0] == 30000  # ADVLOCK_LEASE_DEFAULT_MS
 
 
 async def _body(flavour, lk, seconds, check=True):
@@ -319,7 +319,7 @@ def test_an_outside_cancel_with_the_lease_expired_stays_a_cancelled_error(flavou
     # cancel from elsewhere in the same moment is not swallowed.
     # The lock is lost here by its session watch, which stops the body as
     # the lease's expiry does (_cancel_body).
-    from advlock._loop import AsyncLock
+    from advlock._lock import AsyncLock
     cancel_body = AsyncLock._cancel_body
 
     def cancel_body_and_from_elsewhere(self):

@@ -63,8 +63,8 @@ class _Recorder:
 
 def record(locks):
     """The list of the statements the set sends from now on."""
-    locks._client = _Recorder(locks._client)
-    return locks._client.sent
+    locks._engine.client = _Recorder(locks._engine.client)
+    return locks._engine.client.sent
 
 
 async def try_on_the_wire(locks, name):
@@ -194,7 +194,7 @@ def test_statements_queued_together_share_a_block_and_a_failure_is_one_locks(fla
     # back, the next ones go in another, and every grant holds.
     async def body(conn, locks):
         await locks.lock("block-warm-up", timeout=0).acquire()  # the session checked
-        client = locks._client = _Failing(locks._client, 300)
+        client = locks._engine.client = _Failing(locks._engine.client, 300)
         members = [locks.lock("block-%d" % i, timeout=0) for i in range(1000)]
         answers = await asyncio.gather(*(m.acquire() for m in members), return_exceptions=True)
         failed = [a for a in answers if isinstance(a, BaseException)]
@@ -216,7 +216,7 @@ def test_a_callers_open_transaction_is_left_alone(flavour, pg_conn):
     # would be the caller's): the statements run in it, as they come.
     async def body(conn, locks):
         await call(conn.execute, "BEGIN")
-        client = locks._client = _Failing(locks._client, 0)
+        client = locks._engine.client = _Failing(locks._engine.client, 0)
         members = [locks.lock("callers-%d" % i, timeout=0) for i in range(50)]
         await asyncio.gather(*(m.acquire() for m in members))
         assert client.control_sent == [] and in_transaction(conn)
@@ -249,7 +249,7 @@ def test_a_block_is_ended_however_long_the_callers_statement_runs(pg_conn):
     # statements.
     async def body(conn, locks):
         await locks.lock("end-warm-up", timeout=0).acquire()  # the session checked
-        client = locks._client = _CallerAtTheEnd(locks._client, conn, "SELECT pg_sleep(6)")
+        client = locks._engine.client = _CallerAtTheEnd(locks._engine.client, conn, "SELECT pg_sleep(6)")
         members = [locks.lock("end-%d" % i, timeout=0) for i in range(20)]
         await asyncio.gather(*(m.acquire() for m in members))
         await client.caller
@@ -630,7 +630,7 @@ def test_an_interrupted_worker_ends_the_session_and_every_lock(flavour, pg_conn)
         conn = await connect(flavour)
         locks = seen["locks"] = advlock.LockSet(conn, lease=None)
         seen["pid"] = announced_pid(conn)
-        locks._client = _Interrupting(locks._client, 30)
+        locks._engine.client = _Interrupting(locks._engine.client, 30)
         go = asyncio.Event()
 
         async def hold(i):

@@ -1,0 +1,568 @@
+"""One server connection's engine (advlock_conn: every rule of a connection
+lives in src/core/conn*.c) and the pump that moves its statements.
+
+The pump is written once, as a generator (turns()) that says what to do
+next: SEND a statement and hand back its answer, AWAIT the answer of the one
+in flight until a time, WAIT until a time (or until poked), CANCEL the
+statement in flight on the server. Two shells perform those: pump_async()
+on asyncio (one task per connection while it has work) and pump_blocking()
+on the caller's thread, with at most one helper thread per connection for
+what must go on while the caller's statement blocks or while nothing else
+runs (a server-side wait's deadline, a held lock's heartbeats). The clients
+(asyncpg_driver, psycopg_driver) allow one statement in flight, so the
+engine runs with caps 0 plus ADVLOCK_CAPS_CANCEL: one statement at a time.
+
+An owner (a lock object) keeps an advlock_member; the engine tells it of
+its events: done() when its operation ended, lost() when its held lock is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from ctypes import addressof
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generator, List, Optional, Protocol,
+                    Tuple, Union)
+
+from . import _binding as B
+from ._machine import INT64_MAX, SQL_ANSWER, SQL_PARAMS, now_ms, strerror
+from .errors import CallError
+
+if TYPE_CHECKING:
+    from ._types import Answer, AnyClient, AsyncClient, BlockingClient, Call
+
+_lib = B.core
+_poll, _on_answer, _on_timer = (_lib.advlock_conn_poll_statement, _lib.advlock_conn_on_answer,
+                                _lib.advlock_conn_on_timer)
+_next_wake, _poll_event, _answer_init = (_lib.advlock_conn_next_wake,
+                                         _lib.advlock_conn_poll_event, _lib.advlock_answer_init)
+_busy, _outstanding = _lib.advlock_conn_busy, _lib.advlock_conn_outstanding
+_member_busy = _lib.advlock_member_busy
+_TRUE, _NULL, _LOST = B.RESULT_TRUE, B.RESULT_NULL, B.RESULT_CONNECTION_LOST
+_CANCEL, _DONE, _VOID = B.STATEMENT_CANCEL, B.CONN_DONE, B.ANSWER_VOID
+# What a shell does for the generator.
+SEND, AWAIT, WAIT, CANCEL = range(4)
+# How soon a statement the client could not send now (the connection busy
+# with a body's statement, or its transaction failed) is tried again.
+RETRY_MS = 50
+_SLOTS = 16
+# What the session watch tells the engine when the socket closes.
+ENDED = ("the server ended the session (pg_terminate_backend, a restart or a crash), or the"
+         " connection was closed")
+_BUCKETS = 256
+
+
+def new_token() -> int:
+    """64 random bits, never 0 (the core reads 0 as "not told")."""
+    return int.from_bytes(os.urandom(8), "little") or 1
+
+
+# ---- answers: what a client hands back for a statement ------------------------
+
+
+class SessionRow:
+    """The session query's row, and whether it answered inside a
+    transaction block."""
+
+    __slots__ = ("pid", "in_recovery", "ours", "in_transaction")
+
+    def __init__(self, pid: Optional[int], in_recovery: object, ours: object,
+                 in_transaction: bool = False) -> None:
+        self.pid, self.in_recovery, self.ours = int(pid or 0), bool(in_recovery), bool(ours)
+        self.in_transaction = in_transaction
+
+
+class FencedRow:
+    """A fenced try-lock's row: granted (True, False, or None for a SQL
+    NULL) and the token the grant issued."""
+
+    __slots__ = ("granted", "token")
+
+    def __init__(self, granted: Optional[bool], token: Optional[int]) -> None:
+        self.granted, self.token = granted, token
+
+
+class CapacityRow(Tuple[int, int, int]):
+    """The lock table's settings (ADVLOCK_SQL_CAPACITY's row)."""
+
+    __slots__ = ()
+
+
+class Busy:
+    """The client did not send the statement: its connection is busy with
+    another operation (asyncpg), or in a failed transaction (psycopg)."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def _fill(a: B.Answer, answer: Answer) -> List[Any]:
+    """Writes a client's answer into a; returns what must stay alive while
+    the engine reads it (strings, holder rows)."""
+    if answer.__class__ is int:
+        _answer_init(a, answer)
+        return []
+    if isinstance(answer, tuple) and not isinstance(answer, CapacityRow):
+        result, sqlstate, message = answer
+        _answer_init(a, result)
+        keep = [None if sqlstate is None else sqlstate.encode("ascii", "replace"),
+                message.encode("utf-8", "replace")]
+        a.sqlstate, a.message = keep
+        return keep
+    _answer_init(a, _TRUE)
+    if isinstance(answer, SessionRow):
+        a.server_pid, a.in_recovery, a.ours = answer.pid, answer.in_recovery, answer.ours
+        a.in_transaction = answer.in_transaction
+    elif isinstance(answer, FencedRow):
+        a.result = _NULL if answer.granted is None else _TRUE if answer.granted \
+            else B.RESULT_FALSE
+        a.fence_token = int(answer.token or 0)
+    elif isinstance(answer, CapacityRow):
+        a.settings[0], a.settings[1], a.settings[2] = answer
+    elif isinstance(answer, list):
+        rows = (B.Holder * max(len(answer), 1))()
+        keep: List[Any] = [rows]
+        for i, r in enumerate(answer):
+            strs = [None if v is None else str(v).encode("utf-8", "replace") for v in r[2:7]]
+            keep.append(strs)
+            rows[i] = B.Holder(int(r[0] or 0), 1 if r[1] else 0, *strs, int(r[7] or 0))
+        a.holders, a.nholders = rows, len(answer)
+        return keep
+    return []
+
+
+def args_of(st: B.Statement) -> Tuple[int, ...]:
+    """The statement's $1.., as many as it takes."""
+    n = SQL_PARAMS[st.sql]
+    return (st.param,) if n == 1 else (st.param, st.param2) if n == 2 else \
+        (st.param, st.param2, st.param3)
+
+
+# ---- the engine -------------------------------------------------------------------
+
+
+class Owner(Protocol):
+    """A lock object with a member on an engine."""
+
+    _m: B.MemberStorage
+
+    def _done(self) -> None: ...
+    def _lost(self) -> None: ...
+
+
+class Engine:
+    """One connection's advlock_conn, its client (one for every lock on the
+    connection), and the owners of its members by their address."""
+
+    __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
+                 "cond", "task", "poke", "helper", "bodies", "held", "unwatch", "_ev",
+                 "_ans", "is_async", "settling", "__weakref__")
+
+    def __init__(self, client: AnyClient) -> None:
+        self._c = B.ConnStorage()
+        self._slots = (B.SlotStorage * _SLOTS)()
+        self._buckets = (B.P * _BUCKETS)()
+        self.client = client
+        self.is_async = hasattr(client, "start")  # an asyncio client
+        client.state = self  # the client sends by what the session check found
+        self.pid = client.pid()
+        rc = _lib.advlock_conn_init(self._c, self._slots, _SLOTS, self._buckets, _BUCKETS,
+                                    self.pid, new_token(), B.CAPS_CANCEL)
+        if rc:
+            raise CallError(rc, strerror(rc))
+        self.owners: Dict[int, Owner] = {}
+        self.lease = (0, 0)  # (lease_ms, stop_ms) set on the engine
+        # Blocking connections: one thread in the engine at a time; the
+        # condition wakes the threads waiting for an answer or a time.
+        self.guard = threading.Lock()
+        self.cond = threading.Condition(self.guard)
+        self.task: Optional[asyncio.Task[None]] = None     # asyncio: the pump's task
+        self.poke: Optional[asyncio.Future[None]] = None   # wakes its WAIT
+        self.helper: Optional[threading.Thread] = None     # blocking: the helper
+        self.bodies: Dict[int, asyncio.Task[Any]] = {}     # asyncpg: held locks' bodies
+        self.held = 0                     # members holding, for the session watch
+        self.unwatch: Optional[Call] = None
+        # asyncio: futures of tasks waiting for the engine to settle (nothing
+        # in flight or owed), woken at each answer
+        self.settling: List[asyncio.Future[None]] = []
+        self._ev = B.ConnEvent()
+        self._ans = B.Answer()
+
+    # What the lock objects call.
+
+    def join(self, owner: Owner) -> None:
+        """owner's member is busy or holding from now on: its events come."""
+        self.owners[addressof(owner._m)] = owner
+
+    def check(self, rc: int) -> None:
+        """Raises the CallError of a call the engine refused."""
+        if rc:
+            raise CallError(rc, strerror(rc))
+
+    def set_lease(self, lease: Tuple[int, int], what: str) -> None:
+        """The connection's lease becomes lease (lease_ms, stop_ms), unless
+        it is so already. Raises CallError while locks are held on it."""
+        if lease == self.lease:
+            return
+        rc = _lib.advlock_conn_set_lease(self._c, *lease)
+        if rc == B.ADVLOCK_EMISUSE:
+            raise CallError(rc, "%s: the connection's lease is %s, set while its locks are held:"
+                            " every lock on a connection shares its lease (docs/python.md"
+                            " \"Leases\")" % (what, "none" if not self.lease[0]
+                                             else "%g s" % (self.lease[0] / 1000)))
+        self.check(rc)
+        self.lease = lease
+
+    def hold(self) -> None:
+        """A lock on the connection is held: while any is, the connection
+        is watched for the server's close (the client's watch)."""
+        self.held += 1
+        if self.held == 1 and self.unwatch is None:
+            self.unwatch = self.client.watch(self._heard_closed)
+
+    def unhold(self) -> None:
+        """A lock on the connection is held no more."""
+        self.held -= 1
+        if self.held == 0 and self.unwatch is not None:
+            unwatch, self.unwatch = self.unwatch, None
+            unwatch()
+
+    def _heard_closed(self) -> None:
+        """The watch's call (on the loop, or the watcher thread)."""
+        self.unwatch = None
+        with self.guard:
+            self.closed(ENDED)
+            self.cond.notify_all()
+
+    def session(self) -> B.Session:
+        """The connection's session value."""
+        value: B.Session = _lib.advlock_conn_session(self._c).contents
+        return value
+
+    @property
+    def proxied(self) -> Optional[bool]:
+        """True behind a proxy, False direct, None until the row said."""
+        s = self.session()
+        return bool(s.proxied) if s.checked else None
+
+    def before_acquire(self) -> None:
+        """Tells the engine what the client sees of the connection before an
+        acquire: a new server session (another announced pid), a
+        transaction block."""
+        client = self.client
+        pid = client.pid()
+        if pid != self.pid:
+            self.pid = pid
+            _lib.advlock_conn_on_reset(self._c, pid, new_token(), now_ms())
+            self.take_events()
+        _lib.advlock_conn_on_transaction(self._c, 0 if client.outside_transaction() else 1)
+
+    def closed(self, words: str) -> None:
+        """The connection closed under the engine (its watch heard it)."""
+        _lib.advlock_conn_on_closed(self._c, None, words.encode("utf-8", "replace"), now_ms())
+        self.take_events()
+
+    def idle(self) -> bool:
+        """Nothing for a pump to do: no member busy, nothing in flight or
+        owed, no timer."""
+        c = self._c
+        return _busy(c) == 0 and _outstanding(c) == 0 and _next_wake(c) == INT64_MAX
+
+    def take_events(self) -> None:
+        """Hands each event to its member's owner."""
+        c, ev, owners = self._c, self._ev, self.owners
+        while _poll_event(c, ev):
+            owner = owners.get(ev.member)  # type: ignore[call-overload]
+            if owner is None:
+                continue
+            if ev.kind == _DONE:
+                owner._done()
+            else:
+                owner._lost()
+
+    def feed(self, answer: Answer) -> None:
+        """The answer to the statement in flight."""
+        a = self._ans
+        keep = _fill(a, answer)
+        _on_answer(self._c, a, now_ms())
+        del keep
+        self.take_events()
+
+
+# ---- the pump, once ---------------------------------------------------------------
+
+Op = Tuple[int, Any]
+
+
+def turns(e: Engine, done: Callable[[], bool]) -> Generator[Op, Optional[Answer], None]:
+    """The pump's logic: yields (SEND, statement) and takes its answer (or
+    None: not yet, AWAIT it), (AWAIT, wake_ms) taking the answer or None at
+    that time, (WAIT, wake_ms), (CANCEL, None); returns once done() says so
+    and nothing may be sent."""
+    c, st, late = e._c, B.Statement(), B.Statement()
+    while True:
+        now = now_ms()
+        _on_timer(c, now)
+        e.take_events()
+        if not _poll(c, st, now):
+            if done():
+                return
+            yield WAIT, _next_wake(c)
+            continue
+        if st.kind == _CANCEL:
+            yield CANCEL, None
+            continue
+        answer = yield SEND, st
+        while answer is None:
+            answer = yield AWAIT, _next_wake(c)
+            if answer is None:  # its time came first: a cancel may be due
+                now = now_ms()
+                _on_timer(c, now)
+                e.take_events()
+                if _poll(c, late, now) and late.kind == _CANCEL:
+                    yield CANCEL, None
+        if answer.__class__ is Busy:
+            _lib.advlock_conn_unsend(c, 0, answer.message.encode(), now_ms())  # type: ignore[union-attr]
+            e.take_events()
+            continue
+        e.feed(answer)
+
+
+# ---- the asyncio shell ------------------------------------------------------------
+
+
+def kick(e: Engine) -> None:
+    """Work was started or cancelled on an asyncio engine: its pump runs."""
+    task = e.task
+    if task is None:
+        e.task = asyncio.get_running_loop().create_task(_pump_async(e))
+    else:
+        poke = e.poke
+        if poke is not None and not poke.done():
+            poke.set_result(None)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _pump_async(e: Engine) -> None:
+    client: AsyncClient = e.client  # type: ignore[assignment]
+    loop = asyncio.get_running_loop()
+    gen = turns(e, e.idle)
+    value: Optional[Answer] = None
+    inflight: Optional[asyncio.Future[Answer]] = None
+    cancels: List[Any] = []
+    try:
+        while True:
+            try:
+                op, arg = gen.send(value)
+            except StopIteration:
+                return
+            finally:
+                if e.settling:
+                    for waiting in e.settling:
+                        _wake(waiting)
+                    e.settling.clear()
+            value = None
+            if op == SEND:
+                if cancels:  # none may land on this statement
+                    await asyncio.gather(*cancels, return_exceptions=True)
+                    cancels.clear()
+                if _next_wake(e._c) == INT64_MAX and not e.bodies and \
+                        SQL_ANSWER[arg.sql] != _VOID:
+                    value = await client.start(arg.sql, args_of(arg))
+                else:  # a wait, timers or bodies: the pump stays free meanwhile
+                    inflight = asyncio.ensure_future(_send_async(e, client, arg))
+            elif op == AWAIT:
+                assert inflight is not None
+                if not inflight.done():
+                    poke = e.poke = loop.create_future()
+                    delay = None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000
+                    await asyncio.wait((inflight, poke), timeout=delay,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                if inflight.done():
+                    value, inflight = inflight.result(), None
+            elif op == WAIT:
+                fut = e.poke = loop.create_future()
+                timer = None if arg == INT64_MAX else \
+                    loop.call_later(max(0, arg - now_ms()) / 1000, _wake, fut)
+                await fut
+                if timer is not None:
+                    timer.cancel()
+            else:
+                sent = client.cancel()
+                if sent is not None:
+                    cancels.append(sent)
+    except BaseException as exc:  # noqa: B902 - no member may wait for ever
+        _lib.advlock_conn_on_closed(e._c, None, ("advlock: the pump stopped: %r" % exc).encode(),
+                                    now_ms())
+        e.take_events()
+        raise
+    finally:
+        e.task = None
+
+
+async def _send_async(e: Engine, client: AsyncClient, st: B.Statement) -> Answer:
+    """A statement while timers run or bodies may use the connection: a
+    connection's own statement (a heartbeat) waits until the bodies of the
+    locks held on it are held back (asyncpg runs one operation at a time)
+    and the client can send it."""
+    sql, args = st.sql, args_of(st)
+    own = st.member is None
+    while True:
+        holds: List[Call] = []
+        held: Optional[Call] = _nothing
+        for body in list(e.bodies.values()) if own else ():
+            held = client.hold_body(body)
+            if held is None:
+                break
+            holds.append(held)
+        if held is None:  # a body is about to run: after its step
+            for h in holds:
+                h()
+            await asyncio.sleep(RETRY_MS / 1000)
+            continue
+        try:
+            answer = await client.start(sql, args)
+        finally:
+            for h in holds:
+                h()
+        if own and answer.__class__ is Busy:
+            await asyncio.sleep(RETRY_MS / 1000)
+            continue
+        return answer
+
+
+def _nothing() -> None:
+    pass
+
+
+async def run_async(e: Engine, owner: Owner) -> None:
+    """Waits until owner's operation on e ends. A cancellation of the task
+    meanwhile cancels the acquire and is re-raised once the engine has
+    settled: nothing in flight or owed, so a grant that came is given back."""
+    m = owner._m
+    kick(e)
+    loop = asyncio.get_running_loop()
+    while _member_busy(m):
+        waiter = owner._waiter = loop.create_future()  # type: ignore[attr-defined]
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if _member_busy(m) and _lib.advlock_conn_cancel(e._c, m, now_ms()) == 0:
+                e.take_events()
+                kick(e)
+            while _member_busy(m) or _outstanding(e._c):
+                settled = loop.create_future()
+                e.settling.append(settled)
+                await asyncio.shield(settled)
+            raise
+
+
+# ---- the blocking shell -----------------------------------------------------------
+
+
+def run_blocking(e: Engine, owner: Owner, interruptible: bool = False) -> None:
+    """Pumps on this thread until owner's operation on e ends. With
+    interruptible, a KeyboardInterrupt during a wait cancels the acquire and
+    is re-raised once it ended."""
+    m = owner._m
+    interrupted: Optional[KeyboardInterrupt] = None
+    with e.guard:
+        gen = turns(e, lambda: not _member_busy(m))
+        value: Optional[Answer] = None
+        while True:
+            try:
+                op, arg = gen.send(value)
+            except StopIteration:
+                break
+            value = None
+            if op == SEND:
+                if _next_wake(e._c) != INT64_MAX:
+                    _ensure_helper(e)
+                value = _send_blocking(e, arg)
+                e.cond.notify_all()
+            elif op == WAIT:
+                try:
+                    e.cond.wait(None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000)
+                except KeyboardInterrupt as exc:
+                    if not interruptible:
+                        raise
+                    interrupted = exc
+                    _lib.advlock_conn_cancel(e._c, m, now_ms())
+            elif op == CANCEL:
+                _cancel_blocking(e)
+        if _next_wake(e._c) != INT64_MAX:
+            _ensure_helper(e)
+    if interrupted is not None:
+        raise interrupted
+
+
+def _send_blocking(e: Engine, st: B.Statement) -> Answer:
+    """Runs the statement with the engine let go (another thread may tend
+    its timers meanwhile). A connection's own statement the client cannot
+    send now (psycopg: the body's transaction failed) is tried again."""
+    client: BlockingClient = e.client  # type: ignore[assignment]
+    sql, args = st.sql, args_of(st)
+    own = st.member is None
+    e.guard.release()
+    try:
+        while True:
+            answer = client.run(sql, args)
+            if not own or answer.__class__ is not Busy:
+                return answer
+            threading.Event().wait(RETRY_MS / 1000)
+    finally:
+        e.guard.acquire()
+
+
+def _cancel_blocking(e: Engine) -> None:
+    client: BlockingClient = e.client  # type: ignore[assignment]
+    e.guard.release()
+    try:
+        client.cancel()
+    finally:
+        e.guard.acquire()
+
+
+def _ensure_helper(e: Engine) -> None:
+    """Under e.guard: the connection's helper thread runs (one at most),
+    tending the engine's timers until it has none."""
+    helper = e.helper
+    if helper is None or not helper.is_alive():
+        ref = weakref.ref(e)
+        helper = e.helper = threading.Thread(target=_help, args=(ref,), daemon=True,
+                                             name="advlock-connection")
+        helper.start()
+
+
+def _help(ref: weakref.ReferenceType[Engine]) -> None:
+    e = ref()
+    if e is None:
+        return
+    c = e._c
+    with e.guard:
+        gen = turns(e, lambda: _next_wake(c) == INT64_MAX)
+        value: Optional[Answer] = None
+        while True:
+            try:
+                op, arg = gen.send(value)
+            except StopIteration:
+                break
+            value = None
+            if op == SEND:
+                value = _send_blocking(e, arg)
+                e.cond.notify_all()
+            elif op == WAIT:
+                e.cond.wait(None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000)
+            elif op == CANCEL:
+                _cancel_blocking(e)
+        if e.helper is threading.current_thread():
+            e.helper = None
+
