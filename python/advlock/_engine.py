@@ -47,6 +47,7 @@ SEND, AWAIT, WAIT, CANCEL = range(4)
 # How soon a statement the client could not send now (the connection busy
 # with a body's statement, or its transaction failed) is tried again.
 RETRY_MS = 50
+_ACQUIRED = B.C["ADVLOCK_ACQUIRED"]
 _SLOTS = 16
 # What the session watch tells the engine when the socket closes.
 ENDED = ("the server ended the session (pg_terminate_backend, a restart or a crash), or the"
@@ -150,8 +151,8 @@ class Owner(Protocol):
 
     _m: B.MemberStorage
 
-    def _done(self) -> None: ...
-    def _lost(self) -> None: ...
+    def _on_done(self) -> None: ...
+    def _on_lost(self) -> None: ...
 
 
 class Engine:
@@ -272,6 +273,55 @@ class Engine:
         c = self._c
         return _busy(c) == 0 and _outstanding(c) == 0 and _next_wake(c) == INT64_MAX
 
+    # What the pump and the lock objects call, as a Solo answers them too.
+
+    def on_timer(self, now: int) -> None:
+        _on_timer(self._c, now)
+
+    def poll(self, st: B.Statement, now: int) -> int:
+        polled: int = _poll(self._c, st, now)
+        return polled
+
+    def next_wake(self) -> int:
+        wake: int = _next_wake(self._c)
+        return wake
+
+    def unsend(self, words: str) -> None:
+        _lib.advlock_conn_unsend(self._c, 0, words.encode("utf-8", "replace"), now_ms())
+
+    def outstanding(self) -> int:
+        count: int = _outstanding(self._c)
+        return count
+
+    def cancel(self, owner: Owner) -> int:
+        rc: int = _lib.advlock_conn_cancel(self._c, owner._m, now_ms())
+        return rc
+
+    def busy(self, owner: Owner) -> bool:
+        return bool(_member_busy(owner._m))
+
+    def held_by(self, owner: Owner) -> bool:
+        return bool(_lib.advlock_member_held(owner._m))
+
+    def report_of(self, owner: Owner) -> Tuple[B.Report, bytes]:
+        """A copy of owner's last report, and its words (b"" if none)."""
+        m = owner._m
+        return (B.Report.from_buffer_copy(_lib.advlock_member_report(m).contents),
+                _lib.advlock_member_words(m))
+
+    def start_acquire(self, owner: Owner, raw: bytes, ms: int, opts: Any) -> None:
+        self.check(_lib.advlock_conn_start_acquire(self._c, owner._m, raw, len(raw), ms, opts,
+                                                   now_ms()))
+        self.join(owner)
+
+    def start_release(self, owner: Owner) -> None:
+        self.check(_lib.advlock_conn_start_release(self._c, owner._m, now_ms()))
+        self.join(owner)
+
+    def start_verify(self, owner: Owner) -> None:
+        self.check(_lib.advlock_conn_start_verify(self._c, owner._m, now_ms()))
+        self.join(owner)
+
     def take_events(self) -> None:
         """Hands each event to its member's owner."""
         c, ev, owners = self._c, self._ev, self.owners
@@ -280,9 +330,9 @@ class Engine:
             if owner is None:
                 continue
             if ev.kind == _DONE:
-                owner._done()
+                owner._on_done()
             else:
-                owner._lost()
+                owner._on_lost()
 
     def feed(self, answer: Answer) -> None:
         """The answer to the statement in flight."""
@@ -293,40 +343,193 @@ class Engine:
         self.take_events()
 
 
+class Solo:
+    """A transaction-scoped lock's machine, pumped alone on its connection:
+    the engine takes session-scoped members only, so this lock's own
+    advlock_machine answers the pump as an engine of one member would
+    (the session value is the connection's engine's, copied). No watch,
+    no lease: the lock ends with its transaction."""
+
+    __slots__ = ("engine", "client", "guard", "cond", "task", "poke", "helper", "bodies",
+                 "settling", "is_async", "m", "owner", "inflight", "cancel_sent", "acquiring",
+                 "holding", "news", "__weakref__")
+
+    def __init__(self, engine: Engine) -> None:
+        from ._machine import Machine
+        self.engine = engine
+        self.client, self.guard, self.cond = engine.client, engine.guard, engine.cond
+        self.is_async = engine.is_async
+        self.task: Optional[asyncio.Task[None]] = None
+        self.poke: Optional[asyncio.Future[None]] = None
+        self.helper: Optional[threading.Thread] = None
+        self.bodies: Dict[int, asyncio.Task[Any]] = {}
+        self.settling: List[asyncio.Future[None]] = []
+        self.m = Machine()
+        self.owner: Optional[Owner] = None
+        self.inflight = self.cancel_sent = False
+        self.acquiring = self.holding = False
+        self.news = False  # an operation whose end is not told yet
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)  # the connection's: lease, session, proxied...
+
+    def _action(self) -> B.Action:
+        action: B.Action = _lib.advlock_next_action(self.m._m)
+        return action
+
+    def set_lease(self, lease: Tuple[int, int], what: str) -> None:
+        """A transaction-scoped lock holds no lease of its own."""
+
+    def before_acquire(self) -> None:
+        e = self.engine
+        e.before_acquire()
+        value = B.Session.from_buffer_copy(e.session())
+        if not value.checked:
+            _lib.advlock_session_init(value, e.pid, new_token())
+        self.m.set_session(value)
+
+    def on_timer(self, now: int) -> None:
+        if not self.inflight:
+            _lib.advlock_on_timer(self.m._m, now)
+
+    def poll(self, st: B.Statement, now: int) -> int:
+        a = self._action()
+        if a.kind == B.ACTION_QUERY and not self.inflight:
+            st.kind, st.sql, st.member = B.STATEMENT_QUERY, a.sql, 1
+            st.param, st.param2, st.param3 = a.param, a.param2, a.param3
+            self.inflight = True
+            return 1
+        if a.kind == B.ACTION_CANCEL_QUERY and self.inflight and not self.cancel_sent:
+            st.kind = _CANCEL
+            self.cancel_sent = True
+            _lib.advlock_on_cancel_sent(self.m._m, now)
+            return 1
+        return 0
+
+    def next_wake(self) -> int:
+        a = self._action()
+        wake: int = a.wake_at_ms if a.kind in (B.ACTION_SLEEP, B.ACTION_QUERY,
+                                               B.ACTION_CANCEL_QUERY) else INT64_MAX
+        return wake if self.inflight or a.kind == B.ACTION_SLEEP else INT64_MAX
+
+    def feed(self, answer: Answer) -> None:
+        self.inflight = self.cancel_sent = False
+        m = self.m
+        if answer.__class__ is int:
+            m.on_result(answer)  # type: ignore[arg-type]
+        elif isinstance(answer, SessionRow):
+            m.on_session(answer.pid, answer.in_recovery, answer.ours)
+        elif isinstance(answer, FencedRow):
+            if answer.granted is None:
+                m.on_result(_NULL)
+            else:
+                m.on_fenced(answer.granted, answer.token)
+        elif isinstance(answer, list):
+            m.on_holders(answer)
+        elif isinstance(answer, tuple):
+            m.on_result(*answer)
+        self.take_events()
+
+    def unsend(self, words: str) -> None:
+        self.feed((_LOST, None, words))
+
+    def take_events(self) -> None:
+        owner = self.owner
+        a = self._action()
+        if owner is not None and a.kind == B.ACTION_DONE and self.news:
+            self.news = False
+            if self.acquiring:
+                self.holding = a.report.contents.outcome == _ACQUIRED
+            elif a.report.contents.sql != B.C["ADVLOCK_SQL_HELD"]:
+                self.holding = False  # a release's end
+            self.acquiring = False
+            owner._on_done()
+
+    def closed(self, words: str) -> None:
+        if self.inflight:
+            self.unsend(words)
+
+    def outstanding(self) -> int:
+        return 1 if self.inflight else 0
+
+    def idle(self) -> bool:
+        return not self.inflight and self._action().kind in (B.ACTION_DONE, B.ACTION_NONE)
+
+    def cancel(self, owner: Owner) -> int:
+        return 0 if self.m.cancel() else B.ADVLOCK_EMISUSE
+
+    def busy(self, owner: Owner) -> bool:
+        return self._action().kind not in (B.ACTION_DONE, B.ACTION_NONE)
+
+    def held_by(self, owner: Owner) -> bool:
+        return self.holding
+
+    def report_of(self, owner: Owner) -> Tuple[B.Report, bytes]:
+        a = self._action()
+        words = self.m.server_message
+        return (B.Report.from_buffer_copy(a.report.contents),
+                b"" if words is None else words.encode("utf-8", "replace"))
+
+    def start_acquire(self, owner: Owner, raw: bytes, ms: int, opts: Any) -> None:
+        self.m.set_options(owner.options)  # type: ignore[attr-defined]
+        self.m.start_acquire(raw, ms)
+        self.owner, self.acquiring, self.news = owner, True, True
+
+    def start_release(self, owner: Owner) -> None:
+        self.m.start_release_key(self.report_of(owner)[0].key)
+        self.news = True
+
+    def start_verify(self, owner: Owner) -> None:
+        self.m.start_verify_key(self.report_of(owner)[0].key)
+        self.news = True
+
+    def hold(self) -> None:
+        """No watch: the lock ends with its transaction."""
+
+    def unhold(self) -> None:
+        """As hold()."""
+
+    def join(self, owner: Owner) -> None:
+        self.owner = owner
+
+
+Pumped = Union[Engine, Solo]
+
+
 # ---- the pump, once ---------------------------------------------------------------
 
 Op = Tuple[int, Any]
 
 
-def turns(e: Engine, done: Callable[[], bool]) -> Generator[Op, Optional[Answer], None]:
+def turns(e: Pumped, done: Callable[[], bool]) -> Generator[Op, Optional[Answer], None]:
     """The pump's logic: yields (SEND, statement) and takes its answer (or
     None: not yet, AWAIT it), (AWAIT, wake_ms) taking the answer or None at
     that time, (WAIT, wake_ms), (CANCEL, None); returns once done() says so
     and nothing may be sent."""
-    c, st, late = e._c, B.Statement(), B.Statement()
+    st, late = B.Statement(), B.Statement()
     while True:
         now = now_ms()
-        _on_timer(c, now)
+        e.on_timer(now)
         e.take_events()
-        if not _poll(c, st, now):
+        if not e.poll(st, now):
             if done():
                 return
-            yield WAIT, _next_wake(c)
+            yield WAIT, e.next_wake()
             continue
         if st.kind == _CANCEL:
             yield CANCEL, None
             continue
         answer = yield SEND, st
         while answer is None:
-            answer = yield AWAIT, _next_wake(c)
+            answer = yield AWAIT, e.next_wake()
             if answer is None:  # its time came first: a cancel may be due
                 now = now_ms()
-                _on_timer(c, now)
+                e.on_timer(now)
                 e.take_events()
-                if _poll(c, late, now) and late.kind == _CANCEL:
+                if e.poll(late, now) and late.kind == _CANCEL:
                     yield CANCEL, None
         if answer.__class__ is Busy:
-            _lib.advlock_conn_unsend(c, 0, answer.message.encode(), now_ms())  # type: ignore[union-attr]
+            e.unsend(answer.message)  # type: ignore[union-attr]
             e.take_events()
             continue
         e.feed(answer)
@@ -335,7 +538,7 @@ def turns(e: Engine, done: Callable[[], bool]) -> Generator[Op, Optional[Answer]
 # ---- the asyncio shell ------------------------------------------------------------
 
 
-def kick(e: Engine) -> None:
+def kick(e: Pumped) -> None:
     """Work was started or cancelled on an asyncio engine: its pump runs."""
     task = e.task
     if task is None:
@@ -351,7 +554,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def _pump_async(e: Engine) -> None:
+async def _pump_async(e: Pumped) -> None:
     client: AsyncClient = e.client  # type: ignore[assignment]
     loop = asyncio.get_running_loop()
     gen = turns(e, e.idle)
@@ -374,7 +577,7 @@ async def _pump_async(e: Engine) -> None:
                 if cancels:  # none may land on this statement
                     await asyncio.gather(*cancels, return_exceptions=True)
                     cancels.clear()
-                if _next_wake(e._c) == INT64_MAX and not e.bodies and \
+                if e.next_wake() == INT64_MAX and not e.bodies and \
                         SQL_ANSWER[arg.sql] != _VOID:
                     value = await client.start(arg.sql, args_of(arg))
                 else:  # a wait, timers or bodies: the pump stays free meanwhile
@@ -400,15 +603,13 @@ async def _pump_async(e: Engine) -> None:
                 if sent is not None:
                     cancels.append(sent)
     except BaseException as exc:  # noqa: B902 - no member may wait for ever
-        _lib.advlock_conn_on_closed(e._c, None, ("advlock: the pump stopped: %r" % exc).encode(),
-                                    now_ms())
-        e.take_events()
+        e.closed("advlock: the pump stopped: %r" % exc)
         raise
     finally:
         e.task = None
 
 
-async def _send_async(e: Engine, client: AsyncClient, st: B.Statement) -> Answer:
+async def _send_async(e: Pumped, client: AsyncClient, st: B.Statement) -> Answer:
     """A statement while timers run or bodies may use the connection: a
     connection's own statement (a heartbeat) waits until the bodies of the
     locks held on it are held back (asyncpg runs one operation at a time)
@@ -443,22 +644,21 @@ def _nothing() -> None:
     pass
 
 
-async def run_async(e: Engine, owner: Owner) -> None:
+async def run_async(e: Pumped, owner: Owner) -> None:
     """Waits until owner's operation on e ends. A cancellation of the task
     meanwhile cancels the acquire and is re-raised once the engine has
     settled: nothing in flight or owed, so a grant that came is given back."""
-    m = owner._m
     kick(e)
     loop = asyncio.get_running_loop()
-    while _member_busy(m):
+    while e.busy(owner):
         waiter = owner._waiter = loop.create_future()  # type: ignore[attr-defined]
         try:
             await waiter
         except asyncio.CancelledError:
-            if _member_busy(m) and _lib.advlock_conn_cancel(e._c, m, now_ms()) == 0:
+            if e.busy(owner) and e.cancel(owner) == 0:
                 e.take_events()
                 kick(e)
-            while _member_busy(m) or _outstanding(e._c):
+            while e.busy(owner) or e.outstanding():
                 settled = loop.create_future()
                 e.settling.append(settled)
                 await asyncio.shield(settled)
@@ -468,14 +668,13 @@ async def run_async(e: Engine, owner: Owner) -> None:
 # ---- the blocking shell -----------------------------------------------------------
 
 
-def run_blocking(e: Engine, owner: Owner, interruptible: bool = False) -> None:
+def run_blocking(e: Pumped, owner: Owner, interruptible: bool = False) -> None:
     """Pumps on this thread until owner's operation on e ends. With
     interruptible, a KeyboardInterrupt during a wait cancels the acquire and
     is re-raised once it ended."""
-    m = owner._m
     interrupted: Optional[KeyboardInterrupt] = None
     with e.guard:
-        gen = turns(e, lambda: not _member_busy(m))
+        gen = turns(e, lambda: not e.busy(owner))
         value: Optional[Answer] = None
         while True:
             try:
@@ -484,7 +683,7 @@ def run_blocking(e: Engine, owner: Owner, interruptible: bool = False) -> None:
                 break
             value = None
             if op == SEND:
-                if _next_wake(e._c) != INT64_MAX:
+                if e.next_wake() != INT64_MAX:
                     _ensure_helper(e)
                 value = _send_blocking(e, arg)
                 e.cond.notify_all()
@@ -495,16 +694,16 @@ def run_blocking(e: Engine, owner: Owner, interruptible: bool = False) -> None:
                     if not interruptible:
                         raise
                     interrupted = exc
-                    _lib.advlock_conn_cancel(e._c, m, now_ms())
+                    e.cancel(owner)
             elif op == CANCEL:
                 _cancel_blocking(e)
-        if _next_wake(e._c) != INT64_MAX:
+        if e.next_wake() != INT64_MAX:
             _ensure_helper(e)
     if interrupted is not None:
         raise interrupted
 
 
-def _send_blocking(e: Engine, st: B.Statement) -> Answer:
+def _send_blocking(e: Pumped, st: B.Statement) -> Answer:
     """Runs the statement with the engine let go (another thread may tend
     its timers meanwhile). A connection's own statement the client cannot
     send now (psycopg: the body's transaction failed) is tried again."""
@@ -522,7 +721,7 @@ def _send_blocking(e: Engine, st: B.Statement) -> Answer:
         e.guard.acquire()
 
 
-def _cancel_blocking(e: Engine) -> None:
+def _cancel_blocking(e: Pumped) -> None:
     client: BlockingClient = e.client  # type: ignore[assignment]
     e.guard.release()
     try:
@@ -531,7 +730,7 @@ def _cancel_blocking(e: Engine) -> None:
         e.guard.acquire()
 
 
-def _ensure_helper(e: Engine) -> None:
+def _ensure_helper(e: Pumped) -> None:
     """Under e.guard: the connection's helper thread runs (one at most),
     tending the engine's timers until it has none."""
     helper = e.helper
@@ -542,13 +741,12 @@ def _ensure_helper(e: Engine) -> None:
         helper.start()
 
 
-def _help(ref: weakref.ReferenceType[Engine]) -> None:
+def _help(ref: weakref.ReferenceType[Pumped]) -> None:
     e = ref()
     if e is None:
         return
-    c = e._c
     with e.guard:
-        gen = turns(e, lambda: _next_wake(c) == INT64_MAX)
+        gen = turns(e, lambda: e.next_wake() == INT64_MAX)
         value: Optional[Answer] = None
         while True:
             try:

@@ -16,7 +16,7 @@ from . import _binding as B
 from . import _engine as E
 from ._lease import DEFAULT as LEASE_DEFAULT, lease_of
 from ._machine import (INT64_MAX, Detail, Failure, LeaseExpiry, LockState, Options, Outcome,
-                       Report, Sql, _encode, escape_name, now_ms, raise_for, timeout_ms)
+                       Report, Scope, Sql, _encode, escape_name, now_ms, raise_for, timeout_ms)
 from .errors import CallError, Error, LockLost
 
 if TYPE_CHECKING:
@@ -25,9 +25,7 @@ if TYPE_CHECKING:
     from ._types import Name
 
 _lib = B.core
-_start_acquire = _lib.advlock_conn_start_acquire
 _member_report, _member_words = _lib.advlock_member_report, _lib.advlock_member_words
-_held = _lib.advlock_member_held
 ACQUIRED = int(Outcome.ACQUIRED)
 FAILED = int(Outcome.FAILED)
 ECONNLOST = int(Failure.ECONNLOST)
@@ -37,19 +35,21 @@ _in_doubt = _lib.advlock_detail_in_doubt
 _LIVE = int(LeaseExpiry.LIVE)
 class _LockBase:
     __slots__ = ("_engine", "_conn", "name", "timeout", "options", "_m", "_raw", "_opts",
-                 "_lease", "_t", "_ms", "report", "release_report", "_lost_err", "_lost_event",
+                 "_lease", "_t", "_ms", "report", "release_report", "_lost", "_lost_event",
                  "_waiter", "_body", "_cancelled_body", "_cancelling", "_holding")
 
     def __init__(self, engine: E.Engine, conn: object, name: Name,
                  timeout: Optional[float] = None, options: Optional[Options] = None,
                  lease: object = LEASE_DEFAULT, lease_stop: Optional[float] = None,
                  **option_kwargs: Any) -> None:
-        self._engine = engine
         self._conn = conn
         self.name = name
         self.timeout = timeout
         self.options = Options.coerce(options, **option_kwargs)
         self._raw = _encode(name)
+        # The engine takes session-scoped locks; a transaction's is pumped alone.
+        self._engine = E.Solo(engine) if self.options.scope == Scope.TRANSACTION and \
+            engine is not None else engine
         self._opts = byref(self.options.to_c())
         self._lease = lease_of(lease, lease_stop)
         self._m = B.MemberStorage()
@@ -58,7 +58,7 @@ class _LockBase:
         self._ms = 0
         self.report: Optional[Report] = None          # the last acquire's
         self.release_report: Optional[Report] = None  # the last release's
-        self._lost_err: Optional[LockLost] = None
+        self._lost: Optional[LockLost] = None
         self._lost_event: Optional[threading.Event] = None
         self._waiter: Optional[asyncio.Future[None]] = None
         self._body: Optional[asyncio.Task[Any]] = None
@@ -68,12 +68,12 @@ class _LockBase:
 
     # ---- what the engine tells ------------------------------------------------
 
-    def _done(self) -> None:
+    def _on_done(self) -> None:
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
 
-    def _lost(self) -> None:
+    def _on_lost(self) -> None:
         """The held lock is lost (the engine's words): the loss's report,
         FAILED with ECONNLOST and DETAIL_LOST as every driver gives."""
         m = self._m
@@ -92,11 +92,11 @@ class _LockBase:
         err.reason = LeaseExpiry.CONNECTION if expiry == _LIVE else LeaseExpiry(expiry)
         err.ended = expiry == _LIVE
         err.lease = self._lease[0] / 1000 if self._lease[0] else None
-        self._lost_err = err
+        self._lost = err
         self._unhold()
         self.lost.set()
         self._cancel_body()
-        self._done()
+        self._on_done()
 
     def _cancel_body(self) -> None:
         body = self._body
@@ -107,10 +107,8 @@ class _LockBase:
     # ---- the steps both kinds share ------------------------------------------------
 
     def _member_report(self) -> Report:
-        m = self._m
-        words = _member_words(m)
-        return Report(B.Report.from_buffer_copy(_member_report(m).contents), self.name,
-                      words.decode("utf-8", "replace") if words else None)
+        c, words = self._engine.report_of(self)
+        return Report(c, self.name, words.decode("utf-8", "replace") if words else None)
 
     def _start_acquiring(self) -> E.Engine:
         e = self._engine
@@ -118,15 +116,13 @@ class _LockBase:
         e.before_acquire()
         e.set_lease(self._lease, "advlock.lock(%r)" % escape_name(self.name))
         self.report = self.release_report = None
-        self._lost_err = None
+        self._lost = None
         if self._lost_event is not None:
             self._lost_event.clear()
         t = self.timeout
         if t is not self._t or not self._ms:
             self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
-        raw = self._raw
-        e.check(_start_acquire(e._c, self._m, raw, len(raw), self._ms, self._opts, now_ms()))
-        e.join(self)
+        e.start_acquire(self, self._raw, self._ms, self._opts)
         return e
 
     def _acquired(self) -> Report:
@@ -149,23 +145,33 @@ class _LockBase:
         self._forget()
 
     def _forget(self) -> None:
-        self._engine.owners.pop(addressof(self._m), None)
+        owners = getattr(self._engine, "owners", None)
+        if owners is not None:
+            owners.pop(addressof(self._m), None)
 
     def _start_releasing(self) -> Optional[E.Engine]:
         """Starts the release of what the acquire took; None (a report
         NOT_HELD is made) when nothing is held through this object."""
         e = self._engine
         e.client.conn = self._conn  # type: ignore[union-attr]
-        if not _held(self._m):
+        if not e.held_by(self):
             return None
-        e.check(_lib.advlock_conn_start_release(e._c, self._m, now_ms()))
-        e.join(self)
+        e.start_release(self)
         return e
 
     def _released(self) -> Report:
-        if not _held(self._m):
-            self._unhold()
+        """A release's end: the report, or its error raised. A release that
+        found the connection lost was too late: the lock was lost with the
+        connection (LockLost, not LockFailed)."""
+        e = self._engine
         report = self.release_report = self._member_report()
+        if report._c.outcome == FAILED and report._c.failure == ECONNLOST and self._holding:
+            with e.guard:
+                e.closed(E.ENDED)
+        if self._lost is not None:
+            self._raise_lost()
+        if not e.held_by(self):
+            self._unhold()
         return self._ended(report)
 
     def _not_held(self, sql: Sql) -> Report:
@@ -180,10 +186,9 @@ class _LockBase:
         made) when nothing is held through this object."""
         e = self._engine
         e.client.conn = self._conn  # type: ignore[union-attr]
-        if not _held(self._m):
+        if not e.held_by(self):
             return None
-        e.check(_lib.advlock_conn_start_verify(e._c, self._m, now_ms()))
-        e.join(self)
+        e.start_verify(self)
         return e
 
     def _ended(self, report: Report) -> Report:
@@ -192,10 +197,19 @@ class _LockBase:
             raise_for(report, self.name)
         return report
 
+    def _heard(self) -> Optional[LockLost]:
+        """The loss of the held lock, asking the client whether the
+        server closed the connection (its watch may not have said yet)."""
+        if self._lost is None and self._holding and self._engine.client.ended():
+            e = self._engine
+            with e.guard:
+                e.closed(E.ENDED)
+        return self._lost
+
     def _raise_lost(self, cause: Optional[BaseException] = None) -> NoReturn:
         """The body has stopped: the connection is closed (no late answer
         counts, and the server frees the lock now if it still has it)."""
-        lost = self._lost_err
+        lost = self._lost
         assert lost is not None
         self._engine.client.close_now()
         if cause is lost:
@@ -213,7 +227,7 @@ class _LockBase:
     @property
     def held(self) -> bool:
         """True between a successful acquire and its release."""
-        return bool(_held(self._m)) and self._lost_err is None
+        return self._engine.held_by(self) and self._lost is None
 
     @property
     def lost(self) -> threading.Event:
@@ -235,12 +249,12 @@ class _LockBase:
             return LockState.NOT_HELD
         if r._c.outcome != ACQUIRED:
             return LockState.MAY_BE_HELD if _in_doubt(r._c.detail) else LockState.NOT_HELD
-        lost = self._lost_err
+        lost = self._lost
         if lost is not None:
             return LockState.NOT_HELD if lost.ended and self._engine.proxied is False \
                 else LockState.MAY_BE_HELD
         if rr is None:
-            return LockState.HELD if _held(self._m) else LockState.NOT_HELD
+            return LockState.HELD if self._engine.held_by(self) else LockState.NOT_HELD
         if rr._c.outcome != FAILED or (rr._c.failure == ECONNLOST
                                        and self._engine.proxied is False):
             return LockState.NOT_HELD
@@ -265,10 +279,10 @@ class _LockBase:
         it between units of work of at most lease_stop seconds."""
         e = self._engine
         with e.guard:
-            _lib.advlock_conn_on_timer(e._c, now_ms())
+            e.on_timer(now_ms())
             e.take_events()
-        if self._lost_err is not None:
-            raise self._lost_err
+        if self._heard() is not None:
+            raise self._lost
 
     def __repr__(self) -> str:
         return "<%s %r %s>" % (type(self).__name__, self.name,
@@ -291,7 +305,7 @@ class Lock(_LockBase):
             self._start_acquiring()
         E.run_blocking(e, self, interruptible=True)
         report = self._acquired()
-        if self._lost_err is not None:
+        if self._lost is not None:
             self._raise_lost()
         return report
 
@@ -299,7 +313,7 @@ class Lock(_LockBase):
         """Releases what acquire() took. Returns the Report: RELEASED,
         NOT_HELD (a value, not an error). Raises LockFailed on a server
         error or a lost connection; LockLost when the lock was lost."""
-        if self._lost_err is not None:
+        if self._lost is not None:
             self._raise_lost()
         e = self._engine
         with e.guard:
@@ -308,7 +322,7 @@ class Lock(_LockBase):
             self.release_report = self._not_held(Sql.UNLOCK)
             return self.release_report
         E.run_blocking(e, self)
-        if self._lost_err is not None:
+        if self._lost is not None:
             self._raise_lost()
         return self._released()
 
@@ -331,7 +345,7 @@ class Lock(_LockBase):
                  tb: Optional[TracebackType]) -> Literal[False]:
         """Releases. A body's exception stays the one raised (a release
         failure goes on it as a note); a lost lock raises LockLost."""
-        if self._lost_err is not None:
+        if self._heard() is not None:
             self._raise_lost(exc)
         if exc is None:
             self.release()
@@ -358,20 +372,20 @@ class AsyncLock(_LockBase):
         try:
             await E.run_async(e, self)
         except asyncio.CancelledError:
-            if _held(self._m):  # granted in the turn the cancel came: given back
-                e.check(_lib.advlock_conn_start_release(e._c, self._m, now_ms()))
+            if e.held_by(self):  # granted in the turn the cancel came: given back
+                e.start_release(self)
                 await asyncio.shield(E.run_async(e, self))
             self._forget()
             raise
         report = self._acquired()
-        if self._lost_err is not None:
+        if self._lost is not None:
             self._raise_lost()
         return report
 
     async def release(self) -> Report:
         """As Lock.release(); runs to its end even if the task is cancelled
         meanwhile (the CancelledError is raised afterwards)."""
-        if self._lost_err is not None:
+        if self._lost is not None:
             self._raise_lost()
         e = self._start_releasing()
         if e is None:
@@ -384,9 +398,9 @@ class AsyncLock(_LockBase):
                 break
             except asyncio.CancelledError as exc:
                 cancelled = exc
-                if not _lib.advlock_member_busy(self._m):
+                if not e.busy(self):
                     break
-        if self._lost_err is not None:
+        if self._lost is not None:
             self._raise_lost(cancelled)
         report = self._released()
         if cancelled is not None:
@@ -418,7 +432,7 @@ class AsyncLock(_LockBase):
         it TimeoutError; a cancellation from elsewhere still propagates."""
         body, self._body = self._body, None
         self._engine.bodies.pop(id(self), None)
-        if self._lost_err is not None:
+        if self._heard() is not None:
             cancelling = exc_type is asyncio.CancelledError
             if self._cancelled_body:
                 self._cancelled_body = False

@@ -133,9 +133,9 @@ class SetLock(AsyncLock):
                            " statements of every other lock of the set behind it")
         self._set = lockset
 
-    def _lost(self) -> None:
-        super()._lost()
-        lost = self._lost_err
+    def _on_lost(self) -> None:
+        super()._on_lost()
+        lost = self._lost
         if lost is not None and lost.ended and self._set.lost is None:
             self._set.lost = lost.server_message or "the connection was lost"
 

@@ -200,12 +200,14 @@ class Client:
             state = getattr(exc, "sqlstate", None)
             lost = self.conn.is_closed()
             return (_LOST if lost else _ERROR, state, _first_line(exc))
-        if isinstance(exc, asyncpg.InterfaceError) and not self.conn.is_closed():
+        if isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError)) \
+                and not self.conn.is_closed():
             # asyncpg refused to send the statement on a live connection:
             # another operation is under way on it ("another operation is
             # in progress"), a misuse, not a lost session.
             return Busy(_first_line(exc))
-        if isinstance(exc, (asyncpg.InterfaceError, ConnectionError, OSError, EOFError)):
+        if isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError,
+                            ConnectionError, OSError, EOFError)):
             return (_LOST, None, _first_line(exc))
         raise exc
 

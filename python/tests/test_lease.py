@@ -84,14 +84,17 @@ async def _hold_for(flavour, lk, seconds, during=None):
 
 @need_server
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_a_unix_socket_needs_no_heartbeat(flavour, pg_conn):
+def test_over_a_unix_socket_heartbeats_run_as_in_every_driver(flavour, pg_conn):
+    # The lease is the connection engine's: over a Unix socket too its
+    # heartbeats run, as the C drivers' do.
     async def main():
         conn = await connect(flavour)
         lk = advlock.lock(conn, "unix", timeout=1, lease=LEASE)
         rec = Recording(lk)
         lost, _ = await _hold_for(flavour, lk, 2 * H)
         assert lost is None
-        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
+        assert rec.sql[:4] == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK]
+        assert S.HEARTBEAT in rec.sql and rec.sql[-1] == S.UNLOCK
         assert holds(pg_conn, lk.key) == []
         await close(conn)
     asyncio.run(main())
@@ -106,7 +109,7 @@ def test_over_tcp_the_setup_applies_the_plan_and_heartbeats_run(flavour, pg_conn
         rec = Recording(lk)
         lost, _ = await _hold_for(flavour, lk, 4 * H + 0.3)
         assert lost is None
-        assert rec.sql[:3] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK]
+        assert rec.sql[:4] == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK]
         assert rec.sql[-1] == S.UNLOCK
         assert rec.sql[3:-1].count(S.HEARTBEAT) >= 3
         assert holds(pg_conn, lk.key) == []
@@ -260,7 +263,7 @@ def test_a_server_side_wait_longer_than_the_deadline_renews_before_the_body(flav
         lost, _ = await _hold_for(flavour, lk, H)
         assert lost is None
         assert time.monotonic() - started > D + 1
-        assert rec.sql[:5] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.LOCK, S.HEARTBEAT]
+        assert rec.sql[:6] == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.LOCK, S.HEARTBEAT]
         await close(conn)
     asyncio.run(main())
 
