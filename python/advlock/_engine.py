@@ -138,9 +138,7 @@ def _fill(a: B.Answer, answer: Answer) -> List[Any]:
 
 def args_of(st: B.Statement) -> Tuple[int, ...]:
     """The statement's $1.., as many as it takes."""
-    n = SQL_PARAMS[st.sql]
-    return (st.param,) if n == 1 else (st.param, st.param2) if n == 2 else \
-        (st.param, st.param2, st.param3)
+    return (st.param, st.param2, st.param3)[:SQL_PARAMS[st.sql]]
 
 
 # ---- the engine -------------------------------------------------------------------
