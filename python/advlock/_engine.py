@@ -110,10 +110,10 @@ def _fill(a: B.Answer, answer: Answer) -> List[Any]:
     if isinstance(answer, tuple) and not isinstance(answer, CapacityRow):
         result, sqlstate, message = answer
         _answer_init(a, result)
-        keep = [None if sqlstate is None else sqlstate.encode("ascii", "replace"),
-                message.encode("utf-8", "replace")]
-        a.sqlstate, a.message = keep
-        return keep
+        words = [None if sqlstate is None else sqlstate.encode("ascii", "replace"),
+                 message.encode("utf-8", "replace")]
+        a.sqlstate, a.message = words
+        return words
     _answer_init(a, _TRUE)
     if isinstance(answer, SessionRow):
         a.server_pid, a.in_recovery, a.ours = answer.pid, answer.in_recovery, answer.ours
@@ -126,7 +126,7 @@ def _fill(a: B.Answer, answer: Answer) -> List[Any]:
         a.settings[0], a.settings[1], a.settings[2] = answer
     elif isinstance(answer, list):
         rows = (B.Holder * max(len(answer), 1))()
-        keep: List[Any] = [rows]
+        keep: List[Any] = [rows]  # the rows and their strings
         for i, r in enumerate(answer):
             strs = [None if v is None else str(v).encode("utf-8", "replace") for v in r[2:7]]
             keep.append(strs)
@@ -147,7 +147,7 @@ def args_of(st: B.Statement) -> Tuple[int, ...]:
 class Owner(Protocol):
     """A lock object with a member on an engine."""
 
-    _m: B.MemberStorage
+    _m: Any  # its advlock_member (a _binding.MemberStorage)
 
     def _on_done(self) -> None: ...
     def _on_lost(self) -> None: ...
@@ -269,7 +269,7 @@ class Engine:
         """Nothing for a pump to do: no member busy, nothing in flight or
         owed, no timer."""
         c = self._c
-        return _busy(c) == 0 and _outstanding(c) == 0 and _next_wake(c) == INT64_MAX
+        return bool(_busy(c) == 0 and _outstanding(c) == 0 and _next_wake(c) == INT64_MAX)
 
     # What the pump and the lock objects call, as a Solo answers them too.
 
@@ -324,7 +324,7 @@ class Engine:
         """Hands each event to its member's owner."""
         c, ev, owners = self._c, self._ev, self.owners
         while _poll_event(c, ev):
-            owner = owners.get(ev.member)  # type: ignore[call-overload]
+            owner = owners.get(ev.member)
             if owner is None:
                 continue
             if ev.kind == _DONE:
@@ -743,8 +743,9 @@ def _help(ref: weakref.ReferenceType[Pumped]) -> None:
     e = ref()
     if e is None:
         return
-    with e.guard:
-        gen = turns(e, lambda: e.next_wake() == INT64_MAX)
+    pumped = e
+    with pumped.guard:
+        gen = turns(pumped, lambda: pumped.next_wake() == INT64_MAX)
         value: Optional[Answer] = None
         while True:
             try:

@@ -38,7 +38,10 @@ class _LockBase:
                  "_lease", "_t", "_ms", "report", "release_report", "_lost", "_lost_event",
                  "_waiter", "_body", "_cancelled_body", "_cancelling", "_holding")
 
-    def __init__(self, engine: E.Engine, conn: object, name: Name,
+    _engine: E.Pumped
+    _lost: Optional[LockLost]
+
+    def __init__(self, engine: Optional[E.Engine], conn: object, name: Name,
                  timeout: Optional[float] = None, options: Optional[Options] = None,
                  lease: object = LEASE_DEFAULT, lease_stop: Optional[float] = None,
                  **option_kwargs: Any) -> None:
@@ -49,7 +52,7 @@ class _LockBase:
         self._raw = _encode(name)
         # The engine takes session-scoped locks; a transaction's is pumped alone.
         self._engine = E.Solo(engine) if self.options.scope == Scope.TRANSACTION and \
-            engine is not None else engine
+            engine is not None else engine  # type: ignore[assignment]  # None: tests
         self._opts = byref(self.options.to_c())
         self._lease = lease_of(lease, lease_stop)
         self._m = B.MemberStorage()
@@ -58,7 +61,7 @@ class _LockBase:
         self._ms = 0
         self.report: Optional[Report] = None          # the last acquire's
         self.release_report: Optional[Report] = None  # the last release's
-        self._lost: Optional[LockLost] = None
+        self._lost = None
         self._lost_event: Optional[threading.Event] = None
         self._waiter: Optional[asyncio.Future[None]] = None
         self._body: Optional[asyncio.Task[Any]] = None
@@ -110,9 +113,9 @@ class _LockBase:
         c, words = self._engine.report_of(self)
         return Report(c, self.name, words.decode("utf-8", "replace") if words else None)
 
-    def _start_acquiring(self) -> E.Engine:
+    def _start_acquiring(self) -> E.Pumped:
         e = self._engine
-        e.client.conn = self._conn  # type: ignore[union-attr]
+        e.client.conn = self._conn
         e.before_acquire()
         e.set_lease(self._lease, "advlock.lock(%r)" % escape_name(self.name))
         self.report = self.release_report = None
@@ -149,11 +152,11 @@ class _LockBase:
         if owners is not None:
             owners.pop(addressof(self._m), None)
 
-    def _start_releasing(self) -> Optional[E.Engine]:
+    def _start_releasing(self) -> Optional[E.Pumped]:
         """Starts the release of what the acquire took; None (a report
         NOT_HELD is made) when nothing is held through this object."""
         e = self._engine
-        e.client.conn = self._conn  # type: ignore[union-attr]
+        e.client.conn = self._conn
         if not e.held_by(self):
             return None
         e.start_release(self)
@@ -181,11 +184,11 @@ class _LockBase:
         c.outcome, c.sql, c.key = Outcome.NOT_HELD, sql, self.key
         return Report(c, self.name)
 
-    def _start_verifying(self) -> Optional[E.Engine]:
+    def _start_verifying(self) -> Optional[E.Pumped]:
         """Starts the verify of the lock held; None (a report NOT_HELD is
         made) when nothing is held through this object."""
         e = self._engine
-        e.client.conn = self._conn  # type: ignore[union-attr]
+        e.client.conn = self._conn
         if not e.held_by(self):
             return None
         e.start_verify(self)
@@ -281,8 +284,9 @@ class _LockBase:
         with e.guard:
             e.on_timer(now_ms())
             e.take_events()
-        if self._heard() is not None:
-            raise self._lost
+        lost = self._heard()
+        if lost is not None:
+            raise lost
 
     def __repr__(self) -> str:
         return "<%s %r %s>" % (type(self).__name__, self.name,

@@ -295,6 +295,7 @@ def engine(conn: Any) -> Engine:
     the connection."""
     found = _engines.get(conn)
     if found is None:
-        made = AsyncClient(conn) if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
+        made: Union[Client, AsyncClient] = AsyncClient(conn) \
+            if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
         found = _engines[conn] = Engine(made)
     return found
