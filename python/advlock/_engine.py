@@ -708,6 +708,10 @@ def _send_blocking(e: Pumped, st: B.Statement) -> Answer:
     client: BlockingClient = e.client  # type: ignore[assignment]
     sql, args = st.sql, args_of(st)
     own = st.member is None
+    wake = e.next_wake()
+    if own and wake != INT64_MAX:  # its deadline, kept while this thread waits in it
+        from ._watch import call_at
+        call_at(wake / 1000, lambda: _tick(weakref.ref(e)))
     e.guard.release()
     try:
         while True:
@@ -717,6 +721,16 @@ def _send_blocking(e: Pumped, st: B.Statement) -> Answer:
             threading.Event().wait(RETRY_MS / 1000)
     finally:
         e.guard.acquire()
+
+
+def _tick(ref: weakref.ReferenceType[Pumped]) -> None:
+    """A blocking engine's timer, from the watcher thread."""
+    e = ref()
+    if e is not None:
+        with e.guard:
+            e.on_timer(now_ms())
+            e.take_events()
+            e.cond.notify_all()
 
 
 def _cancel_blocking(e: Pumped) -> None:

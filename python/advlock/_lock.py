@@ -253,9 +253,10 @@ class _LockBase:
         if r._c.outcome != ACQUIRED:
             return LockState.MAY_BE_HELD if _in_doubt(r._c.detail) else LockState.NOT_HELD
         lost = self._lost
-        if lost is not None:
-            return LockState.NOT_HELD if lost.ended and self._engine.proxied is False \
-                else LockState.MAY_BE_HELD
+        if lost is not None:  # as the core says of the loss's report
+            report = lost.report
+            return LockState.MAY_BE_HELD if report is not None and \
+                _in_doubt(report._c.detail) else LockState.NOT_HELD
         if rr is None:
             return LockState.HELD if self._engine.held_by(self) else LockState.NOT_HELD
         if rr._c.outcome != FAILED or (rr._c.failure == ECONNLOST
