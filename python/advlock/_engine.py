@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import types
 import weakref
+from asyncio import isfuture
 from ctypes import addressof
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Generator, List, Optional, Protocol,
-                    Tuple, Union)
+from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, List, Optional,
+                    Protocol, Tuple, TypeVar, Union)
 
 from . import _binding as B
 from ._machine import INT64_MAX, SQL_ANSWER, SQL_PARAMS, now_ms, strerror
@@ -497,6 +499,7 @@ Pumped = Union[Engine, Solo]
 # ---- the pump, once ---------------------------------------------------------------
 
 Op = Tuple[int, Any]
+Pump = Generator[Op, Optional["Answer"], None]
 
 
 def turns(e: Pumped, done: Callable[[], bool]) -> Generator[Op, Optional[Answer], None]:
@@ -552,19 +555,29 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def _pump_async(e: Pumped) -> None:
+async def _pump_async(e: Pumped, gen: Optional[Pump] = None,
+                      pending: Optional[Op] = None) -> None:
+    """The pump's task: a generator handed over by an inline pump (with
+    the step it was at), then the engine's own until it is idle."""
     client: AsyncClient = e.client  # type: ignore[assignment]
     loop = asyncio.get_running_loop()
-    gen = turns(e, e.idle)
+    if gen is None:
+        gen = turns(e, e.idle)
     value: Optional[Answer] = None
     inflight: Optional[asyncio.Future[Answer]] = None
     cancels: List[Any] = []
     try:
         while True:
             try:
-                op, arg = gen.send(value)
+                if pending is not None:
+                    (op, arg), pending = pending, None
+                else:
+                    op, arg = gen.send(value)
             except StopIteration:
-                return
+                if e.idle():
+                    return
+                gen, value = turns(e, e.idle), None
+                continue
             finally:
                 if e.settling:
                     for waiting in e.settling:
@@ -646,21 +659,137 @@ async def run_async(e: Pumped, owner: Owner) -> None:
     """Waits until owner's operation on e ends. A cancellation of the task
     meanwhile cancels the acquire and is re-raised once the engine has
     settled: nothing in flight or owed, so a grant that came is given back."""
-    kick(e)
     loop = asyncio.get_running_loop()
+    if e.task is None:
+        cancelled = await _inline(e, owner)
+        if cancelled is not None:
+            await _cancelled(e, owner, loop)
+            raise cancelled
+    else:
+        kick(e)
     while e.busy(owner):
         waiter = owner._waiter = loop.create_future()  # type: ignore[attr-defined]
         try:
             await waiter
         except asyncio.CancelledError:
-            if e.busy(owner) and e.cancel(owner) == 0:
-                e.take_events()
-                kick(e)
-            while e.busy(owner) or e.outstanding():
-                settled = loop.create_future()
-                e.settling.append(settled)
-                await asyncio.shield(settled)
+            await _cancelled(e, owner, loop)
             raise
+
+
+async def _cancelled(e: Pumped, owner: Owner, loop: asyncio.AbstractEventLoop) -> None:
+    """owner's task was cancelled: its acquire is, and this returns once the
+    engine has nothing in flight or owed."""
+    if e.busy(owner) and e.cancel(owner) == 0:
+        e.take_events()
+    if not e.idle():
+        kick(e)  # a pump task runs, or is poked: a cancel request may be due
+    while e.busy(owner) or e.outstanding():
+        settled = loop.create_future()
+        e.settling.append(settled)
+        await asyncio.shield(settled)
+
+
+async def _inline(e: Pumped, owner: Owner) -> Optional[asyncio.CancelledError]:
+    """Pumps in the caller's task while each step is a statement with no
+    timer running (a fake or a quick server costs no task and no turn of
+    the loop); anything else hands the generator to a pump task. A cancel
+    of the task meanwhile never reaches the statement (guarded): it is
+    returned, once the answer was fed."""
+    client: AsyncClient = e.client  # type: ignore[assignment]
+    me = e.task = asyncio.current_task()
+    gen: Optional[Pump] = turns(e, lambda: not e.busy(owner))
+    guard = Guard()
+    value: Optional[Answer] = None
+    try:
+        while gen is not None:
+            try:
+                op, arg = gen.send(value)
+            except StopIteration:
+                gen = None
+                break
+            value = None
+            if op == SEND and guard.cancelled_by is None and not e.bodies and \
+                    e.next_wake() == INT64_MAX and SQL_ANSWER[arg.sql] != _VOID:
+                value = await guarded(client.start(arg.sql, args_of(arg)), guard)  # type: ignore[misc]
+                if guard.cancelled_by is not None and e.busy(owner):
+                    e.cancel(owner)  # before its answer: a grant is the engine's to give back
+                continue
+            e.task = None
+            kick_with(e, gen, (op, arg))
+            gen = None
+    finally:
+        if e.task is me:
+            e.task = None
+        if gen is not None:  # failed: no member may wait for ever
+            e.closed("advlock: the pump stopped")
+    if e.task is None and not e.idle():
+        kick(e)
+    return guard.cancelled_by
+
+
+def kick_with(e: Pumped, gen: Pump, pending: Op) -> None:
+    """A pump task takes over gen at its step pending."""
+    e.task = asyncio.get_running_loop().create_task(_pump_async(e, gen, pending))
+
+
+class Guard:
+    """What a task's cancel() did while a statement ran inline (guarded)."""
+
+    __slots__ = ("cancelled_by",)
+
+    def __init__(self) -> None:
+        self.cancelled_by: Optional[asyncio.CancelledError] = None
+
+
+T = TypeVar("T")
+
+
+@types.coroutine
+def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, T]:
+    """Awaits coro (a statement) inline while keeping a cancellation of the
+    task away from it: asyncpg and psycopg answer a cancelled await of a
+    query by cancelling it and dropping its answer, so a grant would be
+    lost. Each future it waits on is awaited through a waiter of this
+    task's own: the task's cancel() cancels the waiter and is recorded in
+    guard, and the statement goes on to its answer."""
+    send, throw = coro.send, coro.throw
+    exc: Optional[BaseException] = None
+    try:
+        while True:
+            try:
+                fut = send(None) if exc is None else throw(exc)
+            except StopIteration as stop:
+                value: T = stop.value
+                return value
+            exc = None
+            if not isfuture(fut):
+                try:
+                    yield fut  # a bare yield: one turn of the loop
+                except asyncio.CancelledError as err:
+                    guard.cancelled_by = guard.cancelled_by or err
+                except GeneratorExit:
+                    raise
+                except BaseException as err:  # noqa: B902 - the statement's to handle
+                    exc = err
+                continue
+            while not fut.done():
+                waiter = fut.get_loop().create_future()
+                wake = lambda _fut, w=waiter: _wake(w)  # noqa: E731
+                fut.add_done_callback(wake)
+                try:
+                    yield from waiter.__await__()
+                except GeneratorExit:
+                    raise
+                except asyncio.CancelledError as err:
+                    fut.remove_done_callback(wake)
+                    guard.cancelled_by = guard.cancelled_by or err
+                except BaseException as err:  # noqa: B902 - the statement's to handle
+                    fut.remove_done_callback(wake)
+                    exc = err
+                    break
+    except BaseException:
+        coro.close()
+        raise
 
 
 # ---- the blocking shell -----------------------------------------------------------
