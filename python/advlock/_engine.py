@@ -267,6 +267,11 @@ class Engine:
         _lib.advlock_conn_on_closed(self._c, None, words.encode("utf-8", "replace"), now_ms())
         self.take_events()
 
+    def quiet(self) -> bool:
+        """No member busy, nothing in flight or owed (timers may run)."""
+        c = self._c
+        return bool(_busy(c) == 0 and _outstanding(c) == 0)
+
     def idle(self) -> bool:
         """Nothing for a pump to do: no member busy, nothing in flight or
         owed, no timer."""
@@ -455,6 +460,8 @@ class Solo:
     def idle(self) -> bool:
         return not self.inflight and self._action().kind in (B.ACTION_DONE, B.ACTION_NONE)
 
+    quiet = idle
+
     def cancel(self, owner: Owner) -> int:
         return 0 if self.m.cancel() else B.ADVLOCK_EMISUSE
 
@@ -566,6 +573,11 @@ async def _pump_async(e: Pumped, gen: Optional[Pump] = None,
     value: Optional[Answer] = None
     inflight: Optional[asyncio.Future[Answer]] = None
     cancels: List[Any] = []
+    # A cancel of this task (asyncio.run's teardown cancels every task) is
+    # kept away from the statement in flight and the grants owed: the pump
+    # goes on until nothing is in flight, owed or busy, then ends.
+    guard = Guard()
+    task = asyncio.current_task()
     try:
         while True:
             try:
@@ -580,44 +592,73 @@ async def _pump_async(e: Pumped, gen: Optional[Pump] = None,
                 continue
             finally:
                 if e.settling:
-                    for waiting in e.settling:
-                        _wake(waiting)
-                    e.settling.clear()
+                    _settle(e)
             value = None
-            if op == SEND:
-                if cancels:  # none may land on this statement
-                    await asyncio.gather(*cancels, return_exceptions=True)
-                    cancels.clear()
-                if e.next_wake() == INT64_MAX and not e.bodies and \
-                        SQL_ANSWER[arg.sql] != _VOID:
-                    value = await client.start(arg.sql, args_of(arg))
-                else:  # a wait, timers or bodies: the pump stays free meanwhile
-                    inflight = asyncio.ensure_future(_send_async(e, client, arg))
-            elif op == AWAIT:
-                assert inflight is not None
-                if not inflight.done():
-                    poke = e.poke = loop.create_future()
-                    delay = None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000
-                    await asyncio.wait((inflight, poke), timeout=delay,
-                                       return_when=asyncio.FIRST_COMPLETED)
-                if inflight.done():
-                    value, inflight = inflight.result(), None
-            elif op == WAIT:
-                fut = e.poke = loop.create_future()
-                timer = None if arg == INT64_MAX else \
-                    loop.call_later(max(0, arg - now_ms()) / 1000, _wake, fut)
-                await fut
-                if timer is not None:
-                    timer.cancel()
-            else:
-                sent = client.cancel()
-                if sent is not None:
-                    cancels.append(sent)
+            if guard.cancelled_by is not None and op == WAIT and e.quiet():
+                return
+            try:
+                value, inflight = await _step(e, client, loop, op, arg, inflight, cancels, guard)
+            except asyncio.CancelledError as err:
+                guard.cancelled_by = guard.cancelled_by or err
+                if task is not None:
+                    task.uncancel()
     except BaseException as exc:  # noqa: B902 - no member may wait for ever
         e.closed("advlock: the pump stopped: %r" % exc)
         raise
     finally:
         e.task = None
+        _settle(e)
+
+
+def _settle(e: Pumped) -> None:
+    """Wakes the cancelled tasks waiting for e to settle: each looks again."""
+    for waiting in e.settling:
+        _wake(waiting)
+    e.settling.clear()
+
+
+async def _step(e: Pumped, client: AsyncClient, loop: asyncio.AbstractEventLoop, op: int,
+                arg: Any, inflight: Optional[asyncio.Future[Answer]], cancels: List[Any],
+                guard: Guard) -> Tuple[Optional[Answer], Optional[asyncio.Future[Answer]]]:
+    """Performs one of the generator's steps on asyncio: (the answer for
+    it, or None; the statement still in flight)."""
+    value: Optional[Answer] = None
+    if op == SEND:
+        if cancels:  # none may land on this statement
+            await guarded(_delivered(cancels), guard)  # type: ignore[misc]
+            cancels.clear()
+        if e.next_wake() == INT64_MAX and not e.bodies and SQL_ANSWER[arg.sql] != _VOID:
+            value = await guarded(client.start(arg.sql, args_of(arg)), guard)  # type: ignore[misc]
+        else:  # a wait, timers or bodies: the pump stays free meanwhile
+            inflight = asyncio.ensure_future(_send_async(e, client, arg))
+    elif op == AWAIT:
+        assert inflight is not None
+        if not inflight.done():
+            poke = e.poke = loop.create_future()
+            delay = None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000
+            await asyncio.wait((inflight, poke), timeout=delay,
+                               return_when=asyncio.FIRST_COMPLETED)
+        if inflight.done():
+            value, inflight = inflight.result(), None
+    elif op == WAIT:
+        fut = e.poke = loop.create_future()
+        timer = None if arg == INT64_MAX else \
+            loop.call_later(max(0, arg - now_ms()) / 1000, _wake, fut)
+        try:
+            await fut
+        finally:
+            if timer is not None:
+                timer.cancel()
+    else:
+        sent = client.cancel()
+        if sent is not None:
+            cancels.append(sent)
+    return value, inflight
+
+
+async def _delivered(cancels: List[Any]) -> None:
+    """Once every cancel request sent is delivered (or failed)."""
+    await asyncio.gather(*cancels, return_exceptions=True)
 
 
 async def _send_async(e: Pumped, client: AsyncClient, st: B.Statement) -> Answer:
@@ -684,6 +725,8 @@ async def _cancelled(e: Pumped, owner: Owner, loop: asyncio.AbstractEventLoop) -
     if not e.idle():
         kick(e)  # a pump task runs, or is poked: a cancel request may be due
     while e.busy(owner) or e.outstanding():
+        if e.task is None:
+            kick(e)  # no pump runs (an inline one ended): one must, to settle
         settled = loop.create_future()
         e.settling.append(settled)
         await asyncio.shield(settled)
@@ -722,6 +765,8 @@ async def _inline(e: Pumped, owner: Owner) -> Optional[asyncio.CancelledError]:
             e.task = None
         if gen is not None:  # failed: no member may wait for ever
             e.closed("advlock: the pump stopped")
+        if e.settling:
+            _settle(e)
     if e.task is None and not e.idle():
         kick(e)
     return guard.cancelled_by

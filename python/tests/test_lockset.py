@@ -220,36 +220,24 @@ def test_a_callers_open_transaction_is_left_alone(flavour, pg_conn):
     run(flavour, body)
 
 
-class _CallerAtTheEnd(_Recorder):
-    """The set's client, which starts the caller's own statement (asked for)
-    on the connection just before the set's first COMMIT goes: asyncpg
-    refuses the COMMIT while it runs."""
-
-    def __init__(self, inner, conn, statement):
-        super().__init__(inner)
-        self.conn, self.statement, self.caller = conn, statement, None
-
-    async def control(self, text):
-        if text == "COMMIT" and self.caller is None:
-            self.caller = asyncio.create_task(self.conn.execute(self.statement))
-            await asyncio.sleep(0.1)  # the caller's statement is on the wire
-        return await self.inner.control(text)
-
-
-def test_a_block_is_ended_however_long_the_callers_statement_runs(pg_conn):
-    # The caller's statement, run against the rule while a block is open,
-    # holds the connection 6 s: the set's COMMIT waits for it (never gives
-    # up), so no block is left open for the set's and the caller's next
-    # statements.
+def test_a_try_lock_the_callers_statement_keeps_out_fails_and_leaves_the_set_usable(pg_conn):
+    # The caller's own statement holds the connection while the set's
+    # try-locks go: asyncpg refuses each (another operation is in
+    # progress), so each acquire fails with asyncpg's words, no lock is
+    # left behind, and the set locks again once the statement ended.
     async def body(conn, locks):
         await locks.lock("end-warm-up", timeout=0).acquire()  # the session checked
-        client = locks._engine.client = _CallerAtTheEnd(locks._engine.client, conn, "SELECT pg_sleep(6)")
-        members = [locks.lock("end-%d" % i, timeout=0) for i in range(20)]
-        await asyncio.gather(*(m.acquire() for m in members))
-        await client.caller
+        caller = asyncio.create_task(conn.execute("SELECT pg_sleep(1)"))
+        await asyncio.sleep(0.2)  # the caller's statement is on the wire
+        members = [locks.lock("end-%d" % i, timeout=0) for i in range(5)]
+        outcomes = await asyncio.gather(*(m.acquire() for m in members), return_exceptions=True)
+        for outcome in outcomes:
+            assert isinstance(outcome, advlock.LockFailed)
+            assert "another operation is in progress" in str(outcome)
+        await caller
         assert not in_transaction(conn)
-        await asyncio.gather(*(m.release() for m in members))
-        assert not in_transaction(conn)
+        async with locks.lock("end-after", timeout=0):
+            assert advisory_count(pg_conn, announced_pid(conn)) == 2
         assert advisory_count(pg_conn, announced_pid(conn)) == 1
     run("asyncpg", body)
 
