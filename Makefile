@@ -48,6 +48,15 @@ endif
 
 all: $(BUILD)/libadvlock.a $(BUILD)/libadvlock.so $(BUILD)/libadvlock_fake.a $(BUILD)/libadvlock_fake.so
 
+# Suites that mostly wait (timeouts, leases, restarts), each on servers of
+# its own, run side by side: $(call together,TARGETS) makes TARGETS in a
+# make of its own, all at once, each target's output printed whole when it
+# ends (-O), so the lines of one suite stay together. JOBS caps how many
+# run at once ($(call together,TARGETS,JOBS)); the CPU-bound ones pass
+# $(NPROC). tests/README.md ("How make test runs") lists what runs so.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+together = $(MAKE) --no-print-directory -O -j$(or $(2),$(words $(1))) $(1)
+
 # ---- objects: one tree per flavour (plain, sanitized) ----------------------
 
 $(BUILD)/obj/%.o: %.c | deps-build
@@ -177,8 +186,21 @@ apt-lock-test:
 docs-check:
 	@scripts/run-tests.sh -c scripts/check-docs.sh
 
+# The suites of make test that mostly wait, each on servers of its own, run
+# side by side ($(call together)): the fragments in mk/ add them to
+# WAITING_TESTS, and what they need built to waiting-tests' prerequisites,
+# so that it is built first, one at a time, as the rest of make test.
+# WAITING_JOBS of them at a time: their timeouts and leases have margins for
+# a busy machine, not for one where every suite starts processes at once.
+WAITING_TESTS :=
+WAITING_JOBS ?= 3
+.PHONY: waiting-tests
+waiting-tests:
+	@$(call together,$(WAITING_TESTS),$(WAITING_JOBS))
+
 # The fragments in mk/ add their suites as prerequisites; this line comes last.
-test: all core-imports file-circles file-circles-test unit-tests symbols-check install-check quiet-build-check docs-check apt-lock-test
+test: all core-imports file-circles file-circles-test unit-tests symbols-check install-check quiet-build-check docs-check apt-lock-test \
+    waiting-tests
 	@scripts/test-summary.sh $(TEST_COUNTS)
 
 # ---- the main job -----------------------------------------------------------

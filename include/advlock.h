@@ -1544,7 +1544,7 @@ ADVLOCK_API void advlock_answer_init(advlock_answer *a, advlock_result result);
  * core checks them at build time. */
 #define ADVLOCK_MEMBER_SIZE    776
 #define ADVLOCK_CONN_SLOT_SIZE 72
-#define ADVLOCK_CONN_SIZE      384
+#define ADVLOCK_CONN_SIZE      656
 
 /*
  * One caller of a connection: a lock machine, its place in the exclusion
@@ -1568,6 +1568,7 @@ typedef struct advlock_member {
     uint8_t verifying_;
     uint8_t news_; /* events not yet polled: 1 done, 2 lost */
     uint8_t lease_expiry_;
+    uint8_t by_key_; /* a release or verify of a key it did not hold */
     char sqlstate_[6];
     char words_[ADVLOCK_CONN_WORDS_MAX];
 } advlock_member;
@@ -1605,7 +1606,9 @@ typedef struct advlock_conn {
     advlock_member *tails_[5];
     advlock_member *news_, *news_tail_;
     advlock_member *confirming_; /* a wait's grant awaiting its heartbeat */
-    int64_t confirm_sent_ms_;
+    /* The confirming heartbeat's send time; once the lease ran out (no
+     * grant is confirmed then), the last statement's send since. */
+    int64_t lease_mark_ms_;
     advlock_lease lease_;
     advlock_capacity capacity_;
     int64_t now_ms_;
@@ -1618,7 +1621,12 @@ typedef struct advlock_conn {
     uint8_t capacity_read_, capacity_share_;
     uint8_t given_up_, polled_, starved_;
     uint8_t must_close_;
-    uint8_t waits_; /* a member's acquire may wait on the server */
+    uint8_t waits_;    /* a member's acquire may wait on the server */
+    uint8_t in_block_; /* inside a transaction block (advlock_conn_on_transaction()) */
+    uint8_t warned_;   /* a warning not yet polled */
+    advlock_member *warned_member_;
+    char warning_sqlstate_[6];
+    char warning_[ADVLOCK_CONN_WORDS_MAX];
 } advlock_conn;
 
 /*
@@ -1642,8 +1650,14 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
 
 /*
  * Starts acquiring key for m with options o (NULL: the defaults), within
- * timeout_ms. Session scope only; a member's own lease is refused (the
- * lease is the connection's: advlock_conn_set_lease()). Ends the watch of
+ * timeout_ms. A member's own lease is refused (the lease is the
+ * connection's: advlock_conn_set_lease()). Transaction scope only inside a
+ * transaction block (advlock_conn_on_transaction()): outside one the lock
+ * would go with its own statement's end. Its grant is held until the block
+ * ends; a release ends ADVLOCK_ENDS_WITH_TRANSACTION, the member still
+ * holding; a cancel with its try in flight leaves it busy until the answer
+ * (a grant then cannot be unlocked: ACQUIRED, ADVLOCK_DETAIL_CANCEL_TOO_LATE),
+ * its DONE event coming then. Ends the watch of
  * a lock m held before; events of m's last operation not yet polled are
  * dropped (they would follow the new operation's and say the wrong thing
  * of it).
@@ -1661,9 +1675,10 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, timeout < 0, options
  * refused, a server-side wait without ADVLOCK_CAPS_CANCEL), ADVLOCK_EMISUSE
  * (m busy or holding, m another engine's (advlock_member_init() frees it),
- * the connection given up, to be closed (advlock_conn_must_close()) or its
- * lease ran out, another member's server-side wait under way, or a
- * server-side wait asked for while the connection is not its alone).
+ * transaction scope outside a transaction block, the connection given up,
+ * to be closed (advlock_conn_must_close()) or its lease ran out, another
+ * member's server-side wait under way, or a server-side wait asked for
+ * while the connection is not its alone).
  */
 ADVLOCK_API int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
                                                int64_t timeout_ms, const advlock_options *o,
@@ -1684,6 +1699,32 @@ ADVLOCK_API int advlock_conn_start_release(advlock_conn *c, advlock_member *m, i
 ADVLOCK_API int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
 /*
+ * Starts releasing (advlock_conn_start_release_key()) or verifying
+ * (advlock_conn_start_verify_key()) key, which m does not hold on c: the
+ * session may hold it without the engine knowing (a statement of the
+ * caller's took it). o (NULL: the defaults) gives the mode, scope and guard
+ * as for an acquire; a lease in o is refused. On a member holding key on c
+ * these are advlock_conn_start_release() and _verify() (o unused). While it
+ * runs the key is taken in the exclusion table as EXCLUSIVE (a release must
+ * not take another member's hold, a verify must not find one), so other
+ * members' tries of it are answered busy. A release ends as advlock_start_release() says and
+ * leaves m holding nothing, FAILED included; a verify that ends HELD leaves
+ * m holding key (released with advlock_conn_start_release(), lost with the
+ * connection). Transaction scope only inside a transaction block, as for
+ * an acquire; a verify not under the connection's lease (a lock it found
+ * would be held with no heartbeat to keep it). Neither is cancellable.
+ * Returns 0, or ADVLOCK_EINVAL (NULL, options refused) or ADVLOCK_EMISUSE
+ * (m busy, holding another key, or another engine's; the key taken by
+ * another member or kept for a cancelled one; transaction scope outside a
+ * transaction block; a verify while a lease is set; the connection given
+ * up, to be closed, or its session held by a server-side wait).
+ */
+ADVLOCK_API int advlock_conn_start_release_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                               const advlock_options *o, int64_t now_ms);
+ADVLOCK_API int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                              const advlock_options *o, int64_t now_ms);
+
+/*
  * Ends m's acquire CANCELLED at once. A try of m's in flight stays the
  * engine's: its key stays taken until it answers, and a grant is given back
  * with an unlock of the engine's own. No event comes for the cancel (the
@@ -1701,10 +1742,33 @@ ADVLOCK_API int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, in
 ADVLOCK_API int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
 /* Sets the connection's lease (lease_ms 0: none; stop_ms as for
- * advlock_lease_plan_init()) while no member is busy or holding. Returns 0,
- * or ADVLOCK_EINVAL (NULL, a plan refused) or ADVLOCK_EMISUSE (a member busy
- * or holding, or the lease ran out on this server session). */
+ * advlock_lease_plan_init()) while no member is busy. While members hold
+ * locks, only the plan they hold under is taken (the same lease, or none
+ * again): it changes nothing, the lease runs on as it is; another would
+ * leave their locks unguarded. Returns 0, or ADVLOCK_EINVAL (NULL, a plan
+ * refused, whatever else holds) or ADVLOCK_EMISUSE (a member busy, another
+ * plan while members hold, or the lease ran out on this server session). */
 ADVLOCK_API int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms);
+
+/*
+ * The lease's deadlines (docs/libpq.md, "Leases"). While a member holds a
+ * lock under the lease (or verifies one): *stop_at_ms is the stop deadline,
+ * the send time of the last heartbeat answered in time plus the plan's D,
+ * by which the holders turn LOST unless a heartbeat answers, and
+ * *free_by_ms is INT64_MAX; returns 1. After the lease ran out on this
+ * server session (until advlock_conn_on_reset()): *stop_at_ms is the stop
+ * deadline it ran out at (or before, for a heartbeat that failed), and
+ * *free_by_ms the time by which the server frees the locks if it hears
+ * nothing more from this client (the network died, or the connection stays
+ * idle; a statement of the caller's own on it would push it later): the
+ * lease after the engine saw it run out, or after the last statement the
+ * engine sent since (the server heard from the client then); INT64_MAX where the
+ * lease set nothing on the server (behind a proxy, or after a heartbeat
+ * found the settings changed); returns 2. Otherwise (no lease, nothing
+ * held, NULL) returns 0 and stores nothing. Either pointer may be NULL.
+ */
+ADVLOCK_API int advlock_conn_lease_deadline(const advlock_conn *c, int64_t *stop_at_ms,
+                                            int64_t *free_by_ms);
 
 /* The share of the server's lock table c may hold, 1 to 100 percent.
  * Returns 0 or ADVLOCK_EINVAL. */
@@ -1764,8 +1828,12 @@ ADVLOCK_API void advlock_conn_on_closed(advlock_conn *c, const char *sqlstate, c
 /*
  * The pump gives the connection up (its server did not answer within a
  * blocking call's bound): members under way end FAILED with failure, held
- * ones turn LOST with words, nothing stays in flight. The engine refuses new
- * work until advlock_conn_on_reset(). No-op for NULL.
+ * ones turn LOST with words, nothing stays in flight or owed. The engine
+ * refuses new work until advlock_conn_on_reset() (the same connection,
+ * reset). The pump may also leave it at once: closing the connection ends
+ * the session and its locks, and advlock_conn_init() sets the same engine
+ * up on another one, where its members (their reports and words readable
+ * until they start again) start as on a new engine. No-op for NULL.
  */
 ADVLOCK_API void advlock_conn_give_up(advlock_conn *c, int failure, const char *words,
                                       int64_t now_ms);
@@ -1776,16 +1844,23 @@ ADVLOCK_API void advlock_conn_give_up(advlock_conn *c, int failure, const char *
  * session's statements are answered lost, its held members turn LOST
  * (saying which session replaced which), and a fresh session value with
  * token (nonzero, new: see advlock_session_init()) is checked again, its
- * prepares and lease set up anew. Returns 0, or ADVLOCK_EINVAL (NULL,
- * token 0).
+ * prepares and lease set up anew. Releases and verifies not yet answered,
+ * by key ones waiting for the session check too, were the old session's:
+ * they end FAILED (ADVLOCK_ECONNLOST); acquires holding nothing go on.
+ * Returns 0, or ADVLOCK_EINVAL (NULL, token 0).
  */
 ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token,
                                       int64_t now_ms);
 
 /* The connection is (in_block 1) or is not inside a transaction block
- * before an acquire: a session check answered inside one was provisional (a
- * rollback undoes its claim), so outside one it is checked again, same
- * token. No-op for NULL. */
+ * before an operation (libpq: PQtransactionStatus()). Outside one, a
+ * session check answered inside one was provisional (a rollback undoes its
+ * claim), so it is checked again, same token, and the locks of transaction
+ * scope went with the block: their members stop holding (no event: the
+ * caller ended the block), their keys free. An acquire of transaction
+ * scope still under way ends FAILED (ADVLOCK_ESERVER, SQLSTATE 25P01, words
+ * saying the block ended), its DONE event to come; a try of it in flight
+ * is left to the engine, its key kept until it answers. No-op for NULL. */
 ADVLOCK_API void advlock_conn_on_transaction(advlock_conn *c, int in_block);
 
 /*
@@ -1802,7 +1877,8 @@ ADVLOCK_API void advlock_conn_forget(advlock_conn *c, int64_t now_ms);
 ADVLOCK_API size_t advlock_conn_outstanding(const advlock_conn *c);
 
 /* 1 when the connection must be closed: the server failed the unlock giving
- * back a cancelled member's grant again and again, so its session keeps a
+ * back a cancelled member's grant, or undoing an acquire's own grant, again
+ * and again, so its session keeps a
  * lock nobody owns (its key stays taken; new acquires are refused with
  * ADVLOCK_EMISUSE). Closing the connection frees the lock; then
  * advlock_conn_on_closed() and advlock_conn_on_reset(). 0 for NULL. */
@@ -1840,8 +1916,10 @@ ADVLOCK_API int advlock_conn_watching(const advlock_conn *c);
 ADVLOCK_API int advlock_conn_wants_send(const advlock_conn *c);
 
 typedef enum advlock_conn_event_kind {
-    ADVLOCK_CONN_DONE = 1, /* the member's operation ended: advlock_member_report() */
-    ADVLOCK_CONN_LOST = 2  /* the member's held lock is lost: advlock_member_words() */
+    ADVLOCK_CONN_DONE = 1,   /* the member's operation ended: advlock_member_report() */
+    ADVLOCK_CONN_LOST = 2,   /* the member's held lock is lost: advlock_member_words() */
+    ADVLOCK_CONN_WARNING = 3 /* a warning about the member's statement (member NULL:
+                                the connection's own): advlock_conn_warning() */
 } advlock_conn_event_kind;
 
 typedef struct advlock_conn_event {
@@ -1851,8 +1929,40 @@ typedef struct advlock_conn_event {
 
 /* The next event, oldest first, into *ev: 1, or 0 (none, or NULL). A
  * member whose operation ended and whose lock was then lost gives DONE,
- * then LOST. */
+ * then LOST. A warning comes first (it came with a statement whose answer
+ * the events that follow may tell): the warnings since the last poll are
+ * one event, of the last one, its member NULL when that member was
+ * cancelled, or started an acquire or a release or verify by key, since (a
+ * release or verify of the lock it holds keeps the warning its own). */
 ADVLOCK_API int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev);
+
+/*
+ * The server sent a notice (libpq: the notice receiver; a WARNING such as
+ * an unlock's "you don't own a lock") while the head statement ran
+ * (advlock_conn_head()): call it before handing that statement's answer
+ * in. sqlstate ("" or NULL: none) and the first line of words are kept for
+ * an ADVLOCK_CONN_WARNING event of the head's member, whose event callback
+ * (advlock_options) hears ADVLOCK_EVENT_WARNING at once. No-op for NULL.
+ */
+ADVLOCK_API void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words,
+                                        int64_t now_ms);
+
+/*
+ * The cancel request the engine asked for m (ADVLOCK_STATEMENT_CANCEL)
+ * could not be sent, for why (the client's words): an ADVLOCK_CONN_WARNING
+ * event, "could not send a cancel request: <why>", and m's event callback
+ * hears ADVLOCK_EVENT_WARNING. The engine asks again while the wait is
+ * late. The warning is m's only while m is still the member waiting on
+ * the server; else (m cancelled, maybe freed, since: it is compared, never
+ * read) it is the connection's, its member NULL. No-op for NULL.
+ */
+ADVLOCK_API void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const char *why,
+                                               int64_t now_ms);
+
+/* The last warning's words and SQLSTATE ("" if none, or the client's own),
+ * kept until the next warning; they point into c ("" for NULL). */
+ADVLOCK_API const char *advlock_conn_warning(const advlock_conn *c);
+ADVLOCK_API const char *advlock_conn_warning_sqlstate(const advlock_conn *c);
 
 /* m busy (an operation under way), holding a lock, or holding one that was
  * lost; 0 for NULL. */

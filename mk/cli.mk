@@ -20,23 +20,35 @@ all: $(BUILD)/advlock
 $(BUILD)/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/obj/%.o) $(FAKE_OBJ)
 $(BUILD)/san/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_SAN_OBJ)
 
-# bounds.sh stops the server's processes and saturates a PgBouncer session
-# pool of one connection: its own PgBouncer, about 40 s.
-.PHONY: cli-test deps-cli
-cli-test: $(BUILD)/advlock | deps-cli
+# cli-test's parts that need a server, each on servers of its own, run side
+# by side, WAITING_JOBS at a time ($(call together), Makefile): they mostly
+# wait, on timeouts and leases; the longest first. cli-local-test, which
+# computes, runs alone. bounds.sh stops the server's processes and
+# saturates a PgBouncer session pool of one connection: its own PgBouncer,
+# about 80 s alone.
+CLI_TEST_PARTS := cli-bounds-test cli-names-test cli-server-test cli-json-test cli-fence-test
+.PHONY: cli-test deps-cli cli-local-test $(CLI_TEST_PARTS)
+cli-test: cli-local-test $(BUILD)/advlock | deps-cli
+	@$(call together,$(CLI_TEST_PARTS),$(WAITING_JOBS))
+cli-local-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
+cli-server-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh tests/cli/quickstart.sh \
 	    tests/cli/calibrate.sh
-	@# Its own server: it installs the fencing schema and crash-restarts the server.
+# Its own server: it installs the fencing schema and crash-restarts the server.
+cli-fence-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/fence.sh
+cli-bounds-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/bounds.sh
-	@# Several names: direct, over TCP (a lease), and through the session pool (about 25 s);
-	@# a small lock table, for --capacity-share.
+# Several names: direct, over TCP (a lease), and through the session pool (about 25 s);
+# a small lock table, for --capacity-share.
+cli-names-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=127.0.0.1/32 \
 	    ADVLOCK_PG_CONF="max_locks_per_transaction = 10" tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/names.sh
-	@# Its own server, on TCP too (a loopback address of its own, as python-test's): a lease.
+# Its own server, on TCP too (a loopback address of its own, as python-test's): a lease.
+cli-json-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-postgres.sh \
 	    scripts/run-tests.sh tests/cli/json.sh
 
@@ -55,7 +67,10 @@ cli-session-end-test: $(BUILD)/advlock | deps-cli
 cli-sql-check: $(CLI_OBJ)
 	@scripts/run-tests.sh -c scripts/check-cli-sql.sh $(CLI_OBJ)
 
-test: cli-test cli-session-end-test cli-sql-check
+# The longest first: bounds.sh, then session_end.sh (about 65 s).
+WAITING_TESTS += cli-bounds-test cli-session-end-test $(filter-out cli-bounds-test,$(CLI_TEST_PARTS))
+waiting-tests: $(BUILD)/advlock
+test: cli-local-test cli-sql-check
 
 # json.sh judges every line with Debian's Python's json module.
 DEPS_CLI := python3:py:json

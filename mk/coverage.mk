@@ -15,10 +15,11 @@ coverage:
 # make test compiles is built as make coverage builds it (at -O0,
 # where gcc's format and flow warnings differ and calls the optimiser removes
 # stay), and its libraries pass the symbol and core-import checks, where a
-# planted unprefixed name fails, as in the normal build.
+# planted unprefixed name fails, as in the normal build. It compiles only,
+# NPROC files at a time (Makefile).
 COV_LIBS_BUILD := $(BUILD)/cov-libs
 coverage-symbols-test: all
-	@scripts/run-tests.sh -c sh -c '$(MAKE) -s BUILD=$(COV_LIBS_BUILD) $(COVERAGE_FLAGS) programs \
+	@scripts/run-tests.sh -c sh -c '$(MAKE) -s -j$(NPROC) BUILD=$(COV_LIBS_BUILD) $(COVERAGE_FLAGS) programs \
 	    && echo "coverage build: every program make test compiles"'
 	@scripts/run-tests.sh -c tests/build/check-symbols.sh $(BUILD) $(COV_LIBS_BUILD)
 	@scripts/run-tests.sh -c scripts/check-core-imports.sh $(CORE_SRC:%.c=$(COV_LIBS_BUILD)/obj/%.o)

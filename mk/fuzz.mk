@@ -33,19 +33,22 @@ $(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz_input.h $(FUZZ_CORE_OBJ) | deps-fuzz
 fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 
 # Each target starts from its committed seeds and adds what it finds to a
-# scratch corpus under build/, so the tree stays clean.
+# scratch corpus under build/, so the tree stays clean. The targets fuzz
+# side by side, one a core ($(call together), Makefile): each still fuzzes
+# for FUZZ_SECONDS.
 fuzz: fuzz-build
-	@for t in $(FUZZ_TARGETS); do \
-	    corpus=$(BUILD)/fuzz/corpus/$${t#fuzz_}; mkdir -p $$corpus; \
-	    echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
-	    if $(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	           -artifact_prefix=$(BUILD)/fuzz/ $$corpus fuzz/corpus/$${t#fuzz_} \
-	           > $(BUILD)/fuzz/$$t.log 2>&1; then \
-	        grep -E '^stat::number_of_executed_units' $(BUILD)/fuzz/$$t.log; \
-	    else \
-	        tail -n 40 $(BUILD)/fuzz/$$t.log; exit 1; \
-	    fi; \
-	done
+	@$(call together,$(FUZZ_TARGETS:%=fuzz-run-%),$(NPROC))
+
+fuzz-run-%: $(BUILD)/fuzz/%
+	@corpus=$(BUILD)/fuzz/corpus/$(*:fuzz_%=%); mkdir -p $$corpus; \
+	echo "fuzzing $* for $(FUZZ_SECONDS) s"; \
+	if $< -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	       -artifact_prefix=$(BUILD)/fuzz/ $$corpus fuzz/corpus/$(*:fuzz_%=%) \
+	       > $(BUILD)/fuzz/$*.log 2>&1; then \
+	    grep -E '^stat::number_of_executed_units' $(BUILD)/fuzz/$*.log; \
+	else \
+	    tail -n 40 $(BUILD)/fuzz/$*.log; exit 1; \
+	fi
 
 .SECONDARY: $(FUZZ_CORE_OBJ)
 

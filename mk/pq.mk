@@ -82,6 +82,11 @@ LDFLAGS_test_pq_lockset := -Wl,--wrap=malloc -Wl,--wrap=calloc
 pq-test: $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 	@tests/pg/with-postgres.sh scripts/run-tests.sh $(PQ_TEST_BINS) $(PQ_EXAMPLES)
 
+# What pq-test and pq-proxy-test run, compiled only (valgrind-test builds it
+# on every core first).
+.PHONY: pq-test-programs
+pq-test-programs: $(PQ_TEST_BINS) $(PQ_EXAMPLES) $(PQ_PROXY_TEST)
+
 # The fake database's fidelity: the same statements sent to the fake and to
 # a throwaway PostgreSQL, answer by answer (docs/simulation.md). It links the
 # fake, not the adapters, and talks to the server through libpq directly.
@@ -148,7 +153,10 @@ pq-scenarios-test: $(SCENARIOS_TEST) | deps-deploy
 	@ADVLOCK_PG_LISTEN=$(PYTHON_TEST_TCP)/32 tests/pg/with-pgbouncer.sh scripts/run-tests.sh $(SCENARIOS_TEST)
 	@ADVLOCK_SCENARIOS_NEEDS=standby tests/pg/with-standby.sh scripts/run-tests.sh $(SCENARIOS_TEST)
 
-test: pq-test pq-proxy-test readme-test fidelity-test session-end-test pq-scenarios-test
+# First among the suites that wait (Makefile): about 50 s, as long as the longest.
+WAITING_TESTS := session-end-test $(WAITING_TESTS)
+waiting-tests: $(SESSION_END_TEST)
+test: pq-test pq-proxy-test readme-test fidelity-test pq-scenarios-test
 programs: $(PQ_TEST_BINS) $(PQ_PROXY_TEST) $(FIDELITY_TEST) $(SESSION_END_TEST) $(SCENARIOS_TEST)
 
 # ---- dependencies, install --------------------------------------------------

@@ -10,8 +10,12 @@ VALGRIND := valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kind
             --suppressions=$(CURDIR)/tests/valgrind.supp -q
 
 .PHONY: valgrind-test
+# Its programs are compiled first, NPROC files at a time (Makefile); the
+# tests then run one at a time, as pq-test and pq-proxy-test run them.
+VALGRIND_MAKE := $(MAKE) BUILD=$(BUILD)/vg SANITIZE= CFLAGS="-O1 -g -gdwarf-4"
 valgrind-test: | deps-valgrind
-	TEST_RUNNER="$(VALGRIND)" $(MAKE) BUILD=$(BUILD)/vg SANITIZE= CFLAGS="-O1 -g -gdwarf-4" pq-test pq-proxy-test
+	$(VALGRIND_MAKE) -j$(NPROC) pq-test-programs
+	TEST_RUNNER="$(VALGRIND)" $(VALGRIND_MAKE) pq-test pq-proxy-test
 
 .PHONY: deps-valgrind
 DEPS_VALGRIND := valgrind:cmd:valgrind

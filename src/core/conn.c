@@ -69,26 +69,37 @@ static void begin(advlock_conn *c, advlock_member *m, int64_t now_ms)
     m->lease_expiry_ = ADVLOCK_LEASE_LIVE;
 }
 
-int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
-                                   int64_t timeout_ms, const advlock_options *o, int64_t now_ms)
+/* 1 when m, holding nothing and idle, may start an operation on c. */
+static int may_start(const advlock_conn *c, const advlock_member *m)
 {
-    if (c == NULL || m == NULL || timeout_ms < 0)
-        return ADVLOCK_EINVAL;
-    if (c->given_up_ || busy(m) || m->phase_ == CONN_HELD || c->lease_expired_ || c->must_close_
-        || (m->conn_ != NULL && m->conn_ != c))
-        return ADVLOCK_EMISUSE;
+    return !c->given_up_ && !c->must_close_ && !busy(m) && m->phase_ != CONN_HELD
+           && (m->conn_ == NULL || m->conn_ == c);
+}
+
+static advlock_options options_or_defaults(const advlock_options *o)
+{
     advlock_options chosen;
     if (o != NULL)
         chosen = *o;
     else
         advlock_options_init(&chosen);
+    return chosen;
+}
+
+int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                   int64_t timeout_ms, const advlock_options *o, int64_t now_ms)
+{
+    if (c == NULL || m == NULL || timeout_ms < 0)
+        return ADVLOCK_EINVAL;
+    if (!may_start(c, m) || c->lease_expired_)
+        return ADVLOCK_EMISUSE;
+    advlock_options chosen = options_or_defaults(o);
     /* The lease is the connection's. A server-side wait holds its session
      * up: no other member may use it meanwhile. */
     int server_wait = chosen.wait == ADVLOCK_WAIT_SERVER;
-    if (chosen.scope != ADVLOCK_SESSION || chosen.lease_ms != 0
-        || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
+    if (chosen.lease_ms != 0 || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
         return ADVLOCK_EINVAL;
-    if (c->waits_
+    if (c->waits_ || (chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_)
         || (server_wait
             && (advlock_conn_busy(c) > 0 || c->lists_[CONN_HELD_LIST] != NULL
                 || advlock_conn_outstanding(c) > 0)))
@@ -104,6 +115,7 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     m->key_ = key;
     m->timeout_ms_ = timeout_ms;
     m->acquiring_ = 1;
+    m->by_key_ = 0;
     c->waits_ = (uint8_t)server_wait;
     advlock_conn_start_machine(c, m, now_ms);
     return 0;
@@ -124,6 +136,7 @@ static int start_on_held(advlock_conn *c, advlock_member *m, int verify, int64_t
         return ADVLOCK_EINVAL;
     if (c->given_up_ || m->conn_ != c || m->phase_ != CONN_HELD)
         return ADVLOCK_EMISUSE;
+    m->by_key_ = 0;
     (void)advlock_set_session(&m->machine_, &c->session_);
     int rc = verify ? advlock_start_verify_key(&m->machine_, m->key_, now_ms)
                     : advlock_start_release_key(&m->machine_, m->key_, now_ms);
@@ -147,6 +160,59 @@ int advlock_conn_start_verify(advlock_conn *c, advlock_member *m, int64_t now_ms
     return start_on_held(c, m, 1, now_ms);
 }
 
+/* Starts a release or a verify (verify) of key, which m does not hold:
+ * the session may hold it without the engine knowing (taken by a statement
+ * of the caller's, or before the engine). While it runs, m asks for the key
+ * in the exclusion table as EXCLUSIVE, whatever its mode: a release must
+ * not take another member's hold, and a verify must not find one (a
+ * member's shared grant meanwhile would be counted twice). */
+static int start_by_key(advlock_conn *c, advlock_member *m, int64_t key, const advlock_options *o,
+                        int verify, int64_t now_ms)
+{
+    if (c == NULL || m == NULL)
+        return ADVLOCK_EINVAL;
+    if (m->phase_ == CONN_HELD && m->conn_ == c && m->key_ == key)
+        return start_on_held(c, m, verify, now_ms);
+    if (!may_start(c, m) || c->waits_)
+        return ADVLOCK_EMISUSE;
+    advlock_options chosen = options_or_defaults(o);
+    if (chosen.lease_ms != 0)
+        return ADVLOCK_EINVAL;
+    /* Outside a block there is no transaction's lock to release or find;
+     * a verify that found one would hold it past the block. Under the
+     * lease a lock found would be held with no heartbeat to keep it. */
+    if ((chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_) || (verify && c->lease_on_))
+        return ADVLOCK_EMISUSE;
+    advlock_machine_init(&m->machine_);
+    int rc = advlock_set_options(&m->machine_, &chosen);
+    if (rc != 0)
+        return rc;
+    if (advlock_peers_ask(&c->peers_, &m->peer_, key, ADVLOCK_EXCLUSIVE) != 1)
+        return ADVLOCK_EMISUSE;
+    advlock_conn_untell(c, m);
+    begin(c, m, now_ms);
+    m->key_ = key;
+    m->timeout_ms_ = 0;
+    m->acquiring_ = 0;
+    m->by_key_ = 1;
+    m->verifying_ = (uint8_t)verify;
+    c->verifying_ += (uint32_t)verify;
+    advlock_conn_start_machine(c, m, now_ms);
+    return 0;
+}
+
+int advlock_conn_start_release_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                   const advlock_options *o, int64_t now_ms)
+{
+    return start_by_key(c, m, key, o, 0, now_ms);
+}
+
+int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m, int64_t key,
+                                  const advlock_options *o, int64_t now_ms)
+{
+    return start_by_key(c, m, key, o, 1, now_ms);
+}
+
 int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
 {
     if (c == NULL || m == NULL)
@@ -161,11 +227,13 @@ int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
          * statement of an acquire that may wait on the server (its cancel
          * request goes out when the server runs it, advlock_conn_waiter(),
          * and a grant meanwhile is unlocked), and an unlock still to send
-         * that undoes a grant the session may hold. */
+         * that undoes a grant the session may hold. So does a try of
+         * transaction scope in flight: its grant cannot be unlocked. */
         advlock_action next = advlock_next_action(&m->machine_);
         int undoing = m->phase_ == CONN_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
                       && advlock_conn_is_unlock(next.sql);
-        if ((c->waits_ && m->phase_ == CONN_SENT) || undoing) {
+        int xact = m->machine_.scope_ == ADVLOCK_TRANSACTION;
+        if (((c->waits_ || xact) && m->phase_ == CONN_SENT) || undoing) {
             (void)advlock_cancel(&m->machine_, now_ms);
             return 0;
         }
@@ -182,18 +250,31 @@ int advlock_conn_set_lease(advlock_conn *c, int64_t lease_ms, int64_t stop_ms)
 {
     if (c == NULL)
         return ADVLOCK_EINVAL;
+    advlock_lease_plan p;
+    memset(&p, 0, sizeof p);
+    if (lease_ms != 0) {
+        int rc = advlock_lease_plan_init(&p, lease_ms, stop_ms);
+        if (rc != 0)
+            return rc;
+    }
     /* A lease that ran out stays out: its connection must go. */
-    if (advlock_conn_busy(c) > 0 || c->lists_[CONN_HELD_LIST] != NULL || c->lease_expired_)
+    if (advlock_conn_busy(c) > 0 || c->lease_expired_)
         return ADVLOCK_EMISUSE;
+    /* Held locks keep the lease they were taken under as it runs: the same
+     * plan again changes nothing. Another would leave them unguarded (a
+     * lease set for the next acquire, whose setup bounds the whole session,
+     * while nothing beats for the locks held before it). */
+    if (c->lists_[CONN_HELD_LIST] != NULL) {
+        const advlock_lease_plan *now = advlock_lease_plan_of(&c->lease_);
+        int same =
+            c->lease_on_ ? now->lease_ms == lease_ms && now->stop_ms == stop_ms : lease_ms == 0;
+        return same ? 0 : ADVLOCK_EMISUSE;
+    }
     if (lease_ms == 0) {
         memset(&c->lease_, 0, sizeof c->lease_);
         c->lease_on_ = 0;
         return 0;
     }
-    advlock_lease_plan p;
-    int rc = advlock_lease_plan_init(&p, lease_ms, stop_ms);
-    if (rc != 0)
-        return rc;
     (void)advlock_lease_init(&c->lease_, &p);
     c->lease_on_ = 1;
     advlock_conn_lease_restart(c);
@@ -247,16 +328,20 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
     return at;
 }
 
+/* The lists of members under way with no statement in flight. */
+static const int waiting_lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+#define WAITING_LISTS (sizeof waiting_lists / sizeof waiting_lists[0])
+
 /* The server session is gone: a member waiting to release or verify the
- * lock it held there, or to undo a grant it got there, has nothing left
- * to act on; it ends FAILED as a lost connection (and a releaser, whose
- * lock was in doubt, turns LOST with the others). Acquirers holding
- * nothing go on, on the next session. */
+ * lock it held there (or a key there, parked behind the session check), or
+ * to undo a grant it got there, has nothing left to act on; it ends FAILED
+ * as a lost connection (and a releaser, whose lock was in doubt, turns
+ * LOST with the others). Acquirers holding nothing go on, on the next
+ * session. */
 static void end_dead_waiting(advlock_conn *c, int64_t now_ms)
 {
-    static const int waiting[] = {CONN_QUEUE_LIST, CONN_SLEEP_LIST};
-    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++) {
-        advlock_member *m = c->lists_[waiting[i]];
+    for (size_t i = 0; i < WAITING_LISTS; i++) {
+        advlock_member *m = c->lists_[waiting_lists[i]];
         while (m != NULL) {
             advlock_member *next = m->next_;
             if (!m->acquiring_ || advlock_peer_state(&m->peer_) != ADVLOCK_PEER_OUT)
@@ -274,9 +359,8 @@ void advlock_conn_on_closed(advlock_conn *c, const char *sqlstate, const char *w
     advlock_conn_drain(c, words, now_ms);
     /* Nothing waiting can go anywhere now (a later start fails as its
      * statement's send does): each ends in the close's words. */
-    static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
-    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
-        for (advlock_member *m = c->lists_[waiting[i]]; m != NULL; m = m->next_)
+    for (size_t i = 0; i < WAITING_LISTS; i++)
+        for (advlock_member *m = c->lists_[waiting_lists[i]]; m != NULL; m = m->next_)
             advlock_conn_say(m, words);
     advlock_conn_end_waiting(c, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
     advlock_conn_lose_held(c, sqlstate, words, ADVLOCK_LEASE_LIVE, now_ms);
@@ -289,7 +373,7 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
     /* Every member with a statement in flight ends here, its statement
      * left to the engine, which forgets it below. */
     advlock_member *m;
-    while ((m = advlock_conn_first_in_flight(c)) != NULL) {
+    while ((m = advlock_conn_first_in_flight(c, -1)) != NULL) {
         advlock_conn_detach(c, m);
         advlock_conn_end(c, m, ADVLOCK_FAILED, failure, now_ms);
     }
@@ -304,7 +388,7 @@ void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
     if (c == NULL)
         return;
     advlock_member *m;
-    while ((m = advlock_conn_first_in_flight(c)) != NULL) {
+    while ((m = advlock_conn_first_in_flight(c, -1)) != NULL) {
         advlock_conn_detach(c, m);
         advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
     }
@@ -331,7 +415,7 @@ int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64
     (void)advlock_session_init(&c->session_, client_pid, token);
     c->prepared_ = c->unnamed_ = c->preparing_ = 0;
     c->capacity_read_ = CAPACITY_UNREAD;
-    c->provisional_ = 0;
+    c->provisional_ = c->in_block_ = 0;
     c->given_up_ = c->must_close_ = 0;
     advlock_conn_lease_restart(c);
     /* The old session's statements died with it: each is answered lost
@@ -347,9 +431,47 @@ int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t token, int64
     return 0;
 }
 
+/* The transaction block ended: an acquire of transaction scope still under
+ * way has no block to take its lock in any more, and ends so. A try in
+ * flight is the engine's, its key kept until it answers (a grant went with
+ * the block: nothing to give back). */
+static void end_transaction_acquires(advlock_conn *c)
+{
+    advlock_member *m;
+    while ((m = advlock_conn_first_in_flight(c, ADVLOCK_TRANSACTION)) != NULL) {
+        advlock_conn_detach(c, m);
+        advlock_conn_move(c, m, CONN_IDLE);
+        advlock_conn_end_outside_block(c, m);
+    }
+    for (size_t i = 0; i < WAITING_LISTS; i++) {
+        m = c->lists_[waiting_lists[i]];
+        while (m != NULL) {
+            advlock_member *next = m->next_;
+            if (m->machine_.scope_ == ADVLOCK_TRANSACTION)
+                advlock_conn_end_outside_block(c, m);
+            m = next;
+        }
+    }
+}
+
 void advlock_conn_on_transaction(advlock_conn *c, int in_block)
 {
-    if (c == NULL || !c->provisional_ || in_block)
+    if (c == NULL)
+        return;
+    c->in_block_ = (uint8_t)(in_block != 0);
+    if (in_block)
+        return;
+    end_transaction_acquires(c);
+    advlock_member *m = c->lists_[CONN_HELD_LIST];
+    while (m != NULL) {
+        advlock_member *next = m->next_;
+        if (m->machine_.scope_ == ADVLOCK_TRANSACTION) {
+            (void)advlock_peers_leave(&c->peers_, &m->peer_);
+            advlock_conn_move(c, m, CONN_DONE);
+        }
+        m = next;
+    }
+    if (!c->provisional_)
         return;
     c->provisional_ = 0;
     (void)advlock_session_init(&c->session_, c->session_.client_pid, c->session_.token);
@@ -382,9 +504,73 @@ int advlock_conn_watching(const advlock_conn *c)
     return c != NULL && (c->count_ > 0 || c->lists_[CONN_HELD_LIST] != NULL);
 }
 
+/* A warning for m (NULL: the connection's statement) in words, kept for
+ * its event; m's event callback hears it at once. */
+static void warn(advlock_conn *c, advlock_member *m, const char *sqlstate, const char *words,
+                 int64_t now_ms)
+{
+    c->warned_ = 1;
+    c->warned_member_ = m;
+    advlock_text t;
+    advlock_text_init(&t, c->warning_sqlstate_, sizeof c->warning_sqlstate_);
+    if (sqlstate != NULL && strlen(sqlstate) == 5)
+        advlock_text_put(&t, sqlstate);
+    if (m != NULL)
+        advlock_notify(&m->machine_, ADVLOCK_EVENT_WARNING, words, now_ms);
+}
+
+void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words,
+                            int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    advlock_statement head;
+    advlock_member *m = advlock_conn_head(c, &head) ? head.member : NULL;
+    advlock_text t;
+    advlock_text_init(&t, c->warning_, sizeof c->warning_);
+    if (words != NULL)
+        advlock_text_putn(&t, words, strcspn(words, "\n"));
+    warn(c, m, sqlstate, c->warning_, now_ms);
+}
+
+void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const char *why,
+                                   int64_t now_ms)
+{
+    if (c == NULL)
+        return;
+    advlock_text t;
+    advlock_text_init(&t, c->warning_, sizeof c->warning_);
+    advlock_text_put(&t, "could not send a cancel request: ");
+    if (why != NULL)
+        advlock_text_putn(&t, why, strcspn(why, "\n"));
+    /* m is the pump's word, and may be freed since (cancelled): it is
+     * read only when it is the waiter whose cancel request this was. */
+    advlock_member *w = advlock_conn_waiter(c);
+    warn(c, m != NULL && m == w ? w : NULL, NULL, c->warning_, now_ms);
+}
+
+const char *advlock_conn_warning(const advlock_conn *c)
+{
+    return c != NULL ? c->warning_ : "";
+}
+
+const char *advlock_conn_warning_sqlstate(const advlock_conn *c)
+{
+    return c != NULL ? c->warning_sqlstate_ : "";
+}
+
 int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev)
 {
-    if (c == NULL || ev == NULL || c->news_ == NULL)
+    if (c == NULL || ev == NULL)
+        return 0;
+    if (c->warned_) {
+        c->warned_ = 0;
+        ev->kind = ADVLOCK_CONN_WARNING;
+        ev->member = c->warned_member_;
+        c->warned_member_ = NULL;
+        return 1;
+    }
+    if (c->news_ == NULL)
         return 0;
     advlock_member *m = c->news_;
     ev->member = m;

@@ -62,7 +62,8 @@ int advlock_conn_is_unlock(int sql);
 /* Copies text's first line into m's words (NULL: ""). */
 void advlock_conn_say(advlock_member *m, const char *text);
 
-/* Drops m's events not yet polled (advlock_conn_poll_event()). */
+/* Drops m's events not yet polled (advlock_conn_poll_event()); a warning
+ * of m's not yet polled is the connection's from then on. */
 void advlock_conn_untell(advlock_conn *c, advlock_member *m);
 
 /* Takes up m's machine's next action. */
@@ -143,8 +144,22 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms);
 /* The lease's next wake-up, or INT64_MAX. */
 int64_t advlock_conn_lease_wake(const advlock_conn *c);
 
+/* A statement went out at now_ms: after the lease ran out, the server's
+ * freeing of the locks counts from it. */
+void advlock_conn_lease_sent(advlock_conn *c, int64_t now_ms);
+
 /* A fresh lease under the same plan (a new server session). */
 void advlock_conn_lease_restart(advlock_conn *c);
+
+/* m's acquire of transaction scope has no transaction block to take its
+ * lock in: it ends FAILED at once, as the server answers a statement that
+ * needs a block outside one (ADVLOCK_ESERVER, 25P01), at the last time m's
+ * machine saw (the pump may give no time). Nothing of m's is in flight
+ * (detached first). */
+void advlock_conn_end_outside_block(advlock_conn *c, advlock_member *m);
+
+/* 1 when sql is a try or a wait of transaction scope. */
+int advlock_conn_is_xact_lock(int sql);
 
 /* ---- conn_queue.c ---- */
 
@@ -156,8 +171,9 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m);
  * forgotten: the session they belonged to is gone. */
 void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms);
 
-/* The first member with a statement in flight, or NULL. */
-advlock_member *advlock_conn_first_in_flight(const advlock_conn *c);
+/* The first member with a statement in flight, of scope (an advlock_scope,
+ * or -1: any), or NULL. */
+advlock_member *advlock_conn_first_in_flight(const advlock_conn *c, int scope);
 
 /* How many members have a statement in flight. */
 size_t advlock_conn_in_flight(const advlock_conn *c);

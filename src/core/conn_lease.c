@@ -85,12 +85,21 @@ static void setup_refused(advlock_conn *c, const char *words, int64_t now_ms)
     advlock_conn_lease_restart(c);
 }
 
-/* The lease ran out: every held lock is lost, in the lease's words. */
-static void expired(advlock_conn *c, const char *words, int64_t now_ms)
+/* Why the lease ran out: its heartbeats' reason, or their deadline. */
+static advlock_lease_expiry expiry_of(const advlock_conn *c)
 {
     advlock_lease_expiry why = advlock_lease_expiry_reason(&c->lease_);
-    if (why == ADVLOCK_LEASE_LIVE)
-        why = ADVLOCK_LEASE_NO_ANSWER;
+    return why != ADVLOCK_LEASE_LIVE ? why : ADVLOCK_LEASE_NO_ANSWER;
+}
+
+/* The lease ran out: every held lock is lost, in the lease's words. The
+ * server frees them a lease after it last heard from this client: from
+ * now, or a statement sent later (advlock_conn_lease_sent()). */
+static void expired(advlock_conn *c, const char *words, int64_t now_ms)
+{
+    advlock_lease_expiry why = expiry_of(c);
+    if (!c->lease_expired_)
+        c->lease_mark_ms_ = now_ms;
     char message[ADVLOCK_CONN_WORDS_MAX];
     advlock_lease_say_expiry(&c->lease_, why, words, message, sizeof message);
     advlock_conn_lose_held(c, "", message, why, now_ms);
@@ -119,7 +128,7 @@ int advlock_conn_lease_confirm_due(advlock_conn *c, advlock_action *act, int64_t
     act->param2 = (int64_t)c->session_.token;
     act->param3 = 0;
     c->lease_query_ = LEASE_CONFIRM;
-    c->confirm_sent_ms_ = now_ms;
+    c->lease_mark_ms_ = now_ms;
     return 1;
 }
 
@@ -191,7 +200,7 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms)
     /* A confirming heartbeat unanswered within the lease's deadline: the
      * grant is lost (its answer, when it comes, changes nothing). */
     if (c->confirming_ != NULL && c->lease_query_ == LEASE_CONFIRM
-        && now_ms >= advlock_add_saturating(c->confirm_sent_ms_,
+        && now_ms >= advlock_add_saturating(c->lease_mark_ms_,
                                             advlock_lease_plan_of(&c->lease_)->deadline_ms))
         confirmed(c, NULL, 0, now_ms);
     /* A hold that ended after the lease ran out (a verify in flight then)
@@ -215,7 +224,7 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms)
 int64_t advlock_conn_lease_wake(const advlock_conn *c)
 {
     if (c->lease_on_ && c->confirming_ != NULL && c->lease_query_ == LEASE_CONFIRM)
-        return advlock_add_saturating(c->confirm_sent_ms_,
+        return advlock_add_saturating(c->lease_mark_ms_,
                                       advlock_lease_plan_of(&c->lease_)->deadline_ms);
     if (!c->lease_on_ || !c->lease_holding_)
         return INT64_MAX;
@@ -223,4 +232,30 @@ int64_t advlock_conn_lease_wake(const advlock_conn *c)
     if (l.kind == ADVLOCK_LEASE_EXPIRED)
         return 0; /* at once: the loss is still to be told */
     return l.kind == ADVLOCK_LEASE_QUERY || l.kind == ADVLOCK_LEASE_WAIT ? l.wake_at_ms : INT64_MAX;
+}
+
+void advlock_conn_lease_sent(advlock_conn *c, int64_t now_ms)
+{
+    if (c->lease_expired_ && now_ms > c->lease_mark_ms_)
+        c->lease_mark_ms_ = now_ms;
+}
+
+int advlock_conn_lease_deadline(const advlock_conn *c, int64_t *stop_at_ms, int64_t *free_by_ms)
+{
+    if (c == NULL || !c->lease_on_ || !(c->lease_expired_ || c->lease_holding_))
+        return 0;
+    advlock_lease_action l = advlock_lease_next(&c->lease_);
+    int64_t free_by = INT64_MAX;
+    if (c->lease_expired_) {
+        if (!advlock_lease_unbound(&c->lease_, expiry_of(c)))
+            free_by = advlock_add_saturating(c->lease_mark_ms_,
+                                             advlock_lease_plan_of(&c->lease_)->lease_ms);
+    } else if (l.kind != ADVLOCK_LEASE_QUERY && l.kind != ADVLOCK_LEASE_WAIT) {
+        return 0;
+    }
+    if (stop_at_ms != NULL)
+        *stop_at_ms = l.stop_at_ms;
+    if (free_by_ms != NULL)
+        *free_by_ms = free_by;
+    return c->lease_expired_ ? 2 : 1;
 }

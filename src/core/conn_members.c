@@ -65,11 +65,36 @@ int advlock_conn_try_mode(int sql, advlock_mode *mode)
     case ADVLOCK_SQL_TRY_LOCK_GUARDED:
     case ADVLOCK_SQL_TRY_LOCK_FENCED:
     case ADVLOCK_SQL_LOCK:
-    case ADVLOCK_SQL_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
+    case ADVLOCK_SQL_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_FENCED:
+    case ADVLOCK_SQL_XACT_LOCK:
+    case ADVLOCK_SQL_XACT_LOCK_GUARDED: *mode = ADVLOCK_EXCLUSIVE; return 1;
     case ADVLOCK_SQL_TRY_LOCK_SHARED:
     case ADVLOCK_SQL_TRY_LOCK_SHARED_GUARDED:
     case ADVLOCK_SQL_LOCK_SHARED:
-    case ADVLOCK_SQL_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    case ADVLOCK_SQL_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED: *mode = ADVLOCK_SHARED; return 1;
+    default: return 0;
+    }
+}
+
+int advlock_conn_is_xact_lock(int sql)
+{
+    switch (sql) {
+    case ADVLOCK_SQL_TRY_XACT_LOCK:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_XACT_LOCK:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_GUARDED:
+    case ADVLOCK_SQL_XACT_LOCK_SHARED_GUARDED:
+    case ADVLOCK_SQL_TRY_XACT_LOCK_FENCED: return 1;
     default: return 0;
     }
 }
@@ -104,38 +129,55 @@ static void tell(advlock_conn *c, advlock_member *m, int news)
 
 void advlock_conn_untell(advlock_conn *c, advlock_member *m)
 {
+    if (c->warned_member_ == m)
+        c->warned_member_ = NULL;
     if (m->news_ == 0)
         return;
-    advlock_member *before = NULL;
-    for (advlock_member *at = c->news_; at != m; at = at->news_next_)
+    /* m may be on no list of c's: news left unpolled on an engine set up
+     * afresh since (advlock_conn_init()) are stale, dropped with m's. */
+    advlock_member *before = NULL, *at = c->news_;
+    while (at != NULL && at != m) {
         before = at;
-    if (before != NULL)
-        before->news_next_ = m->news_next_;
-    else
-        c->news_ = m->news_next_;
-    if (c->news_tail_ == m)
-        c->news_tail_ = before;
+        at = at->news_next_;
+    }
+    if (at == m) {
+        if (before != NULL)
+            before->news_next_ = m->news_next_;
+        else
+            c->news_ = m->news_next_;
+        if (c->news_tail_ == m)
+            c->news_tail_ = before;
+    }
     m->news_next_ = NULL;
     m->news_ = 0;
 }
 
 /* An operation ended: a grant, or a verify that found the lock, is held;
  * so is a lock whose release or verify failed, which the session may still
- * hold (the member keeps its key till it is released or lost); anything
- * else leaves the table. */
+ * hold, and a transaction's lock released, which its block holds (the
+ * member keeps its key till it is released, lost or the block ends);
+ * anything else leaves the table. */
 static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
 {
     m->report_ = *r;
     /* A server-side wait had the connection to itself: its end frees it. */
     if (m->acquiring_)
         c->waits_ = 0;
-    int on_held = !m->acquiring_;
+    int on_held = !m->acquiring_ && !m->by_key_;
     if (m->verifying_) {
         m->verifying_ = 0;
         c->verifying_--;
     }
     if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
-        || (on_held && r->outcome == ADVLOCK_FAILED)) {
+        || (on_held
+            && (r->outcome == ADVLOCK_FAILED || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION))) {
+        /* A verify by key found the lock: held from now on, in its mode
+         * (it asked as EXCLUSIVE, and no other member has the key). */
+        if (m->by_key_ && advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING) {
+            (void)advlock_peers_leave(&c->peers_, &m->peer_);
+            (void)advlock_peers_ask(&c->peers_, &m->peer_, m->key_,
+                                    (advlock_mode)m->machine_.mode_);
+        }
         if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
         advlock_conn_move(c, m, CONN_HELD);
@@ -174,7 +216,12 @@ void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_
     (void)advlock_set_session(&m->machine_, &c->session_);
     int64_t left =
         advlock_sub_saturating(m->timeout_ms_, advlock_sub_saturating(now_ms, m->started_ms_));
-    (void)advlock_start_acquire_key(&m->machine_, m->key_, left > 0 ? left : 0, now_ms);
+    if (m->acquiring_)
+        (void)advlock_start_acquire_key(&m->machine_, m->key_, left > 0 ? left : 0, now_ms);
+    else if (m->verifying_)
+        (void)advlock_start_verify_key(&m->machine_, m->key_, now_ms);
+    else
+        (void)advlock_start_release_key(&m->machine_, m->key_, now_ms);
     advlock_conn_follow(c, m, now_ms);
 }
 
@@ -237,6 +284,19 @@ void advlock_conn_end(advlock_conn *c, advlock_member *m, advlock_outcome outcom
         advlock_conn_session_answered(c, now_ms);
 }
 
+void advlock_conn_end_outside_block(advlock_conn *c, advlock_member *m)
+{
+    int64_t now_ms = m->machine_.now_ms_ > m->started_ms_ ? m->machine_.now_ms_ : m->started_ms_;
+    advlock_conn_say(m, "a lock of transaction scope needs a transaction block, and the "
+                        "connection is in none (the block ended, or a reset began a new session)");
+    advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ESERVER, now_ms);
+    advlock_text t;
+    advlock_text_init(&t, m->report_.sqlstate, sizeof m->report_.sqlstate);
+    advlock_text_put(&t, "25P01");
+    advlock_text_init(&t, m->sqlstate_, sizeof m->sqlstate_);
+    advlock_text_put(&t, "25P01");
+}
+
 void advlock_conn_end_waiting(advlock_conn *c, advlock_outcome outcome, int failure, int64_t now_ms)
 {
     static const int waiting[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
@@ -292,7 +352,7 @@ void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, con
  * was missed); the member backs off exactly as then. */
 static void answer_busy(advlock_member *m, advlock_sql sql, int64_t now_ms)
 {
-    if (sql == ADVLOCK_SQL_TRY_LOCK_FENCED)
+    if (advlock_sql_answer(sql) == ADVLOCK_ANSWER_FENCED)
         (void)advlock_on_fenced(&m->machine_, 0, 0, now_ms);
     else
         (void)advlock_on_result(&m->machine_, ADVLOCK_RESULT_FALSE, NULL, NULL, now_ms);

@@ -204,11 +204,13 @@ void advlock_conn_detach(advlock_conn *c, advlock_member *m)
     }
 }
 
-advlock_member *advlock_conn_first_in_flight(const advlock_conn *c)
+advlock_member *advlock_conn_first_in_flight(const advlock_conn *c, int scope)
 {
-    for (uint32_t i = 0; i < c->count_; i++)
-        if (slot_at(c, i)->kind_ == SLOT_MEMBER)
-            return slot_at(c, i)->member_;
+    for (uint32_t i = 0; i < c->count_; i++) {
+        const advlock_conn_slot *s = slot_at(c, i);
+        if (s->kind_ == SLOT_MEMBER && (scope < 0 || s->member_->machine_.scope_ == scope))
+            return s->member_;
+    }
     return NULL;
 }
 
@@ -297,12 +299,37 @@ static void feed(advlock_member *m, const advlock_conn_slot *s, const advlock_an
     }
 }
 
+/* 1 when m's acquire has an unlock to send (or in flight) undoing a grant
+ * the session may hold. */
+static int undoing(const advlock_member *m)
+{
+    advlock_action next = advlock_next_action(&m->machine_);
+    return m->acquiring_ && next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
+}
+
+/* The unlock undoing m's grant (s) failed, and the machine says the grant
+ * is in doubt (a lost connection took it with the session): as with a
+ * give-back that failed, the key stays taken by a keeper and the unlock is
+ * owed, or the connection must close. */
+static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s)
+{
+    advlock_action next = advlock_next_action(&m->machine_);
+    if (!m->acquiring_ || !advlock_conn_is_unlock(s->sql_) || next.kind != ADVLOCK_ACTION_DONE
+        || next.report->outcome != ADVLOCK_FAILED || !advlock_detail_in_doubt(next.report->detail)
+        || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
+        return;
+    int32_t k = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
+    keeper(c, k)->kept_unlock_ = s->sql_;
+    give_back_failed(c, k);
+}
+
 /* m's statement s has its final answer a: feeds it, keeps the exclusion
  * table, the lease and the shared session up to date, moves m on. */
 static void member_answered(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s,
                             const advlock_answer *a, int64_t now_ms)
 {
     feed(m, s, a, now_ms);
+    undo_failed(c, m, s);
     advlock_mode mode;
     if (advlock_conn_try_mode(s->sql_, &mode)) {
         /* A try the machine undoes (a fenced try's error: the server may
@@ -387,7 +414,8 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
     case SLOT_DETACHED:
         if (s->sql_ == ADVLOCK_SQL_SESSION) {
             advlock_conn_session_answered(c, now_ms);
-        } else if (s->keeper_ >= 0 && !again && may_be_granted(s, a)) {
+        } else if (s->keeper_ >= 0 && !again && may_be_granted(s, a)
+                   && !advlock_conn_is_xact_lock(s->sql_)) {
             /* The server counts holds per session: the unlock takes back
              * exactly the one granted. */
             advlock_conn_slot *kept = keeper(c, s->keeper_);
@@ -542,6 +570,13 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
             advlock_conn_follow(c, m, now_ms);
             continue;
         }
+        /* Outside a block (it ended, or a reset) a transaction's try
+         * would lock for its own statement only. */
+        if (advlock_conn_is_xact_lock(act.sql) && !c->in_block_) {
+            advlock_conn_move(c, m, CONN_IDLE);
+            advlock_conn_end_outside_block(c, m);
+            continue;
+        }
         if (advlock_conn_lease_needs_setup(c, act.sql)) {
             if (c->unsynced_)
                 return emit_sync(c, st); /* the setup goes alone */
@@ -570,7 +605,7 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         /* A fenced try writes its token in the batch's implicit transaction,
          * which a later failure in the batch would roll back after the token
          * was handed out: it goes in a batch of its own. */
-        int alone = act.sql == ADVLOCK_SQL_TRY_LOCK_FENCED;
+        int alone = advlock_sql_answer(act.sql) == ADVLOCK_ANSWER_FENCED;
         if (alone && c->unsynced_ && !c->follow_)
             return emit_sync(c, st);
         int form = form_of(c, act.sql);
@@ -591,10 +626,8 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
     return 0;
 }
 
-int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t now_ms)
+static int poll(advlock_conn *c, advlock_statement *st, int64_t now_ms)
 {
-    if (c == NULL || st == NULL)
-        return 0;
     memset(st, 0, sizeof *st);
     c->polled_ = 0;
     c->starved_ = 0;
@@ -641,6 +674,17 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
     return c->unsynced_ ? emit_sync(c, st) : 0;
 }
 
+int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t now_ms)
+{
+    if (c == NULL || st == NULL || !poll(c, st, now_ms))
+        return 0;
+    /* A cancel request goes on a connection of its own: the server hears
+     * nothing on this one. */
+    if (st->kind != ADVLOCK_STATEMENT_CANCEL)
+        advlock_conn_lease_sent(c, now_ms);
+    return 1;
+}
+
 void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t now_ms)
 {
     if (c == NULL || c->polled_ == 0)
@@ -663,14 +707,21 @@ void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t
         owe(c, s.keeper_, 1); /* again at the next turn */
         return;
     }
+    /* An unlock undoing a grant the session still holds goes again at the
+     * next turn, as a give-back does: failing it would free the key. */
+    if (!broken && s.kind_ == SLOT_MEMBER && undoing(s.member_)) {
+        advlock_conn_move(c, s.member_, CONN_QUEUED);
+        return;
+    }
     advlock_answer lost;
     advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
     lost.message = words;
     dispatch(c, &s, &lost, now_ms);
     /* The member a prepare or the settings went ahead of goes nowhere
-     * either. */
+     * either, but for an undo's unlock (again at the next turn). */
     advlock_member *next = c->lists_[CONN_QUEUE_LIST];
-    if ((s.kind_ == SLOT_PREPARE || s.kind_ == SLOT_CAPACITY) && next != NULL)
+    if ((s.kind_ == SLOT_PREPARE || s.kind_ == SLOT_CAPACITY) && next != NULL
+        && (broken || !undoing(next)))
         advlock_conn_fail(c, next, ADVLOCK_RESULT_CONNECTION_LOST, NULL, words, now_ms);
 }
 

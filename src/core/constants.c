@@ -185,6 +185,7 @@ static const advlock_constant constants[] = {
     /* advlock_conn_event_kind */
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_DONE),
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_LOST),
+    ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_WARNING),
     /* limits */
     LIMIT(ADVLOCK_KEY_ECHO_MAX),
     LIMIT(ADVLOCK_MACHINE_SIZE),

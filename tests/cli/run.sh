@@ -14,6 +14,15 @@ export held_sql
 TMPDIR_RUN=$(mktemp -d)
 trap 'rm -rf "$TMPDIR_RUN"' EXIT
 
+# A command that holds until let_go, however loaded the machine: for holders
+# that must outlast the runs tried against them.
+until_let_go=(sh -c 'until [ -e "$1" ]; do sleep 0.05; done' sh "$TMPDIR_RUN/let-go")
+let_go() {
+    touch "$TMPDIR_RUN/let-go"
+    wait "$first"
+    rm -f "$TMPDIR_RUN/let-go"
+}
+
 wait_for_holder() {
     for _ in $(seq 100); do [ "$(held)" = 1 ] && return 0; sleep 0.05; done
     return 1
@@ -197,7 +206,7 @@ kill "$sibling"
 wait "$sibling" 2>/dev/null
 
 # --shared: shared holders coexist; an exclusive run waits for them.
-"$A" run -q --shared "$name" -- sleep 2 &
+"$A" run -q --shared "$name" -- "${until_let_go[@]}" &
 first=$!
 for _ in $(seq 100); do
     [ "$(psql -X -At -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock'")" = 1 ] && break
@@ -207,10 +216,11 @@ capture "$A" run -q --shared -w 0 "$name" -- psql -X -At -c "SELECT count(*) FRO
 check "--shared: two shared holders" 2 "$OUT"
 capture "$A" run -q -w 0 "$name" -- echo never
 check "--shared: an exclusive run times out" 1 "$RC"
-wait "$first"
+let_go
 
-# --diagnose: the timeout names the holder.
-"$A" run -q --application-name nightly-job "$name" -- sleep 2 &
+# --diagnose: the timeout names the holder (who holds until the --wait case
+# below is seen queued behind it).
+"$A" run -q --application-name nightly-job "$name" -- "${until_let_go[@]}" &
 first=$!
 wait_for_holder
 holder_pid=$(psql -X -At -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'nightly-job'")
@@ -233,14 +243,13 @@ case "$(psql -X -At -c "SELECT query FROM pg_stat_activity WHERE application_nam
     *"pg_advisory_lock("*) pass ;;
     *) fail "--wait: no pg_advisory_lock statement waiting in the queue" ;;
 esac
-wait "$first"
+let_go
 wait "$waiter"
 check "--wait: acquired after the holder" "got it" "$(cat "$TMPDIR_RUN/queued.out")"
 
 # --wait with a timeout: cancelled at the deadline, nothing left queued or held.
-# The holder outlasts the three timed-out runs below (about 1.8 s together,
-# more on a loaded machine).
-"$A" run -q "$name" -- sleep 4 &
+# The holder outlasts the three timed-out runs below.
+"$A" run -q "$name" -- "${until_let_go[@]}" &
 first=$!
 wait_for_holder
 capture "$A" run -q --wait -w 0.5 "$name" -- echo never
@@ -252,7 +261,7 @@ case "$tty_out" in *"waiting for '$name' in the server's queue"*) pass ;; *) fai
 # --jitter: still bounded by the timeout, with the same message.
 capture "$A" run -q --jitter -w 0.4 "$name" -- echo never
 check "--jitter timeout: message" "advlock: Could not acquire migration lock for '$name' within 0.4s." "$ERR"
-wait "$first"
+let_go
 check "options: nothing held at the end" 0 "$(held)"
 
 # A name with a newline: the whole message on one line, the diagnosis with it.

@@ -161,6 +161,21 @@ static void hold_first(void)
     assert_int_equal(events(NULL), 1);
 }
 
+/* m[0] takes key 1 under a lease of 30 s on a fresh engine: check, the
+ * lease's setup, prepare, try. */
+static void hold_under_lease(void)
+{
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    acquire(0, 1, NULL);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE); /* applied */
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+}
+
 static void first_acquire_checks_prepares_and_holds(void **state)
 {
     (void)state;
@@ -338,14 +353,7 @@ static void a_fenced_try_the_lease_refused_unlocks_nothing(void **state)
 static void lease_without_heartbeat_answer_expires(void **state)
 {
     (void)state;
-    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
-    acquire(0, 1, NULL);
-    check_session(PID);
-    assert_int_equal(poll_all(), 2);
-    answer(ADVLOCK_RESULT_TRUE); /* applied */
-    assert_int_equal(poll_all(), 3);
-    answer(ADVLOCK_RESULT_TRUE);
-    answer(ADVLOCK_RESULT_TRUE);
+    hold_under_lease();
     assert_true(advlock_member_held(&f.m[0]));
     (void)events(NULL);
     /* A heartbeat, alone in its batch, never answered. */
@@ -493,6 +501,209 @@ static void a_fenced_try_undone_keeps_its_key(void **state)
     assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
     expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
     assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
+}
+
+/* The unlock undoing an acquire's grant, failed by the server, leaves the
+ * grant on the session: the key stays taken, the unlock is owed as a
+ * give-back, and failed as often as a give-back may be, the connection
+ * must close. */
+static void failed_undo_keeps_the_key_and_is_given_back(void **state)
+{
+    (void)state;
+    fenced_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("XX000", "fence table broken");
+    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("57014", "canceling statement due to statement timeout");
+    (void)events(NULL);
+    const advlock_report *r = advlock_member_report(&f.m[1]);
+    assert_int_equal(r->outcome, ADVLOCK_FAILED);
+    assert_true(advlock_detail_in_doubt(r->detail));
+    assert_false(advlock_member_busy(&f.m[1]));
+    acquire(2, 5, NULL);
+    for (int round = 0; round < 2; round++) {
+        assert_false(advlock_conn_must_close(&f.c));
+        assert_int_equal(poll_all(), 2); /* the give-back, the sync: no try of 5 */
+        expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_UNNAMED, NULL);
+        assert_int_equal(f.sent[0].param, 5);
+        answer_error("57014", "canceling statement due to statement timeout");
+    }
+    assert_true(advlock_conn_must_close(&f.c));
+    assert_int_equal(poll_all(), 0);
+    assert_true(advlock_member_busy(&f.m[2]));
+}
+
+/* The same unlock, or the prepare ahead of it, taken back unsent (libpq
+ * short of memory): the session still holds the grant, so the unlock goes
+ * again at the next turn and the key stays taken till it answers. */
+static void unsent_undo_goes_again(void **state)
+{
+    (void)state;
+    fenced_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error("XX000", "fence table broken");
+    advlock_statement st;
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.form, ADVLOCK_FORM_PREPARE);
+    advlock_conn_unsend(&f.c, 0, "out of memory", f.now);
+    assert_true(advlock_member_busy(&f.m[1]));
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1); /* the prepare again */
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.sql, ADVLOCK_SQL_UNLOCK);
+    advlock_conn_unsend(&f.c, 0, "out of memory", f.now);
+    assert_true(advlock_member_busy(&f.m[1]));
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    acquire(2, 5, NULL);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    assert_int_equal(f.sent[0].param, 5);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_false(advlock_member_busy(&f.m[1]));
+    assert_false(advlock_member_held(&f.m[1]));
+}
+
+/* m[0] holds key 1 (session scope); m[1]'s try of key of transaction scope
+ * is in flight, inside a block: its prepare, the try, the sync. */
+static void xact_try_sent(int64_t key)
+{
+    hold_first();
+    advlock_options xact;
+    advlock_options_init(&xact);
+    xact.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], key, 5000, &xact, f.now),
+                     ADVLOCK_EMISUSE); /* outside a block it would end with its statement */
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(1, key, &xact);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    assert_int_equal(f.sent[1].param, key);
+}
+
+/* A transaction's lock is held until its block ends: a release says it
+ * ends with the transaction and keeps the key taken; the block's end
+ * frees it, the session's lock staying. */
+static void xact_lock_is_held_until_the_block_ends(void **state)
+{
+    (void)state;
+    xact_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(events(NULL), 1);
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[1], f.now), 0);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_ENDS_WITH_TRANSACTION);
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(poll_all(), 0); /* nothing to send for it */
+    acquire(2, 5, NULL);
+    assert_int_equal(poll_all(), 0); /* the key is the block's: m[2] backs off */
+    assert_true(advlock_member_sleeping(&f.m[2]));
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_false(advlock_member_held(&f.m[1]));
+    assert_true(advlock_member_held(&f.m[0]));
+    f.now += 10000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_true(poll_all() >= 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+}
+
+/* A cancel of a transaction's try in flight waits for its answer: a grant
+ * cannot be unlocked, so the acquire ends ACQUIRED, too late to cancel. */
+static void xact_cancel_too_late_keeps_the_grant(void **state)
+{
+    (void)state;
+    xact_try_sent(5);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[1]));
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(events(NULL), 1);
+    const advlock_report *r = advlock_member_report(&f.m[1]);
+    assert_int_equal(r->outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(r->detail, ADVLOCK_DETAIL_CANCEL_TOO_LATE);
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(advlock_conn_outstanding(&f.c), 0); /* no unlock of it */
+}
+
+/* An acquire of transaction scope under way when the block ends has no
+ * block to lock in: backing off, it ends FAILED (25P01) at once and no try
+ * of it goes outside the block; its try in flight is the engine's, the key
+ * kept until the answer, a grant given nothing back (it went with the
+ * block). One left backing off over a reset never sends its try either. */
+static void xact_acquire_under_way_ends_with_its_block(void **state)
+{
+    (void)state;
+    xact_try_sent(7);
+    answer(ADVLOCK_RESULT_TRUE);  /* the prepare */
+    answer(ADVLOCK_RESULT_FALSE); /* busy: m[1] backs off */
+    assert_true(advlock_member_sleeping(&f.m[1]));
+    (void)events(NULL);
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_false(advlock_member_busy(&f.m[1]));
+    const advlock_report *r = advlock_member_report(&f.m[1]);
+    assert_int_equal(r->outcome, ADVLOCK_FAILED);
+    assert_int_equal(r->failure, ADVLOCK_ESERVER);
+    assert_string_equal(r->sqlstate, "25P01");
+    assert_int_equal(events(NULL), 1);
+    f.now += 10000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 0);
+    assert_false(advlock_member_held(&f.m[1]));
+    assert_true(advlock_member_held(&f.m[0]));
+    /* In flight at the block's end: the key stays taken till the answer. */
+    advlock_options xact;
+    advlock_options_init(&xact);
+    xact.scope = ADVLOCK_TRANSACTION;
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(1, 7, &xact);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    advlock_conn_on_transaction(&f.c, 0);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
+    acquire(2, 7, NULL);
+    assert_int_equal(poll_all(), 0); /* busy: the engine keeps key 7 */
+    assert_true(advlock_member_sleeping(&f.m[2]));
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_conn_outstanding(&f.c), 0); /* nothing given back */
+    f.now += 10000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_true(poll_all() >= 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+    while (advlock_conn_outstanding(&f.c) > 0)
+        answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[2]));
+    /* Backing off over a reset: the new session is in no block. */
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(3, 8, &xact);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_true(advlock_member_sleeping(&f.m[3]));
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    f.now += 10000;
+    advlock_conn_on_timer(&f.c, f.now);
+    for (int i = poll_all(); i > 0; i--)
+        assert_int_not_equal(f.sent[i - 1].sql, ADVLOCK_SQL_TRY_XACT_LOCK);
+    assert_int_equal(advlock_member_report(&f.m[3])->outcome, ADVLOCK_FAILED);
+    assert_string_equal(advlock_member_report(&f.m[3])->sqlstate, "25P01");
+}
+
+/* A fenced try of transaction scope for a key another member holds is
+ * answered busy here, as the server's fenced row would answer it: the
+ * member backs off (it was answered as a plain try, which its machine
+ * ignored, and it asked again for ever). */
+static void xact_fenced_try_of_a_held_key_backs_off(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_conn_on_transaction(&f.c, 1);
+    advlock_options o;
+    advlock_options_init(&o);
+    o.scope = ADVLOCK_TRANSACTION;
+    o.fence = 1;
+    acquire(1, 1, &o);
+    assert_int_equal(poll_all(), 0);
+    assert_true(advlock_member_sleeping(&f.m[1]));
 }
 
 static void one_at_a_time_client(void **state)
@@ -975,6 +1186,282 @@ static void a_late_grant_whose_heartbeat_never_answers_is_lost(void **state)
     assert_int_equal(events(NULL), 0);
 }
 
+/* A key the session holds without the engine knowing (a statement of the
+ * caller's took it) is released and verified by key: the member holds
+ * nothing before; a verify that finds it held holds it from then on; a key
+ * another member holds is refused, lest its hold be taken. */
+static void a_key_not_held_is_released_and_verified(void **state)
+{
+    (void)state;
+    hold_first();
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 1, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 9, NULL, f.now), 0);
+    assert_true(advlock_member_busy(&f.m[1]));
+    /* Its key is taken meanwhile: another member's try is answered busy. */
+    acquire(2, 9, NULL);
+    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    assert_int_equal(f.sent[1].param, 9);
+    assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_RELEASED);
+    assert_false(advlock_member_held(&f.m[1]));
+    assert_int_equal(advlock_peers_count(&f.c.peers_), 1);
+    (void)events(NULL);
+    /* A verify that finds its key held holds it. */
+    assert_int_equal(advlock_conn_start_verify_key(&f.c, &f.m[3], 11, NULL, f.now), 0);
+    assert_int_equal(poll_all(), 3); /* the held row's prepare, the row, the sync */
+    expect_query(1, ADVLOCK_SQL_HELD, ADVLOCK_FORM_NAMED, &f.m[3]);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[3])->outcome, ADVLOCK_HELD);
+    assert_true(advlock_member_held(&f.m[3]));
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[3], f.now), 0);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[3])->outcome, ADVLOCK_RELEASED);
+    /* A release by key the server failed leaves m holding nothing. */
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[3], 12, NULL, f.now), 0);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[3]);
+    answer_error("XX000", "boom");
+    assert_int_equal(advlock_member_report(&f.m[3])->outcome, ADVLOCK_FAILED);
+    assert_false(advlock_member_held(&f.m[3]));
+    assert_int_equal(advlock_peers_count(&f.c.peers_), 1);
+}
+
+/* The lease's deadlines: while held, the stop deadline; once it ran out,
+ * the time the server frees the lock by, a lease after the engine saw it
+ * run out, or after a statement sent later (the server heard the client). */
+static void a_lease_that_ran_out_says_when_the_server_frees(void **state)
+{
+    (void)state;
+    advlock_lease_plan plan;
+    assert_int_equal(advlock_lease_plan_init(&plan, 30000, 0), 0);
+    int64_t stop = 0, free_by = 0;
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 0);
+    hold_under_lease();
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 1);
+    assert_int_equal(stop, plan.deadline_ms); /* the try went at 0 */
+    assert_int_equal(free_by, INT64_MAX);
+    /* No heartbeat answers: at the stop deadline the lease runs out. */
+    while (!advlock_member_lost(&f.m[0]) && f.now < 10 * plan.deadline_ms) {
+        f.now = advlock_conn_next_wake(&f.c);
+        advlock_conn_on_timer(&f.c, f.now);
+        (void)poll_all();
+    }
+    assert_true(advlock_member_lost(&f.m[0]));
+    int64_t ran_out = f.now;
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, NULL), 2);
+    assert_int_equal(stop, plan.deadline_ms);
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, NULL, &free_by), 2);
+    assert_int_equal(free_by, ran_out + 30000);
+    /* A statement sent later: the server frees a lease after it. */
+    f.now = ran_out + 5000;
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 9, NULL, f.now), 0);
+    assert_true(poll_all() > 0);
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, NULL, &free_by), 2);
+    assert_int_equal(free_by, ran_out + 5000 + 30000);
+    /* A new server session has a new lease. */
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, &stop, &free_by), 0);
+}
+
+/* While a lock is held under the lease, the same lease may be set again
+ * (a pump that sets a member's options before each operation), which
+ * changes nothing; another is refused. Held with no lease, none again: a
+ * lease set up by the next acquire would bound the session while nothing
+ * beats for the lock held (an acquire never granted starts no heartbeat). A
+ * plan refused is EINVAL whatever is held. */
+static void a_held_lock_keeps_its_lease_when_set_again(void **state)
+{
+    (void)state;
+    hold_first();
+    assert_int_equal(advlock_conn_set_lease(&f.c, 0, 0), 0);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_set_lease(&f.c, -1, 0), ADVLOCK_EINVAL);
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 2); /* no lease setup: the try and its sync */
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+    hold_under_lease();
+    int64_t wake = advlock_conn_next_wake(&f.c);
+    assert_true(wake > 0 && wake < INT64_MAX);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    assert_int_equal(advlock_conn_next_wake(&f.c), wake); /* runs on as it was */
+    assert_int_equal(advlock_conn_lease_deadline(&f.c, NULL, NULL), 1);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 40000, 0), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 1000), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 0, 0), ADVLOCK_EMISUSE);
+    /* Not while a member is busy. */
+    acquire(1, 2, NULL);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), ADVLOCK_EMISUSE);
+}
+
+/* A pump that gives a connection up closes it and may leave the engine:
+ * set up afresh on another connection, the members it had (one held, now
+ * lost; one whose acquire failed) start there as on a new engine. */
+static void a_given_up_engine_is_left_for_another_connection(void **state)
+{
+    (void)state;
+    hold_first();
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 2);
+    advlock_conn_give_up(&f.c, ADVLOCK_ENOANSWER, "no answer", f.now);
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[1])->failure, ADVLOCK_ENOANSWER);
+    assert_int_equal(events(NULL), 2);
+    assert_int_equal(advlock_conn_outstanding(&f.c), 0);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 5000, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID + 1, TOKEN + 1,
+                                       ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
+                     0);
+    /* The lost member's words and report stay readable till it starts. */
+    assert_string_equal(advlock_member_words(&f.m[0]), "no answer");
+    acquire(0, 1, NULL);
+    acquire(1, 2, NULL);
+    assert_int_equal(poll_all(), 3); /* the settings' row, the check, the sync */
+    assert_int_equal(f.sent[1].param2, PID + 1);
+}
+
+/* A member lost with a connection given up, its LOST event not polled,
+ * starts on the engine set up afresh (its stale news dropped). */
+static void a_member_with_unpolled_news_starts_on_a_fresh_engine(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_conn_give_up(&f.c, ADVLOCK_ECONNLOST, "no answer", f.now);
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_int_equal(advlock_conn_init(&f.c, f.slots, SLOTS, f.buckets, BUCKETS, PID + 1, TOKEN + 1,
+                                       ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE),
+                     0);
+    acquire(0, 1, NULL);
+    assert_int_equal(events(NULL), 0);
+    assert_int_equal(poll_all(), 3);
+}
+
+/* Release or verify by key of transaction scope: only inside a block. A
+ * verify by key under a lease: refused (a lock it found would be held with
+ * no heartbeat). */
+static void by_key_refused_outside_a_block_and_under_a_lease(void **state)
+{
+    (void)state;
+    hold_first();
+    advlock_options xact;
+    advlock_options_init(&xact);
+    xact.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_conn_start_verify_key(&f.c, &f.m[1], 9, &xact, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[2], 10, &xact, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_false(advlock_member_busy(&f.m[1]) || advlock_member_busy(&f.m[2]));
+    assert_int_equal(poll_all(), 0);
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
+    hold_under_lease();
+    assert_int_equal(advlock_conn_start_verify_key(&f.c, &f.m[1], 11, NULL, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 11, NULL, f.now), 0);
+}
+
+/* A release by key waiting behind the session check when the connection
+ * is reset was asked of the old session: it ends FAILED (the connection
+ * lost), never run on the new one. */
+static void a_release_by_key_parked_dies_with_its_session(void **state)
+{
+    (void)state;
+    acquire(0, 1, NULL);
+    assert_int_equal(advlock_conn_start_release_key(&f.c, &f.m[1], 9, NULL, f.now), 0);
+    assert_true(advlock_member_busy(&f.m[1]));
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID + 1, TOKEN + 1, f.now), 0);
+    assert_false(advlock_member_busy(&f.m[1]));
+    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
+    assert_int_equal(advlock_member_report(&f.m[1])->failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(poll_all(), 3); /* m[0]'s check of the new session */
+    answer_capacity(64, 100);
+    answer_session(PID + 1);
+    int n = poll_all();
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) /* m[0]'s try: nothing of m[1]'s */
+        assert_true(f.sent[i].member != &f.m[1]);
+}
+
+static void record_event(void *user, const advlock_event *ev)
+{
+    if (ev->kind == ADVLOCK_EVENT_WARNING)
+        *(int *)user += 1;
+}
+
+/* A server's notice during a member's statement is a warning: an event of
+ * the member's (before its DONE), in the same words for every pump, and its
+ * callback hears it. */
+static void notices_are_warnings(void **state)
+{
+    (void)state;
+    int heard = 0;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.on_event = record_event;
+    o.event_user = &heard;
+    hold_first();
+    acquire(1, 2, &o);
+    assert_int_equal(poll_all(), 2);
+    advlock_conn_on_notice(&f.c, "01000", "you don't own a lock of type ExclusiveLock\nmore",
+                           f.now);
+    answer(ADVLOCK_RESULT_TRUE);
+    advlock_conn_event ev;
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_ptr_equal(ev.member, &f.m[1]);
+    assert_string_equal(advlock_conn_warning(&f.c), "you don't own a lock of type ExclusiveLock");
+    assert_string_equal(advlock_conn_warning_sqlstate(&f.c), "01000");
+    assert_int_equal(heard, 1);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
+    assert_int_equal(events(NULL), 0);
+    /* The connection's own statement: no member. */
+    advlock_conn_on_notice(&f.c, NULL, "a notice", f.now);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_null(ev.member);
+    assert_string_equal(advlock_conn_warning_sqlstate(&f.c), "");
+    /* A member started again leaves its warning to the connection. */
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[1], f.now), 0);
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE); /* the unlock's prepare: m[1]'s unlock is the head */
+    advlock_conn_on_notice(&f.c, NULL, "a notice", f.now);
+    answer(ADVLOCK_RESULT_TRUE);
+    acquire(1, 3, NULL);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_null(ev.member);
+}
+
+/* A cancel request the pump could not send is a warning of the member
+ * waiting on the server; a member that is not that waiter (cancelled, and
+ * maybe freed since, or another) is never read: the warning is the
+ * connection's. */
+static void a_failed_cancel_is_the_waiters_warning(void **state)
+{
+    (void)state;
+    wait_on_server();
+    advlock_conn_event ev;
+    advlock_conn_on_cancel_failed(&f.c, &f.m[0], "connection refused", f.now);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_ptr_equal(ev.member, &f.m[0]);
+    assert_string_equal(advlock_conn_warning(&f.c),
+                        "could not send a cancel request: connection refused");
+    /* m[1] is on c, but not the waiter. */
+    f.m[1].conn_ = &f.c;
+    advlock_conn_on_cancel_failed(&f.c, &f.m[1], "no", f.now);
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_null(ev.member);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -993,6 +1480,12 @@ int main(void)
         cmocka_unit_test_setup(past_the_share_is_refused_unsent, setup),
         cmocka_unit_test_setup(a_fenced_try_past_the_share_unlocks_nothing, setup),
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
+        cmocka_unit_test_setup(failed_undo_keeps_the_key_and_is_given_back, setup),
+        cmocka_unit_test_setup(unsent_undo_goes_again, setup),
+        cmocka_unit_test_setup(xact_lock_is_held_until_the_block_ends, setup),
+        cmocka_unit_test_setup(xact_cancel_too_late_keeps_the_grant, setup),
+        cmocka_unit_test_setup(xact_fenced_try_of_a_held_key_backs_off, setup),
+        cmocka_unit_test_setup(xact_acquire_under_way_ends_with_its_block, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
         cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
@@ -1016,6 +1509,15 @@ int main(void)
         cmocka_unit_test_setup(a_late_grant_counts_from_its_heartbeat, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_fails_is_lost, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_never_answers_is_lost, setup),
+        cmocka_unit_test_setup(a_key_not_held_is_released_and_verified, setup),
+        cmocka_unit_test_setup(a_lease_that_ran_out_says_when_the_server_frees, setup),
+        cmocka_unit_test_setup(a_held_lock_keeps_its_lease_when_set_again, setup),
+        cmocka_unit_test_setup(a_given_up_engine_is_left_for_another_connection, setup),
+        cmocka_unit_test_setup(a_member_with_unpolled_news_starts_on_a_fresh_engine, setup),
+        cmocka_unit_test_setup(by_key_refused_outside_a_block_and_under_a_lease, setup),
+        cmocka_unit_test_setup(a_release_by_key_parked_dies_with_its_session, setup),
+        cmocka_unit_test_setup(notices_are_warnings, setup),
+        cmocka_unit_test_setup(a_failed_cancel_is_the_waiters_warning, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

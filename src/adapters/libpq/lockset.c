@@ -155,7 +155,9 @@ int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_mem
                                          int64_t timeout_ms, const advlock_options *o,
                                          int64_t now_ms)
 {
-    if (set == NULL || m == NULL || timeout_ms < 0)
+    /* Every member shares the set's one transaction, which any caller's
+     * commit would end (docs/design.md, "Session scope, polling only"). */
+    if (set == NULL || m == NULL || timeout_ms < 0 || (o != NULL && o->scope != ADVLOCK_SESSION))
         return ADVLOCK_EINVAL;
     if (set->conn_ == NULL || advlock_member_busy(&m->member_) || advlock_member_held(&m->member_))
         return ADVLOCK_EMISUSE;
