@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 import types
 import weakref
 from asyncio import isfuture
@@ -29,11 +30,11 @@ from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, Li
                     Protocol, Tuple, TypeVar, Union)
 
 from . import _binding as B
-from ._machine import INT64_MAX, SQL_ANSWER, SQL_PARAMS, now_ms, strerror
+from ._machine import INT64_MAX, SQL_ANSWER, SQL_PARAMS, escape_name, now_ms, strerror
 from .errors import CallError
 
 if TYPE_CHECKING:
-    from ._types import Answer, AnyClient, AsyncClient, BlockingClient, Call
+    from ._types import Answer, AnyClient, AsyncClient, BlockingClient, Call, Name
 
 _lib = B.core
 _poll, _on_answer, _on_timer = (_lib.advlock_conn_poll_statement, _lib.advlock_conn_on_answer,
@@ -41,9 +42,13 @@ _poll, _on_answer, _on_timer = (_lib.advlock_conn_poll_statement, _lib.advlock_c
 _next_wake, _poll_event, _answer_init = (_lib.advlock_conn_next_wake,
                                          _lib.advlock_conn_poll_event, _lib.advlock_answer_init)
 _busy, _outstanding = _lib.advlock_conn_busy, _lib.advlock_conn_outstanding
-_member_busy = _lib.advlock_member_busy
+_member_busy, _member_held = _lib.advlock_member_busy, _lib.advlock_member_held
+_start_acquire, _start_release = _lib.advlock_conn_start_acquire, _lib.advlock_conn_start_release
+_on_transaction = _lib.advlock_conn_on_transaction
 _TRUE, _NULL, _LOST = B.RESULT_TRUE, B.RESULT_NULL, B.RESULT_CONNECTION_LOST
 _CANCEL, _DONE, _VOID = B.STATEMENT_CANCEL, B.CONN_DONE, B.ANSWER_VOID
+_LOST_EVENT = B.C["ADVLOCK_CONN_LOST"]
+_mono = time.monotonic_ns
 # What a shell does for the generator.
 SEND, AWAIT, WAIT, CANCEL = range(4)
 # How soon a statement the client could not send now (the connection busy
@@ -55,6 +60,7 @@ _SLOTS = 16
 ENDED = ("the server ended the session (pg_terminate_backend, a restart or a crash), or the"
          " connection was closed")
 _BUCKETS = 256
+CANCELLED = "advlock: a statement was cancelled in flight with its task (the event loop closing)"
 
 
 def new_token() -> int:
@@ -106,9 +112,6 @@ class Busy:
 def _fill(a: B.Answer, answer: Answer) -> List[Any]:
     """Writes a client's answer into a; returns what must stay alive while
     the engine reads it (strings, holder rows)."""
-    if answer.__class__ is int:
-        _answer_init(a, answer)
-        return []
     if isinstance(answer, tuple) and not isinstance(answer, CapacityRow):
         result, sqlstate, message = answer
         _answer_init(a, result)
@@ -150,6 +153,7 @@ class Owner(Protocol):
     """A lock object with a member on an engine."""
 
     _m: Any  # its advlock_member (a _binding.MemberStorage)
+    _session_scoped: bool  # False: a lock of transaction scope
 
     def _on_done(self) -> None: ...
     def _on_lost(self) -> None: ...
@@ -161,7 +165,7 @@ class Engine:
 
     __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
                  "cond", "task", "poke", "helper", "bodies", "held", "unwatch", "_ev",
-                 "_ans", "is_async", "settling", "__weakref__")
+                 "_ans", "is_async", "settling", "waiting", "__weakref__")
 
     def __init__(self, client: AnyClient) -> None:
         self._c = B.ConnStorage()
@@ -181,7 +185,9 @@ class Engine:
         # condition wakes the threads waiting for an answer or a time.
         self.guard = threading.Lock()
         self.cond = threading.Condition(self.guard)
-        self.task: Optional[asyncio.Task[None]] = None     # asyncio: the pump's task
+        self.waiting = 0  # threads in cond.wait(): notify only those
+        # asyncio: the pump's task, or the Guard of a pump running inline
+        self.task: Optional[object] = None
         self.poke: Optional[asyncio.Future[None]] = None   # wakes its WAIT
         self.helper: Optional[threading.Thread] = None     # blocking: the helper
         self.bodies: Dict[int, asyncio.Task[Any]] = {}     # asyncpg: held locks' bodies
@@ -204,17 +210,16 @@ class Engine:
         if rc:
             raise CallError(rc, strerror(rc))
 
-    def set_lease(self, lease: Tuple[int, int], what: str) -> None:
-        """The connection's lease becomes lease (lease_ms, stop_ms), unless
-        it is so already. Raises CallError while locks are held on it."""
-        if lease == self.lease:
-            return
+    def set_lease(self, lease: Tuple[int, int], name: Name) -> None:
+        """The connection's lease becomes lease (lease_ms, stop_ms). Raises
+        CallError while locks are held on it (the lock named name asked)."""
         rc = _lib.advlock_conn_set_lease(self._c, *lease)
         if rc == B.ADVLOCK_EMISUSE:
-            raise CallError(rc, "%s: the connection's lease is %s, set while its locks are held:"
-                            " every lock on a connection shares its lease (docs/python.md"
-                            " \"Leases\")" % (what, "none" if not self.lease[0]
-                                             else "%g s" % (self.lease[0] / 1000)))
+            raise CallError(rc, "advlock.lock(%r): the connection's lease is %s, set while its"
+                            " locks are held: every lock on a connection shares its lease"
+                            " (docs/python.md \"Leases\")"
+                            % (escape_name(name), "none" if not self.lease[0]
+                               else "%g s" % (self.lease[0] / 1000)))
         self.check(rc)
         self.lease = lease
 
@@ -237,7 +242,8 @@ class Engine:
         self.unwatch = None
         with self.guard:
             self.closed(ENDED)
-            self.cond.notify_all()
+            if self.waiting:
+                self.cond.notify_all()
 
     def session(self) -> B.Session:
         """The connection's session value."""
@@ -250,22 +256,24 @@ class Engine:
         s = self.session()
         return bool(s.proxied) if s.checked else None
 
-    def before_acquire(self) -> None:
-        """Tells the engine what the client sees of the connection before an
-        acquire: a new server session (another announced pid), a
-        transaction block."""
-        client = self.client
-        pid = client.pid()
-        if pid != self.pid:
-            self.pid = pid
-            _lib.advlock_conn_on_reset(self._c, pid, new_token(), now_ms())
-            self.take_events()
-        _lib.advlock_conn_on_transaction(self._c, 0 if client.outside_transaction() else 1)
+    def tell_transaction(self) -> None:
+        """Tells the engine whether the client is inside a transaction
+        block: outside one, the locks of transaction scope went with it."""
+        _on_transaction(self._c, 0 if self.client.outside_transaction() else 1)
 
     def closed(self, words: str) -> None:
         """The connection closed under the engine (its watch heard it)."""
         _lib.advlock_conn_on_closed(self._c, None, words.encode("utf-8", "replace"), now_ms())
         self.take_events()
+
+    def stopped(self, words: str) -> None:
+        """The pump stopped on an exception with the connection in a state
+        nobody knows: it is closed (the server frees the session's locks)
+        and every member told so, in words."""
+        try:
+            self.client.close_now()
+        finally:
+            self.closed(words)
 
     def quiet(self) -> bool:
         """No member busy, nothing in flight or owed (timers may run)."""
@@ -278,14 +286,15 @@ class Engine:
         c = self._c
         return bool(_busy(c) == 0 and _outstanding(c) == 0 and _next_wake(c) == INT64_MAX)
 
-    # What the pump and the lock objects call, as a Solo answers them too.
+    # What the pump and the lock objects call.
 
-    def on_timer(self, now: int) -> None:
-        _on_timer(self._c, now)
-
-    def poll(self, st: B.Statement, now: int) -> int:
-        polled: int = _poll(self._c, st, now)
-        return polled
+    def tick(self, due_only: bool = True) -> None:
+        """The engine's timer, if it is due (or whenever not due_only: a
+        timer thread may wake a little early); then its events."""
+        c, now = self._c, _mono() // 1000000
+        if not due_only or _next_wake(c) <= now:
+            _on_timer(c, now)
+            self.take_events()
 
     def next_wake(self) -> int:
         wake: int = _next_wake(self._c)
@@ -293,6 +302,7 @@ class Engine:
 
     def unsend(self, words: str) -> None:
         _lib.advlock_conn_unsend(self._c, 0, words.encode("utf-8", "replace"), now_ms())
+        self.take_events()
 
     def outstanding(self) -> int:
         count: int = _outstanding(self._c)
@@ -314,14 +324,46 @@ class Engine:
         return (B.Report.from_buffer_copy(_lib.advlock_member_report(m).contents),
                 _lib.advlock_member_words(m))
 
-    def start_acquire(self, owner: Owner, raw: bytes, ms: int, opts: Any) -> None:
-        self.check(_lib.advlock_conn_start_acquire(self._c, owner._m, raw, len(raw), ms, opts,
-                                                   now_ms()))
-        self.join(owner)
+    def start_acquire(self, owner: Owner, raw: bytes, ms: int, opts: Any,
+                      lease: Optional[Tuple[int, int]]) -> None:
+        """Starts owner's acquire, the engine told first what the client
+        sees of the connection (a new server session: another announced
+        pid; a transaction block) and the lease (lease None: a lock of
+        transaction scope, which holds no lease)."""
+        c, client = self._c, self.client
+        pid = client.pid()
+        if pid != self.pid:
+            self.pid = pid
+            _lib.advlock_conn_on_reset(c, pid, new_token(), _mono() // 1000000)
+            self.take_events()
+        in_block = not client.outside_transaction()
+        if lease is None and in_block:
+            self._end_earlier_block()
+        _on_transaction(c, in_block)
+        if lease is not None and lease != self.lease:
+            self.set_lease(lease, raw)
+        rc = _start_acquire(c, owner._m, raw, len(raw), ms, opts, _mono() // 1000000)
+        if rc:
+            raise CallError(rc, strerror(rc))
+        self.owners[addressof(owner._m)] = owner
+
+    def _end_earlier_block(self) -> None:
+        """Before a transaction-scoped acquire inside a block: the engine
+        hears of a block's end only before an operation, and a connection
+        has one block at a time, so the transaction-scoped locks still held
+        went with an earlier block, or share this one (the server session
+        holds them either way). They stop holding, unless one of them is
+        still acquiring (its block is this one)."""
+        xact = [o for o in self.owners.values() if not o._session_scoped]
+        if any(_member_held(o._m) for o in xact) and \
+                not any(_member_busy(o._m) for o in xact):
+            _on_transaction(self._c, 0)
 
     def start_release(self, owner: Owner) -> None:
-        self.check(_lib.advlock_conn_start_release(self._c, owner._m, now_ms()))
-        self.join(owner)
+        rc = _start_release(self._c, owner._m, _mono() // 1000000)
+        if rc:
+            raise CallError(rc, strerror(rc))
+        self.owners[addressof(owner._m)] = owner
 
     def start_verify(self, owner: Owner) -> None:
         self.check(_lib.advlock_conn_start_verify(self._c, owner._m, now_ms()))
@@ -336,171 +378,8 @@ class Engine:
                 continue
             if ev.kind == _DONE:
                 owner._on_done()
-            else:
+            elif ev.kind == _LOST_EVENT:
                 owner._on_lost()
-
-    def feed(self, answer: Answer) -> None:
-        """The answer to the statement in flight."""
-        a = self._ans
-        keep = _fill(a, answer)
-        _on_answer(self._c, a, now_ms())
-        del keep
-        self.take_events()
-
-
-class Solo:
-    """A transaction-scoped lock's machine, pumped alone on its connection:
-    the engine takes session-scoped members only, so this lock's own
-    advlock_machine answers the pump as an engine of one member would
-    (the session value is the connection's engine's, copied). No watch,
-    no lease: the lock ends with its transaction."""
-
-    __slots__ = ("engine", "client", "guard", "cond", "task", "poke", "helper", "bodies",
-                 "settling", "is_async", "m", "owner", "inflight", "cancel_sent", "acquiring",
-                 "holding", "news", "__weakref__")
-
-    def __init__(self, engine: Engine) -> None:
-        from ._machine import Machine
-        self.engine = engine
-        self.client, self.guard, self.cond = engine.client, engine.guard, engine.cond
-        self.is_async = engine.is_async
-        self.task: Optional[asyncio.Task[None]] = None
-        self.poke: Optional[asyncio.Future[None]] = None
-        self.helper: Optional[threading.Thread] = None
-        self.bodies: Dict[int, asyncio.Task[Any]] = {}
-        self.settling: List[asyncio.Future[None]] = []
-        self.m = Machine()
-        self.owner: Optional[Owner] = None
-        self.inflight = self.cancel_sent = False
-        self.acquiring = self.holding = False
-        self.news = False  # an operation whose end is not told yet
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.engine, name)  # the connection's: lease, session, proxied...
-
-    def _action(self) -> B.Action:
-        action: B.Action = _lib.advlock_next_action(self.m._m)
-        return action
-
-    def set_lease(self, lease: Tuple[int, int], what: str) -> None:
-        """A transaction-scoped lock holds no lease of its own."""
-
-    def before_acquire(self) -> None:
-        e = self.engine
-        e.before_acquire()
-        value = B.Session.from_buffer_copy(e.session())
-        if not value.checked:
-            _lib.advlock_session_init(value, e.pid, new_token())
-        self.m.set_session(value)
-
-    def on_timer(self, now: int) -> None:
-        if not self.inflight:
-            _lib.advlock_on_timer(self.m._m, now)
-
-    def poll(self, st: B.Statement, now: int) -> int:
-        a = self._action()
-        if a.kind == B.ACTION_QUERY and not self.inflight:
-            st.kind, st.sql, st.member = B.STATEMENT_QUERY, a.sql, 1
-            st.param, st.param2, st.param3 = a.param, a.param2, a.param3
-            self.inflight = True
-            return 1
-        if a.kind == B.ACTION_CANCEL_QUERY and self.inflight and not self.cancel_sent:
-            st.kind = _CANCEL
-            self.cancel_sent = True
-            _lib.advlock_on_cancel_sent(self.m._m, now)
-            return 1
-        return 0
-
-    def next_wake(self) -> int:
-        a = self._action()
-        wake: int = a.wake_at_ms if a.kind in (B.ACTION_SLEEP, B.ACTION_QUERY,
-                                               B.ACTION_CANCEL_QUERY) else INT64_MAX
-        return wake if self.inflight or a.kind == B.ACTION_SLEEP else INT64_MAX
-
-    def feed(self, answer: Answer) -> None:
-        self.inflight = self.cancel_sent = False
-        m = self.m
-        if answer.__class__ is int:
-            m.on_result(answer)  # type: ignore[arg-type]
-        elif isinstance(answer, SessionRow):
-            m.on_session(answer.pid, answer.in_recovery, answer.ours)
-        elif isinstance(answer, FencedRow):
-            if answer.granted is None:
-                m.on_result(_NULL)
-            else:
-                m.on_fenced(answer.granted, answer.token)
-        elif isinstance(answer, list):
-            m.on_holders(answer)
-        elif isinstance(answer, tuple):
-            m.on_result(*answer)
-        self.take_events()
-
-    def unsend(self, words: str) -> None:
-        self.feed((_LOST, None, words))
-
-    def take_events(self) -> None:
-        owner = self.owner
-        a = self._action()
-        if owner is not None and a.kind == B.ACTION_DONE and self.news:
-            self.news = False
-            if self.acquiring:
-                self.holding = a.report.contents.outcome == _ACQUIRED
-            elif a.report.contents.sql != B.C["ADVLOCK_SQL_HELD"]:
-                self.holding = False  # a release's end
-            self.acquiring = False
-            owner._on_done()
-
-    def closed(self, words: str) -> None:
-        if self.inflight:
-            self.unsend(words)
-
-    def outstanding(self) -> int:
-        return 1 if self.inflight else 0
-
-    def idle(self) -> bool:
-        return not self.inflight and self._action().kind in (B.ACTION_DONE, B.ACTION_NONE)
-
-    quiet = idle
-
-    def cancel(self, owner: Owner) -> int:
-        return 0 if self.m.cancel() else B.ADVLOCK_EMISUSE
-
-    def busy(self, owner: Owner) -> bool:
-        return self._action().kind not in (B.ACTION_DONE, B.ACTION_NONE)
-
-    def held_by(self, owner: Owner) -> bool:
-        return self.holding
-
-    def report_of(self, owner: Owner) -> Tuple[B.Report, bytes]:
-        a = self._action()
-        words = self.m.server_message
-        return (B.Report.from_buffer_copy(a.report.contents),
-                b"" if words is None else words.encode("utf-8", "replace"))
-
-    def start_acquire(self, owner: Owner, raw: bytes, ms: int, opts: Any) -> None:
-        self.m.set_options(owner.options)  # type: ignore[attr-defined]
-        self.m.start_acquire(raw, ms)
-        self.owner, self.acquiring, self.news = owner, True, True
-
-    def start_release(self, owner: Owner) -> None:
-        self.m.start_release_key(self.report_of(owner)[0].key)
-        self.news = True
-
-    def start_verify(self, owner: Owner) -> None:
-        self.m.start_verify_key(self.report_of(owner)[0].key)
-        self.news = True
-
-    def hold(self) -> None:
-        """No watch: the lock ends with its transaction."""
-
-    def unhold(self) -> None:
-        """As hold()."""
-
-    def join(self, owner: Owner) -> None:
-        self.owner = owner
-
-
-Pumped = Union[Engine, Solo]
 
 
 # ---- the pump, once ---------------------------------------------------------------
@@ -509,44 +388,54 @@ Op = Tuple[int, Any]
 Pump = Generator[Op, Optional["Answer"], None]
 
 
-def turns(e: Pumped, done: Callable[[], bool]) -> Generator[Op, Optional[Answer], None]:
+def turns(e: Engine, done: Callable[[], bool]) -> Generator[Op, Optional[Answer], None]:
     """The pump's logic: yields (SEND, statement) and takes its answer (or
     None: not yet, AWAIT it), (AWAIT, wake_ms) taking the answer or None at
     that time, (WAIT, wake_ms), (CANCEL, None); returns once done() says so
-    and nothing may be sent."""
-    st, late = B.Statement(), B.Statement()
+    and nothing may be sent. A pass costs the engine's poll: its timer runs
+    when due, its events are taken when something may have happened."""
+    c, take_events, ans, tick = e._c, e.take_events, e._ans, e.tick
+    st = B.Statement()
+    late: Optional[B.Statement] = None
     while True:
-        now = now_ms()
-        e.on_timer(now)
-        e.take_events()
-        if not e.poll(st, now):
+        now = _mono() // 1000000
+        if _next_wake(c) <= now:
+            _on_timer(c, now)
+            take_events()
+        if not _poll(c, st, now):
+            take_events()  # a member may end without a statement
             if done():
                 return
-            yield WAIT, e.next_wake()
+            yield WAIT, _next_wake(c)
             continue
         if st.kind == _CANCEL:
             yield CANCEL, None
             continue
         answer = yield SEND, st
         while answer is None:
-            answer = yield AWAIT, e.next_wake()
+            answer = yield AWAIT, _next_wake(c)
             if answer is None:  # its time came first: a cancel may be due
-                now = now_ms()
-                e.on_timer(now)
-                e.take_events()
-                if e.poll(late, now) and late.kind == _CANCEL:
+                tick()
+                late = late or B.Statement()
+                if _poll(c, late, _mono() // 1000000) and late.kind == _CANCEL:
                     yield CANCEL, None
-        if answer.__class__ is Busy:
+        if answer.__class__ is int:
+            _answer_init(ans, answer)
+            _on_answer(c, ans, _mono() // 1000000)
+        elif answer.__class__ is Busy:
             e.unsend(answer.message)  # type: ignore[union-attr]
-            e.take_events()
             continue
-        e.feed(answer)
+        else:
+            keep = _fill(ans, answer)  # alive while the engine reads it
+            _on_answer(c, ans, _mono() // 1000000)
+            del keep
+        take_events()
 
 
 # ---- the asyncio shell ------------------------------------------------------------
 
 
-def kick(e: Pumped) -> None:
+def kick(e: Engine) -> None:
     """Work was started or cancelled on an asyncio engine: its pump runs."""
     task = e.task
     if task is None:
@@ -562,7 +451,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def _pump_async(e: Pumped, gen: Optional[Pump] = None,
+async def _pump_async(e: Engine, gen: Optional[Pump] = None,
                       pending: Optional[Op] = None) -> None:
     """The pump's task: a generator handed over by an inline pump (with
     the step it was at), then the engine's own until it is idle."""
@@ -603,21 +492,21 @@ async def _pump_async(e: Pumped, gen: Optional[Pump] = None,
                 if task is not None:
                     task.uncancel()
     except BaseException as exc:  # noqa: B902 - no member may wait for ever
-        e.closed("advlock: the pump stopped: %r" % exc)
+        e.stopped("advlock: the pump stopped: %r" % exc)
         raise
     finally:
         e.task = None
         _settle(e)
 
 
-def _settle(e: Pumped) -> None:
+def _settle(e: Engine) -> None:
     """Wakes the cancelled tasks waiting for e to settle: each looks again."""
     for waiting in e.settling:
         _wake(waiting)
     e.settling.clear()
 
 
-async def _step(e: Pumped, client: AsyncClient, loop: asyncio.AbstractEventLoop, op: int,
+async def _step(e: Engine, client: AsyncClient, loop: asyncio.AbstractEventLoop, op: int,
                 arg: Any, inflight: Optional[asyncio.Future[Answer]], cancels: List[Any],
                 guard: Guard) -> Tuple[Optional[Answer], Optional[asyncio.Future[Answer]]]:
     """Performs one of the generator's steps on asyncio: (the answer for
@@ -639,7 +528,10 @@ async def _step(e: Pumped, client: AsyncClient, loop: asyncio.AbstractEventLoop,
             await asyncio.wait((inflight, poke), timeout=delay,
                                return_when=asyncio.FIRST_COMPLETED)
         if inflight.done():
-            value, inflight = inflight.result(), None
+            # Its task cancelled (asyncio.run's teardown cancels every
+            # task): the statement's fate is unknown, so the connection's.
+            value = (_LOST, None, CANCELLED) if inflight.cancelled() else inflight.result()
+            inflight = None
     elif op == WAIT:
         fut = e.poke = loop.create_future()
         timer = None if arg == INT64_MAX else \
@@ -661,7 +553,7 @@ async def _delivered(cancels: List[Any]) -> None:
     await asyncio.gather(*cancels, return_exceptions=True)
 
 
-async def _send_async(e: Pumped, client: AsyncClient, st: B.Statement) -> Answer:
+async def _send_async(e: Engine, client: AsyncClient, st: B.Statement) -> Answer:
     """A statement while timers run or bodies may use the connection: a
     connection's own statement (a heartbeat) waits until the bodies of the
     locks held on it are held back (asyncpg runs one operation at a time)
@@ -696,28 +588,38 @@ def _nothing() -> None:
     pass
 
 
-async def run_async(e: Pumped, owner: Owner) -> None:
+async def run_async(e: Engine, owner: Owner,
+                    shielded: bool = False) -> Optional[asyncio.CancelledError]:
     """Waits until owner's operation on e ends. A cancellation of the task
-    meanwhile cancels the acquire and is re-raised once the engine has
-    settled: nothing in flight or owed, so a grant that came is given back."""
-    loop = asyncio.get_running_loop()
+    meanwhile cancels the operation and is re-raised once the engine has
+    settled: nothing in flight or owed, so a grant that came is given back.
+    shielded (a release, a give-back): the operation goes on to its end,
+    and the cancellation that came meanwhile is returned, not raised."""
+    cancelled: Optional[asyncio.CancelledError] = None
     if e.task is None:
-        cancelled = await _inline(e, owner)
-        if cancelled is not None:
-            await _cancelled(e, owner, loop)
+        cancelled = await _inline(e, owner, shielded)
+        if cancelled is not None and not shielded:
+            await _cancelled(e, owner, asyncio.get_running_loop())
             raise cancelled
     else:
         kick(e)
-    while e.busy(owner):
+    m = owner._m
+    if not _member_busy(m):
+        return cancelled
+    loop = asyncio.get_running_loop()
+    while _member_busy(m):
         waiter = owner._waiter = loop.create_future()  # type: ignore[attr-defined]
         try:
             await waiter
-        except asyncio.CancelledError:
-            await _cancelled(e, owner, loop)
-            raise
+        except asyncio.CancelledError as exc:
+            if not shielded:
+                await _cancelled(e, owner, loop)
+                raise
+            cancelled = cancelled or exc
+    return cancelled
 
 
-async def _cancelled(e: Pumped, owner: Owner, loop: asyncio.AbstractEventLoop) -> None:
+async def _cancelled(e: Engine, owner: Owner, loop: asyncio.AbstractEventLoop) -> None:
     """owner's task was cancelled: its acquire is, and this returns once the
     engine has nothing in flight or owed."""
     if e.busy(owner) and e.cancel(owner) == 0:
@@ -732,16 +634,17 @@ async def _cancelled(e: Pumped, owner: Owner, loop: asyncio.AbstractEventLoop) -
         await asyncio.shield(settled)
 
 
-async def _inline(e: Pumped, owner: Owner) -> Optional[asyncio.CancelledError]:
+async def _inline(e: Engine, owner: Owner, shielded: bool) -> Optional[asyncio.CancelledError]:
     """Pumps in the caller's task while each step is a statement with no
     timer running (a fake or a quick server costs no task and no turn of
     the loop); anything else hands the generator to a pump task. A cancel
     of the task meanwhile never reaches the statement (guarded): it is
     returned, once the answer was fed."""
     client: AsyncClient = e.client  # type: ignore[assignment]
-    me = e.task = asyncio.current_task()
-    gen: Optional[Pump] = turns(e, lambda: not e.busy(owner))
-    guard = Guard()
+    c = e._c
+    me = e.task = guard = Guard()  # marks the pump running, inline
+    m = owner._m
+    gen: Optional[Pump] = turns(e, lambda: not _member_busy(m))
     value: Optional[Answer] = None
     try:
         while gen is not None:
@@ -751,10 +654,10 @@ async def _inline(e: Pumped, owner: Owner) -> Optional[asyncio.CancelledError]:
                 gen = None
                 break
             value = None
-            if op == SEND and guard.cancelled_by is None and not e.bodies and \
-                    e.next_wake() == INT64_MAX and SQL_ANSWER[arg.sql] != _VOID:
+            if op == SEND and (shielded or guard.cancelled_by is None) and not e.bodies and \
+                    _next_wake(c) == INT64_MAX and SQL_ANSWER[arg.sql] != _VOID:
                 value = await guarded(client.start(arg.sql, args_of(arg)), guard)  # type: ignore[misc]
-                if guard.cancelled_by is not None and e.busy(owner):
+                if guard.cancelled_by is not None and not shielded and e.busy(owner):
                     e.cancel(owner)  # before its answer: a grant is the engine's to give back
                 continue
             e.task = None
@@ -764,7 +667,7 @@ async def _inline(e: Pumped, owner: Owner) -> Optional[asyncio.CancelledError]:
         if e.task is me:
             e.task = None
         if gen is not None:  # failed: no member may wait for ever
-            e.closed("advlock: the pump stopped")
+            e.stopped("advlock: the pump stopped")
         if e.settling:
             _settle(e)
     if e.task is None and not e.idle():
@@ -772,7 +675,7 @@ async def _inline(e: Pumped, owner: Owner) -> Optional[asyncio.CancelledError]:
     return guard.cancelled_by
 
 
-def kick_with(e: Pumped, gen: Pump, pending: Op) -> None:
+def kick_with(e: Engine, gen: Pump, pending: Op) -> None:
     """A pump task takes over gen at its step pending."""
     e.task = asyncio.get_running_loop().create_task(_pump_async(e, gen, pending))
 
@@ -840,50 +743,64 @@ def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, 
 # ---- the blocking shell -----------------------------------------------------------
 
 
-def run_blocking(e: Pumped, owner: Owner, interruptible: bool = False) -> None:
+def run_blocking(e: Engine, owner: Owner, interruptible: bool = False) -> None:
     """Pumps on this thread until owner's operation on e ends. With
     interruptible, a KeyboardInterrupt during a wait cancels the acquire and
     is re-raised once it ended."""
-    interrupted: Optional[KeyboardInterrupt] = None
+    m = owner._m
     with e.guard:
-        gen = turns(e, lambda: not e.busy(owner))
-        value: Optional[Answer] = None
-        while True:
-            try:
-                op, arg = gen.send(value)
-            except StopIteration:
-                break
-            value = None
-            if op == SEND:
-                if e.next_wake() != INT64_MAX:
-                    _ensure_helper(e)
-                value = _send_blocking(e, arg)
-                e.cond.notify_all()
-            elif op == WAIT:
-                try:
-                    e.cond.wait(None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000)
-                except KeyboardInterrupt as exc:
-                    if not interruptible:
-                        raise
-                    interrupted = exc
-                    e.cancel(owner)
-            elif op == CANCEL:
-                _cancel_blocking(e)
-        if e.next_wake() != INT64_MAX:
+        interrupted = _pump_blocking(e, turns(e, lambda: not _member_busy(m)),
+                                     owner if interruptible else None)
+        if _next_wake(e._c) != INT64_MAX:
             _ensure_helper(e)
     if interrupted is not None:
         raise interrupted
 
 
-def _send_blocking(e: Pumped, st: B.Statement) -> Answer:
+def _pump_blocking(e: Engine, gen: Pump,
+                   interruptible: Optional[Owner] = None) -> Optional[KeyboardInterrupt]:
+    """Under e.guard: performs gen's steps on this thread. A KeyboardInterrupt
+    during a wait cancels interruptible's operation and is returned once
+    gen ended; without interruptible it is raised."""
+    interrupted: Optional[KeyboardInterrupt] = None
+    value: Optional[Answer] = None
+    send, c = gen.send, e._c
+    while True:
+        try:
+            op, arg = send(value)
+        except StopIteration:
+            return interrupted
+        value = None
+        if op == SEND:
+            if _next_wake(c) != INT64_MAX and e.helper is not threading.current_thread():
+                _ensure_helper(e)  # the timers go on while this thread waits
+            value = _send_blocking(e, arg)
+            if e.waiting:
+                e.cond.notify_all()
+        elif op == WAIT:
+            e.waiting += 1
+            try:
+                e.cond.wait(None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000)
+            except KeyboardInterrupt as exc:
+                if interruptible is None:
+                    raise
+                interrupted = exc
+                e.cancel(interruptible)
+            finally:
+                e.waiting -= 1
+        elif op == CANCEL:
+            _cancel_blocking(e)
+
+
+def _send_blocking(e: Engine, st: B.Statement) -> Answer:
     """Runs the statement with the engine let go (another thread may tend
     its timers meanwhile). A connection's own statement the client cannot
     send now (psycopg: the body's transaction failed) is tried again."""
     client: BlockingClient = e.client  # type: ignore[assignment]
     sql, args = st.sql, args_of(st)
     own = st.member is None
-    wake = e.next_wake()
-    if own and wake != INT64_MAX:  # its deadline, kept while this thread waits in it
+    wake = _next_wake(e._c) if own else INT64_MAX
+    if wake != INT64_MAX:  # its deadline, kept while this thread waits in it
         from ._watch import call_at
         call_at(wake / 1000, lambda: _tick(weakref.ref(e)))
     e.guard.release()
@@ -897,17 +814,17 @@ def _send_blocking(e: Pumped, st: B.Statement) -> Answer:
         e.guard.acquire()
 
 
-def _tick(ref: weakref.ReferenceType[Pumped]) -> None:
+def _tick(ref: weakref.ReferenceType[Engine]) -> None:
     """A blocking engine's timer, from the watcher thread."""
     e = ref()
     if e is not None:
         with e.guard:
-            e.on_timer(now_ms())
-            e.take_events()
-            e.cond.notify_all()
+            e.tick(due_only=False)
+            if e.waiting:
+                e.cond.notify_all()
 
 
-def _cancel_blocking(e: Pumped) -> None:
+def _cancel_blocking(e: Engine) -> None:
     client: BlockingClient = e.client  # type: ignore[assignment]
     e.guard.release()
     try:
@@ -916,7 +833,7 @@ def _cancel_blocking(e: Pumped) -> None:
         e.guard.acquire()
 
 
-def _ensure_helper(e: Pumped) -> None:
+def _ensure_helper(e: Engine) -> None:
     """Under e.guard: the connection's helper thread runs (one at most),
     tending the engine's timers until it has none."""
     helper = e.helper
@@ -927,27 +844,12 @@ def _ensure_helper(e: Pumped) -> None:
         helper.start()
 
 
-def _help(ref: weakref.ReferenceType[Pumped]) -> None:
+def _help(ref: weakref.ReferenceType[Engine]) -> None:
     e = ref()
     if e is None:
         return
-    pumped = e
-    with pumped.guard:
-        gen = turns(pumped, lambda: pumped.next_wake() == INT64_MAX)
-        value: Optional[Answer] = None
-        while True:
-            try:
-                op, arg = gen.send(value)
-            except StopIteration:
-                break
-            value = None
-            if op == SEND:
-                value = _send_blocking(e, arg)
-                e.cond.notify_all()
-            elif op == WAIT:
-                e.cond.wait(None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000)
-            elif op == CANCEL:
-                _cancel_blocking(e)
+    c = e._c
+    with e.guard:
+        _pump_blocking(e, turns(e, lambda: bool(_next_wake(c) == INT64_MAX)))
         if e.helper is threading.current_thread():
             e.helper = None
-

@@ -36,9 +36,9 @@ _LIVE = int(LeaseExpiry.LIVE)
 class _LockBase:
     __slots__ = ("_engine", "_conn", "name", "timeout", "options", "_m", "_raw", "_opts",
                  "_lease", "_t", "_ms", "report", "release_report", "_lost", "_lost_event",
-                 "_waiter", "_body", "_cancelled_body", "_cancelling", "_holding")
+                 "_waiter", "_body", "_cancelled_body", "_cancelling", "_holding", "_session_scoped")
 
-    _engine: E.Pumped
+    _engine: E.Engine
     _lost: Optional[LockLost]
 
     def __init__(self, engine: Optional[E.Engine], conn: object, name: Name,
@@ -50,9 +50,9 @@ class _LockBase:
         self.timeout = timeout
         self.options = Options.coerce(options, **option_kwargs)
         self._raw = _encode(name)
-        # The engine takes session-scoped locks; a transaction's is pumped alone.
-        self._engine = E.Solo(engine) if self.options.scope == Scope.TRANSACTION and \
-            engine is not None else engine  # type: ignore[assignment]  # None: tests
+        self._engine = engine  # type: ignore[assignment]  # None: tests
+        # A transaction's lock ends with its block: no lease, no watch.
+        self._session_scoped = self.options.scope != Scope.TRANSACTION
         self._opts = byref(self.options.to_c())
         self._lease = lease_of(lease, lease_stop)
         self._m = B.MemberStorage()
@@ -113,11 +113,9 @@ class _LockBase:
         c, words = self._engine.report_of(self)
         return Report(c, self.name, words.decode("utf-8", "replace") if words else None)
 
-    def _start_acquiring(self) -> E.Pumped:
+    def _start_acquiring(self) -> E.Engine:
         e = self._engine
         e.client.conn = self._conn
-        e.before_acquire()
-        e.set_lease(self._lease, "advlock.lock(%r)" % escape_name(self.name))
         self.report = self.release_report = None
         self._lost = None
         if self._lost_event is not None:
@@ -125,7 +123,8 @@ class _LockBase:
         t = self.timeout
         if t is not self._t or not self._ms:
             self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
-        e.start_acquire(self, self._raw, self._ms, self._opts)
+        e.start_acquire(self, self._raw, self._ms, self._opts,
+                        self._lease if self._session_scoped else None)
         return e
 
     def _acquired(self) -> Report:
@@ -137,7 +136,7 @@ class _LockBase:
         return self._ended(report)
 
     def _hold(self) -> None:
-        if not self._holding:
+        if not self._holding and self._session_scoped:
             self._holding = True
             self._engine.hold()
 
@@ -152,12 +151,20 @@ class _LockBase:
         if owners is not None:
             owners.pop(addressof(self._m), None)
 
-    def _start_releasing(self) -> Optional[E.Pumped]:
+    def _held(self) -> bool:
+        """The engine's word on whether this lock is held (a transaction's
+        lock went with its block)."""
+        e = self._engine
+        if not self._session_scoped:
+            e.tell_transaction()
+        return e.held_by(self)
+
+    def _start_releasing(self) -> Optional[E.Engine]:
         """Starts the release of what the acquire took; None (a report
         NOT_HELD is made) when nothing is held through this object."""
         e = self._engine
         e.client.conn = self._conn
-        if not e.held_by(self):
+        if not self._held():
             return None
         e.start_release(self)
         return e
@@ -184,12 +191,12 @@ class _LockBase:
         c.outcome, c.sql, c.key = Outcome.NOT_HELD, sql, self.key
         return Report(c, self.name)
 
-    def _start_verifying(self) -> Optional[E.Pumped]:
+    def _start_verifying(self) -> Optional[E.Engine]:
         """Starts the verify of the lock held; None (a report NOT_HELD is
         made) when nothing is held through this object."""
         e = self._engine
         e.client.conn = self._conn
-        if not e.held_by(self):
+        if not self._held():
             return None
         e.start_verify(self)
         return e
@@ -230,7 +237,7 @@ class _LockBase:
     @property
     def held(self) -> bool:
         """True between a successful acquire and its release."""
-        return self._engine.held_by(self) and self._lost is None
+        return self._held() and self._lost is None
 
     @property
     def lost(self) -> threading.Event:
@@ -258,7 +265,7 @@ class _LockBase:
             return LockState.MAY_BE_HELD if report is not None and \
                 _in_doubt(report._c.detail) else LockState.NOT_HELD
         if rr is None:
-            return LockState.HELD if self._engine.held_by(self) else LockState.NOT_HELD
+            return LockState.HELD if self._held() else LockState.NOT_HELD
         if rr._c.outcome != FAILED or (rr._c.failure == ECONNLOST
                                        and self._engine.proxied is False):
             return LockState.NOT_HELD
@@ -283,8 +290,7 @@ class _LockBase:
         it between units of work of at most lease_stop seconds."""
         e = self._engine
         with e.guard:
-            e.on_timer(now_ms())
-            e.take_events()
+            e.tick(due_only=False)
         lost = self._heard()
         if lost is not None:
             raise lost
@@ -379,7 +385,7 @@ class AsyncLock(_LockBase):
         except asyncio.CancelledError:
             if e.held_by(self):  # granted in the turn the cancel came: given back
                 e.start_release(self)
-                await asyncio.shield(E.run_async(e, self))
+                await E.run_async(e, self, shielded=True)
             self._forget()
             raise
         report = self._acquired()
@@ -396,15 +402,7 @@ class AsyncLock(_LockBase):
         if e is None:
             self.release_report = self._not_held(Sql.UNLOCK)
             return self.release_report
-        cancelled: Optional[asyncio.CancelledError] = None
-        while True:
-            try:
-                await asyncio.shield(E.run_async(e, self))
-                break
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-                if not e.busy(self):
-                    break
+        cancelled = await E.run_async(e, self, shielded=True)
         if self._lost is not None:
             self._raise_lost(cancelled)
         report = self._released()
