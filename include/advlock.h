@@ -478,6 +478,19 @@ ADVLOCK_API int advlock_describe(const advlock_report *r, const char *name, size
                                  const char *server_message, char *buf, size_t size);
 
 /*
+ * The sentence for a held lock lost because its lease ran out: "Lock
+ * '<name>' lost: its lease ran out: <words>", words being the lease's
+ * (advlock_member_words(), advlock_lease_say_expiry()). advlock_describe()'s
+ * sentence for a loss says the connection closed; a lease that ran out
+ * closed nothing, and the server may hold the lock yet. Written as
+ * advlock_describe() writes (name escaped and cut alike, buf always a C
+ * string). Returns the length written, or ADVLOCK_EINVAL (name NULL with
+ * len > 0, buf NULL with size > 0).
+ */
+ADVLOCK_API int advlock_describe_lease_lost(const char *name, size_t len, const char *words,
+                                            char *buf, size_t size);
+
+/*
  * Writes a lock name as messages show it: one line of printable, valid
  * UTF-8, whatever the name holds. Control characters are escaped (NUL as
  * \0; tab, newline, carriage return as \t \n \r; other C0 controls and DEL
