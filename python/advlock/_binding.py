@@ -319,6 +319,7 @@ declare(core, [
     ("advlock_backend_state_name", c_char_p, [c_int]),
     ("advlock_describe", c_int, [POINTER(Report), c_char_p, c_size_t, c_char_p, c_char_p,
                                  c_size_t]),
+    ("advlock_describe_lease_lost", c_int, [c_char_p, c_size_t, c_char_p, c_char_p, c_size_t]),
     ("advlock_escape_name", c_int, [c_char_p, c_size_t, c_char_p, c_size_t]),
     ("advlock_options_init", None, [POINTER(Options)]),
     ("advlock_machine_init", None, [M]),

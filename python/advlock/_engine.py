@@ -27,7 +27,7 @@ import weakref
 from asyncio import isfuture
 from ctypes import addressof
 from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, List, Optional,
-                    Protocol, Tuple, TypeVar, Union)
+                    Protocol, Tuple, TypeVar)
 
 from . import _binding as B
 from ._machine import INT64_MAX, SQL_ANSWER, SQL_PARAMS, escape_name, now_ms, strerror

@@ -16,8 +16,9 @@ from . import _binding as B
 from . import _engine as E
 from ._lease import DEFAULT as LEASE_DEFAULT, lease_of
 from ._machine import (INT64_MAX, Detail, Failure, LeaseExpiry, LockState, Options, Outcome,
-                       Report, Scope, Sql, _encode, escape_name, now_ms, raise_for, timeout_ms)
-from .errors import CallError, Error, LockLost
+                       Report, Scope, Sql, _encode, describe_lease_lost, escape_name,
+                       raise_for, timeout_ms)
+from .errors import Error, LockLost
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -84,13 +85,11 @@ class _LockBase:
         c = B.Report.from_buffer_copy(r._c if r is not None else _member_report(m).contents)
         c.outcome, c.failure, c.detail = FAILED, ECONNLOST, Detail.LOST
         c.sqlstate = _lib.advlock_member_sqlstate(m)
-        words = _member_words(m).decode("utf-8", "replace")
+        raw_words = _member_words(m)
+        words = raw_words.decode("utf-8", "replace")
         report = Report(c, self.name, words)
         expiry = _lib.advlock_member_lease_expiry(m)
-        if expiry == _LIVE:
-            text = report.describe()
-        else:  # the lease's words: it closed nothing, the server may hold it yet
-            text = "Lock '%s' lost: its lease ran out: %s" % (escape_name(self.name), words)
+        text = report.describe() if expiry == _LIVE else describe_lease_lost(self.name, raw_words)
         err = LockLost(text, report, self.name, words)
         err.reason = LeaseExpiry.CONNECTION if expiry == _LIVE else LeaseExpiry(expiry)
         err.ended = expiry == _LIVE
