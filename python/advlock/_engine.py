@@ -48,6 +48,7 @@ _on_transaction = _lib.advlock_conn_on_transaction
 _TRUE, _NULL, _LOST = B.RESULT_TRUE, B.RESULT_NULL, B.RESULT_CONNECTION_LOST
 _CANCEL, _DONE, _VOID = B.STATEMENT_CANCEL, B.CONN_DONE, B.ANSWER_VOID
 _LOST_EVENT = B.C["ADVLOCK_CONN_LOST"]
+_SERVER_ERROR = B.RESULT_SERVER_ERROR
 _mono = time.monotonic_ns
 # What a shell does for the generator.
 SEND, AWAIT, WAIT, CANCEL = range(4)
@@ -165,7 +166,7 @@ class Engine:
 
     __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
                  "cond", "task", "poke", "helper", "bodies", "held", "unwatch", "_ev",
-                 "_ans", "is_async", "settling", "waiting", "__weakref__")
+                 "_ans", "is_async", "settling", "waiting", "refused", "tick_at", "__weakref__")
 
     def __init__(self, client: AnyClient) -> None:
         self._c = B.ConnStorage()
@@ -186,6 +187,10 @@ class Engine:
         self.guard = threading.Lock()
         self.cond = threading.Condition(self.guard)
         self.waiting = 0  # threads in cond.wait(): notify only those
+        # The client's words for a member's statement it refused to send,
+        # by the member's address, until its lock reads them.
+        self.refused: Dict[int, str] = {}
+        self.tick_at = INT64_MAX  # blocking: the deadline a timer thread keeps
         # asyncio: the pump's task, or the Guard of a pump running inline
         self.task: Optional[object] = None
         self.poke: Optional[asyncio.Future[None]] = None   # wakes its WAIT
@@ -300,10 +305,6 @@ class Engine:
         wake: int = _next_wake(self._c)
         return wake
 
-    def unsend(self, words: str) -> None:
-        _lib.advlock_conn_unsend(self._c, 0, words.encode("utf-8", "replace"), now_ms())
-        self.take_events()
-
     def outstanding(self) -> int:
         count: int = _outstanding(self._c)
         return count
@@ -412,23 +413,42 @@ def turns(e: Engine, done: Callable[[], bool]) -> Generator[Op, Optional[Answer]
             yield CANCEL, None
             continue
         answer = yield SEND, st
-        while answer is None:
-            answer = yield AWAIT, _next_wake(c)
-            if answer is None:  # its time came first: a cancel may be due
-                tick()
-                late = late or B.Statement()
-                if _poll(c, late, _mono() // 1000000) and late.kind == _CANCEL:
-                    yield CANCEL, None
+        while True:
+            while answer is None:
+                answer = yield AWAIT, _next_wake(c)
+                if answer is None:  # its time came first: a cancel may be due
+                    tick()
+                    late = late or B.Statement()
+                    if _poll(c, late, _mono() // 1000000) and late.kind == _CANCEL:
+                        yield CANCEL, None
+            if answer.__class__ is not Busy or st.member is not None:
+                break
+            # The connection's own statement, refused (asyncpg: the caller's
+            # runs; psycopg: the caller's transaction failed): again, later.
+            yield WAIT, _mono() // 1000000 + RETRY_MS
+            answer = yield SEND, st
         if answer.__class__ is int:
             _answer_init(ans, answer)
             _on_answer(c, ans, _mono() // 1000000)
         elif answer.__class__ is Busy:
-            e.unsend(answer.message)  # type: ignore[union-attr]
-            continue
+            # A member's statement the client refused to send: never run,
+            # so nothing granted; the operation fails as a misuse, in the
+            # client's words (the lock raises CallError), the connection
+            # usable.
+            message = answer.message  # type: ignore[union-attr]
+            e.refused[st.member] = message
+            keep = _fill(ans, (_SERVER_ERROR, None, message))
+            _on_answer(c, ans, _mono() // 1000000)
+            del keep
         else:
             keep = _fill(ans, answer)  # alive while the engine reads it
             _on_answer(c, ans, _mono() // 1000000)
             del keep
+            if answer.__class__ is tuple and answer[0] == _LOST:  # type: ignore[index]
+                # The clients answer so only for a connection closed or
+                # broken: the engine hears of the close, once.
+                e.closed(str(answer[2]))  # type: ignore[index]
+                continue
         take_events()
 
 
@@ -556,10 +576,12 @@ async def _delivered(cancels: List[Any]) -> None:
 async def _send_async(e: Engine, client: AsyncClient, st: B.Statement) -> Answer:
     """A statement while timers run or bodies may use the connection: a
     connection's own statement (a heartbeat) waits until the bodies of the
-    locks held on it are held back (asyncpg runs one operation at a time)
-    and the client can send it."""
+    locks held on it are held back (asyncpg runs one operation at a time)."""
     sql, args = st.sql, args_of(st)
     own = st.member is None
+    # Its task's cancel (asyncio.run's teardown cancels every task) is kept
+    # away: the statement runs to its answer, which the engine is owed.
+    guard = Guard()
     while True:
         holds: List[Call] = []
         held: Optional[Call] = _nothing
@@ -571,17 +593,14 @@ async def _send_async(e: Engine, client: AsyncClient, st: B.Statement) -> Answer
         if held is None:  # a body is about to run: after its step
             for h in holds:
                 h()
-            await asyncio.sleep(RETRY_MS / 1000)
+            await guarded(asyncio.sleep(RETRY_MS / 1000), guard)  # type: ignore[misc]
             continue
         try:
-            answer = await client.start(sql, args)
+            answer: Answer = await guarded(client.start(sql, args), guard)  # type: ignore[misc]
+            return answer
         finally:
             for h in holds:
                 h()
-        if own and answer.__class__ is Busy:
-            await asyncio.sleep(RETRY_MS / 1000)
-            continue
-        return answer
 
 
 def _nothing() -> None:
@@ -794,22 +813,18 @@ def _pump_blocking(e: Engine, gen: Pump,
 
 def _send_blocking(e: Engine, st: B.Statement) -> Answer:
     """Runs the statement with the engine let go (another thread may tend
-    its timers meanwhile). A connection's own statement the client cannot
-    send now (psycopg: the body's transaction failed) is tried again."""
+    its timers meanwhile)."""
     client: BlockingClient = e.client  # type: ignore[assignment]
-    sql, args = st.sql, args_of(st)
-    own = st.member is None
-    wake = _next_wake(e._c) if own else INT64_MAX
-    if wake != INT64_MAX:  # its deadline, kept while this thread waits in it
+    wake = _next_wake(e._c) if st.member is None else INT64_MAX
+    if wake != INT64_MAX and wake != e.tick_at:
+        # the connection's deadline, kept while this thread waits in its
+        # own statement (a heartbeat)
         from ._watch import call_at
+        e.tick_at = wake
         call_at(wake / 1000, lambda: _tick(weakref.ref(e)))
     e.guard.release()
     try:
-        while True:
-            answer = client.run(sql, args)
-            if not own or answer.__class__ is not Busy:
-                return answer
-            threading.Event().wait(RETRY_MS / 1000)
+        return client.run(st.sql, args_of(st))
     finally:
         e.guard.acquire()
 

@@ -18,7 +18,7 @@ from ._lease import DEFAULT as LEASE_DEFAULT, lease_of
 from ._machine import (INT64_MAX, Detail, Failure, LeaseExpiry, LockState, Options, Outcome,
                        Report, Scope, Sql, _encode, describe_lease_lost, escape_name,
                        raise_for, timeout_ms)
-from .errors import Error, LockLost
+from .errors import CallError, Error, LockLost
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -201,7 +201,15 @@ class _LockBase:
         return e
 
     def _ended(self, report: Report) -> Report:
-        """Raises for an outcome that is an error; else returns the report."""
+        """Raises for an outcome that is an error; else returns the report.
+        A statement the client refused to send (asyncpg runs one operation
+        at a time) is the caller's misuse: CallError, in its words."""
+        refused = self._engine.refused
+        if refused and addressof(self._m) in refused:
+            raise CallError(B.ADVLOCK_EMISUSE, "A statement for lock '%s' was not sent: the"
+                            " connection is busy with another operation (one operation at a"
+                            " time per connection): %s" % (escape_name(self.name),
+                                                          refused.pop(addressof(self._m))))
         if report._c.outcome not in _QUIET:
             raise_for(report, self.name)
         return report

@@ -9,6 +9,8 @@ import time
 import pytest
 
 import advlock
+from advlock import _binding as B
+from advlock import _engine as E
 from clients import announced_pid, call, close, connect
 from conftest import holds, need_server
 from test_lease import need_tcp, tcp
@@ -223,8 +225,9 @@ def test_a_callers_open_transaction_is_left_alone(flavour, pg_conn):
 def test_a_try_lock_the_callers_statement_keeps_out_fails_and_leaves_the_set_usable(pg_conn):
     # The caller's own statement holds the connection while the set's
     # try-locks go: asyncpg refuses each (another operation is in
-    # progress), so each acquire fails with asyncpg's words, no lock is
-    # left behind, and the set locks again once the statement ended.
+    # progress), so each acquire fails as a misuse (CallError) with
+    # asyncpg's words, no lock is left behind, the connection is not taken
+    # for lost, and the set locks again once the statement ended.
     async def body(conn, locks):
         await locks.lock("end-warm-up", timeout=0).acquire()  # the session checked
         caller = asyncio.create_task(conn.execute("SELECT pg_sleep(1)"))
@@ -232,8 +235,11 @@ def test_a_try_lock_the_callers_statement_keeps_out_fails_and_leaves_the_set_usa
         members = [locks.lock("end-%d" % i, timeout=0) for i in range(5)]
         outcomes = await asyncio.gather(*(m.acquire() for m in members), return_exceptions=True)
         for outcome in outcomes:
-            assert isinstance(outcome, advlock.LockFailed)
+            assert isinstance(outcome, advlock.CallError), outcome
+            assert outcome.code == B.ADVLOCK_EMISUSE
             assert "another operation is in progress" in str(outcome)
+        assert locks.lost is None and all(m.state == advlock.LockState.NOT_HELD
+                                          for m in members)
         await caller
         assert not in_transaction(conn)
         async with locks.lock("end-after", timeout=0):
@@ -569,21 +575,24 @@ def test_a_cancelled_worker_reads_the_answer_in_flight_and_gives_it_back(flavour
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_statement_whose_waiter_is_cancelled_leaves_the_next_ones_alone(flavour):
-    # As the lease's heartbeat at teardown: its task cancelled (the future
-    # it awaits with it) while the statement is on the wire, a lock's try
-    # queued behind it.
+    # As a heartbeat at teardown: the task carrying the connection's own
+    # statement cancelled while the statement is on the wire. The cancel is
+    # kept away from it: it runs to its answer, which the engine is owed,
+    # and the set goes on.
     async def body(conn, locks):
         async with locks.lock("warm-up", timeout=0):
             pass
         sent = record(locks)
-        beat = asyncio.create_task(locks._statement(None, advlock.Sql.UNLOCK,
-                                                    (advlock.derive_key("not-held"),)))
-        behind = asyncio.create_task(locks.lock("behind", timeout=5).acquire())
+        e = locks._engine
+        st = B.Statement()  # no member: the connection's own
+        st.sql, st.param = advlock.Sql.UNLOCK, advlock.derive_key("not-held")
+        beat = asyncio.ensure_future(E._send_async(e, e.client, st))
         while not sent:
             await asyncio.sleep(0)
         beat.cancel()
-        assert (await behind).outcome == advlock.Outcome.ACQUIRED
-        assert beat.cancelled() and locks.in_use == 1
+        assert await beat == B.RESULT_FALSE and not beat.cancelled()
+        async with locks.lock("behind", timeout=5) as lk:
+            assert lk.held and locks.in_use == 1
     run(flavour, body)
 
 
@@ -690,11 +699,11 @@ def test_a_connection_closed_by_its_owner_ends_the_set(flavour, pg_conn):
         assert all(lk.state == advlock.LockState.NOT_HELD for lk in holding)
         assert locks.lost and locks.in_use == 0
         assert not backend_alive(pg_conn, pid)
-        # A lock of the lost set fails at once: nothing is sent.
-        sent = record(locks)
+        # A lock of the lost set fails at once: its client, closed, sends
+        # nothing to the server.
         with pytest.raises(advlock.LockFailed) as caught:
             await locks.lock("after-close", timeout=0).acquire()
-        assert sent == [] and "lost" in str(caught.value)
+        assert "connection lost" in str(caught.value)
     run(flavour, body, lease=None)
 
 
