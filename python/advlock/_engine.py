@@ -45,6 +45,8 @@ _busy, _outstanding = _lib.advlock_conn_busy, _lib.advlock_conn_outstanding
 _member_busy, _member_held = _lib.advlock_member_busy, _lib.advlock_member_held
 _start_acquire, _start_release = _lib.advlock_conn_start_acquire, _lib.advlock_conn_start_release
 _on_transaction = _lib.advlock_conn_on_transaction
+_member_report, _member_words = _lib.advlock_member_report, _lib.advlock_member_words
+_WORDLESS = frozenset((B.C["ADVLOCK_ACQUIRED"], B.C["ADVLOCK_RELEASED"]))
 _TRUE, _NULL, _LOST = B.RESULT_TRUE, B.RESULT_NULL, B.RESULT_CONNECTION_LOST
 _CANCEL, _DONE, _VOID = B.STATEMENT_CANCEL, B.CONN_DONE, B.ANSWER_VOID
 _LOST_EVENT = B.C["ADVLOCK_CONN_LOST"]
@@ -55,7 +57,6 @@ SEND, AWAIT, WAIT, CANCEL = range(4)
 # How soon a statement the client could not send now (the connection busy
 # with a body's statement, or its transaction failed) is tried again.
 RETRY_MS = 50
-_ACQUIRED = B.C["ADVLOCK_ACQUIRED"]
 _SLOTS = 16
 # What the session watch tells the engine when the socket closes.
 ENDED = ("the server ended the session (pg_terminate_backend, a restart or a crash), or the"
@@ -320,10 +321,11 @@ class Engine:
         return bool(_lib.advlock_member_held(owner._m))
 
     def report_of(self, owner: Owner) -> Tuple[B.Report, bytes]:
-        """A copy of owner's last report, and its words (b"" if none)."""
+        """A copy of owner's last report, and its words (b"" if none: an
+        acquire or a release that went as asked has none to read)."""
         m = owner._m
-        return (B.Report.from_buffer_copy(_lib.advlock_member_report(m).contents),
-                _lib.advlock_member_words(m))
+        c = B.Report.from_buffer_copy(_member_report(m).contents)
+        return c, b"" if c.outcome in _WORDLESS else _member_words(m)
 
     def start_acquire(self, owner: Owner, raw: bytes, ms: int, opts: Any,
                       lease: Optional[Tuple[int, int]]) -> None:
