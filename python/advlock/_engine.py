@@ -62,7 +62,7 @@ _SLOTS = 16
 ENDED = ("the server ended the session (pg_terminate_backend, a restart or a crash), or the"
          " connection was closed")
 _BUCKETS = 256
-CANCELLED = "advlock: a statement was cancelled in flight with its task (the event loop closing)"
+CANCELLED = "advlock: a statement was given up in flight (the event loop closing, the connection closed)"
 
 
 def new_token() -> int:
@@ -167,7 +167,8 @@ class Engine:
 
     __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
                  "cond", "task", "poke", "helper", "bodies", "held", "unwatch", "_ev",
-                 "_ans", "is_async", "settling", "waiting", "refused", "tick_at", "__weakref__")
+                 "_ans", "is_async", "settling", "waiting", "refused", "tick_at", "sending",
+                 "__weakref__")
 
     def __init__(self, client: AnyClient) -> None:
         self._c = B.ConnStorage()
@@ -192,6 +193,7 @@ class Engine:
         # by the member's address, until its lock reads them.
         self.refused: Dict[int, str] = {}
         self.tick_at = INT64_MAX  # blocking: the deadline a timer thread keeps
+        self.sending = Guard()  # asyncio: the guard of the statement sent by a task
         # asyncio: the pump's task, or the Guard of a pump running inline
         self.task: Optional[object] = None
         self.poke: Optional[asyncio.Future[None]] = None   # wakes its WAIT
@@ -541,17 +543,24 @@ async def _step(e: Engine, client: AsyncClient, loop: asyncio.AbstractEventLoop,
         if e.next_wake() == INT64_MAX and not e.bodies and SQL_ANSWER[arg.sql] != _VOID:
             value = await guarded(client.start(arg.sql, args_of(arg)), guard)  # type: ignore[misc]
         else:  # a wait, timers or bodies: the pump stays free meanwhile
-            inflight = asyncio.ensure_future(_send_async(e, client, arg))
+            e.sending = Guard()
+            inflight = asyncio.ensure_future(_send_async(e, client, arg, e.sending))
     elif op == AWAIT:
         assert inflight is not None
+        if not inflight.done() and guard.cancelled_by is not None and client.ended():
+            # The loop closing, and the connection closed under the
+            # statement (its owner closed it): no answer will come.
+            e.sending.let_go = True
+            inflight.cancel()
+            await asyncio.wait((inflight,))
         if not inflight.done():
             poke = e.poke = loop.create_future()
             delay = None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000
             await asyncio.wait((inflight, poke), timeout=delay,
                                return_when=asyncio.FIRST_COMPLETED)
         if inflight.done():
-            # Its task cancelled (asyncio.run's teardown cancels every
-            # task): the statement's fate is unknown, so the connection's.
+            # Its task cancelled: the statement's fate is unknown, so the
+            # connection's.
             value = (_LOST, None, CANCELLED) if inflight.cancelled() else inflight.result()
             inflight = None
     elif op == WAIT:
@@ -575,15 +584,16 @@ async def _delivered(cancels: List[Any]) -> None:
     await asyncio.gather(*cancels, return_exceptions=True)
 
 
-async def _send_async(e: Engine, client: AsyncClient, st: B.Statement) -> Answer:
+async def _send_async(e: Engine, client: AsyncClient, st: B.Statement,
+                      guard: Guard) -> Answer:
     """A statement while timers run or bodies may use the connection: a
     connection's own statement (a heartbeat) waits until the bodies of the
     locks held on it are held back (asyncpg runs one operation at a time)."""
     sql, args = st.sql, args_of(st)
     own = st.member is None
     # Its task's cancel (asyncio.run's teardown cancels every task) is kept
-    # away: the statement runs to its answer, which the engine is owed.
-    guard = Guard()
+    # away (guard): the statement runs to its answer, which the engine is
+    # owed.
     while True:
         holds: List[Call] = []
         held: Optional[Call] = _nothing
@@ -702,12 +712,15 @@ def kick_with(e: Engine, gen: Pump, pending: Op) -> None:
 
 
 class Guard:
-    """What a task's cancel() did while a statement ran inline (guarded)."""
+    """What a task's cancel() did while a statement ran inline (guarded);
+    let_go: a cancel from now on ends the statement (nothing will answer
+    it)."""
 
-    __slots__ = ("cancelled_by",)
+    __slots__ = ("cancelled_by", "let_go")
 
     def __init__(self) -> None:
         self.cancelled_by: Optional[asyncio.CancelledError] = None
+        self.let_go = False
 
 
 T = TypeVar("T")
@@ -735,6 +748,8 @@ def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, 
                 try:
                     yield fut  # a bare yield: one turn of the loop
                 except asyncio.CancelledError as err:
+                    if guard.let_go:
+                        raise
                     guard.cancelled_by = guard.cancelled_by or err
                 except GeneratorExit:
                     raise
@@ -751,6 +766,8 @@ def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, 
                     raise
                 except asyncio.CancelledError as err:
                     fut.remove_done_callback(wake)
+                    if guard.let_go:
+                        raise
                     guard.cancelled_by = guard.cancelled_by or err
                 except BaseException as err:  # noqa: B902 - the statement's to handle
                     fut.remove_done_callback(wake)

@@ -586,7 +586,7 @@ def test_a_statement_whose_waiter_is_cancelled_leaves_the_next_ones_alone(flavou
         e = locks._engine
         st = B.Statement()  # no member: the connection's own
         st.sql, st.param = advlock.Sql.UNLOCK, advlock.derive_key("not-held")
-        beat = asyncio.ensure_future(E._send_async(e, e.client, st))
+        beat = asyncio.ensure_future(E._send_async(e, e.client, st, E.Guard()))
         while not sent:
             await asyncio.sleep(0)
         beat.cancel()
