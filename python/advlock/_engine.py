@@ -869,13 +869,20 @@ def _cancel_blocking(e: Engine) -> None:
 
 def _ensure_helper(e: Engine) -> None:
     """Under e.guard: the connection's helper thread runs (one at most),
-    tending the engine's timers until it has none."""
+    tending the engine's timers; an idle one is woken to look."""
     helper = e.helper
     if helper is None or not helper.is_alive():
         ref = weakref.ref(e)
         helper = e.helper = threading.Thread(target=_help, args=(ref,), daemon=True,
                                              name="advlock-connection")
         helper.start()
+    elif e.waiting:
+        e.cond.notify_all()
+
+
+# How long a helper with no timer to tend stays for the next one: a lock
+# taken again at once would otherwise start a thread each cycle (~0.5 ms).
+HELPER_IDLE_S = 1.0
 
 
 def _help(ref: weakref.ReferenceType[Engine]) -> None:
@@ -884,6 +891,16 @@ def _help(ref: weakref.ReferenceType[Engine]) -> None:
         return
     c = e._c
     with e.guard:
-        _pump_blocking(e, turns(e, lambda: bool(_next_wake(c) == INT64_MAX)))
+        while True:
+            _pump_blocking(e, turns(e, lambda: bool(_next_wake(c) == INT64_MAX)))
+            idle_until = time.monotonic() + HELPER_IDLE_S
+            e.waiting += 1
+            try:
+                while _next_wake(c) == INT64_MAX and time.monotonic() < idle_until:
+                    e.cond.wait(idle_until - time.monotonic())
+            finally:
+                e.waiting -= 1
+            if _next_wake(c) == INT64_MAX:
+                break
         if e.helper is threading.current_thread():
             e.helper = None
