@@ -167,7 +167,7 @@ class Engine:
 
     __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
                  "cond", "task", "poke", "helper", "bodies", "held", "unwatch", "_ev",
-                 "_ans", "is_async", "settling", "waiting", "refused", "tick_at", "sending",
+                 "_ans", "is_async", "settling", "sleeping", "news", "refused", "tick_at", "sending",
                  "__weakref__")
 
     def __init__(self, client: AnyClient) -> None:
@@ -188,7 +188,10 @@ class Engine:
         # condition wakes the threads waiting for an answer or a time.
         self.guard = threading.Lock()
         self.cond = threading.Condition(self.guard)
-        self.waiting = 0  # threads in cond.wait(): notify only those
+        # Threads in cond.wait(), each with the time it sleeps to (-1: until
+        # the statement in flight answers): notify only when one may act.
+        self.sleeping: Dict[int, int] = {}
+        self.news = False  # an event taken since the last such wake-up
         # The client's words for a member's statement it refused to send,
         # by the member's address, until its lock reads them.
         self.refused: Dict[int, str] = {}
@@ -250,7 +253,7 @@ class Engine:
         self.unwatch = None
         with self.guard:
             self.closed(ENDED)
-            if self.waiting:
+            if self.sleeping:
                 self.cond.notify_all()
 
     def session(self) -> B.Session:
@@ -378,6 +381,7 @@ class Engine:
         """Hands each event to its member's owner."""
         c, ev, owners = self._c, self._ev, self.owners
         while _poll_event(c, ev):
+            self.news = True
             owner = owners.get(ev.member)
             if owner is None:
                 continue
@@ -802,21 +806,24 @@ def _pump_blocking(e: Engine, gen: Pump,
     gen ended; without interruptible it is raised."""
     interrupted: Optional[KeyboardInterrupt] = None
     value: Optional[Answer] = None
-    send, c = gen.send, e._c
+    send, c, sleeping = gen.send, e._c, e.sleeping
     while True:
         try:
             op, arg = send(value)
         except StopIteration:
             return interrupted
+        finally:
+            if value is not None and sleeping:  # an answer fed: who may act on it
+                _notify_answered(e)
         value = None
         if op == SEND:
             if _next_wake(c) != INT64_MAX and e.helper is not threading.current_thread():
                 _ensure_helper(e)  # the timers go on while this thread waits
             value = _send_blocking(e, arg)
-            if e.waiting:
-                e.cond.notify_all()
         elif op == WAIT:
-            e.waiting += 1
+            me = threading.get_ident()
+            # -1: waiting for the statement in flight to answer
+            sleeping[me] = -1 if _outstanding(c) else arg
             try:
                 e.cond.wait(None if arg == INT64_MAX else max(0, arg - now_ms()) / 1000)
             except KeyboardInterrupt as exc:
@@ -825,9 +832,19 @@ def _pump_blocking(e: Engine, gen: Pump,
                 interrupted = exc
                 e.cancel(interruptible)
             finally:
-                e.waiting -= 1
+                del sleeping[me]
         elif op == CANCEL:
             _cancel_blocking(e)
+
+
+def _notify_answered(e: Engine) -> None:
+    """After an answer: wakes the threads waiting on e if one waits for
+    that answer, a member's operation ended or was lost (e.news), or the
+    engine's next wake came before theirs."""
+    first = min(e.sleeping.values())
+    if first < 0 or e.news or _next_wake(e._c) < first:
+        e.news = False
+        e.cond.notify_all()
 
 
 def _send_blocking(e: Engine, st: B.Statement) -> Answer:
@@ -854,7 +871,7 @@ def _tick(ref: weakref.ReferenceType[Engine]) -> None:
     if e is not None:
         with e.guard:
             e.tick(due_only=False)
-            if e.waiting:
+            if e.sleeping:
                 e.cond.notify_all()
 
 
@@ -876,7 +893,7 @@ def _ensure_helper(e: Engine) -> None:
         helper = e.helper = threading.Thread(target=_help, args=(ref,), daemon=True,
                                              name="advlock-connection")
         helper.start()
-    elif e.waiting:
+    elif e.sleeping:
         e.cond.notify_all()
 
 
@@ -894,12 +911,13 @@ def _help(ref: weakref.ReferenceType[Engine]) -> None:
         while True:
             _pump_blocking(e, turns(e, lambda: bool(_next_wake(c) == INT64_MAX)))
             idle_until = time.monotonic() + HELPER_IDLE_S
-            e.waiting += 1
+            me = threading.get_ident()
+            e.sleeping[me] = INT64_MAX
             try:
                 while _next_wake(c) == INT64_MAX and time.monotonic() < idle_until:
                     e.cond.wait(idle_until - time.monotonic())
             finally:
-                e.waiting -= 1
+                del e.sleeping[me]
             if _next_wake(c) == INT64_MAX:
                 break
         if e.helper is threading.current_thread():
