@@ -29,9 +29,19 @@ def _advlock_threads():
     return sorted(t.name for t in threading.enumerate() if t.name.startswith("advlock-"))
 
 
+def _no_helpers_left():
+    """Waits for the helpers of earlier tests' connections to end (a helper
+    stays HELPER_IDLE_S after its connection's last timer)."""
+    from advlock._engine import HELPER_IDLE_S
+    end = time.monotonic() + 3 * HELPER_IDLE_S
+    while "advlock-connection" in _advlock_threads() and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 @need_tcp
 def test_leased_locks_on_one_blocking_connection_share_its_threads(pg_conn):
     import psycopg
+    _no_helpers_left()
     conn = psycopg.connect(tcp(), autocommit=True)
     locks = [advlock.lock(conn, "threads-%d" % i, timeout=1, lease=LEASE) for i in range(LOCKS)]
     recs = [Recording(lk) for lk in locks]
