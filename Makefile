@@ -158,7 +158,8 @@ core-imports: $(CORE_OBJ)
 	@scripts/run-tests.sh -c scripts/check-core-imports.sh $^
 
 # No circle of files that call each other (scripts/check-file-circles.sh), in
-# the core, and in the fake with the simulator.
+# the core, and in the fake with the simulator (mk/pq.mk adds the libpq
+# adapters).
 file-circles: $(CORE_OBJ) $(FAKE_OBJ)
 	@scripts/run-tests.sh -c scripts/check-file-circles.sh $(CORE_OBJ)
 	@scripts/run-tests.sh -c scripts/check-file-circles.sh $(FAKE_OBJ)

@@ -7,9 +7,11 @@
  * session check kept the machine within its goal by storing the options
  * compactly (256 bytes with the session's token, pid and facts); the
  * fencing token in its report takes it past 256 (ADVLOCK_MACHINE_SIZE), and the lease the adapter
- * runs takes the adapter past 1 KB: both goals are missed now. The report
- * a blocking call fills is shown beside them; it lives only as long as the
- * caller keeps it.
+ * runs takes the adapter past 1 KB: both goals are missed now. Since the
+ * adapter became the connection engine with one member (the engine, its
+ * member and slots, the pump's state: 3,256 bytes), it is shown without a
+ * goal. The report a blocking call fills is shown beside them; it lives
+ * only as long as the caller keeps it.
  *
  *     sizes
  */
@@ -29,7 +31,7 @@ int main(int argc, char **argv)
     static const char *const options[] = {NULL};
     bench_check_options(argc, argv, options);
     emit_size("sizeof_advlock_machine", sizeof(advlock_machine), "<= 256", 256);
-    emit_size("sizeof_advlock_pq", sizeof(advlock_pq), "<= 1024", 1024);
+    emit_size("sizeof_advlock_pq", sizeof(advlock_pq), NULL, 0);
     emit_size("sizeof_advlock_pq_report", sizeof(advlock_pq_report), NULL, 0);
     return 0;
 }

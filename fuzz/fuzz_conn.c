@@ -5,12 +5,13 @@
  * verifies (of a held lock, or by key of a lock the caller took with
  * statements of its own) and cancels; statements polled, sent or taken back, cancel
  * requests, sent or not (a warning), server notices (warnings); answers
- * of every kind (granted, busy, NULL, errors with 26000
- * and 42P05, a wait's lock_timeout with or without the grant it raced,
- * skipped with an aborted batch, lost), session rows direct and behind a proxy, timers,
- * closes, resets, leases. A model of the server session's holds, kept from
- * the statements the engine sent and the answers given (a grant counts
- * only when the server would have made it), checks after every event:
+ * of every kind (granted, busy, NULL, errors with 26000 and 42P05, a
+ * wait's lock_timeout with or without the grant it raced, skipped with an
+ * aborted batch, refused by an aborted transaction block, lost), session
+ * rows direct and behind a proxy, timers, closes, resets, leases. A model
+ * of the server session's holds, kept from the statements the engine sent
+ * and the answers given (a grant counts only when the server would have
+ * made it), checks after every event:
  *   - no member believes it holds a lock the session cannot hold: members
  *     whose peer is HELD never outnumber the server's holds of their key
  *     and mode;
@@ -254,12 +255,15 @@ static void poll_one(model *md)
 }
 
 /* The engine's unlock giving a grant back failed for good: the grant stays
- * on the session, owned by nobody, until the connection closes. */
+ * on the session, owned by nobody, until the connection closes. Holds are
+ * counted, not owned: if every hold of the key is given up or the caller's
+ * own already, the grant was never made (its statement failed too). */
 static void give_back_failed(model *md, const sent *s)
 {
     int mode, k = key_index(s->key);
     if (s->form != ADVLOCK_FORM_PREPARE && is_unlock(s->sql, &mode) && k >= 0)
-        md->abandoned[k][mode] += md->holds[k][mode] > md->abandoned[k][mode];
+        md->abandoned[k][mode] +=
+            md->holds[k][mode] > md->abandoned[k][mode] + md->foreign[k][mode];
 }
 
 /* The server ran the head statement: its effect on the session's holds,
@@ -285,6 +289,12 @@ static void answer_head(model *md, input *in)
         static const char *const codes[] = {"26000", "42P05", "53200", "XX000"};
         a.sqlstate = codes[byte(in) % 4];
         a.message = "fuzzed";
+    } else if (md->block_failed && s.sql != ADVLOCK_SQL_COMMIT) {
+        /* an aborted block runs nothing, prepares included, till it ends:
+         * whatever it holds, a check of a key inside it finds nothing */
+        advlock_answer_init(&a, ADVLOCK_RESULT_SERVER_ERROR);
+        a.sqlstate = "25P02";
+        a.message = "current transaction is aborted";
     } else if (s.form == ADVLOCK_FORM_PREPARE) {
         advlock_answer_init(&a, ADVLOCK_RESULT_TRUE); /* prepared: it ran nothing */
     } else if (how == 2 && advlock_sql_guarded(s.sql)) {

@@ -1485,7 +1485,11 @@ typedef enum advlock_caps {
     ADVLOCK_CAPS_PREPARE = 2,
     /* Cancel requests (ADVLOCK_STATEMENT_CANCEL): a member may wait on the
      * server (ADVLOCK_WAIT_SERVER). Without it such an acquire is refused. */
-    ADVLOCK_CAPS_CANCEL = 4
+    ADVLOCK_CAPS_CANCEL = 4,
+    /* One member only (the single-lock adapter): no share of the server's
+     * lock table to keep, so its settings are never read (no CAPACITY
+     * row before the session check). */
+    ADVLOCK_CAPS_ONE_MEMBER = 8
 } advlock_caps;
 
 /* The form a statement goes in. */
@@ -1677,8 +1681,10 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  *
  * A server-side wait (ADVLOCK_WAIT_SERVER, for a pump with
  * ADVLOCK_CAPS_CANCEL) holds its session up while it waits, so it needs
- * the connection to itself: no other member busy or holding, nothing in
- * flight or owed, no member starting meanwhile. Its deadline is the
+ * the connection to itself: no other member busy, nothing in flight or
+ * owed, no member starting, releasing or verifying meanwhile; other
+ * members may hold locks (their watch goes on), other keys than its own,
+ * unless the connection has a lease, whose heartbeats could not go. Its deadline is the
  * engine's timer, where the engine asks for the wait to be cancelled
  * (ADVLOCK_STATEMENT_CANCEL). Under the connection's lease a grant that
  * came more than a heartbeat's interval after its send counts once a
@@ -1705,7 +1711,8 @@ ADVLOCK_API int advlock_conn_start_acquire(advlock_conn *c, advlock_member *m, c
 
 /* Starts releasing (advlock_conn_start_release()) or verifying
  * (advlock_conn_start_verify()) the lock m holds on c. Returns 0, or
- * ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (m holds nothing on c). A
+ * ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (m holds nothing on c, or
+ * another member's server-side wait is under way). A
  * release or a verify that ends FAILED leaves m holding (the lock is in
  * doubt: release it, or close the connection). */
 ADVLOCK_API int advlock_conn_start_release(advlock_conn *c, advlock_member *m, int64_t now_ms);
@@ -1742,11 +1749,14 @@ ADVLOCK_API int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m
  * engine's: its key stays taken until it answers, and a grant is given back
  * with an unlock of the engine's own. No event comes for the cancel (the
  * caller knows it: advlock_member_report() says CANCELLED), so m may start
- * again or be freed on return. Two exceptions leave m busy until its
+ * again or be freed on return. These exceptions leave m busy until its
  * machine ends as advlock_cancel() says, and its DONE event comes then: a
  * server-side wait's statement in flight (the engine asks the server to
  * cancel it, ADVLOCK_STATEMENT_CANCEL; a grant that came first is
- * unlocked), and an unlock still to send that undoes a grant the session
+ * unlocked), a try in flight on a pump without ADVLOCK_CAPS_PIPELINE (the
+ * caller waits for its answer; a grant is unlocked), a try of transaction
+ * scope in flight (its grant cannot be unlocked: ACQUIRED, too late to
+ * cancel), and an unlock still to send that undoes a grant the session
  * may hold (it goes out first); advlock_member_busy() tells them apart.
  * Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no acquire of
  * m's under way on c). Never fails for memory: each slot keeps room for
@@ -1875,6 +1885,16 @@ ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t 
  * saying the block ended), its DONE event to come; a try of it in flight
  * is left to the engine, its key kept until it answers. No-op for NULL. */
 ADVLOCK_API void advlock_conn_on_transaction(advlock_conn *c, int in_block);
+
+/*
+ * The caller lets go of m's held lock without releasing it: m ends its
+ * watch (advlock_member_held() turns 0, no event, the report stays the
+ * acquire's) and leaves the exclusion table, while the server session
+ * still holds the lock. The single-lock adapter does this when its one
+ * member starts another operation while holding. No-op for NULL, or an m
+ * not holding on c.
+ */
+ADVLOCK_API void advlock_conn_let_go(advlock_conn *c, advlock_member *m);
 
 /*
  * The caller lets go of every member (the engine is about to go): members

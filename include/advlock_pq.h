@@ -87,12 +87,14 @@ ADVLOCK_API const char *advlock_pq_statement_name(advlock_sql sql);
  * Sends row sql of the core's statement table (advlock_sql) on conn, as the
  * table says, for a program that reads the answer itself (the advlock
  * command): a row without parameters as one simple query (a script of
- * several statements runs in one implicit transaction), any other unnamed
- * in the extended protocol with its advlock_sql_params(sql) values from
- * params as binary bigints. Results come as text. Does not wait: read them
- * with PQgetResult. Returns 1 if sent, 0 if libpq could not
- * (PQerrorMessage says why), ADVLOCK_EINVAL for an unknown row or params
- * NULL where the row takes some.
+ * several statements runs in one implicit transaction; in pipeline mode,
+ * which takes no simple query, it goes unnamed in the extended protocol and
+ * must be one statement), any other unnamed in the extended protocol with
+ * its advlock_sql_params(sql) values from params as binary bigints.
+ * Results come as text. Does not wait: read them with PQgetResult. Returns
+ * 1 if sent, 0 if libpq could not (PQerrorMessage says why),
+ * ADVLOCK_EINVAL for an unknown row or params NULL where the row takes
+ * some.
  */
 ADVLOCK_API int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params);
 
@@ -119,7 +121,6 @@ ADVLOCK_API void advlock_pq_abandon(PGconn *conn);
 typedef struct advlock_pq_query_ {
     uint8_t sql_;
     uint8_t form_;
-    uint8_t reprepared_;
     uint8_t answered_;
     uint8_t status_;
     uint8_t result_;
@@ -128,13 +129,56 @@ typedef struct advlock_pq_query_ {
     PGresult *kept_; /* the result that says the answer, from arrival until fed */
 } advlock_pq_query_;
 
+/* The pump both adapters run (pump.c): one PGconn moving one connection
+ * engine's statements and answers. Private. */
+typedef struct advlock_pq_pump_ {
+    PGconn *conn_;
+    advlock_conn engine_;
+    advlock_conn_slot *slots_;
+    advlock_pq_query_ query_;       /* the answer being read */
+    advlock_pq_report notices_;     /* a lock set's, until the next answer's member takes them */
+    advlock_pq_report *sink_;       /* where notices go: &notices_, or the one member's report */
+    const advlock_machine *events_; /* whose callback hears them (NULL: none) */
+    uint8_t grows_;                 /* slots_ is the pump's heap memory, grown when starved */
+    uint8_t pipeline_; /* libpq's pipeline mode (a lock set), else one statement at a time */
+    uint8_t one_;      /* one member (a single adapter): its failed operation's report stands */
+    uint8_t reading_;  /* the head statement's first result came */
+    uint8_t syncing_;  /* a sync's result is due before the next answer */
+    uint8_t flushing_; /* libpq holds output the socket did not take */
+} advlock_pq_pump_;
+
+/*
+ * Sizes: advlock_pq, advlock_pq_member and advlock_pq_lockset embed the
+ * connection engine's types (advlock_member, advlock_conn), so their sizes
+ * change with the engine's, and changed in this release without a new soname:
+ * code that allocates them must be rebuilt against this header
+ * (docs/libpq.md, "Sizes").
+ *
+ * One caller of a lock set (a single adapter embeds its one): the connection engine's member (its
+ * lock machine, its place in the exclusion table) and its report. Allocate it anywhere (caller
+ * memory, about 1.5 KB), initialise it once with advlock_pq_member_init(), and keep it in place
+ * while an operation is under way or it holds a lock. Fields are private.
+ */
+typedef struct advlock_pq_member {
+    advlock_member member_; /* first: the engine's events name it */
+    advlock_pq_report report_;
+    struct advlock_pq_lockset *set_; /* NULL in a single adapter */
+} advlock_pq_member;
+
+/* The slots of a single adapter's engine: one statement in flight, a
+ * give-back or the lease's behind it. */
+#define ADVLOCK_PQ_SLOTS_ 4
+
 /*
  * A connection's lock adapter: one PGconn, one lock machine, one operation
- * at a time, driven blocking or nonblocking. Allocate it anywhere (about
- * 1.1 KB); between operations it holds no heap memory, so dropping it needs
- * no call, though an operation under way should be driven to its end first
- * (or the connection closed) so that no query is left in flight. Its fields
- * are private: use the functions below.
+ * at a time, driven blocking or nonblocking: the connection engine with one
+ * member, which pump.c pumps as it pumps a lock set. Allocate it anywhere
+ * (about 3.3 KB: it embeds the engine, its member and slots; see "Sizes"
+ * above) and keep it in place from init on (the engine points into it);
+ * it never holds heap memory, so dropping it needs no call, though an
+ * operation under way should be driven to its end first (or the connection
+ * closed) so that no query is left in flight. Its fields are private: use
+ * the functions below.
  *
  * The loop's side of the nonblocking contract, after every call that can
  * change it (init, start, process, cancel):
@@ -150,24 +194,11 @@ typedef struct advlock_pq_query_ {
  * one per connection, can run in one thread. See docs/event-loops.md.
  */
 typedef struct advlock_pq {
-    PGconn *conn_;
-    advlock_session session_; /* the connection's, as the machine last found it */
-    uint32_t prepared_;
-    int phase_;
-    int scope_;
-    advlock_pq_query_ query_;
-    advlock_machine machine_;
-    advlock_pq_report report_;
-    advlock_lease lease_;   /* its plan is the options' (all zero: no lease) */
-    int64_t sent_ms_;       /* when the machine's statement in flight was begun */
-    int64_t lease_free_ms_; /* after the lease ran out: the server frees by then */
-    uint8_t lease_on_;      /* a lease runs: options.lease_ms > 0 */
-    uint8_t lease_query_;   /* the statement in flight is the lease's (async.c) */
-    uint8_t acquiring_;     /* the operation under way is an acquire */
-    uint8_t deferred_;      /* an operation waits for the heartbeat in flight */
-    uint8_t held_notices_;  /* a blocking call diverts the notices for all its turns */
-    uint8_t untimed_;       /* the machine asks for a query without deadline (async.c) */
-    uint8_t provisional_;   /* the session row answered inside a transaction block */
+    advlock_pq_pump_ pump_;
+    advlock_pq_member member_; /* the engine's one member and its report */
+    advlock_conn_slot slots_[ADVLOCK_PQ_SLOTS_];
+    advlock_peer *bucket_;    /* the exclusion table's one bucket */
+    advlock_options options_; /* the caller's, the lease's fields zero (the engine's) */
 } advlock_pq;
 
 /*
@@ -598,28 +629,11 @@ ADVLOCK_API int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms);
  * answered "busy", with no statement sent, as if another process held it
  * (docs/design.md, "Lock sets", says why).
  *
- * Session scope and polling only; the lease is the connection's
- * (advlock_pq_lockset_set_lease()).
+ * The lease is the connection's
+ * (advlock_pq_lockset_set_lease()). Transaction scope takes its locks in
+ * the caller's transaction block on the set's connection (docs/libpq.md,
+ * "Lock sets"), and the block's end ends their holds.
  */
-
-/*
- * Sizes: advlock_pq_member and advlock_pq_lockset embed the connection
- * engine's types (advlock_member, advlock_conn), so their sizes change
- * with the engine's, and changed in this release without a new soname:
- * code that allocates them must be rebuilt against this header
- * (docs/libpq.md, "Lock sets").
- *
- * One caller of a lock set: the connection engine's member (its lock
- * machine, its place in the exclusion table) and its report. Allocate it
- * anywhere (caller memory, about 1.5 KB), initialise it once with
- * advlock_pq_member_init(), and keep it in place while an operation is
- * under way or it holds a lock. Fields are private.
- */
-typedef struct advlock_pq_member {
-    advlock_member member_; /* first: the engine's events name it */
-    advlock_pq_report report_;
-    struct advlock_pq_lockset *set_;
-} advlock_pq_member;
 
 /*
  * The set: one PGconn in pipeline mode driven by one connection engine
@@ -635,15 +649,8 @@ typedef struct advlock_pq_member {
  * members'), one advlock_pq_lockset_process(). One thread at a time.
  */
 typedef struct advlock_pq_lockset {
-    PGconn *conn_;
-    advlock_conn engine_;
-    advlock_conn_slot *slots_;
+    advlock_pq_pump_ pump_;
     advlock_peer **buckets_;
-    advlock_pq_query_ query_; /* the answer being read */
-    advlock_pq_report notices_;
-    uint8_t reading_;  /* the head statement's first result came */
-    uint8_t syncing_;  /* a sync's result is due before the next answer */
-    uint8_t flushing_; /* libpq holds output the socket did not take */
 } advlock_pq_lockset;
 
 /*
@@ -733,21 +740,23 @@ ADVLOCK_API void advlock_pq_member_init(advlock_pq_member *m);
  * lost before.
  *
  * o: the options (NULL: the reference's), copied; its callbacks must stay
- *     valid until the operation and the hold end. Session scope, polling
- *     and no lease only.
+ *     valid until the operation and the hold end. No lease of its own;
+ *     transaction scope only inside a transaction block (the set reads
+ *     PQtransactionStatus() before each operation); ADVLOCK_WAIT_SERVER
+ *     only with the connection to itself (docs/libpq.md, "Lock sets").
  *
  * Returns 0, or (nothing started):
  *     ADVLOCK_EINVAL    set or m NULL, name NULL with len > 0, timeout_ms
  *                       < 0, an option the machine refuses, or options a
- *                       set refuses: ADVLOCK_TRANSACTION scope (every
- *                       member would share one transaction),
- *                       ADVLOCK_WAIT_SERVER (a server-side wait would stall
- *                       every member's statements behind it), lease_ms > 0
- *                       (the lease is the connection's:
- *                       advlock_pq_lockset_set_lease());
+ *                       set refuses: lease_ms > 0 (the lease is the
+ *                       connection's: advlock_pq_lockset_set_lease());
  *     ADVLOCK_EUTF8, ADVLOCK_ECRYPTO  as for advlock_derive_key();
- *     ADVLOCK_EMISUSE   the set unbound, m busy or holding a lock, or the
- *                       set's lease ran out (close the connection).
+ *     ADVLOCK_EMISUSE   the set unbound, m busy or holding a lock, the
+ *                       set's lease ran out (close the connection),
+ *                       ADVLOCK_TRANSACTION scope outside a transaction
+ *                       block, another member's server-side wait under
+ *                       way, or a server-side wait while the connection
+ *                       is not its alone.
  */
 ADVLOCK_API int advlock_pq_lockset_start_acquire(advlock_pq_lockset *set, advlock_pq_member *m,
                                                  const char *name, size_t len, int64_t timeout_ms,
@@ -774,6 +783,22 @@ ADVLOCK_API int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, ad
  */
 ADVLOCK_API int advlock_pq_lockset_start_release(advlock_pq_lockset *set, advlock_pq_member *m,
                                                  int64_t now_ms);
+
+/*
+ * Starts releasing key, which m need not hold (a grant in doubt, a lock a
+ * verify could not show held behind a proxy, whose claimed server session
+ * may still hold it), as advlock_pq_async_start_release_key() does, with
+ * o's mode and scope (NULL: the reference's): the session may hold it
+ * without the set knowing. m must be idle and holding nothing, or hold
+ * key (then as advlock_pq_lockset_start_release()).
+ *
+ * Returns 0, or ADVLOCK_EINVAL (NULLs, o refused) or ADVLOCK_EMISUSE (the
+ * set unbound, m busy or holding another key, another member's
+ * server-side wait under way, a member holding or asking for key).
+ */
+ADVLOCK_API int advlock_pq_lockset_start_release_key(advlock_pq_lockset *set, advlock_pq_member *m,
+                                                     int64_t key, const advlock_options *o,
+                                                     int64_t now_ms);
 
 /*
  * Starts verifying that the set's server session still holds the lock m
@@ -844,6 +869,23 @@ ADVLOCK_API int advlock_pq_lockset_deadline(const advlock_pq_lockset *set, int64
 
 /* How many members have an operation under way (0 for NULL). */
 ADVLOCK_API size_t advlock_pq_lockset_busy(const advlock_pq_lockset *set);
+
+/*
+ * Returns 1 when the set has nothing in flight on its connection, the end
+ * of its last batch included (a member's report may come before that end
+ * has been read): statements of the caller's own may then go on the
+ * connection. 0 while something is out (call advlock_pq_lockset_wait() or
+ * _process() until it is read), and for NULL or a set not bound.
+ */
+ADVLOCK_API int advlock_pq_lockset_quiet(const advlock_pq_lockset *set);
+
+/*
+ * The set's connection engine, to read (advlock_conn_session(),
+ * advlock_conn_lease_deadline(), advlock_conn_must_close(), ...), or NULL
+ * for NULL. Owned by the set, valid as long as it is; never to be driven
+ * by the caller (the set's own calls do).
+ */
+ADVLOCK_API const advlock_conn *advlock_pq_lockset_engine(const advlock_pq_lockset *set);
 
 /*
  * One turn of a poll() loop for the whole set: as advlock_pq_wait() is for

@@ -181,3 +181,10 @@ uninstall: uninstall-pq
 uninstall-pq:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/advlock_pq.h $(DESTDIR)$(LIBDIR)/libadvlock_pq.* \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/advlock_pq.pc
+
+# No circle of files that call each other in the libpq adapters either
+# (part of make file-circles).
+.PHONY: file-circles-pq
+file-circles: file-circles-pq
+file-circles-pq: $(PQ_OBJ)
+	@scripts/run-tests.sh -c scripts/check-file-circles.sh $(PQ_OBJ)

@@ -63,7 +63,9 @@ int cli_timeout_option(const char *text, int64_t *ms);
 
 /*
  * Connects with libpq: conninfo may be NULL (then PG* variables and service
- * files decide), application_name NULL for the default "advlock". Sets TCP
+ * files decide), application_name the user's (NULL: none) and fallback_name
+ * the name for a session the user did not name (in conninfo or PGAPPNAME
+ * either; NULL: "advlock"). Sets TCP
  * keepalives where conninfo does not. Returns EXIT_OK with *out set, or
  * prints why on stderr and returns EXIT_USAGE (conninfo does not parse),
  * EXIT_NO_PERM (the server refused the user: authentication, pg_hba.conf,
@@ -79,7 +81,7 @@ int cli_timeout_option(const char *text, int64_t *ms);
  * lease's settings are refused (EXIT_USAGE, said). Keepalive parameters in
  * conninfo win over advlock's defaults.
  */
-int cli_connect_until(const char *conninfo, const char *application_name,
+int cli_connect_until(const char *conninfo, const char *application_name, const char *fallback_name,
                       const char *server_options, cli_bound bound, PGconn **out);
 
 /* The length of text without its trailing newlines and blanks: libpq's

@@ -106,7 +106,7 @@ static int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
 
 static int connect_bounded(const char *conninfo, PGconn **conn)
 {
-    return cli_connect_until(conninfo, "advlock calibrate", NULL,
+    return cli_connect_until(conninfo, "advlock calibrate", NULL, NULL,
                              cli_bound_from(advlock_pq_now_ms(), timeout_ms), conn);
 }
 

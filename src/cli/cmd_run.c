@@ -2,9 +2,9 @@
  * advlock run: flock(1) for PostgreSQL. Takes the lock (or every lock
  * named, one after another in key order) on its own session, runs the
  * command while holding it, releases, and exits with the command's status.
- * The wait and the release go through the nonblocking adapter, and every
- * wait is the adapter's (advlock_pq_wait) with a signal self-pipe beside
- * its socket, so signals are seen at once and, while the command runs, so
+ * The names are the members of one lock set on the run's connection, and
+ * every wait is the set's (advlock_pq_lockset_wait) with a signal self-pipe
+ * beside its socket, so signals are seen at once and, while the command runs, so
  * is the server closing the session (which drops the lock). Behind a proxy
  * the server session can end while the connection to the proxy stays up,
  * so there the lock is verified every --verify-interval.
@@ -62,32 +62,24 @@ static void lock_gone(const cli_child *c, const run_options *o, const cli_lock *
  * idles in the pool while the command runs; the proxy or an administrator
  * may close it, and the lock goes with it while advlock's own connection to
  * the proxy stays up. So there, and only there (a direct connection's end
- * is seen on its socket at no cost), one statement every interval asks
- * whether the claimed server session still holds the lock. With several
- * names, each interval verifies them all, one statement after another. */
+ * is seen on its socket at no cost), every interval a round of verifies
+ * asks whether the claimed server session still holds each name: all
+ * started at once, which the set sends one after another there. */
 typedef struct verifier {
-    const cli_lock *names;
-    int name_count;
-    int next;            /* the name the next verify asks about */
     int64_t interval_ms; /* 0: not verifying (direct, --xact, off, or done) */
-    int64_t due_ms;      /* when the next verify starts */
-    int64_t round_ms;    /* when the verify of the first name last started */
-    int in_flight;       /* a verify started and its outcome not yet read */
+    int64_t due_ms;      /* when the next round starts */
+    int in_flight;       /* verifies of the round started, its outcomes not yet read */
 } verifier;
 
-static void verifier_init(verifier *v, const advlock_pq *a, const run_options *o)
+static void verifier_init(verifier *v, const run_locks *l, const run_options *o)
 {
     int session_scope = o->lock.scope == ADVLOCK_SESSION;
-    v->names = o->names;
-    v->name_count = o->name_count;
-    v->next = 0;
-    v->interval_ms = session_scope && advlock_pq_proxied(a) ? o->verify_ms : 0;
+    v->interval_ms = session_scope && run_proxied(l) ? o->verify_ms : 0;
     v->due_ms = advlock_pq_now_ms() + v->interval_ms;
-    v->round_ms = v->due_ms;
     v->in_flight = 0;
 }
 
-/* How long the wait may last before the next verify is due (-1: no limit). */
+/* How long the wait may last before the next round is due (-1: no limit). */
 static int64_t verify_wait_ms(const verifier *v, int64_t now)
 {
     if (v->interval_ms == 0 || v->in_flight)
@@ -95,36 +87,35 @@ static int64_t verify_wait_ms(const verifier *v, int64_t now)
     return v->due_ms > now ? v->due_ms - now : 0;
 }
 
-/* Starts the verify that is due (while the command runs), and reads the
- * outcome of one that ended: HELD schedules the next (the next name at
- * once, the first an interval after the round began); anything else means
- * the lock (v->next's) is gone or cannot be shown held, and returns 1. */
-static int tend_verify(verifier *v, advlock_pq *a, int command_running)
+/* Starts the round that is due (while the command runs), an interval after
+ * the last one started, and reads its outcomes once all ended: HELD for
+ * every name, the next is scheduled; else returns the first name whose
+ * lock is gone or cannot be shown held, and verifies no more. Else -1. */
+static int tend_verify(verifier *v, run_locks *l, const run_options *o, int command_running)
 {
     if (v->interval_ms == 0)
-        return 0;
+        return -1;
     int64_t now = advlock_pq_now_ms();
     if (!v->in_flight && command_running && now >= v->due_ms) {
         v->due_ms = now + v->interval_ms; /* from this start, whatever it does */
-        if (v->next == 0)
-            v->round_ms = now;
-        v->in_flight = advlock_pq_async_start_verify_key(a, v->names[v->next].key, now) == 0;
+        for (int i = 0; i < o->name_count; i++)
+            v->in_flight += advlock_pq_lockset_start_verify(&l->set, &l->members[i], now) == 0;
     }
-    if (!v->in_flight || advlock_pq_async_busy(a))
-        return 0;
+    if (!v->in_flight || advlock_pq_lockset_busy(&l->set) > 0)
+        return -1;
     v->in_flight = 0;
-    if (advlock_pq_async_report(a)->lock.outcome == ADVLOCK_HELD) {
-        v->next = (v->next + 1) % v->name_count;
-        v->due_ms = v->next != 0 ? now : v->round_ms + v->interval_ms;
-        return 0;
+    for (int i = 0; i < o->name_count; i++) {
+        if (advlock_pq_member_report(&l->members[i])->lock.outcome != ADVLOCK_HELD) {
+            v->interval_ms = 0;
+            return i;
+        }
     }
-    v->interval_ms = 0;
-    return 1;
+    return -1;
 }
 
-/* The adapter lost the session (its lease ran out, or the connection
- * ended): a verify in flight went with it, as the adapter abandons
- * whatever it had in flight, and no other starts. Nothing is left to read
+/* The set lost the session (its lease ran out, or the connection
+ * ended): a verify in flight went with it, as the set ends whatever it
+ * had under way, and no other starts. Nothing is left to read
  * before the command's end is waited for. */
 static void verifier_stop(verifier *v)
 {
@@ -133,10 +124,10 @@ static void verifier_stop(verifier *v)
 }
 
 /* Why a verify did not end HELD, as lock_gone says it. */
-static void say_unverified(char *why, size_t size, const advlock_pq *a, const run_options *o)
+static void say_unverified(char *why, size_t size, const advlock_pq_member *m, const run_options *o)
 {
     char sentence[ADVLOCK_MESSAGE_MAX];
-    size_t n = (size_t)advlock_pq_describe(advlock_pq_async_report(a), o->key, strlen(o->key),
+    size_t n = (size_t)advlock_pq_describe(advlock_pq_member_report(m), o->key, strlen(o->key),
                                            sentence, sizeof sentence);
     if (n > 0 && n < sizeof sentence && sentence[n - 1] == '.')
         sentence[n - 1] = '\0'; /* lock_gone goes on after it */
@@ -149,28 +140,42 @@ static void say_unverified(char *why, size_t size, const advlock_pq *a, const ru
  * signal (give_up_at: INT64_MAX while no signal came). Past that its
  * connection is given up (advlock_pq_abandon), which ends the session and its
  * locks, and said; returns 1 then. */
-static int tend_give_up(verifier *v, PGconn *conn, run_options *o, int64_t give_up_at)
+static int tend_give_up(verifier *v, run_locks *l, run_options *o, int64_t give_up_at)
 {
     if (!v->in_flight || advlock_pq_now_ms() < give_up_at)
         return 0;
-    advlock_pq_abandon(conn);
-    run_focus(o, v->next);
+    advlock_pq_abandon(l->conn);
+    int i = 0; /* the name whose verify is still out */
+    while (i < o->name_count - 1 && !advlock_pq_member_busy(&l->members[i]))
+        i++;
+    run_focus(o, i);
     /* A verify is the guarded check (behind a proxy only), shared or not:
      * the words are the same. */
-    run_say_abandoned(&(drive_end){.sql = ADVLOCK_SQL_HELD_GUARDED}, o, o->names[v->next].key,
+    run_say_abandoned(&(drive_end){.sql = ADVLOCK_SQL_HELD_GUARDED}, o, o->names[i].key,
                       SIGNAL_GRACE_MS, CLI_EVENT_RELEASE_FAILED);
     run_focus_all(o);
     verifier_stop(v);
     return 1;
 }
 
-/* Why the lock was lost, as lock_gone says it: a lease that ran out (the
- * server may hold the lock a while yet: never "no longer held"), or the
- * connection closed, which ended the session; returns which, as the JSON
- * log names it. */
-static const char *say_lost(char *why, size_t size, const advlock_pq *a, const run_options *o)
+/* The first member the set lost (its connection or lease gone: all of
+ * them at once), or NULL. */
+static const advlock_pq_member *lost_member(const run_locks *l, const run_options *o)
 {
-    const advlock_pq_report *r = advlock_pq_async_report(a);
+    for (int i = 0; i < o->name_count; i++)
+        if (advlock_pq_member_lost(&l->members[i]))
+            return &l->members[i];
+    return NULL;
+}
+
+/* Why the lock was lost (m's report), as lock_gone says it: a lease that
+ * ran out (the server may hold the lock a while yet: never "no longer
+ * held"), or the connection closed, which ended the session; returns
+ * which, as the JSON log names it. */
+static const char *say_lost(char *why, size_t size, const advlock_pq_member *m,
+                            const run_options *o)
+{
+    const advlock_pq_report *r = advlock_pq_member_report(m);
     if (r->lease_expiry != ADVLOCK_LEASE_LIVE) {
         snprintf(why, size, "lock '%s' lost: its lease ran out: %s", o->shown_key,
                  r->server_message);
@@ -185,10 +190,10 @@ static const char *say_lost(char *why, size_t size, const advlock_pq *a, const r
 
 /* A lease's heartbeat answered: its stop deadline (*stop_at, 0 at first:
  * only noted) moved on. Said to the JSON log; text says nothing. */
-static void say_lease_renewed(const advlock_pq *a, int64_t *stop_at)
+static void say_lease_renewed(const run_locks *l, int64_t *stop_at)
 {
     int64_t now_stop_at;
-    if (advlock_pq_lease_deadline(a, &now_stop_at, NULL) != 1)
+    if (advlock_conn_lease_deadline(advlock_pq_lockset_engine(&l->set), &now_stop_at, NULL) != 1)
         return;
     if (*stop_at != 0 && now_stop_at > *stop_at)
         cli_log(&(cli_event){.kind = CLI_EVENT_LEASE_RENEWED,
@@ -206,16 +211,16 @@ static void say_lease_renewed(const advlock_pq *a, int64_t *stop_at)
  * a verify out after the command's end was given up on a signal, its
  * connection shut: see tend_give_up). */
 enum { LOCK_KEPT, LOCK_LOST, LOCK_UNVERIFIED, LOCK_ABANDONED };
-static int supervise(cli_child *c, advlock_pq *a, PGconn *conn, run_options *o, int *lost)
+static int supervise(cli_child *c, run_locks *l, run_options *o, int *lost)
 {
     int status = -1, exited = 0;
     int64_t kill_at = -1;           /* -1: not stopping; INT64_MAX: SIGKILL sent */
     int64_t give_up_at = INT64_MAX; /* see tend_give_up */
     verifier v;
-    verifier_init(&v, a, o);
+    verifier_init(&v, l, o);
     *lost = LOCK_KEPT;
     int64_t lease_stop_at = 0;
-    say_lease_renewed(a, &lease_stop_at);
+    say_lease_renewed(l, &lease_stop_at);
     for (;;) {
         int st, changed;
         while ((changed = cli_child_reap(c, &st)) > 0) {
@@ -247,7 +252,9 @@ static int supervise(cli_child *c, advlock_pq *a, PGconn *conn, run_options *o, 
             wait_ms = run_shorter_wait(wait_ms, kill_at - now);
         if (give_up_at != INT64_MAX)
             wait_ms = run_shorter_wait(wait_ms, give_up_at > now ? give_up_at - now : 0);
-        if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms) < 0)
+        if (advlock_pq_lockset_wait(&l->set, cli_signals_fd(),
+                                    wait_ms > INT_MAX ? INT_MAX : (int)wait_ms)
+            < 0)
             return -1;
         int sig;
         while ((sig = cli_signals_next()) != 0) {
@@ -260,21 +267,23 @@ static int supervise(cli_child *c, advlock_pq *a, PGconn *conn, run_options *o, 
             }
         }
         char why[2 * ADVLOCK_MESSAGE_MAX]; /* a sentence and a name */
-        if (!*lost && tend_give_up(&v, conn, o, give_up_at)) {
+        const advlock_pq_member *gone = lost_member(l, o);
+        int unverified = -1;
+        if (!*lost && tend_give_up(&v, l, o, give_up_at)) {
             *lost = LOCK_ABANDONED;
-        } else if (!*lost && advlock_pq_async_lost(a)) {
+        } else if (!*lost && gone != NULL) {
             *lost = LOCK_LOST;
             verifier_stop(&v);
-            const char *reason = say_lost(why, sizeof why, a, o);
+            const char *reason = say_lost(why, sizeof why, gone, o);
             lock_gone(c, o, NULL, &kill_at, why, reason);
-        } else if (!*lost && tend_verify(&v, a, !exited)) {
+        } else if (!*lost && (unverified = tend_verify(&v, l, o, !exited)) >= 0) {
             *lost = LOCK_UNVERIFIED;
-            run_focus(o, v.next);
-            say_unverified(why, sizeof why, a, o);
+            run_focus(o, unverified);
+            say_unverified(why, sizeof why, &l->members[unverified], o);
             run_focus_all(o);
-            lock_gone(c, o, &o->names[v.next], &kill_at, why, "unverified");
+            lock_gone(c, o, &o->names[unverified], &kill_at, why, "unverified");
         }
-        say_lease_renewed(a, &lease_stop_at);
+        say_lease_renewed(l, &lease_stop_at);
     }
 }
 
@@ -319,7 +328,8 @@ static void usage(FILE *to)
           "  -k, --kill-after SECONDS     when stopping COMMAND (lost session, a signal),\n"
           "                               send KILL this long after the first signal\n"
           "                               if its process group is still running (default 10)\n"
-          "      --application-name NAME  application_name of the session (default advlock)\n"
+          "      --application-name NAME  application_name of the session (default: \"advlock: \"\n"
+          "                               and the names)\n"
           "      --shared                 a shared lock: other --shared runs may hold it too\n"
           "      --wait                   wait in the server's queue (pg_advisory_lock) instead\n"
           "                               of polling: the lock is handed over at once\n"
@@ -545,11 +555,14 @@ static int setup_failed_status(int rc)
 
 /* Ends a run's session: with --xact its transaction rolls back first, so
  * that a pooler gets its server connection back clean. */
-static void close_session(PGconn *conn, const run_options *o)
+static void close_session(run_locks *l, const run_options *o)
 {
-    if (o->xact)
-        cli_xact_end(conn, 0, cli_bound_from(advlock_pq_now_ms(), o->timeout_ms));
-    PQfinish(conn);
+    if (o->xact) {
+        cli_bound bound = cli_bound_from(advlock_pq_now_ms(), o->timeout_ms);
+        run_settle(l, bound.until_ms);
+        cli_xact_end(l->conn, 0, bound);
+    }
+    run_close(l);
 }
 
 /* ---- the lease ------------------------------------------------------------ */
@@ -576,7 +589,7 @@ static int unix_socket(PGconn *conn)
     return host == NULL || host[0] == '\0' || host[0] == '/' || host[0] == '@';
 }
 
-/* The lease the adapter runs: none on a Unix socket (said when asked for
+/* The lease the set runs: none on a Unix socket (said when asked for
  * one), or with --xact; else --lease, with --kill-after the stop time.
  * Returns -1, said, if the default lease is too short for --kill-after. */
 static int take_lease(run_options *o, PGconn *conn)
@@ -590,8 +603,6 @@ static int take_lease(run_options *o, PGconn *conn)
         o->lease_ms = 0;
     if (!o->lease_given && check_lease(o) != 0)
         return -1;
-    o->lock.lease_ms = o->lease_ms;
-    o->lock.lease_stop_ms = o->lease_ms > 0 ? o->kill_after_ms : 0;
     return 0;
 }
 
@@ -599,10 +610,10 @@ static int take_lease(run_options *o, PGconn *conn)
  * is the lease's. Said at start, with the proxy's settings that keep its
  * release after this run's stop: the plan's own server settings, as
  * docs/operators.md, "Leases behind PgBouncer", derives them. */
-static void say_proxied_lease(const advlock_pq *a, const run_options *o)
+static void say_proxied_lease(const run_locks *l, const run_options *o)
 {
     advlock_lease_plan p;
-    if (o->lease_ms == 0 || !advlock_pq_proxied(a)
+    if (o->lease_ms == 0 || !run_proxied(l)
         || advlock_lease_plan_init(&p, o->lease_ms, o->kill_after_ms) != 0)
         return;
     char lease[32];
@@ -662,8 +673,9 @@ int cmd_run(int argc, char **argv)
     o.handshake =
         o.timeout_ms != INT64_MAX ? bound : cli_bound_from(started, CLI_DEFAULT_TIMEOUT_MS);
     PGconn *conn;
-    char lease_options[ADVLOCK_LEASE_OPTIONS_MAX];
-    if ((rc = cli_connect_until(o.conninfo, o.application_name,
+    char lease_options[ADVLOCK_LEASE_OPTIONS_MAX], session_name[RUN_SESSION_NAME_SIZE];
+    run_session_name(o.names, o.name_count, session_name);
+    if ((rc = cli_connect_until(o.conninfo, o.application_name, session_name,
                                 lease_startup_options(&o, lease_options, sizeof lease_options),
                                 o.handshake, &conn))
         != EXIT_OK)
@@ -673,7 +685,7 @@ int cmd_run(int argc, char **argv)
         return EXIT_USAGE;
     }
 
-    advlock_pq a;
+    static run_locks l; /* 64 members of about 1.5 KB: not on the stack */
     progress shown = {.draw = !o.quiet && cli_log_draws_progress(),
                       .started_ms = started,
                       .server_wait = o.lock.wait == ADVLOCK_WAIT_SERVER};
@@ -682,18 +694,19 @@ int cmd_run(int argc, char **argv)
     /* The last sleep ends at the timeout, so the last attempt is made by
      * then and answered within the grace, not up to a second after it. */
     o.lock.clip_to_deadline = 1;
-    /* With --xact the acquire runs inside the transaction (the adapter
-     * refuses a transaction-scoped acquire outside one); a pooler pins one
-     * server session to it until COMMIT or ROLLBACK. */
-    if ((rc = run_check_capacity(conn, &o, o.handshake)) != 0
+    /* With --xact the acquires run inside the transaction (the set refuses
+     * a transaction-scoped acquire outside one); a pooler pins one server
+     * session to it until COMMIT or ROLLBACK. */
+    l.conn = conn;
+    if ((rc = run_check_capacity(conn, &o, o.handshake)) != 0 || run_bind(&l, conn, &o) != 0
         || (o.xact && (rc = cli_xact_begin(conn, o.handshake)) != 0)) {
-        PQfinish(conn);
+        run_close(&l);
         return setup_failed_status(rc);
     }
     int taken = 0, gone = 0;
     rc = NAME_TAKEN;
     while (rc == NAME_TAKEN && taken < o.name_count) {
-        rc = run_acquire_name(&a, conn, &o, &shown, started, bound, taken, &gone);
+        rc = run_acquire_name(&l, &o, &shown, started, bound, taken, &gone);
         if (rc == NAME_TAKEN)
             taken++;
     }
@@ -702,38 +715,39 @@ int cmd_run(int argc, char **argv)
          * taken before it (with --xact, by the ROLLBACK that ends the
          * session's transaction); closing the session gives back what a
          * failed release left. */
-        if (gone
-            || (PQstatus(conn) == CONNECTION_OK && run_give_back(&a, conn, &o, taken, 0, 1) == 0))
-            PQfinish(conn);
+        if (gone || (PQstatus(conn) == CONNECTION_OK && run_give_back(&l, &o, taken, 0, 1) == 0))
+            run_close(&l);
         else
-            close_session(conn, &o);
+            close_session(&l, &o);
         return rc;
     }
     run_focus_all(&o);
     say_names_held(&o);
-    say_proxied_lease(&a, &o);
+    say_proxied_lease(&l, &o);
+    if (o.xact)
+        run_settle(&l, bound.until_ms);
     if (o.xact && (rc = cli_xact_drop_snapshot(conn, bound)) != 0) {
-        close_session(conn, &o); /* a connection shut down sends no ROLLBACK */
+        close_session(&l, &o); /* a connection shut down sends no ROLLBACK */
         return setup_failed_status(rc);
     }
 
-    if (o.lock.fence && export_fence(&advlock_pq_async_report(&a)->lock) != 0) {
+    if (o.lock.fence && export_fence(&advlock_pq_member_report(&l.members[0])->lock) != 0) {
         cli_error("cannot set ADVLOCK_FENCE: %s", strerror(errno));
-        run_give_back(&a, conn, &o, o.name_count, 0, 0);
-        PQfinish(conn);
+        run_give_back(&l, &o, o.name_count, 0, 0);
+        run_close(&l);
         return EXIT_LOCK_ERROR;
     }
     cli_child child;
     if (cli_child_start(&child, o.command) != 0) {
         cli_error("cannot start '%s': %s", o.command[0], strerror(errno));
-        run_give_back(&a, conn, &o, o.name_count, 0, 0);
-        PQfinish(conn);
+        run_give_back(&l, &o, o.name_count, 0, 0);
+        run_close(&l);
         return EXIT_LOCK_ERROR;
     }
     cli_log(
         &(cli_event){.kind = CLI_EVENT_COMMAND_STARTED, .pid = child.pid, .command = o.command});
     int lost;
-    int status = supervise(&child, &a, conn, &o, &lost);
+    int status = supervise(&child, &l, &o, &lost);
     cli_child_finish(&child);
     int exit_code = status < 0 ? EXIT_LOCK_ERROR : exit_status_of(status);
     if (status >= 0)
@@ -742,9 +756,9 @@ int cmd_run(int argc, char **argv)
                              .wait_status = status,
                              .status = exit_code});
     int given_back =
-        lost == LOCK_KEPT && run_give_back(&a, conn, &o, o.name_count, exit_code == 0, 0) == 0;
+        lost == LOCK_KEPT && run_give_back(&l, &o, o.name_count, exit_code == 0, 0) == 0;
     if (lost == LOCK_UNVERIFIED)
-        run_release_all_quietly(&a, conn, &o);
+        run_release_all_quietly(&l, &o);
     /* Lost, a release that found no lock or reached another server session,
      * or with --xact a COMMIT that failed after the command succeeded (the
      * session broke as it ended): not a clean run, and said so. A ROLLBACK
@@ -755,6 +769,6 @@ int cmd_run(int argc, char **argv)
      * no answer: given up on as any statement past its bound is. */
     if (lost == LOCK_LOST && PQtransactionStatus(conn) == PQTRANS_ACTIVE)
         advlock_pq_abandon(conn);
-    PQfinish(conn);
+    run_close(&l);
     return exit_code;
 }

@@ -92,7 +92,7 @@ int cmd_setup(int argc, char **argv)
     /* The timeout bounds the whole command: the connect and both statements. */
     cli_bound bound = cli_bound_from(advlock_pq_now_ms(), timeout_ms);
     PGconn *conn;
-    int rc = cli_connect_until(conninfo, NULL, NULL, bound, &conn);
+    int rc = cli_connect_until(conninfo, NULL, NULL, NULL, bound, &conn);
     if (rc != EXIT_OK)
         return rc;
     /* One simple-query message: the server runs the script in one implicit

@@ -164,7 +164,7 @@ int cmd_status(int argc, char **argv)
     /* The timeout bounds the whole command: the connect and every question. */
     cli_bound bound = cli_bound_from(advlock_pq_now_ms(), timeout_ms);
     PGconn *conn;
-    int rc = cli_connect_until(conninfo, NULL, NULL, bound, &conn);
+    int rc = cli_connect_until(conninfo, NULL, NULL, NULL, bound, &conn);
     if (rc != EXIT_OK)
         return rc;
     int standby = in_recovery(conn, argv[optind], bound);

@@ -187,12 +187,18 @@ static char *merged_options(const char *user, const char *server, int *rc)
     return both;
 }
 
-static int open_connection(const char *conninfo, const char *application_name, const char *options,
-                           cli_bound bound, int64_t started, PGconn **out);
+/* Who connects, as libpq's parameters name it. */
+typedef struct naming {
+    const char *conninfo, *application_name, *fallback_name;
+} naming;
 
-int cli_connect_until(const char *conninfo, const char *application_name,
+static int open_connection(naming who, const char *options, cli_bound bound, int64_t started,
+                           PGconn **out);
+
+int cli_connect_until(const char *conninfo, const char *application_name, const char *fallback_name,
                       const char *server_options, cli_bound bound, PGconn **out)
 {
+    naming who = {conninfo, application_name, fallback_name != NULL ? fallback_name : "advlock"};
     *out = NULL;
     int64_t started = advlock_pq_now_ms();
     /* A mistyped conninfo is a usage error, found before any connection. */
@@ -211,19 +217,19 @@ int cli_connect_until(const char *conninfo, const char *application_name,
     PQconninfoFree(parsed);
     if (rc != EXIT_OK)
         return rc;
-    rc = open_connection(conninfo, application_name, options, bound, started, out);
+    rc = open_connection(who, options, bound, started, out);
     free(options);
     /* A proxy (PgBouncer) refuses startup options: without them, the
      * adapter's setup statement finds the proxy and says what holds. */
     if (rc == OPTIONS_REFUSED)
-        rc = open_connection(conninfo, application_name, NULL, bound, started, out);
+        rc = open_connection(who, NULL, bound, started, out);
     return rc;
 }
 
 /* Connects with options (NULL: the user's own, as libpq finds them);
  * returns OPTIONS_REFUSED, said nowhere, if the server refuses them. */
-static int open_connection(const char *conninfo, const char *application_name, const char *options,
-                           cli_bound bound, int64_t started, PGconn **out)
+static int open_connection(naming who, const char *options, cli_bound bound, int64_t started,
+                           PGconn **out)
 {
     /* Client keepalives let advlock notice a dead server sooner; the
      * server's side is the lease's (startup options). They come before the
@@ -235,8 +241,8 @@ static int open_connection(const char *conninfo, const char *application_name, c
         "keepalives", "keepalives_idle",  "keepalives_interval",       "keepalives_count",
         "dbname",     "application_name", "fallback_application_name", "options",
         NULL};
-    const char *values[] = {"1",       "30",    "10", "3", conninfo, application_name,
-                            "advlock", options, NULL};
+    const char *values[] = {
+        "1", "30", "10", "3", who.conninfo, who.application_name, who.fallback_name, options, NULL};
     PGconn *conn = PQconnectStartParams(keys, values, 1);
     if (conn == NULL) {
         cli_error("cannot connect: out of memory");

@@ -1,7 +1,7 @@
 /*
- * One operation of advlock run's adapter (an acquire, a release), driven to
- * its end with the signal pipe beside its socket, and the progress line an
- * acquire draws on a terminal (run.h).
+ * One operation of a member of advlock run's lock set (an acquire, a
+ * release), driven to its end with the signal pipe beside its socket, and
+ * the progress line an acquire draws on a terminal (run.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -67,10 +67,17 @@ int64_t run_shorter_wait(int64_t a, int64_t b)
     return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
-/* The statement the adapter has in flight (ADVLOCK_SQL_COUNT: none). */
-static advlock_sql in_flight(const advlock_pq *a)
+/* What m's machine does next: its statement (in flight, or queued behind
+ * others'), its sleep. */
+static advlock_action next_of(const advlock_pq_member *m)
 {
-    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    return advlock_next_action(&m->member_.machine_);
+}
+
+/* The statement m has in flight (ADVLOCK_SQL_COUNT: none). */
+static advlock_sql in_flight(const advlock_pq_member *m)
+{
+    advlock_action next = next_of(m);
     return next.kind == ADVLOCK_ACTION_QUERY || next.kind == ADVLOCK_ACTION_CANCEL_QUERY
                ? next.sql
                : ADVLOCK_SQL_COUNT;
@@ -78,14 +85,16 @@ static advlock_sql in_flight(const advlock_pq *a)
 
 /* How long to wait for signals alone before the next try (the transaction
  * ended for the sleep), or -1 for the adapter's own wait. */
-static int64_t tend_xact(advlock_pq *a, xact_pause *x, cli_bound bound)
+static int64_t tend_xact(run_locks *l, advlock_pq_member *m, xact_pause *x, cli_bound bound)
 {
     if (x->conn == NULL || x->failed)
         return -1;
-    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    advlock_action next = next_of(m);
     if (next.kind != ADVLOCK_ACTION_SLEEP)
         return -1;
     int rc = 0;
+    if (!x->ended)
+        run_settle(l, bound.until_ms);
     if (!x->ended && (rc = cli_xact_end(x->conn, 0, bound)) == 0)
         x->ended = 1;
     int64_t left = next.wake_at_ms - advlock_pq_now_ms();
@@ -96,7 +105,7 @@ static int64_t tend_xact(advlock_pq *a, xact_pause *x, cli_bound bound)
         return -1;
     }
     x->failed = rc > 0 ? rc : -1;
-    advlock_pq_async_cancel(a, advlock_pq_now_ms());
+    (void)advlock_pq_lockset_cancel(&l->set, m, advlock_pq_now_ms());
     return -1;
 }
 
@@ -104,11 +113,11 @@ static int64_t tend_xact(advlock_pq *a, xact_pause *x, cli_bound bound)
  * alone before its retry is due, or -1 for the adapter's own wait; at the
  * retry's time, helpers occupy the server sessions PgBouncer would hand it
  * first (reach.c). */
-static int64_t tend_reach(advlock_pq *a, cli_reach *r)
+static int64_t tend_reach(const advlock_pq_member *m, cli_reach *r)
 {
     if (r == NULL)
         return -1;
-    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    advlock_action next = next_of(m);
     if (next.kind != ADVLOCK_ACTION_SLEEP || r->done_for_ms == next.wake_at_ms)
         return -1;
     int64_t left = next.wake_at_ms - advlock_pq_now_ms();
@@ -134,9 +143,9 @@ static void wait_for_signals(int64_t ms)
  * abandoned, as for --xact's statements) is raised again for run_drive's own
  * wait to see; a question unanswered by the bound has said so, and the
  * next try fails on the closed connection. */
-static void tend_diagnosis(advlock_pq *a, PGconn *conn, progress *p, cli_bound bound)
+static void tend_diagnosis(const advlock_pq_member *m, PGconn *conn, progress *p, cli_bound bound)
 {
-    advlock_action next = advlock_next_action(advlock_pq_async_machine(a));
+    advlock_action next = next_of(m);
     /* Idle, not only the machine: outside any transaction (an error would
      * abort --xact's), and nothing of libpq's under way (a lease's heartbeat
      * for a lock already held may be out during an acquire's sleep). */
@@ -150,29 +159,32 @@ static void tend_diagnosis(advlock_pq *a, PGconn *conn, progress *p, cli_bound b
     p->pending = 0;
 }
 
-drive_end run_drive(advlock_pq *a, PGconn *conn, const run_options *o, progress *seen,
-                    int64_t until_ms, xact_pause *x, cli_reach *r)
+drive_end run_drive(run_locks *l, int i, const run_options *o, progress *seen, int64_t until_ms,
+                    xact_pause *x, cli_reach *r)
 {
     drive_end end = {0, 0, ADVLOCK_SQL_COUNT};
-    while (advlock_pq_async_busy(a)) {
+    advlock_pq_member *m = &l->members[i];
+    PGconn *conn = l->conn;
+    while (advlock_pq_member_busy(m)) {
         int64_t now = advlock_pq_now_ms();
         /* The session check has the handshake's bound too. */
-        int checking = in_flight(a) == ADVLOCK_SQL_SESSION;
+        int checking = in_flight(m) == ADVLOCK_SQL_SESSION;
         if (now >= until_ms || (checking && now >= o->handshake.until_ms)) {
             end.abandoned = 1;
-            end.sql = in_flight(a);
+            end.sql = in_flight(m);
             advlock_pq_abandon(conn);
             break;
         }
         if (seen != NULL && seen->draw)
             show_progress(o, seen, now);
-        int64_t paused_ms = x != NULL ? tend_xact(a, x, (cli_bound){until_ms, o->timeout_ms}) : -1;
+        int64_t paused_ms =
+            x != NULL ? tend_xact(l, m, x, (cli_bound){until_ms, o->timeout_ms}) : -1;
         if (x != NULL && x->failed > 0 && end.signal == 0)
             end.signal = x->failed; /* a stop signal ended BEGIN or ROLLBACK */
         if (seen != NULL && seen->pending)
-            tend_diagnosis(a, conn, seen, (cli_bound){until_ms, o->timeout_ms});
+            tend_diagnosis(m, conn, seen, (cli_bound){until_ms, o->timeout_ms});
         if (paused_ms < 0)
-            paused_ms = tend_reach(a, r);
+            paused_ms = tend_reach(m, r);
         /* A progress line wakes every 100 ms to keep its elapsed time ticking. */
         int64_t until =
             checking && o->handshake.until_ms < until_ms ? o->handshake.until_ms : until_ms;
@@ -180,7 +192,8 @@ drive_end run_drive(advlock_pq *a, PGconn *conn, const run_options *o, progress 
                                            until == INT64_MAX ? -1 : until - now);
         if (paused_ms >= 0)
             wait_for_signals(run_shorter_wait(wait_ms, paused_ms));
-        else if (advlock_pq_wait(a, cli_signals_fd(), wait_ms > INT_MAX ? INT_MAX : (int)wait_ms)
+        else if (advlock_pq_lockset_wait(&l->set, cli_signals_fd(),
+                                         wait_ms > INT_MAX ? INT_MAX : (int)wait_ms)
                  < 0)
             break;
         int sig;
@@ -194,7 +207,7 @@ drive_end run_drive(advlock_pq *a, PGconn *conn, const run_options *o, progress 
             }
             end.signal = sig;
             until_ms = until_ms - now > SIGNAL_GRACE_MS ? now + SIGNAL_GRACE_MS : until_ms;
-            advlock_pq_async_cancel(a, now);
+            (void)advlock_pq_lockset_cancel(&l->set, m, now);
         }
     }
     if (seen != NULL && seen->draw)

@@ -1,7 +1,7 @@
 /*
- * advlock run's names (run.h): ordered by key, each acquired on the run's
- * one session under the run's one timeout, and given back, the last taken
- * first, whatever fails on the way.
+ * advlock run's names (run.h): ordered by key, each acquired as a member of
+ * the run's one lock set under the run's one timeout, and given back, the
+ * last taken first, whatever fails on the way.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -9,6 +9,45 @@
 #include <string.h>
 
 #include "run.h"
+
+int run_bind(run_locks *l, PGconn *conn, const run_options *o)
+{
+    l->conn = conn;
+    for (int i = 0; i < o->name_count; i++)
+        advlock_pq_member_init(&l->members[i]);
+    int rc = advlock_pq_lockset_init(&l->set, conn);
+    if (rc == 0)
+        rc = advlock_pq_lockset_set_capacity_share(&l->set, o->capacity_share);
+    if (rc == 0 && o->lease_ms > 0)
+        rc = advlock_pq_lockset_set_lease(&l->set, o->lease_ms, o->kill_after_ms);
+    if (rc != 0)
+        cli_error("cannot set up the run's locks on its connection: %s", advlock_strerror(rc));
+    return rc != 0 ? -1 : 0;
+}
+
+void run_settle(run_locks *l, int64_t until_ms)
+{
+    /* A stop signal ends the wait too, left on the pipe for the run. */
+    while (!advlock_pq_lockset_quiet(&l->set)
+           && !advlock_conn_must_close(advlock_pq_lockset_engine(&l->set))
+           && PQstatus(l->conn) == CONNECTION_OK && advlock_pq_now_ms() < until_ms)
+        if (advlock_pq_lockset_wait(&l->set, cli_signals_fd(), 50) == 1)
+            return;
+}
+
+void run_close(run_locks *l)
+{
+    /* A cancelled acquire's grant is given back by the set: behind a
+     * transaction pool closing would leave it on the server session. */
+    run_settle(l, advlock_pq_now_ms() + SIGNAL_GRACE_MS);
+    advlock_pq_lockset_finish(&l->set);
+    PQfinish(l->conn);
+}
+
+int run_proxied(const run_locks *l)
+{
+    return advlock_conn_session(advlock_pq_lockset_engine(&l->set))->proxied;
+}
 
 void run_focus(run_options *o, int i)
 {
@@ -60,47 +99,57 @@ static int acquire_failed_status(const advlock_report *r, const run_options *o)
  * behind a proxy never less than a guarded unlock's retries
  * (ADVLOCK_GUARD_RETRY_MS), or a short --timeout would abandon the release
  * between its tries, the lock left on the claimed server session. */
-static int64_t release_ms(const advlock_pq *a, const run_options *o)
+static int64_t release_ms(const run_locks *l, const run_options *o)
 {
-    int retries = advlock_pq_proxied(a) && o->timeout_ms < ADVLOCK_GUARD_RETRY_MS;
+    int retries = run_proxied(l) && o->timeout_ms < ADVLOCK_GUARD_RETRY_MS;
     return retries ? ADVLOCK_GUARD_RETRY_MS : o->timeout_ms;
 }
 
-/* Drives a release to its end, from now to its bound (release_ms), its
- * retries helped to the claimed server session behind a proxy. */
-static drive_end drive_release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t now)
+/* Drives member i's release to its end, from now to its bound
+ * (release_ms), its retries helped to the claimed server session behind a
+ * proxy. */
+static drive_end drive_release(run_locks *l, int i, const run_options *o, int64_t now)
 {
-    cli_bound bound = cli_bound_from(now, release_ms(a, o));
+    cli_bound bound = cli_bound_from(now, release_ms(l, o));
     cli_reach reach;
-    cli_reach_init(&reach, o->conninfo, o->application_name, advlock_pq_session_token(a), bound);
-    drive_end end =
-        run_drive(a, conn, o, NULL, bound.until_ms, NULL, advlock_pq_proxied(a) ? &reach : NULL);
+    cli_reach_init(&reach, o->conninfo, o->application_name,
+                   advlock_conn_session(advlock_pq_lockset_engine(&l->set))->token, bound);
+    drive_end end = run_drive(l, i, o, NULL, bound.until_ms, NULL, run_proxied(l) ? &reach : NULL);
     cli_reach_end(&reach);
     return end;
+}
+
+/* Starts giving back name i's key: the member's hold, or the key itself
+ * (a grant in doubt, a lock a verify could not show held), which the
+ * session may hold without the set knowing. */
+static int start_release(run_locks *l, int i, const run_options *o, int64_t now)
+{
+    return advlock_pq_lockset_start_release_key(&l->set, &l->members[i], o->names[i].key, &o->lock,
+                                                now);
 }
 
 /* Releases what the acquire took, by its key: no second hash. Anything but
  * RELEASED means the lock was not where the run held it (NOT_HELD, or
  * ESESSION: the unlock reached another server session behind a proxy, and
  * the lock may be left on the one that took it), so the run fails. */
-static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
+static int release(run_locks *l, int i, const run_options *o)
 {
-    int64_t now = advlock_pq_now_ms();
+    int64_t now = advlock_pq_now_ms(), key = o->names[i].key;
     char said[2 * ADVLOCK_MESSAGE_MAX];
     cli_event failed = {.kind = CLI_EVENT_RELEASE_FAILED, .lock = o->key, .key = key, .said = said};
-    if (advlock_pq_async_start_release_key(a, key, now) != 0) {
+    if (start_release(l, i, o, now) != 0) {
         snprintf(said, sizeof said, "could not release lock '%s'; closing the session releases it",
                  o->shown_key);
         cli_log(&failed);
         return -1;
     }
-    drive_end end = drive_release(a, conn, o, now);
+    drive_end end = drive_release(l, i, o, now);
     if (end.abandoned) {
-        run_say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : release_ms(a, o),
+        run_say_abandoned(&end, o, key, end.signal != 0 ? SIGNAL_GRACE_MS : release_ms(l, o),
                           CLI_EVENT_RELEASE_FAILED);
         return -1;
     }
-    const advlock_pq_report *r = advlock_pq_async_report(a);
+    const advlock_pq_report *r = advlock_pq_member_report(&l->members[i]);
     if (r->lock.outcome != ADVLOCK_RELEASED) {
         char message[ADVLOCK_MESSAGE_MAX];
         snprintf(said, sizeof said, "releasing lock '%s': %s", o->shown_key,
@@ -119,23 +168,25 @@ static int release(advlock_pq *a, PGconn *conn, const run_options *o, int64_t ke
  * to reach that session, within its bound) gives the lock back; unreported:
  * whatever it says, the message before has said the lock is gone or in
  * doubt. */
-static void release_quietly(advlock_pq *a, PGconn *conn, const run_options *o, int64_t key)
+static void release_quietly(run_locks *l, int i, const run_options *o)
 {
     int64_t now = advlock_pq_now_ms();
-    if (advlock_pq_async_start_release_key(a, key, now) == 0)
-        (void)drive_release(a, conn, o, now);
+    if (start_release(l, i, o, now) == 0)
+        (void)drive_release(l, i, o, now);
 }
 
-int run_give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int commit, int say_each)
+int run_give_back(run_locks *l, run_options *o, int taken, int commit, int say_each)
 {
-    if (o->xact
-        && cli_xact_end(conn, commit, cli_bound_from(advlock_pq_now_ms(), o->timeout_ms)) != 0)
-        return -1;
+    cli_bound bound = cli_bound_from(advlock_pq_now_ms(), o->timeout_ms);
+    if (o->xact) {
+        run_settle(l, bound.until_ms);
+        if (cli_xact_end(l->conn, commit, bound) != 0)
+            return -1;
+    }
     int failed = 0;
     for (int i = taken - 1; i >= 0; i--) {
         run_focus(o, i);
-        if (!o->xact
-            && (PQstatus(conn) != CONNECTION_OK || release(a, conn, o, o->names[i].key) != 0)) {
+        if (!o->xact && (PQstatus(l->conn) != CONNECTION_OK || release(l, i, o) != 0)) {
             failed = 1;
             continue;
         }
@@ -153,10 +204,10 @@ int run_give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int co
     return failed ? -1 : 0;
 }
 
-void run_release_all_quietly(advlock_pq *a, PGconn *conn, const run_options *o)
+void run_release_all_quietly(run_locks *l, const run_options *o)
 {
     for (int i = o->name_count - 1; i >= 0; i--)
-        release_quietly(a, conn, o, o->names[i].key);
+        release_quietly(l, i, o);
 }
 
 int run_order_names(run_options *o)
@@ -250,10 +301,12 @@ static int say_cancelled(const run_options *o, int64_t key, int sig)
     return 128 + sig;
 }
 
-int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *shown, int64_t started,
+int run_acquire_name(run_locks *l, run_options *o, progress *shown, int64_t started,
                      cli_bound bound, int i, int *gone)
 {
     run_focus(o, i);
+    PGconn *conn = l->conn;
+    advlock_pq_member *m = &l->members[i];
     int64_t key = o->names[i].key;
     int first = i == 0;
     int64_t now = advlock_pq_now_ms();
@@ -264,10 +317,7 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
     shown->lock = o->key; /* the name the events say, from its first try */
     shown->diagnose = o->lock.diagnose && cli_log_structured(); /* asked for each name */
     shown->pending = 0;
-    if ((first
-         && ((rc = advlock_pq_async_init(a, conn)) != 0
-             || (rc = advlock_pq_set_options(a, &o->lock)) != 0))
-        || (rc = advlock_pq_async_start_acquire_key(a, key, left, now)) != 0) {
+    if ((rc = advlock_pq_lockset_start_acquire_key(&l->set, m, key, left, &o->lock, now)) != 0) {
         const char *why = PQerrorMessage(conn);
         char said[ADVLOCK_MESSAGE_MAX + 512];
         snprintf(said, sizeof said, "cannot start acquiring '%s': %s: %.*s", o->shown_key,
@@ -276,7 +326,7 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
         return EXIT_LOCK_ERROR;
     }
     xact_pause pause = {.conn = o->xact && first ? conn : NULL};
-    drive_end end = run_drive(a, conn, o, shown, bound.until_ms, &pause, NULL);
+    drive_end end = run_drive(l, i, o, shown, bound.until_ms, &pause, NULL);
     if (end.abandoned) {
         run_say_abandoned(&end, o, key,
                           end.signal != 0                  ? SIGNAL_GRACE_MS
@@ -290,7 +340,7 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
         return end.sql == ADVLOCK_SQL_HOLDERS ? o->conflict_exit_code : EXIT_NO_SERVER;
     }
     int interrupted = end.signal;
-    const advlock_pq_report *r = advlock_pq_async_report(a);
+    const advlock_pq_report *r = advlock_pq_member_report(m);
     if (pause.failed < 0 && !interrupted)
         return EXIT_LOCK_ERROR;
     /* A signal that came too late to stop the grant still means stop: the
@@ -299,7 +349,7 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
     if (r->lock.outcome == ADVLOCK_CANCELLED
         || (interrupted && r->lock.outcome == ADVLOCK_ACQUIRED)) {
         if (r->lock.outcome == ADVLOCK_ACQUIRED && !o->xact)
-            release_quietly(a, conn, o, key);
+            release_quietly(l, i, o);
         return say_cancelled(o, key, interrupted);
     }
     if (r->lock.outcome != ADVLOCK_ACQUIRED) {
@@ -315,9 +365,11 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
                              .report = &told.lock,
                              .said = describe(&told, o->key, message, sizeof message)});
         if (advlock_detail_in_doubt(r->lock.detail) && !o->xact)
-            release_quietly(a, conn, o, key);
-        if (o->lock.fence && strcmp(r->lock.sqlstate, "42501") == 0)
+            release_quietly(l, i, o);
+        if (o->lock.fence && strcmp(r->lock.sqlstate, "42501") == 0) {
+            run_settle(l, bound.until_ms);
             cli_say_missing_grants(conn, bound);
+        }
         return acquire_failed_status(&r->lock, o);
     }
     cli_log(&(cli_event){.kind = CLI_EVENT_ACQUIRED,

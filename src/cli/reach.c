@@ -73,7 +73,7 @@ void cli_reach_occupy(cli_reach *r)
     }
     if (r->helpers < CLI_REACH_HELPERS) {
         PGconn *helper;
-        int rc = cli_connect_until(r->conninfo, r->application_name, NULL, r->bound, &helper);
+        int rc = cli_connect_until(r->conninfo, r->application_name, NULL, NULL, r->bound, &helper);
         if (rc == EXIT_OK && occupy(r, helper))
             r->helper[r->helpers++] = helper;
         else if (rc == EXIT_OK)

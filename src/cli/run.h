@@ -1,8 +1,9 @@
 /*
  * advlock run, in three files: cmd_run.c (its options, the command while
- * the names are held, the whole run), drive.c (one lock operation driven
- * to its end, its progress shown) and names.c (the names: their order,
- * each one's acquire, giving them back).
+ * the names are held, the whole run), drive.c (one member's operation
+ * driven to its end, its progress shown) and names.c (the names: their
+ * order, each one's acquire, giving them back). The names are the members
+ * of one lock set on the run's connection (run_locks).
  */
 #ifndef ADVLOCK_CLI_RUN_H
 #define ADVLOCK_CLI_RUN_H
@@ -46,6 +47,33 @@ typedef struct run_options {
     char shown_key[ADVLOCK_KEY_ECHO_MAX + 4];
     char **command;
 } run_options;
+
+/* The run's locks: one lock set on the run's connection (docs/libpq.md,
+ * "Lock sets"), whose engine holds the session check, the lease and the
+ * watch for all of them; name i is members[i]. */
+typedef struct run_locks {
+    PGconn *conn;
+    advlock_pq_lockset set;
+    advlock_pq_member members[CLI_RUN_LOCKS_MAX];
+} run_locks;
+
+/* Binds the set to conn, with --capacity-share and the lease (take_lease's
+ * o->lease_ms, --kill-after its stop time). Returns 0, or -1 after saying
+ * why. */
+int run_bind(run_locks *l, PGconn *conn, const run_options *o);
+
+/* Lets the set go (its tables freed), then closes the connection. */
+void run_close(run_locks *l);
+
+/* Waits, till until_ms or a stop signal at the latest, for the set to
+ * have read all it sent on the run's connection
+ * (advlock_pq_lockset_quiet()): the run's own statements (a transaction's
+ * end, the grants' check) go after. */
+void run_settle(run_locks *l, int64_t until_ms);
+
+/* 1 when the run's connection goes through a proxy (the session check
+ * said so), else 0. */
+int run_proxied(const run_locks *l);
 
 /* What the acquire's events show (run_on_lock_event), and the progress
  * line on a terminal. */
@@ -107,14 +135,15 @@ int64_t run_shorter_wait(int64_t a, int64_t b);
  * holder (progress.pending). */
 void run_on_lock_event(void *user, const advlock_event *e);
 
-/* Runs the adapter's operation to its end, or to until_ms, cancelling an
+/* Runs member i's operation to its end, or to until_ms, cancelling an
  * acquire if a forwarded signal arrives; a statement still unanswered at
  * until_ms (or SIGNAL_GRACE_MS after the signal; at once after a second one) is
- * cancelled and its connection, conn, closed. The waiting is the adapter's
- * own (advlock_pq_wait), with the signal pipe beside it; x: see xact_pause
- * (NULL but for an acquire); r: see tend_reach (NULL but for a release). */
-drive_end run_drive(advlock_pq *a, PGconn *conn, const run_options *o, progress *seen,
-                    int64_t until_ms, xact_pause *x, cli_reach *r);
+ * cancelled and the run's connection closed. The waiting is the set's
+ * own (advlock_pq_lockset_wait), with the signal pipe beside it; x: see
+ * xact_pause (NULL but for an acquire); r: see tend_reach (NULL but for a
+ * release). */
+drive_end run_drive(run_locks *l, int i, const run_options *o, progress *seen, int64_t until_ms,
+                    xact_pause *x, cli_reach *r);
 
 /* Says that an abandoned operation's statement got no answer within
  * bound_ms: as kind, the operation's failure (the acquire's or the
@@ -151,18 +180,17 @@ int run_order_names(run_options *o);
  * before it could send no heartbeat and would run out. Said, and refused. */
 int run_wait_needs_no_lease(const run_options *o);
 
-/* Acquires name i, put in hand (run_focus), on the run's connection, with what
+/* Acquires name i, put in hand (run_focus), as member i of the run's set, with what
  * is left of --timeout: all the names share it, from started, each phase
- * bounded by bound. The first name's binds the adapter to the connection
- * (one adapter takes every name, one after another: the session holds them
- * all, and its end, or the transaction's with --xact, frees them all), and
- * only its acquire may have --xact's pause give the transaction back while
+ * bounded by bound. One after another in key order: the session holds them
+ * all, and its end, or the transaction's with --xact, frees them all; only
+ * the first name's acquire may have --xact's pause give the transaction back while
  * it backs off (see xact_pause). Returns NAME_TAKEN once the lock is held,
  * else how the run exits, said, the lock not held; *gone is then set if
  * the connection was closed (its statement did not answer), which ends the
  * session and its locks. */
 enum { NAME_TAKEN = -1 };
-int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *shown, int64_t started,
+int run_acquire_name(run_locks *l, run_options *o, progress *shown, int64_t started,
                      cli_bound bound, int i, int *gone);
 
 /* Gives back the first taken names, the last taken first: with --xact by
@@ -172,10 +200,22 @@ int run_acquire_name(advlock_pq *a, PGconn *conn, run_options *o, progress *show
  * the connection would leave them held on the server session that took
  * them. Only a connection that is gone ends it. Returns 0, or -1 if
  * anything failed. */
-int run_give_back(advlock_pq *a, PGconn *conn, run_options *o, int taken, int commit, int say_each);
+int run_give_back(run_locks *l, run_options *o, int taken, int commit, int say_each);
 
 /* After a verify that could not show a name held: the release that says
  * nothing (names.c), for every name, the last taken first. */
-void run_release_all_quietly(advlock_pq *a, PGconn *conn, const run_options *o);
+void run_release_all_quietly(run_locks *l, const run_options *o);
+
+/* ---- session_name.c: the session's application_name --------------------- */
+
+/* PostgreSQL keeps 63 bytes of an application_name (NAMEDATALEN - 1). */
+enum { RUN_SESSION_NAME_SIZE = 64 };
+
+/* Writes "advlock: " and the names, ", " between them, to out (the
+ * caller's): printable ASCII only (every other byte as \xNN), at most 63
+ * bytes, ended by "..." where the names do not fit. The run connects with
+ * it as libpq's fallback_application_name, so a name the user gives
+ * (--application-name, application_name in conninfo, PGAPPNAME) wins. */
+void run_session_name(const cli_lock *names, int count, char out[RUN_SESSION_NAME_SIZE]);
 
 #endif

@@ -54,23 +54,38 @@ int cli_await_results(PGconn *conn, const char *sql, cli_bound bound)
 
 PGresult *cli_await_last_result(PGconn *conn, const char *sql, cli_bound bound, int *rc)
 {
-    if ((*rc = cli_await_results(conn, sql, bound)) != 0)
-        return NULL;
+    /* On a lock set's connection (pipeline mode, the set having nothing
+     * out) the statement went with a sync of its own: its results, a NULL,
+     * then the sync's, which ends them. */
+    int pipelined = PQpipelineStatus(conn) != PQ_PIPELINE_OFF;
     PGresult *last = NULL, *res;
-    while ((res = PQgetResult(conn)) != NULL) {
-        PQclear(last);
-        last = res;
+    for (;;) {
+        if ((*rc = cli_await_results(conn, sql, bound)) != 0) {
+            PQclear(last);
+            return NULL;
+        }
+        res = PQgetResult(conn);
+        if (res != NULL && PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+            PQclear(res);
+            return last;
+        }
+        if (res == NULL && (!pipelined || PQstatus(conn) == CONNECTION_BAD))
+            return last;
+        if (res != NULL) {
+            PQclear(last);
+            last = res;
+        }
     }
-    return last;
 }
 
 PGresult *cli_exec_row(PGconn *conn, advlock_sql sql, const int64_t *params, const char *what,
                        cli_bound bound, int *rc)
 {
     *rc = 0;
-    return advlock_pq_send_row(conn, sql, params) == 1
-               ? cli_await_last_result(conn, what, bound, rc)
-               : PQgetResult(conn);
+    int sent = advlock_pq_send_row(conn, sql, params) == 1;
+    if (sent && PQpipelineStatus(conn) != PQ_PIPELINE_OFF)
+        sent = PQpipelineSync(conn) == 1;
+    return sent ? cli_await_last_result(conn, what, bound, rc) : PQgetResult(conn);
 }
 
 /* Runs one transaction-control row; returns 0, or as cli_xact_begin. */

@@ -29,8 +29,9 @@ int advlock_conn_init(advlock_conn *c, advlock_conn_slot *slots, size_t nslots,
     (void)advlock_session_init(&fresh.session_, client_pid, token);
     fresh.slots_ = slots;
     fresh.nslots_ = (uint32_t)nslots;
-    fresh.caps_ =
-        (uint8_t)(caps & (ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL));
+    fresh.caps_ = (uint8_t)(caps
+                            & (ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL
+                               | ADVLOCK_CAPS_ONE_MEMBER));
     fresh.capacity_share_ = ADVLOCK_CAPACITY_SHARE_DEFAULT;
     fresh.owed_ = fresh.owed_tail_ = -1;
     /* Every slot's keeper part starts free. */
@@ -76,6 +77,16 @@ static int may_start(const advlock_conn *c, const advlock_member *m)
            && (m->conn_ == NULL || m->conn_ == c);
 }
 
+/* 1 when a member of c holds key: a server-side wait for it would be
+ * granted at once by the session's re-entrant lock, beside that hold. */
+static int held_here(const advlock_conn *c, int64_t key)
+{
+    for (const advlock_member *m = c->lists_[CONN_HELD_LIST]; m != NULL; m = m->next_)
+        if (m->key_ == key)
+            return 1;
+    return 0;
+}
+
 static advlock_options options_or_defaults(const advlock_options *o)
 {
     advlock_options chosen;
@@ -95,14 +106,17 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
         return ADVLOCK_EMISUSE;
     advlock_options chosen = options_or_defaults(o);
     /* The lease is the connection's. A server-side wait holds its session
-     * up: no other member may use it meanwhile. */
+     * up: no other member may use it meanwhile. Held members need nothing
+     * of it but the watch, unless a lease wants heartbeats: a caller taking
+     * names one after another (advlock run --wait A B) waits for the next
+     * while holding the first. */
     int server_wait = chosen.wait == ADVLOCK_WAIT_SERVER;
     if (chosen.lease_ms != 0 || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
         return ADVLOCK_EINVAL;
     if (c->waits_ || (chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_)
         || (server_wait
-            && (advlock_conn_busy(c) > 0 || c->lists_[CONN_HELD_LIST] != NULL
-                || advlock_conn_outstanding(c) > 0)))
+            && (advlock_conn_busy(c) > 0 || advlock_conn_outstanding(c) > 0
+                || (c->lists_[CONN_HELD_LIST] != NULL && (c->lease_on_ || held_here(c, key))))))
         return ADVLOCK_EMISUSE;
     advlock_machine_init(&m->machine_);
     int rc = advlock_set_options(&m->machine_, &chosen);
@@ -134,7 +148,7 @@ static int start_on_held(advlock_conn *c, advlock_member *m, int verify, int64_t
 {
     if (c == NULL || m == NULL)
         return ADVLOCK_EINVAL;
-    if (c->given_up_ || m->conn_ != c || m->phase_ != CONN_HELD)
+    if (c->given_up_ || c->waits_ || m->conn_ != c || m->phase_ != CONN_HELD)
         return ADVLOCK_EMISUSE;
     m->by_key_ = 0;
     (void)advlock_set_session(&m->machine_, &c->session_);
@@ -233,7 +247,10 @@ int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
         int undoing = m->phase_ == CONN_QUEUED && next.kind == ADVLOCK_ACTION_QUERY
                       && advlock_conn_is_unlock(next.sql);
         int xact = m->machine_.scope_ == ADVLOCK_TRANSACTION;
-        if (((c->waits_ || xact) && m->phase_ == CONN_SENT) || undoing) {
+        /* One statement at a time, the caller waits for the answer as it
+         * waits for any (the single-lock adapter's cancel). */
+        int alone = !(c->caps_ & ADVLOCK_CAPS_PIPELINE);
+        if (((c->waits_ || xact || alone) && m->phase_ == CONN_SENT) || undoing) {
             (void)advlock_cancel(&m->machine_, now_ms);
             return 0;
         }
@@ -290,6 +307,40 @@ int advlock_conn_set_capacity_share(advlock_conn *c, int percent)
     return 0;
 }
 
+/* The lists of members under way with no statement in flight. */
+static const int waiting_lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+#define WAITING_LISTS (sizeof waiting_lists / sizeof waiting_lists[0])
+
+/* A lease that ran out while a member verified its lock (behind a proxy
+ * the heartbeat waits behind the verify): a verify counts as holding, so
+ * that lock is lost with the others, the verify's answer nobody's. */
+static void lose_verifies(advlock_conn *c, int64_t now_ms)
+{
+    if (!c->lease_expired_ || c->verifying_ == 0)
+        return;
+    advlock_member *m;
+    while ((m = advlock_conn_verify_in_flight(c)) != NULL) {
+        advlock_conn_detach(c, m);
+        advlock_conn_move(c, m, CONN_HELD);
+    }
+    for (size_t i = 0; i < WAITING_LISTS; i++) {
+        m = c->lists_[waiting_lists[i]];
+        while (m != NULL) {
+            advlock_member *next = m->next_;
+            if (m->verifying_ && !m->by_key_)
+                advlock_conn_move(c, m, CONN_HELD);
+            m = next;
+        }
+    }
+    for (m = c->lists_[CONN_HELD_LIST]; m != NULL; m = m->next_) {
+        c->verifying_ -= m->verifying_;
+        m->verifying_ = 0;
+    }
+    char message[ADVLOCK_CONN_WORDS_MAX];
+    advlock_lease_expiry why = advlock_conn_lease_loss(c, "", message, sizeof message);
+    advlock_conn_lose_held(c, "", message, why, now_ms);
+}
+
 void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
 {
     if (c == NULL)
@@ -306,6 +357,7 @@ void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
     if (w != NULL)
         (void)advlock_on_timer(&w->machine_, now_ms);
     advlock_conn_lease_tend(c, now_ms);
+    lose_verifies(c, now_ms);
 }
 
 int64_t advlock_conn_next_wake(const advlock_conn *c)
@@ -327,10 +379,6 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
     }
     return at;
 }
-
-/* The lists of members under way with no statement in flight. */
-static const int waiting_lists[] = {CONN_PENDING_LIST, CONN_QUEUE_LIST, CONN_SLEEP_LIST};
-#define WAITING_LISTS (sizeof waiting_lists / sizeof waiting_lists[0])
 
 /* The server session is gone: a member waiting to release or verify the
  * lock it held there (or a key there, parked behind the session check), or
@@ -370,6 +418,9 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
 {
     if (c == NULL)
         return;
+    /* Closing the connection ends the session and its locks: nothing is
+     * held in doubt from here on (advlock_conn_end()). */
+    c->given_up_ = 1;
     /* Every member with a statement in flight ends here, its statement
      * left to the engine, which forgets it below. */
     advlock_member *m;
@@ -380,7 +431,14 @@ void advlock_conn_give_up(advlock_conn *c, int failure, const char *words, int64
     advlock_conn_end_waiting(c, ADVLOCK_FAILED, failure, now_ms);
     advlock_conn_lose_held(c, "", words, ADVLOCK_LEASE_LIVE, now_ms);
     advlock_conn_drain(c, words, now_ms);
-    c->given_up_ = 1;
+}
+
+void advlock_conn_let_go(advlock_conn *c, advlock_member *m)
+{
+    if (c == NULL || m == NULL || m->conn_ != c || m->phase_ != CONN_HELD)
+        return;
+    (void)advlock_peers_leave(&c->peers_, &m->peer_);
+    advlock_conn_move(c, m, CONN_DONE);
 }
 
 void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
@@ -393,10 +451,8 @@ void advlock_conn_forget(advlock_conn *c, int64_t now_ms)
         advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms);
     }
     advlock_conn_end_waiting(c, ADVLOCK_CANCELLED, 0, now_ms);
-    while ((m = c->lists_[CONN_HELD_LIST]) != NULL) {
-        (void)advlock_peers_leave(&c->peers_, &m->peer_);
-        advlock_conn_move(c, m, CONN_DONE);
-    }
+    while ((m = c->lists_[CONN_HELD_LIST]) != NULL)
+        advlock_conn_let_go(c, m);
     advlock_conn_drain(c, "", now_ms);
 }
 
@@ -465,10 +521,8 @@ void advlock_conn_on_transaction(advlock_conn *c, int in_block)
     advlock_member *m = c->lists_[CONN_HELD_LIST];
     while (m != NULL) {
         advlock_member *next = m->next_;
-        if (m->machine_.scope_ == ADVLOCK_TRANSACTION) {
-            (void)advlock_peers_leave(&c->peers_, &m->peer_);
-            advlock_conn_move(c, m, CONN_DONE);
-        }
+        if (m->machine_.scope_ == ADVLOCK_TRANSACTION)
+            advlock_conn_let_go(c, m);
         m = next;
     }
     if (!c->provisional_)

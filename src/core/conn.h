@@ -69,6 +69,10 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m);
 /* Takes up m's machine's next action. */
 void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
+/* Takes up next, which m's machine's advlock_next_action() returned and
+ * nothing has moved since: advlock_conn_follow() without asking again. */
+void advlock_conn_take_up(advlock_conn *c, advlock_member *m, const advlock_action *next);
+
 /* Starts m's machine on the connection's session, or parks m until the
  * session check in flight has answered. */
 void advlock_conn_start_machine(advlock_conn *c, advlock_member *m, int64_t now_ms);
@@ -141,6 +145,11 @@ void advlock_conn_lease_granted(advlock_conn *c, int64_t sent_ms, int64_t now_ms
 /* Time for the lease: the stop deadline passed, or nothing held any more. */
 void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms);
 
+/* Why the lease ran out, and its words (the heartbeat's words, if any,
+ * within them) into message. */
+advlock_lease_expiry advlock_conn_lease_loss(const advlock_conn *c, const char *words,
+                                             char *message, size_t size);
+
 /* The lease's next wake-up, or INT64_MAX. */
 int64_t advlock_conn_lease_wake(const advlock_conn *c);
 
@@ -174,6 +183,9 @@ void advlock_conn_drain(advlock_conn *c, const char *words, int64_t now_ms);
 /* The first member with a statement in flight, of scope (an advlock_scope,
  * or -1: any), or NULL. */
 advlock_member *advlock_conn_first_in_flight(const advlock_conn *c, int scope);
+
+/* The first member whose verify of the lock it holds is in flight, or NULL. */
+advlock_member *advlock_conn_verify_in_flight(const advlock_conn *c);
 
 /* How many members have a statement in flight. */
 size_t advlock_conn_in_flight(const advlock_conn *c);

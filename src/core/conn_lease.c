@@ -97,11 +97,10 @@ static advlock_lease_expiry expiry_of(const advlock_conn *c)
  * now, or a statement sent later (advlock_conn_lease_sent()). */
 static void expired(advlock_conn *c, const char *words, int64_t now_ms)
 {
-    advlock_lease_expiry why = expiry_of(c);
     if (!c->lease_expired_)
         c->lease_mark_ms_ = now_ms;
     char message[ADVLOCK_CONN_WORDS_MAX];
-    advlock_lease_say_expiry(&c->lease_, why, words, message, sizeof message);
+    advlock_lease_expiry why = advlock_conn_lease_loss(c, words, message, sizeof message);
     advlock_conn_lose_held(c, "", message, why, now_ms);
     c->lease_holding_ = 0;
     c->lease_expired_ = 1;
@@ -221,8 +220,18 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms)
         expired(c, "", now_ms);
 }
 
+advlock_lease_expiry advlock_conn_lease_loss(const advlock_conn *c, const char *words,
+                                             char *message, size_t size)
+{
+    advlock_lease_expiry why = expiry_of(c);
+    advlock_lease_say_expiry(&c->lease_, why, words, message, size);
+    return why;
+}
+
 int64_t advlock_conn_lease_wake(const advlock_conn *c)
 {
+    if (c->lease_expired_ && c->verifying_ > 0)
+        return 0; /* at once: a verify's loss is still to be told */
     if (c->lease_on_ && c->confirming_ != NULL && c->lease_query_ == LEASE_CONFIRM)
         return advlock_add_saturating(c->lease_mark_ms_,
                                       advlock_lease_plan_of(&c->lease_)->deadline_ms);

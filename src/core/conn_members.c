@@ -153,8 +153,9 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m)
 }
 
 /* An operation ended: a grant, or a verify that found the lock, is held;
- * so is a lock whose release or verify failed, which the session may still
- * hold, and a transaction's lock released, which its block holds (the
+ * so is a lock whose release or verify failed (but on a connection given
+ * up), which the session may still hold, and a transaction's lock
+ * released, which its block holds (the
  * member keeps its key till it is released, lost or the block ends);
  * anything else leaves the table. */
 static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
@@ -168,9 +169,11 @@ static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
         m->verifying_ = 0;
         c->verifying_--;
     }
+    /* A connection given up is closed by the pump, which ends the session
+     * and its locks: nothing is held in doubt on it. */
+    int in_doubt = r->outcome == ADVLOCK_FAILED && !c->given_up_;
     if (r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
-        || (on_held
-            && (r->outcome == ADVLOCK_FAILED || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION))) {
+        || (on_held && (in_doubt || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION))) {
         /* A verify by key found the lock: held from now on, in its mode
          * (it asked as EXCLUSIVE, and no other member has the key). */
         if (m->by_key_ && advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING) {
@@ -192,14 +195,19 @@ void advlock_conn_follow(advlock_conn *c, advlock_member *m, int64_t now_ms)
 {
     (void)now_ms;
     advlock_action next = advlock_next_action(&m->machine_);
-    switch (next.kind) {
+    advlock_conn_take_up(c, m, &next);
+}
+
+void advlock_conn_take_up(advlock_conn *c, advlock_member *m, const advlock_action *next)
+{
+    switch (next->kind) {
     case ADVLOCK_ACTION_QUERY:
-        if (next.sql == ADVLOCK_SQL_SESSION)
+        if (next->sql == ADVLOCK_SQL_SESSION)
             c->session_asked_ = 1;
         advlock_conn_move(c, m, CONN_QUEUED);
         break;
     case ADVLOCK_ACTION_SLEEP: advlock_conn_move(c, m, CONN_SLEEPING); break;
-    case ADVLOCK_ACTION_DONE: finish(c, m, next.report); break;
+    case ADVLOCK_ACTION_DONE: finish(c, m, next->report); break;
     default:
         /* NONE, or CANCEL_QUERY: a server-side wait's statement stays in
          * flight, its cancel request the queue's (advlock_conn_waiter()). */

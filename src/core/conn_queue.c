@@ -214,6 +214,16 @@ advlock_member *advlock_conn_first_in_flight(const advlock_conn *c, int scope)
     return NULL;
 }
 
+advlock_member *advlock_conn_verify_in_flight(const advlock_conn *c)
+{
+    for (uint32_t i = 0; i < c->count_; i++) {
+        const advlock_conn_slot *s = slot_at(c, i);
+        if (s->kind_ == SLOT_MEMBER && s->member_->verifying_ && !s->member_->by_key_)
+            return s->member_;
+    }
+    return NULL;
+}
+
 advlock_member *advlock_conn_waiter(const advlock_conn *c)
 {
     if (!c->waits_ || c->count_ == 0 || slot_at(c, 0)->kind_ != SLOT_MEMBER)
@@ -307,15 +317,22 @@ static int undoing(const advlock_member *m)
     return m->acquiring_ && next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
 }
 
-/* The unlock undoing m's grant (s) failed, and the machine says the grant
- * is in doubt (a lost connection took it with the session): as with a
- * give-back that failed, the key stays taken by a keeper and the unlock is
- * owed, or the connection must close. */
-static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s)
+/* The unlock undoing m's grant (s) failed (answer a), and the machine says
+ * the grant is in doubt (a lost connection took it with the session): as
+ * with a give-back that failed, the key stays taken by a keeper and the
+ * unlock is owed, or the connection must close. An unlock that ran (true
+ * or false) ended the doubt, whatever detail the report keeps of why it
+ * was sent: another would take back some other hold of the key. */
+static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s,
+                        const advlock_answer *a)
 {
+    /* The machine is asked last: an unlock's answer is rarely a failure. */
+    if (a->result == ADVLOCK_RESULT_TRUE || a->result == ADVLOCK_RESULT_FALSE || !m->acquiring_
+        || !advlock_conn_is_unlock(s->sql_))
+        return;
     advlock_action next = advlock_next_action(&m->machine_);
-    if (!m->acquiring_ || !advlock_conn_is_unlock(s->sql_) || next.kind != ADVLOCK_ACTION_DONE
-        || next.report->outcome != ADVLOCK_FAILED || !advlock_detail_in_doubt(next.report->detail)
+    if (next.kind != ADVLOCK_ACTION_DONE || next.report->outcome != ADVLOCK_FAILED
+        || !advlock_detail_in_doubt(next.report->detail)
         || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
         return;
     int32_t k = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
@@ -329,12 +346,14 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
                             const advlock_answer *a, int64_t now_ms)
 {
     feed(m, s, a, now_ms);
-    undo_failed(c, m, s);
+    undo_failed(c, m, s, a);
+    /* Asked once: what follows touches the table and the lease, never
+     * m's machine. */
+    advlock_action next = advlock_next_action(&m->machine_);
     advlock_mode mode;
     if (advlock_conn_try_mode(s->sql_, &mode)) {
         /* A try the machine undoes (a fenced try's error: the server may
          * have granted it) holds the key until the unlock has answered. */
-        advlock_action next = advlock_next_action(&m->machine_);
         int undo = next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
         if (a->result == ADVLOCK_RESULT_TRUE || undo) {
             (void)advlock_peers_granted(&c->peers_, &m->peer_);
@@ -347,7 +366,7 @@ static void member_answered(advlock_conn *c, advlock_member *m, const advlock_co
         }
     }
     if (s->sql_ != ADVLOCK_SQL_SESSION) {
-        advlock_conn_follow(c, m, now_ms);
+        advlock_conn_take_up(c, m, &next);
         return;
     }
     /* The row is the connection's for every member; a machine of an older
@@ -379,19 +398,28 @@ static void capacity_answered(advlock_conn *c, const advlock_answer *a)
     c->capacity_read_ = CAPACITY_READ;
 }
 
+/* Whether m (the queue's head; NULL: none) is the member a prepare of sql
+ * went ahead of, which that prepare's loss ends too: not one undoing a
+ * grant, whose unlock goes again (the session may still hold it). */
+static int ends_with_prepare(const advlock_member *m, int sql)
+{
+    if (m == NULL || undoing(m))
+        return 0;
+    advlock_action next = advlock_next_action(&m->machine_);
+    return next.kind == ADVLOCK_ACTION_QUERY && (int)next.sql == sql;
+}
+
 /* Slot s, out of the ring, has its answer a. */
 static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer *a, int64_t now_ms)
 {
     int lost = a->result == ADVLOCK_RESULT_CONNECTION_LOST;
     uint32_t bit = UINT32_C(1) << s->sql_;
-    /* A prepared statement someone dropped (26000): the statement never
-     * ran; it goes again, unnamed from now on. */
+    /* A prepared statement someone dropped (26000: DISCARD ALL, DEALLOCATE):
+     * the statement never ran; it is prepared again and goes again. */
     int dropped = !lost && s->form_ == ADVLOCK_FORM_NAMED && sqlstate_is(a, "26000");
     int again = !lost && (a->aborted || dropped);
-    if (dropped) {
+    if (dropped)
         c->prepared_ &= ~bit;
-        c->unnamed_ |= bit;
-    }
     switch (s->kind_) {
     case SLOT_PREPARE:
         c->preparing_ &= ~bit;
@@ -400,6 +428,13 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
             c->prepared_ |= bit;
         else if (!again && !lost)
             c->unnamed_ |= bit;
+        /* One statement at a time, the member it went ahead of is still
+         * queued: the lost connection's words (the server's FATAL, say)
+         * are its statement's answer. (A prepare may go ahead of a
+         * give-back too, which stays owed.) */
+        if (lost && !pipelining(c) && ends_with_prepare(c->lists_[CONN_QUEUE_LIST], s->sql_))
+            advlock_conn_fail(c, c->lists_[CONN_QUEUE_LIST], ADVLOCK_RESULT_CONNECTION_LOST,
+                              a->sqlstate, a->message, now_ms);
         break;
     case SLOT_GIVE_BACK:
         if (again) {
@@ -549,8 +584,10 @@ static int give_back(advlock_conn *c, advlock_statement *st, int64_t now_ms)
 static int form_of(const advlock_conn *c, int sql)
 {
     uint32_t bit = UINT32_C(1) << sql;
+    /* Inside a transaction block a statement found missing would abort
+     * the caller's transaction. */
     if (!(c->caps_ & ADVLOCK_CAPS_PREPARE) || c->session_.proxied || sql == ADVLOCK_SQL_SESSION
-        || (c->unnamed_ & bit))
+        || c->in_block_ || (c->unnamed_ & bit))
         return ADVLOCK_FORM_UNNAMED;
     return ADVLOCK_FORM_NAMED;
 }
@@ -591,7 +628,8 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         }
         /* The lock table's settings are read once per server session, just
          * ahead of its session check, so they are known before any try. */
-        if (act.sql == ADVLOCK_SQL_SESSION && c->capacity_read_ == CAPACITY_UNREAD) {
+        if (act.sql == ADVLOCK_SQL_SESSION && c->capacity_read_ == CAPACITY_UNREAD
+            && !(c->caps_ & ADVLOCK_CAPS_ONE_MEMBER)) {
             advlock_action read;
             memset(&read, 0, sizeof read);
             read.sql = ADVLOCK_SQL_CAPACITY;
@@ -716,12 +754,13 @@ void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t
     advlock_answer lost;
     advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
     lost.message = words;
+    advlock_member *next = c->lists_[CONN_QUEUE_LIST];
     dispatch(c, &s, &lost, now_ms);
     /* The member a prepare or the settings went ahead of goes nowhere
-     * either, but for an undo's unlock (again at the next turn). */
-    advlock_member *next = c->lists_[CONN_QUEUE_LIST];
+     * either (unless the prepare's answer failed it already), but for an
+     * undo's unlock (again at the next turn). */
     if ((s.kind_ == SLOT_PREPARE || s.kind_ == SLOT_CAPACITY) && next != NULL
-        && (broken || !undoing(next)))
+        && next == c->lists_[CONN_QUEUE_LIST] && (broken || !undoing(next)))
         advlock_conn_fail(c, next, ADVLOCK_RESULT_CONNECTION_LOST, NULL, words, now_ms);
 }
 

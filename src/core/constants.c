@@ -182,6 +182,7 @@ static const advlock_constant constants[] = {
     ENUMERATOR(advlock_caps, ADVLOCK_CAPS_PIPELINE),
     ENUMERATOR(advlock_caps, ADVLOCK_CAPS_PREPARE),
     ENUMERATOR(advlock_caps, ADVLOCK_CAPS_CANCEL),
+    ENUMERATOR(advlock_caps, ADVLOCK_CAPS_ONE_MEMBER),
     /* advlock_conn_event_kind */
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_DONE),
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_LOST),

@@ -238,6 +238,23 @@ case "$ERR" in
 esac
 check "--xact timeout on the second name: the first not held after" 0 "$(held "$lo")"
 release_outside
+# The session ending while the command runs: every name goes with it, the
+# run says so once, naming them all, and stops the command.
+for xact in "" --xact; do
+    rm -f "$TMPDIR_NAMES/gone.ran"
+    "$A" run -q $xact --application-name names-gone "$lo" "$hi" -- \
+        sh -c "touch '$TMPDIR_NAMES/gone.ran'; sleep 30" 2>"$TMPDIR_NAMES/gone.err" &
+    runner=$!
+    for _ in $(seq 200); do [ -e "$TMPDIR_NAMES/gone.ran" ] && break; sleep 0.05; done
+    [ -e "$TMPDIR_NAMES/gone.ran" ] || fail "gone$xact: the command never ran"
+    end_sessions "application_name = 'names-gone'"
+    wait "$runner"
+    check "session ended while the command ran$xact: status" "$EXIT_LOCK_ERROR" "$?"
+    check "session ended while the command ran$xact: said once, every name" \
+        "advlock: connection to the server lost while the command ran: lock '$lo', '$hi' is no longer held; terminating the command" \
+        "$(cat "$TMPDIR_NAMES/gone.err")"
+    check "session ended while the command ran$xact: none held after" 0 "$(advisory_locks)"
+done
 
 # On a terminal, the progress line's elapsed time is the run's, as its one
 # --timeout is: waiting for the second name, it goes on from the first's.

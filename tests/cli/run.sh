@@ -35,7 +35,7 @@ check "lock visible while the command runs" 1 "$OUT"
 check "lock gone after" 0 "$(held)"
 
 capture "$A" run "$name" sh -c 'psql -X -At -c "SELECT application_name FROM pg_stat_activity WHERE pid IN (SELECT pid FROM pg_locks WHERE locktype = '"'advisory'"')"'
-check "no -- needed; default application_name" "advlock" "$OUT"
+check "no -- needed; default application_name" 'advlock: run-test-\xe6\x97\xa5\xe6\x9c\xac' "$OUT"
 capture "$A" run --application-name nightly-migration "$name" -- sh -c 'psql -X -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '"'nightly-migration'"'"'
 check "--application-name" 1 "$OUT"
 
@@ -94,7 +94,7 @@ wait "$first"
 check "SIGINT while waiting: nothing held" 0 "$(held)"
 
 # The session killed while the command runs: the command is told at once.
-kill_me='SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '"'advlock'"
+kill_me='SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE '"'advlock: %'"
 capture "$A" run "$name" -- sh -c "psql -X -q -c \"$kill_me\" >/dev/null; sleep 10; echo survived"
 check "session killed: status" "$EXIT_LOCK_ERROR" "$RC"
 check "session killed: command terminated" "" "$OUT"

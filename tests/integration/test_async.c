@@ -215,10 +215,12 @@ static void test_cancel_during_sleep(void **state)
 static void test_cancel_while_the_lock_is_being_granted(void **state)
 {
     fixture *f = *state;
-    /* The connection's one session row first, so that the cancel meets the
-     * try-lock (a cancel during the session row: test_pq_session.c). */
+    /* The connection's one session row and the try's PREPARE first, so
+     * that the cancel meets the try-lock itself (a cancel during the
+     * session row: test_pq_session.c). */
+    acquire(&f->ab, f->lock.key, 0);
     release(&f->ab, f->lock.key);
-    expect_outcome(&f->ab, ADVLOCK_NOT_HELD);
+    expect_outcome(&f->ab, ADVLOCK_RELEASED);
     /* The lock is free: the try-lock in flight will be granted, and the
      * adapter must give it back before reporting CANCELLED. */
     assert_int_equal(advlock_pq_async_start_acquire(&f->ab, f->lock.key, strlen(f->lock.key), 10000,
@@ -475,15 +477,16 @@ static void test_wait_drives_an_operation_and_watches_a_pipe(void **state)
 
 /* ---- size: an adapter per lock in flight ---- */
 
-/* Under 1 KB before leases; the lease (advlock_lease, 104 bytes) and its
- * bookkeeping make it 1144 on x86-64, and the fencing token (8 bytes in
- * the machine's report and 8 in the adapter's copy) 1160. */
-static void test_adapter_fits_in_a_kilobyte(void **state)
+/* Under 1 KB before leases, 1160 bytes with them and the fencing token;
+ * the connection engine with its one member, slots and the pump's state
+ * (the lock set's too) make it 3256 on x86-64 (include/advlock_pq.h,
+ * "Sizes"), still no heap memory. */
+static void test_adapter_size_is_bounded(void **state)
 {
     (void)state;
     print_message("      sizeof(advlock_pq) = %zu, sizeof(advlock_pq_report) = %zu\n",
                   sizeof(advlock_pq), sizeof(advlock_pq_report));
-    assert_true(sizeof(advlock_pq) <= 1160);
+    assert_true(sizeof(advlock_pq) <= 3256);
 }
 
 /* ---- misuse ---- */
@@ -634,7 +637,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_acquire_and_release_by_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_drives_an_operation_and_watches_a_pipe, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_adapter_fits_in_a_kilobyte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adapter_size_is_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_null_and_unbound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_order, setup, teardown),
     };

@@ -334,6 +334,39 @@ static void test_callers_receiver_left_in_place(void **state)
     assert_ptr_equal(notice_arg_seen, &mine);
 }
 
+/* A blocking call from an event callback (misuse: the callback must not
+ * call back) is refused, and the call it interrupted still puts libpq's
+ * receiver back when it ends. */
+static int nested_rc;
+
+static void call_back_in(void *user, const advlock_event *event)
+{
+    (void)event;
+    fixture *f = user;
+    advlock_pq_report nested;
+    nested_rc = release(&f->sa, f->lock.key, &nested);
+}
+
+static void test_call_from_a_callback_refused_hooks_kept(void **state)
+{
+    fixture *f = *state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.on_event = call_back_in;
+    o.event_user = f;
+    assert_int_equal(advlock_pq_set_options(&f->sa, &o), 0);
+    PQnoticeReceiver before = PQsetNoticeReceiver(f->a, NULL, NULL);
+    nested_rc = 0;
+
+    advlock_pq_report r;
+    assert_int_equal(release(&f->sa, f->lock.key, &r), 0);
+
+    expect_outcome(&r, ADVLOCK_NOT_HELD);
+    assert_int_equal(r.notices, 1);
+    assert_int_equal(nested_rc, ADVLOCK_EMISUSE);
+    assert_ptr_equal(PQsetNoticeReceiver(f->a, NULL, NULL), before);
+}
+
 static void test_callers_processor_gets_the_warning_too(void **state)
 {
     fixture *f = *state;
@@ -593,6 +626,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_describe_a_name_longer_than_the_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_release_not_held_and_quiet, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callers_receiver_left_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_call_from_a_callback_refused_hooks_kept, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_callers_processor_gets_the_warning_too, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reentrant_holds_need_two_releases, setup, teardown),

@@ -5,7 +5,9 @@
  * a terminated backend losing every held lock at once, cancellations in
  * the middle of a pipelined batch leaving nothing behind, a release the
  * server refuses keeping the lock, allocations refused mid-batch, the
- * options a set refuses, and twenty thousand names stopping at the set's
+ * options a set refuses, members of transaction scope held until the
+ * caller's block ends, a member waiting on the server while another
+ * holds, and twenty thousand names stopping at the set's
  * share of the server's lock table while another client still runs DDL.
  */
 #include "pg_test.h"
@@ -80,6 +82,14 @@ static void run(advlock_pq_lockset *set)
         assert_true(advlock_pq_now_ms() < limit);
         assert_true(advlock_pq_lockset_wait(set, -1, 100) >= 0);
     }
+}
+
+/* Turns the set's loop for ms. */
+static void run_for(advlock_pq_lockset *set, int64_t ms)
+{
+    int64_t limit = advlock_pq_now_ms() + ms;
+    while (advlock_pq_now_ms() < limit)
+        (void)advlock_pq_lockset_wait(set, -1, 50);
 }
 
 /* Turns until m, the only member under way, sleeps between tries (the set
@@ -427,9 +437,15 @@ static void test_reset_connection_loses_every_held_lock(void **state)
 }
 
 /* Runs sql on the set's connection between its batches, out of pipeline
- * mode (nothing is in flight), as the caller's own SQL would. */
+ * mode, as the caller's own SQL would: once the set says nothing of its
+ * own is in flight (its last batch's end may come after the reports). */
 static void exec_between_batches(fixture *f, const char *sql)
 {
+    int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
+    while (!advlock_pq_lockset_quiet(&f->set)) {
+        assert_true(advlock_pq_now_ms() < limit);
+        (void)advlock_pq_lockset_wait(&f->set, -1, 50);
+    }
     assert_int_equal(PQexitPipelineMode(f->conn), 1);
     assert_int_equal(PQsetnonblocking(f->conn, 0), 0);
     pgt_exec(f->conn, sql);
@@ -632,7 +648,7 @@ static void test_a_cancelled_try_keeps_its_key_until_answered(void **state)
     assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
     expect(b, ADVLOCK_TIMED_OUT);
     assert_int_equal(advlock_pq_member_report(b)->lock.attempts, 1);
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 1);
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), 1);
 
     /* The server grants a's try to the session: the set accounts for it. */
     int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
@@ -640,15 +656,15 @@ static void test_a_cancelled_try_keeps_its_key_until_answered(void **state)
         assert_true(advlock_pq_now_ms() < limit);
         pgt_sleep_ms(5);
     }
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 1);
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), 1);
     /* Through the grant's answer and the give-back's. */
     while (advlock_pq_lockset_wants(&f->set) != 0) {
         assert_true(advlock_pq_now_ms() < limit);
         long long server = backend_locks(f, NULL);
-        assert_true(server <= (long long)advlock_peers_count(&f->set.engine_.peers_));
+        assert_true(server <= (long long)advlock_peers_count(&f->set.pump_.engine_.peers_));
         (void)advlock_pq_lockset_wait(&f->set, -1, 100);
     }
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), 0);
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), 0);
     assert_int_equal(backend_locks(f, NULL), 0);
     start(f, b, f->lock.key, 0, NULL);
     run(&f->set);
@@ -701,7 +717,7 @@ static void test_a_batch_past_the_slots_waits(void **state)
     start(f, &f->members[0], "lockset: first", 0, NULL); /* session checked, try prepared */
     run(&f->set);
     release(f, &f->members[0]);
-    size_t n = f->set.engine_.nslots_ + 8;
+    size_t n = f->set.pump_.engine_.nslots_ + 8;
     assert_true(n < THOUSAND);
     char name[200];
     for (size_t i = 0; i < n; i++) {
@@ -736,7 +752,7 @@ static void test_a_give_back_in_a_full_batch(void **state)
     release(f, a);
     /* One batch fills the slots: n statements (one slot stays free for a
      * prepare's pair) and the sync. */
-    size_t n = f->set.engine_.nslots_ - 1;
+    size_t n = f->set.pump_.engine_.nslots_ - 1;
     start(f, a, f->lock.key, 5000, NULL);
     char name[200];
     for (size_t i = 1; i < n; i++) {
@@ -746,20 +762,21 @@ static void test_a_give_back_in_a_full_batch(void **state)
     refuse_allocations = 1;
     assert_int_equal(advlock_pq_lockset_process(&f->set, ADVLOCK_PQ_WRITE, advlock_pq_now_ms()), 0);
     refuse_allocations = 0;
-    assert_int_equal(advlock_conn_outstanding(&f->set.engine_), n);
+    assert_int_equal(advlock_conn_outstanding(&f->set.pump_.engine_), n);
     assert_int_equal(advlock_pq_lockset_cancel(&f->set, a, advlock_pq_now_ms()), 0);
     int64_t limit = advlock_pq_now_ms() + LIMIT_MS;
     while (backend_locks(f, NULL) < (long long)n) {
         assert_true(advlock_pq_now_ms() < limit);
         pgt_sleep_ms(5);
     }
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), n); /* a's key still taken */
-    while (advlock_conn_outstanding(&f->set.engine_) > 0) {
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_),
+                     n); /* a's key still taken */
+    while (advlock_conn_outstanding(&f->set.pump_.engine_) > 0) {
         assert_true(advlock_pq_now_ms() < limit);
         (void)advlock_pq_lockset_wait(&f->set, -1, 100);
     }
     assert_int_equal(backend_locks(f, NULL), (long long)n - 1);
-    assert_int_equal(advlock_peers_count(&f->set.engine_.peers_), n - 1);
+    assert_int_equal(advlock_peers_count(&f->set.pump_.engine_.peers_), n - 1);
     for (size_t i = 1; i < n; i++) {
         expect(&f->members[i], ADVLOCK_ACQUIRED);
         assert_int_equal(
@@ -853,6 +870,123 @@ static void test_a_server_that_does_not_answer_gives_the_connection_up(void **st
     pgt_terminate_frozen(f->lock.observer, pid);
 }
 
+/* ---- transaction scope ---- */
+
+/* Members of transaction scope take their locks in the caller's block, one
+ * batch for all, and hold them until the block ends; outside a block such
+ * an acquire is refused. */
+static void test_transaction_members_hold_until_the_block_ends(void **state)
+{
+    fixture *f = *state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[0], "x", 1, 0, &o,
+                                                      advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
+
+    exec_between_batches(f, "BEGIN");
+    char name[200];
+    for (int i = 0; i < 2; i++) {
+        name_of(name, sizeof name, f, i);
+        start(f, &f->members[i], name, 0, &o);
+    }
+    run(&f->set);
+    for (int i = 0; i < 2; i++) {
+        expect(&f->members[i], ADVLOCK_ACQUIRED);
+        assert_true(advlock_pq_member_held(&f->members[i]));
+    }
+    assert_int_equal(backend_locks(f, "ExclusiveLock"), 2);
+
+    exec_between_batches(f, "COMMIT");
+    assert_int_equal(advlock_pq_lockset_process(&f->set, 0, advlock_pq_now_ms()), 0);
+    for (int i = 0; i < 2; i++)
+        assert_false(advlock_pq_member_held(&f->members[i]));
+    assert_int_equal(backend_locks(f, NULL), 0);
+    /* The names are free again, for the set's members too. */
+    name_of(name, sizeof name, f, 0);
+    start(f, &f->members[2], name, 0, NULL);
+    run(&f->set);
+    expect(&f->members[2], ADVLOCK_ACQUIRED);
+    release(f, &f->members[2]);
+}
+
+/* ---- waiting on the server ---- */
+
+/* Names taken one after another: a member waits in the server's queue for
+ * a name another process holds while a member holds another name, and gets
+ * it once that process lets go; meanwhile no other member may start. A wait
+ * past its timeout is cancelled (the set's cancel request) and ends
+ * TIMED_OUT, the first name still held. */
+static void test_a_server_wait_while_another_member_holds(void **state)
+{
+    fixture *f = *state;
+    hold_distinct(f, 1);
+    advlock_options o;
+    advlock_options_init(&o);
+    o.wait = ADVLOCK_WAIT_SERVER;
+    char name[200];
+    name_of(name, sizeof name, f, 1);
+    int64_t key;
+    assert_int_equal(advlock_derive_key(name, strlen(name), &key), 0);
+    char k[24];
+    snprintf(k, sizeof k, "%lld", (long long)key);
+    assert_int_equal(pgt_query_int(f->other,
+                                   "SELECT count(*) FROM (SELECT pg_advisory_lock($1::int8)) l", k,
+                                   (char *)NULL),
+                     1);
+
+    start(f, &f->members[1], name, 500, &o);
+    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, &f->members[2], "y", 1, 0, NULL,
+                                                      advlock_pq_now_ms()),
+                     ADVLOCK_EMISUSE);
+    run(&f->set);
+    expect(&f->members[1], ADVLOCK_TIMED_OUT);
+    assert_true(advlock_pq_member_held(&f->members[0]));
+
+    /* A cancel ends the wait with its answer (the cancel request's). */
+    start(f, &f->members[1], name, LIMIT_MS / 2, &o);
+    run_for(&f->set, 300);
+    assert_int_equal(advlock_pq_lockset_cancel(&f->set, &f->members[1], advlock_pq_now_ms()), 0);
+    run(&f->set);
+    expect(&f->members[1], ADVLOCK_CANCELLED);
+
+    start(f, &f->members[1], name, LIMIT_MS / 2, &o);
+    run_for(&f->set, 300);
+    assert_true(advlock_pq_member_busy(&f->members[1]));
+    pgt_exec(f->other, "SELECT pg_advisory_unlock_all()");
+    run(&f->set);
+    expect(&f->members[1], ADVLOCK_ACQUIRED);
+    assert_int_equal(backend_locks(f, "ExclusiveLock"), 2);
+    release(f, &f->members[1]);
+    release(f, &f->members[0]);
+}
+
+/* A release by key: of the member's own hold, as a release; of a key the
+ * session does not hold, NOT_HELD; of a key another member holds, refused. */
+static void test_a_release_by_key(void **state)
+{
+    fixture *f = *state;
+    hold_distinct(f, 1);
+    char name[200];
+    name_of(name, sizeof name, f, 0);
+    int64_t key, other;
+    assert_int_equal(advlock_derive_key(name, strlen(name), &key), 0);
+    assert_int_equal(advlock_derive_key("nobody's", 8, &other), 0);
+    int64_t now = advlock_pq_now_ms();
+    assert_int_equal(advlock_pq_lockset_start_release_key(&f->set, &f->members[1], key, NULL, now),
+                     ADVLOCK_EMISUSE);
+    assert_int_equal(
+        advlock_pq_lockset_start_release_key(&f->set, &f->members[1], other, NULL, now), 0);
+    run(&f->set);
+    expect(&f->members[1], ADVLOCK_NOT_HELD);
+    assert_int_equal(advlock_pq_lockset_start_release_key(&f->set, &f->members[0], key, NULL, now),
+                     0);
+    run(&f->set);
+    expect(&f->members[0], ADVLOCK_RELEASED);
+    assert_int_equal(backend_locks(f, NULL), 0);
+}
+
 /* ---- what a set refuses ---- */
 
 static void test_refused_options_and_misuse(void **state)
@@ -862,14 +996,9 @@ static void test_refused_options_and_misuse(void **state)
     advlock_options o;
     int64_t now = advlock_pq_now_ms();
 
-    advlock_options_init(&o);
-    o.scope = ADVLOCK_TRANSACTION;
-    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, "x", 1, 0, &o, now),
-                     ADVLOCK_EINVAL);
-    advlock_options_init(&o);
-    o.wait = ADVLOCK_WAIT_SERVER;
-    assert_int_equal(advlock_pq_lockset_start_acquire(&f->set, m, "x", 1, 0, &o, now),
-                     ADVLOCK_EINVAL);
+    assert_false(advlock_pq_lockset_quiet(NULL));
+    assert_null(advlock_pq_lockset_engine(NULL));
+    assert_false(advlock_conn_must_close(advlock_pq_lockset_engine(&f->set)));
     advlock_options_init(&o);
     o.lease_ms = 30000; /* the lease is the set's: advlock_pq_lockset_set_lease() */
     o.lease_stop_ms = 5000;
@@ -990,6 +1119,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_server_that_does_not_answer_gives_the_connection_up,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transaction_members_hold_until_the_block_ends, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_server_wait_while_another_member_holds, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_release_by_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_options_and_misuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_finish_leaves_members_free_for_another_set, setup,
                                         teardown),

@@ -424,14 +424,45 @@ static void prepared_elsewhere_and_dropped_statements(void **state)
     answer_error("42P05", "prepared statement already exists");
     answer(ADVLOCK_RESULT_TRUE);
     assert_true(advlock_member_held(&f.m[0]));
-    /* Dropped by someone: the execute fails 26000 and goes again unnamed. */
+    /* Dropped by someone: the execute fails 26000, the statement is
+     * prepared again and goes again. */
     acquire(1, 2, NULL);
     assert_int_equal(poll_all(), 2);
     expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
     answer_error("26000", "prepared statement does not exist");
     assert_true(advlock_member_busy(&f.m[1]));
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(1, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+}
+
+/* Letting go of a held lock forgets it, unreleased: nothing sent, no
+ * event, the key free for the next acquire, the report the acquire's. */
+static void let_go_forgets_a_hold(void **state)
+{
+    (void)state;
+    hold_first();
+    (void)events(NULL);
+    advlock_conn_let_go(&f.c, &f.m[0]);
+    assert_false(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_int_equal(events(NULL), 0);
+    assert_int_equal(poll_all(), 0);
+    assert_int_equal(advlock_peers_count(&f.c.peers_), 0);
+    acquire(0, 2, NULL);
+    assert_true(advlock_member_busy(&f.m[0]));
+}
+
+/* Inside a transaction block nothing goes named: a statement someone
+ * dropped would abort the caller's transaction. */
+static void nothing_named_inside_a_block(void **state)
+{
+    (void)state;
+    advlock_conn_on_transaction(&f.c, 1);
+    acquire(0, 1, NULL);
+    check_session(PID);
     assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[0]);
 }
 
 static void past_the_share_is_refused_unsent(void **state)
@@ -503,6 +534,18 @@ static void a_fenced_try_undone_keeps_its_key(void **state)
     assert_int_equal(advlock_next_action(&f.m[2].machine_).kind, ADVLOCK_ACTION_SLEEP);
 }
 
+/* m[1]'s fenced try of key 5, failed by the server with sqlstate, is
+ * undone: the unlock is out, its prepare answered. */
+static void undo_sent(const char *sqlstate)
+{
+    fenced_try_sent(5);
+    answer(ADVLOCK_RESULT_TRUE);
+    answer_error(sqlstate, "the fenced try failed");
+    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_TRUE);
+}
+
 /* The unlock undoing an acquire's grant, failed by the server, leaves the
  * grant on the session: the key stays taken, the unlock is owed as a
  * give-back, and failed as often as a give-back may be, the connection
@@ -510,12 +553,7 @@ static void a_fenced_try_undone_keeps_its_key(void **state)
 static void failed_undo_keeps_the_key_and_is_given_back(void **state)
 {
     (void)state;
-    fenced_try_sent(5);
-    answer(ADVLOCK_RESULT_TRUE);
-    answer_error("XX000", "fence table broken");
-    assert_int_equal(poll_all(), 3); /* the unlock's prepare, the unlock, the sync */
-    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
-    answer(ADVLOCK_RESULT_TRUE);
+    undo_sent("XX000");
     answer_error("57014", "canceling statement due to statement timeout");
     (void)events(NULL);
     const advlock_report *r = advlock_member_report(&f.m[1]);
@@ -533,6 +571,28 @@ static void failed_undo_keeps_the_key_and_is_given_back(void **state)
     assert_true(advlock_conn_must_close(&f.c));
     assert_int_equal(poll_all(), 0);
     assert_true(advlock_member_busy(&f.m[2]));
+}
+
+/* The unlock undoing a fenced try's error ran (true or false): the session
+ * holds nothing of that try, so nothing is owed, and the key is free for
+ * the next member; the report still says the try's error came first. A
+ * second unlock would take back another hold of the key on the session. */
+static void an_undo_that_ran_owes_nothing(void **state)
+{
+    (void)state;
+    for (int result = ADVLOCK_RESULT_TRUE; result <= ADVLOCK_RESULT_FALSE; result++) {
+        (void)setup(NULL);
+        undo_sent("53200");
+        answer((advlock_result)result);
+        (void)events(NULL);
+        const advlock_report *r = advlock_member_report(&f.m[1]);
+        assert_int_equal(r->outcome, ADVLOCK_FAILED);
+        assert_int_equal(r->detail, ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR);
+        assert_int_equal(advlock_conn_outstanding(&f.c), 0);
+        acquire(2, 5, NULL);
+        assert_int_equal(poll_all(), 2); /* m[2]'s try and the sync: no give-back */
+        expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[2]);
+    }
 }
 
 /* The same unlock, or the prepare ahead of it, taken back unsent (libpq
@@ -565,7 +625,7 @@ static void unsent_undo_goes_again(void **state)
 }
 
 /* m[0] holds key 1 (session scope); m[1]'s try of key of transaction scope
- * is in flight, inside a block: its prepare, the try, the sync. */
+ * is in flight, inside a block: the try (unnamed there), the sync. */
 static void xact_try_sent(int64_t key)
 {
     hold_first();
@@ -576,9 +636,9 @@ static void xact_try_sent(int64_t key)
                      ADVLOCK_EMISUSE); /* outside a block it would end with its statement */
     advlock_conn_on_transaction(&f.c, 1);
     acquire(1, key, &xact);
-    assert_int_equal(poll_all(), 3);
-    expect_query(1, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
-    assert_int_equal(f.sent[1].param, key);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+    assert_int_equal(f.sent[0].param, key);
 }
 
 /* A transaction's lock is held until its block ends: a release says it
@@ -588,7 +648,6 @@ static void xact_lock_is_held_until_the_block_ends(void **state)
 {
     (void)state;
     xact_try_sent(5);
-    answer(ADVLOCK_RESULT_TRUE);
     answer(ADVLOCK_RESULT_TRUE);
     assert_true(advlock_member_held(&f.m[1]));
     assert_int_equal(events(NULL), 1);
@@ -617,7 +676,6 @@ static void xact_cancel_too_late_keeps_the_grant(void **state)
     assert_int_equal(advlock_conn_cancel(&f.c, &f.m[1], f.now), 0);
     assert_true(advlock_member_busy(&f.m[1]));
     answer(ADVLOCK_RESULT_TRUE);
-    answer(ADVLOCK_RESULT_TRUE);
     assert_int_equal(events(NULL), 1);
     const advlock_report *r = advlock_member_report(&f.m[1]);
     assert_int_equal(r->outcome, ADVLOCK_ACQUIRED);
@@ -635,7 +693,6 @@ static void xact_acquire_under_way_ends_with_its_block(void **state)
 {
     (void)state;
     xact_try_sent(7);
-    answer(ADVLOCK_RESULT_TRUE);  /* the prepare */
     answer(ADVLOCK_RESULT_FALSE); /* busy: m[1] backs off */
     assert_true(advlock_member_sleeping(&f.m[1]));
     (void)events(NULL);
@@ -658,7 +715,7 @@ static void xact_acquire_under_way_ends_with_its_block(void **state)
     advlock_conn_on_transaction(&f.c, 1);
     acquire(1, 7, &xact);
     assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    expect_query(0, ADVLOCK_SQL_TRY_XACT_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
     advlock_conn_on_transaction(&f.c, 0);
     assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_FAILED);
     acquire(2, 7, NULL);
@@ -724,6 +781,82 @@ static void one_at_a_time_client(void **state)
     answer(ADVLOCK_RESULT_TRUE);
     assert_int_equal(poll_all(), 1);
     expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_UNNAMED, &f.m[1]);
+}
+
+/* A one-member engine, one statement at a time: m[0]'s try of key 1
+ * (after the check and the try's prepare), cancelled in flight and
+ * granted; the member stays under way to give the grant back. */
+static void one_member_try_cancelled_and_granted(void)
+{
+    setup_caps(ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL | ADVLOCK_CAPS_ONE_MEMBER);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_SESSION, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    answer_session(PID);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_PREPARE, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[0]));
+    answer(ADVLOCK_RESULT_TRUE); /* granted: given back by the machine */
+}
+
+/* The single-lock adapter's engine: one member, one statement at a time;
+ * no lock table share to keep, so no settings row before the check; a
+ * cancel of its try in flight waits for the answer and gives a grant
+ * back with the machine's own unlock; a release answered "connection
+ * lost" is the release's failure, its lock held in doubt until the close. */
+static void one_member_engine(void **state)
+{
+    (void)state;
+    one_member_try_cancelled_and_granted();
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
+    acquire(0, 1, NULL);
+    assert_int_equal(poll_all(), 1);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+    assert_int_equal(poll_all(), 1);
+    advlock_answer lost;
+    advlock_answer_init(&lost, ADVLOCK_RESULT_CONNECTION_LOST);
+    lost.message = "terminating connection due to administrator command";
+    assert_int_equal(advlock_conn_on_answer(&f.c, &lost, f.now), 0);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ECONNLOST);
+    assert_int_equal(advlock_member_report(&f.m[0])->sql, ADVLOCK_SQL_UNLOCK);
+    advlock_conn_on_closed(&f.c, "57P01", lost.message, f.now);
+    assert_true(advlock_member_lost(&f.m[0]));
+}
+
+/* One statement at a time, the prepare of the unlock that gives back a
+ * cancelled try's grant, taken back unsent: the session still holds the
+ * grant, so the member stays under way and the unlock goes again. */
+static void one_at_a_time_unsent_undo_prepare_goes_again(void **state)
+{
+    (void)state;
+    one_member_try_cancelled_and_granted();
+    advlock_statement st;
+    assert_int_equal(advlock_conn_poll_statement(&f.c, &st, f.now), 1);
+    assert_int_equal(st.form, ADVLOCK_FORM_PREPARE);
+    advlock_conn_unsend(&f.c, 0, "out of memory", f.now);
+    assert_true(advlock_member_busy(&f.m[0]));
+    assert_int_equal(events(NULL), 0);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 1);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
 }
 
 static void full_slots_hold_statements_back(void **state)
@@ -1094,6 +1227,43 @@ static void a_server_wait_granted_is_held_and_excludes(void **state)
     (void)advlock_conn_cancel(&f.c, &f.m[1], f.now);
 }
 
+/* Names taken one after another: a member holds while another waits on
+ * the server (no lease: the holder needs only the watch). Meanwhile the
+ * holder's release waits for the wait's end; under a lease the wait is
+ * refused, its heartbeats could not go. */
+static void a_server_wait_while_another_member_holds(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    hold_first();
+    advlock_options o;
+    server_wait_options(&o);
+    /* Not for the key held here: the session's re-entrant lock would grant
+     * it at once, beside the hold. */
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 1, 5000, &o, f.now),
+                     ADVLOCK_EMISUSE);
+    acquire(1, 2, &o);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_FALSE);
+    assert_int_equal(poll_all(), 3);
+    expect_query(1, ADVLOCK_SQL_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), ADVLOCK_EMISUSE);
+    assert_int_equal(advlock_conn_start_verify(&f.c, &f.m[0], f.now), ADVLOCK_EMISUSE);
+    assert_true(advlock_conn_watching(&f.c));
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_true(advlock_member_held(&f.m[1]));
+    assert_int_equal(events(NULL), 1);
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    hold_under_lease();
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 5000, &o, f.now),
+                     ADVLOCK_EMISUSE);
+}
+
 static void a_cancel_lets_the_undo_of_a_grant_go_out(void **state)
 {
     (void)state;
@@ -1235,6 +1405,28 @@ static void a_key_not_held_is_released_and_verified(void **state)
 /* The lease's deadlines: while held, the stop deadline; once it ran out,
  * the time the server frees the lock by, a lease after the engine saw it
  * run out, or after a statement sent later (the server heard the client). */
+/* A verify out when the lease runs out (behind a proxy, one statement at a
+ * time, the heartbeat waits behind it): the lock is lost all the same, the
+ * verify's answer, if it ever comes, is nobody's. */
+static void a_verify_out_when_the_lease_runs_out_is_lost(void **state)
+{
+    (void)state;
+    hold_under_lease();
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_start_verify(&f.c, &f.m[0], f.now), 0);
+    (void)poll_all();
+    while (!advlock_member_lost(&f.m[0]) && f.now < 60000) {
+        f.now = advlock_conn_next_wake(&f.c);
+        advlock_conn_on_timer(&f.c, f.now);
+    }
+    assert_true(advlock_member_lost(&f.m[0]));
+    assert_false(advlock_member_busy(&f.m[0]));
+    advlock_conn_event last;
+    assert_true(events(&last) >= 1);
+    assert_int_equal(last.kind, ADVLOCK_CONN_LOST);
+    assert_int_equal(advlock_member_lease_expiry(&f.m[0]), ADVLOCK_LEASE_NO_ANSWER);
+}
+
 static void a_lease_that_ran_out_says_when_the_server_frees(void **state)
 {
     (void)state;
@@ -1477,16 +1669,21 @@ int main(void)
         cmocka_unit_test_setup(behind_a_proxy_one_statement_at_a_time, setup),
         cmocka_unit_test_setup(fenced_try_goes_alone, setup),
         cmocka_unit_test_setup(prepared_elsewhere_and_dropped_statements, setup),
+        cmocka_unit_test_setup(nothing_named_inside_a_block, setup),
+        cmocka_unit_test_setup(let_go_forgets_a_hold, setup),
         cmocka_unit_test_setup(past_the_share_is_refused_unsent, setup),
         cmocka_unit_test_setup(a_fenced_try_past_the_share_unlocks_nothing, setup),
         cmocka_unit_test_setup(a_fenced_try_undone_keeps_its_key, setup),
         cmocka_unit_test_setup(failed_undo_keeps_the_key_and_is_given_back, setup),
+        cmocka_unit_test_setup(an_undo_that_ran_owes_nothing, setup),
         cmocka_unit_test_setup(unsent_undo_goes_again, setup),
         cmocka_unit_test_setup(xact_lock_is_held_until_the_block_ends, setup),
         cmocka_unit_test_setup(xact_cancel_too_late_keeps_the_grant, setup),
         cmocka_unit_test_setup(xact_fenced_try_of_a_held_key_backs_off, setup),
         cmocka_unit_test_setup(xact_acquire_under_way_ends_with_its_block, setup),
         cmocka_unit_test_setup(one_at_a_time_client, setup),
+        cmocka_unit_test_setup(one_member_engine, setup),
+        cmocka_unit_test_setup(one_at_a_time_unsent_undo_prepare_goes_again, setup),
         cmocka_unit_test_setup(full_slots_hold_statements_back, setup),
         cmocka_unit_test_setup(session_checked_in_a_block_is_checked_again, setup),
         cmocka_unit_test_setup(failed_verify_keeps_the_key, setup),
@@ -1505,12 +1702,14 @@ int main(void)
         cmocka_unit_test_setup(a_server_wait_stuck_past_its_deadline_is_cancelled, setup),
         cmocka_unit_test_setup(a_cancelled_server_wait_granted_meanwhile_is_given_back, setup),
         cmocka_unit_test_setup(a_server_wait_granted_is_held_and_excludes, setup),
+        cmocka_unit_test_setup(a_server_wait_while_another_member_holds, setup),
         cmocka_unit_test_setup(a_cancel_lets_the_undo_of_a_grant_go_out, setup),
         cmocka_unit_test_setup(a_late_grant_counts_from_its_heartbeat, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_fails_is_lost, setup),
         cmocka_unit_test_setup(a_late_grant_whose_heartbeat_never_answers_is_lost, setup),
         cmocka_unit_test_setup(a_key_not_held_is_released_and_verified, setup),
         cmocka_unit_test_setup(a_lease_that_ran_out_says_when_the_server_frees, setup),
+        cmocka_unit_test_setup(a_verify_out_when_the_lease_runs_out_is_lost, setup),
         cmocka_unit_test_setup(a_held_lock_keeps_its_lease_when_set_again, setup),
         cmocka_unit_test_setup(a_given_up_engine_is_left_for_another_connection, setup),
         cmocka_unit_test_setup(a_member_with_unpolled_news_starts_on_a_fresh_engine, setup),

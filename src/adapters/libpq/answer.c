@@ -1,19 +1,18 @@
 /*
- * What a statement's results mean for the lock machine. The statement's row
- * in the core's table says what it returns (advlock_sql_answer):
+ * What a statement's results mean, as the connection engine's answer
+ * (advlock_answer, advlock_pq_answer_export()). The statement's row in the
+ * core's table says what it returns (advlock_sql_answer):
  *   BOOLEAN  one row, one boolean column: TRUE, FALSE or NULL;
  *   VOID     one row, one void column (the waiting lock functions): TRUE,
  *            or NULL when a guarded wait did not run;
- *   HOLDERS  rows of advlock_holder columns, fed with advlock_on_holders();
- *   SESSION  one row: pid int4, in_recovery bool, ours bool, fed with
- *            advlock_on_session();
- *   FENCED   one row: granted bool, token int8 (NULL unless granted), fed
- *            with advlock_on_fenced() (a NULL granted as NULL);
- *   CAPACITY one row of three int8, none NULL: the lock table's settings,
- *            read by the connection engine (advlock_pq_answer_export()).
+ *   HOLDERS  rows of advlock_holder columns;
+ *   SESSION  one row: pid int4, in_recovery bool, ours bool;
+ *   FENCED   one row: granted bool, token int8 (NULL unless granted; a
+ *            NULL granted as NULL);
+ *   CAPACITY one row of three int8, none NULL: the lock table's settings.
  * A server error becomes SERVER_ERROR with its SQLSTATE and primary message;
  * a broken connection, or no result at all, becomes CONNECTION_LOST. Written
- * once, for both adapters. Results are read in binary format only, so no
+ * once, for every pump. Results are read in binary format only, so no
  * locale or text format is involved.
  *
  * Words are not copied while results arrive: the result that says the
@@ -64,8 +63,13 @@ void advlock_pq_copy_line(char *out, size_t size, const char *text)
             out[0] = '\0';
         return;
     }
-    size_t n = text != NULL ? strcspn(text, "\n") : 0;
-    int cut = text != NULL && n >= size;
+    /* Most operations end with no words to copy. */
+    if (text == NULL || text[0] == '\0') {
+        out[0] = '\0';
+        return;
+    }
+    size_t n = strcspn(text, "\n");
+    int cut = n >= size;
     if (cut) {
         n = size - sizeof ellipsis;
         while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
@@ -384,21 +388,6 @@ static advlock_holder *holder_rows_or_say(const PGresult *res, char *words, size
     return rows;
 }
 
-/* Hands the kept rows to the machine; the strings point into the result,
- * which lives until the call returns. */
-static void feed_holders(const advlock_pq_query_ *q, advlock_machine *m, char *words, size_t size,
-                         int64_t now_ms)
-{
-    int n = PQntuples(q->kept_);
-    advlock_holder *rows = n > 0 ? holder_rows_or_say(q->kept_, words, size) : NULL;
-    if (n > 0 && rows == NULL) {
-        (void)advlock_on_result(m, ADVLOCK_RESULT_SERVER_ERROR, NULL, words, now_ms);
-        return;
-    }
-    (void)advlock_on_holders(m, rows, (size_t)n, now_ms);
-    free(rows);
-}
-
 /* A failure's words into words; returns 0 (nothing written) for a success. */
 static int write_failure_words(const advlock_pq_query_ *q, PGconn *conn, char *words, size_t size)
 {
@@ -411,38 +400,6 @@ static int write_failure_words(const advlock_pq_query_ *q, PGconn *conn, char *w
     return 1;
 }
 
-void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
-                            size_t size, int64_t now_ms)
-{
-    advlock_sql_answer_kind kind = advlock_sql_answer((advlock_sql)q->sql_);
-    if (q->result_ == ADVLOCK_RESULT_TRUE && kind == ADVLOCK_ANSWER_HOLDERS) {
-        feed_holders(q, m, words, size, now_ms);
-    } else if (q->result_ == ADVLOCK_RESULT_TRUE && kind == ADVLOCK_ANSWER_SESSION) {
-        /* read_session checked every value. */
-        (void)advlock_on_session(m, (int)integer(q->kept_, 0, 0, 4), boolean_value(q->kept_, 0, 1),
-                                 boolean_value(q->kept_, 0, 2), now_ms);
-    } else if (kind == ADVLOCK_ANSWER_FENCED
-               && (q->result_ == ADVLOCK_RESULT_TRUE || q->result_ == ADVLOCK_RESULT_FALSE)) {
-        /* read_fenced checked the token that comes with a grant. */
-        int granted = q->result_ == ADVLOCK_RESULT_TRUE;
-        (void)advlock_on_fenced(m, granted, granted ? integer(q->kept_, 0, 1, 8) : 0, now_ms);
-    } else {
-        const char *message = write_failure_words(q, conn, words, size) ? words : "";
-        const char *sqlstate = q->sqlstate_[0] != '\0' ? q->sqlstate_ : NULL;
-        /* The machine is QUERYING whenever an answer is fed: it cannot refuse. */
-        (void)advlock_on_result(m, (advlock_result)q->result_, sqlstate, message, now_ms);
-    }
-    forget(q);
-}
-
-advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size)
-{
-    if (!write_failure_words(q, conn, words, size))
-        words[0] = '\0';
-    forget(q);
-    return (advlock_result)q->result_;
-}
-
 void advlock_pq_answer_export(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size,
                               advlock_answer *out, advlock_holder **rows)
 {
@@ -450,12 +407,12 @@ void advlock_pq_answer_export(advlock_pq_query_ *q, PGconn *conn, char *words, s
     *rows = NULL;
     out->aborted = q->status_ == PGRES_PIPELINE_ABORTED;
     out->sqlstate = q->sqlstate_[0] != '\0' ? q->sqlstate_ : NULL;
-    if (q->form_ == ADVLOCK_PQ_PREPARE && q->status_ == PGRES_COMMAND_OK)
+    if (q->form_ == ADVLOCK_FORM_PREPARE && q->status_ == PGRES_COMMAND_OK)
         out->result = ADVLOCK_RESULT_TRUE;
     else if (write_failure_words(q, conn, words, size))
         out->message = words;
     const PGresult *res = q->kept_;
-    if (out->result != ADVLOCK_RESULT_TRUE || res == NULL || q->form_ == ADVLOCK_PQ_PREPARE)
+    if (out->result != ADVLOCK_RESULT_TRUE || res == NULL || q->form_ == ADVLOCK_FORM_PREPARE)
         return;
     /* read_result checked every value these read. */
     switch (advlock_sql_answer((advlock_sql)q->sql_)) {

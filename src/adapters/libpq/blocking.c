@@ -1,15 +1,15 @@
 /*
- * The blocking calls: the engine of async.c run to the end of each
- * operation on the caller's thread, one advlock_pq_wait() turn at a time,
- * each waiting for exactly what the engine asks for (its socket's readiness,
- * its deadline). So both ways of driving an adapter share every line that
- * talks to libpq or to the machine, and a server-side wait blocks in poll()
- * only until its deadline, where the engine asks the server to cancel it.
- * Every decision about locks is the machine's; the one decision here is
- * the call's bound, past which a statement the server never answers is
- * given up on (the connection with it).
+ * The blocking calls: the single adapter's engine (async.c) pumped to the
+ * end of each operation on the caller's thread, one wait turn of the pump
+ * (pump.c) at a time, each waiting for exactly what the engine asks for
+ * (its socket's readiness, its next wake-up). So both ways of driving an
+ * adapter share every line that talks to libpq or to the engine, and a
+ * server-side wait blocks in poll() only until its deadline, where the
+ * engine asks the server to cancel it. The one decision here is the
+ * call's bound, past which a statement the server never answers is given
+ * up on (the connection with it).
  */
-#include "pq.h"
+#include "pump.h"
 
 int advlock_pq_init(advlock_pq *a, PGconn *conn)
 {
@@ -57,7 +57,7 @@ static int start(advlock_pq *a, const operation *op, int64_t now)
  * CANCEL_ANSWER_MS later, the call gives up on it (see advlock_pq_acquire()
  * in advlock_pq.h). A sleep between tries is never cut: the schedule ends
  * within the bound on its own. The notices are diverted once for the whole
- * call (docs/libpq.md "Server notices"), not once per turn of the engine:
+ * call (docs/libpq.md "Server notices"), not once per turn of the pump:
  * nothing of the caller's runs between the turns. */
 static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
 {
@@ -67,12 +67,10 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
     }
     int64_t started_ms = advlock_pq_now_ms();
     advlock_pq_notice_guard notices;
-    advlock_pq_notices_divert(&notices, a->conn_, &a->report_, &a->machine_, started_ms);
-    a->held_notices_ = 1;
+    advlock_pq_pump_hold_notices(&a->pump_, &notices, started_ms);
     int rc = start(a, op, started_ms);
     if (rc != 0) {
-        a->held_notices_ = 0;
-        advlock_pq_notices_restore(&notices);
+        advlock_pq_pump_release_notices(&notices);
         advlock_pq_report_refuse(report);
         return rc;
     }
@@ -85,7 +83,7 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
         int64_t now = advlock_pq_now_ms();
         if (now >= until_ms && advlock_pq_engine_in_flight(a)) {
             if (cancelled) {
-                advlock_pq_engine_give_up(a, now - started_ms);
+                advlock_pq_engine_give_up(a, now);
                 break;
             }
             advlock_pq_engine_cancel_in_flight(a, now);
@@ -93,11 +91,10 @@ static int run(advlock_pq *a, const operation *op, advlock_pq_report *report)
             now = advlock_pq_now_ms();
             until_ms = now + CANCEL_ANSWER_MS;
         }
-        (void)advlock_pq_wait_at(a, -1, advlock_pq_wait_until(until_ms, now), now, &notices);
+        (void)advlock_pq_engine_wait(a, -1, advlock_pq_wait_until(until_ms, now), now);
     }
-    a->held_notices_ = 0;
-    advlock_pq_notices_restore(&notices);
-    advlock_pq_report_copy(report, &a->report_);
+    advlock_pq_pump_release_notices(&notices);
+    advlock_pq_report_copy(report, &a->member_.report_);
     return 0;
 }
 
@@ -147,7 +144,7 @@ int advlock_pq_check(advlock_pq *a)
 {
     if (a == NULL)
         return ADVLOCK_EINVAL;
-    if (a->conn_ == NULL || advlock_pq_async_busy(a))
+    if (a->pump_.conn_ == NULL || advlock_pq_async_busy(a))
         return ADVLOCK_EMISUSE;
     advlock_pq_engine_watch(a, advlock_pq_now_ms());
     return 0;

@@ -3,24 +3,36 @@
  * owns every rule: members, their exclusion, the session check, the lease,
  * the lock table's share, batches, give-backs). This file binds the engine
  * to a PGconn, starts and cancels members' operations, answers the loop's
- * questions and drives the blocking calls; pipeline.c pumps statements and
+ * questions and drives the blocking calls; pump.c moves statements and
  * answers. docs/libpq.md, "Lock sets".
  */
-#include "lockset.h"
+#include "pump.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 enum { BUCKETS = 4096, FIRST_SLOTS = 64 };
 
+/* What the connection did since the set last looked: a reset (a new
+ * backend), and the caller's transaction block begun or ended (its
+ * COMMIT or ROLLBACK ends the members' transaction-scoped locks). While
+ * statements are out libpq says ACTIVE: the block is as it was. */
+static void observe(advlock_pq_lockset *s, int64_t now_ms)
+{
+    advlock_pq_pump_notice_reset(&s->pump_, now_ms);
+    PGTransactionStatusType state = PQtransactionStatus(s->pump_.conn_);
+    if (state == PQTRANS_IDLE || state == PQTRANS_INTRANS || state == PQTRANS_INERROR)
+        advlock_conn_on_transaction(&s->pump_.engine_, state != PQTRANS_IDLE);
+}
+
 /* ---- the set ------------------------------------------------------------- */
 
 static void free_tables(advlock_pq_lockset *s)
 {
     free(s->buckets_);
-    free(s->slots_);
+    free(s->pump_.slots_);
     s->buckets_ = NULL;
-    s->slots_ = NULL;
+    s->pump_.slots_ = NULL;
 }
 
 int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
@@ -38,95 +50,95 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
     if (PQsetnonblocking(conn, 1) != 0)
         return ADVLOCK_EMISUSE;
     set->buckets_ = calloc(BUCKETS, sizeof(advlock_peer *));
-    set->slots_ = malloc(FIRST_SLOTS * sizeof *set->slots_);
-    int rc = set->buckets_ == NULL || set->slots_ == NULL ? ADVLOCK_ENOMEM
-             : PQenterPipelineMode(conn) != 1             ? ADVLOCK_EMISUSE
-                                                          : 0;
+    advlock_conn_slot *slots = malloc(FIRST_SLOTS * sizeof *slots);
+    int rc = set->buckets_ == NULL || slots == NULL ? ADVLOCK_ENOMEM
+             : PQenterPipelineMode(conn) != 1       ? ADVLOCK_EMISUSE
+                                                    : 0;
     if (rc != 0) {
+        free(slots);
         free_tables(set);
         (void)PQsetnonblocking(conn, was_nonblocking);
         return rc;
     }
-    (void)advlock_conn_init(&set->engine_, set->slots_, FIRST_SLOTS, set->buckets_, BUCKETS,
-                            PQbackendPID(conn), advlock_pq_entropy() | 1,
-                            ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE);
-    advlock_pq_report_begin(&set->notices_);
-    set->conn_ = conn;
+    (void)advlock_pq_pump_bind(&set->pump_, conn, slots, FIRST_SLOTS, 1, set->buckets_, BUCKETS,
+                               ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
     return 0;
 }
 
 void advlock_pq_lockset_finish(advlock_pq_lockset *set)
 {
-    if (set == NULL || set->slots_ == NULL)
+    if (set == NULL || set->pump_.slots_ == NULL)
         return;
-    if (set->conn_ != NULL && advlock_conn_outstanding(&set->engine_) == 0)
-        (void)PQexitPipelineMode(set->conn_);
+    if (set->pump_.conn_ != NULL && advlock_conn_outstanding(&set->pump_.engine_) == 0)
+        (void)PQexitPipelineMode(set->pump_.conn_);
     /* No member may be left busy or holding in an engine that is going:
      * each can start again in another set. */
-    advlock_conn_forget(&set->engine_, advlock_pq_now_ms());
-    advlock_pq_ls_take_events(set);
-    advlock_pq_answer_clear(&set->query_);
+    advlock_conn_forget(&set->pump_.engine_, advlock_pq_now_ms());
+    advlock_pq_pump_take_events(&set->pump_);
+    advlock_pq_answer_clear(&set->pump_.query_);
     free_tables(set);
-    set->conn_ = NULL;
+    set->pump_.conn_ = NULL;
 }
 
 int advlock_pq_lockset_set_lease(advlock_pq_lockset *set, int64_t lease_ms, int64_t stop_ms)
 {
     if (set == NULL)
         return ADVLOCK_EINVAL;
-    if (set->conn_ == NULL)
+    if (set->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    return advlock_conn_set_lease(&set->engine_, lease_ms, stop_ms);
+    return advlock_conn_set_lease(&set->pump_.engine_, lease_ms, stop_ms);
 }
 
 int advlock_pq_lockset_set_capacity_share(advlock_pq_lockset *set, int percent)
 {
     if (set == NULL || percent < 1 || percent > 100)
         return ADVLOCK_EINVAL;
-    if (set->conn_ == NULL)
+    if (set->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    return advlock_conn_set_capacity_share(&set->engine_, percent);
+    return advlock_conn_set_capacity_share(&set->pump_.engine_, percent);
 }
 
 int advlock_pq_lockset_process(advlock_pq_lockset *set, unsigned ready, int64_t now_ms)
 {
     if (set == NULL || (ready & ~(ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE)) != 0)
         return ADVLOCK_EINVAL;
-    if (set->conn_ == NULL)
+    if (set->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
-    advlock_pq_ls_notice_reset(set, now_ms);
-    advlock_pq_ls_pump(set, ready, now_ms);
+    observe(set, now_ms);
+    advlock_pq_pump_turn(&set->pump_, ready, now_ms);
     return 0;
 }
 
 int advlock_pq_lockset_socket(const advlock_pq_lockset *set)
 {
-    return set != NULL && set->conn_ != NULL ? PQsocket(set->conn_) : -1;
+    return set != NULL && set->pump_.conn_ != NULL ? PQsocket(set->pump_.conn_) : -1;
 }
 
 unsigned advlock_pq_lockset_wants(const advlock_pq_lockset *set)
 {
-    if (set == NULL || set->conn_ == NULL)
-        return 0;
-    if (set->flushing_ || advlock_conn_wants_send(&set->engine_))
-        return ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE;
-    return advlock_conn_watching(&set->engine_) ? ADVLOCK_PQ_READ : 0;
+    return set != NULL ? advlock_pq_pump_wants(&set->pump_) : 0;
 }
 
 size_t advlock_pq_lockset_busy(const advlock_pq_lockset *set)
 {
-    return set != NULL ? advlock_conn_busy(&set->engine_) : 0;
+    return set != NULL ? advlock_conn_busy(&set->pump_.engine_) : 0;
+}
+
+const advlock_conn *advlock_pq_lockset_engine(const advlock_pq_lockset *set)
+{
+    return set != NULL ? &set->pump_.engine_ : NULL;
+}
+
+int advlock_pq_lockset_quiet(const advlock_pq_lockset *set)
+{
+    return set != NULL && set->pump_.conn_ != NULL
+           && advlock_conn_outstanding(&set->pump_.engine_) == 0 && !set->pump_.syncing_
+           && !set->pump_.reading_;
 }
 
 int advlock_pq_lockset_deadline(const advlock_pq_lockset *set, int64_t *at_ms)
 {
-    if (set == NULL || at_ms == NULL)
-        return 0;
-    int64_t at = advlock_conn_next_wake(&set->engine_);
-    if (at == INT64_MAX)
-        return 0;
-    *at_ms = at;
-    return 1;
+    return set != NULL && at_ms != NULL && advlock_pq_pump_deadline(&set->pump_, at_ms);
 }
 
 /* ---- members ------------------------------------------------------------- */
@@ -147,7 +159,7 @@ static int started(advlock_pq_lockset *set, advlock_pq_member *m, int rc)
         return rc;
     m->set_ = set;
     advlock_pq_report_begin(&m->report_);
-    advlock_pq_ls_take_events(set);
+    advlock_pq_pump_take_events(&set->pump_);
     return 0;
 }
 
@@ -155,13 +167,12 @@ int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_mem
                                          int64_t timeout_ms, const advlock_options *o,
                                          int64_t now_ms)
 {
-    /* Every member shares the set's one transaction, which any caller's
-     * commit would end (docs/design.md, "Session scope, polling only"). */
-    if (set == NULL || m == NULL || timeout_ms < 0 || (o != NULL && o->scope != ADVLOCK_SESSION))
+    if (set == NULL || m == NULL || timeout_ms < 0)
         return ADVLOCK_EINVAL;
-    if (set->conn_ == NULL || advlock_member_busy(&m->member_) || advlock_member_held(&m->member_))
+    if (set->pump_.conn_ == NULL || advlock_member_busy(&m->member_)
+        || advlock_member_held(&m->member_))
         return ADVLOCK_EMISUSE;
-    advlock_pq_ls_notice_reset(set, now_ms);
+    observe(set, now_ms);
     advlock_options chosen;
     if (o != NULL)
         chosen = *o;
@@ -172,8 +183,8 @@ int advlock_pq_lockset_start_acquire_key(advlock_pq_lockset *set, advlock_pq_mem
      * one's engine afresh: the engine refuses another engine's member. */
     if (m->set_ != set)
         advlock_member_init(&m->member_);
-    int rc = advlock_conn_start_acquire_key(&set->engine_, &m->member_, key, timeout_ms, &chosen,
-                                            now_ms);
+    int rc = advlock_conn_start_acquire_key(&set->pump_.engine_, &m->member_, key, timeout_ms,
+                                            &chosen, now_ms);
     return started(set, m, rc);
 }
 
@@ -191,12 +202,12 @@ static int start_on_held(advlock_pq_lockset *set, advlock_pq_member *m, int veri
 {
     if (set == NULL || m == NULL)
         return ADVLOCK_EINVAL;
-    if (set->conn_ != NULL)
-        advlock_pq_ls_notice_reset(set, now_ms);
-    if (set->conn_ == NULL || m->set_ != set)
+    if (set->pump_.conn_ != NULL)
+        observe(set, now_ms);
+    if (set->pump_.conn_ == NULL || m->set_ != set)
         return ADVLOCK_EMISUSE;
-    int rc = verify ? advlock_conn_start_verify(&set->engine_, &m->member_, now_ms)
-                    : advlock_conn_start_release(&set->engine_, &m->member_, now_ms);
+    int rc = verify ? advlock_conn_start_verify(&set->pump_.engine_, &m->member_, now_ms)
+                    : advlock_conn_start_release(&set->pump_.engine_, &m->member_, now_ms);
     return started(set, m, rc);
 }
 
@@ -210,16 +221,33 @@ int advlock_pq_lockset_start_verify(advlock_pq_lockset *set, advlock_pq_member *
     return start_on_held(set, m, 1, now_ms);
 }
 
+int advlock_pq_lockset_start_release_key(advlock_pq_lockset *set, advlock_pq_member *m, int64_t key,
+                                         const advlock_options *o, int64_t now_ms)
+{
+    if (set == NULL || m == NULL)
+        return ADVLOCK_EINVAL;
+    if (set->pump_.conn_ == NULL)
+        return ADVLOCK_EMISUSE;
+    observe(set, now_ms);
+    if (m->set_ != set)
+        advlock_member_init(&m->member_);
+    return started(
+        set, m, advlock_conn_start_release_key(&set->pump_.engine_, &m->member_, key, o, now_ms));
+}
+
 int advlock_pq_lockset_cancel(advlock_pq_lockset *set, advlock_pq_member *m, int64_t now_ms)
 {
     if (set == NULL || m == NULL)
         return ADVLOCK_EINVAL;
     if (m->set_ != set)
         return ADVLOCK_EMISUSE;
-    int rc = advlock_conn_cancel(&set->engine_, &m->member_, now_ms);
-    if (rc == 0)
-        advlock_pq_ls_take_done(m); /* the engine tells no event of a cancel */
-    advlock_pq_ls_take_events(set);
+    int rc = advlock_conn_cancel(&set->pump_.engine_, &m->member_, now_ms);
+    /* The engine tells no event of a cancel that ends m now; one of a wait
+     * on the server, or of a transaction's try in flight, ends with its
+     * answer, its DONE event coming then. */
+    if (rc == 0 && !advlock_member_busy(&m->member_))
+        advlock_pq_pump_take_done(m);
+    advlock_pq_pump_take_events(&set->pump_);
     return rc;
 }
 
@@ -249,18 +277,11 @@ int advlock_pq_lockset_wait(advlock_pq_lockset *set, int extra_fd, int max_wait_
 {
     if (set == NULL)
         return ADVLOCK_EINVAL;
-    if (set->conn_ == NULL)
+    if (set->pump_.conn_ == NULL)
         return ADVLOCK_EMISUSE;
     int64_t now = advlock_pq_now_ms();
-    advlock_pq_ls_notice_reset(set, now);
-    int64_t at;
-    int has_deadline = advlock_pq_lockset_deadline(set, &at);
-    advlock_pq_turn turn;
-    if (advlock_pq_wait_turn(advlock_pq_lockset_busy(set) > 0, advlock_pq_lockset_socket(set),
-                             advlock_pq_lockset_wants(set), has_deadline ? &at : NULL, extra_fd,
-                             max_wait_ms, now, &turn))
-        (void)advlock_pq_lockset_process(set, turn.ready, turn.now_ms);
-    return turn.extra;
+    observe(set, now);
+    return advlock_pq_pump_wait(&set->pump_, extra_fd, max_wait_ms, now);
 }
 
 /* How long past its schedule a blocking call waits for the server: the
@@ -284,7 +305,7 @@ static int run(advlock_pq_lockset *set, advlock_pq_member *m, int start_rc, int6
         int64_t now = advlock_pq_now_ms();
         int sleeping = advlock_member_sleeping(&m->member_);
         if (now >= until && !sleeping) {
-            advlock_pq_ls_give_up(set, now);
+            advlock_pq_pump_give_up(&set->pump_, now);
             break;
         }
         (void)advlock_pq_lockset_wait(set, -1, advlock_pq_wait_until(until, now));

@@ -13,26 +13,9 @@
  * (pg_type), and libpq's code for the binary format, which both use. */
 enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 2278, BINARY = 1 };
 
-/* ---- query.c: sending one of the machine's queries ------------------------ */
+/* ---- query.c: sending one of the engine's statements ---------------------- */
 
-/* The form a statement goes in (the core's advlock_form); see "On the
- * wire" in docs/libpq.md. */
-enum advlock_pq_form {
-    ADVLOCK_PQ_PREPARE = (int)ADVLOCK_FORM_PREPARE,        /* prepare it under its name */
-    ADVLOCK_PQ_EXECUTE_NAMED = (int)ADVLOCK_FORM_NAMED,    /* execute the prepared statement */
-    ADVLOCK_PQ_EXECUTE_UNNAMED = (int)ADVLOCK_FORM_UNNAMED /* parse, bind and execute in one go */
-};
-
-/* sql's bit in a mask of prepared statements (ADVLOCK_SQL_COUNT <= 32,
- * checked in query.c). */
-uint32_t advlock_pq_sql_bit(int sql);
-
-/* Chooses the first form for the machine's query sql on conn; proxied:
- * the connection reaches the server through a proxy (unnamed forms only). */
-void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, int proxied,
-                            PGconn *conn);
-
-/* Sends the current form (PQsend*) with the action's parameters (param,
+/* Sends q's form (PQsend*) with the action's parameters (param,
  * param2, param3: as many as the statement takes); returns libpq's 1 or 0.
  * Both adapters send this way, so both read results one by one (see
  * answer.c). */
@@ -49,13 +32,6 @@ uint64_t advlock_pq_entropy(void);
  * seed and no generator of its own ("random": see advlock_options). */
 void advlock_pq_seed_jitter(advlock_options *o);
 
-/*
- * Given the answer to the current form, decides whether another form must
- * follow (returns 1: send it; the answer is cleared) or the answer is the
- * query's result for the machine (returns 0). Updates *prepared.
- */
-int advlock_pq_query_next(advlock_pq_query_ *q, uint32_t *prepared, PGconn *conn);
-
 /* ---- answer.c: what a statement's results mean ---------------------------- */
 
 /* Forgets any answer: the next statement starts unanswered. */
@@ -64,10 +40,8 @@ void advlock_pq_answer_clear(advlock_pq_query_ *q);
 /*
  * Reads one PGresult (not NULL) of the current statement into q's answer,
  * taking ownership of res: q keeps the result that says the answer (its
- * words, a holders query's rows) until advlock_pq_answer_feed() or
- * advlock_pq_answer_clear(), and clears the others. The first failure is
- * kept (it says why), and a lost connection wins over whatever the results
- * say.
+ * words, a holders query's rows) until advlock_pq_answer_clear(), and clears the others. The first
+ * failure is kept (it says why), and a lost connection wins over whatever the results say.
  */
 void advlock_pq_answer_read(advlock_pq_query_ *q, PGconn *conn, PGresult *res);
 
@@ -85,23 +59,6 @@ void advlock_pq_answer_end(advlock_pq_query_ *q, PGconn *conn);
  * are one line each.
  */
 void advlock_pq_copy_line(char *out, size_t size, const char *text);
-
-/*
- * Feeds the final answer to the machine (a result, a holders query's rows,
- * or the session row) and lets go of the result q kept. A failure's words
- * are written into words (size bytes: the report's server_message) and
- * passed on with it; a success leaves words as they are (an earlier failure
- * of the same operation may still be the one the report gives).
- */
-void advlock_pq_answer_feed(advlock_pq_query_ *q, advlock_machine *m, PGconn *conn, char *words,
-                            size_t size, int64_t now_ms);
-
-/*
- * The final answer of a statement that is not the machine's (a lease's
- * row, a BOOLEAN): returns the result, with a failure's words in words
- * (size bytes; "" for a success), and lets go of the kept result.
- */
-advlock_result advlock_pq_answer_take(advlock_pq_query_ *q, PGconn *conn, char *words, size_t size);
 
 /*
  * The final answer in q as the connection engine takes it
@@ -125,6 +82,7 @@ typedef struct advlock_pq_notice_guard {
     int diverted;
     int forward;
     int fatal; /* a FATAL or PANIC notice arrived: the server ends the session */
+    struct advlock_pq_notice_guard *outer; /* the guard held before this one (pump.c) */
 } advlock_pq_notice_guard;
 
 /*
@@ -168,9 +126,9 @@ void advlock_pq_report_copy(advlock_pq_report *to, const advlock_pq_report *from
  */
 int advlock_pq_cancel_send(PGconn *conn, char *error, size_t size);
 
-/* ---- async.c: the one engine both adapters drive ----------------------------- */
+/* ---- async.c: the single adapter's engine, for blocking.c -------------------- */
 
-/* Binds an engine to conn, whatever its state, without changing the
+/* Binds an adapter to conn, whatever its state, without changing the
  * connection's blocking mode (the blocking adapter's init). */
 void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn);
 
@@ -181,27 +139,26 @@ void advlock_pq_engine_bind(advlock_pq *a, PGconn *conn);
  */
 void advlock_pq_engine_watch(advlock_pq *a, int64_t now_ms);
 
-/* While a lock is held: if the connection was reset since it was taken (a
- * new backend pid), ends the watch with LOST, saying so; returns 1 if it
- * did. Reads nothing from the socket. */
-int advlock_pq_engine_notice_reset(advlock_pq *a, int64_t now_ms);
-
-/* 1 while a statement of the operation under way is sent or being sent
- * and not yet all answered (a sleep between tries is no statement). */
+/* 1 while a statement of the engine's is sent and not yet answered (a
+ * sleep between tries is no statement). */
 int advlock_pq_engine_in_flight(const advlock_pq *a);
 
 /* Asks the server to cancel the statement in flight (cancel.c's request,
- * 250 ms at most); a request not taken is reported as a warning event. */
+ * 250 ms at most); a request not taken is the engine's warning. */
 void advlock_pq_engine_cancel_in_flight(advlock_pq *a, int64_t now_ms);
 
 /*
  * Ends the operation whose statement got no answer within the caller's
- * bound: outcome FAILED, failure ADVLOCK_ENOANSWER, the statement in
- * flight as its sql, elapsed_ms as given; and unbinds the adapter, whose
- * connection is left with a statement in flight (every call but init
- * then returns ADVLOCK_EMISUSE). The connection is the caller's to close.
+ * bound: the engine gives the connection up (FAILED, ADVLOCK_ENOANSWER),
+ * and the adapter is unbound, its connection left with a statement in
+ * flight (every call but init then returns ADVLOCK_EMISUSE). The
+ * connection is the caller's to close.
  */
-void advlock_pq_engine_give_up(advlock_pq *a, int64_t elapsed_ms);
+void advlock_pq_engine_give_up(advlock_pq *a, int64_t now_ms);
+
+/* advlock_pq_wait() on an adapter (not NULL), with the clock read at
+ * now_ms by the caller just before (a blocking call's loop has it). */
+int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now_ms);
 
 /* ---- wait.c: one poll() turn ------------------------------------------------ */
 
@@ -226,18 +183,12 @@ typedef struct advlock_pq_turn {
 int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, int extra_fd,
                          int max_wait_ms, int64_t now, advlock_pq_turn *turn);
 
-/* advlock_pq_wait() for a bound adapter, at now: the blocking calls' loop
- * has just read the clock. notices (NULL: none) is the guard the caller
- * diverts them with, whose time becomes the process's. */
-int advlock_pq_wait_at(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now,
-                       advlock_pq_notice_guard *notices);
-
 /* A blocking call's max_wait_ms until until_ms (INT_MAX at most), or -1
  * (only the driver's own deadline) when there is none or it has passed. */
 int advlock_pq_wait_until(int64_t until_ms, int64_t now);
 
 /* Reads what an idle session's socket holds, without blocking; returns 1
- * if the connection is gone (async.c). */
+ * if the connection is gone (pump.c). */
 int advlock_pq_read_idle(PGconn *conn);
 
 /* ---- shared checks ------------------------------------------------------- */

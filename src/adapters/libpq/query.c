@@ -1,8 +1,8 @@
 /*
- * Sending one of the machine's queries: which form it goes in (prepared
- * under a name, or unnamed), how its int8 parameters are encoded, and when
- * a missing prepared statement may be prepared again. The rule is stated in
- * docs/libpq.md under "On the wire" (prepared statements).
+ * Sending one of the core's statements in the form the connection engine
+ * names (prepared under a name, executed by it, or unnamed) and how its
+ * int8 parameters are encoded. When each form is used is the engine's
+ * rule, stated in docs/libpq.md under "On the wire".
  */
 #include "pq.h"
 
@@ -37,41 +37,11 @@ const char *advlock_pq_statement_name(advlock_sql sql)
     return statement_names[sql];
 }
 
-/* One bit per statement in the prepared-statement masks (the single
- * adapter's and the lock set's): the rows a lock's drivers send. The
- * command's own rows (from ADVLOCK_SQL_OCCUPY) are never prepared. */
-_Static_assert(ADVLOCK_SQL_OCCUPY <= 32, "prepared masks have 32 bits");
-
-uint32_t advlock_pq_sql_bit(int sql)
-{
-    return (unsigned)sql < ADVLOCK_SQL_OCCUPY ? UINT32_C(1) << sql : 0;
-}
-
 int advlock_pq_conn_free(PGconn *conn)
 {
     if (PQstatus(conn) != CONNECTION_OK)
         return 1;
     return PQtransactionStatus(conn) != PQTRANS_ACTIVE && PQpipelineStatus(conn) == PQ_PIPELINE_OFF;
-}
-
-void advlock_pq_query_begin(advlock_pq_query_ *q, advlock_sql sql, uint32_t prepared, int proxied,
-                            PGconn *conn)
-{
-    q->sql_ = sql;
-    q->reprepared_ = 0;
-    advlock_pq_answer_clear(q);
-    /* Inside a transaction a missing statement would abort the caller's
-     * transaction; a broken connection gets the simplest form to fail with.
-     * Behind a proxy a statement prepared on one server session is executed
-     * on whichever is free: it works only by accident (26000, 42P05). The
-     * session check runs once per connection, before anyone knows which of
-     * the two this is, so it is never worth a PREPARE. */
-    if (PQtransactionStatus(conn) != PQTRANS_IDLE || proxied || sql == ADVLOCK_SQL_SESSION)
-        q->form_ = ADVLOCK_PQ_EXECUTE_UNNAMED;
-    else if (prepared & advlock_pq_sql_bit(sql))
-        q->form_ = ADVLOCK_PQ_EXECUTE_NAMED;
-    else
-        q->form_ = ADVLOCK_PQ_PREPARE;
 }
 
 /* The parameters as binary int8s: eight bytes each, most significant first. */
@@ -110,7 +80,9 @@ int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params)
     int n = advlock_sql_params(sql);
     if (text == NULL || (n > 0 && params == NULL))
         return ADVLOCK_EINVAL;
-    if (n == 0)
+    /* Pipeline mode (a lock set's connection) takes the extended protocol
+     * only. */
+    if (n == 0 && PQpipelineStatus(conn) == PQ_PIPELINE_OFF)
         return PQsendQuery(conn, text);
     int8_params p;
     for (int i = 0; i < n && i < MAX_PARAMS; i++)
@@ -127,50 +99,14 @@ int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advloc
     for (int i = 0; i < n && i < MAX_PARAMS; i++) /* only those sent: once per statement */
         encode(&p, i, values[i]);
     switch (q->form_) {
-    case ADVLOCK_PQ_PREPARE:
+    case ADVLOCK_FORM_PREPARE:
         return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), n,
                              param_types);
-    case ADVLOCK_PQ_EXECUTE_NAMED:
+    case ADVLOCK_FORM_NAMED:
         return PQsendQueryPrepared(conn, advlock_pq_statement_name(sql), n, p.values, p.lengths,
                                    p.formats, BINARY);
     default:
         return PQsendQueryParams(conn, advlock_sql_text(sql), n, param_types, p.values, p.lengths,
                                  p.formats, BINARY);
     }
-}
-
-static int sqlstate_is(const advlock_pq_query_ *q, const char *code)
-{
-    return strcmp(q->sqlstate_, code) == 0;
-}
-
-int advlock_pq_query_next(advlock_pq_query_ *q, uint32_t *prepared, PGconn *conn)
-{
-    switch (q->form_) {
-    case ADVLOCK_PQ_PREPARE:
-        if (q->result_ == ADVLOCK_RESULT_CONNECTION_LOST)
-            return 0;
-        /* 42P05 duplicate_prepared_statement: someone (another session
-         * object on this connection) prepared it already. */
-        if (q->status_ == PGRES_COMMAND_OK || sqlstate_is(q, "42P05")) {
-            *prepared |= advlock_pq_sql_bit(q->sql_);
-            q->form_ = ADVLOCK_PQ_EXECUTE_NAMED;
-        } else {
-            q->form_ = ADVLOCK_PQ_EXECUTE_UNNAMED;
-        }
-        break;
-    case ADVLOCK_PQ_EXECUTE_NAMED:
-        /* 26000 invalid_sql_statement_name: the statement was dropped.
-         * Named statements only run outside transactions, so the failure
-         * aborted nothing; check anyway before sending more. */
-        if (!sqlstate_is(q, "26000") || q->reprepared_ || PQtransactionStatus(conn) != PQTRANS_IDLE)
-            return 0;
-        *prepared &= ~advlock_pq_sql_bit(q->sql_);
-        q->reprepared_ = 1;
-        q->form_ = ADVLOCK_PQ_PREPARE;
-        break;
-    default: return 0;
-    }
-    advlock_pq_answer_clear(q);
-    return 1;
 }

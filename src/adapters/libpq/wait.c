@@ -1,8 +1,9 @@
 /*
- * One turn of a poll() loop for an adapter (advlock_pq_wait) or a lock set
- * (advlock_pq_lockset_wait): the loop the blocking calls run, offered to programs without an event
- * loop of their own, with room for one more descriptor (a signal self-pipe), so that such a program
- * need not copy it.
+ * One turn of a poll() loop for the pump (pump.c), which an adapter
+ * (advlock_pq_wait) and a lock set (advlock_pq_lockset_wait) run: the loop
+ * the blocking calls run, offered to programs without an event loop of
+ * their own, with room for one more descriptor (a signal self-pipe), so
+ * that such a program need not copy it.
  */
 #include "pq.h"
 
@@ -76,32 +77,4 @@ int advlock_pq_wait_turn(int busy, int fd, unsigned wants, const int64_t *at, in
     turn->extra = extra_fd >= 0 && fds[1].revents != 0;
     turn->now_ms = advlock_pq_now_ms(); /* the poll took time */
     return turn->ready != 0 || (at != NULL && turn->now_ms >= *at);
-}
-
-int advlock_pq_wait_at(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t now,
-                       advlock_pq_notice_guard *notices)
-{
-    /* A reset connection's new socket would say nothing of the held lock's
-     * end: the loss is told before the wait. */
-    (void)advlock_pq_engine_notice_reset(a, now);
-    int64_t at;
-    int has_deadline = advlock_pq_async_deadline(a, &at);
-    advlock_pq_turn turn;
-    if (advlock_pq_wait_turn(advlock_pq_async_busy(a), advlock_pq_async_socket(a),
-                             advlock_pq_async_wants(a), has_deadline ? &at : NULL, extra_fd,
-                             max_wait_ms, now, &turn)) {
-        if (notices != NULL)
-            notices->now_ms = turn.now_ms; /* the notices come at the process's time */
-        (void)advlock_pq_async_process(a, turn.ready, turn.now_ms);
-    }
-    return turn.extra;
-}
-
-int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
-{
-    if (a == NULL)
-        return ADVLOCK_EINVAL;
-    if (a->conn_ == NULL)
-        return ADVLOCK_EMISUSE;
-    return advlock_pq_wait_at(a, extra_fd, max_wait_ms, advlock_pq_now_ms(), NULL);
 }
