@@ -1969,6 +1969,27 @@ typedef struct advlock_conn_event {
  * release or verify of the lock it holds keeps the warning its own). */
 ADVLOCK_API int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev);
 
+/* What advlock_conn_turn() found, OR'ed. */
+typedef enum advlock_turn {
+    ADVLOCK_TURN_STATEMENT = 1, /* *st holds the next statement to send */
+    ADVLOCK_TURN_EVENTS = 2,    /* an event waits: advlock_conn_poll_event() */
+    ADVLOCK_TURN_REFUSED = 4    /* a came with nothing in flight: nothing done */
+} advlock_turn;
+
+/*
+ * A pump's turn in one call, for bindings to whom each call into the
+ * library costs (Python's ctypes): advlock_conn_on_answer(c, a, now_ms)
+ * when a is not NULL, advlock_conn_on_timer(c, now_ms) when the engine's
+ * wake is due by now_ms, then advlock_conn_poll_statement(c, st, now_ms).
+ * Returns the ADVLOCK_TURN_* bits and, when wake is not NULL, writes
+ * advlock_conn_next_wake() after the turn to *wake. ADVLOCK_TURN_REFUSED
+ * alone for an a with nothing in flight (advlock_conn_on_answer()'s
+ * ADVLOCK_EMISUSE), and for c or st NULL. a's strings are read during the
+ * call only; nothing is allocated.
+ */
+ADVLOCK_API int advlock_conn_turn(advlock_conn *c, const advlock_answer *a, advlock_statement *st,
+                                  int64_t now_ms, int64_t *wake);
+
 /*
  * The server sent a notice (libpq: the notice receiver; a WARNING such as
  * an unlock's "you don't own a lock") while the head statement ran
