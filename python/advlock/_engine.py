@@ -25,7 +25,7 @@ import time
 import types
 import weakref
 from asyncio import isfuture
-from ctypes import addressof
+from ctypes import addressof, c_int64, pointer
 from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, List, Optional,
                     Protocol, Tuple, TypeVar)
 
@@ -46,6 +46,8 @@ _member_busy, _member_held = _lib.advlock_member_busy, _lib.advlock_member_held
 _start_acquire, _start_release = _lib.advlock_conn_start_acquire, _lib.advlock_conn_start_release
 _on_transaction = _lib.advlock_conn_on_transaction
 _member_report, _member_words = _lib.advlock_member_report, _lib.advlock_member_words
+_turn = _lib.advlock_conn_turn
+_STATEMENT, _EVENTS = B.C["ADVLOCK_TURN_STATEMENT"], B.C["ADVLOCK_TURN_EVENTS"]
 _WORDLESS = frozenset((B.C["ADVLOCK_ACQUIRED"], B.C["ADVLOCK_RELEASED"]))
 _TRUE, _NULL, _LOST = B.RESULT_TRUE, B.RESULT_NULL, B.RESULT_CONNECTION_LOST
 _CANCEL, _DONE, _VOID = B.STATEMENT_CANCEL, B.CONN_DONE, B.ANSWER_VOID
@@ -166,7 +168,8 @@ class Engine:
     connection), and the owners of its members by their address."""
 
     __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
-                 "cond", "task", "poke", "helper", "bodies", "held", "unwatch", "_ev",
+                 "cond", "task", "poke", "helper", "helper_cond", "helper_until", "bodies",
+                 "held", "unwatch", "_ev", "wake", "_wake_p",
                  "_ans", "is_async", "settling", "sleeping", "news", "refused", "tick_at", "sending",
                  "__weakref__")
 
@@ -201,6 +204,11 @@ class Engine:
         self.task: Optional[object] = None
         self.poke: Optional[asyncio.Future[None]] = None   # wakes its WAIT
         self.helper: Optional[threading.Thread] = None     # blocking: the helper
+        # The helper sleeps on a condition of its own, to the time in
+        # helper_until (-1: awake or absent), woken only for a timer due
+        # before it: the callers' news never wakes it.
+        self.helper_cond = threading.Condition(self.guard)
+        self.helper_until = -1
         self.bodies: Dict[int, asyncio.Task[Any]] = {}     # asyncpg: held locks' bodies
         self.held = 0                     # members holding, for the session watch
         self.unwatch: Optional[Call] = None
@@ -209,6 +217,9 @@ class Engine:
         self.settling: List[asyncio.Future[None]] = []
         self._ev = B.ConnEvent()
         self._ans = B.Answer()
+        # The engine's next wake as the last turn left it (turns()).
+        self.wake = c_int64(INT64_MAX)
+        self._wake_p = pointer(self.wake)
 
     # What the lock objects call.
 
@@ -255,6 +266,7 @@ class Engine:
             self.closed(ENDED)
             if self.sleeping:
                 self.cond.notify_all()
+            _wake_helper(self)
 
     def session(self) -> B.Session:
         """The connection's session value."""
@@ -401,21 +413,25 @@ def turns(e: Engine, done: Callable[[], bool]) -> Generator[Op, Optional[Answer]
     """The pump's logic: yields (SEND, statement) and takes its answer (or
     None: not yet, AWAIT it), (AWAIT, wake_ms) taking the answer or None at
     that time, (WAIT, wake_ms), (CANCEL, None); returns once done() says so
-    and nothing may be sent. A pass costs the engine's poll: its timer runs
-    when due, its events are taken when something may have happened."""
+    and nothing may be sent. A pass is one call into the engine
+    (advlock_conn_turn(): the answer, the timer when due, the next
+    statement), the events taken only when it says some wait; e.wake is
+    the engine's next wake after it."""
     c, take_events, ans, tick = e._c, e.take_events, e._ans, e.tick
+    wake, wake_p = e.wake, e._wake_p
     st = B.Statement()
     late: Optional[B.Statement] = None
+    fed: Optional[B.Answer] = None  # the answer the next pass hands in
+    keep: List[Any] = []  # what fed's strings need alive until then
     while True:
-        now = _mono() // 1000000
-        if _next_wake(c) <= now:
-            _on_timer(c, now)
+        found = _turn(c, fed, st, _mono() // 1000000, wake_p)
+        fed = None
+        if found & _EVENTS:
             take_events()
-        if not _poll(c, st, now):
-            take_events()  # a member may end without a statement
+        if not found & _STATEMENT:
             if done():
                 return
-            yield WAIT, _next_wake(c)
+            yield WAIT, wake.value
             continue
         if st.kind == _CANCEL:
             yield CANCEL, None
@@ -436,8 +452,10 @@ def turns(e: Engine, done: Callable[[], bool]) -> Generator[Op, Optional[Answer]
             yield WAIT, _mono() // 1000000 + RETRY_MS
             answer = yield SEND, st
         if answer.__class__ is int:
-            _answer_init(ans, answer)
-            _on_answer(c, ans, _mono() // 1000000)
+            fed = _BOOLEANS.get(answer)  # type: ignore[arg-type]
+            if fed is None:
+                _answer_init(ans, answer)
+                fed = ans
         elif answer.__class__ is Busy:
             # A member's statement the client refused to send: never run,
             # so nothing granted; the operation fails as a misuse, in the
@@ -446,18 +464,26 @@ def turns(e: Engine, done: Callable[[], bool]) -> Generator[Op, Optional[Answer]
             message = answer.message  # type: ignore[union-attr]
             e.refused[st.member] = message
             keep = _fill(ans, (_SERVER_ERROR, None, message))
-            _on_answer(c, ans, _mono() // 1000000)
-            del keep
+            fed = ans
         else:
             keep = _fill(ans, answer)  # alive while the engine reads it
-            _on_answer(c, ans, _mono() // 1000000)
-            del keep
+            fed = ans
             if answer.__class__ is tuple and answer[0] == _LOST:  # type: ignore[index]
                 # The clients answer so only for a connection closed or
                 # broken: the engine hears of the close, once.
+                _on_answer(c, ans, _mono() // 1000000)
+                fed = None
                 e.closed(str(answer[2]))  # type: ignore[index]
-                continue
-        take_events()
+
+
+def _boolean(result: int) -> B.Answer:
+    a = B.Answer()
+    _answer_init(a, result)
+    return a
+
+
+# The answers of a boolean statement, made once (the engine only reads them).
+_BOOLEANS = {r: _boolean(r) for r in (_TRUE, B.RESULT_FALSE, _NULL)}
 
 
 # ---- the asyncio shell ------------------------------------------------------------
@@ -544,7 +570,7 @@ async def _step(e: Engine, client: AsyncClient, loop: asyncio.AbstractEventLoop,
         if cancels:  # none may land on this statement
             await guarded(_delivered(cancels), guard)  # type: ignore[misc]
             cancels.clear()
-        if e.next_wake() == INT64_MAX and not e.bodies and SQL_ANSWER[arg.sql] != _VOID:
+        if e.wake.value == INT64_MAX and not e.bodies and SQL_ANSWER[arg.sql] != _VOID:
             value = await guarded(client.start(arg.sql, args_of(arg)), guard)  # type: ignore[misc]
         else:  # a wait, timers or bodies: the pump stays free meanwhile
             e.sending = Guard()
@@ -690,7 +716,7 @@ async def _inline(e: Engine, owner: Owner, shielded: bool) -> Optional[asyncio.C
                 break
             value = None
             if op == SEND and (shielded or guard.cancelled_by is None) and not e.bodies and \
-                    _next_wake(c) == INT64_MAX and SQL_ANSWER[arg.sql] != _VOID:
+                    e.wake.value == INT64_MAX and SQL_ANSWER[arg.sql] != _VOID:
                 value = await guarded(client.start(arg.sql, args_of(arg)), guard)  # type: ignore[misc]
                 if guard.cancelled_by is not None and not shielded and e.busy(owner):
                     e.cancel(owner)  # before its answer: a grant is the engine's to give back
@@ -793,7 +819,7 @@ def run_blocking(e: Engine, owner: Owner, interruptible: bool = False) -> None:
     with e.guard:
         interrupted = _pump_blocking(e, turns(e, lambda: not _member_busy(m)),
                                      owner if interruptible else None)
-        if _next_wake(e._c) != INT64_MAX:
+        if e.wake.value != INT64_MAX:
             _ensure_helper(e)
     if interrupted is not None:
         raise interrupted
@@ -817,9 +843,11 @@ def _pump_blocking(e: Engine, gen: Pump,
                 _notify_answered(e)
         value = None
         if op == SEND:
-            if _next_wake(c) != INT64_MAX and e.helper is not threading.current_thread():
+            if e.wake.value != INT64_MAX and e.helper is not threading.current_thread():
                 _ensure_helper(e)  # the timers go on while this thread waits
             value = _send_blocking(e, arg)
+        elif op == WAIT and e.helper is threading.current_thread():
+            _helper_sleep(e, arg)
         elif op == WAIT:
             me = threading.get_ident()
             # -1: waiting for the statement in flight to answer
@@ -841,10 +869,31 @@ def _notify_answered(e: Engine) -> None:
     """After an answer: wakes the threads waiting on e if one waits for
     that answer, a member's operation ended or was lost (e.news), or the
     engine's next wake came before theirs."""
-    first = min(e.sleeping.values())
-    if first < 0 or e.news or _next_wake(e._c) < first:
-        e.news = False
-        e.cond.notify_all()
+    sleeping = e.sleeping
+    if sleeping:
+        first = min(sleeping.values())
+        if first < 0 or e.news or _next_wake(e._c) < first:
+            e.news = False
+            e.cond.notify_all()
+    _wake_helper(e)
+
+
+def _wake_helper(e: Engine) -> None:
+    """Under e.guard: wakes the sleeping helper if the engine's timer is
+    due before the time it sleeps to (a later one waits for it to wake)."""
+    until = e.helper_until
+    if until >= 0 and _next_wake(e._c) < until:
+        e.helper_cond.notify()
+
+
+def _helper_sleep(e: Engine, until: int) -> None:
+    """Under e.guard: the helper sleeps until the time until (ms), or until
+    a timer due before it (_wake_helper)."""
+    e.helper_until = until
+    try:
+        e.helper_cond.wait(None if until == INT64_MAX else max(0, until - now_ms()) / 1000)
+    finally:
+        e.helper_until = -1
 
 
 def _send_blocking(e: Engine, st: B.Statement) -> Answer:
@@ -873,6 +922,7 @@ def _tick(ref: weakref.ReferenceType[Engine]) -> None:
             e.tick(due_only=False)
             if e.sleeping:
                 e.cond.notify_all()
+            _wake_helper(e)
 
 
 def _cancel_blocking(e: Engine) -> None:
@@ -886,20 +936,21 @@ def _cancel_blocking(e: Engine) -> None:
 
 def _ensure_helper(e: Engine) -> None:
     """Under e.guard: the connection's helper thread runs (one at most),
-    tending the engine's timers; an idle one is woken to look."""
+    tending the engine's timers; a sleeping one is woken if a timer is due
+    before its time."""
     helper = e.helper
     if helper is None or not helper.is_alive():
         ref = weakref.ref(e)
         helper = e.helper = threading.Thread(target=_help, args=(ref,), daemon=True,
                                              name="advlock-connection")
         helper.start()
-    elif e.sleeping:
-        e.cond.notify_all()
+    else:
+        _wake_helper(e)
 
 
 # How long a helper with no timer to tend stays for the next one: a lock
 # taken again at once would otherwise start a thread each cycle (~0.5 ms).
-HELPER_IDLE_S = 1.0
+HELPER_IDLE_MS = 1000
 
 
 def _help(ref: weakref.ReferenceType[Engine]) -> None:
@@ -910,14 +961,11 @@ def _help(ref: weakref.ReferenceType[Engine]) -> None:
     with e.guard:
         while True:
             _pump_blocking(e, turns(e, lambda: bool(_next_wake(c) == INT64_MAX)))
-            idle_until = time.monotonic() + HELPER_IDLE_S
-            me = threading.get_ident()
-            e.sleeping[me] = INT64_MAX
-            try:
-                while _next_wake(c) == INT64_MAX and time.monotonic() < idle_until:
-                    e.cond.wait(idle_until - time.monotonic())
-            finally:
-                del e.sleeping[me]
+            # Idle: a timer that comes later than idle_until (a held lock's
+            # heartbeat) is found when it wakes, with no wake-up per cycle.
+            idle_until = now_ms() + HELPER_IDLE_MS
+            while _next_wake(c) == INT64_MAX and now_ms() < idle_until:
+                _helper_sleep(e, idle_until)
             if _next_wake(c) == INT64_MAX:
                 break
         if e.helper is threading.current_thread():

@@ -31,9 +31,9 @@ def _advlock_threads():
 
 def _no_helpers_left():
     """Waits for the helpers of earlier tests' connections to end (a helper
-    stays HELPER_IDLE_S after its connection's last timer)."""
-    from advlock._engine import HELPER_IDLE_S
-    end = time.monotonic() + 3 * HELPER_IDLE_S
+    stays HELPER_IDLE_MS after its connection's last timer)."""
+    from advlock._engine import HELPER_IDLE_MS
+    end = time.monotonic() + 3 * HELPER_IDLE_MS / 1000
     while "advlock-connection" in _advlock_threads() and time.monotonic() < end:
         time.sleep(0.05)
 
@@ -103,3 +103,35 @@ def test_server_side_waits_keep_their_deadlines_with_one_thread_per_connection(p
     # The callers' own threads, and at most one helper per connection (its
     # wait's deadline, kept while the caller's thread blocks in the wait).
     assert during - before <= 2 * waiters, _advlock_threads()
+
+
+def _wakes(thread):
+    """How many times thread has slept and been woken (Linux's count of its
+    voluntary context switches)."""
+    with open("/proc/self/task/%d/status" % thread.native_id) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches for the helper")
+
+
+@need_server
+def test_a_connections_helper_sleeps_through_its_locks_cycles(pg_conn):
+    """The helper tends the heartbeat of a held lock; a lock taken and
+    released again and again moves that timer later each time, which never
+    needs the helper before its time: it is not woken once per cycle."""
+    import psycopg
+    conn = psycopg.connect(autocommit=True)
+    lk = advlock.lock(conn, "threads-cycles", timeout=1, lease=LEASE)
+    lk.acquire()
+    lk.release()
+    helper = next(t for t in threading.enumerate() if t.name == "advlock-connection")
+    before = _wakes(helper)
+    cycles = 300
+    for _ in range(cycles):
+        lk.acquire()
+        lk.release()
+    woken = _wakes(helper) - before
+    conn.close()
+    # At most a heartbeat's time and an idle end per H seconds the cycles took.
+    assert woken < cycles / 10, woken
