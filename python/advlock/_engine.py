@@ -331,6 +331,11 @@ class Engine:
         rc: int = _lib.advlock_conn_cancel(self._c, owner._m, now_ms())
         return rc
 
+    def let_go(self, owner: Owner) -> None:
+        """owner's member forgets its held lock without releasing it
+        (advlock_conn_let_go())."""
+        _lib.advlock_conn_let_go(self._c, owner._m)
+
     def busy(self, owner: Owner) -> bool:
         return bool(_member_busy(owner._m))
 

@@ -115,6 +115,13 @@ class _LockBase:
     def _start_acquiring(self) -> E.Engine:
         e = self._engine
         e.client.conn = self._conn
+        rr = self.release_report
+        if rr is not None and rr._c.outcome == FAILED and e.held_by(self):
+            # The failed release left the lock in doubt, still this
+            # member's: it is let go (the server session keeps what it
+            # holds) and the acquire starts anew, as in the C adapter.
+            e.let_go(self)
+            self._unhold()
         self.report = self.release_report = None
         self._lost = None
         if self._lost_event is not None:

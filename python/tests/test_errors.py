@@ -95,6 +95,14 @@ class WorkFailed(Exception):
     """The body's own failure."""
 
 
+async def abort_a_transaction(conn):
+    """Leaves conn in a failed transaction block (the unlock then fails
+    with 25P02)."""
+    await call(conn.execute, "BEGIN")
+    with pytest.raises(Exception):
+        await call(conn.execute, "SELECT 1/0")
+
+
 async def hold_and_fail(flavour, conn, name, during_body):
     """Takes name with `with` (or `async with`), runs during_body() inside,
     then raises WorkFailed; returns the lock and what propagated."""
@@ -154,13 +162,9 @@ def test_a_release_refused_by_the_server_keeps_the_bodys_exception(flavour, pg_c
     async def main():
         conn = await connect(flavour)
 
-        async def abort_a_transaction():
-            await call(conn.execute, "BEGIN")
-            with pytest.raises(Exception):
-                await call(conn.execute, "SELECT 1/0")
-
         try:
-            lk, exc = await hold_and_fail(flavour, conn, "body-aborted", abort_a_transaction)
+            lk, exc = await hold_and_fail(flavour, conn, "body-aborted",
+                                          lambda: abort_a_transaction(conn))
             assert type(exc) is WorkFailed
             assert lk.release_report.sqlstate == "25P02"
             assert lk.state == advlock.LockState.MAY_BE_HELD
@@ -173,6 +177,30 @@ def test_a_release_refused_by_the_server_keeps_the_bodys_exception(flavour, pg_c
             await call(conn.execute, "ROLLBACK")
             assert (await call(lk.release)).outcome == advlock.Outcome.RELEASED
             assert lk.state == advlock.LockState.NOT_HELD
+        finally:
+            await close(conn)
+    run(main)
+
+
+@need_server
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_an_acquire_after_a_failed_release_starts_anew(flavour, pg_conn):
+    """A release the server refused leaves the lock in doubt (the session
+    still holds it); acquiring through the same object again lets go of
+    that hold and takes the lock anew, as the C single-lock adapter does:
+    the server session then holds the key twice, once for the hold let go."""
+    async def main():
+        conn = await connect(flavour)
+
+        try:
+            lk, exc = await hold_and_fail(flavour, conn, "again-after-doubt",
+                                          lambda: abort_a_transaction(conn))
+            assert lk.state == advlock.LockState.MAY_BE_HELD
+            await call(conn.execute, "ROLLBACK")
+            assert (await call(lk.acquire)).outcome == advlock.Outcome.ACQUIRED
+            assert lk.state == advlock.LockState.HELD
+            assert (await call(lk.release)).outcome == advlock.Outcome.RELEASED
+            assert holds(pg_conn, lk.key) == [(announced_pid(conn), "ExclusiveLock")]
         finally:
             await close(conn)
     run(main)
