@@ -11,40 +11,17 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "python"), os.path.join(HERE, "..", "python", "tests")]
 
-from advlock import _binding as B  # noqa: E402
-from advlock._engine import Engine, SessionRow  # noqa: E402
+from advlock._engine import Engine  # noqa: E402
 from advlock._lock import AsyncLock, Lock  # noqa: E402
+from clients import ScriptedClient  # noqa: E402
 
 
-class Fake:
+class Fake(ScriptedClient):
     """A client whose statements answer at once: the session row of a
     direct connection, TRUE for the rest."""
-    conn = None
-
-    def pid(self):
-        return 4242
-
-    def outside_transaction(self):
-        return True
-
-    def close_now(self):
-        pass
-
-    def ended(self):
-        return False
-
-    def watch(self, on_end):
-        return lambda: None
-
-    def cancel(self):
-        pass
-
-    def answer(self, sql, args):
-        return SessionRow(4242, False, True) if sql == B.SQL_SESSION else B.RESULT_TRUE
-
-    run = answer
 
 
 class AsyncFake(Fake):

@@ -4,6 +4,8 @@ harnesses export them), and a recorder of the statements a lock runs."""
 import asyncio
 
 import advlock
+from advlock import _binding as B
+from advlock._engine import SessionRow
 
 FLAVOURS = ["psycopg", "psycopg-async", "asyncpg"]
 
@@ -84,3 +86,36 @@ async def until_sent(rec, sql):
         if sql in rec.sql:
             return
         await asyncio.sleep(0.001 if rec.sql else 0)
+
+
+class ScriptedClient:
+    """A blocking client with no server behind it: each statement answers
+    what answer(sql) says (by default the session row of a direct
+    connection, TRUE for the rest). bench/python_cpu.py measures the package
+    with it."""
+
+    conn = None
+
+    def pid(self):
+        return 4242
+
+    def outside_transaction(self):
+        return True
+
+    def close_now(self):
+        pass
+
+    def ended(self):
+        return False
+
+    def watch(self, on_end):
+        return lambda: None
+
+    def cancel(self):
+        pass
+
+    def answer(self, sql, args):
+        return SessionRow(4242, False, True) if sql == B.SQL_SESSION else B.RESULT_TRUE
+
+    def run(self, sql, args):
+        return self.answer(sql, args)

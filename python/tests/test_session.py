@@ -8,7 +8,8 @@ import pytest
 
 import advlock
 from advlock import _engine
-from clients import FLAVOURS, Recording, announced_pid, call, close, connect, until_sent
+from clients import (FLAVOURS, Recording, ScriptedClient, announced_pid, call, close, connect,
+                     until_sent)
 from conftest import holds, need_server
 
 S = advlock.Sql
@@ -220,3 +221,26 @@ def test_session_failures_raise_their_own_errors():
 def test_the_token_is_nonzero_and_random():
     tokens = {_engine.new_token() for _ in range(64)}
     assert len(tokens) == 64 and 0 not in tokens
+
+
+class _LostAtTheSettings(ScriptedClient):
+    """A blocking client whose connection is gone at the first statement
+    (the lock table's settings row): every statement answers lost."""
+
+    sent = 0
+
+    def answer(self, sql, args):
+        self.sent += 1
+        return (advlock._binding.RESULT_CONNECTION_LOST, None, "the connection is closed")
+
+
+def test_a_settings_row_answered_lost_fails_the_acquire_once():
+    """The client answers the first row "connection lost": the pump tells
+    the engine the connection closed, so the acquire fails ECONNLOST at once
+    instead of the engine asking for its settings again."""
+    client = _LostAtTheSettings()
+    lk = advlock._lock.Lock(_engine.Engine(client), None, "gone", timeout=5, lease=None)
+    with pytest.raises(advlock.LockFailed) as raised:
+        lk.acquire()
+    assert raised.value.report.failure == advlock.Failure.ECONNLOST
+    assert client.sent == 1
