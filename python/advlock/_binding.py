@@ -435,6 +435,7 @@ declare(core, [
     ("advlock_conn_turn", c_int, [CN, POINTER(Answer), POINTER(Statement), c_int64,
                                   POINTER(c_int64)]),
     ("advlock_conn_let_go", None, [CN, MB]),
+    ("advlock_conn_watching", c_int, [CN]),
     ("advlock_member_busy", c_int, [MB]),
     ("advlock_member_held", c_int, [MB]),
     ("advlock_member_report", POINTER(Report), [MB]),

@@ -30,6 +30,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, Li
                     Protocol, Tuple, TypeVar)
 
 from . import _binding as B
+from ._asyncio_task import Waiting
 from ._machine import INT64_MAX, SQL_ANSWER, SQL_PARAMS, escape_name, now_ms, strerror
 from .errors import CallError
 
@@ -168,9 +169,9 @@ class Engine:
     connection), and the owners of its members by their address."""
 
     __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
-                 "cond", "task", "poke", "helper", "helper_cond", "helper_until", "bodies",
+                 "cond", "task", "poke", "helper", "helper_cond", "helper_until", "helper_idle_until", "bodies",
                  "held", "unwatch", "_ev", "wake", "_wake_p",
-                 "_ans", "is_async", "settling", "sleeping", "news", "refused", "tick_at", "sending",
+                 "_ans", "is_async", "settling", "timer", "timer_at", "sleeping", "news", "refused", "tick_at", "sending",
                  "__weakref__")
 
     def __init__(self, client: AnyClient) -> None:
@@ -209,12 +210,17 @@ class Engine:
         # before it: the callers' news never wakes it.
         self.helper_cond = threading.Condition(self.guard)
         self.helper_until = -1
+        self.helper_idle_until = -1  # idle (no timer), it sleeps till then
         self.bodies: Dict[int, asyncio.Task[Any]] = {}     # asyncpg: held locks' bodies
         self.held = 0                     # members holding, for the session watch
         self.unwatch: Optional[Call] = None
         # asyncio: futures of tasks waiting for the engine to settle (nothing
         # in flight or owed), woken at each answer
         self.settling: List[asyncio.Future[None]] = []
+        # asyncio, no pump task: the loop's timer for the engine's (a held
+        # lock's heartbeat, a lease's deadline), due at timer_at (ms)
+        self.timer: Optional[asyncio.TimerHandle] = None
+        self.timer_at = INT64_MAX
         self._ev = B.ConnEvent()
         self._ans = B.Answer()
         # The engine's next wake as the last turn left it (turns()).
@@ -498,6 +504,9 @@ def kick(e: Engine) -> None:
     """Work was started or cancelled on an asyncio engine: its pump runs."""
     task = e.task
     if task is None:
+        if e.timer is not None:
+            e.timer.cancel()
+            e.timer = None
         e.task = asyncio.get_running_loop().create_task(_pump_async(e))
     else:
         poke = e.poke
@@ -721,7 +730,11 @@ async def _inline(e: Engine, owner: Owner, shielded: bool) -> Optional[asyncio.C
                 break
             value = None
             if op == SEND and (shielded or guard.cancelled_by is None) and not e.bodies and \
-                    e.wake.value == INT64_MAX and SQL_ANSWER[arg.sql] != _VOID:
+                    SQL_ANSWER[arg.sql] != _VOID:
+                # The engine's timer (a lease's) is tended while the answer
+                # is awaited, as a pump task's AWAIT does.
+                if e.wake.value != INT64_MAX:
+                    _arm_timer(e)
                 value = await guarded(client.start(arg.sql, args_of(arg)), guard)  # type: ignore[misc]
                 if guard.cancelled_by is not None and not shielded and e.busy(owner):
                     e.cancel(owner)  # before its answer: a grant is the engine's to give back
@@ -737,8 +750,42 @@ async def _inline(e: Engine, owner: Owner, shielded: bool) -> Optional[asyncio.C
         if e.settling:
             _settle(e)
     if e.task is None and not e.idle():
-        kick(e)
+        if e.quiet():  # only a timer: a pump task once it is due
+            _arm_timer(e)
+        else:
+            kick(e)
     return guard.cancelled_by
+
+
+def _arm_timer(e: Engine) -> None:
+    """No pump task runs: the loop calls _due() once the engine's timer
+    is due (a millisecond late: never before). One armed no later than
+    that stays: a lock taken and released again moves its heartbeat
+    later each time, and costs the loop no timer each time."""
+    wake = _next_wake(e._c)
+    if wake == INT64_MAX or (e.timer is not None and e.timer_at <= wake):
+        return
+    if e.timer is not None:
+        e.timer.cancel()
+    e.timer_at = wake
+    e.timer = asyncio.get_running_loop().call_later(max(0, wake - now_ms() + 1) / 1000, _due, e)
+
+
+def _due(e: Engine) -> None:
+    """The loop's timer for the engine: with a pump running inline (its
+    statement in flight) the engine's timer runs here, as a pump task's
+    AWAIT runs it; with none, a pump task starts if there is work or the
+    timer is due; a pump task tends its timers itself."""
+    e.timer = None
+    task = e.task
+    if task is None:
+        if not e.quiet() or _next_wake(e._c) <= now_ms():
+            kick(e)
+        else:
+            _arm_timer(e)
+    elif task.__class__ is Guard:
+        e.tick()
+        _arm_timer(e)
 
 
 def kick_with(e: Engine, gen: Pump, pending: Op) -> None:
@@ -766,9 +813,9 @@ def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, 
     """Awaits coro (a statement) inline while keeping a cancellation of the
     task away from it: asyncpg and psycopg answer a cancelled await of a
     query by cancelling it and dropping its answer, so a grant would be
-    lost. Each future it waits on is awaited through a waiter of this
-    task's own: the task's cancel() cancels the waiter and is recorded in
-    guard, and the statement goes on to its answer."""
+    lost. Each future it waits on is awaited through a Waiting: the
+    task's cancel() is recorded in guard, and the statement goes on to its
+    answer."""
     send, throw = coro.send, coro.throw
     exc: Optional[BaseException] = None
     try:
@@ -791,23 +838,17 @@ def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, 
                 except BaseException as err:  # noqa: B902 - the statement's to handle
                     exc = err
                 continue
-            while not fut.done():
-                waiter = fut.get_loop().create_future()
-                wake = lambda _fut, w=waiter: _wake(w)  # noqa: E731
-                fut.add_done_callback(wake)
+            if not fut.done():
                 try:
-                    yield from waiter.__await__()
-                except GeneratorExit:
-                    raise
+                    yield Waiting(fut, guard)
                 except asyncio.CancelledError as err:
-                    fut.remove_done_callback(wake)
                     if guard.let_go:
                         raise
                     guard.cancelled_by = guard.cancelled_by or err
+                except GeneratorExit:
+                    raise
                 except BaseException as err:  # noqa: B902 - the statement's to handle
-                    fut.remove_done_callback(wake)
                     exc = err
-                    break
     except BaseException:
         coro.close()
         raise
@@ -844,8 +885,11 @@ def _pump_blocking(e: Engine, gen: Pump,
         except StopIteration:
             return interrupted
         finally:
-            if value is not None and sleeping:  # an answer fed: who may act on it
-                _notify_answered(e)
+            if value is not None:  # an answer fed: who may act on it
+                if sleeping:
+                    _notify_answered(e)
+                if e.helper_until >= 0:
+                    _wake_helper(e)
         value = None
         if op == SEND:
             if e.wake.value != INT64_MAX and e.helper is not threading.current_thread():
@@ -874,26 +918,40 @@ def _notify_answered(e: Engine) -> None:
     """After an answer: wakes the threads waiting on e if one waits for
     that answer, a member's operation ended or was lost (e.news), or the
     engine's next wake came before theirs."""
-    sleeping = e.sleeping
-    if sleeping:
-        first = min(sleeping.values())
-        if first < 0 or e.news or _next_wake(e._c) < first:
-            e.news = False
-            e.cond.notify_all()
-    _wake_helper(e)
+    first = min(e.sleeping.values())
+    if first < 0 or e.news or _next_wake(e._c) < first:
+        e.news = False
+        e.cond.notify_all()
 
 
 def _wake_helper(e: Engine) -> None:
     """Under e.guard: wakes the sleeping helper if the engine's timer is
-    due before the time it sleeps to (a later one waits for it to wake)."""
+    due before the time it sleeps to (a later one waits for it to wake),
+    or when the timers it tends are gone and it would sleep on for longer
+    than it idles (it idles, then ends). A lock taken and released again
+    and again thus wakes it about once per heartbeat, not once a cycle."""
     until = e.helper_until
-    if until >= 0 and _next_wake(e._c) < until:
-        e.helper_cond.notify()
+    if until >= 0:
+        wake = _tended(e)
+        if wake < until or (wake == INT64_MAX and until != e.helper_idle_until
+                            and until - now_ms() > HELPER_IDLE_MS):
+            e.helper_cond.notify()
+
+
+def _tended(e: Engine) -> int:
+    """The engine's next wake if the helper must keep it: something busy,
+    in flight or owed, or a lock held (its lease); INT64_MAX if not (a
+    closed connection's timer is nobody's)."""
+    c = e._c
+    wake: int = _next_wake(c)
+    if wake != INT64_MAX and not _lib.advlock_conn_watching(c) and e.quiet():
+        return INT64_MAX
+    return wake
 
 
 def _helper_sleep(e: Engine, until: int) -> None:
     """Under e.guard: the helper sleeps until the time until (ms), or until
-    a timer due before it (_wake_helper)."""
+    _wake_helper() wakes it."""
     e.helper_until = until
     try:
         e.helper_cond.wait(None if until == INT64_MAX else max(0, until - now_ms()) / 1000)
@@ -959,19 +1017,20 @@ HELPER_IDLE_MS = 1000
 
 
 def _help(ref: weakref.ReferenceType[Engine]) -> None:
-    e = ref()
-    if e is None:
+    found = ref()
+    if found is None:
         return
-    c = e._c
+    e: Engine = found
     with e.guard:
         while True:
-            _pump_blocking(e, turns(e, lambda: bool(_next_wake(c) == INT64_MAX)))
+            _pump_blocking(e, turns(e, lambda: _tended(e) == INT64_MAX))
             # Idle: a timer that comes later than idle_until (a held lock's
             # heartbeat) is found when it wakes, with no wake-up per cycle.
-            idle_until = now_ms() + HELPER_IDLE_MS
-            while _next_wake(c) == INT64_MAX and now_ms() < idle_until:
+            idle_until = e.helper_idle_until = now_ms() + HELPER_IDLE_MS
+            while _tended(e) == INT64_MAX and now_ms() < idle_until:
                 _helper_sleep(e, idle_until)
-            if _next_wake(c) == INT64_MAX:
+            e.helper_idle_until = -1
+            if _tended(e) == INT64_MAX:
                 break
         if e.helper is threading.current_thread():
             e.helper = None

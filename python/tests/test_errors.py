@@ -63,7 +63,8 @@ def test_no_private_name_of_asyncio_or_asyncpg_outside_their_shims():
             if hits:
                 found[name] = hits
     assert found == {"_asyncpg_cancel.py": ["_cancel_current_command"] * 2,
-                     "_asyncio_task.py": ["_fut_waiter"] * 2}
+                     "_asyncio_task.py": ["_fut_waiter", "_asyncio_future_blocking"] * 2
+                     + ["_asyncio_future_blocking"] * 2}
 
 
 def run(coro_fn):
