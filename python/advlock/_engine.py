@@ -170,7 +170,7 @@ class Engine:
 
     __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
                  "cond", "task", "poke", "helper", "helper_cond", "helper_until", "helper_idle_until", "bodies",
-                 "held", "unwatch", "_ev", "wake", "_wake_p",
+                 "held", "unwatch", "_ev", "wake", "_wake_p", "_session",
                  "_ans", "is_async", "settling", "timer", "timer_at", "sleeping", "news", "refused", "tick_at", "sending",
                  "__weakref__")
 
@@ -187,6 +187,7 @@ class Engine:
         if rc:
             raise CallError(rc, strerror(rc))
         self.owners: Dict[int, Owner] = {}
+        self._session = _lib.advlock_conn_session(self._c).contents
         self.lease = (0, 0)  # (lease_ms, stop_ms) set on the engine
         # Blocking connections: one thread in the engine at a time; the
         # condition wakes the threads waiting for an answer or a time.
@@ -275,14 +276,15 @@ class Engine:
             _wake_helper(self)
 
     def session(self) -> B.Session:
-        """The connection's session value."""
-        value: B.Session = _lib.advlock_conn_session(self._c).contents
+        """The connection's session value (a view of the engine's own, read
+        once: it lives as long as the engine)."""
+        value: B.Session = self._session
         return value
 
     @property
     def proxied(self) -> Optional[bool]:
         """True behind a proxy, False direct, None until the row said."""
-        s = self.session()
+        s = self._session
         return bool(s.proxied) if s.checked else None
 
     def tell_transaction(self) -> None:
