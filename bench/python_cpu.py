@@ -4,6 +4,7 @@ package with a fake client (no server): what the package itself costs, the
 pump and the connection engine, blocking and on asyncio.
 
 Usage: ADVLOCK_LIBRARY=build/libadvlock.so bench/python_cpu.py [CYCLES]
+(make bench-python-cpu runs it, then bench/python_cpu_server.py)
 """
 
 import asyncio
