@@ -828,29 +828,20 @@ def guarded(coro: Coroutine[Any, Any, T], guard: Guard) -> Generator[Any, None, 
                 value: T = stop.value
                 return value
             exc = None
-            if not isfuture(fut):
-                try:
-                    yield fut  # a bare yield: one turn of the loop
-                except asyncio.CancelledError as err:
-                    if guard.let_go:
-                        raise
-                    guard.cancelled_by = guard.cancelled_by or err
-                except GeneratorExit:
-                    raise
-                except BaseException as err:  # noqa: B902 - the statement's to handle
-                    exc = err
+            if isfuture(fut) and fut.done():
                 continue
-            if not fut.done():
-                try:
-                    yield Waiting(fut, guard)
-                except asyncio.CancelledError as err:
-                    if guard.let_go:
-                        raise
-                    guard.cancelled_by = guard.cancelled_by or err
-                except GeneratorExit:
+            try:
+                # a bare yield is one turn of the loop; a future is awaited
+                # through a Waiting
+                yield Waiting(fut, guard) if isfuture(fut) else fut
+            except asyncio.CancelledError as err:
+                if guard.let_go:
                     raise
-                except BaseException as err:  # noqa: B902 - the statement's to handle
-                    exc = err
+                guard.cancelled_by = guard.cancelled_by or err
+            except GeneratorExit:
+                raise
+            except BaseException as err:  # noqa: B902 - the statement's to handle
+                exc = err
     except BaseException:
         coro.close()
         raise
