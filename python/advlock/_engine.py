@@ -170,6 +170,7 @@ class Engine:
 
     __slots__ = ("_c", "_slots", "_buckets", "client", "owners", "pid", "lease", "guard",
                  "cond", "task", "poke", "helper", "helper_cond", "helper_until", "helper_idle_until", "bodies",
+                 "held_back",
                  "held", "unwatch", "_ev", "wake", "_wake_p", "_session",
                  "_ans", "is_async", "settling", "timer", "timer_at", "sleeping", "news", "refused", "tick_at", "sending",
                  "__weakref__")
@@ -213,6 +214,9 @@ class Engine:
         self.helper_until = -1
         self.helper_idle_until = -1  # idle (no timer), it sleeps till then
         self.bodies: Dict[int, asyncio.Task[Any]] = {}     # asyncpg: held locks' bodies
+        # asyncpg: the bodies a heartbeat in flight holds back, each with the
+        # call that lets it go on (let_go_of_body())
+        self.held_back: Dict[asyncio.Task[Any], Call] = {}
         self.held = 0                     # members holding, for the session watch
         self.unwatch: Optional[Call] = None
         # asyncio: futures of tasks waiting for the engine to settle (nothing
@@ -251,6 +255,14 @@ class Engine:
                                else "%g s" % (self.lease[0] / 1000)))
         self.check(rc)
         self.lease = lease
+
+    def let_go_of_body(self, body: asyncio.Task[Any]) -> None:
+        """body, held back by a heartbeat in flight, goes on now (its lock
+        was lost: it must stop, and in a partition that heartbeat may not
+        answer for minutes); nothing if it is not held back."""
+        go_on = self.held_back.pop(body, None)
+        if go_on is not None:
+            go_on()
 
     def hold(self) -> None:
         """A lock on the connection is held: while any is, the connection
@@ -640,25 +652,30 @@ async def _send_async(e: Engine, client: AsyncClient, st: B.Statement,
     # Its task's cancel (asyncio.run's teardown cancels every task) is kept
     # away (guard): the statement runs to its answer, which the engine is
     # owed.
+    # A body held back goes on after the answer, or at once if its lock is
+    # lost meanwhile (e.let_go_of_body()): each is let go once.
     while True:
-        holds: List[Call] = []
         held: Optional[Call] = _nothing
         for body in list(e.bodies.values()) if own else ():
             held = client.hold_body(body)
             if held is None:
                 break
-            holds.append(held)
+            e.held_back[body] = held
         if held is None:  # a body is about to run: after its step
-            for h in holds:
-                h()
+            _let_go_of_bodies(e)
             await guarded(asyncio.sleep(RETRY_MS / 1000), guard)  # type: ignore[misc]
             continue
         try:
             answer: Answer = await guarded(client.start(sql, args), guard)  # type: ignore[misc]
             return answer
         finally:
-            for h in holds:
-                h()
+            _let_go_of_bodies(e)
+
+
+def _let_go_of_bodies(e: Engine) -> None:
+    """Every body a heartbeat held back goes on."""
+    for body in list(e.held_back):
+        e.let_go_of_body(body)
 
 
 def _nothing() -> None:

@@ -105,6 +105,7 @@ class _LockBase:
         if body is not None and not body.done() and not self._cancelled_body:
             self._cancelled_body = True
             body.cancel()
+            self._engine.let_go_of_body(body)
 
     # ---- the steps both kinds share ------------------------------------------------
 

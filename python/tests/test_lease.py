@@ -423,6 +423,41 @@ def test_asyncpg_a_heartbeat_slower_than_the_bodys_wait_holds_the_body_back(pg_c
     asyncio.run(main())
 
 
+@need_tcp
+def test_asyncpg_a_heartbeat_never_answered_holds_the_body_back_no_longer(pg_conn,
+                                                                          monkeypatch):
+    # A heartbeat in flight holds the body's task back until its answer;
+    # when none comes (a partition; here the server sleeps in its stead)
+    # the deadline loses the lock: the body goes on at once, and stops
+    # with LockLost, well within the lease.
+    from advlock import asyncpg_driver
+    start = asyncpg_driver.Client.start
+    stalled = []
+
+    def stalled_heartbeat(self, sql, args):
+        if sql != S.HEARTBEAT or not stalled:
+            return start(self, sql, args)
+
+        async def stall():
+            stalled.append(time.monotonic())
+            with contextlib.suppress(Exception):  # its connection closed under it
+                await self.conn.execute("SELECT pg_sleep(30)")
+            return await start(self, sql, args)
+        return stall()
+    monkeypatch.setattr(asyncpg_driver.Client, "start", stalled_heartbeat)
+
+    async def main():
+        conn = await connect("asyncpg", tcp())
+        pid = announced_pid(conn)
+        lk = advlock.lock(conn, "stalled", timeout=1, lease=LEASE)
+        lost, stopped = await _hold_for("asyncpg", lk, 30, during=lambda: stalled.append(0))
+        assert lost is not None and lost.reason == advlock.LeaseExpiry.NO_ANSWER
+        assert stopped - stalled[1] < LEASE
+        assert conn.is_closed()  # the server frees the lock once it sees that
+        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))  # no 30 s sleep
+    asyncio.run(main())
+
+
 def test_a_task_held_back_resumes_as_it_would_have_once_given_back():
     # _asyncio_task.hold_back: the wake-up it takes off is given back with
     # the awaited future's result, or a cancel that came meanwhile.
