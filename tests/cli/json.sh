@@ -348,7 +348,12 @@ check "two names: the exit names both" "[\"$lo\", \"$hi\"]" "$(field "$T/two" ex
 holder_lo=$!
 "$A" run -q --application-name json-holder-hi "$hi" -- sleep 3.5 &
 holder_hi=$!
-for _ in $(seq 100); do [ -n "$(backend_of json-holder-lo)" ] && [ -n "$(backend_of json-holder-hi)" ] && break; sleep 0.05; done
+# Each holder's backend holds its lock (a backend shows before its grant).
+holding() {
+    psql -X -At -c "SELECT count(*) FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a
+        USING (pid) WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = '$1'"
+}
+for _ in $(seq 100); do [ "$(holding json-holder-lo)" = 1 ] && [ "$(holding json-holder-hi)" = 1 ] && break; sleep 0.05; done
 pid_lo=$(backend_of json-holder-lo)
 pid_hi=$(backend_of json-holder-hi)
 "$A" run --log-format json --diagnose -w 20 "$lo" "$hi" -- true 2>"$T/both"

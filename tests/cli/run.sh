@@ -305,7 +305,7 @@ for _ in $(seq 40); do [ "$(rollbacks)" -gt "$rolled_before" ] && break; sleep 0
 check "--xact: one ROLLBACK (the failure), the success committed" "$((rolled_before + 1))" "$(rollbacks)"
 capture "$A" run --xact --shared "$name" -- sh -c 'psql -X -At -c "$xact_sql"'
 check "--xact --shared" "ShareLock|idle in transaction|t" "$OUT"
-"$A" run -q --xact "$name" -- sleep 1.5 &
+"$A" run -q --xact "$name" -- "${until_let_go[@]}" &
 first=$!
 wait_for_holder
 capture "$A" run -q --xact -w 0.3 "$name" -- echo never
@@ -313,8 +313,10 @@ check "--xact: busy lock times out" 1 "$RC"
 check "--xact: timeout message" "advlock: Could not acquire migration lock for '$name' within 0.3s." "$ERR"
 capture "$A" run -q --xact --wait -w 0.3 "$name" -- echo never
 check "--xact --wait: busy lock times out" 1 "$RC"
+touch "$TMPDIR_RUN/let-go"
 wait "$first"
 check "--xact: holder's status" 0 "$?"
+rm -f "$TMPDIR_RUN/let-go"
 check "--xact: nothing held after the timeouts" 0 "$(held)"
 # idle_in_transaction_session_timeout, even the client's own, does not end
 # the session under the command: the session check turns it off.
