@@ -343,10 +343,11 @@ check "two names: released last first" "\"$hi\" \"$lo\"" \
 check "two names: the exit names both" "[\"$lo\", \"$hi\"]" "$(field "$T/two" exit locks)"
 
 # Both names busy, with --diagnose: each name's first wait names its own
-# holder (lo's freed first, then hi's).
-"$A" run -q --application-name json-holder-lo "$lo" -- sleep 2 &
+# holder (lo's freed first, then hi's). Each holder holds until told, and is
+# told only once the run is seen waiting for it, however loaded the machine.
+"$A" run -q --application-name json-holder-lo "$lo" -- sh -c 'until [ -e "$1" ]; do sleep 0.05; done' sh "$T/go-lo" &
 holder_lo=$!
-"$A" run -q --application-name json-holder-hi "$hi" -- sleep 3.5 &
+"$A" run -q --application-name json-holder-hi "$hi" -- sh -c 'until [ -e "$1" ]; do sleep 0.05; done' sh "$T/go-hi" &
 holder_hi=$!
 # Each holder's backend holds its lock (a backend shows before its grant).
 holding() {
@@ -356,7 +357,15 @@ holding() {
 for _ in $(seq 100); do [ "$(holding json-holder-lo)" = 1 ] && [ "$(holding json-holder-hi)" = 1 ] && break; sleep 0.05; done
 pid_lo=$(backend_of json-holder-lo)
 pid_hi=$(backend_of json-holder-hi)
-"$A" run --log-format json --diagnose -w 20 "$lo" "$hi" -- true 2>"$T/both"
+"$A" run --log-format json --diagnose -w 60 "$lo" "$hi" -- true 2>"$T/both" &
+both=$!
+let_go_when_waited() {
+    for _ in $(seq 600); do [ "$(field "$T/both" "waiting@$1#1" lock 2>/dev/null)" = "\"$1\"" ] && break; sleep 0.05; done
+    touch "$2"
+}
+let_go_when_waited "$lo" "$T/go-lo"
+let_go_when_waited "$hi" "$T/go-hi"
+wait "$both"
 check "both busy: status" 0 "$?"
 seq_both=$(events "$T/both")
 [[ $seq_both =~ ^(trying\ waiting\ )+trying\ acquired\ (trying\ waiting\ )+trying\ acquired\ command_started ]] &&
