@@ -656,7 +656,8 @@ async def _send_async(e: Engine, client: AsyncClient, st: B.Statement,
     # lost meanwhile (e.let_go_of_body()): each is let go once.
     while True:
         held: Optional[Call] = _nothing
-        for body in list(e.bodies.values()) if own else ():
+        # Nested `async with` locks share their task: held back once.
+        for body in dict.fromkeys(e.bodies.values()) if own else ():
             held = client.hold_body(body)
             if held is None:
                 break

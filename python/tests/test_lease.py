@@ -382,6 +382,30 @@ def test_asyncpg_heartbeats_never_make_the_bodys_statements_fail(pg_conn):
 
 
 @need_tcp
+def test_asyncpg_nested_locks_on_one_connection_share_their_heartbeats(pg_conn):
+    # Two `async with` locks on one connection in one task: one body task
+    # for both, held back once per heartbeat (holding it back twice found
+    # its wake-up already taken, and the heartbeat was put off for good).
+    async def main():
+        conn = await connect("asyncpg", tcp())
+        outer = advlock.lock(conn, "nested-outer", timeout=1, lease=LEASE)
+        rec = Recording(outer)
+        ran = 0
+        async with outer:
+            inner = advlock.lock(conn, "nested-inner", timeout=1, lease=LEASE)
+            async with inner:
+                end = time.monotonic() + 2 * D
+                while time.monotonic() < end:
+                    await conn.fetchval("SELECT 1")
+                    ran += 1
+                    await asyncio.sleep(0.01)
+            assert holds(pg_conn, outer.key) and holds(pg_conn, inner.key) == []
+        assert ran > 50 and rec.sql.count(S.HEARTBEAT) >= 2 * D / H - 2
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_tcp
 def test_asyncpg_a_heartbeat_slower_than_the_bodys_wait_holds_the_body_back(pg_conn,
                                                                            monkeypatch):
     # A heartbeat answered after the body's wait has ended (a loaded machine
