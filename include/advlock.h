@@ -478,6 +478,19 @@ ADVLOCK_API int advlock_describe(const advlock_report *r, const char *name, size
                                  const char *server_message, char *buf, size_t size);
 
 /*
+ * The sentence for a held lock lost because its lease ran out: "Lock
+ * '<name>' lost: its lease ran out: <words>", words being the lease's
+ * (advlock_member_words(), advlock_lease_say_expiry()). advlock_describe()'s
+ * sentence for a loss says the connection closed; a lease that ran out
+ * closed nothing, and the server may hold the lock yet. Written as
+ * advlock_describe() writes (name escaped and cut alike, buf always a C
+ * string). Returns the length written, or ADVLOCK_EINVAL (name NULL with
+ * len > 0, buf NULL with size > 0).
+ */
+ADVLOCK_API int advlock_describe_lease_lost(const char *name, size_t len, const char *words,
+                                            char *buf, size_t size);
+
+/*
  * Writes a lock name as messages show it: one line of printable, valid
  * UTF-8, whatever the name holds. Control characters are escaped (NUL as
  * \0; tab, newline, carriage return as \t \n \r; other C0 controls and DEL
@@ -1463,7 +1476,7 @@ ADVLOCK_API int advlock_capacity_refuse(const advlock_capacity *c, int64_t held,
  */
 
 /* What the pump's client can do (advlock_conn_init()'s caps, OR'ed). */
-enum {
+typedef enum advlock_caps {
     /* Many statements in flight, batches ended by a sync (libpq's pipeline
      * mode). Without it: one statement at a time (asyncpg), each its own
      * batch. */
@@ -1477,7 +1490,7 @@ enum {
      * lock table to keep, so its settings are never read (no CAPACITY
      * row before the session check). */
     ADVLOCK_CAPS_ONE_MEMBER = 8
-};
+} advlock_caps;
 
 /* The form a statement goes in. */
 typedef enum advlock_form {
@@ -1956,6 +1969,27 @@ typedef struct advlock_conn_event {
  * cancelled, or started an acquire or a release or verify by key, since (a
  * release or verify of the lock it holds keeps the warning its own). */
 ADVLOCK_API int advlock_conn_poll_event(advlock_conn *c, advlock_conn_event *ev);
+
+/* What advlock_conn_turn() found, OR'ed. */
+typedef enum advlock_turn {
+    ADVLOCK_TURN_STATEMENT = 1, /* *st holds the next statement to send */
+    ADVLOCK_TURN_EVENTS = 2,    /* an event waits: advlock_conn_poll_event() */
+    ADVLOCK_TURN_REFUSED = 4    /* a came with nothing in flight: nothing done */
+} advlock_turn;
+
+/*
+ * A pump's turn in one call, for bindings to whom each call into the
+ * library costs (Python's ctypes): advlock_conn_on_answer(c, a, now_ms)
+ * when a is not NULL, advlock_conn_on_timer(c, now_ms) when the engine's
+ * wake is due by now_ms, then advlock_conn_poll_statement(c, st, now_ms).
+ * Returns the ADVLOCK_TURN_* bits and, when wake is not NULL, writes
+ * advlock_conn_next_wake() after the turn to *wake. ADVLOCK_TURN_REFUSED
+ * alone for an a with nothing in flight (advlock_conn_on_answer()'s
+ * ADVLOCK_EMISUSE), and for c or st NULL. a's strings are read during the
+ * call only; nothing is allocated.
+ */
+ADVLOCK_API int advlock_conn_turn(advlock_conn *c, const advlock_answer *a, advlock_statement *st,
+                                  int64_t now_ms, int64_t *wake);
 
 /*
  * The server sent a notice (libpq: the notice receiver; a WARNING such as

@@ -139,3 +139,14 @@ bench-python: $(BUILD)/libadvlock.so | deps-python
 	@$(PYTHON) python/bench_merge.py $(BUILD)/bench-python.json $(BUILD)/bench.json
 
 bench: bench-python
+
+# The package's client CPU per cycle (not part of make test or make bench):
+# with a client that answers at once (what the package itself costs), then
+# each driver beside the same client's statements by hand on a server.
+BENCH_PYTHON_CPU_CYCLES ?= 4000
+
+.PHONY: bench-python-cpu
+bench-python-cpu: $(BUILD)/libadvlock.so | deps-python
+	@$(PYTHON_ENV) $(PYTHON) bench/python_cpu.py 20000
+	@$(PYTHON_ENV) GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1048576 tests/pg/with-postgres.sh \
+	    $(PYTHON) bench/python_cpu_server.py $(BENCH_PYTHON_CPU_CYCLES)

@@ -34,13 +34,13 @@ whole story.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ._machine import (Backoff, Detail, Failure, LeaseExpiry, LockState, Machine, Mode, Options,
                        Outcome, Report, Scope, Sql, Wait, derive_key, escape_name, fence_setup_sql,
                        format_seconds, now_ms, strerror)
-from ._loop import AsyncLock, Lock
-from ._clients import client_for, is_asyncio
+from ._lock import AsyncLock, Lock
+from ._clients import engine_for
 from ._lockset import LockSet, SetLock
 from ._binding import ADVLOCK_EINVAL  # noqa: F401 - advlock.ADVLOCK_EINVAL, for checks of .code
 from .errors import (ArgumentTypeError, CallError, Error, LockCancelled, LockError, LockFailed,
@@ -55,7 +55,7 @@ REFERENCE, FULL_JITTER = Backoff.REFERENCE, Backoff.FULL_JITTER
 
 
 if TYPE_CHECKING:
-    from ._types import AsyncClient, BlockingClient, Name
+    from ._types import Name
 
 
 def lock(conn: object, name: Name, timeout: Optional[float] = None,
@@ -84,10 +84,10 @@ def lock(conn: object, name: Name, timeout: Optional[float] = None,
     or NaN timeout), ArgumentTypeError (a CallError and a TypeError) for
     another kind of connection.
     """
-    client = client_for(conn, "advlock.lock")
-    if is_asyncio(client):
-        return AsyncLock(cast("AsyncClient", client), name, timeout, options, **option_kwargs)
-    return Lock(cast("BlockingClient", client), name, timeout, options, **option_kwargs)
+    engine = engine_for(conn, "advlock.lock")
+    if engine.is_async:
+        return AsyncLock(engine, conn, name, timeout, options, **option_kwargs)
+    return Lock(engine, conn, name, timeout, options, **option_kwargs)
 
 
 __all__ = [

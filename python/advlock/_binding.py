@@ -319,6 +319,7 @@ declare(core, [
     ("advlock_backend_state_name", c_char_p, [c_int]),
     ("advlock_describe", c_int, [POINTER(Report), c_char_p, c_size_t, c_char_p, c_char_p,
                                  c_size_t]),
+    ("advlock_describe_lease_lost", c_int, [c_char_p, c_size_t, c_char_p, c_char_p, c_size_t]),
     ("advlock_escape_name", c_int, [c_char_p, c_size_t, c_char_p, c_size_t]),
     ("advlock_options_init", None, [POINTER(Options)]),
     ("advlock_machine_init", None, [M]),
@@ -373,6 +374,78 @@ declare(core, [
     ("advlock_capacity_refuse", c_int, [POINTER(Capacity), c_int64, c_char_p, c_size_t]),
 ])
 
+# ---- advlock.h: the connection engine ------------------------------------------
+
+CAPS_CANCEL = C["ADVLOCK_CAPS_CANCEL"]
+STATEMENT_QUERY = C["ADVLOCK_STATEMENT_QUERY"]
+STATEMENT_CANCEL = C["ADVLOCK_STATEMENT_CANCEL"]
+CONN_DONE = C["ADVLOCK_CONN_DONE"]
+CONN_LOST = C["ADVLOCK_CONN_LOST"]
+MemberStorage = opaque("advlock_member", C["advlock_member"])
+SlotStorage = opaque("advlock_conn_slot", C["advlock_conn_slot"])
+ConnStorage = opaque("advlock_conn", C["advlock_conn"])
+
+
+class Statement(Structure):
+    """advlock_statement."""
+    _fields_ = [("kind", c_int), ("sql", c_int), ("form", c_int), ("param", c_int64),
+                ("param2", c_int64), ("param3", c_int64), ("member", c_void_p),
+                ("sync_follows", c_int)]
+
+
+class Answer(Structure):
+    """advlock_answer."""
+    _fields_ = [("result", c_int), ("aborted", c_int), ("sqlstate", c_char_p),
+                ("message", c_char_p), ("in_transaction", c_int), ("server_pid", c_int),
+                ("in_recovery", c_int), ("ours", c_int), ("fence_token", c_int64),
+                ("settings", c_int64 * 3), ("holders", POINTER(Holder)),
+                ("nholders", c_size_t)]
+
+
+class ConnEvent(Structure):
+    """advlock_conn_event."""
+    _fields_ = [("kind", c_int), ("member", c_void_p)]
+
+
+CN, MB = POINTER(ConnStorage), POINTER(MemberStorage)
+declare(core, [
+    ("advlock_conn_init", c_int, [CN, POINTER(SlotStorage), c_size_t, POINTER(P), c_size_t,
+                                  c_int, c_uint64, c_int]),
+    ("advlock_member_init", None, [MB]),
+    ("advlock_conn_start_acquire", c_int, [CN, MB, c_char_p, c_size_t, c_int64,
+                                           POINTER(Options), c_int64]),
+    ("advlock_conn_start_release", c_int, [CN, MB, c_int64]),
+    ("advlock_conn_start_verify", c_int, [CN, MB, c_int64]),
+    ("advlock_conn_cancel", c_int, [CN, MB, c_int64]),
+    ("advlock_conn_set_lease", c_int, [CN, c_int64, c_int64]),
+    ("advlock_conn_set_capacity_share", c_int, [CN, c_int]),
+    ("advlock_conn_poll_statement", c_int, [CN, POINTER(Statement), c_int64]),
+    ("advlock_conn_unsend", None, [CN, c_int, c_char_p, c_int64]),
+    ("advlock_conn_on_answer", c_int, [CN, POINTER(Answer), c_int64]),
+    ("advlock_conn_on_timer", None, [CN, c_int64]),
+    ("advlock_conn_next_wake", c_int64, [CN]),
+    ("advlock_conn_on_closed", None, [CN, c_char_p, c_char_p, c_int64]),
+    ("advlock_conn_on_reset", c_int, [CN, c_int, c_uint64, c_int64]),
+    ("advlock_conn_on_transaction", None, [CN, c_int]),
+    ("advlock_conn_forget", None, [CN, c_int64]),
+    ("advlock_conn_session", POINTER(Session), [CN]),
+    ("advlock_conn_busy", c_size_t, [CN]),
+    ("advlock_conn_outstanding", c_size_t, [CN]),
+    ("advlock_conn_poll_event", c_int, [CN, POINTER(ConnEvent)]),
+    ("advlock_conn_turn", c_int, [CN, POINTER(Answer), POINTER(Statement), c_int64,
+                                  POINTER(c_int64)]),
+    ("advlock_conn_let_go", None, [CN, MB]),
+    ("advlock_conn_watching", c_int, [CN]),
+    ("advlock_member_busy", c_int, [MB]),
+    ("advlock_member_held", c_int, [MB]),
+    ("advlock_member_report", POINTER(Report), [MB]),
+    ("advlock_member_words", c_char_p, [MB]),
+    ("advlock_member_sqlstate", c_char_p, [MB]),
+    ("advlock_member_lease_expiry", c_int, [MB]),
+    ("advlock_answer_init", None, [POINTER(Answer), c_int]),
+])
+
+
 def fake() -> ctypes.CDLL:
     """libadvlock_fake, loaded on first use (the drivers never need it).
     Raises ImportError when it cannot be found."""
@@ -387,5 +460,7 @@ MIRRORS: Dict[str, Type[Structure]] = {
     "advlock_machine": MachineStorage, "advlock_lease_plan": LeasePlan,
     "advlock_lease_action": LeaseAction, "advlock_lease": LeaseStorage,
     "advlock_peer": Peer, "advlock_peers": Peers, "advlock_capacity": Capacity,
-    "advlock_constant": Constant,
+    "advlock_constant": Constant, "advlock_member": MemberStorage,
+    "advlock_conn_slot": SlotStorage, "advlock_conn": ConnStorage,
+    "advlock_statement": Statement, "advlock_answer": Answer, "advlock_conn_event": ConnEvent,
 }

@@ -1,6 +1,5 @@
-"""Which driver's client runs a connection's statements: the one place
-that tells asyncpg's connections from psycopg's (advlock.lock(),
-advlock.LockSet)."""
+"""Which driver runs a connection's statements: the one place that tells
+asyncpg's connections from psycopg's (advlock.lock(), advlock.LockSet)."""
 
 from __future__ import annotations
 
@@ -11,15 +10,15 @@ from ._binding import ADVLOCK_EINVAL
 from .errors import ArgumentTypeError, CallError
 
 if TYPE_CHECKING:
-    from ._types import AnyClient
+    from ._engine import Engine
 
 _KINDS = "an asyncpg or psycopg connection"
 
 
-def client_for(conn: object, caller: str, kinds: str = _KINDS) -> AnyClient:
-    """The client of conn's driver: asyncpg_driver.Client, or
-    psycopg_driver.AsyncClient / Client (for an AsyncConnection / a
-    blocking Connection); a new object, the caller's. Raises
+def engine_for(conn: object, caller: str, kinds: str = _KINDS) -> Engine:
+    """The engine of conn (one per connection), whose client is conn's
+    driver's: asyncpg_driver.Client, or psycopg_driver.AsyncClient / Client
+    (for an AsyncConnection / a blocking Connection). Raises
     ArgumentTypeError (ADVLOCK_EINVAL) naming caller and the kinds it takes
     for any other object, CallError (ADVLOCK_EINVAL) for a connection
     closed already."""
@@ -37,14 +36,8 @@ def client_for(conn: object, caller: str, kinds: str = _KINDS) -> AnyClient:
     if unusable is not None:
         raise CallError(ADVLOCK_EINVAL, "%s: the connection cannot take a lock: %s (open"
                         " a new one)" % (caller, unusable))
-    made: AnyClient = driver.client(conn)
+    made: Engine = driver.engine(conn)
     return made
-
-
-def is_asyncio(client: object) -> bool:
-    """True for a client whose statements are coroutines (start()), False
-    for a blocking one (run())."""
-    return hasattr(client, "start")
 
 
 def wrong_kind(conn: object, caller: str, kinds: str = _KINDS) -> ArgumentTypeError:

@@ -213,6 +213,15 @@ def format_seconds(ms: int) -> str:
     return buf.value.decode()
 
 
+def describe_lease_lost(name: Name, words: bytes) -> str:
+    """advlock_describe_lease_lost: the sentence for a held lock its lease
+    gave up, words being the lease's."""
+    raw = _encode(name)
+    buf = create_string_buffer(B.MESSAGE_MAX)
+    _lib.advlock_describe_lease_lost(raw, len(raw), words, buf, B.MESSAGE_MAX)
+    return buf.value.decode("utf-8", "replace")
+
+
 def escape_name(name: Name) -> str:
     """A lock name as messages show it: one printable line."""
     raw = _encode(name)

@@ -1,5 +1,5 @@
 """The types the package's modules share: what a client offers (the two
-kinds advlock._loop drives) and what a statement answers. For type
+kinds advlock._engine pumps) and what a statement answers. For type
 checkers only: the modules import it under TYPE_CHECKING."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, List, Op
                     Tuple, Union)
 
 if TYPE_CHECKING:
-    from ._loop import CapacityRow, FencedRow
-    from ._session import Busy, ConnSession, SessionRow
+    from ._engine import Busy, CapacityRow, Engine, FencedRow, SessionRow
 
 # A failed statement's answer: (RESULT_SERVER_ERROR or
 # RESULT_CONNECTION_LOST, sqlstate or None, the first line of the message).
@@ -18,8 +17,8 @@ ErrorAnswer = Tuple[int, Optional[str], str]
 # A holders row: pid, granted, mode, application_name, client, state,
 # backend_start, seconds.
 HolderRow = Tuple[Any, ...]
-# What a statement answers (advlock._loop's docstring): a RESULT_* int, an
-# ErrorAnswer, holder rows, or a row of its own kind.
+# What a statement answers: a RESULT_* int, an ErrorAnswer, holder rows, a
+# row of its own kind, or Busy (not sent).
 Answer = Union[int, ErrorAnswer, List[HolderRow], "SessionRow", "FencedRow", "CapacityRow",
                "Busy"]
 # A lock name: str, or UTF-8 bytes.
@@ -32,9 +31,13 @@ Call = Callable[[], None]
 
 
 class Client(Protocol):
-    """What both kinds of client offer (advlock._loop's docstring)."""
+    """What both kinds of client offer: the connection (conn: a pool's
+    proxy changes it), the engine whose session check says which form to
+    send in (state), the announced backend pid, the transaction state, a
+    watch for the server's close, the end of the socket."""
 
-    state: ConnSession
+    conn: Any
+    state: Engine
 
     def pid(self) -> int: ...
     def outside_transaction(self) -> bool: ...
@@ -48,8 +51,6 @@ class BlockingClient(Client, Protocol):
 
     def run(self, sql: int, args: Args) -> Answer: ...
     def cancel(self) -> None: ...
-    def heartbeat_client(self) -> BlockingClient: ...
-    def heartbeat_blocked(self, body: object) -> bool: ...
 
 
 class AsyncClient(Client, Protocol):
@@ -57,15 +58,7 @@ class AsyncClient(Client, Protocol):
 
     def start(self, sql: int, args: Args) -> Coroutine[Any, Any, Answer]: ...
     def cancel(self) -> Optional[Awaitable[Any]]: ...
-    def heartbeat_client(self) -> AsyncClient: ...
     def hold_body(self, body: Optional[asyncio.Task[Any]]) -> Optional[Call]: ...
-    async def control(self, text: str) -> Optional[Answer]: ...
 
 
 AnyClient = Union[BlockingClient, AsyncClient]
-
-
-class AsyncWatch(Protocol):
-    """What drives an AsyncLock's held lease while its body runs."""
-
-    async def stop(self) -> None: ...

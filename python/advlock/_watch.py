@@ -30,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import os
 import select
+import heapq
 import threading
+import time
 import weakref
-from typing import Callable, Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 Callback = Callable[[], None]
 
@@ -126,10 +128,7 @@ _thread_hub: Optional[Hub] = None
 _thread_guard = threading.Lock()
 
 
-def watch_blocking(fd: int, callback: Callback) -> Callback:
-    """Watches fd (a blocking psycopg connection's socket) for the peer's
-    close; callback runs on the watcher thread. Returns the call that stops
-    the watch."""
+def _blocking_hub() -> Hub:
     global _thread_hub
     with _thread_guard:
         hub = _thread_hub
@@ -137,12 +136,61 @@ def watch_blocking(fd: int, callback: Callback) -> Callback:
             hub = _thread_hub = Hub()
             threading.Thread(target=_serve, args=(hub,), name="advlock-session-watch",
                              daemon=True).start()
-    return hub.add(fd, callback)
+    return hub
+
+
+def watch_blocking(fd: int, callback: Callback) -> Callback:
+    """Watches fd (a blocking psycopg connection's socket) for the peer's
+    close; callback runs on the watcher thread. Returns the call that stops
+    the watch."""
+    return _blocking_hub().add(fd, callback)
+
+
+# Deadlines the watcher thread keeps while a blocking connection's own
+# thread waits in a statement (a heartbeat a silent server never answers):
+# (monotonic seconds, callback), earliest first.
+_deadlines: List[Tuple[float, int, Callback]] = []
+_wakeup = os.pipe()
+
+
+def call_at(when: float, callback: Callback) -> None:
+    """Calls callback on the watcher thread at time.monotonic() when (or
+    soon after)."""
+    hub = _blocking_hub()
+    with hub.guard:
+        heapq.heappush(_deadlines, (when, id(callback), callback))
+    os.write(_wakeup[1], b"x")
 
 
 def _serve(hub: Hub) -> None:
+    hub.epoll.register(_wakeup[0], select.EPOLLIN)
+    hub.callbacks[_wakeup[0]] = set()
     while True:
-        hub.dispatch(None)
+        with hub.guard:
+            due = []
+            now = time.monotonic()
+            while _deadlines and _deadlines[0][0] <= now:
+                due.append(heapq.heappop(_deadlines)[2])
+            timeout = None if not _deadlines else max(0.0, _deadlines[0][0] - now)
+        for callback in due:
+            callback()
+        try:
+            events = hub.epoll.poll(timeout)
+        except InterruptedError:
+            continue
+        fired: List[Callback] = []
+        with hub.guard:
+            for fd, _ in events:
+                if fd == _wakeup[0]:
+                    os.read(fd, 4096)
+                    continue
+                fired.extend(hub.callbacks.pop(fd, ()))
+                try:
+                    hub.epoll.unregister(fd)
+                except OSError:
+                    pass
+        for callback in fired:
+            callback()
 
 
 def _forget_after_fork() -> None:

@@ -32,13 +32,11 @@ import asyncpg
 from . import _binding as B
 from ._asyncio_task import hold_back, nothing_held
 from ._asyncpg_cancel import send_cancel
-from ._loop import AsyncLock, CapacityRow, FencedRow
+from ._engine import Busy, CapacityRow, Engine, FencedRow, SessionRow
 from ._machine import SQL_ANSWER, SQL_GUARDED, SQL_PARAMS, SQL_TEXT
-from ._session import Busy, ConnSession, SessionRow
 
 if TYPE_CHECKING:
-    from ._machine import Options
-    from ._types import Answer, Args, Call, HolderRow, Name
+    from ._types import Answer, Args, Call, HolderRow
 
 _TRUE, _FALSE, _NULL = B.RESULT_TRUE, B.RESULT_FALSE, B.RESULT_NULL
 _ERROR, _LOST = B.RESULT_SERVER_ERROR, B.RESULT_CONNECTION_LOST
@@ -100,11 +98,11 @@ class Client:
     __slots__ = ("conn", "_loop", "state")
 
     _loop: Optional[asyncio.AbstractEventLoop]
+    state: Engine
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._loop = None
-        self.state = _connection_state(conn)
 
     def pid(self) -> int:
         """The backend pid announced at connect (a proxy's own number)."""
@@ -112,7 +110,7 @@ class Client:
         return pid
 
     def start(self, sql: int, args: Args) -> Coroutine[Any, Any, Answer]:
-        """The statement, as a coroutine returning its answer (advlock._loop
+        """The statement, as a coroutine returning its answer (advlock._engine
         awaits it)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
@@ -179,8 +177,8 @@ class Client:
         value = rows[0][0] if rows else None
         if kind == _SESSION:
             pid, in_recovery, ours = rows[0]
-            return SessionRow(self.state, int(pid or 0), in_recovery == "t", ours == "t",
-                              provisional=not self.outside_transaction())
+            return SessionRow(int(pid or 0), in_recovery == "t", ours == "t",
+                              not self.outside_transaction())
         if kind == _VOID:
             return _NULL if value is None else _TRUE
         if kind == _CAPACITY:
@@ -195,15 +193,6 @@ class Client:
         """The connection is idle outside any transaction block."""
         return not self.conn.is_closed() and not self.conn.is_in_transaction()
 
-    async def control(self, text: str) -> Optional[Answer]:
-        """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,
-        or the error answer."""
-        try:
-            await self.conn.execute(text)
-        except BaseException as exc:  # noqa: B902
-            return self._error(exc)
-        return None
-
     def _error(self, exc: BaseException) -> Answer:
         if isinstance(exc, asyncio.CancelledError):
             raise exc
@@ -211,18 +200,16 @@ class Client:
             state = getattr(exc, "sqlstate", None)
             lost = self.conn.is_closed()
             return (_LOST if lost else _ERROR, state, _first_line(exc))
-        if isinstance(exc, asyncpg.InterfaceError) and not self.conn.is_closed():
+        if isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError)) \
+                and not self.conn.is_closed():
             # asyncpg refused to send the statement on a live connection:
             # another operation is under way on it ("another operation is
             # in progress"), a misuse, not a lost session.
             return Busy(_first_line(exc))
-        if isinstance(exc, (asyncpg.InterfaceError, ConnectionError, OSError, EOFError)):
+        if isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError,
+                            ConnectionError, OSError, EOFError)):
             return (_LOST, None, _first_line(exc))
         raise exc
-
-    def heartbeat_client(self) -> Client:
-        """This client: it keeps no per-statement state."""
-        return self
 
     @staticmethod
     def hold_body(body: Optional[asyncio.Task[Any]]) -> Optional[Call]:
@@ -273,23 +260,23 @@ class Client:
         return send_cancel(self.conn, self._loop or asyncio.get_running_loop())
 
 
-# What the locks on one connection share (_session.ConnSession), by the
-# connection's settings object: a pool's proxy object changes with every
-# acquire from the pool, and get_settings() is asyncpg's one public handle
-# on the connection behind it (not weakly referable: the entry goes when
-# the connection closes).
-_states: Dict[object, ConnSession] = {}
+# Each connection's engine, by the connection's settings object: a pool's
+# proxy object changes with every acquire from the pool, and get_settings()
+# is asyncpg's one public handle on the connection behind it (not weakly
+# referable: the entry goes when the connection closes).
+_engines: Dict[object, Engine] = {}
 
 
-def _connection_state(conn: Any) -> ConnSession:
+def engine(conn: Any) -> Engine:
+    """The engine of an asyncpg connection (or a pool's proxy of one)."""
     if conn.is_closed():
-        return ConnSession()  # closed meanwhile: its statements will find it so
+        return Engine(Client(conn))  # closed meanwhile: its statements will find it so
     settings = conn.get_settings()
-    state = _states.get(settings)
-    if state is None:
-        state = _states[settings] = ConnSession()
-        conn.add_termination_listener(lambda _closed: _states.pop(settings, None))
-    return state
+    found = _engines.get(settings)
+    if found is None:
+        found = _engines[settings] = Engine(Client(conn))
+        conn.add_termination_listener(lambda _closed: _engines.pop(settings, None))
+    return found
 
 
 def unusable(conn: Any) -> Optional[str]:
@@ -299,14 +286,3 @@ def unusable(conn: Any) -> Optional[str]:
         return "it is closed" if conn.is_closed() else None
     except asyncpg.InterfaceError as exc:  # a pool's proxy, released
         return _first_line(exc)
-
-
-def client(conn: Any) -> Client:
-    """The client for an asyncpg connection."""
-    return Client(conn)
-
-
-def lock(conn: Any, name: Name, timeout: Optional[float] = None,
-         options: Optional[Options] = None, **option_kwargs: Any) -> AsyncLock:
-    """An advlock.AsyncLock on an asyncpg connection (see advlock.lock)."""
-    return AsyncLock(Client(conn), name, timeout, options, **option_kwargs)

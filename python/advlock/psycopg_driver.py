@@ -32,16 +32,16 @@ import psycopg
 from psycopg.types.numeric import Int8BinaryDumper
 
 from . import _binding as B
+import weakref
+
 from . import _watch
 from ._asyncio_task import nothing_held
+from ._engine import Busy, CapacityRow, Engine, FencedRow, SessionRow
 from ._lease import shut_socket
-from ._loop import AsyncLock, CapacityRow, FencedRow, Lock
 from ._machine import SQL_ANSWER, SQL_TEXT
-from ._session import ConnSession, SessionRow, for_connection
 
 if TYPE_CHECKING:
-    from ._machine import Options
-    from ._types import Answer, Args, Call, ErrorAnswer, Name
+    from ._types import Answer, Args, Call, ErrorAnswer
 
     AnyConnection = Union[psycopg.Connection[Any], psycopg.AsyncConnection[Any]]
 
@@ -51,6 +51,7 @@ _VOID, _SESSION, _FENCED, _CAPACITY = (B.ANSWER_VOID, B.ANSWER_SESSION, B.ANSWER
                                        B.ANSWER_CAPACITY)
 _IDLE, _INERROR = psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.INERROR
 _LEASE_SETUP = B.SQL_LEASE_SETUP
+_HEARTBEATS = frozenset({B.SQL_HEARTBEAT, B.SQL_HEARTBEAT_GUARDED})
 
 # The table's $n placeholders in psycopg's style (any % doubled): %s for a
 # statement naming $1 once, else %(pN)s with a dict (a name may repeat).
@@ -64,7 +65,7 @@ def _args(args: Args) -> Dict[str, int]:
     return {"p%d" % (i + 1): v for i, v in enumerate(args)}
 
 
-def _prepare(state: ConnSession) -> Optional[bool]:
+def _prepare(state: Engine) -> Optional[bool]:
     """psycopg's prepare= for a statement: its own choice (None) on a
     direct connection, never (False) behind a proxy or before it is known."""
     return None if state.proxied is False else False
@@ -91,8 +92,7 @@ def _one(sql: int, row: Any, client: _Client) -> Answer:
         return _NULL if value is None else _TRUE
     if kind == _SESSION:
         pid, in_recovery, ours = row
-        return SessionRow(client.state, pid, in_recovery, ours,
-                          provisional=not client.outside_transaction())
+        return SessionRow(pid, in_recovery, ours, not client.outside_transaction())
     if kind == _CAPACITY:
         return CapacityRow(row)
     if kind == _FENCED:
@@ -117,12 +117,12 @@ class _Client:
     __slots__ = ("conn", "_cur", "state")
 
     conn: Any
+    state: Engine
     _watch_socket: Callable[[int, Call], Call]
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._cur = _cursor(conn)
-        self.state = for_connection(conn)
 
     def outside_transaction(self) -> bool:
         """The connection is idle outside any transaction block."""
@@ -138,17 +138,20 @@ class _Client:
         except psycopg.OperationalError:
             return 0
 
-    def heartbeat_blocked(self, _body: object) -> bool:
-        """A heartbeat cannot go out now: the body's transaction failed
-        (every statement would, until its rollback). The body's statements
-        themselves queue with it on the connection's lock."""
-        return bool(self.conn.pgconn.transaction_status == _INERROR)
+    def blocked(self, sql: int) -> Optional[Busy]:
+        """Busy for a heartbeat that cannot go out now: the body's
+        transaction failed (every statement would, until its rollback).
+        The body's statements themselves queue with it on the
+        connection's lock."""
+        if sql in _HEARTBEATS and self.conn.pgconn.transaction_status == _INERROR:
+            return Busy("the connection's transaction failed")
+        return None
 
-    def hold_body(self, _body: object) -> Optional[Call]:
+    @staticmethod
+    def hold_body(_body: object) -> Optional[Call]:
         """The body is never held back for a heartbeat (its statements queue
-        behind it on the connection's lock); None (no heartbeat now) while
-        heartbeat_blocked()."""
-        return None if self.heartbeat_blocked(None) else nothing_held
+        behind it on the connection's lock)."""
+        return nothing_held
 
     def close_now(self) -> None:
         """Ends the connection's socket (the lease expired): the statement
@@ -196,13 +199,11 @@ class Client(_Client):
 
     __slots__ = ()
 
-    def heartbeat_client(self) -> Client:
-        """The same connection through a cursor of its own: a cursor is not
-        thread-safe, and heartbeats run beside the lock's statements."""
-        return Client(self.conn)
-
     def run(self, sql: int, args: Args) -> Answer:
-        """Runs one statement; returns its answer (see advlock._loop)."""
+        """Runs one statement; returns its answer (advlock._engine)."""
+        busy = self.blocked(sql)
+        if busy is not None:
+            return busy
         if self._own_transaction(sql):
             with self.conn.transaction():
                 return self._run(sql, args)
@@ -241,31 +242,21 @@ class AsyncClient(_Client):
         super().__init__(conn)
         self._loop = None
 
-    def heartbeat_client(self) -> AsyncClient:
-        """As Client.heartbeat_client()."""
-        return AsyncClient(self.conn)
-
     def start(self, sql: int, args: Args) -> Coroutine[Any, Any, Answer]:
-        """The statement, as a coroutine returning its answer (advlock._loop
+        """The statement, as a coroutine returning its answer (advlock._engine
         awaits it)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         return self._run(sql, args)
 
     async def _run(self, sql: int, args: Args) -> Answer:
+        busy = self.blocked(sql)
+        if busy is not None:
+            return busy
         if self._own_transaction(sql):
             async with self.conn.transaction():
                 return await self._run_here(sql, args)
         return await self._run_here(sql, args)
-
-    async def control(self, text: str) -> Optional[Answer]:
-        """A transaction-control statement (BEGIN, COMMIT, ROLLBACK): None,
-        or the error answer."""
-        try:
-            await self._cur.execute(text)
-        except psycopg.Error as exc:
-            return _error(self.conn, exc)
-        return None
 
     async def _run_here(self, sql: int, args: Args) -> Answer:
         cur = self._cur
@@ -296,18 +287,15 @@ def unusable(conn: Any) -> Optional[str]:
     return "it is closed" if conn.closed else None
 
 
-def client(conn: Any) -> Union[Client, AsyncClient]:
-    """The client for a psycopg connection: AsyncClient for an
-    AsyncConnection, else Client."""
-    return AsyncClient(conn) if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
+_engines: weakref.WeakKeyDictionary[Any, Engine] = weakref.WeakKeyDictionary()
 
 
-def lock(conn: Any, name: Name, timeout: Optional[float] = None,
-         options: Optional[Options] = None,
-         **option_kwargs: Any) -> Union[Lock, AsyncLock]:
-    """An advlock.Lock (blocking connection) or advlock.AsyncLock
-    (AsyncConnection) on a psycopg connection (see advlock.lock)."""
-    c = client(conn)
-    if isinstance(c, AsyncClient):
-        return AsyncLock(c, name, timeout, options, **option_kwargs)
-    return Lock(c, name, timeout, options, **option_kwargs)
+def engine(conn: Any) -> Engine:
+    """The engine of a psycopg connection, made on first use and gone with
+    the connection."""
+    found = _engines.get(conn)
+    if found is None:
+        made: Union[Client, AsyncClient] = AsyncClient(conn) \
+            if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
+        found = _engines[conn] = Engine(made)
+    return found

@@ -4,6 +4,8 @@ harnesses export them), and a recorder of the statements a lock runs."""
 import asyncio
 
 import advlock
+from advlock import _binding as B
+from advlock._engine import SessionRow
 
 FLAVOURS = ["psycopg", "psycopg-async", "asyncpg"]
 
@@ -44,12 +46,14 @@ def announced_pid(conn):
 
 
 class Recording:
-    """Wraps a lock's client to record the statements it runs."""
+    """Wraps the client of a lock's connection (its engine's) to record the
+    statements it runs."""
 
     def __init__(self, lk):
-        self.inner = lk._client
-        self.sql = []
-        lk._client = self
+        engine = lk._engine
+        object.__setattr__(self, "inner", engine.client)
+        object.__setattr__(self, "sql", [])
+        engine.client = self
 
     def start(self, sql, args):
         self.sql.append(advlock.Sql(sql))
@@ -63,33 +67,55 @@ class Recording:
         self.sql.append("cancel")
         return self.inner.cancel()
 
-    def pid(self):
-        return self.inner.pid()
-
-    def outside_transaction(self):
-        return self.inner.outside_transaction()
-
-    def heartbeat_blocked(self, body):
-        return self.inner.heartbeat_blocked(body)
-
-    def hold_body(self, body):
-        return self.inner.hold_body(body)
-
-    def heartbeat_client(self):
-        twin = object.__new__(Recording)  # the same list, the heartbeats' client
-        twin.inner, twin.sql = self.inner.heartbeat_client(), self.sql
-        return twin
-
     def close_now(self):
         self.sql.append("close")
         self.inner.close_now()
 
-    def watch(self, on_end):
-        return self.inner.watch(on_end)
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.inner, name, value)
+
+
+async def until_sent(rec, sql):
+    """Lets the loop run until the recorded client has sent sql (the
+    connection's pump is a task of its own): at most 5 s."""
+    import asyncio
+    for _ in range(5000):
+        if sql in rec.sql:
+            return
+        await asyncio.sleep(0.001 if rec.sql else 0)
+
+
+class ScriptedClient:
+    """A blocking client with no server behind it: each statement answers
+    what answer(sql) says (by default the session row of a direct
+    connection, TRUE for the rest). bench/python_cpu.py measures the package
+    with it."""
+
+    conn = None
+
+    def pid(self):
+        return 4242
+
+    def outside_transaction(self):
+        return True
+
+    def close_now(self):
+        pass
 
     def ended(self):
-        return self.inner.ended()
+        return False
 
-    @property
-    def state(self):
-        return self.inner.state
+    def watch(self, on_end):
+        return lambda: None
+
+    def cancel(self):
+        pass
+
+    def answer(self, sql, args):
+        return SessionRow(4242, False, True) if sql == B.SQL_SESSION else B.RESULT_TRUE
+
+    def run(self, sql, args):
+        return self.answer(sql, args)

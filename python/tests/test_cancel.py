@@ -6,8 +6,7 @@ import asyncio
 import pytest
 
 import advlock
-from advlock import _loop
-from clients import Recording
+from clients import Recording, until_sent
 from conftest import holds, need_server
 
 pytestmark = need_server
@@ -37,14 +36,14 @@ def test_cancel_while_the_try_lock_is_in_flight_gives_the_grant_back(flavour, pg
         lk = advlock.lock(conn, "race", timeout=10)
         rec = Recording(lk)
         task = asyncio.create_task(lk.acquire())
-        await asyncio.sleep(0)  # the try-lock is sent, its answer not read
+        await until_sent(rec, advlock.Sql.TRY_LOCK)  # sent, its answer not read
         assert rec.sql == [advlock.Sql.TRY_LOCK]
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         # The grant came and was given back before the CancelledError.
         assert rec.sql == [advlock.Sql.TRY_LOCK, advlock.Sql.UNLOCK]
-        assert lk._machine.report().outcome == advlock.Outcome.CANCELLED
+        assert lk._member_report().outcome == advlock.Outcome.CANCELLED
         assert holds(pg_conn, lk.key, pid) == []
         await conn.close()
     asyncio.run(main())
@@ -62,7 +61,7 @@ def test_cancel_during_a_sleep_ends_at_once(flavour, pg_conn):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        r = lk._machine.report()
+        r = lk._member_report()
         assert r.outcome == advlock.Outcome.CANCELLED and r.attempts == 2
         assert holds(pg_conn, lk.key, pid) == []
         await conn.close()
@@ -86,7 +85,7 @@ def test_asyncio_timeout_around_a_server_side_wait(flavour, pg_conn):
         # machine gave back whatever a 57014 may hide.
         assert advlock.Sql.LOCK in rec.sql and "cancel" in rec.sql
         assert rec.sql.index(advlock.Sql.LOCK) < rec.sql.index("cancel")
-        assert lk._machine.report().outcome == advlock.Outcome.CANCELLED
+        assert lk._member_report().outcome == advlock.Outcome.CANCELLED
         assert holds(pg_conn, lk.key, pid) == []
         if flavour == "asyncpg":
             assert await conn.fetchval("SELECT 1") == 1  # the session is usable
@@ -139,7 +138,7 @@ def test_cancel_during_the_release_lets_it_finish(flavour, pg_conn):
         with pytest.raises(asyncio.CancelledError):
             await task
         assert lk.release_report is None or True  # the task ended by CancelledError
-        assert lk._machine.report().outcome == advlock.Outcome.RELEASED
+        assert lk._member_report().outcome == advlock.Outcome.RELEASED
         assert holds(pg_conn, lk.key, pid) == []
         await conn.close()
     asyncio.run(main())
@@ -169,29 +168,4 @@ def test_cancel_racing_a_poll_at_random_moments(flavour, pg_conn):
             assert holds(pg_conn, lk.key, pid) == [], i
         await conn.close()
         await holder.close()
-    asyncio.run(main())
-
-
-def test_a_cancel_in_the_turn_the_answer_comes_is_not_an_error_of_the_loop():
-    """The statement's future is done and the task cancelled in one turn of
-    the loop: the waiter's wake-up, already scheduled, finds it cancelled
-    (a lock set's tasks meet this often) and must let it be."""
-    async def main():
-        loop = asyncio.get_running_loop()
-        errors = []
-        loop.set_exception_handler(lambda _loop, context: errors.append(context))
-        answer = loop.create_future()
-
-        async def statement():
-            return await answer
-
-        guard = _loop.Guard()
-        task = asyncio.create_task(_loop.guarded(statement(), guard))
-        await asyncio.sleep(0)
-        answer.set_result(7)
-        task.cancel()
-        assert await task == 7
-        assert guard.cancelled_by is not None
-        await asyncio.sleep(0)
-        assert errors == []
     asyncio.run(main())

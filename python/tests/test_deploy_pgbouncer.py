@@ -66,8 +66,8 @@ def test_session_mode_works_with_guarded_statements(flavour, pg_conn):
         rec = Recording(lk)
         r = await call(lk.acquire)
         assert r.outcome == advlock.Outcome.ACQUIRED
-        assert rec.sql == [S.SESSION, S.TRY_LOCK_GUARDED]
-        assert lk._client.state.proxied is True
+        assert rec.sql == [S.CAPACITY, S.SESSION, S.TRY_LOCK_GUARDED]
+        assert lk._engine.proxied is True
         assert len(holds(pg_conn, r.key)) == 1
         # The other client is refused by the lock itself, as directly, and
         # the holders query (diagnose) names the holder's server session.
@@ -113,7 +113,7 @@ def test_fencing_needs_a_direct_connection(flavour, mode, pg_conn):
         with pytest.raises(advlock.ServerSessionError) as info:
             await call(lk.acquire)
         assert info.value.report.failure == advlock.Failure.ESESSION
-        assert rec.sql == [S.SESSION]  # no fenced statement through a proxy
+        assert rec.sql == [S.CAPACITY, S.SESSION]  # no fenced statement through a proxy
         assert lk.fence is None and holds(pg_conn, lk.key) == []
         await close(conn)
     asyncio.run(main())
@@ -155,7 +155,7 @@ def test_transaction_mode_statements_that_hop_fail_with_server_session_error(fla
         a, b, lk, r = await _two_clients_one_holding(flavour, "pgb-tx")
         # Hold the holder's own server session in another client's
         # transaction: its next statements must run on another one.
-        pin = await _pin_server_session_of(lk._machine.session().token)
+        pin = await _pin_server_session_of(lk._engine.session().token)
         if pin is None:
             pytest.skip("PgBouncer gave the pin another server session")
         # Another client: never a holder while the first one holds.
@@ -190,13 +190,13 @@ def test_transaction_mode_a_shared_server_session_is_refused(flavour, pg_conn):
         rec = Recording(other)
         with pytest.raises(advlock.ServerSessionError) as info:
             await call(other.acquire)
-        assert rec.sql == [S.SESSION]
+        assert rec.sql == [S.CAPACITY, S.SESSION]
         assert str(info.value) == ("the server session check for 'pgb-shared' failed: "
                                    + CLAIMED_WORDS)
         # And refused at once from then on, with nothing sent.
         with pytest.raises(advlock.ServerSessionError):
             await call(other.acquire)
-        assert rec.sql == [S.SESSION]
+        assert rec.sql == [S.CAPACITY, S.SESSION]
         assert len(holds(pg_conn, r.key)) == 1
         await close(a)
         await close(b)
@@ -382,10 +382,10 @@ def test_leases_behind_pgbouncer_beat_on_the_claimed_session_only(flavour, pg_co
         await asyncio.sleep(2)
         lk.check()
         await call(lk.release)
-        assert rec.sql[:2] == [S.SESSION, S.TRY_LOCK_GUARDED]
+        assert rec.sql[:3] == [S.CAPACITY, S.SESSION, S.TRY_LOCK_GUARDED]
         assert rec.sql[-1] == S.UNLOCK_GUARDED
-        assert rec.sql[2:-1].count(S.HEARTBEAT_GUARDED) >= 2
-        assert set(rec.sql[2:-1]) == {S.HEARTBEAT_GUARDED}
+        assert rec.sql[3:-1].count(S.HEARTBEAT_GUARDED) >= 2
+        assert set(rec.sql[3:-1]) == {S.HEARTBEAT_GUARDED}
         await close(conn)
 
         conn = await connect(flavour, TX)
@@ -459,7 +459,7 @@ def test_a_lock_set_in_session_mode_uses_one_server_session(flavour, pg_conn):
         rows = [holds(pg_conn, lk.key) for lk in holding]
         assert all(len(r) == 1 for r in rows)
         assert len({r[0][0] for r in rows}) == 1  # one server session holds them all
-        assert locks._client.state.proxied is True
+        assert locks._engine.proxied is True
         go.set()
         await asyncio.gather(*tasks)
         assert locks.in_use == 0

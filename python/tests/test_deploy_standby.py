@@ -38,7 +38,7 @@ def test_standby_refused_by_default(flavour):
         assert str(info.value) == REFUSED
         assert info.value.report.failure == advlock.Failure.ESTANDBY
         assert info.value.report.sql == advlock.Sql.SESSION
-        assert rec.sql == [advlock.Sql.SESSION]  # nothing else sent
+        assert rec.sql == [advlock.Sql.CAPACITY, advlock.Sql.SESSION]  # nothing else sent
         assert advisory_locks(STANDBY) == 0
         # Refused again with no second check; a release is allowed.
         with pytest.raises(advlock.StandbyError):

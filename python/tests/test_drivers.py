@@ -213,7 +213,9 @@ def test_server_error_and_lost_connection_are_failures(flavour, pg_conn):
     async def body(a, b):
         # A failed transaction block: 25P02 for the try-lock.
         # The server session checked first, so the error is the try-lock's.
-        await a.call(advlock.lock(a.conn, "f", timeout=0).release)
+        warm = advlock.lock(a.conn, "f", timeout=0)
+        await a.call(warm.acquire)
+        await a.call(warm.release)
         if flavour == "asyncpg":
             tx = a.conn.transaction()
             await tx.start()

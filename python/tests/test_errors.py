@@ -63,7 +63,8 @@ def test_no_private_name_of_asyncio_or_asyncpg_outside_their_shims():
             if hits:
                 found[name] = hits
     assert found == {"_asyncpg_cancel.py": ["_cancel_current_command"] * 2,
-                     "_asyncio_task.py": ["_fut_waiter"] * 2}
+                     "_asyncio_task.py": ["_fut_waiter", "_asyncio_future_blocking"] * 2
+                     + ["_asyncio_future_blocking"] * 2}
 
 
 def run(coro_fn):
@@ -93,6 +94,14 @@ def test_names_and_timeouts_against_a_server(flavour, pg_conn):
 
 class WorkFailed(Exception):
     """The body's own failure."""
+
+
+async def abort_a_transaction(conn):
+    """Leaves conn in a failed transaction block (the unlock then fails
+    with 25P02)."""
+    await call(conn.execute, "BEGIN")
+    with pytest.raises(Exception):
+        await call(conn.execute, "SELECT 1/0")
 
 
 async def hold_and_fail(flavour, conn, name, during_body):
@@ -154,13 +163,9 @@ def test_a_release_refused_by_the_server_keeps_the_bodys_exception(flavour, pg_c
     async def main():
         conn = await connect(flavour)
 
-        async def abort_a_transaction():
-            await call(conn.execute, "BEGIN")
-            with pytest.raises(Exception):
-                await call(conn.execute, "SELECT 1/0")
-
         try:
-            lk, exc = await hold_and_fail(flavour, conn, "body-aborted", abort_a_transaction)
+            lk, exc = await hold_and_fail(flavour, conn, "body-aborted",
+                                          lambda: abort_a_transaction(conn))
             assert type(exc) is WorkFailed
             assert lk.release_report.sqlstate == "25P02"
             assert lk.state == advlock.LockState.MAY_BE_HELD
@@ -179,31 +184,45 @@ def test_a_release_refused_by_the_server_keeps_the_bodys_exception(flavour, pg_c
 
 
 @need_server
-def test_two_concurrent_acquires_on_one_asyncpg_connection_are_a_misuse(pg_conn):
-    """asyncpg runs one operation at a time per connection: the second
-    acquire's statement is refused by asyncpg, which is the caller's misuse
-    (CallError, EMISUSE), not a lost connection; nothing is left held."""
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_an_acquire_after_a_failed_release_starts_anew(flavour, pg_conn):
+    """A release the server refused leaves the lock in doubt (the session
+    still holds it); acquiring through the same object again lets go of
+    that hold and takes the lock anew, as the C single-lock adapter does:
+    the server session then holds the key twice, once for the hold let go."""
+    async def main():
+        conn = await connect(flavour)
+
+        try:
+            lk, exc = await hold_and_fail(flavour, conn, "again-after-doubt",
+                                          lambda: abort_a_transaction(conn))
+            assert lk.state == advlock.LockState.MAY_BE_HELD
+            await call(conn.execute, "ROLLBACK")
+            assert (await call(lk.acquire)).outcome == advlock.Outcome.ACQUIRED
+            assert lk.state == advlock.LockState.HELD
+            assert (await call(lk.release)).outcome == advlock.Outcome.RELEASED
+            assert holds(pg_conn, lk.key) == [(announced_pid(conn), "ExclusiveLock")]
+        finally:
+            await close(conn)
+    run(main)
+
+
+@need_server
+def test_two_concurrent_acquires_on_one_asyncpg_connection_take_turns(pg_conn):
+    """asyncpg runs one operation at a time per connection: the locks on a
+    connection are members of its one engine, whose pump sends their
+    statements one after another, so both acquires succeed."""
     async def main():
         conn = await connect("asyncpg")
         try:
             first = advlock.lock(conn, "busy-first", timeout=5)
             second = advlock.lock(conn, "busy-second", timeout=5)
-            results = await asyncio.gather(first.acquire(), second.acquire(),
-                                           return_exceptions=True)
-            assert results[0].outcome == advlock.Outcome.ACQUIRED
-            err = results[1]
-            assert isinstance(err, advlock.CallError), err
-            assert err.code == B.ADVLOCK_EMISUSE
-            assert str(err).startswith(
-                "A statement for lock 'busy-second' was not sent: the connection is busy with"
-                " another operation (one operation at a time per connection): ")
-            assert second.state == advlock.LockState.NOT_HELD
-            assert not conn.is_closed() and await conn.fetchval("SELECT 1") == 1
-            assert holds(pg_conn, second.key) == []
-            # The same lock objects work once the connection is free.
+            results = await asyncio.gather(first.acquire(), second.acquire())
+            assert [r.outcome for r in results] == [advlock.Outcome.ACQUIRED] * 2
+            assert holds(pg_conn, second.key) != []
             await first.release()
-            assert (await second.acquire()).outcome == advlock.Outcome.ACQUIRED
             await second.release()
+            assert holds(pg_conn, second.key) == []
         finally:
             await close(conn)
     run(main)
@@ -241,18 +260,18 @@ BAD_CALLS = [
 
 @pytest.mark.parametrize("what,kwargs,words", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
 def test_a_refused_argument_is_a_call_error_that_says_why(what, kwargs, words):
-    from advlock._loop import Lock
+    from advlock._lock import Lock
     with pytest.raises(advlock.CallError) as info:
-        Lock(None, "x", **kwargs)
+        Lock(None, None, "x", **kwargs)
     assert words in str(info.value), str(info.value)
     assert info.value.code == B.ADVLOCK_EINVAL
 
 
 def test_the_longest_lease_is_the_cores():
-    from advlock._loop import Lock
-    assert Lock(None, "x", lease=9 * 3600)._plan.lease_ms == B.LEASE_MAX_MS
+    from advlock._lock import Lock
+    assert Lock(None, None, "x", lease=9 * 3600)._lease[0] == B.LEASE_MAX_MS
     with pytest.raises(advlock.CallError, match="too long"):
-        Lock(None, "x", lease=9 * 3600 + 0.001)
+        Lock(None, None, "x", lease=9 * 3600 + 0.001)
 
 
 async def _closed(flavour):

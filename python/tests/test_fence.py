@@ -81,10 +81,14 @@ def test_only_a_fenced_lock_sends_the_fenced_statement(flavour):
     async def body(a):
         plain = advlock.lock(a, "fence-plain", timeout=5)
         fenced = advlock.lock(a, "fence-plain", timeout=5, fence=True)
-        plain_sql, fenced_sql = Recording(plain).sql, Recording(fenced).sql
+        rec = Recording(plain)  # the connection's statements, both locks'
+        sent = []
         for lk in (plain, fenced):
             await call(lk.acquire)
             await call(lk.release)
+            sent.append(list(rec.sql))
+            rec.sql.clear()
+        plain_sql, fenced_sql = sent
         assert advlock.Sql.TRY_LOCK in plain_sql
         assert advlock.Sql.TRY_LOCK_FENCED not in plain_sql and plain.report.fence == 0
         assert advlock.Sql.TRY_LOCK_FENCED in fenced_sql and fenced.report.fence >= 1

@@ -24,7 +24,8 @@ HEADERS = {"advlock.h": B.CONSTANTS, "advlock_fake.h": F.CONSTANTS}
 MIRRORS = dict(B.MIRRORS, **F.MIRRORS)
 # Types whose fields are private: only their size is ABI.
 OPAQUE = {"advlock_machine", "advlock_lease", "advlock_peer", "advlock_peers", "advlock_prng",
-          "advlock_fake_clock", "advlock_fake_db", "advlock_sim"}
+          "advlock_fake_clock", "advlock_fake_db", "advlock_sim", "advlock_member",
+          "advlock_conn_slot", "advlock_conn"}
 # The package's enums and the C enum each one is.
 ENUMS = {"advlock_mode": advlock.Mode, "advlock_scope": advlock.Scope,
          "advlock_wait": advlock.Wait, "advlock_backoff": advlock.Backoff,

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 import advlock
-from advlock._loop import Lock
+from advlock._lock import Lock
 from clients import FLAVOURS, Recording, announced_pid, call, close, connect
 from conftest import holds, need_server
 
@@ -34,19 +34,19 @@ def tcp():
 @pytest.mark.parametrize("lease", [6.9, 5, -1, "8", 9 * 3600 + 1])
 def test_a_lease_the_core_refuses_is_a_call_error(lease):
     with pytest.raises(advlock.CallError):
-        Lock(None, "x", lease=lease)
+        Lock(None, None, "x", lease=lease)
 
 
 def test_a_longer_stop_time_needs_a_longer_lease():
-    Lock(None, "x", lease=16, lease_stop=10)
+    Lock(None, None, "x", lease=16, lease_stop=10)
     with pytest.raises(advlock.CallError, match="lease_stop \\+ 6 s"):
-        Lock(None, "x", lease=15, lease_stop=10)
+        Lock(None, None, "x", lease=15, lease_stop=10)
 
 
 def test_no_lease_is_none_or_zero():
-    assert Lock(None, "x", lease=None)._plan is None
-    assert Lock(None, "x", lease=0)._plan is None
-    assert Lock(None, "x")._plan.lease_ms == 30000  # ADVLOCK_LEASE_DEFAULT_MS
+    assert Lock(None, None, "x", lease=None)._lease == (0, 0)
+    assert Lock(None, None, "x", lease=0)._lease == (0, 0)
+    assert Lock(None, None, "x")._lease[0] == 30000  # ADVLOCK_LEASE_DEFAULT_MS
 
 
 async def _body(flavour, lk, seconds, check=True):
@@ -84,14 +84,17 @@ async def _hold_for(flavour, lk, seconds, during=None):
 
 @need_server
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_a_unix_socket_needs_no_heartbeat(flavour, pg_conn):
+def test_over_a_unix_socket_heartbeats_run_as_in_every_driver(flavour, pg_conn):
+    # The lease is the connection engine's: over a Unix socket too its
+    # heartbeats run, as the C drivers' do.
     async def main():
         conn = await connect(flavour)
         lk = advlock.lock(conn, "unix", timeout=1, lease=LEASE)
         rec = Recording(lk)
         lost, _ = await _hold_for(flavour, lk, 2 * H)
         assert lost is None
-        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
+        assert rec.sql[:4] == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK]
+        assert S.HEARTBEAT in rec.sql and rec.sql[-1] == S.UNLOCK
         assert holds(pg_conn, lk.key) == []
         await close(conn)
     asyncio.run(main())
@@ -106,7 +109,7 @@ def test_over_tcp_the_setup_applies_the_plan_and_heartbeats_run(flavour, pg_conn
         rec = Recording(lk)
         lost, _ = await _hold_for(flavour, lk, 4 * H + 0.3)
         assert lost is None
-        assert rec.sql[:3] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK]
+        assert rec.sql[:4] == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK]
         assert rec.sql[-1] == S.UNLOCK
         assert rec.sql[3:-1].count(S.HEARTBEAT) >= 3
         assert holds(pg_conn, lk.key) == []
@@ -260,7 +263,7 @@ def test_a_server_side_wait_longer_than_the_deadline_renews_before_the_body(flav
         lost, _ = await _hold_for(flavour, lk, H)
         assert lost is None
         assert time.monotonic() - started > D + 1
-        assert rec.sql[:5] == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.LOCK, S.HEARTBEAT]
+        assert rec.sql[:6] == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.LOCK, S.HEARTBEAT]
         await close(conn)
     asyncio.run(main())
 
@@ -319,7 +322,7 @@ def test_an_outside_cancel_with_the_lease_expired_stays_a_cancelled_error(flavou
     # cancel from elsewhere in the same moment is not swallowed.
     # The lock is lost here by its session watch, which stops the body as
     # the lease's expiry does (_cancel_body).
-    from advlock._loop import AsyncLock
+    from advlock._lock import AsyncLock
     cancel_body = AsyncLock._cancel_body
 
     def cancel_body_and_from_elsewhere(self):
@@ -379,6 +382,30 @@ def test_asyncpg_heartbeats_never_make_the_bodys_statements_fail(pg_conn):
 
 
 @need_tcp
+def test_asyncpg_nested_locks_on_one_connection_share_their_heartbeats(pg_conn):
+    # Two `async with` locks on one connection in one task: one body task
+    # for both, held back once per heartbeat (holding it back twice found
+    # its wake-up already taken, and the heartbeat was put off for good).
+    async def main():
+        conn = await connect("asyncpg", tcp())
+        outer = advlock.lock(conn, "nested-outer", timeout=1, lease=LEASE)
+        rec = Recording(outer)
+        ran = 0
+        async with outer:
+            inner = advlock.lock(conn, "nested-inner", timeout=1, lease=LEASE)
+            async with inner:
+                end = time.monotonic() + 2 * D
+                while time.monotonic() < end:
+                    await conn.fetchval("SELECT 1")
+                    ran += 1
+                    await asyncio.sleep(0.01)
+            assert holds(pg_conn, outer.key) and holds(pg_conn, inner.key) == []
+        assert ran > 50 and rec.sql.count(S.HEARTBEAT) >= 2 * D / H - 2
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_tcp
 def test_asyncpg_a_heartbeat_slower_than_the_bodys_wait_holds_the_body_back(pg_conn,
                                                                            monkeypatch):
     # A heartbeat answered after the body's wait has ended (a loaded machine
@@ -417,6 +444,41 @@ def test_asyncpg_a_heartbeat_slower_than_the_bodys_wait_holds_the_body_back(pg_c
         assert failed == 0 and ran > 100
         assert rec.sql.count(S.HEARTBEAT) >= 2
         await close(conn)
+    asyncio.run(main())
+
+
+@need_tcp
+def test_asyncpg_a_heartbeat_never_answered_holds_the_body_back_no_longer(pg_conn,
+                                                                          monkeypatch):
+    # A heartbeat in flight holds the body's task back until its answer;
+    # when none comes (a partition; here the server sleeps in its stead)
+    # the deadline loses the lock: the body goes on at once, and stops
+    # with LockLost, well within the lease.
+    from advlock import asyncpg_driver
+    start = asyncpg_driver.Client.start
+    stalled = []
+
+    def stalled_heartbeat(self, sql, args):
+        if sql != S.HEARTBEAT or not stalled:
+            return start(self, sql, args)
+
+        async def stall():
+            stalled.append(time.monotonic())
+            with contextlib.suppress(Exception):  # its connection closed under it
+                await self.conn.execute("SELECT pg_sleep(30)")
+            return await start(self, sql, args)
+        return stall()
+    monkeypatch.setattr(asyncpg_driver.Client, "start", stalled_heartbeat)
+
+    async def main():
+        conn = await connect("asyncpg", tcp())
+        pid = announced_pid(conn)
+        lk = advlock.lock(conn, "stalled", timeout=1, lease=LEASE)
+        lost, stopped = await _hold_for("asyncpg", lk, 30, during=lambda: stalled.append(0))
+        assert lost is not None and lost.reason == advlock.LeaseExpiry.NO_ANSWER
+        assert stopped - stalled[1] < LEASE
+        assert conn.is_closed()  # the server frees the lock once it sees that
+        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))  # no 30 s sleep
     asyncio.run(main())
 
 

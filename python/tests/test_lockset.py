@@ -9,6 +9,8 @@ import time
 import pytest
 
 import advlock
+from advlock import _binding as B
+from advlock import _engine as E
 from clients import announced_pid, call, close, connect
 from conftest import holds, need_server
 from test_lease import need_tcp, tcp
@@ -63,8 +65,8 @@ class _Recorder:
 
 def record(locks):
     """The list of the statements the set sends from now on."""
-    locks._client = _Recorder(locks._client)
-    return locks._client.sent
+    locks._engine.client = _Recorder(locks._engine.client)
+    return locks._engine.client.sent
 
 
 async def try_on_the_wire(locks, name):
@@ -167,15 +169,13 @@ class _Failing(_Recorder):
         super().__init__(inner)
         self.n, self.control_sent = n, []
 
-    def control(self, text):
-        self.control_sent.append(text.split()[0])
-        return self.inner.control(text)
-
     def start(self, sql, args):
         if sql == advlock.Sql.TRY_LOCK:
             self.n -= 1
             if self.n == 0:
-                return self.inner.control("SELECT 1 / 0")
+                async def failed():
+                    return (advlock._binding.RESULT_SERVER_ERROR, "22012", "division by zero")
+                return failed()
         return super().start(sql, args)
 
 
@@ -187,23 +187,19 @@ def in_transaction(conn):
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_statements_queued_together_share_a_block_and_a_failure_is_one_locks(flavour, pg_conn):
-    # The server's cost of a transaction's end grows with the locks held, so
-    # queued statements go in one block; the 300th try fails on the server,
-    # which aborts the block: that lock alone fails, the block is rolled
-    # back, the next ones go in another, and every grant holds.
+def test_a_failure_among_statements_queued_together_is_one_locks(flavour, pg_conn):
+    # The 300th try fails on the server: that lock alone fails, and every
+    # other grant holds (one statement at a time: no block to roll back).
     async def body(conn, locks):
         await locks.lock("block-warm-up", timeout=0).acquire()  # the session checked
-        client = locks._client = _Failing(locks._client, 300)
+        client = locks._engine.client = _Failing(locks._engine.client, 300)
         members = [locks.lock("block-%d" % i, timeout=0) for i in range(1000)]
         answers = await asyncio.gather(*(m.acquire() for m in members), return_exceptions=True)
         failed = [a for a in answers if isinstance(a, BaseException)]
         assert len(failed) == 1 and isinstance(failed[0], advlock.LockFailed)
         assert failed[0].report.sqlstate == "22012"
         assert advisory_count(pg_conn, announced_pid(conn)) == 1 + 999 == locks.in_use
-        assert client.control_sent[:3] == ["BEGIN", "ROLLBACK", "BEGIN"]
-        assert client.control_sent.count("BEGIN") <= 3
-        assert not in_transaction(conn)
+        assert client.n < 0 and not in_transaction(conn)
         await asyncio.gather(*(m.release() for m in members if m.held))
         assert not in_transaction(conn)
         assert advisory_count(pg_conn, announced_pid(conn)) == 1
@@ -216,46 +212,38 @@ def test_a_callers_open_transaction_is_left_alone(flavour, pg_conn):
     # would be the caller's): the statements run in it, as they come.
     async def body(conn, locks):
         await call(conn.execute, "BEGIN")
-        client = locks._client = _Failing(locks._client, 0)
+        client = locks._engine.client = _Failing(locks._engine.client, 0)
         members = [locks.lock("callers-%d" % i, timeout=0) for i in range(50)]
         await asyncio.gather(*(m.acquire() for m in members))
-        assert client.control_sent == [] and in_transaction(conn)
+        assert in_transaction(conn)
         await call(conn.execute, "ROLLBACK")
         assert advisory_count(pg_conn, announced_pid(conn)) == 50  # session locks outlive it
         await asyncio.gather(*(m.release() for m in members))
     run(flavour, body)
 
 
-class _CallerAtTheEnd(_Recorder):
-    """The set's client, which starts the caller's own statement (asked for)
-    on the connection just before the set's first COMMIT goes: asyncpg
-    refuses the COMMIT while it runs."""
-
-    def __init__(self, inner, conn, statement):
-        super().__init__(inner)
-        self.conn, self.statement, self.caller = conn, statement, None
-
-    async def control(self, text):
-        if text == "COMMIT" and self.caller is None:
-            self.caller = asyncio.create_task(self.conn.execute(self.statement))
-            await asyncio.sleep(0.1)  # the caller's statement is on the wire
-        return await self.inner.control(text)
-
-
-def test_a_block_is_ended_however_long_the_callers_statement_runs(pg_conn):
-    # The caller's statement, run against the rule while a block is open,
-    # holds the connection 6 s: the set's COMMIT waits for it (never gives
-    # up), so no block is left open for the set's and the caller's next
-    # statements.
+def test_a_try_lock_the_callers_statement_keeps_out_fails_and_leaves_the_set_usable(pg_conn):
+    # The caller's own statement holds the connection while the set's
+    # try-locks go: asyncpg refuses each (another operation is in
+    # progress), so each acquire fails as a misuse (CallError) with
+    # asyncpg's words, no lock is left behind, the connection is not taken
+    # for lost, and the set locks again once the statement ended.
     async def body(conn, locks):
         await locks.lock("end-warm-up", timeout=0).acquire()  # the session checked
-        client = locks._client = _CallerAtTheEnd(locks._client, conn, "SELECT pg_sleep(6)")
-        members = [locks.lock("end-%d" % i, timeout=0) for i in range(20)]
-        await asyncio.gather(*(m.acquire() for m in members))
-        await client.caller
+        caller = asyncio.create_task(conn.execute("SELECT pg_sleep(1)"))
+        await asyncio.sleep(0.2)  # the caller's statement is on the wire
+        members = [locks.lock("end-%d" % i, timeout=0) for i in range(5)]
+        outcomes = await asyncio.gather(*(m.acquire() for m in members), return_exceptions=True)
+        for outcome in outcomes:
+            assert isinstance(outcome, advlock.CallError), outcome
+            assert outcome.code == B.ADVLOCK_EMISUSE
+            assert "another operation is in progress" in str(outcome)
+        assert locks.lost is None and all(m.state == advlock.LockState.NOT_HELD
+                                          for m in members)
+        await caller
         assert not in_transaction(conn)
-        await asyncio.gather(*(m.release() for m in members))
-        assert not in_transaction(conn)
+        async with locks.lock("end-after", timeout=0):
+            assert advisory_count(pg_conn, announced_pid(conn)) == 2
         assert advisory_count(pg_conn, announced_pid(conn)) == 1
     run("asyncpg", body)
 
@@ -564,14 +552,17 @@ def test_a_loop_closed_with_tries_queued_leaves_nothing_held(flavour, pg_conn):
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_cancelled_worker_reads_the_answer_in_flight_and_gives_it_back(flavour, pg_conn):
-    # What asyncio.run's teardown does: the worker and the lock's task
-    # cancelled while the lock's try is on the wire.
+    # What asyncio.run's teardown does: the pump's task (the lock's own
+    # task, pumping inline, or a pump task) and the lock's task cancelled
+    # while the lock's try is on the wire.
     async def body(conn, locks):
         pid = announced_pid(conn)
         async with locks.lock("warm-up", timeout=0):
             pass
         lk, task, sent = await try_on_the_wire(locks, "in-flight")
-        locks._worker.cancel()
+        pump = locks._engine.task
+        if isinstance(pump, asyncio.Task):
+            pump.cancel()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -584,21 +575,24 @@ def test_a_cancelled_worker_reads_the_answer_in_flight_and_gives_it_back(flavour
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_statement_whose_waiter_is_cancelled_leaves_the_next_ones_alone(flavour):
-    # As the lease's heartbeat at teardown: its task cancelled (the future
-    # it awaits with it) while the statement is on the wire, a lock's try
-    # queued behind it.
+    # As a heartbeat at teardown: the task carrying the connection's own
+    # statement cancelled while the statement is on the wire. The cancel is
+    # kept away from it: it runs to its answer, which the engine is owed,
+    # and the set goes on.
     async def body(conn, locks):
         async with locks.lock("warm-up", timeout=0):
             pass
         sent = record(locks)
-        beat = asyncio.create_task(locks._statement(None, advlock.Sql.UNLOCK,
-                                                    (advlock.derive_key("not-held"),)))
-        behind = asyncio.create_task(locks.lock("behind", timeout=5).acquire())
+        e = locks._engine
+        st = B.Statement()  # no member: the connection's own
+        st.sql, st.param = advlock.Sql.UNLOCK, advlock.derive_key("not-held")
+        beat = asyncio.ensure_future(E._send_async(e, e.client, st, E.Guard()))
         while not sent:
             await asyncio.sleep(0)
         beat.cancel()
-        assert (await behind).outcome == advlock.Outcome.ACQUIRED
-        assert beat.cancelled() and locks.in_use == 1
+        assert await beat == B.RESULT_FALSE and not beat.cancelled()
+        async with locks.lock("behind", timeout=5) as lk:
+            assert lk.held and locks.in_use == 1
     run(flavour, body)
 
 
@@ -630,7 +624,7 @@ def test_an_interrupted_worker_ends_the_session_and_every_lock(flavour, pg_conn)
         conn = await connect(flavour)
         locks = seen["locks"] = advlock.LockSet(conn, lease=None)
         seen["pid"] = announced_pid(conn)
-        locks._client = _Interrupting(locks._client, 30)
+        locks._engine.client = _Interrupting(locks._engine.client, 30)
         go = asyncio.Event()
 
         async def hold(i):
@@ -705,11 +699,11 @@ def test_a_connection_closed_by_its_owner_ends_the_set(flavour, pg_conn):
         assert all(lk.state == advlock.LockState.NOT_HELD for lk in holding)
         assert locks.lost and locks.in_use == 0
         assert not backend_alive(pg_conn, pid)
-        # A lock of the lost set fails at once: nothing is sent.
-        sent = record(locks)
+        # A lock of the lost set fails at once: its client, closed, sends
+        # nothing to the server.
         with pytest.raises(advlock.LockFailed) as caught:
             await locks.lock("after-close", timeout=0).acquire()
-        assert sent == [] and "lost" in str(caught.value)
+        assert "connection lost" in str(caught.value)
     run(flavour, body, lease=None)
 
 

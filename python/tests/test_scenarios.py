@@ -185,7 +185,7 @@ async def scene_cancelled_grant_given_back(s):
     assert holds(s.pg, s.key) == []  # the grant was given back
     # The CancelledError carries no report, and the lock object keeps none
     # (lk.report is None): the machine's is the one C's drivers return.
-    report = lk._machine.report()
+    report = lk._member_report()
     return report, report.describe(s.name)
 
 

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 import advlock
-from advlock import _session
-from clients import FLAVOURS, Recording, announced_pid, call, close, connect
+from advlock import _engine
+from clients import (FLAVOURS, Recording, ScriptedClient, announced_pid, call, close, connect,
+                     until_sent)
 from conftest import holds, need_server
 
 S = advlock.Sql
@@ -35,9 +36,10 @@ def test_direct_connection_checks_once_and_sends_no_guarded_sql(flavour):
         conn, first, rec = await recorded_lock(flavour, "direct")
         await call(first.acquire)
         await call(first.release)
-        # The default lease's setup runs once per connection, after the
+        # The lock table's settings are read with the session check; the
+        # default lease's setup runs once per connection, after the
         # session row (it needs to know whether a proxy is in between).
-        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
+        assert rec.sql == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
         # A second lock object on the connection starts from what the first
         # learned: no second session row, no second setup.
         second = advlock.lock(conn, "direct", timeout=1, wait=advlock.WAIT_SERVER)
@@ -45,8 +47,8 @@ def test_direct_connection_checks_once_and_sends_no_guarded_sql(flavour):
         await call(second.acquire)
         await call(second.release)
         assert rec2.sql == [S.TRY_LOCK, S.UNLOCK]
-        assert first._client.state is second._client.state
-        assert first._client.state.proxied is False
+        assert first._engine is second._engine
+        assert first._engine.proxied is False
         await close(conn)
     asyncio.run(main())
 
@@ -62,7 +64,8 @@ def test_verify_says_whether_the_session_holds_the_lock(flavour):
         r = await call(lk.verify)
         assert r.outcome == advlock.Outcome.NOT_HELD
         assert r.describe() == "Lock 'verified' is no longer held by this session."
-        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.HELD, S.UNLOCK, S.HELD]
+        # A verify of a lock the object does not hold says so unsent.
+        assert rec.sql == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.HELD, S.UNLOCK]
         await close(conn)
     asyncio.run(main())
 
@@ -75,18 +78,19 @@ def test_cancel_during_the_session_row(flavour, pg_conn):
         lk = advlock.lock(conn, "checking", timeout=10)
         rec = Recording(lk)
         task = asyncio.create_task(lk.acquire())
-        await asyncio.sleep(0)  # the session row is sent, its answer not read
-        assert rec.sql == [S.SESSION]
+        await until_sent(rec, S.SESSION)  # the session row is sent, its answer not read
+        assert rec.sql == [S.CAPACITY, S.SESSION]
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert rec.sql == [S.SESSION]  # no lock statement after the cancel
-        assert lk._machine.report().outcome == advlock.Outcome.CANCELLED
+        assert rec.sql == [S.CAPACITY, S.SESSION]  # no lock statement after the cancel
+        assert lk._member_report().outcome == advlock.Outcome.CANCELLED
         assert holds(pg_conn, lk.key) == []
-        # The row was read: the next acquire needs no second one.
+        # The session row's answer, read after the cancel, still counts: the
+        # next acquire does not check the session again.
         await lk.acquire()
         await lk.release()
-        assert rec.sql == [S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
+        assert rec.sql == [S.CAPACITY, S.SESSION, S.LEASE_SETUP, S.TRY_LOCK, S.UNLOCK]
         await close(conn)
     asyncio.run(main())
 
@@ -99,19 +103,18 @@ def test_locks_on_a_connection_share_the_checked_token(flavour):
         first = advlock.lock(a, "x", timeout=0)
         await call(first.acquire)
         await call(first.release)
-        state = first._client.state
-        token = first._machine.session().token
-        assert token == state.value.token != 0
+        token = first._engine.session().token
+        assert token != 0
         later = advlock.lock(a, "y", timeout=0)
+        assert later._engine is first._engine  # one engine per connection
         rec = Recording(later)
         await call(later.acquire)
         await call(later.release)
-        assert later._machine.session().token == token  # the checked value, copied
         assert rec.sql == [S.TRY_LOCK, S.UNLOCK]
         other = advlock.lock(b, "x", timeout=0)
         await call(other.acquire)
         await call(other.release)
-        assert other._machine.session().token != token
+        assert other._engine.session().token != token
         await close(a)
         await close(b)
     asyncio.run(main())
@@ -150,42 +153,15 @@ def test_a_session_row_rolled_back_is_sent_again(flavour, pg_conn):
     asyncio.run(main())
 
 
-def test_a_token_is_checked_once():
-    # Two locks whose first operations start before any check has ended
-    # (no checked value to copy yet) draw tokens of their own: one token
-    # checked twice could claim two server sessions behind a pooler.
-    class Client:
-        state = _session.ConnSession()
-
-        def pid(self):
-            return 4242
-    one, two = advlock.Lock(Client(), "a", 0), advlock.Lock(Client(), "b", 0)
-    one._start_acquiring()
-    two._start_acquiring()
-    assert one._machine.next_action().sql == two._machine.next_action().sql == S.SESSION
-    t1, t2 = one._machine.session().token, two._machine.session().token
-    assert t1 != t2 and 0 not in (t1, t2)
-    assert one._machine.next_action().param == advlock._binding.c_int64(t1).value
-    # The first row to answer gives the connection its value; a lock made
-    # later starts from it, with no row of its own.
-    advlock._loop._feed(one._machine, _session.SessionRow(Client.state, 9001, False, True))
-    advlock._loop._feed(two._machine, _session.SessionRow(Client.state, 4242, False, True))
-    assert Client.state.value.token == t1 and Client.state.proxied is True
-    three = advlock.Lock(Client(), "c", 0)
-    three._start_acquiring()
-    assert three._machine.next_action().sql == S.TRY_LOCK_GUARDED
-    assert three._machine.session().token == t1
-
-
 @need_server
 def test_an_asyncpg_pool_shares_its_connection_s_session():
     async def main():
         import asyncpg
         async with asyncpg.create_pool(min_size=1, max_size=1) as pool:
             async with pool.acquire() as c1:
-                s1 = advlock.lock(c1, "p")._client.state
+                s1 = advlock.lock(c1, "p")._engine
             async with pool.acquire() as c2:
-                s2 = advlock.lock(c2, "p")._client.state
+                s2 = advlock.lock(c2, "p")._engine
             assert c1 is not c2 and s1 is s2
     asyncio.run(main())
 
@@ -196,12 +172,12 @@ def test_an_asyncpg_connection_s_session_goes_when_it_closes():
         import asyncpg
         from advlock import asyncpg_driver
         conn = await asyncpg.connect()
-        state = advlock.lock(conn, "p")._client.state
-        assert advlock.lock(conn, "q")._client.state is state
-        assert asyncpg_driver._states.get(conn.get_settings()) is state
+        state = advlock.lock(conn, "p")._engine
+        assert advlock.lock(conn, "q")._engine is state
+        assert asyncpg_driver._engines.get(conn.get_settings()) is state
         await conn.close()
         await asyncio.sleep(0)  # the termination listener's turn
-        assert conn.get_settings() not in asyncpg_driver._states
+        assert conn.get_settings() not in asyncpg_driver._engines
     asyncio.run(main())
 
 
@@ -243,5 +219,28 @@ def test_session_failures_raise_their_own_errors():
 
 
 def test_the_token_is_nonzero_and_random():
-    tokens = {_session.new_token() for _ in range(64)}
+    tokens = {_engine.new_token() for _ in range(64)}
     assert len(tokens) == 64 and 0 not in tokens
+
+
+class _LostAtTheSettings(ScriptedClient):
+    """A blocking client whose connection is gone at the first statement
+    (the lock table's settings row): every statement answers lost."""
+
+    sent = 0
+
+    def answer(self, sql, args):
+        self.sent += 1
+        return (advlock._binding.RESULT_CONNECTION_LOST, None, "the connection is closed")
+
+
+def test_a_settings_row_answered_lost_fails_the_acquire_once():
+    """The client answers the first row "connection lost": the pump tells
+    the engine the connection closed, so the acquire fails ECONNLOST at once
+    instead of the engine asking for its settings again."""
+    client = _LostAtTheSettings()
+    lk = advlock._lock.Lock(_engine.Engine(client), None, "gone", timeout=5, lease=None)
+    with pytest.raises(advlock.LockFailed) as raised:
+        lk.acquire()
+    assert raised.value.report.failure == advlock.Failure.ECONNLOST
+    assert client.sent == 1

@@ -334,7 +334,7 @@ def test_a_released_lock_stops_watching(flavour, pg_conn):
             # watch of a lock an earlier test left held, on a number this
             # connection's socket now reuses.
             hubs = [_watch._loop_hubs.get(asyncio.get_running_loop())]
-        assert lk._unwatch is None
+        assert lk._engine.unwatch is None
         if flavour != "asyncpg":
             assert all(conn.pgconn.socket not in hub.callbacks for hub in hubs if hub)
         pg_conn.execute("SELECT pg_terminate_backend(%s, 5000)", (announced_pid(conn),))

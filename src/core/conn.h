@@ -1,7 +1,8 @@
 /* What the connection engine's files share; none of it is exported. The
  * files are layered, each calling only those above it in this header:
  * conn_members.c (members and their lists), conn_lease.c (the lease),
- * conn_queue.c (the statements in flight), conn.c (the API). */
+ * conn_queue.c (the statements in flight), conn.c (the API), conn_turn.c
+ * (a pump's turn in one call, over the API). */
 #ifndef ADVLOCK_CONN_INTERNAL_H
 #define ADVLOCK_CONN_INTERNAL_H
 

@@ -178,6 +178,15 @@ static const advlock_constant constants[] = {
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_QUERY),
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_SYNC),
     ENUMERATOR(advlock_statement_kind, ADVLOCK_STATEMENT_CANCEL),
+    /* advlock_caps */
+    ENUMERATOR(advlock_caps, ADVLOCK_CAPS_PIPELINE),
+    ENUMERATOR(advlock_caps, ADVLOCK_CAPS_PREPARE),
+    ENUMERATOR(advlock_caps, ADVLOCK_CAPS_CANCEL),
+    ENUMERATOR(advlock_caps, ADVLOCK_CAPS_ONE_MEMBER),
+    /* advlock_turn */
+    ENUMERATOR(advlock_turn, ADVLOCK_TURN_STATEMENT),
+    ENUMERATOR(advlock_turn, ADVLOCK_TURN_EVENTS),
+    ENUMERATOR(advlock_turn, ADVLOCK_TURN_REFUSED),
     /* advlock_conn_event_kind */
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_DONE),
     ENUMERATOR(advlock_conn_event_kind, ADVLOCK_CONN_LOST),

@@ -226,3 +226,15 @@ int advlock_describe(const advlock_report *r, const char *name, size_t len,
     }
     return (int)t.len;
 }
+
+int advlock_describe_lease_lost(const char *name, size_t len, const char *words, char *buf,
+                                size_t size)
+{
+    if ((name == NULL && len > 0) || (buf == NULL && size > 0))
+        return ADVLOCK_EINVAL;
+    advlock_text t;
+    advlock_text_init(&t, buf, size);
+    put_sentence(&t, "Lock ", name, len, " lost: its lease ran out: ");
+    advlock_text_put(&t, words != NULL ? words : "");
+    return (int)t.len;
+}

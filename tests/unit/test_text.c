@@ -289,6 +289,23 @@ static void driver_reports_render(void **state)
     assert_string_equal(text, "");
 }
 
+/* A lease that ran out closed nothing: its own sentence, the lease's words
+ * after it, the name escaped as every sentence shows it. */
+static void lease_losses_render(void **state)
+{
+    (void)state;
+    char text[ADVLOCK_MESSAGE_MAX];
+    int n = advlock_describe_lease_lost("jo\nbs", 5, "no heartbeat answered within 3s", text,
+                                        sizeof text);
+    assert_string_equal(text, "Lock 'jo\\nbs' lost: its lease ran out: no heartbeat answered "
+                              "within 3s");
+    assert_int_equal(n, (int)strlen(text));
+    advlock_describe_lease_lost("jobs", 4, NULL, text, sizeof text);
+    assert_string_equal(text, "Lock 'jobs' lost: its lease ran out: ");
+    assert_int_equal(advlock_describe_lease_lost(NULL, 1, "", text, sizeof text), ADVLOCK_EINVAL);
+    assert_int_equal(advlock_describe_lease_lost("a", 1, "", NULL, 1), ADVLOCK_EINVAL);
+}
+
 static void backend_states_round_trip(void **state)
 {
     (void)state;
@@ -416,6 +433,7 @@ int main(void)
         cmocka_unit_test(long_server_messages_are_cut),
         cmocka_unit_test(nul_bytes_are_shown_escaped),
         cmocka_unit_test(driver_reports_render),
+        cmocka_unit_test(lease_losses_render),
         cmocka_unit_test(backend_states_round_trip),
         cmocka_unit_test(control_characters_are_escaped),
         cmocka_unit_test(names_for_every_code),
