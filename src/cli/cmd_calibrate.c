@@ -498,16 +498,15 @@ int cmd_calibrate(int argc, char **argv)
     long long clients = 10, statements = 20, hold = 0;
     int is_probe = 0;
     const cli_opt options[] = {
-        {"dbname", 'd', CLI_OPT_TEXT, &conninfo, 0, 0},
-        {"clients", 0, CLI_OPT_WHOLE, &clients, 1, MAX_PROBES},
-        {"statements", 0, CLI_OPT_WHOLE, &statements, 1, MAX_STATEMENTS},
-        {"output", 'o', CLI_OPT_TEXT, &output, 0, 0},
-        {"hold", 0, CLI_OPT_WHOLE, &hold, 0, 3600000},
-        {"timeout", 'w', CLI_OPT_SECONDS, &timeout_ms, 0, 0},
-        {"probe", 0, CLI_OPT_SET, &is_probe, 0, 1}, /* internal: one of the N processes */
+        CLI_TEXT("dbname", 'd', &conninfo),
+        CLI_WHOLE("clients", 0, &clients, 1, MAX_PROBES, NULL),
+        CLI_WHOLE("statements", 0, &statements, 1, MAX_STATEMENTS, NULL),
+        CLI_TEXT("output", 'o', &output),
+        CLI_WHOLE("hold", 0, &hold, 0, 3600000, NULL),
+        CLI_SECONDS("timeout", 'w', &timeout_ms, NULL),
+        CLI_SET("probe", 0, &is_probe), /* internal: one of the N processes */
     };
-    int rc = cli_parse_options(argc, argv, "calibrate", options, sizeof options / sizeof *options,
-                               1, usage);
+    int rc = CLI_PARSE(argc, argv, "calibrate", options, 1, usage);
     if (rc != CLI_OPTS_PARSED)
         return rc;
     if (conninfo != NULL && conninfo[0] == '\0')

@@ -83,8 +83,8 @@ static void usage(FILE *to)
 int cmd_key(int argc, char **argv)
 {
     key_job job = {0};
-    const cli_opt options[] = {{"lookup", 'l', CLI_OPT_SET, &job.lookup, 0, 1}};
-    int rc = cli_parse_options(argc, argv, "key", options, 1, 0, usage);
+    const cli_opt options[] = {CLI_SET("lookup", 'l', &job.lookup)};
+    int rc = CLI_PARSE(argc, argv, "key", options, 0, usage);
     if (rc != CLI_OPTS_PARSED)
         return rc;
     argv += optind;

@@ -339,26 +339,25 @@ int cmd_simulate(int argc, char **argv)
     static sim_view view; /* large; one per process */
     memset(&view, 0, sizeof view);
     const cli_opt options[] = {
-        {"clients", 0, CLI_OPT_WHOLE, &clients, 1, ADVLOCK_SIM_MAX_CLIENTS},
-        {"keys", 0, CLI_OPT_WHOLE, &keys, 1, ADVLOCK_SIM_MAX_KEYS},
-        {"timeout", 0, CLI_OPT_WHOLE, &timeout, 0, MAX_DURATION_MS},
-        {"hold", 0, CLI_OPT_WHOLE, &hold, 0, MAX_DURATION_MS},
-        {"cycles", 0, CLI_OPT_WHOLE, &cycles, 1, MAX_CYCLES},
-        {"think", 0, CLI_OPT_WHOLE, &think, 0, MAX_DURATION_MS},
-        {"seed", 0, CLI_OPT_WHOLE, &seed, 0, INT64_MAX},
-        {"faults", 0, CLI_OPT_SET, &faults, 0, 1},
-        {"jitter", 0, CLI_OPT_SET, &jitter, 0, 1},
-        {"clip", 0, CLI_OPT_SET, &lock_options.clip_to_deadline, 0, 1},
-        {"wait", 0, CLI_OPT_SET, &wait, 0, 1},
-        {"diagnose", 0, CLI_OPT_SET, &lock_options.diagnose, 0, 1},
-        {"profile", 0, CLI_OPT_TEXT, &profile_path, 0, 0},
-        {"ideal", 0, CLI_OPT_SET, &ideal, 0, 1},
-        {"trace", 0, CLI_OPT_TEXT, &trace_path, 0, 0},
-        {"svg", 0, CLI_OPT_TEXT, &svg_path, 0, 0},
-        {"quiet", 0, CLI_OPT_SET, &view.quiet, 0, 1},
+        CLI_WHOLE("clients", 0, &clients, 1, ADVLOCK_SIM_MAX_CLIENTS, NULL),
+        CLI_WHOLE("keys", 0, &keys, 1, ADVLOCK_SIM_MAX_KEYS, NULL),
+        CLI_WHOLE("timeout", 0, &timeout, 0, MAX_DURATION_MS, NULL),
+        CLI_WHOLE("hold", 0, &hold, 0, MAX_DURATION_MS, NULL),
+        CLI_WHOLE("cycles", 0, &cycles, 1, MAX_CYCLES, NULL),
+        CLI_WHOLE("think", 0, &think, 0, MAX_DURATION_MS, NULL),
+        CLI_WHOLE("seed", 0, &seed, 0, INT64_MAX, NULL),
+        CLI_SET("faults", 0, &faults),
+        CLI_SET("jitter", 0, &jitter),
+        CLI_SET("clip", 0, &lock_options.clip_to_deadline),
+        CLI_SET("wait", 0, &wait),
+        CLI_SET("diagnose", 0, &lock_options.diagnose),
+        CLI_TEXT("profile", 0, &profile_path),
+        CLI_SET("ideal", 0, &ideal),
+        CLI_TEXT("trace", 0, &trace_path),
+        CLI_TEXT("svg", 0, &svg_path),
+        CLI_SET("quiet", 0, &view.quiet),
     };
-    int rc = cli_parse_options(argc, argv, "simulate", options, sizeof options / sizeof *options, 1,
-                               usage);
+    int rc = CLI_PARSE(argc, argv, "simulate", options, 1, usage);
     if (rc != CLI_OPTS_PARSED)
         return rc;
     if (jitter)

@@ -140,12 +140,11 @@ int cmd_status(int argc, char **argv)
     const char *conninfo = NULL;
     int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
     const cli_opt options[] = {
-        {"dbname", 'd', CLI_OPT_TEXT, &conninfo, 0, 0},
-        {"allow-standby", 0, CLI_OPT_SET, &allow_standby, 0, 1},
-        {"timeout", 'w', CLI_OPT_SECONDS, &timeout_ms, 0, 0},
+        CLI_TEXT("dbname", 'd', &conninfo),
+        CLI_SET("allow-standby", 0, &allow_standby),
+        CLI_SECONDS("timeout", 'w', &timeout_ms, NULL),
     };
-    int rc = cli_parse_options(argc, argv, "status", options, sizeof options / sizeof *options, 0,
-                               usage);
+    int rc = CLI_PARSE(argc, argv, "status", options, 0, usage);
     if (rc != CLI_OPTS_PARSED)
         return rc;
     if (optind == argc)

@@ -23,12 +23,25 @@ static const cli_opt *entry_of(int opt, const cli_opt *opts, size_t n)
 /* Takes the entry's value; 0, or -1 once its message is said. */
 static int take(const cli_opt *o, char *arg)
 {
+    int bad = 0;
     switch (o->kind) {
     case CLI_OPT_SET: *(int *)o->to = (int)o->hi; return 0;
     case CLI_OPT_TEXT: *(const char **)o->to = arg; return 0;
-    case CLI_OPT_WHOLE: return cli_whole_option(o->name, arg, o->lo, o->hi, o->to);
-    default: return cli_timeout_option(arg, o->to); /* CLI_OPT_SECONDS */
+    case CLI_OPT_CALL: return o->call(arg);
+    case CLI_OPT_WHOLE:
+        if (o->wants == NULL)
+            return cli_whole_option(o->name, arg, o->lo, o->hi, o->to);
+        bad = cli_parse_whole(arg, o->lo, o->hi, o->to) != 0;
+        break;
+    case CLI_OPT_SECONDS:
+        if (o->wants == NULL)
+            return cli_timeout_option(arg, o->to);
+        bad = cli_parse_seconds(arg, o->to) != 0;
+        break;
     }
+    if (bad)
+        cli_error("--%s wants %s", o->name, o->wants);
+    return bad ? -1 : 0;
 }
 
 int cli_parse_options(int argc, char **argv, const char *command, const cli_opt *opts, size_t n,
