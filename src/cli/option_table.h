@@ -61,6 +61,6 @@ int cli_parse_options(int argc, char **argv, const char *command, const cli_opt 
                       int permute, void (*usage)(FILE *to));
 /* cli_parse_options of a whole array, table. */
 #define CLI_PARSE(argc, argv, command, table, permute, usage) \
-    cli_parse_options(argc, argv, command, table, sizeof table / sizeof *table, permute, usage)
+    cli_parse_options(argc, argv, command, table, sizeof(table) / sizeof *(table), permute, usage)
 
 #endif
