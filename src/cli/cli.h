@@ -107,6 +107,8 @@ int cli_signals_install(void);
 void cli_signals_restore(void);
 int cli_signals_fd(void);
 int cli_signals_next(void);
+/* Takes every pending signal; returns the first stop signal, or 0. */
+int cli_signals_stop(void);
 
 /*
  * advlock run --xact (xact.c): BEGIN on conn; and its end, COMMIT if commit

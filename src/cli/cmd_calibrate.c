@@ -25,7 +25,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +36,7 @@
 
 #include "advlock_pq.h"
 #include "cli.h"
+#include "option_table.h"
 #include "profile.h"
 
 enum { MAX_PROBES = CLI_PROFILE_MAX_CLIENTS, MAX_STATEMENTS = 1000 };
@@ -77,22 +77,30 @@ static void own_lock_name(char *buf, size_t size)
     snprintf(buf, size, "advlock-calibrate-%ld", (long)getpid());
 }
 
+/* Takes (release 0) or gives back (release 1, r's key) a lock of this
+ * process's own. 0, or -1 with the adapter's words printed. */
+static int lock_step(advlock_pq *a, const char *name, int release, advlock_pq_report *r)
+{
+    int rc = release ? advlock_pq_release_key(a, r->lock.key, r)
+                     : advlock_pq_acquire(a, name, strlen(name), 10000, r);
+    if (rc == 0 && r->lock.outcome == (release ? ADVLOCK_RELEASED : ADVLOCK_ACQUIRED))
+        return 0;
+    cli_error("calibrate: %s '%s' failed: %s", release ? "releasing" : "acquiring", name,
+              advlock_strerror(r->lock.failure));
+    return -1;
+}
+
 /* One acquire and one release of a free lock, each timed into samples[0], [1].
  * 0, or -1 with the adapter's words printed. */
 static int lock_and_unlock(advlock_pq *a, const char *name, int64_t samples[2])
 {
     advlock_pq_report r;
     int64_t t0 = now_us();
-    if (advlock_pq_acquire(a, name, strlen(name), 10000, &r) != 0
-        || r.lock.outcome != ADVLOCK_ACQUIRED) {
-        cli_error("calibrate: acquiring '%s' failed: %s", name, advlock_strerror(r.lock.failure));
+    if (lock_step(a, name, 0, &r) != 0)
         return -1;
-    }
     int64_t t1 = now_us();
-    if (advlock_pq_release_key(a, r.lock.key, &r) != 0 || r.lock.outcome != ADVLOCK_RELEASED) {
-        cli_error("calibrate: releasing '%s' failed: %s", name, advlock_strerror(r.lock.failure));
+    if (lock_step(a, name, 1, &r) != 0)
         return -1;
-    }
     samples[0] = t1 - t0;
     samples[1] = now_us() - t1;
     return 0;
@@ -216,12 +224,8 @@ static int measure_alone(holder *h, const char *conninfo, int statements, measur
 static int holder_cycle(holder *h, measured *m)
 {
     advlock_pq_report r;
-    if (advlock_pq_acquire(&h->a, h->name, strlen(h->name), 10000, &r) != 0
-        || r.lock.outcome != ADVLOCK_ACQUIRED) {
-        cli_error("calibrate: acquiring '%s' failed: %s", h->name,
-                  advlock_strerror(r.lock.failure));
+    if (lock_step(&h->a, h->name, 0, &r) != 0)
         return EXIT_LOCK_ERROR;
-    }
     int64_t t0 = now_us();
     pid_t pid = fork();
     if (pid < 0) {
@@ -240,11 +244,8 @@ static int holder_cycle(holder *h, measured *m)
                   WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
         return EXIT_NO_COMMAND;
     }
-    if (advlock_pq_release_key(&h->a, r.lock.key, &r) != 0 || r.lock.outcome != ADVLOCK_RELEASED) {
-        cli_error("calibrate: releasing '%s' failed: %s", h->name,
-                  advlock_strerror(r.lock.failure));
+    if (lock_step(&h->a, h->name, 1, &r) != 0)
         return EXIT_LOCK_ERROR;
-    }
     int64_t took = now_us() - t0 - h->hold_us;
     m->command[m->commands++] = took > 0 ? took : 0;
     return EXIT_OK;
@@ -493,39 +494,23 @@ static int write_profile(const char *path, const measured *m, int clients, int s
 
 int cmd_calibrate(int argc, char **argv)
 {
-    enum { O_CLIENTS = 256, O_STATEMENTS, O_HOLD };
     const char *conninfo = NULL, *output = NULL;
     long long clients = 10, statements = 20, hold = 0;
-    int is_probe = 0, opt, bad = 0;
-    /* --probe sets is_probe itself: getopt_long returns 0. */
-    const struct option options[] = {
-        {"dbname", required_argument, NULL, 'd'},
-        {"clients", required_argument, NULL, O_CLIENTS},
-        {"statements", required_argument, NULL, O_STATEMENTS},
-        {"output", required_argument, NULL, 'o'},
-        {"hold", required_argument, NULL, O_HOLD},
-        {"timeout", required_argument, NULL, 'w'},
-        {"probe", no_argument, &is_probe, 1}, /* internal: one of the N processes */
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    int is_probe = 0;
+    const cli_opt options[] = {
+        CLI_TEXT("dbname", 'd', &conninfo),
+        CLI_WHOLE("clients", 0, &clients, 1, MAX_PROBES, NULL),
+        CLI_WHOLE("statements", 0, &statements, 1, MAX_STATEMENTS, NULL),
+        CLI_TEXT("output", 'o', &output),
+        CLI_WHOLE("hold", 0, &hold, 0, 3600000, NULL),
+        CLI_SECONDS("timeout", 'w', &timeout_ms, NULL),
+        CLI_SET("probe", 0, &is_probe), /* internal: one of the N processes */
     };
-    while ((opt = getopt_long(argc, argv, "d:o:w:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'w': bad = cli_timeout_option(optarg, &timeout_ms); break;
-        case 'd': conninfo = optarg[0] != '\0' ? optarg : NULL; break;
-        case 'o': output = optarg; break;
-        case O_CLIENTS: bad = cli_whole_option("clients", optarg, 1, MAX_PROBES, &clients); break;
-        case O_STATEMENTS:
-            bad = cli_whole_option("statements", optarg, 1, MAX_STATEMENTS, &statements);
-            break;
-        case O_HOLD: bad = cli_whole_option("hold", optarg, 0, 3600000, &hold); break;
-        case 0: break;
-        case 'h': usage(stdout); return EXIT_OK;
-        default: return cli_usage_error("calibrate", NULL);
-        }
-        if (bad)
-            return EXIT_USAGE;
-    }
+    int rc = CLI_PARSE(argc, argv, "calibrate", options, 1, usage);
+    if (rc != CLI_OPTS_PARSED)
+        return rc;
+    if (conninfo != NULL && conninfo[0] == '\0')
+        conninfo = NULL;
     if (is_probe) {
         long long out_fd, go_fd, forked;
         if (argc - optind != 3 || cli_whole_option("probe", argv[optind], 0, 1 << 20, &out_fd) != 0
@@ -540,7 +525,7 @@ int cmd_calibrate(int argc, char **argv)
     static measured m;
     memset(&m, 0, sizeof m);
     holder h = {.command = command, .hold_us = (int64_t)hold * 1000};
-    int rc = measure_alone(&h, conninfo, (int)statements, &m);
+    rc = measure_alone(&h, conninfo, (int)statements, &m);
     if (rc == EXIT_OK)
         rc = run_probes(conninfo, (int)clients, (int)statements, &h, &m);
     PQfinish(h.conn);

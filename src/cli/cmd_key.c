@@ -5,7 +5,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 
 #include "advlock.h"
 #include "cli.h"
+#include "option_table.h"
 
 typedef struct key_job {
     int lookup; /* --lookup: print matching names instead of keys */
@@ -82,20 +82,11 @@ static void usage(FILE *to)
 
 int cmd_key(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"lookup", no_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     key_job job = {0};
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+lh", options, NULL)) != -1) {
-        switch (opt) {
-        case 'l': job.lookup = 1; break;
-        case 'h': usage(stdout); return EXIT_OK;
-        default: return cli_usage_error("key", NULL);
-        }
-    }
+    const cli_opt options[] = {CLI_SET("lookup", 'l', &job.lookup)};
+    int rc = CLI_PARSE(argc, argv, "key", options, 0, usage);
+    if (rc != CLI_OPTS_PARSED)
+        return rc;
     argv += optind;
     argc -= optind;
     long long classid, objid;

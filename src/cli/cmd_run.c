@@ -11,7 +11,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "option_table.h"
 #include "run.h"
 
 /* ---- the command, while the lock is held ------------------------------------ */
@@ -372,116 +372,61 @@ static int check_lease(const run_options *o)
 /* parse_run_options's status after --help: the usage is on stdout. */
 enum { HELP_SHOWN = 1 };
 
+/* --log-format: said in at once, the next error too. */
+static int take_log_format(const char *arg)
+{
+    cli_log_format format;
+    if (cli_log_parse_format(arg, &format) != 0) {
+        cli_error("--log-format wants text or json");
+        return -1;
+    }
+    cli_log_set_format(format);
+    return 0;
+}
+
 static int parse_run_options(int argc, char **argv, run_options *o)
 {
-    enum {
-        OPT_APPLICATION_NAME = 256,
-        OPT_SHARED,
-        OPT_WAIT,
-        OPT_JITTER,
-        OPT_XACT,
-        OPT_VERIFY_INTERVAL,
-        OPT_LEASE,
-        OPT_LOG_FORMAT,
-        OPT_CAPACITY_SHARE
-    };
-    /* The flags set their field themselves: getopt_long returns 0. */
-    const struct option options[] = {
-        {"dbname", required_argument, NULL, 'd'},
-        {"timeout", required_argument, NULL, 'w'},
-        {"conflict-exit-code", required_argument, NULL, 'E'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"keep-running", no_argument, &o->keep_running, 1},
-        {"kill-after", required_argument, NULL, 'k'},
-        {"application-name", required_argument, NULL, OPT_APPLICATION_NAME},
-        {"shared", no_argument, NULL, OPT_SHARED},
-        {"wait", no_argument, NULL, OPT_WAIT},
-        {"jitter", no_argument, NULL, OPT_JITTER},
-        {"diagnose", no_argument, &o->lock.diagnose, 1},
-        {"xact", no_argument, NULL, OPT_XACT},
-        {"allow-standby", no_argument, &o->lock.allow_standby, 1},
-        {"verify-interval", required_argument, NULL, OPT_VERIFY_INTERVAL},
-        {"lease", required_argument, NULL, OPT_LEASE},
-        {"fence", no_argument, &o->lock.fence, 1},
-        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
-        {"capacity-share", required_argument, NULL, OPT_CAPACITY_SHARE},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     memset(o, 0, sizeof *o);
     advlock_options_init(&o->lock);
     o->timeout_ms = INT64_MAX;
-    o->conflict_exit_code = EXIT_BUSY;
     o->kill_after_ms = 10000;
     o->verify_ms = 1000;
-    o->lease_ms = ADVLOCK_LEASE_DEFAULT_MS;
-    o->capacity_share = ADVLOCK_CAPACITY_SHARE_DEFAULT;
-    int opt;
-    long long number;
-    while ((opt = getopt_long(argc, argv, "+d:w:E:k:qh", options, NULL)) != -1) {
-        switch (opt) {
-        case 'd': o->conninfo = optarg; break;
-        case 'w':
-            if (cli_timeout_option(optarg, &o->timeout_ms) != 0)
-                return -1;
-            break;
-        case 'k':
-            if (cli_parse_seconds(optarg, &o->kill_after_ms) != 0) {
-                cli_error("--kill-after wants seconds, such as 10 or 0.5 (at most 3 decimals)");
-                return -1;
-            }
-            break;
-        case 'E':
-            if (cli_parse_whole(optarg, 0, 255, &number) != 0) {
-                cli_error("--conflict-exit-code wants a number from 0 to 255");
-                return -1;
-            }
-            o->conflict_exit_code = (int)number;
-            break;
-        case 'q': o->quiet = 1; break;
-        case 0: break;
-        case OPT_APPLICATION_NAME: o->application_name = optarg; break;
-        case OPT_SHARED: o->lock.mode = ADVLOCK_SHARED; break;
-        case OPT_WAIT: o->lock.wait = ADVLOCK_WAIT_SERVER; break;
-        case OPT_JITTER: o->lock.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
-        case OPT_XACT:
-            o->xact = 1;
-            o->lock.scope = ADVLOCK_TRANSACTION;
-            break;
-        case OPT_CAPACITY_SHARE:
-            if (cli_parse_whole(optarg, 1, 100, &number) != 0) {
-                cli_error("--capacity-share wants a percentage from 1 to 100");
-                return -1;
-            }
-            o->capacity_share = (int)number;
-            break;
-        case OPT_VERIFY_INTERVAL:
-            if (cli_parse_seconds(optarg, &o->verify_ms) != 0) {
-                cli_error("--verify-interval wants seconds, such as 1 or 0.5 (at most 3 "
-                          "decimals; 0: never)");
-                return -1;
-            }
-            break;
-        case OPT_LEASE:
-            if (cli_parse_seconds(optarg, &o->lease_ms) != 0) {
-                cli_error("--lease wants seconds, such as 30 (at most 3 decimals; 0: none)");
-                return -1;
-            }
-            o->lease_given = 1;
-            break;
-        case OPT_LOG_FORMAT: {
-            cli_log_format format;
-            if (cli_log_parse_format(optarg, &format) != 0) {
-                cli_error("--log-format wants text or json");
-                return -1;
-            }
-            cli_log_set_format(format); /* the next error is said in it too */
-            break;
-        }
-        case 'h': usage(stdout); return HELP_SHOWN;
-        default: cli_usage_error("run", NULL); return -1;
-        }
-    }
+    o->lease_ms = -1; /* not given: the default, below */
+    long long conflict = EXIT_BUSY, share = ADVLOCK_CAPACITY_SHARE_DEFAULT;
+    int shared = 0, wait = 0, jitter = 0;
+    const cli_opt options[] = {
+        CLI_TEXT("dbname", 'd', &o->conninfo),
+        CLI_SECONDS("timeout", 'w', &o->timeout_ms, NULL),
+        CLI_WHOLE("conflict-exit-code", 'E', &conflict, 0, 255, "a number from 0 to 255"),
+        CLI_SET("quiet", 'q', &o->quiet),
+        CLI_SET("keep-running", 0, &o->keep_running),
+        CLI_SECONDS("kill-after", 'k', &o->kill_after_ms,
+                    "seconds, such as 10 or 0.5 (at most 3 decimals)"),
+        CLI_TEXT("application-name", 0, &o->application_name),
+        CLI_SET("shared", 0, &shared),
+        CLI_SET("wait", 0, &wait),
+        CLI_SET("jitter", 0, &jitter),
+        CLI_SET("diagnose", 0, &o->lock.diagnose),
+        CLI_SET("xact", 0, &o->xact),
+        CLI_SET("allow-standby", 0, &o->lock.allow_standby),
+        CLI_SECONDS("verify-interval", 0, &o->verify_ms,
+                    "seconds, such as 1 or 0.5 (at most 3 decimals; 0: never)"),
+        CLI_SECONDS("lease", 0, &o->lease_ms, "seconds, such as 30 (at most 3 decimals; 0: none)"),
+        CLI_SET("fence", 0, &o->lock.fence),
+        CLI_CALL("log-format", take_log_format),
+        CLI_WHOLE("capacity-share", 0, &share, 1, 100, "a percentage from 1 to 100"),
+    };
+    int rc = CLI_PARSE(argc, argv, "run", options, 0, usage);
+    if (rc != CLI_OPTS_PARSED)
+        return rc == EXIT_OK ? HELP_SHOWN : -1;
+    o->conflict_exit_code = (int)conflict;
+    o->capacity_share = (int)share;
+    o->lease_given = o->lease_ms >= 0;
+    o->lease_ms = o->lease_given ? o->lease_ms : ADVLOCK_LEASE_DEFAULT_MS;
+    o->lock.mode = shared ? ADVLOCK_SHARED : o->lock.mode;
+    o->lock.wait = wait ? ADVLOCK_WAIT_SERVER : o->lock.wait;
+    o->lock.backoff = jitter ? ADVLOCK_BACKOFF_FULL_JITTER : o->lock.backoff;
+    o->lock.scope = o->xact ? ADVLOCK_TRANSACTION : o->lock.scope;
     /* KEY [--] COMMAND, or KEY... -- COMMAND: with a "--" the names are the
      * words before it, without one the first word alone. */
     int names_end = optind;

@@ -8,7 +8,6 @@
  * fencing needs (which the script's CREATE ... IF NOT EXISTS would refuse:
  * PostgreSQL checks CREATE on the database before it looks) succeeds too.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "advlock.h"
 #include "advlock_pq.h"
 #include "cli.h"
+#include "option_table.h"
 
 static void usage(FILE *to)
 {
@@ -67,32 +67,21 @@ static int already_installed(PGconn *conn, cli_bound bound)
 
 int cmd_setup(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"dbname", required_argument, NULL, 'd'},
-        {"timeout", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *conninfo = NULL;
-    int opt;
     int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
-    while ((opt = getopt_long(argc, argv, "+d:w:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'd': conninfo = optarg; break;
-        case 'w':
-            if (cli_timeout_option(optarg, &timeout_ms) != 0)
-                return EXIT_USAGE;
-            break;
-        case 'h': usage(stdout); return EXIT_OK;
-        default: return cli_usage_error("setup", NULL);
-        }
-    }
+    const cli_opt options[] = {
+        CLI_TEXT("dbname", 'd', &conninfo),
+        CLI_SECONDS("timeout", 'w', &timeout_ms, NULL),
+    };
+    int rc = CLI_PARSE(argc, argv, "setup", options, 0, usage);
+    if (rc != CLI_OPTS_PARSED)
+        return rc;
     if (optind != argc)
         return cli_usage_error("setup", "unexpected argument '%s'", argv[optind]);
     /* The timeout bounds the whole command: the connect and both statements. */
     cli_bound bound = cli_bound_from(advlock_pq_now_ms(), timeout_ms);
     PGconn *conn;
-    int rc = cli_connect_until(conninfo, NULL, NULL, NULL, bound, &conn);
+    rc = cli_connect_until(conninfo, NULL, NULL, NULL, bound, &conn);
     if (rc != EXIT_OK)
         return rc;
     /* One simple-query message: the server runs the script in one implicit

@@ -12,7 +12,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 
 #include "advlock_fake.h"
 #include "cli.h"
+#include "option_table.h"
 #include "profile.h"
 #include "timeline.h"
 
@@ -330,75 +330,40 @@ static void enable_faults(advlock_sim_config *cfg)
 
 int cmd_simulate(int argc, char **argv)
 {
-    enum {
-        O_CLIENTS = 256,
-        O_KEYS,
-        O_TIMEOUT,
-        O_HOLD,
-        O_CYCLES,
-        O_THINK,
-        O_SEED,
-        O_TRACE,
-        O_SVG,
-        O_JITTER,
-        O_WAIT,
-        O_PROFILE
-    };
     long long clients = 8, keys = 1, timeout = 10000, hold = 50, cycles = 1, think = 0;
     long long seed = 1;
-    int faults = 0, ideal = 0;
+    int faults = 0, ideal = 0, jitter = 0, wait = 0;
     advlock_options lock_options;
     advlock_options_init(&lock_options);
     const char *trace_path = NULL, *profile_path = NULL, *svg_path = NULL;
     static sim_view view; /* large; one per process */
     memset(&view, 0, sizeof view);
-    /* The flags set their variable themselves: getopt_long returns 0. */
-    const struct option options[] = {
-        {"clients", required_argument, NULL, O_CLIENTS},
-        {"keys", required_argument, NULL, O_KEYS},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"hold", required_argument, NULL, O_HOLD},
-        {"cycles", required_argument, NULL, O_CYCLES},
-        {"think", required_argument, NULL, O_THINK},
-        {"seed", required_argument, NULL, O_SEED},
-        {"faults", no_argument, &faults, 1},
-        {"jitter", no_argument, NULL, O_JITTER},
-        {"clip", no_argument, &lock_options.clip_to_deadline, 1},
-        {"wait", no_argument, NULL, O_WAIT},
-        {"diagnose", no_argument, &lock_options.diagnose, 1},
-        {"profile", required_argument, NULL, O_PROFILE},
-        {"ideal", no_argument, &ideal, 1},
-        {"trace", required_argument, NULL, O_TRACE},
-        {"svg", required_argument, NULL, O_SVG},
-        {"quiet", no_argument, &view.quiet, 1},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    const cli_opt options[] = {
+        CLI_WHOLE("clients", 0, &clients, 1, ADVLOCK_SIM_MAX_CLIENTS, NULL),
+        CLI_WHOLE("keys", 0, &keys, 1, ADVLOCK_SIM_MAX_KEYS, NULL),
+        CLI_WHOLE("timeout", 0, &timeout, 0, MAX_DURATION_MS, NULL),
+        CLI_WHOLE("hold", 0, &hold, 0, MAX_DURATION_MS, NULL),
+        CLI_WHOLE("cycles", 0, &cycles, 1, MAX_CYCLES, NULL),
+        CLI_WHOLE("think", 0, &think, 0, MAX_DURATION_MS, NULL),
+        CLI_WHOLE("seed", 0, &seed, 0, INT64_MAX, NULL),
+        CLI_SET("faults", 0, &faults),
+        CLI_SET("jitter", 0, &jitter),
+        CLI_SET("clip", 0, &lock_options.clip_to_deadline),
+        CLI_SET("wait", 0, &wait),
+        CLI_SET("diagnose", 0, &lock_options.diagnose),
+        CLI_TEXT("profile", 0, &profile_path),
+        CLI_SET("ideal", 0, &ideal),
+        CLI_TEXT("trace", 0, &trace_path),
+        CLI_TEXT("svg", 0, &svg_path),
+        CLI_SET("quiet", 0, &view.quiet),
     };
-    int opt, bad = 0, which = 0;
-    while ((opt = getopt_long(argc, argv, "h", options, &which)) != -1) {
-        const char *name = options[which].name;
-        switch (opt) {
-        case O_CLIENTS:
-            bad |= cli_whole_option(name, optarg, 1, ADVLOCK_SIM_MAX_CLIENTS, &clients);
-            break;
-        case O_KEYS: bad |= cli_whole_option(name, optarg, 1, ADVLOCK_SIM_MAX_KEYS, &keys); break;
-        case O_TIMEOUT: bad |= cli_whole_option(name, optarg, 0, MAX_DURATION_MS, &timeout); break;
-        case O_HOLD: bad |= cli_whole_option(name, optarg, 0, MAX_DURATION_MS, &hold); break;
-        case O_CYCLES: bad |= cli_whole_option(name, optarg, 1, MAX_CYCLES, &cycles); break;
-        case O_THINK: bad |= cli_whole_option(name, optarg, 0, MAX_DURATION_MS, &think); break;
-        case O_SEED: bad |= cli_whole_option(name, optarg, 0, INT64_MAX, &seed); break;
-        case 0: break;
-        case O_JITTER: lock_options.backoff = ADVLOCK_BACKOFF_FULL_JITTER; break;
-        case O_WAIT: lock_options.wait = ADVLOCK_WAIT_SERVER; break;
-        case O_PROFILE: profile_path = optarg; break;
-        case O_TRACE: trace_path = optarg; break;
-        case O_SVG: svg_path = optarg; break;
-        case 'h': usage(stdout); return EXIT_OK;
-        default: return cli_usage_error("simulate", NULL);
-        }
-        if (bad)
-            return EXIT_USAGE;
-    }
+    int rc = CLI_PARSE(argc, argv, "simulate", options, 1, usage);
+    if (rc != CLI_OPTS_PARSED)
+        return rc;
+    if (jitter)
+        lock_options.backoff = ADVLOCK_BACKOFF_FULL_JITTER;
+    if (wait)
+        lock_options.wait = ADVLOCK_WAIT_SERVER;
     if (optind != argc)
         return cli_usage_error("simulate", "unexpected argument '%s'", argv[optind]);
     if (ideal && profile_path != NULL) {
@@ -498,7 +463,7 @@ int cmd_simulate(int argc, char **argv)
     view.late_cause = ideal ? "clock faults" : faults ? "world model, clock faults" : "world model";
     for (int c = 0; c < ADVLOCK_SIM_MAX_CLIENTS; c++)
         view.wake_due[c] = -1;
-    int rc = advlock_sim_run(&sim);
+    rc = advlock_sim_run(&sim);
     advlock_sim_stats st = advlock_sim_get_stats(&sim);
     char summary[512];
     format_summary(&view, &st, (int)clients, summary, sizeof summary);

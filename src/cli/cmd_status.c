@@ -8,7 +8,6 @@
  * primary's, so a standby is refused as `run` refuses it (exit 69) unless
  * --allow-standby asks for the standby's own.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include "advlock.h"
 #include "advlock_pq.h"
 #include "cli.h"
+#include "option_table.h"
 
 static void format_duration(long long seconds, char *buf, size_t size)
 {
@@ -136,34 +136,23 @@ static void usage(FILE *to)
 
 int cmd_status(int argc, char **argv)
 {
-    int opt, allow_standby = 0;
-    const struct option options[] = {
-        {"dbname", required_argument, NULL, 'd'},
-        {"allow-standby", no_argument, &allow_standby, 1},
-        {"timeout", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    int allow_standby = 0;
     const char *conninfo = NULL;
     int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
-    while ((opt = getopt_long(argc, argv, "+d:w:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'd': conninfo = optarg; break;
-        case 'w':
-            if (cli_timeout_option(optarg, &timeout_ms) != 0)
-                return EXIT_USAGE;
-            break;
-        case 0: break;
-        case 'h': usage(stdout); return EXIT_OK;
-        default: return cli_usage_error("status", NULL);
-        }
-    }
+    const cli_opt options[] = {
+        CLI_TEXT("dbname", 'd', &conninfo),
+        CLI_SET("allow-standby", 0, &allow_standby),
+        CLI_SECONDS("timeout", 'w', &timeout_ms, NULL),
+    };
+    int rc = CLI_PARSE(argc, argv, "status", options, 0, usage);
+    if (rc != CLI_OPTS_PARSED)
+        return rc;
     if (optind == argc)
         return cli_usage_error("status", "a KEY is needed");
     /* The timeout bounds the whole command: the connect and every question. */
     cli_bound bound = cli_bound_from(advlock_pq_now_ms(), timeout_ms);
     PGconn *conn;
-    int rc = cli_connect_until(conninfo, NULL, NULL, NULL, bound, &conn);
+    rc = cli_connect_until(conninfo, NULL, NULL, NULL, bound, &conn);
     if (rc != EXIT_OK)
         return rc;
     int standby = in_recovery(conn, argv[optind], bound);

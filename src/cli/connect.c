@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,16 +55,6 @@ static int poll_timeout(int64_t at, int64_t now)
     if (at == INT64_MAX)
         return -1;
     return at <= now ? 0 : at - now > INT_MAX ? INT_MAX : (int)(at - now);
-}
-
-/* The stop signal that arrived on advlock run's signal pipe, or 0. */
-static int stop_signal_taken(void)
-{
-    int sig, stop = 0;
-    while ((sig = cli_signals_next()) != 0)
-        if (sig != SIGCHLD && stop == 0)
-            stop = sig;
-    return stop;
 }
 
 /* Whether libpq's message for a failed connect says the server refused who
@@ -138,7 +127,7 @@ static int complete_connect(PGconn *conn, cli_bound bound, const char *bound_nam
             cli_error("cannot connect: poll: %s", strerror(errno));
             return EXIT_NO_SERVER;
         }
-        int sig = fds[1].revents != 0 ? stop_signal_taken() : 0;
+        int sig = fds[1].revents != 0 ? cli_signals_stop() : 0;
         if (sig != 0)
             return 128 + sig;
         if (fds[0].revents != 0)

@@ -66,3 +66,12 @@ int cli_signals_next(void)
     unsigned char byte;
     return read(signal_pipe[0], &byte, 1) == 1 ? byte : 0;
 }
+
+int cli_signals_stop(void)
+{
+    int sig, stop = 0;
+    while ((sig = cli_signals_next()) != 0)
+        if (sig != SIGCHLD && stop == 0)
+            stop = sig;
+    return stop;
+}

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,10 +38,7 @@ int cli_await_results(PGconn *conn, const char *sql, cli_bound bound)
         };
         if (poll(fds, 2, left > INT_MAX ? INT_MAX : (int)left) < 0 && errno != EINTR)
             return 0; /* libpq's next read says whether the connection failed */
-        int sig, stop = 0;
-        while (fds[1].revents != 0 && (sig = cli_signals_next()) != 0)
-            if (sig != SIGCHLD && stop == 0)
-                stop = sig;
+        int stop = fds[1].revents != 0 ? cli_signals_stop() : 0;
         if (stop != 0) {
             /* Nothing is written in the transaction: whatever the statement
              * would have done, closing the session ends it and its lock. */

@@ -11,13 +11,13 @@
  */
 #include "lease_sim.h"
 #include "pump.h"
+#include "scan.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#define NEVER INT64_MAX
 /* The key the clients contend for (any will do: the fake has one lock). */
 #define LEASE_KEY INT64_C(0x6c65617365)
 
@@ -677,21 +677,6 @@ enum event_kind {
     EV_FIN
 };
 
-typedef struct next_event {
-    int64_t at;
-    enum event_kind kind;
-    int index;
-} next_event;
-
-static void consider(next_event *e, int64_t at, enum event_kind kind, int index)
-{
-    if (at < e->at) {
-        e->at = at;
-        e->kind = kind;
-        e->index = index;
-    }
-}
-
 /* A client's own events wait while it is paused; the server's do not. */
 static int64_t client_time(const lease_world *w, int c, int64_t at)
 {
@@ -701,39 +686,39 @@ static int64_t client_time(const lease_world *w, int c, int64_t at)
     return at;
 }
 
-static next_event next_of(const lease_world *w)
+static sim_next next_of(const lease_world *w)
 {
-    next_event e = {NEVER, EV_NONE, 0};
+    sim_next e = {NEVER, EV_NONE, 0};
     for (int i = 0; i < w->net.ncuts; i++)
         if (!w->net.cuts[i].started)
-            consider(&e, w->net.cuts[i].start_ms, EV_CUT, i);
+            sim_consider(&e, w->net.cuts[i].start_ms, EV_CUT, i);
     for (int c = 0; c < w->cfg->clients; c++) {
         const lease_client *cl = &w->clients[c];
         for (int i = 0; i < cl->len; i++) {
             const statement *s = &cl->link[(cl->head + i) % SLOTS];
             if (!s->ran) {
-                consider(&e, s->up.at_ms, EV_ARRIVE, c);
+                sim_consider(&e, s->up.at_ms, EV_ARRIVE, c);
                 break;
             }
         }
         if (cl->len > 0 && cl->link[cl->head].ran)
-            consider(&e, client_time(w, c, cl->link[cl->head].down.at_ms), EV_ANSWER, c);
-        consider(&e, client_time(w, c, cl->connect_ms), EV_CONNECT, c);
-        consider(&e, client_time(w, c, cl->wake_ms), EV_WAKE, c);
-        consider(&e, client_time(w, c, cl->work_end_ms), EV_WORK_END, c);
+            sim_consider(&e, client_time(w, c, cl->link[cl->head].down.at_ms), EV_ANSWER, c);
+        sim_consider(&e, client_time(w, c, cl->connect_ms), EV_CONNECT, c);
+        sim_consider(&e, client_time(w, c, cl->wake_ms), EV_WAKE, c);
+        sim_consider(&e, client_time(w, c, cl->work_end_ms), EV_WORK_END, c);
     }
     for (int i = 0; i < MAX_SESSIONS; i++) {
         const lease_session *s = &w->sessions[i];
         if (s->pid == 0)
             continue;
-        consider(&e, s->tick_ms, EV_TICK, i);
-        consider(&e, s->end_ms, EV_SILENCE_END, i);
-        consider(&e, s->fin.at_ms, EV_FIN, i);
+        sim_consider(&e, s->tick_ms, EV_TICK, i);
+        sim_consider(&e, s->end_ms, EV_SILENCE_END, i);
+        sim_consider(&e, s->fin.at_ms, EV_FIN, i);
     }
     return e;
 }
 
-static void handle(lease_world *w, const next_event *e)
+static void handle(lease_world *w, const sim_next *e)
 {
     switch (e->kind) {
     case EV_CUT: on_cut_start(w, &w->net.cuts[e->index]); break;
@@ -807,7 +792,7 @@ int advlock_sim_lease_run(const advlock_sim_lease_config *cfg, advlock_sim_lease
     world_init(&w, cfg, out);
     w.broken = 0;
     for (uint64_t events = 0; !w.broken; events++) {
-        next_event e = next_of(&w);
+        sim_next e = next_of(&w);
         if (e.kind == EV_NONE)
             break;
         if (e.at < w.now_ms) { /* the world's own check: events come in order */

@@ -17,13 +17,12 @@
  * all.
  */
 #include "pump.h"
+#include "scan.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-#define NEVER INT64_MAX
 
 enum {
     MAX_CONNS = ADVLOCK_SIM_LOCKSET_MAX_SETS + ADVLOCK_SIM_LOCKSET_MAX_LONERS,
@@ -591,55 +590,40 @@ static void add_conn(world *w, int is_set, int members)
 
 enum event_kind { EV_NONE, EV_STEP, EV_WAKE, EV_CANCEL, EV_ARRIVE, EV_DELIVER, EV_KILL, EV_NOTICE };
 
-typedef struct next_event {
-    enum event_kind kind;
-    int index;
-    int64_t at;
-} next_event;
-
-static void consider(next_event *e, enum event_kind kind, int index, int64_t at)
+static sim_next next_of(const world *w)
 {
-    if (at < e->at) {
-        e->kind = kind;
-        e->index = index;
-        e->at = at;
-    }
-}
-
-static next_event next_of(const world *w)
-{
-    next_event e = {EV_NONE, 0, NEVER};
+    sim_next e = {NEVER, EV_NONE, 0};
     int busy = 0;
     for (int m = 0; m < w->nmembers; m++)
         busy |= w->members[m].phase != FINISHED;
     for (int ci = 0; ci < w->nconns; ci++) {
         const conn *c = &w->conns[ci];
         if (c->killed) {
-            consider(&e, EV_NOTICE, ci, c->notice_at);
+            sim_consider(&e, c->notice_at, EV_NOTICE, ci);
             continue;
         }
-        consider(&e, EV_WAKE, ci, advlock_conn_next_wake(&c->engine));
+        sim_consider(&e, advlock_conn_next_wake(&c->engine), EV_WAKE, ci);
         for (int i = 0; i < c->len; i++) {
             const statement *s = &c->queue[(c->head + i) % SLOTS];
             if (s->sent && !s->ran) {
-                consider(&e, EV_ARRIVE, ci, s->arrive_at);
+                sim_consider(&e, s->arrive_at, EV_ARRIVE, ci);
                 break;
             }
         }
         if (c->len > 0 && c->queue[c->head].ran)
-            consider(&e, EV_DELIVER, ci, c->queue[c->head].deliver_at);
+            sim_consider(&e, c->queue[c->head].deliver_at, EV_DELIVER, ci);
         if (busy)
-            consider(&e, EV_KILL, ci, c->kill_at);
+            sim_consider(&e, c->kill_at, EV_KILL, ci);
     }
     for (int m = 0; m < w->nmembers; m++) {
         const member *mb = &w->members[m];
-        consider(&e, EV_STEP, m, mb->step_at);
-        consider(&e, EV_CANCEL, m, mb->cancel_at);
+        sim_consider(&e, mb->step_at, EV_STEP, m);
+        sim_consider(&e, mb->cancel_at, EV_CANCEL, m);
     }
     return e;
 }
 
-static void handle(world *w, const next_event *e)
+static void handle(world *w, const sim_next *e)
 {
     /* index: a member's for steps and cancels, else a connection's */
     member *mb = e->kind == EV_STEP || e->kind == EV_CANCEL ? &w->members[e->index] : NULL;
@@ -693,7 +677,7 @@ int advlock_sim_lockset_run(const advlock_sim_lockset_config *cfg, advlock_sim_l
     for (int l = 0; l < cfg->loners; l++)
         add_conn(&w, 0, 1);
     while (!failed(&w)) {
-        next_event e = next_of(&w);
+        sim_next e = next_of(&w);
         if (e.kind == EV_NONE)
             break;
         if (++out->events > MAX_EVENTS) {
