@@ -15,11 +15,11 @@ enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 22
 
 /* ---- query.c: sending one of the engine's statements ---------------------- */
 
-/* Sends q's form (PQsend*) with the action's parameters (param,
- * param2, param3: as many as the statement takes); returns libpq's 1 or 0.
- * Both adapters send this way, so both read results one by one (see
- * answer.c). */
-int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advlock_action *action);
+/* Sends the engine's statement st (a query) in its form (PQsend*) with
+ * its parameters (param, param2, param3: as many as the statement takes);
+ * returns libpq's 1 or 0. Both adapters send this way, so both read
+ * results one by one (see answer.c). */
+int advlock_pq_statement_send(PGconn *conn, const advlock_statement *st);
 
 /* ---- seed.c: randomness for jitter --------------------------------------- */
 
