@@ -242,6 +242,8 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
     if (a == NULL)
         return ADVLOCK_EINVAL;
     int64_t now = advlock_pq_now_ms();
+    if (a->pump_.conn_ != NULL)
+        advlock_pq_pump_notice_reset(&a->pump_, now); /* the caller's PQreset*() */
     return advlock_pq_engine_wait(a, extra_fd, max_wait_ms, &now);
 }
 

@@ -157,7 +157,8 @@ void advlock_pq_engine_cancel_in_flight(advlock_pq *a, int64_t now_ms);
 void advlock_pq_engine_give_up(advlock_pq *a, int64_t now_ms);
 
 /* advlock_pq_wait() on an adapter (not NULL), with the clock read at
- * *now_ms by the caller just before (a blocking call's loop has it); sets
+ * *now_ms by the caller just before (a blocking call's loop has it), a
+ * reset told by the caller (a blocking call's start tells it, once); sets
  * *now_ms to the clock's reading after the wait, before its turn. */
 int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t *now_ms);
 

@@ -457,7 +457,6 @@ int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms)
 int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t *now_ms)
 {
     int64_t now = *now_ms;
-    advlock_pq_pump_notice_reset(p, now);
     int64_t at;
     int has_deadline = advlock_pq_pump_deadline(p, &at);
     unsigned wants = advlock_pq_pump_wants(p);
@@ -468,8 +467,8 @@ int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int
     advlock_pq_turn turn;
     if (advlock_pq_wait_turn(busy, fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms, now,
                              &turn))
-        /* No reset needs telling: nothing but poll() ran since the one
-         * above (a reset is the caller's PQreset*()). */
+        /* No reset needs telling: nothing but poll() ran since the
+         * caller's check (a reset is the caller's PQreset*()). */
         advlock_pq_pump_turn(p, turn.ready, turn.now_ms);
     *now_ms = turn.now_ms;
     return turn.extra;
