@@ -197,7 +197,9 @@ int advlock_pq_read_idle(PGconn *conn);
 
 /* 1 when conn can take a new statement from an adapter: no query of the
  * caller's in progress and not in pipeline mode. A broken connection counts
- * as free: the operation then fails with CONNECTION_LOST. */
-int advlock_pq_conn_free(PGconn *conn);
+ * as free: the operation then fails with CONNECTION_LOST. When in_block is
+ * not NULL it says, for an adapter's start, whether a sound connection is
+ * inside a transaction block (1 or 0), or -1 for a broken one. */
+int advlock_pq_conn_free(PGconn *conn, int *in_block);
 
 #endif

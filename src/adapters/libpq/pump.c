@@ -23,11 +23,12 @@ enum { MAX_SLOTS = 1 << 16 };
 
 void advlock_pq_pump_take_done(advlock_pq_member *m)
 {
-    if (advlock_member_report(&m->member_) == NULL)
+    const advlock_report *done = advlock_member_report(&m->member_);
+    if (done == NULL)
         return; /* still under way: its DONE event comes */
     advlock_pq_copy_line(m->report_.server_message, sizeof m->report_.server_message,
                          advlock_member_words(&m->member_));
-    advlock_pq_report_finish(&m->report_, advlock_member_report(&m->member_));
+    advlock_pq_report_finish(&m->report_, done);
 }
 
 void advlock_pq_pump_take_events(advlock_pq_pump_ *s)

@@ -37,11 +37,13 @@ const char *advlock_pq_statement_name(advlock_sql sql)
     return statement_names[sql];
 }
 
-int advlock_pq_conn_free(PGconn *conn)
+int advlock_pq_conn_free(PGconn *conn, int *in_block)
 {
-    if (PQstatus(conn) != CONNECTION_OK)
-        return 1;
-    return PQtransactionStatus(conn) != PQTRANS_ACTIVE && PQpipelineStatus(conn) == PQ_PIPELINE_OFF;
+    int ok = PQstatus(conn) == CONNECTION_OK;
+    PGTransactionStatusType block = ok ? PQtransactionStatus(conn) : PQTRANS_UNKNOWN;
+    if (in_block != NULL)
+        *in_block = ok ? block != PQTRANS_IDLE : -1;
+    return !ok || (block != PQTRANS_ACTIVE && PQpipelineStatus(conn) == PQ_PIPELINE_OFF);
 }
 
 /* The parameters as binary int8s: eight bytes each, most significant first. */
