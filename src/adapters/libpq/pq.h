@@ -80,7 +80,6 @@ typedef struct advlock_pq_notice_guard {
     int64_t now_ms;
     PQnoticeReceiver previous;
     int diverted;
-    int forward;
     int fatal; /* a FATAL or PANIC notice arrived: the server ends the session */
     struct advlock_pq_notice_guard *outer; /* the guard held before this one (pump.c) */
 } advlock_pq_notice_guard;
