@@ -67,11 +67,16 @@ static void receive_notice(void *arg, const PGresult *res)
         g->previous(NULL, res);
 }
 
-void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock_pq_report *sink,
-                               const advlock_machine *events, int64_t now_ms)
+void advlock_pq_notices_learn(void)
 {
     if (!atomic_load_explicit(&defaults_known, memory_order_acquire))
         pthread_once(&defaults_once, learn_defaults);
+}
+
+void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock_pq_report *sink,
+                               const advlock_machine *events, int64_t now_ms)
+{
+    advlock_pq_notices_learn();
     g->conn = conn;
     g->sink = sink;
     g->events = events;

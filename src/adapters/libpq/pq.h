@@ -85,6 +85,17 @@ typedef struct advlock_pq_notice_guard {
 } advlock_pq_notice_guard;
 
 /*
+ * Reads libpq's default notice hooks, once per process, from a connection
+ * object made and freed for the purpose (it never connects). A pump does
+ * so as it binds, before the caller's connection runs more statements:
+ * made at the first diversion instead, after them, that object's freed
+ * memory lay among libpq's live blocks, and each result's 2 KB block was
+ * split from it and merged back (about 550 instructions of malloc's per
+ * uncontended cycle, docs/performance.md). Idempotent.
+ */
+void advlock_pq_notices_learn(void);
+
+/*
  * Until advlock_pq_notices_restore(g), notices on conn are counted in sink
  * and reported as ADVLOCK_EVENT_WARNING to the callback of the machine
  * events, at now_ms (see "Server notices" in docs/libpq.md). g must stay in

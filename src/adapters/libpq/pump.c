@@ -298,6 +298,7 @@ int advlock_pq_read_idle(PGconn *conn)
 int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *slots, size_t nslots,
                          int grows, advlock_peer **buckets, size_t nbuckets, unsigned caps)
 {
+    advlock_pq_notices_learn(); /* now, not at the first diversion: see pq.h */
     int rc = advlock_conn_init(&p->engine_, slots, nslots, buckets, nbuckets, PQbackendPID(conn),
                                advlock_pq_entropy() | 1, caps);
     if (rc != 0)
