@@ -103,8 +103,9 @@ static int may_start(advlock_pq *a, const int64_t *op_key, int64_t now_ms)
     int in_block = -1; /* unknown: the engine's statements still answering, or broken */
     if (conn == NULL || busy(a) || (!ours && !advlock_pq_conn_free(conn, &in_block)))
         return ADVLOCK_EMISUSE;
+    /* Every call that moves the engine took its events before returning
+     * (a reset's too): none wait here. */
     advlock_pq_pump_notice_reset(&a->pump_, now_ms);
-    advlock_pq_pump_take_events(&a->pump_);
     if (in_block >= 0)
         advlock_conn_on_transaction(engine(a), in_block);
     if (advlock_member_held(member(a)) && (op_key == NULL || *op_key != member(a)->key_))
