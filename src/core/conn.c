@@ -343,13 +343,6 @@ static void lose_verifies(advlock_conn *c, int64_t now_ms)
     advlock_conn_lose_held(c, "", message, why, now_ms);
 }
 
-/* 1 unless nothing sleeps, no wait may need its cancel and no lease
- * runs (or ran out): then no timer is armed, nothing wakes. */
-static int timer_armed(const advlock_conn *c)
-{
-    return c->lists_[CONN_SLEEP_LIST] != NULL || c->waits_ || c->lease_on_ || c->lease_expired_;
-}
-
 /* What advlock_conn_on_timer() does with a timer armed. Kept out of line
  * (the compiler would merge it back), so that the call of every turn with
  * none armed costs its test only, not this body's saved registers. */
@@ -372,13 +365,13 @@ __attribute__((noinline)) static void on_timer(advlock_conn *c, int64_t now_ms)
 
 void advlock_conn_on_timer(advlock_conn *c, int64_t now_ms)
 {
-    if (c != NULL && timer_armed(c))
+    if (c != NULL && advlock_conn_timer_armed(c))
         on_timer(c, now_ms);
 }
 
 int64_t advlock_conn_next_wake(const advlock_conn *c)
 {
-    if (c == NULL || !timer_armed(c))
+    if (c == NULL || !advlock_conn_timer_armed(c))
         return INT64_MAX;
     int64_t at = advlock_conn_lease_wake(c);
     for (const advlock_member *m = c->lists_[CONN_SLEEP_LIST]; m != NULL; m = m->next_) {

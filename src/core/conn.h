@@ -1,8 +1,8 @@
 /* What the connection engine's files share; none of it is exported. The
  * files are layered, each calling only those above it in this header:
  * conn_members.c (members and their lists), conn_lease.c (the lease),
- * conn_queue.c (the statements in flight), conn.c (the API), conn_turn.c
- * (a pump's turn in one call, over the API). */
+ * conn_queue.c (the statements in flight, and a pump's turn in one call),
+ * conn.c (the API). */
 #ifndef ADVLOCK_CONN_INTERNAL_H
 #define ADVLOCK_CONN_INTERNAL_H
 
@@ -47,6 +47,15 @@ enum { LEASE_NONE = 0, LEASE_SETUP, LEASE_HEARTBEAT, LEASE_CONFIRM };
 
 /* The member's news_ bits. */
 enum { NEWS_DONE = 1, NEWS_LOST = 2 };
+
+/* 1 unless nothing sleeps, no wait may need its cancel and no lease
+ * runs (or ran out): then no timer is armed, nothing wakes
+ * (advlock_conn_next_wake() is INT64_MAX). Inline: a pump's every turn
+ * asks. */
+static inline int advlock_conn_timer_armed(const advlock_conn *c)
+{
+    return c->lists_[CONN_SLEEP_LIST] != NULL || c->waits_ || c->lease_on_ || c->lease_expired_;
+}
 
 /* ---- conn_members.c ---- */
 

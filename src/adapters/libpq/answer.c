@@ -279,7 +279,11 @@ static int read_result(advlock_pq_query_ *q, PGconn *conn, PGresult *res)
     q->answered_ = 1;
     q->status_ = (uint8_t)PQresultStatus(res);
     q->unexpected_ = EXPECTED;
-    keep_sqlstate(q, res);
+    /* Rows and a PREPARE's success carry no SQLSTATE: not asked for. */
+    if (q->status_ == PGRES_TUPLES_OK || q->status_ == PGRES_COMMAND_OK)
+        q->sqlstate_[0] = '\0';
+    else
+        keep_sqlstate(q, res);
 
     /* Whatever the result said, a broken connection took the session and its
      * locks with it (a row that arrived just before the break included).

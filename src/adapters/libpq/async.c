@@ -100,12 +100,14 @@ static int may_start(advlock_pq *a, const int64_t *op_key, int64_t now_ms)
         return ADVLOCK_EINVAL;
     PGconn *conn = a->pump_.conn_;
     int ours = advlock_conn_outstanding(engine(a)) > 0;
-    if (conn == NULL || busy(a) || (!ours && !advlock_pq_conn_free(conn)))
+    int in_block = -1; /* unknown: the engine's statements still answering, or broken */
+    if (conn == NULL || busy(a) || (!ours && !advlock_pq_conn_free(conn, &in_block)))
         return ADVLOCK_EMISUSE;
+    /* Every call that moves the engine took its events before returning
+     * (a reset's too): none wait here. */
     advlock_pq_pump_notice_reset(&a->pump_, now_ms);
-    advlock_pq_pump_take_events(&a->pump_);
-    if (!ours && PQstatus(conn) == CONNECTION_OK)
-        advlock_conn_on_transaction(engine(a), PQtransactionStatus(conn) != PQTRANS_IDLE);
+    if (in_block >= 0)
+        advlock_conn_on_transaction(engine(a), in_block);
     if (advlock_member_held(member(a)) && (op_key == NULL || *op_key != member(a)->key_))
         advlock_conn_let_go(engine(a), member(a));
     return 0;
@@ -118,8 +120,8 @@ static void settle(advlock_pq *a)
     /* A failed release or verify leaves the engine's member holding in
      * doubt (no other member may take the key meanwhile); one lock alone
      * has no other member, and its watch ends with the operation. */
-    const advlock_report *r = advlock_member_report(member(a));
-    if (advlock_member_held(member(a)) && r->outcome == ADVLOCK_FAILED)
+    if (advlock_member_held(member(a))
+        && advlock_member_report(member(a))->outcome == ADVLOCK_FAILED)
         advlock_conn_let_go(engine(a), member(a));
 }
 
@@ -242,6 +244,8 @@ int advlock_pq_wait(advlock_pq *a, int extra_fd, int max_wait_ms)
     if (a == NULL)
         return ADVLOCK_EINVAL;
     int64_t now = advlock_pq_now_ms();
+    if (a->pump_.conn_ != NULL)
+        advlock_pq_pump_notice_reset(&a->pump_, now); /* the caller's PQreset*() */
     return advlock_pq_engine_wait(a, extra_fd, max_wait_ms, &now);
 }
 

@@ -43,7 +43,7 @@ int advlock_pq_lockset_init(advlock_pq_lockset *set, PGconn *conn)
     /* Inside a transaction block every member's statements would run in
      * the caller's transaction: one error, and all of them fail until it
      * ends. */
-    if (PQstatus(conn) != CONNECTION_OK || !advlock_pq_conn_free(conn)
+    if (PQstatus(conn) != CONNECTION_OK || !advlock_pq_conn_free(conn, NULL)
         || PQtransactionStatus(conn) != PQTRANS_IDLE)
         return ADVLOCK_EMISUSE;
     int was_nonblocking = PQisnonblocking(conn);

@@ -14,11 +14,15 @@
 #include "pq.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 static PQnoticeReceiver default_receiver;
 static PQnoticeProcessor default_processor;
 static pthread_once_t defaults_once = PTHREAD_ONCE_INIT;
+/* Set once the defaults are read: every blocking call diverts, and this
+ * test costs less than pthread_once()'s call. */
+static atomic_int defaults_known;
 
 static void learn_defaults(void)
 {
@@ -32,6 +36,7 @@ static void learn_defaults(void)
     default_receiver = PQsetNoticeReceiver(probe, NULL, NULL);
     default_processor = PQsetNoticeProcessor(probe, NULL, NULL);
     PQfinish(probe);
+    atomic_store_explicit(&defaults_known, 1, memory_order_release);
 }
 
 static void receive_notice(void *arg, const PGresult *res)
@@ -55,15 +60,23 @@ static void receive_notice(void *arg, const PGresult *res)
     advlock_notify(g->events, ADVLOCK_EVENT_WARNING, r->notice, g->now_ms);
     /* libpq's default receiver passes the notice to the processor the
      * caller installed, with the caller's argument (the result carries
-     * both); it ignores its own argument. */
-    if (g->forward)
+     * both); it ignores its own argument. Which processor that is, is
+     * asked here, where a notice came, not at every diversion. */
+    PQnoticeProcessor processor = PQsetNoticeProcessor(g->conn, NULL, NULL); /* NULL: just ask */
+    if (processor != NULL && processor != default_processor)
         g->previous(NULL, res);
+}
+
+void advlock_pq_notices_learn(void)
+{
+    if (!atomic_load_explicit(&defaults_known, memory_order_acquire))
+        pthread_once(&defaults_once, learn_defaults);
 }
 
 void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock_pq_report *sink,
                                const advlock_machine *events, int64_t now_ms)
 {
-    pthread_once(&defaults_once, learn_defaults);
+    advlock_pq_notices_learn();
     g->conn = conn;
     g->sink = sink;
     g->events = events;
@@ -71,11 +84,8 @@ void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock
     g->fatal = 0;
     g->previous = PQsetNoticeReceiver(conn, NULL, NULL); /* NULL: just ask */
     g->diverted = g->previous != NULL && g->previous == default_receiver;
-    g->forward = 0;
     if (!g->diverted)
         return;
-    PQnoticeProcessor processor = PQsetNoticeProcessor(conn, NULL, NULL);
-    g->forward = processor != NULL && processor != default_processor;
     PQsetNoticeReceiver(conn, receive_notice, g);
 }
 

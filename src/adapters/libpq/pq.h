@@ -15,11 +15,11 @@ enum { BOOL_OID = 16, INT8_OID = 20, INT4_OID = 23, TEXT_OID = 25, VOID_OID = 22
 
 /* ---- query.c: sending one of the engine's statements ---------------------- */
 
-/* Sends q's form (PQsend*) with the action's parameters (param,
- * param2, param3: as many as the statement takes); returns libpq's 1 or 0.
- * Both adapters send this way, so both read results one by one (see
- * answer.c). */
-int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advlock_action *action);
+/* Sends the engine's statement st (a query) in its form (PQsend*) with
+ * its parameters (param, param2, param3: as many as the statement takes);
+ * returns libpq's 1 or 0. Both adapters send this way, so both read
+ * results one by one (see answer.c). */
+int advlock_pq_statement_send(PGconn *conn, const advlock_statement *st);
 
 /* ---- seed.c: randomness for jitter --------------------------------------- */
 
@@ -80,10 +80,20 @@ typedef struct advlock_pq_notice_guard {
     int64_t now_ms;
     PQnoticeReceiver previous;
     int diverted;
-    int forward;
     int fatal; /* a FATAL or PANIC notice arrived: the server ends the session */
     struct advlock_pq_notice_guard *outer; /* the guard held before this one (pump.c) */
 } advlock_pq_notice_guard;
+
+/*
+ * Reads libpq's default notice hooks, once per process, from a connection
+ * object made and freed for the purpose (it never connects). A pump does
+ * so as it binds, before the caller's connection runs more statements:
+ * made at the first diversion instead, after them, that object's freed
+ * memory lay among libpq's live blocks, and each result's 2 KB block was
+ * split from it and merged back (about 550 instructions of malloc's per
+ * uncontended cycle, docs/performance.md). Idempotent.
+ */
+void advlock_pq_notices_learn(void);
 
 /*
  * Until advlock_pq_notices_restore(g), notices on conn are counted in sink
@@ -157,7 +167,8 @@ void advlock_pq_engine_cancel_in_flight(advlock_pq *a, int64_t now_ms);
 void advlock_pq_engine_give_up(advlock_pq *a, int64_t now_ms);
 
 /* advlock_pq_wait() on an adapter (not NULL), with the clock read at
- * *now_ms by the caller just before (a blocking call's loop has it); sets
+ * *now_ms by the caller just before (a blocking call's loop has it), a
+ * reset told by the caller (a blocking call's start tells it, once); sets
  * *now_ms to the clock's reading after the wait, before its turn. */
 int advlock_pq_engine_wait(advlock_pq *a, int extra_fd, int max_wait_ms, int64_t *now_ms);
 
@@ -196,7 +207,9 @@ int advlock_pq_read_idle(PGconn *conn);
 
 /* 1 when conn can take a new statement from an adapter: no query of the
  * caller's in progress and not in pipeline mode. A broken connection counts
- * as free: the operation then fails with CONNECTION_LOST. */
-int advlock_pq_conn_free(PGconn *conn);
+ * as free: the operation then fails with CONNECTION_LOST. When in_block is
+ * not NULL it says, for an adapter's start, whether a sound connection is
+ * inside a transaction block (1 or 0), or -1 for a broken one. */
+int advlock_pq_conn_free(PGconn *conn, int *in_block);
 
 #endif

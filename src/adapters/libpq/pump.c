@@ -23,11 +23,12 @@ enum { MAX_SLOTS = 1 << 16 };
 
 void advlock_pq_pump_take_done(advlock_pq_member *m)
 {
-    if (advlock_member_report(&m->member_) == NULL)
+    const advlock_report *done = advlock_member_report(&m->member_);
+    if (done == NULL)
         return; /* still under way: its DONE event comes */
     advlock_pq_copy_line(m->report_.server_message, sizeof m->report_.server_message,
                          advlock_member_words(&m->member_));
-    advlock_pq_report_finish(&m->report_, advlock_member_report(&m->member_));
+    advlock_pq_report_finish(&m->report_, done);
 }
 
 void advlock_pq_pump_take_events(advlock_pq_pump_ *s)
@@ -67,8 +68,37 @@ static void take_notices(advlock_pq_pump_ *s, advlock_pq_report *to)
 
 /* ---- answers ------------------------------------------------------------- */
 
-/* The head statement's results are all in (or the connection broke). */
-static void complete(advlock_pq_pump_ *s, const advlock_statement *head, int64_t now_ms)
+/* An answer read whole and not yet handed to the engine: the pump's turn
+ * hands the last one in with its one engine call (advlock_conn_turn()).
+ * Its strings point into words, the pump's query and its kept result. */
+typedef struct {
+    int ready;
+    advlock_answer answer;
+    advlock_holder *rows; /* a holders row's answer only */
+    char words[ADVLOCK_PQ_TEXT_MAX];
+} pending_answer;
+
+/* The engine has read p's answer: its memory goes. */
+static void answer_taken(advlock_pq_pump_ *s, pending_answer *p)
+{
+    if (p->rows != NULL)
+        free(p->rows);
+    advlock_pq_answer_clear(&s->query_);
+    p->ready = 0;
+}
+
+/* Hands p's answer, if any, to the engine. */
+static void deliver(advlock_pq_pump_ *s, pending_answer *p, int64_t now_ms)
+{
+    if (!p->ready)
+        return;
+    (void)advlock_conn_on_answer(&s->engine_, &p->answer, now_ms);
+    answer_taken(s, p);
+}
+
+/* The head statement's results are all in (or the connection broke): its
+ * answer into p, for the engine. */
+static void complete(advlock_pq_pump_ *s, const advlock_statement *head, pending_answer *p)
 {
     advlock_pq_query_ *q = &s->query_;
     if (!s->reading_) {
@@ -81,24 +111,24 @@ static void complete(advlock_pq_pump_ *s, const advlock_statement *head, int64_t
     s->syncing_ = (uint8_t)head->sync_follows;
     if (head->member != NULL)
         take_notices(s, &((advlock_pq_member *)head->member)->report_);
-    char words[ADVLOCK_PQ_TEXT_MAX];
-    advlock_answer a;
-    advlock_holder *rows;
-    advlock_pq_answer_export(q, s->conn_, words, sizeof words, &a, &rows);
+    advlock_pq_answer_export(q, s->conn_, p->words, sizeof p->words, &p->answer, &p->rows);
     /* A session row answered inside a block is provisional: a rollback
-     * undoes its claim (the engine checks again after the block). */
-    PGTransactionStatusType block = PQtransactionStatus(s->conn_);
-    a.in_transaction = block == PQTRANS_INTRANS || block == PQTRANS_INERROR;
-    (void)advlock_conn_on_answer(&s->engine_, &a, now_ms);
-    if (rows != NULL) /* a holders row's answer only */
-        free(rows);
-    advlock_pq_answer_clear(q);
+     * undoes its claim (the engine checks again after the block). No other
+     * answer asks. */
+    if (head->sql == ADVLOCK_SQL_SESSION) {
+        PGTransactionStatusType block = PQtransactionStatus(s->conn_);
+        p->answer.in_transaction = block == PQTRANS_INTRANS || block == PQTRANS_INERROR;
+    }
+    p->ready = 1;
 }
 
-/* Reads the answers that have arrived, in order, without blocking;
- * returns how many statements it answered. */
-static int collect(advlock_pq_pump_ *s, int64_t now_ms)
+/* Reads the answers that have arrived, in order, without blocking, each
+ * through p; returns how many statements it answered. Each goes to the
+ * engine before the next is read, but the last when keep_last, which
+ * stays in p (for the turn's one engine call). */
+static int collect(advlock_pq_pump_ *s, int64_t now_ms, pending_answer *p, int keep_last)
 {
+    p->ready = 0;
     int answered = 0;
     /* The head changes only when complete() answers it: asked once per
      * statement, not once per result. */
@@ -110,27 +140,30 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
             /* The batch's end (PGRES_PIPELINE_SYNC), never followed by a NULL. */
             PGresult *res = broken || PQisBusy(s->conn_) ? NULL : PQgetResult(s->conn_);
             if (res == NULL && !broken)
-                return answered;
+                break;
             PQclear(res);
             s->syncing_ = 0;
             continue;
         }
-        if (!have_head && !advlock_conn_head(&s->engine_, &head))
-            return answered;
+        if (!have_head) {
+            deliver(s, p, now_ms);
+            if (!advlock_conn_head(&s->engine_, &head))
+                break;
+        }
         have_head = 1;
         if (!broken && PQisBusy(s->conn_))
-            return answered;
+            break;
         /* A broken connection's last result (the server's FATAL) says why
          * better than libpq's "no connection to the server"; after it the
          * statements are answered CONNECTION_LOST. */
         PGresult *res = PQgetResult(s->conn_);
         if (res == NULL) {
-            complete(s, &head, now_ms);
+            complete(s, &head, p);
             answered++;
             /* Out of pipeline mode the engine has one statement in flight
              * at most: none is left to read. */
             if (!s->pipeline_)
-                return answered;
+                break;
             have_head = 0;
             continue;
         }
@@ -142,13 +175,9 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms)
         }
         advlock_pq_answer_read(&s->query_, s->conn_, res);
     }
-}
-
-/* 1 when collect() may find something to read: a statement in flight, or
- * the end of a batch or of a result still to read. */
-static int answers_due(const advlock_pq_pump_ *s)
-{
-    return s->syncing_ || s->reading_ || advlock_conn_outstanding(&s->engine_) > 0;
+    if (!keep_last)
+        deliver(s, p, now_ms);
+    return answered;
 }
 
 /* ---- sending ------------------------------------------------------------- */
@@ -166,38 +195,32 @@ static int send_statement(advlock_pq_pump_ *s, const advlock_statement *st, int6
             advlock_conn_on_cancel_failed(&s->engine_, st->member, error, now_ms);
         return 1;
     }
-    advlock_pq_query_ q;
-    memset(&q, 0, sizeof q);
-    q.sql_ = (uint8_t)st->sql;
-    q.form_ = (uint8_t)st->form;
-    advlock_action act;
-    memset(&act, 0, sizeof act);
-    act.param = st->param;
-    act.param2 = st->param2;
-    act.param3 = st->param3;
-    return advlock_pq_query_send(&q, s->conn_, &act);
+    return advlock_pq_statement_send(s->conn_, st);
 }
 
-/* Sends what the engine asks for until it asks for nothing, or libpq
- * refuses on a sound connection (its memory ran out: again next turn). */
-static int send_all(advlock_pq_pump_ *s, int64_t now_ms)
+/* Sends st (when have) and what the engine asks for after it, until it
+ * asks for nothing, or libpq refuses on a sound connection (its memory ran
+ * out: again next turn). Sets *more when the engine was called past the
+ * first send, which may have made news for its events. */
+static int send_all(advlock_pq_pump_ *s, advlock_statement *st, int have, int64_t now_ms, int *more)
 {
-    advlock_statement st;
     int sent = 0;
-    while (advlock_conn_poll_statement(&s->engine_, &st, now_ms)) {
+    for (; have; have = advlock_conn_poll_statement(&s->engine_, st, now_ms)) {
         sent++;
         /* Out of pipeline mode a statement goes alone: the engine has
          * nothing more until it answers (the turn that reads the answer
          * asks again; a statement it did have would go at the next turn,
          * the socket being writable). */
-        if (send_statement(s, &st, now_ms)) {
-            if (!s->pipeline_ && st.kind == ADVLOCK_STATEMENT_QUERY)
+        if (send_statement(s, st, now_ms)) {
+            if (!s->pipeline_ && st->kind == ADVLOCK_STATEMENT_QUERY)
                 break;
+            *more = 1; /* a cancel's warning, or the poll that follows */
             continue;
         }
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
         advlock_conn_unsend(&s->engine_, broken,
                             broken ? PQerrorMessage(s->conn_) : "out of memory", now_ms);
+        *more = 1;
         if (!broken)
             break;
     }
@@ -228,14 +251,17 @@ static void grow(advlock_pq_pump_ *s)
     s->slots_ = bigger;
 }
 
-/* Sends what the engine asks for, growing the slots if they ran out;
- * returns how many statements went. */
-static int send_turn(advlock_pq_pump_ *s, int64_t now_ms)
+/* Sends st (when have: the engine's statement just polled) and what the
+ * engine asks for after it, growing the slots if they ran out; returns
+ * how many statements went. *more as for send_all(). */
+static int send_turn(advlock_pq_pump_ *s, advlock_statement *st, int have, int64_t now_ms,
+                     int *more)
 {
-    int sent = send_all(s, now_ms);
+    int sent = send_all(s, st, have, now_ms, more);
     if (s->grows_ && advlock_conn_starved(&s->engine_)) {
         grow(s);
-        sent += send_all(s, now_ms);
+        sent += send_all(s, st, advlock_conn_poll_statement(&s->engine_, st, now_ms), now_ms, more);
+        *more = 1;
     }
     return sent;
 }
@@ -272,6 +298,7 @@ int advlock_pq_read_idle(PGconn *conn)
 int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *slots, size_t nslots,
                          int grows, advlock_peer **buckets, size_t nbuckets, unsigned caps)
 {
+    advlock_pq_notices_learn(); /* now, not at the first diversion: see pq.h */
     int rc = advlock_conn_init(&p->engine_, slots, nslots, buckets, nbuckets, PQbackendPID(conn),
                                advlock_pq_entropy() | 1, caps);
     if (rc != 0)
@@ -362,34 +389,51 @@ void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
     advlock_pq_notice_guard *notices = divert_for_turn(s, &own, now_ms);
     /* With answers due, one read (their parse follows in collect()); an
      * idle session's socket is read to its end (advlock_pq_read_idle()). */
-    if ((ready & ADVLOCK_PQ_READ) && advlock_conn_outstanding(&s->engine_) > 0)
+    int outstanding = advlock_conn_outstanding(&s->engine_) > 0;
+    if ((ready & ADVLOCK_PQ_READ) && outstanding)
         (void)PQconsumeInput(s->conn_);
     else if (ready & ADVLOCK_PQ_READ)
         (void)advlock_pq_read_idle(s->conn_);
     if (s->flushing_)
         s->flushing_ = PQflush(s->conn_) == 1;
-    if (answers_due(s))
-        (void)collect(s, now_ms);
-    advlock_conn_on_timer(&s->engine_, now_ms);
+    pending_answer last;
+    last.ready = 0;
+    /* collect() may find something to read: a statement in flight, or the
+     * end of a batch or of a result still to read. */
+    if (outstanding || s->syncing_ || s->reading_)
+        (void)collect(s, now_ms, &last, 1);
+    /* One engine call: the last answer in, the timer if due, the next
+     * statement out, whether events wait. */
+    advlock_statement st;
+    int found = advlock_conn_turn(&s->engine_, last.ready ? &last.answer : NULL, &st, now_ms, NULL);
+    if (last.ready)
+        answer_taken(s, &last);
+    int more = 0;
     /* A broken connection fails what was just sent, and the answers may
      * ask for give-backs. Out of pipeline mode, a statement that went whole
      * on a sound connection has no whole answer yet: the server ends it
      * only after the statement's last byte, and libpq reads the socket while
      * sending only when it could not send everything (then it is still
      * flushing). */
-    if (send_turn(s, now_ms) > 0
+    if (send_turn(s, &st, found & ADVLOCK_TURN_STATEMENT, now_ms, &more) > 0
         && (s->pipeline_ || s->flushing_ || PQstatus(s->conn_) == CONNECTION_BAD)
-        && collect(s, now_ms) > 0)
-        (void)send_turn(s, now_ms);
+        && collect(s, now_ms, &last, 0) > 0) {
+        (void)send_turn(s, &st, advlock_conn_poll_statement(&s->engine_, &st, now_ms), now_ms,
+                        &more);
+        more = 1;
+    }
     if (notices == &own)
         advlock_pq_notices_restore(&own);
     /* The server's FATAL says why better than libpq's "server closed the
      * connection unexpectedly". */
     int fatal = notices->fatal;
-    if (PQstatus(s->conn_) == CONNECTION_BAD || fatal)
+    if (PQstatus(s->conn_) == CONNECTION_BAD || fatal) {
         advlock_conn_on_closed(&s->engine_, fatal ? s->sink_->notice_sqlstate : "",
                                fatal ? s->sink_->notice : PQerrorMessage(s->conn_), now_ms);
-    advlock_pq_pump_take_events(s);
+        more = 1;
+    }
+    if ((found & ADVLOCK_TURN_EVENTS) || more)
+        advlock_pq_pump_take_events(s);
 }
 
 unsigned advlock_pq_pump_wants(const advlock_pq_pump_ *p)
@@ -415,7 +459,6 @@ int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms)
 int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t *now_ms)
 {
     int64_t now = *now_ms;
-    advlock_pq_pump_notice_reset(p, now);
     int64_t at;
     int has_deadline = advlock_pq_pump_deadline(p, &at);
     unsigned wants = advlock_pq_pump_wants(p);
@@ -426,8 +469,8 @@ int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int
     advlock_pq_turn turn;
     if (advlock_pq_wait_turn(busy, fd, wants, has_deadline ? &at : NULL, extra_fd, max_wait_ms, now,
                              &turn))
-        /* No reset needs telling: nothing but poll() ran since the one
-         * above (a reset is the caller's PQreset*()). */
+        /* No reset needs telling: nothing but poll() ran since the
+         * caller's check (a reset is the caller's PQreset*()). */
         advlock_pq_pump_turn(p, turn.ready, turn.now_ms);
     *now_ms = turn.now_ms;
     return turn.extra;

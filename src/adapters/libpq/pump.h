@@ -50,7 +50,9 @@ int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms);
 /* One advlock_pq_wait_turn() for the pump from *now (the clock's reading
  * just before), processing what it saw; sets *now to the reading after
  * the wait (the one its turn ran at); returns whether extra_fd became
- * readable. */
+ * readable. A reset is the caller's to tell first
+ * (advlock_pq_pump_notice_reset()), where the caller may have made one: a
+ * blocking call's loop, which runs nothing of the caller's, tells it once. */
 int advlock_pq_pump_wait(advlock_pq_pump_ *p, int extra_fd, int max_wait_ms, int64_t *now);
 
 #endif

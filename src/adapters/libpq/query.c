@@ -37,11 +37,13 @@ const char *advlock_pq_statement_name(advlock_sql sql)
     return statement_names[sql];
 }
 
-int advlock_pq_conn_free(PGconn *conn)
+int advlock_pq_conn_free(PGconn *conn, int *in_block)
 {
-    if (PQstatus(conn) != CONNECTION_OK)
-        return 1;
-    return PQtransactionStatus(conn) != PQTRANS_ACTIVE && PQpipelineStatus(conn) == PQ_PIPELINE_OFF;
+    int ok = PQstatus(conn) == CONNECTION_OK;
+    PGTransactionStatusType block = ok ? PQtransactionStatus(conn) : PQTRANS_UNKNOWN;
+    if (in_block != NULL)
+        *in_block = ok ? block != PQTRANS_IDLE : -1;
+    return !ok || (block != PQTRANS_ACTIVE && PQpipelineStatus(conn) == PQ_PIPELINE_OFF);
 }
 
 /* The parameters as binary int8s: eight bytes each, most significant first. */
@@ -90,15 +92,15 @@ int advlock_pq_send_row(PGconn *conn, advlock_sql sql, const int64_t *params)
     return PQsendQueryParams(conn, text, n, param_types, p.values, p.lengths, p.formats, 0);
 }
 
-int advlock_pq_query_send(const advlock_pq_query_ *q, PGconn *conn, const advlock_action *action)
+int advlock_pq_statement_send(PGconn *conn, const advlock_statement *st)
 {
-    advlock_sql sql = (advlock_sql)q->sql_;
+    advlock_sql sql = st->sql;
     int n = advlock_sql_params(sql); /* 1 to 3: see advlock_sql */
-    const int64_t values[MAX_PARAMS] = {action->param, action->param2, action->param3};
+    const int64_t values[MAX_PARAMS] = {st->param, st->param2, st->param3};
     int8_params p;
     for (int i = 0; i < n && i < MAX_PARAMS; i++) /* only those sent: once per statement */
         encode(&p, i, values[i]);
-    switch (q->form_) {
+    switch (st->form) {
     case ADVLOCK_FORM_PREPARE:
         return PQsendPrepare(conn, advlock_pq_statement_name(sql), advlock_sql_text(sql), n,
                              param_types);

@@ -51,9 +51,13 @@ void advlock_pq_report_refuse(advlock_pq_report *r)
     advlock_pq_report_begin(r);
 }
 
+/* Most reports carry no words: an empty string costs no call into libc. */
 static void copy_string(char *to, const char *from)
 {
-    memcpy(to, from, strlen(from) + 1);
+    if (from[0] == '\0')
+        to[0] = '\0';
+    else
+        memcpy(to, from, strlen(from) + 1);
 }
 
 void advlock_pq_report_copy(advlock_pq_report *to, const advlock_pq_report *from)
