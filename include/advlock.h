@@ -250,7 +250,25 @@ typedef enum advlock_sql {
     ADVLOCK_SQL_CLOSE_ALL = 37,
     ADVLOCK_SQL_COMMIT = 38,
     ADVLOCK_SQL_ROLLBACK = 39,
-    ADVLOCK_SQL_COUNT = 40
+    /* Lock-delay (options.lock_delay; docs/design.md, "Lock-delay"): the
+     * engine's statements on the mark table advlock_fence_setup_sql()
+     * creates, sent after a grant and before a release's unlock, never
+     * prepared. Each answers one row of three bigints
+     * (ADVLOCK_ANSWER_CAPACITY). $1 is the key, $2 this holder's token (the
+     * connection's session token), $3 its stop bound U in ms. */
+    /* Reads the key's mark and, only if no other token's is there, writes
+     * ours, durably (synchronous_commit on): the other token or 0, its
+     * stop bound or 0, 1 if ours was written. */
+    ADVLOCK_SQL_MARK_TAKE = 40,
+    /* Writes ours over whatever mark is there, durably: 0, 0, 1. */
+    ADVLOCK_SQL_MARK_WRITE = 41,
+    /* Deletes the key's mark if it is ours ($3 unused): 0, 0, rows
+     * deleted. */
+    ADVLOCK_SQL_MARK_CLEAR = 42,
+    /* The advlock command's own: the grants lock-delay needs that the
+     * connected role lacks (ADVLOCK_ANSWER_FENCE_GRANTS). */
+    ADVLOCK_SQL_MARK_GRANTS = 43,
+    ADVLOCK_SQL_COUNT = 44
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -270,12 +288,14 @@ typedef enum advlock_sql_answer_kind {
     /* One row: granted bool, token int8 (the fenced try-locks); reported
      * with advlock_on_fenced() (a NULL granted with advlock_on_result()). */
     ADVLOCK_ANSWER_FENCED = 4,
-    /* One row: three int8 (ADVLOCK_SQL_CAPACITY); read by the driver. */
+    /* One row: three int8 (ADVLOCK_SQL_CAPACITY, the lock-delay mark
+     * rows); read by the driver into advlock_answer.settings. */
     ADVLOCK_ANSWER_CAPACITY = 5,
     /* No rows: a command's completion (transaction control, the setup
      * script); read by the driver. */
     ADVLOCK_ANSWER_COMMAND = 6,
-    /* One row: schema advlock exists bool, table advlock.fence exists bool,
+    /* One row: schema advlock exists bool, tables advlock.fence and
+     * advlock.mark exist bool,
      * advlock.fence_ok(key bigint, token bigint)'s body text (NULL: no such
      * function); read by the driver. */
     ADVLOCK_ANSWER_FENCE_INSTALLED = 7,
@@ -308,8 +328,9 @@ ADVLOCK_API const char *advlock_sql_text(advlock_sql sql);
 ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
 
 /*
- * Returns the script that installs what fencing tokens need: schema
- * advlock, table advlock.fence (the counter, one row per key) and function
+ * Returns the script that installs what fencing tokens and lock-delay
+ * need: schema advlock, table advlock.fence (the counter, one row per
+ * key), table advlock.mark (lock-delay's mark, one row per key) and function
  * advlock.fence_ok(key bigint, token bigint) (true iff no newer token than
  * token was issued for key). Idempotent; several statements, so run it with
  * a simple-query call (libpq: PQexec). The text of ADVLOCK_SQL_FENCE_SETUP.
