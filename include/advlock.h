@@ -731,6 +731,21 @@ typedef struct advlock_options {
      * (after which the lock may be held) is followed by one unlock before
      * the acquire ends FAILED (ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR). */
     int fence;
+    /* Lock-delay (docs/design.md, "Lock-delay"), for the connection engine
+     * under its lease (advlock_conn_set_lease()): a grant is reported
+     * ACQUIRED only once this holder's mark (its token and stop bound) is
+     * durably in advlock.mark, the table advlock_fence_setup_sql()
+     * creates, and, where the mark of a holder that never released was
+     * there, once that holder's stop bound plus ADVLOCK_LEASE_MARGIN_MS
+     * has passed since the grant (counted against the timeout). A release
+     * clears the mark before its unlock. Costs one durable write per
+     * acquisition and one per release. Exclusive session locks only:
+     * advlock_set_options() refuses it with ADVLOCK_SHARED or
+     * ADVLOCK_TRANSACTION (ADVLOCK_EINVAL: a transaction's mark would
+     * commit or roll back with the caller's transaction), and the engine
+     * refuses it on a connection without a lease (ADVLOCK_EINVAL: a holder
+     * with no stop bound leaves nothing to wait out). */
+    int lock_delay;
 } advlock_options;
 
 /* Fills o with the reference behaviour (all zero). No-op for NULL. */
@@ -819,7 +834,7 @@ typedef struct advlock_machine {
     uint8_t scope_;
     uint8_t wait_;
     uint8_t backoff_;
-    uint8_t option_flags_; /* clip_to_deadline, diagnose, allow_standby */
+    uint8_t option_flags_; /* clip_to_deadline, diagnose, allow_standby, fence, lock_delay */
     uint8_t state_;
     uint8_t op_;
     uint8_t step_;
@@ -1580,7 +1595,7 @@ ADVLOCK_API void advlock_answer_init(advlock_answer *a, advlock_result result);
 /* The sizes of the engine's structs on 64-bit platforms (LP64), fixed:
  * bindings that allocate them without this header rely on them, and the
  * core checks them at build time. */
-#define ADVLOCK_MEMBER_SIZE    776
+#define ADVLOCK_MEMBER_SIZE    784
 #define ADVLOCK_CONN_SLOT_SIZE 72
 #define ADVLOCK_CONN_SIZE      656
 
@@ -1600,13 +1615,16 @@ typedef struct advlock_member {
     int64_t key_;
     int64_t timeout_ms_;
     int64_t started_ms_;
+    int64_t delay_at_ms_; /* lock-delay: the grant's answer, then the wait's end */
     uint8_t phase_;
     uint8_t list_;
     uint8_t acquiring_;
     uint8_t verifying_;
     uint8_t news_; /* events not yet polled: 1 done, 2 lost */
     uint8_t lease_expiry_;
-    uint8_t by_key_; /* a release or verify of a key it did not hold */
+    uint8_t by_key_;    /* a release or verify of a key it did not hold */
+    uint8_t delay_;     /* lock-delay's step */
+    uint8_t delay_end_; /* how a grant lock-delay gives back ends */
     char sqlstate_[6];
     char words_[ADVLOCK_CONN_WORDS_MAX];
 } advlock_member;
@@ -1659,10 +1677,11 @@ typedef struct advlock_conn {
     uint8_t capacity_read_, capacity_share_;
     uint8_t given_up_, polled_, starved_;
     uint8_t must_close_;
-    uint8_t waits_;    /* a member's acquire may wait on the server */
-    uint8_t in_block_; /* inside a transaction block (advlock_conn_on_transaction()) */
-    uint8_t warned_;   /* a warning not yet polled */
-    uint8_t xact_;     /* a member of transaction scope started since a block last ended */
+    uint8_t waits_;     /* a member's acquire may wait on the server */
+    uint8_t in_block_;  /* inside a transaction block (advlock_conn_on_transaction()) */
+    uint8_t warned_;    /* a warning not yet polled */
+    uint8_t xact_;      /* a member of transaction scope started since a block last ended */
+    uint32_t delaying_; /* members whose grant lock-delay holds back */
     advlock_member *warned_member_;
     char warning_sqlstate_[6];
     char warning_[ADVLOCK_CONN_WORDS_MAX];

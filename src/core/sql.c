@@ -231,25 +231,27 @@
  * time of the write, for a later shortening of the wait by the server's
  * clock; nothing reads it yet.
  */
+/* clang-format off */
 #define MARK_DURABLE "(SELECT pg_catalog.set_config('synchronous_commit', 'on', true))"
-#define MARK_UPSERT(condition)                                                           \
-    "INSERT INTO advlock.mark AS m (key, token, stop_ms, beat)"                          \
-    " SELECT $1::bigint, $2::bigint, $3::bigint, pg_catalog.now() FROM " MARK_DURABLE    \
-    " d WHERE " condition " ON CONFLICT (key) DO UPDATE SET token = excluded.token,"     \
+#define MARK_UPSERT(condition)                                                            \
+    "INSERT INTO advlock.mark AS m (key, token, stop_ms, beat)"                           \
+    " SELECT $1::bigint, $2::bigint, $3::bigint, pg_catalog.now() FROM " MARK_DURABLE     \
+    " d WHERE " condition " ON CONFLICT (key) DO UPDATE SET token = excluded.token,"      \
     " stop_ms = excluded.stop_ms, beat = excluded.beat RETURNING 1"
-#define MARK_TAKE_SQL                                                                    \
+#define MARK_TAKE_SQL                                                                     \
     "WITH old AS (SELECT m.token, m.stop_ms FROM advlock.mark m WHERE m.key = $1::bigint" \
     " AND m.token <> $2::bigint FOR UPDATE),"                                             \
     " w AS (" MARK_UPSERT("NOT EXISTS (SELECT FROM old)") ")"                             \
     " SELECT coalesce((SELECT old.token FROM old), 0)::bigint,"                           \
     " coalesce((SELECT old.stop_ms FROM old), 0)::bigint,"                                \
     " (SELECT pg_catalog.count(*) FROM w)::bigint"
-#define MARK_WRITE_SQL                                                                   \
-    "WITH w AS (" MARK_UPSERT("true") ")"                                                \
+#define MARK_WRITE_SQL                                                                    \
+    "WITH w AS (" MARK_UPSERT("true") ")"                                                 \
     " SELECT 0::bigint, 0::bigint, (SELECT pg_catalog.count(*) FROM w)::bigint"
-#define MARK_CLEAR_SQL                                                                   \
-    "WITH c AS (DELETE FROM advlock.mark WHERE key = $1::bigint AND token = $2::bigint"   \
-    " AND $3::bigint IS NOT NULL RETURNING 1)"                                            \
+/* clang-format on */
+#define MARK_CLEAR_SQL                                                                  \
+    "WITH c AS (DELETE FROM advlock.mark WHERE key = $1::bigint AND token = $2::bigint" \
+    " AND $3::bigint IS NOT NULL RETURNING 1)"                                          \
     " SELECT 0::bigint, 0::bigint, (SELECT pg_catalog.count(*) FROM c)::bigint"
 
 /* The settings that size the server's shared lock table (docs/design.md,
@@ -316,17 +318,21 @@ const char *advlock_fence_setup_sql(void)
     " LEFT JOIN pg_catalog.pg_proc p ON p.pronamespace = n.oid AND p.proname = 'fence_ok'"       \
     " CROSS JOIN LATERAL (VALUES " rows ") AS g(o, grant_, ok)"                                  \
     " WHERE n.nspname = 'advlock' AND NOT g.ok"
-#define USAGE_ROW  "(1, 'USAGE ON SCHEMA advlock', pg_catalog.has_schema_privilege(n.oid, 'USAGE'))"
-#define TABLE_ROW(o, privilege, table) \
-    ", (" #o ", '" privilege " ON advlock." table "', pg_catalog.has_table_privilege(c.oid, '" privilege "'))"
-#define FENCE_GRANTS_SQL                                                              \
-    GRANTS_SQL("fence", USAGE_ROW TABLE_ROW(2, "SELECT", "fence")                     \
-                            TABLE_ROW(3, "INSERT", "fence") TABLE_ROW(4, "UPDATE", "fence") \
-                                ", (5, 'EXECUTE ON FUNCTION advlock.fence_ok(bigint, bigint)',"  \
-                                " pg_catalog.has_function_privilege(p.oid, 'EXECUTE'))")
+/* clang-format off */
+#define USAGE_ROW "(1, 'USAGE ON SCHEMA advlock', pg_catalog.has_schema_privilege(n.oid, 'USAGE'))"
+#define TABLE_ROW(o, privilege, table)                                                   \
+    ", (" #o ", '" privilege " ON advlock." table "',"                                   \
+    " pg_catalog.has_table_privilege(c.oid, '" privilege "'))"
+#define FENCE_GRANTS_SQL                                                                 \
+    GRANTS_SQL("fence", USAGE_ROW TABLE_ROW(2, "SELECT", "fence")                        \
+               TABLE_ROW(3, "INSERT", "fence") TABLE_ROW(4, "UPDATE", "fence")           \
+               ", (5, 'EXECUTE ON FUNCTION advlock.fence_ok(bigint, bigint)',"           \
+               " pg_catalog.has_function_privilege(p.oid, 'EXECUTE'))")
 #define MARK_GRANTS_SQL                                                                  \
-    GRANTS_SQL("mark", USAGE_ROW TABLE_ROW(2, "SELECT", "mark") TABLE_ROW(3, "INSERT", "mark") \
-                           TABLE_ROW(4, "UPDATE", "mark") TABLE_ROW(5, "DELETE", "mark"))
+    GRANTS_SQL("mark", USAGE_ROW TABLE_ROW(2, "SELECT", "mark")                          \
+               TABLE_ROW(3, "INSERT", "mark") TABLE_ROW(4, "UPDATE", "mark")             \
+               TABLE_ROW(5, "DELETE", "mark"))
+/* clang-format on */
 
 /* What messages call the verify's statement. */
 #define HELD_CHECK "the held-lock check"
