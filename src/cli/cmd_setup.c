@@ -1,12 +1,13 @@
 /*
  * advlock setup: installs what fencing tokens and lock-delay need on a
  * database (the script advlock_fence_setup_sql() returns: schema advlock,
- * its counter table, its mark table and advlock.fence_ok()). Idempotent, so it may run on every deploy;
- * it needs CREATE on the database (the first time), and is never run
- * implicitly: users who take no tokens get no schema. Once installed, as
- * the script installs it, nothing is run: a role with only the grants
- * fencing needs (which the script's CREATE ... IF NOT EXISTS would refuse:
- * PostgreSQL checks CREATE on the database before it looks) succeeds too.
+ * its counter table, its mark table and advlock.fence_ok()). Idempotent,
+ * so it may run on every deploy; it needs CREATE on the database (the
+ * first time), and is never run implicitly: users who take no tokens get
+ * no schema. Once installed, as the script installs it, nothing is run: a
+ * role with only the grants fencing needs (which the script's CREATE ...
+ * IF NOT EXISTS would refuse: PostgreSQL checks CREATE on the database
+ * before it looks) succeeds too.
  */
 #include <getopt.h>
 #include <stdio.h>
