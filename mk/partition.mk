@@ -56,7 +56,7 @@ partition-test: $(BUILD)/advlock | deps-partition
 	$(PARTITION_LEASE_ENV) LEASE_CLI=100 tests/partition/lease.sh cli
 
 partition-delay-test: $(BUILD)/advlock | deps-partition
-	$(PARTITION_LEASE_ENV) LEASE_DELAY=30 tests/partition/lease.sh delay
+	ADVLOCK=$(BUILD)/advlock LEASE_DELAY=30 tests/partition/lease.sh delay
 
 # ---- leases behind PgBouncer under partitions (tests/partition/pgbouncer.sh) ---
 # In make test: the start-up warning, one cut-off run with a contender
