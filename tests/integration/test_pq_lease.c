@@ -209,7 +209,7 @@ static long long marks_of(fixture *f)
     char key[32];
     snprintf(key, sizeof key, "%lld", (long long)pgt_key_of(f->key));
     return pgt_query_int(f->observer, "SELECT count(*) FROM advlock.mark WHERE key = $1::bigint",
-                         key, NULL);
+                         key, (char *)NULL);
 }
 
 /* f's adapter, under the lease, with lock-delay on or off. */

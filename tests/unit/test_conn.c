@@ -1721,7 +1721,7 @@ static void answer_mark(int64_t token, int64_t stop_ms, int64_t written)
 
 static void expect_acquired(void)
 {
-    advlock_conn_event ev;
+    advlock_conn_event ev = {0};
     assert_int_equal(events(&ev), 1);
     assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
     assert_true(advlock_member_held(&f.m[0]));
@@ -1749,7 +1749,7 @@ static void lock_delay_waits_out_a_foreign_mark(void **state)
     int64_t granted = f.now;
     answer_mark(999, 20000, 0);
     assert_true(advlock_member_sleeping(&f.m[0]));
-    advlock_conn_event ev;
+    advlock_conn_event ev = {0};
     assert_int_equal(events(&ev), 1);
     assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
     assert_ptr_equal(ev.member, &f.m[0]);
@@ -1799,7 +1799,7 @@ static void lock_delay_timeout_gives_back_and_leaves_the_mark(void **state)
     answer(ADVLOCK_RESULT_TRUE);
     assert_true(advlock_member_busy(&f.m[0]));
     answer(ADVLOCK_RESULT_TRUE);
-    advlock_conn_event ev;
+    advlock_conn_event ev = {0};
     assert_int_equal(events(&ev), 1);
     assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
     assert_false(advlock_member_held(&f.m[0]));
@@ -1819,7 +1819,7 @@ static void lock_delay_cancel_gives_back(void **state)
     assert_true(advlock_member_busy(&f.m[0]));
     expect_unlock(&f.m[0]);
     answer(ADVLOCK_RESULT_TRUE);
-    advlock_conn_event ev;
+    advlock_conn_event ev = {0};
     assert_int_equal(events(&ev), 1);
     assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
     assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
@@ -1835,7 +1835,7 @@ static void lock_delay_mark_not_written_gives_back(void **state)
     answer_error("42P01", "relation \"advlock.mark\" does not exist");
     expect_unlock(&f.m[0]);
     answer(ADVLOCK_RESULT_TRUE);
-    advlock_conn_event ev;
+    advlock_conn_event ev = {0};
     assert_int_equal(events(&ev), 1);
     assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
     assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ESERVER);
