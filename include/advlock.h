@@ -1732,8 +1732,14 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  * heartbeat sent after it has answered: m's DONE comes then, or, if that
  * heartbeat fails, DONE (ACQUIRED) and LOST at once, in words saying so.
  *
+ * With options.lock_delay a grant is held back, m busy, until its mark is
+ * written and another holder's lease waited out (docs/design.md,
+ * "Lock-delay"): the wait counts against timeout_ms, and m's warning
+ * (ADVLOCK_CONN_WARNING) says why it takes that long.
+ *
  * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, timeout < 0, options
- * refused, a server-side wait without ADVLOCK_CAPS_CANCEL), ADVLOCK_EMISUSE
+ * refused, a server-side wait without ADVLOCK_CAPS_CANCEL, lock-delay on a
+ * connection without a lease), ADVLOCK_EMISUSE
  * (m busy or holding, m another engine's (advlock_member_init() frees it),
  * transaction scope outside a transaction block, the connection given up,
  * to be closed (advlock_conn_must_close()) or its lease ran out, another
@@ -1797,8 +1803,10 @@ ADVLOCK_API int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m
  * unlocked), a try in flight on a pump without ADVLOCK_CAPS_PIPELINE (the
  * caller waits for its answer; a grant is unlocked), a try of transaction
  * scope in flight (its grant cannot be unlocked: ACQUIRED, too late to
- * cancel), and an unlock still to send that undoes a grant the session
- * may hold (it goes out first); advlock_member_busy() tells them apart.
+ * cancel), an unlock still to send that undoes a grant the session
+ * may hold (it goes out first), and a grant lock-delay holds back
+ * (options.lock_delay: it is given back with an unlock first, and m ends
+ * CANCELLED at its answer); advlock_member_busy() tells them apart.
  * Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no acquire of
  * m's under way on c). Never fails for memory: each slot keeps room for
  * one such key.
