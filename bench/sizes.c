@@ -9,7 +9,7 @@
  * fencing token in its report takes it past 256 (ADVLOCK_MACHINE_SIZE), and the lease the adapter
  * runs takes the adapter past 1 KB: both goals are missed now. Since the
  * adapter became the connection engine with one member (the engine, its
- * member and slots, the pump's state: 3,256 bytes), it is shown without a
+ * member and slots, the pump's state: 3,264 bytes), it is shown without a
  * goal. The report a blocking call fills is shown beside them; it lives
  * only as long as the caller keeps it.
  *

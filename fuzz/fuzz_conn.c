@@ -1,6 +1,6 @@
 /*
  * Fuzzes the connection engine (advlock_conn) with opcode bytes: members
- * starting acquires (modes, fences, timeouts, server-side waits, session
+ * starting acquires (modes, fences, lock-delay, timeouts, server-side waits, session
  * or transaction scope inside a block that begins and ends), releases,
  * verifies (of a held lock, or by key of a lock the caller took with
  * statements of its own) and cancels; statements polled, sent or taken back, cancel
@@ -347,6 +347,14 @@ static void answer_head(model *md, input *in)
         a.settings[0] = byte(in) % 4;
         a.settings[1] = byte(in) % 8; /* after settings[0]: one order for every compiler */
         a.settings[2] = 0;
+    } else if (s.sql == ADVLOCK_SQL_MARK_TAKE || s.sql == ADVLOCK_SQL_MARK_WRITE
+               || s.sql == ADVLOCK_SQL_MARK_CLEAR) {
+        /* lock-delay's mark: another holder's (a stop bound of up to 8 s)
+         * now and then, else ours written */
+        advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
+        a.settings[0] = s.sql == ADVLOCK_SQL_MARK_TAKE && how % 2 ? 5 : 0;
+        a.settings[1] = a.settings[0] != 0 ? number(in) % 8000 : 0;
+        a.settings[2] = a.settings[0] == 0;
     } else {
         advlock_answer_init(&a, how % 2 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
     }
@@ -425,6 +433,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             o.diagnose = byte(&in) % 2;
             o.wait = !o.fence && byte(&in) % 4 == 0 ? ADVLOCK_WAIT_SERVER : ADVLOCK_WAIT_POLL;
             o.scope = md.in_block && byte(&in) % 3 == 0 ? ADVLOCK_TRANSACTION : ADVLOCK_SESSION;
+            o.lock_delay =
+                o.mode == ADVLOCK_EXCLUSIVE && o.scope == ADVLOCK_SESSION && byte(&in) % 3 == 0;
             int64_t key = keys[byte(&in) % KEYS];
             int64_t timeout = number(&in) % 5000;
             if (advlock_conn_start_acquire_key(&md.c, m, key, timeout, &o, md.now) == 0)

@@ -250,7 +250,25 @@ typedef enum advlock_sql {
     ADVLOCK_SQL_CLOSE_ALL = 37,
     ADVLOCK_SQL_COMMIT = 38,
     ADVLOCK_SQL_ROLLBACK = 39,
-    ADVLOCK_SQL_COUNT = 40
+    /* Lock-delay (options.lock_delay; docs/design.md, "Lock-delay"): the
+     * engine's statements on the mark table advlock_fence_setup_sql()
+     * creates, sent after a grant and before a release's unlock, never
+     * prepared. Each answers one row of three bigints
+     * (ADVLOCK_ANSWER_CAPACITY). $1 is the key, $2 this holder's token (the
+     * connection's session token), $3 its stop bound U in ms. */
+    /* Reads the key's mark and, only if no other token's is there, writes
+     * ours, durably (synchronous_commit on): the other token or 0, its
+     * stop bound or 0, 1 if ours was written. */
+    ADVLOCK_SQL_MARK_TAKE = 40,
+    /* Writes ours over whatever mark is there, durably: 0, 0, 1. */
+    ADVLOCK_SQL_MARK_WRITE = 41,
+    /* Deletes the key's mark if it is ours ($3 unused): 0, 0, rows
+     * deleted. */
+    ADVLOCK_SQL_MARK_CLEAR = 42,
+    /* The advlock command's own: the grants lock-delay needs that the
+     * connected role lacks (ADVLOCK_ANSWER_FENCE_GRANTS). */
+    ADVLOCK_SQL_MARK_GRANTS = 43,
+    ADVLOCK_SQL_COUNT = 44
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -270,12 +288,14 @@ typedef enum advlock_sql_answer_kind {
     /* One row: granted bool, token int8 (the fenced try-locks); reported
      * with advlock_on_fenced() (a NULL granted with advlock_on_result()). */
     ADVLOCK_ANSWER_FENCED = 4,
-    /* One row: three int8 (ADVLOCK_SQL_CAPACITY); read by the driver. */
+    /* One row: three int8 (ADVLOCK_SQL_CAPACITY, the lock-delay mark
+     * rows); read by the driver into advlock_answer.settings. */
     ADVLOCK_ANSWER_CAPACITY = 5,
     /* No rows: a command's completion (transaction control, the setup
      * script); read by the driver. */
     ADVLOCK_ANSWER_COMMAND = 6,
-    /* One row: schema advlock exists bool, table advlock.fence exists bool,
+    /* One row: schema advlock exists bool, tables advlock.fence and
+     * advlock.mark exist bool,
      * advlock.fence_ok(key bigint, token bigint)'s body text (NULL: no such
      * function); read by the driver. */
     ADVLOCK_ANSWER_FENCE_INSTALLED = 7,
@@ -308,8 +328,9 @@ ADVLOCK_API const char *advlock_sql_text(advlock_sql sql);
 ADVLOCK_API advlock_sql_answer_kind advlock_sql_answer(advlock_sql sql);
 
 /*
- * Returns the script that installs what fencing tokens need: schema
- * advlock, table advlock.fence (the counter, one row per key) and function
+ * Returns the script that installs what fencing tokens and lock-delay
+ * need: schema advlock, table advlock.fence (the counter, one row per
+ * key), table advlock.mark (lock-delay's mark, one row per key) and function
  * advlock.fence_ok(key bigint, token bigint) (true iff no newer token than
  * token was issued for key). Idempotent; several statements, so run it with
  * a simple-query call (libpq: PQexec). The text of ADVLOCK_SQL_FENCE_SETUP.
@@ -710,6 +731,21 @@ typedef struct advlock_options {
      * (after which the lock may be held) is followed by one unlock before
      * the acquire ends FAILED (ADVLOCK_DETAIL_UNDO_AFTER_FENCE_ERROR). */
     int fence;
+    /* Lock-delay (docs/design.md, "Lock-delay"), for the connection engine
+     * under its lease (advlock_conn_set_lease()): a grant is reported
+     * ACQUIRED only once this holder's mark (its token and stop bound) is
+     * durably in advlock.mark, the table advlock_fence_setup_sql()
+     * creates, and, where the mark of a holder that never released was
+     * there, once that holder's stop bound plus ADVLOCK_LEASE_MARGIN_MS
+     * has passed since the grant (counted against the timeout). A release
+     * clears the mark before its unlock. Costs one durable write per
+     * acquisition and one per release. Exclusive session locks only:
+     * advlock_set_options() refuses it with ADVLOCK_SHARED or
+     * ADVLOCK_TRANSACTION (ADVLOCK_EINVAL: a transaction's mark would
+     * commit or roll back with the caller's transaction), and the engine
+     * refuses it on a connection without a lease (ADVLOCK_EINVAL: a holder
+     * with no stop bound leaves nothing to wait out). */
+    int lock_delay;
 } advlock_options;
 
 /* Fills o with the reference behaviour (all zero). No-op for NULL. */
@@ -798,7 +834,7 @@ typedef struct advlock_machine {
     uint8_t scope_;
     uint8_t wait_;
     uint8_t backoff_;
-    uint8_t option_flags_; /* clip_to_deadline, diagnose, allow_standby */
+    uint8_t option_flags_; /* clip_to_deadline, diagnose, allow_standby, fence, lock_delay */
     uint8_t state_;
     uint8_t op_;
     uint8_t step_;
@@ -1559,7 +1595,7 @@ ADVLOCK_API void advlock_answer_init(advlock_answer *a, advlock_result result);
 /* The sizes of the engine's structs on 64-bit platforms (LP64), fixed:
  * bindings that allocate them without this header rely on them, and the
  * core checks them at build time. */
-#define ADVLOCK_MEMBER_SIZE    776
+#define ADVLOCK_MEMBER_SIZE    784
 #define ADVLOCK_CONN_SLOT_SIZE 72
 #define ADVLOCK_CONN_SIZE      656
 
@@ -1579,13 +1615,16 @@ typedef struct advlock_member {
     int64_t key_;
     int64_t timeout_ms_;
     int64_t started_ms_;
+    int64_t delay_at_ms_; /* lock-delay: the grant's answer, then the wait's end */
     uint8_t phase_;
     uint8_t list_;
     uint8_t acquiring_;
     uint8_t verifying_;
     uint8_t news_; /* events not yet polled: 1 done, 2 lost */
     uint8_t lease_expiry_;
-    uint8_t by_key_; /* a release or verify of a key it did not hold */
+    uint8_t by_key_;    /* a release or verify of a key it did not hold */
+    uint8_t delay_;     /* lock-delay's step */
+    uint8_t delay_end_; /* how a grant lock-delay gives back ends */
     char sqlstate_[6];
     char words_[ADVLOCK_CONN_WORDS_MAX];
 } advlock_member;
@@ -1638,10 +1677,11 @@ typedef struct advlock_conn {
     uint8_t capacity_read_, capacity_share_;
     uint8_t given_up_, polled_, starved_;
     uint8_t must_close_;
-    uint8_t waits_;    /* a member's acquire may wait on the server */
-    uint8_t in_block_; /* inside a transaction block (advlock_conn_on_transaction()) */
-    uint8_t warned_;   /* a warning not yet polled */
-    uint8_t xact_;     /* a member of transaction scope started since a block last ended */
+    uint8_t waits_;     /* a member's acquire may wait on the server */
+    uint8_t in_block_;  /* inside a transaction block (advlock_conn_on_transaction()) */
+    uint8_t warned_;    /* a warning not yet polled */
+    uint8_t xact_;      /* a member of transaction scope started since a block last ended */
+    uint32_t delaying_; /* members whose grant lock-delay holds back */
     advlock_member *warned_member_;
     char warning_sqlstate_[6];
     char warning_[ADVLOCK_CONN_WORDS_MAX];
@@ -1692,8 +1732,14 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  * heartbeat sent after it has answered: m's DONE comes then, or, if that
  * heartbeat fails, DONE (ACQUIRED) and LOST at once, in words saying so.
  *
+ * With options.lock_delay a grant is held back, m busy, until its mark is
+ * written and another holder's lease waited out (docs/design.md,
+ * "Lock-delay"): the wait counts against timeout_ms, and m's warning
+ * (ADVLOCK_CONN_WARNING) says why it takes that long.
+ *
  * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, timeout < 0, options
- * refused, a server-side wait without ADVLOCK_CAPS_CANCEL), ADVLOCK_EMISUSE
+ * refused, a server-side wait without ADVLOCK_CAPS_CANCEL, lock-delay on a
+ * connection without a lease), ADVLOCK_EMISUSE
  * (m busy or holding, m another engine's (advlock_member_init() frees it),
  * transaction scope outside a transaction block, the connection given up,
  * to be closed (advlock_conn_must_close()) or its lease ran out, another
@@ -1757,8 +1803,10 @@ ADVLOCK_API int advlock_conn_start_verify_key(advlock_conn *c, advlock_member *m
  * unlocked), a try in flight on a pump without ADVLOCK_CAPS_PIPELINE (the
  * caller waits for its answer; a grant is unlocked), a try of transaction
  * scope in flight (its grant cannot be unlocked: ACQUIRED, too late to
- * cancel), and an unlock still to send that undoes a grant the session
- * may hold (it goes out first); advlock_member_busy() tells them apart.
+ * cancel), an unlock still to send that undoes a grant the session
+ * may hold (it goes out first), and a grant lock-delay holds back
+ * (options.lock_delay: it is given back with an unlock first, and m ends
+ * CANCELLED at its answer); advlock_member_busy() tells them apart.
  * Returns 0, or ADVLOCK_EINVAL (NULL) or ADVLOCK_EMISUSE (no acquire of
  * m's under way on c). Never fails for memory: each slot keeps room for
  * one such key.

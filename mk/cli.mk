@@ -26,7 +26,8 @@ $(BUILD)/san/tests/test_profile: $(PROFILE_SRC:%.c=$(BUILD)/san/obj/%.o) $(FAKE_
 # computes, runs alone. bounds.sh stops the server's processes and
 # saturates a PgBouncer session pool of one connection: its own PgBouncer,
 # about 80 s alone.
-CLI_TEST_PARTS := cli-bounds-test cli-names-test cli-server-test cli-json-test cli-fence-test
+CLI_TEST_PARTS := cli-bounds-test cli-names-test cli-server-test cli-json-test cli-fence-test \
+    cli-lock-delay-test
 .PHONY: cli-test deps-cli cli-local-test $(CLI_TEST_PARTS)
 cli-test: cli-local-test $(BUILD)/advlock | deps-cli
 	@$(call together,$(CLI_TEST_PARTS),$(WAITING_JOBS))
@@ -38,6 +39,9 @@ cli-server-test: $(BUILD)/advlock | deps-cli
 # Its own server: it installs the fencing schema and crash-restarts the server.
 cli-fence-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/fence.sh
+# Its own server: it installs the schema and ends holders' sessions (about 20 s).
+cli-lock-delay-test: $(BUILD)/advlock | deps-cli
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/lock_delay.sh
 cli-bounds-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock ADVLOCK_TEST_PGBOUNCER_SESSION_POOL=1 tests/pg/with-pgbouncer.sh \
 	    scripts/run-tests.sh tests/cli/bounds.sh

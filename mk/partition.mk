@@ -28,14 +28,16 @@ deps-partition:
 
 # ---- leases under partitions (tests/partition/lease.sh) -----------------------
 # In make test: 6 advlock run partitions, 2 with the nonblocking adapter, a
-# blip, a restart, the default lease; then the Python drivers' partitions
-# (python/tests/partition_lease.py). make partition-test soaks advlock run
-# with 100 partitions and prints the figures (not in make test: ~15 min).
+# blip, a restart, the default lease, 3 partitions whose session the server
+# then ends under --lock-delay and 1 without it; then the Python drivers'
+# partitions (python/tests/partition_lease.py). make partition-test soaks
+# advlock run with 100 partitions and prints the figures (not in make test:
+# ~15 min); make partition-delay-test, 30 lock-delay partitions (~6 min).
 
 LEASE_HOLDER := $(BUILD)/partition/lease_holder
 PARTITION_LEASE_ENV = ADVLOCK=$(BUILD)/advlock LEASE_HOLDER=$(LEASE_HOLDER)
 
-.PHONY: partition-lease-test partition-test
+.PHONY: partition-lease-test partition-test partition-delay-test
 
 $(LEASE_HOLDER): tests/partition/lease_holder.c $(BUILD)/libadvlock_pq.a $(BUILD)/libadvlock.a | deps-pq
 	@mkdir -p $(@D)
@@ -52,6 +54,9 @@ programs: $(LEASE_HOLDER)
 
 partition-test: $(BUILD)/advlock | deps-partition
 	$(PARTITION_LEASE_ENV) LEASE_CLI=100 tests/partition/lease.sh cli
+
+partition-delay-test: $(BUILD)/advlock | deps-partition
+	ADVLOCK=$(BUILD)/advlock LEASE_DELAY=30 tests/partition/lease.sh delay
 
 # ---- leases behind PgBouncer under partitions (tests/partition/pgbouncer.sh) ---
 # In make test: the start-up warning, one cut-off run with a contender

@@ -224,6 +224,7 @@ class Options(Structure):
         ("lease_ms", c_int64),
         ("lease_stop_ms", c_int64),
         ("fence", c_int),
+        ("lock_delay", c_int),
     ]
 
 

@@ -133,6 +133,10 @@ class Sql(enum.IntEnum):
     CLOSE_ALL = _C["ADVLOCK_SQL_CLOSE_ALL"]
     COMMIT = _C["ADVLOCK_SQL_COMMIT"]
     ROLLBACK = _C["ADVLOCK_SQL_ROLLBACK"]
+    MARK_TAKE = _C["ADVLOCK_SQL_MARK_TAKE"]
+    MARK_WRITE = _C["ADVLOCK_SQL_MARK_WRITE"]
+    MARK_CLEAR = _C["ADVLOCK_SQL_MARK_CLEAR"]
+    MARK_GRANTS = _C["ADVLOCK_SQL_MARK_GRANTS"]
 
 
 # The SQL table, read once from the library: (text, answer kind) by id.

@@ -196,13 +196,14 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /*
- * After a fenced try refused for a privilege (SQLSTATE 42501): asks the
- * server which grants of those fencing tokens need (docs/operators.md) the
- * connected role lacks, and says them as the GRANT statements a DBA runs.
- * Waits for its statement as cli_await_results does; says nothing if the
- * question fails or nothing is missing.
+ * After a fenced try or a lock-delay mark refused for a privilege
+ * (SQLSTATE 42501): asks the server which grants the feature needs
+ * (docs/operators.md) the connected role lacks (check: ADVLOCK_SQL_FENCE_GRANTS
+ * or ADVLOCK_SQL_MARK_GRANTS), and says them, after needs ("fencing tokens
+ * need"), as the GRANT statements a DBA runs. Waits for its statement as cli_await_results does;
+ * says nothing if the question fails or nothing is missing.
  */
-void cli_say_missing_grants(PGconn *conn, cli_bound bound);
+void cli_say_missing_grants(PGconn *conn, cli_bound bound, advlock_sql check, const char *needs);
 
 /* Prints "advlock: " and the formatted message to stderr (in the format
  * --log-format chose: log.h). */

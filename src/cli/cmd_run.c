@@ -331,6 +331,11 @@ static void usage(FILE *to)
           "      --fence                  take a fencing token with the lock: COMMAND gets it\n"
           "                               as ADVLOCK_FENCE (and the key as ADVLOCK_KEY); needs\n"
           "                               'advlock setup'; not with --shared, --wait, --xact\n"
+          "      --lock-delay             a run whose holder left without releasing (its\n"
+          "                               session ended by the server during a partition)\n"
+          "                               waits out that holder's lease before COMMAND\n"
+          "                               starts; needs 'advlock setup' and the lease; not\n"
+          "                               with --shared, --xact, --lease 0\n"
           "      --lease SECONDS          over TCP, bound a cut-off run: it stops COMMAND\n"
           "                               before the server can free the lock, and the\n"
           "                               server frees it within this long (default 30;\n"
@@ -384,6 +389,22 @@ static int take_log_format(const char *arg)
     return 0;
 }
 
+/* Lock-delay records the run's stop bound, which the lease gives, in a mark
+ * that must outlive the run's transaction and exclude like an exclusive
+ * hold (docs/design.md, "Lock-delay"): 1 if the options allow it, else 0,
+ * said. */
+static int lock_delay_holds(const run_options *o)
+{
+    const char *why = o->lock.mode == ADVLOCK_SHARED ? "--shared (a mark is an exclusive holder's)"
+                      : o->xact ? "--xact (the mark would commit or roll back with the run's "
+                                  "transaction, after COMMAND)"
+                      : o->lease_ms == 0 ? "--lease 0 (the mark records the lease's stop bound)"
+                                         : NULL;
+    if (why != NULL)
+        cli_error("--lock-delay: not with %s", why);
+    return why == NULL;
+}
+
 static int parse_run_options(int argc, char **argv, run_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -413,6 +434,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
                     "seconds, such as 1 or 0.5 (at most 3 decimals; 0: never)"),
         CLI_SECONDS("lease", 0, &o->lease_ms, "seconds, such as 30 (at most 3 decimals; 0: none)"),
         CLI_SET("fence", 0, &o->lock.fence),
+        CLI_SET("lock-delay", 0, &o->lock.lock_delay),
         CLI_CALL("log-format", take_log_format),
         CLI_WHOLE("capacity-share", 0, &share, 1, 100, "a percentage from 1 to 100"),
     };
@@ -468,6 +490,8 @@ static int parse_run_options(int argc, char **argv, run_options *o)
                   "in advlock.fence_ok())");
         return -1;
     }
+    if (o->lock.lock_delay && !lock_delay_holds(o))
+        return -1;
     /* A --lease given is checked before connecting; the default one only
      * once the connection shows it applies (TCP, no --xact): --kill-after
      * alone must not refuse a run over a Unix socket, which has none. */
@@ -524,12 +548,15 @@ static int unix_socket(PGconn *conn)
  * Returns -1, said, if the default lease is too short for --kill-after. */
 static int take_lease(run_options *o, PGconn *conn)
 {
-    if (o->lease_ms > 0 && o->lease_given && (o->xact || unix_socket(conn)))
+    /* Lock-delay keeps the lease on a Unix socket: its mark records the
+     * stop bound, and the heartbeats cost little there. */
+    int none = o->xact || (unix_socket(conn) && !o->lock.lock_delay);
+    if (o->lease_ms > 0 && o->lease_given && none)
         cli_warning("--lease: %s",
                     o->xact
                         ? "not with --xact: this run has no lease"
                         : "no lease needed on a Unix socket: the kernel ends both sides at once");
-    if (o->xact || unix_socket(conn))
+    if (none)
         o->lease_ms = 0;
     if (!o->lease_given && check_lease(o) != 0)
         return -1;

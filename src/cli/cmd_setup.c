@@ -1,12 +1,13 @@
 /*
- * advlock setup: installs what fencing tokens need on a database (the
- * script advlock_fence_setup_sql() returns: schema advlock, its counter
- * table and advlock.fence_ok()). Idempotent, so it may run on every deploy;
- * it needs CREATE on the database (the first time), and is never run
- * implicitly: users who take no tokens get no schema. Once installed, as
- * the script installs it, nothing is run: a role with only the grants
- * fencing needs (which the script's CREATE ... IF NOT EXISTS would refuse:
- * PostgreSQL checks CREATE on the database before it looks) succeeds too.
+ * advlock setup: installs what fencing tokens and lock-delay need on a
+ * database (the script advlock_fence_setup_sql() returns: schema advlock,
+ * its counter table, its mark table and advlock.fence_ok()). Idempotent,
+ * so it may run on every deploy; it needs CREATE on the database (the
+ * first time), and is never run implicitly: users who take no tokens get
+ * no schema. Once installed, as the script installs it, nothing is run: a
+ * role with only the grants fencing needs (which the script's CREATE ...
+ * IF NOT EXISTS would refuse: PostgreSQL checks CREATE on the database
+ * before it looks) succeeds too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,9 @@
 static void usage(FILE *to)
 {
     fputs("usage: advlock setup [-d CONNINFO] [-w SECONDS]\n"
-          "  Create (if missing) the schema advlock, its table advlock.fence and the\n"
-          "  function advlock.fence_ok(key, token) that 'advlock run --fence' needs.\n"
+          "  Create (if missing) the schema advlock, its tables advlock.fence and\n"
+          "  advlock.mark and the function advlock.fence_ok(key, token) that\n"
+          "  'advlock run --fence' and 'advlock run --lock-delay' need.\n"
           "\n"
           "  -d, --dbname CONNINFO  connection string or URI (default: PG* variables)\n"
           "  -w, --timeout SECONDS  give up on a server that does not answer after this\n"

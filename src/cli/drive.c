@@ -13,6 +13,9 @@
 
 #include "run.h"
 
+/* How the engine's lock-delay words begin (src/core/conn_delay.c). */
+#define LOCK_DELAY_WORDS "lock-delay: "
+
 void run_on_lock_event(void *user, const advlock_event *e)
 {
     progress *p = user;
@@ -21,6 +24,14 @@ void run_on_lock_event(void *user, const advlock_event *e)
         p->attempt = e->report->attempts;
         p->retry_at_ms = 0;
         event.kind = CLI_EVENT_TRYING;
+        cli_log(&event);
+    } else if (e->kind == ADVLOCK_EVENT_WARNING && e->message != NULL
+               && strncmp(e->message, LOCK_DELAY_WORDS, strlen(LOCK_DELAY_WORDS)) == 0) {
+        /* The engine's own warning: why a granted acquire takes this long.
+         * (The server's notices reach the report, not the log.) */
+        event.kind = CLI_EVENT_MESSAGE;
+        event.level = CLI_INFO;
+        event.said = e->message;
         cli_log(&event);
     } else if (e->kind == ADVLOCK_EVENT_SLEEP && e->report->attempts > 0) {
         /* (a release's retries behind a proxy sleep too: no attempts) */

@@ -84,7 +84,7 @@ static void usage(FILE *to)
           "  status KEY...   say whether each lock is held, by whom, and who waits\n"
           "  simulate        clients racing for locks on the fake database, no server\n"
           "  calibrate       measure a server as a herd meets it: a profile for simulate\n"
-          "  setup           install the schema fencing tokens need (run --fence)\n"
+          "  setup           install the schema run --fence and --lock-delay need\n"
           "\n"
           "Run 'advlock COMMAND --help' for a command's options; see advlock(1).\n",
           to);

@@ -366,9 +366,13 @@ int run_acquire_name(run_locks *l, run_options *o, progress *shown, int64_t star
                              .said = describe(&told, o->key, message, sizeof message)});
         if (advlock_detail_in_doubt(r->lock.detail) && !o->xact)
             release_quietly(l, i, o);
-        if (o->lock.fence && strcmp(r->lock.sqlstate, "42501") == 0) {
+        if ((o->lock.fence || o->lock.lock_delay) && strcmp(r->lock.sqlstate, "42501") == 0) {
             run_settle(l, bound.until_ms);
-            cli_say_missing_grants(conn, bound);
+            if (o->lock.fence)
+                cli_say_missing_grants(conn, bound, ADVLOCK_SQL_FENCE_GRANTS,
+                                       "fencing tokens need");
+            if (o->lock.lock_delay)
+                cli_say_missing_grants(conn, bound, ADVLOCK_SQL_MARK_GRANTS, "lock-delay needs");
         }
         return acquire_failed_status(&r->lock, o);
     }

@@ -111,7 +111,10 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
      * names one after another (advlock run --wait A B) waits for the next
      * while holding the first. */
     int server_wait = chosen.wait == ADVLOCK_WAIT_SERVER;
-    if (chosen.lease_ms != 0 || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL)))
+    /* Lock-delay records this holder's stop bound, which only the
+     * connection's lease gives. */
+    if (chosen.lease_ms != 0 || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL))
+        || (chosen.lock_delay && !c->lease_on_))
         return ADVLOCK_EINVAL;
     if (c->waits_ || (chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_)
         || (server_wait
@@ -131,6 +134,7 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     m->timeout_ms_ = timeout_ms;
     m->acquiring_ = 1;
     m->by_key_ = 0;
+    m->delay_ = DELAY_OFF;
     c->waits_ = (uint8_t)server_wait;
     advlock_conn_start_machine(c, m, now_ms);
     return 0;
@@ -161,6 +165,9 @@ static int start_on_held(advlock_conn *c, advlock_member *m, int verify, int64_t
     m->acquiring_ = 0;
     m->verifying_ = (uint8_t)verify;
     c->verifying_ += (uint32_t)verify;
+    /* Lock-delay: the release clears the holder's mark before its unlock. */
+    if (!verify && m->delay_ == DELAY_MARKED)
+        m->delay_ = DELAY_CLEAR;
     advlock_conn_follow(c, m, now_ms);
     return 0;
 }
@@ -235,6 +242,10 @@ int advlock_conn_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
         return ADVLOCK_EINVAL;
     if (m->conn_ != c || !busy(m) || !m->acquiring_)
         return ADVLOCK_EMISUSE;
+    if (m->delay_ != DELAY_OFF) {
+        advlock_conn_delay_cancel(c, m, now_ms);
+        return 0;
+    }
     if (m->phase_ == CONN_SLEEPING) {
         (void)advlock_cancel(&m->machine_, now_ms);
         advlock_conn_follow(c, m, now_ms);
@@ -351,6 +362,11 @@ __attribute__((noinline)) static void on_timer(advlock_conn *c, int64_t now_ms)
     advlock_member *m = c->lists_[CONN_SLEEP_LIST];
     while (m != NULL) {
         advlock_member *next = m->next_;
+        if (m->delay_ == DELAY_WAIT) {
+            advlock_conn_delay_tend(c, m, now_ms);
+            m = next;
+            continue;
+        }
         (void)advlock_on_timer(&m->machine_, now_ms);
         if (advlock_next_action(&m->machine_).kind != ADVLOCK_ACTION_SLEEP)
             advlock_conn_follow(c, m, now_ms);
@@ -375,7 +391,8 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
         return INT64_MAX;
     int64_t at = advlock_conn_lease_wake(c);
     for (const advlock_member *m = c->lists_[CONN_SLEEP_LIST]; m != NULL; m = m->next_) {
-        int64_t wake = advlock_next_action(&m->machine_).wake_at_ms;
+        int64_t wake = m->delay_ == DELAY_WAIT ? advlock_conn_delay_wake(m)
+                                               : advlock_next_action(&m->machine_).wake_at_ms;
         if (wake < at)
             at = wake;
     }
@@ -586,19 +603,6 @@ int advlock_conn_watching(const advlock_conn *c)
 
 /* A warning for m (NULL: the connection's statement) in words, kept for
  * its event; m's event callback hears it at once. */
-static void warn(advlock_conn *c, advlock_member *m, const char *sqlstate, const char *words,
-                 int64_t now_ms)
-{
-    c->warned_ = 1;
-    c->warned_member_ = m;
-    advlock_text t;
-    advlock_text_init(&t, c->warning_sqlstate_, sizeof c->warning_sqlstate_);
-    if (sqlstate != NULL && strlen(sqlstate) == 5)
-        advlock_text_put(&t, sqlstate);
-    if (m != NULL)
-        advlock_notify(&m->machine_, ADVLOCK_EVENT_WARNING, words, now_ms);
-}
-
 void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words,
                             int64_t now_ms)
 {
@@ -606,11 +610,13 @@ void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *w
         return;
     advlock_statement head;
     advlock_member *m = advlock_conn_head(c, &head) ? head.member : NULL;
+    if (m != NULL)
+        advlock_conn_delay_notice(m, head.sql, words);
     advlock_text t;
     advlock_text_init(&t, c->warning_, sizeof c->warning_);
     if (words != NULL)
         advlock_text_putn(&t, words, strcspn(words, "\n"));
-    warn(c, m, sqlstate, c->warning_, now_ms);
+    advlock_conn_warn(c, m, sqlstate, c->warning_, now_ms);
 }
 
 void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const char *why,
@@ -626,7 +632,7 @@ void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const cha
     /* m is the pump's word, and may be freed since (cancelled): it is
      * read only when it is the waiter whose cancel request this was. */
     advlock_member *w = advlock_conn_waiter(c);
-    warn(c, m != NULL && m == w ? w : NULL, NULL, c->warning_, now_ms);
+    advlock_conn_warn(c, m != NULL && m == w ? w : NULL, NULL, c->warning_, now_ms);
 }
 
 const char *advlock_conn_warning(const advlock_conn *c)

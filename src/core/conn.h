@@ -1,8 +1,8 @@
 /* What the connection engine's files share; none of it is exported. The
  * files are layered, each calling only those above it in this header:
  * conn_members.c (members and their lists), conn_lease.c (the lease),
- * conn_queue.c (the statements in flight, and a pump's turn in one call),
- * conn.c (the API). */
+ * conn_delay.c (lock-delay's mark), conn_queue.c (the statements in
+ * flight, and a pump's turn in one call), conn.c (the API). */
 #ifndef ADVLOCK_CONN_INTERNAL_H
 #define ADVLOCK_CONN_INTERNAL_H
 
@@ -44,6 +44,23 @@ enum { CAPACITY_UNREAD = 0, CAPACITY_ASKED, CAPACITY_READ };
 
 /* The lease's statement in flight (advlock_conn.lease_query_). */
 enum { LEASE_NONE = 0, LEASE_SETUP, LEASE_HEARTBEAT, LEASE_CONFIRM };
+
+/* Lock-delay's steps (advlock_member.delay_), docs/design.md,
+ * "Lock-delay". From TAKE to UNDO the member is an acquire under way whose
+ * grant the session holds (counted in advlock_conn.delaying_). */
+enum {
+    DELAY_OFF = 0, /* no mark of this member's: off, or not granted yet */
+    DELAY_TAKE,    /* granted: the mark's read (and write) to send or in flight */
+    DELAY_WAIT,    /* another holder's mark: sleeping till delay_at_ms_ */
+    DELAY_WRITE,   /* waited out: our mark's write to send or in flight */
+    DELAY_UNDO,    /* giving the grant back: the unlock to send or in flight */
+    DELAY_MARKED,  /* held, our mark durable */
+    DELAY_CLEAR,   /* releasing: the clear to send, alone, before the unlock */
+    DELAY_CLEARED  /* releasing: the clear sent, the machine's unlock next */
+};
+
+/* How an acquire whose grant lock-delay gives back ends (delay_end_). */
+enum { DELAY_END_NONE = 0, DELAY_END_TIMED_OUT, DELAY_END_CANCELLED, DELAY_END_FAILED };
 
 /* The member's news_ bits. */
 enum { NEWS_DONE = 1, NEWS_LOST = 2 };
@@ -119,6 +136,11 @@ void advlock_conn_fail(advlock_conn *c, advlock_member *m, advlock_result r, con
 int advlock_conn_may_send(advlock_conn *c, advlock_member *m, const advlock_action *act,
                           int64_t now_ms);
 
+/* Records a warning of m's (NULL: the connection's) for the next event;
+ * m's event callback hears it at once. */
+void advlock_conn_warn(advlock_conn *c, advlock_member *m, const char *sqlstate, const char *words,
+                       int64_t now_ms);
+
 /* ---- conn_lease.c ---- */
 
 /* 1 when the lease is still to be set up before the statement sql. */
@@ -179,6 +201,48 @@ void advlock_conn_end_outside_block(advlock_conn *c, advlock_member *m);
 
 /* 1 when sql is a try or a wait of transaction scope. */
 int advlock_conn_is_xact_lock(int sql);
+
+/* ---- conn_delay.c ---- */
+
+/* The statement m's lock-delay step sends instead of its machine's next
+ * one, into *act: 1, or 0 (none: the machine's). */
+int advlock_conn_delay_action(const advlock_conn *c, const advlock_member *m, advlock_action *act);
+
+/* 1 when the statement sql goes in a batch of its own (a mark's write
+ * commits at the batch's end, and must not roll back with another's
+ * failure, nor commit after the unlock that follows a clear). */
+int advlock_conn_delay_alone(int sql);
+
+/* m's lock-delay statement sql was sent: 1 when m stays queued (a clear,
+ * whose release's unlock goes next, after the sync). */
+int advlock_conn_delay_sent(advlock_member *m, int sql);
+
+/* 1 when lock-delay holds m's grant back (the session holds it). */
+int advlock_conn_delay_holding(const advlock_member *m);
+
+/* 1 when the answer to m's statement sql is lock-delay's to take. */
+int advlock_conn_delay_owns(const advlock_member *m, int sql);
+
+/* The answer a to m's lock-delay statement sql (again: aborted or to be
+ * sent again). */
+void advlock_conn_delay_answered(advlock_conn *c, advlock_member *m, int sql,
+                                 const advlock_answer *a, int again, int64_t now_ms);
+
+/* m sleeps out another holder's lease: its time came (the wait's end, or
+ * the acquire's timeout first). */
+void advlock_conn_delay_tend(advlock_conn *c, advlock_member *m, int64_t now_ms);
+
+/* When m's lock-delay sleep ends. */
+int64_t advlock_conn_delay_wake(const advlock_member *m);
+
+/* The caller cancels m's acquire, whose grant lock-delay holds back: the
+ * grant is given back first, m's DONE (CANCELLED) comes then. */
+void advlock_conn_delay_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms);
+
+/* The server warned about m's statement in flight (head: its sql) with
+ * words: a mark whose commit stopped waiting for the synchronous standby
+ * is not durable, and the acquire gives its grant back. */
+void advlock_conn_delay_notice(advlock_member *m, int sql, const char *words);
 
 /* ---- conn_queue.c ---- */
 

@@ -208,7 +208,7 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms)
         expired(c, "", now_ms);
     if (!c->lease_holding_)
         return;
-    if (c->lists_[CONN_HELD_LIST] == NULL && c->verifying_ == 0) {
+    if (c->lists_[CONN_HELD_LIST] == NULL && c->verifying_ == 0 && c->delaying_ == 0) {
         /* Nothing held (released, or lost with the connection): no more
          * heartbeats until the next grant. */
         (void)advlock_lease_stop(&c->lease_);

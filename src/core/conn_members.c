@@ -152,6 +152,37 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m)
     m->news_ = 0;
 }
 
+/* Lock-delay's first step (the rest: conn_delay.c): m's acquire was
+ * granted, but is not reported ACQUIRED before its mark is durable, and
+ * another holder's lease waited out. The session holds the grant
+ * meanwhile, in the exclusion table too; the time of its answer is where
+ * the wait counts from. */
+static int held_back(advlock_conn *c, advlock_member *m, const advlock_report *r)
+{
+    if (!m->acquiring_ || r->outcome != ADVLOCK_ACQUIRED || m->delay_ != DELAY_OFF
+        || !advlock_machine_lock_delay(&m->machine_))
+        return 0;
+    m->delay_ = DELAY_TAKE;
+    m->delay_end_ = DELAY_END_NONE;
+    m->delay_at_ms_ = m->machine_.now_ms_;
+    c->delaying_++;
+    if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)
+        (void)advlock_peers_granted(&c->peers_, &m->peer_);
+    advlock_conn_move(c, m, CONN_QUEUED);
+    return 1;
+}
+
+/* m's operation ends with r: a grant lock-delay held back is marked (or
+ * given back), a release's clear is over. */
+static void delay_settle(advlock_conn *c, advlock_member *m, const advlock_report *r)
+{
+    if (m->delay_ == DELAY_OFF || m->delay_ == DELAY_MARKED)
+        return;
+    if (m->delay_ < DELAY_MARKED)
+        c->delaying_--;
+    m->delay_ = m->acquiring_ && r->outcome == ADVLOCK_ACQUIRED ? DELAY_MARKED : DELAY_OFF;
+}
+
 /* An operation ended: a grant, or a verify that found the lock, is held;
  * so is a lock whose release or verify failed (but on a connection given
  * up), which the session may still hold, and a transaction's lock
@@ -160,10 +191,13 @@ void advlock_conn_untell(advlock_conn *c, advlock_member *m)
  * anything else leaves the table. */
 static void finish(advlock_conn *c, advlock_member *m, const advlock_report *r)
 {
-    m->report_ = *r;
     /* A server-side wait had the connection to itself: its end frees it. */
     if (m->acquiring_)
         c->waits_ = 0;
+    if (held_back(c, m, r))
+        return;
+    delay_settle(c, m, r);
+    m->report_ = *r;
     int on_held = !m->acquiring_ && !m->by_key_;
     if (m->verifying_) {
         m->verifying_ = 0;
@@ -398,4 +432,17 @@ int advlock_conn_may_send(advlock_conn *c, advlock_member *m, const advlock_acti
     answer_busy(m, act->sql, now_ms);
     advlock_conn_follow(c, m, now_ms);
     return 0;
+}
+
+void advlock_conn_warn(advlock_conn *c, advlock_member *m, const char *sqlstate, const char *words,
+                       int64_t now_ms)
+{
+    c->warned_ = 1;
+    c->warned_member_ = m;
+    advlock_text t;
+    advlock_text_init(&t, c->warning_sqlstate_, sizeof c->warning_sqlstate_);
+    if (sqlstate != NULL && strlen(sqlstate) == 5)
+        advlock_text_put(&t, sqlstate);
+    if (m != NULL)
+        advlock_notify(&m->machine_, ADVLOCK_EVENT_WARNING, words, now_ms);
 }

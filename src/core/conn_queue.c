@@ -317,6 +317,17 @@ static int undoing(const advlock_member *m)
     return m->acquiring_ && next.kind == ADVLOCK_ACTION_QUERY && advlock_conn_is_unlock(next.sql);
 }
 
+/* The unlock undoing m's grant (s) failed: the key stays taken by a
+ * keeper and the unlock is owed, or the connection must close. */
+static void owe_undo(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s)
+{
+    if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
+        return;
+    int32_t k = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
+    keeper(c, k)->kept_unlock_ = s->sql_;
+    give_back_failed(c, k);
+}
+
 /* The unlock undoing m's grant (s) failed (answer a), and the machine says
  * the grant is in doubt (a lost connection took it with the session): as
  * with a give-back that failed, the key stays taken by a keeper and the
@@ -332,12 +343,20 @@ static void undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_s
         return;
     advlock_action next = advlock_next_action(&m->machine_);
     if (next.kind != ADVLOCK_ACTION_DONE || next.report->outcome != ADVLOCK_FAILED
-        || !advlock_detail_in_doubt(next.report->detail)
-        || advlock_peer_state(&m->peer_) == ADVLOCK_PEER_OUT)
+        || !advlock_detail_in_doubt(next.report->detail))
         return;
-    int32_t k = keep_peer(c, &m->peer_, s->key_, (advlock_mode)m->peer_.mode_);
-    keeper(c, k)->kept_unlock_ = s->sql_;
-    give_back_failed(c, k);
+    owe_undo(c, m, s);
+}
+
+/* The unlock lock-delay sent to give m's held-back grant back (s) failed
+ * on the server, or reached another server session behind a proxy (NULL):
+ * the engine's to give back from then on, as for the machine's undo. */
+static void delay_undo_failed(advlock_conn *c, advlock_member *m, const advlock_conn_slot *s,
+                              const advlock_answer *a)
+{
+    if (m->delay_ == DELAY_UNDO && advlock_conn_is_unlock(s->sql_) && !a->aborted
+        && (a->result == ADVLOCK_RESULT_SERVER_ERROR || a->result == ADVLOCK_RESULT_NULL))
+        owe_undo(c, m, s);
 }
 
 /* m's statement s has its final answer a: feeds it, keeps the exclusion
@@ -409,11 +428,18 @@ static int ends_with_prepare(const advlock_member *m, int sql)
     return next.kind == ADVLOCK_ACTION_QUERY && (int)next.sql == sql;
 }
 
+/* sql's bit in the prepared statements' sets; 0 for the rows past them,
+ * which always go unnamed. */
+static uint32_t prepare_bit(int sql)
+{
+    return sql < 32 ? UINT32_C(1) << sql : 0;
+}
+
 /* Slot s, out of the ring, has its answer a. */
 static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer *a, int64_t now_ms)
 {
     int lost = a->result == ADVLOCK_RESULT_CONNECTION_LOST;
-    uint32_t bit = UINT32_C(1) << s->sql_;
+    uint32_t bit = prepare_bit(s->sql_);
     /* A prepared statement someone dropped (26000: DISCARD ALL, DEALLOCATE):
      * the statement never ran; it is prepared again and goes again. */
     int dropped = !lost && s->form_ == ADVLOCK_FORM_NAMED && sqlstate_is(a, "26000");
@@ -461,7 +487,10 @@ static void dispatch(advlock_conn *c, advlock_conn_slot *s, const advlock_answer
         }
         break;
     case SLOT_MEMBER:
-        if (again)
+        if (advlock_conn_delay_owns(s->member_, s->sql_)) {
+            delay_undo_failed(c, s->member_, s, a);
+            advlock_conn_delay_answered(c, s->member_, s->sql_, a, again, now_ms);
+        } else if (again)
             advlock_conn_move(c, s->member_, CONN_QUEUED);
         else
             member_answered(c, s->member_, s, a, now_ms);
@@ -589,11 +618,11 @@ static int give_back(advlock_conn *c, advlock_statement *st, int64_t now_ms)
 /* The form of sql on this connection. */
 static int form_of(const advlock_conn *c, int sql)
 {
-    uint32_t bit = UINT32_C(1) << sql;
+    uint32_t bit = prepare_bit(sql);
     /* Inside a transaction block a statement found missing would abort
      * the caller's transaction. */
     if (!(c->caps_ & ADVLOCK_CAPS_PREPARE) || c->session_.proxied || sql == ADVLOCK_SQL_SESSION
-        || c->in_block_ || (c->unnamed_ & bit))
+        || c->in_block_ || bit == 0 || (c->unnamed_ & bit))
         return ADVLOCK_FORM_UNNAMED;
     return ADVLOCK_FORM_NAMED;
 }
@@ -607,7 +636,9 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
             c->starved_ = 1;
             return 0;
         }
-        advlock_action act = advlock_next_action(&m->machine_);
+        advlock_action act;
+        if (!advlock_conn_delay_action(c, m, &act))
+            act = advlock_next_action(&m->machine_);
         if (act.kind != ADVLOCK_ACTION_QUERY) {
             advlock_conn_move(c, m, CONN_IDLE);
             advlock_conn_follow(c, m, now_ms);
@@ -649,11 +680,12 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         /* A fenced try writes its token in the batch's implicit transaction,
          * which a later failure in the batch would roll back after the token
          * was handed out: it goes in a batch of its own. */
-        int alone = advlock_sql_answer(act.sql) == ADVLOCK_ANSWER_FENCED;
+        int alone = advlock_sql_answer(act.sql) == ADVLOCK_ANSWER_FENCED
+                    || advlock_conn_delay_alone(act.sql);
         if (alone && c->unsynced_ && !c->follow_)
             return emit_sync(c, st);
         int form = form_of(c, act.sql);
-        uint32_t bit = UINT32_C(1) << act.sql;
+        uint32_t bit = prepare_bit(act.sql);
         if (form == ADVLOCK_FORM_NAMED && !(c->prepared_ & bit) && !(c->preparing_ & bit)) {
             c->preparing_ |= bit;
             c->follow_ = 1;
@@ -664,7 +696,8 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         c->close_batch_ = (uint8_t)(alone && pipelining(c));
         advlock_conn_slot *s = push(c, SLOT_MEMBER, act.sql, form, m, now_ms);
         s->key_ = act.param;
-        advlock_conn_move(c, m, CONN_SENT);
+        if (!advlock_conn_delay_sent(m, act.sql))
+            advlock_conn_move(c, m, CONN_SENT);
         return emit(st, s, &act);
     }
     return 0;
@@ -791,8 +824,10 @@ void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t
         return;
     }
     /* An unlock undoing a grant the session still holds goes again at the
-     * next turn, as a give-back does: failing it would free the key. */
-    if (!broken && s.kind_ == SLOT_MEMBER && undoing(s.member_)) {
+     * next turn, as a give-back does: failing it would free the key; so
+     * does a statement of a grant lock-delay holds back. */
+    if (!broken && s.kind_ == SLOT_MEMBER
+        && (undoing(s.member_) || advlock_conn_delay_holding(s.member_))) {
         advlock_conn_move(c, s.member_, CONN_QUEUED);
         return;
     }

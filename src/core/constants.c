@@ -66,6 +66,10 @@ static const advlock_constant constants[] = {
     ENUMERATOR(advlock_sql, ADVLOCK_SQL_CLOSE_ALL),
     ENUMERATOR(advlock_sql, ADVLOCK_SQL_COMMIT),
     ENUMERATOR(advlock_sql, ADVLOCK_SQL_ROLLBACK),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_MARK_TAKE),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_MARK_WRITE),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_MARK_CLEAR),
+    ENUMERATOR(advlock_sql, ADVLOCK_SQL_MARK_GRANTS),
     ENUMERATOR(advlock_sql, ADVLOCK_SQL_COUNT),
     /* advlock_sql_answer_kind */
     ENUMERATOR(advlock_sql_answer_kind, ADVLOCK_ANSWER_BOOLEAN),

@@ -32,6 +32,9 @@ advlock_sql advlock_sql_for_fenced(advlock_scope scope);
 /* 1 for the verify's rows (ADVLOCK_SQL_HELD and its forms). */
 int advlock_sql_verifies(advlock_sql sql);
 
+/* 1 when m's options ask for lock-delay (advlock_options.lock_delay). */
+int advlock_machine_lock_delay(const advlock_machine *m);
+
 /* 1 when a fenced try's error with sqlstate (NULL: unknown, 0) is one it
  * raises before it runs (class 42: the schema or a privilege missing, at
  * parse or executor start; 3F000: no schema; 25006: read-only, a

@@ -45,7 +45,13 @@ enum step {
     STEP_VERIFY
 };
 enum cancel { CANCEL_NONE, CANCEL_PENDING };
-enum option_flag { CLIP_TO_DEADLINE = 1, DIAGNOSE = 2, ALLOW_STANDBY = 4, FENCE = 8 };
+enum option_flag {
+    CLIP_TO_DEADLINE = 1,
+    DIAGNOSE = 2,
+    ALLOW_STANDBY = 4,
+    FENCE = 8,
+    LOCK_DELAY = 16
+};
 
 /* The reference's schedule: Task.Delay(delayMs), then
  * delayMs = Math.Min(delayMs * 2, 1000), starting from 100.
@@ -322,6 +328,10 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
      * in the try's statement, which a server-side wait is not. */
     if (o->fence && (o->mode != ADVLOCK_EXCLUSIVE || o->wait != ADVLOCK_WAIT_POLL))
         return ADVLOCK_EINVAL;
+    /* A mark excludes like an exclusive hold, and must outlive the
+     * caller's transaction. */
+    if (o->lock_delay && (o->mode != ADVLOCK_EXCLUSIVE || o->scope != ADVLOCK_SESSION))
+        return ADVLOCK_EINVAL;
     advlock_lease_plan plan;
     if (o->lease_ms != 0 && advlock_lease_plan_init(&plan, o->lease_ms, o->lease_stop_ms) != 0)
         return ADVLOCK_EINVAL;
@@ -338,7 +348,8 @@ int advlock_set_options(advlock_machine *m, const advlock_options *o)
     m->backoff_ = (uint8_t)o->backoff;
     m->option_flags_ =
         (uint8_t)((o->clip_to_deadline ? CLIP_TO_DEADLINE : 0) | (o->diagnose ? DIAGNOSE : 0)
-                  | (o->allow_standby ? ALLOW_STANDBY : 0) | (o->fence ? FENCE : 0));
+                  | (o->allow_standby ? ALLOW_STANDBY : 0) | (o->fence ? FENCE : 0)
+                  | (o->lock_delay ? LOCK_DELAY : 0));
     return 0;
 }
 
@@ -574,6 +585,11 @@ static void on_wait_error(advlock_machine *m)
     }
     m->fail_after_undo_ = (uint8_t)failure;
     undo(m, ADVLOCK_DETAIL_UNDO_AFTER_57014);
+}
+
+int advlock_machine_lock_delay(const advlock_machine *m)
+{
+    return option(m, LOCK_DELAY);
 }
 
 int advlock_fenced_fails_before_locking(const char *sqlstate)

@@ -1,6 +1,7 @@
 /*
  * The one table of SQL advlock sends: the core's, and the advlock command's
- * own (the rows from ADVLOCK_SQL_OCCUPY on). Every parameter is a bigint:
+ * own (the rows from ADVLOCK_SQL_OCCUPY to ADVLOCK_SQL_ROLLBACK, and
+ * ADVLOCK_SQL_MARK_GRANTS). Every parameter is a bigint:
  * the lock key first (the session check's is its token), then a wait's
  * bound in milliseconds, then a guarded row's token. What a row returns
  * decides which input reports its answer.
@@ -216,6 +217,43 @@
     " f.token)"                                                                      \
     " SELECT l.granted, t.token FROM l LEFT JOIN t ON true"
 
+/*
+ * Lock-delay's mark (docs/design.md, "Lock-delay"): one row per key, the
+ * holder's token and its stop bound U, written before the holder is told
+ * it holds the lock. Each statement is its own implicit transaction, with
+ * synchronous_commit on for it alone (read at its commit): the mark is
+ * durable, and on a synchronous standby, before the answer leaves the
+ * server. Sent after the grant's answer, so its snapshot is taken after
+ * the previous holder's session ended: a mark that session committed is
+ * seen. MARK_TAKE locks the row it reads (FOR UPDATE) and writes ours only
+ * where no other token's is: a clean hand-off (the last holder cleared
+ * its mark) costs this one statement. The beat column is the server's
+ * time of the write, for a later shortening of the wait by the server's
+ * clock; nothing reads it yet.
+ */
+/* clang-format off */
+#define MARK_DURABLE "(SELECT pg_catalog.set_config('synchronous_commit', 'on', true))"
+#define MARK_UPSERT(condition)                                                            \
+    "INSERT INTO advlock.mark AS m (key, token, stop_ms, beat)"                           \
+    " SELECT $1::bigint, $2::bigint, $3::bigint, pg_catalog.now() FROM " MARK_DURABLE     \
+    " d WHERE " condition " ON CONFLICT (key) DO UPDATE SET token = excluded.token,"      \
+    " stop_ms = excluded.stop_ms, beat = excluded.beat RETURNING 1"
+#define MARK_TAKE_SQL                                                                     \
+    "WITH old AS (SELECT m.token, m.stop_ms FROM advlock.mark m WHERE m.key = $1::bigint" \
+    " AND m.token <> $2::bigint FOR UPDATE),"                                             \
+    " w AS (" MARK_UPSERT("NOT EXISTS (SELECT FROM old)") ")"                             \
+    " SELECT coalesce((SELECT old.token FROM old), 0)::bigint,"                           \
+    " coalesce((SELECT old.stop_ms FROM old), 0)::bigint,"                                \
+    " (SELECT pg_catalog.count(*) FROM w)::bigint"
+#define MARK_WRITE_SQL                                                                    \
+    "WITH w AS (" MARK_UPSERT("true") ")"                                                 \
+    " SELECT 0::bigint, 0::bigint, (SELECT pg_catalog.count(*) FROM w)::bigint"
+/* clang-format on */
+#define MARK_CLEAR_SQL                                                                  \
+    "WITH c AS (DELETE FROM advlock.mark WHERE key = $1::bigint AND token = $2::bigint" \
+    " AND $3::bigint IS NOT NULL RETURNING 1)"                                          \
+    " SELECT 0::bigint, 0::bigint, (SELECT pg_catalog.count(*) FROM c)::bigint"
+
 /* The settings that size the server's shared lock table (docs/design.md,
  * "The server's lock table"); current_setting() shows these three as plain
  * numbers. */
@@ -230,6 +268,12 @@
     "CREATE TABLE IF NOT EXISTS advlock.fence (\n" \
     "    key bigint PRIMARY KEY,\n" \
     "    token bigint NOT NULL\n" \
+    ");\n" \
+    "CREATE TABLE IF NOT EXISTS advlock.mark (\n" \
+    "    key bigint PRIMARY KEY,\n" \
+    "    token bigint NOT NULL,\n" \
+    "    stop_ms bigint NOT NULL,\n" \
+    "    beat timestamptz NOT NULL\n" \
     ");\n" \
     "CREATE OR REPLACE FUNCTION advlock.fence_ok(key bigint, token bigint)\n" \
     "RETURNS boolean LANGUAGE sql VOLATILE AS $fence_ok$\n" \
@@ -254,29 +298,41 @@ const char *advlock_fence_setup_sql(void)
  * read from the catalogs, which any role may read. */
 #define FENCE_INSTALLED_SQL                                                              \
     "SELECT pg_catalog.to_regnamespace('advlock') IS NOT NULL,"                          \
-    " EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"          \
-    "  ON n.oid = c.relnamespace WHERE n.nspname = 'advlock' AND c.relname = 'fence'),"  \
+    " (SELECT pg_catalog.count(*) = 2 FROM pg_catalog.pg_class c JOIN"                   \
+    "  pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'advlock'"  \
+    "  AND c.relname IN ('fence', 'mark')),"                                             \
     " (SELECT p.prosrc FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"         \
     "  ON n.oid = p.pronamespace WHERE n.nspname = 'advlock' AND p.proname = 'fence_ok'" \
     "  AND pg_catalog.pg_get_function_identity_arguments(p.oid) = 'key bigint, token bigint')"
 
-/* The grants fencing tokens need (docs/operators.md, "Fencing tokens") that
- * the connected role lacks, read by the objects' oids, not their names: a
- * role without USAGE on the schema could not even name the table. */
-#define FENCE_GRANTS_SQL                                                                         \
+/* The grants a feature needs (docs/operators.md, "Fencing tokens",
+ * "Lock-delay") that the connected role lacks, read by the objects' oids,
+ * not their names: a role without USAGE on the schema could not even name
+ * the table. rows: (order, grant, has it) for n the schema, c the table
+ * named relname and p the function advlock.fence_ok. */
+#define GRANTS_SQL(relname, rows)                                                                \
     "SELECT pg_catalog.string_agg(pg_catalog.format('GRANT %s TO %I;', g.grant_, current_user)," \
     " ' ' ORDER BY g.o)"                                                                         \
     " FROM pg_catalog.pg_namespace n"                                                            \
-    " JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = 'fence'"              \
+    " JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = '" relname "'"        \
     " LEFT JOIN pg_catalog.pg_proc p ON p.pronamespace = n.oid AND p.proname = 'fence_ok'"       \
-    " CROSS JOIN LATERAL (VALUES"                                                                \
-    " (1, 'USAGE ON SCHEMA advlock', pg_catalog.has_schema_privilege(n.oid, 'USAGE')),"          \
-    " (2, 'SELECT ON advlock.fence', pg_catalog.has_table_privilege(c.oid, 'SELECT')),"          \
-    " (3, 'INSERT ON advlock.fence', pg_catalog.has_table_privilege(c.oid, 'INSERT')),"          \
-    " (4, 'UPDATE ON advlock.fence', pg_catalog.has_table_privilege(c.oid, 'UPDATE')),"          \
-    " (5, 'EXECUTE ON FUNCTION advlock.fence_ok(bigint, bigint)',"                               \
-    "  pg_catalog.has_function_privilege(p.oid, 'EXECUTE'))) AS g(o, grant_, ok)"                \
+    " CROSS JOIN LATERAL (VALUES " rows ") AS g(o, grant_, ok)"                                  \
     " WHERE n.nspname = 'advlock' AND NOT g.ok"
+/* clang-format off */
+#define USAGE_ROW "(1, 'USAGE ON SCHEMA advlock', pg_catalog.has_schema_privilege(n.oid, 'USAGE'))"
+#define TABLE_ROW(o, privilege, table)                                                   \
+    ", (" #o ", '" privilege " ON advlock." table "',"                                   \
+    " pg_catalog.has_table_privilege(c.oid, '" privilege "'))"
+#define FENCE_GRANTS_SQL                                                                 \
+    GRANTS_SQL("fence", USAGE_ROW TABLE_ROW(2, "SELECT", "fence")                        \
+               TABLE_ROW(3, "INSERT", "fence") TABLE_ROW(4, "UPDATE", "fence")           \
+               ", (5, 'EXECUTE ON FUNCTION advlock.fence_ok(bigint, bigint)',"           \
+               " pg_catalog.has_function_privilege(p.oid, 'EXECUTE'))")
+#define MARK_GRANTS_SQL                                                                  \
+    GRANTS_SQL("mark", USAGE_ROW TABLE_ROW(2, "SELECT", "mark")                          \
+               TABLE_ROW(3, "INSERT", "mark") TABLE_ROW(4, "UPDATE", "mark")             \
+               TABLE_ROW(5, "DELETE", "mark"))
+/* clang-format on */
 
 /* What messages call the verify's statement. */
 #define HELD_CHECK "the held-lock check"
@@ -362,6 +418,14 @@ static const struct {
     [ADVLOCK_SQL_CLOSE_ALL] = {"CLOSE ALL", "CLOSE ALL", ADVLOCK_ANSWER_COMMAND, 0},
     [ADVLOCK_SQL_COMMIT] = {"COMMIT", "COMMIT", ADVLOCK_ANSWER_COMMAND, 0},
     [ADVLOCK_SQL_ROLLBACK] = {"ROLLBACK", "ROLLBACK", ADVLOCK_ANSWER_COMMAND, 0},
+    [ADVLOCK_SQL_MARK_TAKE] = {MARK_TAKE_SQL, "the lock-delay mark's read", ADVLOCK_ANSWER_CAPACITY,
+                               3},
+    [ADVLOCK_SQL_MARK_WRITE] = {MARK_WRITE_SQL, "the lock-delay mark's write",
+                                ADVLOCK_ANSWER_CAPACITY, 3},
+    [ADVLOCK_SQL_MARK_CLEAR] = {MARK_CLEAR_SQL, "the lock-delay mark's clear",
+                                ADVLOCK_ANSWER_CAPACITY, 3},
+    [ADVLOCK_SQL_MARK_GRANTS] = {MARK_GRANTS_SQL, "the grants' check", ADVLOCK_ANSWER_FENCE_GRANTS,
+                                 0},
 };
 
 static int known(advlock_sql sql)

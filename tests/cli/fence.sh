@@ -43,7 +43,7 @@ capture "$A" setup
 check "setup again" "0:" "$RC:$ERR"
 # And so for the deploying role once it has the grants docs/operators.md
 # lists (read from there): it finds everything installed.
-sql "$(sed -n '/^GRANT USAGE ON SCHEMA advlock/,/^GRANT EXECUTE/p' "$here/../../docs/operators.md" |
+sql "$(sed -n '/^GRANT USAGE ON SCHEMA advlock/,/^GRANT EXECUTE/{p;/^GRANT EXECUTE/q}' "$here/../../docs/operators.md" |
     sed 's/lock_users/fence_deployer/')" >/dev/null
 capture "$A" setup -d "user=fence_deployer"
 check "setup again by the role with the documented grants" "0:" "$RC:$ERR"

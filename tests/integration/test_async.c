@@ -479,14 +479,14 @@ static void test_wait_drives_an_operation_and_watches_a_pipe(void **state)
 
 /* Under 1 KB before leases, 1160 bytes with them and the fencing token;
  * the connection engine with its one member, slots and the pump's state
- * (the lock set's too) make it 3256 on x86-64 (include/advlock_pq.h,
+ * (the lock set's too) make it 3264 on x86-64 (include/advlock_pq.h,
  * "Sizes"), still no heap memory. */
 static void test_adapter_size_is_bounded(void **state)
 {
     (void)state;
     print_message("      sizeof(advlock_pq) = %zu, sizeof(advlock_pq_report) = %zu\n",
                   sizeof(advlock_pq), sizeof(advlock_pq_report));
-    assert_true(sizeof(advlock_pq) <= 3256);
+    assert_true(sizeof(advlock_pq) <= 3264);
 }
 
 /* ---- misuse ---- */

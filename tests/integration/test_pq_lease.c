@@ -6,7 +6,8 @@
  * a server that stops answering (its backend frozen: a partition's silence
  * without the namespace) turns the lock LOST at the stop deadline, with
  * words naming the lease and never "no longer held", the event, and the
- * deadlines exposed. tests/partition/lease.sh does the same over real TCP.
+ * deadlines exposed; lock-delay's wait after a holder the server ended.
+ * tests/partition/lease.sh does the same over real TCP.
  */
 #include "pg_test.h"
 
@@ -202,6 +203,62 @@ static void test_heartbeats_run_while_a_second_acquire_sleeps(void **state)
     end(f);
 }
 
+/* How many lock-delay marks key's row has (0 or 1). */
+static long long marks_of(fixture *f)
+{
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)pgt_key_of(f->key));
+    return pgt_query_int(f->observer, "SELECT count(*) FROM advlock.mark WHERE key = $1::bigint",
+                         key, (char *)NULL);
+}
+
+/* f's adapter, under the lease, with lock-delay on or off. */
+static void set_lock_delay(fixture *f, int on)
+{
+    advlock_options o;
+    advlock_options_init(&o);
+    o.lease_ms = LEASE_MS;
+    o.lease_stop_ms = STOP_MS;
+    o.lock_delay = on;
+    assert_int_equal(advlock_pq_set_options(&f->a, &o), 0);
+}
+
+/* Lock-delay through the blocking adapter (docs/design.md, "Lock-delay"):
+ * a clean release clears the holder's mark, so the next acquire waits for
+ * nothing; a holder whose session the server ends leaves its mark, and
+ * the next holder reports ACQUIRED only the holder's stop bound (U = 5 s
+ * for this lease) + 1 s after its grant, its mark then in place. */
+static void test_lock_delay_waits_out_a_terminated_holder(void **state)
+{
+    (void)state;
+    fixture *f = begin(0);
+    pgt_exec(f->observer, advlock_fence_setup_sql());
+    set_lock_delay(f, 1);
+    advlock_pq_report r;
+    assert_int_equal(advlock_pq_acquire(&f->a, f->key, strlen(f->key), 0, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_int_equal(marks_of(f), 1);
+    assert_int_equal(advlock_pq_release(&f->a, f->key, strlen(f->key), &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(marks_of(f), 0);
+    assert_int_equal(advlock_pq_acquire(&f->a, f->key, strlen(f->key), 0, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    pgt_terminate(f->observer, backend_of(f));
+
+    PQfinish(f->conn);
+    f->conn = pgt_connect();
+    assert_int_equal(advlock_pq_init(&f->a, f->conn), 0);
+    set_lock_delay(f, 1);
+    assert_int_equal(advlock_pq_acquire(&f->a, f->key, strlen(f->key), 20000, &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_ACQUIRED);
+    assert_true(r.lock.elapsed_ms >= 5000 + ADVLOCK_LEASE_MARGIN_MS);
+    assert_int_equal(marks_of(f), 1);
+    assert_int_equal(advlock_pq_release(&f->a, f->key, strlen(f->key), &r), 0);
+    pgt_expect_outcome(&r, ADVLOCK_RELEASED);
+    assert_int_equal(marks_of(f), 0);
+    end(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_nonblocking_deadline_drives_the_lease),
         cmocka_unit_test(test_release_ends_the_lease),
         cmocka_unit_test(test_heartbeats_run_while_a_second_acquire_sleeps),
+        cmocka_unit_test(test_lock_delay_waits_out_a_terminated_holder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,9 @@
 #            default plan's tcp_keepalives_idle (25 s), not the kernel's 2 h
 #   wait     --wait for longer than D: the grant is confirmed by a heartbeat
 #            and the command runs
+#   delay    advlock run --lock-delay cut off, then its session terminated:
+#            the next --lock-delay run waits out its lease, no overlap
+#            (LEASE_DELAY runs); once without --lock-delay: the overlap found
 #   settings a lease too short for --kill-after and a conflicting -c tcp_*
 #            in PGOPTIONS are refused before connecting (exit 64); keepalive
 #            parameters in the conninfo win over advlock run's defaults
@@ -28,7 +31,7 @@
 #
 # Usage: ADVLOCK=build/advlock LEASE_HOLDER=build/partition/lease_holder \
 #          tests/partition/lease.sh [CASE...]     (default: every case)
-# LEASE_CLI (default 6) and LEASE_ASYNC (default 2) set the number of
+# LEASE_CLI (default 6), LEASE_ASYNC (default 2) and LEASE_DELAY (default 3) set the number of
 # partitions; make partition-test soaks with LEASE_CLI=100 and CASE cli.
 # Needs root; exits 77 where namespaces cannot be made.
 set -euo pipefail
@@ -47,6 +50,7 @@ LEASE_S=8
 KILL_S=1
 CLI_RUNS=${LEASE_CLI:-6}
 ASYNC_RUNS=${LEASE_ASYNC:-2}
+DELAY_RUNS=${LEASE_DELAY:-3}
 d=$ADVLOCK_PARTITION_DIR
 # One line per partition: case cut work_end holder_end grant (LEASE_FIGURES
 # keeps them past the run).
@@ -70,14 +74,15 @@ clean_up() {
 }
 
 # Starts advlock run in the namespace on KEY_NAME with the cases' lease and
-# --kill-after, its command stamping the time into DIR/work every 50 ms
-# until stopped; DIR/end gets the run's status and end time.
+# --kill-after (and OPTION, if given), its command stamping the time into
+# DIR/work every 50 ms until stopped; DIR/end gets the run's status and end
+# time.
 start_cli_holder() {
-    local dir=$1 key_name=$2
+    local dir=$1 key_name=$2 option=${3:-}
     # shellcheck disable=SC2016
-    in_ns bash -c '"$ADVLOCK" run -q -d "$1" --lease '"$LEASE_S"' --kill-after '"$KILL_S"' "$2" -- \
+    in_ns bash -c '"$ADVLOCK" run -q ${4:+"$4"} -d "$1" --lease '"$LEASE_S"' --kill-after '"$KILL_S"' "$2" -- \
             bash -c "while :; do date +%s.%N >>\"$3/work\"; sleep 0.05; done"
-        echo "$? $(date +%s.%N)" >"$3/end"' _ "$(partition_conninfo)" "$key_name" "$dir" \
+        echo "$? $(date +%s.%N)" >"$3/end"' _ "$(partition_conninfo)" "$key_name" "$dir" "$option" \
         2>"$dir/holder.err" &
 }
 
@@ -268,10 +273,51 @@ long_wait() {
     clean_up
 }
 
+# ---- lock-delay: the server ends the cut-off holder's session ----------------------
+
+# The holder (advlock run --lock-delay in the namespace) is cut off, and
+# 0.5 s later the server ends its session (pg_terminate_backend), which
+# frees the lock at once while the holder, hearing nothing, still works
+# until its lease's deadline. The next run (on the Unix socket, its command
+# stamping the time) with --lock-delay (ON "on") finds the holder's mark and
+# waits out its stop bound from its grant: no overlap. Without it, it starts
+# at once, before the holder's work ended: the overlap the harness must
+# find, so that the case can fail.
+delay_partition() {
+    local run=$1 on=$2 dir=$d/delay.$1.$2 key_name=lease-delay-$1-$2
+    mkdir -p "$dir"
+    start_cli_holder "$dir" "$key_name" --lock-delay
+    if ! wait_for_file "$dir/work" 10; then
+        fail "delay $run: the holder did not start: $(cat "$dir/holder.err")"
+        clean_up
+        return
+    fi
+    sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", 1 + (r % 1000) / 1000 }')"
+    partition_on
+    CUT=$(now_s)
+    sleep 0.5
+    psql -X -q -At -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE client_addr = '$ADVLOCK_PARTITION_CLIENT_ADDR'" >/dev/null
+    local next=(-q --lease "$LEASE_S" --kill-after "$KILL_S" --timeout $((LEASE_S + 8)))
+    [ "$on" = on ] && next+=(--lock-delay)
+    "$ADVLOCK" run "${next[@]}" "$key_name" -- date +%s.%N >"$dir/grant" 2>"$dir/next.err" || true
+    read_end "$dir" 10
+    check "delay $run $on: the cut-off holder exits 70" "$EXIT_LOCK_ERROR" "$STATUS"
+    if [ "$on" = on ]; then
+        check "delay $run: the next run said why it waited" 1 \
+            "$(grep -c "waiting out the previous holder's lease" "$dir/next.err")"
+        judge "delay" "$CUT" "$(tail -n 1 "$dir/work")" "$END" "$(cat "$dir/grant")"
+    else
+        check "delay $run off: the overlap is found (the next run started first)" 1 \
+            "$(before "$(cat "$dir/grant")" "$(tail -n 1 "$dir/work")" && echo 1 || echo 0)"
+    fi
+    clean_up
+}
+
 # ---- the run ---------------------------------------------------------------------
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default wait)
+[ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default wait delay)
 for c in "${cases[@]}"; do
     case "$c" in
         cli) for run in $(seq "$CLI_RUNS"); do cli_partition "$run"; done ;;
@@ -287,6 +333,11 @@ for c in "${cases[@]}"; do
         default) default_lease ;;
         settings) settings ;;
         wait) long_wait ;;
+        delay)
+            "$ADVLOCK" setup >/dev/null
+            for run in $(seq "$DELAY_RUNS"); do delay_partition "$run" on; done
+            delay_partition 1 off
+            ;;
         *) fail "unknown case: $c" ;;
     esac
 done

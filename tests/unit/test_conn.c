@@ -1679,6 +1679,238 @@ static void a_failed_cancel_is_the_waiters_warning(void **state)
     assert_null(ev.member);
 }
 
+/* ---- Lock-delay ------------------------------------------------------------ */
+
+/* Under a 30 s lease (U = 27 s) m[0] takes key 1 with lock-delay, within
+ * timeout_ms: the try is granted, and the mark's read goes next, alone. */
+static void grant_with_lock_delay(int64_t timeout_ms)
+{
+    advlock_options o;
+    advlock_options_init(&o);
+    o.lock_delay = 1;
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 1, timeout_ms, &o, f.now), 0);
+    check_session(PID);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE); /* the lease's setup, applied */
+    assert_int_equal(poll_all(), 3);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    answer(ADVLOCK_RESULT_TRUE); /* granted */
+    assert_false(advlock_member_held(&f.m[0]));
+    assert_true(advlock_member_busy(&f.m[0]));
+    assert_int_equal(events(NULL), 0);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param, 1);
+    assert_int_equal(f.sent[0].param2, (int64_t)TOKEN);
+    assert_int_equal(f.sent[0].param3, 27000);
+    expect_sync(1);
+}
+
+/* The mark row: another holder's token (0: none), its stop bound, and 1
+ * if ours was written. */
+static void answer_mark(int64_t token, int64_t stop_ms, int64_t written)
+{
+    advlock_answer a;
+    advlock_answer_init(&a, ADVLOCK_RESULT_TRUE);
+    a.settings[0] = token;
+    a.settings[1] = stop_ms;
+    a.settings[2] = written;
+    assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
+}
+
+static void expect_acquired(void)
+{
+    advlock_conn_event ev = {0};
+    assert_int_equal(events(&ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
+    assert_true(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+}
+
+/* No mark, or the last holder's cleared: the one statement reads and
+ * writes, and the grant is reported at its answer. */
+static void lock_delay_clean_hand_off_costs_one_statement(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(5000);
+    answer_mark(0, 0, 1);
+    expect_acquired();
+    assert_int_equal(poll_all(), 0);
+}
+
+/* Another holder's mark: the grant is held, not reported, until its stop
+ * bound and the margin have passed since the grant's answer, heartbeats
+ * going meanwhile; then our mark is written over it. */
+static void lock_delay_waits_out_a_foreign_mark(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(60000);
+    int64_t granted = f.now;
+    answer_mark(999, 20000, 0);
+    assert_true(advlock_member_sleeping(&f.m[0]));
+    advlock_conn_event ev = {0};
+    assert_int_equal(events(&ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_WARNING);
+    assert_ptr_equal(ev.member, &f.m[0]);
+    assert_string_equal(advlock_conn_warning(&f.c),
+                        "lock-delay: waiting out the previous holder's lease until 21s into the "
+                        "acquire (its stop bound 20s + 1s from the grant): it left the lock "
+                        "without releasing it");
+    int64_t until = granted + 20000 + ADVLOCK_LEASE_MARGIN_MS;
+    int beats = 0;
+    while (f.now < until) {
+        f.now = advlock_conn_next_wake(&f.c);
+        assert_true(f.now <= until);
+        advlock_conn_on_timer(&f.c, f.now);
+        int n = poll_all();
+        if (n == 2 && f.sent[0].sql == ADVLOCK_SQL_HEARTBEAT) {
+            beats++;
+            answer(ADVLOCK_RESULT_TRUE);
+        }
+        if (f.now < until)
+            assert_false(advlock_member_held(&f.m[0]));
+    }
+    assert_true(beats >= 2);
+    expect_query(0, ADVLOCK_SQL_MARK_WRITE, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param3, 27000);
+    expect_sync(1);
+    f.now += 3;
+    answer_mark(0, 0, 1);
+    expect_acquired();
+    assert_int_equal(advlock_member_report(&f.m[0])->elapsed_ms, f.now);
+}
+
+/* The timeout first: the grant is given back, the mark left as it was
+ * (nothing written), and the acquire ends TIMED_OUT. */
+static void lock_delay_timeout_gives_back_and_leaves_the_mark(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(5000);
+    answer_mark(999, 27000, 0);
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_next_wake(&f.c) <= 5000, 1);
+    f.now = 5000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 3);
+    expect_query(0, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(1, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    assert_int_equal(f.sent[1].param, 1);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_true(advlock_member_busy(&f.m[0]));
+    answer(ADVLOCK_RESULT_TRUE);
+    advlock_conn_event ev = {0};
+    assert_int_equal(events(&ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
+    assert_false(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_TIMED_OUT);
+    /* The key is free in the process again. */
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 1, 0, NULL, f.now), 0);
+}
+
+/* A cancel while the grant is held back gives it back first. */
+static void lock_delay_cancel_gives_back(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(60000);
+    answer_mark(999, 27000, 0);
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[0]));
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    advlock_conn_event ev = {0};
+    assert_int_equal(events(&ev), 1);
+    assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
+}
+
+/* A mark that could not be written (no table), or whose commit stopped
+ * waiting for the synchronous standby, fails the acquire after the grant
+ * is given back. */
+static void lock_delay_mark_not_written_gives_back(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(5000);
+    answer_error("42P01", "relation \"advlock.mark\" does not exist");
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    advlock_conn_event ev = {0};
+    assert_int_equal(events(&ev), 1);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
+    assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ESERVER);
+    assert_string_equal(advlock_member_sqlstate(&f.m[0]), "42P01");
+    assert_non_null(
+        strstr(advlock_member_words(&f.m[0]), "lock-delay: writing this holder's mark"));
+
+    setup(NULL);
+    grant_with_lock_delay(5000);
+    advlock_conn_on_notice(&f.c, "01000",
+                           "canceling wait for synchronous replication due to user request", f.now);
+    answer_mark(0, 0, 1);
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    (void)events(NULL);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
+    assert_non_null(strstr(advlock_member_words(&f.m[0]), "synchronous standby"));
+}
+
+/* A release clears our mark, alone, and its unlock follows after the sync
+ * without waiting for the clear's answer. */
+static void lock_delay_release_clears_before_the_unlock(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(5000);
+    answer_mark(0, 0, 1);
+    expect_acquired();
+    assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
+    assert_int_equal(poll_all(), 5);
+    expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param, 1);
+    assert_int_equal(f.sent[0].param2, (int64_t)TOKEN);
+    expect_sync(1);
+    expect_query(2, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(3, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    expect_sync(4);
+    answer_mark(0, 0, 1);
+    assert_true(advlock_member_busy(&f.m[0]));
+    answer(ADVLOCK_RESULT_TRUE);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_RELEASED);
+    /* The next acquire of the same member marks afresh. */
+    advlock_options o;
+    advlock_options_init(&o);
+    o.lock_delay = 1;
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 1, 5000, &o, f.now), 0);
+    assert_int_equal(poll_all(), 2);
+    answer(ADVLOCK_RESULT_TRUE);
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+}
+
+/* What cannot hold is refused: a transaction's mark would commit or roll
+ * back with the caller's transaction, a shared hold excludes no one, and
+ * without the lease there is no stop bound to record. */
+static void lock_delay_refusals(void **state)
+{
+    (void)state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.lock_delay = 1;
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 1, 0, &o, f.now),
+                     ADVLOCK_EINVAL);
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    advlock_conn_on_transaction(&f.c, 1);
+    o.scope = ADVLOCK_TRANSACTION;
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 1, 0, &o, f.now),
+                     ADVLOCK_EINVAL);
+    o.scope = ADVLOCK_SESSION;
+    o.mode = ADVLOCK_SHARED;
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 1, 0, &o, f.now),
+                     ADVLOCK_EINVAL);
+    assert_false(advlock_member_busy(&f.m[0]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1743,6 +1975,13 @@ int main(void)
         cmocka_unit_test_setup(a_release_by_key_parked_dies_with_its_session, setup),
         cmocka_unit_test_setup(notices_are_warnings, setup),
         cmocka_unit_test_setup(a_failed_cancel_is_the_waiters_warning, setup),
+        cmocka_unit_test_setup(lock_delay_clean_hand_off_costs_one_statement, setup),
+        cmocka_unit_test_setup(lock_delay_waits_out_a_foreign_mark, setup),
+        cmocka_unit_test_setup(lock_delay_timeout_gives_back_and_leaves_the_mark, setup),
+        cmocka_unit_test_setup(lock_delay_cancel_gives_back, setup),
+        cmocka_unit_test_setup(lock_delay_mark_not_written_gives_back, setup),
+        cmocka_unit_test_setup(lock_delay_release_clears_before_the_unlock, setup),
+        cmocka_unit_test_setup(lock_delay_refusals, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -354,8 +354,10 @@ static void control_characters_are_escaped(void **state)
     assert_string_equal(buf, "ab...");
 }
 
-/* The advlock command's own statements are rows of the same table: text,
- * parameters and answer kind, nothing the command writes itself. */
+/* The advlock command's own statements, and the lock-delay mark's after
+ * them, are rows of the same table: text, parameters and answer kind,
+ * nothing the command writes itself. Both writes of the mark are durable
+ * before they answer. */
 static void sql_table_command_rows(void **state)
 {
     (void)state;
@@ -374,6 +376,10 @@ static void sql_table_command_rows(void **state)
         {ADVLOCK_SQL_CLOSE_ALL, 0, ADVLOCK_ANSWER_COMMAND, "CLOSE ALL"},
         {ADVLOCK_SQL_COMMIT, 0, ADVLOCK_ANSWER_COMMAND, "COMMIT"},
         {ADVLOCK_SQL_ROLLBACK, 0, ADVLOCK_ANSWER_COMMAND, "ROLLBACK"},
+        {ADVLOCK_SQL_MARK_TAKE, 3, ADVLOCK_ANSWER_CAPACITY, "WITH old AS ("},
+        {ADVLOCK_SQL_MARK_WRITE, 3, ADVLOCK_ANSWER_CAPACITY, "WITH w AS (INSERT"},
+        {ADVLOCK_SQL_MARK_CLEAR, 3, ADVLOCK_ANSWER_CAPACITY, "WITH c AS (DELETE"},
+        {ADVLOCK_SQL_MARK_GRANTS, 0, ADVLOCK_ANSWER_FENCE_GRANTS, "SELECT "},
     };
     assert_int_equal(sizeof rows / sizeof rows[0], ADVLOCK_SQL_COUNT - ADVLOCK_SQL_OCCUPY);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -389,6 +395,10 @@ static void sql_table_command_rows(void **state)
     assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_OCCUPY),
                            "current_setting('advlock.session', true) = $1::text"));
     assert_ptr_equal(advlock_fence_setup_sql(), advlock_sql_text(ADVLOCK_SQL_FENCE_SETUP));
+    static const char durable[] = "set_config('synchronous_commit', 'on', true)";
+    assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_MARK_TAKE), durable));
+    assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_MARK_WRITE), durable));
+    assert_non_null(strstr(advlock_fence_setup_sql(), "CREATE TABLE IF NOT EXISTS advlock.mark"));
 }
 
 /* The one JSON escaper: any bytes make a string that parses, and a cut

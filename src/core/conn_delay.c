@@ -1,0 +1,232 @@
+/*
+ * Lock-delay (docs/design.md, "Lock-delay"): a grant is not reported
+ * ACQUIRED until this holder's mark is durable in advlock.mark, and, where
+ * a holder that never released left its mark, until that holder's stop
+ * bound has passed since the grant. conn_members.c holds the grant back
+ * (held_back()); this file sends the mark's statements for the member, in
+ * place of its machine's, takes their answers, sleeps out the wait and
+ * gives the grant back when the acquire ends otherwise. A release clears
+ * the member's own mark, alone in its batch, before the machine's unlock
+ * goes in the next: the clear commits before anyone can be granted the
+ * lock, and no round trip is added.
+ */
+#include "conn.h"
+
+#include <string.h>
+
+/* PostgreSQL's words when a commit stops waiting for its synchronous
+ * standby (a cancel or a terminate): committed locally, maybe not on the
+ * standby a failover would promote. */
+static const char sync_cancelled[] = "canceling wait for synchronous replication";
+
+int advlock_conn_delay_action(const advlock_conn *c, const advlock_member *m, advlock_action *act)
+{
+    int sql;
+    switch (m->delay_) {
+    case DELAY_TAKE: sql = ADVLOCK_SQL_MARK_TAKE; break;
+    case DELAY_WRITE: sql = ADVLOCK_SQL_MARK_WRITE; break;
+    case DELAY_CLEAR: sql = ADVLOCK_SQL_MARK_CLEAR; break;
+    case DELAY_UNDO: sql = advlock_sql_for_unlock(ADVLOCK_EXCLUSIVE, c->session_.proxied); break;
+    default: return 0;
+    }
+    memset(act, 0, sizeof *act);
+    act->kind = ADVLOCK_ACTION_QUERY;
+    act->sql = (advlock_sql)sql;
+    act->param = m->key_;
+    act->param2 = (int64_t)c->session_.token;
+    /* This holder's stop bound U = D + K + M: its work is stopped and
+     * reaped by a heartbeat's send + U (docs/design.md, "The arithmetic"). */
+    if (sql != ADVLOCK_SQL_MARK_CLEAR && m->delay_ != DELAY_UNDO)
+        act->param3 = advlock_lease_plan_of(&c->lease_)->user_timeout_ms;
+    return 1;
+}
+
+int advlock_conn_delay_alone(int sql)
+{
+    return sql == ADVLOCK_SQL_MARK_TAKE || sql == ADVLOCK_SQL_MARK_WRITE
+           || sql == ADVLOCK_SQL_MARK_CLEAR;
+}
+
+int advlock_conn_delay_sent(advlock_member *m, int sql)
+{
+    if (sql != ADVLOCK_SQL_MARK_CLEAR)
+        return 0;
+    m->delay_ = DELAY_CLEARED;
+    return 1;
+}
+
+int advlock_conn_delay_holding(const advlock_member *m)
+{
+    return m->delay_ >= DELAY_TAKE && m->delay_ <= DELAY_UNDO;
+}
+
+int advlock_conn_delay_owns(const advlock_member *m, int sql)
+{
+    return advlock_conn_delay_alone(sql)
+           || (m->delay_ == DELAY_UNDO && advlock_conn_is_unlock(sql));
+}
+
+/* The grant goes back with an unlock of m's own, then m ends as
+ * m->delay_end_ says. */
+static void give_back(advlock_conn *c, advlock_member *m)
+{
+    m->delay_ = DELAY_UNDO;
+    advlock_conn_move(c, m, CONN_QUEUED);
+}
+
+/* m's acquire ends FAILED for a mark that could not be written (words: the
+ * server's), after its grant is given back. */
+static void failed_mark(advlock_member *m, const advlock_answer *a)
+{
+    char words[ADVLOCK_CONN_WORDS_MAX];
+    advlock_text t;
+    advlock_text_init(&t, words, sizeof words);
+    const char *why = a->message != NULL && a->message[0] != '\0' ? a->message : "no answer";
+    advlock_text_put(&t, "lock-delay: writing this holder's mark in advlock.mark failed (");
+    advlock_text_putn(&t, why, strnlen(why, 160));
+    advlock_text_put(&t, "); the grant was given back");
+    /* No table, or no schema: not installed on this database. */
+    if (a->sqlstate != NULL
+        && (strcmp(a->sqlstate, "42P01") == 0 || strcmp(a->sqlstate, "3F000") == 0))
+        advlock_text_put(&t, " (advlock setup creates it)");
+    advlock_conn_say(m, words);
+    advlock_text_init(&t, m->sqlstate_, sizeof m->sqlstate_);
+    if (a->sqlstate != NULL)
+        advlock_text_put(&t, a->sqlstate);
+    m->delay_end_ = DELAY_END_FAILED;
+}
+
+/* The unlock giving m's grant back answered: m ends as decided. One the
+ * server failed is the engine's give-back from then on (conn_queue.c). */
+static void given_back(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    char sqlstate[sizeof m->sqlstate_];
+    memcpy(sqlstate, m->sqlstate_, sizeof sqlstate);
+    switch (m->delay_end_) {
+    case DELAY_END_TIMED_OUT: advlock_conn_end(c, m, ADVLOCK_TIMED_OUT, 0, now_ms); return;
+    case DELAY_END_CANCELLED: advlock_conn_end(c, m, ADVLOCK_CANCELLED, 0, now_ms); return;
+    default: break;
+    }
+    advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ESERVER, now_ms);
+    advlock_text t;
+    advlock_text_init(&t, m->report_.sqlstate, sizeof m->report_.sqlstate);
+    advlock_text_put(&t, sqlstate);
+    memcpy(m->sqlstate_, sqlstate, sizeof sqlstate);
+}
+
+/* "waiting out the previous holder's lease until <ms> (U_old + margin
+ * after the grant)", as a warning of m's: its event callback and the
+ * pump's log hear why the acquire takes that long. */
+static void say_waiting(advlock_conn *c, advlock_member *m, int64_t stop_ms, int64_t now_ms)
+{
+    advlock_text t;
+    advlock_text_init(&t, c->warning_, sizeof c->warning_);
+    advlock_text_put(&t, "lock-delay: waiting out the previous holder's lease until ");
+    advlock_text_put_seconds(&t, advlock_sub_saturating(m->delay_at_ms_, m->started_ms_));
+    advlock_text_put(&t, "s into the acquire (its stop bound ");
+    advlock_text_put_seconds(&t, stop_ms);
+    advlock_text_put(&t, "s + ");
+    advlock_text_put_seconds(&t, ADVLOCK_LEASE_MARGIN_MS);
+    advlock_text_put(&t, "s from the grant): it left the lock without releasing it");
+    advlock_conn_warn(c, m, NULL, c->warning_, now_ms);
+}
+
+/* The mark of another holder (its token, stop bound stop_ms) was there at
+ * the grant: m sleeps till the grant + stop_ms + the margin, on this
+ * holder's own clock. The grant came after that holder's session ended,
+ * which came after the server ran its last heartbeat, which came after
+ * that heartbeat's send, from which its work was stopped within stop_ms:
+ * no clocks are compared. A stop bound out of range is read as the
+ * longest a lease allows. */
+static void wait_out(advlock_conn *c, advlock_member *m, int64_t stop_ms, int64_t now_ms)
+{
+    if (stop_ms < 0 || stop_ms > ADVLOCK_LEASE_MAX_MS)
+        stop_ms = ADVLOCK_LEASE_MAX_MS;
+    m->delay_at_ms_ = advlock_add_saturating(m->delay_at_ms_, stop_ms + ADVLOCK_LEASE_MARGIN_MS);
+    m->delay_ = DELAY_WAIT;
+    advlock_conn_move(c, m, CONN_SLEEPING);
+    say_waiting(c, m, stop_ms, now_ms);
+    advlock_conn_delay_tend(c, m, now_ms);
+}
+
+/* m's mark is durable: the acquire ends ACQUIRED, its time counted to now. */
+static void marked(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    m->machine_.report_.elapsed_ms = advlock_sub_saturating(now_ms, m->started_ms_);
+    advlock_conn_follow(c, m, now_ms);
+}
+
+void advlock_conn_delay_answered(advlock_conn *c, advlock_member *m, int sql,
+                                 const advlock_answer *a, int again, int64_t now_ms)
+{
+    int lost = a->result == ADVLOCK_RESULT_CONNECTION_LOST;
+    /* A clear that did not run leaves the mark: the next holder waits it
+     * out, which is safe. The release goes on with its unlock. */
+    if (sql == ADVLOCK_SQL_MARK_CLEAR)
+        return;
+    if (again) {
+        advlock_conn_move(c, m, CONN_QUEUED);
+        return;
+    }
+    if (m->delay_ == DELAY_UNDO) {
+        given_back(c, m, now_ms);
+        return;
+    }
+    if (lost) {
+        /* The session, and the grant with it, is gone. */
+        advlock_conn_say(m, a->message != NULL && a->message[0] != '\0' ? a->message : "no answer");
+        advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
+        return;
+    }
+    if (a->result != ADVLOCK_RESULT_TRUE)
+        failed_mark(m, a);
+    if (m->delay_end_ != DELAY_END_NONE) {
+        give_back(c, m);
+        return;
+    }
+    if (sql == ADVLOCK_SQL_MARK_TAKE && a->settings[0] != 0) {
+        wait_out(c, m, a->settings[1], now_ms);
+        return;
+    }
+    marked(c, m, now_ms);
+}
+
+void advlock_conn_delay_tend(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    int64_t deadline = advlock_add_saturating(m->started_ms_, m->timeout_ms_);
+    if (m->delay_at_ms_ <= deadline && now_ms >= m->delay_at_ms_) {
+        m->delay_ = DELAY_WRITE;
+        advlock_conn_move(c, m, CONN_QUEUED);
+    } else if (now_ms >= deadline) {
+        /* The timeout first: the mark stays as it was, for the next. */
+        m->delay_end_ = DELAY_END_TIMED_OUT;
+        give_back(c, m);
+    }
+}
+
+int64_t advlock_conn_delay_wake(const advlock_member *m)
+{
+    int64_t deadline = advlock_add_saturating(m->started_ms_, m->timeout_ms_);
+    return m->delay_at_ms_ < deadline ? m->delay_at_ms_ : deadline;
+}
+
+void advlock_conn_delay_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms)
+{
+    (void)now_ms;
+    if (m->delay_end_ == DELAY_END_NONE)
+        m->delay_end_ = DELAY_END_CANCELLED;
+    /* A statement in flight answers first, then the grant goes back. */
+    if (m->phase_ != CONN_SENT && m->delay_ != DELAY_UNDO)
+        give_back(c, m);
+}
+
+void advlock_conn_delay_notice(advlock_member *m, int sql, const char *words)
+{
+    if ((sql != ADVLOCK_SQL_MARK_TAKE && sql != ADVLOCK_SQL_MARK_WRITE) || words == NULL
+        || strncmp(words, sync_cancelled, sizeof sync_cancelled - 1) != 0)
+        return;
+    advlock_conn_say(m, "lock-delay: this holder's mark did not reach the synchronous standby "
+                        "(the server stopped waiting for it), so a failover could lose it; "
+                        "the grant was given back");
+    m->delay_end_ = DELAY_END_FAILED;
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Lock-delay against a real server: refused without the schema (nothing
+# left locked) and beside the options it cannot hold with; a clean
+# hand-off that waits for nothing and leaves no mark; a holder whose
+# session the server ends (pg_terminate_backend) while its command runs:
+# the next --lock-delay run waits out its lease (U + 1 s from the grant)
+# before its command starts, and one without --lock-delay does not; a run
+# that times out while waiting leaves the mark for the next; a role
+# without the grants is told which, and the documented grants suffice.
+# Runs under tests/pg/with-postgres.sh (a Unix socket: --lock-delay keeps
+# the lease there).
+set -u
+. "$(dirname "$0")/lib.sh"
+A=${ADVLOCK:?set ADVLOCK to the advlock binary}
+name="lock-delay-test"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+sql() { psql -X -At -v ON_ERROR_STOP=1 -c "$1"; }
+# A lease of 7 s with --kill-after 1: U = 4 s, so the wait is 5 s.
+short=(--lock-delay --lease 7 --kill-after 1)
+waiting="lock-delay: waiting out the previous holder's lease"
+
+capture "$A" run --lock-delay "$name" -- echo never
+check "no schema: lock error" "$EXIT_LOCK_ERROR" "$RC"
+case $ERR in *"advlock setup creates it"*) pass ;; *) fail "no schema: names advlock setup: $ERR" ;; esac
+check "no schema: nothing left locked" 0 "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
+
+for refused in --shared --xact "--lease 0"; do
+    # shellcheck disable=SC2086 # the option and its value
+    capture "$A" run --lock-delay $refused "$name" -- echo never
+    check "--lock-delay $refused refused" "$EXIT_USAGE" "$RC"
+done
+
+capture "$A" setup
+check "setup" "0:" "$RC:$ERR"
+
+# A clean hand-off: no mark before, none after, nothing waited out.
+capture "$A" run "${short[@]}" "$name" -- echo ran
+check "clean: ran" "0:ran" "$RC:$OUT"
+case $ERR in *"$waiting"*) fail "clean: waited: $ERR" ;; *) pass ;; esac
+check "clean: the release cleared the mark" 0 "$(sql "SELECT count(*) FROM advlock.mark")"
+
+# A holder whose session the server ends, its command still running.
+# Prints the holder's token once its mark is there.
+terminate_holder() {
+    "$A" run "${short[@]}" "$name" -- sleep 60 2>"$T/holder.err" &
+    holder=$!
+    local token=""
+    for _ in $(seq 100); do
+        token=$(sql "SELECT token FROM advlock.mark")
+        [ -n "$token" ] && break
+        sleep 0.1
+    done
+    sql "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted" >/dev/null
+    wait "$holder"
+    echo $? >"$T/holder.rc"
+    echo "$token"
+}
+
+token=$(terminate_holder)
+check "terminated: the holder stopped" "$EXIT_LOCK_ERROR" "$(cat "$T/holder.rc")"
+check "terminated: its mark stays" "$token" "$(sql "SELECT token FROM advlock.mark")"
+# Timed out before the wait ends: given back, the mark left as it was.
+capture "$A" run "${short[@]}" --timeout 2 "$name" -- echo never
+check "waiting: timed out" "$EXIT_BUSY:" "$RC:$OUT"
+case $ERR in *"$waiting"*) pass ;; *) fail "waiting: said why: $ERR" ;; esac
+check "timed out: the mark left" "$token" "$(sql "SELECT token FROM advlock.mark")"
+check "timed out: nothing left locked" 0 "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
+# The next run waits U + 1 s from its grant, which comes after its start.
+start=$(date +%s%N)
+capture "$A" run "${short[@]}" --log-format json "$name" -- date +%s%N
+check "waited: ran" 0 "$RC"
+case $ERR in *"$waiting"*) pass ;; *) fail "waited: said why: $ERR" ;; esac
+check "waited out U + 1 s before the command" 1 "$(((OUT - start) / 1000000 >= 5000))"
+check "waited: its release cleared its mark" 0 "$(sql "SELECT count(*) FROM advlock.mark")"
+
+# Without --lock-delay a run reads no mark: it starts at once.
+token=$(terminate_holder)
+capture "$A" run "$name" -- echo ran
+check "off: ran" "0:ran" "$RC:$OUT"
+case $ERR in *"$waiting"*) fail "off: waited: $ERR" ;; *) pass ;; esac
+check "off: the mark left" "$token" "$(sql "SELECT token FROM advlock.mark")"
+
+# A role without the grants is told which to ask for.
+sql "CREATE ROLE delay_user LOGIN" >/dev/null
+capture "$A" run "${short[@]}" -d "user=delay_user" "$name" -- echo never
+check "no grants: lock error" "$EXIT_LOCK_ERROR" "$RC"
+case $ERR in *"lock-delay needs grants this role lacks; a DBA runs: GRANT USAGE ON SCHEMA advlock TO delay_user;"*"GRANT DELETE ON advlock.mark TO delay_user;"*) pass ;;
+*) fail "no grants: named: $ERR" ;; esac
+check "no grants: nothing left locked" 0 "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
+# The grants docs/operators.md lists (read from there) are enough.
+sql "$(sed -n '/^## Lock-delay/,/^## /{/^GRANT /p}' "$(dirname "$0")/../../docs/operators.md" |
+    sed 's/lock_users/delay_user/')" >/dev/null
+capture "$A" run "${short[@]}" -d "user=delay_user" "$name" -- echo ran
+check "the documented grants" "0:ran" "$RC:$OUT"
+
+finish
