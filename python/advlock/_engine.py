@@ -265,23 +265,27 @@ class Engine:
             go_on()
 
     def hold(self) -> None:
-        """A lock on the connection is held: while any is, the connection
-        is watched for the server's close (the client's watch)."""
+        """A lock on the connection is held. The connection is watched for
+        the server's close (the client's watch) from its first hold on, and
+        stays watched while it lives: a watch costs nothing while the
+        session lives, and one added and dropped at every hold would cost
+        each cycle two epoll_ctl (psycopg) or a listener's list edits."""
         self.held += 1
-        if self.held == 1 and self.unwatch is None:
-            self.unwatch = self.client.watch(self._heard_closed)
+        if self.unwatch is None:
+            self.unwatch = self.client.watch(_heard_closed_of(self))
 
     def unhold(self) -> None:
-        """A lock on the connection is held no more."""
+        """A lock on the connection is held no more (its watch stays)."""
         self.held -= 1
-        if self.held == 0 and self.unwatch is not None:
-            unwatch, self.unwatch = self.unwatch, None
-            unwatch()
 
     def _heard_closed(self) -> None:
-        """The watch's call (on the loop, or the watcher thread)."""
+        """The watch's call (on the loop, or the watcher thread): the watch
+        is spent (the socket left the set); the engine hears of the close
+        only while a lock holds (else the next statement finds it)."""
         self.unwatch = None
         with self.guard:
+            if not self.held:
+                return
             self.closed(ENDED)
             if self.sleeping:
                 self.cond.notify_all()
@@ -426,6 +430,18 @@ class Engine:
                 owner._on_done()
             elif ev.kind == _LOST_EVENT:
                 owner._on_lost()
+
+
+def _heard_closed_of(e: Engine) -> Callable[[], None]:
+    """e's watch call, holding e weakly: a watch kept while the connection
+    lives must not keep it (and its socket) alive."""
+    ref = weakref.ref(e)
+
+    def heard() -> None:
+        found = ref()
+        if found is not None:
+            found._heard_closed()
+    return heard
 
 
 # ---- the pump, once ---------------------------------------------------------------
