@@ -25,7 +25,7 @@ import time
 import types
 import weakref
 from asyncio import isfuture
-from ctypes import addressof, c_int64, pointer
+from ctypes import c_int64, pointer
 from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, List, Optional,
                     Protocol, Tuple, TypeVar)
 
@@ -158,6 +158,7 @@ class Owner(Protocol):
     """A lock object with a member on an engine."""
 
     _m: Any  # its advlock_member (a _binding.MemberStorage)
+    _addr: int  # addressof(_m): the key of owners and refused
     _session_scoped: bool  # False: a lock of transaction scope
 
     def _on_done(self) -> None: ...
@@ -236,7 +237,7 @@ class Engine:
 
     def join(self, owner: Owner) -> None:
         """owner's member is busy or holding from now on: its events come."""
-        self.owners[addressof(owner._m)] = owner
+        self.owners[owner._addr] = owner
 
     def check(self, rc: int) -> None:
         """Raises the CallError of a call the engine refused."""
@@ -394,7 +395,7 @@ class Engine:
         rc = _start_acquire(c, owner._m, raw, len(raw), ms, opts, _mono() // 1000000)
         if rc:
             raise CallError(rc, strerror(rc))
-        self.owners[addressof(owner._m)] = owner
+        self.owners[owner._addr] = owner
 
     def _end_earlier_block(self) -> None:
         """Before a transaction-scoped acquire inside a block: the engine
@@ -412,7 +413,7 @@ class Engine:
         rc = _start_release(self._c, owner._m, _mono() // 1000000)
         if rc:
             raise CallError(rc, strerror(rc))
-        self.owners[addressof(owner._m)] = owner
+        self.owners[owner._addr] = owner
 
     def start_verify(self, owner: Owner) -> None:
         self.check(_lib.advlock_conn_start_verify(self._c, owner._m, now_ms()))
@@ -892,8 +893,14 @@ def run_blocking(e: Engine, owner: Owner, interruptible: bool = False) -> None:
     with e.guard:
         interrupted = _pump_blocking(e, turns(e, lambda: not _member_busy(m)),
                                      owner if interruptible else None)
-        if e.wake.value != INT64_MAX:
-            _ensure_helper(e)
+        wake = e.wake.value
+        if wake != INT64_MAX:
+            # A helper asleep (helper_until >= 0) is alive: only woken if
+            # the timer comes first, with no thread looked up each cycle.
+            if e.helper_until >= 0:
+                _wake_helper(e)
+            else:
+                _ensure_helper(e)
     if interrupted is not None:
         raise interrupted
 
