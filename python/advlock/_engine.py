@@ -893,14 +893,8 @@ def run_blocking(e: Engine, owner: Owner, interruptible: bool = False) -> None:
     with e.guard:
         interrupted = _pump_blocking(e, turns(e, lambda: not _member_busy(m)),
                                      owner if interruptible else None)
-        wake = e.wake.value
-        if wake != INT64_MAX:
-            # A helper asleep (helper_until >= 0) is alive: only woken if
-            # the timer comes first, with no thread looked up each cycle.
-            if e.helper_until >= 0:
-                _wake_helper(e)
-            else:
-                _ensure_helper(e)
+        if e.wake.value != INT64_MAX:
+            _ensure_helper(e)
     if interrupted is not None:
         raise interrupted
 
@@ -1035,6 +1029,10 @@ def _ensure_helper(e: Engine) -> None:
     """Under e.guard: the connection's helper thread runs (one at most),
     tending the engine's timers; a sleeping one is woken if a timer is due
     before its time."""
+    if e.helper_until >= 0:
+        # Asleep, so alive: no thread looked up at each operation.
+        _wake_helper(e)
+        return
     helper = e.helper
     if helper is None or not helper.is_alive():
         ref = weakref.ref(e)
