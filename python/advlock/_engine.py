@@ -25,7 +25,7 @@ import time
 import types
 import weakref
 from asyncio import isfuture
-from ctypes import addressof, c_int64, pointer
+from ctypes import c_int64, pointer
 from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, List, Optional,
                     Protocol, Tuple, TypeVar)
 
@@ -158,6 +158,7 @@ class Owner(Protocol):
     """A lock object with a member on an engine."""
 
     _m: Any  # its advlock_member (a _binding.MemberStorage)
+    _addr: int  # addressof(_m): the key of owners and refused
     _session_scoped: bool  # False: a lock of transaction scope
 
     def _on_done(self) -> None: ...
@@ -236,7 +237,7 @@ class Engine:
 
     def join(self, owner: Owner) -> None:
         """owner's member is busy or holding from now on: its events come."""
-        self.owners[addressof(owner._m)] = owner
+        self.owners[owner._addr] = owner
 
     def check(self, rc: int) -> None:
         """Raises the CallError of a call the engine refused."""
@@ -265,23 +266,27 @@ class Engine:
             go_on()
 
     def hold(self) -> None:
-        """A lock on the connection is held: while any is, the connection
-        is watched for the server's close (the client's watch)."""
+        """A lock on the connection is held. The connection is watched for
+        the server's close (the client's watch) from its first hold on, and
+        stays watched while it lives: a watch costs nothing while the
+        session lives, and one added and dropped at every hold would cost
+        each cycle two epoll_ctl (psycopg) or a listener's list edits."""
         self.held += 1
-        if self.held == 1 and self.unwatch is None:
-            self.unwatch = self.client.watch(self._heard_closed)
+        if self.unwatch is None:
+            self.unwatch = self.client.watch(_heard_closed_of(self))
 
     def unhold(self) -> None:
-        """A lock on the connection is held no more."""
+        """A lock on the connection is held no more (its watch stays)."""
         self.held -= 1
-        if self.held == 0 and self.unwatch is not None:
-            unwatch, self.unwatch = self.unwatch, None
-            unwatch()
 
     def _heard_closed(self) -> None:
-        """The watch's call (on the loop, or the watcher thread)."""
+        """The watch's call (on the loop, or the watcher thread): the watch
+        is spent (the socket left the set); the engine hears of the close
+        only while a lock holds (else the next statement finds it)."""
         self.unwatch = None
         with self.guard:
+            if not self.held:
+                return
             self.closed(ENDED)
             if self.sleeping:
                 self.cond.notify_all()
@@ -390,7 +395,7 @@ class Engine:
         rc = _start_acquire(c, owner._m, raw, len(raw), ms, opts, _mono() // 1000000)
         if rc:
             raise CallError(rc, strerror(rc))
-        self.owners[addressof(owner._m)] = owner
+        self.owners[owner._addr] = owner
 
     def _end_earlier_block(self) -> None:
         """Before a transaction-scoped acquire inside a block: the engine
@@ -408,7 +413,7 @@ class Engine:
         rc = _start_release(self._c, owner._m, _mono() // 1000000)
         if rc:
             raise CallError(rc, strerror(rc))
-        self.owners[addressof(owner._m)] = owner
+        self.owners[owner._addr] = owner
 
     def start_verify(self, owner: Owner) -> None:
         self.check(_lib.advlock_conn_start_verify(self._c, owner._m, now_ms()))
@@ -426,6 +431,18 @@ class Engine:
                 owner._on_done()
             elif ev.kind == _LOST_EVENT:
                 owner._on_lost()
+
+
+def _heard_closed_of(e: Engine) -> Callable[[], None]:
+    """e's watch call, holding e weakly: a watch kept while the connection
+    lives must not keep it (and its socket) alive."""
+    ref = weakref.ref(e)
+
+    def heard() -> None:
+        found = ref()
+        if found is not None:
+            found._heard_closed()
+    return heard
 
 
 # ---- the pump, once ---------------------------------------------------------------
@@ -1012,6 +1029,10 @@ def _ensure_helper(e: Engine) -> None:
     """Under e.guard: the connection's helper thread runs (one at most),
     tending the engine's timers; a sleeping one is woken if a timer is due
     before its time."""
+    if e.helper_until >= 0:
+        # Asleep, so alive: no thread looked up at each operation.
+        _wake_helper(e)
+        return
     helper = e.helper
     if helper is None or not helper.is_alive():
         ref = weakref.ref(e)

@@ -37,7 +37,8 @@ _LIVE = int(LeaseExpiry.LIVE)
 class _LockBase:
     __slots__ = ("_engine", "_conn", "name", "timeout", "options", "_m", "_raw", "_opts",
                  "_lease", "_t", "_ms", "report", "release_report", "_lost", "_lost_event",
-                 "_waiter", "_body", "_cancelled_body", "_cancelling", "_holding", "_session_scoped")
+                 "_waiter", "_body", "_cancelled_body", "_cancelling", "_holding", "_session_scoped",
+                 "_addr")
 
     _engine: E.Engine
     _lost: Optional[LockLost]
@@ -58,6 +59,7 @@ class _LockBase:
         self._lease = lease_of(lease, lease_stop)
         self._m = B.MemberStorage()
         _lib.advlock_member_init(self._m)
+        self._addr = addressof(self._m)  # the engine's key for this member
         self._t: Optional[float] = None
         self._ms = 0
         self.report: Optional[Report] = None          # the last acquire's
@@ -156,7 +158,7 @@ class _LockBase:
     def _forget(self) -> None:
         owners = getattr(self._engine, "owners", None)
         if owners is not None:
-            owners.pop(addressof(self._m), None)
+            owners.pop(self._addr, None)
 
     def _held(self) -> bool:
         """The engine's word on whether this lock is held (a transaction's
@@ -213,11 +215,11 @@ class _LockBase:
         A statement the client refused to send (asyncpg runs one operation
         at a time) is the caller's misuse: CallError, in its words."""
         refused = self._engine.refused
-        if refused and addressof(self._m) in refused:
+        if refused and self._addr in refused:
             raise CallError(B.ADVLOCK_EMISUSE, "A statement for lock '%s' was not sent: the"
                             " connection is busy with another operation (one operation at a"
                             " time per connection): %s" % (escape_name(self.name),
-                                                          refused.pop(addressof(self._m))))
+                                                          refused.pop(self._addr)))
         if report._c.outcome not in _QUIET:
             raise_for(report, self.name)
         return report

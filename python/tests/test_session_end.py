@@ -315,9 +315,10 @@ def test_psycopg_async_statements_in_the_body_do_not_blind_the_watch(transport, 
 
 @need_server
 @pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async", "psycopg"])
-def test_a_released_lock_stops_watching(flavour, pg_conn):
-    # The watch lasts while the lock is held: a session ended after the
-    # release tells the lock nothing, and nothing is left watching.
+def test_a_released_lock_hears_nothing_of_the_end(flavour, pg_conn):
+    # The connection stays watched after the release, but a session ended
+    # then tells the lock nothing; the watch is spent (the socket leaves
+    # the epoll set: a closed socket cannot wake it again and again).
     from advlock import _watch
 
     async def main():
@@ -330,16 +331,41 @@ def test_a_released_lock_stops_watching(flavour, pg_conn):
         else:
             await lk.acquire()
             await lk.release()
-            # This loop's hub: a closed loop's may outlive it, holding the
-            # watch of a lock an earlier test left held, on a number this
-            # connection's socket now reuses.
             hubs = [_watch._loop_hubs.get(asyncio.get_running_loop())]
-        assert lk._engine.unwatch is None
-        if flavour != "asyncpg":
-            assert all(conn.pgconn.socket not in hub.callbacks for hub in hubs if hub)
+        fd = None if flavour == "asyncpg" else conn.pgconn.socket
         pg_conn.execute("SELECT pg_terminate_backend(%s, 5000)", (announced_pid(conn),))
         await asyncio.sleep(0.1)
         assert not lk.lost.is_set() and lk.state == advlock.LockState.NOT_HELD
+        assert lk._engine.unwatch is None
+        assert all(fd not in hub.callbacks for hub in hubs if hub)
+        await close(conn)
+    asyncio.run(main())
+
+
+@need_server
+@pytest.mark.parametrize("flavour", ["asyncpg", "psycopg-async", "psycopg"])
+def test_a_connection_is_watched_once_for_many_holds(flavour, monkeypatch):
+    # The watch is added at the first hold and kept: a lock taken and
+    # released again and again costs no watch (epoll_ctl) per cycle.
+    async def main():
+        conn = await connect(flavour)
+        lk = advlock.lock(conn, "watch-once", timeout=5)
+        client = lk._engine.client
+        added = []
+        watch = type(client).watch
+
+        def counted(self, on_end):
+            added.append(on_end)
+            return watch(self, on_end)
+        monkeypatch.setattr(type(client), "watch", counted)
+        for _ in range(3):
+            if flavour == "psycopg":
+                lk.acquire()
+                lk.release()
+            else:
+                await lk.acquire()
+                await lk.release()
+        assert len(added) == 1
         await close(conn)
     asyncio.run(main())
 
