@@ -32,7 +32,6 @@ import psycopg
 from psycopg.types.numeric import Int8BinaryDumper
 
 from . import _binding as B
-import weakref
 
 from . import _watch
 from ._asyncio_task import nothing_held
@@ -287,15 +286,20 @@ def unusable(conn: Any) -> Optional[str]:
     return "it is closed" if conn.closed else None
 
 
-_engines: weakref.WeakKeyDictionary[Any, Engine] = weakref.WeakKeyDictionary()
+# The attribute of a psycopg connection that keeps its engine. On the
+# connection, not in a table beside it: the engine's client refers to the
+# connection, so a table's entry would keep the connection alive for ever,
+# while the two referring to each other are collected together.
+_ENGINE = "_advlock_engine"
 
 
 def engine(conn: Any) -> Engine:
     """The engine of a psycopg connection, made on first use and gone with
     the connection."""
-    found = _engines.get(conn)
+    found: Optional[Engine] = getattr(conn, _ENGINE, None)
     if found is None:
         made: Union[Client, AsyncClient] = AsyncClient(conn) \
             if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
-        found = _engines[conn] = Engine(made)
+        found = Engine(made)
+        setattr(conn, _ENGINE, found)
     return found

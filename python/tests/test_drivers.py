@@ -266,3 +266,28 @@ def test_names_that_are_not_utf8_are_refused_before_any_query(flavour):
         with pytest.raises(advlock.CallError):
             await a.call(advlock.lock(a.conn, b"\xff", timeout=0).acquire)
     run(flavour, body)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_closed_connection_that_held_a_lock_is_collected(flavour):
+    # The engine a connection's locks share refers to the connection: kept
+    # beside it in a table, it would keep every connection that ever locked
+    # alive (a pool that replaces connections would grow for ever). A
+    # blocking connection's helper thread lets go of it once idle (1 s).
+    import gc
+    import weakref
+
+    async def main():
+        c = await Conn(flavour).open()
+        lk = advlock.lock(c.conn, "collected", timeout=1)
+        await c.call(lk.acquire)
+        await c.call(lk.release)
+        await c.close()
+        return weakref.ref(c.conn)
+    gone = asyncio.run(main())
+    for _ in range(50):
+        gc.collect()
+        if gone() is None:
+            break
+        time.sleep(0.1)
+    assert gone() is None
