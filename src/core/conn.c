@@ -718,3 +718,21 @@ advlock_lease_expiry advlock_member_lease_expiry(const advlock_member *m)
 {
     return m != NULL ? (advlock_lease_expiry)m->lease_expiry_ : ADVLOCK_LEASE_LIVE;
 }
+
+/* A pump's turn in one call: here, over the API, as a pump would make the
+ * same steps (conn_queue.c, below, never calls back up for the timer). */
+int advlock_conn_turn(advlock_conn *c, const advlock_answer *a, advlock_statement *st,
+                      int64_t now_ms, int64_t *wake)
+{
+    if (c == NULL || st == NULL || (a != NULL && advlock_conn_on_answer(c, a, now_ms) != 0))
+        return ADVLOCK_TURN_REFUSED;
+    if (advlock_conn_timer_armed(c) && advlock_conn_next_wake(c) <= now_ms)
+        on_timer(c, now_ms);
+    int found = advlock_conn_poll_statement(c, st, now_ms) ? ADVLOCK_TURN_STATEMENT : 0;
+    /* The events' queue, as advlock_conn_poll_event() reads it. */
+    if (c->news_ != NULL || c->warned_)
+        found |= ADVLOCK_TURN_EVENTS;
+    if (wake != NULL)
+        *wake = advlock_conn_next_wake(c);
+    return found;
+}

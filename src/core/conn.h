@@ -2,7 +2,7 @@
  * files are layered, each calling only those above it in this header:
  * conn_members.c (members and their lists), conn_lease.c (the lease),
  * conn_delay.c (lock-delay's mark), conn_queue.c (the statements in
- * flight, and a pump's turn in one call), conn.c (the API). */
+ * flight), conn.c (the API, and a pump's turn in one call). */
 #ifndef ADVLOCK_CONN_INTERNAL_H
 #define ADVLOCK_CONN_INTERNAL_H
 

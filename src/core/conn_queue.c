@@ -781,26 +781,6 @@ int advlock_conn_poll_statement(advlock_conn *c, advlock_statement *st, int64_t 
     return c != NULL && st != NULL && poll_sent(c, st, now_ms);
 }
 
-/* A pump's turn in one call: here, beside the answer's and the poll's
- * bodies, so that it costs one call, not one per step. */
-int advlock_conn_turn(advlock_conn *c, const advlock_answer *a, advlock_statement *st,
-                      int64_t now_ms, int64_t *wake)
-{
-    if (c == NULL || st == NULL || (a != NULL && c->count_ == 0))
-        return ADVLOCK_TURN_REFUSED;
-    if (a != NULL)
-        answer_head(c, a, now_ms);
-    if (advlock_conn_timer_armed(c) && advlock_conn_next_wake(c) <= now_ms)
-        advlock_conn_on_timer(c, now_ms);
-    int found = poll_sent(c, st, now_ms) ? ADVLOCK_TURN_STATEMENT : 0;
-    /* The events' queue, as advlock_conn_poll_event() reads it. */
-    if (c->news_ != NULL || c->warned_)
-        found |= ADVLOCK_TURN_EVENTS;
-    if (wake != NULL)
-        *wake = advlock_conn_timer_armed(c) ? advlock_conn_next_wake(c) : INT64_MAX;
-    return found;
-}
-
 void advlock_conn_unsend(advlock_conn *c, int broken, const char *words, int64_t now_ms)
 {
     if (c == NULL || c->polled_ == 0)
