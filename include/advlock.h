@@ -2045,10 +2045,15 @@ ADVLOCK_API int advlock_conn_turn(advlock_conn *c, const advlock_answer *a, advl
  * (advlock_conn_head()): call it before handing that statement's answer
  * in. sqlstate ("" or NULL: none) and the first line of words are kept for
  * an ADVLOCK_CONN_WARNING event of the head's member, whose event callback
- * (advlock_options) hears ADVLOCK_EVENT_WARNING at once. No-op for NULL.
+ * (advlock_options) hears ADVLOCK_EVENT_WARNING at once. Lock-delay reads
+ * it too: a mark statement's "canceling wait for synchronous replication"
+ * means its mark may be missing on the standby a failover would promote,
+ * and the grant is given back (docs/design.md, "Lock-delay"). Returns 1
+ * when a member's callback heard it, 0 when no member's statement was the
+ * head (the connection's own statement, or none) and for c NULL (no-op).
  */
-ADVLOCK_API void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words,
-                                        int64_t now_ms);
+ADVLOCK_API int advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words,
+                                       int64_t now_ms);
 
 /*
  * The cancel request the engine asked for m (ADVLOCK_STATEMENT_CANCEL)

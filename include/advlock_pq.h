@@ -140,11 +140,12 @@ typedef struct advlock_pq_pump_ {
     advlock_pq_report *sink_;       /* where notices go: &notices_, or the one member's report */
     const advlock_machine *events_; /* whose callback hears them (NULL: none) */
     uint8_t grows_;                 /* slots_ is the pump's heap memory, grown when starved */
-    uint8_t pipeline_; /* libpq's pipeline mode (a lock set), else one statement at a time */
-    uint8_t one_;      /* one member (a single adapter): its failed operation's report stands */
-    uint8_t reading_;  /* the head statement's first result came */
-    uint8_t syncing_;  /* a sync's result is due before the next answer */
-    uint8_t flushing_; /* libpq holds output the socket did not take */
+    uint8_t pipeline_;   /* libpq's pipeline mode (a lock set), else one statement at a time */
+    uint8_t one_;        /* one member (a single adapter): its failed operation's report stands */
+    uint8_t reading_;    /* the head statement's first result came */
+    uint8_t syncing_;    /* a sync's result is due before the next answer */
+    uint8_t committing_; /* the head's results are read; its answer waits for its sync */
+    uint8_t flushing_;   /* libpq holds output the socket did not take */
 } advlock_pq_pump_;
 
 /*

@@ -603,20 +603,20 @@ int advlock_conn_watching(const advlock_conn *c)
 
 /* A warning for m (NULL: the connection's statement) in words, kept for
  * its event; m's event callback hears it at once. */
-void advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words,
-                            int64_t now_ms)
+int advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, const char *words, int64_t now_ms)
 {
     if (c == NULL)
-        return;
+        return 0;
     advlock_statement head;
     advlock_member *m = advlock_conn_head(c, &head) ? head.member : NULL;
     if (m != NULL)
-        advlock_conn_delay_notice(m, head.sql, words);
+        advlock_conn_delay_notice(m, head.sql, sqlstate, words);
     advlock_text t;
     advlock_text_init(&t, c->warning_, sizeof c->warning_);
     if (words != NULL)
         advlock_text_putn(&t, words, strcspn(words, "\n"));
     advlock_conn_warn(c, m, sqlstate, c->warning_, now_ms);
+    return m != NULL;
 }
 
 void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const char *why,

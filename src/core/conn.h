@@ -240,9 +240,10 @@ int64_t advlock_conn_delay_wake(const advlock_member *m);
 void advlock_conn_delay_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
 /* The server warned about m's statement in flight (head: its sql) with
- * words: a mark whose commit stopped waiting for the synchronous standby
- * is not durable, and the acquire gives its grant back. */
-void advlock_conn_delay_notice(advlock_member *m, int sql, const char *words);
+ * words, of SQLSTATE sqlstate: a mark whose commit stopped waiting for the
+ * synchronous standby is not durable, and the acquire gives its grant
+ * back. */
+void advlock_conn_delay_notice(advlock_member *m, int sql, const char *sqlstate, const char *words);
 
 /* ---- conn_queue.c ---- */
 

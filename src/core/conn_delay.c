@@ -15,8 +15,11 @@
 #include <string.h>
 
 /* PostgreSQL's words when a commit stops waiting for its synchronous
- * standby (a cancel or a terminate): committed locally, maybe not on the
- * standby a failover would promote. */
+ * standby (a cancel): committed locally, maybe not on the standby a
+ * failover would promote. A server speaking another language
+ * (lc_messages) says them otherwise, but with a warning's SQLSTATE, class
+ * 01, which a mark's plain statement has no other cause to send: either
+ * is read as the mark not being durable. */
 static const char sync_cancelled[] = "canceling wait for synchronous replication";
 
 int advlock_conn_delay_action(const advlock_conn *c, const advlock_member *m, advlock_action *act)
@@ -220,13 +223,20 @@ void advlock_conn_delay_cancel(advlock_conn *c, advlock_member *m, int64_t now_m
         give_back(c, m);
 }
 
-void advlock_conn_delay_notice(advlock_member *m, int sql, const char *words)
+void advlock_conn_delay_notice(advlock_member *m, int sql, const char *sqlstate, const char *words)
 {
-    if ((sql != ADVLOCK_SQL_MARK_TAKE && sql != ADVLOCK_SQL_MARK_WRITE) || words == NULL
-        || strncmp(words, sync_cancelled, sizeof sync_cancelled - 1) != 0)
+    int warning = sqlstate != NULL && strncmp(sqlstate, "01", 2) == 0;
+    int cancelled = words != NULL && strncmp(words, sync_cancelled, sizeof sync_cancelled - 1) == 0;
+    if ((sql != ADVLOCK_SQL_MARK_TAKE && sql != ADVLOCK_SQL_MARK_WRITE) || !(warning || cancelled))
         return;
-    advlock_conn_say(m, "lock-delay: this holder's mark did not reach the synchronous standby "
-                        "(the server stopped waiting for it), so a failover could lose it; "
-                        "the grant was given back");
+    char said[ADVLOCK_CONN_WORDS_MAX];
+    advlock_text t;
+    advlock_text_init(&t, said, sizeof said);
+    advlock_text_put(&t, "lock-delay: the server warned as this holder's mark was written (");
+    if (words != NULL)
+        advlock_text_putn(&t, words, strnlen(words, 120));
+    advlock_text_put(&t, "): the mark may not be on the synchronous standby a failover would "
+                         "promote; the grant was given back");
+    advlock_conn_say(m, said);
     m->delay_end_ = DELAY_END_FAILED;
 }

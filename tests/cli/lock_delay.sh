@@ -5,7 +5,10 @@
 # session the server ends (pg_terminate_backend) while its command runs:
 # the next --lock-delay run waits out its lease (U + 1 s from the grant)
 # before its command starts, and one without --lock-delay does not; a run
-# that times out while waiting leaves the mark for the next; a role
+# that times out while waiting leaves the mark for the next; a mark whose
+# commit waits for a synchronous standby holds the run back, one whose
+# wait was cancelled gives the grant back, and so does one whose commit
+# fails after its statement answered; a role
 # without the grants is told which, and the documented grants suffice.
 # Runs under tests/pg/with-postgres.sh (a Unix socket: --lock-delay keeps
 # the lease there).
@@ -80,6 +83,48 @@ capture "$A" run "$name" -- echo ran
 check "off: ran" "0:ran" "$RC:$OUT"
 case $ERR in *"$waiting"*) fail "off: waited: $ERR" ;; *) pass ;; esac
 check "off: the mark left" "$token" "$(sql "SELECT token FROM advlock.mark")"
+
+# A synchronous standby that never answers: the mark's commit waits for
+# it, so the run is not told it holds the lock (its command does not
+# start) until the commit returns; a cancel of that wait commits locally
+# with the server's warning, and the grant is given back.
+sql "DELETE FROM advlock.mark" >/dev/null
+sql "ALTER SYSTEM SET synchronous_standby_names = 'advlock_no_such_standby'" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+"$A" run "${short[@]}" --timeout 60 "$name" -- touch "$T/sync.ran" 2>"$T/sync.err" &
+runner=$!
+waiter=""
+for _ in $(seq 100); do
+    waiter=$(sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+    [ -n "$waiter" ] && break
+    sleep 0.1
+done
+check "sync standby: the mark's commit waits" 1 "$([ -n "$waiter" ] && echo 1)"
+check "sync standby: not held while it waits" 0 "$([ -e "$T/sync.ran" ] && echo 1 || echo 0)"
+sql "SELECT pg_cancel_backend($waiter)" >/dev/null
+wait "$runner"
+check "sync standby: cancelled: lock error" "$EXIT_LOCK_ERROR" "$?"
+check "sync standby: its command never ran" 0 "$([ -e "$T/sync.ran" ] && echo 1 || echo 0)"
+case $(cat "$T/sync.err") in *"may not be on the synchronous standby"*) pass ;;
+*) fail "sync standby: said why: $(cat "$T/sync.err")" ;; esac
+check "sync standby: nothing left locked" 0 "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
+sql "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+sql "DELETE FROM advlock.mark" >/dev/null
+
+# A mark whose commit fails after its statement answered (a deferred
+# trigger's error, at the batch's sync): the mark is not there, so the run
+# is not told it holds the lock.
+sql "CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql
+     AS \$\$BEGIN RAISE EXCEPTION 'no mark at this commit'; END\$\$" >/dev/null
+sql "CREATE CONSTRAINT TRIGGER refuse_mark AFTER INSERT OR UPDATE ON advlock.mark
+     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_mark()" >/dev/null
+capture "$A" run "${short[@]}" "$name" -- echo ran
+check "commit failed: lock error, never ran" "$EXIT_LOCK_ERROR:" "$RC:$OUT"
+case $ERR in *"no mark at this commit"*) pass ;; *) fail "commit failed: said why: $ERR" ;; esac
+check "commit failed: nothing left locked" 0 "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
+check "commit failed: no mark" 0 "$(sql "SELECT count(*) FROM advlock.mark")"
+sql "DROP TRIGGER refuse_mark ON advlock.mark" >/dev/null
 
 # A role without the grants is told which to ask for.
 sql "CREATE ROLE delay_user LOGIN" >/dev/null

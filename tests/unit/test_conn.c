@@ -1853,6 +1853,26 @@ static void lock_delay_mark_not_written_gives_back(void **state)
     (void)events(NULL);
     assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
     assert_non_null(strstr(advlock_member_words(&f.m[0]), "synchronous standby"));
+
+    /* The same warning from a server speaking German: its SQLSTATE says it. */
+    setup(NULL);
+    grant_with_lock_delay(5000);
+    advlock_conn_on_notice(&f.c, "01000", "breche Warten auf synchrone Replikation ab", f.now);
+    answer_mark(0, 0, 1);
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    (void)events(NULL);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
+    assert_non_null(strstr(advlock_member_words(&f.m[0]), "breche Warten"));
+
+    /* A plain NOTICE (a trigger's, say) is no warning: the mark stands. */
+    setup(NULL);
+    grant_with_lock_delay(5000);
+    assert_int_equal(advlock_conn_on_notice(&f.c, "00000", "a trigger's notice", f.now), 1);
+    answer_mark(0, 0, 1);
+    assert_int_equal(events(&ev), 2); /* the warning's, then the acquire's */
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_true(advlock_member_held(&f.m[0]));
 }
 
 /* A release clears our mark, alone, and its unlock follows after the sync

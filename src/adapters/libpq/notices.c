@@ -57,7 +57,8 @@ static void receive_notice(void *arg, const PGresult *res)
      * command") reaches libpq as a notice: the server is ending the session. */
     if (severity != NULL && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0))
         g->fatal = 1;
-    advlock_notify(g->events, ADVLOCK_EVENT_WARNING, r->notice, g->now_ms);
+    if (!advlock_conn_on_notice(g->engine, r->notice_sqlstate, r->notice, g->now_ms))
+        advlock_notify(g->events, ADVLOCK_EVENT_WARNING, r->notice, g->now_ms);
     /* libpq's default receiver passes the notice to the processor the
      * caller installed, with the caller's argument (the result carries
      * both); it ignores its own argument. Which processor that is, is
@@ -74,12 +75,13 @@ void advlock_pq_notices_learn(void)
 }
 
 void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock_pq_report *sink,
-                               const advlock_machine *events, int64_t now_ms)
+                               const advlock_machine *events, advlock_conn *engine, int64_t now_ms)
 {
     advlock_pq_notices_learn();
     g->conn = conn;
     g->sink = sink;
     g->events = events;
+    g->engine = engine;
     g->now_ms = now_ms;
     g->fatal = 0;
     g->previous = PQsetNoticeReceiver(conn, NULL, NULL); /* NULL: just ask */

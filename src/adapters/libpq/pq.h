@@ -77,6 +77,7 @@ typedef struct advlock_pq_notice_guard {
     PGconn *conn;
     advlock_pq_report *sink;
     const advlock_machine *events;
+    advlock_conn *engine; /* hears every notice first (lock-delay reads them) */
     int64_t now_ms;
     PQnoticeReceiver previous;
     int diverted;
@@ -97,12 +98,14 @@ void advlock_pq_notices_learn(void);
 
 /*
  * Until advlock_pq_notices_restore(g), notices on conn are counted in sink
- * and reported as ADVLOCK_EVENT_WARNING to the callback of the machine
- * events, at now_ms (see "Server notices" in docs/libpq.md). g must stay in
- * place until then.
+ * and handed to engine (advlock_conn_on_notice(): the head member's event
+ * callback hears it as ADVLOCK_EVENT_WARNING), else, with no member's
+ * statement at the head, reported to the callback of the machine events,
+ * at now_ms (see "Server notices" in docs/libpq.md). g must stay in place
+ * until then.
  */
 void advlock_pq_notices_divert(advlock_pq_notice_guard *g, PGconn *conn, advlock_pq_report *sink,
-                               const advlock_machine *events, int64_t now_ms);
+                               const advlock_machine *events, advlock_conn *engine, int64_t now_ms);
 void advlock_pq_notices_restore(advlock_pq_notice_guard *g);
 
 /* ---- report.c: the caller's view of an operation -------------------------- */

@@ -122,6 +122,38 @@ static void complete(advlock_pq_pump_ *s, const advlock_statement *head, pending
     p->ready = 1;
 }
 
+/* In pipeline mode a batch's statements commit at its sync, after their
+ * results: a statement's answer counts once the sync's result is read (a
+ * mark or a fencing token is durable only then, and the synchronous
+ * standby's warning comes in between, while the statement is still the
+ * engine's head). Reads toward it; 1 once it came or the connection broke
+ * (the answer is then CONNECTION_LOST), 0 while it is still to come. A
+ * failure of the commit replaces the statement's answer. */
+static int commit_read(advlock_pq_pump_ *s, int broken)
+{
+    /* A failed commit's results end with a NULL before the sync's. Two in
+     * a row: no sync is coming after all, and the answer stands. */
+    int nulls = 0;
+    while (!broken && nulls < 2) {
+        if (PQisBusy(s->conn_))
+            return 0;
+        PGresult *res = PQgetResult(s->conn_);
+        if (res == NULL) {
+            nulls++;
+            continue;
+        }
+        nulls = 0;
+        if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+            PQclear(res);
+            break;
+        }
+        advlock_pq_answer_read(&s->query_, s->conn_, res);
+        broken = PQstatus(s->conn_) == CONNECTION_BAD;
+    }
+    s->committing_ = 0;
+    return 1;
+}
+
 /* Reads the answers that have arrived, in order, without blocking, each
  * through p; returns how many statements it answered. Each goes to the
  * engine before the next is read, but the last when keep_last, which
@@ -151,12 +183,25 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms, pending_answer *p, int k
                 break;
         }
         have_head = 1;
+        if (s->committing_) {
+            if (!commit_read(s, broken))
+                break;
+            complete(s, &head, p);
+            s->syncing_ = 0;
+            answered++;
+            have_head = 0;
+            continue;
+        }
         if (!broken && PQisBusy(s->conn_))
             break;
         /* A broken connection's last result (the server's FATAL) says why
          * better than libpq's "no connection to the server"; after it the
          * statements are answered CONNECTION_LOST. */
         PGresult *res = PQgetResult(s->conn_);
+        if (res == NULL && s->pipeline_ && head.sync_follows && !broken) {
+            s->committing_ = 1;
+            continue;
+        }
         if (res == NULL) {
             complete(s, &head, p);
             answered++;
@@ -308,7 +353,7 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
     p->grows_ = (uint8_t)(grows != 0);
     p->pipeline_ = (uint8_t)((caps & ADVLOCK_CAPS_PIPELINE) != 0);
     p->one_ = (uint8_t)((caps & ADVLOCK_CAPS_ONE_MEMBER) != 0);
-    p->reading_ = p->syncing_ = p->flushing_ = 0;
+    p->reading_ = p->syncing_ = p->committing_ = p->flushing_ = 0;
     p->query_.kept_ = NULL;
     advlock_pq_report_begin(&p->notices_);
     p->sink_ = &p->notices_;
@@ -324,7 +369,7 @@ static _Thread_local advlock_pq_notice_guard *held_guards;
 
 void advlock_pq_pump_hold_notices(advlock_pq_pump_ *p, advlock_pq_notice_guard *g, int64_t now_ms)
 {
-    advlock_pq_notices_divert(g, p->conn_, p->sink_, p->events_, now_ms);
+    advlock_pq_notices_divert(g, p->conn_, p->sink_, p->events_, &p->engine_, now_ms);
     g->outer = held_guards;
     held_guards = g;
 }
@@ -345,7 +390,7 @@ static advlock_pq_notice_guard *divert_for_turn(advlock_pq_pump_ *s, advlock_pq_
     while (held != NULL && !(held->diverted && held->conn == s->conn_))
         held = held->outer;
     if (held == NULL) {
-        advlock_pq_notices_divert(own, s->conn_, s->sink_, s->events_, now_ms);
+        advlock_pq_notices_divert(own, s->conn_, s->sink_, s->events_, &s->engine_, now_ms);
         return own;
     }
     held->now_ms = now_ms;
@@ -360,7 +405,7 @@ void advlock_pq_pump_notice_reset(advlock_pq_pump_ *s, int64_t now_ms)
         || PQbackendPID(c) == advlock_conn_session(&s->engine_)->client_pid)
         return;
     /* An answer half read died with the old session. */
-    s->reading_ = s->syncing_ = s->flushing_ = 0;
+    s->reading_ = s->syncing_ = s->committing_ = s->flushing_ = 0;
     advlock_pq_answer_clear(&s->query_);
     /* A lock set's new connection is put back as its set binds it. */
     if (s->pipeline_) {
