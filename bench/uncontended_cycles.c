@@ -16,6 +16,11 @@
  *             trips with nothing around them
  *   pipeline  both statements sent at once in libpq pipeline mode and one
  *             sync: one round trip, the floor for any two-statement cycle
+ *   delayed   the adapter's cycle with options.lock_delay (under a lease,
+ *             which it needs): each grant also writes the holder's mark in
+ *             advlock.mark and each release clears it, two more statements
+ *             each committed with synchronous_commit on, the clear in the
+ *             release's round trip (docs/design.md, "Lock-delay")
  * and, per round, the client's CPU time per cycle (getrusage), which shows
  * what the adapter adds without the round trips hiding it. Last, the same
  * comparison in instructions, which the noise of a shared machine cannot
@@ -29,8 +34,9 @@
  * The harness's server runs with fsync off, so the fenced cycle's commit
  * flushes nothing there. With --fsync 1 the program turns fsync on for its
  * run (ALTER SYSTEM, reloaded; reset at the end), measures only the
- * adapter, fenced and raw cycles, and names its figures uncontended_fsync_*:
- * the durable write's cost where every commit reaches the disk.
+ * adapter, fenced, delayed and raw cycles, and names its figures
+ * uncontended_fsync_*: the durable writes' cost where every commit
+ * reaches the disk.
  *
  *     uncontended_cycles [--rounds 21] [--cycles 1000] [--instructions 1] [--fsync 0]
  */
@@ -50,7 +56,7 @@ static PGconn *conn;
 static advlock_pq adapter_state;
 static int64_t key;
 static long cycles;
-static advlock_options plain_options, fenced_options;
+static advlock_options plain_options, fenced_options, delayed_options;
 static int64_t last_token; /* the fenced cycle's last token */
 
 typedef struct contestant_state {
@@ -96,6 +102,13 @@ static void fenced_cycle(void)
     if (token <= last_token)
         bench_fail("fencing token %lld after %lld", (long long)token, (long long)last_token);
     last_token = token;
+}
+
+/* The delayed cycle: a clean hand-off to itself each time, so no wait;
+ * a mark left behind would make the next acquire wait out a lease. */
+static void delayed_cycle(void)
+{
+    take_and_give_back(lock_name, sizeof lock_name - 1);
 }
 
 static void raw_cycle(void)
@@ -212,16 +225,17 @@ static void set_fsync(const char *value)
 
 /* The --fsync 1 run: the adapter's plain and fenced cycles against raw
  * libpq, every commit flushed. */
-static void durable_run(contestant_state *adapter, contestant_state *fenced, contestant_state *raw,
-                        int rounds)
+static void durable_run(contestant_state *adapter, contestant_state *fenced,
+                        contestant_state *delayed, contestant_state *raw, int rounds)
 {
     set_fsync("on");
     bench_contestant c[] = {
         {.name = "adapter", .run_round = round_of_cycles, .arg = adapter},
         {.name = "fenced", .run_round = round_of_cycles, .arg = fenced},
         {.name = "raw prepared", .run_round = round_of_cycles, .arg = raw},
+        {.name = "delayed", .run_round = round_of_cycles, .arg = delayed},
     };
-    bench_interleave(c, 3, rounds);
+    bench_interleave(c, 4, rounds);
     set_fsync("off");
     double raw_rate = bench_median_of(&c[2], rounds);
     char limit[96];
@@ -232,9 +246,13 @@ static void durable_run(contestant_state *adapter, contestant_state *fenced, con
     bench_emit(&(bench_figure){"uncontended_fsync_fenced_cycles_per_s",
                                bench_median_of(&c[1], rounds), "cycles/s", limit,
                                bench_median_ratio(&c[1], &c[2], rounds), NULL, -1});
+    bench_emit(&(bench_figure){"uncontended_fsync_lock_delay_cycles_per_s",
+                               bench_median_of(&c[3], rounds), "cycles/s", limit,
+                               bench_median_ratio(&c[3], &c[2], rounds), NULL, -1});
     bench_note("uncontended, fsync on: the fenced cycle runs at %.3f of the plain one's rate "
-               "(one WAL flush per acquisition)",
-               bench_median_ratio(&c[1], &c[0], rounds));
+               "(one WAL flush per acquisition), the lock-delay cycle at %.3f (two: the mark "
+               "and its clear)",
+               bench_median_ratio(&c[1], &c[0], rounds), bench_median_ratio(&c[3], &c[0], rounds));
 }
 
 int main(int argc, char **argv)
@@ -255,12 +273,17 @@ int main(int argc, char **argv)
     advlock_options_init(&plain_options);
     advlock_options_init(&fenced_options);
     fenced_options.fence = 1;
+    advlock_options_init(&delayed_options);
+    delayed_options.lock_delay = 1;
+    delayed_options.lease_ms = 30000;
+    delayed_options.lease_stop_ms = 1000;
 
     contestant_state adapter = {.cycle = adapter_cycle, .options = &plain_options};
     contestant_state fenced = {.cycle = fenced_cycle, .options = &fenced_options};
     contestant_state raw = {.cycle = raw_cycle};
     contestant_state pipeline = {.cycle = pipeline_cycle};
     contestant_state new_name = {.cycle = adapter_cycle_new_name, .options = &plain_options};
+    contestant_state delayed = {.cycle = delayed_cycle, .options = &delayed_options};
 
     /* Under callgrind (see instructions_per_cycle): warm up uncounted,
      * then the counted cycles, and nothing printed. */
@@ -277,12 +300,12 @@ int main(int argc, char **argv)
     bench_pq_exec_script(conn, advlock_fence_setup_sql(), "advlock_fence_setup_sql()");
     /* Warm up: the adapter prepares its statements, the server's caches
      * and the CPU's settle. */
-    contestant_state *warm_up[] = {&adapter, &fenced, &raw, &pipeline};
+    contestant_state *warm_up[] = {&adapter, &fenced, &raw, &pipeline, &delayed};
     for (size_t i = 0; i < sizeof warm_up / sizeof warm_up[0]; i++)
         run_cycles(warm_up[i], cycles / 4 + 1);
 
     if (bench_option(argc, argv, "--fsync", 0) != 0) {
-        durable_run(&adapter, &fenced, &raw, rounds);
+        durable_run(&adapter, &fenced, &delayed, &raw, rounds);
         PQfinish(conn);
         return 0;
     }
@@ -291,8 +314,9 @@ int main(int argc, char **argv)
         {.name = "raw prepared", .run_round = round_of_cycles, .arg = &raw},
         {.name = "pipeline", .run_round = round_of_cycles, .arg = &pipeline},
         {.name = "fenced", .run_round = round_of_cycles, .arg = &fenced},
+        {.name = "delayed", .run_round = round_of_cycles, .arg = &delayed},
     };
-    bench_interleave(c, 4, rounds);
+    bench_interleave(c, 5, rounds);
 
     double adapter_rate = bench_median_of(&c[0], rounds);
     double raw_rate = bench_median_of(&c[1], rounds);
@@ -318,6 +342,13 @@ int main(int argc, char **argv)
                "acquisition, committed in the try-lock's statement) runs at %.3f of the plain "
                "one's rate; fsync on: uncontended_fsync_*",
                bench_median_ratio(&c[3], &c[0], rounds));
+    bench_emit(&(bench_figure){"uncontended_lock_delay_cycles_per_s",
+                               bench_median_of(&c[4], rounds), "cycles/s", limit,
+                               bench_median_ratio(&c[4], &c[1], rounds), NULL, -1});
+    bench_note("uncontended, fsync off: the lock-delay cycle (the mark written after the grant, "
+               "its own round trip; cleared in the release's) runs at %.3f of the plain one's "
+               "rate",
+               bench_median_ratio(&c[4], &c[0], rounds));
 
     double adapter_cpu = median_cpu(&adapter), raw_cpu = median_cpu(&raw);
     snprintf(limit, sizeof limit, "raw libpq: %.2f us", raw_cpu);
