@@ -38,7 +38,7 @@ class _LockBase:
     __slots__ = ("_engine", "_conn", "name", "timeout", "options", "_m", "_raw", "_opts",
                  "_lease", "_t", "_ms", "report", "release_report", "_lost", "_lost_event",
                  "_waiter", "_body", "_cancelled_body", "_cancelling", "_holding", "_session_scoped",
-                 "_addr")
+                 "_addr", "warning")
 
     _engine: E.Engine
     _lost: Optional[LockLost]
@@ -71,8 +71,13 @@ class _LockBase:
         self._cancelled_body = False
         self._cancelling = 0
         self._holding = False
+        # The last warning about this lock's statements: (sqlstate, words).
+        self.warning: Optional[tuple[str, str]] = None
 
     # ---- what the engine tells ------------------------------------------------
+
+    def _on_warning(self, sqlstate: str, words: str) -> None:
+        self.warning = (sqlstate, words)
 
     def _on_done(self) -> None:
         w = self._waiter
@@ -126,6 +131,7 @@ class _LockBase:
             e.let_go(self)
             self._unhold()
         self.report = self.release_report = None
+        self.warning = None
         self._lost = None
         if self._lost_event is not None:
             self._lost_event.clear()
