@@ -137,8 +137,8 @@ class Client:
             return self._rows(text, args)
         if SQL_ANSWER[sql] == _FENCED:
             return self._fenced(text, args)
-        if SQL_ANSWER[sql] == _CAPACITY:
-            return self._capacity(text)
+        if SQL_ANSWER[sql] == _CAPACITY:  # the lock table's settings; lock-delay's marks
+            return self._capacity(text, args)
         return self._value(text, args, SQL_ANSWER[sql])
 
     async def _value(self, text: str, args: Args, answer: int) -> Answer:
@@ -165,9 +165,9 @@ class Client:
             return self._error(exc)
         return FencedRow(None, None) if row is None else FencedRow(row[0], row[1])
 
-    async def _capacity(self, text: str) -> Answer:
+    async def _capacity(self, text: str, args: Args) -> Answer:
         try:
-            return CapacityRow(await self.conn.fetchrow(text))
+            return CapacityRow(await self.conn.fetchrow(text, *args))
         except BaseException as exc:  # noqa: B902
             return self._error(exc)
 
