@@ -18,9 +18,12 @@ scope=advlock.TRANSACTION, wait=advlock.WAIT_SERVER,
 backoff=advlock.FULL_JITTER, clip_to_deadline=True, diagnose=True,
 allow_standby=True, jitter_seed=N, fence=True (a fencing token with each
 grant: lock.fence, checked where the work lands with advlock.fence_ok();
-the schema from advlock.fence_setup_sql() or `advlock setup`). Failures raise LockTimeout (a
-TimeoutError: "Could not acquire migration lock for '<name>' within
-<seconds>s."), LockFailed (StandbyError on a hot standby, ServerSessionError
+the schema from advlock.fence_setup_sql() or `advlock setup`),
+lock_delay=True (the next holder after one whose session ended unreleased
+waits out its lease, and lock.warning tells of that wait; the same schema:
+docs/python.md and docs/operators.md "Lock-delay"). Failures raise
+LockTimeout (a TimeoutError: "Could not acquire migration lock for '<name>'
+within <seconds>s."), LockFailed (StandbyError on a hot standby, ServerSessionError
 behind a transaction-pooling proxy), and asyncio.CancelledError for a
 cancelled task; LockLost when a held lock is lost (the server ended its
 session, heard at once; or its lease expired: lease=, 30 s by default over
@@ -70,7 +73,9 @@ def lock(conn: object, name: Name, timeout: Optional[float] = None,
         default, or infinity never gives up).
     options: an advlock.Options, and/or its fields as keywords (mode, scope,
         wait, backoff, clip_to_deadline, diagnose, allow_standby, jitter_seed,
-        fence).
+        fence, lock_delay). lock_delay=True needs an exclusive session lock
+        and a lease (the engine refuses the rest at acquire: CallError) and
+        the table `advlock setup` creates (docs/python.md "Lock-delay").
     lease: seconds (default 30, ADVLOCK_LEASE_DEFAULT_MS; None or 0: none):
         while the lock is held over TCP, heartbeats prove it held, and when
         they cannot the body is stopped and LockLost raised, before the

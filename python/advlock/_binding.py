@@ -382,6 +382,7 @@ STATEMENT_QUERY = C["ADVLOCK_STATEMENT_QUERY"]
 STATEMENT_CANCEL = C["ADVLOCK_STATEMENT_CANCEL"]
 CONN_DONE = C["ADVLOCK_CONN_DONE"]
 CONN_LOST = C["ADVLOCK_CONN_LOST"]
+CONN_WARNING = C["ADVLOCK_CONN_WARNING"]
 MemberStorage = opaque("advlock_member", C["advlock_member"])
 SlotStorage = opaque("advlock_conn_slot", C["advlock_conn_slot"])
 ConnStorage = opaque("advlock_conn", C["advlock_conn"])
@@ -437,6 +438,10 @@ declare(core, [
                                   POINTER(c_int64)]),
     ("advlock_conn_let_go", None, [CN, MB]),
     ("advlock_conn_watching", c_int, [CN]),
+    ("advlock_conn_head", c_int, [CN, POINTER(Statement)]),
+    ("advlock_conn_on_notice", None, [CN, c_char_p, c_char_p, c_int64]),
+    ("advlock_conn_warning", c_char_p, [CN]),
+    ("advlock_conn_warning_sqlstate", c_char_p, [CN]),
     ("advlock_member_busy", c_int, [MB]),
     ("advlock_member_held", c_int, [MB]),
     ("advlock_member_report", POINTER(Report), [MB]),

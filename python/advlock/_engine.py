@@ -48,11 +48,15 @@ _start_acquire, _start_release = _lib.advlock_conn_start_acquire, _lib.advlock_c
 _on_transaction = _lib.advlock_conn_on_transaction
 _member_report, _member_words = _lib.advlock_member_report, _lib.advlock_member_words
 _turn = _lib.advlock_conn_turn
+_head = _lib.advlock_conn_head
+_on_notice, _warning, _warning_sqlstate = (_lib.advlock_conn_on_notice,
+                                           _lib.advlock_conn_warning,
+                                           _lib.advlock_conn_warning_sqlstate)
 _STATEMENT, _EVENTS = B.C["ADVLOCK_TURN_STATEMENT"], B.C["ADVLOCK_TURN_EVENTS"]
 _WORDLESS = frozenset((B.C["ADVLOCK_ACQUIRED"], B.C["ADVLOCK_RELEASED"]))
 _TRUE, _NULL, _LOST = B.RESULT_TRUE, B.RESULT_NULL, B.RESULT_CONNECTION_LOST
 _CANCEL, _DONE, _VOID = B.STATEMENT_CANCEL, B.CONN_DONE, B.ANSWER_VOID
-_LOST_EVENT = B.C["ADVLOCK_CONN_LOST"]
+_LOST_EVENT, _WARNING = B.CONN_LOST, B.CONN_WARNING
 _SERVER_ERROR = B.RESULT_SERVER_ERROR
 _mono = time.monotonic_ns
 # What a shell does for the generator.
@@ -163,6 +167,7 @@ class Owner(Protocol):
 
     def _on_done(self) -> None: ...
     def _on_lost(self) -> None: ...
+    def _on_warning(self, sqlstate: str, words: str) -> None: ...
 
 
 class Engine:
@@ -173,7 +178,7 @@ class Engine:
                  "cond", "task", "poke", "helper", "helper_cond", "helper_until", "helper_idle_until", "bodies",
                  "held_back",
                  "held", "unwatch", "_ev", "wake", "_wake_p", "_session",
-                 "_ans", "is_async", "settling", "timer", "timer_at", "sleeping", "news", "refused", "tick_at", "sending",
+                 "_ans", "_head", "is_async", "settling", "timer", "timer_at", "sleeping", "news", "refused", "tick_at", "sending",
                  "__weakref__")
 
     def __init__(self, client: AnyClient) -> None:
@@ -229,6 +234,7 @@ class Engine:
         self.timer_at = INT64_MAX
         self._ev = B.ConnEvent()
         self._ans = B.Answer()
+        self._head = B.Statement()  # advlock_conn_head()'s, for a notice
         # The engine's next wake as the last turn left it (turns()).
         self.wake = c_int64(INT64_MAX)
         self._wake_p = pointer(self.wake)
@@ -431,6 +437,32 @@ class Engine:
                 owner._on_done()
             elif ev.kind == _LOST_EVENT:
                 owner._on_lost()
+            elif ev.kind == _WARNING:
+                owner._on_warning(_warning_sqlstate(c).decode("ascii", "replace"),
+                                  _warning(c).decode("utf-8", "replace"))
+
+    def notice(self, sqlstate: Optional[str], words: str) -> None:
+        """The server's notice or warning, heard while the engine's
+        statement was in flight (the client calls it before that
+        statement's answer is handed in): the engine keeps it for the
+        statement's member (advlock_conn_on_notice()), and a lock-delay
+        acquire may fail on it. A blocking client calls it on the thread
+        running the statement, which holds no guard then."""
+        raw = (None if not sqlstate else sqlstate.encode("ascii", "replace"),
+               words.encode("utf-8", "replace"))
+        if self.is_async:
+            self._notice(*raw)
+            return
+        with self.guard:
+            self._notice(*raw)
+
+    def _notice(self, sqlstate: Optional[bytes], words: bytes) -> None:
+        # Only while a statement of the engine's is in flight: else the
+        # notice is some other statement's (the caller's, on the same
+        # connection), and nothing of the engine's.
+        c = self._c
+        if _head(c, self._head):
+            _on_notice(c, sqlstate, words, now_ms())
 
 
 def _heard_closed_of(e: Engine) -> Callable[[], None]:

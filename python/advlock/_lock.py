@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional, Type
 from . import _binding as B
 from . import _engine as E
 from ._lease import DEFAULT as LEASE_DEFAULT, lease_of
-from ._machine import (INT64_MAX, Detail, Failure, LeaseExpiry, LockState, Options, Outcome,
-                       Report, Scope, Sql, _encode, describe_lease_lost, escape_name,
+from ._machine import (INT64_MAX, Detail, Failure, LeaseExpiry, LockState, Mode, Options,
+                       Outcome, Report, Scope, Sql, _encode, describe_lease_lost, escape_name,
                        raise_for, timeout_ms)
 from .errors import CallError, Error, LockLost
 
@@ -38,7 +38,7 @@ class _LockBase:
     __slots__ = ("_engine", "_conn", "name", "timeout", "options", "_m", "_raw", "_opts",
                  "_lease", "_t", "_ms", "report", "release_report", "_lost", "_lost_event",
                  "_waiter", "_body", "_cancelled_body", "_cancelling", "_holding", "_session_scoped",
-                 "_addr")
+                 "_addr", "warning")
 
     _engine: E.Engine
     _lost: Optional[LockLost]
@@ -71,8 +71,13 @@ class _LockBase:
         self._cancelled_body = False
         self._cancelling = 0
         self._holding = False
+        # The last warning about this lock's statements: (sqlstate, words).
+        self.warning: Optional[tuple[str, str]] = None
 
     # ---- what the engine tells ------------------------------------------------
+
+    def _on_warning(self, sqlstate: str, words: str) -> None:
+        self.warning = (sqlstate, words)
 
     def _on_done(self) -> None:
         w = self._waiter
@@ -126,15 +131,34 @@ class _LockBase:
             e.let_go(self)
             self._unhold()
         self.report = self.release_report = None
+        self.warning = None
         self._lost = None
         if self._lost_event is not None:
             self._lost_event.clear()
         t = self.timeout
         if t is not self._t or not self._ms:
             self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
-        e.start_acquire(self, self._raw, self._ms, self._opts,
-                        self._lease if self._session_scoped else None)
+        try:
+            e.start_acquire(self, self._raw, self._ms, self._opts,
+                            self._lease if self._session_scoped else None)
+        except CallError as exc:
+            if exc.code == B.ADVLOCK_EINVAL and self.options.lock_delay:
+                raise self._lock_delay_refused(exc) from None
+            raise
         return e
+
+    def _lock_delay_refused(self, exc: CallError) -> CallError:
+        """The engine's refusal of a lock-delay acquire (its words: it
+        gives no reason), with the reason the options show."""
+        o = self.options
+        why = ("mode=advlock.SHARED: a mark is an exclusive holder's" if o.mode != Mode.EXCLUSIVE
+               else "scope=advlock.TRANSACTION: the mark would commit or roll back with the"
+               " transaction" if not self._session_scoped
+               else "no lease (lease=None or 0): the mark records the lease's stop bound"
+               if not self._lease[0] else None)
+        return CallError(exc.code, "advlock.lock(%r): the engine refused lock_delay=True: %s%s"
+                         " (docs/operators.md \"Lock-delay\")"
+                         % (escape_name(self.name), exc, "" if why is None else ", with " + why))
 
     def _acquired(self) -> Report:
         report = self.report = self._member_report()

@@ -364,10 +364,14 @@ class Options:
     jitter_seed: int (the machine's splitmix64 seed for jitter)
     fence: bool (each grant issues a fencing token, Report.fence; exclusive
         and polling only: docs/python.md "Fencing tokens")
+    lock_delay: bool (a grant counts once this holder's mark is in
+        advlock.mark, after the lease of a holder that never released has
+        run out; exclusive session locks under a lease only, which the
+        engine checks at acquire: docs/python.md "Lock-delay")
     """
 
     __slots__ = ("mode", "scope", "wait", "backoff", "clip_to_deadline", "diagnose",
-                 "allow_standby", "jitter_seed", "fence")
+                 "allow_standby", "jitter_seed", "fence", "lock_delay")
 
     mode: Mode
     scope: Scope
@@ -378,12 +382,13 @@ class Options:
     allow_standby: bool
     jitter_seed: int
     fence: bool
+    lock_delay: bool
 
     def __init__(self, mode: int = Mode.EXCLUSIVE, scope: int = Scope.SESSION,
                  wait: int = Wait.POLL, backoff: int = Backoff.REFERENCE,
                  clip_to_deadline: object = False, diagnose: object = False,
                  allow_standby: object = False, jitter_seed: int = 0,
-                 fence: object = False) -> None:
+                 fence: object = False, lock_delay: object = False) -> None:
         self.mode = _member(Mode, "mode", mode)
         self.scope = _member(Scope, "scope", scope)
         self.wait = _member(Wait, "wait", wait)
@@ -396,6 +401,9 @@ class Options:
                                     % type(jitter_seed).__name__)
         self.jitter_seed = jitter_seed
         self.fence = bool(fence)
+        # Its refusals are the engine's, at acquire (the lease is the
+        # connection's, known only there).
+        self.lock_delay = bool(lock_delay)
         # The core refuses these pairs with EINVAL alone: say why here.
         if self.fence and self.mode != Mode.EXCLUSIVE:
             raise CallError(B.ADVLOCK_EINVAL, "fence=True needs mode=advlock.EXCLUSIVE: a"
@@ -435,6 +443,7 @@ class Options:
         o.allow_standby = int(self.allow_standby)
         o.jitter_seed = self.jitter_seed & 0xFFFFFFFFFFFFFFFF
         o.fence = int(self.fence)
+        o.lock_delay = int(self.lock_delay)
         return o
 
     def __repr__(self) -> str:

@@ -95,7 +95,7 @@ def _holder(row: Sequence[Optional[str]]) -> HolderRow:
 class Client:
     """Runs the core's statements on one asyncpg connection."""
 
-    __slots__ = ("conn", "_loop", "state")
+    __slots__ = ("conn", "_loop", "state", "_sent")
 
     _loop: Optional[asyncio.AbstractEventLoop]
     state: Engine
@@ -103,6 +103,20 @@ class Client:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._loop = None
+        self._sent = ""  # the text of the engine's last statement
+
+    def heard(self, _conn: object, message: Any) -> None:
+        """asyncpg's log listener (a WARNING, a NOTICE). asyncpg calls it
+        with loop.call_soon when it reads the notice, so before the task
+        waiting for the statement's answer goes on (its wake-up is
+        scheduled later, when the answer is read): a notice of the
+        engine's statement reaches the engine before that statement's
+        answer. One of the caller's statements on the same connection
+        (asyncpg names the query it came with) does not."""
+        query = getattr(message, "query", None)
+        if query is None or self._sent in query:
+            self.state.notice(getattr(message, "sqlstate", None),
+                              str(getattr(message, "message", "") or ""))
 
     def pid(self) -> int:
         """The backend pid announced at connect (a proxy's own number)."""
@@ -118,13 +132,14 @@ class Client:
         # and every statement unless the connection is known to be direct.
         if sql in _CLAIM_ROWS or self.state.proxied is not False:
             return self._copy(sql, args)
+        text = self._sent = _PREPARED_TEXT[sql]
         if SQL_ANSWER[sql] == _HOLDERS:
-            return self._rows(_PREPARED_TEXT[sql], args)
+            return self._rows(text, args)
         if SQL_ANSWER[sql] == _FENCED:
-            return self._fenced(_PREPARED_TEXT[sql], args)
-        if SQL_ANSWER[sql] == _CAPACITY:
-            return self._capacity(_PREPARED_TEXT[sql])
-        return self._value(_PREPARED_TEXT[sql], args, SQL_ANSWER[sql])
+            return self._fenced(text, args)
+        if SQL_ANSWER[sql] == _CAPACITY:  # the lock table's settings; lock-delay's marks
+            return self._capacity(text, args)
+        return self._value(text, args, SQL_ANSWER[sql])
 
     async def _value(self, text: str, args: Args, answer: int) -> Answer:
         try:
@@ -150,9 +165,9 @@ class Client:
             return self._error(exc)
         return FencedRow(None, None) if row is None else FencedRow(row[0], row[1])
 
-    async def _capacity(self, text: str) -> Answer:
+    async def _capacity(self, text: str, args: Args) -> Answer:
         try:
-            return CapacityRow(await self.conn.fetchrow(text))
+            return CapacityRow(await self.conn.fetchrow(text, *args))
         except BaseException as exc:  # noqa: B902
             return self._error(exc)
 
@@ -163,7 +178,7 @@ class Client:
         async def collect(data: bytes) -> None:
             chunks.append(bytes(data))
 
-        text = _COPY_TEXT[sql] % {"p%d" % (i + 1): v for i, v in enumerate(args)}
+        text = self._sent = _COPY_TEXT[sql] % {"p%d" % (i + 1): v for i, v in enumerate(args)}
         try:
             await self.conn.copy_from_query(text, output=collect)
         except BaseException as exc:  # noqa: B902
@@ -276,6 +291,11 @@ def engine(conn: Any) -> Engine:
     if found is None:
         found = _engines[settings] = Engine(Client(conn))
         conn.add_termination_listener(lambda _closed: _engines.pop(settings, None))
+    # At every look-up: a pool's reset() of the connection, at each release
+    # to the pool, drops every log listener. Added once (a set), beside the
+    # caller's own.
+    client: Client = found.client  # type: ignore[assignment]
+    conn.add_log_listener(client.heard)
     return found
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Dict, Optional, Union
 
 import psycopg
@@ -113,15 +114,34 @@ class _Client:
     """What both clients share: the connection, the lock's cursor, the
     connection's session state and its announced pid."""
 
-    __slots__ = ("conn", "_cur", "state")
+    __slots__ = ("conn", "_cur", "state", "_running")
 
     conn: Any
     state: Engine
     _watch_socket: Callable[[int, Call], Call]
+    # Who runs the engine's statement (a thread's ident, an asyncio task),
+    # None while none runs.
+    _running: object
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._cur = _cursor(conn)
+        self._running = None
+
+    @staticmethod
+    def _who() -> object:
+        """Who runs this code: the one a notice came to (psycopg calls its
+        handlers on the thread, and in the task, that reads the result)."""
+        return threading.get_ident()
+
+    def heard(self, diag: Any) -> None:
+        """psycopg's notice handler (Diagnostic: a WARNING, a NOTICE): one
+        that came while the engine's statement ran, to the one running it,
+        goes to the engine, before that statement's answer; the caller's
+        statements' notices, on the same connection, do not."""
+        running = self._running
+        if running is not None and running == self._who():
+            self.state.notice(diag.sqlstate, diag.message_primary or "")
 
     def outside_transaction(self) -> bool:
         """The connection is idle outside any transaction block."""
@@ -210,6 +230,7 @@ class Client(_Client):
 
     def _run(self, sql: int, args: Args) -> Answer:
         cur = self._cur
+        self._running = threading.get_ident()
         try:
             cur.execute(_TEXT[sql], args if not _NAMED[sql] else _args(args),
                         prepare=_prepare(self.state))
@@ -222,6 +243,8 @@ class Client(_Client):
             return [tuple(r) for r in cur.fetchall()]
         except psycopg.Error as exc:
             return _error(self.conn, exc)
+        finally:
+            self._running = None
 
     def cancel(self) -> None:
         """PQcancel for the statement in flight (thread-safe)."""
@@ -259,6 +282,7 @@ class AsyncClient(_Client):
 
     async def _run_here(self, sql: int, args: Args) -> Answer:
         cur = self._cur
+        self._running = asyncio.current_task()
         try:
             await cur.execute(_TEXT[sql], args if not _NAMED[sql] else _args(args),
                               prepare=_prepare(self.state))
@@ -267,6 +291,15 @@ class AsyncClient(_Client):
             return [tuple(r) for r in await cur.fetchall()]
         except psycopg.Error as exc:
             return _error(self.conn, exc)
+        finally:
+            self._running = None
+
+    @staticmethod
+    def _who() -> object:
+        try:
+            return asyncio.current_task()
+        except RuntimeError:  # no loop runs here: not the engine's statement
+            return None
 
     def cancel(self) -> asyncio.Future[None]:
         """PQcancel for the statement in flight, from the default executor;
@@ -302,4 +335,6 @@ def engine(conn: Any) -> Engine:
             if isinstance(conn, psycopg.AsyncConnection) else Client(conn)
         found = Engine(made)
         setattr(conn, _ENGINE, found)
+        # Once per connection, beside the caller's own handlers.
+        conn.add_notice_handler(made.heard)
     return found
