@@ -491,8 +491,15 @@ class AsyncLock(_LockBase):
             return False
         try:
             await self.release()
-        except LockLost:
-            self._raise_lost(exc)
+        except LockLost as lost:
+            # A cancelled body whose release was cut short (the loop
+            # closing with it): the cancellation goes on, as asyncio's
+            # structure needs, with the loss as its note; the connection is
+            # closed, so the server holds nothing for it.
+            if exc_type is not asyncio.CancelledError:
+                self._raise_lost(exc)
+            self._engine.client.close_now()
+            self._release_failed_during(exc, lost)
         except Error as failure:
             self._release_failed_during(exc, failure)
         return False
