@@ -171,6 +171,18 @@ ADVLOCK_API int advlock_fake_clock_jump(advlock_fake_clock *c, int64_t ms);
  *       25006 before anything is locked. The fake always has the schema,
  *       and its counter never rolls back (a rolled-back transaction's token
  *       is not reissued, where PostgreSQL reissues it: both increase)
+ *   advlock_sql_text() of lock-delay's rows on advlock.mark ($1 the key,
+ *       $2 the holder's token, $3 its stop bound; ADVLOCK_FAKE_ROW_SETTINGS):
+ *       ADVLOCK_SQL_MARK_TAKE reads the key's mark of another token (its
+ *       token and stop bound, else 0 and 0) and writes ours only where
+ *       there is none, answering the rows written (0 or 1);
+ *       ADVLOCK_SQL_MARK_WRITE writes ours over any (0, 0, 1);
+ *       ADVLOCK_SQL_MARK_CLEAR deletes the key's mark if its token is $2
+ *       (0, 0, rows deleted). The marks are durable: no session's end
+ *       touches them (a server restart, in a world that models one, ends
+ *       every session and keeps them); in recovery 25006. As with the
+ *       fencing counter, the fake has the table, and a write inside a block
+ *       is not undone by its rollback
  * and anything else with an error: 42883 (undefined function) for a call of
  * an unknown function, 42601 (syntax error) otherwise, 08P01 for a wrong
  * number of parameters; inside a failed transaction block, 25P02.
@@ -198,7 +210,8 @@ typedef enum advlock_fake_status {
     ADVLOCK_FAKE_WAITING = 7,         /* queued behind a conflicting lock: poll for the result */
     ADVLOCK_FAKE_ROWS = 8,            /* the holders query's rows: advlock_fake_db_holders() */
     ADVLOCK_FAKE_ROW_SESSION = 9,     /* the session query's row: session_pid, in_recovery, ours */
-    ADVLOCK_FAKE_ROW_FENCED = 10      /* a fenced try's row: fence_token (0: not granted) */
+    ADVLOCK_FAKE_ROW_FENCED = 10,     /* a fenced try's row: fence_token (0: not granted) */
+    ADVLOCK_FAKE_ROW_SETTINGS = 11    /* one row of three bigints: settings (the mark's rows) */
 } advlock_fake_status;
 
 #define ADVLOCK_FAKE_TEXT_MAX 160
@@ -219,6 +232,8 @@ typedef struct advlock_fake_result {
     int ours;
     /* ADVLOCK_FAKE_ROW_FENCED: the token the grant issued, 0 when busy. */
     int64_t fence_token;
+    /* ADVLOCK_FAKE_ROW_SETTINGS: the row's three columns, else 0. */
+    int64_t settings[3];
 } advlock_fake_result;
 
 /*
@@ -316,6 +331,12 @@ typedef struct advlock_fake_db {
     int64_t fence_keys_[ADVLOCK_FAKE_MAX_LOCKS];
     int64_t fence_tokens_[ADVLOCK_FAKE_MAX_LOCKS];
     int fences_used_;
+    /* Lock-delay's marks (advlock.mark): per key, its holder's token and
+     * stop bound; durable, so nothing but the statements changes them. */
+    int64_t mark_keys_[ADVLOCK_FAKE_MAX_LOCKS];
+    int64_t mark_tokens_[ADVLOCK_FAKE_MAX_LOCKS];
+    int64_t mark_stops_[ADVLOCK_FAKE_MAX_LOCKS];
+    int marks_used_;
     int server_version_; /* whose lock manager rules: server_version_num */
 } advlock_fake_db;
 
@@ -975,12 +996,16 @@ ADVLOCK_API int64_t advlock_sim_now(const advlock_sim *sim);
  * plus an overshoot of 0 to 750 ms, the timer lateness measured in
  * docs/design.md "Leases"). A holder's work runs from its ACQUIRED to its
  * stop: the release's start, or the engine's LOST plus a stop time of 0
- * to K; it closes its connection only then. docs/simulation.md describes
- * the world.
+ * to K; it closes its connection only then. The server may also end
+ * sessions on its own (advlock_sim_end): a terminate of the lock holder's
+ * session, a crash and restart ending every session; the client hears of
+ * it only from the reset its next statement meets. docs/simulation.md
+ * describes the world.
  * ====================================================================== */
 
 #define ADVLOCK_SIM_LEASE_MAX_CLIENTS 4
 #define ADVLOCK_SIM_LEASE_MAX_CUTS    4
+#define ADVLOCK_SIM_LEASE_MAX_ENDS    4
 
 typedef enum advlock_sim_cut_kind {
     ADVLOCK_SIM_CUT_PARTITION = 0, /* the client's link drops every segment */
@@ -992,6 +1017,21 @@ typedef struct advlock_sim_cut {
     int64_t at_ms, length_ms;
     int client; /* which client, or -1: the one working at at_ms (else client 0) */
 } advlock_sim_cut;
+
+typedef enum advlock_sim_end_kind {
+    /* pg_terminate_backend of the session holding the lock at at_ms (none
+     * holding: nothing happens); its locks are free at once */
+    ADVLOCK_SIM_END_TERMINATE = 0,
+    /* the server crashes: every session ends, and no connection is taken
+     * for length_ms; durable rows (the marks) stay */
+    ADVLOCK_SIM_END_RESTART = 1
+} advlock_sim_end_kind;
+
+/* A session ending on the server's side, at a chosen time. */
+typedef struct advlock_sim_end {
+    advlock_sim_end_kind kind;
+    int64_t at_ms, length_ms; /* length_ms: a restart's time down (a terminate: unused) */
+} advlock_sim_end;
 
 typedef struct advlock_sim_lease_config {
     uint64_t seed;
@@ -1011,6 +1051,12 @@ typedef struct advlock_sim_lease_config {
     int64_t latency_max_ms;           /* one way, drawn from 0 */
     advlock_sim_cut cuts[ADVLOCK_SIM_LEASE_MAX_CUTS];
     int ncuts;
+    /* 1: every acquire asks for lock-delay (options.lock_delay; needs
+     * heartbeats), its timeout lengthened by U + M, the longest wait. */
+    int lock_delay;
+    /* the server's own ends of sessions, in any order */
+    advlock_sim_end ends[ADVLOCK_SIM_LEASE_MAX_ENDS];
+    int nends;
     /* Called with each line of the run's timeline, or NULL. */
     void (*trace)(void *user, const char *line);
     void *trace_user;
@@ -1036,6 +1082,13 @@ typedef struct advlock_sim_lease_stats {
      * guarded, for holders never paused (negative: a lock freed under
      * running work); INT64_MAX if none */
     int64_t min_stop_margin_ms;
+    /* sessions a terminate ended, restarts, and acquires that waited out
+     * another holder's mark (lock-delay's warning) */
+    uint64_t terminates, restarts, delay_waits;
+    /* the next work's start minus the stop of a work whose session the
+     * server ended (terminate, restart) under it: the least (negative: an
+     * overlap), INT64_MAX if none */
+    int64_t min_handover_ms;
     char violation[ADVLOCK_SIM_VIOLATION_MAX]; /* the first, or "" */
 } advlock_sim_lease_stats;
 
@@ -1050,16 +1103,17 @@ ADVLOCK_API int64_t advlock_sim_lease_tolerated_blip_ms(const advlock_lease_plan
 /*
  * Runs one lease world to its end (every hold stopped or released, every
  * session ended) and fills *out. Violations: two holders' work overlapping
- * with neither paused, a stop no cut explains, a session the server ended
- * later than L after its client fell silent, an engine refusing what its
- * pump hands it; overlaps a pause explains are counted, not violations
- * (only fencing covers a paused holder). Needs no heap (about 160 KiB of
- * stack).
+ * with neither paused, a stop no cut and no server end explains, a
+ * session the server ended later than L after its client fell silent, an
+ * engine refusing what its pump hands it; overlaps a pause explains are
+ * counted, not violations (only fencing covers a paused holder). Needs no
+ * heap (about 185 KiB of stack).
  *
  * Returns 0, ADVLOCK_SIM_VIOLATION (out->violation has the first), or
  * ADVLOCK_EINVAL (cfg or out NULL, clients out of range, a plan
- * advlock_lease_plan_init() refuses, a negative duration, ncuts out of
- * range, a cut naming no client).
+ * advlock_lease_plan_init() refuses, a negative duration, ncuts or nends
+ * out of range, a cut naming no client, an end of no kind, lock_delay
+ * without heartbeats).
  */
 ADVLOCK_API int advlock_sim_lease_run(const advlock_sim_lease_config *cfg,
                                       advlock_sim_lease_stats *out);
@@ -1123,7 +1177,7 @@ typedef struct advlock_sim_lockset_stats {
 
 /*
  * Runs one lock-set world to its end (every caller done its cycles, every
- * statement answered) and fills *out. Needs no heap (about 450 KiB of
+ * statement answered) and fills *out. Needs no heap (about 480 KiB of
  * stack). Returns 0, ADVLOCK_SIM_VIOLATION (out->violation has the first),
  * or ADVLOCK_EINVAL (cfg or out NULL, a count out of range, a negative
  * duration).

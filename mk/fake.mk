@@ -105,7 +105,8 @@ sim-lease-san-test: $(BUILD)/san/sim/lease_campaign
 # such flag (each file reads its own), named by an explicit prerequisite.
 $(BUILD)/planted/obj/%.o: %.c | deps-build
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -DADVLOCK_LEASE_CANARY -DADVLOCK_PEERS_CANARY $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) -DADVLOCK_LEASE_CANARY -DADVLOCK_PEERS_CANARY -DADVLOCK_DELAY_CANARY \
+	    $(LIB_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/sim/%_campaign-canary: tests/sim/%_campaign.c $(FAKE_OBJ) | deps-build
 	@mkdir -p $(@D)
@@ -123,6 +124,39 @@ sim-lease-canary-test: $(BUILD)/sim/lease_campaign-canary
 
 test: sim-lease-test sim-lease-san-test sim-lease-canary-test
 programs: $(BUILD)/sim/lease_campaign $(BUILD)/san/sim/lease_campaign $(BUILD)/sim/lease_campaign-canary
+
+# Lock-delay in the lease campaign (--lock-delay): the server also ends
+# sessions on its own (a terminate of the holder's session, a crash and
+# restart), and each seed runs with lock-delay, where no two holders' work
+# may overlap, and without, where the same seeds must find overlaps (the
+# campaign fails if the ends never bite). Its canary links an engine built
+# with -DADVLOCK_DELAY_CANARY (src/core/conn_delay.c), which waits out half
+# the old holder's stop bound: with lock-delay on, it must find overlaps.
+LEASE_DELAY_TEST_SEEDS := 10000
+LEASE_DELAY_SAN_SEEDS  := 2000
+
+.PHONY: sim-lease-delay-test sim-lease-delay-san-test sim-lease-delay-canary-test
+
+sim-lease-delay-test: $(BUILD)/sim/lease_campaign
+	@scripts/run-tests.sh -c $< --lock-delay --seeds $(LEASE_DELAY_TEST_SEEDS) --start 1
+
+sim-lease-delay-san-test: $(BUILD)/san/sim/lease_campaign
+	@scripts/run-tests.sh -c $< --lock-delay --seeds $(LEASE_DELAY_SAN_SEEDS) --start 1
+
+$(BUILD)/sim/lease_campaign-delay-canary: tests/sim/lease_campaign.c $(FAKE_OBJ) \
+    $(filter-out %/conn_delay.o,$(CORE_OBJ)) $(BUILD)/planted/obj/src/core/conn_delay.o | deps-build
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(SIM_CFLAGS) -o $@ $^ $(CORE_LIBS)
+
+sim-lease-delay-canary-test: $(BUILD)/sim/lease_campaign-delay-canary
+	@scripts/run-tests.sh -c sh -c 'out=$$($< --lock-delay --seeds $(LEASE_DELAY_TEST_SEEDS) --start 1 2>&1); \
+	    status=$$?; \
+	    if [ $$status -eq 1 ] && printf "%s\n" "$$out" | grep -q "^FAIL .*two holders. work overlaps.* --lock-delay --trace)$$"; then \
+	        echo "lock-delay canary: caught: $$(printf "%s\n" "$$out" | grep "^lock-delay:" | cut -d" " -f2-)"; \
+	    else printf "%s\n" "$$out"; echo "lock-delay canary: an engine waiting out half the stop bound was not caught (status $$status)"; exit 1; fi'
+
+test: sim-lease-delay-test sim-lease-delay-san-test sim-lease-delay-canary-test
+programs: $(BUILD)/sim/lease_campaign-delay-canary
 
 # The lock-set campaign (tests/sim/lockset_campaign.c): sets of callers
 # sharing one connection beside ordinary clients, checked after every event

@@ -42,6 +42,7 @@ class FakeResult(Structure):
         ("in_recovery", c_int),
         ("ours", c_int),
         ("fence_token", c_int64),
+        ("settings", c_int64 * 3),
     ]
 
 

@@ -312,16 +312,19 @@ class FakeStatus(enum.IntEnum):
     ROWS = F.F["ADVLOCK_FAKE_ROWS"]
     ROW_SESSION = F.F["ADVLOCK_FAKE_ROW_SESSION"]
     ROW_FENCED = F.F["ADVLOCK_FAKE_ROW_FENCED"]
+    ROW_SETTINGS = F.F["ADVLOCK_FAKE_ROW_SETTINGS"]
 
 
 class FakeResult:
     """A statement's result on the fake database: status (FakeStatus),
     command_tag, sqlstate, message, warning_sqlstate, warning, the
-    session row's session_pid, in_recovery, ours (ROW_SESSION; else 0), and
-    a fenced try's fence_token (ROW_FENCED; 0 when busy)."""
+    session row's session_pid, in_recovery, ours (ROW_SESSION; else 0), a
+    fenced try's fence_token (ROW_FENCED; 0 when busy), and a lock-delay
+    mark row's three columns as the tuple settings (ROW_SETTINGS; else
+    zeros)."""
 
     __slots__ = ("status", "command_tag", "sqlstate", "message", "warning_sqlstate", "warning",
-                 "session_pid", "in_recovery", "ours", "fence_token")
+                 "session_pid", "in_recovery", "ours", "fence_token", "settings")
 
     def __init__(self, c: Any) -> None:
         self.status = FakeStatus(c.status)
@@ -332,6 +335,7 @@ class FakeResult:
         self.warning = c.warning.decode()
         self.session_pid, self.in_recovery, self.ours = c.session_pid, c.in_recovery, c.ours
         self.fence_token = c.fence_token
+        self.settings = tuple(c.settings)
 
     def __repr__(self) -> str:
         return "<FakeResult %s %s%s>" % (self.status.name, self.command_tag,

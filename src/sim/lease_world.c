@@ -5,7 +5,8 @@
  * lease set and one member, the engine every driver pumps: this world is
  * its pump, so the setup, the heartbeats, the deadline and the losses the
  * checker judges are the engine's, not a model's. The server ends silent
- * sessions from their TCP settings as Linux does; the checker compares the
+ * sessions from their TCP settings as Linux does, and on its own where the
+ * config says (a terminate, a crash and restart); the checker compares the
  * holders' work. Events are few per client, so the next one is found by
  * looking at every client and session.
  */
@@ -71,6 +72,11 @@ typedef struct lease_client {
     int64_t renewed_ms;
     int working, paused_in_work;
     int64_t work_start_ms;
+    /* the server ended this connection's session itself (a terminate, a
+     * restart): a loss it explains; and, if its work ran then, the next
+     * work's start is measured from that work's stop (last_stop_ms) */
+    int ended_by_server, handover_pending;
+    int64_t last_stop_ms;
 } lease_client;
 
 /* A session as the server sees it: its keepalive timer and its fate. */
@@ -93,7 +99,9 @@ typedef struct lease_world {
     lease_client clients[ADVLOCK_SIM_LEASE_MAX_CLIENTS];
     lease_session sessions[MAX_SESSIONS];
     int64_t now_ms, tolerated_ms;
-    int broken; /* the pump met what it cannot go on from: the run ends */
+    int64_t down_until_ms; /* a restart: no connection is taken before */
+    unsigned ends_done;    /* the config's ends that happened, one bit each */
+    int broken;            /* the pump met what it cannot go on from: the run ends */
 } lease_world;
 
 __attribute__((format(printf, 3, 4))) static void trace(lease_world *w, int c, const char *fmt, ...)
@@ -101,7 +109,9 @@ __attribute__((format(printf, 3, 4))) static void trace(lease_world *w, int c, c
     if (w->cfg->trace == NULL)
         return;
     char line[256];
-    int n = snprintf(line, sizeof line, "t=%" PRId64 " c%d ", w->now_ms, c);
+    /* c < 0: the server's own doing */
+    int n = c < 0 ? snprintf(line, sizeof line, "t=%" PRId64 " server ", w->now_ms)
+                  : snprintf(line, sizeof line, "t=%" PRId64 " c%d ", w->now_ms, c);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
@@ -273,6 +283,52 @@ static void on_silence_end(lease_world *w, lease_session *s)
     end_session(w, s, "silent");
 }
 
+/* The server ends a session on its own: the client is not told (its
+ * link may be cut); answers already on their way still arrive, and its
+ * next statement is answered by a reset (on_arrive). */
+static void server_ends(lease_world *w, lease_session *s, const char *why)
+{
+    lease_client *cl = &w->clients[s->client];
+    if (cl->pid == s->pid) {
+        cl->ended_by_server = 1;
+        cl->handover_pending = cl->working;
+    }
+    advlock_fake_db_set_time(&w->db, w->now_ms);
+    advlock_fake_db_close(&w->db, s->pid);
+    trace(w, s->client, "server ends session %d (%s)", s->pid, why);
+    memset(s, 0, sizeof *s);
+}
+
+/* A terminate ends the session the server sees holding the lock (what an
+ * operator reads in pg_locks); a crash ends them all, and the server
+ * takes no connection until it is back. */
+static void on_end(lease_world *w, int i)
+{
+    const advlock_sim_end *e = &w->cfg->ends[i];
+    w->ends_done |= 1U << i;
+    if (e->kind == ADVLOCK_SIM_END_RESTART) {
+        w->st->restarts++;
+        w->down_until_ms = w->now_ms + e->length_ms;
+        for (int k = 0; k < MAX_SESSIONS; k++)
+            if (w->sessions[k].pid != 0)
+                server_ends(w, &w->sessions[k], "the server crashed");
+        trace(w, -1, "restarts; up at %" PRId64, w->down_until_ms);
+        return;
+    }
+    for (int k = 0; k < MAX_SESSIONS; k++) {
+        int held = 0;
+        lease_session *s = &w->sessions[k];
+        if (s->pid != 0)
+            advlock_fake_db_holds(&w->db, s->pid, LEASE_KEY, ADVLOCK_FAKE_EXCLUSIVE, &held, NULL);
+        if (held) {
+            w->st->terminates++;
+            server_ends(w, s, "pg_terminate_backend");
+            return;
+        }
+    }
+    trace(w, -1, "terminate: no session holds the lock");
+}
+
 /* The client's oldest statement not yet run reaches the server: it runs,
  * and its answer leaves at once (a closed session answers with a reset). */
 static void on_arrive(lease_world *w, int c)
@@ -306,6 +362,15 @@ static void on_fin(lease_world *w, lease_session *s)
 
 /* ---- the checker ------------------------------------------------------ */
 
+/* The next work's start minus the stop of one whose session the server
+ * ended under it (negative: they overlapped); a paused holder's is
+ * fencing's case, left out as its overlaps are. */
+static void handover(lease_world *w, const lease_client *old, int64_t gap)
+{
+    if (!old->paused_in_work && gap < w->st->min_handover_ms)
+        w->st->min_handover_ms = gap;
+}
+
 static void work_starts(lease_world *w, int c)
 {
     lease_client *cl = &w->clients[c];
@@ -326,6 +391,14 @@ static void work_starts(lease_world *w, int c)
             violation(w, c, what);
         }
     }
+    for (int d = 0; d < w->cfg->clients; d++) {
+        lease_client *o = &w->clients[d];
+        if (d == c || !o->handover_pending || o->working)
+            continue;
+        o->handover_pending = 0;
+        handover(w, o, w->now_ms - o->last_stop_ms);
+    }
+    cl->handover_pending = 0; /* the next work after its own was its own */
     cl->working = 1;
     cl->paused_in_work = 0;
     cl->work_start_ms = w->now_ms;
@@ -342,17 +415,25 @@ static void work_stops(lease_world *w, int c)
         int64_t from = o->work_start_ms > cl->work_start_ms ? o->work_start_ms : cl->work_start_ms;
         if (w->now_ms - from > w->st->max_overlap_ms)
             w->st->max_overlap_ms = w->now_ms - from;
+        if (cl->handover_pending && o->work_start_ms >= cl->work_start_ms) {
+            cl->handover_pending = 0;
+            handover(w, cl, o->work_start_ms - w->now_ms);
+        }
     }
     cl->working = 0;
+    cl->last_stop_ms = w->now_ms;
     trace(w, c, "work stops");
 }
 
 /* A held lock was lost (the lease ran out, or its connection closed): a
- * loss is spurious unless a pause, or cuts spanning more than the
- * tolerated blip, fell between the last renewal's send and now. */
+ * loss is spurious unless the server ended the session, or a pause, or
+ * cuts spanning more than the tolerated blip, fell between the last
+ * renewal's send and now. */
 static void judge_loss(lease_world *w, int c)
 {
     w->st->expiries++;
+    if (w->clients[c].ended_by_server)
+        return;
     int64_t first = NEVER, last = 0;
     for (int i = 0; i < w->net.ncuts; i++) {
         const lease_cut *k = &w->net.cuts[i];
@@ -456,8 +537,10 @@ static int take_event(void *user, const advlock_conn_event *ev)
         return 0;
     if (ev->kind == ADVLOCK_CONN_DONE)
         done(w, c);
-    else if (cl->state == HOLD)
+    else if (ev->kind == ADVLOCK_CONN_LOST && cl->state == HOLD)
         lost(w, c);
+    else if (ev->kind == ADVLOCK_CONN_WARNING && cl->state == ACQUIRE && w->cfg->lock_delay)
+        w->st->delay_waits++; /* the only warning of an acquire here: a mark waited out */
     return 0;
 }
 
@@ -521,7 +604,8 @@ static void connect_client(lease_world *w, int c)
     lease_client *cl = &w->clients[c];
     lease_session *s = session_of(w, 0); /* a free entry */
     cl->connect_ms = NEVER;
-    if (advlock_lease_net_cut_at(&w->net, c, w->now_ms) || s == NULL) {
+    if (advlock_lease_net_cut_at(&w->net, c, w->now_ms) || s == NULL
+        || w->now_ms < w->down_until_ms) {
         cl->connect_ms = w->now_ms + RECONNECT_MS;
         return;
     }
@@ -543,14 +627,22 @@ static void connect_client(lease_world *w, int c)
     else if (rc == 0)
         keepalives_only(w, cl->pid);
     advlock_member_init(&cl->member);
+    /* A lock-delay acquire may wait out U + M before it holds. */
+    advlock_options o;
+    advlock_options_init(&o);
+    o.lock_delay = w->cfg->lock_delay;
+    int64_t timeout = ACQUIRE_TIMEOUT_MS;
+    if (o.lock_delay)
+        timeout += w->plan.user_timeout_ms + ADVLOCK_LEASE_MARGIN_MS;
     if (rc == 0)
-        rc = advlock_conn_start_acquire_key(&cl->engine, &cl->member, LEASE_KEY, ACQUIRE_TIMEOUT_MS,
-                                            NULL, w->now_ms);
+        rc = advlock_conn_start_acquire_key(&cl->engine, &cl->member, LEASE_KEY, timeout, &o,
+                                            w->now_ms);
     if (rc != 0) {
         breaks(w, c, "the engine refused the connection or its acquire");
         return;
     }
     cl->state = ACQUIRE;
+    cl->ended_by_server = 0;
     cl->renewed_ms = w->now_ms;
     trace(w, c, "connects, session %d", cl->pid);
     pump(w, c);
@@ -674,7 +766,8 @@ enum event_kind {
     EV_WORK_END,
     EV_TICK,
     EV_SILENCE_END,
-    EV_FIN
+    EV_FIN,
+    EV_END
 };
 
 /* A client's own events wait while it is paused; the server's do not. */
@@ -689,6 +782,9 @@ static int64_t client_time(const lease_world *w, int c, int64_t at)
 static sim_next next_of(const lease_world *w)
 {
     sim_next e = {NEVER, EV_NONE, 0};
+    for (int i = 0; i < w->cfg->nends; i++)
+        if (!(w->ends_done & (1U << i)))
+            sim_consider(&e, w->cfg->ends[i].at_ms, EV_END, i);
     for (int i = 0; i < w->net.ncuts; i++)
         if (!w->net.cuts[i].started)
             sim_consider(&e, w->net.cuts[i].start_ms, EV_CUT, i);
@@ -730,6 +826,7 @@ static void handle(lease_world *w, const sim_next *e)
     case EV_TICK: on_tick(w, &w->sessions[e->index]); break;
     case EV_SILENCE_END: on_silence_end(w, &w->sessions[e->index]); break;
     case EV_FIN: on_fin(w, &w->sessions[e->index]); break;
+    case EV_END: on_end(w, e->index); break;
     default: break;
     }
 }
@@ -738,9 +835,16 @@ static int config_ok(const advlock_sim_lease_config *cfg, advlock_lease_plan *pl
 {
     if (cfg->clients < 2 || cfg->clients > ADVLOCK_SIM_LEASE_MAX_CLIENTS || cfg->run_ms < 0
         || cfg->hold_min_ms < 0 || cfg->hold_max_ms < cfg->hold_min_ms || cfg->latency_max_ms < 0
-        || cfg->ncuts < 0 || cfg->ncuts > ADVLOCK_SIM_LEASE_MAX_CUTS
+        || cfg->ncuts < 0 || cfg->ncuts > ADVLOCK_SIM_LEASE_MAX_CUTS || cfg->nends < 0
+        || cfg->nends > ADVLOCK_SIM_LEASE_MAX_ENDS || (cfg->lock_delay && !cfg->heartbeats)
         || advlock_lease_plan_init(plan, cfg->lease_ms, cfg->stop_ms) != 0)
         return 0;
+    for (int i = 0; i < cfg->nends; i++) {
+        const advlock_sim_end *e = &cfg->ends[i];
+        if (e->at_ms < 0 || e->length_ms < 0
+            || (e->kind != ADVLOCK_SIM_END_TERMINATE && e->kind != ADVLOCK_SIM_END_RESTART))
+            return 0;
+    }
     for (int i = 0; i < cfg->ncuts; i++) {
         const advlock_sim_cut *k = &cfg->cuts[i];
         if (k->at_ms < 0 || k->length_ms < 0 || k->client < -1 || k->client >= cfg->clients
@@ -757,7 +861,9 @@ static void world_init(lease_world *w, const advlock_sim_lease_config *cfg,
     w->st = out;
     w->now_ms = 0;
     memset(out, 0, sizeof *out);
-    out->min_stop_margin_ms = out->min_lease_left_ms = NEVER;
+    out->min_stop_margin_ms = out->min_lease_left_ms = out->min_handover_ms = NEVER;
+    w->down_until_ms = 0;
+    w->ends_done = 0;
     advlock_prng_seed(&w->prng, cfg->seed ^ UINT64_C(0x1EA5E1EA5E));
     advlock_fake_db_init(&w->db);
     w->tolerated_ms = advlock_sim_lease_tolerated_blip_ms(&w->plan);

@@ -2,6 +2,8 @@
  * advlock_conn hands back for the fake's answer. */
 #include "advlock_fake.h"
 
+#include <string.h>
+
 void advlock_fake_answer(const advlock_fake_result *r, const advlock_holder *rows, size_t nrows,
                          advlock_answer *out)
 {
@@ -25,6 +27,10 @@ void advlock_fake_answer(const advlock_fake_result *r, const advlock_holder *row
     case ADVLOCK_FAKE_ROW_FENCED:
         advlock_answer_init(out, r->fence_token > 0 ? ADVLOCK_RESULT_TRUE : ADVLOCK_RESULT_FALSE);
         out->fence_token = r->fence_token;
+        break;
+    case ADVLOCK_FAKE_ROW_SETTINGS:
+        advlock_answer_init(out, ADVLOCK_RESULT_TRUE);
+        memcpy(out->settings, r->settings, sizeof out->settings);
         break;
     case ADVLOCK_FAKE_CONNECTION_LOST:
         advlock_answer_init(out, ADVLOCK_RESULT_CONNECTION_LOST);

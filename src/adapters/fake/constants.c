@@ -21,6 +21,7 @@ static const advlock_constant constants[] = {
     ENUMERATOR(advlock_fake_status, ADVLOCK_FAKE_ROWS),
     ENUMERATOR(advlock_fake_status, ADVLOCK_FAKE_ROW_SESSION),
     ENUMERATOR(advlock_fake_status, ADVLOCK_FAKE_ROW_FENCED),
+    ENUMERATOR(advlock_fake_status, ADVLOCK_FAKE_ROW_SETTINGS),
     /* advlock_fake_transport */
     ENUMERATOR(advlock_fake_transport, ADVLOCK_FAKE_UNIX_SOCKET),
     ENUMERATOR(advlock_fake_transport, ADVLOCK_FAKE_TCP),
@@ -45,6 +46,9 @@ static const advlock_constant constants[] = {
     /* advlock_sim_cut_kind */
     ENUMERATOR(advlock_sim_cut_kind, ADVLOCK_SIM_CUT_PARTITION),
     ENUMERATOR(advlock_sim_cut_kind, ADVLOCK_SIM_CUT_PAUSE),
+    /* advlock_sim_end_kind */
+    ENUMERATOR(advlock_sim_end_kind, ADVLOCK_SIM_END_TERMINATE),
+    ENUMERATOR(advlock_sim_end_kind, ADVLOCK_SIM_END_RESTART),
     /* limits */
     LIMIT(ADVLOCK_FAKE_MAX_SESSIONS),
     LIMIT(ADVLOCK_FAKE_MAX_LOCKS),
@@ -59,6 +63,7 @@ static const advlock_constant constants[] = {
     LIMIT(ADVLOCK_SIM_SIZE),
     LIMIT(ADVLOCK_SIM_LEASE_MAX_CLIENTS),
     LIMIT(ADVLOCK_SIM_LEASE_MAX_CUTS),
+    LIMIT(ADVLOCK_SIM_LEASE_MAX_ENDS),
     LIMIT(ADVLOCK_SIM_LOCKSET_MAX_SETS),
     LIMIT(ADVLOCK_SIM_LOCKSET_MAX_MEMBERS),
     LIMIT(ADVLOCK_SIM_LOCKSET_MAX_LONERS),
@@ -81,6 +86,7 @@ static const advlock_constant constants[] = {
     SIZE(advlock_sim_stats),
     SIZE(advlock_sim),
     SIZE(advlock_sim_cut),
+    SIZE(advlock_sim_end),
     SIZE(advlock_sim_lease_config),
     SIZE(advlock_sim_lease_stats),
     SIZE(advlock_sim_lockset_config),

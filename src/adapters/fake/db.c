@@ -404,6 +404,9 @@ static void run(advlock_fake_db *db, int slot, const char *sql, const int64_t *p
     case ST_LEASE_SETUP: advlock_fake_run_lease_setup(s, key, out); break;
     case ST_HEARTBEAT: advlock_fake_run_heartbeat(s, key, out); break;
     case ST_HEARTBEAT_GUARDED: advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_TRUE); break;
+    case ST_MARK_TAKE:
+    case ST_MARK_WRITE:
+    case ST_MARK_CLEAR: advlock_fake_run_mark(db, st->kind, params, out); break;
     case ST_UNLOCK_ALL:
         advlock_lt_release_level(db, slot, SCOPE_SESSION);
         advlock_fake_result_row(out, ADVLOCK_FAKE_ROW_VOID);

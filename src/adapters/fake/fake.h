@@ -7,10 +7,10 @@
 
 /* The files call downwards only, never back up:
  *     db.c -> lock_table.c, deadlock.c, holders.c, statements.c, result.c,
- *             tcp_settings.c
+ *             tcp_settings.c, marks.c
  *     lock_table.c, deadlock.c, holders.c, inspect.c -> lock_queue.c
  *     inspect.c (reads the database, changes nothing) -> lock_table.c
- *     holders.c, inspect.c, statements.c, tcp_settings.c -> result.c
+ *     holders.c, inspect.c, marks.c, statements.c, tcp_settings.c -> result.c
  * Every file finds a session's slot with advlock_fake_db_slot() below.
  * A wake-up inside the lock table only marks the sessions it grants
  * (finish_); the database finishes their statements after each call
@@ -97,7 +97,10 @@ enum stmt_kind {
     ST_LEASE_SETUP,
     ST_HEARTBEAT,
     ST_HEARTBEAT_GUARDED,
-    ST_TRY_FENCED
+    ST_TRY_FENCED,
+    ST_MARK_TAKE,
+    ST_MARK_WRITE,
+    ST_MARK_CLEAR
 };
 
 typedef struct advlock_fake_statement {
@@ -127,6 +130,13 @@ void advlock_fake_run_lease_setup(advlock_fake_session_ *s, int64_t user_timeout
                                   advlock_fake_result *out);
 void advlock_fake_run_heartbeat(const advlock_fake_session_ *s, int64_t user_timeout_ms,
                                 advlock_fake_result *out);
+
+/* ---- lock-delay's marks (marks.c) ---- */
+
+/* Runs an ST_MARK_* statement (params: the key, the token, the stop
+ * bound) on the database's mark table, as advlock_fake.h says. */
+void advlock_fake_run_mark(advlock_fake_db *db, enum stmt_kind kind, const int64_t params[3],
+                           advlock_fake_result *out);
 
 /* ---- splitmix64 (Steele, Lea, Flood; prng.c) ---- */
 
