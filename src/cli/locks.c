@@ -80,7 +80,9 @@ static int add_name(status_names *names, const char *name, size_t len, const cha
     }
     memcpy(copy, name, len);
     copy[len] = '\0';
-    names->v[names->n++] = (known_name){key, copy};
+    names->v[names->n].key = key;
+    names->v[names->n].name = copy;
+    names->n++;
     return 0;
 }
 
@@ -158,6 +160,7 @@ typedef struct lock_group {
 /* A session row: its pid and where it is in the result. */
 typedef struct session_row {
     int pid, row;
+    char *json; /* its facts as JSON fields, once written (render_json) */
 } session_row;
 
 typedef struct listing {
@@ -206,16 +209,14 @@ static int by_pid(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The row holding the facts of the session of lock row i, or -1 when the
- * session has left pg_stat_activity (or is a prepared transaction's). */
-static int session_of(const listing *l, int i)
+/* The session of lock row i, or NULL when it has left pg_stat_activity
+ * (or is a prepared transaction's). */
+static session_row *session_of(const listing *l, int i)
 {
-    session_row probe = {(int)strtol(cell(l->res, i, ADVLOCK_LOCKS_PID), NULL, 10), 0};
-    const session_row *hit =
-        l->session_count > 0
-            ? bsearch(&probe, l->sessions, (size_t)l->session_count, sizeof *l->sessions, by_pid)
-            : NULL;
-    return hit != NULL ? hit->row : -1;
+    session_row probe = {(int)strtol(cell(l->res, i, ADVLOCK_LOCKS_PID), NULL, 10), 0, NULL};
+    return l->session_count > 0
+               ? bsearch(&probe, l->sessions, (size_t)l->session_count, sizeof *l->sessions, by_pid)
+               : NULL;
 }
 
 /* Sorts the session rows out by pid, and groups the lock rows by lock
@@ -233,7 +234,7 @@ static int group_rows(listing *l, const status_names *names)
     for (int i = 0; i < rows; i++) {
         if (is_null(l->res, i, ADVLOCK_LOCKS_KEY)) {
             int pid = (int)strtol(cell(l->res, i, ADVLOCK_LOCKS_PID), NULL, 10);
-            l->sessions[l->session_count++] = (session_row){pid, i};
+            l->sessions[l->session_count++] = (session_row){pid, i, NULL};
             continue;
         }
         int64_t key = strtoll(cell(l->res, i, ADVLOCK_LOCKS_KEY), NULL, 10);
@@ -263,8 +264,8 @@ static int group_rows(listing *l, const status_names *names)
 /* A session's fact of lock row i, or "" when its session is gone. */
 static const char *fact(const listing *l, int i, advlock_locks_column col)
 {
-    int row = session_of(l, i);
-    return row >= 0 ? cell(l->res, row, col) : "";
+    const session_row *s = session_of(l, i);
+    return s != NULL ? cell(l->res, s->row, col) : "";
 }
 
 /* The lock's key as the JSON and the metrics show it: the bigint, or the
@@ -336,42 +337,42 @@ static void render_text(const listing *l)
     }
 }
 
-/* text as a JSON string, with the core's one escaper. */
-static void json_text(const char *text)
+/* text as a JSON string to out, with the core's one escaper. */
+static void json_text(FILE *out, const char *text)
 {
     char small[256];
     int n = advlock_json_string(text, small, sizeof small);
     if (n < 0) {
-        fputs("null", stdout);
+        fputs("null", out);
         return;
     }
     if ((size_t)n < sizeof small) {
-        fputs(small, stdout);
+        fputs(small, out);
         return;
     }
     char *big = malloc((size_t)n + 1);
     if (big == NULL) {
-        fputs("null", stdout); /* out of memory for one name: the rest stands */
+        fputs("null", out); /* out of memory for one name: the rest stands */
         return;
     }
     advlock_json_string(text, big, (size_t)n + 1);
-    fputs(big, stdout);
+    fputs(big, out);
     free(big);
 }
 
-static void json_field(const char *field, const char *text, int first)
+static void json_field(FILE *out, const char *field, const char *text, int first)
 {
-    printf("%s\"%s\":", first ? "" : ",", field);
-    json_text(text);
+    fprintf(out, "%s\"%s\":", first ? "" : ",", field);
+    json_text(out, text);
 }
 
 /* A text: '' is unknown, null in JSON. */
-static void json_known(const char *field, const char *v)
+static void json_known(FILE *out, const char *field, const char *v)
 {
     if (v[0] == '\0')
-        printf(",\"%s\":null", field);
+        fprintf(out, ",\"%s\":null", field);
     else
-        json_field(field, v, 0);
+        json_field(out, field, v, 0);
 }
 
 static void json_number(const char *field, const PGresult *res, int row, advlock_locks_column col)
@@ -382,10 +383,51 @@ static void json_number(const char *field, const PGresult *res, int row, advlock
         printf(",\"%s\":%s", field, cell(res, row, col));
 }
 
-static void render_json(const listing *l, const char *database)
+/* A session's facts as JSON fields, written once per session however
+ * many locks it holds (NULL: out of memory, then written each time). */
+static char *session_json(const PGresult *res, int row)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    if (out == NULL)
+        return NULL;
+    json_field(out, "application_name", cell(res, row, ADVLOCK_LOCKS_APPLICATION), 0);
+    json_known(out, "client", cell(res, row, ADVLOCK_LOCKS_CLIENT));
+    json_known(out, "state", cell(res, row, ADVLOCK_LOCKS_STATE));
+    json_known(out, "backend_start", cell(res, row, ADVLOCK_LOCKS_START));
+    if (fclose(out) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The session fields of lock row i: its session's, or nulls when it is gone. */
+static void json_session(listing *l, int i)
+{
+    session_row *s = session_of(l, i);
+    if (s == NULL) {
+        fputs(",\"application_name\":null,\"client\":null,\"state\":null,"
+              "\"backend_start\":null",
+              stdout);
+        return;
+    }
+    if (s->json == NULL)
+        s->json = session_json(l->res, s->row);
+    if (s->json != NULL) {
+        fputs(s->json, stdout);
+        return;
+    }
+    char *once = session_json(l->res, s->row);
+    fputs(once != NULL ? once : ",\"application_name\":null", stdout);
+    free(once);
+}
+
+static void render_json(listing *l, const char *database)
 {
     fputs("{", stdout);
-    json_field("database", database, 1);
+    json_field(stdout, "database", database, 1);
     fputs(",\"locks\":[", stdout);
     for (int k = 0; k < l->count; k++) {
         const lock_group *g = &l->groups[k];
@@ -394,10 +436,10 @@ static void render_json(const listing *l, const char *database)
         key_text(l, g, key, sizeof key);
         fputs(k > 0 ? ",{" : "{", stdout);
         if (g->name != NULL)
-            json_field("name", g->name, 1);
+            json_field(stdout, "name", g->name, 1);
         else
             fputs("\"name\":null", stdout);
-        json_field("key", key, 0);
+        json_field(stdout, "key", key, 0);
         printf(",\"form\":\"%s\",\"classid\":%s,\"objid\":%s", g->pair ? "int4 pair" : "bigint",
                cell(res, g->first, ADVLOCK_LOCKS_CLASSID),
                cell(res, g->first, ADVLOCK_LOCKS_OBJID));
@@ -412,19 +454,11 @@ static void render_json(const listing *l, const char *database)
                 printf("%s{\"pid\":%s", first ? "" : ",",
                        or_null(res, i, ADVLOCK_LOCKS_PID, "null"));
                 first = 0;
-                json_known("mode", cell(res, i, ADVLOCK_LOCKS_MODE));
-                int session = session_of(l, i);
-                if (session >= 0)
-                    json_field("application_name", cell(res, session, ADVLOCK_LOCKS_APPLICATION),
-                               0);
-                else
-                    fputs(",\"application_name\":null", stdout);
-                json_known("client", fact(l, i, ADVLOCK_LOCKS_CLIENT));
-                json_known("state", fact(l, i, ADVLOCK_LOCKS_STATE));
-                json_known("backend_start", fact(l, i, ADVLOCK_LOCKS_START));
+                json_known(stdout, "mode", cell(res, i, ADVLOCK_LOCKS_MODE));
+                json_session(l, i);
                 if (granted) {
                     json_number("held_seconds", res, i, ADVLOCK_LOCKS_HELD);
-                    json_known("held_since", cell(res, i, ADVLOCK_LOCKS_HELD_SINCE));
+                    json_known(stdout, "held_since", cell(res, i, ADVLOCK_LOCKS_HELD_SINCE));
                 } else {
                     json_number("waited_seconds", res, i, ADVLOCK_LOCKS_WAITED);
                 }
@@ -535,6 +569,15 @@ static PGresult *ask(PGconn *conn, cli_bound bound, int *rc)
     return res;
 }
 
+static void listing_free(listing *l)
+{
+    for (int i = 0; i < l->session_count; i++)
+        free(l->sessions[i].json);
+    free(l->sessions);
+    free(l->groups);
+    PQclear(l->res);
+}
+
 /* One frame: asks, renders; 0 or 1 (a lock is held), or as ask's *rc. */
 static int frame(PGconn *conn, const status_listing *opts, const status_names *names)
 {
@@ -545,9 +588,7 @@ static int frame(PGconn *conn, const status_listing *opts, const status_names *n
     if (l.res == NULL)
         return rc;
     if (group_rows(&l, names) != 0) {
-        free(l.groups);
-        free(l.sessions);
-        PQclear(l.res);
+        listing_free(&l);
         return EXIT_LOCK_ERROR;
     }
     if (opts->watch_ms > 0)
@@ -560,9 +601,7 @@ static int frame(PGconn *conn, const status_listing *opts, const status_names *n
         render_text(&l);
     fflush(stdout);
     rc = l.any_held;
-    free(l.groups);
-    free(l.sessions);
-    PQclear(l.res);
+    listing_free(&l);
     return rc;
 }
 
