@@ -5,7 +5,8 @@
 # Usage: bench/run.sh [--smoke] BENCH_DIR OUT.json
 #   --smoke  tiny sizes, table not shown: only proves every program still
 #            runs to its end (make test); the figures mean nothing.
-# BENCH_CONTENTION_SECONDS sets the contention run's length (default 20).
+# BENCH_CONTENTION_SECONDS sets the contention run's length (default 20);
+# ADVLOCK names the advlock command (bench/status_listing.sh runs it).
 set -euo pipefail
 
 smoke=0
@@ -50,6 +51,7 @@ if [ $smoke -eq 1 ]; then
     step "contention (think)" "$dir/contention" --seconds 0.3 --rounds 1 --think-ms 20
     step "many locks" "$dir/many_locks" --locks 20 --rounds 1 --connections 4
     step "many locks, more held" "$dir/many_locks" --locks 20 --rounds 1 --held 60
+    step "status listing" bench/status_listing.sh "${ADVLOCK:?set ADVLOCK to the advlock command}" 50 1
     "$dir/report" "$results" "$json" >/dev/null
     echo "bench-smoke: every benchmark program ran ($(grep -vc '^#' "$results") figures, not checked)"
     exit 0
@@ -65,6 +67,8 @@ step "uncontended cycles" "$dir/uncontended_cycles"
 step "uncontended cycles, fsync on" "$dir/uncontended_cycles" --fsync 1 --rounds 11 --cycles 100
 step "event-loop scale" "$dir/event_loop_scale"
 step "many locks, one connection" "$dir/many_locks"
+# advlock status with no name, 10,000 locks held: the whole command.
+step "status listing" bench/status_listing.sh "${ADVLOCK:?set ADVLOCK to the advlock command}"
 # Two workloads per policy: clients that want the lock again at once (who
 # gets it: fairness, starvation) and clients that pause 20 ms between holds
 # (how long the lock lies free while others wait).

@@ -268,7 +268,23 @@ typedef enum advlock_sql {
     /* The advlock command's own: the grants lock-delay needs that the
      * connected role lacks (ADVLOCK_ANSWER_FENCE_GRANTS). */
     ADVLOCK_SQL_MARK_GRANTS = 43,
-    ADVLOCK_SQL_COUNT = 44
+    /* The advlock command's own, for advlock status with no name: which of
+     * the tables advlock.mark and advlock.fence exist and the connected
+     * role may read (ADVLOCK_ANSWER_LOCKS_TABLES), from the catalogs any
+     * role may read. */
+    ADVLOCK_SQL_LOCKS_TABLES = 44,
+    /* Every advisory lock of the current database, holders and waiters, in
+     * one statement over pg_locks and pg_stat_activity (ADVLOCK_ANSWER_LOCKS),
+     * PostgreSQL 14 or later. A query names only tables that exist, so there
+     * are four forms: without either table, with advlock.mark (a holder's
+     * time from lock-delay's mark), with advlock.fence (the key's token),
+     * with both; LOCKS + 1 reads the mark, LOCKS + 2 the fence, as
+     * ADVLOCK_SQL_LOCKS_TABLES's answer says they can be read. */
+    ADVLOCK_SQL_LOCKS = 45,
+    ADVLOCK_SQL_LOCKS_MARK = 46,
+    ADVLOCK_SQL_LOCKS_FENCE = 47,
+    ADVLOCK_SQL_LOCKS_MARK_FENCE = 48,
+    ADVLOCK_SQL_COUNT = 49
 } advlock_sql;
 
 /* What a statement returns, and so which input reports its answer. */
@@ -301,7 +317,13 @@ typedef enum advlock_sql_answer_kind {
     ADVLOCK_ANSWER_FENCE_INSTALLED = 7,
     /* One row, one text column: the GRANT statements missing, separated by
      * spaces (NULL: none, or no schema); read by the driver. */
-    ADVLOCK_ANSWER_FENCE_GRANTS = 8
+    ADVLOCK_ANSWER_FENCE_GRANTS = 8,
+    /* One row: advlock.mark readable bool, advlock.fence readable bool
+     * (ADVLOCK_SQL_LOCKS_TABLES); read by the driver. */
+    ADVLOCK_ANSWER_LOCKS_TABLES = 9,
+    /* Rows of advlock_locks_column columns (the ADVLOCK_SQL_LOCKS forms);
+     * read by the driver. */
+    ADVLOCK_ANSWER_LOCKS = 10
 } advlock_sql_answer_kind;
 
 /* The columns of ADVLOCK_SQL_HOLDERS's rows (ADVLOCK_ANSWER_HOLDERS), by
@@ -317,6 +339,33 @@ typedef enum advlock_holders_column {
     ADVLOCK_HOLDERS_SECONDS = 7,     /* int8: held for (holder), waited for (waiter) */
     ADVLOCK_HOLDERS_COLUMNS = 8
 } advlock_holders_column;
+
+/* The columns of the ADVLOCK_SQL_LOCKS forms' rows (ADVLOCK_ANSWER_LOCKS),
+ * by index. Rows of two kinds: first one per session of the database (key
+ * NULL), ordered by pid, with PID and the session's facts (APPLICATION to
+ * START); then one per pg_locks row (key set), ordered by key, the
+ * two-int4 form after the bigint one, holders before waiters, then pid,
+ * whose session's facts are NULL: they are on its session's row, if the
+ * session is still there. Otherwise NULL is unknown (or, for the mark's
+ * and the fence's columns, a form that does not read the table). */
+typedef enum advlock_locks_column {
+    ADVLOCK_LOCKS_KEY = 0,         /* int8: (classid << 32) | objid, signed */
+    ADVLOCK_LOCKS_CLASSID = 1,     /* oid: pg_locks.classid */
+    ADVLOCK_LOCKS_OBJID = 2,       /* oid: pg_locks.objid */
+    ADVLOCK_LOCKS_PAIR = 3,        /* bool: the two-int4 form (objsubid 2), not a bigint key */
+    ADVLOCK_LOCKS_PID = 4,         /* int4 */
+    ADVLOCK_LOCKS_GRANTED = 5,     /* bool: holds (true) or waits */
+    ADVLOCK_LOCKS_MODE = 6,        /* text: "ExclusiveLock", "ShareLock" */
+    ADVLOCK_LOCKS_APPLICATION = 7, /* text: application_name ('' none) */
+    ADVLOCK_LOCKS_CLIENT = 8,      /* text: client address, or "local" */
+    ADVLOCK_LOCKS_STATE = 9,       /* text: pg_stat_activity.state ('' unknown) */
+    ADVLOCK_LOCKS_START = 10,      /* text: backend_start ('' unknown) */
+    ADVLOCK_LOCKS_WAITED = 11,     /* int8: a waiter's seconds since pg_locks.waitstart */
+    ADVLOCK_LOCKS_HELD = 12,       /* int8: a holder's seconds since its lock-delay mark */
+    ADVLOCK_LOCKS_HELD_SINCE = 13, /* text: that mark's time (ISO 8601, UTC) */
+    ADVLOCK_LOCKS_TOKEN = 14,      /* int8: the key's last fencing token */
+    ADVLOCK_LOCKS_COLUMNS = 15
+} advlock_locks_column;
 
 /*
  * Returns the constant SQL text of a statement, or NULL for an identifier

@@ -76,8 +76,8 @@ $(BENCH_DIR)/report $(BENCH_DIR)/sizes: $(BENCH_DIR)/%: $(BENCH_DIR)/obj/%.o $(B
 
 bench-programs: $(BENCH_PROGRAMS)
 
-bench: $(BENCH_PROGRAMS) | deps-bench
-	@BENCH_CONTENTION_SECONDS=$(BENCH_CONTENTION_SECONDS) \
+bench: $(BENCH_PROGRAMS) $(BUILD)/advlock | deps-bench
+	@BENCH_CONTENTION_SECONDS=$(BENCH_CONTENTION_SECONDS) ADVLOCK=$(BUILD)/advlock \
 	    tests/pg/with-postgres.sh bench/run.sh $(BENCH_DIR) $(BUILD)/bench.json
 	@# The Python drivers' figures (mk/python.mk, run first) join the table.
 	@if [ -f $(BUILD)/bench-python.json ]; then \
@@ -93,8 +93,8 @@ bench-lockset-growth: $(BENCH_DIR)/many_locks $(BUILD)/libadvlock.so | deps-pyth
 	        $(PYTHON) bench/lockset_growth.py --held $(BENCH_GROWTH_HELD) \
 	            --json $(BUILD)/bench-lockset-growth.json'
 
-bench-smoke: $(BENCH_PROGRAMS)
-	@tests/pg/with-postgres.sh scripts/run-tests.sh -c bench/run.sh --smoke $(BENCH_DIR) \
+bench-smoke: $(BENCH_PROGRAMS) $(BUILD)/advlock
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh -c bench/run.sh --smoke $(BENCH_DIR) \
 	    $(BENCH_DIR)/smoke.json
 
 test: bench-smoke

@@ -34,7 +34,7 @@ cli-test: cli-local-test $(BUILD)/advlock | deps-cli
 cli-local-test: $(BUILD)/advlock | deps-cli
 	@ADVLOCK=$(BUILD)/advlock scripts/run-tests.sh tests/cli/key.sh tests/cli/simulate.sh tests/cli/docs.sh
 cli-server-test: $(BUILD)/advlock | deps-cli
-	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/run.sh tests/cli/quickstart.sh tests/cli/session_name.sh \
+	@ADVLOCK=$(BUILD)/advlock tests/pg/with-postgres.sh scripts/run-tests.sh tests/cli/status.sh tests/cli/status_all.sh tests/cli/run.sh tests/cli/quickstart.sh tests/cli/session_name.sh \
 	    tests/cli/calibrate.sh
 # Its own server: it installs the fencing schema and crash-restarts the server.
 cli-fence-test: $(BUILD)/advlock | deps-cli

@@ -6,7 +6,9 @@
  * than advlock supports (that statement needs pg_locks.waitstart). A hot
  * standby's pg_locks show only its own sessions' locks, never the
  * primary's, so a standby is refused as `run` refuses it (exit 69) unless
- * --allow-standby asks for the standby's own.
+ * --allow-standby asks for the standby's own. With no name (or --all,
+ * --names-from, --format, --watch) it lists every advisory lock of the
+ * database instead: locks.c.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "advlock_pq.h"
 #include "cli.h"
 #include "option_table.h"
+#include "status.h"
 
 static void format_duration(long long seconds, char *buf, size_t size)
 {
@@ -123,46 +126,112 @@ static int in_recovery(PGconn *conn, const char *name, cli_bound bound)
 static void usage(FILE *to)
 {
     fputs("usage: advlock status [-d CONNINFO] [-w SECONDS] [--allow-standby] KEY...\n"
+          "       advlock status [-d CONNINFO] [-w SECONDS] [--allow-standby] [--all]\n"
+          "                      [--names-from FILE] [--format text|json|prometheus]\n"
+          "                      [--watch SECONDS] [KEY...]\n"
           "  For each key: free or held, and every holder and waiter (pid, application,\n"
           "  client, state, backend start, how long). Exit 0 if all free, 1 if any held,\n"
           "  69 if the server is a hot standby (whose locks say nothing of the primary's).\n"
-          "  Needs PostgreSQL 14 or later.\n"
+          "  With no KEY, or any of the options below but -d, -w and --allow-standby:\n"
+          "  every advisory lock of the database, named where a KEY or a name of\n"
+          "  --names-from maps to it, else shown by key. Needs PostgreSQL 14 or later.\n"
           "\n"
           "  -w, --timeout SECONDS  give up on a server that does not answer after this\n"
           "                   long, connecting included (default 30); exit 69\n"
-          "  --allow-standby  on a hot standby, show its own locks (local to it)\n",
+          "  --allow-standby  on a hot standby, show its own locks (local to it)\n"
+          "  --all            list every advisory lock, the KEYs only naming them\n"
+          "  --names-from FILE  names to recognise, one a line (- for standard input)\n"
+          "  --format F       text (default), json (one document) or prometheus\n"
+          "  --watch SECONDS  redraw the list every SECONDS until SIGINT or SIGTERM\n",
           to);
+}
+
+/* --format's argument into *out; 0, or -1 after saying what it wants. */
+static int parse_format(const char *arg, status_format *out)
+{
+    static const struct {
+        const char *name;
+        status_format format;
+    } formats[] = {{"text", STATUS_TEXT}, {"json", STATUS_JSON}, {"prometheus", STATUS_PROMETHEUS}};
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(arg, formats[i].name) == 0) {
+            *out = formats[i].format;
+            return 0;
+        }
+    cli_usage_error("status", "--format wants text, json or prometheus, not '%s'", arg);
+    return -1;
+}
+
+/* The names the list shows: the command line's, then the file's, read
+ * before connecting, so that a file that cannot be read costs no server.
+ * EXIT_OK with *out set, or as status_names_read (said). */
+static int known_names(char **keys, int count, const char *names_from, status_names **out)
+{
+    status_names *names = status_names_new();
+    if (names == NULL) {
+        cli_error("out of memory");
+        return EXIT_LOCK_ERROR;
+    }
+    int rc = EXIT_OK;
+    for (int i = 0; i < count && rc == EXIT_OK; i++)
+        if (status_names_add(names, keys[i]) != 0)
+            rc = EXIT_LOCK_ERROR;
+    if (rc == EXIT_OK && names_from != NULL)
+        rc = status_names_read(names, names_from);
+    if (rc != EXIT_OK) {
+        status_names_free(names);
+        return rc;
+    }
+    *out = names;
+    return EXIT_OK;
 }
 
 int cmd_status(int argc, char **argv)
 {
-    int allow_standby = 0;
-    const char *conninfo = NULL;
-    int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+    int allow_standby = 0, all = 0;
+    const char *conninfo = NULL, *names_from = NULL, *format = NULL;
+    int64_t timeout_ms = CLI_DEFAULT_TIMEOUT_MS, watch_ms = -1;
     const cli_opt options[] = {
         CLI_TEXT("dbname", 'd', &conninfo),
         CLI_SET("allow-standby", 0, &allow_standby),
         CLI_SECONDS("timeout", 'w', &timeout_ms, NULL),
+        CLI_SET("all", 0, &all),
+        CLI_TEXT("names-from", 0, &names_from),
+        CLI_TEXT("format", 0, &format),
+        CLI_SECONDS("watch", 0, &watch_ms, "--watch wants seconds above 0 (up to three decimals)"),
     };
     int rc = CLI_PARSE(argc, argv, "status", options, 0, usage);
     if (rc != CLI_OPTS_PARSED)
         return rc;
-    if (optind == argc)
-        return cli_usage_error("status", "a KEY is needed");
+    status_listing list = {STATUS_TEXT, watch_ms > 0 ? watch_ms : 0, timeout_ms};
+    if (format != NULL && parse_format(format, &list.format) != 0)
+        return EXIT_USAGE;
+    if (watch_ms == 0)
+        return cli_usage_error("status", "--watch wants seconds above 0 (up to three decimals)");
+    status_names *names = NULL;
+    if (optind == argc || all || names_from != NULL || format != NULL || watch_ms > 0) {
+        rc = known_names(argv + optind, argc - optind, names_from, &names);
+        if (rc != EXIT_OK)
+            return rc;
+    }
     /* The timeout bounds the whole command: the connect and every question. */
     cli_bound bound = cli_bound_from(advlock_pq_now_ms(), timeout_ms);
     PGconn *conn;
     rc = cli_connect_until(conninfo, NULL, NULL, NULL, bound, &conn);
-    if (rc != EXIT_OK)
+    if (rc != EXIT_OK) {
+        status_names_free(names);
         return rc;
-    int standby = in_recovery(conn, argv[optind], bound);
+    }
+    int standby = in_recovery(conn, optind < argc ? argv[optind] : "", bound);
     if (standby == NO_ANSWER) {
+        status_names_free(names);
         PQfinish(conn);
         return EXIT_NO_SERVER;
     }
     if (standby > 0 && allow_standby)
         standby = 0;
     if (standby != 0) {
+        status_names_free(names);
         if (standby > 0)
             cli_error("status refused: the server is a standby in recovery; its advisory "
                       "locks are local to it and say nothing about the primary's (connect "
@@ -171,6 +240,16 @@ int cmd_status(int argc, char **argv)
         return standby > 0 ? EXIT_NO_SERVER : EXIT_LOCK_ERROR;
     }
 
+    if (names != NULL) {
+        rc = status_list(conn, &list, names);
+        PQfinish(conn);
+        /* A name skipped as not a lock name: said, the list shown, exit 2
+         * as for a KEY that is not one, unless something worse happened. */
+        if ((rc == EXIT_OK || rc == EXIT_BUSY) && status_names_bad(names))
+            rc = EXIT_BAD_KEY;
+        status_names_free(names);
+        return rc;
+    }
     int any_held = 0, failed = 0, bad_key = 0;
     for (int i = optind; i < argc; i++) {
         int held = show_key(conn, argv[i], bound);

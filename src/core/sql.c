@@ -1,7 +1,8 @@
 /*
  * The one table of SQL advlock sends: the core's, and the advlock command's
- * own (the rows from ADVLOCK_SQL_OCCUPY to ADVLOCK_SQL_ROLLBACK, and
- * ADVLOCK_SQL_MARK_GRANTS). Every parameter is a bigint:
+ * own (the rows from ADVLOCK_SQL_OCCUPY to ADVLOCK_SQL_ROLLBACK,
+ * ADVLOCK_SQL_MARK_GRANTS, and the listing's from ADVLOCK_SQL_LOCKS_TABLES
+ * on). Every parameter is a bigint:
  * the lock key first (the session check's is its token), then a wait's
  * bound in milliseconds, then a guarded row's token. What a row returns
  * decides which input reports its answer.
@@ -334,6 +335,56 @@ const char *advlock_fence_setup_sql(void)
                TABLE_ROW(5, "DELETE", "mark"))
 /* clang-format on */
 
+/*
+ * Every advisory lock of this database (advlock status with no name), in
+ * one statement: pg_locks once, with lock-delay's mark and the fence
+ * counter by key where they can be read, and after it, not joined to it,
+ * one row per session of the database from pg_stat_activity. A session's
+ * facts go once, not once per lock it holds: with 10,000 locks held the
+ * rows stay narrow, and their sort cheap; the reader finds them by pid.
+ *
+ * A statement cannot name a table that is missing (it fails at parse),
+ * and the schema is optional, so the mark and the fence are joined only
+ * in the forms that name them; LOCKS_TABLES, asked first, says which form
+ * to send. to_regclass() would not do for that question: it raises an
+ * error for a schema the role lacks USAGE on, so the catalogs are read by
+ * name and the privileges checked by oid.
+ *
+ * pg_locks records no grant time and state_change is not one (any later
+ * statement moves it), so a holder's time is the mark's beat, written at
+ * the grant, or unknown; a waiter's is pg_locks.waitstart (14 and later).
+ * The two-int4 form (objsubid 2) is listed too, flagged: its classid and
+ * objid are its two keys, never a name's.
+ */
+/* clang-format off */
+#define LOCK_KEY "((l.classid::bigint << 32) | l.objid::bigint)"
+#define SECONDS_SINCE(t) "floor(extract(epoch FROM pg_catalog.now() - " t "))::bigint"
+#define LOCKS_SQL(joins, mark, token)                                                      \
+    "SELECT " LOCK_KEY ", l.classid, l.objid, l.objsubid = 2, l.pid, l.granted, l.mode,"   \
+    " NULL, NULL, NULL, NULL,"                                                             \
+    " CASE WHEN NOT l.granted THEN " SECONDS_SINCE("l.waitstart") " END, " mark ", " token \
+    " FROM pg_catalog.pg_locks l" joins                                                    \
+    " WHERE l.locktype = 'advisory' AND l.database = " THIS_DATABASE " UNION ALL"          \
+    " SELECT NULL, NULL, NULL, NULL, a.pid, NULL, NULL, coalesce(a.application_name, ''),"  \
+    " coalesce(host(a.client_addr), 'local'), coalesce(a.state, ''),"                      \
+    " coalesce(to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ'), ''),"                 \
+    " NULL, NULL, NULL, NULL FROM pg_catalog.pg_stat_activity a"                           \
+    " WHERE a.datid = " THIS_DATABASE " ORDER BY 1 NULLS FIRST, 4, 6 DESC, 5"
+#define MARK_JOIN " LEFT JOIN advlock.mark m ON l.granted AND l.objsubid = 1 AND m.key = " LOCK_KEY
+#define FENCE_JOIN " LEFT JOIN advlock.fence f ON l.objsubid = 1 AND f.key = " LOCK_KEY
+#define MARK_COLUMNS                                                                       \
+    SECONDS_SINCE("m.beat") ","                                                            \
+    " to_char(m.beat AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+#define NO_MARK "NULL::bigint, NULL::text"
+#define NO_TOKEN "NULL::bigint"
+#define READABLE(relname)                                                                  \
+    "EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"             \
+    " ON n.oid = c.relnamespace WHERE n.nspname = 'advlock' AND c.relname = '" relname "'" \
+    " AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')"                                 \
+    " AND pg_catalog.has_table_privilege(c.oid, 'SELECT'))"
+#define LOCKS_TABLES_SQL "SELECT " READABLE("mark") ", " READABLE("fence")
+/* clang-format on */
+
 /* What messages call the verify's statement. */
 #define HELD_CHECK "the held-lock check"
 
@@ -426,6 +477,16 @@ static const struct {
                                 ADVLOCK_ANSWER_CAPACITY, 3},
     [ADVLOCK_SQL_MARK_GRANTS] = {MARK_GRANTS_SQL, "the grants' check", ADVLOCK_ANSWER_FENCE_GRANTS,
                                  0},
+    [ADVLOCK_SQL_LOCKS_TABLES] = {LOCKS_TABLES_SQL, "the check of the tables status reads",
+                                  ADVLOCK_ANSWER_LOCKS_TABLES, 0},
+    [ADVLOCK_SQL_LOCKS] = {LOCKS_SQL("", NO_MARK, NO_TOKEN), "the list of advisory locks",
+                           ADVLOCK_ANSWER_LOCKS, 0},
+    [ADVLOCK_SQL_LOCKS_MARK] = {LOCKS_SQL(MARK_JOIN, MARK_COLUMNS, NO_TOKEN),
+                                "the list of advisory locks", ADVLOCK_ANSWER_LOCKS, 0},
+    [ADVLOCK_SQL_LOCKS_FENCE] = {LOCKS_SQL(FENCE_JOIN, NO_MARK, "f.token"),
+                                 "the list of advisory locks", ADVLOCK_ANSWER_LOCKS, 0},
+    [ADVLOCK_SQL_LOCKS_MARK_FENCE] = {LOCKS_SQL(MARK_JOIN FENCE_JOIN, MARK_COLUMNS, "f.token"),
+                                      "the list of advisory locks", ADVLOCK_ANSWER_LOCKS, 0},
 };
 
 static int known(advlock_sql sql)

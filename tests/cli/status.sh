@@ -88,8 +88,9 @@ check "conninfo syntax error: message" "advlock: bad connection string: invalid 
 capture "$A" status "$(printf 'bad\xff')"
 check "bad key: status" 2 "$RC"
 case "$ERR" in "advlock: 'bad\xff': "*) pass ;; *) fail "bad key shown escaped: [$ERR]" ;; esac
+# No key: the list of every lock (tests/cli/status_all.sh), here empty.
 capture "$A" status
-check "no keys: status" "$EXIT_USAGE" "$RC"
+check "no keys: every lock listed, none held" "0 no advisory lock is held or awaited in this database" "$RC $OUT"
 
 # The server refuses who connects (a wrong or missing password, SQLSTATE
 # 28P01; no such role, 28000): 77 (EX_NOPERM), not an unreachable server's

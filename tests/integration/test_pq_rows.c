@@ -61,6 +61,22 @@ static void command_rows_answer_as_their_kind_says(void **state)
     assert_int_equal(PQnfields(res), ADVLOCK_HOLDERS_COLUMNS);
     assert_int_equal(PQfformat(res, ADVLOCK_HOLDERS_PID), 0);
     PQclear(res);
+    /* The listing: the check of advlock's tables picks the form that names
+     * only those this role may read (with or without the schema another
+     * test installed), and that form answers at least this session's own
+     * row (no lock: key NULL). */
+    res = run_row(conn, ADVLOCK_SQL_LOCKS_TABLES, NULL);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQnfields(res), 2);
+    int form =
+        (strcmp(PQgetvalue(res, 0, 0), "t") == 0) + 2 * (strcmp(PQgetvalue(res, 0, 1), "t") == 0);
+    PQclear(res);
+    res = run_row(conn, (advlock_sql)(ADVLOCK_SQL_LOCKS + form), NULL);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQnfields(res), ADVLOCK_LOCKS_COLUMNS);
+    assert_true(PQntuples(res) >= 1);
+    assert_true(PQgetisnull(res, 0, ADVLOCK_LOCKS_KEY));
+    PQclear(res);
     /* Refused, nothing sent: the connection is still idle and usable. */
     assert_int_equal(advlock_pq_send_row(conn, ADVLOCK_SQL_COUNT, NULL), ADVLOCK_EINVAL);
     assert_int_equal(advlock_pq_send_row(conn, ADVLOCK_SQL_OCCUPY, NULL), ADVLOCK_EINVAL);

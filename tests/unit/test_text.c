@@ -380,6 +380,11 @@ static void sql_table_command_rows(void **state)
         {ADVLOCK_SQL_MARK_WRITE, 3, ADVLOCK_ANSWER_CAPACITY, "WITH w AS (INSERT"},
         {ADVLOCK_SQL_MARK_CLEAR, 3, ADVLOCK_ANSWER_CAPACITY, "WITH c AS (DELETE"},
         {ADVLOCK_SQL_MARK_GRANTS, 0, ADVLOCK_ANSWER_FENCE_GRANTS, "SELECT "},
+        {ADVLOCK_SQL_LOCKS_TABLES, 0, ADVLOCK_ANSWER_LOCKS_TABLES, "SELECT EXISTS ("},
+        {ADVLOCK_SQL_LOCKS, 0, ADVLOCK_ANSWER_LOCKS, "SELECT ((l.classid"},
+        {ADVLOCK_SQL_LOCKS_MARK, 0, ADVLOCK_ANSWER_LOCKS, "SELECT ((l.classid"},
+        {ADVLOCK_SQL_LOCKS_FENCE, 0, ADVLOCK_ANSWER_LOCKS, "SELECT ((l.classid"},
+        {ADVLOCK_SQL_LOCKS_MARK_FENCE, 0, ADVLOCK_ANSWER_LOCKS, "SELECT ((l.classid"},
     };
     assert_int_equal(sizeof rows / sizeof rows[0], ADVLOCK_SQL_COUNT - ADVLOCK_SQL_OCCUPY);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -399,6 +404,15 @@ static void sql_table_command_rows(void **state)
     assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_MARK_TAKE), durable));
     assert_non_null(strstr(advlock_sql_text(ADVLOCK_SQL_MARK_WRITE), durable));
     assert_non_null(strstr(advlock_fence_setup_sql(), "CREATE TABLE IF NOT EXISTS advlock.mark"));
+    /* The listing's forms name a table of the schema only where their place
+     * says so (LOCKS + 1: the mark, + 2: the fence): a form sent without
+     * the table would fail at parse. None reads state_change. */
+    for (int form = 0; form < 4; form++) {
+        const char *text = advlock_sql_text((advlock_sql)(ADVLOCK_SQL_LOCKS + form));
+        assert_int_equal(strstr(text, "advlock.mark") != NULL, (form & 1) != 0);
+        assert_int_equal(strstr(text, "advlock.fence") != NULL, (form & 2) != 0);
+        assert_null(strstr(text, "state_change"));
+    }
 }
 
 /* The one JSON escaper: any bytes make a string that parses, and a cut
