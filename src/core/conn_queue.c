@@ -236,11 +236,23 @@ static int is_mark(int sql)
     return sql == ADVLOCK_SQL_MARK_TAKE || sql == ADVLOCK_SQL_MARK_WRITE;
 }
 
+/* 1 when the client can send cancel requests and a lock-delay mark
+ * statement is out: it went last, and nothing more goes until it answers
+ * (batch_closed()), so that a cancel request for it, once what went before
+ * it has answered, finds the server running it or nothing of ours (a try it
+ * stopped instead could have taken the lock first, a heartbeat would fail
+ * the lease). Sent behind a blocked mark, the rest would wait on the server
+ * anyway; behind one that is not, it goes a round trip later. */
+static int mark_out(const advlock_conn *c)
+{
+    if (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->count_ == 0)
+        return 0;
+    const advlock_conn_slot *s = tail(c);
+    return s->kind_ == SLOT_MEMBER && is_mark(s->sql_);
+}
+
 /* The member whose lock-delay mark is late and alone in flight, where the
- * client can send cancel requests; else NULL. Alone: a request the server
- * gets after the mark answered must find nothing else of ours running (a
- * try it stopped could have taken the lock first), so nothing more goes
- * out until the mark answers (batch_closed()). */
+ * client can send cancel requests; else NULL. */
 static advlock_member *late_mark(const advlock_conn *c)
 {
     if (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->count_ != 1)
@@ -646,7 +658,7 @@ static int emit(advlock_statement *st, const advlock_conn_slot *s, const advlock
 static int batch_closed(const advlock_conn *c)
 {
     return c->count_ > 0
-           && (!pipelining(c) || late_mark(c) != NULL
+           && (!pipelining(c) || mark_out(c)
                || (!c->follow_
                    && (c->session_.proxied || !c->session_.checked
                        || c->lease_query_ == LEASE_SETUP)));

@@ -2040,6 +2040,17 @@ static void lock_delay_mark_out_past_the_timeout(void **state)
     answer(ADVLOCK_RESULT_TRUE);
     expect_done(ADVLOCK_TIMED_OUT);
 
+    /* Where cancel requests go, nothing goes out behind a mark. */
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    grant_with_lock_delay(5000);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 0, NULL, f.now), 0);
+    assert_false(advlock_conn_wants_send(&f.c));
+    assert_int_equal(poll_all(), 0);
+    answer_mark(0, 0, 1);
+    expect_acquired();
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+
     /* An acquire that tries once still gets its mark written: the mark
      * has its round trip's grace. */
     setup(NULL);
