@@ -2060,6 +2060,30 @@ static void lock_delay_mark_out_past_the_timeout(void **state)
     expect_acquired();
 }
 
+/* A late mark's member ended with the connection given up (its statement
+ * left to the engine) is not late in its next acquire: no cancel request
+ * goes for that one's mark before its own deadline. */
+static void lock_delay_late_mark_given_up_is_not_late_again(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    grant_with_lock_delay(5000);
+    f.now = 5000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 1);
+    assert_int_equal(f.sent[0].kind, ADVLOCK_STATEMENT_CANCEL);
+    advlock_conn_give_up(&f.c, ADVLOCK_ENOANSWER, "no answer", f.now);
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID, TOKEN, f.now), 0);
+    f.now += 250; /* when its cancel request was due again */
+    grant_with_lock_delay(5000);
+    assert_true(advlock_conn_next_wake(&f.c) > f.now);
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 0);
+    answer_mark(0, 0, 1);
+    expect_acquired();
+}
+
 /* A cancel while the mark's read is out, whose answer comes back aborted
  * with its batch: the read did not run, and is not sent again; the grant
  * goes straight back. */
@@ -2237,6 +2261,7 @@ int main(void)
         cmocka_unit_test_setup(lock_delay_lease_runs_out_while_held_back, setup),
         cmocka_unit_test_setup(lock_delay_mark_out_past_the_timeout, setup),
         cmocka_unit_test_setup(lock_delay_cancelled_mark_aborted_gives_back, setup),
+        cmocka_unit_test_setup(lock_delay_late_mark_given_up_is_not_late_again, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
