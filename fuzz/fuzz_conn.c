@@ -187,6 +187,13 @@ static void take_events(model *md)
             md->told_held[i] = held;
             continue;
         }
+        /* A grant lock-delay held back, never reported, that went with
+         * the lease: the session keeps it, as the held locks. */
+        if (md->op[i] == OP_ACQUIRE && r->outcome == ADVLOCK_FAILED
+            && advlock_member_lease_expiry(ev.member) != ADVLOCK_LEASE_LIVE) {
+            const advlock_peer *p = &ev.member->peer_;
+            abandoned_of(md, ev.member)[key_index(p->key_)][p->mode_]++;
+        }
         int held = r->outcome == ADVLOCK_ACQUIRED || r->outcome == ADVLOCK_HELD
                    || r->outcome == ADVLOCK_ENDS_WITH_TRANSACTION
                    || (md->op[i] != OP_ACQUIRE && r->outcome == ADVLOCK_FAILED);
@@ -244,9 +251,14 @@ static void poll_one(model *md)
         return;
     }
     if (st.kind == ADVLOCK_STATEMENT_CANCEL) {
-        /* only for the wait the server runs now: the head */
+        /* only for the wait the server runs now, the head, or a lock-delay
+         * mark past its deadline, alone in flight */
         int mode;
-        CHECK(md->len > 0 && is_wait(md->fifo[md->head].sql, &mode) && st.member != NULL);
+        advlock_sql head = md->len > 0 ? md->fifo[md->head].sql : ADVLOCK_SQL_COUNT;
+        CHECK(st.member != NULL
+              && (is_wait(head, &mode)
+                  || (md->len == 1
+                      && (head == ADVLOCK_SQL_MARK_TAKE || head == ADVLOCK_SQL_MARK_WRITE))));
         return;
     }
     CHECK(md->len < FIFO);

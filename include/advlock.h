@@ -1569,7 +1569,9 @@ typedef enum advlock_caps {
     /* Named prepared statements (PREPARE once, then execute by name). */
     ADVLOCK_CAPS_PREPARE = 2,
     /* Cancel requests (ADVLOCK_STATEMENT_CANCEL): a member may wait on the
-     * server (ADVLOCK_WAIT_SERVER). Without it such an acquire is refused. */
+     * server (ADVLOCK_WAIT_SERVER), and a lock-delay mark statement still
+     * out past its acquire's deadline is cancelled. Without it such a wait
+     * is refused, and such a mark answers in its own time. */
     ADVLOCK_CAPS_CANCEL = 4,
     /* One member only (the single-lock adapter): no share of the server's
      * lock table to keep, so its settings are never read (no CAPACITY
@@ -1589,11 +1591,12 @@ typedef enum advlock_statement_kind {
     ADVLOCK_STATEMENT_NONE = 0,  /* nothing to send now */
     ADVLOCK_STATEMENT_QUERY = 1, /* send sql in form with its parameters */
     ADVLOCK_STATEMENT_SYNC = 2,  /* end the batch (libpq: PQpipelineSync()) */
-    /* Ask the server to cancel member's server-side wait, which it is
-     * running now (libpq: PQcancel()): a request on a connection of its
-     * own, with no answer to read on this one. Counts as sent when polled:
-     * the wait's answer comes as ever, and the engine asks again while it
-     * is late. */
+    /* Ask the server to cancel member's server-side wait, or its
+     * lock-delay mark statement (sql says which) past the acquire's
+     * deadline, which it is running now (libpq: PQcancel()): a request on
+     * a connection of its own, with no answer to read on this one. Counts
+     * as sent when polled: the statement's answer comes as ever, and the
+     * engine asks again while it is late. */
     ADVLOCK_STATEMENT_CANCEL = 3
 } advlock_statement_kind;
 
@@ -1671,9 +1674,10 @@ typedef struct advlock_member {
     uint8_t verifying_;
     uint8_t news_; /* events not yet polled: 1 done, 2 lost */
     uint8_t lease_expiry_;
-    uint8_t by_key_;    /* a release or verify of a key it did not hold */
-    uint8_t delay_;     /* lock-delay's step */
-    uint8_t delay_end_; /* how a grant lock-delay gives back ends */
+    uint8_t by_key_;     /* a release or verify of a key it did not hold */
+    uint8_t delay_;      /* lock-delay's step */
+    uint8_t delay_end_;  /* how a grant lock-delay gives back ends */
+    uint8_t delay_late_; /* lock-delay: its mark in flight past the timeout */
     char sqlstate_[6];
     char words_[ADVLOCK_CONN_WORDS_MAX];
 } advlock_member;
@@ -1784,14 +1788,23 @@ ADVLOCK_API void advlock_member_init(advlock_member *m);
  * With options.lock_delay a grant is held back, m busy, until its mark is
  * written and another holder's lease waited out (docs/design.md,
  * "Lock-delay"): the wait counts against timeout_ms, and m's warning
- * (ADVLOCK_CONN_WARNING) says why it takes that long.
+ * (ADVLOCK_CONN_WARNING) says why it takes that long. A mark statement
+ * still out at the deadline (but no sooner than 1 s after its send) is
+ * cancelled (ADVLOCK_STATEMENT_CANCEL, with ADVLOCK_CAPS_CANCEL, when
+ * nothing else is in flight), and m ends TIMED_OUT at its answer, the
+ * grant given back. A grant held back when the lease runs out ends m
+ * FAILED (ADVLOCK_ECONNLOST, advlock_member_lease_expiry() saying why),
+ * nothing given back (the connection's close frees it); one held back when
+ * a transaction block begins (advlock_conn_on_transaction()) ends m FAILED
+ * (ADVLOCK_ESERVER, SQLSTATE 25001) once it is given back.
  *
  * Returns 0, or ADVLOCK_EINVAL (a pointer NULL, timeout < 0, options
  * refused, a server-side wait without ADVLOCK_CAPS_CANCEL, lock-delay on a
  * connection without a lease), ADVLOCK_EMISUSE
  * (m busy or holding, m another engine's (advlock_member_init() frees it),
- * transaction scope outside a transaction block, the connection given up,
- * to be closed (advlock_conn_must_close()) or its lease ran out, another
+ * transaction scope outside a transaction block, lock-delay on a session
+ * lock inside one (its mark would commit or roll back with the block), the
+ * connection given up, to be closed (advlock_conn_must_close()) or its lease ran out, another
  * member's server-side wait under way, or a server-side wait asked for
  * while the connection is not its alone).
  */
@@ -1981,7 +1994,11 @@ ADVLOCK_API int advlock_conn_on_reset(advlock_conn *c, int client_pid, uint64_t 
  * caller ended the block), their keys free. An acquire of transaction
  * scope still under way ends FAILED (ADVLOCK_ESERVER, SQLSTATE 25P01, words
  * saying the block ended), its DONE event to come; a try of it in flight
- * is left to the engine, its key kept until it answers. No-op for NULL. */
+ * is left to the engine, its key kept until it answers. Inside one, a
+ * grant lock-delay holds back is given back (its mark statement in flight
+ * answers first, and a mark it wrote is cleared), and its acquire ends
+ * FAILED (ADVLOCK_ESERVER, SQLSTATE 25001, words saying why), its DONE
+ * event to come. No-op for NULL. */
 ADVLOCK_API void advlock_conn_on_transaction(advlock_conn *c, int in_block);
 
 /*
@@ -2108,10 +2125,11 @@ ADVLOCK_API int advlock_conn_on_notice(advlock_conn *c, const char *sqlstate, co
  * The cancel request the engine asked for m (ADVLOCK_STATEMENT_CANCEL)
  * could not be sent, for why (the client's words): an ADVLOCK_CONN_WARNING
  * event, "could not send a cancel request: <why>", and m's event callback
- * hears ADVLOCK_EVENT_WARNING. The engine asks again while the wait is
- * late. The warning is m's only while m is still the member waiting on
- * the server; else (m cancelled, maybe freed, since: it is compared, never
- * read) it is the connection's, its member NULL. No-op for NULL.
+ * hears ADVLOCK_EVENT_WARNING. The engine asks again while the statement
+ * is late. The warning is m's only while m is still the member whose
+ * statement the server runs (its wait, or its late lock-delay mark); else (m cancelled, maybe
+ * freed, since: it is compared, never read) it is the connection's, its member NULL. No-op for
+ * NULL.
  */
 ADVLOCK_API void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const char *why,
                                                int64_t now_ms);

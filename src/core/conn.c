@@ -116,7 +116,11 @@ int advlock_conn_start_acquire_key(advlock_conn *c, advlock_member *m, int64_t k
     if (chosen.lease_ms != 0 || (server_wait && !(c->caps_ & ADVLOCK_CAPS_CANCEL))
         || (chosen.lock_delay && !c->lease_on_))
         return ADVLOCK_EINVAL;
+    /* Inside the caller's transaction block lock-delay's mark would commit
+     * or roll back with the block (transaction scope with it is refused as
+     * an option, below). */
     if (c->waits_ || (chosen.scope == ADVLOCK_TRANSACTION && !c->in_block_)
+        || (chosen.lock_delay && chosen.scope == ADVLOCK_SESSION && c->in_block_)
         || (server_wait
             && (advlock_conn_busy(c) > 0 || advlock_conn_outstanding(c) > 0
                 || (c->lists_[CONN_HELD_LIST] != NULL && (c->lease_on_ || held_here(c, key))))))
@@ -375,6 +379,8 @@ __attribute__((noinline)) static void on_timer(advlock_conn *c, int64_t now_ms)
     advlock_member *w = advlock_conn_waiter(c);
     if (w != NULL)
         (void)advlock_on_timer(&w->machine_, now_ms);
+    if (c->delaying_ > 0)
+        advlock_conn_marks_tend(c, now_ms);
     advlock_conn_lease_tend(c, now_ms);
     lose_verifies(c, now_ms);
 }
@@ -393,6 +399,12 @@ int64_t advlock_conn_next_wake(const advlock_conn *c)
     for (const advlock_member *m = c->lists_[CONN_SLEEP_LIST]; m != NULL; m = m->next_) {
         int64_t wake = m->delay_ == DELAY_WAIT ? advlock_conn_delay_wake(m)
                                                : advlock_next_action(&m->machine_).wake_at_ms;
+        if (wake < at)
+            at = wake;
+    }
+    /* A lock-delay mark's deadline, or its cancel request's next. */
+    if (c->delaying_ > 0) {
+        int64_t wake = advlock_conn_marks_wake(c);
         if (wake < at)
             at = wake;
     }
@@ -555,6 +567,8 @@ void advlock_conn_on_transaction(advlock_conn *c, int in_block)
     if (c == NULL)
         return;
     c->in_block_ = (uint8_t)(in_block != 0);
+    if (in_block && c->delaying_ > 0)
+        advlock_conn_delay_block_began(c);
     /* With no member of transaction scope started since a block last
      * ended, there is none to end (most calls: before each operation). */
     if (in_block || (!c->xact_ && !c->provisional_))
@@ -630,8 +644,8 @@ void advlock_conn_on_cancel_failed(advlock_conn *c, advlock_member *m, const cha
     if (why != NULL)
         advlock_text_putn(&t, why, strcspn(why, "\n"));
     /* m is the pump's word, and may be freed since (cancelled): it is
-     * read only when it is the waiter whose cancel request this was. */
-    advlock_member *w = advlock_conn_waiter(c);
+     * read only when it is the member whose cancel request this was. */
+    advlock_member *w = advlock_conn_cancel_target(c);
     advlock_conn_warn(c, m != NULL && m == w ? w : NULL, NULL, c->warning_, now_ms);
 }
 

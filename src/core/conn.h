@@ -53,6 +53,7 @@ enum {
     DELAY_TAKE,    /* granted: the mark's read (and write) to send or in flight */
     DELAY_WAIT,    /* another holder's mark: sleeping till delay_at_ms_ */
     DELAY_WRITE,   /* waited out: our mark's write to send or in flight */
+    DELAY_UNMARK,  /* giving the grant back: our mark, written, to clear first */
     DELAY_UNDO,    /* giving the grant back: the unlock to send or in flight */
     DELAY_MARKED,  /* held, our mark durable */
     DELAY_CLEAR,   /* releasing: the clear to send, alone, before the unlock */
@@ -61,6 +62,17 @@ enum {
 
 /* How an acquire whose grant lock-delay gives back ends (delay_end_). */
 enum { DELAY_END_NONE = 0, DELAY_END_TIMED_OUT, DELAY_END_CANCELLED, DELAY_END_FAILED };
+
+/* A mark statement in flight past the acquire's timeout (delay_late_):
+ * its cancel request due, or asked and due again at delay_at_ms_. */
+enum { DELAY_ON_TIME = 0, DELAY_LATE_CANCEL, DELAY_LATE_ASKED };
+
+/* A mark statement in flight is bounded by the acquire's deadline, but is
+ * given at least this long from its send: one not blocked answers within a
+ * round trip, and an acquire that tries once (timeout 0) still gets its
+ * mark written. A cancel request the server did not act on goes again
+ * after CANCEL_AGAIN (the machine's pace for a server-side wait's). */
+enum { ADVLOCK_CONN_MARK_GRACE_MS = 1000, ADVLOCK_CONN_CANCEL_AGAIN_MS = 250 };
 
 /* The member's news_ bits. */
 enum { NEWS_DONE = 1, NEWS_LOST = 2 };
@@ -202,6 +214,13 @@ void advlock_conn_end_outside_block(advlock_conn *c, advlock_member *m);
 /* 1 when sql is a try or a wait of transaction scope. */
 int advlock_conn_is_xact_lock(int sql);
 
+/* m's grant, which lock-delay held back and never reported, went with the
+ * lease that ran out (words: the heartbeat's, if any): m's acquire ends
+ * FAILED (ADVLOCK_ECONNLOST) in the lease's words, nothing given back, as
+ * the held locks are lost. Nothing of m's is in flight. */
+void advlock_conn_lease_end_marking(advlock_conn *c, advlock_member *m, const char *words,
+                                    int64_t now_ms);
+
 /* ---- conn_delay.c ---- */
 
 /* The statement m's lock-delay step sends instead of its machine's next
@@ -239,6 +258,27 @@ int64_t advlock_conn_delay_wake(const advlock_member *m);
  * grant is given back first, m's DONE (CANCELLED) comes then. */
 void advlock_conn_delay_cancel(advlock_conn *c, advlock_member *m, int64_t now_ms);
 
+/* m's lock-delay statement is about to go while the connection is inside
+ * the caller's transaction block: 1 when it was not sent, the grant given
+ * back instead and the acquire to end FAILED (25001). */
+int advlock_conn_delay_refused(advlock_conn *c, advlock_member *m);
+
+/* The caller's transaction block began: every grant lock-delay holds back
+ * and has no statement in flight is given back, its acquire to end FAILED
+ * (25001); one in flight is at its answer. */
+void advlock_conn_delay_block_began(advlock_conn *c);
+
+/* When m's mark statement, sent at sent_ms, is late. */
+int64_t advlock_conn_delay_mark_deadline(const advlock_member *m, int64_t sent_ms);
+
+/* m's mark statement, sent at sent_ms, is still in flight at now_ms: past
+ * its deadline the acquire is to end TIMED_OUT, and a cancel request is
+ * due (again, once CANCEL_AGAIN has passed since the last). */
+void advlock_conn_delay_overdue(advlock_member *m, int64_t sent_ms, int64_t now_ms);
+
+/* The cancel request for m's late mark statement was polled at now_ms. */
+void advlock_conn_delay_cancel_sent(advlock_member *m, int64_t now_ms);
+
 /* The server warned about m's statement in flight (head: its sql) with
  * words, of SQLSTATE sqlstate: a mark whose commit stopped waiting for the
  * synchronous standby is not durable, and the acquire gives its grant
@@ -264,6 +304,18 @@ advlock_member *advlock_conn_verify_in_flight(const advlock_conn *c);
 
 /* How many members have a statement in flight. */
 size_t advlock_conn_in_flight(const advlock_conn *c);
+
+/* The lock-delay marks in flight at now_ms: each late one is to end its
+ * acquire TIMED_OUT, its cancel request due (advlock_conn_delay_overdue()). */
+void advlock_conn_marks_tend(advlock_conn *c, int64_t now_ms);
+
+/* When a mark in flight turns late, or its cancel request is due again;
+ * INT64_MAX if none. */
+int64_t advlock_conn_marks_wake(const advlock_conn *c);
+
+/* The member whose statement a cancel request would stop: the waiter, or
+ * one whose late mark statement is alone in flight; else NULL. */
+advlock_member *advlock_conn_cancel_target(const advlock_conn *c);
 
 /* The member whose acquire may wait on the server, when its statement is
  * the one the server runs now (the head); else NULL. Its machine's timer

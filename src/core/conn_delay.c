@@ -28,7 +28,8 @@ int advlock_conn_delay_action(const advlock_conn *c, const advlock_member *m, ad
     switch (m->delay_) {
     case DELAY_TAKE: sql = ADVLOCK_SQL_MARK_TAKE; break;
     case DELAY_WRITE: sql = ADVLOCK_SQL_MARK_WRITE; break;
-    case DELAY_CLEAR: sql = ADVLOCK_SQL_MARK_CLEAR; break;
+    case DELAY_CLEAR:
+    case DELAY_UNMARK: sql = ADVLOCK_SQL_MARK_CLEAR; break;
     case DELAY_UNDO: sql = advlock_sql_for_unlock(ADVLOCK_EXCLUSIVE, c->session_.proxied); break;
     default: return 0;
     }
@@ -54,7 +55,8 @@ int advlock_conn_delay_sent(advlock_member *m, int sql)
 {
     if (sql != ADVLOCK_SQL_MARK_CLEAR)
         return 0;
-    m->delay_ = DELAY_CLEARED;
+    /* The unlock follows in the next batch, after the clear's sync. */
+    m->delay_ = m->delay_ == DELAY_UNMARK ? DELAY_UNDO : DELAY_CLEARED;
     return 1;
 }
 
@@ -69,12 +71,40 @@ int advlock_conn_delay_owns(const advlock_member *m, int sql)
            || (m->delay_ == DELAY_UNDO && advlock_conn_is_unlock(sql));
 }
 
-/* The grant goes back with an unlock of m's own, then m ends as
- * m->delay_end_ says. */
-static void give_back(advlock_conn *c, advlock_member *m)
+/* 1 while lock-delay may still report m's grant ACQUIRED: granted, its
+ * mark not yet durable, its end not yet decided otherwise. */
+static int marking(const advlock_member *m)
 {
-    m->delay_ = DELAY_UNDO;
+    return m->delay_ >= DELAY_TAKE && m->delay_ <= DELAY_WRITE;
+}
+
+/* The grant goes back with an unlock of m's own, then m ends as
+ * m->delay_end_ says. Where our mark was written (written) it is cleared
+ * first, alone in its batch as a release's clear, so that it commits
+ * before the unlock runs. Left behind it would be safe but slow: the next
+ * holder would wait out this holder's stop bound, though no work of ours
+ * ever began under the grant (it was never reported); cleared, it owes
+ * nobody a wait, and the grant still excludes everyone until the unlock. */
+static void give_back(advlock_conn *c, advlock_member *m, int written)
+{
+    m->delay_ = written ? DELAY_UNMARK : DELAY_UNDO;
+    m->delay_late_ = DELAY_ON_TIME;
     advlock_conn_move(c, m, CONN_QUEUED);
+}
+
+/* The connection is inside the caller's transaction block, where m's mark
+ * would commit or roll back with the block: m's acquire ends FAILED, after
+ * its grant is given back, as the server refuses a statement that cannot
+ * run inside a block (25001). */
+static void refuse_in_block(advlock_member *m)
+{
+    advlock_conn_say(m, "lock-delay: the connection is inside a transaction block, where this "
+                        "holder's mark would commit or roll back with the block; the grant was "
+                        "given back");
+    advlock_text t;
+    advlock_text_init(&t, m->sqlstate_, sizeof m->sqlstate_);
+    advlock_text_put(&t, "25001");
+    m->delay_end_ = DELAY_END_FAILED;
 }
 
 /* m's acquire ends FAILED for a mark that could not be written (words: the
@@ -170,27 +200,53 @@ void advlock_conn_delay_answered(advlock_conn *c, advlock_member *m, int sql,
 {
     int lost = a->result == ADVLOCK_RESULT_CONNECTION_LOST;
     /* A clear that did not run leaves the mark: the next holder waits it
-     * out, which is safe. The release goes on with its unlock. */
+     * out, which is safe. The release, or the give-back, goes on with its
+     * unlock. */
     if (sql == ADVLOCK_SQL_MARK_CLEAR)
         return;
-    if (again) {
-        advlock_conn_move(c, m, CONN_QUEUED);
-        return;
-    }
     if (m->delay_ == DELAY_UNDO) {
-        given_back(c, m, now_ms);
+        if (again)
+            advlock_conn_move(c, m, CONN_QUEUED);
+        else
+            given_back(c, m, now_ms);
         return;
     }
+    m->delay_late_ = DELAY_ON_TIME;
     if (lost) {
         /* The session, and the grant with it, is gone. */
         advlock_conn_say(m, a->message != NULL && a->message[0] != '\0' ? a->message : "no answer");
         advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
         return;
     }
-    if (a->result != ADVLOCK_RESULT_TRUE)
+    /* The lease ran out while the statement was out: the grant went with
+     * it, as the held locks did. */
+    if (c->lease_expired_) {
+        advlock_conn_lease_end_marking(c, m, "", now_ms);
+        return;
+    }
+    /* The statement did not run (aborted with its batch, or a prepared one
+     * dropped): it goes again, unless the acquire's end is decided (a
+     * cancel, the timeout), and then nothing was written: the grant goes
+     * straight back. */
+    if (again) {
+        if (m->delay_end_ != DELAY_END_NONE)
+            give_back(c, m, 0);
+        else
+            advlock_conn_move(c, m, CONN_QUEUED);
+        return;
+    }
+    int written = a->result == ADVLOCK_RESULT_TRUE && a->settings[2] != 0;
+    /* An end decided before the answer (a cancel, the timeout, a commit
+     * the standby did not confirm) stands: a statement cancelled for it
+     * fails, and that failure is not the acquire's reason. */
+    if (a->result != ADVLOCK_RESULT_TRUE && m->delay_end_ == DELAY_END_NONE)
         failed_mark(m, a);
+    /* The caller's block began while the statement was out: it may have
+     * run inside it. */
+    if (c->in_block_ && m->delay_end_ == DELAY_END_NONE)
+        refuse_in_block(m);
     if (m->delay_end_ != DELAY_END_NONE) {
-        give_back(c, m);
+        give_back(c, m, written);
         return;
     }
     if (sql == ADVLOCK_SQL_MARK_TAKE && a->settings[0] != 0) {
@@ -209,7 +265,7 @@ void advlock_conn_delay_tend(advlock_conn *c, advlock_member *m, int64_t now_ms)
     } else if (now_ms >= deadline) {
         /* The timeout first: the mark stays as it was, for the next. */
         m->delay_end_ = DELAY_END_TIMED_OUT;
-        give_back(c, m);
+        give_back(c, m, 0);
     }
 }
 
@@ -225,8 +281,71 @@ void advlock_conn_delay_cancel(advlock_conn *c, advlock_member *m, int64_t now_m
     if (m->delay_end_ == DELAY_END_NONE)
         m->delay_end_ = DELAY_END_CANCELLED;
     /* A statement in flight answers first, then the grant goes back. */
-    if (m->phase_ != CONN_SENT && m->delay_ != DELAY_UNDO)
-        give_back(c, m);
+    if (m->phase_ != CONN_SENT && marking(m))
+        give_back(c, m, 0);
+}
+
+int advlock_conn_delay_refused(advlock_conn *c, advlock_member *m)
+{
+    if (!c->in_block_ || (m->delay_ != DELAY_TAKE && m->delay_ != DELAY_WRITE))
+        return 0;
+    if (m->delay_end_ == DELAY_END_NONE)
+        refuse_in_block(m);
+    give_back(c, m, 0);
+    return 1;
+}
+
+void advlock_conn_delay_block_began(advlock_conn *c)
+{
+    static const int lists[] = {CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        advlock_member *m = c->lists_[lists[i]];
+        while (m != NULL) {
+            /* m may go to the queue's end: visited again there, no longer
+             * marking. */
+            advlock_member *next = m->next_;
+            if (marking(m)) {
+                if (m->delay_end_ == DELAY_END_NONE)
+                    refuse_in_block(m);
+                give_back(c, m, 0);
+            }
+            m = next;
+        }
+    }
+}
+
+int64_t advlock_conn_delay_mark_deadline(const advlock_member *m, int64_t sent_ms)
+{
+    int64_t deadline = advlock_add_saturating(m->started_ms_, m->timeout_ms_);
+    int64_t least = advlock_add_saturating(sent_ms, ADVLOCK_CONN_MARK_GRACE_MS);
+    return deadline > least ? deadline : least;
+}
+
+void advlock_conn_delay_overdue(advlock_member *m, int64_t sent_ms, int64_t now_ms)
+{
+    if (!marking(m))
+        return;
+    if (m->delay_late_ == DELAY_LATE_ASKED && now_ms >= m->delay_at_ms_) {
+        m->delay_late_ = DELAY_LATE_CANCEL;
+        return;
+    }
+    if (m->delay_late_ != DELAY_ON_TIME || now_ms < advlock_conn_delay_mark_deadline(m, sent_ms))
+        return;
+    m->delay_late_ = DELAY_LATE_CANCEL;
+    if (m->delay_end_ != DELAY_END_NONE)
+        return;
+    m->delay_end_ = DELAY_END_TIMED_OUT;
+    advlock_conn_say(m, "lock-delay: the acquire's timeout passed while this holder's mark was "
+                        "still being written (blocked on another transaction, or on a standby's "
+                        "confirmation); the grant is given back when it answers");
+}
+
+void advlock_conn_delay_cancel_sent(advlock_member *m, int64_t now_ms)
+{
+    m->delay_late_ = DELAY_LATE_ASKED;
+    /* The grant's time is not needed any more: the acquire ends TIMED_OUT
+     * whatever the mark's answer says. */
+    m->delay_at_ms_ = advlock_add_saturating(now_ms, ADVLOCK_CONN_CANCEL_AGAIN_MS);
 }
 
 void advlock_conn_delay_notice(advlock_member *m, int sql, const char *sqlstate, const char *words)

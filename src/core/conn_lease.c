@@ -92,6 +92,41 @@ static advlock_lease_expiry expiry_of(const advlock_conn *c)
     return why != ADVLOCK_LEASE_LIVE ? why : ADVLOCK_LEASE_NO_ANSWER;
 }
 
+void advlock_conn_lease_end_marking(advlock_conn *c, advlock_member *m, const char *words,
+                                    int64_t now_ms)
+{
+    char message[ADVLOCK_CONN_WORDS_MAX];
+    advlock_lease_expiry why = advlock_conn_lease_loss(c, words, message, sizeof message);
+    char said[ADVLOCK_CONN_WORDS_MAX];
+    advlock_text t;
+    advlock_text_init(&t, said, sizeof said);
+    advlock_text_put(&t, "lock-delay: the lease ran out before the grant was reported: ");
+    advlock_text_put(&t, message);
+    advlock_conn_say(m, said);
+    m->lease_expiry_ = (uint8_t)why;
+    advlock_conn_end(c, m, ADVLOCK_FAILED, ADVLOCK_ECONNLOST, now_ms);
+}
+
+/* The grants lock-delay holds back went with the lease too: each such
+ * acquire ends FAILED, never ACQUIRED. As for the held locks, the session
+ * is taken for gone (the connection must close), so nothing is given
+ * back. One whose mark statement is in flight ends at its answer
+ * (advlock_conn_delay_answered()); one giving its grant back already
+ * ends as it was to. */
+static void end_marking(advlock_conn *c, const char *words, int64_t now_ms)
+{
+    static const int lists[] = {CONN_QUEUE_LIST, CONN_SLEEP_LIST};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        advlock_member *m = c->lists_[lists[i]];
+        while (m != NULL) {
+            advlock_member *next = m->next_;
+            if (m->delay_ >= DELAY_TAKE && m->delay_ <= DELAY_WRITE)
+                advlock_conn_lease_end_marking(c, m, words, now_ms);
+            m = next;
+        }
+    }
+}
+
 /* The lease ran out: every held lock is lost, in the lease's words. The
  * server frees them a lease after it last heard from this client: from
  * now, or a statement sent later (advlock_conn_lease_sent()). */
@@ -99,11 +134,13 @@ static void expired(advlock_conn *c, const char *words, int64_t now_ms)
 {
     if (!c->lease_expired_)
         c->lease_mark_ms_ = now_ms;
+    c->lease_expired_ = 1;
     char message[ADVLOCK_CONN_WORDS_MAX];
     advlock_lease_expiry why = advlock_conn_lease_loss(c, words, message, sizeof message);
     advlock_conn_lose_held(c, "", message, why, now_ms);
+    if (c->delaying_ > 0)
+        end_marking(c, words, now_ms);
     c->lease_holding_ = 0;
-    c->lease_expired_ = 1;
 }
 
 int advlock_conn_lease_confirms(advlock_conn *c, advlock_member *m, int64_t sent_ms, int64_t now_ms)
@@ -202,9 +239,9 @@ void advlock_conn_lease_tend(advlock_conn *c, int64_t now_ms)
         && now_ms >= advlock_add_saturating(c->lease_mark_ms_,
                                             advlock_lease_plan_of(&c->lease_)->deadline_ms))
         confirmed(c, NULL, 0, now_ms);
-    /* A hold that ended after the lease ran out (a verify in flight then)
-     * is lost like the others. */
-    if (c->lease_expired_ && c->lists_[CONN_HELD_LIST] != NULL)
+    /* A hold that ended after the lease ran out (a verify in flight then),
+     * or a grant lock-delay holds back since, is lost like the others. */
+    if (c->lease_expired_ && (c->lists_[CONN_HELD_LIST] != NULL || c->delaying_ > 0))
         expired(c, "", now_ms);
     if (!c->lease_holding_)
         return;

@@ -164,6 +164,7 @@ static int held_back(advlock_conn *c, advlock_member *m, const advlock_report *r
         return 0;
     m->delay_ = DELAY_TAKE;
     m->delay_end_ = DELAY_END_NONE;
+    m->delay_late_ = DELAY_ON_TIME; /* a mark of an acquire given up may have been late */
     m->delay_at_ms_ = m->machine_.now_ms_;
     c->delaying_++;
     if (advlock_peer_state(&m->peer_) == ADVLOCK_PEER_ASKING)

@@ -231,13 +231,81 @@ advlock_member *advlock_conn_waiter(const advlock_conn *c)
     return slot_at(c, 0)->member_;
 }
 
-/* The waiter whose machine asks for its wait to be cancelled, or NULL. */
+static int is_mark(int sql)
+{
+    return sql == ADVLOCK_SQL_MARK_TAKE || sql == ADVLOCK_SQL_MARK_WRITE;
+}
+
+/* 1 when the client can send cancel requests and a lock-delay mark
+ * statement is out: it went last, and nothing more goes until it answers
+ * (batch_closed()), so that a cancel request for it, once what went before
+ * it has answered, finds the server running it or nothing of ours (a try it
+ * stopped instead could have taken the lock first, a heartbeat would fail
+ * the lease). Sent behind a blocked mark, the rest would wait on the server
+ * anyway; behind one that is not, it goes a round trip later. */
+static int mark_out(const advlock_conn *c)
+{
+    if (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->count_ == 0)
+        return 0;
+    const advlock_conn_slot *s = tail(c);
+    return s->kind_ == SLOT_MEMBER && is_mark(s->sql_);
+}
+
+/* The member whose lock-delay mark is late and alone in flight, where the
+ * client can send cancel requests; else NULL. */
+static advlock_member *late_mark(const advlock_conn *c)
+{
+    if (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->count_ != 1)
+        return NULL;
+    const advlock_conn_slot *s = slot_at(c, 0);
+    const advlock_member *m = s->kind_ == SLOT_MEMBER && is_mark(s->sql_) ? s->member_ : NULL;
+    return m != NULL && m->delay_late_ != DELAY_ON_TIME ? s->member_ : NULL;
+}
+
+/* The member whose statement is to be cancelled now (the waiter whose
+ * machine asks, or a late mark's), or NULL. */
 static advlock_member *cancel_due(const advlock_conn *c)
 {
     advlock_member *w = advlock_conn_waiter(c);
-    return w != NULL && advlock_next_action(&w->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY
-               ? w
-               : NULL;
+    if (w != NULL && advlock_next_action(&w->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY)
+        return w;
+    w = late_mark(c);
+    return w != NULL && w->delay_late_ == DELAY_LATE_CANCEL ? w : NULL;
+}
+
+advlock_member *advlock_conn_cancel_target(const advlock_conn *c)
+{
+    advlock_member *w = advlock_conn_waiter(c);
+    return w != NULL ? w : late_mark(c);
+}
+
+void advlock_conn_marks_tend(advlock_conn *c, int64_t now_ms)
+{
+    for (uint32_t i = 0; i < c->count_; i++) {
+        const advlock_conn_slot *s = slot_at(c, i);
+        if (s->kind_ == SLOT_MEMBER && is_mark(s->sql_))
+            advlock_conn_delay_overdue(s->member_, s->sent_ms_, now_ms);
+    }
+}
+
+int64_t advlock_conn_marks_wake(const advlock_conn *c)
+{
+    int64_t at = INT64_MAX;
+    const advlock_member *cancelling = late_mark(c);
+    for (uint32_t i = 0; i < c->count_; i++) {
+        const advlock_conn_slot *s = slot_at(c, i);
+        if (s->kind_ != SLOT_MEMBER || !is_mark(s->sql_))
+            continue;
+        const advlock_member *m = s->member_;
+        int64_t wake = INT64_MAX;
+        if (m->delay_late_ == DELAY_ON_TIME)
+            wake = advlock_conn_delay_mark_deadline(m, s->sent_ms_);
+        else if (m->delay_late_ == DELAY_LATE_ASKED && m == cancelling)
+            wake = m->delay_at_ms_;
+        if (wake < at)
+            at = wake;
+    }
+    return at;
 }
 
 /* 1 when a grant waits for its confirming heartbeat, not yet sent. */
@@ -590,7 +658,7 @@ static int emit(advlock_statement *st, const advlock_conn_slot *s, const advlock
 static int batch_closed(const advlock_conn *c)
 {
     return c->count_ > 0
-           && (!pipelining(c)
+           && (!pipelining(c) || mark_out(c)
                || (!c->follow_
                    && (c->session_.proxied || !c->session_.checked
                        || c->lease_query_ == LEASE_SETUP)));
@@ -636,6 +704,10 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
             c->starved_ = 1;
             return 0;
         }
+        /* Inside the caller's block a mark would commit or roll back
+         * with it: the grant goes back instead. */
+        if (advlock_conn_delay_refused(c, m))
+            continue;
         advlock_action act;
         if (!advlock_conn_delay_action(c, m, &act))
             act = advlock_next_action(&m->machine_);
@@ -726,9 +798,14 @@ static int poll(advlock_conn *c, advlock_statement *st, int64_t now_ms)
     advlock_member *w = cancel_due(c);
     if (w != NULL) {
         st->kind = ADVLOCK_STATEMENT_CANCEL;
-        st->sql = advlock_next_action(&w->machine_).sql;
         st->member = w;
-        (void)advlock_on_cancel_sent(&w->machine_, now_ms);
+        if (w == advlock_conn_waiter(c)) {
+            st->sql = advlock_next_action(&w->machine_).sql;
+            (void)advlock_on_cancel_sent(&w->machine_, now_ms);
+        } else {
+            st->sql = (advlock_sql)slot_at(c, 0)->sql_;
+            advlock_conn_delay_cancel_sent(w, now_ms);
+        }
         return 1;
     }
     advlock_conn_lease_tend(c, now_ms);

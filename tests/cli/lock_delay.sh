@@ -8,8 +8,9 @@
 # that times out while waiting leaves the mark for the next; a mark whose
 # commit waits for a synchronous standby holds the run back, one whose
 # wait was cancelled gives the grant back, and so does one whose commit
-# fails after its statement answered; a role
-# without the grants is told which, and the documented grants suffice.
+# fails after its statement answered; a mark statement blocked on another
+# transaction ends with the timeout; a role without the grants is told
+# which, and the documented grants suffice.
 # Runs under tests/pg/with-postgres.sh (a Unix socket: --lock-delay keeps
 # the lease there).
 set -u
@@ -138,5 +139,28 @@ sql "$(sed -n '/^## Lock-delay/,/^## /{/^GRANT /p}' "$(dirname "$0")/../../docs/
     sed 's/lock_users/delay_user/')" >/dev/null
 capture "$A" run "${short[@]}" -d "user=delay_user" "$name" -- echo ran
 check "the documented grants" "0:ran" "$RC:$OUT"
+
+# A mark statement blocked on another transaction (its insert of the
+# key's row, not committed for 6 s): --timeout bounds it, the statement
+# cancelled; nothing is left locked, and no mark.
+key=$("$A" run "${short[@]}" "$name" -- psql -X -At -c "SELECT key FROM advlock.mark")
+psql -X -At -c "BEGIN; INSERT INTO advlock.mark (key, token, stop_ms, beat)
+    VALUES ($key, 42, 1000, now()); SELECT pg_sleep(6); ROLLBACK" >/dev/null &
+blocker=$!
+for _ in $(seq 50); do
+    [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(6)%'
+        AND pid <> pg_backend_pid()")" = 1 ] && break
+    sleep 0.1
+done
+start=$(date +%s%N)
+# The default lease: a blocked mark holds up the heartbeats too, and a
+# short lease would run out first (the acquire then fails with it).
+capture "$A" run --lock-delay --timeout 2 "$name" -- echo never
+check "blocked mark: timed out" "$EXIT_BUSY:" "$RC:$OUT"
+check "blocked mark: by its timeout" 1 "$((($(date +%s%N) - start) / 1000000 < 3500))"
+check "blocked mark: nothing left locked" 0 \
+    "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")"
+wait "$blocker"
+check "blocked mark: no mark left" 0 "$(sql "SELECT count(*) FROM advlock.mark")"
 
 finish

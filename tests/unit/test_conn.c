@@ -1681,9 +1681,9 @@ static void a_failed_cancel_is_the_waiters_warning(void **state)
 
 /* ---- Lock-delay ------------------------------------------------------------ */
 
-/* Under a 30 s lease (U = 27 s) m[0] takes key 1 with lock-delay, within
- * timeout_ms: the try is granted, and the mark's read goes next, alone. */
-static void grant_with_lock_delay(int64_t timeout_ms)
+/* Under a 30 s lease m[0] takes key 1 with lock-delay, within timeout_ms:
+ * the try is granted, its mark's read not yet polled. */
+static void grant_held_back(int64_t timeout_ms)
 {
     advlock_options o;
     advlock_options_init(&o);
@@ -1699,6 +1699,13 @@ static void grant_with_lock_delay(int64_t timeout_ms)
     assert_false(advlock_member_held(&f.m[0]));
     assert_true(advlock_member_busy(&f.m[0]));
     assert_int_equal(events(NULL), 0);
+}
+
+/* As grant_held_back(): the mark's read goes next, alone, with this
+ * holder's U = 27 s. */
+static void grant_with_lock_delay(int64_t timeout_ms)
+{
+    grant_held_back(timeout_ms);
     assert_int_equal(poll_all(), 2);
     expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_UNNAMED, &f.m[0]);
     assert_int_equal(f.sent[0].param, 1);
@@ -1719,13 +1726,21 @@ static void answer_mark(int64_t token, int64_t stop_ms, int64_t written)
     assert_int_equal(advlock_conn_on_answer(&f.c, &a, f.now), 0);
 }
 
-static void expect_acquired(void)
+/* m[0]'s acquire ended with outcome, its one event DONE: holding only if
+ * ACQUIRED. */
+static void expect_done(advlock_outcome outcome)
 {
     advlock_conn_event ev = {0};
     assert_int_equal(events(&ev), 1);
     assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
-    assert_true(advlock_member_held(&f.m[0]));
-    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_ACQUIRED);
+    assert_ptr_equal(ev.member, &f.m[0]);
+    assert_int_equal(advlock_member_held(&f.m[0]), outcome == ADVLOCK_ACQUIRED);
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, outcome);
+}
+
+static void expect_acquired(void)
+{
+    expect_done(ADVLOCK_ACQUIRED);
 }
 
 /* No mark, or the last holder's cleared: the one statement reads and
@@ -1825,6 +1840,265 @@ static void lock_delay_cancel_gives_back(void **state)
     assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
 }
 
+/* The grant goes back after our mark was written: the clear, alone, then
+ * the unlock after its sync (the clear's answer and the unlock's prepare
+ * answered here). */
+static void expect_clear_then_unlock(const advlock_member *m)
+{
+    assert_int_equal(poll_all(), 5);
+    expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_UNNAMED, m);
+    assert_int_equal(f.sent[0].param, 1);
+    assert_int_equal(f.sent[0].param2, (int64_t)TOKEN);
+    expect_sync(1);
+    expect_query(2, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(3, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, m);
+    expect_sync(4);
+    answer_mark(0, 0, 1);
+    assert_true(advlock_member_busy(m));
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+}
+
+/* The acquire of m[0] ended FAILED at its give-back's answer: no ACQUIRED
+ * ever, the connection's transaction block its reason. */
+static void expect_refused_in_block(void)
+{
+    expect_done(ADVLOCK_FAILED);
+    assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ESERVER);
+    assert_string_equal(advlock_member_sqlstate(&f.m[0]), "25001");
+    assert_non_null(strstr(advlock_member_words(&f.m[0]), "inside a transaction block"));
+}
+
+/* m[0]'s grant goes back inside a block, where nothing goes prepared: our
+ * mark cleared first where it was written (cleared), then the unlock, its
+ * answer still to come. */
+static void expect_unlock_in_block(int cleared)
+{
+    assert_int_equal(poll_all(), cleared ? 4 : 2);
+    int at = 0;
+    if (cleared) {
+        expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+        expect_sync(1);
+        at = 2;
+    }
+    expect_query(at, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    expect_sync(at + 1);
+    if (cleared)
+        answer_mark(0, 0, 1);
+}
+
+/* A session lock with lock-delay inside the caller's transaction block:
+ * its mark would commit or roll back with the block. Refused at the start;
+ * a block that begins between the grant and the mark (before its read,
+ * while it is out, while the member waits out another holder) gives the
+ * grant back, and the acquire fails. */
+static void lock_delay_refused_inside_a_block(void **state)
+{
+    (void)state;
+    advlock_options o;
+    advlock_options_init(&o);
+    o.lock_delay = 1;
+    assert_int_equal(advlock_conn_set_lease(&f.c, 30000, 0), 0);
+    advlock_conn_on_transaction(&f.c, 1);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 1, 5000, &o, f.now),
+                     ADVLOCK_EMISUSE);
+    assert_false(advlock_member_busy(&f.m[0]));
+    advlock_conn_on_transaction(&f.c, 0);
+
+    /* Granted, its mark's read not sent yet. */
+    grant_held_back(5000);
+    advlock_conn_on_transaction(&f.c, 1);
+    expect_unlock_in_block(0);
+    answer(ADVLOCK_RESULT_TRUE);
+    expect_refused_in_block();
+
+    /* Its mark's read out and written when the block began. */
+    setup(NULL);
+    grant_with_lock_delay(5000);
+    advlock_conn_on_transaction(&f.c, 1);
+    answer_mark(0, 0, 1);
+    expect_unlock_in_block(1);
+    answer(ADVLOCK_RESULT_TRUE);
+    expect_refused_in_block();
+
+    /* Waiting out another holder's mark. */
+    setup(NULL);
+    grant_with_lock_delay(60000);
+    answer_mark(999, 20000, 0);
+    assert_int_equal(events(NULL), 1); /* the warning */
+    advlock_conn_on_transaction(&f.c, 1);
+    assert_false(advlock_member_sleeping(&f.m[0]));
+    expect_unlock_in_block(0);
+    answer(ADVLOCK_RESULT_TRUE);
+    expect_refused_in_block();
+}
+
+/* Heartbeats go unanswered until the lease runs out (the stop deadline). */
+static void run_the_lease_out(void)
+{
+    int turns = 0;
+    while (advlock_conn_lease_deadline(&f.c, NULL, NULL) != 2) {
+        assert_true(turns++ < 20);
+        f.now = advlock_conn_next_wake(&f.c);
+        assert_true(f.now < INT64_MAX);
+        advlock_conn_on_timer(&f.c, f.now);
+        (void)poll_all();
+    }
+}
+
+/* m[0]'s acquire ended FAILED with the lease, never ACQUIRED, and nothing
+ * was sent to give its grant back (the session is taken for gone). */
+static void expect_lost_with_the_lease(void)
+{
+    advlock_conn_event ev = {0};
+    int n = 0;
+    while (advlock_conn_poll_event(&f.c, &ev)) {
+        assert_int_not_equal(ev.kind, ADVLOCK_CONN_LOST);
+        if (ev.kind == ADVLOCK_CONN_DONE) {
+            assert_ptr_equal(ev.member, &f.m[0]);
+            n++;
+        }
+    }
+    assert_int_equal(n, 1);
+    assert_false(advlock_member_busy(&f.m[0]));
+    assert_false(advlock_member_held(&f.m[0]));
+    assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
+    assert_int_equal(advlock_member_report(&f.m[0])->failure, ADVLOCK_ECONNLOST);
+    assert_int_not_equal(advlock_member_lease_expiry(&f.m[0]), ADVLOCK_LEASE_LIVE);
+    assert_non_null(strstr(advlock_member_words(&f.m[0]), "lock-delay: the lease ran out"));
+    for (int i = 0; i < poll_all(); i++)
+        assert_true(f.sent[i].kind != ADVLOCK_STATEMENT_QUERY
+                    || (f.sent[i].sql != ADVLOCK_SQL_UNLOCK
+                        && f.sent[i].sql != ADVLOCK_SQL_MARK_WRITE
+                        && f.sent[i].sql != ADVLOCK_SQL_MARK_CLEAR));
+}
+
+/* The lease runs out while a grant is held back: the member waiting out
+ * another holder's mark, and one whose mark's read is out, end FAILED with
+ * the lease, as the held locks are lost; neither reports ACQUIRED. */
+static void lock_delay_lease_runs_out_while_held_back(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(INT32_MAX);
+    answer_mark(999, 600000, 0);
+    assert_true(advlock_member_sleeping(&f.m[0]));
+    (void)events(NULL);
+    run_the_lease_out();
+    expect_lost_with_the_lease();
+
+    /* The mark's read out, answered written after the lease ran out. */
+    setup(NULL);
+    grant_with_lock_delay(INT32_MAX);
+    run_the_lease_out();
+    assert_true(advlock_member_busy(&f.m[0]));
+    answer_mark(0, 0, 1);
+    expect_lost_with_the_lease();
+}
+
+/* A mark statement out past the acquire's timeout (blocked on another
+ * transaction's row lock): the engine wakes at the deadline; the acquire
+ * ends TIMED_OUT at the answer, the grant given back, a mark of ours
+ * written meanwhile cleared first. A client that can send cancel requests
+ * is asked for one, again while the mark is late, nothing else going out
+ * meanwhile. */
+static void lock_delay_mark_out_past_the_timeout(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(5000);
+    assert_int_equal(advlock_conn_next_wake(&f.c), 5000);
+    f.now = 5000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 0);
+    f.now += 40;
+    answer_mark(0, 0, 1); /* written, late */
+    assert_int_equal(events(NULL), 0);
+    expect_clear_then_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    expect_done(ADVLOCK_TIMED_OUT);
+    assert_non_null(strstr(advlock_member_words(&f.m[0]), "timeout passed"));
+
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    grant_with_lock_delay(5000);
+    f.now = advlock_conn_next_wake(&f.c);
+    assert_int_equal(f.now, 5000);
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_true(advlock_conn_wants_send(&f.c));
+    assert_int_equal(poll_all(), 1);
+    assert_int_equal(f.sent[0].kind, ADVLOCK_STATEMENT_CANCEL);
+    assert_int_equal(f.sent[0].sql, ADVLOCK_SQL_MARK_TAKE);
+    assert_ptr_equal(f.sent[0].member, &f.m[0]);
+    advlock_conn_on_cancel_failed(&f.c, &f.m[0], "connection refused", f.now);
+    advlock_conn_event ev = {0};
+    assert_int_equal(advlock_conn_poll_event(&f.c, &ev), 1);
+    assert_ptr_equal(ev.member, &f.m[0]);
+    assert_int_equal(advlock_conn_next_wake(&f.c), 5250);
+    f.now = 5250;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 1);
+    assert_int_equal(f.sent[0].kind, ADVLOCK_STATEMENT_CANCEL);
+    answer_error("57014", "canceling statement due to user request");
+    expect_unlock(&f.m[0]); /* nothing written: no clear */
+    answer(ADVLOCK_RESULT_TRUE);
+    expect_done(ADVLOCK_TIMED_OUT);
+
+    /* Where cancel requests go, nothing goes out behind a mark. */
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    grant_with_lock_delay(5000);
+    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 0, NULL, f.now), 0);
+    assert_false(advlock_conn_wants_send(&f.c));
+    assert_int_equal(poll_all(), 0);
+    answer_mark(0, 0, 1);
+    expect_acquired();
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
+
+    /* An acquire that tries once still gets its mark written: the mark
+     * has its round trip's grace. */
+    setup(NULL);
+    grant_with_lock_delay(0);
+    assert_true(advlock_conn_next_wake(&f.c) >= ADVLOCK_LEASE_MARGIN_MS);
+    answer_mark(0, 0, 1);
+    expect_acquired();
+}
+
+/* A late mark's member ended with the connection given up (its statement
+ * left to the engine) is not late in its next acquire: no cancel request
+ * goes for that one's mark before its own deadline. */
+static void lock_delay_late_mark_given_up_is_not_late_again(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    grant_with_lock_delay(5000);
+    f.now = 5000;
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 1);
+    assert_int_equal(f.sent[0].kind, ADVLOCK_STATEMENT_CANCEL);
+    advlock_conn_give_up(&f.c, ADVLOCK_ENOANSWER, "no answer", f.now);
+    (void)events(NULL);
+    assert_int_equal(advlock_conn_on_reset(&f.c, PID, TOKEN, f.now), 0);
+    f.now += 250; /* when its cancel request was due again */
+    grant_with_lock_delay(5000);
+    assert_true(advlock_conn_next_wake(&f.c) > f.now);
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 0);
+    answer_mark(0, 0, 1);
+    expect_acquired();
+}
+
+/* A cancel while the mark's read is out, whose answer comes back aborted
+ * with its batch: the read did not run, and is not sent again; the grant
+ * goes straight back. */
+static void lock_delay_cancelled_mark_aborted_gives_back(void **state)
+{
+    (void)state;
+    grant_with_lock_delay(60000);
+    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
+    assert_true(advlock_member_busy(&f.m[0]));
+    answer_aborted();
+    expect_unlock(&f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE);
+    expect_done(ADVLOCK_CANCELLED);
+}
+
 /* A mark that could not be written (no table), or whose commit stopped
  * waiting for the synchronous standby, fails the acquire after the grant
  * is given back. */
@@ -1848,7 +2122,7 @@ static void lock_delay_mark_not_written_gives_back(void **state)
     advlock_conn_on_notice(&f.c, "01000",
                            "canceling wait for synchronous replication due to user request", f.now);
     answer_mark(0, 0, 1);
-    expect_unlock(&f.m[0]);
+    expect_clear_then_unlock(&f.m[0]);
     answer(ADVLOCK_RESULT_TRUE);
     (void)events(NULL);
     assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
@@ -1925,6 +2199,7 @@ static void lock_delay_refusals(void **state)
     assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 1, 0, &o, f.now),
                      ADVLOCK_EINVAL);
     o.scope = ADVLOCK_SESSION;
+    advlock_conn_on_transaction(&f.c, 0);
     o.mode = ADVLOCK_SHARED;
     assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[0], 1, 0, &o, f.now),
                      ADVLOCK_EINVAL);
@@ -2002,6 +2277,11 @@ int main(void)
         cmocka_unit_test_setup(lock_delay_mark_not_written_gives_back, setup),
         cmocka_unit_test_setup(lock_delay_release_clears_before_the_unlock, setup),
         cmocka_unit_test_setup(lock_delay_refusals, setup),
+        cmocka_unit_test_setup(lock_delay_refused_inside_a_block, setup),
+        cmocka_unit_test_setup(lock_delay_lease_runs_out_while_held_back, setup),
+        cmocka_unit_test_setup(lock_delay_mark_out_past_the_timeout, setup),
+        cmocka_unit_test_setup(lock_delay_cancelled_mark_aborted_gives_back, setup),
+        cmocka_unit_test_setup(lock_delay_late_mark_given_up_is_not_late_again, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
