@@ -250,10 +250,16 @@
     "WITH w AS (" MARK_UPSERT("true") ")"                                                 \
     " SELECT 0::bigint, 0::bigint, (SELECT pg_catalog.count(*) FROM w)::bigint"
 /* clang-format on */
+/* A clear is never waited for: lost in a crash, or missing on a promoted
+ * standby, it leaves the mark, and the next holder waits for nothing,
+ * which is safe. Its commit is seen at once all the same, so it neither
+ * waits for a WAL flush nor for a standby that may be the reason the
+ * grant is given back. */
 #define MARK_CLEAR_SQL                                                                  \
     "WITH c AS (DELETE FROM advlock.mark WHERE key = $1::bigint AND token = $2::bigint" \
     " AND $3::bigint IS NOT NULL RETURNING 1)"                                          \
-    " SELECT 0::bigint, 0::bigint, (SELECT pg_catalog.count(*) FROM c)::bigint"
+    " SELECT 0::bigint, 0::bigint, (SELECT pg_catalog.count(*) FROM c)::bigint"         \
+    " FROM (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) d"
 
 /* The settings that size the server's shared lock table (docs/design.md,
  * "The server's lock table"); current_setting() shows these three as plain

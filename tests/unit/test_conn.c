@@ -2133,7 +2133,7 @@ static void lock_delay_mark_not_written_gives_back(void **state)
     grant_with_lock_delay(5000);
     advlock_conn_on_notice(&f.c, "01000", "breche Warten auf synchrone Replikation ab", f.now);
     answer_mark(0, 0, 1);
-    expect_unlock(&f.m[0]);
+    expect_clear_then_unlock(&f.m[0]);
     answer(ADVLOCK_RESULT_TRUE);
     (void)events(NULL);
     assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_FAILED);
