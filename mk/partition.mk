@@ -28,11 +28,15 @@ deps-partition:
 
 # ---- leases under partitions (tests/partition/lease.sh) -----------------------
 # In make test: 6 advlock run partitions, 2 with the nonblocking adapter, a
-# blip, a restart, the default lease, 3 partitions whose session the server
-# then ends under --lock-delay and 1 without it; then the Python drivers'
-# partitions (python/tests/partition_lease.py). make partition-test soaks
-# advlock run with 100 partitions and prints the figures (not in make test:
-# ~15 min); make partition-delay-test, 30 lock-delay partitions (~6 min).
+# blip, a restart, the default lease; under --lock-delay, 3 partitions then
+# ended by the server for each ending (pg_terminate_backend; a crash and
+# restart; a crash of the primary and its synchronous standby promoted, a
+# pair of servers per partition) and 1 without it for each (about 1 min
+# each of the last two); then the Python drivers' partitions
+# (python/tests/partition_lease.py). make partition-test soaks advlock run
+# with 100 partitions and prints the figures (not in make test: ~15 min);
+# make partition-delay-test, DELAY_RUNS (default 30) lock-delay partitions
+# of each ending (~15 min).
 
 LEASE_HOLDER := $(BUILD)/partition/lease_holder
 PARTITION_LEASE_ENV = ADVLOCK=$(BUILD)/advlock LEASE_HOLDER=$(LEASE_HOLDER)
@@ -55,8 +59,11 @@ programs: $(LEASE_HOLDER)
 partition-test: $(BUILD)/advlock | deps-partition
 	$(PARTITION_LEASE_ENV) LEASE_CLI=100 tests/partition/lease.sh cli
 
+DELAY_RUNS ?= 30
+
 partition-delay-test: $(BUILD)/advlock | deps-partition
-	ADVLOCK=$(BUILD)/advlock LEASE_DELAY=30 tests/partition/lease.sh delay
+	ADVLOCK=$(BUILD)/advlock LEASE_DELAY=$(DELAY_RUNS) tests/partition/lease.sh \
+	    delay delay-restart delay-failover
 
 # ---- leases behind PgBouncer under partitions (tests/partition/pgbouncer.sh) ---
 # In make test: the start-up warning, one cut-off run with a contender

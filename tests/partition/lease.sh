@@ -23,6 +23,13 @@
 #   delay    advlock run --lock-delay cut off, then its session terminated:
 #            the next --lock-delay run waits out its lease, no overlap
 #            (LEASE_DELAY runs); once without --lock-delay: the overlap found
+#   delay-restart   the same, the server crashed and restarted instead
+#            (pg_ctl restart -m immediate): the mark survives the crash
+#            (LEASE_DELAY_RESTART runs, default LEASE_DELAY)
+#   delay-failover  the same on a primary with a synchronous standby
+#            (tests/pg/with-standby.sh, a pair per partition): the primary
+#            crashed, the standby promoted, the next run on it waits out
+#            the mark (LEASE_DELAY_FAILOVER runs, default LEASE_DELAY)
 #   settings a lease too short for --kill-after and a conflicting -c tcp_*
 #            in PGOPTIONS are refused before connecting (exit 64); keepalive
 #            parameters in the conninfo win over advlock run's defaults
@@ -32,7 +39,8 @@
 # Usage: ADVLOCK=build/advlock LEASE_HOLDER=build/partition/lease_holder \
 #          tests/partition/lease.sh [CASE...]     (default: every case)
 # LEASE_CLI (default 6), LEASE_ASYNC (default 2) and LEASE_DELAY (default 3) set the number of
-# partitions; make partition-test soaks with LEASE_CLI=100 and CASE cli.
+# partitions; make partition-test soaks with LEASE_CLI=100 and CASE cli,
+# make partition-delay-test with LEASE_DELAY=30 and the three delay cases.
 # Needs root; exits 77 where namespaces cannot be made.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,6 +59,8 @@ KILL_S=1
 CLI_RUNS=${LEASE_CLI:-6}
 ASYNC_RUNS=${LEASE_ASYNC:-2}
 DELAY_RUNS=${LEASE_DELAY:-3}
+RESTART_RUNS=${LEASE_DELAY_RESTART:-$DELAY_RUNS}
+FAILOVER_RUNS=${LEASE_DELAY_FAILOVER:-$DELAY_RUNS}
 d=$ADVLOCK_PARTITION_DIR
 # One line per partition: case cut work_end holder_end grant (LEASE_FIGURES
 # keeps them past the run).
@@ -276,19 +286,31 @@ long_wait() {
 # ---- lock-delay: the server ends the cut-off holder's session ----------------------
 
 # The holder (advlock run --lock-delay in the namespace) is cut off, and
-# 0.5 s later the server ends its session (pg_terminate_backend), which
-# frees the lock at once while the holder, hearing nothing, still works
-# until its lease's deadline. The next run (on the Unix socket, its command
+# 0.5 s later the server ends its session by ENDING, which frees the lock at
+# once while the holder, hearing nothing, still works until its lease's
+# deadline:
+#   terminate  pg_terminate_backend
+#   restart    pg_ctl restart -m immediate: a crash; the mark, committed
+#              with synchronous_commit on, comes back with the server
+#   failover   the primary crashed (pg_ctl stop -m immediate) and its
+#              synchronous standby promoted: the mark reached the standby
+#              before the holder was told it held the lock
+# The next run (on the Unix socket of the server now up, its command
 # stamping the time) with --lock-delay (ON "on") finds the holder's mark and
 # waits out its stop bound from its grant: no overlap. Without it, it starts
 # at once, before the holder's work ended: the overlap the harness must
-# find, so that the case can fail.
+# find, so that the case can fail. DIR/waits gets "CASE ENDED START" per
+# run: when the server was back (or the session ended) and when the next
+# run's command started.
 delay_partition() {
-    local run=$1 on=$2 dir=$d/delay.$1.$2 key_name=lease-delay-$1-$2
+    local run=$1 on=$2 ending=${3:-terminate}
+    local name=delay
+    [ "$ending" = terminate ] || name=delay-$ending
+    local dir=$d/$name.$run.$on key_name=lease-$name-$run-$on
     mkdir -p "$dir"
     start_cli_holder "$dir" "$key_name" --lock-delay
     if ! wait_for_file "$dir/work" 10; then
-        fail "delay $run: the holder did not start: $(cat "$dir/holder.err")"
+        fail "$name $run: the holder did not start: $(cat "$dir/holder.err")"
         clean_up
         return
     fi
@@ -296,28 +318,100 @@ delay_partition() {
     partition_on
     CUT=$(now_s)
     sleep 0.5
-    psql -X -q -At -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE client_addr = '$ADVLOCK_PARTITION_CLIENT_ADDR'" >/dev/null
+    case $ending in
+        terminate)
+            psql -X -q -At -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE client_addr = '$ADVLOCK_PARTITION_CLIENT_ADDR'" >/dev/null
+            ;;
+        restart)
+            (cd / && runuser -u postgres -- "$ADVLOCK_PG_BIN/pg_ctl" -D "$ADVLOCK_PG_DATA" -w \
+                -m immediate restart) >"$dir/pg_ctl.log" 2>&1
+            ;;
+        failover)
+            "$ADVLOCK_STANDBY_CTL" --ctl stop-primary immediate
+            "$ADVLOCK_STANDBY_CTL" --ctl promote
+            # From here on the promoted standby is the server, clean_up's too.
+            export PGHOST=$ADVLOCK_STANDBY_HOST PGPORT=$ADVLOCK_STANDBY_PORT
+            ;;
+    esac
+    local ended
+    ended=$(now_s)
     local next=(-q --lease "$LEASE_S" --kill-after "$KILL_S" --timeout $((LEASE_S + 8)))
     [ "$on" = on ] && next+=(--lock-delay)
     "$ADVLOCK" run "${next[@]}" "$key_name" -- date +%s.%N >"$dir/grant" 2>"$dir/next.err" || true
     read_end "$dir" 10
-    check "delay $run $on: the cut-off holder exits 70" "$EXIT_LOCK_ERROR" "$STATUS"
+    check "$name $run $on: the cut-off holder exits 70" "$EXIT_LOCK_ERROR" "$STATUS"
     if [ "$on" = on ]; then
-        check "delay $run: the next run said why it waited" 1 \
+        check "$name $run: the next run said why it waited" 1 \
             "$(grep -c "waiting out the previous holder's lease" "$dir/next.err")"
-        judge "delay" "$CUT" "$(tail -n 1 "$dir/work")" "$END" "$(cat "$dir/grant")"
+        judge "$name" "$CUT" "$(tail -n 1 "$dir/work")" "$END" "$(cat "$dir/grant")"
+        [ ! -s "$dir/grant" ] || echo "$name $ended $(cat "$dir/grant")" >>"$d/waits"
     else
-        check "delay $run off: the overlap is found (the next run started first)" 1 \
+        check "$name $run off: the overlap is found (the next run started first)" 1 \
             "$(before "$(cat "$dir/grant")" "$(tail -n 1 "$dir/work")" && echo 1 || echo 0)"
     fi
     clean_up
 }
 
+# A failover spends its pair of servers, so each failover partition gets a
+# primary and a synchronous standby of its own (tests/pg/with-standby.sh,
+# the primary listening on the harness's veth address like the harness's
+# own server), running this script again for the one partition. The
+# harness's server is left idle meanwhile. A run whose servers did not come
+# up (the new primary's random port taken on that address by the harness's
+# server, say) is tried once more.
+failover_partition() {
+    local run=$1 on=$2 status
+    for attempt in 1 2; do
+        rm -f "$d/failover.started"
+        status=0
+        ADVLOCK_PG_LISTEN=$ADVLOCK_PARTITION_SERVER_ADDR/30 "$here/../pg/with-standby.sh" \
+            "$here/lease.sh" failover-one "$run" "$on" || status=$?
+        [ -f "$d/failover.started" ] || [ "$attempt" = 2 ] || continue
+        break
+    done
+    check "delay-failover $run $on: its checks passed (above, if not)" 0 "$status"
+}
+
+# Inside with-standby.sh: make the standby synchronous, then one partition.
+failover_one() {
+    touch "$d/failover.started"
+    "$ADVLOCK" setup >/dev/null
+    psql -X -q -c "ALTER SYSTEM SET synchronous_standby_names = '*'" \
+        -c "SELECT pg_reload_conf()" >/dev/null
+    local sync_state=
+    for _ in $(seq 200); do
+        sync_state=$(psql -X -At -c "SELECT sync_state FROM pg_stat_replication")
+        [ "$sync_state" = sync ] && break
+        sleep 0.05
+    done
+    check "delay-failover $1 $2: the standby is synchronous" sync "$sync_state"
+    delay_partition "$1" "$2" failover
+}
+
+# The waits of CASE's runs: the next run's command start after the server
+# was back (after the session ended, for terminate), p50 and max.
+report_waits() {
+    [ -s "$d/waits" ] || return 0
+    awk -v c="$1" '
+        $1 == c { n++; w[n] = $3 - $2 }
+        END {
+            if (n == 0) exit
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && w[j-1] > w[j]; j--) { t = w[j]; w[j] = w[j-1]; w[j-1] = t }
+            printf "%s: the next command started p50 %.2f s, max %.2f s after the server was back\n",
+                c, w[int((n + 1) / 2)], w[n]
+        }' "$d/waits"
+}
+
 # ---- the run ---------------------------------------------------------------------
 
+if [ "${1:-}" = failover-one ]; then
+    failover_one "$2" "$3"
+    finish
+    exit
+fi
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default wait delay)
+[ ${#cases[@]} -gt 0 ] || cases=(settings cli async blip restart default wait delay delay-restart delay-failover)
 for c in "${cases[@]}"; do
     case "$c" in
         cli) for run in $(seq "$CLI_RUNS"); do cli_partition "$run"; done ;;
@@ -338,8 +432,21 @@ for c in "${cases[@]}"; do
             for run in $(seq "$DELAY_RUNS"); do delay_partition "$run" on; done
             delay_partition 1 off
             ;;
+        delay-restart)
+            "$ADVLOCK" setup >/dev/null
+            for run in $(seq "$RESTART_RUNS"); do delay_partition "$run" on restart; done
+            delay_partition 1 off restart
+            ;;
+        delay-failover)
+            for run in $(seq "$FAILOVER_RUNS"); do failover_partition "$run" on; done
+            failover_partition 1 off
+            ;;
         *) fail "unknown case: $c" ;;
     esac
 done
 report_figures
+for c in delay delay-restart delay-failover; do
+    report_figures "$c"
+    report_waits "$c"
+done
 finish

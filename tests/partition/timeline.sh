@@ -77,15 +77,17 @@ judge() {
 # The figures of every partition judged (not the restart, which is none):
 # release (grant - cut), stop (work's end - cut), the holder's end (for
 # advlock run: its exit, the group reaped and the connection closed) after
-# the cut, margin (grant - the holder's end).
+# the cut, margin (grant - the holder's end). With CASE, that case's alone.
 report_figures() {
     [ -s "$figures" ] || return 0
-    awk '
-        $1 == "restart" { next }
+    awk -v only="${1:-}" '
+        $1 == "restart" || (only != "" && $1 != only) { next }
         { n++; release[n] = $5 - $2; stop[n] = $3 - $2; ended[n] = $4 - $2; margin[n] = $5 - $4
           if ($3 >= $5 || $4 >= $5) overlaps++ }
         function sort(a, k,   i, j, t) { for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
         END {
+            if (n == 0) exit
+            if (only != "") printf "%s ", only
             sort(release, n); sort(stop, n); sort(ended, n); sort(margin, n)
             printf "figures: %d partitions, %d overlaps; release after the partition p50 %.2f s, max %.2f s; " \
                    "holder stopped p50 %.2f s, max %.2f s; holder ended p50 %.2f s, max %.2f s; " \
