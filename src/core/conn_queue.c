@@ -498,9 +498,39 @@ static int ends_with_prepare(const advlock_member *m, int sql)
 
 /* sql's bit in the prepared statements' sets; 0 for the rows past them,
  * which always go unnamed. */
+/* The statements that may go prepared, each with its bit in the prepare
+ * masks (1 + the bit). The rest always go unnamed: the session check (it
+ * runs before the session is known), a proxy's guarded forms (a proxy
+ * never gets a prepared statement), and the rare ones (setup, grants, a
+ * block's own statements). */
+static const uint8_t prepare_slot[ADVLOCK_SQL_COUNT] = {
+    [ADVLOCK_SQL_TRY_LOCK] = 1,
+    [ADVLOCK_SQL_UNLOCK] = 2,
+    [ADVLOCK_SQL_TRY_LOCK_SHARED] = 3,
+    [ADVLOCK_SQL_UNLOCK_SHARED] = 4,
+    [ADVLOCK_SQL_TRY_XACT_LOCK] = 5,
+    [ADVLOCK_SQL_TRY_XACT_LOCK_SHARED] = 6,
+    [ADVLOCK_SQL_LOCK] = 7,
+    [ADVLOCK_SQL_LOCK_SHARED] = 8,
+    [ADVLOCK_SQL_XACT_LOCK] = 9,
+    [ADVLOCK_SQL_XACT_LOCK_SHARED] = 10,
+    [ADVLOCK_SQL_HOLDERS] = 11,
+    [ADVLOCK_SQL_HELD] = 12,
+    [ADVLOCK_SQL_HELD_SHARED] = 13,
+    [ADVLOCK_SQL_LEASE_SETUP] = 14,
+    [ADVLOCK_SQL_HEARTBEAT] = 15,
+    [ADVLOCK_SQL_TRY_LOCK_FENCED] = 16,
+    [ADVLOCK_SQL_TRY_XACT_LOCK_FENCED] = 17,
+    [ADVLOCK_SQL_CAPACITY] = 18,
+    [ADVLOCK_SQL_MARK_TAKE] = 19,
+    [ADVLOCK_SQL_MARK_WRITE] = 20,
+    [ADVLOCK_SQL_MARK_CLEAR] = 21,
+};
+
 static uint32_t prepare_bit(int sql)
 {
-    return sql < 32 ? UINT32_C(1) << sql : 0;
+    int slot = sql >= 0 && sql < ADVLOCK_SQL_COUNT ? prepare_slot[sql] : 0;
+    return slot != 0 ? UINT32_C(1) << (slot - 1) : 0;
 }
 
 /* Slot s, out of the ring, has its answer a. */
