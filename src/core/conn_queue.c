@@ -252,12 +252,17 @@ static int mark_out(const advlock_conn *c)
 }
 
 /* The member whose lock-delay mark is late and alone in flight, where the
- * client can send cancel requests; else NULL. */
+ * client can send cancel requests; else NULL. Its own prepare may still be
+ * ahead of it: the server sends the prepare's answer when it flushes, at
+ * the batch's end, which a blocked mark holds back. A cancel request that
+ * stops the prepare instead leaves the mark unrun (aborted with it). */
 static advlock_member *late_mark(const advlock_conn *c)
 {
-    if (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->count_ != 1)
+    if (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->count_ == 0 || c->count_ > 2)
         return NULL;
-    const advlock_conn_slot *s = slot_at(c, 0);
+    const advlock_conn_slot *s = tail(c);
+    if (c->count_ == 2 && (slot_at(c, 0)->kind_ != SLOT_PREPARE || slot_at(c, 0)->sql_ != s->sql_))
+        return NULL;
     const advlock_member *m = s->kind_ == SLOT_MEMBER && is_mark(s->sql_) ? s->member_ : NULL;
     return m != NULL && m->delay_late_ != DELAY_ON_TIME ? s->member_ : NULL;
 }

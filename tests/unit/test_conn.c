@@ -2106,6 +2106,32 @@ static void lock_delay_mark_out_past_the_timeout(void **state)
     expect_acquired();
 }
 
+/* A connection's first mark blocked past the timeout, its prepare still
+ * unanswered ahead of it: the server sends the prepare's answer only when
+ * it flushes, at the batch's end, which the blocked mark holds back. The
+ * cancel request goes all the same (it can stop only the mark, or the
+ * prepare, after which the mark does not run), and the grant goes back at
+ * the mark's answer. */
+static void lock_delay_late_first_mark_cancelled_behind_its_prepare(void **state)
+{
+    (void)state;
+    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
+    grant_held_back(5000);
+    expect_first_mark_take();
+    f.now = advlock_conn_next_wake(&f.c);
+    assert_int_equal(f.now, 5000);
+    advlock_conn_on_timer(&f.c, f.now);
+    assert_int_equal(poll_all(), 1);
+    assert_int_equal(f.sent[0].kind, ADVLOCK_STATEMENT_CANCEL);
+    assert_int_equal(f.sent[0].sql, ADVLOCK_SQL_MARK_TAKE);
+    assert_ptr_equal(f.sent[0].member, &f.m[0]);
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    answer_error("57014", "canceling statement due to user request");
+    expect_unlock(&f.m[0]); /* nothing written: no clear */
+    answer(ADVLOCK_RESULT_TRUE);
+    expect_done(ADVLOCK_TIMED_OUT);
+}
+
 /* A late mark's member ended with the connection given up (its statement
  * left to the engine) is not late in its next acquire: no cancel request
  * goes for that one's mark before its own deadline. */
@@ -2382,6 +2408,7 @@ int main(void)
         cmocka_unit_test_setup(lock_delay_cancelled_mark_aborted_gives_back, setup),
         cmocka_unit_test_setup(lock_delay_dropped_mark_is_prepared_again, setup),
         cmocka_unit_test_setup(lock_delay_late_mark_given_up_is_not_late_again, setup),
+        cmocka_unit_test_setup(lock_delay_late_first_mark_cancelled_behind_its_prepare, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
