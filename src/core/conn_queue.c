@@ -501,8 +501,6 @@ static int ends_with_prepare(const advlock_member *m, int sql)
     return next.kind == ADVLOCK_ACTION_QUERY && (int)next.sql == sql;
 }
 
-/* sql's bit in the prepared statements' sets; 0 for the rows past them,
- * which always go unnamed. */
 /* The statements that may go prepared, each with its bit in the prepare
  * masks (1 + the bit). The rest always go unnamed: the session check (it
  * runs before the session is known), a proxy's guarded forms (a proxy
