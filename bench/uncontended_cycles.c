@@ -18,9 +18,10 @@
  *             sync: one round trip, the floor for any two-statement cycle
  *   delayed   the adapter's cycle with options.lock_delay (under a lease,
  *             which it needs): each grant also writes the holder's mark in
- *             advlock.mark and each release clears it, two more statements
- *             each committed with synchronous_commit on, the clear in the
- *             release's round trip (docs/design.md, "Lock-delay")
+ *             advlock.mark, committed with synchronous_commit on, and each
+ *             release clears it first, waiting for no flush: two more
+ *             statements, each a round trip of its own in this adapter
+ *             (docs/design.md, "Lock-delay")
  * and, per round, the client's CPU time per cycle (getrusage), which shows
  * what the adapter adds without the round trips hiding it. Last, the same
  * comparison in instructions, which the noise of a shared machine cannot
@@ -250,8 +251,8 @@ static void durable_run(contestant_state *adapter, contestant_state *fenced,
                                bench_median_of(&c[3], rounds), "cycles/s", limit,
                                bench_median_ratio(&c[3], &c[2], rounds), NULL, -1});
     bench_note("uncontended, fsync on: the fenced cycle runs at %.3f of the plain one's rate "
-               "(one WAL flush per acquisition), the lock-delay cycle at %.3f (two: the mark "
-               "and its clear)",
+               "(one WAL flush per acquisition), the lock-delay cycle at %.3f (one too, the "
+               "mark's; its clear waits for none, but each adds a round trip)",
                bench_median_ratio(&c[1], &c[0], rounds), bench_median_ratio(&c[3], &c[0], rounds));
 }
 
@@ -345,9 +346,9 @@ int main(int argc, char **argv)
     bench_emit(&(bench_figure){"uncontended_lock_delay_cycles_per_s",
                                bench_median_of(&c[4], rounds), "cycles/s", limit,
                                bench_median_ratio(&c[4], &c[1], rounds), NULL, -1});
-    bench_note("uncontended, fsync off: the lock-delay cycle (the mark written after the grant, "
-               "its own round trip; cleared in the release's) runs at %.3f of the plain one's "
-               "rate",
+    bench_note("uncontended, fsync off: the lock-delay cycle (the mark written after the grant "
+               "and cleared before the unlock, a round trip each) runs at %.3f of the plain "
+               "one's rate",
                bench_median_ratio(&c[4], &c[0], rounds));
 
     double adapter_cpu = median_cpu(&adapter), raw_cpu = median_cpu(&raw);
