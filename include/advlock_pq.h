@@ -143,8 +143,7 @@ typedef struct advlock_pq_pump_ {
     uint8_t pipeline_;   /* libpq's pipeline mode (a lock set), else one statement at a time */
     uint8_t one_;        /* one member (a single adapter): its failed operation's report stands */
     uint8_t reading_;    /* the head statement's first result came */
-    uint8_t syncing_;    /* a sync's result is due before the next answer */
-    uint8_t committing_; /* the head's results are read; its answer waits for its sync */
+    uint8_t committing_; /* its results are read; its answer waits for its batch's sync */
     uint8_t flushing_;   /* libpq holds output the socket did not take */
 } advlock_pq_pump_;
 

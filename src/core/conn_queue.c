@@ -274,6 +274,8 @@ static advlock_member *cancel_due(const advlock_conn *c)
     advlock_member *w = advlock_conn_waiter(c);
     if (w != NULL && advlock_next_action(&w->machine_).kind == ADVLOCK_ACTION_CANCEL_QUERY)
         return w;
+    if (c->delaying_ == 0) /* a late mark is a held-back grant's */
+        return NULL;
     w = late_mark(c);
     return w != NULL && w->delay_late_ == DELAY_LATE_CANCEL ? w : NULL;
 }
@@ -739,10 +741,11 @@ static int member_statement(advlock_conn *c, advlock_statement *st, int64_t now_
         }
         /* Inside the caller's block a mark would commit or roll back
          * with it: the grant goes back instead. */
-        if (advlock_conn_delay_refused(c, m))
+        int delayed = m->delay_ != DELAY_OFF; /* most members: no lock-delay step */
+        if (delayed && advlock_conn_delay_refused(c, m))
             continue;
         advlock_action act;
-        if (!advlock_conn_delay_action(c, m, &act))
+        if (!delayed || !advlock_conn_delay_action(c, m, &act))
             act = advlock_next_action(&m->machine_);
         if (act.kind != ADVLOCK_ACTION_QUERY) {
             advlock_conn_move(c, m, CONN_IDLE);

@@ -132,8 +132,7 @@ const advlock_conn *advlock_pq_lockset_engine(const advlock_pq_lockset *set)
 int advlock_pq_lockset_quiet(const advlock_pq_lockset *set)
 {
     return set != NULL && set->pump_.conn_ != NULL
-           && advlock_conn_outstanding(&set->pump_.engine_) == 0 && !set->pump_.syncing_
-           && !set->pump_.reading_;
+           && advlock_conn_outstanding(&set->pump_.engine_) == 0 && !set->pump_.reading_;
 }
 
 int advlock_pq_lockset_deadline(const advlock_pq_lockset *set, int64_t *at_ms)

@@ -108,7 +108,6 @@ static void complete(advlock_pq_pump_ *s, const advlock_statement *head, pending
     }
     s->reading_ = 0;
     advlock_pq_answer_end(q, s->conn_);
-    s->syncing_ = (uint8_t)head->sync_follows;
     if (head->member != NULL)
         take_notices(s, &((advlock_pq_member *)head->member)->report_);
     advlock_pq_answer_export(q, s->conn_, p->words, sizeof p->words, &p->answer, &p->rows);
@@ -168,39 +167,27 @@ static int collect(advlock_pq_pump_ *s, int64_t now_ms, pending_answer *p, int k
     int have_head = 0;
     for (;;) {
         int broken = PQstatus(s->conn_) == CONNECTION_BAD;
-        if (s->syncing_) {
-            /* The batch's end (PGRES_PIPELINE_SYNC), never followed by a NULL. */
-            PGresult *res = broken || PQisBusy(s->conn_) ? NULL : PQgetResult(s->conn_);
-            if (res == NULL && !broken)
-                break;
-            PQclear(res);
-            s->syncing_ = 0;
-            continue;
-        }
         if (!have_head) {
             deliver(s, p, now_ms);
             if (!advlock_conn_head(&s->engine_, &head))
                 break;
         }
         have_head = 1;
+        PGresult *res = NULL;
         if (s->committing_) {
             if (!commit_read(s, broken))
                 break;
-            complete(s, &head, p);
-            s->syncing_ = 0;
-            answered++;
-            have_head = 0;
-            continue;
-        }
-        if (!broken && PQisBusy(s->conn_))
-            break;
-        /* A broken connection's last result (the server's FATAL) says why
-         * better than libpq's "no connection to the server"; after it the
-         * statements are answered CONNECTION_LOST. */
-        PGresult *res = PQgetResult(s->conn_);
-        if (res == NULL && s->pipeline_ && head.sync_follows && !broken) {
-            s->committing_ = 1;
-            continue;
+        } else {
+            if (!broken && PQisBusy(s->conn_))
+                break;
+            /* A broken connection's last result (the server's FATAL) says
+             * why better than libpq's "no connection to the server"; after
+             * it the statements are answered CONNECTION_LOST. */
+            res = PQgetResult(s->conn_);
+            if (res == NULL && head.sync_follows && s->pipeline_ && !broken) {
+                s->committing_ = 1;
+                continue;
+            }
         }
         if (res == NULL) {
             complete(s, &head, p);
@@ -353,7 +340,7 @@ int advlock_pq_pump_bind(advlock_pq_pump_ *p, PGconn *conn, advlock_conn_slot *s
     p->grows_ = (uint8_t)(grows != 0);
     p->pipeline_ = (uint8_t)((caps & ADVLOCK_CAPS_PIPELINE) != 0);
     p->one_ = (uint8_t)((caps & ADVLOCK_CAPS_ONE_MEMBER) != 0);
-    p->reading_ = p->syncing_ = p->committing_ = p->flushing_ = 0;
+    p->reading_ = p->committing_ = p->flushing_ = 0;
     p->query_.kept_ = NULL;
     advlock_pq_report_begin(&p->notices_);
     p->sink_ = &p->notices_;
@@ -405,7 +392,7 @@ void advlock_pq_pump_notice_reset(advlock_pq_pump_ *s, int64_t now_ms)
         || PQbackendPID(c) == advlock_conn_session(&s->engine_)->client_pid)
         return;
     /* An answer half read died with the old session. */
-    s->reading_ = s->syncing_ = s->committing_ = s->flushing_ = 0;
+    s->reading_ = s->committing_ = s->flushing_ = 0;
     advlock_pq_answer_clear(&s->query_);
     /* A lock set's new connection is put back as its set binds it. */
     if (s->pipeline_) {
@@ -445,7 +432,7 @@ void advlock_pq_pump_turn(advlock_pq_pump_ *s, unsigned ready, int64_t now_ms)
     last.ready = 0;
     /* collect() may find something to read: a statement in flight, or the
      * end of a batch or of a result still to read. */
-    if (outstanding || s->syncing_ || s->reading_)
+    if (outstanding || s->reading_)
         (void)collect(s, now_ms, &last, 1);
     /* One engine call: the last answer in, the timer if due, the next
      * statement out, whether events wait. */
@@ -489,7 +476,7 @@ unsigned advlock_pq_pump_wants(const advlock_pq_pump_ *p)
         return ADVLOCK_PQ_READ | ADVLOCK_PQ_WRITE;
     /* A batch's end still to read is read, so the connection is free for
      * the caller's own statements (advlock_pq_lockset_quiet()). */
-    return advlock_conn_watching(&p->engine_) || p->syncing_ || p->reading_ ? ADVLOCK_PQ_READ : 0;
+    return advlock_conn_watching(&p->engine_) || p->reading_ ? ADVLOCK_PQ_READ : 0;
 }
 
 int advlock_pq_pump_deadline(const advlock_pq_pump_ *p, int64_t *at_ms)
