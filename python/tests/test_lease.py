@@ -350,9 +350,12 @@ def test_an_outside_cancel_with_the_lease_expired_stays_a_cancelled_error(flavou
 @need_tcp
 def test_asyncpg_heartbeats_never_make_the_bodys_statements_fail(pg_conn):
     # asyncpg refuses a second operation on a connection: heartbeats go out
-    # only while the body's task waits on something else. A body that
-    # leaves the connection no gap starves them: the lease expires (the safe
-    # side), and none of its statements failed.
+    # only while the body's task waits on something else, or is held back
+    # for them between its statements. A body that leaves the connection no
+    # gap gets them through that way, or, when the loop runs it ahead of the
+    # hold, starves them and the lease expires (the safe side): which one
+    # depends on the machine's timing, and either way none of its
+    # statements failed.
     async def body(conn, seconds, pause, tally):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -373,9 +376,11 @@ def test_asyncpg_heartbeats_never_make_the_bodys_statements_fail(pg_conn):
             await body(conn, 4 * H, 0.001, gaps)
         assert gaps[1] == 0 and gaps[0] > 100
         assert rec.sql.count(S.HEARTBEAT) >= 2
-        with pytest.raises(advlock.LockLost):
+        try:
             async with lk:
                 await body(conn, 2 * D, 0, back_to_back)
+        except advlock.LockLost:
+            pass
         assert back_to_back[1] == 0 and back_to_back[0] > 100
         await close(conn)
     asyncio.run(main())
