@@ -138,6 +138,13 @@ class _LockBase:
         t = self.timeout
         if t is not self._t or not self._ms:
             self._ms, self._t = INT64_MAX if t is None else timeout_ms(t), t
+        if self.options.lock_delay and not e.client.commits_alone():
+            raise CallError(B.ADVLOCK_EINVAL,
+                            "advlock.lock(%r): lock_delay=True needs a connection whose statements"
+                            " commit on their own (psycopg: autocommit=True): the mark would wait"
+                            " uncommitted in psycopg's transaction, and a session ended before its"
+                            " commit would take it back (docs/operators.md \"Lock-delay\")"
+                            % escape_name(self.name))
         try:
             e.start_acquire(self, self._raw, self._ms, self._opts,
                             self._lease if self._session_scoped else None)

@@ -100,6 +100,11 @@ class Client:
     _loop: Optional[asyncio.AbstractEventLoop]
     state: Engine
 
+    @staticmethod
+    def commits_alone() -> bool:
+        """asyncpg commits each statement outside a block of the caller's."""
+        return True
+
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._loop = None

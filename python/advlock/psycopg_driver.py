@@ -128,6 +128,12 @@ class _Client:
         self._cur = _cursor(conn)
         self._running = None
 
+    def commits_alone(self) -> bool:
+        """True when each statement commits on its own (autocommit): a
+        lock-delay mark must, or psycopg's implicit transaction would hold
+        it uncommitted, and a terminated session would take it back."""
+        return bool(self.conn.autocommit)
+
     @staticmethod
     def _who() -> object:
         """Who runs this code: the one a notice came to (psycopg calls its

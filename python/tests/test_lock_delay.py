@@ -153,6 +153,20 @@ def test_the_engine_refuses_lock_delay_where_it_cannot_hold(flavour, case, pg_co
     with_conns(flavour, body)
 
 
+def test_a_psycopg_connection_not_autocommit_is_refused(pg_conn):
+    # Its mark would wait uncommitted in psycopg's own transaction, and a
+    # session ended before the caller's commit would take it back.
+    name = "delay-not-autocommit"
+    with psycopg.connect(autocommit=False) as conn:
+        lk = delayed(conn, name)
+        with pytest.raises(advlock.CallError, match="autocommit=True") as err:
+            lk.acquire()
+        assert err.value.code == advlock.ADVLOCK_EINVAL
+        assert lk.state == advlock.LockState.NOT_HELD
+    key = advlock.derive_key(name)
+    assert holds(pg_conn, key) == [] and mark(pg_conn, key) is None
+
+
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_the_servers_warning_reaches_the_engine_before_the_statements_answer(flavour, pg_conn):
     """The engine's unlock of a lock its session no longer holds (the

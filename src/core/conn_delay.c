@@ -40,7 +40,9 @@ int advlock_conn_delay_action(const advlock_conn *c, const advlock_member *m, ad
     act->param2 = (int64_t)c->session_.token;
     /* This holder's stop bound U = D + K + M: its work is stopped and
      * reaped by a heartbeat's send + U (docs/design.md, "The arithmetic"). */
-    if (sql != ADVLOCK_SQL_MARK_CLEAR && m->delay_ != DELAY_UNDO)
+    if (sql == ADVLOCK_SQL_MARK_CLEAR)
+        act->param3 = c->in_block_; /* the caller's block keeps its durability */
+    else if (m->delay_ != DELAY_UNDO)
         act->param3 = advlock_lease_plan_of(&c->lease_)->user_timeout_ms;
     return 1;
 }
@@ -352,7 +354,10 @@ void advlock_conn_delay_notice(advlock_member *m, int sql, const char *sqlstate,
 {
     int warning = sqlstate != NULL && strncmp(sqlstate, "01", 2) == 0;
     int cancelled = words != NULL && strncmp(words, sync_cancelled, sizeof sync_cancelled - 1) == 0;
-    if ((sql != ADVLOCK_SQL_MARK_TAKE && sql != ADVLOCK_SQL_MARK_WRITE) || !(warning || cancelled))
+    /* An end decided before (the timeout, whose cancel ended the standby's
+     * wait and drew this warning) stands. */
+    if ((sql != ADVLOCK_SQL_MARK_TAKE && sql != ADVLOCK_SQL_MARK_WRITE) || !(warning || cancelled)
+        || m->delay_end_ != DELAY_END_NONE)
         return;
     char said[ADVLOCK_CONN_WORDS_MAX];
     advlock_text t;

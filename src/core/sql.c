@@ -254,12 +254,14 @@
  * standby, it leaves the mark, and the next holder waits for nothing,
  * which is safe. Its commit is seen at once all the same, so it neither
  * waits for a WAL flush nor for a standby that may be the reason the
- * grant is given back. */
+ * grant is given back. $3 is 1 inside the caller's transaction block,
+ * whose commit keeps the caller's setting. */
 #define MARK_CLEAR_SQL                                                                  \
     "WITH c AS (DELETE FROM advlock.mark WHERE key = $1::bigint AND token = $2::bigint" \
-    " AND $3::bigint IS NOT NULL RETURNING 1)"                                          \
+    " RETURNING 1)"                                                                     \
     " SELECT 0::bigint, 0::bigint, (SELECT pg_catalog.count(*) FROM c)::bigint"         \
-    " FROM (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) d"
+    " FROM (SELECT pg_catalog.set_config('synchronous_commit', CASE $3::bigint WHEN 0"  \
+    " THEN 'off' ELSE pg_catalog.current_setting('synchronous_commit') END, true)) d"
 
 /* The settings that size the server's shared lock table (docs/design.md,
  * "The server's lock table"); current_setting() shows these three as plain

@@ -1884,6 +1884,7 @@ static void expect_first_clear_then_unlock(const advlock_member *m)
     assert_int_equal(poll_all(), 6);
     expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_PREPARE, NULL);
     expect_query(1, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_NAMED, m);
+    assert_int_equal(f.sent[1].param3, 0); /* outside a block: waits for no flush */
     assert_int_equal(f.sent[1].param, 1);
     assert_int_equal(f.sent[1].param2, (int64_t)TOKEN);
     expect_sync(2);
@@ -2055,8 +2056,11 @@ static void lock_delay_mark_out_past_the_timeout(void **state)
     advlock_conn_on_timer(&f.c, f.now);
     assert_int_equal(poll_all(), 0);
     f.now += 40;
-    answer_mark(0, 0, 1); /* written, late */
-    assert_int_equal(events(NULL), 0);
+    /* A standby's wait the timeout's cancel ended warns: the timeout stands. */
+    advlock_conn_on_notice(&f.c, "01000",
+                           "canceling wait for synchronous replication due to user request", f.now);
+    answer_mark(0, 0, 1);              /* written, late */
+    assert_int_equal(events(NULL), 1); /* the warning's */
     expect_clear_then_unlock(&f.m[0]);
     answer(ADVLOCK_RESULT_TRUE);
     expect_done(ADVLOCK_TIMED_OUT);
@@ -2298,12 +2302,16 @@ static void lock_delay_release_clears_before_the_unlock(void **state)
     expect_sync(1);
     answer_mark(0, 0, 1);
     expect_acquired();
-    /* Its release likewise: the clear alone, then the unlock. */
+    /* Its release likewise: the clear alone, then the unlock. Inside the
+     * caller's block the clear says so (its $3), and leaves the block's
+     * durability as the caller set it. */
+    advlock_conn_on_transaction(&f.c, 1);
     assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
     assert_int_equal(poll_all(), 4);
-    expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_NAMED, &f.m[0]);
+    expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param3, 1);
     expect_sync(1);
-    expect_query(2, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    expect_query(2, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_UNNAMED, &f.m[0]);
     expect_sync(3);
 }
 
