@@ -252,16 +252,12 @@ static void poll_one(model *md)
     }
     if (st.kind == ADVLOCK_STATEMENT_CANCEL) {
         /* only for the wait the server runs now, the head, or a lock-delay
-         * mark past its deadline, alone in flight but for its own prepare
-         * (whose answer the server holds back while the mark blocks) */
+         * mark past its deadline, alone in flight */
         int mode;
         advlock_sql head = md->len > 0 ? md->fifo[md->head].sql : ADVLOCK_SQL_COUNT;
-        int own_prepare = md->len == 2 && md->fifo[md->head].form == ADVLOCK_FORM_PREPARE
-                          && md->fifo[(md->head + 1) % FIFO].sql == head
-                          && md->fifo[(md->head + 1) % FIFO].form == ADVLOCK_FORM_NAMED;
         CHECK(st.member != NULL
               && (is_wait(head, &mode)
-                  || ((md->len == 1 || own_prepare)
+                  || (md->len == 1
                       && (head == ADVLOCK_SQL_MARK_TAKE || head == ADVLOCK_SQL_MARK_WRITE))));
         return;
     }

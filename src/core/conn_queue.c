@@ -252,17 +252,12 @@ static int mark_out(const advlock_conn *c)
 }
 
 /* The member whose lock-delay mark is late and alone in flight, where the
- * client can send cancel requests; else NULL. Its own prepare may still be
- * ahead of it: the server sends the prepare's answer when it flushes, at
- * the batch's end, which a blocked mark holds back. A cancel request that
- * stops the prepare instead leaves the mark unrun (aborted with it). */
+ * client can send cancel requests; else NULL. */
 static advlock_member *late_mark(const advlock_conn *c)
 {
-    if (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->count_ == 0 || c->count_ > 2)
+    if (!(c->caps_ & ADVLOCK_CAPS_CANCEL) || c->count_ != 1)
         return NULL;
-    const advlock_conn_slot *s = tail(c);
-    if (c->count_ == 2 && (slot_at(c, 0)->kind_ != SLOT_PREPARE || slot_at(c, 0)->sql_ != s->sql_))
-        return NULL;
+    const advlock_conn_slot *s = slot_at(c, 0);
     const advlock_member *m = s->kind_ == SLOT_MEMBER && is_mark(s->sql_) ? s->member_ : NULL;
     return m != NULL && m->delay_late_ != DELAY_ON_TIME ? s->member_ : NULL;
 }
@@ -503,39 +498,11 @@ static int ends_with_prepare(const advlock_member *m, int sql)
     return next.kind == ADVLOCK_ACTION_QUERY && (int)next.sql == sql;
 }
 
-/* The statements that may go prepared, each with its bit in the prepare
- * masks (1 + the bit). The rest always go unnamed: the session check (it
- * runs before the session is known), a proxy's guarded forms (a proxy
- * never gets a prepared statement), and the rare ones (setup, grants, a
- * block's own statements). */
-static const uint8_t prepare_slot[ADVLOCK_SQL_COUNT] = {
-    [ADVLOCK_SQL_TRY_LOCK] = 1,
-    [ADVLOCK_SQL_UNLOCK] = 2,
-    [ADVLOCK_SQL_TRY_LOCK_SHARED] = 3,
-    [ADVLOCK_SQL_UNLOCK_SHARED] = 4,
-    [ADVLOCK_SQL_TRY_XACT_LOCK] = 5,
-    [ADVLOCK_SQL_TRY_XACT_LOCK_SHARED] = 6,
-    [ADVLOCK_SQL_LOCK] = 7,
-    [ADVLOCK_SQL_LOCK_SHARED] = 8,
-    [ADVLOCK_SQL_XACT_LOCK] = 9,
-    [ADVLOCK_SQL_XACT_LOCK_SHARED] = 10,
-    [ADVLOCK_SQL_HOLDERS] = 11,
-    [ADVLOCK_SQL_HELD] = 12,
-    [ADVLOCK_SQL_HELD_SHARED] = 13,
-    [ADVLOCK_SQL_LEASE_SETUP] = 14,
-    [ADVLOCK_SQL_HEARTBEAT] = 15,
-    [ADVLOCK_SQL_TRY_LOCK_FENCED] = 16,
-    [ADVLOCK_SQL_TRY_XACT_LOCK_FENCED] = 17,
-    [ADVLOCK_SQL_CAPACITY] = 18,
-    [ADVLOCK_SQL_MARK_TAKE] = 19,
-    [ADVLOCK_SQL_MARK_WRITE] = 20,
-    [ADVLOCK_SQL_MARK_CLEAR] = 21,
-};
-
+/* sql's bit in the prepared statements' sets; 0 for the rows past them,
+ * which always go unnamed. */
 static uint32_t prepare_bit(int sql)
 {
-    int slot = sql >= 0 && sql < ADVLOCK_SQL_COUNT ? prepare_slot[sql] : 0;
-    return slot != 0 ? UINT32_C(1) << (slot - 1) : 0;
+    return sql < 32 ? UINT32_C(1) << sql : 0;
 }
 
 /* Slot s, out of the ring, has its answer a. */

@@ -1701,26 +1701,17 @@ static void grant_held_back(int64_t timeout_ms)
     assert_int_equal(events(NULL), 0);
 }
 
-/* m[0]'s mark's read, the connection's first: alone in its batch with its
- * prepare ahead of it, this holder's U = 27 s; nothing answered yet. */
-static void expect_first_mark_take(void)
-{
-    assert_int_equal(poll_all(), 3);
-    expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_PREPARE, NULL);
-    expect_query(1, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_NAMED, &f.m[0]);
-    assert_int_equal(f.sent[1].param, 1);
-    assert_int_equal(f.sent[1].param2, (int64_t)TOKEN);
-    assert_int_equal(f.sent[1].param3, 27000);
-    expect_sync(2);
-}
-
-/* As grant_held_back(): the mark's read goes next (expect_first_mark_take),
- * its prepare answered here. */
+/* As grant_held_back(): the mark's read goes next, alone, with this
+ * holder's U = 27 s. */
 static void grant_with_lock_delay(int64_t timeout_ms)
 {
     grant_held_back(timeout_ms);
-    expect_first_mark_take();
-    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    assert_int_equal(poll_all(), 2);
+    expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param, 1);
+    assert_int_equal(f.sent[0].param2, (int64_t)TOKEN);
+    assert_int_equal(f.sent[0].param3, 27000);
+    expect_sync(1);
 }
 
 /* The mark row: another holder's token (0: none), its stop bound, and 1
@@ -1753,36 +1744,13 @@ static void expect_acquired(void)
 }
 
 /* No mark, or the last holder's cleared: the one statement reads and
- * writes, and the grant is reported at its answer. Its prepare goes once
- * per connection, ahead of the first mark only (grant_with_lock_delay()):
- * the next acquire's mark goes named, alone, the one statement again. */
+ * writes, and the grant is reported at its answer. */
 static void lock_delay_clean_hand_off_costs_one_statement(void **state)
 {
     (void)state;
     grant_with_lock_delay(5000);
     answer_mark(0, 0, 1);
     expect_acquired();
-    assert_int_equal(poll_all(), 0);
-
-    advlock_options o;
-    advlock_options_init(&o);
-    o.lock_delay = 1;
-    assert_int_equal(advlock_conn_start_acquire_key(&f.c, &f.m[1], 2, 5000, &o, f.now), 0);
-    assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_TRY_LOCK, ADVLOCK_FORM_NAMED, &f.m[1]);
-    answer(ADVLOCK_RESULT_TRUE); /* granted */
-    assert_false(advlock_member_held(&f.m[1]));
-    assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_NAMED, &f.m[1]);
-    assert_int_equal(f.sent[0].param, 2);
-    assert_int_equal(f.sent[0].param3, 27000);
-    expect_sync(1);
-    answer_mark(0, 0, 1);
-    advlock_conn_event ev = {0};
-    assert_int_equal(events(&ev), 1);
-    assert_int_equal(ev.kind, ADVLOCK_CONN_DONE);
-    assert_ptr_equal(ev.member, &f.m[1]);
-    assert_int_equal(advlock_member_report(&f.m[1])->outcome, ADVLOCK_ACQUIRED);
     assert_int_equal(poll_all(), 0);
 }
 
@@ -1819,13 +1787,9 @@ static void lock_delay_waits_out_a_foreign_mark(void **state)
             assert_false(advlock_member_held(&f.m[0]));
     }
     assert_true(beats >= 2);
-    /* The connection's first write: its prepare ahead of it. */
-    assert_int_equal(f.nsent, 3);
-    expect_query(0, ADVLOCK_SQL_MARK_WRITE, ADVLOCK_FORM_PREPARE, NULL);
-    expect_query(1, ADVLOCK_SQL_MARK_WRITE, ADVLOCK_FORM_NAMED, &f.m[0]);
-    assert_int_equal(f.sent[1].param3, 27000);
-    expect_sync(2);
-    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
+    expect_query(0, ADVLOCK_SQL_MARK_WRITE, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param3, 27000);
+    expect_sync(1);
     f.now += 3;
     answer_mark(0, 0, 1);
     expect_acquired();
@@ -1876,33 +1840,23 @@ static void lock_delay_cancel_gives_back(void **state)
     assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_CANCELLED);
 }
 
-/* m's first clear and unlock on the connection: the clear, alone with its
- * prepare, then the unlock with its own after the clear's sync, not
- * waiting for the clear's answer. */
-static void expect_first_clear_then_unlock(const advlock_member *m)
-{
-    assert_int_equal(poll_all(), 6);
-    expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_PREPARE, NULL);
-    expect_query(1, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_NAMED, m);
-    assert_int_equal(f.sent[1].param3, 0); /* outside a block: waits for no flush */
-    assert_int_equal(f.sent[1].param, 1);
-    assert_int_equal(f.sent[1].param2, (int64_t)TOKEN);
-    expect_sync(2);
-    expect_query(3, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
-    expect_query(4, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, m);
-    expect_sync(5);
-}
-
-/* The grant goes back after our mark was written: as
- * expect_first_clear_then_unlock(), the clear's prepare and answer and the
- * unlock's prepare answered here. */
+/* The grant goes back after our mark was written: the clear, alone, then
+ * the unlock after its sync (the clear's answer and the unlock's prepare
+ * answered here). */
 static void expect_clear_then_unlock(const advlock_member *m)
 {
-    expect_first_clear_then_unlock(m);
-    answer(ADVLOCK_RESULT_TRUE); /* the clear's prepare */
+    assert_int_equal(poll_all(), 5);
+    expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_UNNAMED, m);
+    assert_int_equal(f.sent[0].param, 1);
+    assert_int_equal(f.sent[0].param2, (int64_t)TOKEN);
+    assert_int_equal(f.sent[0].param3, 0); /* outside a block: waits for no flush */
+    expect_sync(1);
+    expect_query(2, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(3, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, m);
+    expect_sync(4);
     answer_mark(0, 0, 1);
     assert_true(advlock_member_busy(m));
-    answer(ADVLOCK_RESULT_TRUE); /* the unlock's prepare */
+    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
 }
 
 /* The acquire of m[0] ended FAILED at its give-back's answer: no ACQUIRED
@@ -2110,32 +2064,6 @@ static void lock_delay_mark_out_past_the_timeout(void **state)
     expect_acquired();
 }
 
-/* A connection's first mark blocked past the timeout, its prepare still
- * unanswered ahead of it: the server sends the prepare's answer only when
- * it flushes, at the batch's end, which the blocked mark holds back. The
- * cancel request goes all the same (it can stop only the mark, or the
- * prepare, after which the mark does not run), and the grant goes back at
- * the mark's answer. */
-static void lock_delay_late_first_mark_cancelled_behind_its_prepare(void **state)
-{
-    (void)state;
-    setup_caps(ADVLOCK_CAPS_PIPELINE | ADVLOCK_CAPS_PREPARE | ADVLOCK_CAPS_CANCEL);
-    grant_held_back(5000);
-    expect_first_mark_take();
-    f.now = advlock_conn_next_wake(&f.c);
-    assert_int_equal(f.now, 5000);
-    advlock_conn_on_timer(&f.c, f.now);
-    assert_int_equal(poll_all(), 1);
-    assert_int_equal(f.sent[0].kind, ADVLOCK_STATEMENT_CANCEL);
-    assert_int_equal(f.sent[0].sql, ADVLOCK_SQL_MARK_TAKE);
-    assert_ptr_equal(f.sent[0].member, &f.m[0]);
-    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
-    answer_error("57014", "canceling statement due to user request");
-    expect_unlock(&f.m[0]); /* nothing written: no clear */
-    answer(ADVLOCK_RESULT_TRUE);
-    expect_done(ADVLOCK_TIMED_OUT);
-}
-
 /* A late mark's member ended with the connection given up (its statement
  * left to the engine) is not late in its next acquire: no cancel request
  * goes for that one's mark before its own deadline. */
@@ -2175,35 +2103,6 @@ static void lock_delay_cancelled_mark_aborted_gives_back(void **state)
     expect_done(ADVLOCK_CANCELLED);
 }
 
-/* A prepared mark someone dropped (DISCARD ALL, DEALLOCATE) answers
- * 26000: it did not run, and nothing was written. It is prepared again and
- * goes again while the acquire's end is undecided, the grant kept; once
- * the acquire is cancelled it does not go again: the grant goes straight
- * back, with no clear. */
-static void lock_delay_dropped_mark_is_prepared_again(void **state)
-{
-    (void)state;
-    grant_with_lock_delay(5000);
-    answer_error("26000", "prepared statement \"advlock_5eed5eed5eed5eed\" does not exist");
-    assert_true(advlock_member_busy(&f.m[0]));
-    assert_false(advlock_member_held(&f.m[0]));
-    assert_int_equal(events(NULL), 0);
-    expect_first_mark_take();
-    answer(ADVLOCK_RESULT_TRUE); /* the prepare */
-    answer_mark(0, 0, 1);
-    expect_acquired();
-    assert_int_equal(poll_all(), 0);
-
-    setup(NULL);
-    grant_with_lock_delay(60000);
-    assert_int_equal(advlock_conn_cancel(&f.c, &f.m[0], f.now), 0);
-    answer_error("26000", "prepared statement \"advlock_5eed5eed5eed5eed\" does not exist");
-    expect_unlock(&f.m[0]); /* no mark's read again, no clear */
-    answer(ADVLOCK_RESULT_TRUE);
-    expect_done(ADVLOCK_CANCELLED);
-    assert_int_equal(poll_all(), 0);
-}
-
 /* A mark that could not be written (no table), or whose commit stopped
  * waiting for the synchronous standby, fails the acquire after the grant
  * is given back. */
@@ -2221,25 +2120,6 @@ static void lock_delay_mark_not_written_gives_back(void **state)
     assert_string_equal(advlock_member_sqlstate(&f.m[0]), "42P01");
     assert_non_null(
         strstr(advlock_member_words(&f.m[0]), "lock-delay: writing this holder's mark"));
-
-    /* Without the table the server refuses the prepare itself, and the
-     * mark behind it in the batch is aborted: it did not run, so it goes
-     * again, unnamed, and fails on its own. */
-    setup(NULL);
-    grant_held_back(5000);
-    expect_first_mark_take();
-    answer_error("42P01", "relation \"advlock.mark\" does not exist");
-    answer_aborted();
-    assert_true(advlock_member_busy(&f.m[0]));
-    assert_int_equal(events(NULL), 0);
-    assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_UNNAMED, &f.m[0]);
-    expect_sync(1);
-    answer_error("42P01", "relation \"advlock.mark\" does not exist");
-    expect_unlock(&f.m[0]);
-    answer(ADVLOCK_RESULT_TRUE);
-    expect_done(ADVLOCK_FAILED);
-    assert_string_equal(advlock_member_sqlstate(&f.m[0]), "42P01");
 
     setup(NULL);
     grant_with_lock_delay(5000);
@@ -2282,15 +2162,20 @@ static void lock_delay_release_clears_before_the_unlock(void **state)
     answer_mark(0, 0, 1);
     expect_acquired();
     assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
-    expect_first_clear_then_unlock(&f.m[0]);
-    answer(ADVLOCK_RESULT_TRUE); /* the clear's prepare */
+    assert_int_equal(poll_all(), 5);
+    expect_query(0, ADVLOCK_SQL_MARK_CLEAR, ADVLOCK_FORM_UNNAMED, &f.m[0]);
+    assert_int_equal(f.sent[0].param, 1);
+    assert_int_equal(f.sent[0].param2, (int64_t)TOKEN);
+    expect_sync(1);
+    expect_query(2, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_PREPARE, NULL);
+    expect_query(3, ADVLOCK_SQL_UNLOCK, ADVLOCK_FORM_NAMED, &f.m[0]);
+    expect_sync(4);
     answer_mark(0, 0, 1);
     assert_true(advlock_member_busy(&f.m[0]));
-    answer(ADVLOCK_RESULT_TRUE); /* the unlock's prepare */
+    answer(ADVLOCK_RESULT_TRUE);
     answer(ADVLOCK_RESULT_TRUE);
     assert_int_equal(advlock_member_report(&f.m[0])->outcome, ADVLOCK_RELEASED);
-    /* The next acquire of the same member marks afresh, its mark named
-     * now, without a prepare: prepared once per connection. */
+    /* The next acquire of the same member marks afresh. */
     advlock_options o;
     advlock_options_init(&o);
     o.lock_delay = 1;
@@ -2298,13 +2183,12 @@ static void lock_delay_release_clears_before_the_unlock(void **state)
     assert_int_equal(poll_all(), 2);
     answer(ADVLOCK_RESULT_TRUE);
     assert_int_equal(poll_all(), 2);
-    expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_NAMED, &f.m[0]);
+    expect_query(0, ADVLOCK_SQL_MARK_TAKE, ADVLOCK_FORM_UNNAMED, &f.m[0]);
     expect_sync(1);
     answer_mark(0, 0, 1);
     expect_acquired();
-    /* Its release likewise: the clear alone, then the unlock. Inside the
-     * caller's block the clear says so (its $3), and leaves the block's
-     * durability as the caller set it. */
+    /* Its release inside the caller's block: the clear says so (its $3),
+     * and leaves the block's durability as the caller set it. */
     advlock_conn_on_transaction(&f.c, 1);
     assert_int_equal(advlock_conn_start_release(&f.c, &f.m[0], f.now), 0);
     assert_int_equal(poll_all(), 4);
@@ -2414,9 +2298,7 @@ int main(void)
         cmocka_unit_test_setup(lock_delay_lease_runs_out_while_held_back, setup),
         cmocka_unit_test_setup(lock_delay_mark_out_past_the_timeout, setup),
         cmocka_unit_test_setup(lock_delay_cancelled_mark_aborted_gives_back, setup),
-        cmocka_unit_test_setup(lock_delay_dropped_mark_is_prepared_again, setup),
         cmocka_unit_test_setup(lock_delay_late_mark_given_up_is_not_late_again, setup),
-        cmocka_unit_test_setup(lock_delay_late_first_mark_cancelled_behind_its_prepare, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
